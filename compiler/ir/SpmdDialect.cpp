@@ -1,0 +1,45 @@
+// Registers the `spmd` dialect's ops and emits the generated op definitions.
+// Shape rules, verifiers and folders are in SpmdShapeRules.cpp.
+#include "compiler/ir/SpmdDialect.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/OpImplementation.h"
+
+using namespace mlir;
+
+#include "compiler/ir/SpmdDialect.cpp.inc"
+
+#define GET_OP_CLASSES
+#include "compiler/ir/SpmdOps.cpp.inc"
+
+namespace spmd::ir {
+
+void SpmdDialect::initialize() {
+  addOperations<
+#define GET_OP_LIST
+#include "compiler/ir/SpmdOps.cpp.inc"
+      >();
+}
+
+Operation* SpmdDialect::materializeConstant(OpBuilder& builder, Attribute value, Type type,
+                                            Location loc) {
+  auto elements = llvm::dyn_cast<ElementsAttr>(value);
+  if (!elements || elements.getType() != type) return nullptr;
+  return builder.create<ConstantOp>(loc, type, elements);
+}
+
+namespace {
+template <typename... Ops>
+std::vector<std::string> namesOf() {
+  return {Ops::getOperationName().drop_front(SpmdDialect::getDialectNamespace().size() + 1).str()...};
+}
+}  // namespace
+
+std::vector<std::string> opNames() {
+  return namesOf<
+#define GET_OP_LIST
+#include "compiler/ir/SpmdOps.cpp.inc"
+      >();
+}
+
+}  // namespace spmd::ir

@@ -1,0 +1,148 @@
+// Every op of the `spmd` dialect, one def each. Shape rules (inferReturnTypes) and verifiers are
+// in SpmdShapeRules.cpp; kernels are in runtime/cpu and runtime/reference under the same name.
+#ifndef SPMD_OPS_TD
+#define SPMD_OPS_TD
+
+include "compiler/ir/SpmdDialect.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+class Spmd_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Spmd_Dialect, mnemonic, !listconcat([Pure], traits)> {
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+}
+
+// An op whose result types follow from operands and attributes.
+class Spmd_InferredOp<string mnemonic, list<Trait> traits = []>
+    : Spmd_Op<mnemonic, !listconcat([InferTypeOpAdaptor], traits)>;
+
+//===--- constants ---------------------------------------------------------------------------===//
+
+def Spmd_ConstantOp : Spmd_InferredOp<"constant", [ConstantLike]> {
+  let summary = "a tensor literal";
+  let arguments = (ins ElementsAttr:$value);
+  let results = (outs Spmd_AnyTensor:$result);
+  let assemblyFormat = "attr-dict $value";
+  let hasFolder = 1;
+}
+
+//===--- convolution and normalization -------------------------------------------------------===//
+
+def Spmd_Conv2dOp : Spmd_InferredOp<"conv2d"> {
+  let summary = "2-D convolution, NCHW input, OIHW filter, optional per-channel bias";
+  let arguments = (ins Spmd_FloatTensor:$input, Spmd_FloatTensor:$filter,
+                       Optional<Spmd_FloatTensor>:$bias,
+                       DenseI64ArrayAttr:$stride, DenseI64ArrayAttr:$padding);
+  let results = (outs Spmd_FloatTensor:$result);
+}
+
+def Spmd_BatchNormTrainOp : Spmd_InferredOp<"batch_norm_train"> {
+  let summary = "batch normalization over N, H, W with batch statistics";
+  let description = [{
+    Normalizes each channel of an NCHW input with the batch's mean and biased variance, then
+    scales and shifts. Also returns the batch mean and the biased batch variance per channel.
+  }];
+  let arguments = (ins Spmd_FloatTensor:$input, Spmd_FloatTensor:$scale,
+                       Spmd_FloatTensor:$offset, F64Attr:$epsilon);
+  let results = (outs Spmd_FloatTensor:$result, Spmd_FloatTensor:$batch_mean,
+                      Spmd_FloatTensor:$batch_variance);
+}
+
+def Spmd_BatchNormInferOp : Spmd_InferredOp<"batch_norm_infer"> {
+  let summary = "batch normalization with given (running) mean and variance";
+  let arguments = (ins Spmd_FloatTensor:$input, Spmd_FloatTensor:$scale,
+                       Spmd_FloatTensor:$offset, Spmd_FloatTensor:$mean,
+                       Spmd_FloatTensor:$variance, F64Attr:$epsilon);
+  let results = (outs Spmd_FloatTensor:$result);
+}
+
+//===--- elementwise -------------------------------------------------------------------------===//
+
+// Result type = operand type; ODS derives the shape rule from SameOperandsAndResultType.
+class Spmd_BinaryOp<string mnemonic>
+    : Spmd_Op<mnemonic, [SameOperandsAndResultType, InferTypeOpInterface]> {
+  let summary = "elementwise " # mnemonic # " of two tensors of one shape (broadcast explicitly)";
+  let arguments = (ins Spmd_FloatTensor:$lhs, Spmd_FloatTensor:$rhs);
+  let results = (outs Spmd_FloatTensor:$result);
+}
+
+def Spmd_AddOp : Spmd_BinaryOp<"add">;
+def Spmd_SubOp : Spmd_BinaryOp<"sub">;
+def Spmd_MulOp : Spmd_BinaryOp<"mul">;
+def Spmd_DivOp : Spmd_BinaryOp<"div">;
+def Spmd_MaxOp : Spmd_BinaryOp<"max">;
+
+class Spmd_UnaryOp<string mnemonic>
+    : Spmd_Op<mnemonic, [SameOperandsAndResultType, InferTypeOpInterface]> {
+  let summary = "elementwise " # mnemonic;
+  let arguments = (ins Spmd_FloatTensor:$input);
+  let results = (outs Spmd_FloatTensor:$result);
+}
+
+def Spmd_NegOp : Spmd_UnaryOp<"neg">;
+def Spmd_ExpOp : Spmd_UnaryOp<"exp">;
+def Spmd_LogOp : Spmd_UnaryOp<"log">;
+def Spmd_SqrtOp : Spmd_UnaryOp<"sqrt">;
+def Spmd_ReluOp : Spmd_UnaryOp<"relu">;
+
+//===--- shape -------------------------------------------------------------------------------===//
+
+def Spmd_BroadcastInDimOp : Spmd_Op<"broadcast_in_dim"> {
+  let summary = "broadcast to the result shape; operand dim i maps to result dim dims[i]";
+  let arguments = (ins Spmd_AnyTensor:$input, DenseI64ArrayAttr:$dims);
+  let results = (outs Spmd_AnyTensor:$result);
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def Spmd_ReshapeOp : Spmd_Op<"reshape"> {
+  let summary = "reinterpret a row-major tensor with another shape of the same element count";
+  let arguments = (ins Spmd_AnyTensor:$input);
+  let results = (outs Spmd_AnyTensor:$result);
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def Spmd_TransposeOp : Spmd_InferredOp<"transpose"> {
+  let summary = "permute dimensions: result dim i is input dim perm[i]";
+  let arguments = (ins Spmd_AnyTensor:$input, DenseI64ArrayAttr:$perm);
+  let results = (outs Spmd_AnyTensor:$result);
+  let hasFolder = 1;
+}
+
+//===--- reductions --------------------------------------------------------------------------===//
+
+class Spmd_ReduceOp<string mnemonic> : Spmd_InferredOp<mnemonic> {
+  let summary = mnemonic # " over the given axes, which are removed from the shape";
+  let arguments = (ins Spmd_FloatTensor:$input, DenseI64ArrayAttr:$axes);
+  let results = (outs Spmd_FloatTensor:$result);
+}
+
+def Spmd_ReduceSumOp : Spmd_ReduceOp<"reduce_sum">;
+def Spmd_ReduceMeanOp : Spmd_ReduceOp<"reduce_mean">;
+def Spmd_ReduceMaxOp : Spmd_ReduceOp<"reduce_max">;
+
+def Spmd_ArgmaxOp : Spmd_InferredOp<"argmax"> {
+  let summary = "index of the largest element along an axis (first one on ties), as i32";
+  let arguments = (ins Spmd_FloatTensor:$input, I64Attr:$axis);
+  let results = (outs Spmd_IndexTensor:$result);
+}
+
+//===--- dense layers and losses ------------------------------------------------------------===//
+
+def Spmd_MatmulOp : Spmd_InferredOp<"matmul"> {
+  let summary = "2-D matrix product op(lhs) x op(rhs) + bias, op = optional transpose";
+  let arguments = (ins Spmd_FloatTensor:$lhs, Spmd_FloatTensor:$rhs,
+                       Optional<Spmd_FloatTensor>:$bias,
+                       DefaultValuedAttr<BoolAttr, "false">:$transpose_lhs,
+                       DefaultValuedAttr<BoolAttr, "false">:$transpose_rhs);
+  let results = (outs Spmd_FloatTensor:$result);
+}
+
+def Spmd_SoftmaxCrossEntropyOp : Spmd_InferredOp<"softmax_cross_entropy"> {
+  let summary = "per-example -log softmax(logits)[label]; logits [N, C], labels [N] i32";
+  let arguments = (ins Spmd_FloatTensor:$logits, Spmd_IndexTensor:$labels);
+  let results = (outs Spmd_FloatTensor:$loss);
+}
+
+#endif
