@@ -1,0 +1,46 @@
+// A host-side n-d array: dtype, shape and shared row-major storage. What users pass to and get
+// back from compiled functions, and what parameter trees hold.
+#pragma once
+
+#include <cstring>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "runtime/DType.h"
+#include "runtime/Shape.h"
+
+namespace spmd {
+
+struct Array {
+  DType dtype = DType::f32;
+  Shape shape;
+  std::shared_ptr<std::vector<std::byte>> storage;
+
+  static Array zeros(DType dtype, Shape shape) {
+    size_t bytes = static_cast<size_t>(numElements(shape)) * dtypeSize(dtype);
+    return {dtype, std::move(shape), std::make_shared<std::vector<std::byte>>(bytes)};
+  }
+  template <typename T>
+  static Array of(Shape shape, std::span<const T> values) {
+    Array a = zeros(dtypeOf<T>(), std::move(shape));
+    if (static_cast<int64_t>(values.size()) != a.numel())
+      throw Error("Array::of: " + std::to_string(values.size()) + " values for shape " +
+                  shapeString(a.shape));
+    std::memcpy(a.data(), values.data(), values.size_bytes());
+    return a;
+  }
+
+  int64_t numel() const { return numElements(shape); }
+  size_t bytes() const { return storage ? storage->size() : 0; }
+  std::byte* data() const { return storage ? storage->data() : nullptr; }
+  template <typename T>
+  std::span<T> values() const {
+    if (dtypeOf<T>() != dtype)
+      throw Error("Array::values: array is " + std::string(dtypeName(dtype)) + ", asked for " +
+                  std::string(dtypeName(dtypeOf<T>())));
+    return {reinterpret_cast<T*>(data()), static_cast<size_t>(numel())};
+  }
+};
+
+}  // namespace spmd

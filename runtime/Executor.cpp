@@ -1,0 +1,80 @@
+// Executor: buffer allocation, input binding and checking, step dispatch, output copy-out.
+#include "runtime/Executor.h"
+
+#include <exception>
+
+namespace spmd::runtime {
+
+Executor::Executor(Program program, std::shared_ptr<Device> device)
+    : program_(std::move(program)), device_(std::move(device)) {
+  const KernelTable& table = device_->kernels();
+  for (const Step& step : program_.steps) {
+    auto it = table.find(step.op);
+    if (it == table.end())
+      throw Error("device " + device_->name() + " has no kernel for op '" + step.op + "' (" +
+                  step.location + ")");
+    kernels_.push_back(it->second);
+  }
+  caches_.resize(program_.steps.size());
+  buffers_.resize(program_.buffers.size());
+  std::vector<bool> isInput(program_.buffers.size());
+  for (int id : program_.inputs) isInput[id] = true;
+  for (size_t id = 0; id < program_.buffers.size(); ++id) {
+    const BufferDesc& desc = program_.buffers[id];
+    if (isInput[id] && device_->hostAccessible()) continue;
+    buffers_[id] = device_->allocate(desc.bytes());
+    if (!desc.constant.empty())
+      device_->copyToDevice(buffers_[id].get(), desc.constant.data(), desc.bytes());
+  }
+}
+
+std::vector<Array> Executor::run(std::span<const Array> inputs) {
+  if (inputs.size() != program_.inputs.size())
+    throw Error("program @" + program_.name + " takes " + std::to_string(program_.inputs.size()) +
+                " inputs, got " + std::to_string(inputs.size()));
+  std::vector<std::byte*> data(buffers_.size());
+  for (size_t id = 0; id < buffers_.size(); ++id) data[id] = buffers_[id].get();
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const BufferDesc& desc = program_.buffers[program_.inputs[i]];
+    const Array& array = inputs[i];
+    if (array.dtype != desc.dtype || array.shape != desc.shape || array.bytes() != desc.bytes())
+      throw Error("input " + std::to_string(i) + " of @" + program_.name + " must be " +
+                  std::string(dtypeName(desc.dtype)) + shapeString(desc.shape) + ", got " +
+                  std::string(dtypeName(array.dtype)) + shapeString(array.shape));
+    if (device_->hostAccessible())
+      data[program_.inputs[i]] = array.data();
+    else
+      device_->copyToDevice(data[program_.inputs[i]], array.data(), desc.bytes());
+  }
+
+  auto view = [&](int id) {
+    const BufferDesc& desc = program_.buffers[id];
+    return TensorView{data[id], desc.dtype, desc.shape};
+  };
+  std::vector<TensorView> ins, outs;
+  for (size_t s = 0; s < program_.steps.size(); ++s) {
+    const Step& step = program_.steps[s];
+    ins.clear();
+    outs.clear();
+    for (int id : step.inputs) ins.push_back(view(id));
+    for (int id : step.outputs) outs.push_back(view(id));
+    KernelCall call{step, ins, outs, caches_[s]};
+    try {
+      kernels_[s](call);
+    } catch (const std::exception& e) {
+      throw Error("step " + std::to_string(s) + " '" + step.op + "' (" + step.location +
+                  ") failed on " + device_->name() + ": " + e.what());
+    }
+  }
+
+  std::vector<Array> results;
+  for (int id : program_.outputs) {
+    const BufferDesc& desc = program_.buffers[id];
+    Array out = Array::zeros(desc.dtype, desc.shape);
+    device_->copyToHost(out.data(), data[id], desc.bytes());
+    results.push_back(std::move(out));
+  }
+  return results;
+}
+
+}  // namespace spmd::runtime

@@ -1,0 +1,31 @@
+// Runs a Program on one Device: allocates every buffer once, then per call binds the inputs,
+// runs the steps in order and returns the outputs as host Arrays.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "runtime/Array.h"
+#include "runtime/Device.h"
+#include "runtime/Program.h"
+
+namespace spmd::runtime {
+
+class Executor {
+ public:
+  // Fails with a clear error when the device has no kernel for one of the program's ops.
+  Executor(Program program, std::shared_ptr<Device> device);
+
+  std::vector<Array> run(std::span<const Array> inputs);
+  const Program& program() const { return program_; }
+
+ private:
+  Program program_;
+  std::shared_ptr<Device> device_;
+  std::vector<std::shared_ptr<std::byte>> buffers_;  // by buffer id; null for host-bound inputs
+  std::vector<KernelFn> kernels_;                    // by step
+  std::vector<std::shared_ptr<void>> caches_;        // by step
+};
+
+}  // namespace spmd::runtime

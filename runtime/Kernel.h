@@ -1,0 +1,38 @@
+// What a backend kernel sees: views of its input and output buffers, the Step (op name and
+// attributes), and a per-step cache slot for prepared state (e.g. a oneDNN primitive).
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+#include <unordered_map>
+
+#include "runtime/Program.h"
+
+namespace spmd::runtime {
+
+struct TensorView {
+  void* data = nullptr;
+  DType dtype = DType::f32;
+  std::span<const int64_t> shape;
+
+  int64_t numel() const { return numElements(shape); }
+  int64_t dim(size_t i) const { return shape[i]; }
+  size_t rank() const { return shape.size(); }
+  template <typename T> T* as() const { return static_cast<T*>(data); }
+};
+
+struct KernelCall {
+  const Step& step;
+  std::span<const TensorView> in;
+  std::span<const TensorView> out;
+  std::shared_ptr<void>& cache;  // empty on the first call of this step; the kernel may fill it
+};
+
+using KernelFn = void (*)(KernelCall&);
+using KernelTable = std::unordered_map<std::string, KernelFn>;
+
+// Reference kernels: simple loops, double accumulation; the oracle tests compare backends with.
+const KernelTable& referenceKernels();
+
+}  // namespace spmd::runtime

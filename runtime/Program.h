@@ -1,0 +1,49 @@
+// The backend-neutral Program the compiler hands the runtime: buffers with dtypes and shapes,
+// and an ordered list of steps (kernel calls by op name, with attributes) over those buffers.
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "runtime/DType.h"
+#include "runtime/Shape.h"
+
+namespace spmd::runtime {
+
+using Attr = std::variant<bool, int64_t, double, std::vector<int64_t>, std::string>;
+
+struct BufferDesc {
+  DType dtype = DType::f32;
+  Shape shape;
+  std::vector<std::byte> constant;  // initial contents for constants; empty otherwise
+
+  size_t bytes() const { return static_cast<size_t>(numElements(shape)) * dtypeSize(dtype); }
+};
+
+struct Step {
+  std::string op;                      // dialect op name without prefix: "conv2d"
+  std::vector<int> inputs, outputs;    // buffer ids
+  std::map<std::string, Attr> attrs;
+  std::string location;                // user's "file:line", for errors
+
+  const Attr& attr(const std::string& name) const;
+  const std::vector<int64_t>& ints(const std::string& name) const;
+  int64_t integer(const std::string& name) const;
+  double real(const std::string& name) const;
+  bool flag(const std::string& name) const;
+};
+
+struct Program {
+  std::string name;
+  std::vector<BufferDesc> buffers;
+  std::vector<int> inputs, outputs;  // buffer ids, in the function's argument/result order
+  std::vector<Step> steps;
+
+  // Human-readable text form, one line per buffer and step.
+  std::string toText() const;
+};
+
+}  // namespace spmd::runtime

@@ -1,0 +1,78 @@
+// CPU matmul through oneDNN (f32; transposes as strided layouts, bias fused), softmax
+// cross-entropy and argmax as row loops. f64 matmul runs the reference loops.
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "runtime/cpu/Onednn.h"
+#include "runtime/cpu/Kernels.h"
+#include "runtime/reference/Reference.h"
+
+namespace spmd::runtime::cpu {
+
+void matmul(KernelCall& call) {
+  if (call.in[0].dtype != DType::f32) return reference::matmul(call);
+  bool hasBias = call.in.size() > 2;
+  Prepared& p = cachedState<Prepared>(call, [&] {
+    using namespace dnnl;
+    using tag = memory::format_tag;
+    bool ta = call.step.flag("transpose_lhs"), tb = call.step.flag("transpose_rhs");
+    int64_t m = call.out[0].dim(0), n = call.out[0].dim(1);
+    int64_t k = ta ? call.in[0].dim(0) : call.in[0].dim(1);
+    memory::desc a({m, k}, memory::data_type::f32, ta ? tag::ba : tag::ab);
+    memory::desc b({k, n}, memory::data_type::f32, tb ? tag::ba : tag::ab);
+    memory::desc c({m, n}, memory::data_type::f32, tag::ab);
+    memory::desc bias({1, n}, memory::data_type::f32, tag::ab);
+    auto desc = hasBias ? matmul::desc(a, b, bias, c) : matmul::desc(a, b, c);
+    Prepared prepared{dnnl::matmul(dnnl::matmul::primitive_desc(desc, engine())),
+                      stream(engine()), {}};
+    prepared.bind(DNNL_ARG_SRC, a);
+    prepared.bind(DNNL_ARG_WEIGHTS, b);
+    prepared.bind(DNNL_ARG_DST, c);
+    if (hasBias) prepared.bind(DNNL_ARG_BIAS, bias);
+    return prepared;
+  });
+  if (hasBias)
+    p.run({{DNNL_ARG_SRC, call.in[0].data}, {DNNL_ARG_WEIGHTS, call.in[1].data},
+           {DNNL_ARG_BIAS, call.in[2].data}, {DNNL_ARG_DST, call.out[0].data}});
+  else
+    p.run({{DNNL_ARG_SRC, call.in[0].data}, {DNNL_ARG_WEIGHTS, call.in[1].data},
+           {DNNL_ARG_DST, call.out[0].data}});
+}
+
+void softmax_cross_entropy(KernelCall& call) {
+  visitFloat(call.in[0].dtype, [&](auto tag) {
+    using T = decltype(tag);
+    int64_t rows = call.in[0].dim(0), classes = call.in[0].dim(1);
+    const int32_t* labels = call.in[1].as<int32_t>();
+    for (int64_t r = 0; r < rows; ++r) {
+      const T* row = call.in[0].as<T>() + r * classes;
+      if (labels[r] < 0 || labels[r] >= classes)
+        throw Error("label " + std::to_string(labels[r]) + " at row " + std::to_string(r) +
+                    " is out of range [0, " + std::to_string(classes) + ")");
+      T top = *std::max_element(row, row + classes);
+      T sum = 0;
+      for (int64_t j = 0; j < classes; ++j) sum += std::exp(row[j] - top);
+      call.out[0].as<T>()[r] = std::log(sum) - (row[labels[r]] - top);
+    }
+  });
+}
+
+void argmax(KernelCall& call) {
+  visitFloat(call.in[0].dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const TensorView& x = call.in[0];
+    int64_t axis = call.step.integer("axis"), extent = x.dim(axis);
+    int64_t inner = numElements(x.shape.subspan(axis + 1)), outer = x.numel() / (extent * inner);
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t i = 0; i < inner; ++i) {
+        const T* base = x.as<T>() + o * extent * inner + i;
+        int32_t best = 0;
+        for (int64_t j = 1; j < extent; ++j)
+          if (base[j * inner] > base[best * inner]) best = static_cast<int32_t>(j);
+        call.out[0].as<int32_t>()[o * inner + i] = best;
+      }
+  });
+}
+
+}  // namespace spmd::runtime::cpu

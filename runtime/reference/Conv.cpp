@@ -1,0 +1,35 @@
+// Reference 2-D convolution: NCHW input, OIHW filter, optional bias, stride and zero padding.
+#include "runtime/reference/Reference.h"
+
+namespace spmd::runtime::reference {
+
+void conv2d(KernelCall& call) {
+  visitFloat(call.in[0].dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const TensorView &x = call.in[0], &w = call.in[1], &y = call.out[0];
+    const T* bias = call.in.size() > 2 ? call.in[2].as<T>() : nullptr;
+    const auto& stride = call.step.ints("stride");
+    const auto& pad = call.step.ints("padding");
+    int64_t n = x.dim(0), c = x.dim(1), h = x.dim(2), wd = x.dim(3);
+    int64_t o = w.dim(0), kh = w.dim(2), kw = w.dim(3), oh = y.dim(2), ow = y.dim(3);
+    const T *xp = x.as<T>(), *wp = w.as<T>();
+    T* yp = y.as<T>();
+    for (int64_t b = 0; b < n; ++b)
+      for (int64_t f = 0; f < o; ++f)
+        for (int64_t i = 0; i < oh; ++i)
+          for (int64_t j = 0; j < ow; ++j) {
+            double acc = bias ? bias[f] : 0.0;
+            for (int64_t ch = 0; ch < c; ++ch)
+              for (int64_t u = 0; u < kh; ++u)
+                for (int64_t v = 0; v < kw; ++v) {
+                  int64_t r = i * stride[0] - pad[0] + u, s = j * stride[1] - pad[1] + v;
+                  if (r < 0 || r >= h || s < 0 || s >= wd) continue;
+                  acc += double(xp[((b * c + ch) * h + r) * wd + s]) *
+                         double(wp[((f * c + ch) * kh + u) * kw + v]);
+                }
+            yp[((b * o + f) * oh + i) * ow + j] = static_cast<T>(acc);
+          }
+  });
+}
+
+}  // namespace spmd::runtime::reference

@@ -1,0 +1,46 @@
+// Reference matmul (optional transposes and bias) and per-example softmax cross-entropy.
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "runtime/reference/Reference.h"
+
+namespace spmd::runtime::reference {
+
+void matmul(KernelCall& call) {
+  visitFloat(call.in[0].dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const TensorView &a = call.in[0], &b = call.in[1], &c = call.out[0];
+    const T* bias = call.in.size() > 2 ? call.in[2].as<T>() : nullptr;
+    bool ta = call.step.flag("transpose_lhs"), tb = call.step.flag("transpose_rhs");
+    int64_t m = c.dim(0), n = c.dim(1), k = ta ? a.dim(0) : a.dim(1);
+    auto A = [&](int64_t i, int64_t p) { return double(a.as<T>()[ta ? p * m + i : i * k + p]); };
+    auto B = [&](int64_t p, int64_t j) { return double(b.as<T>()[tb ? j * k + p : p * n + j]); };
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double acc = bias ? bias[j] : 0.0;
+        for (int64_t p = 0; p < k; ++p) acc += A(i, p) * B(p, j);
+        c.as<T>()[i * n + j] = static_cast<T>(acc);
+      }
+  });
+}
+
+void softmax_cross_entropy(KernelCall& call) {
+  visitFloat(call.in[0].dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const TensorView &logits = call.in[0], &labels = call.in[1];
+    int64_t rows = logits.dim(0), classes = logits.dim(1);
+    for (int64_t r = 0; r < rows; ++r) {
+      const T* row = logits.as<T>() + r * classes;
+      int32_t label = labels.as<int32_t>()[r];
+      if (label < 0 || label >= classes)
+        throw Error("label " + std::to_string(label) + " at row " + std::to_string(r) +
+                    " is out of range [0, " + std::to_string(classes) + ")");
+      double top = *std::max_element(row, row + classes), sum = 0;
+      for (int64_t j = 0; j < classes; ++j) sum += std::exp(double(row[j]) - top);
+      call.out[0].as<T>()[r] = static_cast<T>(top + std::log(sum) - double(row[label]));
+    }
+  });
+}
+
+}  // namespace spmd::runtime::reference

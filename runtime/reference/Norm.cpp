@@ -1,0 +1,71 @@
+// Reference batch normalization over N and the spatial dims, per channel (dim 1); training
+// form (batch statistics, biased variance) and inference form (given statistics).
+#include <cmath>
+#include <vector>
+
+#include "runtime/reference/Reference.h"
+
+namespace spmd::runtime::reference {
+namespace {
+
+// x viewed as [outer = N, channels, inner = H*W].
+struct ChannelLayout {
+  int64_t outer, channels, inner;
+  explicit ChannelLayout(const TensorView& x)
+      : outer(x.dim(0)), channels(x.dim(1)), inner(x.numel() / (x.dim(0) * x.dim(1))) {}
+  int64_t at(int64_t n, int64_t c, int64_t i) const { return (n * channels + c) * inner + i; }
+};
+
+template <typename T>
+void normalize(const TensorView& x, const TensorView& y, const T* scale, const T* offset,
+               const std::vector<double>& mean, const std::vector<double>& var, double eps) {
+  ChannelLayout l(x);
+  for (int64_t c = 0; c < l.channels; ++c) {
+    double inv = 1.0 / std::sqrt(var[c] + eps);
+    for (int64_t n = 0; n < l.outer; ++n)
+      for (int64_t i = 0; i < l.inner; ++i)
+        y.as<T>()[l.at(n, c, i)] = static_cast<T>(
+            (double(x.as<T>()[l.at(n, c, i)]) - mean[c]) * inv * scale[c] + offset[c]);
+  }
+}
+
+}  // namespace
+
+void batch_norm_train(KernelCall& call) {
+  visitFloat(call.in[0].dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const TensorView& x = call.in[0];
+    ChannelLayout l(x);
+    double count = double(l.outer * l.inner);
+    std::vector<double> mean(l.channels), var(l.channels);
+    for (int64_t c = 0; c < l.channels; ++c) {
+      double sum = 0, sq = 0;
+      for (int64_t n = 0; n < l.outer; ++n)
+        for (int64_t i = 0; i < l.inner; ++i) sum += x.as<T>()[l.at(n, c, i)];
+      mean[c] = sum / count;
+      for (int64_t n = 0; n < l.outer; ++n)
+        for (int64_t i = 0; i < l.inner; ++i) {
+          double d = x.as<T>()[l.at(n, c, i)] - mean[c];
+          sq += d * d;
+        }
+      var[c] = sq / count;
+      call.out[1].as<T>()[c] = static_cast<T>(mean[c]);
+      call.out[2].as<T>()[c] = static_cast<T>(var[c]);
+    }
+    normalize<T>(x, call.out[0], call.in[1].as<T>(), call.in[2].as<T>(), mean, var,
+                 call.step.real("epsilon"));
+  });
+}
+
+void batch_norm_infer(KernelCall& call) {
+  visitFloat(call.in[0].dtype, [&](auto tag) {
+    using T = decltype(tag);
+    int64_t channels = call.in[0].dim(1);
+    const T *m = call.in[3].as<T>(), *v = call.in[4].as<T>();
+    std::vector<double> mean(m, m + channels), var(v, v + channels);
+    normalize<T>(call.in[0], call.out[0], call.in[1].as<T>(), call.in[2].as<T>(), mean, var,
+                 call.step.real("epsilon"));
+  });
+}
+
+}  // namespace spmd::runtime::reference

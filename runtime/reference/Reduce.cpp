@@ -1,0 +1,67 @@
+// Reference reductions over a set of axes (sum, mean, max) and argmax along one axis.
+#include <algorithm>
+#include <limits>
+#include <vector>
+
+#include "runtime/Index.h"
+#include "runtime/reference/Reference.h"
+
+namespace spmd::runtime::reference {
+namespace {
+
+// Linear index into the reduced output for an input multi-index.
+int64_t reducedIndex(std::span<const int64_t> index, std::span<const int64_t> shape,
+                     const std::vector<int64_t>& axes) {
+  int64_t out = 0;
+  for (size_t d = 0; d < shape.size(); ++d)
+    if (std::find(axes.begin(), axes.end(), int64_t(d)) == axes.end())
+      out = out * shape[d] + index[d];
+  return out;
+}
+
+enum class Kind { sum, mean, max };
+
+void reduce(KernelCall& call, Kind kind) {
+  visitFloat(call.in[0].dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const TensorView &x = call.in[0], &y = call.out[0];
+    const auto& axes = call.step.ints("axes");
+    double init = kind == Kind::max ? -std::numeric_limits<double>::infinity() : 0.0;
+    std::vector<double> acc(y.numel(), init);
+    forEachIndex(x.shape, [&](std::span<const int64_t> index, int64_t linear) {
+      double& a = acc[reducedIndex(index, x.shape, axes)];
+      double v = x.as<T>()[linear];
+      a = kind == Kind::max ? std::max(a, v) : a + v;
+    });
+    double count = double(x.numel()) / double(std::max<int64_t>(y.numel(), 1));
+    for (int64_t i = 0; i < y.numel(); ++i)
+      y.as<T>()[i] = static_cast<T>(kind == Kind::mean ? acc[i] / count : acc[i]);
+  });
+}
+
+}  // namespace
+
+void reduce_sum(KernelCall& call) { reduce(call, Kind::sum); }
+void reduce_mean(KernelCall& call) { reduce(call, Kind::mean); }
+void reduce_max(KernelCall& call) { reduce(call, Kind::max); }
+
+void argmax(KernelCall& call) {
+  visitFloat(call.in[0].dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const TensorView &x = call.in[0], &y = call.out[0];
+    int64_t axis = call.step.integer("axis");
+    std::vector<double> best(y.numel(), -std::numeric_limits<double>::infinity());
+    std::vector<int32_t> arg(y.numel(), -1);
+    forEachIndex(x.shape, [&](std::span<const int64_t> index, int64_t linear) {
+      int64_t out = reducedIndex(index, x.shape, {axis});
+      double v = x.as<T>()[linear];
+      if (arg[out] < 0 || v > best[out]) {
+        best[out] = v;
+        arg[out] = static_cast<int32_t>(index[axis]);
+      }
+    });
+    std::copy(arg.begin(), arg.end(), y.as<int32_t>());
+  });
+}
+
+}  // namespace spmd::runtime::reference

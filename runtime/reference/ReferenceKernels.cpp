@@ -1,0 +1,15 @@
+// The table of reference kernels, by op name.
+#include "runtime/reference/Reference.h"
+
+namespace spmd::runtime {
+
+const KernelTable& referenceKernels() {
+  static const KernelTable table = {
+#define SPMD_TABLE_ENTRY(name) {#name, &reference::name},
+      SPMD_REFERENCE_KERNELS(SPMD_TABLE_ENTRY)
+#undef SPMD_TABLE_ENTRY
+  };
+  return table;
+}
+
+}  // namespace spmd::runtime

@@ -1,0 +1,46 @@
+// Reference data-movement kernels (any dtype, element by element): broadcast_in_dim, reshape,
+// transpose.
+#include <cstring>
+
+#include "runtime/Index.h"
+#include "runtime/reference/Reference.h"
+
+namespace spmd::runtime::reference {
+namespace {
+
+void copyElement(const TensorView& dst, int64_t to, const TensorView& src, int64_t from) {
+  size_t size = dtypeSize(src.dtype);
+  std::memcpy(static_cast<std::byte*>(dst.data) + to * size,
+              static_cast<const std::byte*>(src.data) + from * size, size);
+}
+
+}  // namespace
+
+void broadcast_in_dim(KernelCall& call) {
+  const TensorView &x = call.in[0], &y = call.out[0];
+  const auto& dims = call.step.ints("dims");
+  Shape strides = rowMajorStrides(x.shape);
+  forEachIndex(y.shape, [&](std::span<const int64_t> index, int64_t linear) {
+    int64_t from = 0;
+    for (size_t i = 0; i < dims.size(); ++i)
+      if (x.dim(i) != 1) from += index[dims[i]] * strides[i];
+    copyElement(y, linear, x, from);
+  });
+}
+
+void reshape(KernelCall& call) {
+  for (int64_t i = 0; i < call.in[0].numel(); ++i) copyElement(call.out[0], i, call.in[0], i);
+}
+
+void transpose(KernelCall& call) {
+  const TensorView &x = call.in[0], &y = call.out[0];
+  const auto& perm = call.step.ints("perm");
+  Shape strides = rowMajorStrides(x.shape);
+  forEachIndex(y.shape, [&](std::span<const int64_t> index, int64_t linear) {
+    int64_t from = 0;
+    for (size_t i = 0; i < perm.size(); ++i) from += index[i] * strides[perm[i]];
+    copyElement(y, linear, x, from);
+  });
+}
+
+}  // namespace spmd::runtime::reference
