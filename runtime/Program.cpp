@@ -43,7 +43,9 @@ const std::vector<int64_t>& Step::ints(const std::string& name) const {
 }
 int64_t Step::integer(const std::string& name) const { return get<int64_t>(*this, name, "an integer"); }
 double Step::real(const std::string& name) const { return get<double>(*this, name, "a float"); }
-bool Step::flag(const std::string& name) const { return get<bool>(*this, name, "a bool"); }
+bool Step::flag(const std::string& name) const {
+  return attrs.count(name) ? get<bool>(*this, name, "a bool") : false;
+}
 
 std::string Program::toText() const {
   std::ostringstream os;

@@ -33,7 +33,7 @@ struct Step {
   const std::vector<int64_t>& ints(const std::string& name) const;
   int64_t integer(const std::string& name) const;
   double real(const std::string& name) const;
-  bool flag(const std::string& name) const;
+  bool flag(const std::string& name) const;  // false when absent
 };
 
 struct Program {

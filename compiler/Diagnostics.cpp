@@ -1,0 +1,35 @@
+// DiagnosticCollector and source-line extraction from MLIR locations.
+#include "compiler/Diagnostics.h"
+
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/MLIRContext.h"
+#include "runtime/Error.h"
+
+namespace spmd {
+
+std::string sourceLine(mlir::Location loc) {
+  std::string found;
+  loc->walk([&](mlir::Location inner) {
+    if (auto file = llvm::dyn_cast<mlir::FileLineColLoc>(inner)) {
+      found = file.getFilename().str() + ":" + std::to_string(file.getLine());
+      return mlir::WalkResult::interrupt();
+    }
+    return mlir::WalkResult::advance();
+  });
+  return found;
+}
+
+DiagnosticCollector::DiagnosticCollector(mlir::MLIRContext* context)
+    : handler_(context, [this](mlir::Diagnostic& diag) {
+        std::string where = sourceLine(diag.getLocation());
+        text_ += (where.empty() ? "" : where + ": ") + diag.str() + "\n";
+        for (const mlir::Diagnostic& note : diag.getNotes())
+          text_ += "  note: " + note.str() + "\n";
+        return mlir::success();
+      }) {}
+
+void DiagnosticCollector::fail(const std::string& prefix) const {
+  throw Error(prefix + (text_.empty() ? "(no diagnostic)" : text_));
+}
+
+}  // namespace spmd

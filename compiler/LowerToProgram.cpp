@@ -1,0 +1,99 @@
+// lowerToProgram: func.func over `spmd` ops -> runtime::Program.
+#include "compiler/LowerToProgram.h"
+
+#include <cstring>
+
+#include "compiler/Diagnostics.h"
+#include "compiler/ir/SpmdDialect.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinAttributes.h"
+
+namespace spmd {
+namespace {
+
+DType dtypeOf(mlir::Type element, mlir::Location loc) {
+  if (element.isF32()) return DType::f32;
+  if (element.isF64()) return DType::f64;
+  if (element.isInteger(32)) return DType::i32;
+  std::string text;
+  llvm::raw_string_ostream(text) << element;
+  throw Error(sourceLine(loc) + ": element type " + text + " has no runtime dtype");
+}
+
+runtime::BufferDesc describe(mlir::Value value) {
+  auto type = llvm::cast<mlir::RankedTensorType>(value.getType());
+  return {dtypeOf(type.getElementType(), value.getLoc()),
+          Shape(type.getShape().begin(), type.getShape().end()),
+          {}};
+}
+
+template <typename T>
+std::vector<std::byte> bytesOf(mlir::DenseElementsAttr dense) {
+  std::vector<std::byte> bytes(dense.getNumElements() * sizeof(T));
+  T* out = reinterpret_cast<T*>(bytes.data());
+  for (T value : dense.getValues<T>()) *out++ = value;
+  return bytes;
+}
+
+std::vector<std::byte> constantBytes(ir::ConstantOp op) {
+  auto dense = llvm::dyn_cast<mlir::DenseElementsAttr>(op.getValue());
+  if (!dense) throw Error(sourceLine(op.getLoc()) + ": spmd.constant needs a dense literal");
+  mlir::Type element = dense.getElementType();
+  if (element.isF32()) return bytesOf<float>(dense);
+  if (element.isF64()) return bytesOf<double>(dense);
+  return bytesOf<int32_t>(dense);
+}
+
+runtime::Attr convert(mlir::NamedAttribute named, mlir::Operation* op) {
+  mlir::Attribute attr = named.getValue();
+  if (auto b = llvm::dyn_cast<mlir::BoolAttr>(attr)) return b.getValue();
+  if (auto i = llvm::dyn_cast<mlir::IntegerAttr>(attr)) return i.getInt();
+  if (auto f = llvm::dyn_cast<mlir::FloatAttr>(attr)) return f.getValueAsDouble();
+  if (auto a = llvm::dyn_cast<mlir::DenseI64ArrayAttr>(attr))
+    return std::vector<int64_t>(a.asArrayRef().begin(), a.asArrayRef().end());
+  if (auto s = llvm::dyn_cast<mlir::StringAttr>(attr)) return s.str();
+  throw Error(sourceLine(op->getLoc()) + ": cannot lower attribute '" + named.getName().str() +
+              "' of " + op->getName().getStringRef().str());
+}
+
+}  // namespace
+
+runtime::Program lowerToProgram(mlir::func::FuncOp function) {
+  runtime::Program program;
+  program.name = function.getSymName().str();
+  llvm::DenseMap<mlir::Value, int> ids;
+  auto define = [&](mlir::Value value, runtime::BufferDesc desc) {
+    ids[value] = static_cast<int>(program.buffers.size());
+    program.buffers.push_back(std::move(desc));
+    return ids[value];
+  };
+  for (mlir::BlockArgument arg : function.getArguments())
+    program.inputs.push_back(define(arg, describe(arg)));
+
+  for (mlir::Operation& op : function.getBody().front()) {
+    if (auto ret = llvm::dyn_cast<mlir::func::ReturnOp>(op)) {
+      for (mlir::Value value : ret.getOperands()) program.outputs.push_back(ids.at(value));
+      continue;
+    }
+    if (auto constant = llvm::dyn_cast<ir::ConstantOp>(op)) {
+      runtime::BufferDesc desc = describe(constant.getResult());
+      desc.constant = constantBytes(constant);
+      define(constant.getResult(), std::move(desc));
+      continue;
+    }
+    if (!llvm::isa<ir::SpmdDialect>(op.getDialect()))
+      throw Error(sourceLine(op.getLoc()) + ": cannot lower " + op.getName().getStringRef().str() +
+                  " to a runtime step; only spmd ops lower");
+    runtime::Step step;
+    step.op = op.getName().stripDialect().str();
+    step.location = sourceLine(op.getLoc());
+    for (mlir::Value operand : op.getOperands()) step.inputs.push_back(ids.at(operand));
+    for (mlir::Value result : op.getResults()) step.outputs.push_back(define(result, describe(result)));
+    for (mlir::NamedAttribute named : op.getAttrDictionary())
+      step.attrs[named.getName().str()] = convert(named, &op);
+    program.steps.push_back(std::move(step));
+  }
+  return program;
+}
+
+}  // namespace spmd

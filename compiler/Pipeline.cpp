@@ -1,0 +1,86 @@
+// compile(): the pass list, per-pass verification and dumps, and lowering.
+#include "compiler/Pipeline.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "compiler/Diagnostics.h"
+#include "compiler/LowerToProgram.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OperationSupport.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Transforms/Passes.h"
+
+namespace spmd {
+namespace {
+
+class PipelineRun {
+ public:
+  PipelineRun(mlir::ModuleOp module, std::string dumpDir)
+      : module_(module), dumpDir_(std::move(dumpDir)) {
+    if (!dumpDir_.empty()) std::filesystem::create_directories(dumpDir_);
+  }
+
+  void verify(const std::string& after) {
+    DiagnosticCollector diagnostics(module_.getContext());
+    if (mlir::failed(mlir::verify(module_)))
+      diagnostics.fail("IR verification failed after " + after + ":\n");
+    dump(after);
+  }
+
+  void run(std::unique_ptr<mlir::Pass> pass) {
+    std::string name = pass->getArgument().str();
+    mlir::PassManager manager(module_.getContext());
+    manager.enableVerifier(false);  // verify() below reports with the pass's name
+    manager.addPass(std::move(pass));
+    DiagnosticCollector diagnostics(module_.getContext());
+    if (mlir::failed(manager.run(module_))) diagnostics.fail("pass --" + name + " failed:\n");
+    verify(name);
+  }
+
+  void dumpText(const std::string& file, const std::string& text) {
+    if (dumpDir_.empty()) return;
+    std::ofstream(std::filesystem::path(dumpDir_) / file) << text;
+  }
+
+ private:
+  void dump(const std::string& stage) {
+    if (dumpDir_.empty()) return;
+    char prefix[8];
+    std::snprintf(prefix, sizeof prefix, "%02d-", index_++);
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    module_.print(os, mlir::OpPrintingFlags().enableDebugInfo(true, false));
+    dumpText(prefix + stage + ".mlir", text);
+  }
+
+  mlir::ModuleOp module_;
+  std::string dumpDir_;
+  int index_ = 0;
+};
+
+std::string dumpDirFor(const CompileOptions& options) {
+  if (!options.dumpDir.empty()) return options.dumpDir;
+  const char* env = std::getenv("SPMD_DUMP_IR");
+  return env ? env : "";
+}
+
+}  // namespace
+
+runtime::Program compile(mlir::ModuleOp module, const CompileOptions& options) {
+  PipelineRun pipeline(module, dumpDirFor(options));
+  pipeline.verify("tracing");
+  pipeline.run(mlir::createCanonicalizerPass());
+  pipeline.run(mlir::createCSEPass());
+
+  auto function = module.lookupSymbol<mlir::func::FuncOp>(options.entry);
+  if (!function) throw Error("compile: the module has no function @" + options.entry);
+  runtime::Program program = lowerToProgram(function);
+  pipeline.dumpText("program.txt", program.toText());
+  return program;
+}
+
+}  // namespace spmd

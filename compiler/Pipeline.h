@@ -1,0 +1,27 @@
+// The compiler pipeline: verify the traced module, run the passes in order (verifying after
+// each, dumping each result when asked), then lower to a runtime Program.
+#pragma once
+
+#include <string>
+
+#include "runtime/Program.h"
+
+namespace mlir {
+class ModuleOp;
+}
+
+namespace spmd {
+
+struct CompileOptions {
+  // Directory for numbered per-pass dumps (NN-<pass>.mlir) and program.txt. Empty: use the
+  // SPMD_DUMP_IR environment variable; no dumps if that is unset too.
+  std::string dumpDir;
+  // Function to lower; the module's only function when empty.
+  std::string entry = "main";
+};
+
+// Runs the pipeline on `module` in place and returns the lowered Program. Throws spmd::Error
+// naming the pass, the op and the user's source line when a pass or the verifier fails.
+runtime::Program compile(mlir::ModuleOp module, const CompileOptions& options = {});
+
+}  // namespace spmd

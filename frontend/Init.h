@@ -1,0 +1,32 @@
+// Parameter initializers and the seeded random generator they draw from.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <random>
+
+#include "runtime/Array.h"
+
+namespace spmd {
+
+class Rng {
+ public:
+  explicit Rng(uint64_t seed) : engine_(seed) {}
+  std::mt19937_64& engine() { return engine_; }
+
+ private:
+  std::mt19937_64 engine_;
+};
+
+// Makes an f32 array of the given shape. fanIn = product of all dims but the first.
+using Initializer = std::function<Array(Rng&, const Shape&)>;
+
+namespace init {
+Initializer normal(double stddev);  // the seeds' Normal(0.01)
+Initializer kaimingNormal();        // He et al.: stddev sqrt(2 / fanIn)
+Initializer constant(double value);
+inline Initializer zeros() { return constant(0.0); }
+inline Initializer ones() { return constant(1.0); }
+}  // namespace init
+
+}  // namespace spmd

@@ -1,0 +1,107 @@
+// JitCore: signature keys, retrace reasons, tracing into a module, compiling and running.
+#include "frontend/Jit.h"
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "compiler/Pipeline.h"
+#include "frontend/Trace.h"
+#include "runtime/Executor.h"
+#include "runtime/cpu/CpuDevice.h"
+
+namespace spmd::detail {
+
+struct JitCore::Entry {
+  std::unique_ptr<runtime::Executor> executor;
+  std::shared_ptr<void> prototype;
+};
+
+namespace {
+
+std::vector<std::string> leafTypes(const std::vector<Tensor>& leaves) {
+  std::vector<std::string> types;
+  for (const Tensor& t : leaves) types.push_back(t.typeString());
+  return types;
+}
+
+std::string signatureOf(const std::vector<Tensor>& leaves, const std::string& structure) {
+  std::string key = structure + "|";
+  for (const std::string& type : leafTypes(leaves)) key += type + ";";
+  return key;
+}
+
+// Why `now` differs from `before`: the first differing input leaf, or the structure.
+std::string explain(const std::string& before, const std::string& now,
+                    const std::vector<Tensor>& leaves) {
+  if (before.empty()) return "first call";
+  auto split = [](const std::string& key) {
+    std::vector<std::string> parts;
+    size_t bar = key.find('|'), start = bar + 1;
+    for (size_t end; (end = key.find(';', start)) != std::string::npos; start = end + 1)
+      parts.push_back(key.substr(start, end - start));
+    return std::pair{key.substr(0, bar), parts};
+  };
+  auto [structBefore, typesBefore] = split(before);
+  auto [structNow, typesNow] = split(now);
+  if (structBefore != structNow) return "the argument structure (tree keys or arity) changed";
+  for (size_t i = 0; i < typesNow.size(); ++i)
+    if (i >= typesBefore.size() || typesBefore[i] != typesNow[i])
+      return "input leaf " + std::to_string(i) + " was " +
+             (i < typesBefore.size() ? typesBefore[i] : "absent") + ", now " + typesNow[i];
+  return "the signature changed";
+}
+
+}  // namespace
+
+JitCore::JitCore(JitOptions options) : options_(std::move(options)) {}
+JitCore::~JitCore() = default;
+
+std::pair<std::vector<Tensor>, std::shared_ptr<void>> JitCore::call(
+    const std::vector<Tensor>& leaves, const std::string& structure, const TraceFn& traceFn) {
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    if (!leaves[i].defined())
+      throw Error("jit '" + options_.name + "': input leaf " + std::to_string(i) +
+                  " is an undefined tensor");
+    if (leaves[i].isTraced())
+      throw Error("jit '" + options_.name + "': input leaf " + std::to_string(i) +
+                  " is a traced tensor; calling a jitted function inside another traced "
+                  "function is not supported yet, call the plain function instead");
+  }
+  std::string signature = signatureOf(leaves, structure);
+  auto found = cache_.find(signature);
+  if (found == cache_.end()) {
+    lastReason_ = explain(lastSignature_, signature, leaves);
+    if (std::getenv("SPMD_LOG_COMPILES"))
+      std::fprintf(stderr, "spmd: compiling '%s' (%s)\n", options_.name.c_str(), lastReason_.c_str());
+    auto entry = std::make_unique<Entry>();
+    Trace trace(options_.name);
+    std::vector<Tensor> arguments;
+    for (const Tensor& leaf : leaves) arguments.push_back(trace.addArgument(leaf.dtype(), leaf.shape()));
+    Traced traced = traceFn(arguments);
+    trace.finish(traced.outputs, Loc::current());
+    {
+      std::string text;
+      llvm::raw_string_ostream os(text);
+      trace.module().print(os, mlir::OpPrintingFlags().enableDebugInfo(true, false));
+      lastTracedIr_ = text;
+    }
+    runtime::Program program = compile(trace.module(), {options_.dumpDir, "main"});
+    program.name = options_.name;
+    lastProgramText_ = program.toText();
+    entry->executor = std::make_unique<runtime::Executor>(
+        std::move(program), std::make_shared<runtime::CpuDevice>());
+    entry->prototype = traced.prototype;
+    found = cache_.emplace(signature, std::move(entry)).first;
+    ++compileCount_;
+  }
+  lastSignature_ = signature;
+
+  std::vector<Array> inputs;
+  inputs.reserve(leaves.size());
+  for (const Tensor& leaf : leaves) inputs.push_back(leaf.array());
+  std::vector<Array> results = found->second->executor->run(inputs);
+  std::vector<Tensor> outputs(results.begin(), results.end());
+  return {std::move(outputs), found->second->prototype};
+}
+
+}  // namespace spmd::detail

@@ -1,0 +1,196 @@
+// The DSL's op functions: each records one `spmd` op (plus explicit broadcasts) in the current
+// trace at the caller's source line.
+#include "frontend/Ops.h"
+
+#include "compiler/ir/SpmdDialect.h"
+#include "frontend/Trace.h"
+
+namespace spmd {
+
+using detail::Trace;
+using detail::where;
+namespace ir = spmd::ir;
+
+namespace {
+
+// NumPy broadcasting of two shapes; throws naming both.
+Shape broadcastShape(const Tensor& a, const Tensor& b, const char* op, Loc loc) {
+  size_t rank = std::max(a.shape().size(), b.shape().size());
+  Shape out(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t da = i < rank - a.shape().size() ? 1 : a.shape()[i - (rank - a.shape().size())];
+    int64_t db = i < rank - b.shape().size() ? 1 : b.shape()[i - (rank - b.shape().size())];
+    if (da != db && da != 1 && db != 1)
+      throw Error(where(loc) + ": spmd::" + op + ": shapes " + shapeString(a.shape()) + " and " +
+                  shapeString(b.shape()) + " do not broadcast (dim " + std::to_string(i) +
+                  ": " + std::to_string(da) + " vs " + std::to_string(db) + ")");
+    out[i] = std::max(da, db);
+  }
+  return out;
+}
+
+template <typename OpTy>
+Tensor binary(const Tensor& a, const Tensor& b, const char* name, Loc loc) {
+  Trace& trace = Trace::current(name, loc);
+  if (a.dtype() != b.dtype())
+    throw Error(where(loc) + ": spmd::" + name + ": dtypes differ (" + a.typeString() + " vs " +
+                b.typeString() + "); convert one operand first");
+  Shape shape = broadcastShape(a, b, name, loc);
+  Tensor x = broadcastTo(a, shape, loc), y = broadcastTo(b, shape, loc);
+  return trace.wrap(
+      trace.create<OpTy>(loc, trace.valueOf(x, loc), trace.valueOf(y, loc))->getResult(0));
+}
+
+template <typename OpTy>
+Tensor unary(const Tensor& x, const char* name, Loc loc) {
+  Trace& trace = Trace::current(name, loc);
+  return trace.wrap(trace.create<OpTy>(loc, trace.valueOf(x, loc))->getResult(0));
+}
+
+template <typename OpTy>
+Tensor reduction(const Tensor& x, std::vector<int64_t> axes, const char* name, Loc loc) {
+  Trace& trace = Trace::current(name, loc);
+  for (int64_t& axis : axes)
+    if (axis < 0) axis += x.rank();
+  std::sort(axes.begin(), axes.end());
+  return trace.wrap(trace.create<OpTy>(loc, trace.valueOf(x, loc), axes)->getResult(0));
+}
+
+mlir::Value optional(Trace& trace, const Tensor& t, Loc loc) {
+  return t.defined() ? trace.valueOf(t, loc) : mlir::Value();
+}
+
+}  // namespace
+
+Tensor conv2d(const Tensor& x, const Tensor& filter, const Tensor& bias,
+              const Conv2dOptions& options, Loc loc) {
+  Trace& trace = Trace::current("conv2d", loc);
+  return trace.wrap(trace
+                        .create<ir::Conv2dOp>(loc, trace.valueOf(x, loc),
+                                              trace.valueOf(filter, loc),
+                                              optional(trace, bias, loc), options.stride,
+                                              options.padding)
+                        ->getResult(0));
+}
+
+BatchNormResult batchNormTrain(const Tensor& x, const Tensor& scale, const Tensor& offset,
+                               double epsilon, Loc loc) {
+  Trace& trace = Trace::current("batchNormTrain", loc);
+  mlir::Operation* op = trace.create<ir::BatchNormTrainOp>(
+      loc, trace.valueOf(x, loc), trace.valueOf(scale, loc), trace.valueOf(offset, loc),
+      llvm::APFloat(epsilon));
+  return {trace.wrap(op->getResult(0)), trace.wrap(op->getResult(1)),
+          trace.wrap(op->getResult(2))};
+}
+
+Tensor batchNormInfer(const Tensor& x, const Tensor& scale, const Tensor& offset,
+                      const Tensor& mean, const Tensor& variance, double epsilon, Loc loc) {
+  Trace& trace = Trace::current("batchNormInfer", loc);
+  return trace.wrap(trace
+                        .create<ir::BatchNormInferOp>(
+                            loc, trace.valueOf(x, loc), trace.valueOf(scale, loc),
+                            trace.valueOf(offset, loc), trace.valueOf(mean, loc),
+                            trace.valueOf(variance, loc), llvm::APFloat(epsilon))
+                        ->getResult(0));
+}
+
+Tensor add(const Tensor& a, const Tensor& b, Loc loc) { return binary<ir::AddOp>(a, b, "add", loc); }
+Tensor sub(const Tensor& a, const Tensor& b, Loc loc) { return binary<ir::SubOp>(a, b, "sub", loc); }
+Tensor mul(const Tensor& a, const Tensor& b, Loc loc) { return binary<ir::MulOp>(a, b, "mul", loc); }
+Tensor div(const Tensor& a, const Tensor& b, Loc loc) { return binary<ir::DivOp>(a, b, "div", loc); }
+Tensor maximum(const Tensor& a, const Tensor& b, Loc loc) {
+  return binary<ir::MaxOp>(a, b, "maximum", loc);
+}
+Tensor neg(const Tensor& x, Loc loc) { return unary<ir::NegOp>(x, "neg", loc); }
+Tensor exp(const Tensor& x, Loc loc) { return unary<ir::ExpOp>(x, "exp", loc); }
+Tensor log(const Tensor& x, Loc loc) { return unary<ir::LogOp>(x, "log", loc); }
+Tensor sqrt(const Tensor& x, Loc loc) { return unary<ir::SqrtOp>(x, "sqrt", loc); }
+Tensor relu(const Tensor& x, Loc loc) { return unary<ir::ReluOp>(x, "relu", loc); }
+
+Tensor fill(const Tensor& like, double value, Loc loc) {
+  Trace& trace = Trace::current("fill", loc);
+  auto type = detail::tensorType(like.dtype(), like.shape());
+  mlir::Attribute scalar =
+      like.dtype() == DType::i32
+          ? mlir::Attribute(trace.builder().getI32IntegerAttr(static_cast<int32_t>(value)))
+          : mlir::Attribute(trace.builder().getFloatAttr(type.getElementType(), value));
+  auto attr = mlir::SplatElementsAttr::get(type, scalar);
+  return trace.wrap(
+      trace.create<ir::ConstantOp>(loc, llvm::cast<mlir::ElementsAttr>(attr))->getResult(0));
+}
+
+Tensor broadcastTo(const Tensor& x, const Shape& shape, Loc loc) {
+  if (x.shape() == shape) return x;
+  Trace& trace = Trace::current("broadcastTo", loc);
+  if (x.shape().size() > shape.size())
+    throw Error(where(loc) + ": spmd::broadcastTo: cannot broadcast " + x.typeString() +
+                " to the lower-rank shape " + shapeString(shape));
+  std::vector<int64_t> dims(x.shape().size());
+  std::iota(dims.begin(), dims.end(), static_cast<int64_t>(shape.size() - x.shape().size()));
+  return trace.wrap(trace
+                        .createWithType<ir::BroadcastInDimOp>(
+                            loc, detail::tensorType(x.dtype(), shape), trace.valueOf(x, loc), dims)
+                        ->getResult(0));
+}
+
+Tensor reshape(const Tensor& x, const Shape& shape, Loc loc) {
+  Trace& trace = Trace::current("reshape", loc);
+  Shape resolved = shape;
+  auto unknown = std::find(resolved.begin(), resolved.end(), -1);
+  if (unknown != resolved.end()) {
+    int64_t known = -numElements(resolved);  // product with the -1 counted once
+    if (known <= 0 || x.numel() % known != 0)
+      throw Error(where(loc) + ": spmd::reshape: cannot infer -1 in " + shapeString(shape) +
+                  " for " + x.typeString());
+    *unknown = x.numel() / known;
+  }
+  if (numElements(resolved) != x.numel())
+    throw Error(where(loc) + ": spmd::reshape: " + x.typeString() + " has " +
+                std::to_string(x.numel()) + " elements, shape " + shapeString(shape) + " has " +
+                std::to_string(numElements(resolved)));
+  return trace.wrap(trace
+                        .createWithType<ir::ReshapeOp>(
+                            loc, detail::tensorType(x.dtype(), resolved), trace.valueOf(x, loc))
+                        ->getResult(0));
+}
+
+Tensor transpose(const Tensor& x, const std::vector<int64_t>& perm, Loc loc) {
+  Trace& trace = Trace::current("transpose", loc);
+  return trace.wrap(trace.create<ir::TransposeOp>(loc, trace.valueOf(x, loc), perm)->getResult(0));
+}
+
+Tensor sum(const Tensor& x, std::vector<int64_t> axes, Loc loc) {
+  return reduction<ir::ReduceSumOp>(x, std::move(axes), "sum", loc);
+}
+Tensor mean(const Tensor& x, std::vector<int64_t> axes, Loc loc) {
+  return reduction<ir::ReduceMeanOp>(x, std::move(axes), "mean", loc);
+}
+Tensor max(const Tensor& x, std::vector<int64_t> axes, Loc loc) {
+  return reduction<ir::ReduceMaxOp>(x, std::move(axes), "max", loc);
+}
+
+Tensor argmax(const Tensor& x, int64_t axis, Loc loc) {
+  Trace& trace = Trace::current("argmax", loc);
+  if (axis < 0) axis += x.rank();
+  return trace.wrap(trace.create<ir::ArgmaxOp>(loc, trace.valueOf(x, loc), axis)->getResult(0));
+}
+
+Tensor matmul(const Tensor& a, const Tensor& b, const Tensor& bias, const MatmulOptions& options,
+              Loc loc) {
+  Trace& trace = Trace::current("matmul", loc);
+  return trace.wrap(trace
+                        .create<ir::MatmulOp>(loc, trace.valueOf(a, loc), trace.valueOf(b, loc),
+                                              optional(trace, bias, loc), options.transposeLhs,
+                                              options.transposeRhs)
+                        ->getResult(0));
+}
+
+Tensor softmaxCrossEntropy(const Tensor& logits, const Tensor& labels, Loc loc) {
+  Trace& trace = Trace::current("softmaxCrossEntropy", loc);
+  return trace.wrap(trace
+                        .create<ir::SoftmaxCrossEntropyOp>(loc, trace.valueOf(logits, loc),
+                                                           trace.valueOf(labels, loc))
+                        ->getResult(0));
+}
+
+}  // namespace spmd

@@ -1,0 +1,59 @@
+// The DSL's op functions. Inside spmd::jit they record `spmd` dialect ops at the caller's
+// source line; shape errors are thrown as spmd::Error naming that line.
+#pragma once
+
+#include <vector>
+
+#include "frontend/Tensor.h"
+
+namespace spmd {
+
+struct Conv2dOptions {
+  std::vector<int64_t> stride = {1, 1};
+  std::vector<int64_t> padding = {0, 0};
+};
+
+Tensor conv2d(const Tensor& x, const Tensor& filter, const Tensor& bias = {},
+              const Conv2dOptions& options = {}, Loc loc = Loc::current());
+
+struct BatchNormResult {
+  Tensor y, mean, variance;  // mean and biased variance of the batch, per channel
+};
+BatchNormResult batchNormTrain(const Tensor& x, const Tensor& scale, const Tensor& offset,
+                               double epsilon, Loc loc = Loc::current());
+Tensor batchNormInfer(const Tensor& x, const Tensor& scale, const Tensor& offset,
+                      const Tensor& mean, const Tensor& variance, double epsilon,
+                      Loc loc = Loc::current());
+
+// Elementwise binary ops broadcast NumPy-style (emitting explicit spmd.broadcast_in_dim).
+Tensor add(const Tensor& a, const Tensor& b, Loc loc = Loc::current());
+Tensor sub(const Tensor& a, const Tensor& b, Loc loc = Loc::current());
+Tensor mul(const Tensor& a, const Tensor& b, Loc loc = Loc::current());
+Tensor div(const Tensor& a, const Tensor& b, Loc loc = Loc::current());
+Tensor maximum(const Tensor& a, const Tensor& b, Loc loc = Loc::current());
+Tensor neg(const Tensor& x, Loc loc = Loc::current());
+Tensor exp(const Tensor& x, Loc loc = Loc::current());
+Tensor log(const Tensor& x, Loc loc = Loc::current());
+Tensor sqrt(const Tensor& x, Loc loc = Loc::current());
+Tensor relu(const Tensor& x, Loc loc = Loc::current());
+// A scalar as a tensor of x's dtype and shape (a splat constant).
+Tensor fill(const Tensor& like, double value, Loc loc = Loc::current());
+
+Tensor broadcastTo(const Tensor& x, const Shape& shape, Loc loc = Loc::current());
+Tensor reshape(const Tensor& x, const Shape& shape, Loc loc = Loc::current());  // one -1 allowed
+Tensor transpose(const Tensor& x, const std::vector<int64_t>& perm, Loc loc = Loc::current());
+
+Tensor sum(const Tensor& x, std::vector<int64_t> axes, Loc loc = Loc::current());
+Tensor mean(const Tensor& x, std::vector<int64_t> axes, Loc loc = Loc::current());
+Tensor max(const Tensor& x, std::vector<int64_t> axes, Loc loc = Loc::current());
+Tensor argmax(const Tensor& x, int64_t axis, Loc loc = Loc::current());
+
+struct MatmulOptions {
+  bool transposeLhs = false, transposeRhs = false;
+};
+Tensor matmul(const Tensor& a, const Tensor& b, const Tensor& bias = {},
+              const MatmulOptions& options = {}, Loc loc = Loc::current());
+// Per-example loss: logits [N, C], labels [N] i32 -> [N].
+Tensor softmaxCrossEntropy(const Tensor& logits, const Tensor& labels, Loc loc = Loc::current());
+
+}  // namespace spmd

@@ -1,0 +1,58 @@
+// Tensor and Tree basics (no MLIR here).
+#include "frontend/Tensor.h"
+
+#include "frontend/Tree.h"
+
+namespace spmd {
+
+Tensor::Tensor(Array concrete)
+    : dtype_(concrete.dtype), shape_(concrete.shape), array_(std::move(concrete)) {}
+
+Tensor Tensor::traced(detail::Trace* trace, void* value, DType dtype, Shape shape) {
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  t.trace_ = trace;
+  t.value_ = value;
+  return t;
+}
+
+int64_t Tensor::dim(int64_t axis) const {
+  int64_t r = rank();
+  if (axis < -r || axis >= r)
+    throw Error("axis " + std::to_string(axis) + " is out of range for a tensor of shape " +
+                shapeString(shape_));
+  return shape_[axis < 0 ? axis + r : axis];
+}
+
+const Array& Tensor::array() const {
+  if (!array_)
+    throw Error("tensor " + typeString() +
+                " is traced inside spmd::jit and has no data yet; return it from the traced "
+                "function to get its value");
+  return *array_;
+}
+
+std::string Tensor::typeString() const { return std::string(dtypeName(dtype_)) + shapeString(shape_); }
+
+const Tensor& Tree::at(const std::string& name) const {
+  auto it = items_.find(name);
+  if (it == items_.end()) {
+    std::string known;
+    for (auto& [key, _] : items_) {
+      if (known.size() > 200) { known += ", ..."; break; }
+      known += (known.empty() ? "" : ", ") + key;
+    }
+    throw Error("tree has no entry '" + name + "' (it has " + std::to_string(items_.size()) +
+                " entries: " + known + ")");
+  }
+  return it->second;
+}
+
+int64_t Tree::numElements() const {
+  int64_t total = 0;
+  for (auto& [_, t] : items_) total += t.numel();
+  return total;
+}
+
+}  // namespace spmd

@@ -1,0 +1,133 @@
+// Trace: the module under construction, Tensor <-> mlir::Value, locations and scopes.
+#include "frontend/Trace.h"
+
+#include "compiler/Registration.h"
+#include "compiler/ir/SpmdDialect.h"
+#include "mlir/IR/DialectRegistry.h"
+
+namespace spmd::detail {
+namespace {
+
+thread_local Trace* currentTrace = nullptr;
+
+DType dtypeOf(mlir::Type element) {
+  if (element.isF32()) return DType::f32;
+  if (element.isF64()) return DType::f64;
+  if (element.isInteger(32)) return DType::i32;
+  throw Error("internal: traced value has an element type with no runtime dtype");
+}
+
+// Paths inside the source tree print relative to it.
+std::string shortPath(const char* file) {
+  std::string path = file;
+#ifdef SPMD_SOURCE_DIR
+  std::string root = SPMD_SOURCE_DIR "/";
+  if (path.rfind(root, 0) == 0) return path.substr(root.size());
+#endif
+  return path;
+}
+
+}  // namespace
+
+std::string where(Loc loc) { return shortPath(loc.file_name()) + ":" + std::to_string(loc.line()); }
+
+mlir::MLIRContext& context() {
+  static mlir::MLIRContext* instance = [] {
+    mlir::DialectRegistry registry;
+    registerDialects(registry);
+    auto* ctx = new mlir::MLIRContext(registry);
+    ctx->loadAllAvailableDialects();
+    ctx->disableMultithreading();
+    return ctx;
+  }();
+  return *instance;
+}
+
+mlir::Type elementType(DType dtype) {
+  mlir::MLIRContext* ctx = &context();
+  switch (dtype) {
+    case DType::f32: return mlir::Float32Type::get(ctx);
+    case DType::f64: return mlir::Float64Type::get(ctx);
+    case DType::i32: return mlir::IntegerType::get(ctx, 32);
+  }
+  return {};
+}
+
+mlir::RankedTensorType tensorType(DType dtype, const Shape& shape) {
+  return mlir::RankedTensorType::get(shape, elementType(dtype));
+}
+
+Trace::Trace(const std::string& name) : builder_(&context()), previous_(currentTrace) {
+  mlir::Location loc = mlir::NameLoc::get(builder_.getStringAttr(name));
+  module_ = mlir::ModuleOp::create(loc);
+  builder_.setInsertionPointToEnd(module_->getBody());
+  function_ = builder_.create<mlir::func::FuncOp>(loc, "main", builder_.getFunctionType({}, {}));
+  builder_.setInsertionPointToEnd(function_.addEntryBlock());
+  currentTrace = this;
+}
+
+Trace::~Trace() { currentTrace = previous_; }
+
+Trace& Trace::current(const char* what, Loc loc) {
+  if (!currentTrace)
+    throw Error(where(loc) + ": spmd::" +
+                what + " was called outside a traced function; call it inside a function "
+                "passed to spmd::jit");
+  return *currentTrace;
+}
+
+Tensor Trace::addArgument(DType dtype, const Shape& shape) {
+  mlir::Block& body = function_.getBody().front();
+  mlir::Value arg = body.addArgument(tensorType(dtype, shape), function_.getLoc());
+  function_.setFunctionType(builder_.getFunctionType(body.getArgumentTypes(), {}));
+  return wrap(arg);
+}
+
+void Trace::finish(const std::vector<Tensor>& outputs, Loc loc) {
+  llvm::SmallVector<mlir::Value> values;
+  for (const Tensor& t : outputs) values.push_back(valueOf(t, loc));
+  builder_.create<mlir::func::ReturnOp>(location(loc), values);
+  mlir::Block& body = function_.getBody().front();
+  function_.setFunctionType(
+      builder_.getFunctionType(body.getArgumentTypes(), mlir::ValueRange(values).getTypes()));
+}
+
+mlir::Value Trace::valueOf(const Tensor& tensor, Loc loc) {
+  if (!tensor.defined())
+    throw Error(where(loc) +
+                ": an undefined (default-constructed) tensor was passed to an op");
+  if (tensor.trace() == this) return mlir::Value::getFromOpaquePointer(tensor.value());
+  if (tensor.isTraced())
+    throw Error(where(loc) +
+                ": tensor " + tensor.typeString() + " belongs to another trace (a traced value "
+                "escaped its spmd::jit function); pass it in as an argument instead");
+  const Array& array = tensor.array();
+  auto type = tensorType(array.dtype, array.shape);
+  auto attr = mlir::DenseElementsAttr::getFromRawBuffer(
+      type, llvm::ArrayRef<char>(reinterpret_cast<const char*>(array.data()), array.bytes()));
+  return create<ir::ConstantOp>(loc, llvm::cast<mlir::ElementsAttr>(attr))->getResult(0);
+}
+
+Tensor Trace::wrap(mlir::Value value) {
+  auto type = llvm::cast<mlir::RankedTensorType>(value.getType());
+  return Tensor::traced(this, const_cast<void*>(value.getAsOpaquePointer()),
+                        dtypeOf(type.getElementType()),
+                        Shape(type.getShape().begin(), type.getShape().end()));
+}
+
+mlir::Location Trace::location(Loc loc) {
+  mlir::Location file = mlir::FileLineColLoc::get(builder_.getStringAttr(shortPath(loc.file_name())),
+                                                  loc.line(), loc.column());
+  if (scopes_.empty()) return file;
+  return mlir::NameLoc::get(builder_.getStringAttr(scopes_.back()), file);
+}
+
+TraceScope::TraceScope(const std::string& name) : trace_(currentTrace) {
+  if (trace_) trace_->pushScope(name);
+}
+
+TraceScope::~TraceScope() {
+  if (trace_) trace_->popScope();
+}
+
+}  // namespace spmd::detail

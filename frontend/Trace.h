@@ -1,0 +1,102 @@
+// Internal to the frontend: the Trace that spmd::jit opens while it runs the user's function.
+// It owns the module being built, turns Tensor handles into mlir::Values and back, and creates
+// ops with their inferred result types, throwing spmd::Error at the user's line on bad shapes.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "compiler/Diagnostics.h"
+#include "frontend/Tensor.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+#include "mlir/IR/Verifier.h"
+
+namespace spmd::detail {
+
+// The process-wide context with the spmd and func dialects loaded.
+mlir::MLIRContext& context();
+
+// "samples/resnet18/main.cpp:42" (paths inside the source tree print relative to it).
+std::string where(Loc loc);
+
+mlir::Type elementType(DType dtype);
+mlir::RankedTensorType tensorType(DType dtype, const Shape& shape);
+
+class Trace {
+ public:
+  explicit Trace(const std::string& name);
+  ~Trace();
+  Trace(const Trace&) = delete;
+  Trace& operator=(const Trace&) = delete;
+
+  // The innermost open trace; throws naming `what` and the caller's line if there is none.
+  static Trace& current(const char* what, Loc loc);
+
+  Tensor addArgument(DType dtype, const Shape& shape);
+  // Closes the function with `outputs` as its results.
+  void finish(const std::vector<Tensor>& outputs, Loc loc);
+  mlir::ModuleOp module() { return *module_; }
+
+  mlir::Value valueOf(const Tensor& tensor, Loc loc);
+  Tensor wrap(mlir::Value value);
+  mlir::Location location(Loc loc);
+  mlir::OpBuilder& builder() { return builder_; }
+
+  // Layer scopes ("stage2.0.conv1") prefixed to op locations, pushed by nn::Module calls.
+  void pushScope(const std::string& name) { scopes_.push_back(name); }
+  void popScope() { scopes_.pop_back(); }
+
+  // Creates OpTy with result types from its shape rule; a failing rule throws spmd::Error.
+  template <typename OpTy, typename... Args>
+  mlir::Operation* create(Loc loc, Args&&... args) {
+    mlir::Location where = location(loc);
+    mlir::OperationState state(where, OpTy::getOperationName());
+    OpTy::build(builder_, state, mlir::TypeRange{}, std::forward<Args>(args)...);
+    llvm::SmallVector<mlir::Type> types;
+    mlir::MLIRContext* ctx = &context();
+    {
+      DiagnosticCollector diagnostics(ctx);
+      if (mlir::failed(OpTy::inferReturnTypes(ctx, where, state.operands,
+                                              state.attributes.getDictionary(ctx),
+                                              state.getRawProperties(), state.regions, types)))
+        diagnostics.fail("");
+    }
+    state.addTypes(types);
+    return builder_.create(state);
+  }
+
+  // Creates OpTy with an explicit result type (ops whose result shape is an attribute of the
+  // call: broadcast, reshape) and verifies it at once.
+  template <typename OpTy, typename... Args>
+  mlir::Operation* createWithType(Loc loc, mlir::Type type, Args&&... args) {
+    auto op = builder_.create<OpTy>(location(loc), type, std::forward<Args>(args)...);
+    DiagnosticCollector diagnostics(&context());
+    if (mlir::failed(mlir::verify(op))) {
+      op->erase();
+      diagnostics.fail("");
+    }
+    return op;
+  }
+
+ private:
+  mlir::OwningOpRef<mlir::ModuleOp> module_;
+  mlir::func::FuncOp function_;
+  mlir::OpBuilder builder_;
+  std::vector<std::string> scopes_;
+  Trace* previous_;
+};
+
+// RAII scope for a layer's name while it records ops.
+class TraceScope {
+ public:
+  TraceScope(const std::string& name);
+  ~TraceScope();
+
+ private:
+  Trace* trace_;
+};
+
+}  // namespace spmd::detail

@@ -1,0 +1,68 @@
+// Conv2d, BatchNorm2d, Linear and Sequential: parameter creation and forward ops.
+#include "frontend/nn/Layers.h"
+
+#include "frontend/Trace.h"
+
+namespace spmd::nn {
+
+void Conv2d::init(Rng& rng, Tree& params, Tree&) const {
+  params.set(key("weight"), c_.weightInit(rng, {c_.out, c_.in, c_.kernel, c_.kernel}));
+  if (c_.bias) params.set(key("bias"), init::zeros()(rng, {c_.out}));
+}
+
+Tensor Conv2d::forward(Context& ctx, const Tensor& x, Loc loc) const {
+  Tensor bias = c_.bias ? ctx.params.at(key("bias")) : Tensor();
+  return conv2d(x, ctx.params.at(key("weight")), bias,
+                {{c_.stride, c_.stride}, {c_.padding, c_.padding}}, loc);
+}
+
+void BatchNorm2d::init(Rng& rng, Tree& params, Tree& state) const {
+  params.set(key("weight"), init::ones()(rng, {channels_}));
+  params.set(key("bias"), init::zeros()(rng, {channels_}));
+  state.set(key("running_mean"), init::zeros()(rng, {channels_}));
+  state.set(key("running_var"), init::ones()(rng, {channels_}));
+}
+
+Tensor BatchNorm2d::forward(Context& ctx, const Tensor& x, Loc loc) const {
+  if (x.rank() != 4 || x.dim(1) != channels_)
+    throw Error(detail::where(loc) + ": " + path() + " (BatchNorm2d over " +
+                std::to_string(channels_) + " channels) expects [N, " +
+                std::to_string(channels_) + ", H, W], got " + x.typeString());
+  const Tensor &scale = ctx.params.at(key("weight")), &offset = ctx.params.at(key("bias"));
+  const Tensor &runningMean = ctx.state.at(key("running_mean")),
+               &runningVar = ctx.state.at(key("running_var"));
+  if (!ctx.training)
+    return batchNormInfer(x, scale, offset, runningMean, runningVar, epsilon_, loc);
+  BatchNormResult r = batchNormTrain(x, scale, offset, epsilon_, loc);
+  double count = double(x.numel() / channels_);
+  double unbias = count > 1 ? count / (count - 1) : 1.0;
+  auto blend = [&](const Tensor& running, const Tensor& batch, double batchScale) {
+    return add(mul(running, fill(running, 1.0 - momentum_, loc), loc),
+               mul(batch, fill(batch, momentum_ * batchScale, loc), loc), loc);
+  };
+  ctx.newState.set(key("running_mean"), blend(runningMean, r.mean, 1.0));
+  ctx.newState.set(key("running_var"), blend(runningVar, r.variance, unbias));
+  return r.y;
+}
+
+void Linear::init(Rng& rng, Tree& params, Tree&) const {
+  params.set(key("weight"), weightInit_(rng, {out_, in_}));
+  params.set(key("bias"), init::zeros()(rng, {out_}));
+}
+
+Tensor Linear::forward(Context& ctx, const Tensor& x, Loc loc) const {
+  return matmul(x, ctx.params.at(key("weight")), ctx.params.at(key("bias")),
+                {.transposeLhs = false, .transposeRhs = true}, loc);
+}
+
+void Sequential::init(Rng& rng, Tree& params, Tree& state) const {
+  for (const auto& layer : layers_) layer->init(rng, params, state);
+}
+
+Tensor Sequential::forward(Context& ctx, const Tensor& x, Loc loc) const {
+  Tensor y = x;
+  for (const auto& layer : layers_) y = (*layer)(ctx, y, loc);
+  return y;
+}
+
+}  // namespace spmd::nn

@@ -1,0 +1,116 @@
+// The layers ResNet-style models are built from: Conv2d, BatchNorm2d, Linear, ReLU, global
+// average pooling, Flatten and Sequential. Parameter names follow PyTorch (weight, bias,
+// running_mean, running_var) so checkpoints map one to one.
+#pragma once
+
+#include "frontend/Ops.h"
+#include "frontend/nn/Module.h"
+
+namespace spmd::nn {
+
+struct Conv2dConfig {
+  int64_t in, out, kernel;
+  int64_t stride = 1, padding = 0;
+  bool bias = true;
+  Initializer weightInit = init::normal(0.01);
+};
+
+class Conv2d final : public Module {
+ public:
+  Conv2d(std::string path, Conv2dConfig config) : Module(std::move(path)), c_(std::move(config)) {}
+  void init(Rng& rng, Tree& params, Tree& state) const override;
+
+ protected:
+  Tensor forward(Context& ctx, const Tensor& x, Loc loc) const override;
+
+ private:
+  Conv2dConfig c_;
+};
+
+// Batch normalization over (N, H, W) per channel. Training: batch statistics, and running
+// statistics updated as PyTorch does (momentum 0.1, unbiased variance). Inference: running ones.
+class BatchNorm2d final : public Module {
+ public:
+  BatchNorm2d(std::string path, int64_t channels, double epsilon = 1e-5, double momentum = 0.1)
+      : Module(std::move(path)), channels_(channels), epsilon_(epsilon), momentum_(momentum) {}
+  void init(Rng& rng, Tree& params, Tree& state) const override;
+
+ protected:
+  Tensor forward(Context& ctx, const Tensor& x, Loc loc) const override;
+
+ private:
+  int64_t channels_;
+  double epsilon_, momentum_;
+};
+
+class Linear final : public Module {
+ public:
+  Linear(std::string path, int64_t in, int64_t out, Initializer weightInit = init::normal(0.01))
+      : Module(std::move(path)), in_(in), out_(out), weightInit_(std::move(weightInit)) {}
+  void init(Rng& rng, Tree& params, Tree& state) const override;
+
+ protected:
+  Tensor forward(Context& ctx, const Tensor& x, Loc loc) const override;
+
+ private:
+  int64_t in_, out_;
+  Initializer weightInit_;
+};
+
+class ReLU final : public Module {
+ public:
+  using Module::Module;
+  void init(Rng&, Tree&, Tree&) const override {}
+
+ protected:
+  Tensor forward(Context&, const Tensor& x, Loc loc) const override { return relu(x, loc); }
+};
+
+// [N, C, H, W] -> [N, C]: mean over H and W.
+class GlobalAvgPool final : public Module {
+ public:
+  using Module::Module;
+  void init(Rng&, Tree&, Tree&) const override {}
+
+ protected:
+  Tensor forward(Context&, const Tensor& x, Loc loc) const override { return mean(x, {2, 3}, loc); }
+};
+
+// [N, ...] -> [N, prod(...)]
+class Flatten final : public Module {
+ public:
+  using Module::Module;
+  void init(Rng&, Tree&, Tree&) const override {}
+
+ protected:
+  Tensor forward(Context&, const Tensor& x, Loc loc) const override {
+    return reshape(x, {x.dim(0), -1}, loc);
+  }
+};
+
+// Children run in order; a child's path is "<path>.<name>" (name defaults to its index).
+class Sequential : public Module {
+ public:
+  using Module::Module;
+  template <typename Layer, typename... Args>
+  Layer& addNamed(const std::string& name, Args&&... args) {
+    auto layer = std::make_unique<Layer>(child(name), std::forward<Args>(args)...);
+    Layer& ref = *layer;
+    layers_.push_back(std::move(layer));
+    return ref;
+  }
+  template <typename Layer, typename... Args>
+  Layer& add(Args&&... args) {
+    return addNamed<Layer>(std::to_string(layers_.size()), std::forward<Args>(args)...);
+  }
+  void init(Rng& rng, Tree& params, Tree& state) const override;
+  size_t size() const { return layers_.size(); }
+
+ protected:
+  Tensor forward(Context& ctx, const Tensor& x, Loc loc) const override;
+
+ private:
+  std::vector<std::unique_ptr<Module>> layers_;
+};
+
+}  // namespace spmd::nn

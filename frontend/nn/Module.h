@@ -1,0 +1,52 @@
+// nn::Module: a named layer in the Flax style. Parameters and state live in Trees outside the
+// module; init() fills them under the module's dotted path, apply() reads them and records ops.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "frontend/Init.h"
+#include "frontend/Tree.h"
+
+namespace spmd::nn {
+
+// What a forward pass reads and writes: parameters, state (BN running statistics), and the
+// new state a training-mode pass produces.
+struct Context {
+  const Tree& params;
+  const Tree& state;
+  bool training = true;
+  Tree newState;
+};
+
+class Module {
+ public:
+  explicit Module(std::string path) : path_(std::move(path)) {}
+  virtual ~Module() = default;
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  const std::string& path() const { return path_; }
+  virtual void init(Rng& rng, Tree& params, Tree& state) const = 0;
+  // Records the layer's ops at the caller's line, with the layer's path as the op scope.
+  Tensor operator()(Context& ctx, const Tensor& x, Loc loc = Loc::current()) const;
+
+  // Flax-style entry point: fresh parameters and state.
+  std::pair<Tree, Tree> initialize(uint64_t seed) const;
+  // Runs the model; returns the output and (in training mode) the updated state.
+  std::pair<Tensor, Tree> apply(const Tree& params, const Tree& state, const Tensor& x,
+                                bool training, Loc loc = Loc::current()) const;
+
+ protected:
+  virtual Tensor forward(Context& ctx, const Tensor& x, Loc loc) const = 0;
+  // "<path>.<leaf>", or just leaf for the root.
+  std::string key(const std::string& leaf) const;
+  std::string child(const std::string& name) const { return key(name); }
+
+ private:
+  std::string path_;
+};
+
+}  // namespace spmd::nn

@@ -1,0 +1,11 @@
+// The public DSL in one include: tensors, trees, ops, initializers, nn layers, models, jit.
+#pragma once
+
+#include "frontend/Init.h"
+#include "frontend/Jit.h"
+#include "frontend/Ops.h"
+#include "frontend/Tensor.h"
+#include "frontend/Tree.h"
+#include "frontend/models/ResNet.h"
+#include "frontend/nn/Layers.h"
+#include "frontend/nn/Module.h"
