@@ -1,0 +1,60 @@
+// Every spmd op prints, re-parses and prints again identically (generic and custom form).
+// RUN: spmd-opt %s | spmd-opt | FileCheck %s
+// RUN: spmd-opt %s --mlir-print-op-generic | spmd-opt | FileCheck %s
+
+// CHECK-LABEL: func.func @all_ops
+func.func @all_ops(%x: tensor<2x3x8x8xf32>, %w: tensor<4x3x3x3xf32>, %b: tensor<4xf32>,
+                   %c: tensor<4xf32>, %m: tensor<6x5xf32>, %n: tensor<5x7xf32>,
+                   %labels: tensor<6xi32>) -> tensor<6xf32> {
+  // CHECK: spmd.constant dense<1.500000e+00> : tensor<4xf32>
+  %k = spmd.constant dense<1.5> : tensor<4xf32>
+  // CHECK: spmd.conv2d %{{.*}}, %{{.*}}, %{{.*}} {padding = array<i64: 1, 1>, stride = array<i64: 2, 2>} : (tensor<2x3x8x8xf32>, tensor<4x3x3x3xf32>, tensor<4xf32>) -> tensor<2x4x4x4xf32>
+  %y = spmd.conv2d %x, %w, %b {stride = array<i64: 2, 2>, padding = array<i64: 1, 1>} : (tensor<2x3x8x8xf32>, tensor<4x3x3x3xf32>, tensor<4xf32>) -> tensor<2x4x4x4xf32>
+  // CHECK: spmd.conv2d %{{.*}}, %{{.*}} {padding = array<i64: 0, 0>, stride = array<i64: 1, 1>} : (tensor<2x3x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<2x4x6x6xf32>
+  %y2 = spmd.conv2d %x, %w {stride = array<i64: 1, 1>, padding = array<i64: 0, 0>} : (tensor<2x3x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<2x4x6x6xf32>
+  // CHECK: spmd.batch_norm_train {{.*}} -> (tensor<2x4x4x4xf32>, tensor<4xf32>, tensor<4xf32>)
+  %bn, %mean, %var = spmd.batch_norm_train %y, %c, %k {epsilon = 1.0e-5 : f64} : (tensor<2x4x4x4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<2x4x4x4xf32>, tensor<4xf32>, tensor<4xf32>)
+  // CHECK: spmd.batch_norm_infer
+  %bi = spmd.batch_norm_infer %bn, %c, %k, %mean, %var {epsilon = 1.0e-5 : f64} : (tensor<2x4x4x4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<2x4x4x4xf32>
+  // CHECK: spmd.add
+  %s = spmd.add %bi, %bn : (tensor<2x4x4x4xf32>, tensor<2x4x4x4xf32>) -> tensor<2x4x4x4xf32>
+  // CHECK: spmd.sub
+  %s1 = spmd.sub %s, %bn : (tensor<2x4x4x4xf32>, tensor<2x4x4x4xf32>) -> tensor<2x4x4x4xf32>
+  // CHECK: spmd.mul
+  %s2 = spmd.mul %s1, %bn : (tensor<2x4x4x4xf32>, tensor<2x4x4x4xf32>) -> tensor<2x4x4x4xf32>
+  // CHECK: spmd.div
+  %s3 = spmd.div %s2, %bn : (tensor<2x4x4x4xf32>, tensor<2x4x4x4xf32>) -> tensor<2x4x4x4xf32>
+  // CHECK: spmd.max
+  %s4 = spmd.max %s3, %bn : (tensor<2x4x4x4xf32>, tensor<2x4x4x4xf32>) -> tensor<2x4x4x4xf32>
+  // CHECK: spmd.neg
+  %u0 = spmd.neg %s4 : (tensor<2x4x4x4xf32>) -> tensor<2x4x4x4xf32>
+  // CHECK: spmd.exp
+  %u1 = spmd.exp %u0 : (tensor<2x4x4x4xf32>) -> tensor<2x4x4x4xf32>
+  // CHECK: spmd.log
+  %u2 = spmd.log %u1 : (tensor<2x4x4x4xf32>) -> tensor<2x4x4x4xf32>
+  // CHECK: spmd.sqrt
+  %u3 = spmd.sqrt %u2 : (tensor<2x4x4x4xf32>) -> tensor<2x4x4x4xf32>
+  // CHECK: spmd.relu
+  %r = spmd.relu %u3 : (tensor<2x4x4x4xf32>) -> tensor<2x4x4x4xf32>
+  // CHECK: spmd.broadcast_in_dim %{{.*}} {dims = array<i64: 1>} : (tensor<4xf32>) -> tensor<2x4x4x4xf32>
+  %bc = spmd.broadcast_in_dim %c {dims = array<i64: 1>} : (tensor<4xf32>) -> tensor<2x4x4x4xf32>
+  // CHECK: spmd.transpose %{{.*}} {perm = array<i64: 0, 2, 3, 1>}
+  %t = spmd.transpose %bc {perm = array<i64: 0, 2, 3, 1>} : (tensor<2x4x4x4xf32>) -> tensor<2x4x4x4xf32>
+  // CHECK: spmd.reduce_sum %{{.*}} {axes = array<i64: 2, 3>} : (tensor<2x4x4x4xf32>) -> tensor<2x4xf32>
+  %rs = spmd.reduce_sum %t {axes = array<i64: 2, 3>} : (tensor<2x4x4x4xf32>) -> tensor<2x4xf32>
+  // CHECK: spmd.reduce_mean
+  %rm = spmd.reduce_mean %r {axes = array<i64: 2, 3>} : (tensor<2x4x4x4xf32>) -> tensor<2x4xf32>
+  // CHECK: spmd.reduce_max
+  %rx = spmd.reduce_max %rm {axes = array<i64: 0>} : (tensor<2x4xf32>) -> tensor<4xf32>
+  // CHECK: spmd.reshape %{{.*}} : (tensor<2x4x4x4xf32>) -> tensor<2x64xf32>
+  %flat = spmd.reshape %r : (tensor<2x4x4x4xf32>) -> tensor<2x64xf32>
+  // CHECK: spmd.argmax %{{.*}} {axis = 1 : i64} : (tensor<2x64xf32>) -> tensor<2xi32>
+  %am = spmd.argmax %flat {axis = 1} : (tensor<2x64xf32>) -> tensor<2xi32>
+  // CHECK: spmd.matmul %{{.*}}, %{{.*}} : (tensor<6x5xf32>, tensor<5x7xf32>) -> tensor<6x7xf32>
+  %mm = spmd.matmul %m, %n : (tensor<6x5xf32>, tensor<5x7xf32>) -> tensor<6x7xf32>
+  // CHECK: spmd.matmul %{{.*}}, %{{.*}} {transpose_rhs = true} : (tensor<6x7xf32>, tensor<5x7xf32>) -> tensor<6x5xf32>
+  %mt = spmd.matmul %mm, %n {transpose_rhs = true} : (tensor<6x7xf32>, tensor<5x7xf32>) -> tensor<6x5xf32>
+  // CHECK: spmd.softmax_cross_entropy %{{.*}}, %{{.*}} : (tensor<6x5xf32>, tensor<6xi32>) -> tensor<6xf32>
+  %loss = spmd.softmax_cross_entropy %mt, %labels : (tensor<6x5xf32>, tensor<6xi32>) -> tensor<6xf32>
+  return %loss : tensor<6xf32>
+}

@@ -1,0 +1,255 @@
+// Each op's verifier rejects bad shapes, attributes and types with a message naming them.
+// RUN: spmd-opt %s -split-input-file -verify-diagnostics
+
+func.func @conv_channels(%x: tensor<2x3x8x8xf32>, %w: tensor<4x2x3x3xf32>) {
+  // expected-error @+2 {{has 3 channels but filter tensor<4x2x3x3xf32> expects 2}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %r = spmd.conv2d %x, %w {stride = array<i64: 1, 1>, padding = array<i64: 0, 0>} : (tensor<2x3x8x8xf32>, tensor<4x2x3x3xf32>) -> tensor<2x4x6x6xf32>
+  return
+}
+
+// -----
+
+func.func @conv_stride(%x: tensor<2x3x8x8xf32>, %w: tensor<4x3x3x3xf32>) {
+  // expected-error @+2 {{stride must be two positive integers, got [0, 1]}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %r = spmd.conv2d %x, %w {stride = array<i64: 0, 1>, padding = array<i64: 0, 0>} : (tensor<2x3x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<2x4x6x6xf32>
+  return
+}
+
+// -----
+
+func.func @conv_bias(%x: tensor<2x3x8x8xf32>, %w: tensor<4x3x3x3xf32>, %b: tensor<5xf32>) {
+  // expected-error @+2 {{bias tensor<5xf32> must have one entry per channel (4)}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %r = spmd.conv2d %x, %w, %b {stride = array<i64: 1, 1>, padding = array<i64: 0, 0>} : (tensor<2x3x8x8xf32>, tensor<4x3x3x3xf32>, tensor<5xf32>) -> tensor<2x4x6x6xf32>
+  return
+}
+
+// -----
+
+func.func @conv_result(%x: tensor<2x3x8x8xf32>, %w: tensor<4x3x3x3xf32>) {
+  // expected-error @+2 {{inferred type(s) 'tensor<2x4x6x6xf32>' are incompatible}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %r = spmd.conv2d %x, %w {stride = array<i64: 1, 1>, padding = array<i64: 0, 0>} : (tensor<2x3x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<2x4x8x8xf32>
+  return
+}
+
+// -----
+
+func.func @bn_train_scale(%x: tensor<2x3x4x4xf32>, %s: tensor<4xf32>) {
+  // expected-error @+2 {{scale tensor<4xf32> must have one entry per channel (3)}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %r:3 = spmd.batch_norm_train %x, %s, %s {epsilon = 1.0e-5 : f64} : (tensor<2x3x4x4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<2x3x4x4xf32>, tensor<4xf32>, tensor<4xf32>)
+  return
+}
+
+// -----
+
+func.func @bn_infer_eps(%x: tensor<2x3x4x4xf32>, %s: tensor<3xf32>) {
+  // expected-error @+2 {{epsilon must be a positive float}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %r = spmd.batch_norm_infer %x, %s, %s, %s, %s {epsilon = 0.0 : f64} : (tensor<2x3x4x4xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) -> tensor<2x3x4x4xf32>
+  return
+}
+
+// -----
+
+func.func @add(%a: tensor<2x3xf32>, %b: tensor<3xf32>) {
+  // expected-error @+1 {{requires the same type for all operands and results}}
+  %r = spmd.add %a, %b : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @sub(%a: tensor<2x3xf32>, %b: tensor<3xf32>) {
+  // expected-error @+1 {{requires the same type for all operands and results}}
+  %r = spmd.sub %a, %b : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @mul(%a: tensor<2x3xf32>, %b: tensor<3xf32>) {
+  // expected-error @+1 {{requires the same type for all operands and results}}
+  %r = spmd.mul %a, %b : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @div(%a: tensor<2x3xf32>, %b: tensor<3xf32>) {
+  // expected-error @+1 {{requires the same type for all operands and results}}
+  %r = spmd.div %a, %b : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @max(%a: tensor<2x3xf32>, %b: tensor<3xf32>) {
+  // expected-error @+1 {{requires the same type for all operands and results}}
+  %r = spmd.max %a, %b : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @neg(%a: tensor<2x3xf32>) {
+  // expected-error @+1 {{requires the same type for all operands and results}}
+  %r = spmd.neg %a : (tensor<2x3xf32>) -> tensor<3x2xf32>
+  return
+}
+
+// -----
+
+func.func @exp(%a: tensor<2x3xf32>) {
+  // expected-error @+1 {{requires the same type for all operands and results}}
+  %r = spmd.exp %a : (tensor<2x3xf32>) -> tensor<3x2xf32>
+  return
+}
+
+// -----
+
+func.func @log(%a: tensor<2x3xf32>) {
+  // expected-error @+1 {{requires the same type for all operands and results}}
+  %r = spmd.log %a : (tensor<2x3xf32>) -> tensor<3x2xf32>
+  return
+}
+
+// -----
+
+func.func @sqrt(%a: tensor<2x3xf32>) {
+  // expected-error @+1 {{requires the same type for all operands and results}}
+  %r = spmd.sqrt %a : (tensor<2x3xf32>) -> tensor<3x2xf32>
+  return
+}
+
+// -----
+
+func.func @relu(%a: tensor<2x3xf32>) {
+  // expected-error @+1 {{requires the same type for all operands and results}}
+  %r = spmd.relu %a : (tensor<2x3xf32>) -> tensor<3x2xf32>
+  return
+}
+
+// -----
+
+func.func @int_relu(%a: tensor<2xi32>) {
+  // expected-error @+1 {{must be ranked tensor of 32-bit float or 64-bit float values}}
+  %r = spmd.relu %a : (tensor<2xi32>) -> tensor<2xi32>
+  return
+}
+
+// -----
+
+func.func @broadcast(%a: tensor<3xf32>) {
+  // expected-error @+1 {{input dim 0 must be 1 or equal result dim 0}}
+  %r = spmd.broadcast_in_dim %a {dims = array<i64: 0>} : (tensor<3xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @reshape(%a: tensor<2x3xf32>) {
+  // expected-error @+1 {{cannot reshape 'tensor<2x3xf32>' (6 elements) to 'tensor<7xf32>' (7 elements)}}
+  %r = spmd.reshape %a : (tensor<2x3xf32>) -> tensor<7xf32>
+  return
+}
+
+// -----
+
+func.func @transpose(%a: tensor<2x3xf32>) {
+  // expected-error @+2 {{perm [0, 0] is not a permutation of the 2 dims}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %r = spmd.transpose %a {perm = array<i64: 0, 0>} : (tensor<2x3xf32>) -> tensor<2x2xf32>
+  return
+}
+
+// -----
+
+func.func @reduce_sum(%a: tensor<2x3xf32>) {
+  // expected-error @+2 {{axis 2 is out of range for rank 2}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %r = spmd.reduce_sum %a {axes = array<i64: 2>} : (tensor<2x3xf32>) -> tensor<2xf32>
+  return
+}
+
+// -----
+
+func.func @reduce_mean(%a: tensor<2x3xf32>) {
+  // expected-error @+2 {{axis 2 is out of range for rank 2}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %r = spmd.reduce_mean %a {axes = array<i64: 2>} : (tensor<2x3xf32>) -> tensor<2xf32>
+  return
+}
+
+// -----
+
+func.func @reduce_max(%a: tensor<2x3xf32>) {
+  // expected-error @+2 {{axis 2 is out of range for rank 2}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %r = spmd.reduce_max %a {axes = array<i64: 2>} : (tensor<2x3xf32>) -> tensor<2xf32>
+  return
+}
+
+// -----
+
+func.func @reduce_order(%a: tensor<2x3x4xf32>) {
+  // expected-error @+2 {{axes [2, 0] must be sorted and unique}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %r = spmd.reduce_sum %a {axes = array<i64: 2, 0>} : (tensor<2x3x4xf32>) -> tensor<3xf32>
+  return
+}
+
+// -----
+
+func.func @argmax(%a: tensor<2x3xf32>) {
+  // expected-error @+2 {{axis -1 is out of range for rank 2}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %r = spmd.argmax %a {axis = -1} : (tensor<2x3xf32>) -> tensor<2xi32>
+  return
+}
+
+// -----
+
+func.func @matmul(%a: tensor<2x3xf32>, %b: tensor<4x5xf32>) {
+  // expected-error @+2 {{contracting dims differ: lhs tensor<2x3xf32> gives 3, rhs tensor<4x5xf32> gives 4}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %r = spmd.matmul %a, %b : (tensor<2x3xf32>, tensor<4x5xf32>) -> tensor<2x5xf32>
+  return
+}
+
+// -----
+
+func.func @matmul_dtype(%a: tensor<2x3xf32>, %b: tensor<3x5xf64>) {
+  // expected-error @+2 {{rhs has element type f64 but must match f32}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %r = spmd.matmul %a, %b : (tensor<2x3xf32>, tensor<3x5xf64>) -> tensor<2x5xf32>
+  return
+}
+
+// -----
+
+func.func @xent(%a: tensor<4x10xf32>, %l: tensor<3xi32>) {
+  // expected-error @+2 {{labels tensor<3xi32> must have one entry per row of logits tensor<4x10xf32>}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %r = spmd.softmax_cross_entropy %a, %l : (tensor<4x10xf32>, tensor<3xi32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @xent_labels(%a: tensor<4x10xf32>, %l: tensor<4xf32>) {
+  // expected-error @+1 {{must be ranked tensor of 32-bit signless integer values}}
+  %r = spmd.softmax_cross_entropy %a, %l : (tensor<4x10xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @constant() {
+  // expected-error @+1 {{must be ranked tensor of 32-bit float or 64-bit float or 32-bit signless integer values}}
+  %r = spmd.constant dense<1.0> : tensor<2xf16>
+  return
+}
