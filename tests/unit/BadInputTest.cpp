@@ -1,0 +1,120 @@
+// Bad input gets a clear spmd::Error naming what is wrong and where, never a crash: wrong input
+// shape, rank or dtype to a traced function, retracing on a new signature, ops outside a trace,
+// wrong inputs to an Executor, runtime failures inside a step.
+#include <gtest/gtest.h>
+
+#include "frontend/spmd.h"
+#include "runtime/Executor.h"
+#include "runtime/cpu/CpuDevice.h"
+
+namespace spmd {
+namespace {
+
+// Runs fn, expects spmd::Error, and checks the message contains every needle.
+template <typename Fn>
+void expectError(Fn&& fn, std::initializer_list<std::string> needles) {
+  try {
+    fn();
+    ADD_FAILURE() << "expected spmd::Error";
+  } catch (const Error& e) {
+    std::string message = e.what();
+    for (const std::string& needle : needles)
+      EXPECT_NE(message.find(needle), std::string::npos) << "message: " << message << "\nmissing: " << needle;
+  }
+}
+
+class BadInputTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<nn::Sequential> model = models::resnet18({.width = 4});
+  std::pair<Tree, Tree> vars = model->initialize(0);
+  int line = 0;
+  // The apply() call below is the user's line errors must name.
+  Jitted<std::function<Tensor(const Tree&, const Tree&, const Tensor&)>> forward = jit(
+      std::function<Tensor(const Tree&, const Tree&, const Tensor&)>(
+          [this](const Tree& p, const Tree& s, const Tensor& x) {
+            line = __LINE__ + 1;
+            return model->apply(p, s, x, true).first;
+          }));
+  Tensor images(Shape shape, DType dtype = DType::f32) { return Array::zeros(dtype, std::move(shape)); }
+  std::string here() { return "tests/unit/BadInputTest.cpp:" + std::to_string(line); }
+};
+
+TEST_F(BadInputTest, WrongChannelCountNamesTheUserLine) {
+  expectError([&] { forward(vars.first, vars.second, images({2, 3, 28, 28})); },
+              {"BadInputTest.cpp:", "spmd.conv2d: input tensor<2x3x28x28xf32> has 3 channels but filter "
+               "tensor<4x1x3x3xf32> expects 1"});
+  EXPECT_NE(line, 0);
+}
+
+TEST_F(BadInputTest, WrongRankAndDtype) {
+  expectError([&] { forward(vars.first, vars.second, images({2, 28, 28})); },
+              {"spmd.conv2d: input (N, C, H, W) must have rank 4, got tensor<2x28x28xf32>"});
+  expectError([&] { forward(vars.first, vars.second, images({2, 1, 28, 28}, DType::f64)); },
+              {"filter (O, I, KH, KW) has element type f32 but must match f64"});
+}
+
+TEST_F(BadInputTest, ErrorLineIsTheCallersLine) {
+  try {
+    forward(vars.first, vars.second, images({2, 3, 28, 28}));
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(here()), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(BadInputTest, NewSignatureRetracesAndSaysWhy) {
+  Tensor a = forward(vars.first, vars.second, images({2, 1, 28, 28}));
+  EXPECT_EQ(forward.compileCount(), 1);
+  EXPECT_EQ(forward.lastCompileReason(), "first call");
+  forward(vars.first, vars.second, images({2, 1, 28, 28}));
+  EXPECT_EQ(forward.compileCount(), 1) << "same signature must hit the cache";
+  Tensor b = forward(vars.first, vars.second, images({5, 1, 28, 28}));
+  EXPECT_EQ(forward.compileCount(), 2);
+  EXPECT_NE(forward.lastCompileReason().find("was f32[2, 1, 28, 28], now f32[5, 1, 28, 28]"), std::string::npos)
+      << forward.lastCompileReason();
+  EXPECT_EQ(a.shape(), (Shape{2, 10}));
+  EXPECT_EQ(b.shape(), (Shape{5, 10}));
+  Tree fewer;
+  for (const auto& [k, v] : vars.first)
+    if (k != "fc.bias") fewer.set(k, v);
+  expectError([&] { forward(fewer, vars.second, images({2, 1, 28, 28})); },
+              {"tree has no entry 'fc.bias'"});
+}
+
+TEST(BadInput, OpOutsideTraceSaysHowToFix) {
+  Tensor x = Array::zeros(DType::f32, {3});
+  expectError([&] { relu(x); }, {"BadInputTest.cpp:", "spmd::relu was called outside a traced function", "spmd::jit"});
+}
+
+TEST(BadInput, BroadcastAndReshapeErrors) {
+  auto f = jit([](const Tensor& a, const Tensor& b) { return add(a, b); });
+  expectError([&] { f(Tensor(Array::zeros(DType::f32, {2, 3})), Tensor(Array::zeros(DType::f32, {4}))); },
+              {"spmd::add: shapes [2, 3] and [4] do not broadcast"});
+  auto g = jit([](const Tensor& a) { return reshape(a, {4, -1}); });
+  expectError([&] { g(Tensor(Array::zeros(DType::f32, {2, 3}))); }, {"cannot infer -1 in [4, -1]"});
+}
+
+TEST(BadInput, ExecutorChecksInputsAndNamesFailingStep) {
+  auto f = jit([](const Tensor& logits, const Tensor& labels) { return softmaxCrossEntropy(logits, labels); });
+  Tensor logits = Array::zeros(DType::f32, {2, 3});
+  Tensor labels = Array::of<int32_t>({2}, std::vector<int32_t>{0, 7});
+  expectError([&] { f(logits, labels); },
+              {"'softmax_cross_entropy'", "BadInputTest.cpp:", "label 7 at row 1 is out of range [0, 3)"});
+
+  runtime::Program program;
+  program.name = "p";
+  program.buffers = {{DType::f32, {2}, {}}, {DType::f32, {2}, {}}};
+  program.inputs = {0};
+  program.outputs = {1};
+  program.steps = {{"relu", {0}, {1}, {}, "x.cpp:1"}};
+  runtime::Executor executor(program, std::make_shared<runtime::CpuDevice>());
+  expectError([&] { executor.run(std::vector<Array>{Array::zeros(DType::f32, {3})}); },
+              {"input 0 of @p must be f32[2], got f32[3]"});
+  expectError([&] { executor.run(std::vector<Array>{}); }, {"takes 1 inputs, got 0"});
+  program.steps[0].op = "no_such_op";
+  expectError([&] { runtime::Executor(program, std::make_shared<runtime::CpuDevice>()); },
+              {"device cpu:0 has no kernel for op 'no_such_op' (x.cpp:1)"});
+}
+
+}  // namespace
+}  // namespace spmd

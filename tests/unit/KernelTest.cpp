@@ -1,0 +1,152 @@
+// Every CPU kernel against its reference kernel on random inputs (several shapes, odd sizes,
+// f32 and f64), with outputs poisoned with NaN first. Tolerance: f32 rtol 1e-4 / atol 1e-5
+// (oneDNN reorders sums), f64 rtol 1e-12 / atol 1e-12.
+#include <limits>
+
+#include "TestUtil.h"
+#include "runtime/Kernel.h"
+#include "runtime/cpu/CpuDevice.h"
+
+namespace spmd::runtime {
+namespace {
+
+using spmd::testing::randomArray;
+
+struct KernelCase {
+  std::string name;  // shown in failures
+  std::string op;
+  std::vector<Array> inputs;
+  std::vector<std::pair<DType, Shape>> outputs;
+  std::map<std::string, Attr> attrs;
+};
+
+Array poisoned(DType dtype, const Shape& shape) {
+  Array a = Array::zeros(dtype, shape);
+  if (dtype == DType::f32) std::fill_n(a.values<float>().data(), a.numel(), std::numeric_limits<float>::quiet_NaN());
+  if (dtype == DType::f64) std::fill_n(a.values<double>().data(), a.numel(), std::numeric_limits<double>::quiet_NaN());
+  if (dtype == DType::i32) std::fill_n(a.values<int32_t>().data(), a.numel(), -12345);
+  return a;
+}
+
+std::vector<Array> runKernel(const KernelTable& table, const KernelCase& c) {
+  Step step{c.op, {}, {}, c.attrs, "KernelTest"};
+  std::vector<TensorView> in, out;
+  std::vector<Array> results;
+  for (const Array& a : c.inputs) in.push_back({a.data(), a.dtype, a.shape});
+  for (auto& [dtype, shape] : c.outputs) results.push_back(poisoned(dtype, shape));
+  for (Array& a : results) out.push_back({a.data(), a.dtype, a.shape});
+  std::shared_ptr<void> cache;
+  KernelCall call{step, in, out, cache};
+  table.at(c.op)(call);
+  table.at(c.op)(call);  // second call reuses the cached primitive
+  return results;
+}
+
+void checkAgainstReference(const KernelCase& c) {
+  SCOPED_TRACE(c.name);
+  std::vector<Array> actual = runKernel(cpuKernels(), c);
+  std::vector<Array> expected = runKernel(referenceKernels(), c);
+  for (size_t i = 0; i < expected.size(); ++i) {
+    bool f64 = expected[i].dtype == DType::f64;
+    double worst = spmd::testing::expectClose(actual[i], expected[i], f64 ? 1e-12 : 1e-4,
+                                              f64 ? 1e-12 : 1e-5, c.name + " output " + std::to_string(i));
+    std::printf("  %-40s output %zu: max |cpu - reference| = %.3g\n", c.name.c_str(), i, worst);
+  }
+}
+
+std::vector<KernelCase> cases(DType t) {
+  std::string suffix = t == DType::f32 ? "/f32" : "/f64";
+  uint64_t seed = t == DType::f32 ? 1 : 1001;
+  auto rnd = [&](Shape s, double lo = -1, double hi = 1) { return randomArray(t, s, seed++, lo, hi); };
+  auto labels = [&](int64_t n, int64_t classes) {
+    return randomArray(DType::i32, {n}, seed++, 0, double(classes) - 1e-9);
+  };
+  using V = std::vector<int64_t>;
+  std::vector<KernelCase> list = {
+      {"conv 3x3 pad1 bias", "conv2d", {rnd({2, 3, 9, 7}), rnd({5, 3, 3, 3}), rnd({5})},
+       {{t, {2, 5, 9, 7}}}, {{"stride", V{1, 1}}, {"padding", V{1, 1}}}},
+      {"conv 3x3 stride2 nobias", "conv2d", {rnd({3, 4, 11, 10}), rnd({6, 4, 3, 3})},
+       {{t, {3, 6, 6, 5}}}, {{"stride", V{2, 2}}, {"padding", V{1, 1}}}},
+      {"conv 1x1 stride2", "conv2d", {rnd({2, 8, 7, 7}), rnd({16, 8, 1, 1}), rnd({16})},
+       {{t, {2, 16, 4, 4}}}, {{"stride", V{2, 2}}, {"padding", V{0, 0}}}},
+      {"conv stem 28x28", "conv2d", {rnd({2, 1, 28, 28}), rnd({8, 1, 3, 3}), rnd({8})},
+       {{t, {2, 8, 28, 28}}}, {{"stride", V{1, 1}}, {"padding", V{1, 1}}}},
+      {"bn train 4d", "batch_norm_train", {rnd({3, 5, 7, 6}), rnd({5}), rnd({5})},
+       {{t, {3, 5, 7, 6}}, {t, {5}}, {t, {5}}}, {{"epsilon", 1e-5}}},
+      {"bn train 2d", "batch_norm_train", {rnd({9, 7}, -3, 5), rnd({7}), rnd({7})},
+       {{t, {9, 7}}, {t, {7}}, {t, {7}}}, {{"epsilon", 1e-3}}},
+      {"bn infer", "batch_norm_infer",
+       {rnd({3, 5, 7, 6}), rnd({5}), rnd({5}), rnd({5}), rnd({5}, 0.5, 2)},
+       {{t, {3, 5, 7, 6}}}, {{"epsilon", 1e-5}}},
+      {"broadcast vector", "broadcast_in_dim", {rnd({3})}, {{t, {2, 3, 4}}}, {{"dims", V{1}}}},
+      {"broadcast ones", "broadcast_in_dim", {rnd({2, 1, 4})}, {{t, {2, 5, 4}}},
+       {{"dims", V{0, 1, 2}}}},
+      {"broadcast i32", "broadcast_in_dim", {labels(3, 10)}, {{DType::i32, {3, 5}}},
+       {{"dims", V{0}}}},
+      {"reshape", "reshape", {rnd({2, 3, 5})}, {{t, {6, 5}}}, {}},
+      {"transpose nchw->nhwc", "transpose", {rnd({2, 3, 5, 7})}, {{t, {2, 5, 7, 3}}},
+       {{"perm", V{0, 2, 3, 1}}}},
+      {"transpose 2d", "transpose", {rnd({13, 7})}, {{t, {7, 13}}}, {{"perm", V{1, 0}}}},
+      {"reduce_sum hw", "reduce_sum", {rnd({3, 5, 7, 6})}, {{t, {3, 5}}}, {{"axes", V{2, 3}}}},
+      {"reduce_sum n,h", "reduce_sum", {rnd({3, 5, 7, 6})}, {{t, {5, 6}}}, {{"axes", V{0, 2}}}},
+      {"reduce_sum all", "reduce_sum", {rnd({3, 5, 7})}, {{t, {}}}, {{"axes", V{0, 1, 2}}}},
+      {"reduce_mean hw", "reduce_mean", {rnd({3, 5, 7, 6})}, {{t, {3, 5}}}, {{"axes", V{2, 3}}}},
+      {"reduce_mean c", "reduce_mean", {rnd({3, 5, 7})}, {{t, {3, 7}}}, {{"axes", V{1}}}},
+      {"reduce_max last", "reduce_max", {rnd({4, 9})}, {{t, {4}}}, {{"axes", V{1}}}},
+      {"reduce_max first", "reduce_max", {rnd({4, 9, 3})}, {{t, {9, 3}}}, {{"axes", V{0}}}},
+      {"argmax rows", "argmax", {rnd({7, 10})}, {{DType::i32, {7}}}, {{"axis", int64_t{1}}}},
+      {"argmax middle", "argmax", {rnd({3, 5, 4})}, {{DType::i32, {3, 4}}}, {{"axis", int64_t{1}}}},
+      {"matmul bias", "matmul", {rnd({5, 7}), rnd({7, 9}), rnd({9})}, {{t, {5, 9}}}, {}},
+      {"matmul A^T", "matmul", {rnd({7, 5}), rnd({7, 9})}, {{t, {5, 9}}},
+       {{"transpose_lhs", true}}},
+      {"matmul B^T bias", "matmul", {rnd({6, 11}), rnd({3, 11}), rnd({3})}, {{t, {6, 3}}},
+       {{"transpose_rhs", true}}},
+      {"matmul A^T B^T", "matmul", {rnd({4, 6}), rnd({5, 4})}, {{t, {6, 5}}},
+       {{"transpose_lhs", true}, {"transpose_rhs", true}}},
+      {"softmax xent", "softmax_cross_entropy", {rnd({9, 10}, -4, 4), labels(9, 10)},
+       {{t, {9}}}, {}},
+  };
+  for (std::string op : {"add", "sub", "mul", "div", "max"})
+    list.push_back({op, op, {rnd({3, 17, 5}), rnd({3, 17, 5}, 0.5, 2)}, {{t, {3, 17, 5}}}, {}});
+  for (std::string op : {"neg", "exp", "relu"})
+    list.push_back({op, op, {rnd({3, 17, 5}, -3, 3)}, {{t, {3, 17, 5}}}, {}});
+  for (std::string op : {"log", "sqrt"})
+    list.push_back({op, op, {rnd({3, 17, 5}, 0.1, 4)}, {{t, {3, 17, 5}}}, {}});
+  for (auto& c : list) c.name += suffix;
+  return list;
+}
+
+class KernelTest : public ::testing::TestWithParam<DType> {};
+
+TEST_P(KernelTest, CpuMatchesReference) {
+  std::set<std::string> covered;
+  for (const KernelCase& c : cases(GetParam())) {
+    checkAgainstReference(c);
+    covered.insert(c.op);
+  }
+  // Every op with a kernel has at least one case here.
+  for (const auto& [op, _] : cpuKernels()) EXPECT_TRUE(covered.count(op)) << "no kernel case for " << op;
+}
+
+INSTANTIATE_TEST_SUITE_P(DTypes, KernelTest, ::testing::Values(DType::f32, DType::f64),
+                         [](const auto& info) { return std::string(dtypeName(info.param)); });
+
+TEST(KernelTest, ReferenceCatchesOutOfRangeLabel) {
+  KernelCase c{"bad label", "softmax_cross_entropy",
+               {randomArray(DType::f32, {2, 3}, 5), Array::of<int32_t>({2}, std::vector<int32_t>{1, 3})},
+               {{DType::f32, {2}}}, {}};
+  for (const KernelTable* table : {&cpuKernels(), &referenceKernels()})
+    EXPECT_THROW(
+        {
+          try {
+            runKernel(*table, c);
+          } catch (const Error& e) {
+            EXPECT_NE(std::string(e.what()).find("label 3 at row 1 is out of range [0, 3)"), std::string::npos) << e.what();
+            throw;
+          }
+        },
+        Error);
+}
+
+}  // namespace
+}  // namespace spmd::runtime

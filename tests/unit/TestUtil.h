@@ -1,0 +1,62 @@
+// Helpers shared by the unit tests: seeded random arrays and an elementwise comparison that
+// reports the largest difference it saw.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "runtime/Array.h"
+
+namespace spmd::testing {
+
+inline Array randomArray(DType dtype, const Shape& shape, uint64_t seed, double low = -1.0,
+                         double high = 1.0) {
+  Array a = Array::zeros(dtype, shape);
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> dist(low, high);
+  if (dtype == DType::f32)
+    for (float& v : a.values<float>()) v = static_cast<float>(dist(rng));
+  else if (dtype == DType::f64)
+    for (double& v : a.values<double>()) v = dist(rng);
+  else
+    for (int32_t& v : a.values<int32_t>())
+      v = static_cast<int32_t>(std::floor(dist(rng)));
+  return a;
+}
+
+inline double valueAt(const Array& a, int64_t i) {
+  switch (a.dtype) {
+    case DType::f32: return a.values<float>()[i];
+    case DType::f64: return a.values<double>()[i];
+    case DType::i32: return a.values<int32_t>()[i];
+  }
+  return 0;
+}
+
+// |actual - expected| <= atol + rtol * |expected| everywhere (NaN fails); returns the largest
+// absolute difference for the report.
+inline double expectClose(const Array& actual, const Array& expected, double rtol, double atol,
+                          const std::string& what) {
+  EXPECT_EQ(actual.dtype, expected.dtype) << what;
+  EXPECT_EQ(actual.shape, expected.shape) << what;
+  double worst = 0;
+  int64_t bad = 0, firstBad = -1;
+  for (int64_t i = 0; i < expected.numel() && i < actual.numel(); ++i) {
+    double a = valueAt(actual, i), e = valueAt(expected, i), diff = std::fabs(a - e);
+    if (!(diff <= atol + rtol * std::fabs(e))) {
+      if (firstBad < 0) firstBad = i;
+      ++bad;
+    }
+    if (std::isnan(diff) || diff > worst) worst = std::isnan(diff) ? INFINITY : diff;
+  }
+  EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << expected.numel()
+                    << " elements differ; first at " << firstBad << " ("
+                    << (firstBad >= 0 ? valueAt(actual, firstBad) : 0) << " vs "
+                    << (firstBad >= 0 ? valueAt(expected, firstBad) : 0) << "), max |diff| "
+                    << worst;
+  return worst;
+}
+
+}  // namespace spmd::testing
