@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""ResNet-18 forward (batch 64, 1x28x28, train-mode BN) on the CPU: spmd's Google Benchmark and
+PyTorch (python3-torch, the same model and threads) in one run; prints both times and the ratio.
+
+usage: python3 benchmarks/compare_resnet18_forward.py [--build build] [--batch 64] [--reps 10]
+Run with Debian's /usr/bin/python3 (where python3-torch lives)."""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+
+def torch_resnet18():
+    from torch import nn
+    import torch.nn.functional as F
+
+    class Residual(nn.Module):
+        def __init__(self, cin, cout, stride, projection):
+            super().__init__()
+            self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1)
+            self.bn1 = nn.BatchNorm2d(cout)
+            self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1)
+            self.bn2 = nn.BatchNorm2d(cout)
+            self.conv3 = nn.Conv2d(cin, cout, 1, stride) if projection else None
+
+        def forward(self, x):
+            y = F.relu(self.bn1(self.conv1(x)))
+            y = self.bn2(self.conv2(y))
+            return F.relu(y + (self.conv3(x) if self.conv3 is not None else x))
+
+    stages, cin = [], 64
+    for i, cout in enumerate([64, 128, 256, 512]):
+        stages.append(nn.Sequential(Residual(cin, cout, 1 if i == 0 else 2, i > 0),
+                                    Residual(cout, cout, 1, False)))
+        cin = cout
+    return nn.Sequential(nn.Conv2d(1, 64, 3, 1, 1), nn.BatchNorm2d(64), nn.ReLU(), *stages,
+                         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(512, 10))
+
+
+def time_torch(batch, reps, threads):
+    import torch
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    model = torch_resnet18().train()
+    x = torch.randn(batch, 1, 28, 28)
+    with torch.no_grad():
+        for _ in range(2):
+            model(x)
+        times = []
+        for _ in range(reps):
+            start = time.perf_counter()
+            model(x)
+            times.append(time.perf_counter() - start)
+    return sorted(times)[len(times) // 2] * 1e3, torch.get_num_threads(), torch.__version__
+
+
+def time_spmd(build, batch, reps, threads):
+    binary = os.path.join(build, "benchmarks", "bench_resnet18_forward")
+    if not os.path.exists(binary):
+        sys.exit(f"missing {binary}: build first (bash scripts/build.sh)")
+    out = subprocess.run([binary, f"--benchmark_filter=BM_ResNet18Forward/{batch}/",
+                          f"--benchmark_repetitions={reps}", "--benchmark_format=json",
+                          "--benchmark_min_time=0.5"], check=True, capture_output=True, text=True,
+                         env=dict(os.environ, OMP_NUM_THREADS=str(threads)))
+    runs = [b for b in json.loads(out.stdout)["benchmarks"] if b.get("aggregate_name") == "median"]
+    if not runs:
+        sys.exit(f"no median in benchmark output; is batch {batch} registered?")
+    return runs[0]["real_time"]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--build", default="build")
+    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=os.cpu_count(),
+                        help="threads for both sides (OMP_NUM_THREADS / torch.set_num_threads)")
+    args = parser.parse_args()
+    ours = time_spmd(args.build, args.batch, args.reps, args.threads)
+    theirs, threads, version = time_torch(args.batch, max(args.reps * 2, 10), args.threads)
+    print(f"ResNet-18 forward, batch {args.batch}, 1x28x28, train-mode BN, CPU ({os.cpu_count()} cores)")
+    print(f"  spmd (cpu:0, {args.threads} threads)    : {ours:8.2f} ms/step  {args.batch / ours * 1e3:8.1f} img/s")
+    print(f"  PyTorch {version} ({threads} threads): {theirs:8.2f} ms/step  {args.batch / theirs * 1e3:8.1f} img/s")
+    print(f"  ratio spmd/PyTorch time    : {ours / theirs:8.3f}  (< 1 means spmd is faster)")
+
+
+if __name__ == "__main__":
+    main()
