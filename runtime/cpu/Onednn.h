@@ -2,6 +2,8 @@
 // the per-step cache that keeps a prepared primitive and its memory objects between calls.
 #pragma once
 
+#include <optional>
+
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "runtime/Kernel.h"
