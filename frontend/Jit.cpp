@@ -18,21 +18,14 @@ struct JitCore::Entry {
 
 namespace {
 
-std::vector<std::string> leafTypes(const std::vector<Tensor>& leaves) {
-  std::vector<std::string> types;
-  for (const Tensor& t : leaves) types.push_back(t.typeString());
-  return types;
-}
-
 std::string signatureOf(const std::vector<Tensor>& leaves, const std::string& structure) {
   std::string key = structure + "|";
-  for (const std::string& type : leafTypes(leaves)) key += type + ";";
+  for (const Tensor& leaf : leaves) key += leaf.typeString() + ";";
   return key;
 }
 
 // Why `now` differs from `before`: the first differing input leaf, or the structure.
-std::string explain(const std::string& before, const std::string& now,
-                    const std::vector<Tensor>& leaves) {
+std::string explain(const std::string& before, const std::string& now) {
   if (before.empty()) return "first call";
   auto split = [](const std::string& key) {
     std::vector<std::string> parts;
@@ -70,7 +63,7 @@ std::pair<std::vector<Tensor>, std::shared_ptr<void>> JitCore::call(
   std::string signature = signatureOf(leaves, structure);
   auto found = cache_.find(signature);
   if (found == cache_.end()) {
-    lastReason_ = explain(lastSignature_, signature, leaves);
+    lastReason_ = explain(lastSignature_, signature);
     if (std::getenv("SPMD_LOG_COMPILES"))
       std::fprintf(stderr, "spmd: compiling '%s' (%s)\n", options_.name.c_str(), lastReason_.c_str());
     auto entry = std::make_unique<Entry>();

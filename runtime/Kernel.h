@@ -30,6 +30,13 @@ struct KernelCall {
 };
 
 using KernelFn = void (*)(KernelCall&);
+
+// The ops every kernel table (reference and each backend) implements, by name. X(name) per op;
+// `constant` is absent because constants lower to initialized buffers, not steps.
+#define SPMD_KERNEL_OPS(X)                                                                    \
+  X(conv2d) X(batch_norm_train) X(batch_norm_infer) X(add) X(sub) X(mul) X(div) X(max) X(neg) \
+  X(exp) X(log) X(sqrt) X(relu) X(broadcast_in_dim) X(reshape) X(transpose) X(reduce_sum)     \
+  X(reduce_mean) X(reduce_max) X(argmax) X(matmul) X(softmax_cross_entropy)
 using KernelTable = std::unordered_map<std::string, KernelFn>;
 
 // Reference kernels: simple loops, double accumulation; the oracle tests compare backends with.

@@ -5,13 +5,8 @@
 
 namespace spmd::runtime::cpu {
 
-#define SPMD_CPU_KERNELS(X)                                                                   \
-  X(conv2d) X(batch_norm_train) X(batch_norm_infer) X(add) X(sub) X(mul) X(div) X(max) X(neg) \
-  X(exp) X(log) X(sqrt) X(relu) X(broadcast_in_dim) X(reshape) X(transpose) X(reduce_sum)     \
-  X(reduce_mean) X(reduce_max) X(argmax) X(matmul) X(softmax_cross_entropy)
-
 #define SPMD_DECLARE_KERNEL(name) void name(KernelCall& call);
-SPMD_CPU_KERNELS(SPMD_DECLARE_KERNEL)
+SPMD_KERNEL_OPS(SPMD_DECLARE_KERNEL)
 #undef SPMD_DECLARE_KERNEL
 
 }  // namespace spmd::runtime::cpu

@@ -6,7 +6,7 @@ namespace spmd::runtime {
 const KernelTable& referenceKernels() {
   static const KernelTable table = {
 #define SPMD_TABLE_ENTRY(name) {#name, &reference::name},
-      SPMD_REFERENCE_KERNELS(SPMD_TABLE_ENTRY)
+      SPMD_KERNEL_OPS(SPMD_TABLE_ENTRY)
 #undef SPMD_TABLE_ENTRY
   };
   return table;
