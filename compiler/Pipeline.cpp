@@ -13,6 +13,7 @@
 #include "mlir/IR/Verifier.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Transforms/Passes.h"
+#include "passes/Passes.h"
 
 namespace spmd {
 namespace {
@@ -73,6 +74,7 @@ std::string dumpDirFor(const CompileOptions& options) {
 runtime::Program compile(mlir::ModuleOp module, const CompileOptions& options) {
   PipelineRun pipeline(module, dumpDirFor(options));
   pipeline.verify("tracing");
+  pipeline.run(passes::createAutodiff());
   pipeline.run(mlir::createCanonicalizerPass());
   pipeline.run(mlir::createCSEPass());
 

@@ -5,6 +5,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Transforms/Passes.h"
+#include "passes/Passes.h"
 
 namespace spmd {
 
@@ -17,6 +18,7 @@ void registerPasses() {
     mlir::registerCanonicalizerPass();
     mlir::registerCSEPass();
     mlir::registerSymbolDCEPass();
+    passes::registerSpmdPasses();
     return true;
   }();
   (void)done;

@@ -36,7 +36,9 @@ using KernelFn = void (*)(KernelCall&);
 #define SPMD_KERNEL_OPS(X)                                                                    \
   X(conv2d) X(batch_norm_train) X(batch_norm_infer) X(add) X(sub) X(mul) X(div) X(max) X(neg) \
   X(exp) X(log) X(sqrt) X(relu) X(broadcast_in_dim) X(reshape) X(transpose) X(reduce_sum)     \
-  X(reduce_mean) X(reduce_max) X(argmax) X(matmul) X(softmax_cross_entropy)
+  X(reduce_mean) X(reduce_max) X(argmax) X(matmul) X(softmax_cross_entropy) X(greater_equal)    \
+  X(conv2d_backward_data) X(conv2d_backward_filter) X(batch_norm_train_backward)              \
+  X(relu_backward) X(softmax_cross_entropy_backward)
 using KernelTable = std::unordered_map<std::string, KernelFn>;
 
 // Reference kernels: simple loops, double accumulation; the oracle tests compare backends with.

@@ -8,6 +8,7 @@
 using namespace mlir;
 
 #include "compiler/ir/SpmdDialect.cpp.inc"
+#include "compiler/ir/SpmdInterfaces.cpp.inc"
 
 #define GET_OP_CLASSES
 #include "compiler/ir/SpmdOps.cpp.inc"
@@ -40,6 +41,31 @@ std::vector<std::string> opNames() {
 #define GET_OP_LIST
 #include "compiler/ir/SpmdOps.cpp.inc"
       >();
+}
+
+namespace {
+template <typename Info>
+Differentiation classify(const Info& info) {
+  if (info.template hasInterface<VjpOpInterface>()) return Differentiation::Vjp;
+  if (info.template hasTrait<ZeroGradient>()) return Differentiation::ZeroGradient;
+  if (info.template hasTrait<FirstOrderOnly>()) return Differentiation::FirstOrderOnly;
+  return Differentiation::None;
+}
+}  // namespace
+
+Differentiation differentiation(Operation* op) {
+  if (auto registered = op->getRegisteredInfo()) return classify(*registered);
+  return Differentiation::None;
+}
+
+Differentiation differentiation(const std::string& opName) {
+  static MLIRContext* context = [] {
+    auto* ctx = new MLIRContext();
+    ctx->loadDialect<SpmdDialect>();
+    return ctx;
+  }();
+  auto info = RegisteredOperationName::lookup("spmd." + opName, context);
+  return info ? classify(*info) : Differentiation::None;
 }
 
 }  // namespace spmd::ir

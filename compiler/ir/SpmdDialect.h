@@ -11,10 +11,27 @@
 
 #include "compiler/ir/SpmdDialect.h.inc"
 
+namespace spmd::ir {
+// Marks from SpmdInterfaces.td: the op's gradient is zero almost everywhere (argmax), or the op
+// is a backward op with no VJP of its own (second derivatives are not supported).
+template <typename ConcreteType>
+class ZeroGradient : public mlir::OpTrait::TraitBase<ConcreteType, ZeroGradient> {};
+template <typename ConcreteType>
+class FirstOrderOnly : public mlir::OpTrait::TraitBase<ConcreteType, FirstOrderOnly> {};
+}  // namespace spmd::ir
+
+#include "compiler/ir/SpmdInterfaces.h.inc"
+
 #define GET_OP_CLASSES
 #include "compiler/ir/SpmdOps.h.inc"
 
 namespace spmd::ir {
 // Names of every op in the dialect without the "spmd." prefix, in definition order.
 std::vector<std::string> opNames();
+
+// How autodiff treats an op: through its VJP rule, as having a zero gradient, or not at all
+// (a backward op: second derivatives are unsupported). `None` means the op lacks all three.
+enum class Differentiation { Vjp, ZeroGradient, FirstOrderOnly, None };
+Differentiation differentiation(mlir::Operation* op);
+Differentiation differentiation(const std::string& opName);  // "conv2d"
 }  // namespace spmd::ir

@@ -4,8 +4,12 @@
 #define SPMD_OPS_TD
 
 include "compiler/ir/SpmdDialect.td"
+include "compiler/ir/SpmdInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
+
+// Differentiable ops implement the VJP interface; the rule is XOp::buildVjp in SpmdVjpRules.cpp.
+defvar Vjp = DeclareOpInterfaceMethods<Spmd_VjpOpInterface>;
 
 class Spmd_Op<string mnemonic, list<Trait> traits = []>
     : Op<Spmd_Dialect, mnemonic, !listconcat([Pure], traits)> {
@@ -18,7 +22,7 @@ class Spmd_InferredOp<string mnemonic, list<Trait> traits = []>
 
 //===--- constants ---------------------------------------------------------------------------===//
 
-def Spmd_ConstantOp : Spmd_InferredOp<"constant", [ConstantLike]> {
+def Spmd_ConstantOp : Spmd_InferredOp<"constant", [ConstantLike, Spmd_ZeroGradient]> {
   let summary = "a tensor literal";
   let arguments = (ins ElementsAttr:$value);
   let results = (outs Spmd_AnyTensor:$result);
@@ -28,7 +32,7 @@ def Spmd_ConstantOp : Spmd_InferredOp<"constant", [ConstantLike]> {
 
 //===--- convolution and normalization -------------------------------------------------------===//
 
-def Spmd_Conv2dOp : Spmd_InferredOp<"conv2d"> {
+def Spmd_Conv2dOp : Spmd_InferredOp<"conv2d", [Vjp]> {
   let summary = "2-D convolution, NCHW input, OIHW filter, optional per-channel bias";
   let arguments = (ins Spmd_FloatTensor:$input, Spmd_FloatTensor:$filter,
                        Optional<Spmd_FloatTensor>:$bias,
@@ -36,7 +40,7 @@ def Spmd_Conv2dOp : Spmd_InferredOp<"conv2d"> {
   let results = (outs Spmd_FloatTensor:$result);
 }
 
-def Spmd_BatchNormTrainOp : Spmd_InferredOp<"batch_norm_train"> {
+def Spmd_BatchNormTrainOp : Spmd_InferredOp<"batch_norm_train", [Vjp]> {
   let summary = "batch normalization over N, H, W with batch statistics";
   let description = [{
     Normalizes each channel of an NCHW input with the batch's mean and biased variance, then
@@ -48,7 +52,7 @@ def Spmd_BatchNormTrainOp : Spmd_InferredOp<"batch_norm_train"> {
                       Spmd_FloatTensor:$batch_variance);
 }
 
-def Spmd_BatchNormInferOp : Spmd_InferredOp<"batch_norm_infer"> {
+def Spmd_BatchNormInferOp : Spmd_InferredOp<"batch_norm_infer", [Vjp]> {
   let summary = "batch normalization with given (running) mean and variance";
   let arguments = (ins Spmd_FloatTensor:$input, Spmd_FloatTensor:$scale,
                        Spmd_FloatTensor:$offset, Spmd_FloatTensor:$mean,
@@ -60,7 +64,7 @@ def Spmd_BatchNormInferOp : Spmd_InferredOp<"batch_norm_infer"> {
 
 // Result type = operand type; ODS derives the shape rule from SameOperandsAndResultType.
 class Spmd_BinaryOp<string mnemonic>
-    : Spmd_Op<mnemonic, [SameOperandsAndResultType, InferTypeOpInterface]> {
+    : Spmd_Op<mnemonic, [SameOperandsAndResultType, InferTypeOpInterface, Vjp]> {
   let summary = "elementwise " # mnemonic # " of two tensors of one shape (broadcast explicitly)";
   let arguments = (ins Spmd_FloatTensor:$lhs, Spmd_FloatTensor:$rhs);
   let results = (outs Spmd_FloatTensor:$result);
@@ -73,7 +77,7 @@ def Spmd_DivOp : Spmd_BinaryOp<"div">;
 def Spmd_MaxOp : Spmd_BinaryOp<"max">;
 
 class Spmd_UnaryOp<string mnemonic>
-    : Spmd_Op<mnemonic, [SameOperandsAndResultType, InferTypeOpInterface]> {
+    : Spmd_Op<mnemonic, [SameOperandsAndResultType, InferTypeOpInterface, Vjp]> {
   let summary = "elementwise " # mnemonic;
   let arguments = (ins Spmd_FloatTensor:$input);
   let results = (outs Spmd_FloatTensor:$result);
@@ -85,9 +89,20 @@ def Spmd_LogOp : Spmd_UnaryOp<"log">;
 def Spmd_SqrtOp : Spmd_UnaryOp<"sqrt">;
 def Spmd_ReluOp : Spmd_UnaryOp<"relu">;
 
+def Spmd_GreaterEqualOp
+    : Spmd_Op<"greater_equal", [SameOperandsAndResultType, InferTypeOpInterface,
+                                Spmd_ZeroGradient]> {
+  let summary = "elementwise mask: 1.0 where lhs >= rhs, else 0.0, in the operands' float type";
+  let description = [{
+    Used by the VJPs of `max` and `reduce_max` to route a cotangent to the selected elements.
+  }];
+  let arguments = (ins Spmd_FloatTensor:$lhs, Spmd_FloatTensor:$rhs);
+  let results = (outs Spmd_FloatTensor:$result);
+}
+
 //===--- shape -------------------------------------------------------------------------------===//
 
-def Spmd_BroadcastInDimOp : Spmd_Op<"broadcast_in_dim"> {
+def Spmd_BroadcastInDimOp : Spmd_Op<"broadcast_in_dim", [Vjp]> {
   let summary = "broadcast to the result shape; operand dim i maps to result dim dims[i]";
   let arguments = (ins Spmd_AnyTensor:$input, DenseI64ArrayAttr:$dims);
   let results = (outs Spmd_AnyTensor:$result);
@@ -95,7 +110,7 @@ def Spmd_BroadcastInDimOp : Spmd_Op<"broadcast_in_dim"> {
   let hasFolder = 1;
 }
 
-def Spmd_ReshapeOp : Spmd_Op<"reshape"> {
+def Spmd_ReshapeOp : Spmd_Op<"reshape", [Vjp]> {
   let summary = "reinterpret a row-major tensor with another shape of the same element count";
   let arguments = (ins Spmd_AnyTensor:$input);
   let results = (outs Spmd_AnyTensor:$result);
@@ -103,7 +118,7 @@ def Spmd_ReshapeOp : Spmd_Op<"reshape"> {
   let hasFolder = 1;
 }
 
-def Spmd_TransposeOp : Spmd_InferredOp<"transpose"> {
+def Spmd_TransposeOp : Spmd_InferredOp<"transpose", [Vjp]> {
   let summary = "permute dimensions: result dim i is input dim perm[i]";
   let arguments = (ins Spmd_AnyTensor:$input, DenseI64ArrayAttr:$perm);
   let results = (outs Spmd_AnyTensor:$result);
@@ -112,7 +127,7 @@ def Spmd_TransposeOp : Spmd_InferredOp<"transpose"> {
 
 //===--- reductions --------------------------------------------------------------------------===//
 
-class Spmd_ReduceOp<string mnemonic> : Spmd_InferredOp<mnemonic> {
+class Spmd_ReduceOp<string mnemonic> : Spmd_InferredOp<mnemonic, [Vjp]> {
   let summary = mnemonic # " over the given axes, which are removed from the shape";
   let arguments = (ins Spmd_FloatTensor:$input, DenseI64ArrayAttr:$axes);
   let results = (outs Spmd_FloatTensor:$result);
@@ -122,7 +137,7 @@ def Spmd_ReduceSumOp : Spmd_ReduceOp<"reduce_sum">;
 def Spmd_ReduceMeanOp : Spmd_ReduceOp<"reduce_mean">;
 def Spmd_ReduceMaxOp : Spmd_ReduceOp<"reduce_max">;
 
-def Spmd_ArgmaxOp : Spmd_InferredOp<"argmax"> {
+def Spmd_ArgmaxOp : Spmd_InferredOp<"argmax", [Spmd_ZeroGradient]> {
   let summary = "index of the largest element along an axis (first one on ties), as i32";
   let arguments = (ins Spmd_FloatTensor:$input, I64Attr:$axis);
   let results = (outs Spmd_IndexTensor:$result);
@@ -130,7 +145,7 @@ def Spmd_ArgmaxOp : Spmd_InferredOp<"argmax"> {
 
 //===--- dense layers and losses ------------------------------------------------------------===//
 
-def Spmd_MatmulOp : Spmd_InferredOp<"matmul"> {
+def Spmd_MatmulOp : Spmd_InferredOp<"matmul", [Vjp]> {
   let summary = "2-D matrix product op(lhs) x op(rhs) + bias, op = optional transpose";
   let arguments = (ins Spmd_FloatTensor:$lhs, Spmd_FloatTensor:$rhs,
                        Optional<Spmd_FloatTensor>:$bias,
@@ -139,10 +154,84 @@ def Spmd_MatmulOp : Spmd_InferredOp<"matmul"> {
   let results = (outs Spmd_FloatTensor:$result);
 }
 
-def Spmd_SoftmaxCrossEntropyOp : Spmd_InferredOp<"softmax_cross_entropy"> {
+def Spmd_SoftmaxCrossEntropyOp : Spmd_InferredOp<"softmax_cross_entropy", [Vjp]> {
   let summary = "per-example -log softmax(logits)[label]; logits [N, C], labels [N] i32";
   let arguments = (ins Spmd_FloatTensor:$logits, Spmd_IndexTensor:$labels);
   let results = (outs Spmd_FloatTensor:$loss);
+}
+
+//===--- backward ops (emitted by VJP rules) ------------------------------------------------===//
+
+def Spmd_Conv2dBackwardDataOp : Spmd_Op<"conv2d_backward_data", [Spmd_FirstOrderOnly]> {
+  let summary = "gradient of conv2d w.r.t. its input; the result type is the input's";
+  let arguments = (ins Spmd_FloatTensor:$result_grad, Spmd_FloatTensor:$filter,
+                       DenseI64ArrayAttr:$stride, DenseI64ArrayAttr:$padding);
+  let results = (outs Spmd_FloatTensor:$input_grad);
+  let hasVerifier = 1;
+}
+
+def Spmd_Conv2dBackwardFilterOp : Spmd_Op<"conv2d_backward_filter", [Spmd_FirstOrderOnly]> {
+  let summary = "gradient of conv2d w.r.t. its filter; the result type is the filter's";
+  let arguments = (ins Spmd_FloatTensor:$input, Spmd_FloatTensor:$result_grad,
+                       DenseI64ArrayAttr:$stride, DenseI64ArrayAttr:$padding);
+  let results = (outs Spmd_FloatTensor:$filter_grad);
+  let hasVerifier = 1;
+}
+
+def Spmd_BatchNormTrainBackwardOp
+    : Spmd_InferredOp<"batch_norm_train_backward", [Spmd_FirstOrderOnly]> {
+  let summary = "gradients of batch_norm_train w.r.t. input, scale and offset";
+  let description = [{
+    `batch_mean` and `batch_variance` are the statistics the forward op returned (biased
+    variance). The input gradient includes the paths through the batch statistics.
+  }];
+  let arguments = (ins Spmd_FloatTensor:$result_grad, Spmd_FloatTensor:$input,
+                       Spmd_FloatTensor:$scale, Spmd_FloatTensor:$batch_mean,
+                       Spmd_FloatTensor:$batch_variance, F64Attr:$epsilon);
+  let results = (outs Spmd_FloatTensor:$input_grad, Spmd_FloatTensor:$scale_grad,
+                      Spmd_FloatTensor:$offset_grad);
+}
+
+def Spmd_ReluBackwardOp
+    : Spmd_Op<"relu_backward", [SameOperandsAndResultType, InferTypeOpInterface,
+                                Spmd_FirstOrderOnly]> {
+  let summary = "result_grad where the relu's result is positive, else 0";
+  let arguments = (ins Spmd_FloatTensor:$result_grad, Spmd_FloatTensor:$result);
+  let results = (outs Spmd_FloatTensor:$input_grad);
+}
+
+def Spmd_SoftmaxCrossEntropyBackwardOp
+    : Spmd_InferredOp<"softmax_cross_entropy_backward", [Spmd_FirstOrderOnly]> {
+  let summary = "(softmax(logits) - onehot(labels)) * loss_grad[:, None]";
+  let arguments = (ins Spmd_FloatTensor:$logits, Spmd_IndexTensor:$labels,
+                       Spmd_FloatTensor:$loss_grad);
+  let results = (outs Spmd_FloatTensor:$logits_grad);
+}
+
+//===--- autodiff ---------------------------------------------------------------------------===//
+
+def Spmd_ValueAndGradOp : Op<Spmd_Dialect, "value_and_grad",
+                             [RecursiveMemoryEffects, SingleBlock]> {
+  let summary = "the body's results and the gradient of its first (scalar) result";
+  let description = [{
+    The body is a function of its block arguments, which stand for `primals`. It yields a
+    scalar float loss first, then any auxiliary values. The op returns everything the body
+    yields followed by d(loss)/d(primal) for each primal, with the primal's type. Values the
+    body captures from above are constants to the derivative, as under jax.value_and_grad.
+    The `spmd-autodiff` pass replaces the op with the body's ops and their VJPs, inline.
+  }];
+  let arguments = (ins Variadic<Spmd_FloatTensor>:$primals);
+  let results = (outs Variadic<Spmd_AnyTensor>:$results);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = "$primals $body attr-dict `:` functional-type($primals, results)";
+  let hasVerifier = 1;
+}
+
+def Spmd_YieldOp : Op<Spmd_Dialect, "yield",
+                      [Pure, Terminator, HasParent<"ValueAndGradOp">]> {
+  let summary = "ends a value_and_grad body: the loss, then auxiliary values";
+  let arguments = (ins Variadic<Spmd_AnyTensor>:$values);
+  let assemblyFormat = "attr-dict ($values^ `:` type($values))?";
 }
 
 #endif

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "compiler/ir/SpmdDialect.h"
+#include "compiler/ir/ShapeChecks.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/Support/raw_ostream.h"
@@ -11,89 +12,8 @@
 using namespace mlir;
 
 namespace spmd::ir {
+using namespace checks;
 namespace {
-
-using OptLoc = std::optional<Location>;
-
-std::string str(Type type) {
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  os << type;
-  return text;
-}
-
-std::string str(ArrayRef<int64_t> values) {
-  std::string text = "[";
-  for (size_t i = 0; i < values.size(); ++i) text += (i ? ", " : "") + std::to_string(values[i]);
-  return text + "]";
-}
-
-LogicalResult fail(OptLoc loc, StringRef op, const std::string& message) {
-  return emitOptionalError(loc, "spmd.", op, ": ", message);
-}
-
-RankedTensorType ranked(Value value) {
-  return value ? llvm::dyn_cast<RankedTensorType>(value.getType()) : RankedTensorType();
-}
-
-// Checks `value` is a ranked tensor of the given rank (any rank if -1) and element type (any if
-// null); names the operand in the error.
-FailureOr<RankedTensorType> expectTensor(OptLoc loc, StringRef op, StringRef what, Value value,
-                                         int64_t rank, Type element = {}) {
-  RankedTensorType type = ranked(value);
-  if (!type) return fail(loc, op, (what + " must be a ranked tensor").str());
-  if (rank >= 0 && type.getRank() != rank)
-    return fail(loc, op, (what + " must have rank " + Twine(rank) + ", got " + str(type)).str());
-  if (element && type.getElementType() != element)
-    return fail(loc, op, (what + " has element type " + str(type.getElementType()) +
-                          " but must match " + str(element))
-                             .str());
-  return type;
-}
-
-LogicalResult expectPerChannel(OptLoc loc, StringRef op, StringRef what, Value value,
-                               int64_t channels, Type element) {
-  auto type = expectTensor(loc, op, what, value, 1, element);
-  if (failed(type)) return failure();
-  if (type->getDimSize(0) != channels)
-    return fail(loc, op, (what + " " + str(*type) + " must have one entry per channel (" +
-                          Twine(channels) + ")")
-                             .str());
-  return success();
-}
-
-// Axes must be unique, sorted and inside [0, rank).
-LogicalResult checkAxes(OptLoc loc, StringRef op, ArrayRef<int64_t> axes, int64_t rank) {
-  for (size_t i = 0; i < axes.size(); ++i) {
-    if (axes[i] < 0 || axes[i] >= rank)
-      return fail(loc, op, "axis " + std::to_string(axes[i]) + " is out of range for rank " +
-                               std::to_string(rank));
-    if (i && axes[i] <= axes[i - 1])
-      return fail(loc, op, "axes " + str(axes) + " must be sorted and unique");
-  }
-  return success();
-}
-
-SmallVector<int64_t> dropAxes(ArrayRef<int64_t> shape, ArrayRef<int64_t> axes) {
-  SmallVector<int64_t> kept;
-  for (int64_t i = 0; i < static_cast<int64_t>(shape.size()); ++i)
-    if (!llvm::is_contained(axes, i)) kept.push_back(shape[i]);
-  return kept;
-}
-
-LogicalResult inferBatchNorm(OptLoc loc, StringRef op, Value input, ValueRange perChannel,
-                             ArrayRef<StringRef> names, FloatAttr epsilon) {
-  auto in = expectTensor(loc, op, "input", input, -1);
-  if (failed(in)) return failure();
-  if (in->getRank() != 2 && in->getRank() != 4)
-    return fail(loc, op, "input must be [N, C] or [N, C, H, W], got " + str(*in));
-  for (auto [value, name] : llvm::zip(perChannel, names))
-    if (failed(expectPerChannel(loc, op, name, value, in->getDimSize(1), in->getElementType())))
-      return failure();
-  if (!epsilon || epsilon.getValueAsDouble() <= 0)
-    return fail(loc, op, "epsilon must be a positive float");
-  return success();
-}
 
 template <typename Adaptor>
 LogicalResult inferReduction(OptLoc loc, StringRef op, Adaptor adaptor,
@@ -131,27 +51,12 @@ LogicalResult Conv2dOp::inferReturnTypes(MLIRContext*, OptLoc loc, Adaptor adapt
   auto filter = expectTensor(loc, op, "filter (O, I, KH, KW)", adaptor.getFilter(), 4,
                              in->getElementType());
   if (failed(filter)) return failure();
-  if (in->getDimSize(1) != filter->getDimSize(1))
-    return fail(loc, op, "input " + str(*in) + " has " + std::to_string(in->getDimSize(1)) +
-                             " channels but filter " + str(*filter) + " expects " +
-                             std::to_string(filter->getDimSize(1)));
   if (adaptor.getBias() && failed(expectPerChannel(loc, op, "bias", adaptor.getBias(),
                                                    filter->getDimSize(0), in->getElementType())))
     return failure();
-  ArrayRef<int64_t> stride = adaptor.getStride(), padding = adaptor.getPadding();
-  if (stride.size() != 2 || stride[0] < 1 || stride[1] < 1)
-    return fail(loc, op, "stride must be two positive integers, got " + str(stride));
-  if (padding.size() != 2 || padding[0] < 0 || padding[1] < 0)
-    return fail(loc, op, "padding must be two non-negative integers, got " + str(padding));
-  SmallVector<int64_t> out{in->getDimSize(0), filter->getDimSize(0), 0, 0};
-  for (int i = 0; i < 2; ++i) {
-    int64_t padded = in->getDimSize(2 + i) + 2 * padding[i];
-    if (padded < filter->getDimSize(2 + i))
-      return fail(loc, op, "filter " + str(*filter) + " is larger than the padded input " +
-                               str(*in) + " (padding " + str(padding) + ")");
-    out[2 + i] = (padded - filter->getDimSize(2 + i)) / stride[i] + 1;
-  }
-  results.push_back(RankedTensorType::get(out, in->getElementType()));
+  auto out = convOutputShape(loc, op, *in, *filter, adaptor.getStride(), adaptor.getPadding());
+  if (failed(out)) return failure();
+  results.push_back(RankedTensorType::get(*out, in->getElementType()));
   return success();
 }
 

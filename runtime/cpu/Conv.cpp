@@ -8,29 +8,6 @@
 namespace spmd::runtime::cpu {
 namespace {
 
-// A layout conversion between the user's plain buffer and oneDNN's preferred one; identity when
-// they agree.
-struct Relayout {
-  dnnl::memory plain, internal;
-  std::optional<dnnl::reorder> reorder;
-
-  Relayout(const dnnl::memory::desc& plainDesc, const dnnl::memory::desc& preferred, bool toPlain) {
-    plain = dnnl::memory(plainDesc, engine(), nullptr);
-    if (plainDesc == preferred) {
-      internal = plain;
-      return;
-    }
-    internal = dnnl::memory(preferred, engine());
-    reorder = toPlain ? dnnl::reorder(internal, plain) : dnnl::reorder(plain, internal);
-  }
-  void run(dnnl::stream& s, void* data, bool toPlain) {
-    plain.set_data_handle(data);
-    if (!reorder) return;
-    if (toPlain) reorder->execute(s, internal, plain);
-    else reorder->execute(s, plain, internal);
-  }
-};
-
 struct ConvState {
   dnnl::convolution_forward conv;
   dnnl::stream stream;
@@ -45,14 +22,11 @@ void conv2d(KernelCall& call) {
   bool hasBias = call.in.size() > 2;
   ConvState& s = cachedState<ConvState>(call, [&] {
     using namespace dnnl;
-    const auto& stride = call.step.ints("stride");
-    const auto& pad = call.step.ints("padding");
-    memory::dims strides(stride.begin(), stride.end()), padding(pad.begin(), pad.end());
-    auto any = [](std::span<const int64_t> shape) {
-      return memory::desc(memory::dims(shape.begin(), shape.end()), memory::data_type::f32,
-                          memory::format_tag::any);
-    };
-    auto src = any(call.in[0].shape), wei = any(call.in[1].shape), dst = any(call.out[0].shape);
+    ConvGeometry g(call.step);
+    const auto& strides = g.strides;
+    const auto& padding = g.padding;
+    auto src = anyDesc(call.in[0].shape), wei = anyDesc(call.in[1].shape),
+         dst = anyDesc(call.out[0].shape);
     auto desc = hasBias ? convolution_forward::desc(prop_kind::forward_training,
                                                     algorithm::convolution_direct, src, wei,
                                                     plainDesc(call.in[2].shape), dst, strides,

@@ -58,6 +58,28 @@ void softmax_cross_entropy(KernelCall& call) {
   });
 }
 
+// (softmax(logits) - onehot(labels)) * loss_grad, row by row.
+void softmax_cross_entropy_backward(KernelCall& call) {
+  visitFloat(call.in[0].dtype, [&](auto tag) {
+    using T = decltype(tag);
+    int64_t rows = call.in[0].dim(0), classes = call.in[0].dim(1);
+    const int32_t* labels = call.in[1].as<int32_t>();
+    for (int64_t r = 0; r < rows; ++r) {
+      const T* row = call.in[0].as<T>() + r * classes;
+      T* out = call.out[0].as<T>() + r * classes;
+      if (labels[r] < 0 || labels[r] >= classes)
+        throw Error("label " + std::to_string(labels[r]) + " at row " + std::to_string(r) +
+                    " is out of range [0, " + std::to_string(classes) + ")");
+      T top = *std::max_element(row, row + classes);
+      T sum = 0;
+      for (int64_t j = 0; j < classes; ++j) sum += (out[j] = std::exp(row[j] - top));
+      T g = call.in[2].as<T>()[r] / sum;
+      for (int64_t j = 0; j < classes; ++j) out[j] *= g;
+      out[labels[r]] -= call.in[2].as<T>()[r];
+    }
+  });
+}
+
 void argmax(KernelCall& call) {
   visitFloat(call.in[0].dtype, [&](auto tag) {
     using T = decltype(tag);

@@ -43,4 +43,33 @@ void batch_norm_infer(KernelCall& call) {
          {DNNL_ARG_VARIANCE, call.in[4].data}, {DNNL_ARG_DST, call.out[0].data}});
 }
 
+// inputs: result_grad, input, scale, batch_mean, batch_variance;
+// outputs: input_grad, scale_grad, offset_grad.
+void batch_norm_train_backward(KernelCall& call) {
+  if (call.in[0].dtype != DType::f32) return reference::batch_norm_train_backward(call);
+  Prepared& p = cachedState<Prepared>(call, [&] {
+    using namespace dnnl;
+    auto flags = normalization_flags::use_scale | normalization_flags::use_shift;
+    auto data = plainDesc(call.in[1].shape);
+    float epsilon = static_cast<float>(call.step.real("epsilon"));
+    batch_normalization_forward::primitive_desc hint(
+        {prop_kind::forward_training, data, epsilon, flags}, engine());
+    batch_normalization_backward::desc desc(prop_kind::backward, data, data, epsilon, flags);
+    Prepared prepared{batch_normalization_backward(
+                          batch_normalization_backward::primitive_desc(desc, engine(), hint)),
+                      stream(engine()), {}};
+    for (int arg : {DNNL_ARG_DIFF_DST, DNNL_ARG_SRC, DNNL_ARG_DIFF_SRC}) prepared.bind(arg, data);
+    for (int arg : {DNNL_ARG_SCALE, DNNL_ARG_MEAN, DNNL_ARG_VARIANCE, DNNL_ARG_DIFF_SCALE,
+                    DNNL_ARG_DIFF_SHIFT})
+      prepared.bind(arg, call.in[2]);
+    // oneDNN 2.6 insists on a shift argument with use_shift, though dx does not depend on it.
+    prepared.args[DNNL_ARG_SHIFT] = memory(plainDesc(call.in[2].shape), engine());
+    return prepared;
+  });
+  p.run({{DNNL_ARG_DIFF_DST, call.in[0].data}, {DNNL_ARG_SRC, call.in[1].data},
+         {DNNL_ARG_SCALE, call.in[2].data}, {DNNL_ARG_MEAN, call.in[3].data},
+         {DNNL_ARG_VARIANCE, call.in[4].data}, {DNNL_ARG_DIFF_SRC, call.out[0].data},
+         {DNNL_ARG_DIFF_SCALE, call.out[1].data}, {DNNL_ARG_DIFF_SHIFT, call.out[2].data}});
+}
+
 }  // namespace spmd::runtime::cpu

@@ -26,3 +26,19 @@ void Prepared::run(std::initializer_list<std::pair<int, void*>> pointers) {
 }
 
 }  // namespace spmd::runtime::cpu
+
+namespace spmd::runtime::cpu {
+
+dnnl::memory::desc anyDesc(std::span<const int64_t> shape) {
+  return {dnnl::memory::dims(shape.begin(), shape.end()), dnnl::memory::data_type::f32,
+          dnnl::memory::format_tag::any};
+}
+
+ConvGeometry::ConvGeometry(const Step& step) {
+  const auto& stride = step.ints("stride");
+  const auto& pad = step.ints("padding");
+  strides.assign(stride.begin(), stride.end());
+  padding.assign(pad.begin(), pad.end());
+}
+
+}  // namespace spmd::runtime::cpu

@@ -33,4 +33,36 @@ struct Prepared {
   void run(std::initializer_list<std::pair<int, void*>> pointers);
 };
 
+// A layout conversion between the user's plain buffer and oneDNN's preferred one; identity when
+// they agree.
+struct Relayout {
+  dnnl::memory plain, internal;
+  std::optional<dnnl::reorder> reorder;
+
+  Relayout(const dnnl::memory::desc& plainDesc, const dnnl::memory::desc& preferred, bool toPlain) {
+    plain = dnnl::memory(plainDesc, engine(), nullptr);
+    if (plainDesc == preferred) {
+      internal = plain;
+      return;
+    }
+    internal = dnnl::memory(preferred, engine());
+    reorder = toPlain ? dnnl::reorder(internal, plain) : dnnl::reorder(plain, internal);
+  }
+  void run(dnnl::stream& s, void* data, bool toPlain) {
+    plain.set_data_handle(data);
+    if (!reorder) return;
+    if (toPlain) reorder->execute(s, internal, plain);
+    else reorder->execute(s, plain, internal);
+  }
+};
+
+// A memory descriptor with the given dims that lets the primitive choose the layout.
+dnnl::memory::desc anyDesc(std::span<const int64_t> shape);
+
+// conv2d's stride and padding attributes as oneDNN dims.
+struct ConvGeometry {
+  dnnl::memory::dims strides, padding;
+  explicit ConvGeometry(const Step& step);
+};
+
 }  // namespace spmd::runtime::cpu

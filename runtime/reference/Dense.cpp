@@ -44,3 +44,29 @@ void softmax_cross_entropy(KernelCall& call) {
 }
 
 }  // namespace spmd::runtime::reference
+
+namespace spmd::runtime::reference {
+
+// inputs: logits [N, C], labels [N], loss_grad [N]; output: (softmax - onehot) * loss_grad.
+void softmax_cross_entropy_backward(KernelCall& call) {
+  visitFloat(call.in[0].dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const TensorView &logits = call.in[0], &labels = call.in[1];
+    int64_t rows = logits.dim(0), classes = logits.dim(1);
+    for (int64_t r = 0; r < rows; ++r) {
+      const T* row = logits.as<T>() + r * classes;
+      T* out = call.out[0].as<T>() + r * classes;
+      int32_t label = labels.as<int32_t>()[r];
+      if (label < 0 || label >= classes)
+        throw Error("label " + std::to_string(label) + " at row " + std::to_string(r) +
+                    " is out of range [0, " + std::to_string(classes) + ")");
+      double top = *std::max_element(row, row + classes), sum = 0;
+      for (int64_t j = 0; j < classes; ++j) sum += std::exp(double(row[j]) - top);
+      double g = double(call.in[2].as<T>()[r]);
+      for (int64_t j = 0; j < classes; ++j)
+        out[j] = static_cast<T>((std::exp(double(row[j]) - top) / sum - (j == label)) * g);
+    }
+  });
+}
+
+}  // namespace spmd::runtime::reference

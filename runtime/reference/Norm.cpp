@@ -69,3 +69,39 @@ void batch_norm_infer(KernelCall& call) {
 }
 
 }  // namespace spmd::runtime::reference
+
+namespace spmd::runtime::reference {
+
+// inputs: result_grad, input, scale, batch_mean, batch_variance (biased);
+// outputs: input_grad, scale_grad, offset_grad. With xhat = (x - mean) * rstd over M values:
+// dscale = sum(dy * xhat), doffset = sum(dy), dx = scale * rstd / M * (M dy - doffset - xhat dscale).
+void batch_norm_train_backward(KernelCall& call) {
+  visitFloat(call.in[0].dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const TensorView &dy = call.in[0], &x = call.in[1];
+    const T *scale = call.in[2].as<T>(), *mean = call.in[3].as<T>(), *var = call.in[4].as<T>();
+    ChannelLayout l(x);
+    double count = double(l.outer * l.inner), eps = call.step.real("epsilon");
+    for (int64_t c = 0; c < l.channels; ++c) {
+      double rstd = 1.0 / std::sqrt(double(var[c]) + eps), dscale = 0, doffset = 0;
+      auto xhat = [&](int64_t at) { return (double(x.as<T>()[at]) - double(mean[c])) * rstd; };
+      for (int64_t n = 0; n < l.outer; ++n)
+        for (int64_t i = 0; i < l.inner; ++i) {
+          int64_t at = l.at(n, c, i);
+          dscale += double(dy.as<T>()[at]) * xhat(at);
+          doffset += double(dy.as<T>()[at]);
+        }
+      double k = double(scale[c]) * rstd / count;
+      for (int64_t n = 0; n < l.outer; ++n)
+        for (int64_t i = 0; i < l.inner; ++i) {
+          int64_t at = l.at(n, c, i);
+          call.out[0].as<T>()[at] = static_cast<T>(
+              k * (count * double(dy.as<T>()[at]) - doffset - xhat(at) * dscale));
+        }
+      call.out[1].as<T>()[c] = static_cast<T>(dscale);
+      call.out[2].as<T>()[c] = static_cast<T>(doffset);
+    }
+  });
+}
+
+}  // namespace spmd::runtime::reference

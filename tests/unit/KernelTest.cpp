@@ -106,6 +106,30 @@ std::vector<KernelCase> cases(DType t) {
       {"softmax xent", "softmax_cross_entropy", {rnd({9, 10}, -4, 4), labels(9, 10)},
        {{t, {9}}}, {}},
   };
+  // Backward ops: shapes as the VJP rules emit them for the forward cases above.
+  struct ConvShape { Shape x, w, y; V stride, padding; };
+  for (const ConvShape& g : {ConvShape{{2, 3, 9, 7}, {5, 3, 3, 3}, {2, 5, 9, 7}, {1, 1}, {1, 1}},
+                             ConvShape{{3, 4, 11, 10}, {6, 4, 3, 3}, {3, 6, 6, 5}, {2, 2}, {1, 1}},
+                             ConvShape{{2, 8, 7, 7}, {16, 8, 1, 1}, {2, 16, 4, 4}, {2, 2}, {0, 0}},
+                             ConvShape{{2, 1, 28, 28}, {8, 1, 3, 3}, {2, 8, 28, 28}, {1, 1}, {1, 1}}}) {
+    std::string geometry = " " + shapeString(g.w) + " stride" + std::to_string(g.stride[0]);
+    list.push_back({"conv bwd data" + geometry, "conv2d_backward_data", {rnd(g.y), rnd(g.w)},
+                    {{t, g.x}}, {{"stride", g.stride}, {"padding", g.padding}}});
+    list.push_back({"conv bwd filter" + geometry, "conv2d_backward_filter", {rnd(g.x), rnd(g.y)},
+                    {{t, g.w}}, {{"stride", g.stride}, {"padding", g.padding}}});
+  }
+  for (Shape x : {Shape{3, 5, 7, 6}, Shape{9, 7}}) {
+    int64_t c = x[1];
+    list.push_back({"bn train bwd " + shapeString(x), "batch_norm_train_backward",
+                    {rnd(x), rnd(x, -2, 3), rnd({c}), rnd({c}), rnd({c}, 0.5, 2)},
+                    {{t, x}, {t, {c}}, {t, {c}}}, {{"epsilon", 1e-5}}});
+  }
+  list.push_back({"relu bwd", "relu_backward", {rnd({3, 17, 5}), rnd({3, 17, 5})},
+                  {{t, {3, 17, 5}}}, {}});
+  list.push_back({"greater_equal", "greater_equal", {rnd({3, 17, 5}), rnd({3, 17, 5})},
+                  {{t, {3, 17, 5}}}, {}});
+  list.push_back({"softmax xent bwd", "softmax_cross_entropy_backward",
+                  {rnd({9, 10}, -4, 4), labels(9, 10), rnd({9})}, {{t, {9, 10}}}, {}});
   for (std::string op : {"add", "sub", "mul", "div", "max"})
     list.push_back({op, op, {rnd({3, 17, 5}), rnd({3, 17, 5}, 0.5, 2)}, {{t, {3, 17, 5}}}, {}});
   for (std::string op : {"neg", "exp", "relu"})

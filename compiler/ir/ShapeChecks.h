@@ -1,0 +1,129 @@
+// Checks shared by the shape rules and verifiers of the `spmd` ops (SpmdShapeRules.cpp,
+// SpmdBackwardShapeRules.cpp): each failure names the op, the offending shapes and the fix.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/TypeRange.h"
+#include "mlir/IR/ValueRange.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Value.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace spmd::ir::checks {
+
+using namespace mlir;
+
+
+using OptLoc = std::optional<mlir::Location>;
+
+inline std::string str(Type type) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << type;
+  return text;
+}
+
+inline std::string str(ArrayRef<int64_t> values) {
+  std::string text = "[";
+  for (size_t i = 0; i < values.size(); ++i) text += (i ? ", " : "") + std::to_string(values[i]);
+  return text + "]";
+}
+
+inline LogicalResult fail(OptLoc loc, StringRef op, const std::string& message) {
+  return emitOptionalError(loc, "spmd.", op, ": ", message);
+}
+
+inline RankedTensorType ranked(Value value) {
+  return value ? llvm::dyn_cast<RankedTensorType>(value.getType()) : RankedTensorType();
+}
+
+// Checks `value` is a ranked tensor of the given rank (any rank if -1) and element type (any if
+// null); names the operand in the error.
+inline FailureOr<RankedTensorType> expectTensor(OptLoc loc, StringRef op, StringRef what, Value value,
+                                         int64_t rank, Type element = {}) {
+  RankedTensorType type = ranked(value);
+  if (!type) return fail(loc, op, (what + " must be a ranked tensor").str());
+  if (rank >= 0 && type.getRank() != rank)
+    return fail(loc, op, (what + " must have rank " + Twine(rank) + ", got " + str(type)).str());
+  if (element && type.getElementType() != element)
+    return fail(loc, op, (what + " has element type " + str(type.getElementType()) +
+                          " but must match " + str(element))
+                             .str());
+  return type;
+}
+
+inline LogicalResult expectPerChannel(OptLoc loc, StringRef op, StringRef what, Value value,
+                               int64_t channels, Type element) {
+  auto type = expectTensor(loc, op, what, value, 1, element);
+  if (failed(type)) return failure();
+  if (type->getDimSize(0) != channels)
+    return fail(loc, op, (what + " " + str(*type) + " must have one entry per channel (" +
+                          Twine(channels) + ")")
+                             .str());
+  return success();
+}
+
+// Axes must be unique, sorted and inside [0, rank).
+inline LogicalResult checkAxes(OptLoc loc, StringRef op, ArrayRef<int64_t> axes, int64_t rank) {
+  for (size_t i = 0; i < axes.size(); ++i) {
+    if (axes[i] < 0 || axes[i] >= rank)
+      return fail(loc, op, "axis " + std::to_string(axes[i]) + " is out of range for rank " +
+                               std::to_string(rank));
+    if (i && axes[i] <= axes[i - 1])
+      return fail(loc, op, "axes " + str(axes) + " must be sorted and unique");
+  }
+  return success();
+}
+
+inline SmallVector<int64_t> dropAxes(ArrayRef<int64_t> shape, ArrayRef<int64_t> axes) {
+  SmallVector<int64_t> kept;
+  for (int64_t i = 0; i < static_cast<int64_t>(shape.size()); ++i)
+    if (!llvm::is_contained(axes, i)) kept.push_back(shape[i]);
+  return kept;
+}
+
+inline LogicalResult inferBatchNorm(OptLoc loc, StringRef op, Value input, ValueRange perChannel,
+                             ArrayRef<StringRef> names, FloatAttr epsilon) {
+  auto in = expectTensor(loc, op, "input", input, -1);
+  if (failed(in)) return failure();
+  if (in->getRank() != 2 && in->getRank() != 4)
+    return fail(loc, op, "input must be [N, C] or [N, C, H, W], got " + str(*in));
+  for (auto [value, name] : llvm::zip(perChannel, names))
+    if (failed(expectPerChannel(loc, op, name, value, in->getDimSize(1), in->getElementType())))
+      return failure();
+  if (!epsilon || epsilon.getValueAsDouble() <= 0)
+    return fail(loc, op, "epsilon must be a positive float");
+  return success();
+}
+
+
+// The forward conv2d's output shape for input, filter, stride and padding.
+inline FailureOr<SmallVector<int64_t>> convOutputShape(OptLoc loc, StringRef op,
+                                                       RankedTensorType in,
+                                                       RankedTensorType filter,
+                                                       ArrayRef<int64_t> stride,
+                                                       ArrayRef<int64_t> padding) {
+  if (in.getDimSize(1) != filter.getDimSize(1))
+    return fail(loc, op, "input " + str(in) + " has " + std::to_string(in.getDimSize(1)) +
+                             " channels but filter " + str(filter) + " expects " +
+                             std::to_string(filter.getDimSize(1)));
+  if (stride.size() != 2 || stride[0] < 1 || stride[1] < 1)
+    return fail(loc, op, "stride must be two positive integers, got " + str(stride));
+  if (padding.size() != 2 || padding[0] < 0 || padding[1] < 0)
+    return fail(loc, op, "padding must be two non-negative integers, got " + str(padding));
+  SmallVector<int64_t> out{in.getDimSize(0), filter.getDimSize(0), 0, 0};
+  for (int i = 0; i < 2; ++i) {
+    int64_t padded = in.getDimSize(2 + i) + 2 * padding[i];
+    if (padded < filter.getDimSize(2 + i))
+      return fail(loc, op, "filter " + str(filter) + " is larger than the padded input " +
+                               str(in) + " (padding " + str(padding) + ")");
+    out[2 + i] = (padded - filter.getDimSize(2 + i)) / stride[i] + 1;
+  }
+  return out;
+}
+
+}  // namespace spmd::ir::checks

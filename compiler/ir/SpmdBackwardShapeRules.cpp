@@ -1,0 +1,115 @@
+// Shape rules and verifiers of the backward ops that VJP rules emit, and of value_and_grad.
+#include "compiler/ir/ShapeChecks.h"
+#include "compiler/ir/SpmdDialect.h"
+
+using namespace mlir;
+
+namespace spmd::ir {
+using namespace checks;
+namespace {
+
+// conv2d(input, filter) must produce result_grad's shape: the forward op these gradients belong to.
+LogicalResult verifyConvBackward(Operation* op, StringRef name, RankedTensorType input,
+                                 RankedTensorType filter, RankedTensorType resultGrad,
+                                 ArrayRef<int64_t> stride, ArrayRef<int64_t> padding) {
+  OptLoc loc = op->getLoc();
+  for (auto [type, what] : {std::pair{input, "input"}, {filter, "filter"}, {resultGrad, "result_grad"}})
+    if (type.getRank() != 4) return fail(loc, name, std::string(what) + " must have rank 4, got " + str(type));
+  if (input.getElementType() != filter.getElementType() ||
+      input.getElementType() != resultGrad.getElementType())
+    return fail(loc, name, "element types differ: input " + str(input) + ", filter " +
+                               str(filter) + ", result_grad " + str(resultGrad));
+  auto out = convOutputShape(loc, name, input, filter, stride, padding);
+  if (failed(out)) return failure();
+  if (ArrayRef<int64_t>(*out) != resultGrad.getShape())
+    return fail(loc, name, "result_grad " + str(resultGrad) + " does not match the forward conv2d "
+                               "output " + str(ArrayRef<int64_t>(*out)) + " of input " + str(input) +
+                               " and filter " + str(filter));
+  return success();
+}
+
+}  // namespace
+
+LogicalResult Conv2dBackwardDataOp::verify() {
+  return verifyConvBackward(*this, "conv2d_backward_data", getInputGrad().getType(),
+                            getFilter().getType(), getResultGrad().getType(), getStride(),
+                            getPadding());
+}
+
+LogicalResult Conv2dBackwardFilterOp::verify() {
+  return verifyConvBackward(*this, "conv2d_backward_filter", getInput().getType(),
+                            getFilterGrad().getType(), getResultGrad().getType(), getStride(),
+                            getPadding());
+}
+
+LogicalResult BatchNormTrainBackwardOp::inferReturnTypes(MLIRContext*, OptLoc loc,
+                                                         Adaptor adaptor,
+                                                         SmallVectorImpl<Type>& results) {
+  constexpr StringRef op = "batch_norm_train_backward";
+  auto in = expectTensor(loc, op, "input", adaptor.getInput(), -1);
+  if (failed(in)) return failure();
+  if (failed(expectTensor(loc, op, "result_grad", adaptor.getResultGrad(), in->getRank(),
+                          in->getElementType())))
+    return failure();
+  if (adaptor.getResultGrad().getType() != adaptor.getInput().getType())
+    return fail(loc, op, "result_grad " + str(adaptor.getResultGrad().getType()) +
+                             " must have the input's type " + str(*in));
+  if (failed(inferBatchNorm(loc, op, adaptor.getInput(),
+                            {adaptor.getScale(), adaptor.getBatchMean(), adaptor.getBatchVariance()},
+                            {"scale", "batch_mean", "batch_variance"}, adaptor.getEpsilonAttr())))
+    return failure();
+  results.push_back(*in);
+  results.push_back(adaptor.getScale().getType());
+  results.push_back(adaptor.getScale().getType());
+  return success();
+}
+
+LogicalResult SoftmaxCrossEntropyBackwardOp::inferReturnTypes(MLIRContext*, OptLoc loc,
+                                                              Adaptor adaptor,
+                                                              SmallVectorImpl<Type>& results) {
+  constexpr StringRef op = "softmax_cross_entropy_backward";
+  auto logits = expectTensor(loc, op, "logits [N, C]", adaptor.getLogits(), 2);
+  if (failed(logits)) return failure();
+  for (auto [value, what] : {std::pair{adaptor.getLabels(), "labels [N]"},
+                             {adaptor.getLossGrad(), "loss_grad [N]"}}) {
+    auto type = expectTensor(loc, op, what, value, 1);
+    if (failed(type)) return failure();
+    if (type->getDimSize(0) != logits->getDimSize(0))
+      return fail(loc, op, std::string(what) + " " + str(*type) +
+                               " must have one entry per row of logits " + str(*logits));
+  }
+  if (llvm::cast<RankedTensorType>(adaptor.getLossGrad().getType()).getElementType() !=
+      logits->getElementType())
+    return fail(loc, op, "loss_grad must have the logits' element type " +
+                             str(logits->getElementType()));
+  results.push_back(*logits);
+  return success();
+}
+
+LogicalResult ValueAndGradOp::verify() {
+  Block& body = getBody().front();
+  if (body.getNumArguments() != getPrimals().size())
+    return emitOpError() << "body has " << body.getNumArguments() << " arguments for "
+                         << getPrimals().size() << " primals";
+  for (auto [arg, primal] : llvm::zip(body.getArguments(), getPrimals()))
+    if (arg.getType() != primal.getType())
+      return emitOpError() << "body argument " << arg.getArgNumber() << " is " << arg.getType()
+                           << " but its primal is " << primal.getType();
+  auto yield = llvm::dyn_cast<YieldOp>(body.getTerminator());
+  if (!yield) return emitOpError() << "body must end with spmd.yield";
+  if (yield.getValues().empty())
+    return emitOpError() << "body must yield a scalar loss first";
+  auto loss = llvm::cast<RankedTensorType>(yield.getValues()[0].getType());
+  if (loss.getRank() != 0 || !llvm::isa<FloatType>(loss.getElementType()))
+    return emitOpError() << "the loss (first yielded value) must be a scalar float tensor, "
+                            "got "
+                         << loss << "; reduce it first (e.g. with reduce_mean)";
+  SmallVector<Type> expected(yield.getValues().getTypes());
+  llvm::append_range(expected, getPrimals().getTypes());
+  if (SmallVector<Type>(getResultTypes()) != expected)
+    return emitOpError() << "results must be the yielded values' types then the primals' types ("
+                         << expected.size() << " in all)";
+  return success();
+}
+
+}  // namespace spmd::ir

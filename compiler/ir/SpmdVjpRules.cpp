@@ -1,0 +1,259 @@
+// VJP rules of the `spmd` ops (the VjpOpInterface): each builds the operands' cotangents from
+// the results' cotangents with ordinary `spmd` ops at the forward op's location. Rules may
+// build cotangents nobody asks for; canonicalization erases them, as their ops are pure.
+#include "compiler/ir/SpmdDialect.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+
+using namespace mlir;
+
+namespace spmd::ir {
+namespace {
+
+RankedTensorType typeOf(Value v) { return llvm::cast<RankedTensorType>(v.getType()); }
+
+// Builds the ops rules need at one location.
+struct Emit {
+  OpBuilder& b;
+  Location loc;
+
+  Value add(Value x, Value y) { return b.create<AddOp>(loc, x, y); }
+  Value sub(Value x, Value y) { return b.create<SubOp>(loc, x, y); }
+  Value mul(Value x, Value y) { return b.create<MulOp>(loc, x, y); }
+  Value div(Value x, Value y) { return b.create<DivOp>(loc, x, y); }
+  Value neg(Value x) { return b.create<NegOp>(loc, x); }
+  Value splat(RankedTensorType type, double value) {
+    auto attr = SplatElementsAttr::get(type, b.getFloatAttr(type.getElementType(), value));
+    return b.create<ConstantOp>(loc, llvm::cast<ElementsAttr>(attr));
+  }
+  Value scale(Value x, double factor) { return mul(x, splat(typeOf(x), factor)); }
+  Value sum(Value x, ArrayRef<int64_t> axes) {
+    return axes.empty() ? x : b.create<ReduceSumOp>(loc, x, axes).getResult();
+  }
+  Value broadcast(Value x, RankedTensorType to, ArrayRef<int64_t> dims) {
+    return typeOf(x) == to ? x : b.create<BroadcastInDimOp>(loc, to, x, dims).getResult();
+  }
+  Value reshape(Value x, RankedTensorType to) {
+    return typeOf(x) == to ? x : b.create<ReshapeOp>(loc, to, x).getResult();
+  }
+  Value matmul(Value lhs, Value rhs, bool transposeLhs, bool transposeRhs) {
+    return b.create<MatmulOp>(loc, lhs, rhs, Value(), transposeLhs, transposeRhs);
+  }
+};
+
+// The dims of a rank-`rank` tensor that are not in `axes` (in order).
+SmallVector<int64_t> keptDims(int64_t rank, ArrayRef<int64_t> axes) {
+  SmallVector<int64_t> kept;
+  for (int64_t i = 0; i < rank; ++i)
+    if (!llvm::is_contained(axes, i)) kept.push_back(i);
+  return kept;
+}
+
+// Every dim but the channel dim (1) of an [N, C] or [N, C, H, W] tensor.
+SmallVector<int64_t> nonChannelAxes(RankedTensorType type) {
+  return keptDims(type.getRank(), {1});
+}
+
+}  // namespace
+
+//===--- convolution and normalization -------------------------------------------------------===//
+
+LogicalResult Conv2dOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads,
+                                 SmallVectorImpl<Value>& out) {
+  Emit e{b, getLoc()};
+  Value dy = grads[0];
+  out.push_back(b.create<Conv2dBackwardDataOp>(getLoc(), getInput().getType(), dy, getFilter(),
+                                               getStride(), getPadding()));
+  out.push_back(b.create<Conv2dBackwardFilterOp>(getLoc(), getFilter().getType(), getInput(), dy,
+                                                 getStride(), getPadding()));
+  if (getBias()) out.push_back(e.sum(dy, {0, 2, 3}));
+  return success();
+}
+
+LogicalResult BatchNormTrainOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads,
+                                         SmallVectorImpl<Value>& out) {
+  Emit e{b, getLoc()};
+  auto xType = typeOf(getInput());
+  Value dy = grads[0] ? grads[0] : e.splat(xType, 0.0);
+  auto backward = b.create<BatchNormTrainBackwardOp>(getLoc(), dy, getInput(), getScale(),
+                                                     getBatchMean(), getBatchVariance(),
+                                                     getEpsilonAttr());
+  Value dx = backward.getInputGrad();
+  // Paths through the returned statistics: d mean/dx = 1/M, d var/dx = 2 (x - mean) / M.
+  double count = double(xType.getNumElements() / xType.getDimSize(1));
+  if (grads[1]) dx = e.add(dx, e.broadcast(e.scale(grads[1], 1.0 / count), xType, {1}));
+  if (grads[2]) {
+    Value centered = e.sub(getInput(), e.broadcast(getBatchMean(), xType, {1}));
+    dx = e.add(dx, e.mul(e.broadcast(e.scale(grads[2], 2.0 / count), xType, {1}), centered));
+  }
+  out.append({dx, backward.getScaleGrad(), backward.getOffsetGrad()});
+  return success();
+}
+
+LogicalResult BatchNormInferOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads,
+                                         SmallVectorImpl<Value>& out) {
+  Emit e{b, getLoc()};
+  auto xType = typeOf(getInput());
+  auto cType = typeOf(getScale());
+  auto perChannel = [&](Value v) { return e.broadcast(v, xType, {1}); };
+  SmallVector<int64_t> axes = nonChannelAxes(xType);
+  Value dy = grads[0];
+  Value std = b.create<SqrtOp>(getLoc(), e.add(getVariance(), e.splat(cType, getEpsilon().convertToDouble())));
+  Value rstd = e.div(e.splat(cType, 1.0), std);
+  Value centered = e.sub(getInput(), perChannel(getMean()));
+  Value dyCentered = e.sum(e.mul(dy, centered), axes);
+  Value doffset = e.sum(dy, axes);
+  Value scaleRstd = e.mul(getScale(), rstd);
+  out.push_back(e.mul(dy, perChannel(scaleRstd)));                             // input
+  out.push_back(e.mul(dyCentered, rstd));                                      // scale
+  out.push_back(doffset);                                                      // offset
+  out.push_back(e.neg(e.mul(doffset, scaleRstd)));                             // mean
+  Value rstd3 = e.mul(rstd, e.mul(rstd, rstd));
+  out.push_back(e.scale(e.mul(dyCentered, e.mul(getScale(), rstd3)), -0.5));  // variance
+  return success();
+}
+
+//===--- elementwise -------------------------------------------------------------------------===//
+
+LogicalResult AddOp::buildVjp(OpBuilder&, ArrayRef<Value> grads, SmallVectorImpl<Value>& out) {
+  out.append({grads[0], grads[0]});
+  return success();
+}
+
+LogicalResult SubOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads, SmallVectorImpl<Value>& out) {
+  out.append({grads[0], Emit{b, getLoc()}.neg(grads[0])});
+  return success();
+}
+
+LogicalResult MulOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads, SmallVectorImpl<Value>& out) {
+  Emit e{b, getLoc()};
+  out.append({e.mul(grads[0], getRhs()), e.mul(grads[0], getLhs())});
+  return success();
+}
+
+LogicalResult DivOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads, SmallVectorImpl<Value>& out) {
+  Emit e{b, getLoc()};
+  // y = a / b: da = dy / b, db = -dy * y / b.
+  out.append({e.div(grads[0], getRhs()), e.neg(e.div(e.mul(grads[0], getResult()), getRhs()))});
+  return success();
+}
+
+LogicalResult MaxOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads, SmallVectorImpl<Value>& out) {
+  Emit e{b, getLoc()};
+  // Ties go to lhs.
+  Value toLhs = e.mul(grads[0], b.create<GreaterEqualOp>(getLoc(), getLhs(), getRhs()));
+  out.append({toLhs, e.sub(grads[0], toLhs)});
+  return success();
+}
+
+LogicalResult NegOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads, SmallVectorImpl<Value>& out) {
+  out.push_back(Emit{b, getLoc()}.neg(grads[0]));
+  return success();
+}
+
+LogicalResult ExpOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads, SmallVectorImpl<Value>& out) {
+  out.push_back(Emit{b, getLoc()}.mul(grads[0], getResult()));
+  return success();
+}
+
+LogicalResult LogOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads, SmallVectorImpl<Value>& out) {
+  out.push_back(Emit{b, getLoc()}.div(grads[0], getInput()));
+  return success();
+}
+
+LogicalResult SqrtOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads, SmallVectorImpl<Value>& out) {
+  Emit e{b, getLoc()};
+  out.push_back(e.div(e.scale(grads[0], 0.5), getResult()));
+  return success();
+}
+
+LogicalResult ReluOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads, SmallVectorImpl<Value>& out) {
+  out.push_back(b.create<ReluBackwardOp>(getLoc(), grads[0], getResult()));
+  return success();
+}
+
+//===--- shape -------------------------------------------------------------------------------===//
+
+LogicalResult BroadcastInDimOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads,
+                                         SmallVectorImpl<Value>& out) {
+  Emit e{b, getLoc()};
+  auto in = getInput().getType(), result = getResult().getType();
+  ArrayRef<int64_t> dims = getDims();
+  // Sum over the dims the broadcast created or stretched from 1, then restore the input shape.
+  SmallVector<int64_t> axes = keptDims(result.getRank(), dims);
+  for (size_t i = 0; i < dims.size(); ++i)
+    if (in.getDimSize(i) == 1 && result.getDimSize(dims[i]) != 1) axes.push_back(dims[i]);
+  llvm::sort(axes);
+  out.push_back(e.reshape(e.sum(grads[0], axes), in));
+  return success();
+}
+
+LogicalResult ReshapeOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads,
+                                  SmallVectorImpl<Value>& out) {
+  out.push_back(Emit{b, getLoc()}.reshape(grads[0], getInput().getType()));
+  return success();
+}
+
+LogicalResult TransposeOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads,
+                                    SmallVectorImpl<Value>& out) {
+  ArrayRef<int64_t> perm = getPerm();
+  SmallVector<int64_t> inverse(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i) inverse[perm[i]] = static_cast<int64_t>(i);
+  out.push_back(b.create<TransposeOp>(getLoc(), grads[0], inverse));
+  return success();
+}
+
+//===--- reductions --------------------------------------------------------------------------===//
+
+LogicalResult ReduceSumOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads,
+                                    SmallVectorImpl<Value>& out) {
+  auto in = typeOf(getInput());
+  out.push_back(Emit{b, getLoc()}.broadcast(grads[0], in, keptDims(in.getRank(), getAxes())));
+  return success();
+}
+
+LogicalResult ReduceMeanOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads,
+                                     SmallVectorImpl<Value>& out) {
+  Emit e{b, getLoc()};
+  auto in = typeOf(getInput());
+  double count = double(in.getNumElements()) / double(typeOf(getResult()).getNumElements());
+  out.push_back(e.broadcast(e.scale(grads[0], 1.0 / count), in, keptDims(in.getRank(), getAxes())));
+  return success();
+}
+
+LogicalResult ReduceMaxOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads,
+                                    SmallVectorImpl<Value>& out) {
+  Emit e{b, getLoc()};
+  auto in = typeOf(getInput());
+  SmallVector<int64_t> kept = keptDims(in.getRank(), getAxes());
+  // Tied maxima share the cotangent equally (as jax.numpy.max does).
+  Value isMax = b.create<GreaterEqualOp>(getLoc(), getInput(), e.broadcast(getResult(), in, kept));
+  Value share = e.div(grads[0], e.sum(isMax, getAxes()));
+  out.push_back(e.mul(e.broadcast(share, in, kept), isMax));
+  return success();
+}
+
+//===--- dense layers and losses ------------------------------------------------------------===//
+
+LogicalResult MatmulOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads,
+                                 SmallVectorImpl<Value>& out) {
+  Emit e{b, getLoc()};
+  Value dc = grads[0], lhs = getLhs(), rhs = getRhs();
+  bool tl = getTransposeLhs(), tr = getTransposeRhs();
+  // C = op(A) op(B). dA = dC op(B)^T (or its transpose when A is stored transposed); likewise B.
+  Value dLhs = tl ? e.matmul(rhs, dc, tr, true) : e.matmul(dc, rhs, false, !tr);
+  Value dRhs = tr ? e.matmul(dc, lhs, true, tl) : e.matmul(lhs, dc, !tl, false);
+  out.append({dLhs, dRhs});
+  if (getBias()) out.push_back(e.sum(dc, {0}));
+  return success();
+}
+
+LogicalResult SoftmaxCrossEntropyOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads,
+                                              SmallVectorImpl<Value>& out) {
+  out.push_back(
+      b.create<SoftmaxCrossEntropyBackwardOp>(getLoc(), getLogits(), getLabels(), grads[0]));
+  out.push_back(Value());  // integer labels have no cotangent
+  return success();
+}
+
+}  // namespace spmd::ir

@@ -1,0 +1,17 @@
+// The spmd passes (declared in Passes.td): constructors and command-line registration.
+#pragma once
+
+#include <memory>
+
+#include "compiler/ir/SpmdDialect.h"
+#include "mlir/Pass/Pass.h"
+
+namespace spmd::passes {
+
+#define GEN_PASS_DECL
+#include "passes/Passes.h.inc"
+
+#define GEN_PASS_REGISTRATION
+#include "passes/Passes.h.inc"
+
+}  // namespace spmd::passes

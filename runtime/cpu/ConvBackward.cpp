@@ -1,0 +1,85 @@
+// CPU conv2d gradients through oneDNN (f32): backward data (input gradient) and backward
+// weights (filter gradient), each in oneDNN's preferred layouts with reorders around the call,
+// like the forward kernel. f64 runs the reference loops.
+#include "runtime/cpu/Kernels.h"
+#include "runtime/cpu/Onednn.h"
+#include "runtime/reference/Reference.h"
+
+namespace spmd::runtime::cpu {
+namespace {
+
+// The forward convolution the backward primitives are derived from (oneDNN wants it as a hint).
+dnnl::convolution_forward::primitive_desc forwardHint(std::span<const int64_t> src,
+                                                      std::span<const int64_t> weights,
+                                                      std::span<const int64_t> dst,
+                                                      const ConvGeometry& g) {
+  using namespace dnnl;
+  convolution_forward::desc desc(prop_kind::forward_training, algorithm::convolution_direct,
+                                 anyDesc(src), anyDesc(weights), anyDesc(dst), g.strides,
+                                 g.padding, g.padding);
+  return {desc, engine()};
+}
+
+// A backward primitive with two relaid inputs and one relaid output.
+struct ConvBackwardState {
+  dnnl::primitive primitive;
+  dnnl::stream stream;
+  int inArgs[2], outArg;
+  std::optional<Relayout> in[2], out;
+
+  void run(const KernelCall& call) {
+    in[0]->run(stream, call.in[0].data, false);
+    in[1]->run(stream, call.in[1].data, false);
+    out->plain.set_data_handle(call.out[0].data);
+    primitive.execute(stream, {{inArgs[0], in[0]->internal},
+                               {inArgs[1], in[1]->internal},
+                               {outArg, out->internal}});
+    out->run(stream, call.out[0].data, true);
+    stream.wait();
+  }
+};
+
+}  // namespace
+
+// inputs: result_grad, filter; output: input_grad
+void conv2d_backward_data(KernelCall& call) {
+  if (call.in[0].dtype != DType::f32) return reference::conv2d_backward_data(call);
+  auto& s = cachedState<ConvBackwardState>(call, [&] {
+    using namespace dnnl;
+    ConvGeometry g(call.step);
+    const auto &dy = call.in[0].shape, &w = call.in[1].shape, &dx = call.out[0].shape;
+    convolution_backward_data::desc desc(algorithm::convolution_direct, anyDesc(dx), anyDesc(w),
+                                         anyDesc(dy), g.strides, g.padding, g.padding);
+    convolution_backward_data::primitive_desc pd(desc, engine(), forwardHint(dx, w, dy, g));
+    ConvBackwardState state{convolution_backward_data(pd), stream(engine()),
+                            {DNNL_ARG_DIFF_DST, DNNL_ARG_WEIGHTS}, DNNL_ARG_DIFF_SRC, {}, {}};
+    state.in[0].emplace(plainDesc(dy), pd.diff_dst_desc(), false);
+    state.in[1].emplace(plainDesc(w), pd.weights_desc(), false);
+    state.out.emplace(plainDesc(dx), pd.diff_src_desc(), true);
+    return state;
+  });
+  s.run(call);
+}
+
+// inputs: input, result_grad; output: filter_grad
+void conv2d_backward_filter(KernelCall& call) {
+  if (call.in[0].dtype != DType::f32) return reference::conv2d_backward_filter(call);
+  auto& s = cachedState<ConvBackwardState>(call, [&] {
+    using namespace dnnl;
+    ConvGeometry g(call.step);
+    const auto &x = call.in[0].shape, &dy = call.in[1].shape, &dw = call.out[0].shape;
+    convolution_backward_weights::desc desc(algorithm::convolution_direct, anyDesc(x),
+                                            anyDesc(dw), anyDesc(dy), g.strides, g.padding,
+                                            g.padding);
+    convolution_backward_weights::primitive_desc pd(desc, engine(), forwardHint(x, dw, dy, g));
+    ConvBackwardState state{convolution_backward_weights(pd), stream(engine()),
+                            {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST}, DNNL_ARG_DIFF_WEIGHTS, {}, {}};
+    state.in[0].emplace(plainDesc(x), pd.src_desc(), false);
+    state.in[1].emplace(plainDesc(dy), pd.diff_dst_desc(), false);
+    state.out.emplace(plainDesc(dw), pd.diff_weights_desc(), true);
+    return state;
+  });
+  s.run(call);
+}
+
+}  // namespace spmd::runtime::cpu
