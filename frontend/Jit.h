@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "frontend/Tree.h"
+#include "frontend/Flatten.h"
 
 namespace spmd {
 
@@ -20,51 +20,6 @@ struct JitOptions {
 };
 
 namespace detail {
-
-// --- flattening arguments and results into leaves, and back ---------------------------------
-inline void flatten(const Tensor& t, std::vector<Tensor>& leaves, std::string& structure) {
-  leaves.push_back(t);
-  structure += "T;";
-}
-inline void flatten(const Tree& tree, std::vector<Tensor>& leaves, std::string& structure) {
-  structure += "{";
-  for (const auto& [name, t] : tree) {
-    leaves.push_back(t);
-    structure += name + ",";
-  }
-  structure += "};";
-}
-template <typename... T>
-void flatten(const std::tuple<T...>& tuple, std::vector<Tensor>& leaves, std::string& structure) {
-  std::apply([&](const auto&... parts) { (flatten(parts, leaves, structure), ...); }, tuple);
-}
-template <typename A, typename B>
-void flatten(const std::pair<A, B>& pair, std::vector<Tensor>& leaves, std::string& structure) {
-  flatten(pair.first, leaves, structure);
-  flatten(pair.second, leaves, structure);
-}
-
-inline Tensor unflatten(const Tensor&, const std::vector<Tensor>& leaves, size_t& pos) {
-  return leaves.at(pos++);
-}
-inline Tree unflatten(const Tree& proto, const std::vector<Tensor>& leaves, size_t& pos) {
-  Tree tree;
-  for (const auto& [name, _] : proto) tree.set(name, leaves.at(pos++));
-  return tree;
-}
-template <typename... T>
-std::tuple<T...> unflatten(const std::tuple<T...>& proto, const std::vector<Tensor>& leaves,
-                           size_t& pos) {
-  return std::apply(
-      [&](const auto&... parts) { return std::tuple<T...>{unflatten(parts, leaves, pos)...}; },
-      proto);
-}
-template <typename A, typename B>
-std::pair<A, B> unflatten(const std::pair<A, B>& proto, const std::vector<Tensor>& leaves,
-                          size_t& pos) {
-  A first = unflatten(proto.first, leaves, pos);
-  return {std::move(first), unflatten(proto.second, leaves, pos)};
-}
 
 // --- the non-template core: signature cache, tracing, compiling, running ---------------------
 struct Traced {

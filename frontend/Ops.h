@@ -31,6 +31,9 @@ Tensor sub(const Tensor& a, const Tensor& b, Loc loc = Loc::current());
 Tensor mul(const Tensor& a, const Tensor& b, Loc loc = Loc::current());
 Tensor div(const Tensor& a, const Tensor& b, Loc loc = Loc::current());
 Tensor maximum(const Tensor& a, const Tensor& b, Loc loc = Loc::current());
+// With a scalar of x's dtype.
+Tensor add(const Tensor& x, double c, Loc loc = Loc::current());
+Tensor mul(const Tensor& x, double c, Loc loc = Loc::current());
 Tensor neg(const Tensor& x, Loc loc = Loc::current());
 Tensor exp(const Tensor& x, Loc loc = Loc::current());
 Tensor log(const Tensor& x, Loc loc = Loc::current());

@@ -1,6 +1,8 @@
-// The public DSL in one include: tensors, trees, ops, initializers, nn layers, models, jit.
+// The public DSL in one include: tensors, trees, ops, initializers, nn layers, models, jit,
+// grad/value_and_grad and optimizers.
 #pragma once
 
+#include "frontend/Grad.h"
 #include "frontend/Init.h"
 #include "frontend/Jit.h"
 #include "frontend/Ops.h"
@@ -9,3 +11,5 @@
 #include "frontend/models/ResNet.h"
 #include "frontend/nn/Layers.h"
 #include "frontend/nn/Module.h"
+#include "frontend/optim/Adam.h"
+#include "frontend/optim/Sgd.h"

@@ -60,3 +60,14 @@ inline double expectClose(const Array& actual, const Array& expected, double rto
 }
 
 }  // namespace spmd::testing
+
+namespace spmd::testing {
+
+// A deep copy (Arrays share storage when copied).
+inline Array cloneArray(const Array& a) {
+  Array b = Array::zeros(a.dtype, a.shape);
+  if (a.bytes()) std::memcpy(b.data(), a.data(), a.bytes());
+  return b;
+}
+
+}  // namespace spmd::testing

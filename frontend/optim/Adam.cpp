@@ -1,0 +1,71 @@
+// Adam update (torch.optim.Adam): g += wd * p; m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
+// p -= lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps).
+#include "frontend/optim/Adam.h"
+
+#include "frontend/Ops.h"
+#include "frontend/Trace.h"
+
+namespace spmd::optim {
+
+Adam::Adam(AdamConfig config) : config_(config) {
+  if (!(config.learningRate > 0))
+    throw Error("optim::Adam: learningRate must be positive, got " + std::to_string(config.learningRate));
+  for (auto [value, name] : {std::pair{config.beta1, "beta1"}, {config.beta2, "beta2"}})
+    if (value < 0 || value >= 1)
+      throw Error(std::string("optim::Adam: ") + name + " must be in [0, 1), got " + std::to_string(value));
+  if (!(config.epsilon > 0))
+    throw Error("optim::Adam: epsilon must be positive, got " + std::to_string(config.epsilon));
+  if (config.weightDecay < 0)
+    throw Error("optim::Adam: weightDecay must be >= 0, got " + std::to_string(config.weightDecay));
+}
+
+Tree Adam::init(const Tree& params) const {
+  Tree state;
+  DType dtype = DType::f32;
+  for (const auto& [name, p] : params) {
+    state.set("exp_avg." + name, Array::zeros(p.dtype(), p.shape()));
+    state.set("exp_avg_sq." + name, Array::zeros(p.dtype(), p.shape()));
+    dtype = p.dtype();
+  }
+  for (const char* power : {"beta1_power", "beta2_power"}) {
+    Array one = Array::zeros(dtype, {});
+    visitFloat(dtype, [&](auto tag) { one.values<decltype(tag)>()[0] = 1; });
+    state.set(power, one);
+  }
+  return state;
+}
+
+std::pair<Tree, Tree> Adam::update(const Tree& params, const Tree& grads, const Tree& state,
+                                   Loc loc) const {
+  auto require = [&](const Tree& tree, const std::string& key, const char* what) {
+    if (!tree.contains(key))
+      throw Error(detail::where(loc) + ": optim::Adam::update: no " + what + " '" + key +
+                  "'; pass the gradients of these parameters and the state from Adam::init");
+    return tree.at(key);
+  };
+  const AdamConfig& c = config_;
+  Tree newParams, newState;
+  Tensor beta1Power = mul(require(state, "beta1_power", "state entry"), c.beta1, loc);
+  Tensor beta2Power = mul(require(state, "beta2_power", "state entry"), c.beta2, loc);
+  newState.set("beta1_power", beta1Power);
+  newState.set("beta2_power", beta2Power);
+  // 1 - beta^t, as rank-0 tensors that broadcast over each parameter.
+  Tensor correction1 = add(mul(beta1Power, -1.0, loc), 1.0, loc);
+  Tensor correction2 = add(mul(beta2Power, -1.0, loc), 1.0, loc);
+  for (const auto& [name, p] : params) {
+    Tensor g = require(grads, name, "gradient for parameter");
+    if (c.weightDecay != 0) g = add(g, mul(p, c.weightDecay, loc), loc);
+    Tensor m = add(mul(require(state, "exp_avg." + name, "state entry"), c.beta1, loc),
+                   mul(g, 1 - c.beta1, loc), loc);
+    Tensor v = add(mul(require(state, "exp_avg_sq." + name, "state entry"), c.beta2, loc),
+                   mul(mul(g, g, loc), 1 - c.beta2, loc), loc);
+    newState.set("exp_avg." + name, m);
+    newState.set("exp_avg_sq." + name, v);
+    Tensor denom = add(sqrt(div(v, correction2, loc), loc), c.epsilon, loc);
+    Tensor step = div(div(m, correction1, loc), denom, loc);
+    newParams.set(name, sub(p, mul(step, c.learningRate, loc), loc));
+  }
+  return {newParams, newState};
+}
+
+}  // namespace spmd::optim

@@ -1,0 +1,51 @@
+// SGD update: g += wd * p; buf = momentum * buf + g; step = nesterov ? g + momentum * buf : buf;
+// p -= lr * step (torch.optim.SGD with dampening 0; a zero buffer makes the first step buf = g).
+#include "frontend/optim/Sgd.h"
+
+#include "frontend/Ops.h"
+#include "frontend/Trace.h"
+
+namespace spmd::optim {
+
+Sgd::Sgd(SgdConfig config) : config_(config) {
+  if (!(config.learningRate > 0))
+    throw Error("optim::Sgd: learningRate must be positive, got " + std::to_string(config.learningRate));
+  if (config.momentum < 0 || config.momentum >= 1)
+    throw Error("optim::Sgd: momentum must be in [0, 1), got " + std::to_string(config.momentum));
+  if (config.weightDecay < 0)
+    throw Error("optim::Sgd: weightDecay must be >= 0, got " + std::to_string(config.weightDecay));
+  if (config.nesterov && config.momentum == 0)
+    throw Error("optim::Sgd: nesterov needs momentum > 0 (as in torch.optim.SGD)");
+}
+
+Tree Sgd::init(const Tree& params) const {
+  Tree state;
+  if (config_.momentum == 0) return state;
+  for (const auto& [name, p] : params) state.set(name, Array::zeros(p.dtype(), p.shape()));
+  return state;
+}
+
+std::pair<Tree, Tree> Sgd::update(const Tree& params, const Tree& grads, const Tree& state,
+                                  Loc loc) const {
+  Tree newParams, newState;
+  for (const auto& [name, p] : params) {
+    if (!grads.contains(name))
+      throw Error(detail::where(loc) + ": optim::Sgd::update: no gradient for parameter '" + name +
+                  "'; pass the gradient tree of these parameters");
+    Tensor g = grads.at(name);
+    if (config_.weightDecay != 0) g = add(g, mul(p, config_.weightDecay, loc), loc);
+    Tensor step = g;
+    if (config_.momentum != 0) {
+      if (!state.contains(name))
+        throw Error(detail::where(loc) + ": optim::Sgd::update: no momentum buffer for '" + name +
+                    "'; create the state with Sgd::init(params)");
+      Tensor buffer = add(mul(state.at(name), config_.momentum, loc), g, loc);
+      newState.set(name, buffer);
+      step = config_.nesterov ? add(g, mul(buffer, config_.momentum, loc), loc) : buffer;
+    }
+    newParams.set(name, sub(p, mul(step, config_.learningRate, loc), loc));
+  }
+  return {newParams, newState};
+}
+
+}  // namespace spmd::optim

@@ -1,0 +1,179 @@
+// Every VJP rule against central finite differences in float64 on small random shapes. Each case
+// is loss = sum(op(inputs) * r) for a fixed random cotangent r; the autodiff gradient (through
+// spmd::value_and_grad, the autodiff pass and the kernels) must match
+//   (loss(x + h e_i) - loss(x - h e_i)) / 2h,  h = 1e-6,
+// with max |fd - ad| / max |ad| < 1e-7 per input. Inputs keep away from kinks (relu at 0, ties
+// in max) so the finite differences are valid. The test also fails if an op with a VJP rule is
+// not exercised by any case.
+#include <functional>
+#include <regex>
+#include <set>
+
+#include "TestUtil.h"
+#include "compiler/ir/SpmdDialect.h"
+#include "frontend/spmd.h"
+
+namespace spmd {
+namespace {
+
+using spmd::testing::cloneArray;
+using spmd::testing::randomArray;
+
+constexpr double kStep = 1e-6;
+constexpr double kTolerance = 1e-7;
+
+struct GradCase {
+  std::string name;
+  std::vector<Array> inputs;  // differentiated: named "x0", "x1", ...
+  std::function<std::vector<Tensor>(const std::vector<Tensor>&)> f;
+};
+
+// Inputs in +-[0.2, 1]: away from relu's kink and from zero denominators.
+Array awayFromZero(const Shape& shape, uint64_t seed) {
+  Array a = randomArray(DType::f64, shape, seed, 0.2, 1.0);
+  Array sign = randomArray(DType::f64, shape, seed + 7919, -1, 1);
+  for (int64_t i = 0; i < a.numel(); ++i)
+    if (sign.values<double>()[i] < 0) a.values<double>()[i] *= -1;
+  return a;
+}
+
+std::vector<int64_t> allAxes(const Tensor& t) {
+  std::vector<int64_t> axes(t.rank());
+  std::iota(axes.begin(), axes.end(), 0);
+  return axes;
+}
+
+class Checker {
+ public:
+  Checker(const GradCase& c, uint64_t seed) : case_(c), seed_(seed) {
+    for (size_t i = 0; i < c.inputs.size(); ++i) params_.set("x" + std::to_string(i), c.inputs[i]);
+  }
+
+  // loss(params) traced: sum of each output times its fixed random cotangent.
+  Tensor loss(const Tree& p) {
+    std::vector<Tensor> args;
+    for (size_t i = 0; i < case_.inputs.size(); ++i) args.push_back(p.at("x" + std::to_string(i)));
+    std::vector<Tensor> outputs = case_.f(args);
+    if (cotangents_.empty())
+      for (size_t i = 0; i < outputs.size(); ++i)
+        cotangents_.push_back(randomArray(DType::f64, outputs[i].shape(), seed_ + 100 + i));
+    Tensor total;
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      Tensor term = sum(mul(outputs[i], Tensor(cotangents_[i])), allAxes(outputs[i]));
+      total = total.defined() ? add(total, term) : term;
+    }
+    return total;
+  }
+
+  // Returns the ops the traced IR used.
+  std::set<std::string> run() {
+    auto gradFn = jit([&](const Tree& p) { return value_and_grad([&](const Tree& q) { return loss(q); })(p); });
+    auto lossFn = jit([&](const Tree& p) { return loss(p); });
+    auto [value, grads] = gradFn(params_);
+    double direct = lossFn(params_).array().values<double>()[0];
+    EXPECT_NEAR(value.array().values<double>()[0], direct, 1e-12 * (1 + std::fabs(direct)))
+        << case_.name << ": value_and_grad's value differs from the loss";
+    for (const auto& [name, param] : params_) {
+      Array analytic = grads.at(name).array();
+      double worstDiff = 0, scale = 0;
+      for (int64_t i = 0; i < param.numel(); ++i) {
+        auto at = [&](double delta) {
+          Tree shifted = params_;
+          Array copy = cloneArray(param.array());
+          copy.values<double>()[i] += delta;
+          shifted.set(name, copy);
+          return lossFn(shifted).array().values<double>()[0];
+        };
+        double fd = (at(kStep) - at(-kStep)) / (2 * kStep);
+        double ad = analytic.values<double>()[i];
+        worstDiff = std::max(worstDiff, std::fabs(fd - ad));
+        scale = std::max(scale, std::fabs(ad));
+      }
+      double relative = worstDiff / std::max(scale, 1e-12);
+      std::printf("  %-34s d/d%s %-16s max|fd-ad|/max|ad| = %.2e\n", case_.name.c_str(),
+                  name.c_str(), param.typeString().c_str(), relative);
+      EXPECT_GT(scale, 0) << case_.name << ": gradient w.r.t. " << name << " is all zeros";
+      EXPECT_LT(relative, kTolerance) << case_.name << ": gradient w.r.t. " << name;
+    }
+    std::set<std::string> ops;
+    std::string ir = gradFn.lastTracedIr();
+    std::regex opName(R"(spmd\.([a-z_0-9]+))");
+    for (auto it = std::sregex_iterator(ir.begin(), ir.end(), opName); it != std::sregex_iterator(); ++it)
+      ops.insert((*it)[1]);
+    return ops;
+  }
+
+ private:
+  const GradCase& case_;
+  uint64_t seed_;
+  Tree params_;
+  std::vector<Array> cotangents_;
+};
+
+std::vector<GradCase> cases() {
+  uint64_t seed = 1;
+  auto x = [&](Shape s) { return awayFromZero(s, seed++); };
+  auto positive = [&](Shape s) { return randomArray(DType::f64, s, seed++, 0.5, 2.0); };
+  using T = std::vector<Tensor>;
+  std::vector<GradCase> list = {
+      {"conv2d 3x3 pad1 bias", {x({2, 3, 5, 5}), x({4, 3, 3, 3}), x({4})},
+       [](const T& a) { return T{conv2d(a[0], a[1], a[2], {{1, 1}, {1, 1}})}; }},
+      {"conv2d 3x3 stride2", {x({2, 2, 7, 6}), x({3, 2, 3, 3})},
+       [](const T& a) { return T{conv2d(a[0], a[1], {}, {{2, 2}, {1, 1}})}; }},
+      {"conv2d 1x1 stride2", {x({2, 3, 5, 5}), x({2, 3, 1, 1}), x({2})},
+       [](const T& a) { return T{conv2d(a[0], a[1], a[2], {{2, 2}, {0, 0}})}; }},
+      {"batch_norm_train (y, mean, var)", {x({3, 4, 3, 2}), x({4}), x({4})},
+       [](const T& a) {
+         BatchNormResult r = batchNormTrain(a[0], a[1], a[2], 1e-5);
+         return T{r.y, r.mean, r.variance};
+       }},
+      {"batch_norm_train 2d", {x({6, 3}), x({3}), x({3})},
+       [](const T& a) { return T{batchNormTrain(a[0], a[1], a[2], 1e-3).y}; }},
+      {"batch_norm_infer", {x({3, 4, 3, 2}), x({4}), x({4}), x({4}), positive({4})},
+       [](const T& a) { return T{batchNormInfer(a[0], a[1], a[2], a[3], a[4], 1e-5)}; }},
+      {"add sub mul", {x({3, 4}), x({3, 4})},
+       [](const T& a) { return T{add(a[0], a[1]), sub(a[0], a[1]), mul(a[0], a[1])}; }},
+      {"div", {x({3, 4}), positive({3, 4})}, [](const T& a) { return T{div(a[0], a[1])}; }},
+      {"max", {x({3, 4}), x({3, 4})}, [](const T& a) { return T{maximum(a[0], a[1])}; }},
+      {"neg exp relu", {x({3, 4})}, [](const T& a) { return T{neg(a[0]), exp(a[0]), relu(a[0])}; }},
+      {"log sqrt", {positive({3, 4})}, [](const T& a) { return T{log(a[0]), sqrt(a[0])}; }},
+      {"broadcast [3,1] -> [2,3,4]", {x({3, 1})},
+       [](const T& a) { return T{broadcastTo(a[0], {2, 3, 4})}; }},
+      {"reshape transpose", {x({2, 3, 4})},
+       [](const T& a) { return T{reshape(a[0], {6, 4}), transpose(a[0], {2, 0, 1})}; }},
+      {"reduce sum mean max", {x({3, 4, 5})},
+       [](const T& a) { return T{sum(a[0], {0, 2}), mean(a[0], {1}), max(a[0], {2})}; }},
+      {"matmul bias", {x({3, 4}), x({4, 5}), x({5})},
+       [](const T& a) { return T{matmul(a[0], a[1], a[2])}; }},
+      {"matmul A^T", {x({4, 3}), x({4, 5})},
+       [](const T& a) { return T{matmul(a[0], a[1], {}, {.transposeLhs = true})}; }},
+      {"matmul B^T", {x({3, 4}), x({5, 4})},
+       [](const T& a) { return T{matmul(a[0], a[1], {}, {.transposeRhs = true})}; }},
+      {"matmul A^T B^T", {x({4, 3}), x({5, 4})},
+       [](const T& a) {
+         return T{matmul(a[0], a[1], {}, {.transposeLhs = true, .transposeRhs = true})};
+       }},
+      {"softmax_cross_entropy", {x({5, 7})},
+       [](const T& a) {
+         Array labels = Array::of<int32_t>({5}, std::vector<int32_t>{0, 6, 3, 3, 1});
+         return T{softmaxCrossEntropy(mul(a[0], 3.0), Tensor(labels))};
+       }},
+  };
+  return list;
+}
+
+TEST(GradCheckTest, EveryVjpMatchesFiniteDifferencesInF64) {
+  std::set<std::string> exercised;
+  uint64_t seed = 5000;
+  for (const GradCase& c : cases()) {
+    SCOPED_TRACE(c.name);
+    Checker checker(c, seed += 10);
+    for (const std::string& op : checker.run()) exercised.insert(op);
+  }
+  for (const std::string& op : ir::opNames())
+    if (ir::differentiation(op) == ir::Differentiation::Vjp)
+      EXPECT_TRUE(exercised.count(op)) << "no finite-difference case exercises spmd." << op;
+}
+
+}  // namespace
+}  // namespace spmd
