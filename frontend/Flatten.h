@@ -12,6 +12,19 @@
 
 namespace spmd::detail {
 
+// What the traced function receives for an argument of type T: host Arrays become Tensors.
+template <typename T> struct TracedType { using type = T; };
+template <> struct TracedType<Array> { using type = Tensor; };
+template <typename T> using Traced_t = typename TracedType<T>::type;
+
+inline void flatten(const Array& a, std::vector<Tensor>& leaves, std::string& structure) {
+  leaves.push_back(Tensor(a));
+  structure += "T;";
+}
+inline Tensor unflatten(const Array&, const std::vector<Tensor>& leaves, size_t& pos) {
+  return leaves.at(pos++);
+}
+
 inline void flatten(const Tensor& t, std::vector<Tensor>& leaves, std::string& structure) {
   leaves.push_back(t);
   structure += "T;";

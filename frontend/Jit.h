@@ -59,13 +59,13 @@ class Jitted {
 
   template <typename... Args>
   auto operator()(const Args&... args) {
-    using Out = std::decay_t<std::invoke_result_t<F&, const Args&...>>;
+    using Out = std::decay_t<std::invoke_result_t<F&, const detail::Traced_t<Args>&...>>;
     std::vector<Tensor> leaves;
     std::string structure;
     (detail::flatten(args, leaves, structure), ...);
     auto trace = [&](const std::vector<Tensor>& traced) {
       size_t pos = 0;
-      std::tuple<Args...> tracedArgs{detail::unflatten(args, traced, pos)...};
+      std::tuple<detail::Traced_t<Args>...> tracedArgs{detail::unflatten(args, traced, pos)...};
       auto out = std::make_shared<Out>(std::apply(f_, tracedArgs));
       detail::Traced result{{}, out};
       std::string ignored;

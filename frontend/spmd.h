@@ -3,6 +3,7 @@
 #pragma once
 
 #include "frontend/Grad.h"
+#include "frontend/data/FashionMnist.h"
 #include "frontend/Init.h"
 #include "frontend/Jit.h"
 #include "frontend/Ops.h"
