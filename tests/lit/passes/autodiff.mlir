@@ -1,0 +1,94 @@
+// --spmd-autodiff replaces spmd.value_and_grad with the body's forward ops followed by the
+// reverse sweep of their VJP rules; gradients reaching a value along several uses are summed.
+// RUN: spmd-opt %s --spmd-autodiff | FileCheck %s
+// RUN: spmd-opt %s --spmd-autodiff --canonicalize --cse | FileCheck %s --check-prefix=CLEAN
+
+// x*x used twice: two cotangent contributions are added.
+// CHECK-LABEL: func.func @square_sum
+// CHECK-NOT: spmd.value_and_grad
+// CHECK: %[[SQ:.*]] = spmd.mul %arg0, %arg0
+// CHECK: %[[L:.*]] = spmd.reduce_sum %[[SQ]]
+// CHECK: %[[ONE:.*]] = spmd.constant dense<1.000000e+00> : tensor<f32>
+// CHECK: %[[DY:.*]] = spmd.broadcast_in_dim %[[ONE]] {dims = array<i64>} : (tensor<f32>) -> tensor<3xf32>
+// CHECK: %[[A:.*]] = spmd.mul %[[DY]], %arg0
+// CHECK: %[[B:.*]] = spmd.mul %[[DY]], %arg0
+// CHECK: %[[G:.*]] = spmd.add %[[A]], %[[B]]
+// CHECK: return %[[L]], %[[G]]
+// CLEAN-LABEL: func.func @square_sum
+// CLEAN: spmd.reduce_sum
+// CLEAN: %[[A:.*]] = spmd.mul
+// CLEAN: %[[G:.*]] = spmd.add %[[A]], %[[A]]
+func.func @square_sum(%x: tensor<3xf32>) -> (tensor<f32>, tensor<3xf32>) {
+  %l, %g = spmd.value_and_grad %x {
+  ^bb0(%a: tensor<3xf32>):
+    %sq = spmd.mul %a, %a : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+    %s = spmd.reduce_sum %sq {axes = array<i64: 0>} : (tensor<3xf32>) -> tensor<f32>
+    spmd.yield %s : tensor<f32>
+  } : (tensor<3xf32>) -> (tensor<f32>, tensor<3xf32>)
+  return %l, %g : tensor<f32>, tensor<3xf32>
+}
+
+// A linear classifier: matmul (transposed weight, bias) and softmax cross-entropy. The captured
+// input %x and integer labels get no gradient; the weight gradient is dlogits^T x.
+// CHECK-LABEL: func.func @dense
+// CHECK: %[[LOGITS:.*]] = spmd.matmul %arg0, %arg1, %arg2 {transpose_rhs = true}
+// CHECK: %[[DL:.*]] = spmd.softmax_cross_entropy_backward %[[LOGITS]], %arg3, %{{.*}}
+// CHECK-DAG: %[[DW:.*]] = spmd.matmul %[[DL]], %arg0 {transpose_lhs = true} : (tensor<4x5xf32>, tensor<4x3xf32>) -> tensor<5x3xf32>
+// CHECK-DAG: %[[DB:.*]] = spmd.reduce_sum %[[DL]] {axes = array<i64: 0>} : (tensor<4x5xf32>) -> tensor<5xf32>
+// CHECK: return %{{.*}}, %[[DW]], %[[DB]]
+// CLEAN-LABEL: func.func @dense
+// CLEAN-NOT: spmd.matmul %{{.*}}, %arg1 {
+func.func @dense(%x: tensor<4x3xf32>, %w: tensor<5x3xf32>, %b: tensor<5xf32>, %y: tensor<4xi32>) -> (tensor<f32>, tensor<5x3xf32>, tensor<5xf32>) {
+  %l, %gw, %gb = spmd.value_and_grad %w, %b {
+  ^bb0(%pw: tensor<5x3xf32>, %pb: tensor<5xf32>):
+    %logits = spmd.matmul %x, %pw, %pb {transpose_rhs = true} : (tensor<4x3xf32>, tensor<5x3xf32>, tensor<5xf32>) -> tensor<4x5xf32>
+    %ce = spmd.softmax_cross_entropy %logits, %y : (tensor<4x5xf32>, tensor<4xi32>) -> tensor<4xf32>
+    %m = spmd.reduce_mean %ce {axes = array<i64: 0>} : (tensor<4xf32>) -> tensor<f32>
+    spmd.yield %m : tensor<f32>
+  } : (tensor<5x3xf32>, tensor<5xf32>) -> (tensor<f32>, tensor<5x3xf32>, tensor<5xf32>)
+  return %l, %gw, %gb : tensor<f32>, tensor<5x3xf32>, tensor<5xf32>
+}
+
+// conv -> batch norm -> relu with the batch statistics yielded as aux: the backward ops appear
+// in reverse order, the aux values pass through, and a primal the loss ignores gets zeros.
+// CHECK-LABEL: func.func @conv_bn_relu
+// CHECK: %[[Y:.*]] = spmd.conv2d
+// CHECK: %[[N:.*]], %[[MEAN:.*]], %[[VAR:.*]] = spmd.batch_norm_train %[[Y]]
+// CHECK: %[[R:.*]] = spmd.relu %[[N]]
+// CHECK: %[[DR:.*]] = spmd.relu_backward %{{.*}}, %[[R]]
+// CHECK: %[[DX:.*]], %[[DS:.*]], %[[DO:.*]] = spmd.batch_norm_train_backward %[[DR]], %[[Y]], %arg2, %[[MEAN]], %[[VAR]] {epsilon = 1.000000e-05 : f64}
+// CHECK-DAG: spmd.conv2d_backward_data %[[DX]], %arg1 {padding = array<i64: 1, 1>, stride = array<i64: 1, 1>} : (tensor<2x4x6x6xf32>, tensor<4x3x3x3xf32>) -> tensor<2x3x6x6xf32>
+// CHECK-DAG: %[[DW:.*]] = spmd.conv2d_backward_filter %arg0, %[[DX]]
+// CHECK: %[[ZERO:.*]] = spmd.constant dense<0.000000e+00> : tensor<4xf32>
+// CHECK: return %{{.*}}, %[[MEAN]], %[[DW]], %[[DS]], %[[DO]], %[[ZERO]]
+// CLEAN-LABEL: func.func @conv_bn_relu
+// CLEAN-NOT: spmd.conv2d_backward_data
+func.func @conv_bn_relu(%x: tensor<2x3x6x6xf32>, %w: tensor<4x3x3x3xf32>, %s: tensor<4xf32>, %o: tensor<4xf32>, %unused: tensor<4xf32>)
+    -> (tensor<f32>, tensor<4xf32>, tensor<4x3x3x3xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) {
+  %l, %mean, %gw, %gs, %go, %gu = spmd.value_and_grad %w, %s, %o, %unused {
+  ^bb0(%pw: tensor<4x3x3x3xf32>, %ps: tensor<4xf32>, %po: tensor<4xf32>, %pu: tensor<4xf32>):
+    %y = spmd.conv2d %x, %pw {padding = array<i64: 1, 1>, stride = array<i64: 1, 1>} : (tensor<2x3x6x6xf32>, tensor<4x3x3x3xf32>) -> tensor<2x4x6x6xf32>
+    %n:3 = spmd.batch_norm_train %y, %ps, %po {epsilon = 1.0e-05 : f64} : (tensor<2x4x6x6xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<2x4x6x6xf32>, tensor<4xf32>, tensor<4xf32>)
+    %r = spmd.relu %n#0 : (tensor<2x4x6x6xf32>) -> tensor<2x4x6x6xf32>
+    %sum = spmd.reduce_sum %r {axes = array<i64: 0, 1, 2, 3>} : (tensor<2x4x6x6xf32>) -> tensor<f32>
+    spmd.yield %sum, %n#1 : tensor<f32>, tensor<4xf32>
+  } : (tensor<4x3x3x3xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<f32>, tensor<4xf32>, tensor<4x3x3x3xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+  return %l, %mean, %gw, %gs, %go, %gu : tensor<f32>, tensor<4xf32>, tensor<4x3x3x3xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
+}
+
+// argmax is marked ZeroGradient: its integer result used as labels sends nothing back, so the
+// only gradient is the one through the logits.
+// CHECK-LABEL: func.func @argmax_labels
+// CHECK: %[[I:.*]] = spmd.argmax %arg0
+// CHECK: %[[G:.*]] = spmd.softmax_cross_entropy_backward %arg0, %[[I]], %{{.*}}
+// CHECK: return %{{.*}}, %[[G]]
+func.func @argmax_labels(%x: tensor<2x3xf32>) -> (tensor<f32>, tensor<2x3xf32>) {
+  %l, %g = spmd.value_and_grad %x {
+  ^bb0(%a: tensor<2x3xf32>):
+    %i = spmd.argmax %a {axis = 1 : i64} : (tensor<2x3xf32>) -> tensor<2xi32>
+    %ce = spmd.softmax_cross_entropy %a, %i : (tensor<2x3xf32>, tensor<2xi32>) -> tensor<2xf32>
+    %s = spmd.reduce_sum %ce {axes = array<i64: 0>} : (tensor<2xf32>) -> tensor<f32>
+    spmd.yield %s : tensor<f32>
+  } : (tensor<2x3xf32>) -> (tensor<f32>, tensor<2x3xf32>)
+  return %l, %g : tensor<f32>, tensor<2x3xf32>
+}

@@ -1,0 +1,38 @@
+// Errors of value_and_grad and the autodiff pass name the op and its source line.
+// RUN: spmd-opt %s --spmd-autodiff --split-input-file --verify-diagnostics
+
+func.func @non_scalar_loss(%x: tensor<3xf32>) -> (tensor<3xf32>, tensor<3xf32>) {
+  // expected-error @+1 {{the loss (first yielded value) must be a scalar float tensor, got 'tensor<3xf32>'}}
+  %l, %g = spmd.value_and_grad %x {
+  ^bb0(%a: tensor<3xf32>):
+    %e = spmd.exp %a : (tensor<3xf32>) -> tensor<3xf32>
+    spmd.yield %e : tensor<3xf32>
+  } : (tensor<3xf32>) -> (tensor<3xf32>, tensor<3xf32>)
+  return %l, %g : tensor<3xf32>, tensor<3xf32>
+}
+
+// -----
+
+func.func @wrong_result_types(%x: tensor<3xf32>) -> tensor<f32> {
+  // expected-error @+1 {{results must be the yielded values' types then the primals' types (2 in all)}}
+  %l = spmd.value_and_grad %x {
+  ^bb0(%a: tensor<3xf32>):
+    %s = spmd.reduce_sum %a {axes = array<i64: 0>} : (tensor<3xf32>) -> tensor<f32>
+    spmd.yield %s : tensor<f32>
+  } : (tensor<3xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// A gradient through a backward op (grad of grad) is refused at that op.
+func.func @second_order(%dy: tensor<2x4xf32>, %y: tensor<2x4xf32>) -> (tensor<f32>, tensor<2x4xf32>) {
+  %l, %g = spmd.value_and_grad %dy {
+  ^bb0(%a: tensor<2x4xf32>):
+    // expected-error @+1 {{spmd-autodiff: cannot differentiate spmd.relu_backward: it is a backward op, and second derivatives (grad of grad) are not supported}}
+    %r = spmd.relu_backward %a, %y : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+    %s = spmd.reduce_sum %r {axes = array<i64: 0, 1>} : (tensor<2x4xf32>) -> tensor<f32>
+    spmd.yield %s : tensor<f32>
+  } : (tensor<2x4xf32>) -> (tensor<f32>, tensor<2x4xf32>)
+  return %l, %g : tensor<f32>, tensor<2x4xf32>
+}
