@@ -56,11 +56,13 @@ def time_torch(batch, reps, threads):
     return sorted(times)[len(times) // 2] * 1e3, torch.get_num_threads(), torch.__version__
 
 
-def time_spmd(build, batch, reps, threads):
-    binary = os.path.join(build, "benchmarks", "bench_resnet18_forward")
+def time_spmd(build, batch, reps, threads, program="bench_resnet18_forward",
+              name="BM_ResNet18Forward"):
+    """Median real time (ms) of the Google Benchmark `name`/batch in `program`."""
+    binary = os.path.join(build, "benchmarks", program)
     if not os.path.exists(binary):
         sys.exit(f"missing {binary}: build first (bash scripts/build.sh)")
-    out = subprocess.run([binary, f"--benchmark_filter=BM_ResNet18Forward/{batch}/",
+    out = subprocess.run([binary, f"--benchmark_filter={name}/{batch}/",
                           f"--benchmark_repetitions={reps}", "--benchmark_format=json",
                           "--benchmark_min_time=0.5"], check=True, capture_output=True, text=True,
                          env=dict(os.environ, OMP_NUM_THREADS=str(threads)))

@@ -1,6 +1,10 @@
 // Executor: buffer allocation, input binding and checking, step dispatch, output copy-out.
 #include "runtime/Executor.h"
 
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <exception>
 
 namespace spmd::runtime {
@@ -16,6 +20,7 @@ Executor::Executor(Program program, std::shared_ptr<Device> device)
     kernels_.push_back(it->second);
   }
   caches_.resize(program_.steps.size());
+  profile_ = std::getenv("SPMD_PROFILE") != nullptr;
   buffers_.resize(program_.buffers.size());
   std::vector<bool> isInput(program_.buffers.size());
   for (int id : program_.inputs) isInput[id] = true;
@@ -26,6 +31,21 @@ Executor::Executor(Program program, std::shared_ptr<Device> device)
     if (!desc.constant.empty())
       device_->copyToDevice(buffers_[id].get(), desc.constant.data(), desc.bytes());
   }
+}
+
+Executor::~Executor() {
+  if (!profile_ || runs_ == 0) return;
+  std::vector<std::pair<std::string, std::pair<double, int64_t>>> rows(opTime_.begin(), opTime_.end());
+  std::sort(rows.begin(), rows.end(), [](auto& a, auto& b) { return a.second.first > b.second.first; });
+  double total = 0;
+  for (auto& row : rows) total += row.second.first;
+  std::fprintf(stderr, "spmd profile of @%s on %s: %.2f ms per run over %lld runs\n",
+               program_.name.c_str(), device_->name().c_str(), total * 1e3 / double(runs_),
+               static_cast<long long>(runs_));
+  for (auto& [op, t] : rows)
+    std::fprintf(stderr, "  %-32s %9.2f ms/run %5.1f%%  %5lld calls/run\n", op.c_str(),
+                 t.first * 1e3 / double(runs_), 100 * t.first / total,
+                 static_cast<long long>(t.second / runs_));
 }
 
 std::vector<Array> Executor::run(std::span<const Array> inputs) {
@@ -60,13 +80,20 @@ std::vector<Array> Executor::run(std::span<const Array> inputs) {
     for (int id : step.outputs) outs.push_back(view(id));
     KernelCall call{step, ins, outs, caches_[s]};
     try {
+      auto start = std::chrono::steady_clock::now();
       kernels_[s](call);
+      if (profile_) {
+        auto& slot = opTime_[step.op];
+        slot.first += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        slot.second++;
+      }
     } catch (const std::exception& e) {
       throw Error("step " + std::to_string(s) + " '" + step.op + "' (" + step.location +
                   ") failed on " + device_->name() + ": " + e.what());
     }
   }
 
+  ++runs_;
   std::vector<Array> results;
   for (int id : program_.outputs) {
     const BufferDesc& desc = program_.buffers[id];

@@ -2,7 +2,9 @@
 // runs the steps in order and returns the outputs as host Arrays.
 #pragma once
 
+#include <map>
 #include <memory>
+#include <string>
 #include <span>
 #include <vector>
 
@@ -16,6 +18,8 @@ class Executor {
  public:
   // Fails with a clear error when the device has no kernel for one of the program's ops.
   Executor(Program program, std::shared_ptr<Device> device);
+  // With SPMD_PROFILE set, prints the time spent per op over all runs to stderr.
+  ~Executor();
 
   std::vector<Array> run(std::span<const Array> inputs);
   const Program& program() const { return program_; }
@@ -26,6 +30,9 @@ class Executor {
   std::vector<std::shared_ptr<std::byte>> buffers_;  // by buffer id; null for host-bound inputs
   std::vector<KernelFn> kernels_;                    // by step
   std::vector<std::shared_ptr<void>> caches_;        // by step
+  bool profile_ = false;
+  std::map<std::string, std::pair<double, int64_t>> opTime_;  // seconds, calls (SPMD_PROFILE)
+  int64_t runs_ = 0;
 };
 
 }  // namespace spmd::runtime

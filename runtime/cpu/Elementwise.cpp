@@ -1,5 +1,5 @@
 // CPU elementwise kernels: contiguous loops in the tensor's own type, written for the
-// compiler to vectorize.
+// compiler to vectorize, split across OpenMP threads (the pool oneDNN uses) when large.
 #include <algorithm>
 #include <cmath>
 
@@ -7,6 +7,9 @@
 
 namespace spmd::runtime::cpu {
 namespace {
+
+// Below this many elements a loop runs on one thread (thread start-up would cost more).
+constexpr int64_t kParallelMin = 1 << 15;
 
 template <typename Fn>
 void binary(KernelCall& call, Fn fn) {
@@ -16,6 +19,7 @@ void binary(KernelCall& call, Fn fn) {
     const T* __restrict b = call.in[1].as<T>();
     T* __restrict y = call.out[0].as<T>();
     int64_t n = call.out[0].numel();
+#pragma omp parallel for simd if (n >= kParallelMin) schedule(static)
     for (int64_t i = 0; i < n; ++i) y[i] = fn(a[i], b[i]);
   });
 }
@@ -27,6 +31,7 @@ void unary(KernelCall& call, Fn fn) {
     const T* __restrict x = call.in[0].as<T>();
     T* __restrict y = call.out[0].as<T>();
     int64_t n = call.out[0].numel();
+#pragma omp parallel for simd if (n >= kParallelMin) schedule(static)
     for (int64_t i = 0; i < n; ++i) y[i] = fn(x[i]);
   });
 }

@@ -81,6 +81,29 @@ TEST_F(BadInputTest, NewSignatureRetracesAndSaysWhy) {
               {"tree has no entry 'fc.bias'"});
 }
 
+TEST(BadInput, GradientOfNonScalarOrIntegerIsAnErrorAtTheUserLine) {
+  Array x = Array::of<float>({3}, std::vector<float>{1, 2, 3});
+  const int line = __LINE__ + 4;  // the grad(...)(t) call below
+  expectError(
+      [&] {
+        jit([&](const Tensor& t) {
+          return grad([](const Tensor& u) { return exp(u); })(t);
+        })(x);
+      },
+      {"BadInputTest.cpp:" + std::to_string(line) + ":", "the loss must be a scalar float tensor",
+       "got f32[3]", "spmd::mean"});
+  Tree params;
+  params.set("w", x);
+  params.set("count", Array::of<int32_t>({1}, std::vector<int32_t>{4}));
+  expectError(
+      [&] {
+        jit([&](const Tree& p) {
+          return grad([](const Tree& q) { return sum(q.at("w"), {0}); })(p);
+        })(params);
+      },
+      {"cannot differentiate with respect to 'count'", "i32[1] (integer)", "Capture integer data"});
+}
+
 TEST(BadInput, OpOutsideTraceSaysHowToFix) {
   Tensor x = Array::zeros(DType::f32, {3});
   expectError([&] { relu(x); }, {"BadInputTest.cpp:", "spmd::relu was called outside a traced function", "spmd::jit"});
