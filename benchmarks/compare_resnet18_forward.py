@@ -72,21 +72,27 @@ def time_spmd(build, batch, reps, threads, program="bench_resnet18_forward",
     return runs[0]["real_time"]
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def side_by_side(doc, title, program, name, torch_timer):
+    """Parses the shared flags, times spmd's benchmark `name` in `program` and `torch_timer`
+    with the same batch and threads, and prints both with their ratio."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--build", default="build")
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--threads", type=int, default=os.cpu_count(),
                         help="threads for both sides (OMP_NUM_THREADS / torch.set_num_threads)")
     args = parser.parse_args()
-    ours = time_spmd(args.build, args.batch, args.reps, args.threads)
-    theirs, threads, version = time_torch(args.batch, max(args.reps * 2, 10), args.threads)
-    print(f"ResNet-18 forward, batch {args.batch}, 1x28x28, train-mode BN, CPU ({os.cpu_count()} cores)")
+    ours = time_spmd(args.build, args.batch, args.reps, args.threads, program, name)
+    theirs, threads, version = torch_timer(args.batch, max(args.reps * 2, 10), args.threads)
+    print(f"{title}, batch {args.batch}, CPU ({os.cpu_count()} cores)")
     print(f"  spmd (cpu:0, {args.threads} threads)    : {ours:8.2f} ms/step  {args.batch / ours * 1e3:8.1f} img/s")
     print(f"  PyTorch {version} ({threads} threads): {theirs:8.2f} ms/step  {args.batch / theirs * 1e3:8.1f} img/s")
     print(f"  ratio spmd/PyTorch time    : {ours / theirs:8.3f}  (< 1 means spmd is faster)")
 
+
+def main():
+    side_by_side(__doc__, "ResNet-18 forward, 1x28x28, train-mode BN", "bench_resnet18_forward",
+                 "BM_ResNet18Forward", time_torch)
 
 if __name__ == "__main__":
     main()

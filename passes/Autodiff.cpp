@@ -110,7 +110,6 @@ LogicalResult expand(ir::ValueAndGradOp op) {
   ReverseSweep sweep(body);
   if (failed(sweep.run(yield))) return failure();
 
-  OpBuilder builder(yield);
   SmallVector<Value> results(yield.getValues());
   for (BlockArgument arg : body.getArguments()) results.push_back(sweep.gradient(arg, op.getLoc()));
   yield->erase();

@@ -31,6 +31,13 @@ struct KernelCall {
 
 using KernelFn = void (*)(KernelCall&);
 
+// Class labels index a row of `classes` logits; anything else is the user's data error.
+inline void checkLabel(int32_t label, int64_t row, int64_t classes) {
+  if (label < 0 || label >= classes)
+    throw Error("label " + std::to_string(label) + " at row " + std::to_string(row) +
+                " is out of range [0, " + std::to_string(classes) + ")");
+}
+
 // The ops every kernel table (reference and each backend) implements, by name. X(name) per op;
 // `constant` is absent because constants lower to initialized buffers, not steps.
 #define SPMD_KERNEL_OPS(X)                                                                    \

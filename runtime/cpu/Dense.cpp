@@ -47,9 +47,7 @@ void softmax_cross_entropy(KernelCall& call) {
     const int32_t* labels = call.in[1].as<int32_t>();
     for (int64_t r = 0; r < rows; ++r) {
       const T* row = call.in[0].as<T>() + r * classes;
-      if (labels[r] < 0 || labels[r] >= classes)
-        throw Error("label " + std::to_string(labels[r]) + " at row " + std::to_string(r) +
-                    " is out of range [0, " + std::to_string(classes) + ")");
+      checkLabel(labels[r], r, classes);
       T top = *std::max_element(row, row + classes);
       T sum = 0;
       for (int64_t j = 0; j < classes; ++j) sum += std::exp(row[j] - top);
@@ -67,9 +65,7 @@ void softmax_cross_entropy_backward(KernelCall& call) {
     for (int64_t r = 0; r < rows; ++r) {
       const T* row = call.in[0].as<T>() + r * classes;
       T* out = call.out[0].as<T>() + r * classes;
-      if (labels[r] < 0 || labels[r] >= classes)
-        throw Error("label " + std::to_string(labels[r]) + " at row " + std::to_string(r) +
-                    " is out of range [0, " + std::to_string(classes) + ")");
+      checkLabel(labels[r], r, classes);
       T top = *std::max_element(row, row + classes);
       T sum = 0;
       for (int64_t j = 0; j < classes; ++j) sum += (out[j] = std::exp(row[j] - top));

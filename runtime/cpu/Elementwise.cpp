@@ -49,9 +49,6 @@ void log(KernelCall& c) { unary(c, [](auto a) { return std::log(a); }); }
 void sqrt(KernelCall& c) { unary(c, [](auto a) { return std::sqrt(a); }); }
 void relu(KernelCall& c) { unary(c, [](auto a) { return a > 0 ? a : decltype(a)(0); }); }
 
-}  // namespace spmd::runtime::cpu
-
-namespace spmd::runtime::cpu {
 
 void greater_equal(KernelCall& c) {
   binary(c, [](auto a, auto b) { return a >= b ? decltype(a)(1) : decltype(a)(0); });

@@ -25,9 +25,6 @@ void Prepared::run(std::initializer_list<std::pair<int, void*>> pointers) {
   stream.wait();
 }
 
-}  // namespace spmd::runtime::cpu
-
-namespace spmd::runtime::cpu {
 
 dnnl::memory::desc anyDesc(std::span<const int64_t> shape) {
   return {dnnl::memory::dims(shape.begin(), shape.end()), dnnl::memory::data_type::f32,

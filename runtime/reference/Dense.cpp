@@ -6,6 +6,17 @@
 #include "runtime/reference/Reference.h"
 
 namespace spmd::runtime::reference {
+namespace {
+
+// log(sum_j exp(row[j])), shifted by the row's maximum, in double.
+template <typename T>
+double logSumExp(const T* row, int64_t n) {
+  double top = *std::max_element(row, row + n), sum = 0;
+  for (int64_t j = 0; j < n; ++j) sum += std::exp(double(row[j]) - top);
+  return top + std::log(sum);
+}
+
+}  // namespace
 
 void matmul(KernelCall& call) {
   visitFloat(call.in[0].dtype, [&](auto tag) {
@@ -33,19 +44,11 @@ void softmax_cross_entropy(KernelCall& call) {
     for (int64_t r = 0; r < rows; ++r) {
       const T* row = logits.as<T>() + r * classes;
       int32_t label = labels.as<int32_t>()[r];
-      if (label < 0 || label >= classes)
-        throw Error("label " + std::to_string(label) + " at row " + std::to_string(r) +
-                    " is out of range [0, " + std::to_string(classes) + ")");
-      double top = *std::max_element(row, row + classes), sum = 0;
-      for (int64_t j = 0; j < classes; ++j) sum += std::exp(double(row[j]) - top);
-      call.out[0].as<T>()[r] = static_cast<T>(top + std::log(sum) - double(row[label]));
+      checkLabel(label, r, classes);
+      call.out[0].as<T>()[r] = static_cast<T>(logSumExp(row, classes) - double(row[label]));
     }
   });
 }
-
-}  // namespace spmd::runtime::reference
-
-namespace spmd::runtime::reference {
 
 // inputs: logits [N, C], labels [N], loss_grad [N]; output: (softmax - onehot) * loss_grad.
 void softmax_cross_entropy_backward(KernelCall& call) {
@@ -57,14 +60,10 @@ void softmax_cross_entropy_backward(KernelCall& call) {
       const T* row = logits.as<T>() + r * classes;
       T* out = call.out[0].as<T>() + r * classes;
       int32_t label = labels.as<int32_t>()[r];
-      if (label < 0 || label >= classes)
-        throw Error("label " + std::to_string(label) + " at row " + std::to_string(r) +
-                    " is out of range [0, " + std::to_string(classes) + ")");
-      double top = *std::max_element(row, row + classes), sum = 0;
-      for (int64_t j = 0; j < classes; ++j) sum += std::exp(double(row[j]) - top);
-      double g = double(call.in[2].as<T>()[r]);
+      checkLabel(label, r, classes);
+      double lse = logSumExp(row, classes), g = double(call.in[2].as<T>()[r]);
       for (int64_t j = 0; j < classes; ++j)
-        out[j] = static_cast<T>((std::exp(double(row[j]) - top) / sum - (j == label)) * g);
+        out[j] = static_cast<T>((std::exp(double(row[j]) - lse) - (j == label)) * g);
     }
   });
 }

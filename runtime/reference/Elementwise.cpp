@@ -39,9 +39,6 @@ void log(KernelCall& c) { unary(c, [](double a) { return std::log(a); }); }
 void sqrt(KernelCall& c) { unary(c, [](double a) { return std::sqrt(a); }); }
 void relu(KernelCall& c) { unary(c, [](double a) { return a > 0 ? a : 0.0; }); }
 
-}  // namespace spmd::runtime::reference
-
-namespace spmd::runtime::reference {
 
 void greater_equal(KernelCall& c) { binary(c, [](double a, double b) { return a >= b ? 1.0 : 0.0; }); }
 // inputs: result_grad, relu result

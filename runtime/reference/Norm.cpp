@@ -68,9 +68,6 @@ void batch_norm_infer(KernelCall& call) {
   });
 }
 
-}  // namespace spmd::runtime::reference
-
-namespace spmd::runtime::reference {
 
 // inputs: result_grad, input, scale, batch_mean, batch_variance (biased);
 // outputs: input_grad, scale_grad, offset_grad. With xhat = (x - mean) * rstd over M values:

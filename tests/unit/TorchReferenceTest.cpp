@@ -121,20 +121,26 @@ struct Comparison {
   }
 };
 
-Comparison compare(const StepResults& ours, Exchange& exchange, const std::string& prefix,
-                   DType dtype) {
+// PyTorch's results under `prefix` ("torch32", "torch64"), with the keys and shapes of `like`.
+StepResults load(Exchange& exchange, const std::string& prefix, const StepResults& like,
+                 DType dtype) {
+  StepResults out;
+  for (const auto& [key, a] : like) out[key] = exchange.read(prefix + "." + key, a.shape, dtype);
+  return out;
+}
+
+// Errors of `ours` against `reference`, compared in the reference's dtype.
+Comparison compare(const StepResults& ours, const StepResults& reference) {
   std::map<std::string, double> largest;  // by kind: "grad", "sgd", "state", "loss"
   auto kind = [](const std::string& key) { return key.substr(0, key.find('.')); };
-  StepResults theirs;
-  for (const auto& [key, a] : ours) {
-    theirs[key] = exchange.read(prefix + "." + key, a.shape, dtype);
-    for (int64_t i = 0; i < a.numel(); ++i)
-      largest[kind(key)] =
-          std::max(largest[kind(key)], std::fabs(spmd::testing::valueAt(theirs[key], i)));
-  }
+  for (const auto& [key, r] : reference)
+    for (int64_t i = 0; i < r.numel(); ++i)
+      largest[kind(key)] = std::max(largest[kind(key)], std::fabs(spmd::testing::valueAt(r, i)));
   Comparison c;
-  for (const auto& [key, a] : ours)
-    c.errors[key] = relativeError(cast(a, dtype), theirs[key], 1e-4 * largest[kind(key)]);
+  for (const auto& [key, a] : ours) {
+    const Array& r = reference.at(key);
+    c.errors[key] = relativeError(cast(a, r.dtype), r, 1e-4 * largest[kind(key)]);
+  }
   return c;
 }
 
@@ -171,12 +177,12 @@ TEST(TorchReferenceTest, ResNet18FullWidthMatchesPyTorchAutograd) {
                                 cast(x, DType::f64), y, sgd);
   ASSERT_EQ(ours32.size(), 1 + 2 * params.size() + state.size());
 
-  Comparison exact = compare(ours64, exchange, "torch64", DType::f64);
-  Comparison ours = compare(ours32, exchange, "torch64", DType::f64);
-  Comparison direct = compare(ours32, exchange, "torch32", DType::f32);
-  StepResults torch32;
-  for (const auto& [key, a] : ours32) torch32[key] = exchange.read("torch32." + key, a.shape, DType::f32);
-  Comparison theirs = compare(torch32, exchange, "torch64", DType::f64);
+  StepResults torch64 = load(exchange, "torch64", ours32, DType::f64);
+  StepResults torch32 = load(exchange, "torch32", ours32, DType::f32);
+  Comparison exact = compare(ours64, torch64);
+  Comparison ours = compare(ours32, torch64);
+  Comparison direct = compare(ours32, torch32);
+  Comparison theirs = compare(torch32, torch64);
 
   for (const auto& [key, e] : exact.errors) EXPECT_LT(e, 1e-9) << "f64 " << key;
   for (const auto& [key, e] : ours.errors) {
