@@ -90,7 +90,8 @@ runtime::Program lowerToProgram(mlir::func::FuncOp function) {
     for (mlir::Value operand : op.getOperands()) step.inputs.push_back(ids.at(operand));
     for (mlir::Value result : op.getResults()) step.outputs.push_back(define(result, describe(result)));
     for (mlir::NamedAttribute named : op.getAttrDictionary())
-      step.attrs[named.getName().str()] = convert(named, &op);
+      if (!named.getName().strref().starts_with("spmd."))  // analysis marks, not kernel inputs
+        step.attrs[named.getName().str()] = convert(named, &op);
     program.steps.push_back(std::move(step));
   }
   return program;

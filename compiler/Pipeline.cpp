@@ -74,9 +74,12 @@ std::string dumpDirFor(const CompileOptions& options) {
 runtime::Program compile(mlir::ModuleOp module, const CompileOptions& options) {
   PipelineRun pipeline(module, dumpDirFor(options));
   pipeline.verify("tracing");
+  pipeline.run(passes::createInsertPmean({options.strict}));
   pipeline.run(passes::createAutodiff());
   pipeline.run(mlir::createCanonicalizerPass());
   pipeline.run(mlir::createCSEPass());
+  pipeline.run(passes::createCombineAllReduce({options.bucketBytes}));
+  pipeline.run(passes::createReplication());
 
   auto function = module.lookupSymbol<mlir::func::FuncOp>(options.entry);
   if (!function) throw Error("compile: the module has no function @" + options.entry);

@@ -2,6 +2,7 @@
 // each, dumping each result when asked), then lower to a runtime Program.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "runtime/Program.h"
@@ -18,6 +19,10 @@ struct CompileOptions {
   std::string dumpDir;
   // Function to lower; the module's only function when empty.
   std::string entry = "main";
+  // Mapped functions (spmd::pmap): report each pmean the compiler would insert as an error.
+  bool strict = false;
+  // Largest combined gradient all-reduce, in bytes.
+  int64_t bucketBytes = 25 << 20;
 };
 
 // Runs the pipeline on `module` in place and returns the lowered Program. Throws spmd::Error

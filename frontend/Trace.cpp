@@ -92,6 +92,34 @@ void Trace::finish(const std::vector<Tensor>& outputs, Loc loc) {
       builder_.getFunctionType(body.getArgumentTypes(), mlir::ValueRange(values).getTypes()));
 }
 
+void Trace::bindAxis(const std::string& name, int64_t size) {
+  axisName_ = name;
+  axisSize_ = size;
+  function_->setAttr("spmd.axis_name", builder_.getStringAttr(name));
+  function_->setAttr("spmd.axis_size", builder_.getI64IntegerAttr(size));
+}
+
+void Trace::markArgumentMapped(unsigned index) {
+  function_.setArgAttr(index, "spmd.mapped", builder_.getUnitAttr());
+}
+
+void Trace::describeResult(unsigned index, bool mapped, const std::string& name) {
+  if (mapped) function_.setResultAttr(index, "spmd.mapped", builder_.getUnitAttr());
+  if (!name.empty()) function_.setResultAttr(index, "spmd.name", builder_.getStringAttr(name));
+}
+
+int64_t Trace::checkAxis(const std::string& axis, const char* what, Loc loc) const {
+  if (axisName_.empty())
+    throw Error(where(loc) + ": spmd::" + what + " over axis '" + axis +
+                "': no axis is bound here; collectives need a function mapped by spmd::pmap "
+                "(spmd::jit binds none)");
+  if (axis != axisName_)
+    throw Error(where(loc) + ": spmd::" + what + " over axis '" + axis +
+                "', which is not bound; the enclosing spmd::pmap binds axis '" + axisName_ +
+                "' (its axisName option)");
+  return axisSize_;
+}
+
 mlir::Value Trace::valueOf(const Tensor& tensor, Loc loc) {
   if (!tensor.defined())
     throw Error(where(loc) +

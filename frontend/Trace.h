@@ -40,6 +40,14 @@ class Trace {
   void finish(const std::vector<Tensor>& outputs, Loc loc);
   mlir::ModuleOp module() { return *module_; }
 
+  // spmd::pmap: the function is one replica of `size` over axis `name` (func attributes
+  // spmd.axis_name / spmd.axis_size); mapped arguments and results carry spmd.mapped.
+  void bindAxis(const std::string& name, int64_t size);
+  void markArgumentMapped(unsigned index);
+  void describeResult(unsigned index, bool mapped, const std::string& name);
+  // Throws at the caller's line unless `axis` is the bound axis; returns its size.
+  int64_t checkAxis(const std::string& axis, const char* what, Loc loc) const;
+
   mlir::Value valueOf(const Tensor& tensor, Loc loc);
   Tensor wrap(mlir::Value value);
   mlir::Location location(Loc loc);
@@ -87,6 +95,8 @@ class Trace {
   mlir::OpBuilder builder_;
   std::vector<std::string> scopes_;
   Trace* previous_;
+  std::string axisName_;
+  int64_t axisSize_ = 0;
 };
 
 // RAII scope for a layer's name while it records ops.

@@ -17,4 +17,49 @@ def Autodiff : Pass<"spmd-autodiff", "mlir::ModuleOp"> {
   let dependentDialects = ["::spmd::ir::SpmdDialect"];
 }
 
+def Replication : Pass<"spmd-replication", "mlir::ModuleOp"> {
+  let summary = "replication analysis: mark every op whose result varies across the mapped axis";
+  let description = [{
+    In functions mapped over an axis (func attribute `spmd.axis_name`, set by spmd::pmap), puts
+    `spmd.varying` on each op with a result that differs between replicas; unmarked ops are
+    invariant. Arguments and results with `spmd.mapped` are mapped, the rest replicated.
+    Mapped arguments vary; all_reduce and all_gather make values invariant again.
+  }];
+  let dependentDialects = ["::spmd::ir::SpmdDialect"];
+}
+
+def InsertPmean : Pass<"spmd-insert-pmean", "mlir::ModuleOp"> {
+  let summary = "keep replicated outputs replicated: insert pmean where a varying value reaches one";
+  let description = [{
+    Runs before autodiff. For each replicated result of a mapped function that varies across
+    the axis: where it depends on the gradient of a replicated parameter (a value_and_grad
+    result for an invariant primal), a mean all_reduce is inserted on that gradient, so the
+    optimizer (any optimizer) sees averaged gradients; whatever still varies (the loss, BatchNorm
+    running statistics) gets a mean all_reduce just before the return. Outputs the user made
+    invariant (by writing pmean/psum) get nothing. With `strict`, every insertion is instead an
+    error naming the output and the source line of the value.
+  }];
+  let options = [
+    Option<"strict", "strict", "bool", "false",
+           "report each needed pmean as an error instead of inserting it">
+  ];
+  let dependentDialects = ["::spmd::ir::SpmdDialect"];
+}
+
+def CombineAllReduce : Pass<"spmd-combine-all-reduce", "mlir::ModuleOp"> {
+  let summary = "combine the all_reduces of a step into a few flat-buffer all_reduces";
+  let description = [{
+    Groups single all_reduce ops of one axis, reduction and element type, in the order their
+    operands are produced, into buckets of at most `bucket-bytes`; each bucket becomes one
+    all_reduce with many operands (one flat buffer at run time), placed right after its last
+    operand is computed. The order is fixed at compile time, the same on every replica. An op
+    joins a bucket only if no user of the bucket would then run before it.
+  }];
+  let options = [
+    Option<"bucketBytes", "bucket-bytes", "int64_t", "25 << 20",
+           "largest combined all_reduce, in bytes (a single larger tensor gets its own)">
+  ];
+  let dependentDialects = ["::spmd::ir::SpmdDialect"];
+}
+
 #endif

@@ -16,6 +16,7 @@ struct Array {
   DType dtype = DType::f32;
   Shape shape;
   std::shared_ptr<std::vector<std::byte>> storage;
+  size_t offset = 0;  // bytes into storage where this array starts (views share storage)
 
   static Array zeros(DType dtype, Shape shape) {
     size_t bytes = static_cast<size_t>(numElements(shape)) * dtypeSize(dtype);
@@ -31,9 +32,20 @@ struct Array {
     return a;
   }
 
+  // A view of `shape` starting `byteOffset` bytes into `base`, sharing its storage (no copy).
+  static Array view(const Array& base, size_t byteOffset, Shape shape) {
+    Array v{base.dtype, std::move(shape), base.storage, base.offset + byteOffset};
+    if (!base.storage || v.offset + v.bytes() > base.storage->size())
+      throw Error("Array::view: " + shapeString(v.shape) + " at byte " +
+                  std::to_string(byteOffset) + " does not fit in " + shapeString(base.shape));
+    return v;
+  }
+
   int64_t numel() const { return numElements(shape); }
-  size_t bytes() const { return storage ? storage->size() : 0; }
-  std::byte* data() const { return storage ? storage->data() : nullptr; }
+  size_t bytes() const {
+    return storage ? static_cast<size_t>(numel()) * dtypeSize(dtype) : 0;
+  }
+  std::byte* data() const { return storage ? storage->data() + offset : nullptr; }
   template <typename T>
   std::span<T> values() const {
     if (dtypeOf<T>() != dtype)

@@ -49,6 +49,17 @@ Executor::~Executor() {
 }
 
 std::vector<Array> Executor::run(std::span<const Array> inputs) {
+  std::vector<Array> results;
+  for (int id : program_.outputs)
+    results.push_back(Array::zeros(program_.buffers[id].dtype, program_.buffers[id].shape));
+  run(inputs, results);
+  return results;
+}
+
+void Executor::run(std::span<const Array> inputs, std::span<Array> outputs) {
+  if (outputs.size() != program_.outputs.size())
+    throw Error("program @" + program_.name + " has " + std::to_string(program_.outputs.size()) +
+                " outputs, got room for " + std::to_string(outputs.size()));
   if (inputs.size() != program_.inputs.size())
     throw Error("program @" + program_.name + " takes " + std::to_string(program_.inputs.size()) +
                 " inputs, got " + std::to_string(inputs.size()));
@@ -78,7 +89,7 @@ std::vector<Array> Executor::run(std::span<const Array> inputs) {
     outs.clear();
     for (int id : step.inputs) ins.push_back(view(id));
     for (int id : step.outputs) outs.push_back(view(id));
-    KernelCall call{step, ins, outs, caches_[s]};
+    KernelCall call{step, ins, outs, caches_[s], comm_};
     try {
       if (!profile_) {
         kernels_[s](call);
@@ -89,6 +100,8 @@ std::vector<Array> Executor::run(std::span<const Array> inputs) {
         slot.first += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         slot.second++;
       }
+    } catch (const ReplicaAborted&) {
+      throw;  // another replica's failure; the group reports that one
     } catch (const std::exception& e) {
       throw Error("step " + std::to_string(s) + " '" + step.op + "' (" + step.location +
                   ") failed on " + device_->name() + ": " + e.what());
@@ -96,14 +109,16 @@ std::vector<Array> Executor::run(std::span<const Array> inputs) {
   }
 
   ++runs_;
-  std::vector<Array> results;
-  for (int id : program_.outputs) {
-    const BufferDesc& desc = program_.buffers[id];
-    Array out = Array::zeros(desc.dtype, desc.shape);
-    device_->copyToHost(out.data(), data[id], desc.bytes());
-    results.push_back(std::move(out));
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    if (!outputs[i].storage) continue;
+    const BufferDesc& desc = program_.buffers[program_.outputs[i]];
+    if (outputs[i].dtype != desc.dtype || outputs[i].shape != desc.shape)
+      throw Error("output " + std::to_string(i) + " of @" + program_.name + " is " +
+                  std::string(dtypeName(desc.dtype)) + shapeString(desc.shape) +
+                  ", but the destination is " + std::string(dtypeName(outputs[i].dtype)) +
+                  shapeString(outputs[i].shape));
+    device_->copyToHost(outputs[i].data(), data[program_.outputs[i]], desc.bytes());
   }
-  return results;
 }
 
 }  // namespace spmd::runtime

@@ -22,12 +22,18 @@ struct TensorView {
   template <typename T> T* as() const { return static_cast<T*>(data); }
 };
 
+class Communicator;
+
 struct KernelCall {
   const Step& step;
   std::span<const TensorView> in;
   std::span<const TensorView> out;
   std::shared_ptr<void>& cache;  // empty on the first call of this step; the kernel may fill it
+  Communicator* comm = nullptr;  // this replica's collectives; null outside a replica group
 };
+
+// The communicator a collective kernel needs; throws naming the op when there is none.
+Communicator& communicatorOf(const KernelCall& call);
 
 using KernelFn = void (*)(KernelCall&);
 
@@ -45,7 +51,8 @@ inline void checkLabel(int32_t label, int64_t row, int64_t classes) {
   X(exp) X(log) X(sqrt) X(relu) X(broadcast_in_dim) X(reshape) X(transpose) X(reduce_sum)     \
   X(reduce_mean) X(reduce_max) X(argmax) X(matmul) X(softmax_cross_entropy) X(greater_equal)    \
   X(conv2d_backward_data) X(conv2d_backward_filter) X(batch_norm_train_backward)              \
-  X(relu_backward) X(softmax_cross_entropy_backward)
+  X(relu_backward) X(softmax_cross_entropy_backward) X(all_reduce) X(all_gather)            \
+  X(reduce_scatter) X(axis_index)
 using KernelTable = std::unordered_map<std::string, KernelFn>;
 
 // Reference kernels: simple loops, double accumulation; the oracle tests compare backends with.

@@ -208,6 +208,51 @@ def Spmd_SoftmaxCrossEntropyBackwardOp
   let results = (outs Spmd_FloatTensor:$logits_grad);
 }
 
+//===--- collectives across the mapped axis (spmd::pmap) ----------------------------------===//
+
+// Every collective names the axis it runs over; the verifier checks that the enclosing function
+// binds that axis (func attributes spmd.axis_name / spmd.axis_size, set by spmd::pmap).
+class Spmd_CollectiveOp<string mnemonic, list<Trait> traits = []>
+    : Spmd_Op<mnemonic, traits> {
+  let hasVerifier = 1;
+}
+
+def Spmd_AllReduceOp : Spmd_CollectiveOp<"all_reduce", [Vjp, InferTypeOpAdaptor]> {
+  let summary = "reduce (sum, mean, max, min) each operand elementwise across the replicas";
+  let description = [{
+    Result i is operand i reduced over every replica of the axis; the results are the same on
+    all replicas (invariant). Several operands of one element type make one combined collective
+    over a flat buffer, in operand order (what spmd-combine-all-reduce builds from the gradient
+    all-reduces of a step). VJP (pmap semantics, each replica seeding its own loss): sum and mean
+    send back the same reduction of the cotangents; max and min route the summed cotangent to
+    the replicas holding the extreme value.
+  }];
+  let arguments = (ins Variadic<Spmd_AnyTensor>:$inputs, StrAttr:$axis_name, StrAttr:$reduction);
+  let results = (outs Variadic<Spmd_AnyTensor>:$results);
+}
+
+def Spmd_AllGatherOp : Spmd_CollectiveOp<"all_gather", [Vjp, InferTypeOpAdaptor]> {
+  let summary = "stack every replica's operand along a new leading axis of size axis_size";
+  let arguments = (ins Spmd_AnyTensor:$input, StrAttr:$axis_name, I64Attr:$axis_size);
+  let results = (outs Spmd_AnyTensor:$result);
+}
+
+def Spmd_ReduceScatterOp : Spmd_CollectiveOp<"reduce_scatter", [Vjp, InferTypeOpAdaptor]> {
+  let summary = "sum [axis_size, ...] over replicas and keep this replica's row (psum_scatter)";
+  let description = [{
+    The transpose of all_gather: replica r receives sum over replicas s of input_s[r].
+  }];
+  let arguments = (ins Spmd_FloatTensor:$input, StrAttr:$axis_name);
+  let results = (outs Spmd_FloatTensor:$result);
+}
+
+def Spmd_AxisIndexOp : Spmd_CollectiveOp<"axis_index", [Spmd_ZeroGradient, InferTypeOpAdaptor]> {
+  let summary = "this replica's index along the axis, as a scalar i32";
+  let arguments = (ins StrAttr:$axis_name);
+  let results = (outs Spmd_IndexTensor:$result);
+  let assemblyFormat = "attr-dict `:` type($result)";
+}
+
 //===--- autodiff ---------------------------------------------------------------------------===//
 
 def Spmd_ValueAndGradOp : Op<Spmd_Dialect, "value_and_grad",

@@ -3,12 +3,13 @@
 
 namespace spmd::models {
 
-Residual::Residual(std::string path, int64_t in, int64_t out, int64_t stride, bool projection)
+Residual::Residual(std::string path, int64_t in, int64_t out, int64_t stride, bool projection,
+                   const std::string& bnAxisName)
     : nn::Module(std::move(path)),
       conv1_(child("conv1"), {.in = in, .out = out, .kernel = 3, .stride = stride, .padding = 1}),
       conv2_(child("conv2"), {.in = out, .out = out, .kernel = 3, .stride = 1, .padding = 1}),
-      bn1_(child("bn1"), out),
-      bn2_(child("bn2"), out) {
+      bn1_(child("bn1"), out, 1e-5, 0.1, bnAxisName),
+      bn2_(child("bn2"), out, 1e-5, 0.1, bnAxisName) {
   if (projection)
     conv3_ = std::make_unique<nn::Conv2d>(
         child("conv3"), nn::Conv2dConfig{.in = in, .out = out, .kernel = 1, .stride = stride});
@@ -35,15 +36,15 @@ std::unique_ptr<nn::Sequential> resnet18(const ResNet18Config& config) {
   int64_t w = config.width;
   stem.addNamed<nn::Conv2d>(
       "conv", nn::Conv2dConfig{.in = config.inChannels, .out = w, .kernel = 3, .padding = 1});
-  stem.addNamed<nn::BatchNorm2d>("bn", w);
+  stem.addNamed<nn::BatchNorm2d>("bn", w, 1e-5, 0.1, config.bnAxisName);
   stem.addNamed<nn::ReLU>("relu");
   int64_t in = w;
   for (int stage = 0; stage < 4; ++stage) {
     int64_t out = w << stage;
     auto& blocks = net->addNamed<nn::Sequential>("stage" + std::to_string(stage + 1));
     bool first = stage == 0;
-    blocks.add<Residual>(in, out, first ? 1 : 2, !first);
-    blocks.add<Residual>(out, out, 1, false);
+    blocks.add<Residual>(in, out, first ? 1 : 2, !first, config.bnAxisName);
+    blocks.add<Residual>(out, out, 1, false, config.bnAxisName);
     in = out;
   }
   net->addNamed<nn::GlobalAvgPool>("pool");

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "frontend/nn/Layers.h"
 
@@ -13,7 +14,8 @@ namespace spmd::models {
 // conv3 with stride s when the shape changes), then relu.
 class Residual final : public nn::Module {
  public:
-  Residual(std::string path, int64_t in, int64_t out, int64_t stride, bool projection);
+  Residual(std::string path, int64_t in, int64_t out, int64_t stride, bool projection,
+           const std::string& bnAxisName = "");
   void init(Rng& rng, Tree& params, Tree& state) const override;
 
  protected:
@@ -29,6 +31,9 @@ struct ResNet18Config {
   int64_t inChannels = 1;
   int64_t numClasses = 10;
   int64_t width = 64;  // channels of the first stage; stages use width x {1, 2, 4, 8}
+  // Empty: BatchNorm statistics per replica (DDP's default). An axis name (inside spmd::pmap):
+  // cross-replica statistics over that axis (SyncBatchNorm).
+  std::string bnAxisName;
 };
 
 std::unique_ptr<nn::Sequential> resnet18(const ResNet18Config& config = {});

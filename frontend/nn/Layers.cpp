@@ -1,6 +1,7 @@
 // Conv2d, BatchNorm2d, Linear and Sequential: parameter creation and forward ops.
 #include "frontend/nn/Layers.h"
 
+#include "frontend/Collectives.h"
 #include "frontend/Trace.h"
 
 namespace spmd::nn {
@@ -33,6 +34,7 @@ Tensor BatchNorm2d::forward(Context& ctx, const Tensor& x, Loc loc) const {
                &runningVar = ctx.state.at(key("running_var"));
   if (!ctx.training)
     return batchNormInfer(x, scale, offset, runningMean, runningVar, epsilon_, loc);
+  if (!axisName_.empty()) return crossReplica(ctx, x, loc);
   BatchNormResult r = batchNormTrain(x, scale, offset, epsilon_, loc);
   double count = double(x.numel() / channels_);
   double unbias = count > 1 ? count / (count - 1) : 1.0;
@@ -43,6 +45,31 @@ Tensor BatchNorm2d::forward(Context& ctx, const Tensor& x, Loc loc) const {
   ctx.newState.set(key("running_mean"), blend(runningMean, r.mean, 1.0));
   ctx.newState.set(key("running_var"), blend(runningVar, r.variance, unbias));
   return r.y;
+}
+
+// SyncBatchNorm: statistics over the batch of every replica (equal local batches), from one
+// combined pmean of the per-replica mean and mean of squares.
+Tensor BatchNorm2d::crossReplica(Context& ctx, const Tensor& x, Loc loc) const {
+  const Tensor &scale = ctx.params.at(key("weight")), &offset = ctx.params.at(key("bias"));
+  std::vector<Tensor> stats = pmean({mean(x, {0, 2, 3}, loc), mean(mul(x, x, loc), {0, 2, 3}, loc)},
+                                    axisName_, loc);
+  const Tensor &batchMean = stats[0], &meanOfSquares = stats[1];
+  Tensor variance = sub(meanOfSquares, mul(batchMean, batchMean, loc), loc);
+  Tensor inverse = div(fill(variance, 1.0, loc), sqrt(add(variance, epsilon_, loc), loc), loc);
+  auto perChannel = [&](const Tensor& v) { return reshape(v, {1, channels_, 1, 1}, loc); };
+  Tensor y = mul(sub(x, perChannel(batchMean), loc), perChannel(mul(inverse, scale, loc)), loc);
+  y = add(y, perChannel(offset), loc);
+
+  double count = double(x.numel() / channels_) * double(axisSize(axisName_, loc));
+  double unbias = count > 1 ? count / (count - 1) : 1.0;
+  const Tensor &runningMean = ctx.state.at(key("running_mean")),
+               &runningVar = ctx.state.at(key("running_var"));
+  auto blend = [&](const Tensor& running, const Tensor& batch, double batchScale) {
+    return add(mul(running, 1.0 - momentum_, loc), mul(batch, momentum_ * batchScale, loc), loc);
+  };
+  ctx.newState.set(key("running_mean"), blend(runningMean, batchMean, 1.0));
+  ctx.newState.set(key("running_var"), blend(runningVar, variance, unbias));
+  return y;
 }
 
 void Linear::init(Rng& rng, Tree& params, Tree&) const {

@@ -29,18 +29,25 @@ class Conv2d final : public Module {
 
 // Batch normalization over (N, H, W) per channel. Training: batch statistics, and running
 // statistics updated as PyTorch does (momentum 0.1, unbiased variance). Inference: running ones.
+// With `axisName` (inside spmd::pmap), training statistics are cross-replica, as SyncBatchNorm:
+// pmean of the per-replica mean and mean of squares; otherwise each replica uses its own batch.
 class BatchNorm2d final : public Module {
  public:
-  BatchNorm2d(std::string path, int64_t channels, double epsilon = 1e-5, double momentum = 0.1)
-      : Module(std::move(path)), channels_(channels), epsilon_(epsilon), momentum_(momentum) {}
+  BatchNorm2d(std::string path, int64_t channels, double epsilon = 1e-5, double momentum = 0.1,
+              std::string axisName = "")
+      : Module(std::move(path)), channels_(channels), epsilon_(epsilon), momentum_(momentum),
+        axisName_(std::move(axisName)) {}
   void init(Rng& rng, Tree& params, Tree& state) const override;
 
  protected:
   Tensor forward(Context& ctx, const Tensor& x, Loc loc) const override;
 
  private:
+  Tensor crossReplica(Context& ctx, const Tensor& x, Loc loc) const;
+
   int64_t channels_;
   double epsilon_, momentum_;
+  std::string axisName_;
 };
 
 class Linear final : public Module {

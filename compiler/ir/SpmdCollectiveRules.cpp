@@ -1,0 +1,159 @@
+// The collective ops (all_reduce, all_gather, reduce_scatter, axis_index): shape rules, the
+// axis-binding verifier, and VJP rules. Collectives run over the axis a spmd::pmap binds; the
+// enclosing function records it as the attributes spmd.axis_name and spmd.axis_size.
+#include "compiler/ir/ShapeChecks.h"
+#include "compiler/ir/SpmdDialect.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
+
+using namespace mlir;
+
+namespace spmd::ir {
+using namespace checks;
+namespace {
+
+// The axis bound by the function around `op`: its name and size, or an error naming the
+// axis the op asked for and the one that is bound.
+LogicalResult checkAxisBound(Operation* op, StringRef axis) {
+  auto function = op->getParentOfType<FunctionOpInterface>();
+  auto bound = function ? function->getAttrOfType<StringAttr>("spmd.axis_name") : StringAttr();
+  if (!bound)
+    return op->emitOpError() << "runs over axis '" << axis
+                             << "', but no axis is bound here: collectives only work inside a "
+                                "function mapped by spmd::pmap (func attribute spmd.axis_name)";
+  if (bound.getValue() != axis)
+    return op->emitOpError() << "runs over axis '" << axis << "', but the enclosing spmd::pmap "
+                             << "binds axis '" << bound.getValue()
+                             << "'; use that name (or nest a pmap over '" << axis << "')";
+  if (!function->getAttrOfType<IntegerAttr>("spmd.axis_size"))
+    return op->emitOpError() << "the function binding axis '" << axis
+                             << "' has no integer spmd.axis_size attribute";
+  return success();
+}
+
+int64_t boundAxisSize(Operation* op) {
+  return op->getParentOfType<FunctionOpInterface>()
+      ->getAttrOfType<IntegerAttr>("spmd.axis_size")
+      .getInt();
+}
+
+RankedTensorType typeOf(Value v) { return llvm::cast<RankedTensorType>(v.getType()); }
+
+}  // namespace
+
+//===--- shape rules -------------------------------------------------------------------------===//
+
+LogicalResult AllReduceOp::inferReturnTypes(MLIRContext*, OptLoc loc, Adaptor adaptor,
+                                            SmallVectorImpl<Type>& results) {
+  if (adaptor.getInputs().empty()) return fail(loc, "all_reduce", "needs at least one operand");
+  Type element = ranked(adaptor.getInputs()[0]).getElementType();
+  for (Value input : adaptor.getInputs()) {
+    auto type = expectTensor(loc, "all_reduce", "every operand", input, -1, element);
+    if (failed(type)) return failure();
+    results.push_back(*type);
+  }
+  StringRef reduction = adaptor.getReduction();
+  if (reduction != "sum" && reduction != "mean" && reduction != "max" && reduction != "min")
+    return fail(loc, "all_reduce",
+                "reduction must be sum, mean, max or min, got '" + reduction.str() + "'");
+  return success();
+}
+
+LogicalResult AllGatherOp::inferReturnTypes(MLIRContext*, OptLoc loc, Adaptor adaptor,
+                                            SmallVectorImpl<Type>& results) {
+  auto in = expectTensor(loc, "all_gather", "input", adaptor.getInput(), -1);
+  if (failed(in)) return failure();
+  if (adaptor.getAxisSize() < 1)
+    return fail(loc, "all_gather", "axis_size must be positive, got " +
+                                       std::to_string(adaptor.getAxisSize()));
+  SmallVector<int64_t> shape{adaptor.getAxisSize()};
+  shape.append(in->getShape().begin(), in->getShape().end());
+  results.push_back(RankedTensorType::get(shape, in->getElementType()));
+  return success();
+}
+
+LogicalResult ReduceScatterOp::inferReturnTypes(MLIRContext*, OptLoc loc, Adaptor adaptor,
+                                                SmallVectorImpl<Type>& results) {
+  auto in = expectTensor(loc, "reduce_scatter", "input", adaptor.getInput(), -1);
+  if (failed(in)) return failure();
+  if (in->getRank() < 1)
+    return fail(loc, "reduce_scatter", "input needs a leading axis of the axis size, got " + str(*in));
+  results.push_back(RankedTensorType::get(in->getShape().drop_front(), in->getElementType()));
+  return success();
+}
+
+LogicalResult AxisIndexOp::inferReturnTypes(MLIRContext* context, OptLoc, Adaptor,
+                                            SmallVectorImpl<Type>& results) {
+  results.push_back(RankedTensorType::get({}, IntegerType::get(context, 32)));
+  return success();
+}
+
+//===--- verifiers: the axis must be bound ---------------------------------------------------===//
+
+LogicalResult AllReduceOp::verify() { return checkAxisBound(*this, getAxisName()); }
+LogicalResult AxisIndexOp::verify() { return checkAxisBound(*this, getAxisName()); }
+
+LogicalResult AllGatherOp::verify() {
+  if (failed(checkAxisBound(*this, getAxisName()))) return failure();
+  if (getAxisSize() != boundAxisSize(*this))
+    return emitOpError() << "axis_size " << getAxisSize() << " differs from the size "
+                         << boundAxisSize(*this) << " of axis '" << getAxisName() << "'";
+  return success();
+}
+
+LogicalResult ReduceScatterOp::verify() {
+  if (failed(checkAxisBound(*this, getAxisName()))) return failure();
+  if (typeOf(getInput()).getDimSize(0) != boundAxisSize(*this))
+    return emitOpError() << "input " << typeOf(getInput()) << " must have a leading axis of size "
+                         << boundAxisSize(*this) << " (the size of axis '" << getAxisName() << "')";
+  return success();
+}
+
+//===--- VJP rules ---------------------------------------------------------------------------===//
+// pmap semantics: each replica seeds the cotangent of its own loss, so a cotangent may differ
+// between replicas, and the derivative of the sum over replicas of their losses flows back
+// through the collective's transpose (psum -> psum, pmean -> pmean, all_gather ->
+// reduce_scatter). spmd-insert-pmean then averages gradients of replicated parameters.
+
+LogicalResult AllReduceOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads,
+                                    SmallVectorImpl<Value>& out) {
+  Location loc = getLoc();
+  StringRef reduction = getReduction();
+  for (auto [input, result, grad] : llvm::zip(getInputs(), getResults(), grads)) {
+    if (!grad || !llvm::isa<FloatType>(typeOf(input).getElementType())) {
+      out.push_back(Value());
+      continue;
+    }
+    if (reduction == "sum" || reduction == "mean") {
+      out.push_back(b.create<AllReduceOp>(loc, ValueRange{grad}, getAxisName(), reduction).getResult(0));
+      continue;
+    }
+    // max/min: the summed cotangent goes to the replicas holding the extreme value, shared
+    // equally between ties (as reduce_max does within a replica).
+    Value selected = reduction == "max" ? b.create<GreaterEqualOp>(loc, input, result).getResult()
+                                        : b.create<GreaterEqualOp>(loc, result, input).getResult();
+    auto sums = b.create<AllReduceOp>(loc, ValueRange{grad, selected}, getAxisName(), "sum");
+    Value share = b.create<DivOp>(loc, sums.getResult(0), sums.getResult(1));
+    out.push_back(b.create<MulOp>(loc, share, selected));
+  }
+  return success();
+}
+
+LogicalResult AllGatherOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads,
+                                    SmallVectorImpl<Value>& out) {
+  if (!llvm::isa<FloatType>(typeOf(getInput()).getElementType())) {
+    out.push_back(Value());
+    return success();
+  }
+  out.push_back(b.create<ReduceScatterOp>(getLoc(), grads[0], getAxisName()));
+  return success();
+}
+
+LogicalResult ReduceScatterOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads,
+                                        SmallVectorImpl<Value>& out) {
+  out.push_back(b.create<AllGatherOp>(getLoc(), grads[0], getAxisName(),
+                                      typeOf(getInput()).getDimSize(0)));
+  return success();
+}
+
+}  // namespace spmd::ir

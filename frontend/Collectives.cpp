@@ -1,0 +1,82 @@
+// The collective op functions: axis check, then one spmd collective op.
+#include "frontend/Collectives.h"
+
+#include "compiler/ir/SpmdDialect.h"
+#include "frontend/Trace.h"
+
+namespace spmd {
+namespace {
+
+std::vector<Tensor> allReduce(const std::vector<Tensor>& xs, const std::string& axis,
+                              const char* reduction, const char* what, Loc loc) {
+  detail::Trace& trace = detail::Trace::current(what, loc);
+  trace.checkAxis(axis, what, loc);
+  if (xs.empty()) return {};
+  llvm::SmallVector<mlir::Value> values;
+  for (const Tensor& x : xs) values.push_back(trace.valueOf(x, loc));
+  mlir::Operation* op = trace.create<ir::AllReduceOp>(loc, mlir::ValueRange(values),
+                                                      trace.builder().getStringAttr(axis),
+                                                      trace.builder().getStringAttr(reduction));
+  std::vector<Tensor> results;
+  for (mlir::Value v : op->getResults()) results.push_back(trace.wrap(v));
+  return results;
+}
+
+Tree allReduce(const Tree& tree, const std::string& axis, const char* reduction, const char* what,
+               Loc loc) {
+  std::vector<Tensor> leaves;
+  for (const auto& [name, t] : tree) leaves.push_back(t);
+  std::vector<Tensor> reduced = allReduce(leaves, axis, reduction, what, loc);
+  Tree out;
+  size_t i = 0;
+  for (const auto& [name, t] : tree) out.set(name, reduced[i++]);
+  return out;
+}
+
+}  // namespace
+
+Tensor psum(const Tensor& x, const std::string& axis, Loc loc) { return allReduce({x}, axis, "sum", "psum", loc)[0]; }
+Tensor pmean(const Tensor& x, const std::string& axis, Loc loc) { return allReduce({x}, axis, "mean", "pmean", loc)[0]; }
+Tensor pmax(const Tensor& x, const std::string& axis, Loc loc) { return allReduce({x}, axis, "max", "pmax", loc)[0]; }
+Tensor pmin(const Tensor& x, const std::string& axis, Loc loc) { return allReduce({x}, axis, "min", "pmin", loc)[0]; }
+Tree psum(const Tree& x, const std::string& axis, Loc loc) { return allReduce(x, axis, "sum", "psum", loc); }
+Tree pmean(const Tree& x, const std::string& axis, Loc loc) { return allReduce(x, axis, "mean", "pmean", loc); }
+std::vector<Tensor> psum(const std::vector<Tensor>& xs, const std::string& axis, Loc loc) {
+  return allReduce(xs, axis, "sum", "psum", loc);
+}
+std::vector<Tensor> pmean(const std::vector<Tensor>& xs, const std::string& axis, Loc loc) {
+  return allReduce(xs, axis, "mean", "pmean", loc);
+}
+
+Tensor allGather(const Tensor& x, const std::string& axis, Loc loc) {
+  detail::Trace& trace = detail::Trace::current("allGather", loc);
+  int64_t size = trace.checkAxis(axis, "allGather", loc);
+  return trace.wrap(trace.create<ir::AllGatherOp>(loc, trace.valueOf(x, loc),
+                                                  trace.builder().getStringAttr(axis),
+                                                  trace.builder().getI64IntegerAttr(size))
+                        ->getResult(0));
+}
+
+Tensor psumScatter(const Tensor& x, const std::string& axis, Loc loc) {
+  detail::Trace& trace = detail::Trace::current("psumScatter", loc);
+  int64_t size = trace.checkAxis(axis, "psumScatter", loc);
+  if (x.rank() < 1 || x.dim(0) != size)
+    throw Error(detail::where(loc) + ": spmd::psumScatter over axis '" + axis + "' needs a leading "
+                "axis of size " + std::to_string(size) + " (one row per replica), got " + x.typeString());
+  return trace.wrap(trace.create<ir::ReduceScatterOp>(loc, trace.valueOf(x, loc),
+                                                      trace.builder().getStringAttr(axis))
+                        ->getResult(0));
+}
+
+Tensor axisIndex(const std::string& axis, Loc loc) {
+  detail::Trace& trace = detail::Trace::current("axisIndex", loc);
+  trace.checkAxis(axis, "axisIndex", loc);
+  return trace.wrap(
+      trace.create<ir::AxisIndexOp>(loc, trace.builder().getStringAttr(axis))->getResult(0));
+}
+
+int64_t axisSize(const std::string& axis, Loc loc) {
+  return detail::Trace::current("axisSize", loc).checkAxis(axis, "axisSize", loc);
+}
+
+}  // namespace spmd

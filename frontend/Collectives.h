@@ -1,0 +1,32 @@
+// Collectives over the axis bound by spmd::pmap, as jax.lax's: psum, pmean, pmax, pmin,
+// allGather, psumScatter, axisIndex. Inside the mapped function they record spmd collective ops
+// at the caller's line; naming an axis that is not bound is an error there. A Tree (or a list)
+// reduces in one combined collective.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "frontend/Tree.h"
+
+namespace spmd {
+
+Tensor psum(const Tensor& x, const std::string& axis, Loc loc = Loc::current());
+Tensor pmean(const Tensor& x, const std::string& axis, Loc loc = Loc::current());
+Tensor pmax(const Tensor& x, const std::string& axis, Loc loc = Loc::current());
+Tensor pmin(const Tensor& x, const std::string& axis, Loc loc = Loc::current());
+Tree psum(const Tree& x, const std::string& axis, Loc loc = Loc::current());
+Tree pmean(const Tree& x, const std::string& axis, Loc loc = Loc::current());
+std::vector<Tensor> psum(const std::vector<Tensor>& xs, const std::string& axis, Loc loc = Loc::current());
+std::vector<Tensor> pmean(const std::vector<Tensor>& xs, const std::string& axis, Loc loc = Loc::current());
+
+// [..] -> [axis size, ..]: every replica's x, stacked in replica order.
+Tensor allGather(const Tensor& x, const std::string& axis, Loc loc = Loc::current());
+// [axis size, ..] -> [..]: replica r gets the sum over replicas of x[r] (allGather's transpose).
+Tensor psumScatter(const Tensor& x, const std::string& axis, Loc loc = Loc::current());
+// This replica's index along the axis, a scalar i32 tensor.
+Tensor axisIndex(const std::string& axis, Loc loc = Loc::current());
+// The number of replicas along the axis (known while tracing).
+int64_t axisSize(const std::string& axis, Loc loc = Loc::current());
+
+}  // namespace spmd

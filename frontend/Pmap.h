@@ -1,0 +1,173 @@
+// spmd::pmap: the function runs as one replica per device (jax.pmap's model). Arguments are
+// replicated, stacked per device ([devices, local_batch, ...], in_axes 0) or split from a global
+// batch ([devices * local_batch, ...], spmd::split); the traced function sees one replica's
+// shapes. The compiler keeps replicated outputs replicated (inserting pmean where needed,
+// spmd-insert-pmean) and the step is compiled once per signature and cached.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "frontend/Collectives.h"
+#include "frontend/Flatten.h"
+
+namespace spmd {
+
+// How an argument or output is spread over the devices.
+struct Axis {
+  enum class Kind { Replicated, Stacked, Split };
+  Kind kind = Kind::Replicated;
+  int dim = 0;
+  // Stacked over dimension `dim` (jax.pmap's in_axes integer); only 0 is supported.
+  constexpr Axis(int d) : kind(Kind::Stacked), dim(d) {}  // NOLINT: in_axes = {0, spmd::replicated}
+  constexpr explicit Axis(Kind k) : kind(k) {}
+};
+// The same value on every device (parameters, optimizer state).
+inline constexpr Axis replicated{Axis::Kind::Replicated};
+// A global batch [devices * local_batch, ...], split into consecutive per-device chunks.
+inline constexpr Axis split{Axis::Kind::Split};
+
+struct PmapOptions {
+  std::string axisName = "batch";
+  std::vector<Axis> inAxes;   // one per argument; empty: every argument stacked on axis 0
+  std::vector<Axis> outAxes;  // one per output (tuple element); empty: all replicated
+  std::string devices;        // "cpu:4"; empty: $SPMD_DEVICES, else "cpu:1"
+  // Report every pmean the compiler would insert as an error instead (names output and line).
+  bool strict = false;
+  // Return replicated outputs from every replica, stacked [devices, ...], instead of once.
+  bool allReplicas = false;
+  double collectiveTimeoutSeconds = 0;  // 0: $SPMD_COLLECTIVE_TIMEOUT, else 300 s
+  int64_t bucketBytes = 25 << 20;       // largest combined gradient all-reduce
+  std::string name = "main";
+  std::string dumpDir;  // per-pass IR dumps; empty: SPMD_DUMP_IR
+};
+
+namespace detail {
+
+// Leaf names for messages and IR: "argument 2", "0.fc.weight" (tuple element 0, tree key).
+inline void leafNames(const Array&, const std::string& prefix, std::vector<std::string>& out) { out.push_back(prefix); }
+inline void leafNames(const Tensor&, const std::string& prefix, std::vector<std::string>& out) { out.push_back(prefix); }
+inline void leafNames(const Tree& tree, const std::string& prefix, std::vector<std::string>& out) {
+  for (const auto& [name, _] : tree) out.push_back(prefix.empty() ? name : prefix + "." + name);
+}
+template <typename... T>
+void leafNames(const std::tuple<T...>& t, const std::string& prefix, std::vector<std::string>& out) {
+  size_t i = 0;
+  std::apply([&](const auto&... e) { (leafNames(e, (prefix.empty() ? "" : prefix + ".") + std::to_string(i++), out), ...); }, t);
+}
+template <typename A, typename B>
+void leafNames(const std::pair<A, B>& p, const std::string& prefix, std::vector<std::string>& out) {
+  leafNames(std::tuple<const A&, const B&>(p.first, p.second), prefix, out);
+}
+
+template <typename T> struct IsTuple : std::false_type {};
+template <typename... T> struct IsTuple<std::tuple<T...>> : std::true_type {};
+template <typename A, typename B> struct IsTuple<std::pair<A, B>> : std::true_type {};
+
+struct PmapTraced {
+  std::vector<Tensor> outputs;          // traced leaves
+  std::vector<size_t> elementLeaves;    // leaves per top-level output (out_axes entry)
+  std::vector<std::string> names;       // per leaf
+  std::shared_ptr<void> prototype;
+};
+using PmapTraceFn = std::function<PmapTraced(const std::vector<Tensor>& arguments)>;
+
+template <typename Out>
+void describeOutputs(const Out& out, PmapTraced& traced) {
+  auto one = [&](const auto& element, const std::string& prefix) {
+    size_t before = traced.names.size();
+    leafNames(element, prefix, traced.names);
+    traced.elementLeaves.push_back(traced.names.size() - before);
+  };
+  if constexpr (IsTuple<Out>::value) {
+    size_t i = 0;
+    std::apply([&](const auto&... e) { (one(e, std::to_string(i++)), ...); }, out);
+  } else {
+    one(out, "");
+  }
+}
+
+class PmapCore {
+ public:
+  explicit PmapCore(PmapOptions options);
+  ~PmapCore();
+  std::pair<std::vector<Tensor>, std::shared_ptr<void>> call(
+      const std::vector<Tensor>& leaves, const std::vector<size_t>& argumentLeaves,
+      const std::vector<std::string>& leafNames, const std::string& structure,
+      const PmapTraceFn& trace);
+  int deviceCount() const;
+  int compileCount() const { return compileCount_; }
+  const std::string& lastCompileReason() const { return lastReason_; }
+  const std::string& lastTracedIr() const { return lastTracedIr_; }
+  const std::string& lastProgramText() const { return lastProgramText_; }
+
+ private:
+  struct Entry;
+  struct State;
+  std::unique_ptr<State> state_;
+  std::string lastSignature_, lastReason_, lastTracedIr_, lastProgramText_;
+  int compileCount_ = 0;
+};
+
+}  // namespace detail
+
+template <typename F>
+class Pmapped {
+ public:
+  Pmapped(F f, PmapOptions options)
+      : f_(std::move(f)), core_(std::make_shared<detail::PmapCore>(std::move(options))) {}
+
+  template <typename... Args>
+  auto operator()(const Args&... args) {
+    using Out = std::decay_t<std::invoke_result_t<F&, const detail::Traced_t<Args>&...>>;
+    std::vector<Tensor> leaves;
+    std::vector<size_t> argumentLeaves;
+    std::vector<std::string> names;
+    std::string structure;
+    size_t index = 0;
+    auto add = [&](const auto& arg) {
+      size_t before = leaves.size();
+      detail::flatten(arg, leaves, structure);
+      argumentLeaves.push_back(leaves.size() - before);
+      detail::leafNames(arg, "argument " + std::to_string(index++), names);
+    };
+    (add(args), ...);
+    auto trace = [&](const std::vector<Tensor>& traced) {
+      size_t pos = 0;
+      std::tuple<detail::Traced_t<Args>...> tracedArgs{detail::unflatten(args, traced, pos)...};
+      auto out = std::make_shared<Out>(std::apply(f_, tracedArgs));
+      detail::PmapTraced result;
+      std::string ignored;
+      detail::flatten(*out, result.outputs, ignored);
+      detail::describeOutputs(*out, result);
+      result.prototype = out;
+      return result;
+    };
+    auto [outputs, prototype] = core_->call(leaves, argumentLeaves, names, structure, trace);
+    size_t pos = 0;
+    return detail::unflatten(*static_cast<const Out*>(prototype.get()), outputs, pos);
+  }
+
+  int deviceCount() const { return core_->deviceCount(); }
+  // How many times this function was traced and compiled, and why the last time.
+  int compileCount() const { return core_->compileCount(); }
+  const std::string& lastCompileReason() const { return core_->lastCompileReason(); }
+  const std::string& lastTracedIr() const { return core_->lastTracedIr(); }
+  const std::string& lastProgramText() const { return core_->lastProgramText(); }
+
+ private:
+  F f_;
+  std::shared_ptr<detail::PmapCore> core_;
+};
+
+// Bad options (device list, axes) are reported here, before the first call.
+template <typename F>
+Pmapped<F> pmap(F f, PmapOptions options = {}) {
+  return Pmapped<F>(std::move(f), std::move(options));
+}
+
+}  // namespace spmd

@@ -1,0 +1,34 @@
+// Signature keys of compiled functions and the reason a call recompiled.
+#include "frontend/Signature.h"
+
+namespace spmd::detail {
+
+std::string signatureOf(const std::vector<Tensor>& leaves, const std::string& structure,
+                        const std::vector<std::string>& tags) {
+  std::string key = structure + "|";
+  for (size_t i = 0; i < leaves.size(); ++i)
+    key += (i < tags.size() ? tags[i] : std::string()) + leaves[i].typeString() + ";";
+  return key;
+}
+
+// Why `now` differs from `before`: the first differing input leaf, or the structure.
+std::string explain(const std::string& before, const std::string& now) {
+  if (before.empty()) return "first call";
+  auto split = [](const std::string& key) {
+    std::vector<std::string> parts;
+    size_t bar = key.find('|'), start = bar + 1;
+    for (size_t end; (end = key.find(';', start)) != std::string::npos; start = end + 1)
+      parts.push_back(key.substr(start, end - start));
+    return std::pair{key.substr(0, bar), parts};
+  };
+  auto [structBefore, typesBefore] = split(before);
+  auto [structNow, typesNow] = split(now);
+  if (structBefore != structNow) return "the argument structure (tree keys or arity) changed";
+  for (size_t i = 0; i < typesNow.size(); ++i)
+    if (i >= typesBefore.size() || typesBefore[i] != typesNow[i])
+      return "input leaf " + std::to_string(i) + " was " +
+             (i < typesBefore.size() ? typesBefore[i] : "absent") + ", now " + typesNow[i];
+  return "the signature changed";
+}
+
+}  // namespace spmd::detail

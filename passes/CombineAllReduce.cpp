@@ -1,0 +1,138 @@
+// spmd-combine-all-reduce: the gradient all_reduces of a step become one (or a few bucketed)
+// all_reduce ops over many operands, which the runtime reduces as one flat buffer.
+#include <map>
+#include <tuple>
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
+#include "passes/Passes.h"
+
+namespace spmd::passes {
+
+#define GEN_PASS_DEF_COMBINEALLREDUCE
+#include "passes/Passes.h.inc"
+
+namespace {
+
+using namespace mlir;
+
+int64_t bytesOf(Value v) {
+  auto type = llvm::cast<RankedTensorType>(v.getType());
+  return type.getNumElements() * std::max<int64_t>(1, type.getElementTypeBitWidth() / 8);
+}
+
+class Combiner {
+ public:
+  Combiner(Block& block, int64_t bucketBytes) : block_(block), bucketBytes_(bucketBytes) {
+    int position = 0;
+    for (Operation& op : block) {
+      position_[&op] = position++;
+      ops_.push_back(&op);
+    }
+  }
+
+  void run() {
+    // Candidates by (axis, reduction, element type), in the order their operands are ready.
+    using Key = std::tuple<std::string, std::string, std::string>;
+    std::map<Key, SmallVector<ir::AllReduceOp>> groups;
+    for (Operation& op : block_) {
+      auto reduce = llvm::dyn_cast<ir::AllReduceOp>(op);
+      // An all_reduce of an all_reduce stays as written (its anchor would be combined away).
+      if (!reduce || llvm::any_of(reduce.getInputs(), [](Value v) {
+            return v.getDefiningOp<ir::AllReduceOp>() != nullptr;
+          }))
+        continue;
+      std::string type;
+      llvm::raw_string_ostream(type) << llvm::cast<RankedTensorType>(
+          reduce.getInputs()[0].getType()).getElementType();
+      groups[{reduce.getAxisName().str(), reduce.getReduction().str(), type}].push_back(reduce);
+    }
+    for (auto& [key, ops] : groups) {
+      llvm::stable_sort(ops, [&](ir::AllReduceOp a, ir::AllReduceOp b) {
+        return std::pair(ready(a), position_[a]) < std::pair(ready(b), position_[b]);
+      });
+      SmallVector<ir::AllReduceOp> bucket;
+      int64_t bytes = 0;
+      for (ir::AllReduceOp op : ops) {
+        int64_t size = 0;
+        for (Value v : op.getInputs()) size += bytesOf(v);
+        if (!bucket.empty() && (bytes + size > bucketBytes_ || !fits(bucket, op))) {
+          emit(bucket);
+          bucket.clear();
+          bytes = 0;
+        }
+        bucket.push_back(op);
+        bytes += size;
+      }
+      emit(bucket);
+    }
+  }
+
+ private:
+  // Position of the last op defining an operand (-1 for block arguments).
+  int ready(ir::AllReduceOp op) {
+    int last = -1;
+    for (Value v : op.getInputs())
+      if (Operation* def = v.getDefiningOp())
+        if (Operation* top = block_.findAncestorOpInBlock(*def)) last = std::max(last, position_[top]);
+    return last;
+  }
+
+  // First position at which a result of `op` is used.
+  int firstUse(ir::AllReduceOp op) {
+    int first = INT32_MAX;
+    for (Operation* user : op->getUsers())
+      if (Operation* top = block_.findAncestorOpInBlock(*user)) first = std::min(first, position_[top]);
+    return first;
+  }
+
+  // Whether `next` can join: the combined op sits after the last operand of all members, so
+  // every member's users must come after that point.
+  bool fits(ArrayRef<ir::AllReduceOp> bucket, ir::AllReduceOp next) {
+    int point = ready(next);
+    for (ir::AllReduceOp member : bucket) point = std::max(point, ready(member));
+    if (firstUse(next) <= point) return false;
+    return llvm::all_of(bucket, [&](ir::AllReduceOp m) { return firstUse(m) > point; });
+  }
+
+  void emit(SmallVector<ir::AllReduceOp>& bucket) {
+    if (bucket.size() < 2) return;
+    SmallVector<Value> inputs;
+    int point = -1;
+    for (ir::AllReduceOp op : bucket) {
+      inputs.append(op.getInputs().begin(), op.getInputs().end());
+      point = std::max(point, ready(op));
+    }
+    OpBuilder b(block_.getParentOp()->getContext());
+    if (point < 0)
+      b.setInsertionPointToStart(&block_);
+    else
+      b.setInsertionPointAfter(ops_[point]);
+    auto combined = b.create<ir::AllReduceOp>(bucket.back().getLoc(), inputs,
+                                              bucket.front().getAxisName(),
+                                              bucket.front().getReduction());
+    unsigned next = 0;
+    for (ir::AllReduceOp op : bucket) {
+      for (Value result : op.getResults()) result.replaceAllUsesWith(combined.getResult(next++));
+      op->erase();
+    }
+  }
+
+  Block& block_;
+  int64_t bucketBytes_;
+  llvm::DenseMap<Operation*, int> position_;  // of the ops before combining
+  std::vector<Operation*> ops_;               // by position
+};
+
+struct CombineAllReducePass : impl::CombineAllReduceBase<CombineAllReducePass> {
+  using CombineAllReduceBase::CombineAllReduceBase;
+  void runOnOperation() override {
+    getOperation()->walk([&](FunctionOpInterface function) {
+      if (!function.isExternal()) Combiner(function.getFunctionBody().front(), bucketBytes).run();
+    });
+  }
+};
+
+}  // namespace
+}  // namespace spmd::passes

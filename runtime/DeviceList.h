@@ -1,0 +1,27 @@
+// Device lists, named the same way on command lines and in code: "cpu:8" (eight emulated CPU
+// devices), "cpu" (one), later "cuda" (every GPU), "cuda:0,1", "cuda:0*4" (four replicas on
+// GPU 0). The default comes from SPMD_DEVICES, else "cpu:1".
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace spmd::runtime {
+
+struct DeviceList {
+  std::string backend;       // "cpu"
+  std::vector<int> devices;  // one entry per replica: the device index it runs on
+  std::string spec;          // the text it was parsed from, for messages
+
+  int size() const { return static_cast<int>(devices.size()); }
+};
+
+// How many CPU devices the host emulates: SPMD_CPU_DEVICE_COUNT, else 8 (as many as the
+// SPMD tests use; any count works, the replicas then share the cores).
+int emulatedCpuDeviceCount();
+
+// Parses a device list; empty text means SPMD_DEVICES, else "cpu:1". Throws spmd::Error saying
+// what is wrong and what would be valid.
+DeviceList parseDeviceList(const std::string& text);
+
+}  // namespace spmd::runtime

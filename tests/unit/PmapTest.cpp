@@ -1,0 +1,254 @@
+// spmd::pmap on emulated CPU devices: how arguments are mapped and outputs assembled, what each
+// collective computes (against the same arithmetic on the host), gradients through
+// collectives, recompiling, and every bad input with its exact error.
+#include <gtest/gtest.h>
+
+#include <chrono>
+
+#include "TestUtil.h"
+#include "frontend/spmd.h"
+
+namespace spmd {
+namespace {
+
+using spmd::testing::randomArray;
+
+template <typename T>
+std::vector<T> values(const Tensor& t) {
+  auto v = t.array().values<T>();
+  return {v.begin(), v.end()};
+}
+
+// Runs fn, expects spmd::Error, returns its message.
+template <typename Fn>
+std::string errorOf(Fn&& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected spmd::Error";
+  return "";
+}
+
+TEST(PmapTest, StackedAndSplitInputsGiveEachReplicaItsChunk) {
+  // Each replica returns its chunk times (1 + its index): mapped outputs come back in order.
+  auto f = pmap([](const Tensor& x) { return mul(x, add(mul(fill(x, 0, Loc::current()), 0.0), 1.0)); },
+                {.inAxes = {spmd::split}, .outAxes = {spmd::split}, .devices = "cpu:4"});
+  Array x = randomArray(DType::f32, {8, 3}, 1);
+  Tensor y = f(x);
+  EXPECT_EQ(y.shape(), (Shape{8, 3}));
+  EXPECT_EQ(values<float>(y), values<float>(Tensor(x)));
+
+  auto g = pmap([](const Tensor& x) { return psum(x, "batch"); },
+                {.inAxes = {0}, .devices = "cpu:3"});
+  Array stacked = randomArray(DType::f64, {3, 2, 2}, 2);
+  Tensor sum = g(stacked);
+  ASSERT_EQ(sum.shape(), (Shape{2, 2}));
+  auto in = stacked.values<double>();
+  for (int i = 0; i < 4; ++i) EXPECT_DOUBLE_EQ(values<double>(sum)[i], (in[i] + in[4 + i]) + in[8 + i]);
+}
+
+TEST(PmapTest, CollectivesMatchHostArithmetic) {
+  const int n = 4;
+  auto f = pmap(
+      [](const Tensor& x) {
+        Tensor index = axisIndex("batch");
+        return std::tuple{psum(x, "batch"), pmean(x, "batch"), pmax(x, "batch"), pmin(x, "batch"),
+                          allGather(x, "batch"), psumScatter(allGather(x, "batch"), "batch"), index};
+      },
+      {.inAxes = {0}, .outAxes = {replicated, replicated, replicated, replicated, replicated, 0, 0},
+       .devices = "cpu:4"});
+  Array x = randomArray(DType::f64, {n, 5}, 3);
+  auto [sum, mean, max, min, gathered, scattered, index] = f(x);
+  auto v = x.values<double>();
+  for (int i = 0; i < 5; ++i) {
+    double s = 0, hi = -1e9, lo = 1e9;
+    for (int r = 0; r < n; ++r) {
+      s += v[r * 5 + i];
+      hi = std::max(hi, v[r * 5 + i]);
+      lo = std::min(lo, v[r * 5 + i]);
+    }
+    EXPECT_DOUBLE_EQ(values<double>(sum)[i], s);
+    EXPECT_DOUBLE_EQ(values<double>(mean)[i], s / n);
+    EXPECT_EQ(values<double>(max)[i], hi);
+    EXPECT_EQ(values<double>(min)[i], lo);
+    // psumScatter(allGather(x)) on replica r = sum over replicas of x_r = n * x_r.
+    for (int r = 0; r < n; ++r) EXPECT_DOUBLE_EQ(values<double>(scattered)[r * 5 + i], n * v[r * 5 + i]);
+  }
+  EXPECT_EQ(values<double>(gathered), values<double>(Tensor(x)));
+  EXPECT_EQ(values<int32_t>(index), (std::vector<int32_t>{0, 1, 2, 3}));
+}
+
+TEST(PmapTest, GradientsThroughCollectivesFollowPmapSemantics) {
+  // loss = sum(w * pmean(x)) is invariant. Its gradient for w is pmean(x) on every replica; for
+  // the mapped x_r, pmap semantics (each replica seeds its own loss) give pmean(w) = w.
+  auto f = pmap(
+      [](const Tensor& w, const Tensor& x) {
+        auto [loss, gw] = value_and_grad([&](const Tensor& wv) {
+          return sum(mul(wv, pmean(x, "batch")), {0});
+        })(w);
+        auto [same, gx] = value_and_grad([&](const Tensor& xv) {
+          return sum(mul(w, pmean(xv, "batch")), {0});
+        })(x);
+        return std::tuple{loss, gw, gx};
+      },
+      // strict: compiling fails if the compiler would insert any pmean (it must not here).
+      {.inAxes = {replicated, 0}, .outAxes = {replicated, replicated, 0}, .devices = "cpu:2",
+       .strict = true});
+  Array w = randomArray(DType::f64, {3}, 4), x = randomArray(DType::f64, {2, 3}, 5);
+  auto [loss, gw, gx] = f(w, x);
+  auto wv = w.values<double>(), xv = x.values<double>();
+  double expected = 0;
+  for (int i = 0; i < 3; ++i) {
+    double mean = (xv[i] + xv[3 + i]) / 2;
+    expected += wv[i] * mean;
+    EXPECT_DOUBLE_EQ(values<double>(gw)[i], mean);
+    EXPECT_DOUBLE_EQ(values<double>(gx)[i], wv[i]);
+    EXPECT_DOUBLE_EQ(values<double>(gx)[3 + i], wv[i]);
+  }
+  EXPECT_NEAR(values<double>(loss)[0], expected, 1e-15);
+}
+
+TEST(PmapTest, InsertedPmeanAveragesLossAndGradientOverReplicas) {
+  // Per-replica loss sum(w * x_r): the compiler averages the loss and w's gradient.
+  auto f = pmap(
+      [](const Tensor& w, const Tensor& x) {
+        return value_and_grad([&](const Tensor& wv) { return sum(mul(wv, x), {0}); })(w);
+      },
+      {.inAxes = {replicated, 0}, .devices = "cpu:3"});
+  Array w = randomArray(DType::f64, {2}, 6), x = randomArray(DType::f64, {3, 2}, 7);
+  auto [loss, grad] = f(w, x);
+  auto wv = w.values<double>(), xv = x.values<double>();
+  double expected = 0;
+  for (int i = 0; i < 2; ++i) {
+    double mean = (xv[i] + xv[2 + i] + xv[4 + i]) / 3;
+    expected += wv[i] * mean;
+    EXPECT_NEAR(values<double>(grad)[i], mean, 1e-15);
+  }
+  EXPECT_NEAR(values<double>(loss)[0], expected, 1e-15);
+}
+
+TEST(PmapTest, RecompilesOnlyForANewSignatureAndSaysWhy) {
+  auto f = pmap([](const Tensor& x) { return pmean(sum(x, {0}), "batch"); },
+                {.inAxes = {spmd::split}, .devices = "cpu:2"});
+  f(randomArray(DType::f32, {4, 3}, 1));
+  f(randomArray(DType::f32, {4, 3}, 2));
+  EXPECT_EQ(f.compileCount(), 1);
+  f(randomArray(DType::f32, {6, 3}, 3));
+  EXPECT_EQ(f.compileCount(), 2);
+  EXPECT_EQ(f.lastCompileReason(), "input leaf 0 was split:f32[4, 3], now split:f32[6, 3]");
+}
+
+//===--- bad input: each with its exact error ------------------------------------------------===//
+
+TEST(PmapBadInputTest, GlobalBatchNotDivisibleByDeviceCount) {
+  auto f = pmap([](const Tensor& x) { return sum(x, {0}); }, {.inAxes = {split}, .devices = "cpu:4"});
+  EXPECT_EQ(errorOf([&] { f(randomArray(DType::f32, {10, 3}, 1)); }),
+            "spmd::pmap 'main': argument 0 (f32[10, 3]) is a global batch of 10 split over 4 "
+            "devices (spmd::split), but 10 is not divisible by 4; use a multiple of 4, such as 8 "
+            "or 12");
+  EXPECT_EQ(errorOf([&] { f(randomArray(DType::f32, {3, 3}, 1)); }),
+            "spmd::pmap 'main': argument 0 (f32[3, 3]) is a global batch of 3 split over 4 "
+            "devices (spmd::split), but 3 is not divisible by 4; use a multiple of 4, such as 4");
+}
+
+TEST(PmapBadInputTest, LeadingAxisIsNotTheDeviceCount) {
+  auto f = pmap([](const Tree& p, const Tensor& x) { return sum(x, {0, 1}); },
+                {.inAxes = {replicated, 0}, .devices = "cpu:4"});
+  EXPECT_EQ(errorOf([&] { f(Tree{}, randomArray(DType::f32, {3, 8, 2}, 1)); }),
+            "spmd::pmap 'main': argument 1 (f32[3, 8, 2]) is mapped over its leading axis "
+            "(inAxes 0), which must equal the device count 4, but it is 3; stack it as [4, "
+            "local_batch, ...], or pass a global batch with spmd::split");
+}
+
+TEST(PmapBadInputTest, InAxesOfTheWrongLength) {
+  auto f = pmap([](const Tensor& a, const Tensor& b) { return add(a, b); },
+                {.inAxes = {0, 0, replicated}, .devices = "cpu:2"});
+  EXPECT_EQ(errorOf([&] { f(randomArray(DType::f32, {2, 3}, 1), randomArray(DType::f32, {2, 3}, 2)); }),
+            "spmd::pmap 'main': inAxes has 3 entries but the function is called with 2 "
+            "arguments; give one per argument (spmd::replicated, 0 or spmd::split)");
+}
+
+TEST(PmapBadInputTest, MoreDevicesThanExistAndEmptyDeviceLists) {
+  ::unsetenv("SPMD_CPU_DEVICE_COUNT");
+  auto make = [](const std::string& devices) {
+    return [devices] { pmap([](const Tensor& x) { return x; }, {.devices = devices}); };
+  };
+  EXPECT_EQ(errorOf(make("cpu:9")),
+            "device list 'cpu:9' asks for 9 CPU devices but 8 exist; use at most cpu:8 or set "
+            "SPMD_CPU_DEVICE_COUNT=9 to emulate more");
+  EXPECT_EQ(errorOf(make("cpu:0")),
+            "device list 'cpu:0' is empty (0 devices): ask for at least one, e.g. cpu:1");
+  EXPECT_EQ(errorOf(make("cpu:")),
+            "device list 'cpu:' is empty: give a device count after 'cpu:', e.g. cpu:2");
+  EXPECT_EQ(errorOf(make("tpu:2")),
+            "device list 'tpu:2': unknown backend 'tpu'; valid forms: cpu, cpu:N (N emulated "
+            "devices), cuda, cuda:0,1, cuda:0*4");
+  ::setenv("SPMD_CPU_DEVICE_COUNT", "16", 1);
+  EXPECT_NO_THROW(make("cpu:9")());
+  ::unsetenv("SPMD_CPU_DEVICE_COUNT");
+}
+
+TEST(PmapBadInputTest, CollectiveOnAnAxisThatIsNotBound) {
+  int line = 0;
+  auto f = pmap([&](const Tensor& x) { line = __LINE__ + 1;
+                  return pmean(x, "model"); }, {.devices = "cpu:2"});
+  std::string message = errorOf([&] { f(randomArray(DType::f32, {2, 3}, 1)); });
+  EXPECT_EQ(message, "tests/unit/PmapTest.cpp:" + std::to_string(line) +
+                         ": spmd::pmean over axis 'model', which is not bound; the enclosing "
+                         "spmd::pmap binds axis 'batch' (its axisName option)");
+  auto g = jit([&](const Tensor& x) { line = __LINE__ + 1;
+                 return psum(x, "batch"); });
+  message = errorOf([&] { g(randomArray(DType::f32, {2, 3}, 1)); });
+  EXPECT_EQ(message,
+            "tests/unit/PmapTest.cpp:" + std::to_string(line) +
+                ": spmd::psum over axis 'batch': no axis is bound here; collectives need a "
+                "function mapped by spmd::pmap (spmd::jit binds none)");
+}
+
+TEST(PmapBadInputTest, StrictModeNamesTheOutputAndTheLine) {
+  int line = 0;
+  auto f = pmap(
+      [&](const Tensor& w, const Tensor& x) {
+        line = __LINE__ + 1;
+        Tensor loss = sum(mul(w, x), {0});
+        return std::tuple{loss, w};
+      },
+      {.inAxes = {replicated, 0}, .devices = "cpu:2", .strict = true});
+  std::string message = errorOf([&] { f(randomArray(DType::f32, {3}, 1), randomArray(DType::f32, {2, 3}, 2)); });
+  EXPECT_NE(message.find("tests/unit/PmapTest.cpp:" + std::to_string(line)), std::string::npos) << message;
+  EXPECT_NE(message.find("spmd-insert-pmean (strict): replicated output 0 ('0') varies across "
+                         "axis 'batch' (it is computed from mapped data); average it with "
+                         "spmd::pmean(value, \"batch\") or return it mapped (out_axes)"),
+            std::string::npos) << message;
+}
+
+TEST(PmapBadInputTest, AReplicaThatThrowsStopsAllReplicasAndIsNamed) {
+  // Replica 2's labels are out of range: its softmax cross-entropy throws mid-step while the
+  // others wait in the loss all-reduce; all must stop at once with replica 2's error.
+  int line = 0;
+  auto f = pmap(
+      [&](const Tensor& logits, const Tensor& labels) {
+        line = __LINE__ + 1;
+        Tensor loss = softmaxCrossEntropy(logits, labels);
+        return mean(loss, {0});
+      },
+      {.inAxes = {split, split}, .devices = "cpu:4", .collectiveTimeoutSeconds = 30});
+  Array logits = randomArray(DType::f32, {8, 5}, 1);
+  std::vector<int32_t> labels = {0, 1, 2, 3, 4, 0, 1, 2};
+  EXPECT_NO_THROW(f(logits, Array::of<int32_t>({8}, labels)));
+  labels[5] = 7;  // row 1 of replica 2's chunk
+  auto start = std::chrono::steady_clock::now();
+  std::string message = errorOf([&] { f(logits, Array::of<int32_t>({8}, labels)); });
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(message, "replica 2 of 4 (cpu:2) failed, so all replicas stopped: step 0 "
+                     "'softmax_cross_entropy' (tests/unit/PmapTest.cpp:" + std::to_string(line) +
+                     ") failed on cpu:2: label 7 at row 1 is out of range [0, 5)");
+  EXPECT_LT(seconds, 5.0) << "the other replicas must stop at once, not at the timeout";
+  // The group recovers: the next good call runs.
+  EXPECT_NO_THROW(f(logits, Array::of<int32_t>({8}, std::vector<int32_t>{0, 1, 2, 3, 4, 0, 1, 2})));
+}
+
+}  // namespace
+}  // namespace spmd
