@@ -1,0 +1,248 @@
+// SPMD equivalence on emulated devices, N in {1, 2, 3, 4, 8}: three SGD steps of a reduced-width
+// ResNet-18 (width 2, 16x16 inputs, global batch 24) in f64 and f32.
+//  - Cross-replica BatchNorm: N devices equal one device on the concatenated batch.
+//  - Per-replica BatchNorm: N devices equal the average over shards of the loss, gradients and
+//    new BN statistics, each computed one shard at a time on one device (spmd::jit), followed by
+//    the same SGD update.
+// Tolerance per tensor: max|a - b| / max(max|b|, 1e-2 * max|b| over its tree) <= 1e-10 (f64) or
+// 2e-5 (f32). Conv biases feed BatchNorms, so their true gradient is zero and both sides hold
+// rounding noise: they are measured against the largest entry of their tree instead. Replicated outputs must be bit-identical on every replica, and a
+// second run bit-identical to the first.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "TestUtil.h"
+#include "frontend/spmd.h"
+
+namespace spmd {
+namespace {
+
+using spmd::testing::randomArray;
+
+constexpr int64_t kBatch = 24, kSize = 16, kSteps = 3;
+const optim::SgdConfig kSgd{.learningRate = 0.05, .momentum = 0.9, .weightDecay = 5e-4};
+
+Array convert(const Array& a, DType dtype) {
+  Array b = Array::zeros(dtype, a.shape);
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    double v = spmd::testing::valueAt(a, i);
+    if (dtype == DType::f32) b.values<float>()[i] = float(v);
+    else b.values<double>()[i] = v;
+  }
+  return b;
+}
+
+Tree mapTree(const Tree& tree, const std::function<Array(const std::string&, const Array&)>& fn) {
+  Tree out;
+  for (const auto& [name, t] : tree) out.set(name, fn(name, t.array()));
+  return out;
+}
+
+struct Vars {
+  Tree params, state, opt;
+};
+
+// Kaiming-scale weights so every layer carries signal (and gradient).
+Vars initialVars(const nn::Module& model, DType dtype) {
+  auto [params, state] = model.initialize(7);
+  params = mapTree(params, [&](const std::string& name, const Array& a) {
+    bool weight = name.find("weight") != std::string::npos && a.shape.size() > 1;
+    int64_t fanIn = weight ? a.numel() / a.shape[0] : 1;
+    Array r = randomArray(DType::f64, a.shape, std::hash<std::string>()(name), -1, 1);
+    for (double& v : r.values<double>()) v *= weight ? std::sqrt(3.0 / fanIn) : 0.1;
+    return convert(r, dtype);
+  });
+  state = mapTree(state, [&](const std::string&, const Array& a) { return convert(a, dtype); });
+  return {params, state, optim::Sgd(kSgd).init(params)};
+}
+
+struct Batch {
+  Array x, y;
+};
+
+Batch batch(int step, DType dtype) {
+  Array y = Array::zeros(DType::i32, {kBatch});
+  for (int64_t i = 0; i < kBatch; ++i) y.values<int32_t>()[i] = int32_t((i * 7 + step * 3) % 10);
+  return {convert(randomArray(DType::f64, {kBatch, 1, kSize, kSize}, 100 + step), dtype), y};
+}
+
+auto lossOf(const nn::Module& model, const Tree& state, const Tensor& x, const Tensor& y) {
+  return [&model, &state, x, y](const Tree& p) {
+    auto [logits, newState] = model.apply(p, state, x, /*training=*/true);
+    return std::pair{mean(softmaxCrossEntropy(logits, y), {0}), newState};
+  };
+}
+
+// Row 0 of a [devices, ...] array, after checking every row has the same bits.
+Array firstReplica(const Array& stacked, int devices, const std::string& what) {
+  Shape shape(stacked.shape.begin() + 1, stacked.shape.end());
+  size_t bytes = stacked.bytes() / devices;
+  for (int r = 1; r < devices; ++r)
+    EXPECT_EQ(std::memcmp(stacked.data(), stacked.data() + r * bytes, bytes), 0)
+        << what << " differs between replica 0 and replica " << r;
+  return spmd::testing::cloneArray(Array::view(stacked, 0, shape));
+}
+
+Tree firstReplica(const Tree& tree, int devices) {
+  return mapTree(tree, [&](const std::string& name, const Array& a) { return firstReplica(a, devices, name); });
+}
+
+struct Result {
+  Vars vars;
+  std::vector<Array> losses;
+};
+
+// kSteps steps of the pmapped training step on `devices` emulated devices.
+Result runPmap(const nn::Module& model, int devices, DType dtype) {
+  optim::Sgd sgd(kSgd);
+  auto step = pmap(
+      [&](const Tree& params, const Tree& state, const Tree& opt, const Tensor& x, const Tensor& y) {
+        auto [loss, grads, newState] = value_and_grad(lossOf(model, state, x, y), has_aux)(params);
+        auto [newParams, newOpt] = sgd.update(params, grads, opt);
+        return std::tuple{newParams, newState, newOpt, loss};
+      },
+      {.inAxes = {replicated, replicated, replicated, split, split},
+       .devices = "cpu:" + std::to_string(devices), .allReplicas = true});
+  Result result{initialVars(model, dtype), {}};
+  for (int s = 0; s < kSteps; ++s) {
+    Batch b = batch(s, dtype);
+    auto [params, state, opt, loss] = step(result.vars.params, result.vars.state, result.vars.opt, b.x, b.y);
+    result.vars = {firstReplica(params, devices), firstReplica(state, devices), firstReplica(opt, devices)};
+    result.losses.push_back(firstReplica(loss.array(), devices, "loss"));
+  }
+  EXPECT_EQ(step.compileCount(), 1);
+  return result;
+}
+
+// The per-replica-BN reference: each shard's loss, gradients and BN statistics on one device,
+// averaged on the host in shard order, then the same SGD update.
+Result runShardsOnOneDevice(const nn::Module& model, int shards, DType dtype) {
+  optim::Sgd sgd(kSgd);
+  auto grad = jit([&](const Tree& params, const Tree& state, const Tensor& x, const Tensor& y) {
+    return value_and_grad(lossOf(model, state, x, y), has_aux)(params);
+  });
+  auto update = jit([&](const Tree& params, const Tree& grads, const Tree& opt) {
+    return sgd.update(params, grads, opt);
+  });
+  auto average = [&](const std::vector<Array>& parts) {
+    Array out = Array::zeros(dtype, parts[0].shape);
+    for (int64_t i = 0; i < out.numel(); ++i) {
+      double sum = 0;
+      for (const Array& p : parts) sum += spmd::testing::valueAt(p, i);
+      double mean = sum / double(parts.size());
+      if (dtype == DType::f32) out.values<float>()[i] = float(mean);
+      else out.values<double>()[i] = mean;
+    }
+    return out;
+  };
+  Result result{initialVars(model, dtype), {}};
+  const int64_t local = kBatch / shards;
+  for (int s = 0; s < kSteps; ++s) {
+    Batch b = batch(s, dtype);
+    std::vector<Array> losses;
+    std::map<std::string, std::vector<Array>> grads, states;
+    for (int k = 0; k < shards; ++k) {
+      Shape xs = b.x.shape, ys = b.y.shape;
+      xs[0] = ys[0] = local;
+      Array x = Array::view(b.x, k * b.x.bytes() / shards, xs), y = Array::view(b.y, k * b.y.bytes() / shards, ys);
+      auto [loss, g, newState] = grad(result.vars.params, result.vars.state, x, y);
+      losses.push_back(loss.array());
+      for (const auto& [name, t] : g) grads[name].push_back(t.array());
+      for (const auto& [name, t] : newState) states[name].push_back(t.array());
+    }
+    Tree meanGrads, meanState;
+    for (auto& [name, parts] : grads) meanGrads.set(name, average(parts));
+    for (auto& [name, parts] : states) meanState.set(name, average(parts));
+    auto [params, opt] = update(result.vars.params, meanGrads, result.vars.opt);
+    result.vars = {mapTree(params, [](const std::string&, const Array& a) { return a; }), meanState,
+                   mapTree(opt, [](const std::string&, const Array& a) { return a; })};
+    result.losses.push_back(average(losses));
+  }
+  return result;
+}
+
+double maxAbs(const Array& a) {
+  double m = 0;
+  for (int64_t i = 0; i < a.numel(); ++i) m = std::max(m, std::abs(spmd::testing::valueAt(a, i)));
+  return m;
+}
+
+// Worst relative error over a tree, as described at the top of the file.
+double treeError(const Tree& actual, const Tree& expected) {
+  double treeMax = 0, worst = 0;
+  for (const auto& [name, t] : expected) treeMax = std::max(treeMax, maxAbs(t.array()));
+  for (const auto& [name, t] : expected) {
+    const Array &b = t.array(), &a = actual.at(name).array();
+    double diff = 0;
+    for (int64_t i = 0; i < b.numel(); ++i)
+      diff = std::max(diff, std::abs(spmd::testing::valueAt(a, i) - spmd::testing::valueAt(b, i)));
+    // Conv biases here all feed a BatchNorm: their true gradient is zero, so only rounding
+    // noise is compared, on the scale of the whole tree.
+    bool zeroGradient = name.find("conv") != std::string::npos && name.ends_with(".bias");
+    double e = diff / (zeroGradient ? treeMax : std::max(maxAbs(b), 1e-2 * treeMax));
+    if (std::getenv("SPMD_TEST_VERBOSE") && e > 1e-6) std::printf("    %s: %.2e (max %.2e, tree %.2e)\n", name.c_str(), e, maxAbs(b), treeMax);
+    worst = std::max(worst, e);
+  }
+  return worst;
+}
+
+bool sameBits(const Tree& a, const Tree& b) {
+  for (const auto& [name, t] : a)
+    if (std::memcmp(t.array().data(), b.at(name).array().data(), t.array().bytes()) != 0) return false;
+  return true;
+}
+
+struct Mode {
+  bool crossReplicaBn;
+  DType dtype;
+};
+
+class SpmdEquivalenceTest : public ::testing::TestWithParam<Mode> {};
+
+TEST_P(SpmdEquivalenceTest, NDevicesMatchTheSingleDeviceReference) {
+  const Mode mode = GetParam();
+  const double tolerance = mode.dtype == DType::f64 ? 1e-10 : 2e-5;
+  auto model = models::resnet18({.width = 2, .bnAxisName = mode.crossReplicaBn ? "batch" : ""});
+  std::optional<Result> single;
+  if (mode.crossReplicaBn) single = runPmap(*model, 1, mode.dtype);
+  for (int devices : {1, 2, 3, 4, 8}) {
+    SCOPED_TRACE("cpu:" + std::to_string(devices));
+    Result actual = runPmap(*model, devices, mode.dtype);
+    Result expected = mode.crossReplicaBn ? *single : runShardsOnOneDevice(*model, devices, mode.dtype);
+    double params = treeError(actual.vars.params, expected.vars.params);
+    double state = treeError(actual.vars.state, expected.vars.state);
+    double opt = treeError(actual.vars.opt, expected.vars.opt);
+    double loss = 0;
+    for (int s = 0; s < kSteps; ++s) {
+      double a = spmd::testing::valueAt(actual.losses[s], 0), b = spmd::testing::valueAt(expected.losses[s], 0);
+      loss = std::max(loss, std::abs(a - b) / std::abs(b));
+    }
+    std::printf("  cpu:%d %s BN %s after %lld steps: params %.2e, BN state %.2e, momentum %.2e, "
+                "loss %.2e\n", devices, mode.crossReplicaBn ? "cross-replica" : "per-replica",
+                mode.dtype == DType::f64 ? "f64" : "f32", static_cast<long long>(kSteps), params,
+                state, opt, loss);
+    EXPECT_LE(params, tolerance);
+    EXPECT_LE(state, tolerance);
+    EXPECT_LE(opt, tolerance);
+    EXPECT_LE(loss, tolerance);
+    if (devices == 4) {  // determinism: a second run gives the same bits
+      Result again = runPmap(*model, devices, mode.dtype);
+      EXPECT_TRUE(sameBits(again.vars.params, actual.vars.params));
+      EXPECT_TRUE(sameBits(again.vars.state, actual.vars.state));
+      EXPECT_EQ(std::memcmp(again.losses.back().data(), actual.losses.back().data(),
+                            actual.losses.back().bytes()), 0);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, SpmdEquivalenceTest,
+                         ::testing::Values(Mode{true, DType::f64}, Mode{false, DType::f64},
+                                           Mode{true, DType::f32}, Mode{false, DType::f32}),
+                         [](const auto& info) {
+                           return std::string(info.param.crossReplicaBn ? "CrossReplicaBn" : "PerReplicaBn") +
+                                  (info.param.dtype == DType::f64 ? "F64" : "F32");
+                         });
+
+}  // namespace
+}  // namespace spmd
