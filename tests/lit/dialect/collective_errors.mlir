@@ -1,0 +1,56 @@
+// Collectives verify their axis: it must be bound by the enclosing function (spmd::pmap sets
+// spmd.axis_name / spmd.axis_size), and shapes must agree with the axis size.
+// RUN: spmd-opt %s --split-input-file --verify-diagnostics
+
+func.func @unbound(%x: tensor<3xf32>) -> tensor<3xf32> {
+  // expected-error @+1 {{'spmd.all_reduce' op runs over axis 'batch', but no axis is bound here: collectives only work inside a function mapped by spmd::pmap (func attribute spmd.axis_name)}}
+  %y = spmd.all_reduce %x {axis_name = "batch", reduction = "sum"} : (tensor<3xf32>) -> tensor<3xf32>
+  return %y : tensor<3xf32>
+}
+
+// -----
+
+func.func @other_axis(%x: tensor<3xf32>) -> tensor<i32>
+    attributes {spmd.axis_name = "batch", spmd.axis_size = 2 : i64} {
+  // expected-error @+1 {{'spmd.axis_index' op runs over axis 'model', but the enclosing spmd::pmap binds axis 'batch'; use that name (or nest a pmap over 'model')}}
+  %i = spmd.axis_index {axis_name = "model"} : tensor<i32>
+  return %i : tensor<i32>
+}
+
+// -----
+
+func.func @gather_size(%x: tensor<3xf32>) -> tensor<4x3xf32>
+    attributes {spmd.axis_name = "batch", spmd.axis_size = 2 : i64} {
+  // expected-error @+1 {{'spmd.all_gather' op axis_size 4 differs from the size 2 of axis 'batch'}}
+  %y = spmd.all_gather %x {axis_name = "batch", axis_size = 4 : i64} : (tensor<3xf32>) -> tensor<4x3xf32>
+  return %y : tensor<4x3xf32>
+}
+
+// -----
+
+func.func @scatter_rows(%x: tensor<3x5xf32>) -> tensor<5xf32>
+    attributes {spmd.axis_name = "batch", spmd.axis_size = 2 : i64} {
+  // expected-error @+1 {{'spmd.reduce_scatter' op input 'tensor<3x5xf32>' must have a leading axis of size 2 (the size of axis 'batch')}}
+  %y = spmd.reduce_scatter %x {axis_name = "batch"} : (tensor<3x5xf32>) -> tensor<5xf32>
+  return %y : tensor<5xf32>
+}
+
+// -----
+
+func.func @reduction(%x: tensor<3xf32>) -> tensor<3xf32>
+    attributes {spmd.axis_name = "batch", spmd.axis_size = 2 : i64} {
+  // expected-error @+2 {{spmd.all_reduce: reduction must be sum, mean, max or min, got 'prod'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %y = spmd.all_reduce %x {axis_name = "batch", reduction = "prod"} : (tensor<3xf32>) -> tensor<3xf32>
+  return %y : tensor<3xf32>
+}
+
+// -----
+
+func.func @mixed_types(%x: tensor<3xf32>, %y: tensor<3xf64>) -> (tensor<3xf32>, tensor<3xf64>)
+    attributes {spmd.axis_name = "batch", spmd.axis_size = 2 : i64} {
+  // expected-error @+2 {{spmd.all_reduce: every operand has element type f64 but must match f32}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %a, %b = spmd.all_reduce %x, %y {axis_name = "batch", reduction = "sum"} : (tensor<3xf32>, tensor<3xf64>) -> (tensor<3xf32>, tensor<3xf64>)
+  return %a, %b : tensor<3xf32>, tensor<3xf64>
+}
