@@ -1,0 +1,151 @@
+// The in-process communicator and the collective kernels on N threads: the CPU kernels
+// (slice-per-rank reduction) against the reference kernels (all-gather, then reduce locally) on
+// random data, bit-identical results on every replica, a collective that times out naming the
+// missing replicas, and an abort that wakes every waiting replica at once.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "TestUtil.h"
+#include "runtime/InProcessCommunicator.h"
+#include "runtime/cpu/CpuDevice.h"
+
+namespace spmd::runtime {
+namespace {
+
+using spmd::testing::randomArray;
+
+// Runs fn(rank) on n threads and returns when all are done.
+template <typename Fn>
+void onReplicas(int n, Fn fn) {
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) threads.emplace_back([&, r] { fn(r); });
+  for (std::thread& t : threads) t.join();
+}
+
+struct CollectiveCase {
+  std::string op;
+  std::map<std::string, Attr> attrs;
+  std::vector<Shape> inputs, outputs;  // one replica's
+};
+
+// Every replica runs `table`'s kernel for `c` on its own random inputs; returns outputs[r][i].
+std::vector<std::vector<Array>> runCollective(const KernelTable& table, const CollectiveCase& c,
+                                              int n, DType dtype) {
+  auto group = std::make_shared<InProcessGroup>(n, std::chrono::seconds(30));
+  std::vector<std::vector<Array>> outputs(n);
+  onReplicas(n, [&](int r) {
+    InProcessCommunicator comm(group, r);
+    Step step{c.op, {}, {}, c.attrs, "CommunicatorTest"};
+    std::vector<Array> ins;
+    std::vector<TensorView> in, out;
+    for (size_t i = 0; i < c.inputs.size(); ++i)
+      ins.push_back(randomArray(dtype, c.inputs[i], 1000 * r + i));
+    for (const Array& a : ins) in.push_back({a.data(), a.dtype, a.shape});
+    for (const Shape& s : c.outputs) outputs[r].push_back(Array::zeros(dtype, s));
+    for (Array& a : outputs[r]) out.push_back({a.data(), a.dtype, a.shape});
+    std::shared_ptr<void> cache;
+    KernelCall call{step, in, out, cache, &comm};
+    table.at(c.op)(call);
+    table.at(c.op)(call);  // again, with the kernel's cached staging buffer
+  });
+  return outputs;
+}
+
+TEST(CommunicatorTest, CpuCollectivesMatchReferenceAndAgreeBitwiseAcrossReplicas) {
+  std::vector<CollectiveCase> cases;
+  for (const char* reduction : {"sum", "mean", "max", "min"})
+    cases.push_back({"all_reduce", {{"axis_name", std::string("batch")}, {"reduction", std::string(reduction)}},
+                     {{7, 3}}, {{7, 3}}});
+  // A combined all_reduce over three tensors (one flat buffer).
+  cases.push_back({"all_reduce", {{"axis_name", std::string("batch")}, {"reduction", std::string("mean")}},
+                   {{5}, {2, 3}, {1}}, {{5}, {2, 3}, {1}}});
+  for (int n : {1, 2, 3, 5}) {
+    for (DType dtype : {DType::f32, DType::f64}) {
+      std::vector<CollectiveCase> all = cases;
+      all.push_back({"all_gather", {{"axis_name", std::string("batch")}, {"axis_size", int64_t(n)}},
+                     {{4, 2}}, {{n, 4, 2}}});
+      all.push_back({"reduce_scatter", {{"axis_name", std::string("batch")}}, {{n, 3}}, {{3}}});
+      for (const CollectiveCase& c : all) {
+        SCOPED_TRACE(c.op + " on " + std::to_string(n) + " replicas");
+        auto cpu = runCollective(cpuKernels(), c, n, dtype);
+        auto reference = runCollective(referenceKernels(), c, n, dtype);
+        for (int r = 0; r < n; ++r)
+          for (size_t i = 0; i < cpu[r].size(); ++i)
+            spmd::testing::expectClose(cpu[r][i], reference[r][i], 0, 0, "replica " + std::to_string(r));
+        if (c.op == "all_reduce" || c.op == "all_gather")  // replicated results: same bits everywhere
+          for (int r = 1; r < n; ++r)
+            for (size_t i = 0; i < cpu[r].size(); ++i)
+              EXPECT_EQ(std::memcmp(cpu[r][i].data(), cpu[0][i].data(), cpu[0][i].bytes()), 0);
+      }
+    }
+  }
+}
+
+TEST(CommunicatorTest, AxisIndexIsTheRank) {
+  for (const KernelTable* table : {&cpuKernels(), &referenceKernels()}) {
+    auto group = std::make_shared<InProcessGroup>(3, std::chrono::seconds(30));
+    std::vector<int32_t> seen(3, -1);
+    onReplicas(3, [&](int r) {
+      InProcessCommunicator comm(group, r);
+      Step step{"axis_index", {}, {}, {{"axis_name", std::string("batch")}}, "CommunicatorTest"};
+      Array out = Array::zeros(DType::i32, {});
+      std::vector<TensorView> in, outs{{out.data(), out.dtype, out.shape}};
+      std::shared_ptr<void> cache;
+      KernelCall call{step, in, outs, cache, &comm};
+      table->at("axis_index")(call);
+      seen[r] = out.values<int32_t>()[0];
+    });
+    EXPECT_EQ(seen, (std::vector<int32_t>{0, 1, 2}));
+  }
+}
+
+TEST(CommunicatorTest, ACollectiveThatNobodyJoinsTimesOutNamingTheMissingReplicas) {
+  auto group = std::make_shared<InProcessGroup>(3, std::chrono::milliseconds(200));
+  InProcessCommunicator comm(group, 0);
+  float data[2] = {1, 2};
+  auto start = std::chrono::steady_clock::now();
+  try {
+    comm.allReduce(data, DType::f32, 2, Reduction::Sum, "all_reduce at model.cpp:12");
+    ADD_FAILURE() << "expected a timeout";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "all_reduce at model.cpp:12 timed out after 0.2000 s on replica 0: replica(s) 1, 2 "
+              "never reached it (stuck, or running a different sequence of collectives); raise "
+              "the limit with SPMD_COLLECTIVE_TIMEOUT=<seconds> if a step is legitimately that slow");
+  }
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_GE(seconds, 0.2);
+  EXPECT_LT(seconds, 5.0);
+}
+
+TEST(CommunicatorTest, AbortWakesEveryWaitingReplicaAtOnce) {
+  auto group = std::make_shared<InProcessGroup>(4, std::chrono::seconds(60));
+  std::vector<std::string> errors(4);
+  auto start = std::chrono::steady_clock::now();
+  onReplicas(4, [&](int r) {
+    InProcessCommunicator comm(group, r);
+    float data = 1;
+    if (r == 3) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      comm.abort("replica 3 failed: boom");
+      return;
+    }
+    try {
+      comm.allReduce(&data, DType::f32, 1, Reduction::Sum, "all_reduce at step.cpp:7");
+    } catch (const ReplicaAborted& e) {
+      errors[r] = e.what();
+    }
+  });
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 5.0);
+  for (int r = 0; r < 3; ++r)
+    EXPECT_EQ(errors[r], "replica " + std::to_string(r) +
+                             " stopped in all_reduce at step.cpp:7 because the group failed: "
+                             "replica 3 failed: boom");
+  EXPECT_EQ(group->failure(), "replica 3 failed: boom");
+}
+
+}  // namespace
+}  // namespace spmd::runtime
