@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# ThreadSanitizer run of the SPMD tests (replica threads, communicator, pmap): builds the unit
+# tests with -fsanitize=thread into build-tsan/ (BUILD_DIR overrides) and runs the SPMD suites.
+# OpenMP is pinned to one thread per process: libgomp is not TSan-instrumented, so its own
+# barriers would be reported as races; the replica threads are ours and fully instrumented.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${BUILD_DIR:-$root/build-tsan}
+if [[ ! -f $build/build.ninja ]]; then
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_CXX_FLAGS="-fsanitize=thread" -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=thread" \
+    -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=thread"
+fi
+cmake --build "$build" --target spmd_unit_tests --parallel "${JOBS:-$(nproc)}"
+export OMP_NUM_THREADS=1 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 ${TSAN_OPTIONS:-}"
+"$build/tests/spmd_unit_tests" \
+  --gtest_filter='Pmap*:SpmdEquivalence*:Communicator*:CollectiveGradCheck*'
+echo "ThreadSanitizer: SPMD tests clean"
