@@ -129,6 +129,42 @@ TEST(PmapTest, InsertedPmeanAveragesLossAndGradientOverReplicas) {
   EXPECT_NEAR(values<double>(loss)[0], expected, 1e-15);
 }
 
+TEST(PmapTest, AdamSeesAveragedGradients) {
+  // A linear classifier without BN: the mean loss over the global batch equals the mean of the
+  // shards' mean losses, so 2 Adam steps on cpu:4 (split batch) must equal 2 Adam steps on one
+  // device over the whole batch. Adam is nonlinear in the gradient: a pmean placed after the
+  // update instead of on the gradient would not match.
+  optim::Adam adam({.learningRate = 0.05});
+  auto loss = [](const Tree& p, const Tensor& x, const Tensor& y) {
+    return mean(softmaxCrossEntropy(matmul(x, p.at("w"), p.at("b")), y), {0});
+  };
+  auto body = [&](const Tree& p, const Tree& s, const Tensor& x, const Tensor& y) {
+    auto [l, g] = value_and_grad([&](const Tree& q) { return loss(q, x, y); })(p);
+    auto [np, ns] = adam.update(p, g, s);
+    return std::tuple{np, ns, l};
+  };
+  auto spmdStep = pmap(body, {.inAxes = {replicated, replicated, split, split}, .devices = "cpu:4"});
+  auto oneDevice = jit(body);
+  Tree params;
+  params.set("w", randomArray(DType::f64, {6, 5}, 1));
+  params.set("b", randomArray(DType::f64, {5}, 2));
+  Tree state = adam.init(params);
+  Array x = randomArray(DType::f64, {16, 6}, 3);
+  std::vector<int32_t> labels(16);
+  for (int i = 0; i < 16; ++i) labels[i] = (i * 3) % 5;
+  Array y = Array::of<int32_t>({16}, labels);
+  Tree p1 = params, s1 = state, p2 = params, s2 = state;
+  for (int step = 0; step < 2; ++step) {
+    auto [np1, ns1, l1] = spmdStep(p1, s1, x, y);
+    auto [np2, ns2, l2] = oneDevice(p2, s2, x, y);
+    p1 = np1, s1 = ns1, p2 = np2, s2 = ns2;
+    EXPECT_NEAR(values<double>(l1)[0], values<double>(l2)[0], 1e-14);
+  }
+  for (const char* name : {"w", "b"})
+    for (size_t i = 0; i < values<double>(p2.at(name)).size(); ++i)
+      EXPECT_NEAR(values<double>(p1.at(name))[i], values<double>(p2.at(name))[i], 1e-13) << name << i;
+}
+
 TEST(PmapTest, RecompilesOnlyForANewSignatureAndSaysWhy) {
   auto f = pmap([](const Tensor& x) { return pmean(sum(x, {0}), "batch"); },
                 {.inAxes = {spmd::split}, .devices = "cpu:2"});
