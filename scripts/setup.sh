@@ -7,7 +7,7 @@ packages=(
   cmake ninja-build ccache g++ pkg-config
   llvm-19-dev libmlir-19-dev mlir-19-tools llvm-19-tools libzstd-dev
   libdnnl-dev zlib1g-dev libgtest-dev libgmock-dev libbenchmark-dev
-  dataset-fashion-mnist python3 python3-torch
+  nlohmann-json3-dev gnuplot-nox dataset-fashion-mnist python3 python3-torch
 )
 
 missing=()

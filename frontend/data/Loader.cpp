@@ -1,0 +1,82 @@
+// epochOrder and the prefetch thread.
+#include "frontend/data/Loader.h"
+
+#include <chrono>
+#include <cstring>
+#include <random>
+
+namespace spmd::data {
+
+std::vector<int64_t> epochOrder(int64_t n, uint64_t seed, int64_t epoch) {
+  std::vector<int64_t> order(n);
+  for (int64_t i = 0; i < n; ++i) order[i] = i;
+  std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(epoch) + 1);
+  for (int64_t i = n - 1; i > 0; --i) std::swap(order[i], order[rng() % static_cast<uint64_t>(i + 1)]);
+  return order;
+}
+
+Prefetcher::Prefetcher(const Dataset& data, int64_t batch, uint64_t seed, int64_t epoch,
+                       int64_t first, int depth)
+    : data_(data), batch_(batch), count_(batch > 0 ? data.size() / batch : 0),
+      order_(epochOrder(data.size(), seed, epoch)), produced_(first), consumed_(first),
+      depth_(std::max(1, depth)) {
+  if (batch <= 0) throw Error("batch size must be positive, got " + std::to_string(batch));
+  if (count_ == 0)
+    throw Error("batch size " + std::to_string(batch) + " is larger than the data set (" +
+                std::to_string(data.size()) + " examples); use a smaller batch or more data");
+  if (first < 0 || first > count_)
+    throw Error("cannot start at batch " + std::to_string(first) + " of an epoch with " +
+                std::to_string(count_) + " batches");
+  thread_ = std::thread([this] { produce(); });
+}
+
+Prefetcher::~Prefetcher() {
+  {
+    std::lock_guard lock(mutex_);
+    stop_ = true;
+  }
+  space_.notify_all();
+  thread_.join();
+}
+
+void Prefetcher::produce() {
+  const int64_t rowImage = data_.images.numel() / std::max<int64_t>(1, data_.size());
+  for (;;) {
+    int64_t index;
+    {
+      std::unique_lock lock(mutex_);
+      space_.wait(lock, [&] { return stop_ || static_cast<int>(queue_.size()) < depth_; });
+      if (stop_ || produced_ >= count_) return;
+      index = produced_++;
+    }
+    Batch b{Array::zeros(DType::f32, {batch_, 1, 28, 28}), Array::zeros(DType::i32, {batch_}), index};
+    const float* images = data_.images.values<float>().data();
+    const int32_t* labels = data_.labels.values<int32_t>().data();
+    for (int64_t r = 0; r < batch_; ++r) {
+      int64_t row = order_[index * batch_ + r];
+      std::memcpy(b.images.values<float>().data() + r * rowImage, images + row * rowImage,
+                  rowImage * sizeof(float));
+      b.labels.values<int32_t>()[r] = labels[row];
+    }
+    {
+      std::lock_guard lock(mutex_);
+      queue_.push_back(std::move(b));
+    }
+    ready_.notify_one();
+  }
+}
+
+std::optional<Batch> Prefetcher::next() {
+  std::unique_lock lock(mutex_);
+  if (consumed_ >= count_) return std::nullopt;
+  auto start = std::chrono::steady_clock::now();
+  ready_.wait(lock, [&] { return !queue_.empty(); });
+  waited_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  Batch b = std::move(queue_.front());
+  queue_.pop_front();
+  ++consumed_;
+  space_.notify_one();
+  return b;
+}
+
+}  // namespace spmd::data

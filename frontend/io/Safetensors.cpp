@@ -1,0 +1,150 @@
+// safetensors read/write with nlohmann::json for the header; POSIX calls for the atomic write.
+#include "frontend/io/Safetensors.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+namespace spmd::io {
+namespace {
+
+const char* codeOf(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return "F32";
+    case DType::f64: return "F64";
+    case DType::i32: return "I32";
+  }
+  return "";
+}
+
+std::string fail(const std::string& path, const std::string& what) {
+  return path + ": not a valid safetensors checkpoint: " + what;
+}
+
+void writeAll(int fd, const void* data, size_t bytes, const std::string& path) {
+  const char* p = static_cast<const char*>(data);
+  while (bytes > 0) {
+    ssize_t n = ::write(fd, p, bytes);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) throw Error(path + ": write failed: " + std::strerror(errno));
+    p += n;
+    bytes -= static_cast<size_t>(n);
+  }
+}
+
+}  // namespace
+
+void saveSafetensors(const std::string& path, const Checkpoint& checkpoint) {
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  if (!checkpoint.metadata.empty()) header["__metadata__"] = checkpoint.metadata;
+  size_t offset = 0;
+  for (const auto& [name, array] : checkpoint.tensors) {
+    header[name] = {{"dtype", codeOf(array.dtype)},
+                    {"shape", array.shape},
+                    {"data_offsets", {offset, offset + array.bytes()}}};
+    offset += array.bytes();
+  }
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');  // data starts 8-byte aligned
+  uint64_t length = text.size();  // little-endian on every platform we build for
+
+  std::filesystem::path target(path);
+  std::filesystem::path dir = target.parent_path().empty() ? "." : target.parent_path();
+  std::string temp = (dir / ("." + target.filename().string() + ".tmp")).string();
+  int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw Error(temp + ": cannot create: " + std::strerror(errno));
+  try {
+    writeAll(fd, &length, sizeof length, temp);
+    writeAll(fd, text.data(), text.size(), temp);
+    for (const auto& [name, array] : checkpoint.tensors) writeAll(fd, array.data(), array.bytes(), temp);
+    if (::fsync(fd) != 0) throw Error(temp + ": fsync failed: " + std::strerror(errno));
+  } catch (...) {
+    ::close(fd);
+    ::unlink(temp.c_str());
+    throw;
+  }
+  ::close(fd);
+  if (::rename(temp.c_str(), path.c_str()) != 0) {
+    std::string why = std::strerror(errno);
+    ::unlink(temp.c_str());
+    throw Error(path + ": cannot replace with the new checkpoint: " + why);
+  }
+  int dirfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dirfd >= 0) {
+    ::fsync(dirfd);
+    ::close(dirfd);
+  }
+}
+
+Checkpoint loadSafetensors(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(path + ": cannot open checkpoint (" + std::strerror(errno) + ")");
+  in.seekg(0, std::ios::end);
+  const uint64_t size = static_cast<uint64_t>(in.tellg());
+  in.seekg(0);
+  uint64_t length = 0;
+  if (size < 8 || !in.read(reinterpret_cast<char*>(&length), 8))
+    throw Error(fail(path, "the file has " + std::to_string(size) + " bytes, fewer than the 8-byte header length"));
+  if (length > size - 8 || length > (100u << 20))
+    throw Error(fail(path, "the header length " + std::to_string(length) + " exceeds the file (" +
+                               std::to_string(size) + " bytes): truncated or not safetensors"));
+  std::string text(length, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(length));
+  nlohmann::json header;
+  try {
+    header = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(fail(path, std::string("the header is not valid JSON (") + e.what() + ")"));
+  }
+  if (!header.is_object()) throw Error(fail(path, "the header is not a JSON object"));
+  const uint64_t dataBytes = size - 8 - length;
+  Checkpoint checkpoint;
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;
+  for (auto& [name, entry] : header.items()) {
+    if (name == "__metadata__") {
+      if (!entry.is_object()) throw Error(fail(path, "__metadata__ is not an object"));
+      for (auto& [key, value] : entry.items()) {
+        if (!value.is_string()) throw Error(fail(path, "metadata '" + key + "' is not a string"));
+        checkpoint.metadata[key] = value.get<std::string>();
+      }
+      continue;
+    }
+    try {
+      std::string code = entry.at("dtype").get<std::string>();
+      DType dtype = code == "F32" ? DType::f32 : code == "F64" ? DType::f64 : code == "I32" ? DType::i32
+                  : throw Error(fail(path, "tensor '" + name + "' has dtype " + code +
+                                               "; spmd reads F32, F64 and I32"));
+      Shape shape = entry.at("shape").get<Shape>();
+      auto offsets = entry.at("data_offsets").get<std::vector<uint64_t>>();
+      for (int64_t d : shape)
+        if (d < 0) throw Error(fail(path, "tensor '" + name + "' has a negative dimension"));
+      if (offsets.size() != 2 || offsets[0] > offsets[1] || offsets[1] > dataBytes)
+        throw Error(fail(path, "tensor '" + name + "' has data_offsets outside the " +
+                                   std::to_string(dataBytes) + " data bytes (truncated file?)"));
+      Array array = Array::zeros(dtype, shape);
+      if (offsets[1] - offsets[0] != array.bytes())
+        throw Error(fail(path, "tensor '" + name + "' is " + shapeString(shape) + " " + code + " (" +
+                                   std::to_string(array.bytes()) + " bytes) but its range holds " +
+                                   std::to_string(offsets[1] - offsets[0])));
+      in.seekg(static_cast<std::streamoff>(8 + length + offsets[0]));
+      if (!in.read(reinterpret_cast<char*>(array.data()), static_cast<std::streamsize>(array.bytes())))
+        throw Error(fail(path, "tensor '" + name + "' could not be read"));
+      ranges.emplace_back(offsets[0], offsets[1]);
+      checkpoint.tensors[name] = std::move(array);
+    } catch (const nlohmann::json::exception& e) {
+      throw Error(fail(path, "tensor '" + name + "' entry is malformed (" + e.what() + ")"));
+    }
+  }
+  std::sort(ranges.begin(), ranges.end());
+  for (size_t i = 1; i < ranges.size(); ++i)
+    if (ranges[i].first < ranges[i - 1].second) throw Error(fail(path, "two tensors' byte ranges overlap"));
+  return checkpoint;
+}
+
+}  // namespace spmd::io

@@ -1,0 +1,115 @@
+// parseFlags: one flag per branch, each value checked.
+#include "Flags.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <map>
+
+#include "runtime/Error.h"
+
+namespace sample {
+namespace {
+
+const char* kUsage = R"(usage: resnet18_fashion_mnist [flags]
+Trains ResNet-18 on Fashion-MNIST data-parallel (spmd::pmap) and evaluates it every epoch.
+
+  --devices LIST      cpu:N emulated devices (default $SPMD_DEVICES, else cpu:2)
+  --epochs N          epochs to train (default 3)
+  --batch N           global batch, split over the devices (default 128)
+  --lr X              learning rate (default 0.05)
+  --momentum X        SGD momentum (default 0.9)
+  --weight-decay X    L2 weight decay (default 5e-4)
+  --optimizer NAME    sgd or adam (default sgd)
+  --bn MODE           replica: BatchNorm statistics per device (default, as DDP);
+                      cross: over all devices (SyncBatchNorm)
+  --width N           channels of the first stage; 64 is the seeds' full model (default 16)
+  --train-limit N     use the first N training images (default 0: all 60,000)
+  --test-limit N      use the first N test images (default 0: all 10,000)
+  --eval-batch N      test batch (default 500)
+  --seed N            initialization and shuffling seed (default 0)
+  --out DIR           metrics.csv, metrics.png, checkpoint.safetensors (default runs/fashion_mnist)
+  --resume PATH       continue from a checkpoint file or an --out directory
+  --max-steps N       stop after N steps in all, writing a checkpoint (default 0: no limit)
+  --data-dir DIR      the Fashion-MNIST *-ubyte.gz files (default $SPMD_FASHION_MNIST_DIR,
+                      else /usr/share/datasets/fashion-mnist)
+  --no-plot           do not draw metrics.png
+  --help              this text
+The last incomplete training batch of each epoch is dropped (every step has one shape).
+)";
+
+int64_t integer(const std::string& flag, const std::string& text, int64_t min) {
+  char* end = nullptr;
+  long long v = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end || v < min)
+    throw spmd::Error(flag + " needs a whole number >= " + std::to_string(min) + ", got '" + text + "'");
+  return v;
+}
+
+double real(const std::string& flag, const std::string& text, double min) {
+  char* end = nullptr;
+  double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end || !(v >= min))
+    throw spmd::Error(flag + " needs a number >= " + std::to_string(min) + ", got '" + text + "'");
+  return v;
+}
+
+std::string oneOf(const std::string& flag, const std::string& text, const char* a, const char* b) {
+  if (text != a && text != b)
+    throw spmd::Error(flag + " must be " + a + " or " + b + ", got '" + text + "'");
+  return text;
+}
+
+}  // namespace
+
+Flags parseFlags(int argc, char** argv) {
+  Flags f;
+  using Setter = std::function<void(const std::string&)>;
+  const std::map<std::string, Setter> valued = {
+      {"--devices", [&](const std::string& v) { f.devices = v; }},
+      {"--epochs", [&](const std::string& v) { f.epochs = integer("--epochs", v, 1); }},
+      {"--batch", [&](const std::string& v) { f.batch = integer("--batch", v, 1); }},
+      {"--lr", [&](const std::string& v) { f.lr = real("--lr", v, 0); }},
+      {"--momentum", [&](const std::string& v) { f.momentum = real("--momentum", v, 0); }},
+      {"--weight-decay", [&](const std::string& v) { f.weightDecay = real("--weight-decay", v, 0); }},
+      {"--optimizer", [&](const std::string& v) { f.optimizer = oneOf("--optimizer", v, "sgd", "adam"); }},
+      {"--bn", [&](const std::string& v) { f.bn = oneOf("--bn", v, "replica", "cross"); }},
+      {"--width", [&](const std::string& v) { f.width = integer("--width", v, 1); }},
+      {"--train-limit", [&](const std::string& v) { f.trainLimit = integer("--train-limit", v, 0); }},
+      {"--test-limit", [&](const std::string& v) { f.testLimit = integer("--test-limit", v, 0); }},
+      {"--eval-batch", [&](const std::string& v) { f.evalBatch = integer("--eval-batch", v, 1); }},
+      {"--seed", [&](const std::string& v) { f.seed = static_cast<uint64_t>(integer("--seed", v, 0)); }},
+      {"--out", [&](const std::string& v) { f.out = v; }},
+      {"--resume", [&](const std::string& v) { f.resume = v; }},
+      {"--max-steps", [&](const std::string& v) { f.maxSteps = integer("--max-steps", v, 0); }},
+      {"--data-dir", [&](const std::string& v) { f.dataDir = v; }},
+  };
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i], value;
+    if (arg == "--help" || arg == "-h") {
+      std::fputs(kUsage, stdout);
+      std::exit(0);
+    }
+    if (arg == "--no-plot") {
+      f.plot = false;
+      continue;
+    }
+    if (size_t eq = arg.find('='); eq != std::string::npos && arg.rfind("--", 0) == 0) {
+      value = arg.substr(eq + 1);
+      arg = arg.substr(0, eq);
+    } else if (valued.count(arg)) {
+      if (i + 1 >= argc) throw spmd::Error(arg + " needs a value (see --help)");
+      value = argv[++i];
+    }
+    auto it = valued.find(arg);
+    if (it == valued.end()) throw spmd::Error("unknown flag '" + arg + "' (see --help)");
+    it->second(value);
+  }
+  if (f.devices.empty()) {
+    const char* env = std::getenv("SPMD_DEVICES");
+    f.devices = env && *env ? env : "cpu:2";
+  }
+  return f;
+}
+
+}  // namespace sample

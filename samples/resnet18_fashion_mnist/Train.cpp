@@ -1,0 +1,271 @@
+// train(): one pmap'ed training step (forward, loss, backward, optimizer, new BN statistics;
+// the compiler averages gradients, loss and statistics over devices) and one pmap'ed evaluation
+// step (BN in inference form), driven by a prefetching loader, with per-epoch metrics and an
+// atomic safetensors checkpoint after every epoch (and when --max-steps stops the run).
+#include "Train.h"
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "Report.h"
+#include "frontend/data/Loader.h"
+#include "frontend/io/Safetensors.h"
+#include "frontend/spmd.h"
+
+namespace sample {
+namespace {
+
+using spmd::Array;
+using spmd::Tensor;
+using spmd::Tree;
+
+constexpr const char* kFormat = "spmd-fashion-mnist-1";
+
+// Where the training loop is: the next epoch (0-based) and batch to run, steps taken, and the
+// running sums of the epoch in progress.
+struct Position {
+  int64_t epoch = 0, batch = 0, step = 0;
+  double lossSum = 0, seconds = 0, dataWait = 0;
+  int64_t correct = 0, seen = 0, batches = 0;
+  std::string csv;  // metrics rows of finished epochs
+};
+
+// The flags a checkpoint must agree with to continue the same run.
+std::map<std::string, std::string> runIdentity(const Flags& f) {
+  auto num = [](double v) {
+    std::ostringstream s;
+    s.precision(17);
+    s << v;
+    return s.str();
+  };
+  return {{"width", std::to_string(f.width)},       {"bn", f.bn},
+          {"optimizer", f.optimizer},               {"batch", std::to_string(f.batch)},
+          {"seed", std::to_string(f.seed)},         {"lr", num(f.lr)},
+          {"momentum", num(f.momentum)},            {"weight_decay", num(f.weightDecay)},
+          {"train_limit", std::to_string(f.trainLimit)}};
+}
+
+void addTree(spmd::io::Checkpoint& c, const std::string& prefix, const Tree& tree) {
+  for (const auto& [name, t] : tree) c.tensors[prefix + name] = t.array();
+}
+
+// The tree `like` with every leaf read from the checkpoint, checking names, dtypes and shapes.
+Tree readTree(const spmd::io::Checkpoint& c, const std::string& prefix, const Tree& like,
+              const std::string& path) {
+  Tree out;
+  for (const auto& [name, t] : like) {
+    auto it = c.tensors.find(prefix + name);
+    if (it == c.tensors.end())
+      throw spmd::Error(path + ": checkpoint has no tensor '" + prefix + name +
+                        "' (was it written with another --width or --optimizer?)");
+    if (it->second.dtype != t.dtype() || it->second.shape != t.shape())
+      throw spmd::Error(path + ": tensor '" + prefix + name + "' is " +
+                        Tensor(it->second).typeString() + " but the model needs " + t.typeString() +
+                        " (was it written with another --width?)");
+    out.set(name, it->second);
+  }
+  return out;
+}
+
+void saveCheckpoint(const std::string& path, const Flags& f, const Tree& params, const Tree& state,
+                    const Tree& opt, const Position& at) {
+  spmd::io::Checkpoint c;
+  addTree(c, "params.", params);
+  addTree(c, "state.", state);
+  addTree(c, "opt.", opt);
+  c.metadata = runIdentity(f);
+  auto num = [](double v) {
+    std::ostringstream s;
+    s.precision(17);
+    s << v;
+    return s.str();
+  };
+  c.metadata.insert({{"format", kFormat}, {"devices", f.devices},
+                     {"epoch", std::to_string(at.epoch)}, {"batch_in_epoch", std::to_string(at.batch)},
+                     {"step", std::to_string(at.step)}, {"epoch_loss_sum", num(at.lossSum)},
+                     {"epoch_correct", std::to_string(at.correct)}, {"epoch_seen", std::to_string(at.seen)},
+                     {"epoch_batches", std::to_string(at.batches)}, {"epoch_seconds", num(at.seconds)},
+                     {"epoch_data_wait", num(at.dataWait)}, {"metrics_csv", at.csv}});
+  spmd::io::saveSafetensors(path, c);
+}
+
+int64_t metaInt(const spmd::io::Checkpoint& c, const std::string& key, const std::string& path) {
+  auto it = c.metadata.find(key);
+  if (it == c.metadata.end()) throw spmd::Error(path + ": checkpoint metadata has no '" + key + "'");
+  try {
+    return std::stoll(it->second);
+  } catch (...) {
+    throw spmd::Error(path + ": checkpoint metadata '" + key + "' is not a number: '" + it->second + "'");
+  }
+}
+
+double fraction(int64_t part, int64_t whole) { return whole ? double(part) / double(whole) : 0.0; }
+
+}  // namespace
+
+double train(const Flags& f) {
+  std::filesystem::create_directories(f.out);
+  const std::string dataDir = f.dataDir.empty() ? spmd::data::defaultFashionMnistDir() : f.dataDir;
+  spmd::data::Dataset trainSet = spmd::data::loadFashionMnist("train", f.trainLimit, dataDir);
+  spmd::data::Dataset testSet = spmd::data::loadFashionMnist("test", f.testLimit, dataDir);
+
+  auto model = spmd::models::resnet18(
+      {.inChannels = 1, .numClasses = 10, .width = f.width, .bnAxisName = f.bn == "cross" ? "batch" : ""});
+  auto [params, state] = model->initialize(f.seed);
+  spmd::optim::Sgd sgd({.learningRate = f.lr, .momentum = f.momentum, .weightDecay = f.weightDecay});
+  spmd::optim::Adam adam({.learningRate = f.lr, .weightDecay = f.weightDecay});
+  Tree opt = f.optimizer == "adam" ? adam.init(params) : sgd.init(params);
+
+  Position at;
+  if (!f.resume.empty()) {
+    std::string path = f.resume;
+    if (std::filesystem::is_directory(path)) path = (std::filesystem::path(path) / "checkpoint.safetensors").string();
+    spmd::io::Checkpoint c = spmd::io::loadSafetensors(path);
+    if (c.metadata["format"] != kFormat)
+      throw spmd::Error(path + ": not a checkpoint of this sample (format '" + c.metadata["format"] +
+                        "', expected '" + kFormat + "')");
+    for (const auto& [key, value] : runIdentity(f))
+      if (c.metadata[key] != value)
+        throw spmd::Error(path + ": the checkpoint was trained with --" + key + " " + c.metadata[key] +
+                          " but this run has " + value + "; pass the same flags to resume it");
+    params = readTree(c, "params.", params, path);
+    state = readTree(c, "state.", state, path);
+    opt = readTree(c, "opt.", opt, path);
+    at.epoch = metaInt(c, "epoch", path);
+    at.batch = metaInt(c, "batch_in_epoch", path);
+    at.step = metaInt(c, "step", path);
+    at.correct = metaInt(c, "epoch_correct", path);
+    at.seen = metaInt(c, "epoch_seen", path);
+    at.batches = metaInt(c, "epoch_batches", path);
+    at.lossSum = std::stod(c.metadata["epoch_loss_sum"]);
+    at.seconds = std::stod(c.metadata["epoch_seconds"]);
+    at.dataWait = std::stod(c.metadata["epoch_data_wait"]);
+    at.csv = c.metadata["metrics_csv"];
+    if (c.metadata["devices"] != f.devices)
+      std::printf("note: the checkpoint ran on %s, this run on %s: training continues, but not "
+                  "bit for bit as it would have\n", c.metadata["devices"].c_str(), f.devices.c_str());
+    std::printf("resumed %s at epoch %lld, batch %lld (step %lld)\n", path.c_str(),
+                static_cast<long long>(at.epoch + 1), static_cast<long long>(at.batch),
+                static_cast<long long>(at.step));
+  }
+
+  auto step = spmd::pmap(
+      [&](const Tree& p, const Tree& o, const Tree& s, const Tensor& x, const Tensor& y) {
+        auto [loss, grads, aux] = spmd::value_and_grad(
+            [&](const Tree& q) {
+              auto [logits, newState] = model->apply(q, s, x, /*training=*/true);
+              return std::pair{spmd::mean(spmd::softmaxCrossEntropy(logits, y), {0}),
+                               std::pair{newState, spmd::argmax(logits, 1)}};
+            },
+            spmd::has_aux)(p);
+        auto [newParams, newOpt] = f.optimizer == "adam" ? adam.update(p, grads, o) : sgd.update(p, grads, o);
+        return std::tuple{newParams, newOpt, aux.first, loss, aux.second};
+      },
+      {.inAxes = {spmd::replicated, spmd::replicated, spmd::replicated, spmd::split, spmd::split},
+       .outAxes = {spmd::replicated, spmd::replicated, spmd::replicated, spmd::replicated, spmd::split},
+       .devices = f.devices, .name = "train_step"});
+  auto evaluate = spmd::pmap(
+      [&](const Tree& p, const Tree& s, const Tensor& x, const Tensor& y) {
+        Tensor logits = model->apply(p, s, x, /*training=*/false).first;
+        return std::tuple{spmd::softmaxCrossEntropy(logits, y), spmd::argmax(logits, 1)};
+      },
+      {.inAxes = {spmd::replicated, spmd::replicated, spmd::split, spmd::split},
+       .outAxes = {spmd::split, spmd::split}, .devices = f.devices, .name = "eval_step"});
+  const int64_t devices = step.deviceCount();
+  if (f.batch % devices != 0)
+    throw spmd::Error("--batch " + std::to_string(f.batch) + " does not split over " +
+                      std::to_string(devices) + " devices (" + f.devices + "); use a multiple of " +
+                      std::to_string(devices));
+  const int64_t evalBatch = (f.evalBatch + devices - 1) / devices * devices;
+
+  // Test loss and accuracy over the whole test set; the last batch is padded with row 0 and the
+  // padding ignored.
+  auto test = [&]() {
+    double lossSum = 0;
+    int64_t correct = 0;
+    for (int64_t start = 0; start < testSet.size(); start += evalBatch) {
+      int64_t rows = std::min(evalBatch, testSet.size() - start);
+      Array x = Array::zeros(spmd::DType::f32, {evalBatch, 1, 28, 28});
+      Array y = Array::zeros(spmd::DType::i32, {evalBatch});
+      size_t imageBytes = 28 * 28 * sizeof(float);
+      std::memcpy(x.data(), testSet.images.data() + start * imageBytes, rows * imageBytes);
+      std::memcpy(y.data(), testSet.labels.data() + start * sizeof(int32_t), rows * sizeof(int32_t));
+      auto [losses, predictions] = evaluate(params, state, x, y);
+      for (int64_t r = 0; r < rows; ++r) {
+        lossSum += losses.array().values<float>()[r];
+        correct += predictions.array().values<int32_t>()[r] == y.values<int32_t>()[r];
+      }
+    }
+    return std::pair{lossSum / double(testSet.size()), fraction(correct, testSet.size())};
+  };
+
+  std::printf("ResNet-18 width %lld (%lld parameters) on Fashion-MNIST: %lld train / %lld test "
+              "images, %s, global batch %lld (%lld per device), %s lr %g, BatchNorm %s\n",
+              static_cast<long long>(f.width), static_cast<long long>(params.numElements()),
+              static_cast<long long>(trainSet.size()), static_cast<long long>(testSet.size()),
+              f.devices.c_str(), static_cast<long long>(f.batch),
+              static_cast<long long>(f.batch / devices), f.optimizer.c_str(), f.lr,
+              f.bn == "cross" ? "cross-replica" : "per replica");
+  const std::string checkpoint = (std::filesystem::path(f.out) / "checkpoint.safetensors").string();
+  const std::string csvPath = (std::filesystem::path(f.out) / "metrics.csv").string();
+  const std::string pngPath = (std::filesystem::path(f.out) / "metrics.png").string();
+  double lastAccuracy = 0;
+  for (; at.epoch < f.epochs; ++at.epoch, at.batch = 0) {
+    spmd::data::Prefetcher loader(trainSet, f.batch, f.seed, at.epoch, at.batch);
+    Progress progress(at.epoch + 1, f.epochs, loader.batchesPerEpoch(), at.batch);
+    auto start = std::chrono::steady_clock::now();
+    double carriedSeconds = at.seconds;
+    while (auto batch = loader.next()) {
+      auto [p2, o2, s2, loss, predictions] = step(params, opt, state, batch->images, batch->labels);
+      params = p2, opt = o2, state = s2;
+      at.lossSum += loss.array().values<float>()[0];
+      for (int64_t r = 0; r < f.batch; ++r)
+        at.correct += predictions.array().values<int32_t>()[r] == batch->labels.values<int32_t>()[r];
+      at.seen += f.batch;
+      ++at.batches;
+      ++at.step;
+      at.batch = batch->index + 1;
+      at.seconds = carriedSeconds + std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      progress.update(at.batch, at.lossSum / double(at.batches), fraction(at.correct, at.seen),
+                      double(at.seen) / at.seconds);
+      if (f.maxSteps > 0 && at.step >= f.maxSteps) {
+        progress.finish();
+        at.dataWait += loader.waitSeconds();
+        saveCheckpoint(checkpoint, f, params, state, opt, at);
+        std::printf("stopped after %lld steps (--max-steps); checkpoint %s (continue with --resume %s)\n",
+                    static_cast<long long>(at.step), checkpoint.c_str(), f.out.c_str());
+        return lastAccuracy;
+      }
+    }
+    progress.finish();
+    at.dataWait += loader.waitSeconds();
+    auto [testLoss, testAccuracy] = test();
+    lastAccuracy = testAccuracy;
+    EpochMetrics m{at.epoch + 1, at.lossSum / double(std::max<int64_t>(1, at.batches)),
+                   fraction(at.correct, at.seen), testLoss, testAccuracy, at.seconds,
+                   double(at.seen) / std::max(1e-9, at.seconds), at.dataWait};
+    std::printf("epoch %lld/%lld: train loss %.4f acc %.2f%% | test loss %.4f acc %.2f%% | %.1f s "
+                "(%.0f img/s, waited %.2f s for data)\n",
+                static_cast<long long>(m.epoch), static_cast<long long>(f.epochs), m.trainLoss,
+                100 * m.trainAccuracy, m.testLoss, 100 * m.testAccuracy, m.seconds,
+                m.imagesPerSecond, m.dataWaitSeconds);
+    at.csv += csvRow(m);
+    writeFileAtomically(csvPath, csvHeader() + at.csv);
+    Position next = at;
+    next.epoch = at.epoch + 1, next.batch = 0, next.lossSum = 0, next.correct = 0, next.seen = 0;
+    next.batches = 0, next.seconds = 0, next.dataWait = 0;
+    saveCheckpoint(checkpoint, f, params, state, opt, next);
+    std::string why;
+    if (f.plot && !plotMetrics(csvPath, pngPath, why)) std::printf("no plot: %s\n", why.c_str());
+    at = next, --at.epoch;  // the loop's ++ moves to `next.epoch`
+  }
+  std::printf("done: test accuracy %.2f%%; metrics %s%s, checkpoint %s\n", 100 * lastAccuracy,
+              csvPath.c_str(), f.plot ? (", plot " + pngPath).c_str() : "", checkpoint.c_str());
+  return lastAccuracy;
+}
+
+}  // namespace sample

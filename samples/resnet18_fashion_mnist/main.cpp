@@ -1,0 +1,19 @@
+// resnet18_fashion_mnist: the seeds' experiment done with spmd. Trains ResNet-18 on
+// Fashion-MNIST data-parallel over emulated CPU devices, evaluates it every epoch, writes
+// metrics (CSV and a gnuplot PNG) and safetensors checkpoints, and resumes from them.
+// See --help; README.md shows the default run and the seeds' configurations.
+#include <cstdio>
+
+#include "Flags.h"
+#include "Train.h"
+#include "runtime/Error.h"
+
+int main(int argc, char** argv) {
+  try {
+    sample::train(sample::parseFlags(argc, argv));
+    return 0;
+  } catch (const spmd::Error& e) {
+    std::fprintf(stderr, "resnet18_fashion_mnist: error: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,164 @@
+// The sample's building blocks: safetensors round trips (all dtypes, metadata) and every kind
+// of corrupt file as a clear error; the epoch shuffle (a permutation fixed by seed and epoch);
+// the prefetching loader (all full batches in order, the remainder dropped, resuming mid-epoch).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "TestUtil.h"
+#include "frontend/data/Loader.h"
+#include "frontend/io/Safetensors.h"
+
+namespace spmd {
+namespace {
+
+using spmd::testing::randomArray;
+
+std::string tempPath(const std::string& name) {
+  auto dir = std::filesystem::temp_directory_path() / ("spmd-ckpt-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  return (dir / name).string();
+}
+
+std::string errorOf(const std::string& path) {
+  try {
+    io::loadSafetensors(path);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected an error for " << path;
+  return "";
+}
+
+std::string readBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+void writeBytes(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+TEST(SafetensorsTest, RoundTripKeepsEveryBitAndTheMetadata) {
+  io::Checkpoint c;
+  c.tensors["params.w"] = randomArray(DType::f32, {3, 4}, 1);
+  c.tensors["params.b"] = randomArray(DType::f64, {5}, 2);
+  c.tensors["state.count"] = Array::of<int32_t>({2}, std::vector<int32_t>{7, -3});
+  c.tensors["scalar"] = randomArray(DType::f32, {}, 3);
+  c.metadata = {{"epoch", "2"}, {"note", "with \"quotes\" and\nnewline"}};
+  std::string path = tempPath("round.safetensors");
+  io::saveSafetensors(path, c);
+  io::Checkpoint back = io::loadSafetensors(path);
+  EXPECT_EQ(back.metadata, c.metadata);
+  ASSERT_EQ(back.tensors.size(), c.tensors.size());
+  for (const auto& [name, a] : c.tensors) {
+    const Array& b = back.tensors.at(name);
+    EXPECT_EQ(b.dtype, a.dtype) << name;
+    EXPECT_EQ(b.shape, a.shape) << name;
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), a.bytes()), 0) << name;
+  }
+  // The header is the documented layout: u64 length, then JSON starting with '{'.
+  std::string bytes = readBytes(path);
+  uint64_t length;
+  std::memcpy(&length, bytes.data(), 8);
+  EXPECT_EQ(bytes[8], '{');
+  EXPECT_EQ((8 + length) % 8, 0u);
+  EXPECT_FALSE(std::filesystem::exists(std::filesystem::path(path).parent_path() / ".round.safetensors.tmp"));
+}
+
+TEST(SafetensorsTest, CorruptFilesAreClearErrors) {
+  io::Checkpoint c;
+  c.tensors["w"] = randomArray(DType::f32, {4, 4}, 1);
+  std::string good = tempPath("good.safetensors");
+  io::saveSafetensors(good, c);
+  std::string bytes = readBytes(good);
+  std::string bad = tempPath("bad.safetensors");
+
+  EXPECT_EQ(errorOf(tempPath("missing.safetensors")).find(": cannot open checkpoint"), tempPath("missing.safetensors").size());
+  writeBytes(bad, bytes.substr(0, 5));
+  EXPECT_EQ(errorOf(bad), bad + ": not a valid safetensors checkpoint: the file has 5 bytes, fewer "
+                              "than the 8-byte header length");
+  writeBytes(bad, bytes.substr(0, 20));
+  EXPECT_NE(errorOf(bad).find("exceeds the file (20 bytes): truncated or not safetensors"), std::string::npos);
+  writeBytes(bad, bytes.substr(0, bytes.size() - 10));  // data cut short
+  EXPECT_NE(errorOf(bad).find("tensor 'w' has data_offsets outside the 54 data bytes (truncated file?)"),
+            std::string::npos) << errorOf(bad);
+  std::string broken = bytes;
+  broken[9] = '[';  // JSON no longer an object / valid
+  writeBytes(bad, broken);
+  EXPECT_NE(errorOf(bad).find("the header is not valid JSON"), std::string::npos) << errorOf(bad);
+  std::string dtype = bytes;
+  dtype.replace(dtype.find("F32"), 3, "F16");
+  writeBytes(bad, dtype);
+  EXPECT_NE(errorOf(bad).find("tensor 'w' has dtype F16; spmd reads F32, F64 and I32"), std::string::npos);
+  writeBytes(bad, std::string(64, 'x'));
+  EXPECT_NE(errorOf(bad).find("not a valid safetensors checkpoint"), std::string::npos);
+}
+
+TEST(LoaderTest, EpochOrderIsAPermutationFixedBySeedAndEpoch) {
+  auto a = data::epochOrder(1000, 7, 0), b = data::epochOrder(1000, 7, 0);
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, data::epochOrder(1000, 7, 1));
+  EXPECT_NE(a, data::epochOrder(1000, 8, 0));
+  std::set<int64_t> seen(a.begin(), a.end());
+  EXPECT_EQ(seen.size(), 1000u);
+  EXPECT_EQ(*seen.begin(), 0);
+  EXPECT_EQ(*seen.rbegin(), 999);
+  // Pinned first elements: the order must not change between builds or machines (resuming a
+  // checkpoint relies on it).
+  EXPECT_EQ(std::vector<int64_t>(a.begin(), a.begin() + 3), (std::vector<int64_t>{125, 106, 292}));
+}
+
+data::Dataset fakeData(int64_t n) {
+  data::Dataset d{Array::zeros(DType::f32, {n, 1, 28, 28}), Array::zeros(DType::i32, {n})};
+  for (int64_t i = 0; i < n; ++i) {
+    d.images.values<float>()[i * 784] = float(i);  // first pixel = row index
+    d.labels.values<int32_t>()[i] = int32_t(i);
+  }
+  return d;
+}
+
+TEST(LoaderTest, YieldsEveryFullBatchInShuffledOrderAndDropsTheRemainder) {
+  data::Dataset d = fakeData(103);
+  auto order = data::epochOrder(103, 3, 2);
+  data::Prefetcher loader(d, 10, 3, 2);
+  EXPECT_EQ(loader.batchesPerEpoch(), 10);
+  int64_t batches = 0;
+  while (auto b = loader.next()) {
+    EXPECT_EQ(b->index, batches);
+    for (int64_t r = 0; r < 10; ++r) {
+      EXPECT_EQ(b->labels.values<int32_t>()[r], order[batches * 10 + r]);
+      EXPECT_EQ(b->images.values<float>()[r * 784], float(order[batches * 10 + r]));
+    }
+    ++batches;
+  }
+  EXPECT_EQ(batches, 10);  // 3 examples dropped
+  EXPECT_FALSE(loader.next().has_value());
+}
+
+TEST(LoaderTest, StartingMidEpochGivesTheSameRemainingBatches) {
+  data::Dataset d = fakeData(64);
+  data::Prefetcher full(d, 8, 5, 1), tail(d, 8, 5, 1, /*first=*/3);
+  std::vector<std::vector<int32_t>> a, b;
+  while (auto x = full.next())
+    if (x->index >= 3) a.emplace_back(x->labels.values<int32_t>().begin(), x->labels.values<int32_t>().end());
+  while (auto x = tail.next()) b.emplace_back(x->labels.values<int32_t>().begin(), x->labels.values<int32_t>().end());
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(b.size(), 5u);
+}
+
+TEST(LoaderTest, BadBatchSizesAreClearErrors) {
+  data::Dataset d = fakeData(10);
+  try {
+    data::Prefetcher loader(d, 11, 0, 0);
+    ADD_FAILURE();
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "batch size 11 is larger than the data set (10 examples); use a "
+                                     "smaller batch or more data");
+  }
+}
+
+}  // namespace
+}  // namespace spmd

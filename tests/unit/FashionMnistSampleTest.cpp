@@ -1,0 +1,156 @@
+// The Fashion-MNIST sample as a user runs it (the built binary, on cpu:2, a reduced-width model
+// and a few hundred images): the loss falls; stopping and resuming gives bit-identical
+// parameters, BN statistics and optimizer state to an uninterrupted run; a corrupt checkpoint or
+// data file is a clear error that leaves the previous checkpoint untouched; bad flags are errors.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "frontend/data/FashionMnist.h"
+#include "frontend/io/Safetensors.h"
+
+namespace spmd {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct SampleRun {
+  int status;
+  std::string output;  // stdout and stderr
+};
+
+SampleRun runSample(const std::string& flags) {
+  std::string command = std::string(SPMD_SAMPLE_PATH) + " " + flags + " 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  std::string output;
+  char buffer[4096];
+  while (size_t n = fread(buffer, 1, sizeof buffer, pipe)) output.append(buffer, n);
+  int status = pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
+}
+
+std::string readBytes(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+class FashionMnistSampleTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!fs::exists(fs::path(data::defaultFashionMnistDir()) / "train-images-idx3-ubyte.gz"))
+      GTEST_SKIP() << "Fashion-MNIST not installed (apt-get install dataset-fashion-mnist)";
+    root = fs::temp_directory_path() / ("spmd-sample-" + std::to_string(::getpid()));
+    fs::remove_all(root);
+    fs::create_directories(root);
+  }
+  void TearDown() override { fs::remove_all(root); }
+
+  // 384 training images, batch 32: 12 steps per epoch on 2 devices of 16.
+  std::string small(const fs::path& out) const {
+    return "--devices cpu:2 --width 4 --train-limit 384 --test-limit 200 --batch 32 --lr 0.05 "
+           "--epochs 2 --no-plot --out " + out.string();
+  }
+
+  fs::path root;
+};
+
+TEST_F(FashionMnistSampleTest, TrainsOnTwoDevicesAndTheLossFalls) {
+  SampleRun run = runSample(small(root / "a") + " --epochs 3");
+  ASSERT_EQ(run.status, 0) << run.output;
+  std::ifstream csv(root / "a" / "metrics.csv");
+  std::string line;
+  std::getline(csv, line);
+  EXPECT_EQ(line, "epoch,train_loss,train_accuracy,test_loss,test_accuracy,seconds,images_per_second,data_wait_seconds");
+  std::vector<double> losses;
+  while (std::getline(csv, line)) {
+    std::stringstream row(line);
+    std::string epoch, loss;
+    std::getline(row, epoch, ',');
+    std::getline(row, loss, ',');
+    losses.push_back(std::stod(loss));
+  }
+  ASSERT_EQ(losses.size(), 3u) << run.output;
+  std::printf("  train loss per epoch: %.4f %.4f %.4f\n", losses[0], losses[1], losses[2]);
+  EXPECT_LT(losses[2], 0.85 * losses[0]) << run.output;
+  EXPECT_NE(run.output.find("global batch 32 (16 per device)"), std::string::npos) << run.output;
+}
+
+TEST_F(FashionMnistSampleTest, ResumingGivesBitIdenticalResults) {
+  SampleRun straight = runSample(small(root / "straight"));
+  ASSERT_EQ(straight.status, 0) << straight.output;
+  // Stop in the middle of epoch 1 (step 7 of 12), then resume to the end of epoch 2.
+  SampleRun first = runSample(small(root / "resumed") + " --max-steps 7");
+  ASSERT_EQ(first.status, 0) << first.output;
+  EXPECT_NE(first.output.find("stopped after 7 steps (--max-steps)"), std::string::npos) << first.output;
+  SampleRun second = runSample(small(root / "resumed") + " --resume " + (root / "resumed").string());
+  ASSERT_EQ(second.status, 0) << second.output;
+  EXPECT_NE(second.output.find("at epoch 1, batch 7 (step 7)"), std::string::npos) << second.output;
+
+  io::Checkpoint a = io::loadSafetensors((root / "straight" / "checkpoint.safetensors").string());
+  io::Checkpoint b = io::loadSafetensors((root / "resumed" / "checkpoint.safetensors").string());
+  ASSERT_EQ(a.tensors.size(), b.tensors.size());
+  int compared = 0;
+  for (const auto& [name, x] : a.tensors) {
+    const Array& y = b.tensors.at(name);
+    ASSERT_EQ(x.bytes(), y.bytes()) << name;
+    EXPECT_EQ(std::memcmp(x.data(), y.data(), x.bytes()), 0) << name << " differs after resuming";
+    ++compared;
+  }
+  EXPECT_GT(compared, 100);  // params, BN state and momentum
+  EXPECT_EQ(a.metadata.at("step"), "24");
+  EXPECT_EQ(b.metadata.at("step"), "24");
+}
+
+TEST_F(FashionMnistSampleTest, CorruptCheckpointOrDataIsAClearErrorAndKeepsThePreviousCheckpoint) {
+  fs::path out = root / "run";
+  ASSERT_EQ(runSample(small(out) + " --epochs 1").status, 0);
+  fs::path checkpoint = out / "checkpoint.safetensors";
+  const std::string before = readBytes(checkpoint);
+
+  // A truncated copy of the checkpoint.
+  fs::path cut = root / "cut.safetensors";
+  std::ofstream(cut, std::ios::binary) << before.substr(0, before.size() / 2);
+  SampleRun bad = runSample(small(out) + " --resume " + cut.string());
+  EXPECT_EQ(bad.status, 1);
+  EXPECT_NE(bad.output.find("resnet18_fashion_mnist: error: " + cut.string() +
+                            ": not a valid safetensors checkpoint: tensor '"),
+            std::string::npos) << bad.output;
+  EXPECT_NE(bad.output.find("(truncated file?)"), std::string::npos) << bad.output;
+
+  // A truncated training-images file, resuming the good checkpoint into the same --out.
+  fs::path data = root / "data";
+  fs::create_directories(data);
+  for (const char* name : {"train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"})
+    fs::copy_file(fs::path(data::defaultFashionMnistDir()) / name, data / name);
+  std::string images = readBytes(fs::path(data::defaultFashionMnistDir()) / "train-images-idx3-ubyte.gz");
+  std::ofstream(data / "train-images-idx3-ubyte.gz", std::ios::binary) << images.substr(0, 20000);
+  SampleRun corrupt = runSample(small(out) + " --resume " + out.string() + " --data-dir " + data.string());
+  EXPECT_EQ(corrupt.status, 1);
+  EXPECT_NE(corrupt.output.find((data / "train-images-idx3-ubyte.gz").string() + ": truncated or corrupt"),
+            std::string::npos) << corrupt.output;
+
+  EXPECT_EQ(readBytes(checkpoint), before) << "a failed run must leave the previous checkpoint intact";
+  // And the intact checkpoint still resumes.
+  SampleRun again = runSample(small(out) + " --resume " + out.string());
+  EXPECT_EQ(again.status, 0) << again.output;
+}
+
+TEST_F(FashionMnistSampleTest, BadFlagsAreClearErrors) {
+  auto message = [&](const std::string& flags) { return runSample(flags).output; };
+  EXPECT_EQ(message("--batch 0"), "resnet18_fashion_mnist: error: --batch needs a whole number >= 1, got '0'\n");
+  EXPECT_EQ(message("--optimizer rmsprop"), "resnet18_fashion_mnist: error: --optimizer must be sgd or adam, got 'rmsprop'\n");
+  EXPECT_EQ(message("--epoch 3"), "resnet18_fashion_mnist: error: unknown flag '--epoch' (see --help)\n");
+  EXPECT_EQ(message("--lr"), "resnet18_fashion_mnist: error: --lr needs a value (see --help)\n");
+  EXPECT_NE(message("--devices cpu:2 --batch 33 --train-limit 100 --test-limit 10 --out " + (root / "x").string())
+                .find("--batch 33 does not split over 2 devices (cpu:2); use a multiple of 2"),
+            std::string::npos);
+  SampleRun help = runSample("--help");
+  EXPECT_EQ(help.status, 0);
+  EXPECT_NE(help.output.find("usage: resnet18_fashion_mnist [flags]"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace spmd
