@@ -78,6 +78,43 @@ TEST_F(FashionMnistSampleTest, TrainsOnTwoDevicesAndTheLossFalls) {
   EXPECT_NE(run.output.find("global batch 32 (16 per device)"), std::string::npos) << run.output;
 }
 
+// samples/resnet18_fashion_mnist/eval_torch.py loads the checkpoint by name into the PyTorch
+// model and must reach the accuracy the sample reported on the same test images.
+TEST_F(FashionMnistSampleTest, CheckpointLoadsIntoPyTorchWithTheSameAccuracy) {
+  const char* env = std::getenv("SPMD_PYTHON");
+  std::string python = env ? env : "/usr/bin/python3";
+  if (std::system((python + " -c 'import torch' > /dev/null 2>&1").c_str()) != 0)
+    GTEST_SKIP() << "PyTorch is not importable by " << python << " (apt-get install python3-torch)";
+  SampleRun run = runSample(small(root / "t") + " --epochs 1");
+  ASSERT_EQ(run.status, 0) << run.output;
+  std::ifstream csv(root / "t" / "metrics.csv");
+  std::string line, field;
+  std::getline(csv, line);
+  std::getline(csv, line);
+  std::stringstream row(line);
+  std::vector<std::string> fields;
+  while (std::getline(row, field, ',')) fields.push_back(field);
+  ASSERT_GE(fields.size(), 5u) << line;
+  double oursLoss = std::stod(fields[3]), ours = 100 * std::stod(fields[4]);
+  std::string command = python + " " SPMD_SOURCE_DIR "/samples/resnet18_fashion_mnist/eval_torch.py " +
+                        (root / "t" / "checkpoint.safetensors").string() + " --limit 200 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  std::string output;
+  char buffer[4096];
+  while (size_t n = fread(buffer, 1, sizeof buffer, pipe)) output.append(buffer, n);
+  ASSERT_EQ(pclose(pipe), 0) << output;
+  size_t at = output.find("PyTorch test accuracy: ");
+  ASSERT_NE(at, std::string::npos) << output;
+  double theirs = std::stod(output.substr(at + 23));
+  size_t lossAt = output.find("PyTorch test loss: ");
+  ASSERT_NE(lossAt, std::string::npos) << output;
+  double theirsLoss = std::stod(output.substr(lossAt + 19));
+  std::printf("  200 test images: spmd accuracy %.2f%% loss %.6f; the same checkpoint in PyTorch "
+              "%.2f%% loss %.6f\n", ours, oursLoss, theirs, theirsLoss);
+  EXPECT_LE(std::abs(ours - theirs), 0.5 + 1e-9) << "more than one image of 200 differs\n" << output;
+  EXPECT_LE(std::abs(oursLoss - theirsLoss), 1e-4 * std::abs(theirsLoss)) << output;
+}
+
 TEST_F(FashionMnistSampleTest, ResumingGivesBitIdenticalResults) {
   SampleRun straight = runSample(small(root / "straight"));
   ASSERT_EQ(straight.status, 0) << straight.output;
