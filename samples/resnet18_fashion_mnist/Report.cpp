@@ -49,7 +49,7 @@ bool plotMetrics(const std::string& csv, const std::string& png, std::string& wh
                "set terminal pngcairo size 1200,450 font 'sans,11'\n"
                "set output '%s'\n"
                "set multiplot layout 1,2 title 'ResNet-18 on Fashion-MNIST (spmd)'\n"
-               "set xlabel 'epoch'; set grid; set key bottom right\n"
+               "set xlabel 'epoch'; set xtics 1; set grid; set key bottom right\n"
                "set ylabel 'test accuracy (%%)'\n"
                "plot '%s' using 1:($5*100) skip 1 with linespoints lw 2 pt 7 title 'test accuracy'\n"
                "set ylabel 'loss'; set key top right\n"
