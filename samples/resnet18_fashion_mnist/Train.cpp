@@ -214,6 +214,12 @@ double train(const Flags& f) {
   const std::string csvPath = (std::filesystem::path(f.out) / "metrics.csv").string();
   const std::string pngPath = (std::filesystem::path(f.out) / "metrics.png").string();
   double lastAccuracy = 0;
+  if (at.epoch >= f.epochs) {
+    std::printf("the checkpoint has already trained %lld epochs, which --epochs %lld does not "
+                "exceed: nothing to do (pass a larger --epochs to train further)\n",
+                static_cast<long long>(at.epoch), static_cast<long long>(f.epochs));
+    return lastAccuracy;
+  }
   for (; at.epoch < f.epochs; ++at.epoch, at.batch = 0) {
     spmd::data::Prefetcher loader(trainSet, f.batch, f.seed, at.epoch, at.batch);
     Progress progress(at.epoch + 1, f.epochs, loader.batchesPerEpoch(), at.batch);

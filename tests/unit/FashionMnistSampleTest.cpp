@@ -139,6 +139,13 @@ TEST_F(FashionMnistSampleTest, ResumingGivesBitIdenticalResults) {
   EXPECT_GT(compared, 100);  // params, BN state and momentum
   EXPECT_EQ(a.metadata.at("step"), "24");
   EXPECT_EQ(b.metadata.at("step"), "24");
+
+  // Resuming a finished run with the same --epochs has nothing to do, and says so.
+  SampleRun finished = runSample(small(root / "straight") + " --resume " + (root / "straight").string());
+  EXPECT_EQ(finished.status, 0) << finished.output;
+  EXPECT_NE(finished.output.find("the checkpoint has already trained 2 epochs, which --epochs 2 does "
+                                 "not exceed: nothing to do"),
+            std::string::npos) << finished.output;
 }
 
 TEST_F(FashionMnistSampleTest, CorruptCheckpointOrDataIsAClearErrorAndKeepsThePreviousCheckpoint) {
