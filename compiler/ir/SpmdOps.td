@@ -68,6 +68,8 @@ class Spmd_BinaryOp<string mnemonic>
   let summary = "elementwise " # mnemonic # " of two tensors of one shape (broadcast explicitly)";
   let arguments = (ins Spmd_FloatTensor:$lhs, Spmd_FloatTensor:$rhs);
   let results = (outs Spmd_FloatTensor:$result);
+  // Splat constants fold; x + 0, x - 0, x * 1 and x / 1 fold to x.
+  let hasFolder = 1;
 }
 
 def Spmd_AddOp : Spmd_BinaryOp<"add">;

@@ -1,6 +1,8 @@
 // Shape rules of the `spmd` ops: result types from operands and attributes. Each rule also
 // verifies its op, naming the op, the offending shapes and how to fix them.
+#include <functional>
 #include <numeric>
+#include <optional>
 #include <string>
 
 #include "compiler/ir/SpmdDialect.h"
@@ -106,6 +108,49 @@ LogicalResult BroadcastInDimOp::verify() {
                    std::to_string(dims[i]));
   }
   return success();
+}
+
+//===--- elementwise folders -----------------------------------------------------------------===//
+
+namespace {
+
+std::optional<double> splatValue(Attribute attr) {
+  auto splat = llvm::dyn_cast_or_null<SplatElementsAttr>(attr);
+  if (!splat || !llvm::isa<FloatType>(splat.getElementType())) return std::nullopt;
+  return splat.getSplatValue<APFloat>().convertToDouble();
+}
+
+// Two splat operands fold to a splat of `combine`; `identity` on the right (or, for commutative
+// ops, on the left) folds to the other operand.
+template <typename Op, typename Combine>
+OpFoldResult foldBinary(Op op, Attribute lhs, Attribute rhs, Combine combine,
+                        std::optional<double> identity, bool commutative) {
+  auto a = splatValue(lhs), b = splatValue(rhs);
+  auto type = llvm::cast<RankedTensorType>(op.getType());
+  if (a && b)
+    return SplatElementsAttr::get(type, FloatAttr::get(type.getElementType(), combine(*a, *b)));
+  if (identity && b == identity) return op.getLhs();
+  if (identity && commutative && a == identity) return op.getRhs();
+  return {};
+}
+
+}  // namespace
+
+OpFoldResult AddOp::fold(FoldAdaptor adaptor) {
+  return foldBinary(*this, adaptor.getLhs(), adaptor.getRhs(), std::plus<>(), 0.0, true);
+}
+OpFoldResult SubOp::fold(FoldAdaptor adaptor) {
+  return foldBinary(*this, adaptor.getLhs(), adaptor.getRhs(), std::minus<>(), 0.0, false);
+}
+OpFoldResult MulOp::fold(FoldAdaptor adaptor) {
+  return foldBinary(*this, adaptor.getLhs(), adaptor.getRhs(), std::multiplies<>(), 1.0, true);
+}
+OpFoldResult DivOp::fold(FoldAdaptor adaptor) {
+  return foldBinary(*this, adaptor.getLhs(), adaptor.getRhs(), std::divides<>(), 1.0, false);
+}
+OpFoldResult MaxOp::fold(FoldAdaptor adaptor) {
+  return foldBinary(*this, adaptor.getLhs(), adaptor.getRhs(),
+                    [](double x, double y) { return std::max(x, y); }, std::nullopt, true);
 }
 
 OpFoldResult BroadcastInDimOp::fold(FoldAdaptor adaptor) {

@@ -52,3 +52,30 @@ func.func @kept(%x: tensor<2x3xf32>, %b: tensor<3xf32>) -> (tensor<3x2xf32>, ten
   %1 = spmd.broadcast_in_dim %b {dims = array<i64: 1>} : (tensor<3xf32>) -> tensor<2x3xf32>
   return %0, %1 : tensor<3x2xf32>, tensor<2x3xf32>
 }
+
+// Binary ops: splat constants fold, and x + 0, x - 0, x * 1, 1 * x, x / 1 are x (the loss seed
+// of autodiff multiplies by a splat 1). 0 - x, x / 0 and max with a constant stay.
+// CHECK-LABEL: func.func @binary_identities
+// CHECK-SAME: (%[[X:.*]]: tensor<3xf32>)
+// CHECK-DAG: %[[SIX:.*]] = spmd.constant dense<6.000000e+00> : tensor<3xf32>
+// CHECK-DAG: %[[ZERO:.*]] = spmd.constant dense<0.000000e+00> : tensor<3xf32>
+// CHECK-DAG: %[[NEG:.*]] = spmd.sub %[[ZERO]], %[[X]]
+// CHECK-DAG: %[[MAX:.*]] = spmd.max %[[X]], %[[ZERO]]
+// CHECK: return %[[X]], %[[X]], %[[X]], %[[X]], %[[X]], %[[SIX]], %[[NEG]], %[[MAX]]
+func.func @binary_identities(%x: tensor<3xf32>)
+    -> (tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>,
+        tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) {
+  %zero = spmd.constant dense<0.0> : tensor<3xf32>
+  %one = spmd.constant dense<1.0> : tensor<3xf32>
+  %two = spmd.constant dense<2.0> : tensor<3xf32>
+  %three = spmd.constant dense<3.0> : tensor<3xf32>
+  %a = spmd.add %x, %zero : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  %b = spmd.sub %x, %zero : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  %c = spmd.mul %x, %one : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  %d = spmd.mul %one, %x : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  %e = spmd.div %x, %one : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  %f = spmd.mul %two, %three : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  %g = spmd.sub %zero, %x : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  %h = spmd.max %x, %zero : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  return %a, %b, %c, %d, %e, %f, %g, %h : tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>
+}
