@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# ThreadSanitizer run of the SPMD tests (replica threads, communicator, pmap): builds the unit
-# tests with -fsanitize=thread into build-tsan/ (BUILD_DIR overrides) and runs the SPMD suites.
+# ThreadSanitizer run of the threaded tests (replica threads, communicator, pmap, the data
+# loader's prefetch thread): builds the unit tests with -fsanitize=thread into build-tsan/
+# (BUILD_DIR overrides) and runs those suites.
 # OpenMP is pinned to one thread per process and oneDNN's process-wide primitive cache is
 # turned off: neither libgomp nor libdnnl is TSan-instrumented, so the synchronisation inside
 # them (gomp barriers, the cache's futures) is invisible to TSan and would be reported as races.
@@ -17,5 +18,5 @@ cmake --build "$build" --target spmd_unit_tests --parallel "${JOBS:-$(nproc)}"
 export OMP_NUM_THREADS=1 DNNL_PRIMITIVE_CACHE_CAPACITY=0 ONEDNN_PRIMITIVE_CACHE_CAPACITY=0
 export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 ${TSAN_OPTIONS:-}"
 "$build/tests/spmd_unit_tests" \
-  --gtest_filter='Pmap*:*SpmdEquivalence*:Communicator*:CollectiveGradCheck*'
-echo "ThreadSanitizer: SPMD tests clean"
+  --gtest_filter='Pmap*:*SpmdEquivalence*:Communicator*:CollectiveGradCheck*:Loader*'
+echo "ThreadSanitizer: threaded tests clean"

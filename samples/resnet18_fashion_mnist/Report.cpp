@@ -65,8 +65,8 @@ bool plotMetrics(const std::string& csv, const std::string& png, std::string& wh
 }
 
 Progress::Progress(int64_t epoch, int64_t epochs, int64_t batches, int64_t first)
-    : epoch_(epoch), epochs_(epochs), batches_(batches), lastLogged_(first),
-      tty_(isatty(STDOUT_FILENO)), lastDraw_() {}
+    : epoch_(epoch), epochs_(epochs), batches_(batches), first_(first), lastLogged_(first),
+      tty_(isatty(STDOUT_FILENO)), start_(std::chrono::steady_clock::now()), lastDraw_() {}
 
 void Progress::update(int64_t done, double loss, double accuracy, double imagesPerSecond) {
   auto now = std::chrono::steady_clock::now();
@@ -77,10 +77,12 @@ void Progress::update(int64_t done, double loss, double accuracy, double imagesP
     int filled = static_cast<int>(width * done / std::max<int64_t>(1, batches_));
     std::string bar(filled, '#');
     bar.append(width - filled, '.');
-    std::printf("\repoch %lld/%lld [%s] %lld/%lld  loss %.4f  acc %5.1f%%  %6.0f img/s ",
+    double elapsed = std::chrono::duration<double>(now - start_).count();
+    double eta = done > first_ ? elapsed / double(done - first_) * double(batches_ - done) : 0;
+    std::printf("\repoch %lld/%lld [%s] %lld/%lld  loss %.4f  acc %5.1f%%  %6.0f img/s  ETA %3.0f s ",
                 static_cast<long long>(epoch_), static_cast<long long>(epochs_), bar.c_str(),
                 static_cast<long long>(done), static_cast<long long>(batches_), loss,
-                100 * accuracy, imagesPerSecond);
+                100 * accuracy, imagesPerSecond, eta);
     std::fflush(stdout);
     return;
   }

@@ -31,9 +31,9 @@ class Progress {
   void finish();
 
  private:
-  int64_t epoch_, epochs_, batches_, lastLogged_;
+  int64_t epoch_, epochs_, batches_, first_, lastLogged_;
   bool tty_;
-  std::chrono::steady_clock::time_point lastDraw_;
+  std::chrono::steady_clock::time_point start_, lastDraw_;
 };
 
 }  // namespace sample
