@@ -13,30 +13,10 @@ import time
 
 
 def torch_resnet18():
-    from torch import nn
-    import torch.nn.functional as F
-
-    class Residual(nn.Module):
-        def __init__(self, cin, cout, stride, projection):
-            super().__init__()
-            self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1)
-            self.bn1 = nn.BatchNorm2d(cout)
-            self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1)
-            self.bn2 = nn.BatchNorm2d(cout)
-            self.conv3 = nn.Conv2d(cin, cout, 1, stride) if projection else None
-
-        def forward(self, x):
-            y = F.relu(self.bn1(self.conv1(x)))
-            y = self.bn2(self.conv2(y))
-            return F.relu(y + (self.conv3(x) if self.conv3 is not None else x))
-
-    stages, cin = [], 64
-    for i, cout in enumerate([64, 128, 256, 512]):
-        stages.append(nn.Sequential(Residual(cin, cout, 1 if i == 0 else 2, i > 0),
-                                    Residual(cout, cout, 1, False)))
-        cin = cout
-    return nn.Sequential(nn.Conv2d(1, 64, 3, 1, 1), nn.BatchNorm2d(64), nn.ReLU(), *stages,
-                         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(512, 10))
+    """The seeds' ResNet-18 in PyTorch (tests/reference/torch_resnet18.py, shared with the tests)."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "reference"))
+    from torch_resnet18 import ResNet18
+    return ResNet18()
 
 
 def time_torch(batch, reps, threads):

@@ -5,7 +5,7 @@
 // time(cpu:N) / time(cpu:1) is the overhead (the replicas share the machine's cores).
 #include <benchmark/benchmark.h>
 
-#include "frontend/spmd.h"
+#include "TrainStep.h"
 
 namespace {
 
@@ -17,24 +17,10 @@ void BM_ResNet18PmapStep(benchmark::State& state) {
   spmd::optim::Sgd sgd({.learningRate = 0.1, .momentum = 0.9});
   spmd::Tree opt = sgd.init(params);
   auto step = spmd::pmap(
-      [&](const spmd::Tree& p, const spmd::Tree& o, const spmd::Tree& s, const spmd::Tensor& x,
-          const spmd::Tensor& y) {
-        auto [loss, grads, newState] = spmd::value_and_grad(
-            [&](const spmd::Tree& q) {
-              auto [logits, st] = model->apply(q, s, x, /*training=*/true);
-              return std::pair{spmd::mean(spmd::softmaxCrossEntropy(logits, y), {0}), st};
-            },
-            spmd::has_aux)(p);
-        auto [newParams, newOpt] = sgd.update(p, grads, o);
-        return std::tuple{newParams, newOpt, newState, loss};
-      },
+      bench::trainStep(*model, sgd),
       {.inAxes = {spmd::replicated, spmd::replicated, spmd::replicated, spmd::split, spmd::split},
        .devices = "cpu:" + std::to_string(devices)});
-  spmd::Rng rng(1);
-  spmd::Tensor x = spmd::init::normal(1.0)(rng, {batch, 1, 28, 28});
-  std::vector<int32_t> labels(batch);
-  for (int64_t i = 0; i < batch; ++i) labels[i] = static_cast<int32_t>(i % 10);
-  spmd::Tensor y = spmd::Array::of<int32_t>({batch}, labels);
+  auto [x, y] = bench::syntheticBatch(batch);
   auto [p1, o1, s1, l1] = step(params, opt, bnState, x, y);  // compile + first run untimed
   for (auto _ : state) {
     auto [p2, o2, s2, loss] = step(p1, o1, s1, x, y);

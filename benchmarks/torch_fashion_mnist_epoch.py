@@ -15,8 +15,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "samples", "resnet18_fashion_mnist"))
-from eval_torch import ResNet18  # noqa: E402  (module names match spmd's parameter paths)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "reference"))
+from torch_resnet18 import ResNet18  # noqa: E402  (module names match spmd's parameter paths)
 
 
 def load(data_dir, split):

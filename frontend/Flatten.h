@@ -3,7 +3,9 @@
 // Used by spmd::jit and spmd::value_and_grad.
 #pragma once
 
+#include <memory>
 #include <string>
+#include <type_traits>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -67,6 +69,27 @@ std::pair<A, B> unflatten(const std::pair<A, B>& proto, const std::vector<Tensor
                           size_t& pos) {
   A first = unflatten(proto.first, leaves, pos);
   return {std::move(first), unflatten(proto.second, leaves, pos)};
+}
+
+// What f returns when called on the traced forms of Args.
+template <typename F, typename... Args>
+using Result_t = std::decay_t<std::invoke_result_t<F&, const Traced_t<Args>&...>>;
+
+// Calls f on traced arguments rebuilt from `traced` leaves with the structure of `args`; the
+// result lives on the heap, as the prototype a compiled function rebuilds its outputs from.
+template <typename F, typename... Args>
+std::shared_ptr<Result_t<F, Args...>> callTraced(F& f, const std::vector<Tensor>& traced,
+                                                 const Args&... args) {
+  size_t pos = 0;
+  std::tuple<Traced_t<Args>...> tracedArgs{unflatten(args, traced, pos)...};
+  return std::make_shared<Result_t<F, Args...>>(std::apply(f, tracedArgs));
+}
+
+// The output leaves as values of the prototype's type (the structure of the traced result).
+template <typename Out>
+Out rebuild(const std::shared_ptr<void>& prototype, const std::vector<Tensor>& leaves) {
+  size_t pos = 0;
+  return unflatten(*static_cast<const Out*>(prototype.get()), leaves, pos);
 }
 
 }  // namespace spmd::detail

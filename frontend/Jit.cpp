@@ -1,11 +1,6 @@
 // JitCore: signature keys, retrace reasons, tracing into a module, compiling and running.
 #include "frontend/Jit.h"
 
-#include <cstdio>
-#include <cstdlib>
-
-#include "compiler/Pipeline.h"
-#include "frontend/Signature.h"
 #include "frontend/Trace.h"
 #include "runtime/Executor.h"
 #include "runtime/cpu/CpuDevice.h"
@@ -34,31 +29,20 @@ std::pair<std::vector<Tensor>, std::shared_ptr<void>> JitCore::call(
   std::string signature = signatureOf(leaves, structure);
   auto found = cache_.find(signature);
   if (found == cache_.end()) {
-    lastReason_ = explain(lastSignature_, signature);
-    if (std::getenv("SPMD_LOG_COMPILES"))
-      std::fprintf(stderr, "spmd: compiling '%s' (%s)\n", options_.name.c_str(), lastReason_.c_str());
+    beginCompile(signature, "'" + options_.name + "'");
     auto entry = std::make_unique<Entry>();
     Trace trace(options_.name);
     std::vector<Tensor> arguments;
     for (const Tensor& leaf : leaves) arguments.push_back(trace.addArgument(leaf.dtype(), leaf.shape()));
     Traced traced = traceFn(arguments);
     trace.finish(traced.outputs, Loc::current());
-    {
-      std::string text;
-      llvm::raw_string_ostream os(text);
-      trace.module().print(os, mlir::OpPrintingFlags().enableDebugInfo(true, false));
-      lastTracedIr_ = text;
-    }
-    runtime::Program program = compile(trace.module(), {options_.dumpDir, "main"});
-    program.name = options_.name;
-    lastProgramText_ = program.toText();
+    runtime::Program program = compileTrace(trace, {options_.dumpDir, "main"}, options_.name);
     entry->executor = std::make_unique<runtime::Executor>(
         std::move(program), std::make_shared<runtime::CpuDevice>());
     entry->prototype = traced.prototype;
     found = cache_.emplace(signature, std::move(entry)).first;
-    ++compileCount_;
   }
-  lastSignature_ = signature;
+  called(signature);
 
   std::vector<Array> inputs;
   inputs.reserve(leaves.size());

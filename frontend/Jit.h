@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "frontend/CompileLog.h"
 #include "frontend/Flatten.h"
 
 namespace spmd {
@@ -28,7 +29,7 @@ struct Traced {
 };
 using TraceFn = std::function<Traced(const std::vector<Tensor>& arguments)>;
 
-class JitCore {
+class JitCore : public CompileLog {
  public:
   explicit JitCore(JitOptions options);
   ~JitCore();
@@ -37,55 +38,40 @@ class JitCore {
   std::pair<std::vector<Tensor>, std::shared_ptr<void>> call(const std::vector<Tensor>& leaves,
                                                              const std::string& structure,
                                                              const TraceFn& trace);
-  int compileCount() const { return compileCount_; }
-  const std::string& lastCompileReason() const { return lastReason_; }
-  const std::string& lastTracedIr() const { return lastTracedIr_; }
-  const std::string& lastProgramText() const { return lastProgramText_; }
 
  private:
   struct Entry;
   JitOptions options_;
   std::map<std::string, std::unique_ptr<Entry>> cache_;
-  std::string lastSignature_, lastReason_, lastTracedIr_, lastProgramText_;
-  int compileCount_ = 0;
 };
 
 }  // namespace detail
 
 template <typename F>
-class Jitted {
+class Jitted : public detail::CompiledFunction<detail::JitCore> {
  public:
-  Jitted(F f, JitOptions options) : f_(std::move(f)), core_(std::make_shared<detail::JitCore>(std::move(options))) {}
+  Jitted(F f, JitOptions options)
+      : CompiledFunction(std::make_shared<detail::JitCore>(std::move(options))), f_(std::move(f)) {}
 
   template <typename... Args>
   auto operator()(const Args&... args) {
-    using Out = std::decay_t<std::invoke_result_t<F&, const detail::Traced_t<Args>&...>>;
+    using Out = detail::Result_t<F, Args...>;
     std::vector<Tensor> leaves;
     std::string structure;
     (detail::flatten(args, leaves, structure), ...);
     auto trace = [&](const std::vector<Tensor>& traced) {
-      size_t pos = 0;
-      std::tuple<detail::Traced_t<Args>...> tracedArgs{detail::unflatten(args, traced, pos)...};
-      auto out = std::make_shared<Out>(std::apply(f_, tracedArgs));
+      auto out = detail::callTraced(f_, traced, args...);
       detail::Traced result{{}, out};
       std::string ignored;
       detail::flatten(*out, result.outputs, ignored);
       return result;
     };
     auto [outputs, prototype] = core_->call(leaves, structure, trace);
-    size_t pos = 0;
-    return detail::unflatten(*static_cast<const Out*>(prototype.get()), outputs, pos);
+    return detail::rebuild<Out>(prototype, outputs);
   }
-
-  // How many times this function was traced and compiled, and why the last time.
-  int compileCount() const { return core_->compileCount(); }
-  const std::string& lastCompileReason() const { return core_->lastCompileReason(); }
-  const std::string& lastTracedIr() const { return core_->lastTracedIr(); }
-  const std::string& lastProgramText() const { return core_->lastProgramText(); }
 
  private:
   F f_;
-  std::shared_ptr<detail::JitCore> core_;
 };
 
 template <typename F>

@@ -3,12 +3,9 @@
 #include "frontend/Pmap.h"
 
 #include <chrono>
-#include <cstdio>
 #include <cstdlib>
 #include <map>
 
-#include "compiler/Pipeline.h"
-#include "frontend/Signature.h"
 #include "frontend/Trace.h"
 #include "runtime/ReplicaGroup.h"
 
@@ -140,10 +137,7 @@ std::pair<std::vector<Tensor>, std::shared_ptr<void>> PmapCore::call(
   std::string signature = signatureOf(leaves, structure, tags);
   auto found = state_->cache.find(signature);
   if (found == state_->cache.end()) {
-    lastReason_ = explain(lastSignature_, signature);
-    if (std::getenv("SPMD_LOG_COMPILES"))
-      std::fprintf(stderr, "spmd: compiling pmap '%s' on %s (%s)\n", o.name.c_str(),
-                   state_->devices.spec.c_str(), lastReason_.c_str());
+    beginCompile(signature, "pmap '" + o.name + "' on " + state_->devices.spec);
     auto entry = std::make_unique<Entry>();
     Trace trace(o.name);
     trace.bindAxis(o.axisName, devices);
@@ -164,24 +158,15 @@ std::pair<std::vector<Tensor>, std::shared_ptr<void>> PmapCore::call(
     for (size_t i = 0; i < traced.outputs.size(); ++i)
       trace.describeResult(i, entry->outputAxes[i].kind != Axis::Kind::Replicated,
                            i < traced.names.size() ? traced.names[i] : "");
-    {
-      std::string text;
-      llvm::raw_string_ostream os(text);
-      trace.module().print(os, mlir::OpPrintingFlags().enableDebugInfo(true, false));
-      lastTracedIr_ = text;
-    }
     runtime::Program program =
-        compile(trace.module(), {o.dumpDir, "main", o.strict, o.bucketBytes});
-    program.name = o.name;
-    lastProgramText_ = program.toText();
+        compileTrace(trace, {o.dumpDir, "main", o.strict, o.bucketBytes}, o.name);
     for (int id : program.outputs)
       entry->outputs.emplace_back(program.buffers[id].dtype, program.buffers[id].shape);
     entry->group = std::make_unique<runtime::ReplicaGroup>(program, state_->devices, state_->timeout);
     entry->prototype = traced.prototype;
     found = state_->cache.emplace(signature, std::move(entry)).first;
-    ++compileCount_;
   }
-  lastSignature_ = signature;
+  called(signature);
   Entry& entry = *found->second;
 
   // Inputs: replicated leaves are shared, mapped ones are views of each device's chunk.

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "frontend/Collectives.h"
+#include "frontend/CompileLog.h"
 #include "frontend/Flatten.h"
 
 namespace spmd {
@@ -91,7 +92,7 @@ void describeOutputs(const Out& out, PmapTraced& traced) {
   }
 }
 
-class PmapCore {
+class PmapCore : public CompileLog {
  public:
   explicit PmapCore(PmapOptions options);
   ~PmapCore();
@@ -100,30 +101,24 @@ class PmapCore {
       const std::vector<std::string>& leafNames, const std::string& structure,
       const PmapTraceFn& trace);
   int deviceCount() const;
-  int compileCount() const { return compileCount_; }
-  const std::string& lastCompileReason() const { return lastReason_; }
-  const std::string& lastTracedIr() const { return lastTracedIr_; }
-  const std::string& lastProgramText() const { return lastProgramText_; }
 
  private:
   struct Entry;
   struct State;
   std::unique_ptr<State> state_;
-  std::string lastSignature_, lastReason_, lastTracedIr_, lastProgramText_;
-  int compileCount_ = 0;
 };
 
 }  // namespace detail
 
 template <typename F>
-class Pmapped {
+class Pmapped : public detail::CompiledFunction<detail::PmapCore> {
  public:
   Pmapped(F f, PmapOptions options)
-      : f_(std::move(f)), core_(std::make_shared<detail::PmapCore>(std::move(options))) {}
+      : CompiledFunction(std::make_shared<detail::PmapCore>(std::move(options))), f_(std::move(f)) {}
 
   template <typename... Args>
   auto operator()(const Args&... args) {
-    using Out = std::decay_t<std::invoke_result_t<F&, const detail::Traced_t<Args>&...>>;
+    using Out = detail::Result_t<F, Args...>;
     std::vector<Tensor> leaves;
     std::vector<size_t> argumentLeaves;
     std::vector<std::string> names;
@@ -137,9 +132,7 @@ class Pmapped {
     };
     (add(args), ...);
     auto trace = [&](const std::vector<Tensor>& traced) {
-      size_t pos = 0;
-      std::tuple<detail::Traced_t<Args>...> tracedArgs{detail::unflatten(args, traced, pos)...};
-      auto out = std::make_shared<Out>(std::apply(f_, tracedArgs));
+      auto out = detail::callTraced(f_, traced, args...);
       detail::PmapTraced result;
       std::string ignored;
       detail::flatten(*out, result.outputs, ignored);
@@ -148,20 +141,13 @@ class Pmapped {
       return result;
     };
     auto [outputs, prototype] = core_->call(leaves, argumentLeaves, names, structure, trace);
-    size_t pos = 0;
-    return detail::unflatten(*static_cast<const Out*>(prototype.get()), outputs, pos);
+    return detail::rebuild<Out>(prototype, outputs);
   }
 
   int deviceCount() const { return core_->deviceCount(); }
-  // How many times this function was traced and compiled, and why the last time.
-  int compileCount() const { return core_->compileCount(); }
-  const std::string& lastCompileReason() const { return core_->lastCompileReason(); }
-  const std::string& lastTracedIr() const { return core_->lastTracedIr(); }
-  const std::string& lastProgramText() const { return core_->lastProgramText(); }
 
  private:
   F f_;
-  std::shared_ptr<detail::PmapCore> core_;
 };
 
 // Bad options (device list, axes) are reported here, before the first call.

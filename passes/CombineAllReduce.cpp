@@ -52,24 +52,36 @@ class Combiner {
       llvm::stable_sort(ops, [&](ir::AllReduceOp a, ir::AllReduceOp b) {
         return std::pair(ready(a), position_[a]) < std::pair(ready(b), position_[b]);
       });
-      SmallVector<ir::AllReduceOp> bucket;
-      int64_t bytes = 0;
+      // The combined op sits right after `point`, the last operand of any member, so it fits
+      // only while every member's first use (`firstUse`) comes after that point.
+      Bucket bucket;
       for (ir::AllReduceOp op : ops) {
         int64_t size = 0;
         for (Value v : op.getInputs()) size += bytesOf(v);
-        if (!bucket.empty() && (bytes + size > bucketBytes_ || !fits(bucket, op))) {
+        int point = std::max(bucket.point, ready(op));
+        int first = std::min(bucket.firstUse, firstUse(op));
+        if (!bucket.ops.empty() && (bucket.bytes + size > bucketBytes_ || first <= point)) {
           emit(bucket);
-          bucket.clear();
-          bytes = 0;
+          bucket = Bucket();
+          point = ready(op);
+          first = firstUse(op);
         }
-        bucket.push_back(op);
-        bytes += size;
+        bucket.ops.push_back(op);
+        bucket.bytes += size;
+        bucket.point = point;
+        bucket.firstUse = first;
       }
       emit(bucket);
     }
   }
 
  private:
+  struct Bucket {
+    SmallVector<ir::AllReduceOp> ops;
+    int64_t bytes = 0;
+    int point = -1, firstUse = INT32_MAX;
+  };
+
   // Position of the last op defining an operand (-1 for block arguments).
   int ready(ir::AllReduceOp op) {
     int last = -1;
@@ -87,33 +99,20 @@ class Combiner {
     return first;
   }
 
-  // Whether `next` can join: the combined op sits after the last operand of all members, so
-  // every member's users must come after that point.
-  bool fits(ArrayRef<ir::AllReduceOp> bucket, ir::AllReduceOp next) {
-    int point = ready(next);
-    for (ir::AllReduceOp member : bucket) point = std::max(point, ready(member));
-    if (firstUse(next) <= point) return false;
-    return llvm::all_of(bucket, [&](ir::AllReduceOp m) { return firstUse(m) > point; });
-  }
-
-  void emit(SmallVector<ir::AllReduceOp>& bucket) {
-    if (bucket.size() < 2) return;
+  void emit(const Bucket& bucket) {
+    if (bucket.ops.size() < 2) return;
     SmallVector<Value> inputs;
-    int point = -1;
-    for (ir::AllReduceOp op : bucket) {
-      inputs.append(op.getInputs().begin(), op.getInputs().end());
-      point = std::max(point, ready(op));
-    }
+    for (ir::AllReduceOp op : bucket.ops) inputs.append(op.getInputs().begin(), op.getInputs().end());
     OpBuilder b(block_.getParentOp()->getContext());
-    if (point < 0)
+    if (bucket.point < 0)
       b.setInsertionPointToStart(&block_);
     else
-      b.setInsertionPointAfter(ops_[point]);
-    auto combined = b.create<ir::AllReduceOp>(bucket.back().getLoc(), inputs,
-                                              bucket.front().getAxisName(),
-                                              bucket.front().getReduction());
+      b.setInsertionPointAfter(ops_[bucket.point]);
+    ir::AllReduceOp last = bucket.ops.back(), first = bucket.ops.front();
+    auto combined = b.create<ir::AllReduceOp>(last.getLoc(), inputs, first.getAxisName(),
+                                              first.getReduction());
     unsigned next = 0;
-    for (ir::AllReduceOp op : bucket) {
+    for (ir::AllReduceOp op : bucket.ops) {
       for (Value result : op.getResults()) result.replaceAllUsesWith(combined.getResult(next++));
       op->erase();
     }

@@ -10,9 +10,10 @@ namespace {
 
 const char* kForms = "valid forms: cpu, cpu:N (N emulated devices), cuda, cuda:0,1, cuda:0*4";
 
-int parseNumber(const std::string& text, const std::string& spec) {
+// A whole number of at most six digits, or -1.
+int wholeNumber(const std::string& text) {
   if (text.empty() || text.size() > 6 || text.find_first_not_of("0123456789") != std::string::npos)
-    throw Error("device list '" + spec + "': '" + text + "' is not a device number; " + kForms);
+    return -1;
   return std::stoi(text);
 }
 
@@ -20,11 +21,10 @@ int parseNumber(const std::string& text, const std::string& spec) {
 
 int emulatedCpuDeviceCount() {
   if (const char* env = std::getenv("SPMD_CPU_DEVICE_COUNT")) {
-    std::string text = env;
-    if (text.empty() || text.size() > 6 || text.find_first_not_of("0123456789") != std::string::npos ||
-        std::stoi(text) < 1)
-      throw Error("SPMD_CPU_DEVICE_COUNT='" + text + "' must be a positive whole number");
-    return std::stoi(text);
+    int count = wholeNumber(env);
+    if (count < 1)
+      throw Error("SPMD_CPU_DEVICE_COUNT='" + std::string(env) + "' must be a positive whole number");
+    return count;
   }
   return 8;
 }
@@ -46,7 +46,9 @@ DeviceList parseDeviceList(const std::string& text) {
     throw Error("device list '" + spec + "': unknown backend '" + list.backend + "'; " + kForms);
   if (colon != std::string::npos && rest.empty())
     throw Error("device list '" + spec + "' is empty: give a device count after 'cpu:', e.g. cpu:2");
-  int count = colon == std::string::npos ? 1 : parseNumber(rest, spec);
+  int count = colon == std::string::npos ? 1 : wholeNumber(rest);
+  if (count < 0)
+    throw Error("device list '" + spec + "': '" + rest + "' is not a device number; " + kForms);
   if (count == 0)
     throw Error("device list '" + spec + "' is empty (0 devices): ask for at least one, e.g. cpu:1");
   int available = emulatedCpuDeviceCount();

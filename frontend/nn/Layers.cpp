@@ -34,13 +34,14 @@ Tensor BatchNorm2d::forward(Context& ctx, const Tensor& x, Loc loc) const {
                &runningVar = ctx.state.at(key("running_var"));
   if (!ctx.training)
     return batchNormInfer(x, scale, offset, runningMean, runningVar, epsilon_, loc);
-  if (!axisName_.empty()) return crossReplica(ctx, x, loc);
-  BatchNormResult r = batchNormTrain(x, scale, offset, epsilon_, loc);
-  double count = double(x.numel() / channels_);
+  // Cross-replica statistics count the examples of every replica.
+  BatchNormResult r = axisName_.empty() ? batchNormTrain(x, scale, offset, epsilon_, loc)
+                                        : crossReplica(x, scale, offset, loc);
+  double count = double(x.numel() / channels_) *
+                 double(axisName_.empty() ? 1 : axisSize(axisName_, loc));
   double unbias = count > 1 ? count / (count - 1) : 1.0;
   auto blend = [&](const Tensor& running, const Tensor& batch, double batchScale) {
-    return add(mul(running, fill(running, 1.0 - momentum_, loc), loc),
-               mul(batch, fill(batch, momentum_ * batchScale, loc), loc), loc);
+    return add(mul(running, 1.0 - momentum_, loc), mul(batch, momentum_ * batchScale, loc), loc);
   };
   ctx.newState.set(key("running_mean"), blend(runningMean, r.mean, 1.0));
   ctx.newState.set(key("running_var"), blend(runningVar, r.variance, unbias));
@@ -49,8 +50,8 @@ Tensor BatchNorm2d::forward(Context& ctx, const Tensor& x, Loc loc) const {
 
 // SyncBatchNorm: statistics over the batch of every replica (equal local batches), from one
 // combined pmean of the per-replica mean and mean of squares.
-Tensor BatchNorm2d::crossReplica(Context& ctx, const Tensor& x, Loc loc) const {
-  const Tensor &scale = ctx.params.at(key("weight")), &offset = ctx.params.at(key("bias"));
+BatchNormResult BatchNorm2d::crossReplica(const Tensor& x, const Tensor& scale,
+                                          const Tensor& offset, Loc loc) const {
   std::vector<Tensor> stats = pmean({mean(x, {0, 2, 3}, loc), mean(mul(x, x, loc), {0, 2, 3}, loc)},
                                     axisName_, loc);
   const Tensor &batchMean = stats[0], &meanOfSquares = stats[1];
@@ -58,18 +59,7 @@ Tensor BatchNorm2d::crossReplica(Context& ctx, const Tensor& x, Loc loc) const {
   Tensor inverse = div(fill(variance, 1.0, loc), sqrt(add(variance, epsilon_, loc), loc), loc);
   auto perChannel = [&](const Tensor& v) { return reshape(v, {1, channels_, 1, 1}, loc); };
   Tensor y = mul(sub(x, perChannel(batchMean), loc), perChannel(mul(inverse, scale, loc)), loc);
-  y = add(y, perChannel(offset), loc);
-
-  double count = double(x.numel() / channels_) * double(axisSize(axisName_, loc));
-  double unbias = count > 1 ? count / (count - 1) : 1.0;
-  const Tensor &runningMean = ctx.state.at(key("running_mean")),
-               &runningVar = ctx.state.at(key("running_var"));
-  auto blend = [&](const Tensor& running, const Tensor& batch, double batchScale) {
-    return add(mul(running, 1.0 - momentum_, loc), mul(batch, momentum_ * batchScale, loc), loc);
-  };
-  ctx.newState.set(key("running_mean"), blend(runningMean, batchMean, 1.0));
-  ctx.newState.set(key("running_var"), blend(runningVar, variance, unbias));
-  return y;
+  return {add(y, perChannel(offset), loc), batchMean, variance};
 }
 
 void Linear::init(Rng& rng, Tree& params, Tree&) const {

@@ -43,7 +43,8 @@ class BatchNorm2d final : public Module {
   Tensor forward(Context& ctx, const Tensor& x, Loc loc) const override;
 
  private:
-  Tensor crossReplica(Context& ctx, const Tensor& x, Loc loc) const;
+  BatchNormResult crossReplica(const Tensor& x, const Tensor& scale, const Tensor& offset,
+                               Loc loc) const;
 
   int64_t channels_;
   double epsilon_, momentum_;

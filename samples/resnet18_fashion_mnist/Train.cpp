@@ -34,18 +34,20 @@ struct Position {
   std::string csv;  // metrics rows of finished epochs
 };
 
+// A double as text that reads back to the same bits.
+std::string exact(double v) {
+  std::ostringstream s;
+  s.precision(17);
+  s << v;
+  return s.str();
+}
+
 // The flags a checkpoint must agree with to continue the same run.
 std::map<std::string, std::string> runIdentity(const Flags& f) {
-  auto num = [](double v) {
-    std::ostringstream s;
-    s.precision(17);
-    s << v;
-    return s.str();
-  };
   return {{"width", std::to_string(f.width)},       {"bn", f.bn},
           {"optimizer", f.optimizer},               {"batch", std::to_string(f.batch)},
-          {"seed", std::to_string(f.seed)},         {"lr", num(f.lr)},
-          {"momentum", num(f.momentum)},            {"weight_decay", num(f.weightDecay)},
+          {"seed", std::to_string(f.seed)},         {"lr", exact(f.lr)},
+          {"momentum", exact(f.momentum)},          {"weight_decay", exact(f.weightDecay)},
           {"train_limit", std::to_string(f.trainLimit)}};
 }
 
@@ -78,18 +80,12 @@ void saveCheckpoint(const std::string& path, const Flags& f, const Tree& params,
   addTree(c, "state.", state);
   addTree(c, "opt.", opt);
   c.metadata = runIdentity(f);
-  auto num = [](double v) {
-    std::ostringstream s;
-    s.precision(17);
-    s << v;
-    return s.str();
-  };
   c.metadata.insert({{"format", kFormat}, {"devices", f.devices},
                      {"epoch", std::to_string(at.epoch)}, {"batch_in_epoch", std::to_string(at.batch)},
-                     {"step", std::to_string(at.step)}, {"epoch_loss_sum", num(at.lossSum)},
+                     {"step", std::to_string(at.step)}, {"epoch_loss_sum", exact(at.lossSum)},
                      {"epoch_correct", std::to_string(at.correct)}, {"epoch_seen", std::to_string(at.seen)},
-                     {"epoch_batches", std::to_string(at.batches)}, {"epoch_seconds", num(at.seconds)},
-                     {"epoch_data_wait", num(at.dataWait)}, {"metrics_csv", at.csv}});
+                     {"epoch_batches", std::to_string(at.batches)}, {"epoch_seconds", exact(at.seconds)},
+                     {"epoch_data_wait", exact(at.dataWait)}, {"metrics_csv", at.csv}});
   spmd::io::saveSafetensors(path, c);
 }
 
@@ -195,9 +191,12 @@ double train(const Flags& f) {
       std::memcpy(x.data(), testSet.images.data() + start * imageBytes, rows * imageBytes);
       std::memcpy(y.data(), testSet.labels.data() + start * sizeof(int32_t), rows * sizeof(int32_t));
       auto [losses, predictions] = evaluate(params, state, x, y);
+      auto lossValues = losses.array().values<float>();
+      auto predicted = predictions.array().values<int32_t>();
+      auto labels = y.values<int32_t>();
       for (int64_t r = 0; r < rows; ++r) {
-        lossSum += losses.array().values<float>()[r];
-        correct += predictions.array().values<int32_t>()[r] == y.values<int32_t>()[r];
+        lossSum += lossValues[r];
+        correct += predicted[r] == labels[r];
       }
     }
     return std::pair{lossSum / double(testSet.size()), fraction(correct, testSet.size())};
@@ -229,8 +228,9 @@ double train(const Flags& f) {
       auto [p2, o2, s2, loss, predictions] = step(params, opt, state, batch->images, batch->labels);
       params = p2, opt = o2, state = s2;
       at.lossSum += loss.array().values<float>()[0];
-      for (int64_t r = 0; r < f.batch; ++r)
-        at.correct += predictions.array().values<int32_t>()[r] == batch->labels.values<int32_t>()[r];
+      auto predicted = predictions.array().values<int32_t>();
+      auto labels = batch->labels.values<int32_t>();
+      for (int64_t r = 0; r < f.batch; ++r) at.correct += predicted[r] == labels[r];
       at.seen += f.batch;
       ++at.batches;
       ++at.step;

@@ -17,8 +17,11 @@ import sys
 
 import numpy as np
 import torch
-from torch import nn
 import torch.nn.functional as F
+
+# The PyTorch ResNet-18 whose module names are spmd's parameter paths (also TorchReferenceTest's).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "reference"))
+from torch_resnet18 import ResNet18  # noqa: E402
 
 DTYPES = {"F32": torch.float32, "F64": torch.float64, "I32": torch.int32}
 
@@ -36,45 +39,6 @@ def load_safetensors(path):
         array = torch.frombuffer(bytearray(data[base + begin:base + end]), dtype=DTYPES[entry["dtype"]])
         tensors[name] = array.reshape(entry["shape"])
     return tensors, meta
-
-
-class Residual(nn.Module):
-    def __init__(self, cin, cout, stride, projection):
-        super().__init__()
-        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1)
-        self.bn1 = nn.BatchNorm2d(cout)
-        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1)
-        self.bn2 = nn.BatchNorm2d(cout)
-        self.conv3 = nn.Conv2d(cin, cout, 1, stride) if projection else None
-
-    def forward(self, x):
-        y = F.relu(self.bn1(self.conv1(x)))
-        y = self.bn2(self.conv2(y))
-        return F.relu(y + (self.conv3(x) if self.conv3 is not None else x))
-
-
-class ResNet18(nn.Module):
-    """Module names match spmd's parameter paths: stem.conv.weight, stage2.0.conv1.weight, fc.bias."""
-
-    def __init__(self, width):
-        super().__init__()
-        self.stem = nn.Module()
-        self.stem.conv = nn.Conv2d(1, width, 3, 1, 1)
-        self.stem.bn = nn.BatchNorm2d(width)
-        cin = width
-        for i in range(4):
-            cout = width << i
-            setattr(self, f"stage{i + 1}", nn.ModuleList(
-                [Residual(cin, cout, 1 if i == 0 else 2, i > 0), Residual(cout, cout, 1, False)]))
-            cin = cout
-        self.fc = nn.Linear(cin, 10)
-
-    def forward(self, x):
-        x = F.relu(self.stem.bn(self.stem.conv(x)))
-        for i in range(4):
-            for block in getattr(self, f"stage{i + 1}"):
-                x = block(x)
-        return self.fc(x.mean((2, 3)))
 
 
 def read_idx(path, offset):

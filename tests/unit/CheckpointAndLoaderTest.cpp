@@ -15,6 +15,7 @@ namespace spmd {
 namespace {
 
 using spmd::testing::randomArray;
+using spmd::testing::readBytes;
 
 std::string tempPath(const std::string& name) {
   auto dir = std::filesystem::temp_directory_path() / ("spmd-ckpt-" + std::to_string(::getpid()));
@@ -30,11 +31,6 @@ std::string errorOf(const std::string& path) {
   }
   ADD_FAILURE() << "expected an error for " << path;
   return "";
-}
-
-std::string readBytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
 void writeBytes(const std::string& path, const std::string& bytes) {

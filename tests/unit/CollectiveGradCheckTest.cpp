@@ -15,16 +15,11 @@
 namespace spmd {
 namespace {
 
+using spmd::testing::allAxes;
 using spmd::testing::cloneArray;
 using spmd::testing::randomArray;
 
 constexpr int kReplicas = 3;
-
-std::vector<int64_t> allAxes(const Tensor& t) {
-  std::vector<int64_t> axes(t.rank());
-  for (int64_t i = 0; i < t.rank(); ++i) axes[i] = i;
-  return axes;
-}
 
 struct CollectiveCase {
   std::string op, name;

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "frontend/data/FashionMnist.h"
+#include "TestUtil.h"
 #include "frontend/io/Safetensors.h"
 
 namespace spmd {
@@ -22,9 +23,9 @@ struct SampleRun {
   std::string output;  // stdout and stderr
 };
 
-SampleRun runSample(const std::string& flags) {
-  std::string command = std::string(SPMD_SAMPLE_PATH) + " " + flags + " 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
+// Runs a shell command; its exit status and its stdout and stderr together.
+SampleRun runCommand(const std::string& command) {
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
   std::string output;
   char buffer[4096];
   while (size_t n = fread(buffer, 1, sizeof buffer, pipe)) output.append(buffer, n);
@@ -32,10 +33,11 @@ SampleRun runSample(const std::string& flags) {
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
 }
 
-std::string readBytes(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
+SampleRun runSample(const std::string& flags) {
+  return runCommand(std::string(SPMD_SAMPLE_PATH) + " " + flags);
 }
+
+std::string readBytes(const fs::path& path) { return spmd::testing::readBytes(path.string()); }
 
 class FashionMnistSampleTest : public ::testing::Test {
  protected:
@@ -96,13 +98,10 @@ TEST_F(FashionMnistSampleTest, CheckpointLoadsIntoPyTorchWithTheSameAccuracy) {
   while (std::getline(row, field, ',')) fields.push_back(field);
   ASSERT_GE(fields.size(), 5u) << line;
   double oursLoss = std::stod(fields[3]), ours = 100 * std::stod(fields[4]);
-  std::string command = python + " " SPMD_SOURCE_DIR "/samples/resnet18_fashion_mnist/eval_torch.py " +
-                        (root / "t" / "checkpoint.safetensors").string() + " --limit 200 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
-  std::string output;
-  char buffer[4096];
-  while (size_t n = fread(buffer, 1, sizeof buffer, pipe)) output.append(buffer, n);
-  ASSERT_EQ(pclose(pipe), 0) << output;
+  SampleRun torch = runCommand(python + " " SPMD_SOURCE_DIR "/samples/resnet18_fashion_mnist/eval_torch.py " +
+                               (root / "t" / "checkpoint.safetensors").string() + " --limit 200");
+  const std::string& output = torch.output;
+  ASSERT_EQ(torch.status, 0) << output;
   size_t at = output.find("PyTorch test accuracy: ");
   ASSERT_NE(at, std::string::npos) << output;
   double theirs = std::stod(output.substr(at + 23));

@@ -16,6 +16,7 @@
 namespace spmd {
 namespace {
 
+using spmd::testing::allAxes;
 using spmd::testing::cloneArray;
 using spmd::testing::randomArray;
 
@@ -35,12 +36,6 @@ Array awayFromZero(const Shape& shape, uint64_t seed) {
   for (int64_t i = 0; i < a.numel(); ++i)
     if (sign.values<double>()[i] < 0) a.values<double>()[i] *= -1;
   return a;
-}
-
-std::vector<int64_t> allAxes(const Tensor& t) {
-  std::vector<int64_t> axes(t.rank());
-  std::iota(axes.begin(), axes.end(), 0);
-  return axes;
 }
 
 class Checker {

@@ -1,12 +1,16 @@
-// Helpers shared by the unit tests: seeded random arrays and an elementwise comparison that
-// reports the largest difference it saw.
+// Helpers shared by the unit tests: seeded random arrays, an elementwise comparison that
+// reports the largest difference it saw, deep copies, every axis of a tensor, file bytes.
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
+#include <iterator>
 #include <random>
+#include <string>
 
+#include "frontend/Tensor.h"
 #include "runtime/Array.h"
 
 namespace spmd::testing {
@@ -68,6 +72,19 @@ inline Array cloneArray(const Array& a) {
   Array b = Array::zeros(a.dtype, a.shape);
   if (a.bytes()) std::memcpy(b.data(), a.data(), a.bytes());
   return b;
+}
+
+// [0, 1, ..., rank - 1]: the axes that reduce a tensor to a scalar.
+inline std::vector<int64_t> allAxes(const Tensor& t) {
+  std::vector<int64_t> axes(t.rank());
+  for (int64_t i = 0; i < t.rank(); ++i) axes[i] = i;
+  return axes;
+}
+
+// The whole file as bytes (empty if it cannot be read).
+inline std::string readBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
 }  // namespace spmd::testing

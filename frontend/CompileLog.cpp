@@ -1,5 +1,10 @@
-// Signature keys of compiled functions and the reason a call recompiled.
-#include "frontend/Signature.h"
+// Signature keys, recompile reasons, and tracing -> compiling for jit and pmap.
+#include "frontend/CompileLog.h"
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "frontend/Trace.h"
 
 namespace spmd::detail {
 
@@ -29,6 +34,25 @@ std::string explain(const std::string& before, const std::string& now) {
       return "input leaf " + std::to_string(i) + " was " +
              (i < typesBefore.size() ? typesBefore[i] : "absent") + ", now " + typesNow[i];
   return "the signature changed";
+}
+
+void CompileLog::beginCompile(const std::string& signature, const std::string& what) {
+  lastReason_ = explain(lastSignature_, signature);
+  if (std::getenv("SPMD_LOG_COMPILES"))
+    std::fprintf(stderr, "spmd: compiling %s (%s)\n", what.c_str(), lastReason_.c_str());
+}
+
+runtime::Program CompileLog::compileTrace(Trace& trace, const CompileOptions& options,
+                                          const std::string& name) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  trace.module().print(os, mlir::OpPrintingFlags().enableDebugInfo(true, false));
+  lastTracedIr_ = text;
+  runtime::Program program = compile(trace.module(), options);
+  program.name = name;
+  lastProgramText_ = program.toText();
+  ++compileCount_;
+  return program;
 }
 
 }  // namespace spmd::detail

@@ -1,0 +1,59 @@
+// Internal to the frontend: what spmd::jit and spmd::pmap share about their compile caches. The
+// cache key of a compiled function (argument structure plus each input leaf's type, and for pmap
+// how it is mapped), a readable reason a call recompiled, and the CompileLog both cores keep
+// (count, reason, the last traced IR and Program), exposed to users by CompiledFunction.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "compiler/Pipeline.h"
+#include "frontend/Tensor.h"
+
+namespace spmd::detail {
+
+class Trace;
+
+// `tags[i]`, when given, prefixes leaf i's type (pmap: "split:", "stacked:", "replicated:").
+std::string signatureOf(const std::vector<Tensor>& leaves, const std::string& structure,
+                        const std::vector<std::string>& tags = {});
+// Why `now` differs from `before` ("first call", "input leaf 2 was f32[8] now f32[4]", ...).
+std::string explain(const std::string& before, const std::string& now);
+
+class CompileLog {
+ public:
+  int compileCount() const { return compileCount_; }
+  const std::string& lastCompileReason() const { return lastReason_; }
+  const std::string& lastTracedIr() const { return lastTracedIr_; }
+  const std::string& lastProgramText() const { return lastProgramText_; }
+
+ protected:
+  // `signature` is not cached: records why (and prints it under SPMD_LOG_COMPILES).
+  void beginCompile(const std::string& signature, const std::string& what);
+  // Keeps the finished trace's IR, runs the pipeline on it and names the Program.
+  runtime::Program compileTrace(Trace& trace, const CompileOptions& options, const std::string& name);
+  // Every call, after the cache lookup: the signature the next recompile is compared with.
+  void called(const std::string& signature) { lastSignature_ = signature; }
+
+ private:
+  std::string lastSignature_, lastReason_, lastTracedIr_, lastProgramText_;
+  int compileCount_ = 0;
+};
+
+// The user-facing accessors of a jitted or pmapped function, forwarded to its core.
+template <typename Core>
+class CompiledFunction {
+ public:
+  // How many times this function was traced and compiled, and why the last time.
+  int compileCount() const { return core_->compileCount(); }
+  const std::string& lastCompileReason() const { return core_->lastCompileReason(); }
+  const std::string& lastTracedIr() const { return core_->lastTracedIr(); }
+  const std::string& lastProgramText() const { return core_->lastProgramText(); }
+
+ protected:
+  explicit CompiledFunction(std::shared_ptr<Core> core) : core_(std::move(core)) {}
+  std::shared_ptr<Core> core_;
+};
+
+}  // namespace spmd::detail
