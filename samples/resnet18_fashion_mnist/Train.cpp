@@ -89,14 +89,16 @@ void saveCheckpoint(const std::string& path, const Flags& f, const Tree& params,
   spmd::io::saveSafetensors(path, c);
 }
 
-int64_t metaInt(const spmd::io::Checkpoint& c, const std::string& key, const std::string& path) {
+// A number from the checkpoint's metadata; a missing or malformed entry is a clear error.
+template <typename T>
+T metaNumber(const spmd::io::Checkpoint& c, const std::string& key, const std::string& path) {
   auto it = c.metadata.find(key);
   if (it == c.metadata.end()) throw spmd::Error(path + ": checkpoint metadata has no '" + key + "'");
-  try {
-    return std::stoll(it->second);
-  } catch (...) {
+  std::istringstream in(it->second);
+  T value{};
+  if (!(in >> value) || !in.eof())
     throw spmd::Error(path + ": checkpoint metadata '" + key + "' is not a number: '" + it->second + "'");
-  }
+  return value;
 }
 
 double fraction(int64_t part, int64_t whole) { return whole ? double(part) / double(whole) : 0.0; }
@@ -131,15 +133,15 @@ double train(const Flags& f) {
     params = readTree(c, "params.", params, path);
     state = readTree(c, "state.", state, path);
     opt = readTree(c, "opt.", opt, path);
-    at.epoch = metaInt(c, "epoch", path);
-    at.batch = metaInt(c, "batch_in_epoch", path);
-    at.step = metaInt(c, "step", path);
-    at.correct = metaInt(c, "epoch_correct", path);
-    at.seen = metaInt(c, "epoch_seen", path);
-    at.batches = metaInt(c, "epoch_batches", path);
-    at.lossSum = std::stod(c.metadata["epoch_loss_sum"]);
-    at.seconds = std::stod(c.metadata["epoch_seconds"]);
-    at.dataWait = std::stod(c.metadata["epoch_data_wait"]);
+    at.epoch = metaNumber<int64_t>(c, "epoch", path);
+    at.batch = metaNumber<int64_t>(c, "batch_in_epoch", path);
+    at.step = metaNumber<int64_t>(c, "step", path);
+    at.correct = metaNumber<int64_t>(c, "epoch_correct", path);
+    at.seen = metaNumber<int64_t>(c, "epoch_seen", path);
+    at.batches = metaNumber<int64_t>(c, "epoch_batches", path);
+    at.lossSum = metaNumber<double>(c, "epoch_loss_sum", path);
+    at.seconds = metaNumber<double>(c, "epoch_seconds", path);
+    at.dataWait = metaNumber<double>(c, "epoch_data_wait", path);
     at.csv = c.metadata["metrics_csv"];
     if (c.metadata["devices"] != f.devices)
       std::printf("note: the checkpoint ran on %s, this run on %s: training continues, but not "

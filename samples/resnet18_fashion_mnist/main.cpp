@@ -3,6 +3,7 @@
 // metrics (CSV and a gnuplot PNG) and safetensors checkpoints, and resumes from them.
 // See --help; README.md shows the default run and the seeds' configurations.
 #include <cstdio>
+#include <exception>
 
 #include "Flags.h"
 #include "Train.h"
@@ -12,7 +13,7 @@ int main(int argc, char** argv) {
   try {
     sample::train(sample::parseFlags(argc, argv));
     return 0;
-  } catch (const spmd::Error& e) {
+  } catch (const std::exception& e) {  // spmd::Error, and file-system errors on --out
     std::fprintf(stderr, "resnet18_fashion_mnist: error: %s\n", e.what());
     return 1;
   }
