@@ -17,11 +17,17 @@ namespace {
 using spmd::testing::randomArray;
 using spmd::testing::readBytes;
 
-std::string tempPath(const std::string& name) {
-  auto dir = std::filesystem::temp_directory_path() / ("spmd-ckpt-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  return (dir / name).string();
-}
+// Safetensors tests write into a fresh directory of their own, removed afterwards.
+class SafetensorsTest : public ::testing::Test {
+ protected:
+  void SetUp() override { std::filesystem::create_directories(dir_); }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string tempPath(const std::string& name) const { return (dir_ / name).string(); }
+
+ private:
+  std::filesystem::path dir_ =
+      std::filesystem::temp_directory_path() / ("spmd-ckpt-" + std::to_string(::getpid()));
+};
 
 std::string errorOf(const std::string& path) {
   try {
@@ -37,7 +43,7 @@ void writeBytes(const std::string& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
 }
 
-TEST(SafetensorsTest, RoundTripKeepsEveryBitAndTheMetadata) {
+TEST_F(SafetensorsTest, RoundTripKeepsEveryBitAndTheMetadata) {
   io::Checkpoint c;
   c.tensors["params.w"] = randomArray(DType::f32, {3, 4}, 1);
   c.tensors["params.b"] = randomArray(DType::f64, {5}, 2);
@@ -64,7 +70,7 @@ TEST(SafetensorsTest, RoundTripKeepsEveryBitAndTheMetadata) {
   EXPECT_FALSE(std::filesystem::exists(std::filesystem::path(path).parent_path() / ".round.safetensors.tmp"));
 }
 
-TEST(SafetensorsTest, CorruptFilesAreClearErrors) {
+TEST_F(SafetensorsTest, CorruptFilesAreClearErrors) {
   io::Checkpoint c;
   c.tensors["w"] = randomArray(DType::f32, {4, 4}, 1);
   std::string good = tempPath("good.safetensors");
