@@ -7,6 +7,7 @@
 
 #include "compiler/Diagnostics.h"
 #include "compiler/LowerToProgram.h"
+#include "compiler/MemoryPlan.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OperationSupport.h"
@@ -84,6 +85,7 @@ runtime::Program compile(mlir::ModuleOp module, const CompileOptions& options) {
   auto function = module.lookupSymbol<mlir::func::FuncOp>(options.entry);
   if (!function) throw Error("compile: the module has no function @" + options.entry);
   runtime::Program program = lowerToProgram(function);
+  if (options.planMemory) planMemory(program);
   pipeline.dumpText("program.txt", program.toText());
   return program;
 }

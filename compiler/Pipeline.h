@@ -23,6 +23,9 @@ struct CompileOptions {
   bool strict = false;
   // Largest combined gradient all-reduce, in bytes.
   int64_t bucketBytes = 25 << 20;
+  // Place intermediate buffers in one arena by lifetime (compiler/MemoryPlan). Off: every buffer
+  // gets its own allocation (for comparing against the plan).
+  bool planMemory = true;
 };
 
 // Runs the pipeline on `module` in place and returns the lowered Program. Throws spmd::Error

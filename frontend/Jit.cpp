@@ -36,7 +36,8 @@ std::pair<std::vector<Tensor>, std::shared_ptr<void>> JitCore::call(
     for (const Tensor& leaf : leaves) arguments.push_back(trace.addArgument(leaf.dtype(), leaf.shape()));
     Traced traced = traceFn(arguments);
     trace.finish(traced.outputs, Loc::current());
-    runtime::Program program = compileTrace(trace, {options_.dumpDir, "main"}, options_.name);
+    runtime::Program program = compileTrace(
+        trace, {.dumpDir = options_.dumpDir, .planMemory = options_.planMemory}, options_.name);
     entry->executor = std::make_unique<runtime::Executor>(
         std::move(program), std::make_shared<runtime::CpuDevice>());
     entry->prototype = traced.prototype;

@@ -18,6 +18,7 @@ namespace spmd {
 struct JitOptions {
   std::string name = "main";
   std::string dumpDir;  // per-pass IR dumps; empty: SPMD_DUMP_IR
+  bool planMemory = true;  // intermediates share one arena by lifetime (CompileOptions)
 };
 
 namespace detail {

@@ -45,6 +45,7 @@ struct PmapOptions {
   int64_t bucketBytes = 25 << 20;       // largest combined gradient all-reduce
   std::string name = "main";
   std::string dumpDir;  // per-pass IR dumps; empty: SPMD_DUMP_IR
+  bool planMemory = true;  // intermediates share one arena per replica by lifetime
 };
 
 namespace detail {

@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <exception>
 
+#include "runtime/MemoryPlan.h"
+
 namespace spmd::runtime {
 
 Executor::Executor(Program program, std::shared_ptr<Device> device)
@@ -22,11 +24,18 @@ Executor::Executor(Program program, std::shared_ptr<Device> device)
   caches_.resize(program_.steps.size());
   profile_ = std::getenv("SPMD_PROFILE") != nullptr;
   buffers_.resize(program_.buffers.size());
+  checkMemoryPlan(program_);
+  std::shared_ptr<std::byte> arena;
+  if (program_.arenaBytes) arena = device_->allocate(program_.arenaBytes);
   std::vector<bool> isInput(program_.buffers.size());
   for (int id : program_.inputs) isInput[id] = true;
   for (size_t id = 0; id < program_.buffers.size(); ++id) {
     const BufferDesc& desc = program_.buffers[id];
     if (isInput[id] && device_->hostAccessible()) continue;
+    if (desc.offset >= 0) {  // planned: a view into the arena that keeps the arena alive
+      buffers_[id] = std::shared_ptr<std::byte>(arena, arena.get() + desc.offset);
+      continue;
+    }
     buffers_[id] = device_->allocate(desc.bytes());
     if (!desc.constant.empty())
       device_->copyToDevice(buffers_[id].get(), desc.constant.data(), desc.bytes());

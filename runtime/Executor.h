@@ -1,5 +1,5 @@
-// Runs a Program on one Device: allocates every buffer once, then per call binds the inputs,
-// runs the steps in order and returns the outputs as host Arrays.
+// Runs a Program on one Device: allocates the memory plan's arena and every unplanned buffer
+// once, then per call binds the inputs, runs the steps in order and returns the outputs.
 #pragma once
 
 #include <map>

@@ -57,11 +57,14 @@ std::string Program::toText() const {
   size_t total = 0;
   for (const BufferDesc& b : buffers) total += b.bytes();
   os << "program @" << name << " {  // " << buffers.size() << " buffers, " << steps.size()
-     << " steps, " << total << " bytes\n";
+     << " steps, " << total << " bytes";
+  if (arenaBytes) os << ", arena " << arenaBytes << " bytes";
+  os << '\n';
   for (size_t i = 0; i < buffers.size(); ++i) {
     os << "  buffer %" << i << " : " << dtypeName(buffers[i].dtype)
        << shapeString(buffers[i].shape);
     if (!buffers[i].constant.empty()) os << " constant";
+    if (buffers[i].offset >= 0) os << " @" << buffers[i].offset;
     os << '\n';
   }
   os << "  inputs (" << ids(inputs) << ")\n";

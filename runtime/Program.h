@@ -19,6 +19,9 @@ struct BufferDesc {
   DType dtype = DType::f32;
   Shape shape;
   std::vector<std::byte> constant;  // initial contents for constants; empty otherwise
+  // Byte offset in the replica's arena (compiler/MemoryPlan); -1: the buffer is not planned
+  // (inputs and constants, or a program lowered without a plan) and gets its own allocation.
+  int64_t offset = -1;
 
   size_t bytes() const { return static_cast<size_t>(numElements(shape)) * dtypeSize(dtype); }
 };
@@ -41,6 +44,8 @@ struct Program {
   std::vector<BufferDesc> buffers;
   std::vector<int> inputs, outputs;  // buffer ids, in the function's argument/result order
   std::vector<Step> steps;
+  // Size of the one arena holding every planned buffer; 0 when nothing is planned.
+  size_t arenaBytes = 0;
 
   // Human-readable text form, one line per buffer and step.
   std::string toText() const;

@@ -1,0 +1,50 @@
+// planMemory: greedy-by-size offset assignment over step lifetimes (as TFLite's arena planner).
+#include "compiler/MemoryPlan.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "runtime/MemoryPlan.h"
+
+namespace spmd {
+
+void planMemory(runtime::Program& program) {
+  using runtime::kArenaAlignment;
+  std::vector<runtime::Lifetime> life = runtime::lifetimes(program);
+  std::vector<bool> fixed(program.buffers.size(), false);
+  for (int id : program.inputs) fixed[id] = true;
+  std::vector<int> order;
+  for (size_t id = 0; id < program.buffers.size(); ++id) {
+    runtime::BufferDesc& b = program.buffers[id];
+    b.offset = -1;
+    if (!fixed[id] && b.constant.empty()) order.push_back(static_cast<int>(id));
+  }
+  auto aligned = [](int64_t bytes) { return (bytes + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment; };
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    return program.buffers[a].bytes() > program.buffers[b].bytes();
+  });
+
+  std::vector<int> placed;  // kept sorted by offset
+  int64_t arena = 0;
+  for (int id : order) {
+    int64_t size = aligned(int64_t(program.buffers[id].bytes()));
+    int64_t offset = 0;
+    for (int other : placed) {  // first gap below a live neighbour that is big enough
+      if (!life[other].overlaps(life[id])) continue;
+      int64_t start = program.buffers[other].offset;
+      if (start >= offset + size) break;
+      offset = std::max(offset, start + aligned(int64_t(program.buffers[other].bytes())));
+    }
+    program.buffers[id].offset = offset;
+    arena = std::max(arena, offset + size);
+    placed.insert(std::upper_bound(placed.begin(), placed.end(), id,
+                                   [&](int a, int b) {
+                                     return program.buffers[a].offset < program.buffers[b].offset;
+                                   }),
+                  id);
+  }
+  program.arenaBytes = static_cast<size_t>(arena);
+  runtime::checkMemoryPlan(program);
+}
+
+}  // namespace spmd
