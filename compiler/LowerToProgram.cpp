@@ -1,6 +1,7 @@
 // lowerToProgram: func.func over `spmd` ops -> runtime::Program.
 #include "compiler/LowerToProgram.h"
 
+#include <cstdio>
 #include <cstring>
 
 #include "compiler/Diagnostics.h"
@@ -56,6 +57,50 @@ runtime::Attr convert(mlir::NamedAttribute named, mlir::Operation* op) {
               "' of " + op->getName().getStringRef().str());
 }
 
+// A spmd.fused body as runtime/FusedBody text: "%0 = load 0; %1 = load 1 dims [1]; ...".
+std::string fusedBodyText(ir::FusedOp fused) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  llvm::DenseMap<mlir::Value, int> ids;
+  auto name = [&](mlir::Value v) -> int {
+    if (auto found = ids.find(v); found != ids.end()) return found->second;
+    int id = static_cast<int>(ids.size());  // a block argument read directly: load it once
+    os << "%" << id << " = load " << llvm::cast<mlir::BlockArgument>(v).getArgNumber() << "; ";
+    return ids[v] = id;
+  };
+  for (mlir::Operation& op : fused.getBody().front()) {
+    if (auto yield = llvm::dyn_cast<ir::YieldOp>(op)) {
+      llvm::SmallVector<int> results;
+      for (mlir::Value v : yield.getValues()) results.push_back(name(v));
+      os << "yield";
+      for (int r : results) os << " %" << r;
+      break;
+    }
+    llvm::SmallVector<int> operands;
+    auto broadcast = llvm::dyn_cast<ir::BroadcastInDimOp>(op);
+    if (!broadcast)
+      for (mlir::Value v : op.getOperands()) operands.push_back(name(v));
+    int id = static_cast<int>(ids.size());
+    ids[op.getResult(0)] = id;
+    os << "%" << id << " = ";
+    if (broadcast) {
+      os << "load " << llvm::cast<mlir::BlockArgument>(broadcast.getInput()).getArgNumber() << " dims [";
+      llvm::interleaveComma(broadcast.getDims(), os);
+      os << "]";
+    } else if (auto constant = llvm::dyn_cast<ir::ConstantOp>(op)) {
+      auto dense = llvm::cast<mlir::DenseElementsAttr>(constant.getValue());
+      char value[40];
+      std::snprintf(value, sizeof value, "%.17g", dense.getSplatValue<llvm::APFloat>().convertToDouble());
+      os << "const " << value;
+    } else {
+      os << op.getName().stripDialect();
+      for (int operand : operands) os << " %" << operand;
+    }
+    os << "; ";
+  }
+  return text;
+}
+
 }  // namespace
 
 runtime::Program lowerToProgram(mlir::func::FuncOp function) {
@@ -89,6 +134,7 @@ runtime::Program lowerToProgram(mlir::func::FuncOp function) {
     step.location = sourceLine(op.getLoc());
     for (mlir::Value operand : op.getOperands()) step.inputs.push_back(ids.at(operand));
     for (mlir::Value result : op.getResults()) step.outputs.push_back(define(result, describe(result)));
+    if (auto fused = llvm::dyn_cast<ir::FusedOp>(op)) step.attrs["body"] = fusedBodyText(fused);
     for (mlir::NamedAttribute named : op.getAttrDictionary())
       if (!named.getName().strref().starts_with("spmd."))  // analysis marks, not kernel inputs
         step.attrs[named.getName().str()] = convert(named, &op);

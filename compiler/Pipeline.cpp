@@ -81,6 +81,7 @@ runtime::Program compile(mlir::ModuleOp module, const CompileOptions& options) {
   pipeline.run(mlir::createCSEPass());
   pipeline.run(passes::createCombineAllReduce({options.bucketBytes}));
   pipeline.run(passes::createReplication());
+  if (options.fuseElementwise) pipeline.run(passes::createFuseElementwise());
 
   auto function = module.lookupSymbol<mlir::func::FuncOp>(options.entry);
   if (!function) throw Error("compile: the module has no function @" + options.entry);

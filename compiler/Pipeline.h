@@ -26,6 +26,8 @@ struct CompileOptions {
   // Place intermediate buffers in one arena by lifetime (compiler/MemoryPlan). Off: every buffer
   // gets its own allocation (for comparing against the plan).
   bool planMemory = true;
+  // Fuse elementwise chains into spmd.fused ops (passes/FuseElementwise), one kernel each.
+  bool fuseElementwise = true;
 };
 
 // Runs the pipeline on `module` in place and returns the lowered Program. Throws spmd::Error

@@ -37,7 +37,9 @@ std::pair<std::vector<Tensor>, std::shared_ptr<void>> JitCore::call(
     Traced traced = traceFn(arguments);
     trace.finish(traced.outputs, Loc::current());
     runtime::Program program = compileTrace(
-        trace, {.dumpDir = options_.dumpDir, .planMemory = options_.planMemory}, options_.name);
+        trace, {.dumpDir = options_.dumpDir,
+                .planMemory = options_.planMemory,
+                .fuseElementwise = options_.fuseElementwise}, options_.name);
     entry->executor = std::make_unique<runtime::Executor>(
         std::move(program), std::make_shared<runtime::CpuDevice>());
     entry->prototype = traced.prototype;

@@ -19,6 +19,7 @@ struct JitOptions {
   std::string name = "main";
   std::string dumpDir;  // per-pass IR dumps; empty: SPMD_DUMP_IR
   bool planMemory = true;  // intermediates share one arena by lifetime (CompileOptions)
+  bool fuseElementwise = true;  // elementwise chains run as fused kernels
 };
 
 namespace detail {

@@ -159,7 +159,7 @@ std::pair<std::vector<Tensor>, std::shared_ptr<void>> PmapCore::call(
       trace.describeResult(i, entry->outputAxes[i].kind != Axis::Kind::Replicated,
                            i < traced.names.size() ? traced.names[i] : "");
     runtime::Program program =
-        compileTrace(trace, {o.dumpDir, "main", o.strict, o.bucketBytes, o.planMemory}, o.name);
+        compileTrace(trace, {o.dumpDir, "main", o.strict, o.bucketBytes, o.planMemory, o.fuseElementwise}, o.name);
     for (int id : program.outputs)
       entry->outputs.emplace_back(program.buffers[id].dtype, program.buffers[id].shape);
     entry->group = std::make_unique<runtime::ReplicaGroup>(program, state_->devices, state_->timeout);

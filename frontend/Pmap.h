@@ -46,6 +46,7 @@ struct PmapOptions {
   std::string name = "main";
   std::string dumpDir;  // per-pass IR dumps; empty: SPMD_DUMP_IR
   bool planMemory = true;  // intermediates share one arena per replica by lifetime
+  bool fuseElementwise = true;  // elementwise chains run as fused kernels
 };
 
 namespace detail {

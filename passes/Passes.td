@@ -62,4 +62,19 @@ def CombineAllReduce : Pass<"spmd-combine-all-reduce", "mlir::ModuleOp"> {
   let dependentDialects = ["::spmd::ir::SpmdDialect"];
 }
 
+def FuseElementwise : Pass<"spmd-fuse-elementwise", "mlir::ModuleOp"> {
+  let summary = "group chains of elementwise ops into spmd.fused ops (one generated kernel each)";
+  let description = [{
+    Runs after autodiff. Walking each function in order, an elementwise op joins the fusion
+    group of an operand's producer when they share the iteration space (result type), so chains
+    such as residual add + relu, relu_backward + add, or an optimizer's update of one parameter
+    become one group. broadcast_in_dim and splat constants join the group of their consumer and
+    become index maps and literals in the body. A group takes an op only if no op outside the
+    group that uses a group value comes before it, so the fused op (placed at the group's last
+    op) never moves a use before its definition. Groups of two or more ops become one spmd.fused
+    op whose results are the group values used outside it.
+  }];
+  let dependentDialects = ["::spmd::ir::SpmdDialect"];
+}
+
 #endif

@@ -52,7 +52,7 @@ inline void checkLabel(int32_t label, int64_t row, int64_t classes) {
   X(reduce_mean) X(reduce_max) X(argmax) X(matmul) X(softmax_cross_entropy) X(greater_equal)    \
   X(conv2d_backward_data) X(conv2d_backward_filter) X(batch_norm_train_backward)              \
   X(relu_backward) X(softmax_cross_entropy_backward) X(all_reduce) X(all_gather)            \
-  X(reduce_scatter) X(axis_index)
+  X(reduce_scatter) X(axis_index) X(fused)
 using KernelTable = std::unordered_map<std::string, KernelFn>;
 
 // Reference kernels: simple loops, double accumulation; the oracle tests compare backends with.

@@ -43,6 +43,9 @@ const std::vector<int64_t>& Step::ints(const std::string& name) const {
 }
 int64_t Step::integer(const std::string& name) const { return get<int64_t>(*this, name, "an integer"); }
 double Step::real(const std::string& name) const { return get<double>(*this, name, "a float"); }
+const std::string& Step::text(const std::string& name) const {
+  return get<std::string>(*this, name, "a string");
+}
 bool Step::flag(const std::string& name) const {
   return attrs.count(name) ? get<bool>(*this, name, "a bool") : false;
 }

@@ -37,6 +37,7 @@ struct Step {
   int64_t integer(const std::string& name) const;
   double real(const std::string& name) const;
   bool flag(const std::string& name) const;  // false when absent
+  const std::string& text(const std::string& name) const;
 };
 
 struct Program {

@@ -34,4 +34,9 @@ std::vector<std::string> opNames();
 enum class Differentiation { Vjp, ZeroGradient, FirstOrderOnly, None };
 Differentiation differentiation(mlir::Operation* op);
 Differentiation differentiation(const std::string& opName);  // "conv2d"
+
+// Ops a spmd.fused body may hold: elementwise arithmetic on one shape (add, sub, mul, div, max,
+// neg, exp, log, sqrt, relu, relu_backward, greater_equal), splat constants, broadcast_in_dim.
+bool isElementwise(mlir::Operation* op);
+bool isFusable(mlir::Operation* op);  // isElementwise, a splat constant, or broadcast_in_dim
 }  // namespace spmd::ir

@@ -275,10 +275,32 @@ def Spmd_ValueAndGradOp : Op<Spmd_Dialect, "value_and_grad",
 }
 
 def Spmd_YieldOp : Op<Spmd_Dialect, "yield",
-                      [Pure, Terminator, HasParent<"ValueAndGradOp">]> {
-  let summary = "ends a value_and_grad body: the loss, then auxiliary values";
+                      [Pure, Terminator, ParentOneOf<["ValueAndGradOp", "FusedOp"]>]> {
+  let summary = "ends a value_and_grad body (the loss, then auxiliary values) or a fused body";
   let arguments = (ins Variadic<Spmd_AnyTensor>:$values);
   let assemblyFormat = "attr-dict ($values^ `:` type($values))?";
+}
+
+//===--- fusion ------------------------------------------------------------------------------===//
+
+def Spmd_FusedOp : Op<Spmd_Dialect, "fused",
+                      [IsolatedFromAbove, RecursiveMemoryEffects, SingleBlock,
+                       Spmd_FirstOrderOnly]> {
+  let summary = "a chain of elementwise ops run as one generated kernel";
+  let description = [{
+    Made by `spmd-fuse-elementwise` after autodiff. The body is a function of its block
+    arguments (the inputs) built from elementwise ops (add, sub, mul, div, max, neg, exp, log,
+    sqrt, relu, relu_backward, greater_equal), splat constants and broadcast_in_dim of an input;
+    it yields the results. Every result and every elementwise value in the body has one shape,
+    the iteration space; an input is read at the same index, or through its broadcast_in_dim.
+    Backends compile the body into one kernel (runtime/FusedBody): one pass over memory instead
+    of one per op.
+  }];
+  let arguments = (ins Variadic<Spmd_AnyTensor>:$inputs);
+  let results = (outs Variadic<Spmd_FloatTensor>:$results);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = "$inputs $body attr-dict `:` functional-type($inputs, results)";
+  let hasVerifier = 1;
 }
 
 #endif

@@ -137,6 +137,20 @@ std::vector<KernelCase> cases(DType t) {
     list.push_back({op, op, {rnd({3, 17, 5}, -3, 3)}, {{t, {3, 17, 5}}}, {}});
   for (std::string op : {"log", "sqrt"})
     list.push_back({op, op, {rnd({3, 17, 5}, 0.1, 4)}, {{t, {3, 17, 5}}}, {}});
+  // Fused bodies as spmd-fuse-elementwise lowers them: per-channel broadcast loads, a size-1
+  // broadcast, literals, every elementwise kind, two outputs; 5184 elements span many chunks.
+  list.push_back({"fused bn-apply relu", "fused", {rnd({4, 16, 9, 9}), rnd({16}), rnd({1, 16, 1, 1})},
+                  {{t, {4, 16, 9, 9}}, {t, {4, 16, 9, 9}}},
+                  {{"body", std::string("%0 = load 0; %1 = load 1 dims [1]; %2 = mul %0 %1; "
+                                        "%3 = load 2 dims [0, 1, 2, 3]; %4 = add %2 %3; %5 = relu %4; "
+                                        "%6 = const 0.25; %7 = relu_backward %0 %5; "
+                                        "%8 = greater_equal %4 %6; %9 = max %7 %8; %10 = sub %9 %6; "
+                                        "yield %5 %10")}}});
+  list.push_back({"fused math", "fused", {rnd({3, 17, 5}, -2, 2), rnd({3, 17, 5}, 0.1, 4)},
+                  {{t, {3, 17, 5}}},
+                  {{"body", std::string("%0 = load 0; %1 = load 1; %2 = exp %0; %3 = log %1; "
+                                        "%4 = sqrt %1; %5 = div %2 %4; %6 = neg %3; %7 = add %5 %6; "
+                                        "yield %7")}}});
   for (auto& c : list) c.name += suffix;
   return list;
 }

@@ -29,8 +29,11 @@ TEST(ProgramTest, SmallMlpMatchesHostComputation) {
   testing::expectClose(y.array(), expected, 1e-5, 1e-6, "mlp");
 
   const std::string& text = f.lastProgramText();
-  EXPECT_NE(text.find("matmul (%0, %1, %2) -> (%4) {transpose_lhs = false, transpose_rhs = true}"), std::string::npos) << text;
-  EXPECT_NE(text.find("constant"), std::string::npos) << text;
+  EXPECT_NE(text.find("matmul (%0, %1, %2) -> (%3) {transpose_lhs = false, transpose_rhs = true}"), std::string::npos) << text;
+  // relu and the multiply by the splat 2 are one fused step; the constant is a literal in it.
+  EXPECT_NE(text.find("fused (%3) -> (%4) {body = \"%0 = load 0; %1 = relu %0; %2 = const 2; %3 = mul %1 %2; yield %3\"}"),
+            std::string::npos) << text;
+  EXPECT_EQ(text.find("constant"), std::string::npos) << text;
   EXPECT_NE(text.find("reduce_mean"), std::string::npos) << text;
   EXPECT_NE(text.find("// tests/unit/ProgramTest.cpp:"), std::string::npos) << text;
 }

@@ -1,0 +1,44 @@
+// The body of a `fused` step (spmd.fused lowered by the compiler): a straight-line program over
+// one iteration space, in text so Programs stay readable and backends need no MLIR:
+//   "%0 = load 0; %1 = load 1 dims [1]; %2 = const 0.5; %3 = mul %0 %2; %4 = add %3 %1; yield %4"
+// `load K` reads input K at the element's index; `load K dims [...]` reads it through a
+// broadcast_in_dim (input dim i is result dim dims[i]). Every backend evaluates the same parse.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace spmd::runtime {
+
+enum class FusedOpKind : uint8_t {
+  load, constant, add, sub, mul, div, max, neg, exp, log, sqrt, relu, relu_backward, greater_equal
+};
+
+struct FusedInstr {
+  FusedOpKind kind = FusedOpKind::load;
+  int a = -1, b = -1;          // operand instructions (elementwise ops)
+  int input = -1;              // load: which input
+  bool broadcast = false;      // load through dims
+  std::vector<int64_t> dims;   // load: input dim i -> result dim dims[i]
+  double value = 0;            // constant
+};
+
+struct FusedBody {
+  std::vector<FusedInstr> instrs;
+  std::vector<int> results;  // instruction per output, in output order
+
+  // Throws an Error quoting the text and saying what is malformed.
+  static FusedBody parse(const std::string& text);
+};
+
+const char* fusedOpName(FusedOpKind kind);
+int fusedArity(FusedOpKind kind);  // operands of an elementwise kind; 0 for load and constant
+
+// Element strides into `input` per dim of `space`, 0 along broadcast dims. Throws when the input
+// cannot be read that way (a direct load of another shape, or dims that do not fit).
+std::vector<int64_t> loadStrides(const FusedInstr& load, std::span<const int64_t> input,
+                                 std::span<const int64_t> space);
+
+}  // namespace spmd::runtime

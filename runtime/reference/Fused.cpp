@@ -1,0 +1,67 @@
+// Reference kernel of a fused step: element by element, every instruction in double and rounded
+// to the tensor's type (as the unfused reference kernels round each op's result), broadcast
+// loads through explicit coordinates.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "runtime/FusedBody.h"
+#include "runtime/reference/Reference.h"
+
+namespace spmd::runtime::reference {
+
+void fused(KernelCall& call) {
+  FusedBody body = FusedBody::parse(call.step.text("body"));
+  if (body.results.size() != call.out.size())
+    throw Error("fused body yields " + std::to_string(body.results.size()) + " values for " +
+                std::to_string(call.out.size()) + " outputs");
+  std::span<const int64_t> space = call.out[0].shape;
+  std::vector<std::vector<int64_t>> strides(body.instrs.size());
+  for (size_t k = 0; k < body.instrs.size(); ++k)
+    if (body.instrs[k].kind == FusedOpKind::load) {
+      if (body.instrs[k].input >= static_cast<int>(call.in.size()))
+        throw Error("fused body loads input " + std::to_string(body.instrs[k].input) + " of " +
+                    std::to_string(call.in.size()));
+      strides[k] = loadStrides(body.instrs[k], call.in[body.instrs[k].input].shape, space);
+    }
+  visitFloat(call.out[0].dtype, [&](auto tag) {
+    using T = decltype(tag);
+    std::vector<double> v(body.instrs.size());
+    std::vector<int64_t> coord(space.size());
+    for (int64_t e = 0; e < call.out[0].numel(); ++e) {
+      for (int64_t d = static_cast<int64_t>(space.size()) - 1, rest = e; d >= 0; --d) {
+        coord[d] = rest % space[d];
+        rest /= space[d];
+      }
+      for (size_t k = 0; k < body.instrs.size(); ++k) {
+        const FusedInstr& in = body.instrs[k];
+        double a = in.a >= 0 ? v[in.a] : 0, b = in.b >= 0 ? v[in.b] : 0, r = 0;
+        switch (in.kind) {
+          case FusedOpKind::load: {
+            int64_t offset = 0;
+            for (size_t d = 0; d < space.size(); ++d) offset += coord[d] * strides[k][d];
+            r = call.in[in.input].as<T>()[offset];
+            break;
+          }
+          case FusedOpKind::constant: r = in.value; break;
+          case FusedOpKind::add: r = a + b; break;
+          case FusedOpKind::sub: r = a - b; break;
+          case FusedOpKind::mul: r = a * b; break;
+          case FusedOpKind::div: r = a / b; break;
+          case FusedOpKind::max: r = std::max(a, b); break;
+          case FusedOpKind::neg: r = -a; break;
+          case FusedOpKind::exp: r = std::exp(a); break;
+          case FusedOpKind::log: r = std::log(a); break;
+          case FusedOpKind::sqrt: r = std::sqrt(a); break;
+          case FusedOpKind::relu: r = a > 0 ? a : 0.0; break;
+          case FusedOpKind::relu_backward: r = b > 0 ? a : 0.0; break;
+          case FusedOpKind::greater_equal: r = a >= b ? 1.0 : 0.0; break;
+        }
+        v[k] = static_cast<T>(r);
+      }
+      for (size_t o = 0; o < call.out.size(); ++o) call.out[o].as<T>()[e] = static_cast<T>(v[body.results[o]]);
+    }
+  });
+}
+
+}  // namespace spmd::runtime::reference

@@ -1,0 +1,71 @@
+// spmd-fuse-elementwise: elementwise chains of one shape become spmd.fused ops whose bodies hold
+// the chain; broadcasts and splat constants are absorbed; values used outside become results;
+// an op whose group value is read by an earlier outside op is not fused into that group.
+// RUN: spmd-opt %s --spmd-fuse-elementwise --split-input-file | FileCheck %s
+
+// Residual add + relu, the add also returned: one fused op with two results.
+// CHECK-LABEL: func.func @residual
+func.func @residual(%x: tensor<2x4xf32>, %s: tensor<2x4xf32>) -> (tensor<2x4xf32>, tensor<2x4xf32>) {
+  // CHECK-NEXT: %[[F:.*]]:2 = spmd.fused %arg0, %arg1 {
+  // CHECK-NEXT: ^bb0(%[[A:.*]]: tensor<2x4xf32>, %[[B:.*]]: tensor<2x4xf32>):
+  // CHECK-NEXT:   %[[SUM:.*]] = spmd.add %[[A]], %[[B]]
+  // CHECK-NEXT:   %[[R:.*]] = spmd.relu %[[SUM]]
+  // CHECK-NEXT:   spmd.yield %[[SUM]], %[[R]] : tensor<2x4xf32>, tensor<2x4xf32>
+  // CHECK-NEXT: } : (tensor<2x4xf32>, tensor<2x4xf32>) -> (tensor<2x4xf32>, tensor<2x4xf32>)
+  // CHECK-NEXT: return %[[F]]#1, %[[F]]#0
+  %sum = spmd.add %x, %s : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+  %r = spmd.relu %sum : (tensor<2x4xf32>) -> tensor<2x4xf32>
+  return %r, %sum : tensor<2x4xf32>, tensor<2x4xf32>
+}
+
+// -----
+
+// An SGD-style update: the learning rate (a splat constant) and a per-channel broadcast are
+// cloned into the body; the broadcast's small operand is the input.
+// CHECK-LABEL: func.func @update
+func.func @update(%p: tensor<3x5xf32>, %g: tensor<3x5xf32>, %b: tensor<5xf32>) -> tensor<3x5xf32> {
+  // CHECK-NEXT: %[[F:.*]] = spmd.fused %arg1, %arg2, %arg0 {
+  // CHECK-NEXT: ^bb0(%[[G:.*]]: tensor<3x5xf32>, %[[B:.*]]: tensor<5xf32>, %[[P:.*]]: tensor<3x5xf32>):
+  // CHECK-NEXT:   %[[BB:.*]] = spmd.broadcast_in_dim %[[B]] {dims = array<i64: 1>}
+  // CHECK-NEXT:   %[[GB:.*]] = spmd.add %[[G]], %[[BB]]
+  // CHECK-NEXT:   %[[LR:.*]] = spmd.constant dense<1.000000e-01> : tensor<3x5xf32>
+  // CHECK-NEXT:   %[[STEP:.*]] = spmd.mul %[[GB]], %[[LR]]
+  // CHECK-NEXT:   %[[NEW:.*]] = spmd.sub %[[P]], %[[STEP]]
+  // CHECK-NEXT:   spmd.yield %[[NEW]]
+  // CHECK-NOT: spmd.constant
+  // CHECK-NOT: spmd.broadcast_in_dim
+  // CHECK: return %[[F]]
+  %lr = spmd.constant dense<0.1> : tensor<3x5xf32>
+  %bb = spmd.broadcast_in_dim %b {dims = array<i64: 1>} : (tensor<5xf32>) -> tensor<3x5xf32>
+  %gb = spmd.add %g, %bb : (tensor<3x5xf32>, tensor<3x5xf32>) -> tensor<3x5xf32>
+  %step = spmd.mul %gb, %lr : (tensor<3x5xf32>, tensor<3x5xf32>) -> tensor<3x5xf32>
+  %new = spmd.sub %p, %step : (tensor<3x5xf32>, tensor<3x5xf32>) -> tensor<3x5xf32>
+  return %new : tensor<3x5xf32>
+}
+
+// -----
+
+// %e feeds reduce_sum, whose broadcast result the later mul needs: fusing the mul into %e's group
+// would put the fused op after reduce_sum, which reads it. So exp + neg fuse, and the mul + relu
+// after the reduction form a second group. A lone op (the final sqrt on another shape) stays.
+// CHECK-LABEL: func.func @no_cycle
+func.func @no_cycle(%x: tensor<4x3xf32>) -> (tensor<4x3xf32>, tensor<4xf32>) {
+  // CHECK-NEXT: %[[F1:.*]]:2 = spmd.fused %arg0 {
+  // CHECK:        spmd.exp
+  // CHECK-NEXT:   spmd.neg
+  // CHECK:      %[[S:.*]] = spmd.reduce_sum %[[F1]]#0
+  // CHECK-NEXT: %[[F2:.*]] = spmd.fused %[[F1]]#1, %[[S]] {
+  // CHECK:        spmd.broadcast_in_dim
+  // CHECK-NEXT:   spmd.mul
+  // CHECK-NEXT:   spmd.relu
+  // CHECK:      %[[Q:.*]] = spmd.sqrt %[[S]] : (tensor<4xf32>) -> tensor<4xf32>
+  // CHECK-NEXT: return %[[F2]], %[[Q]]
+  %e = spmd.exp %x : (tensor<4x3xf32>) -> tensor<4x3xf32>
+  %n = spmd.neg %e : (tensor<4x3xf32>) -> tensor<4x3xf32>
+  %s = spmd.reduce_sum %e {axes = array<i64: 1>} : (tensor<4x3xf32>) -> tensor<4xf32>
+  %sb = spmd.broadcast_in_dim %s {dims = array<i64: 0>} : (tensor<4xf32>) -> tensor<4x3xf32>
+  %m = spmd.mul %n, %sb : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
+  %r = spmd.relu %m : (tensor<4x3xf32>) -> tensor<4x3xf32>
+  %q = spmd.sqrt %s : (tensor<4xf32>) -> tensor<4xf32>
+  return %r, %q : tensor<4x3xf32>, tensor<4xf32>
+}

@@ -1,0 +1,85 @@
+// Elementwise fusion end to end: a ResNet-18 SGD step with fused kernels equals the unfused step
+// to the bit on the CPU (both compute each op in the tensor's type), and the residual add+relu,
+// optimizer chains and relu backward with the gradient sums are fused while convolutions and BN stay library calls.
+#include <cstring>
+
+#include "TestUtil.h"
+#include "benchmarks/TrainStep.h"
+#include "frontend/spmd.h"
+#include "runtime/FusedBody.h"
+
+namespace spmd {
+namespace {
+
+size_t count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+TEST(FusionTest, ResNetTrainStepIsBitIdenticalFusedAndUnfused) {
+  auto model = models::resnet18({.width = 4});
+  auto [params, state] = model->initialize(9);
+  optim::Sgd sgd({.learningRate = 0.05, .momentum = 0.9, .weightDecay = 5e-4});
+  Tree opt = sgd.init(params);
+  auto [x, y] = bench::syntheticBatch(5);
+  auto fused = jit(bench::trainStep(*model, sgd), {.name = "fused"});
+  auto plain = jit(bench::trainStep(*model, sgd), {.name = "plain", .fuseElementwise = false});
+  auto a = fused(params, opt, state, x, y);
+  auto b = plain(params, opt, state, x, y);
+  auto same = [](const Tensor& u, const Tensor& v, const std::string& what) {
+    ASSERT_EQ(u.array().bytes(), v.array().bytes()) << what;
+    EXPECT_EQ(std::memcmp(u.array().data(), v.array().data(), u.array().bytes()), 0) << what;
+  };
+  for (auto& [name, t] : std::get<0>(a)) same(t, std::get<0>(b).at(name), "param " + name);
+  for (auto& [name, t] : std::get<1>(a)) same(t, std::get<1>(b).at(name), "momentum " + name);
+  for (auto& [name, t] : std::get<2>(a)) same(t, std::get<2>(b).at(name), "bn state " + name);
+  same(std::get<3>(a), std::get<3>(b), "loss");
+
+  const std::string& text = fused.lastProgramText();
+  const std::string& unfused = plain.lastProgramText();
+  size_t fusedSteps = count(text, "  fused (");
+  std::printf("  steps: %zu unfused, %zu with fusion (%zu fused kernels)\n", count(unfused, ") -> ("),
+              count(text, ") -> ("), fusedSteps);
+  EXPECT_EQ(count(unfused, "  fused ("), 0u);
+  // Every parameter's SGD update (weight decay, momentum, step) is one fused kernel at least.
+  EXPECT_GE(fusedSteps, std::get<0>(a).size());
+  EXPECT_LT(count(text, ") -> ("), count(unfused, ") -> (")) << "fusion removes steps";
+  EXPECT_EQ(count(text, "  conv2d ("), count(unfused, "  conv2d ("));
+  EXPECT_EQ(count(text, "  batch_norm_train ("), count(unfused, "  batch_norm_train ("));
+  // The 8 residual add + relu pairs are fused; the relus right after a BN (the stem's and each
+  // block's first) have no elementwise neighbour and stay single steps (BN-apply + relu fusion
+  // into the batch_norm kernel is not built).
+  EXPECT_EQ(count(unfused, "  relu ("), 17u);
+  EXPECT_EQ(count(text, "  relu ("), 9u);
+  EXPECT_NE(text.find("relu_backward"), std::string::npos);
+}
+
+TEST(FusionTest, MalformedBodiesAreClearErrors) {
+  auto message = [](const std::string& body) {
+    try {
+      runtime::FusedBody::parse(body);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(message("%0 = load 0; %1 = relu %0; yield %1"), "no error");
+  EXPECT_NE(message("%0 = load 0; %1 = relu %3; yield %1").find("operand %3 is used before it is defined"),
+            std::string::npos);
+  EXPECT_NE(message("%0 = load 0; %1 = tanh %0; yield %1").find("unknown op 'tanh'"), std::string::npos);
+  EXPECT_NE(message("%0 = load 0; %2 = relu %0; yield %2").find("expected %1 ="), std::string::npos);
+  EXPECT_NE(message("%0 = load 0; %1 = add %0; yield %1").find("expected an operand %N"), std::string::npos);
+  EXPECT_NE(message("%0 = load 0 dims 1; yield %0").find("dims must be a list"), std::string::npos);
+  EXPECT_NE(message("%0 = load 0; %1 = relu %0").find("has no yield"), std::string::npos);
+  EXPECT_NE(message("%0 = load 0; yield %0; %1 = relu %0").find("nothing may follow yield"), std::string::npos);
+  EXPECT_NE(message("%0 = const x; yield %0").find("const needs a number"), std::string::npos);
+
+  runtime::FusedInstr load = runtime::FusedBody::parse("%0 = load 0 dims [1]; yield %0").instrs[0];
+  std::vector<int64_t> space{2, 3, 4}, channels{3}, wrong{4};
+  EXPECT_EQ(runtime::loadStrides(load, channels, space), (std::vector<int64_t>{0, 1, 0}));
+  EXPECT_THROW(runtime::loadStrides(load, wrong, space), Error);
+}
+
+}  // namespace
+}  // namespace spmd
