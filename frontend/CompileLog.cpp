@@ -51,6 +51,7 @@ runtime::Program CompileLog::compileTrace(Trace& trace, const CompileOptions& op
   runtime::Program program = compile(trace.module(), options);
   program.name = name;
   lastProgramText_ = program.toText();
+  lastProgram_ = program;
   ++compileCount_;
   return program;
 }

@@ -27,6 +27,7 @@ class CompileLog {
   const std::string& lastCompileReason() const { return lastReason_; }
   const std::string& lastTracedIr() const { return lastTracedIr_; }
   const std::string& lastProgramText() const { return lastProgramText_; }
+  const runtime::Program& lastProgram() const { return lastProgram_; }
 
  protected:
   // `signature` is not cached: records why (and prints it under SPMD_LOG_COMPILES).
@@ -38,6 +39,7 @@ class CompileLog {
 
  private:
   std::string lastSignature_, lastReason_, lastTracedIr_, lastProgramText_;
+  runtime::Program lastProgram_;
   int compileCount_ = 0;
 };
 
@@ -50,6 +52,8 @@ class CompiledFunction {
   const std::string& lastCompileReason() const { return core_->lastCompileReason(); }
   const std::string& lastTracedIr() const { return core_->lastTracedIr(); }
   const std::string& lastProgramText() const { return core_->lastProgramText(); }
+  // The last lowered Program itself (what a backend runs; see runtime/Program.h).
+  const runtime::Program& lastProgram() const { return core_->lastProgram(); }
 
  protected:
   explicit CompiledFunction(std::shared_ptr<Core> core) : core_(std::move(core)) {}

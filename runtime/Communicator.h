@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "runtime/DType.h"
 
@@ -36,6 +37,16 @@ class Communicator {
                          const std::string& what) = 0;
   // out[r * bytes .. (r + 1) * bytes) = replica r's `in` (stacked in rank order).
   virtual void allGather(const void* in, void* out, size_t bytes, const std::string& what) = 0;
+  // For backends whose collectives run as device kernels over every replica's memory (CUDA
+  // replicas in one process): publishes `mine`, waits for all ranks, returns every rank's
+  // pointer in rank order. Throws when this communicator cannot share pointers.
+  virtual std::vector<const void*> exchange(const void* mine, const std::string& what) {
+    throw Error(what + ": this communicator cannot exchange device pointers");
+  }
+  // Waits until every rank has arrived.
+  virtual void barrier(const std::string& what) {
+    throw Error(what + ": this communicator has no barrier");
+  }
   // Marks the group failed with this replica's error: every replica waiting in (or later
   // entering) a collective throws ReplicaAborted instead of waiting.
   virtual void abort(const std::string& error) = 0;

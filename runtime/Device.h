@@ -1,5 +1,5 @@
 // A device the executor runs a Program on: it allocates buffers and names the kernel table that
-// implements every op for it. Backends: runtime/cpu (later runtime/cuda).
+// implements every op for it. Backends: runtime/cpu and runtime/cuda.
 #pragma once
 
 #include <cstddef>
@@ -21,6 +21,11 @@ class Device {
   virtual bool hostAccessible() const = 0;
   virtual void copyToDevice(std::byte* dst, const std::byte* src, size_t bytes) = 0;
   virtual void copyToHost(std::byte* dst, const std::byte* src, size_t bytes) = 0;
+  // Waits for all work queued on the device (asynchronous backends); errors surface here.
+  virtual void synchronize() {}
+  // Makes this device current for the calling thread (CUDA: cudaSetDevice); the executor calls
+  // it at the start of every run, since replicas run on worker threads.
+  virtual void activate() {}
 };
 
 }  // namespace spmd::runtime

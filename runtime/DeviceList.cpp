@@ -1,9 +1,14 @@
-// parseDeviceList: "cpu", "cpu:N", "cuda", "cuda:0,1", "cuda:0*4".
+// parseDeviceList: "cpu", "cpu:N", "cuda", "cuda:0,1", "cuda:0*4"; makeDevice.
 #include "runtime/DeviceList.h"
 
 #include <cstdlib>
+#include <sstream>
 
 #include "runtime/Error.h"
+#include "runtime/cpu/CpuDevice.h"
+#ifdef SPMD_WITH_CUDA
+#include "runtime/cuda/CudaDevice.h"
+#endif
 
 namespace spmd::runtime {
 namespace {
@@ -17,7 +22,63 @@ int wholeNumber(const std::string& text) {
   return std::stoi(text);
 }
 
+// "cuda" (every GPU), "cuda:0,1", "cuda:0*4", "cuda:0*2,1*2".
+DeviceList parseCuda(DeviceList list, const std::string& rest, bool hasColon) {
+  const std::string& spec = list.spec;
+  if (!cudaBackendBuilt())
+    throw Error("device list '" + spec + "': this build of spmd has no CUDA backend (nvcc and the CUDA "
+                "toolkit were not found when configuring); use cpu:N, or rebuild where /usr/local/cuda exists");
+  if (hasColon && rest.empty())
+    throw Error("device list '" + spec + "' is empty: give GPU numbers after 'cuda:', e.g. cuda:0 or cuda:0*2");
+  std::string why;
+  int available = 0;
+#ifdef SPMD_WITH_CUDA
+  available = cudaDeviceCount(&why);
+#endif
+  if (available == 0)
+    throw Error("device list '" + spec + "': no CUDA GPU is visible (" + why + "); use cpu:N to run on the CPU");
+  if (!hasColon) {
+    for (int i = 0; i < available; ++i) list.devices.push_back(i);
+    return list;
+  }
+  std::stringstream items(rest);
+  std::string item;
+  while (std::getline(items, item, ',')) {
+    size_t star = item.find('*');
+    int index = wholeNumber(item.substr(0, star));
+    int copies = star == std::string::npos ? 1 : wholeNumber(item.substr(star + 1));
+    if (index < 0 || copies < 1)
+      throw Error("device list '" + spec + "': '" + item + "' is not a GPU number or GPU*replicas; " + kForms);
+    if (index >= available)
+      throw Error("device list '" + spec + "' names GPU " + std::to_string(index) + " but " +
+                  std::to_string(available) + " GPU(s) are visible (cuda:0 to cuda:" + std::to_string(available - 1) + ")");
+    for (int c = 0; c < copies; ++c) list.devices.push_back(index);
+  }
+  return list;
+}
+
 }  // namespace
+
+bool cudaBackendBuilt() {
+#ifdef SPMD_WITH_CUDA
+  return true;
+#else
+  return false;
+#endif
+}
+
+std::shared_ptr<Device> makeDevice(const DeviceList& list, int replica) {
+  int index = list.devices.at(replica);
+#ifdef SPMD_WITH_CUDA
+  if (list.backend == "cuda") {
+    int sharing = 0;
+    for (int d : list.devices) sharing += d == index;
+    return std::make_shared<CudaDevice>(index, sharing > 1 ? replica : -1);
+  }
+#endif
+  if (list.backend != "cpu") throw Error("no device of backend '" + list.backend + "' in this build");
+  return std::make_shared<CpuDevice>(index);
+}
 
 int emulatedCpuDeviceCount() {
   if (const char* env = std::getenv("SPMD_CPU_DEVICE_COUNT")) {
@@ -40,8 +101,7 @@ DeviceList parseDeviceList(const std::string& text) {
   size_t colon = spec.find(':');
   list.backend = spec.substr(0, colon);
   std::string rest = colon == std::string::npos ? "" : spec.substr(colon + 1);
-  if (list.backend == "cuda")
-    throw Error("device list '" + spec + "': the CUDA backend is not built yet; use cpu:N");
+  if (list.backend == "cuda") return parseCuda(list, rest, colon != std::string::npos);
   if (list.backend != "cpu")
     throw Error("device list '" + spec + "': unknown backend '" + list.backend + "'; " + kForms);
   if (colon != std::string::npos && rest.empty())

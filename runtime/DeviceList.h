@@ -1,15 +1,18 @@
 // Device lists, named the same way on command lines and in code: "cpu:8" (eight emulated CPU
-// devices), "cpu" (one), later "cuda" (every GPU), "cuda:0,1", "cuda:0*4" (four replicas on
-// GPU 0). The default comes from SPMD_DEVICES, else "cpu:1".
+// devices), "cpu" (one), "cuda" (every GPU), "cuda:0,1", "cuda:0*4" (four replicas on GPU 0).
+// The default comes from SPMD_DEVICES, else "cpu:1".
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
 namespace spmd::runtime {
 
+class Device;
+
 struct DeviceList {
-  std::string backend;       // "cpu"
+  std::string backend;       // "cpu" or "cuda"
   std::vector<int> devices;  // one entry per replica: the device index it runs on
   std::string spec;          // the text it was parsed from, for messages
 
@@ -23,5 +26,11 @@ int emulatedCpuDeviceCount();
 // Parses a device list; empty text means SPMD_DEVICES, else "cpu:1". Throws spmd::Error saying
 // what is wrong and what would be valid.
 DeviceList parseDeviceList(const std::string& text);
+
+// The device replica `replica` of `list` runs on (a CpuDevice or a CudaDevice).
+std::shared_ptr<Device> makeDevice(const DeviceList& list, int replica);
+
+// Whether this build has the CUDA backend (nvcc and the toolkit were found when configuring).
+bool cudaBackendBuilt();
 
 }  // namespace spmd::runtime

@@ -72,6 +72,7 @@ void Executor::run(std::span<const Array> inputs, std::span<Array> outputs) {
   if (inputs.size() != program_.inputs.size())
     throw Error("program @" + program_.name + " takes " + std::to_string(program_.inputs.size()) +
                 " inputs, got " + std::to_string(inputs.size()));
+  device_->activate();
   std::vector<std::byte*> data(buffers_.size());
   for (size_t id = 0; id < buffers_.size(); ++id) data[id] = buffers_[id].get();
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -98,7 +99,7 @@ void Executor::run(std::span<const Array> inputs, std::span<Array> outputs) {
     outs.clear();
     for (int id : step.inputs) ins.push_back(view(id));
     for (int id : step.outputs) outs.push_back(view(id));
-    KernelCall call{step, ins, outs, caches_[s], comm_};
+    KernelCall call{step, ins, outs, caches_[s], comm_, device_.get()};
     try {
       if (!profile_) {
         kernels_[s](call);
@@ -118,6 +119,7 @@ void Executor::run(std::span<const Array> inputs, std::span<Array> outputs) {
   }
 
   ++runs_;
+  device_->synchronize();  // asynchronous devices: finish reading the caller's inputs, report errors
   for (size_t i = 0; i < outputs.size(); ++i) {
     if (!outputs[i].storage) continue;
     const BufferDesc& desc = program_.buffers[program_.outputs[i]];

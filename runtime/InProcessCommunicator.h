@@ -54,6 +54,10 @@ class InProcessCommunicator final : public Communicator {
                  const std::string& what) override;
   void allGather(const void* in, void* out, size_t bytes, const std::string& what) override;
   void abort(const std::string& error) override { group_->abort(error); }
+  std::vector<const void*> exchange(const void* mine, const std::string& what) override {
+    return group_->exchange(rank_, mine, what);
+  }
+  void barrier(const std::string& what) override { group_->barrier(rank_, what); }
 
  private:
   std::shared_ptr<InProcessGroup> group_;

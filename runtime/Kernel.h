@@ -23,6 +23,7 @@ struct TensorView {
 };
 
 class Communicator;
+class Device;
 
 struct KernelCall {
   const Step& step;
@@ -30,6 +31,7 @@ struct KernelCall {
   std::span<const TensorView> out;
   std::shared_ptr<void>& cache;  // empty on the first call of this step; the kernel may fill it
   Communicator* comm = nullptr;  // this replica's collectives; null outside a replica group
+  Device* device = nullptr;      // the device running the step (CUDA kernels take its stream)
 };
 
 // The communicator a collective kernel needs; throws naming the op when there is none.

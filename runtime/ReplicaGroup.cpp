@@ -16,7 +16,7 @@ ReplicaGroup::ReplicaGroup(const Program& program, const DeviceList& devices,
     throw Error("device list '" + devices.spec + "': only the cpu backend is built");
   for (int r = 0; r < devices.size(); ++r) {
     executors_.push_back(
-        std::make_unique<Executor>(program, std::make_shared<CpuDevice>(devices.devices[r])));
+        std::make_unique<Executor>(program, makeDevice(devices, r)));
     comms_.push_back(std::make_unique<InProcessCommunicator>(group_, r));
     executors_.back()->setCommunicator(comms_.back().get());
   }

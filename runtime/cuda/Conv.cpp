@@ -1,0 +1,163 @@
+// CUDA convolution and its two backward ops through cuDNN: descriptors built and the algorithm
+// found (cudnnFind*, timed once per step's shape) on the first call, then cached in the step.
+// f32 convolutions use FMA math (no TF32) unless SPMD_ALLOW_TF32=1.
+#include <cudnn.h>
+
+#include <cstdlib>
+#include <memory>
+
+#include "runtime/cuda/Cuda.h"
+#include "runtime/cuda/Kernels.h"
+
+namespace spmd::runtime::cuda {
+namespace {
+
+void checkDnn(cudnnStatus_t status, const std::string& what) {
+  if (status != CUDNN_STATUS_SUCCESS)
+    throw Error("cuDNN " + what + " failed: " + cudnnGetErrorString(status));
+}
+
+struct ConvPlan {
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr, bias = nullptr;
+  cudnnFilterDescriptor_t w = nullptr;
+  cudnnConvolutionDescriptor_t conv = nullptr;
+  int algo = 0;
+  size_t workspace = 0;
+  ~ConvPlan() {
+    if (x) cudnnDestroyTensorDescriptor(x);
+    if (y) cudnnDestroyTensorDescriptor(y);
+    if (bias) cudnnDestroyTensorDescriptor(bias);
+    if (w) cudnnDestroyFilterDescriptor(w);
+    if (conv) cudnnDestroyConvolutionDescriptor(conv);
+  }
+};
+
+cudnnTensorDescriptor_t tensor(const TensorView& t, cudnnDataType_t type) {
+  cudnnTensorDescriptor_t d;
+  checkDnn(cudnnCreateTensorDescriptor(&d), "tensor descriptor");
+  checkDnn(cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, type, int(t.dim(0)), int(t.dim(1)), int(t.dim(2)),
+                                      int(t.dim(3))),
+           "tensor descriptor " + shapeString(Shape(t.shape.begin(), t.shape.end())));
+  return d;
+}
+
+// x: NCHW input, w: OIHW filter, y: NCHW output of the forward convolution.
+std::unique_ptr<ConvPlan> plan(const KernelCall& call, const TensorView& x, const TensorView& w, const TensorView& y) {
+  auto p = std::make_unique<ConvPlan>();
+  cudnnDataType_t type = x.dtype == DType::f64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
+  p->x = tensor(x, type);
+  p->y = tensor(y, type);
+  checkDnn(cudnnCreateFilterDescriptor(&p->w), "filter descriptor");
+  checkDnn(cudnnSetFilter4dDescriptor(p->w, type, CUDNN_TENSOR_NCHW, int(w.dim(0)), int(w.dim(1)), int(w.dim(2)),
+                                      int(w.dim(3))),
+           "filter descriptor");
+  const auto &stride = call.step.ints("stride"), &pad = call.step.ints("padding");
+  checkDnn(cudnnCreateConvolutionDescriptor(&p->conv), "convolution descriptor");
+  checkDnn(cudnnSetConvolution2dDescriptor(p->conv, int(pad[0]), int(pad[1]), int(stride[0]), int(stride[1]), 1, 1,
+                                           CUDNN_CROSS_CORRELATION, type),
+           "convolution descriptor");
+  const char* tf32 = std::getenv("SPMD_ALLOW_TF32");
+  bool allow = tf32 && std::string(tf32) == "1" && type == CUDNN_DATA_FLOAT;
+  checkDnn(cudnnSetConvolutionMathType(p->conv, allow ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH), "math type");
+  return p;
+}
+
+cudnnHandle_t handleOf(const KernelCall& call) { return static_cast<cudnnHandle_t>(deviceOf(call).cudnn()); }
+
+template <typename Perf>
+void choose(ConvPlan& p, const Perf* results, int found, const KernelCall& call) {
+  for (int i = 0; i < found; ++i)
+    if (results[i].status == CUDNN_STATUS_SUCCESS) {
+      p.algo = static_cast<int>(results[i].algo);
+      p.workspace = results[i].memory;
+      return;
+    }
+  throw Error("cuDNN found no algorithm for '" + call.step.op + "' (" + call.step.location + ")");
+}
+
+// One and zero in the scaling type cuDNN expects for the data type.
+struct Scale {
+  double d1 = 1, d0 = 0;
+  float f1 = 1, f0 = 0;
+  const void* one(DType t) const { return t == DType::f64 ? (const void*)&d1 : (const void*)&f1; }
+  const void* zero(DType t) const { return t == DType::f64 ? (const void*)&d0 : (const void*)&f0; }
+};
+
+}  // namespace
+
+// inputs: x, w, optional bias; output: y
+void conv2d(KernelCall& call) {
+  const TensorView &x = call.in[0], &w = call.in[1], &y = call.out[0];
+  cudnnHandle_t h = handleOf(call);
+  if (!call.cache) {
+    std::shared_ptr<ConvPlan> p = plan(call, x, w, y);
+    cudnnConvolutionFwdAlgoPerf_t results[8];
+    int found = 0;
+    checkDnn(cudnnFindConvolutionForwardAlgorithm(h, p->x, p->w, p->conv, p->y, 8, &found, results),
+             "forward algorithm search");
+    choose(*p, results, found, call);
+    if (call.in.size() > 2) {
+      checkDnn(cudnnCreateTensorDescriptor(&p->bias), "bias descriptor");
+      checkDnn(cudnnSetTensor4dDescriptor(p->bias, CUDNN_TENSOR_NCHW,
+                                          x.dtype == DType::f64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT, 1,
+                                          int(y.dim(1)), 1, 1),
+               "bias descriptor");
+    }
+    call.cache = p;
+  }
+  auto& p = *static_cast<ConvPlan*>(call.cache.get());
+  Scale s;
+  void* workspace = p.workspace ? deviceOf(call).workspace(p.workspace) : nullptr;
+  checkDnn(cudnnConvolutionForward(h, s.one(x.dtype), p.x, x.data, p.w, w.data, p.conv,
+                                   static_cast<cudnnConvolutionFwdAlgo_t>(p.algo), workspace, p.workspace,
+                                   s.zero(x.dtype), p.y, y.data),
+           "convolution forward (" + call.step.location + ")");
+  if (p.bias)
+    checkDnn(cudnnAddTensor(h, s.one(x.dtype), p.bias, call.in[2].data, s.one(x.dtype), p.y, y.data), "bias add");
+}
+
+// inputs: result_grad (y), filter; output: input_grad (x)
+void conv2d_backward_data(KernelCall& call) {
+  const TensorView &dy = call.in[0], &w = call.in[1], &dx = call.out[0];
+  cudnnHandle_t h = handleOf(call);
+  if (!call.cache) {
+    std::shared_ptr<ConvPlan> p = plan(call, dx, w, dy);
+    cudnnConvolutionBwdDataAlgoPerf_t results[8];
+    int found = 0;
+    checkDnn(cudnnFindConvolutionBackwardDataAlgorithm(h, p->w, p->y, p->conv, p->x, 8, &found, results),
+             "backward-data algorithm search");
+    choose(*p, results, found, call);
+    call.cache = p;
+  }
+  auto& p = *static_cast<ConvPlan*>(call.cache.get());
+  Scale s;
+  void* workspace = p.workspace ? deviceOf(call).workspace(p.workspace) : nullptr;
+  checkDnn(cudnnConvolutionBackwardData(h, s.one(dy.dtype), p.w, w.data, p.y, dy.data, p.conv,
+                                        static_cast<cudnnConvolutionBwdDataAlgo_t>(p.algo), workspace, p.workspace,
+                                        s.zero(dy.dtype), p.x, dx.data),
+           "convolution backward data (" + call.step.location + ")");
+}
+
+// inputs: input (x), result_grad (y); output: filter_grad
+void conv2d_backward_filter(KernelCall& call) {
+  const TensorView &x = call.in[0], &dy = call.in[1], &dw = call.out[0];
+  cudnnHandle_t h = handleOf(call);
+  if (!call.cache) {
+    std::shared_ptr<ConvPlan> p = plan(call, x, dw, dy);
+    cudnnConvolutionBwdFilterAlgoPerf_t results[8];
+    int found = 0;
+    checkDnn(cudnnFindConvolutionBackwardFilterAlgorithm(h, p->x, p->y, p->conv, p->w, 8, &found, results),
+             "backward-filter algorithm search");
+    choose(*p, results, found, call);
+    call.cache = p;
+  }
+  auto& p = *static_cast<ConvPlan*>(call.cache.get());
+  Scale s;
+  void* workspace = p.workspace ? deviceOf(call).workspace(p.workspace) : nullptr;
+  checkDnn(cudnnConvolutionBackwardFilter(h, s.one(x.dtype), p.x, x.data, p.y, dy.data, p.conv,
+                                          static_cast<cudnnConvolutionBwdFilterAlgo_t>(p.algo), workspace,
+                                          p.workspace, s.zero(x.dtype), p.w, dw.data),
+           "convolution backward filter (" + call.step.location + ")");
+}
+
+}  // namespace spmd::runtime::cuda

@@ -1,0 +1,100 @@
+// CudaDevice: stream, library handles, memory and transfers of one GPU.
+#include "runtime/cuda/CudaDevice.h"
+
+#include <cublas_v2.h>
+#include <cudnn.h>
+
+#include "runtime/cuda/Cuda.h"
+
+namespace spmd::runtime {
+
+using cuda::check;
+
+int cudaDeviceCount(std::string* why) {
+  int count = 0;
+  cudaError_t result = cudaGetDeviceCount(&count);
+  if (result != cudaSuccess) {
+    if (why) *why = std::string(cudaGetErrorName(result)) + ": " + cudaGetErrorString(result);
+    cudaGetLastError();  // clear it
+    return 0;
+  }
+  if (count == 0 && why) *why = "the CUDA runtime reports 0 devices";
+  return count;
+}
+
+CudaDevice::CudaDevice(int index, int replica) : index_(index), replica_(replica) {
+  check(cudaSetDevice(index), "cudaSetDevice(" + std::to_string(index) + ")");
+  cudaStream_t stream;
+  check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream creation on " + name());
+  stream_ = stream;
+  cudaDeviceProp props;
+  check(cudaGetDeviceProperties(&props, index), "device query");
+  arch_ = "sm_" + std::to_string(props.major) + std::to_string(props.minor);
+  cublasHandle_t blas;
+  if (cublasCreate(&blas) != CUBLAS_STATUS_SUCCESS) throw Error("cuBLAS could not start on " + name());
+  cublasSetStream(blas, stream);
+  cublas_ = blas;
+  cudnnHandle_t dnn;
+  if (cudnnCreate(&dnn) != CUDNN_STATUS_SUCCESS) throw Error("cuDNN could not start on " + name());
+  cudnnSetStream(dnn, stream);
+  cudnn_ = dnn;
+}
+
+CudaDevice::~CudaDevice() {
+  cudaSetDevice(index_);
+  if (stream_) cudaStreamSynchronize(static_cast<cudaStream_t>(stream_));
+  workspace_.reset();
+  if (cudnn_) cudnnDestroy(static_cast<cudnnHandle_t>(cudnn_));
+  if (cublas_) cublasDestroy(static_cast<cublasHandle_t>(cublas_));
+  if (stream_) cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
+}
+
+std::string CudaDevice::name() const {
+  return "cuda:" + std::to_string(index_) + (replica_ >= 0 ? "#" + std::to_string(replica_) : "");
+}
+
+std::shared_ptr<std::byte> CudaDevice::allocate(size_t bytes) {
+  void* memory = nullptr;
+  check(cudaSetDevice(index_), "cudaSetDevice");
+  cudaError_t result = cudaMalloc(&memory, bytes ? bytes : 256);
+  if (result != cudaSuccess) {
+    size_t free = 0, total = 0;
+    cudaMemGetInfo(&free, &total);
+    throw Error(name() + ": out of GPU memory allocating " + std::to_string(bytes) + " bytes (" +
+                std::to_string(free >> 20) + " MiB free of " + std::to_string(total >> 20) +
+                " MiB); use a smaller batch or fewer replicas per GPU");
+  }
+  int device = index_;
+  return {static_cast<std::byte*>(memory), [device](std::byte* p) {
+            cudaSetDevice(device);
+            cudaFree(p);
+          }};
+}
+
+void CudaDevice::copyToDevice(std::byte* dst, const std::byte* src, size_t bytes) {
+  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, static_cast<cudaStream_t>(stream_)),
+        "copy to " + name());
+}
+
+void CudaDevice::copyToHost(std::byte* dst, const std::byte* src, size_t bytes) {
+  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, static_cast<cudaStream_t>(stream_)),
+        "copy from " + name());
+  synchronize();
+}
+
+void CudaDevice::synchronize() {
+  check(cudaStreamSynchronize(static_cast<cudaStream_t>(stream_)), "work on " + name());
+}
+
+void CudaDevice::activate() { check(cudaSetDevice(index_), "cudaSetDevice(" + std::to_string(index_) + ")"); }
+
+void* CudaDevice::workspace(size_t bytes) {
+  if (bytes > workspaceBytes_) {
+    synchronize();  // the old workspace may still be in use by queued work
+    workspace_ = allocate(bytes);
+    workspaceBytes_ = bytes;
+  }
+  return workspace_.get();
+}
+
+}  // namespace spmd::runtime

@@ -1,0 +1,50 @@
+// The CUDA backend's Device: one GPU (or one replica's share of it, for cuda:0*N). Memory from
+// cudaMalloc, work on the device's own stream, cuBLAS and cuDNN handles bound to that stream,
+// kernels from runtime/cuda. No CUDA header here: users of the runtime need none.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "runtime/Device.h"
+
+namespace spmd::runtime {
+
+const KernelTable& cudaKernels();
+
+// How many GPUs the CUDA runtime sees; 0 with `why` set when there is none or no driver.
+int cudaDeviceCount(std::string* why = nullptr);
+
+class CudaDevice final : public Device {
+ public:
+  // `replica` tells replicas sharing one GPU apart in names ("cuda:0#1").
+  explicit CudaDevice(int index, int replica = -1);
+  ~CudaDevice() override;
+  std::string name() const override;
+  const KernelTable& kernels() const override { return cudaKernels(); }
+  std::shared_ptr<std::byte> allocate(size_t bytes) override;
+  bool hostAccessible() const override { return false; }
+  void copyToDevice(std::byte* dst, const std::byte* src, size_t bytes) override;
+  void copyToHost(std::byte* dst, const std::byte* src, size_t bytes) override;
+  void synchronize() override;
+  void activate() override;
+
+  int index() const { return index_; }
+  void* stream() const { return stream_; }  // cudaStream_t
+  void* cublas() const { return cublas_; }  // cublasHandle_t
+  void* cudnn() const { return cudnn_; }    // cudnnHandle_t
+  std::string arch() const { return arch_; }  // "sm_90", for NVRTC
+  // Scratch memory for library calls (cuDNN workspaces), grown on demand and kept.
+  void* workspace(size_t bytes);
+
+ private:
+  int index_, replica_;
+  void* stream_ = nullptr;
+  void* cublas_ = nullptr;
+  void* cudnn_ = nullptr;
+  std::string arch_;
+  std::shared_ptr<std::byte> workspace_;
+  size_t workspaceBytes_ = 0;
+};
+
+}  // namespace spmd::runtime

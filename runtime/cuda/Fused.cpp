@@ -1,0 +1,51 @@
+// CUDA kernel of a fused step: the body's CUDA C (FusedSource) compiled by NVRTC for this GPU
+// on the first call (cached in memory and on disk), loaded with cudaLibraryLoadData, launched on
+// the device's stream every call.
+#include <memory>
+#include <vector>
+
+#include "runtime/FusedBody.h"
+#include "runtime/cuda/Cuda.h"
+#include "runtime/cuda/FusedSource.h"
+#include "runtime/cuda/Kernels.h"
+#include "runtime/cuda/Nvrtc.h"
+
+namespace spmd::runtime::cuda {
+namespace {
+
+struct Loaded {
+  cudaLibrary_t library = nullptr;
+  cudaKernel_t kernel = nullptr;
+  ~Loaded() {
+    if (library) cudaLibraryUnload(library);
+  }
+};
+
+}  // namespace
+
+void fused(KernelCall& call) {
+  if (!call.cache) {
+    FusedBody body = FusedBody::parse(call.step.text("body"));
+    std::vector<std::vector<int64_t>> inputs;
+    for (const TensorView& in : call.in) inputs.emplace_back(in.shape.begin(), in.shape.end());
+    std::string source = fusedKernelSource(body, call.out[0].dtype, inputs, call.out[0].shape, call.out.size());
+    std::string binary = compileCuda(source, deviceOf(call).arch());
+    auto loaded = std::make_shared<Loaded>();
+    check(cudaLibraryLoadData(&loaded->library, binary.data(), nullptr, nullptr, 0, nullptr, nullptr, 0),
+          "loading the fused kernel of " + call.step.location);
+    check(cudaLibraryGetKernel(&loaded->kernel, loaded->library, kFusedKernelName), "fused kernel lookup");
+    call.cache = loaded;
+  }
+  auto& loaded = *static_cast<Loaded*>(call.cache.get());
+  long long n = call.out[0].numel();
+  std::vector<void*> pointers, args;
+  for (const TensorView& in : call.in) pointers.push_back(in.data);
+  for (const TensorView& out : call.out) pointers.push_back(out.data);
+  for (void*& p : pointers) args.push_back(&p);
+  args.push_back(&n);
+  check(cudaLaunchKernel(reinterpret_cast<const void*>(loaded.kernel), dim3(blocksFor(n)), dim3(256), args.data(), 0,
+                         streamOf(call)),
+        "launch of the fused kernel of " + call.step.location);
+}
+
+}  // namespace spmd::runtime::cuda

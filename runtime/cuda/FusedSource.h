@@ -1,0 +1,24 @@
+// CUDA C source for a fused step (runtime/FusedBody), compiled at load time with NVRTC by the
+// CUDA backend and cached by its text. Plain C++: the generator builds and is tested on machines
+// without a GPU (tests compile its output to PTX with NVRTC).
+#pragma once
+
+#include <span>
+#include <string>
+#include <vector>
+
+#include "runtime/DType.h"
+#include "runtime/FusedBody.h"
+
+namespace spmd::runtime::cuda {
+
+inline constexpr const char* kFusedKernelName = "spmd_fused";
+
+// One grid-stride kernel `spmd_fused(const T* in0, ..., T* out0, ..., long long n)`: each thread
+// evaluates the body for its elements in registers; broadcast loads become index arithmetic
+// with the shapes baked in as constants. `inputs` are the input shapes, `space` the outputs'.
+std::string fusedKernelSource(const FusedBody& body, DType dtype,
+                              const std::vector<std::vector<int64_t>>& inputs,
+                              std::span<const int64_t> space, size_t outputs);
+
+}  // namespace spmd::runtime::cuda
