@@ -31,10 +31,7 @@ DeviceList parseCuda(DeviceList list, const std::string& rest, bool hasColon) {
   if (hasColon && rest.empty())
     throw Error("device list '" + spec + "' is empty: give GPU numbers after 'cuda:', e.g. cuda:0 or cuda:0*2");
   std::string why;
-  int available = 0;
-#ifdef SPMD_WITH_CUDA
-  available = cudaDeviceCount(&why);
-#endif
+  int available = visibleCudaDevices(&why);
   if (available == 0)
     throw Error("device list '" + spec + "': no CUDA GPU is visible (" + why + "); use cpu:N to run on the CPU");
   if (!hasColon) {
@@ -64,6 +61,15 @@ bool cudaBackendBuilt() {
   return true;
 #else
   return false;
+#endif
+}
+
+int visibleCudaDevices(std::string* why) {
+#ifdef SPMD_WITH_CUDA
+  return cudaDeviceCount(why);
+#else
+  if (why) *why = "spmd was built without the CUDA backend (no nvcc when configuring)";
+  return 0;
 #endif
 }
 

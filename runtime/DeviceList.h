@@ -32,5 +32,7 @@ std::shared_ptr<Device> makeDevice(const DeviceList& list, int replica);
 
 // Whether this build has the CUDA backend (nvcc and the toolkit were found when configuring).
 bool cudaBackendBuilt();
+// GPUs the CUDA backend can use; 0 with `why` saying why (not built, no driver, no device).
+int visibleCudaDevices(std::string* why = nullptr);
 
 }  // namespace spmd::runtime

@@ -4,6 +4,7 @@
 #include <limits>
 #include <set>
 
+#include "KernelCases.h"
 #include "TestUtil.h"
 #include "runtime/Kernel.h"
 #include "runtime/cpu/CpuDevice.h"
@@ -12,14 +13,6 @@ namespace spmd::runtime {
 namespace {
 
 using spmd::testing::randomArray;
-
-struct KernelCase {
-  std::string name;  // shown in failures
-  std::string op;
-  std::vector<Array> inputs;
-  std::vector<std::pair<DType, Shape>> outputs;
-  std::map<std::string, Attr> attrs;
-};
 
 Array poisoned(DType dtype, const Shape& shape) {
   Array a = Array::zeros(dtype, shape);
@@ -55,111 +48,11 @@ void checkAgainstReference(const KernelCase& c) {
   }
 }
 
-std::vector<KernelCase> cases(DType t) {
-  std::string suffix = t == DType::f32 ? "/f32" : "/f64";
-  uint64_t seed = t == DType::f32 ? 1 : 1001;
-  auto rnd = [&](Shape s, double lo = -1, double hi = 1) { return randomArray(t, s, seed++, lo, hi); };
-  auto labels = [&](int64_t n, int64_t classes) {
-    return randomArray(DType::i32, {n}, seed++, 0, double(classes) - 1e-9);
-  };
-  using V = std::vector<int64_t>;
-  std::vector<KernelCase> list = {
-      {"conv 3x3 pad1 bias", "conv2d", {rnd({2, 3, 9, 7}), rnd({5, 3, 3, 3}), rnd({5})},
-       {{t, {2, 5, 9, 7}}}, {{"stride", V{1, 1}}, {"padding", V{1, 1}}}},
-      {"conv 3x3 stride2 nobias", "conv2d", {rnd({3, 4, 11, 10}), rnd({6, 4, 3, 3})},
-       {{t, {3, 6, 6, 5}}}, {{"stride", V{2, 2}}, {"padding", V{1, 1}}}},
-      {"conv 1x1 stride2", "conv2d", {rnd({2, 8, 7, 7}), rnd({16, 8, 1, 1}), rnd({16})},
-       {{t, {2, 16, 4, 4}}}, {{"stride", V{2, 2}}, {"padding", V{0, 0}}}},
-      {"conv stem 28x28", "conv2d", {rnd({2, 1, 28, 28}), rnd({8, 1, 3, 3}), rnd({8})},
-       {{t, {2, 8, 28, 28}}}, {{"stride", V{1, 1}}, {"padding", V{1, 1}}}},
-      {"bn train 4d", "batch_norm_train", {rnd({3, 5, 7, 6}), rnd({5}), rnd({5})},
-       {{t, {3, 5, 7, 6}}, {t, {5}}, {t, {5}}}, {{"epsilon", 1e-5}}},
-      {"bn train 2d", "batch_norm_train", {rnd({9, 7}, -3, 5), rnd({7}), rnd({7})},
-       {{t, {9, 7}}, {t, {7}}, {t, {7}}}, {{"epsilon", 1e-3}}},
-      {"bn infer", "batch_norm_infer",
-       {rnd({3, 5, 7, 6}), rnd({5}), rnd({5}), rnd({5}), rnd({5}, 0.5, 2)},
-       {{t, {3, 5, 7, 6}}}, {{"epsilon", 1e-5}}},
-      {"broadcast vector", "broadcast_in_dim", {rnd({3})}, {{t, {2, 3, 4}}}, {{"dims", V{1}}}},
-      {"broadcast ones", "broadcast_in_dim", {rnd({2, 1, 4})}, {{t, {2, 5, 4}}},
-       {{"dims", V{0, 1, 2}}}},
-      {"broadcast i32", "broadcast_in_dim", {labels(3, 10)}, {{DType::i32, {3, 5}}},
-       {{"dims", V{0}}}},
-      {"reshape", "reshape", {rnd({2, 3, 5})}, {{t, {6, 5}}}, {}},
-      {"transpose nchw->nhwc", "transpose", {rnd({2, 3, 5, 7})}, {{t, {2, 5, 7, 3}}},
-       {{"perm", V{0, 2, 3, 1}}}},
-      {"transpose 2d", "transpose", {rnd({13, 7})}, {{t, {7, 13}}}, {{"perm", V{1, 0}}}},
-      {"reduce_sum hw", "reduce_sum", {rnd({3, 5, 7, 6})}, {{t, {3, 5}}}, {{"axes", V{2, 3}}}},
-      {"reduce_sum n,h", "reduce_sum", {rnd({3, 5, 7, 6})}, {{t, {5, 6}}}, {{"axes", V{0, 2}}}},
-      {"reduce_sum all", "reduce_sum", {rnd({3, 5, 7})}, {{t, {}}}, {{"axes", V{0, 1, 2}}}},
-      {"reduce_mean hw", "reduce_mean", {rnd({3, 5, 7, 6})}, {{t, {3, 5}}}, {{"axes", V{2, 3}}}},
-      {"reduce_mean c", "reduce_mean", {rnd({3, 5, 7})}, {{t, {3, 7}}}, {{"axes", V{1}}}},
-      {"reduce_max last", "reduce_max", {rnd({4, 9})}, {{t, {4}}}, {{"axes", V{1}}}},
-      {"reduce_max first", "reduce_max", {rnd({4, 9, 3})}, {{t, {9, 3}}}, {{"axes", V{0}}}},
-      {"argmax rows", "argmax", {rnd({7, 10})}, {{DType::i32, {7}}}, {{"axis", int64_t{1}}}},
-      {"argmax middle", "argmax", {rnd({3, 5, 4})}, {{DType::i32, {3, 4}}}, {{"axis", int64_t{1}}}},
-      {"matmul bias", "matmul", {rnd({5, 7}), rnd({7, 9}), rnd({9})}, {{t, {5, 9}}}, {}},
-      {"matmul A^T", "matmul", {rnd({7, 5}), rnd({7, 9})}, {{t, {5, 9}}},
-       {{"transpose_lhs", true}}},
-      {"matmul B^T bias", "matmul", {rnd({6, 11}), rnd({3, 11}), rnd({3})}, {{t, {6, 3}}},
-       {{"transpose_rhs", true}}},
-      {"matmul A^T B^T", "matmul", {rnd({4, 6}), rnd({5, 4})}, {{t, {6, 5}}},
-       {{"transpose_lhs", true}, {"transpose_rhs", true}}},
-      {"softmax xent", "softmax_cross_entropy", {rnd({9, 10}, -4, 4), labels(9, 10)},
-       {{t, {9}}}, {}},
-  };
-  // Backward ops: shapes as the VJP rules emit them for the forward cases above.
-  struct ConvShape { Shape x, w, y; V stride, padding; };
-  for (const ConvShape& g : {ConvShape{{2, 3, 9, 7}, {5, 3, 3, 3}, {2, 5, 9, 7}, {1, 1}, {1, 1}},
-                             ConvShape{{3, 4, 11, 10}, {6, 4, 3, 3}, {3, 6, 6, 5}, {2, 2}, {1, 1}},
-                             ConvShape{{2, 8, 7, 7}, {16, 8, 1, 1}, {2, 16, 4, 4}, {2, 2}, {0, 0}},
-                             ConvShape{{2, 1, 28, 28}, {8, 1, 3, 3}, {2, 8, 28, 28}, {1, 1}, {1, 1}}}) {
-    std::string geometry = " " + shapeString(g.w) + " stride" + std::to_string(g.stride[0]);
-    list.push_back({"conv bwd data" + geometry, "conv2d_backward_data", {rnd(g.y), rnd(g.w)},
-                    {{t, g.x}}, {{"stride", g.stride}, {"padding", g.padding}}});
-    list.push_back({"conv bwd filter" + geometry, "conv2d_backward_filter", {rnd(g.x), rnd(g.y)},
-                    {{t, g.w}}, {{"stride", g.stride}, {"padding", g.padding}}});
-  }
-  for (Shape x : {Shape{3, 5, 7, 6}, Shape{9, 7}}) {
-    int64_t c = x[1];
-    list.push_back({"bn train bwd " + shapeString(x), "batch_norm_train_backward",
-                    {rnd(x), rnd(x, -2, 3), rnd({c}), rnd({c}), rnd({c}, 0.5, 2)},
-                    {{t, x}, {t, {c}}, {t, {c}}}, {{"epsilon", 1e-5}}});
-  }
-  list.push_back({"relu bwd", "relu_backward", {rnd({3, 17, 5}), rnd({3, 17, 5})},
-                  {{t, {3, 17, 5}}}, {}});
-  list.push_back({"greater_equal", "greater_equal", {rnd({3, 17, 5}), rnd({3, 17, 5})},
-                  {{t, {3, 17, 5}}}, {}});
-  list.push_back({"softmax xent bwd", "softmax_cross_entropy_backward",
-                  {rnd({9, 10}, -4, 4), labels(9, 10), rnd({9})}, {{t, {9, 10}}}, {}});
-  for (std::string op : {"add", "sub", "mul", "div", "max"})
-    list.push_back({op, op, {rnd({3, 17, 5}), rnd({3, 17, 5}, 0.5, 2)}, {{t, {3, 17, 5}}}, {}});
-  for (std::string op : {"neg", "exp", "relu"})
-    list.push_back({op, op, {rnd({3, 17, 5}, -3, 3)}, {{t, {3, 17, 5}}}, {}});
-  for (std::string op : {"log", "sqrt"})
-    list.push_back({op, op, {rnd({3, 17, 5}, 0.1, 4)}, {{t, {3, 17, 5}}}, {}});
-  // Fused bodies as spmd-fuse-elementwise lowers them: per-channel broadcast loads, a size-1
-  // broadcast, literals, every elementwise kind, two outputs; 5184 elements span many chunks.
-  list.push_back({"fused bn-apply relu", "fused", {rnd({4, 16, 9, 9}), rnd({16}), rnd({1, 16, 1, 1})},
-                  {{t, {4, 16, 9, 9}}, {t, {4, 16, 9, 9}}},
-                  {{"body", std::string("%0 = load 0; %1 = load 1 dims [1]; %2 = mul %0 %1; "
-                                        "%3 = load 2 dims [0, 1, 2, 3]; %4 = add %2 %3; %5 = relu %4; "
-                                        "%6 = const 0.25; %7 = relu_backward %0 %5; "
-                                        "%8 = greater_equal %4 %6; %9 = max %7 %8; %10 = sub %9 %6; "
-                                        "yield %5 %10")}}});
-  list.push_back({"fused math", "fused", {rnd({3, 17, 5}, -2, 2), rnd({3, 17, 5}, 0.1, 4)},
-                  {{t, {3, 17, 5}}},
-                  {{"body", std::string("%0 = load 0; %1 = load 1; %2 = exp %0; %3 = log %1; "
-                                        "%4 = sqrt %1; %5 = div %2 %4; %6 = neg %3; %7 = add %5 %6; "
-                                        "yield %7")}}});
-  for (auto& c : list) c.name += suffix;
-  return list;
-}
-
 class KernelTest : public ::testing::TestWithParam<DType> {};
 
 TEST_P(KernelTest, CpuMatchesReference) {
   std::set<std::string> covered;
-  for (const KernelCase& c : cases(GetParam())) {
+  for (const KernelCase& c : kernelCases(GetParam())) {
     checkAgainstReference(c);
     covered.insert(c.op);
   }

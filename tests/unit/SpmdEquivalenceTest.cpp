@@ -14,6 +14,7 @@
 
 #include "TestUtil.h"
 #include "frontend/spmd.h"
+#include "runtime/DeviceList.h"
 
 namespace spmd {
 namespace {
@@ -93,8 +94,8 @@ struct Result {
   std::vector<Array> losses;
 };
 
-// kSteps steps of the pmapped training step on `devices` emulated devices.
-Result runPmap(const nn::Module& model, int devices, DType dtype) {
+// kSteps steps of the pmapped training step on `spec` ("cpu:4", "cuda:0*2") with `devices` replicas.
+Result runPmap(const nn::Module& model, const std::string& spec, int devices, DType dtype) {
   optim::Sgd sgd(kSgd);
   auto step = pmap(
       [&](const Tree& params, const Tree& state, const Tree& opt, const Tensor& x, const Tensor& y) {
@@ -103,7 +104,7 @@ Result runPmap(const nn::Module& model, int devices, DType dtype) {
         return std::tuple{newParams, newState, newOpt, loss};
       },
       {.inAxes = {replicated, replicated, replicated, split, split},
-       .devices = "cpu:" + std::to_string(devices), .allReplicas = true});
+       .devices = spec, .allReplicas = true});
   Result result{initialVars(model, dtype), {}};
   for (int s = 0; s < kSteps; ++s) {
     Batch b = batch(s, dtype);
@@ -205,10 +206,10 @@ TEST_P(SpmdEquivalenceTest, NDevicesMatchTheSingleDeviceReference) {
   const double tolerance = mode.dtype == DType::f64 ? 1e-10 : 2e-5;
   auto model = models::resnet18({.width = 2, .bnAxisName = mode.crossReplicaBn ? "batch" : ""});
   std::optional<Result> single;
-  if (mode.crossReplicaBn) single = runPmap(*model, 1, mode.dtype);
+  if (mode.crossReplicaBn) single = runPmap(*model, "cpu:1", 1, mode.dtype);
   for (int devices : {1, 2, 3, 4, 8}) {
     SCOPED_TRACE("cpu:" + std::to_string(devices));
-    Result actual = runPmap(*model, devices, mode.dtype);
+    Result actual = runPmap(*model, "cpu:" + std::to_string(devices), devices, mode.dtype);
     Result expected = mode.crossReplicaBn ? *single : runShardsOnOneDevice(*model, devices, mode.dtype);
     double params = treeError(actual.vars.params, expected.vars.params);
     double state = treeError(actual.vars.state, expected.vars.state);
@@ -227,7 +228,7 @@ TEST_P(SpmdEquivalenceTest, NDevicesMatchTheSingleDeviceReference) {
     EXPECT_LE(opt, tolerance);
     EXPECT_LE(loss, tolerance);
     if (devices == 4) {  // determinism: a second run gives the same bits
-      Result again = runPmap(*model, devices, mode.dtype);
+      Result again = runPmap(*model, "cpu:" + std::to_string(devices), devices, mode.dtype);
       EXPECT_TRUE(sameBits(again.vars.params, actual.vars.params));
       EXPECT_TRUE(sameBits(again.vars.state, actual.vars.state));
       EXPECT_EQ(std::memcmp(again.losses.back().data(), actual.losses.back().data(),
@@ -243,6 +244,36 @@ INSTANTIATE_TEST_SUITE_P(Modes, SpmdEquivalenceTest,
                            return std::string(info.param.crossReplicaBn ? "CrossReplicaBn" : "PerReplicaBn") +
                                   (info.param.dtype == DType::f64 ? "F64" : "F32");
                          });
+
+// On a GPU: replicas sharing GPU 0 (cuda:0*2, cuda:0*4, the on-device all-reduce) equal one
+// replica on it, and the GPU equals the CPU backend (cross-replica BN, so every N computes the
+// same function). Tolerances: f64 1e-10 as on the CPU; f32 1e-4 between CPU and GPU (different
+// convolution algorithms, no TF32) and 2e-5 between replica counts on the GPU.
+TEST_P(SpmdEquivalenceTest, CudaReplicasMatchOneGpuAndTheCpu) {
+  std::string why;
+  if (runtime::visibleCudaDevices(&why) == 0) GTEST_SKIP() << "no GPU for the CUDA equivalence test: " << why;
+  const Mode mode = GetParam();
+  if (!mode.crossReplicaBn) GTEST_SKIP() << "per-replica BN is covered on the CPU; the GPU runs the cross-replica form";
+  const bool f64 = mode.dtype == DType::f64;
+  auto model = models::resnet18({.width = 2, .bnAxisName = "batch"});
+  Result gpu = runPmap(*model, "cuda:0", 1, mode.dtype);
+  Result cpu = runPmap(*model, "cpu:1", 1, mode.dtype);
+  auto compare = [&](const Result& actual, const Result& expected, double tolerance, const std::string& what) {
+    double params = treeError(actual.vars.params, expected.vars.params);
+    double state = treeError(actual.vars.state, expected.vars.state);
+    double opt = treeError(actual.vars.opt, expected.vars.opt);
+    std::printf("  %s %s: params %.2e, BN state %.2e, momentum %.2e\n", what.c_str(), f64 ? "f64" : "f32", params,
+                state, opt);
+    EXPECT_LE(params, tolerance) << what;
+    EXPECT_LE(state, tolerance) << what;
+    EXPECT_LE(opt, tolerance) << what;
+  };
+  compare(gpu, cpu, f64 ? 1e-10 : 1e-4, "cuda:0 vs cpu:1");
+  for (int replicas : {2, 4}) {
+    std::string spec = "cuda:0*" + std::to_string(replicas);
+    compare(runPmap(*model, spec, replicas, mode.dtype), gpu, f64 ? 1e-10 : 2e-5, spec + " vs cuda:0");
+  }
+}
 
 }  // namespace
 }  // namespace spmd
