@@ -8,6 +8,7 @@
 #include "compiler/Diagnostics.h"
 #include "compiler/LowerToProgram.h"
 #include "compiler/MemoryPlan.h"
+#include "runtime/ProgramFile.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OperationSupport.h"
@@ -41,6 +42,11 @@ class PipelineRun {
     DiagnosticCollector diagnostics(module_.getContext());
     if (mlir::failed(manager.run(module_))) diagnostics.fail("pass --" + name + " failed:\n");
     verify(name);
+  }
+
+  // The Program itself, for runtime-only runs (tools/spmd-run) on machines without MLIR.
+  void saveProgram(const runtime::Program& program) {
+    if (!dumpDir_.empty()) runtime::saveProgram(program, (std::filesystem::path(dumpDir_) / "program.spmd").string());
   }
 
   void dumpText(const std::string& file, const std::string& text) {
@@ -88,6 +94,7 @@ runtime::Program compile(mlir::ModuleOp module, const CompileOptions& options) {
   runtime::Program program = lowerToProgram(function);
   if (options.planMemory) planMemory(program);
   pipeline.dumpText("program.txt", program.toText());
+  pipeline.saveProgram(program);
   return program;
 }
 

@@ -14,7 +14,7 @@ class ModuleOp;
 namespace spmd {
 
 struct CompileOptions {
-  // Directory for numbered per-pass dumps (NN-<pass>.mlir) and program.txt. Empty: use the
+  // Directory for numbered per-pass dumps (NN-<pass>.mlir), program.txt and program.spmd. Empty: use the
   // SPMD_DUMP_IR environment variable; no dumps if that is unset too.
   std::string dumpDir;
   // Function to lower; the module's only function when empty.

@@ -1,8 +1,5 @@
-// safetensors read/write with nlohmann::json for the header; POSIX calls for the atomic write.
+// safetensors read/write with nlohmann::json for the header; written atomically (runtime/AtomicFile).
 #include "frontend/io/Safetensors.h"
-
-#include <fcntl.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -10,6 +7,8 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+
+#include "runtime/AtomicFile.h"
 
 namespace spmd::io {
 namespace {
@@ -25,17 +24,6 @@ const char* codeOf(DType dtype) {
 
 std::string fail(const std::string& path, const std::string& what) {
   return path + ": not a valid safetensors checkpoint: " + what;
-}
-
-void writeAll(int fd, const void* data, size_t bytes, const std::string& path) {
-  const char* p = static_cast<const char*>(data);
-  while (bytes > 0) {
-    ssize_t n = ::write(fd, p, bytes);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) throw Error(path + ": write failed: " + std::strerror(errno));
-    p += n;
-    bytes -= static_cast<size_t>(n);
-  }
 }
 
 }  // namespace
@@ -54,32 +42,10 @@ void saveSafetensors(const std::string& path, const Checkpoint& checkpoint) {
   text.append((8 - text.size() % 8) % 8, ' ');  // data starts 8-byte aligned
   uint64_t length = text.size();  // little-endian on every platform we build for
 
-  std::filesystem::path target(path);
-  std::filesystem::path dir = target.parent_path().empty() ? "." : target.parent_path();
-  std::string temp = (dir / ("." + target.filename().string() + ".tmp")).string();
-  int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw Error(temp + ": cannot create: " + std::strerror(errno));
-  try {
-    writeAll(fd, &length, sizeof length, temp);
-    writeAll(fd, text.data(), text.size(), temp);
-    for (const auto& [name, array] : checkpoint.tensors) writeAll(fd, array.data(), array.bytes(), temp);
-    if (::fsync(fd) != 0) throw Error(temp + ": fsync failed: " + std::strerror(errno));
-  } catch (...) {
-    ::close(fd);
-    ::unlink(temp.c_str());
-    throw;
-  }
-  ::close(fd);
-  if (::rename(temp.c_str(), path.c_str()) != 0) {
-    std::string why = std::strerror(errno);
-    ::unlink(temp.c_str());
-    throw Error(path + ": cannot replace with the new checkpoint: " + why);
-  }
-  int dirfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dirfd >= 0) {
-    ::fsync(dirfd);
-    ::close(dirfd);
-  }
+  std::vector<std::span<const std::byte>> parts = {
+      std::as_bytes(std::span(&length, 1)), std::as_bytes(std::span(text.data(), text.size()))};
+  for (const auto& [name, array] : checkpoint.tensors) parts.push_back({array.data(), array.bytes()});
+  writeFileAtomically(path, parts);
 }
 
 Checkpoint loadSafetensors(const std::string& path) {

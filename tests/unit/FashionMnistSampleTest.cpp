@@ -18,20 +18,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct SampleRun {
-  int status;
-  std::string output;  // stdout and stderr
-};
-
-// Runs a shell command; its exit status and its stdout and stderr together.
-SampleRun runCommand(const std::string& command) {
-  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-  std::string output;
-  char buffer[4096];
-  while (size_t n = fread(buffer, 1, sizeof buffer, pipe)) output.append(buffer, n);
-  int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
-}
+using spmd::testing::CommandRun;
+using spmd::testing::runCommand;
+using SampleRun = CommandRun;
 
 SampleRun runSample(const std::string& flags) {
   return runCommand(std::string(SPMD_SAMPLE_PATH) + " " + flags);

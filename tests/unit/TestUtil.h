@@ -2,6 +2,10 @@
 // reports the largest difference it saw, deep copies, every axis of a tensor, file bytes.
 #pragma once
 
+#include <sys/wait.h>
+
+#include <cstdio>
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -85,6 +89,21 @@ inline std::vector<int64_t> allAxes(const Tensor& t) {
 inline std::string readBytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+struct CommandRun {
+  int status;
+  std::string output;  // stdout and stderr
+};
+
+// Runs a shell command; its exit status and its stdout and stderr together.
+inline CommandRun runCommand(const std::string& command) {
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  std::string output;
+  char buffer[4096];
+  while (size_t n = fread(buffer, 1, sizeof buffer, pipe)) output.append(buffer, n);
+  int status = pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
 }
 
 }  // namespace spmd::testing
