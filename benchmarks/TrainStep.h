@@ -2,7 +2,6 @@
 // BN, mean softmax cross-entropy, autodiff, SGD update, new BN statistics) and a fixed batch.
 #pragma once
 
-#include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -35,18 +34,11 @@ inline std::pair<spmd::Tensor, spmd::Tensor> syntheticBatch(int64_t batch) {
   return {x, spmd::Array::of<int32_t>({batch}, labels)};
 }
 
-// From a Program's text header: {bytes of all buffers, bytes of the planned arena (0: none)}.
-inline std::pair<size_t, size_t> programBytes(const std::string& text) {
-  auto number = [&](const std::string& after) -> size_t {
-    size_t at = text.find(after);
-    if (at == std::string::npos) return 0;
-    size_t end = text.rfind(' ', at);
-    size_t start = text.rfind(' ', end - 1) + 1;
-    return std::stoull(text.substr(start, end - start));
-  };
-  size_t arenaAt = text.find(", arena ");
-  size_t arena = arenaAt == std::string::npos ? 0 : std::stoull(text.substr(arenaAt + 8));
-  return {number(" bytes"), arena};
+// {bytes of all buffers, bytes of the planned arena (0: none)} of a compiled Program.
+inline std::pair<size_t, size_t> programBytes(const spmd::runtime::Program& program) {
+  size_t total = 0;
+  for (const auto& buffer : program.buffers) total += buffer.bytes();
+  return {total, program.arenaBytes};
 }
 
 }  // namespace bench

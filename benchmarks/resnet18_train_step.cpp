@@ -26,7 +26,7 @@ void BM_ResNet18TrainStep(benchmark::State& state) {
     benchmark::DoNotOptimize(loss);
   }
   state.SetItemsProcessed(state.iterations() * batch);
-  auto [total, arena] = bench::programBytes(step.lastProgramText());
+  auto [total, arena] = bench::programBytes(step.lastProgram());
   state.counters["buffers_MB"] = double(total) / 1e6;  // every buffer on its own
   state.counters["arena_MB"] = double(arena) / 1e6;    // the planned arena
 }

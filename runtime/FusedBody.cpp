@@ -126,6 +126,15 @@ FusedBody FusedBody::parse(const std::string& text) {
   return body;
 }
 
+void FusedBody::checkArity(size_t inputs, size_t outputs) const {
+  if (results.size() != outputs)
+    throw Error("fused body yields " + std::to_string(results.size()) + " values for " +
+                std::to_string(outputs) + " outputs");
+  for (const FusedInstr& in : instrs)
+    if (in.kind == FusedOpKind::load && in.input >= static_cast<int>(inputs))
+      throw Error("fused body loads input " + std::to_string(in.input) + " of " + std::to_string(inputs));
+}
+
 std::vector<int64_t> loadStrides(const FusedInstr& load, std::span<const int64_t> input,
                                  std::span<const int64_t> space) {
   std::vector<int64_t> strides(space.size(), 0);

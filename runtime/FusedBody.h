@@ -31,6 +31,8 @@ struct FusedBody {
 
   // Throws an Error quoting the text and saying what is malformed.
   static FusedBody parse(const std::string& text);
+  // Throws unless the body loads only inputs < `inputs` and yields exactly `outputs` values.
+  void checkArity(size_t inputs, size_t outputs) const;
 };
 
 const char* fusedOpName(FusedOpKind kind);

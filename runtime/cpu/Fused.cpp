@@ -100,9 +100,7 @@ void fused(KernelCall& call) {
   if (!call.cache) {
     auto p = std::make_shared<Prepared>();
     p->body = FusedBody::parse(call.step.text("body"));
-    if (p->body.results.size() != call.out.size())
-      throw Error("fused body yields " + std::to_string(p->body.results.size()) + " values for " +
-                  std::to_string(call.out.size()) + " outputs");
+    p->body.checkArity(call.in.size(), call.out.size());
     p->strides.resize(p->body.instrs.size());
     p->direct.resize(p->body.instrs.size());
     p->output.assign(p->body.instrs.size(), -1);
@@ -111,9 +109,6 @@ void fused(KernelCall& call) {
     for (size_t k = 0; k < p->body.instrs.size(); ++k) {
       const FusedInstr& in = p->body.instrs[k];
       if (in.kind != FusedOpKind::load) continue;
-      if (in.input >= static_cast<int>(call.in.size()))
-        throw Error("fused body loads input " + std::to_string(in.input) + " of " +
-                    std::to_string(call.in.size()));
       p->strides[k] = loadStrides(in, call.in[in.input].shape, call.out[0].shape);
       p->direct[k] = !in.broadcast;
     }

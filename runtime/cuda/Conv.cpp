@@ -83,34 +83,47 @@ struct Scale {
   const void* zero(DType t) const { return t == DType::f64 ? (const void*)&d0 : (const void*)&f0; }
 };
 
+// The step's plan, made on its first call: descriptors for (x, w, y) and the algorithm `find`
+// (a cudnnFind*Algorithm call filling Perf results) picks.
+template <typename Perf, typename Find>
+ConvPlan& cachedPlan(KernelCall& call, const TensorView& x, const TensorView& w, const TensorView& y,
+                     const char* what, Find find) {
+  if (!call.cache) {
+    std::shared_ptr<ConvPlan> p = plan(call, x, w, y);
+    Perf results[8];
+    int found = 0;
+    checkDnn(find(handleOf(call), *p, results, &found), what);
+    choose(*p, results, found, call);
+    call.cache = p;
+  }
+  return *static_cast<ConvPlan*>(call.cache.get());
+}
+
+void* workspaceFor(const KernelCall& call, const ConvPlan& p) {
+  return p.workspace ? deviceOf(call).workspace(p.workspace) : nullptr;
+}
+
 }  // namespace
 
 // inputs: x, w, optional bias; output: y
 void conv2d(KernelCall& call) {
   const TensorView &x = call.in[0], &w = call.in[1], &y = call.out[0];
-  cudnnHandle_t h = handleOf(call);
-  if (!call.cache) {
-    std::shared_ptr<ConvPlan> p = plan(call, x, w, y);
-    cudnnConvolutionFwdAlgoPerf_t results[8];
-    int found = 0;
-    checkDnn(cudnnFindConvolutionForwardAlgorithm(h, p->x, p->w, p->conv, p->y, 8, &found, results),
-             "forward algorithm search");
-    choose(*p, results, found, call);
-    if (call.in.size() > 2) {
-      checkDnn(cudnnCreateTensorDescriptor(&p->bias), "bias descriptor");
-      checkDnn(cudnnSetTensor4dDescriptor(p->bias, CUDNN_TENSOR_NCHW,
-                                          x.dtype == DType::f64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT, 1,
-                                          int(y.dim(1)), 1, 1),
-               "bias descriptor");
-    }
-    call.cache = p;
+  ConvPlan& p = cachedPlan<cudnnConvolutionFwdAlgoPerf_t>(
+      call, x, w, y, "forward algorithm search", [](cudnnHandle_t h, ConvPlan& p, auto* results, int* found) {
+        return cudnnFindConvolutionForwardAlgorithm(h, p.x, p.w, p.conv, p.y, 8, found, results);
+      });
+  if (call.in.size() > 2 && !p.bias) {
+    checkDnn(cudnnCreateTensorDescriptor(&p.bias), "bias descriptor");
+    checkDnn(cudnnSetTensor4dDescriptor(p.bias, CUDNN_TENSOR_NCHW,
+                                        x.dtype == DType::f64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT, 1,
+                                        int(y.dim(1)), 1, 1),
+             "bias descriptor");
   }
-  auto& p = *static_cast<ConvPlan*>(call.cache.get());
+  cudnnHandle_t h = handleOf(call);
   Scale s;
-  void* workspace = p.workspace ? deviceOf(call).workspace(p.workspace) : nullptr;
   checkDnn(cudnnConvolutionForward(h, s.one(x.dtype), p.x, x.data, p.w, w.data, p.conv,
-                                   static_cast<cudnnConvolutionFwdAlgo_t>(p.algo), workspace, p.workspace,
-                                   s.zero(x.dtype), p.y, y.data),
+                                   static_cast<cudnnConvolutionFwdAlgo_t>(p.algo), workspaceFor(call, p),
+                                   p.workspace, s.zero(x.dtype), p.y, y.data),
            "convolution forward (" + call.step.location + ")");
   if (p.bias)
     checkDnn(cudnnAddTensor(h, s.one(x.dtype), p.bias, call.in[2].data, s.one(x.dtype), p.y, y.data), "bias add");
@@ -119,43 +132,27 @@ void conv2d(KernelCall& call) {
 // inputs: result_grad (y), filter; output: input_grad (x)
 void conv2d_backward_data(KernelCall& call) {
   const TensorView &dy = call.in[0], &w = call.in[1], &dx = call.out[0];
-  cudnnHandle_t h = handleOf(call);
-  if (!call.cache) {
-    std::shared_ptr<ConvPlan> p = plan(call, dx, w, dy);
-    cudnnConvolutionBwdDataAlgoPerf_t results[8];
-    int found = 0;
-    checkDnn(cudnnFindConvolutionBackwardDataAlgorithm(h, p->w, p->y, p->conv, p->x, 8, &found, results),
-             "backward-data algorithm search");
-    choose(*p, results, found, call);
-    call.cache = p;
-  }
-  auto& p = *static_cast<ConvPlan*>(call.cache.get());
+  ConvPlan& p = cachedPlan<cudnnConvolutionBwdDataAlgoPerf_t>(
+      call, dx, w, dy, "backward-data algorithm search", [](cudnnHandle_t h, ConvPlan& p, auto* results, int* found) {
+        return cudnnFindConvolutionBackwardDataAlgorithm(h, p.w, p.y, p.conv, p.x, 8, found, results);
+      });
   Scale s;
-  void* workspace = p.workspace ? deviceOf(call).workspace(p.workspace) : nullptr;
-  checkDnn(cudnnConvolutionBackwardData(h, s.one(dy.dtype), p.w, w.data, p.y, dy.data, p.conv,
-                                        static_cast<cudnnConvolutionBwdDataAlgo_t>(p.algo), workspace, p.workspace,
-                                        s.zero(dy.dtype), p.x, dx.data),
+  checkDnn(cudnnConvolutionBackwardData(handleOf(call), s.one(dy.dtype), p.w, w.data, p.y, dy.data, p.conv,
+                                        static_cast<cudnnConvolutionBwdDataAlgo_t>(p.algo), workspaceFor(call, p),
+                                        p.workspace, s.zero(dy.dtype), p.x, dx.data),
            "convolution backward data (" + call.step.location + ")");
 }
 
 // inputs: input (x), result_grad (y); output: filter_grad
 void conv2d_backward_filter(KernelCall& call) {
   const TensorView &x = call.in[0], &dy = call.in[1], &dw = call.out[0];
-  cudnnHandle_t h = handleOf(call);
-  if (!call.cache) {
-    std::shared_ptr<ConvPlan> p = plan(call, x, dw, dy);
-    cudnnConvolutionBwdFilterAlgoPerf_t results[8];
-    int found = 0;
-    checkDnn(cudnnFindConvolutionBackwardFilterAlgorithm(h, p->x, p->y, p->conv, p->w, 8, &found, results),
-             "backward-filter algorithm search");
-    choose(*p, results, found, call);
-    call.cache = p;
-  }
-  auto& p = *static_cast<ConvPlan*>(call.cache.get());
+  ConvPlan& p = cachedPlan<cudnnConvolutionBwdFilterAlgoPerf_t>(
+      call, x, dw, dy, "backward-filter algorithm search", [](cudnnHandle_t h, ConvPlan& p, auto* results, int* found) {
+        return cudnnFindConvolutionBackwardFilterAlgorithm(h, p.x, p.y, p.conv, p.w, 8, found, results);
+      });
   Scale s;
-  void* workspace = p.workspace ? deviceOf(call).workspace(p.workspace) : nullptr;
-  checkDnn(cudnnConvolutionBackwardFilter(h, s.one(x.dtype), p.x, x.data, p.y, dy.data, p.conv,
-                                          static_cast<cudnnConvolutionBwdFilterAlgo_t>(p.algo), workspace,
+  checkDnn(cudnnConvolutionBackwardFilter(handleOf(call), s.one(x.dtype), p.x, x.data, p.y, dy.data, p.conv,
+                                          static_cast<cudnnConvolutionBwdFilterAlgo_t>(p.algo), workspaceFor(call, p),
                                           p.workspace, s.zero(x.dtype), p.w, dw.data),
            "convolution backward filter (" + call.step.location + ")");
 }

@@ -64,40 +64,42 @@ LabelCheck& labelCheck(KernelCall& call) {
   return *static_cast<LabelCheck*>(call.cache.get());
 }
 
-// Waits for the step and throws the CPU backend's message for the first bad label.
-void reportBadLabel(KernelCall& call, LabelCheck& lc, int64_t classes) {
-  check(cudaMemcpyAsync(lc.host, lc.flag.get(), sizeof lc.host, cudaMemcpyDeviceToHost, streamOf(call)), "label check");
+// Resets the step's label flag, runs `launch(flag)` on the stream, waits for the step and
+// throws the CPU backend's message for the first bad label.
+template <typename Launch>
+void withLabelCheck(KernelCall& call, Launch launch) {
+  LabelCheck& lc = labelCheck(call);
+  int* flag = reinterpret_cast<int*>(lc.flag.get());
+  check(cudaMemsetAsync(flag, 0, 2 * sizeof(int), streamOf(call)), "label check reset");
+  launch(flag);
+  checkLaunch(call);
+  check(cudaMemcpyAsync(lc.host, flag, sizeof lc.host, cudaMemcpyDeviceToHost, streamOf(call)), "label check");
   check(cudaStreamSynchronize(streamOf(call)), "label check");
-  if (lc.host[0] != 0) checkLabel(lc.host[1], lc.host[0] - 1, classes);
+  if (lc.host[0] != 0) checkLabel(lc.host[1], lc.host[0] - 1, call.in[0].dim(1));
 }
 
 }  // namespace
 
 void softmax_cross_entropy(KernelCall& call) {
-  LabelCheck& lc = labelCheck(call);
   int64_t rows = call.in[0].dim(0), classes = call.in[0].dim(1);
-  check(cudaMemsetAsync(lc.flag.get(), 0, 2 * sizeof(int), streamOf(call)), "label check reset");
-  visitFloat(call.in[0].dtype, [&](auto tag) {
-    using T = decltype(tag);
-    lossKernel<<<blocksFor(rows, 128), 128, 0, streamOf(call)>>>(
-        call.in[0].as<T>(), call.in[1].as<int>(), call.out[0].as<T>(), rows, classes, reinterpret_cast<int*>(lc.flag.get()));
+  withLabelCheck(call, [&](int* flag) {
+    visitFloat(call.in[0].dtype, [&](auto tag) {
+      using T = decltype(tag);
+      lossKernel<<<blocksFor(rows, 128), 128, 0, streamOf(call)>>>(call.in[0].as<T>(), call.in[1].as<int>(),
+                                                                  call.out[0].as<T>(), rows, classes, flag);
+    });
   });
-  checkLaunch(call);
-  reportBadLabel(call, lc, classes);
 }
 
 void softmax_cross_entropy_backward(KernelCall& call) {
-  LabelCheck& lc = labelCheck(call);
   int64_t rows = call.in[0].dim(0), classes = call.in[0].dim(1);
-  check(cudaMemsetAsync(lc.flag.get(), 0, 2 * sizeof(int), streamOf(call)), "label check reset");
-  visitFloat(call.in[0].dtype, [&](auto tag) {
-    using T = decltype(tag);
-    lossBackwardKernel<<<blocksFor(rows, 128), 128, 0, streamOf(call)>>>(
-        call.in[0].as<T>(), call.in[1].as<int>(), call.in[2].as<T>(), call.out[0].as<T>(), rows, classes,
-        reinterpret_cast<int*>(lc.flag.get()));
+  withLabelCheck(call, [&](int* flag) {
+    visitFloat(call.in[0].dtype, [&](auto tag) {
+      using T = decltype(tag);
+      lossBackwardKernel<<<blocksFor(rows, 128), 128, 0, streamOf(call)>>>(
+          call.in[0].as<T>(), call.in[1].as<int>(), call.in[2].as<T>(), call.out[0].as<T>(), rows, classes, flag);
+    });
   });
-  checkLaunch(call);
-  reportBadLabel(call, lc, classes);
 }
 
 }  // namespace spmd::runtime::cuda

@@ -16,6 +16,11 @@ struct Layout {
 
 Layout layoutOf(const TensorView& x) { return {x.dim(0), x.dim(1), x.numel() / (x.dim(0) * x.dim(1))}; }
 
+// Element k (of N * H*W) of channel c.
+__device__ long long at(const Layout& l, long long c, long long k) {
+  return ((k / l.inner) * l.channels + c) * l.inner + k % l.inner;
+}
+
 __device__ double blockSum(double v, double* shared) {
   shared[threadIdx.x] = v;
   __syncthreads();
@@ -35,11 +40,11 @@ __global__ void statsKernel(const T* __restrict__ x, T* mean, T* var, Layout l, 
   long long c = blockIdx.x, count = l.outer * l.inner;
   double sum = 0;
   for (long long k = threadIdx.x; k < count; k += kThreads)
-    sum += x[((k / l.inner) * l.channels + c) * l.inner + k % l.inner];
+    sum += x[at(l, c, k)];
   double m = blockSum(sum, shared) / double(count);
   double sq = 0;
   for (long long k = threadIdx.x; k < count; k += kThreads) {
-    double d = x[((k / l.inner) * l.channels + c) * l.inner + k % l.inner] - m;
+    double d = x[at(l, c, k)] - m;
     sq += d * d;
   }
   double v = blockSum(sq, shared) / double(count);
@@ -70,9 +75,9 @@ __global__ void backwardSumsKernel(const T* dy, const T* x, const T* mean, const
   long long c = blockIdx.x, count = l.outer * l.inner;
   double rstd = 1.0 / ::sqrt(double(var[c]) + eps), s1 = 0, s2 = 0;
   for (long long k = threadIdx.x; k < count; k += kThreads) {
-    long long at = ((k / l.inner) * l.channels + c) * l.inner + k % l.inner;
-    s1 += double(dy[at]) * (double(x[at]) - double(mean[c])) * rstd;
-    s2 += double(dy[at]);
+    long long i = at(l, c, k);
+    s1 += double(dy[i]) * (double(x[i]) - double(mean[c])) * rstd;
+    s2 += double(dy[i]);
   }
   double ds = blockSum(s1, shared), dof = blockSum(s2, shared);
   if (threadIdx.x == 0) {

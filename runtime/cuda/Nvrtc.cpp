@@ -2,6 +2,7 @@
 #include "runtime/cuda/Nvrtc.h"
 
 #include <nvrtc.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -81,7 +82,7 @@ std::string compileCuda(const std::string& source, const std::string& arch) {
   std::error_code ignored;  // the disk cache is an optimization: failing to write it is not an error
   std::filesystem::create_directories(file.parent_path(), ignored);
   std::filesystem::path temp = file;
-  temp += ".tmp" + std::to_string(std::hash<std::string>()(hash.str() + std::to_string(std::rand())));
+  temp += ".tmp" + std::to_string(::getpid());  // one writer per process: the mutex above
   if (std::ofstream out{temp, std::ios::binary}; out.write(binary.data(), binary.size()))
     std::filesystem::rename(temp, file, ignored);
   std::filesystem::remove(temp, ignored);

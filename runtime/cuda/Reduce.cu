@@ -37,20 +37,12 @@ Split split(const TensorView& x, const std::vector<int64_t>& axes) {
   return s;
 }
 
-__device__ long long baseOffset(const Split& s, long long out) {
-  long long base = 0;
-  for (int d = s.kept - 1; d >= 0; --d) {
-    base += (out % s.keptDims[d]) * s.keptStrides[d];
-    out /= s.keptDims[d];
-  }
-  return base;
-}
-
-__device__ long long reducedOffset(const Split& s, long long r) {
+// Offset of the index-th element of a row-major walk over `dims` laid out with `strides`.
+__device__ long long offsetOf(const long long* dims, const long long* strides, int rank, long long index) {
   long long offset = 0;
-  for (int d = s.reduced - 1; d >= 0; --d) {
-    offset += (r % s.reducedDims[d]) * s.reducedStrides[d];
-    r /= s.reducedDims[d];
+  for (int d = rank - 1; d >= 0; --d) {
+    offset += (index % dims[d]) * strides[d];
+    index /= dims[d];
   }
   return offset;
 }
@@ -59,10 +51,10 @@ __device__ long long reducedOffset(const Split& s, long long r) {
 template <typename T>
 __global__ void reduceKernel(const T* __restrict__ x, T* __restrict__ y, long long outputs, Split s, int kind) {
   for (long long o = blockIdx.x * (long long)blockDim.x + threadIdx.x; o < outputs; o += (long long)gridDim.x * blockDim.x) {
-    long long base = baseOffset(s, o);
+    long long base = offsetOf(s.keptDims, s.keptStrides, s.kept, o);
     double acc = kind == 2 ? -__longlong_as_double(0x7ff0000000000000LL) : 0.0;  // -inf for max
     for (long long r = 0; r < s.reducedCount; ++r) {
-      double v = x[base + reducedOffset(s, r)];
+      double v = x[base + offsetOf(s.reducedDims, s.reducedStrides, s.reduced, r)];
       acc = kind == 2 ? (v > acc ? v : acc) : acc + v;
     }
     y[o] = static_cast<T>(kind == 1 ? acc / double(s.reducedCount) : acc);
@@ -72,7 +64,7 @@ __global__ void reduceKernel(const T* __restrict__ x, T* __restrict__ y, long lo
 template <typename T>
 __global__ void argmaxKernel(const T* __restrict__ x, int* __restrict__ y, long long outputs, Split s) {
   for (long long o = blockIdx.x * (long long)blockDim.x + threadIdx.x; o < outputs; o += (long long)gridDim.x * blockDim.x) {
-    long long base = baseOffset(s, o);
+    long long base = offsetOf(s.keptDims, s.keptStrides, s.kept, o);
     int best = 0;
     T bestValue = x[base];
     for (long long r = 1; r < s.reducedCount; ++r) {

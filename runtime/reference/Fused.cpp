@@ -12,18 +12,12 @@ namespace spmd::runtime::reference {
 
 void fused(KernelCall& call) {
   FusedBody body = FusedBody::parse(call.step.text("body"));
-  if (body.results.size() != call.out.size())
-    throw Error("fused body yields " + std::to_string(body.results.size()) + " values for " +
-                std::to_string(call.out.size()) + " outputs");
+  body.checkArity(call.in.size(), call.out.size());
   std::span<const int64_t> space = call.out[0].shape;
   std::vector<std::vector<int64_t>> strides(body.instrs.size());
   for (size_t k = 0; k < body.instrs.size(); ++k)
-    if (body.instrs[k].kind == FusedOpKind::load) {
-      if (body.instrs[k].input >= static_cast<int>(call.in.size()))
-        throw Error("fused body loads input " + std::to_string(body.instrs[k].input) + " of " +
-                    std::to_string(call.in.size()));
+    if (body.instrs[k].kind == FusedOpKind::load)
       strides[k] = loadStrides(body.instrs[k], call.in[body.instrs[k].input].shape, space);
-    }
   visitFloat(call.out[0].dtype, [&](auto tag) {
     using T = decltype(tag);
     std::vector<double> v(body.instrs.size());

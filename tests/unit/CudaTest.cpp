@@ -145,16 +145,7 @@ TEST_P(CudaKernelTest, EveryKernelMatchesTheReference) {
   for (const KernelCase& c : kernelCases(GetParam())) {
     SCOPED_TRACE(c.name);
     std::vector<Array> actual = runOnGpu(c);
-    Program one;  // the reference kernels on the host
-    std::vector<TensorView> in, out;
-    std::vector<Array> expected;
-    for (const Array& a : c.inputs) in.push_back({a.data(), a.dtype, a.shape});
-    for (auto& [dtype, shape] : c.outputs) expected.push_back(Array::zeros(dtype, shape));
-    for (Array& a : expected) out.push_back({a.data(), a.dtype, a.shape});
-    Step step{c.op, {}, {}, c.attrs, "CudaTest"};
-    std::shared_ptr<void> cache;
-    KernelCall call{step, in, out, cache};
-    referenceKernels().at(c.op)(call);
+    std::vector<Array> expected = runKernel(referenceKernels(), c);
     for (size_t i = 0; i < expected.size(); ++i) {
       bool f64 = expected[i].dtype == DType::f64;
       double worst = spmd::testing::expectClose(actual[i], expected[i], f64 ? 1e-12 : 1e-4, f64 ? 1e-12 : 1e-5,

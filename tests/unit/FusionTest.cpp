@@ -1,7 +1,6 @@
 // Elementwise fusion end to end: a ResNet-18 SGD step with fused kernels equals the unfused step
 // to the bit on the CPU (both compute each op in the tensor's type), and the residual add+relu,
 // optimizer chains and relu backward with the gradient sums are fused while convolutions and BN stay library calls.
-#include <cstring>
 
 #include "TestUtil.h"
 #include "benchmarks/TrainStep.h"
@@ -27,14 +26,11 @@ TEST(FusionTest, ResNetTrainStepIsBitIdenticalFusedAndUnfused) {
   auto plain = jit(bench::trainStep(*model, sgd), {.name = "plain", .fuseElementwise = false});
   auto a = fused(params, opt, state, x, y);
   auto b = plain(params, opt, state, x, y);
-  auto same = [](const Tensor& u, const Tensor& v, const std::string& what) {
-    ASSERT_EQ(u.array().bytes(), v.array().bytes()) << what;
-    EXPECT_EQ(std::memcmp(u.array().data(), v.array().data(), u.array().bytes()), 0) << what;
-  };
-  for (auto& [name, t] : std::get<0>(a)) same(t, std::get<0>(b).at(name), "param " + name);
-  for (auto& [name, t] : std::get<1>(a)) same(t, std::get<1>(b).at(name), "momentum " + name);
-  for (auto& [name, t] : std::get<2>(a)) same(t, std::get<2>(b).at(name), "bn state " + name);
-  same(std::get<3>(a), std::get<3>(b), "loss");
+  using testing::expectSameBits;
+  expectSameBits(std::get<0>(a), std::get<0>(b), "param");
+  expectSameBits(std::get<1>(a), std::get<1>(b), "momentum");
+  expectSameBits(std::get<2>(a), std::get<2>(b), "bn state");
+  expectSameBits(std::get<3>(a).array(), std::get<3>(b).array(), "loss");
 
   const std::string& text = fused.lastProgramText();
   const std::string& unfused = plain.lastProgramText();

@@ -2,11 +2,13 @@
 // inputs (several shapes, odd sizes, f32 or f64), with the attributes the compiler would give.
 #pragma once
 
+#include <limits>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "TestUtil.h"
+#include "runtime/Kernel.h"
 #include "runtime/Program.h"
 
 namespace spmd::runtime {
@@ -18,6 +20,31 @@ struct KernelCase {
   std::vector<std::pair<DType, Shape>> outputs;
   std::map<std::string, Attr> attrs;
 };
+
+// Outputs filled with NaN (floats) or -12345 (i32), so a kernel that skips an element is seen.
+inline Array poisoned(DType dtype, const Shape& shape) {
+  Array a = Array::zeros(dtype, shape);
+  if (dtype == DType::f32) std::fill_n(a.values<float>().data(), a.numel(), std::numeric_limits<float>::quiet_NaN());
+  if (dtype == DType::f64) std::fill_n(a.values<double>().data(), a.numel(), std::numeric_limits<double>::quiet_NaN());
+  if (dtype == DType::i32) std::fill_n(a.values<int32_t>().data(), a.numel(), -12345);
+  return a;
+}
+
+// Runs a case's kernel from `table` twice on host memory (outputs poisoned first) and returns
+// the outputs of the second call, which reuses the cached state.
+inline std::vector<Array> runKernel(const KernelTable& table, const KernelCase& c) {
+  Step step{c.op, {}, {}, c.attrs, "KernelTest"};
+  std::vector<TensorView> in, out;
+  std::vector<Array> results;
+  for (const Array& a : c.inputs) in.push_back({a.data(), a.dtype, a.shape});
+  for (auto& [dtype, shape] : c.outputs) results.push_back(poisoned(dtype, shape));
+  for (Array& a : results) out.push_back({a.data(), a.dtype, a.shape});
+  std::shared_ptr<void> cache;
+  KernelCall call{step, in, out, cache};
+  table.at(c.op)(call);
+  table.at(c.op)(call);  // second call reuses the cached primitive
+  return results;
+}
 
 inline std::vector<KernelCase> kernelCases(DType t) {
   std::string suffix = t == DType::f32 ? "/f32" : "/f64";

@@ -2,7 +2,6 @@
 // dump directory) loads back to the same Program, runs to the same bits as the step it came
 // from, runs in the runtime-only tool spmd-run (no MLIR linked), and damaged files give clear
 // errors naming the file.
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -60,9 +59,7 @@ TEST_F(ProgramFileTest, SavedTrainStepLoadsRunsAndRunsInSpmdRun) {
   inputs.push_back(y.array());
   runtime::Executor executor(loaded, std::make_shared<runtime::CpuDevice>());
   std::vector<Array> outputs = executor.run(inputs);
-  const Array& lossOut = outputs.back();
-  ASSERT_EQ(lossOut.bytes(), loss.array().bytes());
-  EXPECT_EQ(std::memcmp(lossOut.data(), loss.array().data(), lossOut.bytes()), 0);
+  testing::expectSameBits(outputs.back(), loss.array(), "loss");
 
   auto run = testing::runCommand(std::string(SPMD_RUN_PATH) + " " + (dir_ / "program.spmd").string() +
                                  " --devices cpu:1 --steps 2 --warmup 1 --items 4");

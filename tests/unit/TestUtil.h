@@ -9,12 +9,14 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <random>
 #include <string>
 
 #include "frontend/Tensor.h"
+#include "frontend/Tree.h"
 #include "runtime/Array.h"
 
 namespace spmd::testing {
@@ -89,6 +91,17 @@ inline std::vector<int64_t> allAxes(const Tensor& t) {
 inline std::string readBytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// Same dtype, shape and bytes (memcmp), with `what` in the failure.
+inline void expectSameBits(const Array& actual, const Array& expected, const std::string& what) {
+  ASSERT_EQ(actual.bytes(), expected.bytes()) << what;
+  EXPECT_EQ(std::memcmp(actual.data(), expected.data(), actual.bytes()), 0) << what;
+}
+
+// Every tensor of `actual` against the same-named tensor of `expected`.
+inline void expectSameBits(const Tree& actual, const Tree& expected, const std::string& what) {
+  for (const auto& [name, t] : actual) expectSameBits(t.array(), expected.at(name).array(), what + " " + name);
 }
 
 struct CommandRun {

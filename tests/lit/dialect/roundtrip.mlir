@@ -58,3 +58,22 @@ func.func @all_ops(%x: tensor<2x3x8x8xf32>, %w: tensor<4x3x3x3xf32>, %b: tensor<
   %loss = spmd.softmax_cross_entropy %mt, %labels : (tensor<6x5xf32>, tensor<6xi32>) -> tensor<6xf32>
   return %loss : tensor<6xf32>
 }
+
+// CHECK-LABEL: func.func @fused
+func.func @fused(%x: tensor<2x3xf32>, %b: tensor<3xf32>) -> (tensor<2x3xf32>, tensor<2x3xf32>) {
+  // CHECK: %[[F:.*]]:2 = spmd.fused %arg0, %arg1 {
+  // CHECK: spmd.broadcast_in_dim %{{.*}} {dims = array<i64: 1>}
+  // CHECK: spmd.constant dense<5.000000e-01> : tensor<2x3xf32>
+  // CHECK: spmd.yield %{{.*}}, %{{.*}} : tensor<2x3xf32>, tensor<2x3xf32>
+  // CHECK: } : (tensor<2x3xf32>, tensor<3xf32>) -> (tensor<2x3xf32>, tensor<2x3xf32>)
+  %r:2 = spmd.fused %x, %b {
+  ^bb0(%a: tensor<2x3xf32>, %c: tensor<3xf32>):
+    %cb = spmd.broadcast_in_dim %c {dims = array<i64: 1>} : (tensor<3xf32>) -> tensor<2x3xf32>
+    %h = spmd.constant dense<0.5> : tensor<2x3xf32>
+    %s = spmd.add %a, %cb : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+    %m = spmd.mul %s, %h : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+    %y = spmd.relu %m : (tensor<2x3xf32>) -> tensor<2x3xf32>
+    spmd.yield %y, %s : tensor<2x3xf32>, tensor<2x3xf32>
+  } : (tensor<2x3xf32>, tensor<3xf32>) -> (tensor<2x3xf32>, tensor<2x3xf32>)
+  return %r#0, %r#1 : tensor<2x3xf32>, tensor<2x3xf32>
+}
