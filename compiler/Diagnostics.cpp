@@ -19,6 +19,19 @@ std::string sourceLine(mlir::Location loc) {
   return found;
 }
 
+std::string layerPath(mlir::Location loc) {
+  std::string found;
+  loc->walk([&](mlir::Location inner) {
+    auto name = llvm::dyn_cast<mlir::NameLoc>(inner);
+    if (name && llvm::isa<mlir::FileLineColLoc>(name.getChildLoc())) {
+      found = name.getName().str();
+      return mlir::WalkResult::interrupt();
+    }
+    return mlir::WalkResult::advance();
+  });
+  return found;
+}
+
 DiagnosticCollector::DiagnosticCollector(mlir::MLIRContext* context)
     : handler_(context, [this](mlir::Diagnostic& diag) {
         std::string where = sourceLine(diag.getLocation());

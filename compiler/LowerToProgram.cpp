@@ -6,6 +6,7 @@
 
 #include "compiler/Diagnostics.h"
 #include "compiler/ir/SpmdDialect.h"
+#include "runtime/RealText.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
 
@@ -89,9 +90,7 @@ std::string fusedBodyText(ir::FusedOp fused) {
       os << "]";
     } else if (auto constant = llvm::dyn_cast<ir::ConstantOp>(op)) {
       auto dense = llvm::cast<mlir::DenseElementsAttr>(constant.getValue());
-      char value[40];
-      std::snprintf(value, sizeof value, "%.17g", dense.getSplatValue<llvm::APFloat>().convertToDouble());
-      os << "const " << value;
+      os << "const " << runtime::formatReal(dense.getSplatValue<llvm::APFloat>().convertToDouble());
     } else {
       os << op.getName().stripDialect();
       for (int operand : operands) os << " %" << operand;
@@ -132,6 +131,7 @@ runtime::Program lowerToProgram(mlir::func::FuncOp function) {
     runtime::Step step;
     step.op = op.getName().stripDialect().str();
     step.location = sourceLine(op.getLoc());
+    step.layer = layerPath(op.getLoc());
     for (mlir::Value operand : op.getOperands()) step.inputs.push_back(ids.at(operand));
     for (mlir::Value result : op.getResults()) step.outputs.push_back(define(result, describe(result)));
     if (auto fused = llvm::dyn_cast<ir::FusedOp>(op)) step.attrs["body"] = fusedBodyText(fused);

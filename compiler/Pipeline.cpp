@@ -70,16 +70,18 @@ class PipelineRun {
   int index_ = 0;
 };
 
-std::string dumpDirFor(const CompileOptions& options) {
-  if (!options.dumpDir.empty()) return options.dumpDir;
-  const char* env = std::getenv("SPMD_DUMP_IR");
-  return env ? env : "";
-}
-
 }  // namespace
 
+std::string dumpDirectory(const CompileOptions& options) {
+  std::string base = options.dumpDir;
+  if (base.empty())
+    if (const char* env = std::getenv("SPMD_DUMP_IR")) base = env;
+  if (base.empty() || options.dumpName.empty()) return base;
+  return (std::filesystem::path(base) / options.dumpName).string();
+}
+
 runtime::Program compile(mlir::ModuleOp module, const CompileOptions& options) {
-  PipelineRun pipeline(module, dumpDirFor(options));
+  PipelineRun pipeline(module, dumpDirectory(options));
   pipeline.verify("tracing");
   pipeline.run(passes::createInsertPmean({options.strict}));
   pipeline.run(passes::createAutodiff());

@@ -17,6 +17,9 @@ struct CompileOptions {
   // Directory for numbered per-pass dumps (NN-<pass>.mlir), program.txt and program.spmd. Empty: use the
   // SPMD_DUMP_IR environment variable; no dumps if that is unset too.
   std::string dumpDir;
+  // Subdirectory of dumpDir for this compilation (jit/pmap: "<name>-<hash of signature and
+  // traced IR>"), so different functions and signatures never overwrite each other's dumps.
+  std::string dumpName;
   // Function to lower; the module's only function when empty.
   std::string entry = "main";
   // Mapped functions (spmd::pmap): report each pmean the compiler would insert as an error.
@@ -33,5 +36,8 @@ struct CompileOptions {
 // Runs the pipeline on `module` in place and returns the lowered Program. Throws spmd::Error
 // naming the pass, the op and the user's source line when a pass or the verifier fails.
 runtime::Program compile(mlir::ModuleOp module, const CompileOptions& options = {});
+
+// Where compile() writes its dumps for `options` ("" when it writes none).
+std::string dumpDirectory(const CompileOptions& options);
 
 }  // namespace spmd

@@ -38,6 +38,7 @@ std::string explain(const std::string& before, const std::string& now) {
 
 void CompileLog::beginCompile(const std::string& signature, const std::string& what) {
   lastReason_ = explain(lastSignature_, signature);
+  compilingSignature_ = signature;
   if (std::getenv("SPMD_LOG_COMPILES"))
     std::fprintf(stderr, "spmd: compiling %s (%s)\n", what.c_str(), lastReason_.c_str());
 }
@@ -48,7 +49,16 @@ runtime::Program CompileLog::compileTrace(Trace& trace, const CompileOptions& op
   llvm::raw_string_ostream os(text);
   trace.module().print(os, mlir::OpPrintingFlags().enableDebugInfo(true, false));
   lastTracedIr_ = text;
-  runtime::Program program = compile(trace.module(), options);
+  // Dumps of each function and signature go to their own directory: the name, then a hash
+  // (FNV-1a) of the signature and the traced IR, so nothing another compilation wrote is replaced.
+  uint64_t hash = 1469598103934665603ull;
+  for (char c : compilingSignature_ + "\n" + text) hash = (hash ^ uint8_t(c)) * 1099511628211ull;
+  char suffix[24];
+  std::snprintf(suffix, sizeof suffix, "-%08llx", static_cast<unsigned long long>(hash & 0xffffffffull));
+  CompileOptions withName = options;
+  withName.dumpName = name + suffix;
+  lastDumpDir_ = dumpDirectory(withName);
+  runtime::Program program = compile(trace.module(), withName);
   program.name = name;
   lastProgramText_ = program.toText();
   lastProgram_ = program;

@@ -28,6 +28,7 @@ class CompileLog {
   const std::string& lastTracedIr() const { return lastTracedIr_; }
   const std::string& lastProgramText() const { return lastProgramText_; }
   const runtime::Program& lastProgram() const { return lastProgram_; }
+  const std::string& lastDumpDir() const { return lastDumpDir_; }
 
  protected:
   // `signature` is not cached: records why (and prints it under SPMD_LOG_COMPILES).
@@ -38,7 +39,8 @@ class CompileLog {
   void called(const std::string& signature) { lastSignature_ = signature; }
 
  private:
-  std::string lastSignature_, lastReason_, lastTracedIr_, lastProgramText_;
+  std::string lastSignature_, lastReason_, lastTracedIr_, lastProgramText_, lastDumpDir_;
+  std::string compilingSignature_;  // beginCompile's, for the dump directory's name
   runtime::Program lastProgram_;
   int compileCount_ = 0;
 };
@@ -54,6 +56,9 @@ class CompiledFunction {
   const std::string& lastProgramText() const { return core_->lastProgramText(); }
   // The last lowered Program itself (what a backend runs; see runtime/Program.h).
   const runtime::Program& lastProgram() const { return core_->lastProgram(); }
+  // Where the last compilation wrote its IR dumps (options' dumpDir or SPMD_DUMP_IR, then
+  // "<name>-<hash>/"); empty when dumps are off.
+  const std::string& lastDumpDir() const { return core_->lastDumpDir(); }
 
  protected:
   explicit CompiledFunction(std::shared_ptr<Core> core) : core_(std::move(core)) {}

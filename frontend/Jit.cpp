@@ -26,6 +26,7 @@ std::pair<std::vector<Tensor>, std::shared_ptr<void>> JitCore::call(
                   " is a traced tensor; calling a jitted function inside another traced "
                   "function is not supported yet, call the plain function instead");
   }
+  std::lock_guard lock(mutex_);
   std::string signature = signatureOf(leaves, structure);
   auto found = cache_.find(signature);
   if (found == cache_.end()) {
@@ -36,12 +37,17 @@ std::pair<std::vector<Tensor>, std::shared_ptr<void>> JitCore::call(
     for (const Tensor& leaf : leaves) arguments.push_back(trace.addArgument(leaf.dtype(), leaf.shape()));
     Traced traced = traceFn(arguments);
     trace.finish(traced.outputs, Loc::current());
+    // The NaN/Inf debug mode runs op by op (no fusion), so it can name the op at fault.
+    const bool debugging = options_.debugNans || options_.debugInfs ||
+                           runtime::debugNansFromEnvironment() || runtime::debugInfsFromEnvironment();
     runtime::Program program = compileTrace(
         trace, {.dumpDir = options_.dumpDir,
                 .planMemory = options_.planMemory,
-                .fuseElementwise = options_.fuseElementwise}, options_.name);
+                .fuseElementwise = options_.fuseElementwise && !debugging}, options_.name);
+    runtime::Executor::checkFitsHost(program, 1, "cpu:1 (jit '" + options_.name + "')");
     entry->executor = std::make_unique<runtime::Executor>(
         std::move(program), std::make_shared<runtime::CpuDevice>());
+    entry->executor->enableDebugNonFinite(options_.debugNans, options_.debugInfs);
     entry->prototype = traced.prototype;
     found = cache_.emplace(signature, std::move(entry)).first;
   }

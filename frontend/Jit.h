@@ -5,6 +5,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -20,6 +21,9 @@ struct JitOptions {
   std::string dumpDir;  // per-pass IR dumps; empty: SPMD_DUMP_IR
   bool planMemory = true;  // intermediates share one arena by lifetime (CompileOptions)
   bool fuseElementwise = true;  // elementwise chains run as fused kernels
+  // Stop at the first op whose output holds NaN (Inf), naming it, its layer and line; also
+  // SPMD_DEBUG_NANS=1 (SPMD_DEBUG_INFS=1). Slow: runs unfused and scans every output.
+  bool debugNans = false, debugInfs = false;
 };
 
 namespace detail {
@@ -45,6 +49,9 @@ class JitCore : public CompileLog {
   struct Entry;
   JitOptions options_;
   std::map<std::string, std::unique_ptr<Entry>> cache_;
+  // Calls from several threads queue: tracing, the cache and the executor's arena are used by
+  // one call at a time (a compiled function is safe to share, as in JAX).
+  std::mutex mutex_;
 };
 
 }  // namespace detail

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <map>
+#include <mutex>
 
 #include "frontend/Trace.h"
 #include "runtime/ReplicaGroup.h"
@@ -23,6 +24,8 @@ struct PmapCore::State {
   runtime::DeviceList devices;
   std::chrono::milliseconds timeout{0};
   std::map<std::string, std::unique_ptr<Entry>> cache;
+  // Calls from several threads queue (tracing, the cache, the replica group's arenas).
+  std::mutex mutex;
 };
 
 namespace {
@@ -134,6 +137,7 @@ std::pair<std::vector<Tensor>, std::shared_ptr<void>> PmapCore::call(
     tags.push_back(tagOf(axes[i]));
   }
 
+  std::lock_guard lock(state_->mutex);
   std::string signature = signatureOf(leaves, structure, tags);
   auto found = state_->cache.find(signature);
   if (found == state_->cache.end()) {
@@ -158,11 +162,18 @@ std::pair<std::vector<Tensor>, std::shared_ptr<void>> PmapCore::call(
     for (size_t i = 0; i < traced.outputs.size(); ++i)
       trace.describeResult(i, entry->outputAxes[i].kind != Axis::Kind::Replicated,
                            i < traced.names.size() ? traced.names[i] : "");
+    // The NaN/Inf debug mode runs op by op (no fusion), so it can name the op at fault.
+    const bool debugging = o.debugNans || o.debugInfs || runtime::debugNansFromEnvironment() ||
+                           runtime::debugInfsFromEnvironment();
     runtime::Program program =
-        compileTrace(trace, {o.dumpDir, "main", o.strict, o.bucketBytes, o.planMemory, o.fuseElementwise}, o.name);
+        compileTrace(trace,
+                     {.dumpDir = o.dumpDir, .entry = "main", .strict = o.strict, .bucketBytes = o.bucketBytes,
+                      .planMemory = o.planMemory, .fuseElementwise = o.fuseElementwise && !debugging},
+                     o.name);
     for (int id : program.outputs)
       entry->outputs.emplace_back(program.buffers[id].dtype, program.buffers[id].shape);
     entry->group = std::make_unique<runtime::ReplicaGroup>(program, state_->devices, state_->timeout);
+    entry->group->enableDebugNonFinite(o.debugNans, o.debugInfs);
     entry->prototype = traced.prototype;
     found = state_->cache.emplace(signature, std::move(entry)).first;
   }

@@ -4,6 +4,8 @@
 
 #include <cstring>
 #include <memory>
+#include <new>
+#include <string>
 #include <span>
 #include <vector>
 
@@ -20,7 +22,14 @@ struct Array {
 
   static Array zeros(DType dtype, Shape shape) {
     size_t bytes = static_cast<size_t>(numElements(shape)) * dtypeSize(dtype);
-    return {dtype, std::move(shape), std::make_shared<std::vector<std::byte>>(bytes)};
+    std::shared_ptr<std::vector<std::byte>> storage;
+    try {
+      storage = std::make_shared<std::vector<std::byte>>(bytes);
+    } catch (const std::bad_alloc&) {
+      throw Error("cannot allocate an array " + std::string(dtypeName(dtype)) + shapeString(shape) +
+                  " (" + std::to_string(bytes) + " bytes): out of host memory");
+    }
+    return {dtype, std::move(shape), std::move(storage)};
   }
   template <typename T>
   static Array of(Shape shape, std::span<const T> values) {

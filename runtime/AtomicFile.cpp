@@ -2,9 +2,11 @@
 #include "runtime/AtomicFile.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 
@@ -28,9 +30,11 @@ void writeAll(int fd, const std::byte* p, size_t bytes, const std::string& path)
 void writeFileAtomically(const std::string& path, const std::vector<std::span<const std::byte>>& parts) {
   std::filesystem::path target(path);
   std::filesystem::path dir = target.parent_path().empty() ? "." : target.parent_path();
-  std::string temp = (dir / ("." + target.filename().string() + ".tmp")).string();
-  int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // A unique temporary name, so two writers of one path never share (and tear) a temp file.
+  std::string temp = (dir / ("." + target.filename().string() + ".XXXXXX")).string();
+  int fd = ::mkostemp(temp.data(), O_CLOEXEC);
   if (fd < 0) throw Error(temp + ": cannot create: " + std::strerror(errno));
+  ::fchmod(fd, 0644);
   try {
     for (std::span<const std::byte> part : parts) writeAll(fd, part.data(), part.size(), temp);
     if (::fsync(fd) != 0) throw Error(temp + ": fsync failed: " + std::strerror(errno));

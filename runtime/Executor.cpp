@@ -3,13 +3,70 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
 
+#include "runtime/HostMemory.h"
 #include "runtime/MemoryPlan.h"
 
 namespace spmd::runtime {
+namespace {
+
+bool envFlag(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v && std::string(v) != "0";
+}
+
+// Index of the first value `bad` accepts, and how many there are; -1 when none.
+template <typename T, typename Bad>
+std::pair<int64_t, int64_t> scan(const T* data, int64_t n, Bad bad) {
+  int64_t first = -1, count = 0;
+  for (int64_t i = 0; i < n; ++i)
+    if (bad(data[i])) {
+      if (first < 0) first = i;
+      ++count;
+    }
+  return {first, count};
+}
+
+std::string indexString(int64_t linear, std::span<const int64_t> shape) {
+  std::vector<int64_t> index(shape.size());
+  for (size_t d = shape.size(); d-- > 0;) index[d] = linear % shape[d], linear /= shape[d];
+  return shapeString(index);
+}
+
+}  // namespace
+
+bool debugNansFromEnvironment() { return envFlag("SPMD_DEBUG_NANS"); }
+bool debugInfsFromEnvironment() { return envFlag("SPMD_DEBUG_INFS"); }
+
+void Executor::checkFinite(const TensorView& view, const std::string& what) {
+  if (view.dtype != DType::f32 && view.dtype != DType::f64) return;
+  size_t bytes = static_cast<size_t>(numElements(view.shape)) * dtypeSize(view.dtype);
+  std::vector<std::byte> host;
+  const std::byte* data = static_cast<const std::byte*>(view.data);
+  if (!device_->hostAccessible()) {
+    device_->synchronize();
+    host.resize(bytes);
+    device_->copyToHost(host.data(), data, bytes);
+    data = host.data();
+  }
+  for (bool nan : {true, false}) {
+    if (!(nan ? debugNans_ : debugInfs_)) continue;
+    auto bad = [nan](auto v) { return nan ? std::isnan(v) : std::isinf(v); };
+    auto [first, count] = view.dtype == DType::f32
+                              ? scan(reinterpret_cast<const float*>(data), numElements(view.shape), bad)
+                              : scan(reinterpret_cast<const double*>(data), numElements(view.shape), bad);
+    if (first < 0) continue;
+    throw Error(what + " (" + std::string(dtypeName(view.dtype)) + shapeString(view.shape) + ") holds " +
+                (nan ? "NaN" : "an infinity") + " at " + indexString(first, view.shape) + " (" +
+                std::to_string(count) + " of " + std::to_string(numElements(view.shape)) +
+                " elements); stopped by " + (nan ? "SPMD_DEBUG_NANS" : "SPMD_DEBUG_INFS") +
+                " at the first op that produced one");
+  }
+}
 
 Executor::Executor(Program program, std::shared_ptr<Device> device)
     : program_(std::move(program)), device_(std::move(device)) {
@@ -23,6 +80,8 @@ Executor::Executor(Program program, std::shared_ptr<Device> device)
   }
   caches_.resize(program_.steps.size());
   profile_ = std::getenv("SPMD_PROFILE") != nullptr;
+  debugNans_ = debugNansFromEnvironment();
+  debugInfs_ = debugInfsFromEnvironment();
   buffers_.resize(program_.buffers.size());
   checkMemoryPlan(program_);
   std::shared_ptr<std::byte> arena;
@@ -57,6 +116,26 @@ Executor::~Executor() {
                  static_cast<long long>(t.second / runs_));
 }
 
+size_t Executor::residentBytes(const Program& program, bool hostAccessible) {
+  std::vector<bool> isInput(program.buffers.size());
+  for (int id : program.inputs) isInput[id] = true;
+  size_t bytes = program.arenaBytes;
+  for (size_t id = 0; id < program.buffers.size(); ++id)
+    if (program.buffers[id].offset < 0 && !(isInput[id] && hostAccessible))
+      bytes += program.buffers[id].bytes();
+  return bytes;
+}
+
+void Executor::checkFitsHost(const Program& program, int replicas, const std::string& where) {
+  size_t each = residentBytes(program, true);
+  checkHostMemory(each * size_t(replicas),
+                  "program @" + program.name + " on " + where + " (" + std::to_string(replicas) +
+                      " replica" + (replicas == 1 ? "" : "s") + " x " + formatBytes(each) +
+                      ": arena " + formatBytes(program.arenaBytes) + " + other buffers " +
+                      formatBytes(each - program.arenaBytes) + ")",
+                  "lower the batch size or the model size, or use fewer devices");
+}
+
 std::vector<Array> Executor::run(std::span<const Array> inputs) {
   std::vector<Array> results;
   for (int id : program_.outputs)
@@ -72,6 +151,7 @@ void Executor::run(std::span<const Array> inputs, std::span<Array> outputs) {
   if (inputs.size() != program_.inputs.size())
     throw Error("program @" + program_.name + " takes " + std::to_string(program_.inputs.size()) +
                 " inputs, got " + std::to_string(inputs.size()));
+  std::lock_guard runLock(runMutex_);
   device_->activate();
   std::vector<std::byte*> data(buffers_.size());
   for (size_t id = 0; id < buffers_.size(); ++id) data[id] = buffers_[id].get();
@@ -92,6 +172,10 @@ void Executor::run(std::span<const Array> inputs, std::span<Array> outputs) {
     const BufferDesc& desc = program_.buffers[id];
     return TensorView{data[id], desc.dtype, desc.shape};
   };
+  const bool debug = debugNans_ || debugInfs_;
+  if (debug)
+    for (size_t i = 0; i < inputs.size(); ++i)
+      checkFinite(view(program_.inputs[i]), "input " + std::to_string(i) + " of @" + program_.name);
   std::vector<TensorView> ins, outs;
   for (size_t s = 0; s < program_.steps.size(); ++s) {
     const Step& step = program_.steps[s];
@@ -110,10 +194,12 @@ void Executor::run(std::span<const Array> inputs, std::span<Array> outputs) {
         slot.first += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         slot.second++;
       }
+      if (debug)
+        for (size_t o = 0; o < outs.size(); ++o) checkFinite(outs[o], "its output " + std::to_string(o));
     } catch (const ReplicaAborted&) {
       throw;  // another replica's failure; the group reports that one
     } catch (const std::exception& e) {
-      throw Error("step " + std::to_string(s) + " '" + step.op + "' (" + step.location +
+      throw Error("step " + std::to_string(s) + " '" + step.op + "' (" + step.where() +
                   ") failed on " + device_->name() + ": " + e.what());
     }
   }

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "runtime/Error.h"
+#include "runtime/RealText.h"
 #include "runtime/Shape.h"
 
 namespace spmd::runtime {
@@ -113,7 +114,9 @@ FusedBody FusedBody::parse(const std::string& text) {
         instr.broadcast = true;
       }
     } else if (instr.kind == FusedOpKind::constant) {
-      if (!(in >> instr.value)) fail("const needs a number");
+      std::string number;
+      if (!(in >> number) || !parseReal(number, instr.value))
+        fail("const needs a number (digits, inf, -inf or nan), got '" + number + "'");
     } else {
       instr.a = ref(in);
       if (fusedArity(instr.kind) == 2) instr.b = ref(in);

@@ -3,6 +3,8 @@
 
 #include <sstream>
 
+#include "runtime/RealText.h"
+
 namespace spmd::runtime {
 
 const Attr& Step::attr(const std::string& name) const {
@@ -31,6 +33,8 @@ void printAttr(std::ostream& os, const Attr& attr) {
           os << '"' << value << '"';
         else if constexpr (std::is_same_v<T, bool>)
           os << (value ? "true" : "false");
+        else if constexpr (std::is_same_v<T, double>)
+          os << formatReal(value);
         else
           os << value;
       },
@@ -42,6 +46,11 @@ const std::vector<int64_t>& Step::ints(const std::string& name) const {
   return get<std::vector<int64_t>>(*this, name, "an integer list");
 }
 int64_t Step::integer(const std::string& name) const { return get<int64_t>(*this, name, "an integer"); }
+std::string Step::where() const {
+  if (layer.empty()) return location;
+  return location.empty() ? layer : layer + ", " + location;
+}
+
 double Step::real(const std::string& name) const { return get<double>(*this, name, "a float"); }
 const std::string& Step::text(const std::string& name) const {
   return get<std::string>(*this, name, "a string");
@@ -83,7 +92,7 @@ std::string Program::toText() const {
       }
       os << "}";
     }
-    if (!step.location.empty()) os << "  // " << step.location;
+    if (!step.location.empty() || !step.layer.empty()) os << "  // " << step.where();
     os << '\n';
   }
   os << "  outputs (" << ids(outputs) << ")\n}\n";

@@ -31,6 +31,10 @@ struct Step {
   std::vector<int> inputs, outputs;    // buffer ids
   std::map<std::string, Attr> attrs;
   std::string location;                // user's "file:line", for errors
+  std::string layer;                   // the nn layer path ("stage2.0.conv1"); empty outside layers
+
+  // "stage2.0.conv1, main.cpp:66" (or just the location): where the step came from.
+  std::string where() const;
 
   const Attr& attr(const std::string& name) const;
   const std::vector<int64_t>& ints(const std::string& name) const;

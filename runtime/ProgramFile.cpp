@@ -2,12 +2,14 @@
 #include "runtime/ProgramFile.h"
 
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "runtime/AtomicFile.h"
 #include "runtime/MemoryPlan.h"
+#include "runtime/RealText.h"
 
 namespace spmd::runtime {
 namespace {
@@ -23,7 +25,9 @@ Json attrJson(const Attr& attr) {
         using T = std::decay_t<decltype(v)>;
         if constexpr (std::is_same_v<T, bool>) return {{"bool", v}};
         else if constexpr (std::is_same_v<T, int64_t>) return {{"int", v}};
-        else if constexpr (std::is_same_v<T, double>) return {{"float", v}};
+        // JSON has no inf or nan: those (only) are written as their text.
+        else if constexpr (std::is_same_v<T, double>)
+          return std::isfinite(v) ? Json{{"float", v}} : Json{{"float", formatReal(v)}};
         else if constexpr (std::is_same_v<T, std::vector<int64_t>>) return {{"ints", v}};
         else return {{"string", v}};
       },
@@ -35,7 +39,12 @@ Attr attrOf(const Json& j) {
   const auto& [kind, value] = *j.items().begin();
   if (kind == "bool") return value.get<bool>();
   if (kind == "int") return value.get<int64_t>();
-  if (kind == "float") return value.get<double>();
+  if (kind == "float") {
+    double real = 0;
+    if (value.is_string() && !parseReal(value.get<std::string>(), real))
+      throw Error("float attribute '" + value.get<std::string>() + "' is not a number");
+    return value.is_string() ? real : value.get<double>();
+  }
   if (kind == "ints") return value.get<std::vector<int64_t>>();
   if (kind == "string") return value.get<std::string>();
   throw Error("unknown attribute kind '" + kind + "'");
@@ -70,7 +79,7 @@ void saveProgram(const Program& program, const std::string& path) {
     Json attrs = Json::object();
     for (const auto& [name, value] : s.attrs) attrs[name] = attrJson(value);
     steps.push_back({{"op", s.op}, {"inputs", s.inputs}, {"outputs", s.outputs}, {"attrs", attrs},
-                     {"location", s.location}});
+                     {"location", s.location}, {"layer", s.layer}});
   }
   header["steps"] = steps;
   std::string text = header.dump(1);
@@ -140,6 +149,7 @@ Program loadProgram(const std::string& path) {
       Step step;
       step.op = s.at("op").get<std::string>();
       step.location = s.at("location").get<std::string>();
+      if (s.contains("layer")) step.layer = s.at("layer").get<std::string>();
       step.inputs = ids(s.at("inputs"), "step '" + step.op + "' inputs");
       step.outputs = ids(s.at("outputs"), "step '" + step.op + "' outputs");
       for (const auto& [name, value] : s.at("attrs").items()) step.attrs[name] = attrOf(value);

@@ -9,11 +9,14 @@
 
 namespace spmd::runtime {
 
+int cpuThreadsPerReplica(int replicas) { return std::max(1, omp_get_max_threads() / std::max(1, replicas)); }
+
 ReplicaGroup::ReplicaGroup(const Program& program, const DeviceList& devices,
                            std::chrono::milliseconds collectiveTimeout)
     : devices_(devices), group_(std::make_shared<InProcessGroup>(devices.size(), collectiveTimeout)) {
   if (devices.backend != "cpu")
     throw Error("device list '" + devices.spec + "': only the cpu backend is built");
+  Executor::checkFitsHost(program, devices.size(), devices.spec);
   for (int r = 0; r < devices.size(); ++r) {
     executors_.push_back(
         std::make_unique<Executor>(program, makeDevice(devices, r)));
@@ -21,7 +24,7 @@ ReplicaGroup::ReplicaGroup(const Program& program, const DeviceList& devices,
     executors_.back()->setCommunicator(comms_.back().get());
   }
   if (size() == 1) return;  // one replica runs on the calling thread
-  threadsPerReplica_ = std::max(1, omp_get_max_threads() / size());
+  threadsPerReplica_ = cpuThreadsPerReplica(size());
   for (int r = 0; r < size(); ++r) workers_.emplace_back([this, r] { work(r); });
 }
 
@@ -58,6 +61,7 @@ void ReplicaGroup::run(const std::vector<std::vector<Array>>& inputs,
   if (static_cast<int>(inputs.size()) != size() || static_cast<int>(outputs.size()) != size())
     throw Error("replica group on " + devices_.spec + " runs " + std::to_string(size()) +
                 " replicas, got inputs for " + std::to_string(inputs.size()));
+  std::lock_guard runLock(runMutex_);
   group_->reset();
   std::vector<std::string> errors(size());
   std::atomic<int> firstFailed{-1};

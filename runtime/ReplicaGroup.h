@@ -18,6 +18,9 @@
 
 namespace spmd::runtime {
 
+// OpenMP threads each of `replicas` emulated CPU devices gets (the cores are shared equally).
+int cpuThreadsPerReplica(int replicas);
+
 class ReplicaGroup {
  public:
   ReplicaGroup(const Program& program, const DeviceList& devices,
@@ -26,9 +29,15 @@ class ReplicaGroup {
   ReplicaGroup(const ReplicaGroup&) = delete;
   ReplicaGroup& operator=(const ReplicaGroup&) = delete;
 
+  // Executor::enableDebugNonFinite on every replica.
+  void enableDebugNonFinite(bool nans, bool infs) {
+    for (auto& e : executors_) e->enableDebugNonFinite(nans, infs);
+  }
   int size() const { return static_cast<int>(executors_.size()); }
   // Replica r runs on inputs[r] and writes outputs[r] (see Executor::run: outputs without
   // storage are not copied out). Throws spmd::Error with the failing replica's error.
+  // Safe to call from several threads: calls queue and run one after another (each replica
+  // owns one arena and one communicator, which a call uses from start to end).
   void run(const std::vector<std::vector<Array>>& inputs, std::vector<std::vector<Array>>& outputs);
 
  private:
@@ -40,6 +49,7 @@ class ReplicaGroup {
   std::vector<std::unique_ptr<InProcessCommunicator>> comms_;
   int threadsPerReplica_ = 1;
 
+  std::mutex runMutex_;  // one run at a time (see run)
   // Dispatch to the worker threads (only when there is more than one replica).
   std::vector<std::thread> workers_;
   std::mutex mutex_;

@@ -5,12 +5,16 @@
 #include <cstring>
 #include <new>
 
+#include "runtime/HostMemory.h"
+
 namespace spmd::runtime {
 
 std::shared_ptr<std::byte> CpuDevice::allocate(size_t bytes) {
   size_t rounded = (bytes + 63) / 64 * 64;
   void* memory = std::aligned_alloc(64, rounded ? rounded : 64);
-  if (!memory) throw Error("cpu: out of memory allocating " + std::to_string(bytes) + " bytes");
+  if (!memory)
+    throw Error("cpu: out of host memory allocating " + formatBytes(bytes) + " (" +
+                formatBytes(availableHostBytes()) + " available)");
   return {static_cast<std::byte*>(memory), [](std::byte* p) { std::free(p); }};
 }
 

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <string>
 
+#include "runtime/NanRules.h"
 #include "runtime/cpu/Onednn.h"
 #include "runtime/cpu/Kernels.h"
 #include "runtime/reference/Reference.h"
@@ -87,7 +88,7 @@ void argmax(KernelCall& call) {
         const T* base = x.as<T>() + o * extent * inner + i;
         int32_t best = 0;
         for (int64_t j = 1; j < extent; ++j)
-          if (base[j * inner] > base[best * inner]) best = static_cast<int32_t>(j);
+          if (argmaxTakes(base[j * inner], base[best * inner])) best = static_cast<int32_t>(j);
         call.out[0].as<int32_t>()[o * inner + i] = best;
       }
   });

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "runtime/NanRules.h"
 #include "runtime/cpu/Kernels.h"
 
 namespace spmd::runtime::cpu {
@@ -42,12 +43,12 @@ void add(KernelCall& c) { binary(c, [](auto a, auto b) { return a + b; }); }
 void sub(KernelCall& c) { binary(c, [](auto a, auto b) { return a - b; }); }
 void mul(KernelCall& c) { binary(c, [](auto a, auto b) { return a * b; }); }
 void div(KernelCall& c) { binary(c, [](auto a, auto b) { return a / b; }); }
-void max(KernelCall& c) { binary(c, [](auto a, auto b) { return a > b ? a : b; }); }
+void max(KernelCall& c) { binary(c, [](auto a, auto b) { return nanMax(a, b); }); }
 void neg(KernelCall& c) { unary(c, [](auto a) { return -a; }); }
 void exp(KernelCall& c) { unary(c, [](auto a) { return std::exp(a); }); }
 void log(KernelCall& c) { unary(c, [](auto a) { return std::log(a); }); }
 void sqrt(KernelCall& c) { unary(c, [](auto a) { return std::sqrt(a); }); }
-void relu(KernelCall& c) { unary(c, [](auto a) { return a > 0 ? a : decltype(a)(0); }); }
+void relu(KernelCall& c) { unary(c, [](auto a) { return reluOf(a); }); }
 
 
 void greater_equal(KernelCall& c) {
@@ -55,7 +56,7 @@ void greater_equal(KernelCall& c) {
 }
 // inputs: result_grad, relu result
 void relu_backward(KernelCall& c) {
-  binary(c, [](auto dy, auto y) { return y > 0 ? dy : decltype(dy)(0); });
+  binary(c, [](auto dy, auto y) { return reluGradOf(dy, y); });
 }
 
 }  // namespace spmd::runtime::cpu

@@ -4,6 +4,7 @@
 #include <memory>
 #include <vector>
 
+#include "runtime/NanRules.h"
 #include "runtime/FusedBody.h"
 #include "runtime/cpu/Kernels.h"
 
@@ -74,13 +75,13 @@ void evaluate(const Prepared& p, const KernelCall& call) {
           SPMD_FUSED_LOOP(sub, a[j] - b[j])
           SPMD_FUSED_LOOP(mul, a[j] * b[j])
           SPMD_FUSED_LOOP(div, a[j] / b[j])
-          SPMD_FUSED_LOOP(max, a[j] > b[j] ? a[j] : b[j])
+          SPMD_FUSED_LOOP(max, nanMax(a[j], b[j]))
           SPMD_FUSED_LOOP(neg, -a[j])
           SPMD_FUSED_LOOP(exp, std::exp(a[j]))
           SPMD_FUSED_LOOP(log, std::log(a[j]))
           SPMD_FUSED_LOOP(sqrt, std::sqrt(a[j]))
-          SPMD_FUSED_LOOP(relu, a[j] > 0 ? a[j] : T(0))
-          SPMD_FUSED_LOOP(relu_backward, b[j] > 0 ? a[j] : T(0))
+          SPMD_FUSED_LOOP(relu, reluOf(a[j]))
+          SPMD_FUSED_LOOP(relu_backward, reluGradOf(a[j], b[j]))
           SPMD_FUSED_LOOP(greater_equal, a[j] >= b[j] ? T(1) : T(0))
 #undef SPMD_FUSED_LOOP
         }

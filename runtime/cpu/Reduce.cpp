@@ -4,6 +4,7 @@
 #include <limits>
 #include <vector>
 
+#include "runtime/NanRules.h"
 #include "runtime/cpu/Kernels.h"
 
 namespace spmd::runtime::cpu {
@@ -36,7 +37,7 @@ void reduce(KernelCall& call, Kind kind) {
       const T* line = src + row * inner;
       if (kind == Kind::max)
         for (int64_t j = 0; j < inner; ++j)
-          acc[slot + j * innerStride] = std::max<double>(acc[slot + j * innerStride], line[j]);
+          acc[slot + j * innerStride] = nanMax<double>(acc[slot + j * innerStride], line[j]);
       else if (innerStride == 0) {
         double s = 0;
         for (int64_t j = 0; j < inner; ++j) s += line[j];

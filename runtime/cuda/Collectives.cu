@@ -6,6 +6,7 @@
 // one flat device buffer first.
 #include <vector>
 
+#include "runtime/NanRules.h"
 #include "runtime/Communicator.h"
 #include "runtime/cuda/Cuda.h"
 #include "runtime/cuda/Kernels.h"
@@ -27,7 +28,7 @@ __global__ void reduceSliceKernel(Peers peers, int replicas, long long begin, lo
     Acc acc = static_cast<const T*>(peers.data[0])[i];
     for (int r = 1; r < replicas; ++r) {
       Acc v = static_cast<const T*>(peers.data[r])[i];
-      acc = op == 2 ? (v > acc ? v : acc) : op == 3 ? (v < acc ? v : acc) : acc + v;
+      acc = op == 2 ? nanMax(acc, v) : op == 3 ? nanMin(acc, v) : acc + v;
     }
     if (op == 1) acc = acc / Acc(replicas);
     for (int r = 0; r < replicas; ++r) static_cast<T*>(peers.data[r])[i] = static_cast<T>(acc);

@@ -1,5 +1,6 @@
 // CUDA elementwise kernels: grid-stride loops in the tensor's type, same formulas as the CPU
 // backend's (runtime/cpu/Elementwise.cpp).
+#include "runtime/NanRules.h"
 #include "runtime/cuda/Cuda.h"
 #include "runtime/cuda/Kernels.h"
 
@@ -46,18 +47,18 @@ void add(KernelCall& c) { binary(c, [] __device__(auto a, auto b) { return a + b
 void sub(KernelCall& c) { binary(c, [] __device__(auto a, auto b) { return a - b; }); }
 void mul(KernelCall& c) { binary(c, [] __device__(auto a, auto b) { return a * b; }); }
 void div(KernelCall& c) { binary(c, [] __device__(auto a, auto b) { return a / b; }); }
-void max(KernelCall& c) { binary(c, [] __device__(auto a, auto b) { return a > b ? a : b; }); }
+void max(KernelCall& c) { binary(c, [] __device__(auto a, auto b) { return nanMax(a, b); }); }
 void neg(KernelCall& c) { unary(c, [] __device__(auto a) { return -a; }); }
 void exp(KernelCall& c) { unary(c, [] __device__(auto a) { return ::exp(a); }); }
 void log(KernelCall& c) { unary(c, [] __device__(auto a) { return ::log(a); }); }
 void sqrt(KernelCall& c) { unary(c, [] __device__(auto a) { return ::sqrt(a); }); }
-void relu(KernelCall& c) { unary(c, [] __device__(auto a) { return a > 0 ? a : decltype(a)(0); }); }
+void relu(KernelCall& c) { unary(c, [] __device__(auto a) { return reluOf(a); }); }
 void greater_equal(KernelCall& c) {
   binary(c, [] __device__(auto a, auto b) { return a >= b ? decltype(a)(1) : decltype(a)(0); });
 }
 // inputs: result_grad, relu result
 void relu_backward(KernelCall& c) {
-  binary(c, [] __device__(auto dy, auto y) { return y > 0 ? dy : decltype(dy)(0); });
+  binary(c, [] __device__(auto dy, auto y) { return reluGradOf(dy, y); });
 }
 
 }  // namespace spmd::runtime::cuda

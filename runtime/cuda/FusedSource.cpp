@@ -1,21 +1,26 @@
 // fusedKernelSource: one statement per body instruction, in the body's order.
 #include "runtime/cuda/FusedSource.h"
 
+#include <cmath>
 #include <cstdio>
 #include <sstream>
 
 #include "runtime/Error.h"
+#include "runtime/RealText.h"
 
 namespace spmd::runtime::cuda {
 namespace {
 
 std::string literal(double value, DType dtype) {
-  char text[48];
-  std::snprintf(text, sizeof text, dtype == DType::f32 ? "%.9g" : "%.17g", value);
-  std::string s = text;
-  if (s.find_first_of(".en") == std::string::npos) s += ".0";  // "2" -> "2.0"
-  if (s == "inf" || s == "-inf" || s == "nan") throw Error("fused body: literal " + s + " is not supported");
-  return dtype == DType::f32 ? "T(" + s + "f)" : "T(" + s + ")";
+  // The double, converted to T as the CPU kernels do; specials by their bit patterns.
+  bool f32 = dtype == DType::f32;
+  if (std::isnan(value)) return f32 ? "__int_as_float(0x7fc00000)" : "__longlong_as_double(0x7ff8000000000000LL)";
+  if (std::isinf(value))
+    return value > 0 ? (f32 ? "__int_as_float(0x7f800000)" : "__longlong_as_double(0x7ff0000000000000LL)")
+                     : (f32 ? "__int_as_float(0xff800000)" : "__longlong_as_double(0xfff0000000000000LL)");
+  std::string s = formatReal(value);
+  if (s.find_first_of(".e") == std::string::npos) s += ".0";  // "2" -> "2.0"
+  return "T(" + s + ")";
 }
 
 std::string expression(const FusedInstr& in, DType dtype) {
@@ -26,13 +31,13 @@ std::string expression(const FusedInstr& in, DType dtype) {
     case FusedOpKind::sub: return a + " - " + b;
     case FusedOpKind::mul: return a + " * " + b;
     case FusedOpKind::div: return a + " / " + b;
-    case FusedOpKind::max: return a + " > " + b + " ? " + a + " : " + b;
+    case FusedOpKind::max: return "(" + a + " > " + b + " || " + a + " != " + a + ") ? " + a + " : " + b;  // nanMax
     case FusedOpKind::neg: return "-" + a;
     case FusedOpKind::exp: return (f32 ? "expf(" : "exp(") + a + ")";
     case FusedOpKind::log: return (f32 ? "logf(" : "log(") + a + ")";
     case FusedOpKind::sqrt: return (f32 ? "sqrtf(" : "sqrt(") + a + ")";
-    case FusedOpKind::relu: return a + " > T(0) ? " + a + " : T(0)";
-    case FusedOpKind::relu_backward: return b + " > T(0) ? " + a + " : T(0)";
+    case FusedOpKind::relu: return a + " <= T(0) ? T(0) : " + a;  // reluOf
+    case FusedOpKind::relu_backward: return b + " <= T(0) ? T(0) : " + a;  // reluGradOf
     case FusedOpKind::greater_equal: return a + " >= " + b + " ? T(1) : T(0)";
     case FusedOpKind::constant: return literal(in.value, dtype);
     case FusedOpKind::load: break;

@@ -3,6 +3,7 @@
 // (block-per-output) version is future work, the ResNet step spends little time here.
 #include <cfloat>
 
+#include "runtime/NanRules.h"
 #include "runtime/cuda/Cuda.h"
 #include "runtime/cuda/Kernels.h"
 
@@ -55,7 +56,7 @@ __global__ void reduceKernel(const T* __restrict__ x, T* __restrict__ y, long lo
     double acc = kind == 2 ? -__longlong_as_double(0x7ff0000000000000LL) : 0.0;  // -inf for max
     for (long long r = 0; r < s.reducedCount; ++r) {
       double v = x[base + offsetOf(s.reducedDims, s.reducedStrides, s.reduced, r)];
-      acc = kind == 2 ? (v > acc ? v : acc) : acc + v;
+      acc = kind == 2 ? nanMax(acc, v) : acc + v;
     }
     y[o] = static_cast<T>(kind == 1 ? acc / double(s.reducedCount) : acc);
   }
@@ -69,7 +70,7 @@ __global__ void argmaxKernel(const T* __restrict__ x, int* __restrict__ y, long 
     T bestValue = x[base];
     for (long long r = 1; r < s.reducedCount; ++r) {
       T v = x[base + r * s.reducedStrides[0]];
-      if (v > bestValue) bestValue = v, best = static_cast<int>(r);
+      if (argmaxTakes(v, bestValue)) bestValue = v, best = static_cast<int>(r);
     }
     y[o] = best;
   }

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <vector>
 
+#include "runtime/NanRules.h"
 #include "runtime/Communicator.h"
 #include "runtime/reference/Reference.h"
 
@@ -27,8 +28,8 @@ void reduceRows(const std::byte* rows, int n, int64_t count, const std::string& 
     Acc acc = data[i];
     for (int r = 1; r < n; ++r) {
       Acc v = data[r * count + i];
-      if (op == "max") acc = std::max(acc, v);
-      else if (op == "min") acc = std::min(acc, v);
+      if (op == "max") acc = nanMax(acc, v);
+      else if (op == "min") acc = nanMin(acc, v);
       else acc += v;
     }
     if (op == "mean") acc /= n;

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "runtime/NanRules.h"
 #include "runtime/reference/Reference.h"
 
 namespace spmd::runtime::reference {
@@ -32,16 +33,16 @@ void add(KernelCall& c) { binary(c, [](double a, double b) { return a + b; }); }
 void sub(KernelCall& c) { binary(c, [](double a, double b) { return a - b; }); }
 void mul(KernelCall& c) { binary(c, [](double a, double b) { return a * b; }); }
 void div(KernelCall& c) { binary(c, [](double a, double b) { return a / b; }); }
-void max(KernelCall& c) { binary(c, [](double a, double b) { return std::max(a, b); }); }
+void max(KernelCall& c) { binary(c, [](double a, double b) { return nanMax(a, b); }); }
 void neg(KernelCall& c) { unary(c, [](double a) { return -a; }); }
 void exp(KernelCall& c) { unary(c, [](double a) { return std::exp(a); }); }
 void log(KernelCall& c) { unary(c, [](double a) { return std::log(a); }); }
 void sqrt(KernelCall& c) { unary(c, [](double a) { return std::sqrt(a); }); }
-void relu(KernelCall& c) { unary(c, [](double a) { return a > 0 ? a : 0.0; }); }
+void relu(KernelCall& c) { unary(c, [](double a) { return reluOf(a); }); }
 
 
 void greater_equal(KernelCall& c) { binary(c, [](double a, double b) { return a >= b ? 1.0 : 0.0; }); }
 // inputs: result_grad, relu result
-void relu_backward(KernelCall& c) { binary(c, [](double dy, double y) { return y > 0 ? dy : 0.0; }); }
+void relu_backward(KernelCall& c) { binary(c, [](double dy, double y) { return reluGradOf(dy, y); }); }
 
 }  // namespace spmd::runtime::reference

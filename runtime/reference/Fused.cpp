@@ -5,6 +5,7 @@
 #include <cmath>
 #include <vector>
 
+#include "runtime/NanRules.h"
 #include "runtime/FusedBody.h"
 #include "runtime/reference/Reference.h"
 
@@ -42,13 +43,13 @@ void fused(KernelCall& call) {
           case FusedOpKind::sub: r = a - b; break;
           case FusedOpKind::mul: r = a * b; break;
           case FusedOpKind::div: r = a / b; break;
-          case FusedOpKind::max: r = std::max(a, b); break;
+          case FusedOpKind::max: r = nanMax(a, b); break;
           case FusedOpKind::neg: r = -a; break;
           case FusedOpKind::exp: r = std::exp(a); break;
           case FusedOpKind::log: r = std::log(a); break;
           case FusedOpKind::sqrt: r = std::sqrt(a); break;
-          case FusedOpKind::relu: r = a > 0 ? a : 0.0; break;
-          case FusedOpKind::relu_backward: r = b > 0 ? a : 0.0; break;
+          case FusedOpKind::relu: r = reluOf(a); break;
+          case FusedOpKind::relu_backward: r = reluGradOf(a, b); break;
           case FusedOpKind::greater_equal: r = a >= b ? 1.0 : 0.0; break;
         }
         v[k] = static_cast<T>(r);

@@ -3,6 +3,7 @@
 #include <limits>
 #include <vector>
 
+#include "runtime/NanRules.h"
 #include "runtime/Index.h"
 #include "runtime/reference/Reference.h"
 
@@ -31,7 +32,7 @@ void reduce(KernelCall& call, Kind kind) {
     forEachIndex(x.shape, [&](std::span<const int64_t> index, int64_t linear) {
       double& a = acc[reducedIndex(index, x.shape, axes)];
       double v = x.as<T>()[linear];
-      a = kind == Kind::max ? std::max(a, v) : a + v;
+      a = kind == Kind::max ? nanMax(a, v) : a + v;
     });
     double count = double(x.numel()) / double(std::max<int64_t>(y.numel(), 1));
     for (int64_t i = 0; i < y.numel(); ++i)
@@ -55,7 +56,7 @@ void argmax(KernelCall& call) {
     forEachIndex(x.shape, [&](std::span<const int64_t> index, int64_t linear) {
       int64_t out = reducedIndex(index, x.shape, {axis});
       double v = x.as<T>()[linear];
-      if (arg[out] < 0 || v > best[out]) {
+      if (arg[out] < 0 || argmaxTakes(v, best[out])) {
         best[out] = v;
         arg[out] = static_cast<int32_t>(index[axis]);
       }

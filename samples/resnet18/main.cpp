@@ -81,7 +81,8 @@ int main(int argc, char** argv) try {
       std::printf(" %+.5f", values[row * logits.dim(1) + c]);
     std::printf("\n");
   }
-  if (!flags.dumpDir.empty()) std::printf("IR after each pass and the Program: %s/\n", flags.dumpDir.c_str());
+  if (!flags.dumpDir.empty())
+    std::printf("IR after each pass and the Program: %s/\n", forward.lastDumpDir().c_str());
   return 0;
 } catch (const spmd::Error& e) {
   std::fprintf(stderr, "resnet18: error: %s\n", e.what());

@@ -1,12 +1,14 @@
 // parseFlags: one flag per branch, each value checked.
 #include "Flags.h"
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <map>
 
 #include "runtime/Error.h"
+#include "runtime/RealText.h"
 
 namespace sample {
 namespace {
@@ -49,8 +51,9 @@ int64_t integer(const std::string& flag, const std::string& text, int64_t min) {
 double real(const std::string& flag, const std::string& text, double min) {
   char* end = nullptr;
   double v = std::strtod(text.c_str(), &end);
-  if (text.empty() || *end || !(v >= min))
-    throw spmd::Error(flag + " needs a number >= " + std::to_string(min) + ", got '" + text + "'");
+  if (text.empty() || *end || !std::isfinite(v) || v < min)
+    throw spmd::Error(flag + " needs a finite number >= " + spmd::runtime::formatReal(min) + ", got '" +
+                      text + "'");
   return v;
 }
 

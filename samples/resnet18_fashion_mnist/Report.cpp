@@ -1,12 +1,20 @@
 // CSV rows, the gnuplot script, and the progress display.
 #include "Report.h"
 
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstring>
 
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 
+#include "runtime/AtomicFile.h"
 #include "runtime/Error.h"
 
 namespace sample {
@@ -25,40 +33,58 @@ std::string csvRow(const EpochMetrics& m) {
 }
 
 void writeFileAtomically(const std::string& path, const std::string& text) {
-  std::string temp = path + ".tmp";
-  {
-    std::ofstream out(temp, std::ios::trunc);
-    out << text;
-    if (!out.flush()) throw spmd::Error(temp + ": cannot write");
-  }
-  std::filesystem::rename(temp, path);
+  spmd::writeFileAtomically(path, {std::as_bytes(std::span(text.data(), text.size()))});
 }
 
-bool plotMetrics(const std::string& csv, const std::string& png, std::string& why) {
-  if (std::system("command -v gnuplot > /dev/null 2>&1") != 0) {
-    why = "gnuplot not found (apt-get install gnuplot-nox); the metrics are in " + csv;
+bool plotMetrics(const std::string& dir, std::string& why) {
+  // gnuplot runs inside `dir` on the fixed names metrics.csv / metrics.png, with the script on
+  // its standard input: no path of the user's ever becomes script or shell text.
+  static const char kScript[] =
+      "set datafile separator ','\n"
+      "set terminal pngcairo size 1200,450 font 'sans,11'\n"
+      "set output 'metrics.png'\n"
+      "set multiplot layout 1,2 title 'ResNet-18 on Fashion-MNIST (spmd)'\n"
+      "set xlabel 'epoch'; set xtics 1; set grid; set key bottom right\n"
+      "set ylabel 'test accuracy (%)'\n"
+      "plot 'metrics.csv' using 1:($5*100) skip 1 with linespoints lw 2 pt 7 title 'test accuracy'\n"
+      "set ylabel 'loss'; set key top right\n"
+      "plot 'metrics.csv' using 1:2 skip 1 with linespoints lw 2 pt 7 title 'train loss', "
+      "'metrics.csv' using 1:4 skip 1 with linespoints lw 2 pt 5 title 'test loss'\n"
+      "unset multiplot\n";
+  int input[2];
+  if (pipe(input) != 0) {
+    why = std::string("cannot make a pipe for gnuplot: ") + std::strerror(errno);
     return false;
   }
-  FILE* gp = popen("gnuplot > /dev/null 2>&1", "w");
-  if (!gp) {
-    why = "cannot start gnuplot";
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, input[0], STDIN_FILENO);
+  posix_spawn_file_actions_addclose(&actions, input[1]);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addchdir_np(&actions, dir.c_str());
+  char name[] = "gnuplot";
+  char* argv[] = {name, nullptr};
+  pid_t pid = 0;
+  int spawned = posix_spawnp(&pid, "gnuplot", &actions, nullptr, argv, environ);
+  posix_spawn_file_actions_destroy(&actions);
+  close(input[0]);
+  if (spawned != 0) {
+    close(input[1]);
+    why = spawned == ENOENT ? "gnuplot not found (apt-get install gnuplot-nox); the metrics are in " +
+                                  (std::filesystem::path(dir) / "metrics.csv").string()
+                            : std::string("cannot start gnuplot: ") + std::strerror(spawned);
     return false;
   }
-  std::fprintf(gp,
-               "set datafile separator ','\n"
-               "set terminal pngcairo size 1200,450 font 'sans,11'\n"
-               "set output '%s'\n"
-               "set multiplot layout 1,2 title 'ResNet-18 on Fashion-MNIST (spmd)'\n"
-               "set xlabel 'epoch'; set xtics 1; set grid; set key bottom right\n"
-               "set ylabel 'test accuracy (%%)'\n"
-               "plot '%s' using 1:($5*100) skip 1 with linespoints lw 2 pt 7 title 'test accuracy'\n"
-               "set ylabel 'loss'; set key top right\n"
-               "plot '%s' using 1:2 skip 1 with linespoints lw 2 pt 7 title 'train loss', "
-               "'%s' using 1:4 skip 1 with linespoints lw 2 pt 5 title 'test loss'\n"
-               "unset multiplot\n",
-               png.c_str(), csv.c_str(), csv.c_str(), csv.c_str());
-  if (pclose(gp) != 0) {
-    why = "gnuplot failed";
+  signal(SIGPIPE, SIG_IGN);  // a gnuplot that dies early must not kill the training run
+  bool written = write(input[1], kScript, sizeof kScript - 1) == ssize_t(sizeof kScript - 1);
+  close(input[1]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!written || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    why = "gnuplot failed (exit status " + std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) +
+          "); the metrics are in " + (std::filesystem::path(dir) / "metrics.csv").string();
     return false;
   }
   return true;

@@ -19,9 +19,10 @@ std::string csvHeader();
 std::string csvRow(const EpochMetrics& m);
 // Writes `text` to `path` through a temporary file and a rename (never a half-written file).
 void writeFileAtomically(const std::string& path, const std::string& text);
-// Draws test accuracy and train/test loss per epoch from `csv` into `png` with gnuplot; returns
-// false and says why (gnuplot missing, fewer than one epoch) without throwing.
-bool plotMetrics(const std::string& csv, const std::string& png, std::string& why);
+// Draws test accuracy and train/test loss per epoch from `dir`/metrics.csv into `dir`/metrics.png
+// with gnuplot (run in `dir`, script on its stdin); returns false and says why (gnuplot missing
+// or failing) without throwing.
+bool plotMetrics(const std::string& dir, std::string& why);
 
 class Progress {
  public:

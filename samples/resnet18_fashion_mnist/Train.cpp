@@ -5,6 +5,7 @@
 #include "Train.h"
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -12,6 +13,7 @@
 #include <sstream>
 
 #include "Report.h"
+#include "RunDirectory.h"
 #include "frontend/data/Loader.h"
 #include "frontend/io/Safetensors.h"
 #include "frontend/spmd.h"
@@ -73,8 +75,29 @@ Tree readTree(const spmd::io::Checkpoint& c, const std::string& prefix, const Tr
   return out;
 }
 
+// The first tensor of `tree` holding a NaN or an infinity ("" when all are finite).
+std::string firstNonFinite(const Tree& tree, const std::string& prefix) {
+  for (const auto& [name, t] : tree) {
+    const Array& a = t.array();
+    bool finite = true;
+    if (a.dtype == spmd::DType::f32)
+      for (float v : a.values<float>()) finite = finite && std::isfinite(v);
+    else if (a.dtype == spmd::DType::f64)
+      for (double v : a.values<double>()) finite = finite && std::isfinite(v);
+    if (!finite) return prefix + name;
+  }
+  return "";
+}
+
 void saveCheckpoint(const std::string& path, const Flags& f, const Tree& params, const Tree& state,
                     const Tree& opt, const Position& at) {
+  // Never replace a good checkpoint with a diverged one.
+  for (auto [tree, prefix] : {std::pair{&params, "params."}, {&state, "state."}, {&opt, "opt."}})
+    if (std::string bad = firstNonFinite(*tree, prefix); !bad.empty())
+      throw spmd::Error("after step " + std::to_string(at.step) + " tensor '" + bad +
+                        "' holds NaN or infinity, so " + path +
+                        " was not overwritten; the run diverged (lower --lr, or run with "
+                        "SPMD_DEBUG_NANS=1 to find the op that made the first NaN)");
   spmd::io::Checkpoint c;
   addTree(c, "params.", params);
   addTree(c, "state.", state);
@@ -106,7 +129,7 @@ double fraction(int64_t part, int64_t whole) { return whole ? double(part) / dou
 }  // namespace
 
 double train(const Flags& f) {
-  std::filesystem::create_directories(f.out);
+  RunDirectory runDirectory(f.out);  // checked and locked before anything else
   const std::string dataDir = f.dataDir.empty() ? spmd::data::defaultFashionMnistDir() : f.dataDir;
   spmd::data::Dataset trainSet = spmd::data::loadFashionMnist("train", f.trainLimit, dataDir);
   spmd::data::Dataset testSet = spmd::data::loadFashionMnist("test", f.testLimit, dataDir);
@@ -178,7 +201,12 @@ double train(const Flags& f) {
     throw spmd::Error("--batch " + std::to_string(f.batch) + " does not split over " +
                       std::to_string(devices) + " devices (" + f.devices + "); use a multiple of " +
                       std::to_string(devices));
-  const int64_t evalBatch = (f.evalBatch + devices - 1) / devices * devices;
+  if (f.batch > trainSet.size())
+    throw spmd::Error("--batch " + std::to_string(f.batch) + " is larger than the " +
+                      std::to_string(trainSet.size()) + " training images; lower --batch or raise --train-limit");
+  // The eval batch: no larger than the test set, rounded up to a multiple of the devices.
+  const int64_t evalRows = std::min<int64_t>(f.evalBatch, testSet.size());
+  const int64_t evalBatch = (evalRows + devices - 1) / devices * devices;
 
   // Test loss and accuracy over the whole test set; the last batch is padded with row 0 and the
   // padding ignored.
@@ -211,6 +239,10 @@ double train(const Flags& f) {
               f.devices.c_str(), static_cast<long long>(f.batch),
               static_cast<long long>(f.batch / devices), f.optimizer.c_str(), f.lr,
               f.bn == "cross" ? "cross-replica" : "per replica");
+  // Compile (and memory-check) the evaluation step now, so a --eval-batch that does not fit
+  // fails before training rather than after the first epoch.
+  evaluate(params, state, Array::zeros(spmd::DType::f32, {evalBatch, 1, 28, 28}),
+           Array::zeros(spmd::DType::i32, {evalBatch}));
   const std::string checkpoint = (std::filesystem::path(f.out) / "checkpoint.safetensors").string();
   const std::string csvPath = (std::filesystem::path(f.out) / "metrics.csv").string();
   const std::string pngPath = (std::filesystem::path(f.out) / "metrics.png").string();
@@ -228,8 +260,18 @@ double train(const Flags& f) {
     double carriedSeconds = at.seconds;
     while (auto batch = loader.next()) {
       auto [p2, o2, s2, loss, predictions] = step(params, opt, state, batch->images, batch->labels);
+      float stepLoss = loss.array().values<float>()[0];
+      if (!std::isfinite(stepLoss)) {
+        progress.finish();
+        throw spmd::Error("the loss is " + std::string(std::isnan(stepLoss) ? "NaN" : "infinite") +
+                          " at step " + std::to_string(at.step + 1) + " (epoch " +
+                          std::to_string(at.epoch + 1) + ", batch " + std::to_string(batch->index + 1) +
+                          "): training diverged, so it stops here and " + checkpoint +
+                          " keeps the last good state; lower --lr, or run with SPMD_DEBUG_NANS=1 "
+                          "to find the op that made the first NaN");
+      }
       params = p2, opt = o2, state = s2;
-      at.lossSum += loss.array().values<float>()[0];
+      at.lossSum += stepLoss;
       auto predicted = predictions.array().values<int32_t>();
       auto labels = batch->labels.values<int32_t>();
       for (int64_t r = 0; r < f.batch; ++r) at.correct += predicted[r] == labels[r];
@@ -268,7 +310,7 @@ double train(const Flags& f) {
     next.batches = 0, next.seconds = 0, next.dataWait = 0;
     saveCheckpoint(checkpoint, f, params, state, opt, next);
     std::string why;
-    if (f.plot && !plotMetrics(csvPath, pngPath, why)) std::printf("no plot: %s\n", why.c_str());
+    if (f.plot && !plotMetrics(f.out, why)) std::printf("no plot: %s\n", why.c_str());
     at = next, --at.epoch;  // the loop's ++ moves to `next.epoch`
   }
   std::printf("done: test accuracy %.2f%%; metrics %s%s, checkpoint %s\n", 100 * lastAccuracy,

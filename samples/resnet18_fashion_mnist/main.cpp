@@ -4,6 +4,7 @@
 // See --help; README.md shows the default run and the seeds' configurations.
 #include <cstdio>
 #include <exception>
+#include <new>
 
 #include "Flags.h"
 #include "Train.h"
@@ -13,6 +14,10 @@ int main(int argc, char** argv) {
   try {
     sample::train(sample::parseFlags(argc, argv));
     return 0;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "resnet18_fashion_mnist: error: out of host memory; lower --width, --batch "
+                         "or --eval-batch, or use fewer --devices\n");
+    return 1;
   } catch (const std::exception& e) {  // spmd::Error, and file-system errors on --out
     std::fprintf(stderr, "resnet18_fashion_mnist: error: %s\n", e.what());
     return 1;

@@ -45,13 +45,34 @@ TEST(CudaTest, GeneratedSourceBakesShapesAndBroadcastIndexing) {
   EXPECT_NE(source.find("const T v0 = in0[i];"), std::string::npos) << source;
   // channel c of [2, 3, 4] is (i / 4) % 3; the [3] input has stride 1.
   EXPECT_NE(source.find("const T v1 = in1[0 + ((i / 4LL) % 3LL) * 1LL];"), std::string::npos) << source;
-  EXPECT_NE(source.find("const T v2 = T(0.5f);"), std::string::npos) << source;
-  EXPECT_NE(source.find("const T v5 = v4 > T(0) ? v4 : T(0);"), std::string::npos) << source;
+  EXPECT_NE(source.find("const T v2 = T(0.5);"), std::string::npos) << source;
+  EXPECT_NE(source.find("const T v5 = v4 <= T(0) ? T(0) : v4;"), std::string::npos) << source << "relu keeps NaN";
   EXPECT_NE(source.find("out0[i] = v5;"), std::string::npos) << source;
   EXPECT_NE(source.find("out1[i] = v4;"), std::string::npos) << source;
   EXPECT_NE(errorOf([&] { cuda::fusedKernelSource(body, DType::f32, {{2, 3, 4}, {4}}, space, 2); })
                 .find("input dim 0 cannot map to result dim 1"),
             std::string::npos);
+}
+
+// Literals of every kind reach the generated CUDA C: the shortest round-trip decimal converted to
+// T as the CPU kernel converts the double, infinities and NaN by their bit patterns, and the
+// max that keeps NaN. (The generated source compiling with NVRTC is checked below.)
+TEST(CudaTest, GeneratedSourceCarriesSpecialLiterals) {
+  FusedBody body = FusedBody::parse("%0 = load 0; %1 = const -inf; %2 = const nan; %3 = const 0.1; "
+                                    "%4 = const inf; %5 = max %0 %1; yield %5 %2 %3 %4");
+  std::string f32 = cuda::fusedKernelSource(body, DType::f32, {{4}}, std::vector<int64_t>{4}, 4);
+  EXPECT_NE(f32.find("const T v1 = __int_as_float(0xff800000);"), std::string::npos) << f32;
+  EXPECT_NE(f32.find("const T v2 = __int_as_float(0x7fc00000);"), std::string::npos) << f32;
+  EXPECT_NE(f32.find("const T v3 = T(0.1);"), std::string::npos) << f32;
+  EXPECT_NE(f32.find("const T v4 = __int_as_float(0x7f800000);"), std::string::npos) << f32;
+  EXPECT_NE(f32.find("const T v5 = (v0 > v1 || v0 != v0) ? v0 : v1;"), std::string::npos) << f32;
+  std::string f64 = cuda::fusedKernelSource(body, DType::f64, {{4}}, std::vector<int64_t>{4}, 4);
+  EXPECT_NE(f64.find("__longlong_as_double(0xfff0000000000000LL)"), std::string::npos) << f64;
+  EXPECT_NE(f64.find("__longlong_as_double(0x7ff8000000000000LL)"), std::string::npos) << f64;
+#ifdef SPMD_WITH_CUDA
+  for (const std::string& source : {f32, f64})
+    EXPECT_NE(cuda::compileCuda(source, "compute_90").find(".entry spmd_fused"), std::string::npos) << source;
+#endif
 }
 
 #ifdef SPMD_WITH_CUDA

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -182,6 +183,65 @@ TEST_F(FashionMnistSampleTest, BadFlagsAreClearErrors) {
   SampleRun help = runSample("--help");
   EXPECT_EQ(help.status, 0);
   EXPECT_NE(help.output.find("usage: resnet18_fashion_mnist [flags]"), std::string::npos);
+  EXPECT_EQ(message("--lr inf"), "resnet18_fashion_mnist: error: --lr needs a finite number >= 0, got 'inf'\n");
+  EXPECT_EQ(message("--momentum nan"), "resnet18_fashion_mnist: error: --momentum needs a finite number >= 0, got 'nan'\n");
+}
+
+// --out is checked and locked before any training: a file, an unwritable place, or a directory
+// another run holds are clear errors at once; a hostile directory name is only ever a path.
+TEST_F(FashionMnistSampleTest, OutDirectoryIsCheckedAndLockedBeforeTraining) {
+  std::ofstream(root / "file") << "x";
+  SampleRun file = runSample(small(root / "file"));
+  EXPECT_EQ(file.status, 1);
+  EXPECT_NE(file.output.find("--out " + (root / "file").string() + " is a file, not a directory"), std::string::npos)
+      << file.output;
+  SampleRun proc = runSample(small("/proc/spmd-cannot-exist"));
+  EXPECT_EQ(proc.status, 1);
+  EXPECT_NE(proc.output.find("--out /proc/spmd-cannot-exist: cannot create the directory"), std::string::npos)
+      << proc.output;
+  // Another run holds the directory (its lock is a flock, as a live run's is).
+  fs::create_directories(root / "busy");
+  auto holder = runCommand("flock " + (root / "busy" / ".lock").string() + " -c 'sleep 3' & sleep 0.5; " +
+                           std::string(SPMD_SAMPLE_PATH) + " " + small(root / "busy"));
+  EXPECT_EQ(holder.status, 1) << holder.output;
+  EXPECT_NE(holder.output.find("is in use by another training run"), std::string::npos) << holder.output;
+  EXPECT_FALSE(fs::exists(root / "busy" / "metrics.csv")) << "nothing was trained or written";
+  // A too-large --eval-batch for memory fails before training, not after an epoch.
+  SampleRun big = runCommand("SPMD_HOST_MEMORY_BYTES=300000000 " + std::string(SPMD_SAMPLE_PATH) + " " +
+                             small(root / "big") + " --test-limit 10000 --eval-batch 10000");
+  EXPECT_EQ(big.status, 1) << big.output;
+  EXPECT_NE(big.output.find("program @eval_step on cpu:2"), std::string::npos) << big.output;
+  EXPECT_EQ(big.output.find("epoch 1/2"), std::string::npos) << "failed before training: " << big.output;
+}
+
+TEST_F(FashionMnistSampleTest, QuotesInTheOutPathStillPlotAndNeverRunAnything) {
+  if (std::system("command -v gnuplot > /dev/null 2>&1") != 0) GTEST_SKIP() << "gnuplot not installed";
+  fs::path odd = root / "it's a \"run\"; touch pwned; '";
+  // Pass the path through the environment so the test's own shell never interprets it.
+  setenv("SPMD_TEST_OUT", odd.c_str(), 1);
+  SampleRun run = runCommand(std::string(SPMD_SAMPLE_PATH) + " --devices cpu:2 --width 4 --train-limit 128 "
+                             "--test-limit 64 --batch 32 --epochs 1 --out \"$SPMD_TEST_OUT\"");
+  unsetenv("SPMD_TEST_OUT");
+  ASSERT_EQ(run.status, 0) << run.output;
+  EXPECT_EQ(run.output.find("no plot"), std::string::npos) << run.output;
+  EXPECT_TRUE(fs::exists(odd / "metrics.png")) << run.output;
+  EXPECT_FALSE(fs::exists("pwned"));
+  EXPECT_FALSE(fs::exists(odd / "pwned"));
+}
+
+// A diverging run stops with a clear error at the first non-finite loss and never writes a
+// checkpoint of NaNs over the last good one.
+TEST_F(FashionMnistSampleTest, NonFiniteLossStopsTheRunAndKeepsTheGoodCheckpoint) {
+  SampleRun good = runSample(small(root / "d") + " --epochs 1");
+  ASSERT_EQ(good.status, 0) << good.output;
+  std::string before = readBytes(root / "d" / "checkpoint.safetensors");
+  SampleRun diverged = runSample("--devices cpu:2 --width 4 --train-limit 384 --test-limit 200 --batch 32 "
+                                 "--epochs 1 --no-plot --lr 1e10 --out " + (root / "e").string());
+  EXPECT_EQ(diverged.status, 1) << diverged.output;
+  EXPECT_NE(diverged.output.find("training diverged, so it stops here"), std::string::npos) << diverged.output;
+  EXPECT_NE(diverged.output.find("SPMD_DEBUG_NANS=1"), std::string::npos) << diverged.output;
+  EXPECT_FALSE(fs::exists(root / "e" / "checkpoint.safetensors")) << diverged.output;
+  EXPECT_EQ(readBytes(root / "d" / "checkpoint.safetensors"), before);
 }
 
 }  // namespace

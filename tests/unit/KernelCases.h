@@ -103,14 +103,18 @@ inline std::vector<KernelCase> kernelCases(DType t) {
   for (const ConvShape& g : {ConvShape{{2, 3, 9, 7}, {5, 3, 3, 3}, {2, 5, 9, 7}, {1, 1}, {1, 1}},
                              ConvShape{{3, 4, 11, 10}, {6, 4, 3, 3}, {3, 6, 6, 5}, {2, 2}, {1, 1}},
                              ConvShape{{2, 8, 7, 7}, {16, 8, 1, 1}, {2, 16, 4, 4}, {2, 2}, {0, 0}},
-                             ConvShape{{2, 1, 28, 28}, {8, 1, 3, 3}, {2, 8, 28, 28}, {1, 1}, {1, 1}}}) {
+                             ConvShape{{2, 1, 28, 28}, {8, 1, 3, 3}, {2, 8, 28, 28}, {1, 1}, {1, 1}},
+                             // The width-2 ResNet-18 of the SPMD equivalence test at local batch 3:
+                             // 2 channels run in oneDNN's padded blocked layout (aBcd8b).
+                             ConvShape{{3, 1, 16, 16}, {2, 1, 3, 3}, {3, 2, 16, 16}, {1, 1}, {1, 1}},
+                             ConvShape{{3, 2, 16, 16}, {2, 2, 3, 3}, {3, 2, 16, 16}, {1, 1}, {1, 1}}}) {
     std::string geometry = " " + shapeString(g.w) + " stride" + std::to_string(g.stride[0]);
     list.push_back({"conv bwd data" + geometry, "conv2d_backward_data", {rnd(g.y), rnd(g.w)},
                     {{t, g.x}}, {{"stride", g.stride}, {"padding", g.padding}}});
     list.push_back({"conv bwd filter" + geometry, "conv2d_backward_filter", {rnd(g.x), rnd(g.y)},
                     {{t, g.w}}, {{"stride", g.stride}, {"padding", g.padding}}});
   }
-  for (Shape x : {Shape{3, 5, 7, 6}, Shape{9, 7}}) {
+  for (Shape x : {Shape{3, 5, 7, 6}, Shape{9, 7}, Shape{3, 2, 16, 16}}) {
     int64_t c = x[1];
     list.push_back({"bn train bwd " + shapeString(x), "batch_norm_train_backward",
                     {rnd(x), rnd(x, -2, 3), rnd({c}), rnd({c}), rnd({c}, 0.5, 2)},

@@ -44,9 +44,11 @@ TEST_F(ProgramFileTest, SavedTrainStepLoadsRunsAndRunsInSpmdRun) {
   auto [x, y] = bench::syntheticBatch(4);
   auto step = jit(bench::trainStep(*model, sgd), {.dumpDir = dir_.string()});
   auto [p1, o1, s1, loss] = step(params, opt, state, x, y);
+  const std::filesystem::path dumps = step.lastDumpDir();
+  EXPECT_EQ(dumps.parent_path(), dir_) << "each compiled function dumps into its own subdirectory";
 
   const runtime::Program& original = step.lastProgram();
-  runtime::Program loaded = runtime::loadProgram((dir_ / "program.spmd").string());
+  runtime::Program loaded = runtime::loadProgram((dumps / "program.spmd").string());
   EXPECT_EQ(loaded.toText(), original.toText());
   ASSERT_EQ(loaded.buffers.size(), original.buffers.size());
   for (size_t i = 0; i < loaded.buffers.size(); ++i) EXPECT_EQ(loaded.buffers[i].constant, original.buffers[i].constant);
@@ -61,12 +63,12 @@ TEST_F(ProgramFileTest, SavedTrainStepLoadsRunsAndRunsInSpmdRun) {
   std::vector<Array> outputs = executor.run(inputs);
   testing::expectSameBits(outputs.back(), loss.array(), "loss");
 
-  auto run = testing::runCommand(std::string(SPMD_RUN_PATH) + " " + (dir_ / "program.spmd").string() +
+  auto run = testing::runCommand(std::string(SPMD_RUN_PATH) + " " + (dumps / "program.spmd").string() +
                                  " --devices cpu:1 --steps 2 --warmup 1 --items 4");
   EXPECT_EQ(run.status, 0) << run.output;
   EXPECT_NE(run.output.find("ms per run over 2 runs"), std::string::npos) << run.output;
   EXPECT_NE(run.output.find("items/s"), std::string::npos) << run.output;
-  auto bad = testing::runCommand(std::string(SPMD_RUN_PATH) + " " + (dir_ / "program.spmd").string() + " --steps 0");
+  auto bad = testing::runCommand(std::string(SPMD_RUN_PATH) + " " + (dumps / "program.spmd").string() + " --steps 0");
   EXPECT_EQ(bad.status, 1);
   EXPECT_NE(bad.output.find("--steps must be a whole number >= 1, got '0'"), std::string::npos) << bad.output;
 }
@@ -74,7 +76,7 @@ TEST_F(ProgramFileTest, SavedTrainStepLoadsRunsAndRunsInSpmdRun) {
 TEST_F(ProgramFileTest, DamagedFilesAreClearErrors) {
   auto f = jit([](const Tensor& a) { return relu(mul(a, fill(a, 3.0))); }, {.dumpDir = dir_.string()});
   f(Tensor(testing::randomArray(DType::f32, {4, 3}, 1)));
-  std::string good = (dir_ / "program.spmd").string(), bad = (dir_ / "bad.spmd").string();
+  std::string good = (std::filesystem::path(f.lastDumpDir()) / "program.spmd").string(), bad = (dir_ / "bad.spmd").string();
   std::string bytes = testing::readBytes(good);
   EXPECT_EQ(errorOf(good), "no error");
   auto write = [&](const std::string& contents) { std::ofstream(bad, std::ios::binary | std::ios::trunc) << contents; };

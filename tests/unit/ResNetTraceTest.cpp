@@ -45,6 +45,8 @@ TEST(ResNetTraceTest, OpCountsParametersAndLogits) {
       [&](const Tree& p, const Tree& s, const Tensor& x) { return model->apply(p, s, x, true).first; },
       {.name = "resnet18", .dumpDir = dir.string()});
   Tensor logits = forward(params, state, Tensor(testing::randomArray(DType::f32, {4, 1, 28, 28}, 3)));
+  dir = forward.lastDumpDir();  // <dumpDir>/resnet18-<hash>/
+  EXPECT_EQ(dir.filename().string().rfind("resnet18-", 0), 0u) << dir;
   EXPECT_EQ(logits.shape(), (Shape{4, 10}));
   for (float v : logits.array().values<float>()) EXPECT_TRUE(std::isfinite(v));
 

@@ -1,0 +1,28 @@
+// NaN semantics shared by every backend, as in PyTorch and JAX: max, min and relu propagate a
+// NaN operand; relu's gradient passes the incoming gradient where the result is NaN (PyTorch's
+// threshold_backward); argmax returns the index of the first NaN along the axis when there is
+// one (numpy, PyTorch and JAX agree). Written once, used by the reference, CPU and CUDA kernels;
+// the CUDA fused-kernel generator emits the same expressions (runtime/cuda/FusedSource.cpp).
+#pragma once
+
+#if defined(__CUDACC__)
+#define SPMD_HOST_DEVICE __host__ __device__
+#else
+#define SPMD_HOST_DEVICE
+#endif
+
+namespace spmd::runtime {
+
+template <typename T>
+SPMD_HOST_DEVICE inline T nanMax(T a, T b) { return (a > b || a != a) ? a : b; }
+template <typename T>
+SPMD_HOST_DEVICE inline T nanMin(T a, T b) { return (a < b || a != a) ? a : b; }
+template <typename T>
+SPMD_HOST_DEVICE inline T reluOf(T x) { return x <= T(0) ? T(0) : x; }
+template <typename T>
+SPMD_HOST_DEVICE inline T reluGradOf(T dy, T y) { return y <= T(0) ? T(0) : dy; }
+// Whether `v` replaces the best value so far in an argmax scan (the first NaN stays).
+template <typename T>
+SPMD_HOST_DEVICE inline bool argmaxTakes(T v, T best) { return best == best && (v > best || v != v); }
+
+}  // namespace spmd::runtime
