@@ -8,6 +8,7 @@ packages=(
   llvm-19-dev libmlir-19-dev mlir-19-tools llvm-19-tools libzstd-dev
   libdnnl-dev zlib1g-dev libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev gnuplot-nox dataset-fashion-mnist python3 python3-torch
+  clang libclang-rt-dev util-linux
 )
 
 missing=()

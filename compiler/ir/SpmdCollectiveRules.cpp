@@ -66,7 +66,7 @@ LogicalResult AllGatherOp::inferReturnTypes(MLIRContext*, OptLoc loc, Adaptor ad
   if (adaptor.getAxisSize() < 1)
     return fail(loc, "all_gather", "axis_size must be positive, got " +
                                        std::to_string(adaptor.getAxisSize()));
-  SmallVector<int64_t> shape{adaptor.getAxisSize()};
+  SmallVector<int64_t> shape{static_cast<int64_t>(adaptor.getAxisSize())};
   shape.append(in->getShape().begin(), in->getShape().end());
   results.push_back(RankedTensorType::get(shape, in->getElementType()));
   return success();

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets with clang (ASan + UBSan + coverage) into build-fuzz/ (BUILD_DIR
+# overrides) and runs each: first every seed and regression input, then FUZZ_SECONDS seconds
+# (default 20) of fuzzing. New crashes stop the script; copy the crash file into
+# fuzz/regressions/<target>/ once fixed. FUZZ_SECONDS=0 only replays.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${BUILD_DIR:-$root/build-fuzz}
+seconds=${FUZZ_SECONDS:-20}
+flags="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize=vptr -fno-sanitize-recover=undefined -g -O1"
+if [[ ! -f $build/build.ninja ]]; then
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSPMD_FUZZ=ON \
+    -DSPMD_ENABLE_CUDA=OFF -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+    -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined"
+fi
+targets=(fuzz_idx fuzz_safetensors fuzz_program_file fuzz_fused_body fuzz_spmd_ir)
+cmake --build "$build" --target "${targets[@]}" --parallel "${JOBS:-$(nproc)}"
+export ASAN_OPTIONS="allocator_may_return_null=1:detect_leaks=0:${ASAN_OPTIONS:-}"
+for t in "${targets[@]}"; do
+  inputs=()
+  for d in "$root/fuzz/corpus/$t" "$root/fuzz/regressions/$t"; do [[ -d $d ]] && inputs+=("$d"); done
+  # The IR fuzzer starts from every lit test's IR (read only: new inputs go to $work).
+  [[ $t == fuzz_spmd_ir ]] && inputs+=("$root/tests/lit/dialect" "$root/tests/lit/passes")
+  work=$(mktemp -d)
+  echo "fuzz: $t (${seconds}s)"
+  # -rss_limit_mb: an input that makes a reader allocate without bound is a finding too.
+  budget=(-max_total_time="$seconds")
+  ((seconds > 0)) || budget=(-runs=0)  # replay the inputs only
+  "$build/fuzz/$t" -rss_limit_mb=2048 -timeout=10 "${budget[@]}" -print_final_stats=1 \
+    -artifact_prefix="$work/" "$work" "${inputs[@]}" 2>&1 | grep -E "stat::number_of_executed_units|Done|ERROR|SUMMARY" || true
+  if compgen -G "$work/crash-*" > /dev/null || compgen -G "$work/oom-*" > /dev/null || compgen -G "$work/timeout-*" > /dev/null; then
+    echo "fuzz: $t found a failing input: $(ls "$work"/crash-* "$work"/oom-* "$work"/timeout-* 2>/dev/null)"
+    exit 1
+  fi
+  rm -rf "$work"
+done
+echo "fuzz: all targets clean"
