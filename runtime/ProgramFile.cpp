@@ -36,7 +36,9 @@ Json attrJson(const Attr& attr) {
 
 Attr attrOf(const Json& j) {
   if (!j.is_object() || j.size() != 1) throw Error("an attribute must be an object with one typed value");
-  const auto& [kind, value] = *j.items().begin();
+  // Not `*j.items().begin()`: its key lives in a temporary (ASan: stack-use-after-scope).
+  const std::string kind = j.begin().key();
+  const Json& value = j.begin().value();
   if (kind == "bool") return value.get<bool>();
   if (kind == "int") return value.get<int64_t>();
   if (kind == "float") {
