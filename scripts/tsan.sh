@@ -14,9 +14,9 @@ if [[ ! -f $build/build.ninja ]]; then
     -DCMAKE_CXX_FLAGS="-fsanitize=thread" -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=thread" \
     -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=thread"
 fi
-cmake --build "$build" --target spmd_unit_tests --parallel "${JOBS:-$(nproc)}"
+cmake --build "$build" --target spmd_threaded_tests --parallel "${JOBS:-$(nproc)}"
 export OMP_NUM_THREADS=1 DNNL_PRIMITIVE_CACHE_CAPACITY=0 ONEDNN_PRIMITIVE_CACHE_CAPACITY=0
 export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 ${TSAN_OPTIONS:-}"
-"$build/tests/spmd_unit_tests" \
+"$build/tests/spmd_threaded_tests" \
   --gtest_filter='Pmap*:*SpmdEquivalence*:Communicator*:CollectiveGradCheck*:Loader*:Concurrency*'
 echo "ThreadSanitizer: threaded tests clean"

@@ -7,9 +7,11 @@
 #include <cstdlib>
 #include <filesystem>
 #include <set>
+#include <thread>
 
 #include "TestUtil.h"
 #include "frontend/spmd.h"
+#include "runtime/AtomicFile.h"
 #include "runtime/HostMemory.h"
 
 namespace spmd {
@@ -85,6 +87,37 @@ TEST(ResourceTest, DumpsOfEachFunctionAndSignatureGoToTheirOwnDirectory) {
   EXPECT_NE(testing::readBytes((std::filesystem::path(eval.lastDumpDir()) / "program.txt").string()).find("exp"),
             std::string::npos);
   std::filesystem::remove_all(root);
+}
+
+}  // namespace
+}  // namespace spmd
+
+namespace spmd {
+namespace {
+
+// Two writers of one path (two runs on one --out, before the sample's lock existed) never share
+// a temporary file: every read sees one writer's complete contents.
+TEST(ResourceTest, AtomicWritesOfOnePathFromTwoWritersNeverTear) {
+  auto dir = std::filesystem::temp_directory_path() / ("spmd-atomic-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::string path = (dir / "checkpoint.bin").string();
+  auto writer = [&](char fill) {
+    std::string text(1 << 16, fill);
+    for (int i = 0; i < 100; ++i) writeFileAtomically(path, {std::as_bytes(std::span(text.data(), text.size()))});
+  };
+  std::thread a(writer, 'a'), b(writer, 'b');
+  int torn = 0;
+  for (int i = 0; i < 200; ++i) {
+    std::string now = testing::readBytes(path);
+    if (now.empty()) continue;  // not written yet
+    torn += now.size() != (1u << 16) || now.find_first_not_of(now[0]) != std::string::npos;
+  }
+  a.join();
+  b.join();
+  EXPECT_EQ(torn, 0);
+  size_t leftovers = std::distance(std::filesystem::directory_iterator(dir), {});
+  EXPECT_EQ(leftovers, 1u) << "no temporary file is left behind";
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
