@@ -2,7 +2,10 @@
 // and a few hundred images): the loss falls; stopping and resuming gives bit-identical
 // parameters, BN statistics and optimizer state to an uninterrupted run; a corrupt checkpoint or
 // data file is a clear error that leaves the previous checkpoint untouched; bad flags are errors.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -199,10 +202,13 @@ TEST_F(FashionMnistSampleTest, OutDirectoryIsCheckedAndLockedBeforeTraining) {
   EXPECT_EQ(proc.status, 1);
   EXPECT_NE(proc.output.find("--out /proc/spmd-cannot-exist: cannot create the directory"), std::string::npos)
       << proc.output;
-  // Another run holds the directory (its lock is a flock, as a live run's is).
+  // Another run holds the directory: this test takes the same flock a live run holds.
   fs::create_directories(root / "busy");
-  auto holder = runCommand("flock " + (root / "busy" / ".lock").string() + " -c 'sleep 3' & sleep 0.5; " +
-                           std::string(SPMD_SAMPLE_PATH) + " " + small(root / "busy"));
+  int lock = ::open((root / "busy" / ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  ASSERT_GE(lock, 0);
+  ASSERT_EQ(::flock(lock, LOCK_EX | LOCK_NB), 0);
+  SampleRun holder = runSample(small(root / "busy"));
+  ::close(lock);
   EXPECT_EQ(holder.status, 1) << holder.output;
   EXPECT_NE(holder.output.find("is in use by another training run"), std::string::npos) << holder.output;
   EXPECT_FALSE(fs::exists(root / "busy" / "metrics.csv")) << "nothing was trained or written";
