@@ -28,6 +28,25 @@ struct GzFile {
       done += static_cast<size_t>(got);
     }
   }
+  // `bytes` bytes, read in blocks so memory grows only with data that is really there: a header
+  // that claims billions of images is a truncation error, not a huge allocation (found by fuzzing).
+  std::vector<unsigned char> readBlocks(size_t bytes, const char* what) {
+    constexpr size_t kBlock = size_t(1) << 22;
+    std::vector<unsigned char> out;
+    while (out.size() < bytes) {
+      size_t at = out.size(), take = std::min(kBlock, bytes - at);
+      out.resize(at + take);
+      int got = 0;
+      for (size_t done = 0; done < take; done += static_cast<size_t>(got)) {
+        got = gzread(file, out.data() + at + done, static_cast<unsigned>(take - done));
+        if (got <= 0)
+          throw Error(path + ": truncated or corrupt while reading " + what + " (" +
+                      std::to_string(at + done) + " of " + std::to_string(bytes) +
+                      " bytes the header promises)");
+      }
+    }
+    return out;
+  }
   uint32_t bigEndian(const char* what) {
     unsigned char b[4];
     read(b, 4, what);
@@ -78,9 +97,8 @@ Dataset loadFashionMnist(const std::string& split, int64_t limit, const std::str
   int64_t n = imageDims[0];
   if (limit > 0) n = std::min<int64_t>(n, limit);
 
-  std::vector<unsigned char> pixels(static_cast<size_t>(n) * 28 * 28), classes(n);
-  images->read(pixels.data(), pixels.size(), "pixels");
-  labels->read(classes.data(), classes.size(), "labels");
+  std::vector<unsigned char> pixels = images->readBlocks(static_cast<size_t>(n) * 28 * 28, "pixels");
+  std::vector<unsigned char> classes = labels->readBlocks(static_cast<size_t>(n), "labels");
   Dataset data{Array::zeros(DType::f32, {n, 1, 28, 28}), Array::zeros(DType::i32, {n})};
   auto x = data.images.values<float>();
   for (size_t i = 0; i < pixels.size(); ++i) x[i] = float(pixels[i]) / 255.0f;
