@@ -3,7 +3,7 @@
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/MLIRContext.h"
-#include "runtime/Error.h"
+#include "runtime/base/Error.h"
 
 namespace spmd {
 

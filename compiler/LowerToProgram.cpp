@@ -6,7 +6,7 @@
 
 #include "compiler/Diagnostics.h"
 #include "compiler/ir/SpmdDialect.h"
-#include "runtime/RealText.h"
+#include "runtime/base/RealText.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
 
@@ -105,6 +105,11 @@ std::string fusedBodyText(ir::FusedOp fused) {
 runtime::Program lowerToProgram(mlir::func::FuncOp function) {
   runtime::Program program;
   program.name = function.getSymName().str();
+  if (auto axis = function->getAttrOfType<mlir::StringAttr>("spmd.axis_name")) {
+    program.axisName = axis.str();
+    if (auto size = function->getAttrOfType<mlir::IntegerAttr>("spmd.axis_size"))
+      program.replicas = size.getInt();
+  }
   llvm::DenseMap<mlir::Value, int> ids;
   auto define = [&](mlir::Value value, runtime::BufferDesc desc) {
     ids[value] = static_cast<int>(program.buffers.size());

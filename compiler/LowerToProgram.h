@@ -2,7 +2,7 @@
 // per value (constants carry their data), one Step per op, attributes converted to plain values.
 #pragma once
 
-#include "runtime/Program.h"
+#include "runtime/program/Program.h"
 
 namespace mlir::func {
 class FuncOp;

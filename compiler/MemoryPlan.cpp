@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <numeric>
 
-#include "runtime/MemoryPlan.h"
+#include "runtime/program/MemoryPlan.h"
 
 namespace spmd {
 

@@ -2,7 +2,7 @@
 // one arena so that buffers live at the same step never overlap, and sizes the arena.
 #pragma once
 
-#include "runtime/Program.h"
+#include "runtime/program/Program.h"
 
 namespace spmd {
 

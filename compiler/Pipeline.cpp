@@ -8,7 +8,7 @@
 #include "compiler/Diagnostics.h"
 #include "compiler/LowerToProgram.h"
 #include "compiler/MemoryPlan.h"
-#include "runtime/ProgramFile.h"
+#include "runtime/program/ProgramFile.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OperationSupport.h"

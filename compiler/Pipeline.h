@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "runtime/Program.h"
+#include "runtime/program/Program.h"
 
 namespace mlir {
 class ModuleOp;

@@ -54,7 +54,7 @@ class CompiledFunction {
   const std::string& lastCompileReason() const { return core_->lastCompileReason(); }
   const std::string& lastTracedIr() const { return core_->lastTracedIr(); }
   const std::string& lastProgramText() const { return core_->lastProgramText(); }
-  // The last lowered Program itself (what a backend runs; see runtime/Program.h).
+  // The last lowered Program itself (what a backend runs; see runtime/program/Program.h).
   const runtime::Program& lastProgram() const { return core_->lastProgram(); }
   // Where the last compilation wrote its IR dumps (options' dumpDir or SPMD_DUMP_IR, then
   // "<name>-<hash>/"); empty when dumps are off.

@@ -5,7 +5,7 @@
 #include <functional>
 #include <random>
 
-#include "runtime/Array.h"
+#include "runtime/base/Array.h"
 
 namespace spmd {
 

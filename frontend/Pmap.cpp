@@ -2,13 +2,15 @@
 // as views (no copy on the CPU backend) and assembling outputs with one copy each.
 #include "frontend/Pmap.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <map>
 #include <mutex>
 
 #include "frontend/Trace.h"
-#include "runtime/ReplicaGroup.h"
+#include "runtime/exec/DeviceArray.h"
+#include "runtime/exec/ReplicaGroup.h"
 
 namespace spmd::detail {
 
@@ -21,6 +23,7 @@ struct PmapCore::Entry {
 
 struct PmapCore::State {
   PmapOptions options;
+  bool jit = false;  // spmd::jit: one device, no axis, every argument and output replicated
   runtime::DeviceList devices;
   std::chrono::milliseconds timeout{0};
   std::map<std::string, std::unique_ptr<Entry>> cache;
@@ -31,6 +34,7 @@ struct PmapCore::State {
 namespace {
 
 std::string prefix(const PmapOptions& options) { return "spmd::pmap '" + options.name + "': "; }
+std::string jitPrefix(const PmapOptions& options) { return "jit '" + options.name + "': "; }
 
 std::chrono::milliseconds timeoutOf(const PmapOptions& options) {
   double seconds = options.collectiveTimeoutSeconds;
@@ -91,8 +95,9 @@ Shape localShape(const Tensor& leaf, Axis axis, int devices, const std::string& 
 
 }  // namespace
 
-PmapCore::PmapCore(PmapOptions options) : state_(std::make_unique<State>()) {
+PmapCore::PmapCore(PmapOptions options, bool jit) : state_(std::make_unique<State>()) {
   state_->options = std::move(options);
+  state_->jit = jit;
   const PmapOptions& o = state_->options;
   if (o.axisName.empty())
     throw Error(prefix(o) + "axisName is empty; name the mapped axis (e.g. \"batch\")");
@@ -103,6 +108,10 @@ PmapCore::PmapCore(PmapOptions options) : state_(std::make_unique<State>()) {
                     (axes == &o.inAxes ? "inAxes" : "outAxes") +
                     ": only the leading axis (0) can be mapped; transpose the data first");
   state_->devices = runtime::parseDeviceList(o.devices);
+  if (jit && state_->devices.size() != 1)
+    throw Error(jitPrefix(o) + "device list '" + state_->devices.spec + "' has " +
+                std::to_string(state_->devices.size()) + " devices but jit runs on one; use spmd::pmap to run " +
+                "one replica per device, or name one device (e.g. " + state_->devices.backend + ":1)");
   state_->timeout = timeoutOf(o);
 }
 
@@ -121,9 +130,14 @@ std::pair<std::vector<Tensor>, std::shared_ptr<void>> PmapCore::call(
                 " entries but the function is called with " +
                 std::to_string(argumentLeaves.size()) +
                 " arguments; give one per argument (spmd::replicated, 0 or spmd::split)");
+  for (int a : o.donateArguments)
+    if (a < 0 || a >= static_cast<int>(argumentLeaves.size()))
+      throw Error((state_->jit ? jitPrefix(o) : prefix(o)) + "donateArguments names argument " + std::to_string(a) +
+                  " but the function is called with " + std::to_string(argumentLeaves.size()) + " arguments");
   std::vector<Axis> axes;
   for (size_t a = 0; a < argumentLeaves.size(); ++a)
-    axes.insert(axes.end(), argumentLeaves[a], o.inAxes.empty() ? Axis(0) : o.inAxes[a]);
+    axes.insert(axes.end(), argumentLeaves[a],
+                state_->jit ? replicated : o.inAxes.empty() ? Axis(0) : o.inAxes[a]);
 
   std::vector<Shape> local;
   std::vector<std::string> tags;
@@ -138,13 +152,13 @@ std::pair<std::vector<Tensor>, std::shared_ptr<void>> PmapCore::call(
   }
 
   std::lock_guard lock(state_->mutex);
-  std::string signature = signatureOf(leaves, structure, tags);
+  std::string signature = signatureOf(leaves, structure, state_->jit ? std::vector<std::string>{} : tags);
   auto found = state_->cache.find(signature);
   if (found == state_->cache.end()) {
-    beginCompile(signature, "pmap '" + o.name + "' on " + state_->devices.spec);
+    beginCompile(signature, state_->jit ? "'" + o.name + "'" : "pmap '" + o.name + "' on " + state_->devices.spec);
     auto entry = std::make_unique<Entry>();
     Trace trace(o.name);
-    trace.bindAxis(o.axisName, devices);
+    if (!state_->jit) trace.bindAxis(o.axisName, devices);
     std::vector<Tensor> arguments;
     for (size_t i = 0; i < leaves.size(); ++i)
       arguments.push_back(trace.addArgument(leaves[i].dtype(), local[i]));
@@ -157,7 +171,7 @@ std::pair<std::vector<Tensor>, std::shared_ptr<void>> PmapCore::call(
                   " outputs; give one per output (spmd::replicated, 0 or spmd::split)");
     for (size_t e = 0; e < traced.elementLeaves.size(); ++e)
       entry->outputAxes.insert(entry->outputAxes.end(), traced.elementLeaves[e],
-                               o.outAxes.empty() ? replicated : o.outAxes[e]);
+                               state_->jit || o.outAxes.empty() ? replicated : o.outAxes[e]);
     trace.finish(traced.outputs, Loc::current());
     for (size_t i = 0; i < traced.outputs.size(); ++i)
       trace.describeResult(i, entry->outputAxes[i].kind != Axis::Kind::Replicated,
@@ -180,37 +194,96 @@ std::pair<std::vector<Tensor>, std::shared_ptr<void>> PmapCore::call(
   called(signature);
   Entry& entry = *found->second;
 
-  // Inputs: replicated leaves are shared, mapped ones are views of each device's chunk.
-  std::vector<std::vector<Array>> inputs(devices), outputs(devices);
+  return {run(entry, leaves, axes, local, argumentLeaves), entry.prototype};
+}
+
+std::vector<Tensor> PmapCore::run(Entry& entry, const std::vector<Tensor>& leaves, const std::vector<Axis>& axes,
+                                  const std::vector<Shape>& local, const std::vector<size_t>& argumentLeaves) {
+  const PmapOptions& o = state_->options;
+  const int devices = deviceCount();
+  runtime::ReplicaGroup& group = *entry.group;
+  const runtime::Program& program = group.program();
+  std::vector<std::shared_ptr<runtime::Device>> deviceObjects;
+  for (int r = 0; r < devices; ++r) deviceObjects.push_back(group.device(r));
+
+  // Inputs: a value already on these devices in the right layout is bound in place; anything
+  // else comes from the host (replicated leaves shared, mapped ones as views of each chunk).
+  std::vector<std::vector<runtime::Input>> inputs(devices);
+  std::vector<bool> bound(leaves.size());
   for (size_t i = 0; i < leaves.size(); ++i) {
+    const auto& resident = leaves[i].resident();
+    auto wanted = axes[i].kind == Axis::Kind::Replicated ? runtime::DeviceArray::Layout::Replicated
+                                                          : runtime::DeviceArray::Layout::Sharded;
+    if (resident && !resident->donated() && resident->livesOn(deviceObjects) && resident->layout() == wanted &&
+        resident->localShape() == local[i]) {
+      for (int r = 0; r < devices; ++r) inputs[r].push_back({Array{}, resident->buffer(r)});
+      bound[i] = true;
+      continue;
+    }
     const Array& array = leaves[i].array();
     size_t chunk = static_cast<size_t>(numElements(local[i])) * dtypeSize(array.dtype);
     for (int r = 0; r < devices; ++r)
-      inputs[r].push_back(axes[i].kind == Axis::Kind::Replicated
-                              ? array
-                              : Array::view(array, r * chunk, local[i]));
+      inputs[r].push_back({axes[i].kind == Axis::Kind::Replicated ? array : Array::view(array, r * chunk, local[i]),
+                           nullptr});
   }
-  // Outputs: mapped (and, when asked, replicated) outputs are written by every replica into
-  // its part of one array; replicated ones otherwise by replica 0 only.
+
+  // Donation: each donated leaf bound in place gives its buffers to the first output not yet
+  // taken with its dtype, shape and layout (jax's donate_argnums), except outputs that pass an
+  // input through unchanged (their copy must read the inputs before any is overwritten).
+  std::vector<bool> donated(leaves.size());
+  for (int a : o.donateArguments) {
+    size_t first = 0;
+    for (int k = 0; k < a; ++k) first += argumentLeaves[k];
+    for (size_t i = first; i < first + argumentLeaves[a]; ++i) donated[i] = bound[i];
+  }
+  std::vector<bool> passthrough(program.outputs.size());
+  for (size_t k = 0; k < program.outputs.size(); ++k)
+    for (int id : program.inputs) passthrough[k] = passthrough[k] || id == program.outputs[k];
+  std::vector<int> donorOf(entry.outputs.size(), -1);
+  std::vector<bool> outputTaken(entry.outputs.size());
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    if (!donated[i]) continue;
+    for (size_t k = 0; k < entry.outputs.size(); ++k) {
+      bool perReplica = entry.outputAxes[k].kind != Axis::Kind::Replicated || o.allReplicas;
+      if (outputTaken[k] || passthrough[k] || perReplica != (axes[i].kind != Axis::Kind::Replicated) ||
+          entry.outputs[k].first != leaves[i].dtype() || entry.outputs[k].second != local[i])
+        continue;
+      donorOf[k] = static_cast<int>(i);
+      outputTaken[k] = true;
+      break;
+    }
+  }
+
+  // Outputs stay on the devices: every replica keeps its own (a replicated output once per
+  // replica, a mapped one as that replica's chunk), written into a donor's buffers when there
+  // is one. Nothing is copied to the host until the caller reads a value.
+  std::vector<std::vector<runtime::Output>> outputs(devices);
+  for (size_t k = 0; k < entry.outputs.size(); ++k)
+    for (int r = 0; r < devices; ++r)
+      outputs[r].push_back({Array{}, true, donorOf[k] >= 0 ? inputs[r][donorOf[k]].device : nullptr});
+  group.run(inputs, outputs);
+
+  for (size_t i = 0; i < leaves.size(); ++i)
+    if (std::count(donorOf.begin(), donorOf.end(), static_cast<int>(i)))
+      leaves[i].resident()->donate("pmap '" + o.name + "'");
   std::vector<Tensor> results;
-  for (size_t i = 0; i < entry.outputs.size(); ++i) {
-    auto [dtype, shape] = entry.outputs[i];
-    Axis axis = entry.outputAxes[i];
+  for (size_t k = 0; k < entry.outputs.size(); ++k) {
+    auto [dtype, shape] = entry.outputs[k];
+    Axis axis = entry.outputAxes[k];
     bool perReplica = axis.kind != Axis::Kind::Replicated || o.allReplicas;
     Shape global = shape;
     if (axis.kind == Axis::Kind::Split && !shape.empty())
       global[0] *= devices;
     else if (perReplica)
       global.insert(global.begin(), devices);
-    Array whole = Array::zeros(dtype, global);
-    size_t chunk = static_cast<size_t>(numElements(shape)) * dtypeSize(dtype);
-    for (int r = 0; r < devices; ++r)
-      outputs[r].push_back(perReplica || r == 0 ? Array::view(whole, perReplica ? r * chunk : 0, shape)
-                                                : Array{dtype, shape, nullptr, 0});
-    results.emplace_back(whole);
+    std::vector<std::shared_ptr<std::byte>> buffers;
+    for (int r = 0; r < devices; ++r) buffers.push_back(outputs[r][k].device);
+    results.emplace_back(std::make_shared<runtime::DeviceArray>(
+        dtype, shape, global,
+        perReplica ? runtime::DeviceArray::Layout::Sharded : runtime::DeviceArray::Layout::Replicated,
+        deviceObjects, std::move(buffers)));
   }
-  entry.group->run(inputs, outputs);
-  return {std::move(results), entry.prototype};
+  return results;
 }
 
 }  // namespace spmd::detail

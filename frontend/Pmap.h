@@ -50,6 +50,10 @@ struct PmapOptions {
   // Stop at the first op whose output holds NaN (Inf), naming it, its layer, line and replica;
   // also SPMD_DEBUG_NANS=1 (SPMD_DEBUG_INFS=1). Slow: runs unfused and scans every output.
   bool debugNans = false, debugInfs = false;
+  // Arguments (by position) whose device-resident values the call may reuse for its outputs
+  // (jax's donate_argnums): parameters and optimizer state are then updated in place, and the
+  // donated tensors can no longer be used. Arguments on the host are never donated.
+  std::vector<int> donateArguments;
 };
 
 namespace detail {
@@ -99,7 +103,8 @@ void describeOutputs(const Out& out, PmapTraced& traced) {
 
 class PmapCore : public CompileLog {
  public:
-  explicit PmapCore(PmapOptions options);
+  // `jit`: spmd::jit's core (one device, no axis, everything replicated).
+  explicit PmapCore(PmapOptions options, bool jit = false);
   ~PmapCore();
   std::pair<std::vector<Tensor>, std::shared_ptr<void>> call(
       const std::vector<Tensor>& leaves, const std::vector<size_t>& argumentLeaves,
@@ -110,8 +115,43 @@ class PmapCore : public CompileLog {
  private:
   struct Entry;
   struct State;
+  // Binds the inputs (in place when already on the devices), runs, and returns the outputs
+  // as device-resident tensors; donated inputs give their buffers to outputs.
+  std::vector<Tensor> run(Entry& entry, const std::vector<Tensor>& leaves, const std::vector<Axis>& axes,
+                          const std::vector<Shape>& local, const std::vector<size_t>& argumentLeaves);
   std::unique_ptr<State> state_;
 };
+
+// Flattens the arguments, calls the core (tracing and compiling on a new signature) and
+// rebuilds the function's result from the output leaves: the body of every pmapped or jitted
+// call.
+template <typename Core, typename F, typename... Args>
+auto callCompiled(Core& core, F& f, const Args&... args) {
+  using Out = Result_t<F, Args...>;
+  std::vector<Tensor> leaves;
+  std::vector<size_t> argumentLeaves;
+  std::vector<std::string> names;
+  std::string structure;
+  size_t index = 0;
+  auto add = [&](const auto& arg) {
+    size_t before = leaves.size();
+    flatten(arg, leaves, structure);
+    argumentLeaves.push_back(leaves.size() - before);
+    leafNames(arg, "argument " + std::to_string(index++), names);
+  };
+  (add(args), ...);
+  auto trace = [&](const std::vector<Tensor>& traced) {
+    auto out = callTraced(f, traced, args...);
+    PmapTraced result;
+    std::string ignored;
+    flatten(*out, result.outputs, ignored);
+    describeOutputs(*out, result);
+    result.prototype = out;
+    return result;
+  };
+  auto [outputs, prototype] = core.call(leaves, argumentLeaves, names, structure, trace);
+  return rebuild<Out>(prototype, outputs);
+}
 
 }  // namespace detail
 
@@ -123,30 +163,7 @@ class Pmapped : public detail::CompiledFunction<detail::PmapCore> {
 
   template <typename... Args>
   auto operator()(const Args&... args) {
-    using Out = detail::Result_t<F, Args...>;
-    std::vector<Tensor> leaves;
-    std::vector<size_t> argumentLeaves;
-    std::vector<std::string> names;
-    std::string structure;
-    size_t index = 0;
-    auto add = [&](const auto& arg) {
-      size_t before = leaves.size();
-      detail::flatten(arg, leaves, structure);
-      argumentLeaves.push_back(leaves.size() - before);
-      detail::leafNames(arg, "argument " + std::to_string(index++), names);
-    };
-    (add(args), ...);
-    auto trace = [&](const std::vector<Tensor>& traced) {
-      auto out = detail::callTraced(f_, traced, args...);
-      detail::PmapTraced result;
-      std::string ignored;
-      detail::flatten(*out, result.outputs, ignored);
-      detail::describeOutputs(*out, result);
-      result.prototype = out;
-      return result;
-    };
-    auto [outputs, prototype] = core_->call(leaves, argumentLeaves, names, structure, trace);
-    return detail::rebuild<Out>(prototype, outputs);
+    return detail::callCompiled(*core_, f_, args...);
   }
 
   int deviceCount() const { return core_->deviceCount(); }

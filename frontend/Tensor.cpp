@@ -2,11 +2,15 @@
 #include "frontend/Tensor.h"
 
 #include "frontend/Tree.h"
+#include "runtime/exec/DeviceArray.h"
 
 namespace spmd {
 
 Tensor::Tensor(Array concrete)
     : dtype_(concrete.dtype), shape_(concrete.shape), array_(std::move(concrete)) {}
+
+Tensor::Tensor(std::shared_ptr<runtime::DeviceArray> resident)
+    : dtype_(resident->dtype()), shape_(resident->globalShape()), resident_(std::move(resident)) {}
 
 Tensor Tensor::traced(detail::Trace* trace, void* value, DType dtype, Shape shape) {
   Tensor t;
@@ -26,6 +30,7 @@ int64_t Tensor::dim(int64_t axis) const {
 }
 
 const Array& Tensor::array() const {
+  if (resident_) return resident_->host();
   if (!array_)
     throw Error("tensor " + typeString() +
                 " is traced inside spmd::jit and has no data yet; return it from the traced "

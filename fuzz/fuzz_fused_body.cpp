@@ -3,8 +3,8 @@
 #include <cstdint>
 #include <string>
 
-#include "runtime/Error.h"
-#include "runtime/FusedBody.h"
+#include "runtime/base/Error.h"
+#include "runtime/program/FusedBody.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string text(reinterpret_cast<const char*>(data), size);

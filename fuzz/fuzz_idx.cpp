@@ -2,7 +2,7 @@
 // files. Any input must load or throw spmd::Error; nothing else (crash, hang, huge allocation).
 #include "frontend/data/FashionMnist.h"
 #include "fuzz/FuzzInput.h"
-#include "runtime/Error.h"
+#include "runtime/base/Error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   size_t half = size / 2;  // first half: the images file, second half: the labels file

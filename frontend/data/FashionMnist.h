@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "runtime/Array.h"
+#include "runtime/base/Array.h"
 
 namespace spmd::data {
 

@@ -8,7 +8,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "runtime/AtomicFile.h"
+#include "runtime/base/AtomicFile.h"
 
 namespace spmd::io {
 namespace {

@@ -7,7 +7,7 @@
 #include <map>
 #include <string>
 
-#include "runtime/Array.h"
+#include "runtime/base/Array.h"
 
 namespace spmd::io {
 

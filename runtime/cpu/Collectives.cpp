@@ -4,7 +4,7 @@
 #include <cstring>
 #include <vector>
 
-#include "runtime/Communicator.h"
+#include "runtime/device/Communicator.h"
 #include "runtime/cpu/Kernels.h"
 
 namespace spmd::runtime {

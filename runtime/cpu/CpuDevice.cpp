@@ -5,7 +5,7 @@
 #include <cstring>
 #include <new>
 
-#include "runtime/HostMemory.h"
+#include "runtime/base/HostMemory.h"
 
 namespace spmd::runtime {
 
@@ -19,11 +19,17 @@ std::shared_ptr<std::byte> CpuDevice::allocate(size_t bytes) {
 }
 
 void CpuDevice::copyToDevice(std::byte* dst, const std::byte* src, size_t bytes) {
-  std::memcpy(dst, src, bytes);
+  countToDevice(bytes);
+  if (dst != src) std::memcpy(dst, src, bytes);
 }
 
 void CpuDevice::copyToHost(std::byte* dst, const std::byte* src, size_t bytes) {
-  std::memcpy(dst, src, bytes);
+  countToHost(bytes);
+  if (dst != src) std::memcpy(dst, src, bytes);
+}
+
+void CpuDevice::copyOnDevice(std::byte* dst, const std::byte* src, size_t bytes) {
+  if (dst != src) std::memcpy(dst, src, bytes);
 }
 
 }  // namespace spmd::runtime

@@ -2,7 +2,7 @@
 // batch norm; plain C++ for the rest).
 #pragma once
 
-#include "runtime/Device.h"
+#include "runtime/device/Device.h"
 
 namespace spmd::runtime {
 
@@ -17,6 +17,7 @@ class CpuDevice final : public Device {
   bool hostAccessible() const override { return true; }
   void copyToDevice(std::byte* dst, const std::byte* src, size_t bytes) override;
   void copyToHost(std::byte* dst, const std::byte* src, size_t bytes) override;
+  void copyOnDevice(std::byte* dst, const std::byte* src, size_t bytes) override;
 
  private:
   int index_;

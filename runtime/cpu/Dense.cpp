@@ -4,7 +4,7 @@
 #include <cmath>
 #include <string>
 
-#include "runtime/NanRules.h"
+#include "runtime/base/NanRules.h"
 #include "runtime/cpu/Onednn.h"
 #include "runtime/cpu/Kernels.h"
 #include "runtime/reference/Reference.h"

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "runtime/NanRules.h"
+#include "runtime/base/NanRules.h"
 #include "runtime/cpu/Kernels.h"
 
 namespace spmd::runtime::cpu {

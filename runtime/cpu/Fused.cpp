@@ -4,8 +4,8 @@
 #include <memory>
 #include <vector>
 
-#include "runtime/NanRules.h"
-#include "runtime/FusedBody.h"
+#include "runtime/base/NanRules.h"
+#include "runtime/program/FusedBody.h"
 #include "runtime/cpu/Kernels.h"
 
 namespace spmd::runtime::cpu {

@@ -1,7 +1,7 @@
 // Declarations of the CPU backend's kernels (one per op, same names as the dialect's ops).
 #pragma once
 
-#include "runtime/Kernel.h"
+#include "runtime/device/Kernel.h"
 
 namespace spmd::runtime::cpu {
 

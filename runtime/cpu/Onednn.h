@@ -6,7 +6,7 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
-#include "runtime/Kernel.h"
+#include "runtime/device/Kernel.h"
 
 namespace spmd::runtime::cpu {
 

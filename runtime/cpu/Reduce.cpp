@@ -4,7 +4,7 @@
 #include <limits>
 #include <vector>
 
-#include "runtime/NanRules.h"
+#include "runtime/base/NanRules.h"
 #include "runtime/cpu/Kernels.h"
 
 namespace spmd::runtime::cpu {

@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "runtime/Kernel.h"
+#include "runtime/device/Kernel.h"
 #include "runtime/cuda/CudaDevice.h"
 
 namespace spmd::runtime::cuda {

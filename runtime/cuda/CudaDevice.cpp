@@ -72,11 +72,19 @@ std::shared_ptr<std::byte> CudaDevice::allocate(size_t bytes) {
 }
 
 void CudaDevice::copyToDevice(std::byte* dst, const std::byte* src, size_t bytes) {
+  countToDevice(bytes);
   check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, static_cast<cudaStream_t>(stream_)),
         "copy to " + name());
 }
 
+void CudaDevice::copyOnDevice(std::byte* dst, const std::byte* src, size_t bytes) {
+  if (dst == src || bytes == 0) return;
+  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, static_cast<cudaStream_t>(stream_)),
+        "copy on " + name());
+}
+
 void CudaDevice::copyToHost(std::byte* dst, const std::byte* src, size_t bytes) {
+  countToHost(bytes);
   check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, static_cast<cudaStream_t>(stream_)),
         "copy from " + name());
   synchronize();

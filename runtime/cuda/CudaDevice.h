@@ -6,7 +6,7 @@
 #include <memory>
 #include <string>
 
-#include "runtime/Device.h"
+#include "runtime/device/Device.h"
 
 namespace spmd::runtime {
 
@@ -26,6 +26,7 @@ class CudaDevice final : public Device {
   bool hostAccessible() const override { return false; }
   void copyToDevice(std::byte* dst, const std::byte* src, size_t bytes) override;
   void copyToHost(std::byte* dst, const std::byte* src, size_t bytes) override;
+  void copyOnDevice(std::byte* dst, const std::byte* src, size_t bytes) override;
   void synchronize() override;
   void activate() override;
 

@@ -4,7 +4,7 @@
 #include <memory>
 #include <vector>
 
-#include "runtime/FusedBody.h"
+#include "runtime/program/FusedBody.h"
 #include "runtime/cuda/Cuda.h"
 #include "runtime/cuda/FusedSource.h"
 #include "runtime/cuda/Kernels.h"

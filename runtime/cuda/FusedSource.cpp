@@ -5,8 +5,8 @@
 #include <cstdio>
 #include <sstream>
 
-#include "runtime/Error.h"
-#include "runtime/RealText.h"
+#include "runtime/base/Error.h"
+#include "runtime/base/RealText.h"
 
 namespace spmd::runtime::cuda {
 namespace {

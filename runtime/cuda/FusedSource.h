@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/DType.h"
-#include "runtime/FusedBody.h"
+#include "runtime/base/DType.h"
+#include "runtime/program/FusedBody.h"
 
 namespace spmd::runtime::cuda {
 

@@ -2,7 +2,7 @@
 // function that enqueues work on the device's stream.
 #pragma once
 
-#include "runtime/Kernel.h"
+#include "runtime/device/Kernel.h"
 
 namespace spmd::runtime::cuda {
 

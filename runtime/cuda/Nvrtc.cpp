@@ -12,7 +12,7 @@
 #include <mutex>
 #include <sstream>
 
-#include "runtime/Error.h"
+#include "runtime/base/Error.h"
 
 namespace spmd::runtime::cuda {
 namespace {

@@ -5,8 +5,8 @@
 #include <cstring>
 #include <vector>
 
-#include "runtime/NanRules.h"
-#include "runtime/Communicator.h"
+#include "runtime/base/NanRules.h"
+#include "runtime/device/Communicator.h"
 #include "runtime/reference/Reference.h"
 
 namespace spmd::runtime::reference {

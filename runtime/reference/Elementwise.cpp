@@ -2,7 +2,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "runtime/NanRules.h"
+#include "runtime/base/NanRules.h"
 #include "runtime/reference/Reference.h"
 
 namespace spmd::runtime::reference {

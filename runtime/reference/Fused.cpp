@@ -5,8 +5,8 @@
 #include <cmath>
 #include <vector>
 
-#include "runtime/NanRules.h"
-#include "runtime/FusedBody.h"
+#include "runtime/base/NanRules.h"
+#include "runtime/program/FusedBody.h"
 #include "runtime/reference/Reference.h"
 
 namespace spmd::runtime::reference {

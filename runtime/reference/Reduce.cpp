@@ -3,8 +3,8 @@
 #include <limits>
 #include <vector>
 
-#include "runtime/NanRules.h"
-#include "runtime/Index.h"
+#include "runtime/base/NanRules.h"
+#include "runtime/base/Index.h"
 #include "runtime/reference/Reference.h"
 
 namespace spmd::runtime::reference {

@@ -3,7 +3,7 @@
 // library path call them for f64.
 #pragma once
 
-#include "runtime/Kernel.h"
+#include "runtime/device/Kernel.h"
 
 namespace spmd::runtime::reference {
 

@@ -2,7 +2,7 @@
 // transpose.
 #include <cstring>
 
-#include "runtime/Index.h"
+#include "runtime/base/Index.h"
 #include "runtime/reference/Reference.h"
 
 namespace spmd::runtime::reference {

@@ -7,8 +7,8 @@
 #include <functional>
 #include <map>
 
-#include "runtime/Error.h"
-#include "runtime/RealText.h"
+#include "runtime/base/Error.h"
+#include "runtime/base/RealText.h"
 
 namespace sample {
 namespace {

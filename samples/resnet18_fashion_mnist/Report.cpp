@@ -14,8 +14,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "runtime/AtomicFile.h"
-#include "runtime/Error.h"
+#include "runtime/base/AtomicFile.h"
+#include "runtime/base/Error.h"
 
 namespace sample {
 

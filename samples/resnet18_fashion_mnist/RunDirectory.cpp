@@ -9,7 +9,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "runtime/Error.h"
+#include "runtime/base/Error.h"
 
 namespace sample {
 

@@ -8,7 +8,7 @@
 
 #include "Flags.h"
 #include "Train.h"
-#include "runtime/Error.h"
+#include "runtime/base/Error.h"
 
 int main(int argc, char** argv) {
   try {

@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "frontend/spmd.h"
-#include "runtime/Executor.h"
+#include "runtime/exec/Executor.h"
 #include "runtime/cpu/CpuDevice.h"
 
 namespace spmd {

@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "TestUtil.h"
-#include "runtime/InProcessCommunicator.h"
+#include "runtime/device/InProcessCommunicator.h"
 #include "runtime/cpu/CpuDevice.h"
 
 namespace spmd::runtime {

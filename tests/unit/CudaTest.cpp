@@ -3,6 +3,7 @@
 // device lists fail with a message saying why. With a GPU: every kernel case of KernelCases.h on
 // the GPU against the reference kernels on the host (f32 rtol 1e-4 / atol 1e-5 without TF32, f64
 // 1e-12), and a bad label reported as on the CPU. GPU tests skip, saying why, when none is seen.
+#include <algorithm>
 #include <filesystem>
 #include <limits>
 
@@ -10,9 +11,10 @@
 #include "TestUtil.h"
 #include "benchmarks/TrainStep.h"
 #include "frontend/spmd.h"
-#include "runtime/DeviceList.h"
-#include "runtime/Executor.h"
-#include "runtime/FusedBody.h"
+#include "runtime/device/DeviceList.h"
+#include "runtime/device/Driver.h"
+#include "runtime/exec/Executor.h"
+#include "runtime/program/FusedBody.h"
 #include "runtime/cuda/FusedSource.h"
 #ifdef SPMD_WITH_CUDA
 #include "runtime/cuda/CudaDevice.h"
@@ -24,7 +26,12 @@ namespace {
 
 std::string gpuMissing() {
   std::string why;
-  return visibleCudaDevices(&why) > 0 ? "" : why;
+  return availableDevices("cuda", &why) > 0 ? "" : why;
+}
+
+bool cudaBuilt() {
+  auto names = driverNames();
+  return std::find(names.begin(), names.end(), "cuda") != names.end();
 }
 
 std::string errorOf(const std::function<void()>& fn) {
@@ -121,18 +128,34 @@ TEST(CudaTest, EveryFusedStepOfATrainStepCompilesWithNvrtc) {
 
 TEST(CudaTest, CudaDeviceListsSayWhyWhenTheyCannotRun) {
   std::string why;
-  if (visibleCudaDevices(&why) > 0) {
+  if (availableDevices("cuda", &why) > 0) {
     EXPECT_EQ(parseDeviceList("cuda:0*3").devices, (std::vector<int>{0, 0, 0}));
     EXPECT_NE(errorOf([] { parseDeviceList("cuda:99"); }).find("names GPU 99 but"), std::string::npos);
   } else {
     std::string message = errorOf([] { parseDeviceList("cuda:0*2"); });
     EXPECT_TRUE(message.find("no CUDA GPU is visible") != std::string::npos ||
-                message.find("has no CUDA backend") != std::string::npos)
+                message.find("has no cuda backend") != std::string::npos)
         << message;
     EXPECT_NE(message.find("use cpu:N"), std::string::npos) << message;
   }
-  if (cudaBackendBuilt()) {
+  if (cudaBuilt()) {
     EXPECT_NE(errorOf([] { parseDeviceList("cuda:"); }).find("is empty"), std::string::npos);
+  }
+}
+
+// A cuda device list goes through the device layer to the CUDA backend's own code, here and in
+// jit and pmap: without a GPU it fails where a driver is needed, with the CUDA runtime's error.
+TEST(CudaTest, CudaDeviceListsReachTheCudaBackend) {
+  if (!cudaBuilt()) GTEST_SKIP() << "this build has no CUDA backend";
+  std::string why;
+  if (availableDevices("cuda", &why) > 0) GTEST_SKIP() << "a GPU is visible; the conformance suite runs on it";
+  EXPECT_NE(why.find("cudaError"), std::string::npos) << why;
+  for (const std::string& message :
+       {errorOf([] { parseDeviceList("cuda:0"); }),
+        errorOf([] { spmd::jit([](const Tensor& x) { return x; }, {.devices = "cuda:0"}); }),
+        errorOf([] { spmd::pmap([](const Tensor& x) { return x; }, {.devices = "cuda:0*2"}); })}) {
+    EXPECT_NE(message.find("no CUDA GPU is visible (cudaError"), std::string::npos) << message;
+    EXPECT_NE(message.find("use cpu:N or sim:N"), std::string::npos) << message;
   }
 }
 

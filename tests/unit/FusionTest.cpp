@@ -5,7 +5,7 @@
 #include "TestUtil.h"
 #include "benchmarks/TrainStep.h"
 #include "frontend/spmd.h"
-#include "runtime/FusedBody.h"
+#include "runtime/program/FusedBody.h"
 
 namespace spmd {
 namespace {

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "TestUtil.h"
-#include "runtime/Kernel.h"
-#include "runtime/Program.h"
+#include "runtime/device/Kernel.h"
+#include "runtime/program/Program.h"
 
 namespace spmd::runtime {
 

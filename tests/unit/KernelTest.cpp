@@ -6,7 +6,7 @@
 
 #include "KernelCases.h"
 #include "TestUtil.h"
-#include "runtime/Kernel.h"
+#include "runtime/device/Kernel.h"
 #include "runtime/cpu/CpuDevice.h"
 
 namespace spmd::runtime {

@@ -6,8 +6,8 @@
 #include "benchmarks/TrainStep.h"
 #include "compiler/MemoryPlan.h"
 #include "frontend/spmd.h"
-#include "runtime/Executor.h"
-#include "runtime/MemoryPlan.h"
+#include "runtime/exec/Executor.h"
+#include "runtime/program/MemoryPlan.h"
 #include "runtime/cpu/CpuDevice.h"
 
 namespace spmd {

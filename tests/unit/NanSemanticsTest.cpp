@@ -10,7 +10,7 @@
 #include "KernelCases.h"
 #include "TestUtil.h"
 #include "frontend/spmd.h"
-#include "runtime/Kernel.h"
+#include "runtime/device/Kernel.h"
 #include "runtime/cpu/CpuDevice.h"
 
 namespace spmd {

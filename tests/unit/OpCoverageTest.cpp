@@ -6,7 +6,7 @@
 #include <set>
 
 #include "compiler/ir/SpmdDialect.h"
-#include "runtime/Kernel.h"
+#include "runtime/device/Kernel.h"
 #include "runtime/cpu/CpuDevice.h"
 
 namespace spmd {

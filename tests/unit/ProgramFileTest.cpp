@@ -8,8 +8,8 @@
 #include "TestUtil.h"
 #include "benchmarks/TrainStep.h"
 #include "frontend/spmd.h"
-#include "runtime/Executor.h"
-#include "runtime/ProgramFile.h"
+#include "runtime/exec/Executor.h"
+#include "runtime/program/ProgramFile.h"
 #include "runtime/cpu/CpuDevice.h"
 
 namespace spmd {
@@ -97,10 +97,10 @@ TEST_F(ProgramFileTest, DamagedFilesAreClearErrors) {
   write(edited);
   EXPECT_NE(errorOf(bad).find("inputs names buffer 7 of"), std::string::npos) << errorOf(bad);
   edited = bytes;
-  at = edited.find("\"version\": 1");
+  at = edited.find("\"version\": 2");
   edited[at + 11] = '9';
   write(edited);
-  EXPECT_NE(errorOf(bad).find("version 9 is not 1"), std::string::npos) << errorOf(bad);
+  EXPECT_NE(errorOf(bad).find("version 9 is not 2"), std::string::npos) << errorOf(bad);
   EXPECT_NE(errorOf((dir_ / "missing.spmd").string()).find("cannot open program"), std::string::npos);
 }
 

@@ -9,7 +9,7 @@
 #include "compiler/Pipeline.h"
 #include "frontend/Trace.h"
 #include "frontend/spmd.h"
-#include "runtime/Executor.h"
+#include "runtime/exec/Executor.h"
 #include "runtime/cpu/CpuDevice.h"
 
 namespace spmd {
@@ -78,6 +78,7 @@ class ReferenceDevice final : public runtime::Device {
   bool hostAccessible() const override { return true; }
   void copyToDevice(std::byte* d, const std::byte* s, size_t n) override { std::memcpy(d, s, n); }
   void copyToHost(std::byte* d, const std::byte* s, size_t n) override { std::memcpy(d, s, n); }
+  void copyOnDevice(std::byte* d, const std::byte* s, size_t n) override { std::memmove(d, s, n); }
 };
 
 // The whole network (reduced width, both BN modes) on the CPU backend vs the reference kernels.

@@ -27,8 +27,10 @@
 
 #include "TestUtil.h"
 #include "frontend/spmd.h"
-#include "runtime/DeviceList.h"
-#include "runtime/ReplicaGroup.h"
+#include "runtime/device/DeviceList.h"
+#include "runtime/cpu/CpuDriver.h"
+#include "runtime/device/Driver.h"
+#include "runtime/exec/ReplicaGroup.h"
 
 namespace spmd {
 namespace {
@@ -271,7 +273,7 @@ INSTANTIATE_TEST_SUITE_P(Modes, SpmdEquivalenceTest,
 // convolution algorithms, no TF32) and 2e-5 between replica counts on the GPU.
 TEST_P(SpmdEquivalenceTest, CudaReplicasMatchOneGpuAndTheCpu) {
   std::string why;
-  if (runtime::visibleCudaDevices(&why) == 0) GTEST_SKIP() << "no GPU for the CUDA equivalence test: " << why;
+  if (runtime::availableDevices("cuda", &why) == 0) GTEST_SKIP() << "no GPU for the CUDA equivalence test: " << why;
   const Mode mode = GetParam();
   if (!mode.crossReplicaBn) GTEST_SKIP() << "per-replica BN is covered on the CPU; the GPU runs the cross-replica form";
   const bool f64 = mode.dtype == DType::f64;

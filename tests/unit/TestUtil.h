@@ -17,7 +17,7 @@
 
 #include "frontend/Tensor.h"
 #include "frontend/Tree.h"
-#include "runtime/Array.h"
+#include "runtime/base/Array.h"
 
 namespace spmd::testing {
 

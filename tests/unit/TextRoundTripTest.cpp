@@ -12,9 +12,9 @@
 
 #include "TestUtil.h"
 #include "frontend/spmd.h"
-#include "runtime/FusedBody.h"
-#include "runtime/ProgramFile.h"
-#include "runtime/RealText.h"
+#include "runtime/program/FusedBody.h"
+#include "runtime/program/ProgramFile.h"
+#include "runtime/base/RealText.h"
 
 namespace spmd {
 namespace {

@@ -10,9 +10,9 @@
 #include <random>
 #include <string>
 
-#include "runtime/DeviceList.h"
-#include "runtime/ProgramFile.h"
-#include "runtime/ReplicaGroup.h"
+#include "runtime/device/DeviceList.h"
+#include "runtime/program/ProgramFile.h"
+#include "runtime/exec/ReplicaGroup.h"
 
 namespace {
 
@@ -20,7 +20,7 @@ using namespace spmd;
 
 int usage(const char* why) {
   std::fprintf(stderr,
-               "spmd-run: %s\nusage: spmd-run PROGRAM [--devices cpu:1|cuda:0|cuda:0*2] [--steps N] "
+               "spmd-run: %s\nusage: spmd-run PROGRAM [--devices cpu:1|sim:2|cuda:0|cuda:0*2] [--steps N] "
                "[--warmup N] [--items N] [--print]\n",
                why);
   return 2;

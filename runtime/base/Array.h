@@ -1,0 +1,67 @@
+// A host-side n-d array: dtype, shape and shared row-major storage. What users pass to and get
+// back from compiled functions, and what parameter trees hold.
+#pragma once
+
+#include <cstring>
+#include <memory>
+#include <new>
+#include <string>
+#include <span>
+#include <vector>
+
+#include "runtime/base/DType.h"
+#include "runtime/base/Shape.h"
+
+namespace spmd {
+
+struct Array {
+  DType dtype = DType::f32;
+  Shape shape;
+  std::shared_ptr<std::vector<std::byte>> storage;
+  size_t offset = 0;  // bytes into storage where this array starts (views share storage)
+
+  static Array zeros(DType dtype, Shape shape) {
+    size_t bytes = static_cast<size_t>(numElements(shape)) * dtypeSize(dtype);
+    std::shared_ptr<std::vector<std::byte>> storage;
+    try {
+      storage = std::make_shared<std::vector<std::byte>>(bytes);
+    } catch (const std::bad_alloc&) {
+      throw Error("cannot allocate an array " + std::string(dtypeName(dtype)) + shapeString(shape) +
+                  " (" + std::to_string(bytes) + " bytes): out of host memory");
+    }
+    return {dtype, std::move(shape), std::move(storage)};
+  }
+  template <typename T>
+  static Array of(Shape shape, std::span<const T> values) {
+    Array a = zeros(dtypeOf<T>(), std::move(shape));
+    if (static_cast<int64_t>(values.size()) != a.numel())
+      throw Error("Array::of: " + std::to_string(values.size()) + " values for shape " +
+                  shapeString(a.shape));
+    std::memcpy(a.data(), values.data(), values.size_bytes());
+    return a;
+  }
+
+  // A view of `shape` starting `byteOffset` bytes into `base`, sharing its storage (no copy).
+  static Array view(const Array& base, size_t byteOffset, Shape shape) {
+    Array v{base.dtype, std::move(shape), base.storage, base.offset + byteOffset};
+    if (!base.storage || v.offset + v.bytes() > base.storage->size())
+      throw Error("Array::view: " + shapeString(v.shape) + " at byte " +
+                  std::to_string(byteOffset) + " does not fit in " + shapeString(base.shape));
+    return v;
+  }
+
+  int64_t numel() const { return numElements(shape); }
+  size_t bytes() const {
+    return storage ? static_cast<size_t>(numel()) * dtypeSize(dtype) : 0;
+  }
+  std::byte* data() const { return storage ? storage->data() + offset : nullptr; }
+  template <typename T>
+  std::span<T> values() const {
+    if (dtypeOf<T>() != dtype)
+      throw Error("Array::values: array is " + std::string(dtypeName(dtype)) + ", asked for " +
+                  std::string(dtypeName(dtypeOf<T>())));
+    return {reinterpret_cast<T*>(data()), static_cast<size_t>(numel())};
+  }
+};
+
+}  // namespace spmd

@@ -1,0 +1,59 @@
+// writeFileAtomically with POSIX calls.
+#include "runtime/base/AtomicFile.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+
+#include "runtime/base/Error.h"
+
+namespace spmd {
+namespace {
+
+void writeAll(int fd, const std::byte* p, size_t bytes, const std::string& path) {
+  while (bytes > 0) {
+    ssize_t n = ::write(fd, p, bytes);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) throw Error(path + ": write failed: " + std::strerror(errno));
+    p += n;
+    bytes -= static_cast<size_t>(n);
+  }
+}
+
+}  // namespace
+
+void writeFileAtomically(const std::string& path, const std::vector<std::span<const std::byte>>& parts) {
+  std::filesystem::path target(path);
+  std::filesystem::path dir = target.parent_path().empty() ? "." : target.parent_path();
+  // A unique temporary name, so two writers of one path never share (and tear) a temp file.
+  std::string temp = (dir / ("." + target.filename().string() + ".XXXXXX")).string();
+  int fd = ::mkostemp(temp.data(), O_CLOEXEC);
+  if (fd < 0) throw Error(temp + ": cannot create: " + std::strerror(errno));
+  ::fchmod(fd, 0644);
+  try {
+    for (std::span<const std::byte> part : parts) writeAll(fd, part.data(), part.size(), temp);
+    if (::fsync(fd) != 0) throw Error(temp + ": fsync failed: " + std::strerror(errno));
+  } catch (...) {
+    ::close(fd);
+    ::unlink(temp.c_str());
+    throw;
+  }
+  ::close(fd);
+  if (::rename(temp.c_str(), path.c_str()) != 0) {
+    std::string why = std::strerror(errno);
+    ::unlink(temp.c_str());
+    throw Error(path + ": cannot replace with the new file: " + why);
+  }
+  int dirfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dirfd >= 0) {
+    ::fsync(dirfd);
+    ::close(dirfd);
+  }
+}
+
+}  // namespace spmd

@@ -1,0 +1,38 @@
+// Kernel code written once for the CUDA backend and the simulated accelerator (runtime/sim):
+// per-element functors marked SPMD_HOST_DEVICE, launched through a backend's Api, which nvcc
+// compiles for the GPU (runtime/cuda/CudaApi.cuh) and the host compiler for the simulator's
+// stream thread (runtime/sim/SimApi.h). An Api provides, for one KernelCall's device:
+//   forEach(call, n, f)             f(i) for i in [0, n), queued on the device's stream
+//   copy(call, dst, src, bytes)     device to device, queued
+//   zero(call, dst, bytes)          queued
+//   toHost(call, dst, src, bytes)   waits for the stream, then copies to host memory
+//   synchronize(call)               waits for the stream; asynchronous errors surface here
+//   allocate(call, bytes)           device memory owned by the returned pointer
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "runtime/base/NanRules.h"
+#include "runtime/device/Kernel.h"
+
+namespace spmd::runtime::gpu {
+
+// *p = desired if *p == expected; returns the old value (CUDA's atomicCAS on the device).
+SPMD_HOST_DEVICE inline int compareAndSwap(int* p, int expected, int desired) {
+#if defined(__CUDA_ARCH__)
+  return atomicCAS(p, expected, desired);
+#else
+  __atomic_compare_exchange_n(p, &expected, desired, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+  return expected;
+#endif
+}
+
+// The step's cached device scratch of `bytes` (allocated on the first call).
+template <class Api>
+std::byte* scratch(KernelCall& call, size_t bytes) {
+  if (!call.cache) call.cache = std::make_shared<std::shared_ptr<std::byte>>(Api::allocate(call, bytes));
+  return static_cast<std::shared_ptr<std::byte>*>(call.cache.get())->get();
+}
+
+}  // namespace spmd::runtime::gpu

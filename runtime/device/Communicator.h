@@ -1,0 +1,57 @@
+// Collectives across the replicas of one SPMD program. Each replica holds its own Communicator
+// (its rank in the group); every replica must call the same collectives in the same order, which
+// the compiler guarantees by giving all replicas one Program. Implementations: in-process threads
+// (InProcessCommunicator, for replicas that are threads of one process); NCCL later.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/base/DType.h"
+
+namespace spmd::runtime {
+
+enum class Reduction { Sum, Mean, Max, Min };
+// "sum" -> Reduction::Sum; throws on anything else.
+Reduction parseReduction(const std::string& name);
+
+// Thrown on a replica that stopped because another replica failed or a collective timed out;
+// the group reports the original error, not these.
+class ReplicaAborted : public Error {
+ public:
+  using Error::Error;
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // In place: every replica's `count` elements of `data` become their reduction over replicas.
+  // The result is the same bits on every replica and from run to run (fixed reduction order).
+  // `what` names the calling op for errors ("all_reduce at model.cpp:12").
+  virtual void allReduce(void* data, DType dtype, int64_t count, Reduction op,
+                         const std::string& what) = 0;
+  // out[r * bytes .. (r + 1) * bytes) = replica r's `in` (stacked in rank order).
+  virtual void allGather(const void* in, void* out, size_t bytes, const std::string& what) = 0;
+  // For backends whose collectives run as device kernels over every replica's memory (CUDA
+  // replicas in one process): publishes `mine`, waits for all ranks, returns every rank's
+  // pointer in rank order. Throws when this communicator cannot share pointers.
+  virtual std::vector<const void*> exchange(const void* mine, const std::string& what) {
+    throw Error(what + ": this communicator cannot exchange device pointers");
+  }
+  // Waits until every rank has arrived.
+  virtual void barrier(const std::string& what) {
+    throw Error(what + ": this communicator has no barrier");
+  }
+  // Marks the group failed with this replica's error: every replica waiting in (or later
+  // entering) a collective throws ReplicaAborted instead of waiting.
+  virtual void abort(const std::string& error) = 0;
+  // Clears a previous abort before the next run; only called while no rank is in a collective.
+  virtual void reset() {}
+};
+
+}  // namespace spmd::runtime

@@ -1,0 +1,54 @@
+// A device the executor runs a Program on: it allocates buffers and names the kernel table that
+// implements every op for it. Backends: runtime/cpu and runtime/cuda.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "runtime/device/Kernel.h"
+
+namespace spmd::runtime {
+
+class Device {
+ public:
+  virtual ~Device() = default;
+  virtual std::string name() const = 0;
+  virtual const KernelTable& kernels() const = 0;
+  // Device memory of `bytes` bytes, 64-byte aligned; freed when the pointer dies.
+  virtual std::shared_ptr<std::byte> allocate(size_t bytes) = 0;
+  // True when host pointers can be passed to kernels directly (no copy in or out).
+  virtual bool hostAccessible() const = 0;
+  // Host to device and device to host; copyToHost returns when `dst` holds the data. Both count
+  // in transfers().
+  virtual void copyToDevice(std::byte* dst, const std::byte* src, size_t bytes) = 0;
+  virtual void copyToHost(std::byte* dst, const std::byte* src, size_t bytes) = 0;
+  // Between two buffers of this device, queued like a kernel.
+  virtual void copyOnDevice(std::byte* dst, const std::byte* src, size_t bytes) = 0;
+  // Waits for all work queued on the device (asynchronous backends); errors surface here.
+  virtual void synchronize() {}
+  // Makes this device current for the calling thread (CUDA: cudaSetDevice); the executor calls
+  // it at the start of every run, since replicas run on worker threads.
+  virtual void activate() {}
+
+  // Copies between host and device since the device was made (tests count them to prove that
+  // device-resident values make no round trip).
+  struct Transfers {
+    int64_t toDevice = 0, toHost = 0;            // calls
+    int64_t bytesToDevice = 0, bytesToHost = 0;
+  };
+  Transfers transfers() const {
+    return {toDevice_.load(), toHost_.load(), bytesToDevice_.load(), bytesToHost_.load()};
+  }
+
+ protected:
+  void countToDevice(size_t bytes) { ++toDevice_, bytesToDevice_ += int64_t(bytes); }
+  void countToHost(size_t bytes) { ++toHost_, bytesToHost_ += int64_t(bytes); }
+
+ private:
+  std::atomic<int64_t> toDevice_{0}, toHost_{0}, bytesToDevice_{0}, bytesToHost_{0};
+};
+
+}  // namespace spmd::runtime

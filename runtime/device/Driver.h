@@ -1,0 +1,56 @@
+// A backend as the runtime sees it (IREE's HAL driver): it reads its part of a device list,
+// makes the devices (each with its allocator and kernel table), prepares the thread a replica
+// runs on, and joins the replicas with communicators. Backends register by name; the generic
+// runtime (DeviceList, ReplicaGroup, Executor) reaches them only through this interface.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/device/Communicator.h"
+#include "runtime/device/Device.h"
+
+namespace spmd::runtime {
+
+struct DeviceList;
+
+class Driver {
+ public:
+  virtual ~Driver() = default;
+  // The backend's name, the part of a device list before ':' ("cpu", "sim", "cuda").
+  virtual std::string name() const = 0;
+  // The device-list forms it accepts, for messages ("cpu, cpu:N (N emulated devices)").
+  virtual std::string forms() const = 0;
+  // One device index per replica for `spec` ("cuda:0*2"), `rest` being the text after ':'
+  // (`hasColon` false for the bare name). Throws spmd::Error saying what is wrong and what is
+  // valid; a backend that needs hardware says why it is missing.
+  virtual std::vector<int> parse(const std::string& spec, const std::string& rest, bool hasColon) const = 0;
+  // How many devices of this backend can be used; 0 with `why` saying why (no GPU, no driver).
+  virtual int available(std::string* why) const = 0;
+  // The device replica `replica` of `list` runs on.
+  virtual std::shared_ptr<Device> makeDevice(const DeviceList& list, int replica) const = 0;
+  // Runs on the worker thread of replica `replica` of `list` before its first step (the cpu
+  // backend gives each replica its share of the OpenMP threads). Not called when one replica
+  // runs on the caller's thread.
+  virtual void prepareReplicaThread(const DeviceList& list, int replica) const {}
+  // The communicators joining the replicas of `list`, one per rank (default: threads of this
+  // process exchanging pointers, InProcessCommunicator).
+  virtual std::vector<std::unique_ptr<Communicator>> makeCommunicators(
+      const DeviceList& list, std::chrono::milliseconds timeout) const;
+};
+
+// Makes `driver` reachable by its name. Called by each backend's register function
+// (runtime/device/Registry.cpp lists those built in); a name registered twice is an error.
+void registerDriver(std::unique_ptr<Driver> driver);
+// The driver of `backend`; throws naming the backends this build has (and why an optional one
+// is missing) when there is none. `spec` is the device list being read, for the message.
+const Driver& driverFor(const std::string& backend, const std::string& spec);
+// Names of the registered backends, in registration order.
+std::vector<std::string> driverNames();
+// Devices of `backend` this process can use; 0 with `why` set when the backend is not built or
+// has no device (tests skip with that reason).
+int availableDevices(const std::string& backend, std::string* why = nullptr);
+
+}  // namespace spmd::runtime

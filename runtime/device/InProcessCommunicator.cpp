@@ -1,0 +1,124 @@
+// InProcessCommunicator: pointer exchange under one mutex, then each rank reduces its own slice
+// of the elements over all ranks in rank order (0, 1, ..., N-1) and writes the result to every
+// rank's buffer, so all replicas hold the same bits and the order never depends on timing.
+#include "runtime/device/InProcessCommunicator.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace spmd::runtime {
+
+Reduction parseReduction(const std::string& name) {
+  if (name == "sum") return Reduction::Sum;
+  if (name == "mean") return Reduction::Mean;
+  if (name == "max") return Reduction::Max;
+  if (name == "min") return Reduction::Min;
+  throw Error("unknown reduction '" + name + "'; expected sum, mean, max or min");
+}
+
+InProcessGroup::InProcessGroup(int size, std::chrono::milliseconds timeout)
+    : size_(size), timeout_(timeout), pointers_(size), arrived_(size) {
+  if (size < 1) throw Error("a replica group needs at least one replica, got " + std::to_string(size));
+}
+
+void InProcessGroup::reset() {
+  std::lock_guard lock(mutex_);
+  failure_.reset();
+  waiting_ = 0;
+  std::fill(arrived_.begin(), arrived_.end(), false);
+}
+
+std::optional<std::string> InProcessGroup::failure() const {
+  std::lock_guard lock(mutex_);
+  return failure_;
+}
+
+void InProcessGroup::abort(const std::string& error) {
+  std::lock_guard lock(mutex_);
+  if (!failure_) failure_ = error;
+  wake_.notify_all();
+}
+
+const std::vector<const void*>& InProcessGroup::exchange(int rank, const void* pointer,
+                                                        const std::string& what) {
+  std::unique_lock lock(mutex_);
+  auto stopped = [&] {
+    return ReplicaAborted("replica " + std::to_string(rank) + " stopped in " + what +
+                          " because the group failed: " + *failure_);
+  };
+  if (failure_) throw stopped();
+  pointers_[rank] = pointer;
+  arrived_[rank] = true;
+  if (++waiting_ == size_) {
+    published_ = pointers_;
+    waiting_ = 0;
+    std::fill(arrived_.begin(), arrived_.end(), false);
+    ++generation_;
+    wake_.notify_all();
+    return published_;
+  }
+  uint64_t generation = generation_;
+  bool done = wake_.wait_for(lock, timeout_, [&] { return generation_ != generation || failure_; });
+  if (generation_ != generation) return published_;
+  if (done) throw stopped();
+  std::string missing;
+  for (int r = 0; r < size_; ++r)
+    if (!arrived_[r]) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+  failure_ = what + " timed out after " + std::to_string(timeout_.count() / 1000.0).substr(0, 6) +
+             " s on replica " + std::to_string(rank) + ": replica(s) " + missing +
+             " never reached it (stuck, or running a different sequence of collectives); raise "
+             "the limit with SPMD_COLLECTIVE_TIMEOUT=<seconds> if a step is legitimately that slow";
+  wake_.notify_all();
+  throw Error(*failure_);
+}
+
+void InProcessGroup::barrier(int rank, const std::string& what) { exchange(rank, nullptr, what); }
+
+namespace {
+
+template <typename T, typename Acc>
+void reduceSlice(const std::vector<const void*>& sources, int64_t begin, int64_t end,
+                 Reduction op, int size) {
+  std::vector<T*> buffers;
+  for (const void* p : sources) buffers.push_back(static_cast<T*>(const_cast<void*>(p)));
+  for (int64_t i = begin; i < end; ++i) {
+    Acc acc = buffers[0][i];
+    for (int r = 1; r < size; ++r) {
+      Acc v = buffers[r][i];
+      switch (op) {
+        case Reduction::Sum:
+        case Reduction::Mean: acc += v; break;
+        case Reduction::Max: acc = std::max(acc, v); break;
+        case Reduction::Min: acc = std::min(acc, v); break;
+      }
+    }
+    if (op == Reduction::Mean) acc /= size;
+    T result = static_cast<T>(acc);
+    for (T* buffer : buffers) buffer[i] = result;
+  }
+}
+
+}  // namespace
+
+void InProcessCommunicator::allReduce(void* data, DType dtype, int64_t count, Reduction op,
+                                      const std::string& what) {
+  const int n = size();
+  const std::vector<const void*>& sources = group_->exchange(rank_, data, what);
+  int64_t begin = count * rank_ / n, end = count * (rank_ + 1) / n;
+  switch (dtype) {
+    case DType::f32: reduceSlice<float, double>(sources, begin, end, op, n); break;
+    case DType::f64: reduceSlice<double, double>(sources, begin, end, op, n); break;
+    case DType::i32: reduceSlice<int32_t, int64_t>(sources, begin, end, op, n); break;
+  }
+  group_->barrier(rank_, what);  // nobody reuses its buffer before every slice is written
+}
+
+void InProcessCommunicator::allGather(const void* in, void* out, size_t bytes,
+                                      const std::string& what) {
+  const std::vector<const void*>& sources = group_->exchange(rank_, in, what);
+  for (int r = 0; r < size(); ++r)
+    std::memcpy(static_cast<std::byte*>(out) + r * bytes, sources[r], bytes);
+  group_->barrier(rank_, what);  // inputs stay alive until every replica has copied them
+}
+
+}  // namespace spmd::runtime

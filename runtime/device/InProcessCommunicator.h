@@ -1,0 +1,68 @@
+// Collectives between threads of one process: the CPU backend's N emulated devices. Each
+// collective is a barrier-synchronised exchange through shared pointers; every wait has a
+// timeout and wakes at once when any replica aborts, so a failing replica never hangs the rest.
+#pragma once
+
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "runtime/device/Communicator.h"
+
+namespace spmd::runtime {
+
+// State shared by the replicas of one group. Create one per group, then one
+// InProcessCommunicator per rank.
+class InProcessGroup {
+ public:
+  InProcessGroup(int size, std::chrono::milliseconds timeout);
+  int size() const { return size_; }
+  std::chrono::milliseconds timeout() const { return timeout_; }
+  // Clears a previous failure; only call while no replica is inside a collective.
+  void reset();
+  // The first error passed to abort() since the last reset, if any.
+  std::optional<std::string> failure() const;
+
+ private:
+  friend class InProcessCommunicator;
+  // Publishes `pointer` for `rank`, waits for all ranks, returns every rank's pointer.
+  const std::vector<const void*>& exchange(int rank, const void* pointer, const std::string& what);
+  // Waits for all ranks (no data).
+  void barrier(int rank, const std::string& what);
+  void abort(const std::string& error);
+
+  const int size_;
+  const std::chrono::milliseconds timeout_;
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  std::vector<const void*> pointers_, published_;
+  std::vector<bool> arrived_;
+  int waiting_ = 0;
+  uint64_t generation_ = 0;
+  std::optional<std::string> failure_;
+};
+
+class InProcessCommunicator final : public Communicator {
+ public:
+  InProcessCommunicator(std::shared_ptr<InProcessGroup> group, int rank)
+      : group_(std::move(group)), rank_(rank) {}
+  int rank() const override { return rank_; }
+  int size() const override { return group_->size(); }
+  void allReduce(void* data, DType dtype, int64_t count, Reduction op,
+                 const std::string& what) override;
+  void allGather(const void* in, void* out, size_t bytes, const std::string& what) override;
+  void abort(const std::string& error) override { group_->abort(error); }
+  std::vector<const void*> exchange(const void* mine, const std::string& what) override {
+    return group_->exchange(rank_, mine, what);
+  }
+  void barrier(const std::string& what) override { group_->barrier(rank_, what); }
+  void reset() override { group_->reset(); }
+
+ private:
+  std::shared_ptr<InProcessGroup> group_;
+  int rank_;
+};
+
+}  // namespace spmd::runtime

@@ -1,0 +1,63 @@
+// What a backend kernel sees: views of its input and output buffers, the Step (op name and
+// attributes), and a per-step cache slot for prepared state (e.g. a oneDNN primitive).
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+#include <unordered_map>
+
+#include "runtime/program/Program.h"
+
+namespace spmd::runtime {
+
+struct TensorView {
+  void* data = nullptr;
+  DType dtype = DType::f32;
+  std::span<const int64_t> shape;
+
+  int64_t numel() const { return numElements(shape); }
+  int64_t dim(size_t i) const { return shape[i]; }
+  size_t rank() const { return shape.size(); }
+  template <typename T> T* as() const { return static_cast<T*>(data); }
+};
+
+class Communicator;
+class Device;
+
+struct KernelCall {
+  const Step& step;
+  std::span<const TensorView> in;
+  std::span<const TensorView> out;
+  std::shared_ptr<void>& cache;  // empty on the first call of this step; the kernel may fill it
+  Communicator* comm = nullptr;  // this replica's collectives; null outside a replica group
+  Device* device = nullptr;      // the device running the step (CUDA kernels take its stream)
+};
+
+// The communicator a collective kernel needs; throws naming the op when there is none.
+Communicator& communicatorOf(const KernelCall& call);
+
+using KernelFn = void (*)(KernelCall&);
+
+// Class labels index a row of `classes` logits; anything else is the user's data error.
+inline void checkLabel(int32_t label, int64_t row, int64_t classes) {
+  if (label < 0 || label >= classes)
+    throw Error("label " + std::to_string(label) + " at row " + std::to_string(row) +
+                " is out of range [0, " + std::to_string(classes) + ")");
+}
+
+// The ops every kernel table (reference and each backend) implements, by name. X(name) per op;
+// `constant` is absent because constants lower to initialized buffers, not steps.
+#define SPMD_KERNEL_OPS(X)                                                                    \
+  X(conv2d) X(batch_norm_train) X(batch_norm_infer) X(add) X(sub) X(mul) X(div) X(max) X(neg) \
+  X(exp) X(log) X(sqrt) X(relu) X(broadcast_in_dim) X(reshape) X(transpose) X(reduce_sum)     \
+  X(reduce_mean) X(reduce_max) X(argmax) X(matmul) X(softmax_cross_entropy) X(greater_equal)    \
+  X(conv2d_backward_data) X(conv2d_backward_filter) X(batch_norm_train_backward)              \
+  X(relu_backward) X(softmax_cross_entropy_backward) X(all_reduce) X(all_gather)            \
+  X(reduce_scatter) X(axis_index) X(fused)
+using KernelTable = std::unordered_map<std::string, KernelFn>;
+
+// Reference kernels: simple loops, double accumulation; the oracle tests compare backends with.
+const KernelTable& referenceKernels();
+
+}  // namespace spmd::runtime

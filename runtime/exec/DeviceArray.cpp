@@ -1,0 +1,73 @@
+// DeviceArray: per-replica buffers, host read-back on demand, donation.
+#include "runtime/exec/DeviceArray.h"
+
+namespace spmd::runtime {
+
+DeviceArray::DeviceArray(DType dtype, Shape local, Shape global, Layout layout,
+                         std::vector<std::shared_ptr<Device>> devices, std::vector<std::shared_ptr<std::byte>> buffers)
+    : dtype_(dtype), local_(std::move(local)), global_(std::move(global)), layout_(layout),
+      devices_(std::move(devices)), buffers_(std::move(buffers)) {
+  if (devices_.empty() || devices_.size() != buffers_.size())
+    throw Error("DeviceArray needs one buffer per device, got " + std::to_string(buffers_.size()) + " for " +
+                std::to_string(devices_.size()) + " devices");
+  int64_t expected = numElements(local_) * (layout_ == Layout::Sharded ? replicas() : 1);
+  if (numElements(global_) != expected)
+    throw Error("DeviceArray: global shape " + shapeString(global_) + " does not hold " + std::to_string(replicas()) +
+                " parts of " + shapeString(local_));
+}
+
+bool DeviceArray::livesOn(const std::vector<std::shared_ptr<Device>>& devices) const {
+  if (devices.size() != devices_.size()) return false;
+  for (size_t r = 0; r < devices.size(); ++r)
+    if (devices[r] != devices_[r] && devices[r]->name() != devices_[r]->name()) return false;
+  return true;
+}
+
+void DeviceArray::checkUsable() const {
+  if (!donatedTo_.empty())
+    throw Error("the value " + std::string(dtypeName(dtype_)) + shapeString(global_) + " was donated to " +
+                donatedTo_ + " and can no longer be used; use that call's result instead");
+}
+
+std::shared_ptr<std::byte> DeviceArray::buffer(int r) const {
+  std::lock_guard lock(mutex_);
+  checkUsable();
+  return buffers_.at(r);
+}
+
+bool DeviceArray::donated() const {
+  std::lock_guard lock(mutex_);
+  return !donatedTo_.empty();
+}
+
+void DeviceArray::donate(const std::string& to) {
+  std::lock_guard lock(mutex_);
+  checkUsable();
+  donatedTo_ = to;
+  buffers_.clear();
+  host_.reset();
+}
+
+const Array& DeviceArray::host() const {
+  std::lock_guard lock(mutex_);
+  checkUsable();
+  if (!host_) {
+    Array array = Array::zeros(dtype_, global_);
+    size_t chunk = static_cast<size_t>(numElements(local_)) * dtypeSize(dtype_);
+    int parts = layout_ == Layout::Sharded ? replicas() : 1;
+    for (int r = 0; r < parts; ++r) {
+      devices_[r]->activate();
+      devices_[r]->copyToHost(array.data() + r * chunk, buffers_[r].get(), chunk);
+    }
+    host_ = std::move(array);
+  }
+  return *host_;
+}
+
+std::string DeviceArray::describe() const {
+  std::string text = std::string(dtypeName(dtype_)) + shapeString(global_) + " on ";
+  for (size_t r = 0; r < devices_.size(); ++r) text += (r ? ", " : "") + devices_[r]->name();
+  return text + (layout_ == Layout::Sharded ? " (sharded)" : " (replicated)");
+}
+
+}  // namespace spmd::runtime

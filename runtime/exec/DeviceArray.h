@@ -1,0 +1,57 @@
+// A value that lives on the devices of a replica group (jax.Array's model): one buffer per
+// replica, in that replica's device memory. A replicated value has a copy on every replica; a
+// sharded one holds each replica's chunk, the global value being the chunks concatenated in
+// replica order (a stacked [devices, ...] or a split [devices * n, ...] value). Passed to the
+// next call on the same devices it is bound in place; it is copied to the host only when read
+// (host(), once, then cached). A donated value gives its buffers to a call's output and can no
+// longer be used.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/base/Array.h"
+#include "runtime/device/Device.h"
+
+namespace spmd::runtime {
+
+class DeviceArray {
+ public:
+  enum class Layout { Replicated, Sharded };
+
+  DeviceArray(DType dtype, Shape local, Shape global, Layout layout, std::vector<std::shared_ptr<Device>> devices,
+              std::vector<std::shared_ptr<std::byte>> buffers);
+
+  DType dtype() const { return dtype_; }
+  const Shape& localShape() const { return local_; }  // one replica's part
+  const Shape& globalShape() const { return global_; }
+  Layout layout() const { return layout_; }
+  int replicas() const { return static_cast<int>(devices_.size()); }
+  // Whether the buffers live on exactly these devices, replica by replica (same device names).
+  bool livesOn(const std::vector<std::shared_ptr<Device>>& devices) const;
+  // Replica r's buffer; throws when the value was donated.
+  std::shared_ptr<std::byte> buffer(int r) const;
+  // The global value on the host: copied from the devices on the first call, then kept.
+  const Array& host() const;
+  // Gives the buffers away (to the output of `to`); every later use throws naming `to`.
+  void donate(const std::string& to);
+  bool donated() const;
+  // "f32[4, 10] on sim:0, sim:1 (sharded)", for messages.
+  std::string describe() const;
+
+ private:
+  void checkUsable() const;
+  DType dtype_;
+  Shape local_, global_;
+  Layout layout_;
+  std::vector<std::shared_ptr<Device>> devices_;
+  mutable std::mutex mutex_;
+  std::vector<std::shared_ptr<std::byte>> buffers_;
+  mutable std::optional<Array> host_;
+  std::string donatedTo_;
+};
+
+}  // namespace spmd::runtime

@@ -1,0 +1,245 @@
+// Executor: buffer allocation, input binding and checking, step dispatch, output copy-out.
+#include "runtime/exec/Executor.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+
+#include "runtime/base/HostMemory.h"
+#include "runtime/program/MemoryPlan.h"
+
+namespace spmd::runtime {
+namespace {
+
+bool envFlag(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v && std::string(v) != "0";
+}
+
+// Index of the first value `bad` accepts, and how many there are; -1 when none.
+template <typename T, typename Bad>
+std::pair<int64_t, int64_t> scan(const T* data, int64_t n, Bad bad) {
+  int64_t first = -1, count = 0;
+  for (int64_t i = 0; i < n; ++i)
+    if (bad(data[i])) {
+      if (first < 0) first = i;
+      ++count;
+    }
+  return {first, count};
+}
+
+std::string indexString(int64_t linear, std::span<const int64_t> shape) {
+  std::vector<int64_t> index(shape.size());
+  for (size_t d = shape.size(); d-- > 0;) index[d] = linear % shape[d], linear /= shape[d];
+  return shapeString(index);
+}
+
+}  // namespace
+
+bool debugNansFromEnvironment() { return envFlag("SPMD_DEBUG_NANS"); }
+bool debugInfsFromEnvironment() { return envFlag("SPMD_DEBUG_INFS"); }
+
+void Executor::checkFinite(const TensorView& view, const std::string& what) {
+  if (view.dtype != DType::f32 && view.dtype != DType::f64) return;
+  size_t bytes = static_cast<size_t>(numElements(view.shape)) * dtypeSize(view.dtype);
+  std::vector<std::byte> host;
+  const std::byte* data = static_cast<const std::byte*>(view.data);
+  if (!device_->hostAccessible()) {
+    device_->synchronize();
+    host.resize(bytes);
+    device_->copyToHost(host.data(), data, bytes);
+    data = host.data();
+  }
+  for (bool nan : {true, false}) {
+    if (!(nan ? debugNans_ : debugInfs_)) continue;
+    auto bad = [nan](auto v) { return nan ? std::isnan(v) : std::isinf(v); };
+    auto [first, count] = view.dtype == DType::f32
+                              ? scan(reinterpret_cast<const float*>(data), numElements(view.shape), bad)
+                              : scan(reinterpret_cast<const double*>(data), numElements(view.shape), bad);
+    if (first < 0) continue;
+    throw Error(what + " (" + std::string(dtypeName(view.dtype)) + shapeString(view.shape) + ") holds " +
+                (nan ? "NaN" : "an infinity") + " at " + indexString(first, view.shape) + " (" +
+                std::to_string(count) + " of " + std::to_string(numElements(view.shape)) +
+                " elements); stopped by " + (nan ? "SPMD_DEBUG_NANS" : "SPMD_DEBUG_INFS") +
+                " at the first op that produced one");
+  }
+}
+
+Executor::Executor(Program program, std::shared_ptr<Device> device)
+    : program_(std::move(program)), device_(std::move(device)) {
+  const KernelTable& table = device_->kernels();
+  for (const Step& step : program_.steps) {
+    auto it = table.find(step.op);
+    if (it == table.end())
+      throw Error("device " + device_->name() + " has no kernel for op '" + step.op + "' (" +
+                  step.location + ")");
+    kernels_.push_back(it->second);
+  }
+  caches_.resize(program_.steps.size());
+  profile_ = std::getenv("SPMD_PROFILE") != nullptr;
+  debugNans_ = debugNansFromEnvironment();
+  debugInfs_ = debugInfsFromEnvironment();
+  buffers_.resize(program_.buffers.size());
+  checkMemoryPlan(program_);
+  std::shared_ptr<std::byte> arena;
+  if (program_.arenaBytes) arena = device_->allocate(program_.arenaBytes);
+  std::vector<bool> isInput(program_.buffers.size());
+  for (int id : program_.inputs) isInput[id] = true;
+  for (size_t id = 0; id < program_.buffers.size(); ++id) {
+    const BufferDesc& desc = program_.buffers[id];
+    if (isInput[id] && device_->hostAccessible()) continue;
+    if (desc.offset >= 0) {  // planned: a view into the arena that keeps the arena alive
+      buffers_[id] = std::shared_ptr<std::byte>(arena, arena.get() + desc.offset);
+      continue;
+    }
+    buffers_[id] = device_->allocate(desc.bytes());
+    if (!desc.constant.empty())
+      device_->copyToDevice(buffers_[id].get(), desc.constant.data(), desc.bytes());
+  }
+}
+
+Executor::~Executor() {
+  if (!profile_ || runs_ == 0) return;
+  std::vector<std::pair<std::string, std::pair<double, int64_t>>> rows(opTime_.begin(), opTime_.end());
+  std::sort(rows.begin(), rows.end(), [](auto& a, auto& b) { return a.second.first > b.second.first; });
+  double total = 0;
+  for (auto& row : rows) total += row.second.first;
+  std::fprintf(stderr, "spmd profile of @%s on %s: %.2f ms per run over %lld runs\n",
+               program_.name.c_str(), device_->name().c_str(), total * 1e3 / double(runs_),
+               static_cast<long long>(runs_));
+  for (auto& [op, t] : rows)
+    std::fprintf(stderr, "  %-32s %9.2f ms/run %5.1f%%  %5lld calls/run\n", op.c_str(),
+                 t.first * 1e3 / double(runs_), 100 * t.first / total,
+                 static_cast<long long>(t.second / runs_));
+}
+
+size_t Executor::residentBytes(const Program& program, bool hostAccessible) {
+  std::vector<bool> isInput(program.buffers.size());
+  for (int id : program.inputs) isInput[id] = true;
+  size_t bytes = program.arenaBytes;
+  for (size_t id = 0; id < program.buffers.size(); ++id)
+    if (program.buffers[id].offset < 0 && !(isInput[id] && hostAccessible))
+      bytes += program.buffers[id].bytes();
+  return bytes;
+}
+
+void Executor::checkFitsHost(const Program& program, int replicas, const std::string& where) {
+  size_t each = residentBytes(program, true);
+  checkHostMemory(each * size_t(replicas),
+                  "program @" + program.name + " on " + where + " (" + std::to_string(replicas) +
+                      " replica" + (replicas == 1 ? "" : "s") + " x " + formatBytes(each) +
+                      ": arena " + formatBytes(program.arenaBytes) + " + other buffers " +
+                      formatBytes(each - program.arenaBytes) + ")",
+                  "lower the batch size or the model size, or use fewer devices");
+}
+
+std::vector<Array> Executor::run(std::span<const Array> inputs) {
+  std::vector<Array> results;
+  for (int id : program_.outputs)
+    results.push_back(Array::zeros(program_.buffers[id].dtype, program_.buffers[id].shape));
+  run(inputs, results);
+  return results;
+}
+
+void Executor::run(std::span<const Array> inputs, std::span<Array> outputs) {
+  std::vector<Input> in;
+  for (const Array& a : inputs) in.push_back({a, nullptr});
+  std::vector<Output> out;
+  for (const Array& a : outputs) out.push_back({a});
+  run(in, out);
+}
+
+void Executor::run(std::span<const Input> inputs, std::span<Output> outputs) {
+  if (outputs.size() != program_.outputs.size())
+    throw Error("program @" + program_.name + " has " + std::to_string(program_.outputs.size()) +
+                " outputs, got room for " + std::to_string(outputs.size()));
+  if (inputs.size() != program_.inputs.size())
+    throw Error("program @" + program_.name + " takes " + std::to_string(program_.inputs.size()) +
+                " inputs, got " + std::to_string(inputs.size()));
+  std::lock_guard runLock(runMutex_);
+  device_->activate();
+  std::vector<std::byte*> data(buffers_.size());
+  for (size_t id = 0; id < buffers_.size(); ++id) data[id] = buffers_[id].get();
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const BufferDesc& desc = program_.buffers[program_.inputs[i]];
+    if (inputs[i].device) {  // already on this device (the caller checked its type)
+      data[program_.inputs[i]] = inputs[i].device.get();
+      continue;
+    }
+    const Array& array = inputs[i].host;
+    if (array.dtype != desc.dtype || array.shape != desc.shape || array.bytes() != desc.bytes())
+      throw Error("input " + std::to_string(i) + " of @" + program_.name + " must be " +
+                  std::string(dtypeName(desc.dtype)) + shapeString(desc.shape) + ", got " +
+                  std::string(dtypeName(array.dtype)) + shapeString(array.shape));
+    if (device_->hostAccessible())
+      data[program_.inputs[i]] = array.data();
+    else
+      device_->copyToDevice(data[program_.inputs[i]], array.data(), desc.bytes());
+  }
+  auto view = [&](int id) {
+    const BufferDesc& desc = program_.buffers[id];
+    return TensorView{data[id], desc.dtype, desc.shape};
+  };
+  const bool debug = debugNans_ || debugInfs_;
+  if (debug)
+    for (size_t i = 0; i < inputs.size(); ++i)
+      checkFinite(view(program_.inputs[i]), "input " + std::to_string(i) + " of @" + program_.name);
+  std::vector<TensorView> ins, outs;
+  for (size_t s = 0; s < program_.steps.size(); ++s) {
+    const Step& step = program_.steps[s];
+    ins.clear();
+    outs.clear();
+    for (int id : step.inputs) ins.push_back(view(id));
+    for (int id : step.outputs) outs.push_back(view(id));
+    KernelCall call{step, ins, outs, caches_[s], comm_, device_.get()};
+    try {
+      if (!profile_) {
+        kernels_[s](call);
+      } else {
+        auto start = std::chrono::steady_clock::now();
+        kernels_[s](call);
+        auto& slot = opTime_[step.op];
+        slot.first += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        slot.second++;
+      }
+      if (debug)
+        for (size_t o = 0; o < outs.size(); ++o) checkFinite(outs[o], "its output " + std::to_string(o));
+    } catch (const ReplicaAborted&) {
+      throw;  // another replica's failure; the group reports that one
+    } catch (const std::exception& e) {
+      throw Error("step " + std::to_string(s) + " '" + step.op + "' (" + step.where() +
+                  ") failed on " + device_->name() + ": " + e.what());
+    }
+  }
+
+  ++runs_;
+  // Outputs that pass an input through are copied first: a later output may be written into
+  // a donated input's buffer (the caller never donates into such a passthrough output).
+  std::vector<bool> isInput(program_.buffers.size());
+  for (int id : program_.inputs) isInput[id] = true;
+  for (bool passthrough : {true, false})
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      int id = program_.outputs[i];
+      if (isInput[id] != passthrough || outputs[i].host.storage || !outputs[i].keep) continue;
+      const BufferDesc& desc = program_.buffers[id];
+      if (!outputs[i].device) outputs[i].device = device_->allocate(desc.bytes());
+      device_->copyOnDevice(outputs[i].device.get(), data[id], desc.bytes());
+    }
+  device_->synchronize();  // asynchronous devices: finish reading the caller's inputs, report errors
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const Array& host = outputs[i].host;
+    if (!host.storage) continue;
+    const BufferDesc& desc = program_.buffers[program_.outputs[i]];
+    if (host.dtype != desc.dtype || host.shape != desc.shape)
+      throw Error("output " + std::to_string(i) + " of @" + program_.name + " is " +
+                  std::string(dtypeName(desc.dtype)) + shapeString(desc.shape) +
+                  ", but the destination is " + std::string(dtypeName(host.dtype)) +
+                  shapeString(host.shape));
+    device_->copyToHost(host.data(), data[program_.outputs[i]], desc.bytes());
+  }
+}
+
+}  // namespace spmd::runtime

@@ -1,0 +1,87 @@
+// Runs a Program on one Device: allocates the memory plan's arena and every unplanned buffer
+// once, then per call binds the inputs, runs the steps in order and returns the outputs.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <span>
+#include <vector>
+
+#include "runtime/base/Array.h"
+#include "runtime/device/Communicator.h"
+#include "runtime/device/Device.h"
+#include "runtime/program/Program.h"
+
+namespace spmd::runtime {
+
+// Whether SPMD_DEBUG_NANS / SPMD_DEBUG_INFS ask for the debug mode (set and not "0").
+bool debugNansFromEnvironment();
+bool debugInfsFromEnvironment();
+
+// Where an input of one replica comes from: a buffer already on the executor's device (bound
+// in place, no copy) or else a host array (copied in, or bound in place on a host device).
+struct Input {
+  Array host;
+  std::shared_ptr<std::byte> device;
+};
+
+// Where an output of one replica goes: into `host` when it has storage (a copy to the host);
+// else, with `keep`, it stays on the device, in `device` when that is set (a donated input's
+// buffer, updated in place) or in a fresh buffer stored there; else nowhere.
+struct Output {
+  Array host;
+  bool keep = false;
+  std::shared_ptr<std::byte> device;
+};
+
+class Executor {
+ public:
+  // Fails with a clear error when the device has no kernel for one of the program's ops.
+  Executor(Program program, std::shared_ptr<Device> device);
+  // With SPMD_PROFILE set, prints the time spent per op over all runs to stderr.
+  ~Executor();
+
+  // run() is safe to call from several threads: calls queue (the arena and the per-step
+  // kernel caches belong to one call at a time).
+  // Returns every output as a fresh host Array.
+  std::vector<Array> run(std::span<const Array> inputs);
+  // Copies output i into outputs[i] (which must have its dtype and shape); an output Array
+  // without storage is skipped (a replicated output another replica returns).
+  void run(std::span<const Array> inputs, std::span<Array> outputs);
+  // The general form: inputs on the host or on this device, outputs to the host or kept on it.
+  void run(std::span<const Input> inputs, std::span<Output> outputs);
+  // The collectives of this replica; needed by programs with collective ops.
+  void setCommunicator(Communicator* comm) { comm_ = comm; }
+  // Debug mode (jax_debug_nans / jax_debug_infs): after every step, check its float outputs
+  // (and the inputs before the first step) and stop at the first NaN (and, with `infs`, the
+  // first infinity), naming the step, its layer and line, and the device. Both start from
+  // SPMD_DEBUG_NANS=1 / SPMD_DEBUG_INFS=1; this turns them on (never off).
+  void enableDebugNonFinite(bool nans, bool infs) { debugNans_ |= nans, debugInfs_ |= infs; }
+  const Program& program() const { return program_; }
+  // Bytes one replica of `program` allocates on `device` up front: the arena and every
+  // unplanned buffer that is not a host-bound input (kernel workspaces come on top).
+  static size_t residentBytes(const Program& program, bool hostAccessible);
+  // Before any allocation: throws a clear error when `replicas` host replicas of `program`
+  // (on `where`, e.g. "cpu:4") do not fit in the host memory that is available.
+  static void checkFitsHost(const Program& program, int replicas, const std::string& where);
+  const Device& device() const { return *device_; }
+
+ private:
+  Program program_;
+  std::shared_ptr<Device> device_;
+  std::vector<std::shared_ptr<std::byte>> buffers_;  // by buffer id; null for host-bound inputs
+  std::vector<KernelFn> kernels_;                    // by step
+  std::vector<std::shared_ptr<void>> caches_;        // by step
+  Communicator* comm_ = nullptr;
+  std::mutex runMutex_;
+  bool profile_ = false;
+  bool debugNans_ = false, debugInfs_ = false;
+  // Throws when `view` (on the device) holds a value the debug mode stops at; `what` names it.
+  void checkFinite(const TensorView& view, const std::string& what);
+  std::map<std::string, std::pair<double, int64_t>> opTime_;  // seconds, calls (SPMD_PROFILE)
+  int64_t runs_ = 0;
+};
+
+}  // namespace spmd::runtime

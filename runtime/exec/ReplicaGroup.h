@@ -1,0 +1,64 @@
+// One replica of a Program per device, run together: one worker thread per replica, each with
+// its own Executor on the device the list's Driver makes (and prepares the thread for), joined
+// by the driver's communicators. A replica that fails stops every replica with its error,
+// naming the replica; a collective that waits too long fails the same way.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "runtime/device/DeviceList.h"
+#include "runtime/exec/Executor.h"
+
+namespace spmd::runtime {
+
+class ReplicaGroup {
+ public:
+  ReplicaGroup(const Program& program, const DeviceList& devices,
+               std::chrono::milliseconds collectiveTimeout);
+  ~ReplicaGroup();
+  ReplicaGroup(const ReplicaGroup&) = delete;
+  ReplicaGroup& operator=(const ReplicaGroup&) = delete;
+
+  // Executor::enableDebugNonFinite on every replica.
+  void enableDebugNonFinite(bool nans, bool infs) {
+    for (auto& e : executors_) e->enableDebugNonFinite(nans, infs);
+  }
+  int size() const { return static_cast<int>(executors_.size()); }
+  // Replica r runs on inputs[r] and writes outputs[r] (see Executor::run: outputs without
+  // storage are not copied out). Throws spmd::Error with the failing replica's error.
+  // Safe to call from several threads: calls queue and run one after another (each replica
+  // owns one arena and one communicator, which a call uses from start to end).
+  void run(const std::vector<std::vector<Array>>& inputs, std::vector<std::vector<Array>>& outputs);
+  // The general form (Executor's Input/Output): inputs and outputs may stay on the devices.
+  void run(const std::vector<std::vector<Input>>& inputs, std::vector<std::vector<Output>>& outputs);
+  const Program& program() const { return executors_.front()->program(); }
+  const DeviceList& devices() const { return devices_; }
+  // The device replica r runs on.
+  const std::shared_ptr<Device>& device(int r) const { return deviceObjects_.at(r); }
+
+ private:
+  void work(int rank);
+
+  DeviceList devices_;
+  std::vector<std::shared_ptr<Device>> deviceObjects_;
+  std::vector<std::unique_ptr<Executor>> executors_;
+  std::vector<std::unique_ptr<Communicator>> comms_;
+
+  std::mutex runMutex_;  // one run at a time (see run)
+  // Dispatch to the worker threads (only when there is more than one replica).
+  std::vector<std::thread> workers_;
+  std::mutex mutex_;
+  std::condition_variable start_, finished_;
+  std::function<void(int)> job_;
+  uint64_t generation_ = 0;
+  int pending_ = 0;
+  bool stop_ = false;
+};
+
+}  // namespace spmd::runtime

@@ -1,0 +1,68 @@
+// Lifetimes from the step order, and the memory-plan check (sweep over offsets).
+#include "runtime/program/MemoryPlan.h"
+
+#include <algorithm>
+
+namespace spmd::runtime {
+
+std::vector<Lifetime> lifetimes(const Program& program) {
+  const int end = static_cast<int>(program.steps.size());
+  std::vector<Lifetime> life(program.buffers.size(), Lifetime{-1, -1});
+  std::vector<bool> defined(program.buffers.size(), false);
+  for (int id : program.inputs) defined[id] = true;
+  for (size_t id = 0; id < program.buffers.size(); ++id)
+    if (!program.buffers[id].constant.empty()) defined[id] = true;
+  for (int s = 0; s < end; ++s) {
+    const Step& step = program.steps[s];
+    for (int id : step.inputs) life[id].last = std::max(life[id].last, s);
+    for (int id : step.outputs)
+      if (!defined[id]) {
+        defined[id] = true;
+        life[id] = {s, std::max(life[id].last, s)};
+      }
+  }
+  for (int id : program.outputs) life[id].last = end;
+  return life;
+}
+
+void checkMemoryPlan(const Program& program) {
+  std::vector<Lifetime> life = lifetimes(program);
+  std::vector<bool> fixed(program.buffers.size(), false);
+  for (int id : program.inputs) fixed[id] = true;
+  std::vector<int> planned;
+  auto where = [&](int id) {
+    const BufferDesc& b = program.buffers[id];
+    return "buffer %" + std::to_string(id) + " (" + std::string(dtypeName(b.dtype)) +
+           shapeString(b.shape) + " at arena offset " + std::to_string(b.offset) + ")";
+  };
+  for (size_t id = 0; id < program.buffers.size(); ++id) {
+    const BufferDesc& b = program.buffers[id];
+    if (b.offset < 0) continue;
+    if (fixed[id] || !b.constant.empty())
+      throw Error("program @" + program.name + ": " + where(id) +
+                  " is an input or constant and cannot live in the arena");
+    if (b.offset % kArenaAlignment || b.offset + b.bytes() > program.arenaBytes)
+      throw Error("program @" + program.name + ": " + where(id) + " is misaligned or outside the " +
+                  std::to_string(program.arenaBytes) + "-byte arena");
+    planned.push_back(static_cast<int>(id));
+  }
+  // Sweep by start offset; every buffer still open in memory must be dead while this one lives.
+  std::sort(planned.begin(), planned.end(),
+            [&](int a, int b) { return program.buffers[a].offset < program.buffers[b].offset; });
+  std::vector<int> open;
+  for (int id : planned) {
+    int64_t start = program.buffers[id].offset;
+    std::erase_if(open, [&](int o) {
+      return program.buffers[o].offset + int64_t(program.buffers[o].bytes()) <= start;
+    });
+    for (int o : open)
+      if (life[o].overlaps(life[id]))
+        throw Error("program @" + program.name + ": memory plan puts " + where(id) + " over " +
+                    where(o) + " while both are live (steps " + std::to_string(life[id].first) +
+                    ".." + std::to_string(life[id].last) + " and " + std::to_string(life[o].first) +
+                    ".." + std::to_string(life[o].last) + ")");
+    if (program.buffers[id].bytes() > 0) open.push_back(id);
+  }
+}
+
+}  // namespace spmd::runtime

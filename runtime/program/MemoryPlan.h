@@ -1,0 +1,29 @@
+// Buffer lifetimes of a Program and the check that its memory plan is safe. The plan itself is
+// made by the compiler (compiler/MemoryPlan); the runtime checks it before trusting it, since a
+// Program may come from a file.
+#pragma once
+
+#include <vector>
+
+#include "runtime/program/Program.h"
+
+namespace spmd::runtime {
+
+// Steps during which a buffer must hold its value: from the step that writes it (-1 for inputs
+// and constants) to the last step that reads it (steps.size() for program outputs). Two buffers
+// whose lifetimes share a step may not share memory; a step's inputs and outputs never do.
+struct Lifetime {
+  int first = 0, last = 0;
+  bool overlaps(const Lifetime& other) const { return first <= other.last && other.first <= last; }
+};
+
+std::vector<Lifetime> lifetimes(const Program& program);
+
+// Arena offsets are multiples of this, enough for CPU vector loads and cuDNN/cuBLAS alignment.
+inline constexpr int64_t kArenaAlignment = 256;
+
+// Throws an Error naming the buffers when a planned buffer lies outside the arena, is misaligned,
+// is an input or constant, or shares bytes with a buffer that is live at the same time.
+void checkMemoryPlan(const Program& program);
+
+}  // namespace spmd::runtime

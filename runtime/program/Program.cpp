@@ -1,0 +1,103 @@
+// Attribute access for Steps and the Program's text form.
+#include "runtime/program/Program.h"
+
+#include <sstream>
+
+#include "runtime/base/RealText.h"
+
+namespace spmd::runtime {
+
+const Attr& Step::attr(const std::string& name) const {
+  auto it = attrs.find(name);
+  if (it == attrs.end())
+    throw Error("step '" + op + "' (" + location + ") has no attribute '" + name + "'");
+  return it->second;
+}
+
+namespace {
+template <typename T>
+const T& get(const Step& step, const std::string& name, const char* kind) {
+  const Attr& value = step.attr(name);
+  if (auto* typed = std::get_if<T>(&value)) return *typed;
+  throw Error("step '" + step.op + "' (" + step.location + "): attribute '" + name +
+              "' is not " + kind);
+}
+
+void printAttr(std::ostream& os, const Attr& attr) {
+  std::visit(
+      [&](const auto& value) {
+        using T = std::decay_t<decltype(value)>;
+        if constexpr (std::is_same_v<T, std::vector<int64_t>>)
+          os << shapeString(value);
+        else if constexpr (std::is_same_v<T, std::string>)
+          os << '"' << value << '"';
+        else if constexpr (std::is_same_v<T, bool>)
+          os << (value ? "true" : "false");
+        else if constexpr (std::is_same_v<T, double>)
+          os << formatReal(value);
+        else
+          os << value;
+      },
+      attr);
+}
+}  // namespace
+
+const std::vector<int64_t>& Step::ints(const std::string& name) const {
+  return get<std::vector<int64_t>>(*this, name, "an integer list");
+}
+int64_t Step::integer(const std::string& name) const { return get<int64_t>(*this, name, "an integer"); }
+std::string Step::where() const {
+  if (layer.empty()) return location;
+  return location.empty() ? layer : layer + ", " + location;
+}
+
+double Step::real(const std::string& name) const { return get<double>(*this, name, "a float"); }
+const std::string& Step::text(const std::string& name) const {
+  return get<std::string>(*this, name, "a string");
+}
+bool Step::flag(const std::string& name) const {
+  return attrs.count(name) ? get<bool>(*this, name, "a bool") : false;
+}
+
+std::string Program::toText() const {
+  std::ostringstream os;
+  auto ids = [&](const std::vector<int>& list) {
+    std::string text;
+    for (size_t i = 0; i < list.size(); ++i) text += (i ? ", %" : "%") + std::to_string(list[i]);
+    return text;
+  };
+  size_t total = 0;
+  for (const BufferDesc& b : buffers) total += b.bytes();
+  os << "program @" << name << " {  // " << buffers.size() << " buffers, " << steps.size()
+     << " steps, " << total << " bytes";
+  if (arenaBytes) os << ", arena " << arenaBytes << " bytes";
+  if (!axisName.empty()) os << ", axis '" << axisName << "' of " << replicas << " replicas";
+  os << '\n';
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    os << "  buffer %" << i << " : " << dtypeName(buffers[i].dtype)
+       << shapeString(buffers[i].shape);
+    if (!buffers[i].constant.empty()) os << " constant";
+    if (buffers[i].offset >= 0) os << " @" << buffers[i].offset;
+    os << '\n';
+  }
+  os << "  inputs (" << ids(inputs) << ")\n";
+  for (const Step& step : steps) {
+    os << "  " << step.op << " (" << ids(step.inputs) << ") -> (" << ids(step.outputs) << ")";
+    if (!step.attrs.empty()) {
+      os << " {";
+      bool first = true;
+      for (const auto& [key, value] : step.attrs) {
+        os << (first ? "" : ", ") << key << " = ";
+        printAttr(os, value);
+        first = false;
+      }
+      os << "}";
+    }
+    if (!step.location.empty() || !step.layer.empty()) os << "  // " << step.where();
+    os << '\n';
+  }
+  os << "  outputs (" << ids(outputs) << ")\n}\n";
+  return os.str();
+}
+
+}  // namespace spmd::runtime

@@ -1,0 +1,175 @@
+// saveProgram / loadProgram with nlohmann::json for the header.
+#include "runtime/program/ProgramFile.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "runtime/base/AtomicFile.h"
+#include "runtime/program/MemoryPlan.h"
+#include "runtime/base/RealText.h"
+
+namespace spmd::runtime {
+namespace {
+
+constexpr char kMagic[8] = {'S', 'P', 'M', 'D', 'P', 'R', 'O', 'G'};
+constexpr int kVersion = 2;
+
+using Json = nlohmann::ordered_json;
+
+Json attrJson(const Attr& attr) {
+  return std::visit(
+      [](const auto& v) -> Json {
+        using T = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, bool>) return {{"bool", v}};
+        else if constexpr (std::is_same_v<T, int64_t>) return {{"int", v}};
+        // JSON has no inf or nan: those (only) are written as their text.
+        else if constexpr (std::is_same_v<T, double>)
+          return std::isfinite(v) ? Json{{"float", v}} : Json{{"float", formatReal(v)}};
+        else if constexpr (std::is_same_v<T, std::vector<int64_t>>) return {{"ints", v}};
+        else return {{"string", v}};
+      },
+      attr);
+}
+
+Attr attrOf(const Json& j) {
+  if (!j.is_object() || j.size() != 1) throw Error("an attribute must be an object with one typed value");
+  // Not `*j.items().begin()`: its key lives in a temporary (ASan: stack-use-after-scope).
+  const std::string kind = j.begin().key();
+  const Json& value = j.begin().value();
+  if (kind == "bool") return value.get<bool>();
+  if (kind == "int") return value.get<int64_t>();
+  if (kind == "float") {
+    double real = 0;
+    if (value.is_string() && !parseReal(value.get<std::string>(), real))
+      throw Error("float attribute '" + value.get<std::string>() + "' is not a number");
+    return value.is_string() ? real : value.get<double>();
+  }
+  if (kind == "ints") return value.get<std::vector<int64_t>>();
+  if (kind == "string") return value.get<std::string>();
+  throw Error("unknown attribute kind '" + kind + "'");
+}
+
+DType dtypeNamed(const std::string& name) {
+  for (DType t : {DType::f32, DType::f64, DType::i32})
+    if (name == dtypeName(t)) return t;
+  throw Error("unknown dtype '" + name + "'");
+}
+
+}  // namespace
+
+void saveProgram(const Program& program, const std::string& path) {
+  Json header = {{"format", "spmd-program"}, {"version", kVersion}, {"name", program.name},
+                 {"arena_bytes", program.arenaBytes},
+                 {"axis_name", program.axisName}, {"replicas", program.replicas}};
+  Json buffers = Json::array();
+  size_t offset = 0;
+  for (const BufferDesc& b : program.buffers) {
+    Json entry = {{"dtype", std::string(dtypeName(b.dtype))}, {"shape", b.shape}, {"offset", b.offset}};
+    if (!b.constant.empty()) {
+      entry["constant"] = {offset, offset + b.constant.size()};
+      offset += b.constant.size();
+    }
+    buffers.push_back(entry);
+  }
+  header["buffers"] = buffers;
+  header["inputs"] = program.inputs;
+  header["outputs"] = program.outputs;
+  Json steps = Json::array();
+  for (const Step& s : program.steps) {
+    Json attrs = Json::object();
+    for (const auto& [name, value] : s.attrs) attrs[name] = attrJson(value);
+    steps.push_back({{"op", s.op}, {"inputs", s.inputs}, {"outputs", s.outputs}, {"attrs", attrs},
+                     {"location", s.location}, {"layer", s.layer}});
+  }
+  header["steps"] = steps;
+  std::string text = header.dump(1);
+  text.append((8 - text.size() % 8) % 8, ' ');
+  uint64_t length = text.size();
+  std::vector<std::span<const std::byte>> parts = {std::as_bytes(std::span(kMagic)),
+                                                   std::as_bytes(std::span(&length, 1)),
+                                                   std::as_bytes(std::span(text.data(), text.size()))};
+  for (const BufferDesc& b : program.buffers)
+    if (!b.constant.empty()) parts.push_back(b.constant);
+  writeFileAtomically(path, parts);
+}
+
+Program loadProgram(const std::string& path) {
+  auto fail = [&](const std::string& what) { return Error(path + ": not a valid spmd program: " + what); };
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(path + ": cannot open program (" + std::strerror(errno) + ")");
+  in.seekg(0, std::ios::end);
+  const uint64_t size = static_cast<uint64_t>(in.tellg());
+  in.seekg(0);
+  char magic[8];
+  uint64_t length = 0;
+  if (size < 16 || !in.read(magic, 8) || std::memcmp(magic, kMagic, 8) != 0 ||
+      !in.read(reinterpret_cast<char*>(&length), 8))
+    throw fail("it does not start with SPMDPROG and a header length (was it written by saveProgram?)");
+  if (length > size - 16) throw fail("the header length " + std::to_string(length) + " exceeds the file (truncated?)");
+  std::string text(length, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(length));
+  std::vector<std::byte> blob(size - 16 - length);
+  in.read(reinterpret_cast<char*>(blob.data()), static_cast<std::streamsize>(blob.size()));
+  if (!in) throw fail("could not read " + std::to_string(size) + " bytes");
+
+  Program program;
+  try {
+    Json header = Json::parse(text);
+    if (header.at("format") != "spmd-program") throw Error("format is not spmd-program");
+    if (header.at("version") != kVersion)
+      throw Error("version " + header.at("version").dump() + " is not " + std::to_string(kVersion) +
+                  " (written by another spmd release; recompile it)");
+    program.name = header.at("name").get<std::string>();
+    program.arenaBytes = header.at("arena_bytes").get<size_t>();
+    program.axisName = header.at("axis_name").get<std::string>();
+    program.replicas = header.at("replicas").get<int64_t>();
+    if (program.replicas < 1 || (program.axisName.empty() && program.replicas != 1))
+      throw Error("replicas " + std::to_string(program.replicas) + " is not valid" +
+                  (program.axisName.empty() ? " for a program without an axis (must be 1)" : " (must be >= 1)"));
+    for (const Json& b : header.at("buffers")) {
+      BufferDesc desc{dtypeNamed(b.at("dtype").get<std::string>()), b.at("shape").get<Shape>(), {},
+                      b.at("offset").get<int64_t>()};
+      for (int64_t d : desc.shape)
+        if (d < 0) throw Error("buffer " + std::to_string(program.buffers.size()) + " has a negative dimension");
+      if (b.contains("constant")) {
+        auto range = b.at("constant").get<std::vector<uint64_t>>();
+        if (range.size() != 2 || range[0] > range[1] || range[1] > blob.size() || range[1] - range[0] != desc.bytes())
+          throw Error("constant of buffer " + std::to_string(program.buffers.size()) +
+                      " does not match its shape or lies outside the " + std::to_string(blob.size()) +
+                      " data bytes (truncated file?)");
+        desc.constant.assign(blob.begin() + range[0], blob.begin() + range[1]);
+      }
+      program.buffers.push_back(std::move(desc));
+    }
+    auto ids = [&](const Json& list, const std::string& what) {
+      std::vector<int> out = list.get<std::vector<int>>();
+      for (int id : out)
+        if (id < 0 || id >= static_cast<int>(program.buffers.size()))
+          throw Error(what + " names buffer " + std::to_string(id) + " of " + std::to_string(program.buffers.size()));
+      return out;
+    };
+    program.inputs = ids(header.at("inputs"), "inputs");
+    program.outputs = ids(header.at("outputs"), "outputs");
+    for (const Json& s : header.at("steps")) {
+      Step step;
+      step.op = s.at("op").get<std::string>();
+      step.location = s.at("location").get<std::string>();
+      if (s.contains("layer")) step.layer = s.at("layer").get<std::string>();
+      step.inputs = ids(s.at("inputs"), "step '" + step.op + "' inputs");
+      step.outputs = ids(s.at("outputs"), "step '" + step.op + "' outputs");
+      for (const auto& [name, value] : s.at("attrs").items()) step.attrs[name] = attrOf(value);
+      program.steps.push_back(std::move(step));
+    }
+    checkMemoryPlan(program);
+  } catch (const Json::exception& e) {
+    throw fail(std::string("bad header (") + e.what() + ")");
+  } catch (const Error& e) {
+    throw fail(e.what());
+  }
+  return program;
+}
+
+}  // namespace spmd::runtime

@@ -1,0 +1,98 @@
+// SimDevice: separate allocations, a stream thread, errors kept until synchronize.
+#include "runtime/sim/SimDevice.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "runtime/base/HostMemory.h"
+
+namespace spmd::runtime {
+
+SimDevice::SimDevice(int index) : index_(index), thread_([this] { stream(); }) {}
+
+SimDevice::~SimDevice() {
+  {
+    std::lock_guard lock(mutex_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  thread_.join();
+}
+
+void SimDevice::stream() {
+  for (;;) {
+    std::pair<std::string, std::function<void()>> item;
+    {
+      std::unique_lock lock(mutex_);
+      wake_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopping, and everything queued has run
+      item = std::move(queue_.front());
+      queue_.pop_front();
+      busy_ = true;
+    }
+    std::optional<std::string> failure;
+    {
+      std::lock_guard lock(mutex_);
+      if (error_) item.second = nullptr;  // after a failure the stream skips work, as CUDA's does
+    }
+    if (item.second) {
+      try {
+        item.second();
+      } catch (const std::exception& e) {
+        failure = item.first + ": " + e.what();
+      }
+    }
+    std::lock_guard lock(mutex_);
+    if (failure && !error_) error_ = failure;
+    busy_ = false;
+    if (queue_.empty()) idle_.notify_all();
+  }
+}
+
+void SimDevice::enqueue(std::string what, std::function<void()> work) {
+  {
+    std::lock_guard lock(mutex_);
+    queue_.emplace_back(std::move(what), std::move(work));
+  }
+  wake_.notify_one();
+}
+
+void SimDevice::synchronize() {
+  std::unique_lock lock(mutex_);
+  idle_.wait(lock, [&] { return queue_.empty() && !busy_; });
+  if (error_) {
+    std::string error = *error_;
+    error_.reset();
+    throw Error(name() + ": asynchronous error in " + error);
+  }
+}
+
+std::shared_ptr<std::byte> SimDevice::allocate(size_t bytes) {
+  size_t rounded = (bytes + 255) / 256 * 256;
+  void* memory = std::aligned_alloc(256, rounded ? rounded : 256);
+  if (!memory)
+    throw Error(name() + ": out of simulated device memory allocating " + formatBytes(bytes) + " (" +
+                formatBytes(availableHostBytes()) + " of host memory available)");
+  return {static_cast<std::byte*>(memory), [](std::byte* p) { std::free(p); }};
+}
+
+void SimDevice::copyToDevice(std::byte* dst, const std::byte* src, size_t bytes) {
+  countToDevice(bytes);
+  // Like cudaMemcpyAsync from pageable memory: the source is staged before the call returns.
+  auto staged = std::make_shared<std::vector<std::byte>>(src, src + bytes);
+  enqueue("copy to " + name(), [dst, staged] { std::memcpy(dst, staged->data(), staged->size()); });
+}
+
+void SimDevice::copyToHost(std::byte* dst, const std::byte* src, size_t bytes) {
+  countToHost(bytes);
+  synchronize();
+  std::memcpy(dst, src, bytes);
+}
+
+void SimDevice::copyOnDevice(std::byte* dst, const std::byte* src, size_t bytes) {
+  if (dst == src || bytes == 0) return;
+  enqueue("copy on " + name(), [dst, src, bytes] { std::memcpy(dst, src, bytes); });
+}
+
+}  // namespace spmd::runtime

@@ -1,0 +1,50 @@
+// The simulated accelerator ("sim:N"): a Device that behaves like a CUDA GPU without one, so
+// CI runs the CUDA backend's host path and kernel code. Its memory is separate allocations the
+// executor never reads directly (hostAccessible() is false: every input and output goes through
+// copyToDevice / copyToHost, which are counted); its work runs asynchronously, in order, on one
+// stream thread per device; an error in queued work is kept and thrown by the next
+// synchronize() (or copy to the host), as CUDA reports asynchronous errors.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "runtime/device/Device.h"
+
+namespace spmd::runtime {
+
+const KernelTable& simKernels();
+
+class SimDevice final : public Device {
+ public:
+  explicit SimDevice(int index);
+  ~SimDevice() override;
+  std::string name() const override { return "sim:" + std::to_string(index_); }
+  const KernelTable& kernels() const override { return simKernels(); }
+  std::shared_ptr<std::byte> allocate(size_t bytes) override;
+  bool hostAccessible() const override { return false; }
+  void copyToDevice(std::byte* dst, const std::byte* src, size_t bytes) override;
+  void copyToHost(std::byte* dst, const std::byte* src, size_t bytes) override;
+  void copyOnDevice(std::byte* dst, const std::byte* src, size_t bytes) override;
+  void synchronize() override;
+
+  // Queues `work` on the stream; `what` names it in an error ("step 3 'add' (model.cpp:12)").
+  void enqueue(std::string what, std::function<void()> work);
+
+ private:
+  void stream();
+  int index_;
+  std::mutex mutex_;
+  std::condition_variable wake_, idle_;
+  std::deque<std::pair<std::string, std::function<void()>>> queue_;
+  bool busy_ = false, stop_ = false;
+  std::optional<std::string> error_;  // the first failure since the last synchronize
+  std::thread thread_;
+};
+
+}  // namespace spmd::runtime
