@@ -188,7 +188,10 @@ double train(const Flags& f) {
       },
       {.inAxes = {spmd::replicated, spmd::replicated, spmd::replicated, spmd::split, spmd::split},
        .outAxes = {spmd::replicated, spmd::replicated, spmd::replicated, spmd::replicated, spmd::split},
-       .devices = f.devices, .name = "train_step"});
+       .devices = f.devices, .name = "train_step",
+       // Parameters, optimizer and BN state stay on the devices and are updated in place; only
+       // the loss and predictions (printed) and checkpoints are read back to the host.
+       .donateArguments = {0, 1, 2}});
   auto evaluate = spmd::pmap(
       [&](const Tree& p, const Tree& s, const Tensor& x, const Tensor& y) {
         Tensor logits = model->apply(p, s, x, /*training=*/false).first;

@@ -11,6 +11,7 @@
 #include "runtime/exec/Executor.h"
 #include "runtime/program/ProgramFile.h"
 #include "runtime/cpu/CpuDevice.h"
+#include "runtime/exec/ReplicaGroup.h"
 
 namespace spmd {
 namespace {
@@ -71,6 +72,36 @@ TEST_F(ProgramFileTest, SavedTrainStepLoadsRunsAndRunsInSpmdRun) {
   auto bad = testing::runCommand(std::string(SPMD_RUN_PATH) + " " + (dumps / "program.spmd").string() + " --steps 0");
   EXPECT_EQ(bad.status, 1);
   EXPECT_NE(bad.output.find("--steps must be a whole number >= 1, got '0'"), std::string::npos) << bad.output;
+}
+
+// A pmapped Program keeps its axis and replica count through a file, and refuses to run on
+// another count (its pmean divides by the count it was traced for), in the runtime and in
+// spmd-run, saying both numbers; sim:2 and cpu:2 run it.
+TEST_F(ProgramFileTest, AProgramKeepsItsReplicaCountAndRefusesAnother) {
+  auto f = pmap([](const Tensor& a) { return pmean(a, "batch"); },
+                {.devices = "cpu:2", .dumpDir = dir_.string()});
+  f(Tensor(testing::randomArray(DType::f32, {2, 3}, 1)));
+  const std::string path = (std::filesystem::path(f.lastDumpDir()) / "program.spmd").string();
+  runtime::Program loaded = runtime::loadProgram(path);
+  EXPECT_EQ(loaded.axisName, "batch");
+  EXPECT_EQ(loaded.replicas, 2);
+  EXPECT_NE(loaded.toText().find("axis 'batch' of 2 replicas"), std::string::npos) << loaded.toText();
+  const std::string expected =
+      "program @main was compiled for 2 replicas (axis 'batch') but device list 'cpu:4' has 4; its collectives "
+      "and pmean divisors assume 2, so run it on 2 devices or compile it again for 4";
+  try {
+    runtime::ReplicaGroup group(loaded, runtime::parseDeviceList("cpu:4"), std::chrono::seconds(5));
+    ADD_FAILURE() << "a 2-replica program ran on cpu:4";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), expected);
+  }
+  auto wrong = testing::runCommand(std::string(SPMD_RUN_PATH) + " " + path + " --devices cpu:4 --steps 1");
+  EXPECT_EQ(wrong.status, 1);
+  EXPECT_NE(wrong.output.find(expected), std::string::npos) << wrong.output;
+  for (const char* devices : {"cpu:2", "sim:2"}) {
+    auto right = testing::runCommand(std::string(SPMD_RUN_PATH) + " " + path + " --devices " + devices + " --steps 1");
+    EXPECT_EQ(right.status, 0) << right.output;
+  }
 }
 
 TEST_F(ProgramFileTest, DamagedFilesAreClearErrors) {

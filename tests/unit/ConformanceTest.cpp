@@ -1,0 +1,292 @@
+// The backend conformance suite, written once and instantiated per device list: cpu:1, cpu:4,
+// sim:1, sim:4 (the simulated accelerator, which runs the CUDA backend's kernel code on the
+// host), and cuda:0, cuda:0*4 where a GPU is visible (they skip, saying why, where none is).
+// Each backend must give: every kernel equal to the reference kernels, collectives equal to
+// the same sums on the host, a training step equal to the cpu backend's with the same replica
+// count, a failing replica's error (named) from the whole group, and device-resident values
+// that round-trip through calls bit for bit, without host copies of the state on a device
+// whose memory is not the host's.
+#include <algorithm>
+#include <cstring>
+#include <set>
+
+#include "KernelCases.h"
+#include "TestUtil.h"
+#include "benchmarks/TrainStep.h"
+#include "frontend/spmd.h"
+#include "runtime/device/DeviceList.h"
+#include "runtime/device/Driver.h"
+#include "runtime/exec/DeviceArray.h"
+#include "runtime/exec/Executor.h"
+
+namespace spmd::runtime {
+namespace {
+
+using spmd::testing::expectClose;
+using spmd::testing::randomArray;
+
+struct Backend {
+  std::string spec;
+  int replicas;
+};
+void PrintTo(const Backend& b, std::ostream* os) { *os << b.spec; }
+
+class ConformanceTest : public ::testing::TestWithParam<Backend> {
+ protected:
+  void SetUp() override {
+    std::string backend = GetParam().spec.substr(0, GetParam().spec.find(':')), why;
+    int available = availableDevices(backend, &why);
+    if (available == 0) GTEST_SKIP() << GetParam().spec << " is not available here: " << why;
+    list_ = parseDeviceList(GetParam().spec);
+  }
+  DeviceList list_;
+};
+
+std::string errorOf(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+// A case as a one-step Program on `device`, run twice (the second reuses cached state).
+std::vector<Array> runOnDevice(const KernelCase& c, std::shared_ptr<Device> device) {
+  Program p;
+  p.name = c.name;
+  Step step{c.op, {}, {}, c.attrs, "ConformanceTest"};
+  for (const Array& a : c.inputs) {
+    step.inputs.push_back(static_cast<int>(p.buffers.size()));
+    p.inputs.push_back(static_cast<int>(p.buffers.size()));
+    p.buffers.push_back({a.dtype, a.shape, {}});
+  }
+  for (auto& [dtype, shape] : c.outputs) {
+    step.outputs.push_back(static_cast<int>(p.buffers.size()));
+    p.outputs.push_back(static_cast<int>(p.buffers.size()));
+    p.buffers.push_back({dtype, shape, {}});
+  }
+  p.steps.push_back(step);
+  Executor executor(p, std::move(device));
+  executor.run(c.inputs);
+  return executor.run(c.inputs);
+}
+
+TEST_P(ConformanceTest, EveryKernelMatchesTheReference) {
+  const std::set<std::string> collectives = {"all_reduce", "all_gather", "reduce_scatter", "axis_index"};
+  for (int r = 0; r < list_.size(); ++r) {
+    std::shared_ptr<Device> device = makeDevice(list_, r);
+    std::set<std::string> covered;
+    for (DType dtype : {DType::f32, DType::f64})
+      for (const KernelCase& c : kernelCases(dtype)) {
+        SCOPED_TRACE(c.name + " on " + device->name());
+        std::vector<Array> actual = runOnDevice(c, device);
+        std::vector<Array> expected = runKernel(referenceKernels(), c);
+        for (size_t i = 0; i < expected.size(); ++i) {
+          bool f64 = expected[i].dtype == DType::f64;
+          expectClose(actual[i], expected[i], f64 ? 1e-12 : 1e-4, f64 ? 1e-12 : 1e-5,
+                      c.name + " output " + std::to_string(i));
+        }
+        covered.insert(c.op);
+      }
+    for (const auto& [op, _] : device->kernels())
+      if (!collectives.count(op)) EXPECT_TRUE(covered.count(op)) << "no kernel case for " << op;
+  }
+}
+
+// psum/pmean/pmax/pmin, allGather, psumScatter and axisIndex against the host, which sums in
+// double in replica order as every backend's all-reduce does (so f32 and f64 match exactly).
+TEST_P(ConformanceTest, CollectivesMatchTheHost) {
+  const int n = list_.size();
+  for (DType dtype : {DType::f32, DType::f64}) {
+    SCOPED_TRACE(std::string(dtypeName(dtype)));
+    Array x = randomArray(dtype, {n, 5}, 11);
+    Array scatter = randomArray(dtype, {n, n, 3}, 12);
+    auto f = pmap(
+        [](const Tensor& v, const Tensor& s) {
+          return std::tuple{psum(v, "i"), pmean(v, "i"), pmax(v, "i"), pmin(v, "i"), allGather(v, "i"),
+                            psumScatter(s, "i"), axisIndex("i")};
+        },
+        {.axisName = "i", .outAxes = {replicated, replicated, replicated, replicated, replicated, 0, 0},
+         .devices = list_.spec});
+    auto [sum, mean, max, min, gathered, scattered, index] = f(x, scatter);
+    Array eSum = Array::zeros(dtype, {5}), eMean = eSum, eMax = eSum, eMin = eSum;
+    eMean = Array::zeros(dtype, {5}), eMax = Array::zeros(dtype, {5}), eMin = Array::zeros(dtype, {5});
+    auto set = [&](Array& a, int64_t i, double v) {
+      if (dtype == DType::f32) a.values<float>()[i] = float(v);
+      else a.values<double>()[i] = v;
+    };
+    for (int64_t i = 0; i < 5; ++i) {
+      double s = 0, hi = -INFINITY, lo = INFINITY;
+      for (int r = 0; r < n; ++r) {
+        double v = spmd::testing::valueAt(x, r * 5 + i);
+        s += v, hi = std::max(hi, v), lo = std::min(lo, v);
+      }
+      set(eSum, i, s), set(eMean, i, s / n), set(eMax, i, hi), set(eMin, i, lo);
+    }
+    Array eScatter = Array::zeros(dtype, {n, 3});
+    for (int r = 0; r < n; ++r)
+      for (int64_t j = 0; j < 3; ++j) {
+        double s = 0;
+        for (int q = 0; q < n; ++q) s += spmd::testing::valueAt(scatter, (q * n + r) * 3 + j);
+        set(eScatter, r * 3 + j, s);
+      }
+    expectClose(sum.array(), eSum, 0, 0, "psum");
+    expectClose(mean.array(), eMean, 0, 0, "pmean");
+    expectClose(max.array(), eMax, 0, 0, "pmax");
+    expectClose(min.array(), eMin, 0, 0, "pmin");
+    expectClose(gathered.array(), x, 0, 0, "allGather");
+    expectClose(scattered.array(), eScatter, 0, 0, "psumScatter");
+    for (int r = 0; r < n; ++r) EXPECT_EQ(index.array().values<int32_t>()[r], r);
+  }
+}
+
+// The flagship step (reduced ResNet-18, cross-replica BN, SGD) for three steps, against the
+// cpu backend with the same replica count; the state stays on the devices between steps. Run
+// fused and unfused, so the backend's own elementwise kernels carry the step too.
+TEST_P(ConformanceTest, TrainingStepMatchesTheCpuBackend) {
+  const int n = list_.size();
+  auto model = models::resnet18({.width = 2, .bnAxisName = "batch"});
+  optim::Sgd sgd({.learningRate = 0.05, .momentum = 0.9});
+  auto [x, y] = bench::syntheticBatch(4 * n);
+  auto run = [&](const std::string& spec, bool fuse) {
+    auto step = pmap(bench::trainStep(*model, sgd), {.inAxes = {replicated, replicated, replicated, split, split},
+                                                     .devices = spec, .fuseElementwise = fuse});
+    auto [params, state] = model->initialize(3);
+    Tree opt = sgd.init(params);
+    std::vector<float> losses;
+    for (int s = 0; s < 3; ++s) {
+      auto [p, o, st, loss] = step(params, opt, state, x, y);
+      params = p, opt = o, state = st;
+      losses.push_back(loss.array().values<float>()[0]);
+    }
+    return std::pair{params, losses};
+  };
+  std::string cpu = "cpu:" + std::to_string(n);
+  auto [expected, expectedLosses] = run(cpu, true);
+  for (bool fuse : {true, false}) {
+    SCOPED_TRACE(fuse ? "fused" : "unfused");
+    auto [actual, actualLosses] = run(list_.spec, fuse);
+    for (int s = 0; s < 3; ++s) EXPECT_NEAR(actualLosses[s], expectedLosses[s], 1e-4) << "step " << s;
+    for (const auto& [name, t] : expected)
+      expectClose(actual.at(name).array(), t.array(), 1e-3, 1e-4, name + " on " + list_.spec + " vs " + cpu);
+  }
+}
+
+// A bad label on the last replica stops the whole group with that replica's error, and the
+// group runs again afterwards.
+TEST_P(ConformanceTest, AFailingReplicaStopsTheGroupWithItsError) {
+  const int n = list_.size();
+  auto f = pmap([](const Tensor& logits, const Tensor& labels) { return psum(mean(softmaxCrossEntropy(logits, labels), {0}), "i"); },
+                {.axisName = "i", .inAxes = {split, split}, .devices = list_.spec});
+  Array logits = randomArray(DType::f32, {2 * n, 10}, 5);
+  Array labels = Array::zeros(DType::i32, {2 * n});
+  for (int64_t i = 0; i < 2 * n; ++i) labels.values<int32_t>()[i] = int32_t(i % 10);
+  labels.values<int32_t>()[2 * n - 1] = 10;
+  std::string message = errorOf([&] { f(logits, labels).array(); });
+  std::string replica = "replica " + std::to_string(n - 1) + " of " + std::to_string(n) + " (" +
+                        makeDevice(list_, n - 1)->name();
+  EXPECT_NE(message.find(replica), std::string::npos) << message;
+  EXPECT_NE(message.find("label 10 at row 1 is out of range [0, 10)"), std::string::npos) << message;
+  labels.values<int32_t>()[2 * n - 1] = 3;
+  EXPECT_TRUE(std::isfinite(f(logits, labels).array().values<float>()[0]));
+}
+
+// Results stay on the devices and go back in without a host round trip; donated inputs give
+// their buffers to the results and can no longer be used.
+TEST_P(ConformanceTest, DeviceResidentValuesRoundTrip) {
+  const int n = list_.size();
+  Array x = randomArray(DType::f64, {n, 6}, 21);
+  Array w = randomArray(DType::f64, {6}, 22);
+  auto f = pmap([](const Tensor& v, const Tensor& s) { return std::tuple{add(mul(v, broadcastTo(s, v.shape())), broadcastTo(s, v.shape())), mul(s, 2.0)}; },
+                {.axisName = "i", .inAxes = {0, replicated}, .outAxes = {0, replicated}, .devices = list_.spec,
+                 .donateArguments = {1}});
+  Tensor v = x, s = w;
+  for (int k = 0; k < 3; ++k) std::tie(v, s) = f(v, s);
+  EXPECT_TRUE(v.onDevices());
+  EXPECT_EQ(v.resident()->layout(), DeviceArray::Layout::Sharded);
+  EXPECT_EQ(s.resident()->layout(), DeviceArray::Layout::Replicated);
+  // The same three calls on host values (each result read back and passed as a new array).
+  Array hv = x, hs = w;
+  for (int k = 0; k < 3; ++k) {
+    auto [a, b] = f(spmd::testing::cloneArray(hv), spmd::testing::cloneArray(hs));
+    hv = spmd::testing::cloneArray(a.array()), hs = spmd::testing::cloneArray(b.array());
+  }
+  expectClose(v.array(), hv, 0, 0, "sharded result");
+  expectClose(s.array(), hs, 0, 0, "replicated result");
+  // Donation: the old `s` is gone, its buffers now hold the new one.
+  Tensor before = s;
+  auto [v2, s2] = f(v, s);
+  std::string message = errorOf([&] { before.array(); });
+  EXPECT_NE(message.find("was donated to pmap 'main' and can no longer be used"), std::string::npos) << message;
+  EXPECT_NE(errorOf([&] { f(v2, before); }).find("was donated"), std::string::npos);
+  EXPECT_NO_THROW(s2.array());
+}
+
+// On a device whose memory is not the host's, a training step whose state stays on the device
+// copies only the batch in and the values read out: no parameter crosses between steps.
+TEST_P(ConformanceTest, ResidentStateMakesNoHostCopies) {
+  if (makeDevice(list_, 0)->hostAccessible()) GTEST_SKIP() << list_.spec << " computes in host memory";
+  const int n = list_.size();
+  auto model = models::resnet18({.width = 2});
+  optim::Sgd sgd({.learningRate = 0.05, .momentum = 0.9});
+  auto [x, y] = bench::syntheticBatch(2 * n);
+  auto step = pmap(bench::trainStep(*model, sgd),
+                   {.inAxes = {replicated, replicated, replicated, split, split}, .devices = list_.spec,
+                    .donateArguments = {0, 1, 2}});
+  auto [params, state] = model->initialize(3);
+  Tree opt = sgd.init(params);
+  std::vector<std::shared_ptr<Device>> devices;
+  for (int r = 0; r < n; ++r) devices.push_back(makeDevice(list_, r));  // the group's (shared) devices
+  auto totals = [&] {
+    Device::Transfers t;
+    for (auto& d : devices) {
+      auto one = d->transfers();
+      t.toDevice += one.toDevice, t.toHost += one.toHost;
+      t.bytesToDevice += one.bytesToDevice, t.bytesToHost += one.bytesToHost;
+    }
+    return t;
+  };
+  auto [p, o, st, loss] = step(params, opt, state, x, y);  // the first call brings the state over
+  const Device::Transfers start = totals();
+  const int steps = 3;
+  for (int s = 0; s < steps; ++s) std::tie(p, o, st, loss) = step(p, o, st, x, y);
+  const Device::Transfers end = totals();
+  const int64_t batchBytes = int64_t(x.array().bytes() + y.array().bytes());
+  const int64_t paramBytes = p.numElements() * 4;
+  EXPECT_EQ(end.bytesToDevice - start.bytesToDevice, steps * batchBytes)
+      << "only the batch may be copied in (parameters: " << paramBytes << " bytes)";
+  // Out: the bad-label flag of the loss and its backward (8 bytes each, per replica and step).
+  EXPECT_EQ(end.bytesToHost - start.bytesToHost, steps * n * 2 * 8);
+  float residentLoss = loss.array().values<float>()[0];
+  // The same four steps with the state read back to the host after every step.
+  auto [hp, hs] = model->initialize(3);
+  Tree ho = sgd.init(hp);
+  auto hostStep = pmap(bench::trainStep(*model, sgd),
+                       {.inAxes = {replicated, replicated, replicated, split, split}, .devices = list_.spec});
+  Tensor hloss;
+  auto toHost = [](const Tree& t) {
+    Tree out;
+    for (const auto& [name, v] : t) out.set(name, spmd::testing::cloneArray(v.array()));
+    return out;
+  };
+  for (int s = 0; s <= steps; ++s) {
+    auto [a, b, c, l] = hostStep(hp, ho, hs, x, y);
+    hp = toHost(a), ho = toHost(b), hs = toHost(c), hloss = l;
+  }
+  EXPECT_EQ(residentLoss, hloss.array().values<float>()[0]);
+  for (const auto& [name, t] : hp) expectClose(p.at(name).array(), t.array(), 0, 0, name);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, ConformanceTest,
+                         ::testing::Values(Backend{"cpu:1", 1}, Backend{"cpu:4", 4}, Backend{"sim:1", 1},
+                                           Backend{"sim:4", 4}, Backend{"cuda:0", 1}, Backend{"cuda:0*4", 4}),
+                         [](const auto& info) {
+                           std::string name = info.param.spec;
+                           std::replace(name.begin(), name.end(), ':', '_');
+                           std::replace(name.begin(), name.end(), '*', 'x');
+                           return name;
+                         });
+
+}  // namespace
+}  // namespace spmd::runtime
