@@ -15,6 +15,9 @@ for binary in tests/spmd_unit_tests tools/spmd-run/spmd-run samples/resnet18_fas
               benchmarks/bench_resnet18_train_step benchmarks/bench_resnet18_pmap_step; do
   strip -o "$bundle/bin/$(basename "$binary")" "$build/$binary"
 done
+# Compressed, so binaries and libraries stay under the 64 MiB a device call carries; setup.sh
+# unpacks them (gzip is on every machine).
+gzip -9 "$bundle"/bin/*
 (cd "$bundle/debs" && apt-get download libllvm19 libmlir-19 libdnnl2 libz3-4 2>/dev/null)
 cat > "$bundle/setup.sh" <<'SETUP'
 #!/usr/bin/env bash
@@ -22,6 +25,7 @@ cat > "$bundle/setup.sh" <<'SETUP'
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$here/root"
+for packed in "$here"/bin/*.gz; do [[ -e $packed ]] && gzip -d "$packed" && chmod +x "${packed%.gz}"; done
 for deb in "$here"/debs/*.deb; do
   if command -v dpkg-deb > /dev/null; then
     dpkg-deb -x "$deb" "$here/root"
