@@ -16,7 +16,8 @@ namespace {
 const char* kUsage = R"(usage: resnet18_fashion_mnist [flags]
 Trains ResNet-18 on Fashion-MNIST data-parallel (spmd::pmap) and evaluates it every epoch.
 
-  --devices LIST      cpu:N emulated devices (default $SPMD_DEVICES, else cpu:2)
+  --devices LIST      cpu:N emulated devices, sim:N simulated accelerators, cuda:0*N, ...
+                      (default $SPMD_DEVICES, else cpu:2)
   --epochs N          epochs to train (default 3)
   --batch N           global batch, split over the devices (default 128)
   --lr X              learning rate (default 0.05)

@@ -267,6 +267,24 @@ INSTANTIATE_TEST_SUITE_P(Modes, SpmdEquivalenceTest,
                                   (info.param.dtype == DType::f64 ? "F64" : "F32");
                          });
 
+// The simulated accelerator (the CUDA kernel code on the host) against the cpu backend, both
+// BN modes, with the same replica counts: in f64 every difference is rounding (1e-10); in f32
+// rounding can flip a ReLU whose input is within rounding of 0 (see the top of the file), so f32
+// is the conformance suite's (fewer steps, looser tolerance).
+TEST_P(SpmdEquivalenceTest, SimReplicasMatchTheCpuInF64) {
+  const Mode mode = GetParam();
+  if (mode.dtype != DType::f64) GTEST_SKIP() << "f32 on sim is checked by ConformanceTest";
+  auto model = models::resnet18({.width = 2, .bnAxisName = mode.crossReplicaBn ? "batch" : ""});
+  for (int replicas : {1, 4}) {
+    std::string n = std::to_string(replicas);
+    Result sim = runPmap(*model, "sim:" + n, replicas, mode.dtype);
+    Result cpu = runPmap(*model, "cpu:" + n, replicas, mode.dtype);
+    EXPECT_LE(treeError(sim.vars.params, cpu.vars.params), 1e-10) << "sim:" << n;
+    EXPECT_LE(treeError(sim.vars.state, cpu.vars.state), 1e-10) << "sim:" << n;
+    EXPECT_LE(treeError(sim.vars.opt, cpu.vars.opt), 1e-10) << "sim:" << n;
+  }
+}
+
 // On a GPU: replicas sharing GPU 0 (cuda:0*2, cuda:0*4, the on-device all-reduce) equal one
 // replica on it, and the GPU equals the CPU backend (cross-replica BN, so every N computes the
 // same function). Tolerances: f64 1e-10 as on the CPU; f32 1e-4 between CPU and GPU (different
