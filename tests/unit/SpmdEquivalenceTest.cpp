@@ -40,15 +40,7 @@ using spmd::testing::randomArray;
 constexpr int64_t kBatch = 24, kSize = 16, kSteps = 3;
 const optim::SgdConfig kSgd{.learningRate = 0.05, .momentum = 0.9, .weightDecay = 5e-4};
 
-Array convert(const Array& a, DType dtype) {
-  Array b = Array::zeros(dtype, a.shape);
-  for (int64_t i = 0; i < a.numel(); ++i) {
-    double v = spmd::testing::valueAt(a, i);
-    if (dtype == DType::f32) b.values<float>()[i] = float(v);
-    else b.values<double>()[i] = v;
-  }
-  return b;
-}
+Array convert(const Array& a, DType dtype) { return spmd::testing::convertArray(a, dtype); }
 
 Tree mapTree(const Tree& tree, const std::function<Array(const std::string&, const Array&)>& fn) {
   Tree out;

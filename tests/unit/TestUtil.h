@@ -73,6 +73,18 @@ inline double expectClose(const Array& actual, const Array& expected, double rto
 
 namespace spmd::testing {
 
+// `a` converted to `dtype` (through double).
+inline Array convertArray(const Array& a, DType dtype) {
+  Array b = Array::zeros(dtype, a.shape);
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    double v = valueAt(a, i);
+    if (dtype == DType::f32) b.values<float>()[i] = float(v);
+    else if (dtype == DType::f64) b.values<double>()[i] = v;
+    else b.values<int32_t>()[i] = int32_t(v);
+  }
+  return b;
+}
+
 // A deep copy (Arrays share storage when copied).
 inline Array cloneArray(const Array& a) {
   Array b = Array::zeros(a.dtype, a.shape);
