@@ -13,15 +13,15 @@ namespace spmd {
 
 struct JitOptions {
   std::string name = "main";
-  std::string devices;  // one device: "cpu", "sim", "cuda:0"; empty: $SPMD_DEVICES, else "cpu:1"
-  std::string dumpDir;  // per-pass IR dumps; empty: SPMD_DUMP_IR
+  std::string devices = {};  // one device: "cpu", "sim", "cuda:0"; empty: $SPMD_DEVICES, else "cpu:1"
+  std::string dumpDir = {};  // per-pass IR dumps; empty: SPMD_DUMP_IR
   bool planMemory = true;  // intermediates share one arena by lifetime (CompileOptions)
   bool fuseElementwise = true;  // elementwise chains run as fused kernels
   // Stop at the first op whose output holds NaN (Inf), naming it, its layer and line; also
   // SPMD_DEBUG_NANS=1 (SPMD_DEBUG_INFS=1). Slow: runs unfused and scans every output.
   bool debugNans = false, debugInfs = false;
   // Arguments whose device-resident values the call may reuse for its results (PmapOptions).
-  std::vector<int> donateArguments;
+  std::vector<int> donateArguments = {};
 };
 
 namespace detail {

@@ -34,9 +34,9 @@ inline constexpr Axis split{Axis::Kind::Split};
 
 struct PmapOptions {
   std::string axisName = "batch";
-  std::vector<Axis> inAxes;   // one per argument; empty: every argument stacked on axis 0
-  std::vector<Axis> outAxes;  // one per output (tuple element); empty: all replicated
-  std::string devices;        // "cpu:4"; empty: $SPMD_DEVICES, else "cpu:1"
+  std::vector<Axis> inAxes = {};   // one per argument; empty: every argument stacked on axis 0
+  std::vector<Axis> outAxes = {};  // one per output (tuple element); empty: all replicated
+  std::string devices = {};        // "cpu:4"; empty: $SPMD_DEVICES, else "cpu:1"
   // Report every pmean the compiler would insert as an error instead (names output and line).
   bool strict = false;
   // Return replicated outputs from every replica, stacked [devices, ...], instead of once.
@@ -44,7 +44,7 @@ struct PmapOptions {
   double collectiveTimeoutSeconds = 0;  // 0: $SPMD_COLLECTIVE_TIMEOUT, else 300 s
   int64_t bucketBytes = 25 << 20;       // largest combined gradient all-reduce
   std::string name = "main";
-  std::string dumpDir;  // per-pass IR dumps; empty: SPMD_DUMP_IR
+  std::string dumpDir = {};  // per-pass IR dumps; empty: SPMD_DUMP_IR
   bool planMemory = true;  // intermediates share one arena per replica by lifetime
   bool fuseElementwise = true;  // elementwise chains run as fused kernels
   // Stop at the first op whose output holds NaN (Inf), naming it, its layer, line and replica;
@@ -53,7 +53,7 @@ struct PmapOptions {
   // Arguments (by position) whose device-resident values the call may reuse for its outputs
   // (jax's donate_argnums): parameters and optimizer state are then updated in place, and the
   // donated tensors can no longer be used. Arguments on the host are never donated.
-  std::vector<int> donateArguments;
+  std::vector<int> donateArguments = {};
 };
 
 namespace detail {
