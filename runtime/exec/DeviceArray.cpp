@@ -44,8 +44,7 @@ void DeviceArray::donate(const std::string& to) {
   std::lock_guard lock(mutex_);
   checkUsable();
   donatedTo_ = to;
-  buffers_.clear();
-  host_.reset();
+  buffers_.clear();  // a host copy read before stays alive: references to it must not dangle
 }
 
 const Array& DeviceArray::host() const {

@@ -101,7 +101,16 @@ Executor::Executor(Program program, std::shared_ptr<Device> device)
   }
 }
 
+void Executor::drain() noexcept {
+  try {
+    device_->synchronize();
+  } catch (const std::exception&) {
+    // the error being reported already says what failed; a later asynchronous one adds nothing
+  }
+}
+
 Executor::~Executor() {
+  drain();  // queued work must not outlive the arena it reads
   if (!profile_ || runs_ == 0) return;
   std::vector<std::pair<std::string, std::pair<double, int64_t>>> rows(opTime_.begin(), opTime_.end());
   std::sort(rows.begin(), rows.end(), [](auto& a, auto& b) { return a.second.first > b.second.first; });
@@ -208,8 +217,10 @@ void Executor::run(std::span<const Input> inputs, std::span<Output> outputs) {
       if (debug)
         for (size_t o = 0; o < outs.size(); ++o) checkFinite(outs[o], "its output " + std::to_string(o));
     } catch (const ReplicaAborted&) {
+      drain();
       throw;  // another replica's failure; the group reports that one
     } catch (const std::exception& e) {
+      drain();
       throw Error("step " + std::to_string(s) + " '" + step.op + "' (" + step.where() +
                   ") failed on " + device_->name() + ": " + e.what());
     }

@@ -78,6 +78,9 @@ class Executor {
   std::mutex runMutex_;
   bool profile_ = false;
   bool debugNans_ = false, debugInfs_ = false;
+  // Waits for work queued on an asynchronous device, dropping its errors (after a failure, and
+  // before the buffers are freed).
+  void drain() noexcept;
   // Throws when `view` (on the device) holds a value the debug mode stops at; `what` names it.
   void checkFinite(const TensorView& view, const std::string& what);
   std::map<std::string, std::pair<double, int64_t>> opTime_;  // seconds, calls (SPMD_PROFILE)
