@@ -84,7 +84,7 @@ const Driver& driverFor(const std::string& backend, const std::string& spec) {
   std::string why = whyAbsent(backend);
   if (!why.empty())
     throw Error("device list '" + spec + "': this build of spmd has no " + backend + " backend (" + why +
-                "); valid forms here: " + forms);
+                "); use a backend this build has instead: " + forms);
   throw Error("device list '" + spec + "': unknown backend '" + backend + "'; valid forms: " + forms);
 }
 
