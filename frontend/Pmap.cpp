@@ -10,6 +10,8 @@
 
 #include "frontend/Trace.h"
 #include "runtime/exec/DeviceArray.h"
+#include "runtime/base/Timeout.h"
+#include "runtime/dist/Processes.h"
 #include "runtime/exec/ReplicaGroup.h"
 
 namespace spmd::detail {
@@ -35,22 +37,6 @@ namespace {
 
 std::string prefix(const PmapOptions& options) { return "spmd::pmap '" + options.name + "': "; }
 std::string jitPrefix(const PmapOptions& options) { return "jit '" + options.name + "': "; }
-
-std::chrono::milliseconds timeoutOf(const PmapOptions& options) {
-  double seconds = options.collectiveTimeoutSeconds;
-  if (seconds <= 0) {
-    const char* env = std::getenv("SPMD_COLLECTIVE_TIMEOUT");
-    seconds = 300;
-    if (env && *env) {
-      char* end = nullptr;
-      seconds = std::strtod(env, &end);
-      if (*end || !(seconds > 0))
-        throw Error("SPMD_COLLECTIVE_TIMEOUT='" + std::string(env) +
-                    "' must be a positive number of seconds");
-    }
-  }
-  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
-}
 
 const char* tagOf(Axis axis) {
   switch (axis.kind) {
@@ -112,12 +98,15 @@ PmapCore::PmapCore(PmapOptions options, bool jit) : state_(std::make_unique<Stat
     throw Error(jitPrefix(o) + "device list '" + state_->devices.spec + "' has " +
                 std::to_string(state_->devices.size()) + " devices but jit runs on one; use spmd::pmap to run " +
                 "one replica per device, or name one device (e.g. " + state_->devices.backend + ":1)");
-  state_->timeout = timeoutOf(o);
+  state_->timeout = runtime::collectiveTimeoutFromEnvironment(o.collectiveTimeoutSeconds);
 }
 
 PmapCore::~PmapCore() = default;
 
 int PmapCore::deviceCount() const { return state_->devices.size(); }
+int PmapCore::globalDeviceCount() const {
+  return state_->jit ? 1 : state_->devices.size() * runtime::processes().size;
+}
 
 std::pair<std::vector<Tensor>, std::shared_ptr<void>> PmapCore::call(
     const std::vector<Tensor>& leaves, const std::vector<size_t>& argumentLeaves,
@@ -158,7 +147,8 @@ std::pair<std::vector<Tensor>, std::shared_ptr<void>> PmapCore::call(
     beginCompile(signature, state_->jit ? "'" + o.name + "'" : "pmap '" + o.name + "' on " + state_->devices.spec);
     auto entry = std::make_unique<Entry>();
     Trace trace(o.name);
-    if (!state_->jit) trace.bindAxis(o.axisName, devices);
+    // The axis spans every process's devices (global replica = process * devices + local).
+    if (!state_->jit) trace.bindAxis(o.axisName, devices * runtime::processes().size);
     std::vector<Tensor> arguments;
     for (size_t i = 0; i < leaves.size(); ++i)
       arguments.push_back(trace.addArgument(leaves[i].dtype(), local[i]));

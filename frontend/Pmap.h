@@ -111,6 +111,7 @@ class PmapCore : public CompileLog {
       const std::vector<std::string>& leafNames, const std::string& structure,
       const PmapTraceFn& trace);
   int deviceCount() const;
+  int globalDeviceCount() const;
 
  private:
   struct Entry;
@@ -166,7 +167,10 @@ class Pmapped : public detail::CompiledFunction<detail::PmapCore> {
     return detail::callCompiled(*core_, f_, args...);
   }
 
+  // This process's devices (the leading axis of stacked inputs, the parts of a split batch).
   int deviceCount() const { return core_->deviceCount(); }
+  // Devices of every process of the job: the size of the mapped axis.
+  int globalDeviceCount() const { return core_->globalDeviceCount(); }
 
  private:
   F f_;

@@ -9,6 +9,7 @@
 #include "frontend/Jit.h"
 #include "frontend/Ops.h"
 #include "frontend/Pmap.h"
+#include "frontend/Processes.h"
 #include "frontend/Tensor.h"
 #include "frontend/Tree.h"
 #include "frontend/models/ResNet.h"

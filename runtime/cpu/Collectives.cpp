@@ -26,6 +26,16 @@ void all_reduce(KernelCall& call) {
   Communicator& comm = communicatorOf(call);
   Reduction op = parseReduction(std::get<std::string>(call.step.attr("reduction")));
   DType dtype = call.in[0].dtype;
+  if (call.later && comm.overlaps()) {
+    // The communicator copies the operands now and reduces them on its own thread while the
+    // following steps run; the executor calls `later` before a step reads the results.
+    std::vector<Communicator::Segment> in, out;
+    for (const TensorView& v : call.in) in.push_back({v.data, v.numel()});
+    for (const TensorView& v : call.out) out.push_back({v.data, v.numel()});
+    std::shared_ptr<void> pending = comm.allReduceStart(in, dtype, op, what(call));
+    *call.later = [&comm, pending, out] { comm.allReduceFinish(pending, out); };
+    return;
+  }
   if (call.in.size() == 1) {
     size_t bytes = call.in[0].numel() * dtypeSize(dtype);
     if (call.out[0].data != call.in[0].data) std::memcpy(call.out[0].data, call.in[0].data, bytes);

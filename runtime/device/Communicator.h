@@ -1,11 +1,14 @@
 // Collectives across the replicas of one SPMD program. Each replica holds its own Communicator
 // (its rank in the group); every replica must call the same collectives in the same order, which
 // the compiler guarantees by giving all replicas one Program. Implementations: in-process threads
-// (InProcessCommunicator, for replicas that are threads of one process); NCCL later.
+// (InProcessCommunicator, for replicas that are threads of one process) and, in a job of several
+// processes, ProcessCommunicator (runtime/dist: threads within a process, MPI between them).
 #pragma once
 
 #include <chrono>
 #include <cstddef>
+#include <memory>
+#include <span>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -37,6 +40,20 @@ class Communicator {
                          const std::string& what) = 0;
   // out[r * bytes .. (r + 1) * bytes) = replica r's `in` (stacked in rank order).
   virtual void allGather(const void* in, void* out, size_t bytes, const std::string& what) = 0;
+  // Overlap (DDP's bucketed all-reduce behind the backward pass): a communicator that runs
+  // collectives on a thread of its own says so here; allReduceStart then copies the operands
+  // out and returns at once, and allReduceFinish waits and writes the result. The default runs
+  // the whole all-reduce in allReduceStart.
+  struct Segment {
+    void* data;
+    int64_t count;  // elements of the collective's dtype
+  };
+  virtual bool overlaps() const { return false; }
+  virtual std::shared_ptr<void> allReduceStart(std::span<const Segment> in, DType dtype, Reduction op,
+                                               const std::string& what) {
+    throw Error(what + ": this communicator has no background all-reduce");
+  }
+  virtual void allReduceFinish(const std::shared_ptr<void>& pending, std::span<const Segment> out) {}
   // For backends whose collectives run as device kernels over every replica's memory (CUDA
   // replicas in one process): publishes `mine`, waits for all ranks, returns every rank's
   // pointer in rank order. Throws when this communicator cannot share pointers.

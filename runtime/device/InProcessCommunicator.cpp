@@ -3,6 +3,8 @@
 // rank's buffer, so all replicas hold the same bits and the order never depends on timing.
 #include "runtime/device/InProcessCommunicator.h"
 
+#include "runtime/device/Fold.h"
+
 #include <algorithm>
 #include <cstring>
 
@@ -74,41 +76,18 @@ const std::vector<const void*>& InProcessGroup::exchange(int rank, const void* p
 
 void InProcessGroup::barrier(int rank, const std::string& what) { exchange(rank, nullptr, what); }
 
-namespace {
-
-template <typename T, typename Acc>
-void reduceSlice(const std::vector<const void*>& sources, int64_t begin, int64_t end,
-                 Reduction op, int size) {
-  std::vector<T*> buffers;
-  for (const void* p : sources) buffers.push_back(static_cast<T*>(const_cast<void*>(p)));
-  for (int64_t i = begin; i < end; ++i) {
-    Acc acc = buffers[0][i];
-    for (int r = 1; r < size; ++r) {
-      Acc v = buffers[r][i];
-      switch (op) {
-        case Reduction::Sum:
-        case Reduction::Mean: acc += v; break;
-        case Reduction::Max: acc = std::max(acc, v); break;
-        case Reduction::Min: acc = std::min(acc, v); break;
-      }
-    }
-    if (op == Reduction::Mean) acc /= size;
-    T result = static_cast<T>(acc);
-    for (T* buffer : buffers) buffer[i] = result;
-  }
-}
-
-}  // namespace
-
 void InProcessCommunicator::allReduce(void* data, DType dtype, int64_t count, Reduction op,
                                       const std::string& what) {
   const int n = size();
   const std::vector<const void*>& sources = group_->exchange(rank_, data, what);
   int64_t begin = count * rank_ / n, end = count * (rank_ + 1) / n;
-  switch (dtype) {
-    case DType::f32: reduceSlice<float, double>(sources, begin, end, op, n); break;
-    case DType::f64: reduceSlice<double, double>(sources, begin, end, op, n); break;
-    case DType::i32: reduceSlice<int32_t, int64_t>(sources, begin, end, op, n); break;
+  if (end > begin) {  // fold this rank's slice in place, then copy it to every other rank
+    size_t bytes = dtypeSize(dtype);
+    std::byte* mine = static_cast<std::byte*>(data) + begin * bytes;
+    foldInOrder(dtype, sources.data(), n, begin, end, op, n, mine);
+    for (int r = 0; r < n; ++r)
+      if (r != rank_)
+        std::memcpy(static_cast<std::byte*>(const_cast<void*>(sources[r])) + begin * bytes, mine, (end - begin) * bytes);
   }
   group_->barrier(rank_, what);  // nobody reuses its buffer before every slice is written
 }

@@ -2,6 +2,7 @@
 // attributes), and a per-step cache slot for prepared state (e.g. a oneDNN primitive).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -32,6 +33,9 @@ struct KernelCall {
   std::shared_ptr<void>& cache;  // empty on the first call of this step; the kernel may fill it
   Communicator* comm = nullptr;  // this replica's collectives; null outside a replica group
   Device* device = nullptr;      // the device running the step (CUDA kernels take its stream)
+  // When set, a kernel may leave the rest of its work here (a collective running in the
+  // background); the executor calls it before a later step reads the step's outputs.
+  std::function<void()>* later = nullptr;
 };
 
 // The communicator a collective kernel needs; throws naming the op when there is none.

@@ -157,7 +157,7 @@ void Executor::run(std::span<const Array> inputs, std::span<Array> outputs) {
   std::vector<Input> in;
   for (const Array& a : inputs) in.push_back({a, nullptr});
   std::vector<Output> out;
-  for (const Array& a : outputs) out.push_back({a});
+  for (const Array& a : outputs) out.push_back(Output{.host = a});
   run(in, out);
 }
 
@@ -197,13 +197,35 @@ void Executor::run(std::span<const Input> inputs, std::span<Output> outputs) {
     for (size_t i = 0; i < inputs.size(); ++i)
       checkFinite(view(program_.inputs[i]), "input " + std::to_string(i) + " of @" + program_.name);
   std::vector<TensorView> ins, outs;
+  // Steps whose kernels left work running in the background (a collective behind the backward
+  // pass): finished before a later step reads one of their outputs, or at the end.
+  std::vector<std::pair<size_t, std::function<void()>>> pending;
+  auto finish = [&](size_t k) {
+    auto start = std::chrono::steady_clock::now();
+    auto work = std::move(pending[k].second);
+    pending.erase(pending.begin() + k);
+    work();
+    if (profile_) {
+      auto& slot = opTime_["(waiting for background collectives)"];
+      slot.first += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      slot.second++;
+    }
+  };
   for (size_t s = 0; s < program_.steps.size(); ++s) {
     const Step& step = program_.steps[s];
+    for (size_t k = 0; k < pending.size();) {
+      const auto& theirs = program_.steps[pending[k].first].outputs;
+      bool reads = std::any_of(step.inputs.begin(), step.inputs.end(), [&](int id) {
+        return std::find(theirs.begin(), theirs.end(), id) != theirs.end();
+      });
+      if (reads) finish(k); else ++k;
+    }
     ins.clear();
     outs.clear();
     for (int id : step.inputs) ins.push_back(view(id));
     for (int id : step.outputs) outs.push_back(view(id));
-    KernelCall call{step, ins, outs, caches_[s], comm_, device_.get()};
+    std::function<void()> later;
+    KernelCall call{step, ins, outs, caches_[s], comm_, device_.get(), &later};
     try {
       if (!profile_) {
         kernels_[s](call);
@@ -213,6 +235,10 @@ void Executor::run(std::span<const Input> inputs, std::span<Output> outputs) {
         auto& slot = opTime_[step.op];
         slot.first += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         slot.second++;
+      }
+      if (later) {
+        pending.emplace_back(s, std::move(later));
+        if (debug) finish(pending.size() - 1);
       }
       if (debug)
         for (size_t o = 0; o < outs.size(); ++o) checkFinite(outs[o], "its output " + std::to_string(o));
@@ -226,6 +252,12 @@ void Executor::run(std::span<const Input> inputs, std::span<Output> outputs) {
     }
   }
 
+  try {
+    while (!pending.empty()) finish(0);
+  } catch (const ReplicaAborted&) {
+    drain();
+    throw;
+  }
   ++runs_;
   // Outputs that pass an input through are copied first: a later output may be written into
   // a donated input's buffer (the caller never donates into such a passthrough output).

@@ -23,17 +23,17 @@ bool debugInfsFromEnvironment();
 // Where an input of one replica comes from: a buffer already on the executor's device (bound
 // in place, no copy) or else a host array (copied in, or bound in place on a host device).
 struct Input {
-  Array host;
-  std::shared_ptr<std::byte> device;
+  Array host{};
+  std::shared_ptr<std::byte> device{};
 };
 
 // Where an output of one replica goes: into `host` when it has storage (a copy to the host);
 // else, with `keep`, it stays on the device, in `device` when that is set (a donated input's
 // buffer, updated in place) or in a fresh buffer stored there; else nowhere.
 struct Output {
-  Array host;
+  Array host{};
   bool keep = false;
-  std::shared_ptr<std::byte> device;
+  std::shared_ptr<std::byte> device{};
 };
 
 class Executor {

@@ -4,28 +4,58 @@
 #include <atomic>
 
 #include "runtime/device/Driver.h"
+#include "runtime/dist/Processes.h"
 
 namespace spmd::runtime {
 
 ReplicaGroup::ReplicaGroup(const Program& program, const DeviceList& devices,
                            std::chrono::milliseconds collectiveTimeout)
     : devices_(devices) {
-  if (!program.axisName.empty() && program.replicas != devices.size())
+  // A program with a mapped axis spans the replicas of every process; one without (jit) runs
+  // in this process alone.
+  const ProcessInfo& job = program.axisName.empty() ? ProcessInfo::single() : processes();
+  acrossProcesses_ = job.size > 1;
+  if (acrossProcesses_) checkSameLayoutEverywhere(devices);
+  const int replicas = devices.size() * job.size;
+  if (!program.axisName.empty() && program.replicas != replicas)
     throw Error("program @" + program.name + " was compiled for " + std::to_string(program.replicas) +
                 " replicas (axis '" + program.axisName + "') but device list '" + devices.spec + "' has " +
-                std::to_string(devices.size()) + "; its collectives and pmean divisors assume " +
-                std::to_string(program.replicas) + ", so run it on " + std::to_string(program.replicas) +
-                " devices or compile it again for " + std::to_string(devices.size()));
+                (job.size > 1 ? std::to_string(devices.size()) + " in each of " + std::to_string(job.size) +
+                                    " processes, " + std::to_string(replicas) + " in all"
+                              : std::to_string(devices.size())) +
+                "; its collectives and pmean divisors assume " + std::to_string(program.replicas) + ", so run it on " +
+                std::to_string(program.replicas) + " devices or compile it again for " + std::to_string(replicas));
   const Driver& driver = devices.driver();
   Executor::checkFitsHost(program, devices.size(), devices.spec);
-  comms_ = driver.makeCommunicators(devices, collectiveTimeout);
+  comms_ = acrossProcesses_ ? makeProcessCommunicators(devices.size(), collectiveTimeout)
+                            : driver.makeCommunicators(devices, collectiveTimeout);
   for (int r = 0; r < devices.size(); ++r) {
     deviceObjects_.push_back(driver.makeDevice(devices, r));
+    if (job.size > 1 && !deviceObjects_.back()->hostAccessible())
+      throw Error("device list '" + devices.spec + "': across processes, collectives run through MPI on host "
+                  "memory, which " + devices.backend + " devices do not have (NCCL for GPUs across processes "
+                  "is not built yet); run the job on cpu:K devices");
     executors_.push_back(std::make_unique<Executor>(program, deviceObjects_.back()));
     executors_.back()->setCommunicator(comms_[r].get());
   }
-  if (size() == 1) return;  // one replica runs on the calling thread
+  // One replica runs on the calling thread, unless the job has several processes (the replica
+  // then gets its share of the host's threads like any other).
+  if (size() == 1 && !acrossProcesses_) return;
   for (int r = 0; r < size(); ++r) workers_.emplace_back([this, r] { work(r); });
+}
+
+// Every process must run the same number of replicas on the same backend: the pmap axis and
+// every collective assume it. All processes see the same gathered counts, so all fail alike.
+void ReplicaGroup::checkSameLayoutEverywhere(const DeviceList& devices) {
+  std::vector<int64_t> counts = processAllGather(devices.size(), "device counts of " + devices.spec);
+  std::string differ;
+  for (size_t p = 0; p < counts.size(); ++p)
+    if (counts[p] != counts[0]) differ += ", process " + std::to_string(p) + " has " + std::to_string(counts[p]);
+  if (!differ.empty())
+    throw Error("the processes of this job name different numbers of devices: process 0 has " +
+                std::to_string(counts[0]) + differ + " (this is " + processes().describe() + ", device list '" +
+                devices.spec + "'); every process must name the same count, e.g. --devices cpu:" +
+                std::to_string(counts[0]));
 }
 
 ReplicaGroup::~ReplicaGroup() {
@@ -35,6 +65,14 @@ ReplicaGroup::~ReplicaGroup() {
   }
   start_.notify_all();
   for (std::thread& t : workers_) t.join();
+}
+
+std::string ReplicaGroup::describeReplica(int r) const {
+  const ProcessInfo& job = processes();
+  if (!acrossProcesses_)
+    return "replica " + std::to_string(r) + " of " + std::to_string(size()) + " (" + executors_[r]->device().name() + ")";
+  return "replica " + std::to_string(job.rank * size() + r) + " of " + std::to_string(job.size * size()) +
+         " (local replica " + std::to_string(r) + ", " + executors_[r]->device().name() + ")";
 }
 
 void ReplicaGroup::work(int rank) {
@@ -62,7 +100,7 @@ void ReplicaGroup::run(const std::vector<std::vector<Array>>& inputs,
   for (size_t r = 0; r < inputs.size(); ++r)
     for (const Array& a : inputs[r]) in[r].push_back({a, nullptr});
   for (size_t r = 0; r < outputs.size(); ++r)
-    for (const Array& a : outputs[r]) out[r].push_back({a});
+    for (const Array& a : outputs[r]) out[r].push_back(Output{.host = a});
   run(in, out);
 }
 
@@ -72,6 +110,11 @@ void ReplicaGroup::run(const std::vector<std::vector<Input>>& inputs,
     throw Error("replica group on " + devices_.spec + " runs " + std::to_string(size()) +
                 " replicas, got inputs for " + std::to_string(inputs.size()));
   std::lock_guard runLock(runMutex_);
+  // Across processes, collectives must reach MPI in the same order everywhere: one compiled
+  // step runs at a time in each process (and every process must call them in the same order).
+  static std::mutex jobOrder;
+  std::unique_lock<std::mutex> orderLock;
+  if (acrossProcesses_) orderLock = std::unique_lock(jobOrder);
   for (auto& comm : comms_) comm->reset();
   std::vector<std::string> errors(size());
   std::atomic<int> firstFailed{-1};
@@ -84,10 +127,10 @@ void ReplicaGroup::run(const std::vector<std::vector<Input>>& inputs,
       errors[r] = e.what();
       int none = -1;
       firstFailed.compare_exchange_strong(none, r);
-      comms_[r]->abort("replica " + std::to_string(r) + " failed: " + errors[r]);
+      comms_[r]->abort(describeReplica(r) + " failed: " + errors[r]);
     }
   };
-  if (size() == 1) {
+  if (workers_.empty()) {
     replica(0);
   } else {
     std::unique_lock lock(mutex_);
@@ -98,9 +141,7 @@ void ReplicaGroup::run(const std::vector<std::vector<Input>>& inputs,
     finished_.wait(lock, [&] { return pending_ == 0; });
   }
   int r = firstFailed.load();
-  if (r >= 0)
-    throw Error("replica " + std::to_string(r) + " of " + std::to_string(size()) + " (" +
-                executors_[r]->device().name() + ") failed, so all replicas stopped: " + errors[r]);
+  if (r >= 0) throw Error(describeReplica(r) + " failed, so all replicas stopped: " + errors[r]);
 }
 
 }  // namespace spmd::runtime

@@ -1,7 +1,9 @@
 // One replica of a Program per device, run together: one worker thread per replica, each with
 // its own Executor on the device the list's Driver makes (and prepares the thread for), joined
 // by the driver's communicators. A replica that fails stops every replica with its error,
-// naming the replica; a collective that waits too long fails the same way.
+// naming the replica; a collective that waits too long fails the same way. In a job of several
+// processes (runtime/dist), the group runs this process's replicas, global replica index =
+// process rank * size() + local index, and a failure ends the whole job.
 #pragma once
 
 #include <chrono>
@@ -44,8 +46,12 @@ class ReplicaGroup {
 
  private:
   void work(int rank);
+  static void checkSameLayoutEverywhere(const DeviceList& devices);
+  // "replica 3 of 4 (cpu:1)", with the global index in a job of several processes.
+  std::string describeReplica(int r) const;
 
   DeviceList devices_;
+  bool acrossProcesses_ = false;  // the program's axis spans the replicas of several processes
   std::vector<std::shared_ptr<Device>> deviceObjects_;
   std::vector<std::unique_ptr<Executor>> executors_;
   std::vector<std::unique_ptr<Communicator>> comms_;

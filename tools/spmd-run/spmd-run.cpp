@@ -12,6 +12,7 @@
 
 #include "runtime/device/DeviceList.h"
 #include "runtime/program/ProgramFile.h"
+#include "runtime/base/Timeout.h"
 #include "runtime/exec/ReplicaGroup.h"
 
 namespace {
@@ -70,7 +71,7 @@ int run(int argc, char** argv) {
   runtime::Program program = runtime::loadProgram(path);
   if (print) std::fputs(program.toText().c_str(), stdout);
   runtime::DeviceList list = runtime::parseDeviceList(devices);
-  runtime::ReplicaGroup group(program, list, std::chrono::seconds(300));
+  runtime::ReplicaGroup group(program, list, runtime::collectiveTimeoutFromEnvironment());
   std::vector<std::vector<Array>> inputs(list.size()), outputs(list.size());
   for (int r = 0; r < list.size(); ++r) {
     for (size_t i = 0; i < program.inputs.size(); ++i)

@@ -1,0 +1,55 @@
+// The one reduction order of spmd's collectives: element i of the result folds the replicas'
+// values in replica order, acc = x[0]; acc = acc op x[r] for r = 1..n-1, in the accumulator type
+// (double for floats, int64 for i32), divided by `divisor` for a mean, then rounded once. The
+// in-process communicator and the exact mode across processes both use it, so any split of the
+// same replicas into threads and processes gives the same bits.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#include "runtime/base/DType.h"
+#include "runtime/device/Communicator.h"
+
+namespace spmd::runtime {
+
+// out[i - begin] = fold of sources[0][i], ..., sources[n-1][i] for i in [begin, end); `out` may
+// be one of the sources, offset by `begin` (each element is read before it is written).
+template <typename T, typename Acc>
+void foldInOrder(const T* const* sources, int n, int64_t begin, int64_t end, Reduction op, int divisor, T* out) {
+  for (int64_t i = begin; i < end; ++i) {
+    Acc acc = sources[0][i];
+    for (int r = 1; r < n; ++r) {
+      Acc v = sources[r][i];
+      switch (op) {
+        case Reduction::Sum:
+        case Reduction::Mean: acc += v; break;
+        case Reduction::Max: acc = std::max(acc, v); break;
+        case Reduction::Min: acc = std::min(acc, v); break;
+      }
+    }
+    if (op == Reduction::Mean) acc /= divisor;
+    out[i - begin] = static_cast<T>(acc);
+  }
+}
+
+// foldInOrder for a runtime dtype, over untyped buffers.
+inline void foldInOrder(DType dtype, const void* const* sources, int n, int64_t begin, int64_t end, Reduction op,
+                        int divisor, void* out) {
+  switch (dtype) {
+    case DType::f32:
+      foldInOrder<float, double>(reinterpret_cast<const float* const*>(sources), n, begin, end, op, divisor,
+                                 static_cast<float*>(out));
+      break;
+    case DType::f64:
+      foldInOrder<double, double>(reinterpret_cast<const double* const*>(sources), n, begin, end, op, divisor,
+                                  static_cast<double*>(out));
+      break;
+    case DType::i32:
+      foldInOrder<int32_t, int64_t>(reinterpret_cast<const int32_t* const*>(sources), n, begin, end, op, divisor,
+                                    static_cast<int32_t*>(out));
+      break;
+  }
+}
+
+}  // namespace spmd::runtime

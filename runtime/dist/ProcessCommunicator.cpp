@@ -1,0 +1,310 @@
+// ProcessCommunicator: jobs shared by a process's replicas, run by its MpiEngine.
+#include "runtime/dist/ProcessCommunicator.h"
+
+#include <atomic>
+#include <climits>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+
+#include "runtime/device/Fold.h"
+#include "runtime/dist/MpiEngine.h"
+
+namespace spmd::runtime {
+namespace {
+
+std::atomic<int64_t> engineNanos{0}, waitNanos{0}, reduceCount{0};
+
+int64_t nanosSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
+}
+
+enum class Kind { AllReduce, AllGather, Barrier };
+
+// One collective of the process: every local replica copies its operand in; the last one
+// queues it on the engine; the engine fills `result`.
+struct Job {
+  Kind kind;
+  DType dtype = DType::f32;
+  Reduction op = Reduction::Sum;
+  int64_t count = 0;  // all-reduce: elements per replica; all-gather: bytes per replica
+  std::string what;
+  std::vector<std::byte> send, result;
+  int arrived = 0;
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool done = false;
+};
+
+MPI_Datatype mpiDatatype(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return MPI_FLOAT;
+    case DType::f64: return MPI_DOUBLE;
+    case DType::i32: return MPI_INT;
+  }
+  return MPI_BYTE;
+}
+
+MPI_Op mpiOp(Reduction op) {
+  switch (op) {
+    case Reduction::Sum:
+    case Reduction::Mean: return MPI_SUM;
+    case Reduction::Max: return MPI_MAX;
+    case Reduction::Min: return MPI_MIN;
+  }
+  return MPI_SUM;
+}
+
+int mpiCount(int64_t n, const std::string& what) {
+  if (n > INT_MAX)
+    throw Error(what + ": " + std::to_string(n) + " bytes in one message exceed MPI's int count; lower "
+                "the all-reduce bucket size (PmapOptions::bucketBytes) or split the tensor");
+  return static_cast<int>(n);
+}
+
+// State the K replicas of this process share.
+class Group {
+ public:
+  Group(int local, std::chrono::milliseconds timeout, ReduceMode mode)
+      : local_(local), processes_(processes().size), rank_(processes().rank), timeout_(timeout), mode_(mode),
+        next_(local), engine_(MpiEngine::instance()) {
+    const char* overlap = std::getenv("SPMD_OVERLAP");
+    overlap_ = !(overlap && std::strcmp(overlap, "0") == 0);
+  }
+  int local() const { return local_; }
+  int processCount() const { return processes_; }
+  int rank() const { return rank_; }
+  bool overlap() const { return overlap_; }
+
+  // Replica `l` joins its next collective with its operand (segments of one flat vector).
+  std::shared_ptr<Job> join(int l, Kind kind, std::span<const Communicator::Segment> in, DType dtype,
+                            Reduction op, int64_t count, const std::string& what) {
+    std::shared_ptr<Job> job;
+    {
+      std::lock_guard lock(mutex_);
+      uint64_t seq = next_[l]++;
+      std::shared_ptr<Job>& slot = open_[seq];
+      if (!slot) {
+        slot = std::make_shared<Job>();
+        slot->kind = kind, slot->dtype = dtype, slot->op = op, slot->count = count, slot->what = what;
+        size_t elementBytes = kind == Kind::AllReduce ? dtypeSize(dtype) : 1;
+        slot->send.resize(size_t(local_) * size_t(count) * elementBytes);
+      } else if (slot->kind != kind || slot->count != count || slot->dtype != dtype || slot->op != op) {
+        throw Error("replica " + std::to_string(l) + " calls " + what + " where another replica of this process calls " +
+                    slot->what + "; the replicas of one program must run the same collectives");
+      }
+      job = slot;
+    }
+    pack(*job, l, in);
+    std::lock_guard lock(mutex_);
+    if (++job->arrived == local_) {
+      for (auto it = open_.begin(); it != open_.end(); ++it)
+        if (it->second == job) {
+          open_.erase(it);
+          break;
+        }
+      // Queued under the lock, so jobs reach the engine in sequence order on every process.
+      engine_.submit([this, job] { execute(*job); }, job->what, timeout_);
+    }
+    return job;
+  }
+
+  // Waits for `job` on replica `l`, then copies its result into `out`.
+  void finish(Job& job, int l, std::span<const Communicator::Segment> out) {
+    auto start = std::chrono::steady_clock::now();
+    {
+      std::unique_lock lock(job.mutex);
+      // The engine's watchdog ends the job if MPI waits too long; this catches a local replica
+      // that never arrived (the job was never queued).
+      if (!job.cv.wait_for(lock, timeout_ + std::chrono::seconds(10), [&] { return job.done; })) {
+        lock.unlock();
+        abortJob(job.what + " timed out on replica " + std::to_string(rank_ * local_ + l) + ": " +
+                 std::to_string(local_ - job.arrived) + " replica(s) of this process never reached it");
+      }
+    }
+    if (job.kind == Kind::AllReduce && l == 0) waitNanos += nanosSince(start);  // one replica's view
+    const std::byte* from = job.result.data();
+    size_t elementBytes = job.kind == Kind::AllReduce ? dtypeSize(job.dtype) : 1;
+    for (const auto& s : out) {
+      std::memcpy(s.data, from, s.count * elementBytes);
+      from += s.count * elementBytes;
+    }
+  }
+
+ private:
+  // Copies replica l's operand into the job's send buffer.
+  void pack(Job& job, int l, std::span<const Communicator::Segment> in) {
+    const size_t e = job.kind == Kind::AllReduce ? dtypeSize(job.dtype) : 1;
+    const int64_t n = job.count;
+    auto copyRange = [&](int64_t begin, int64_t end, std::byte* to) {  // elements [begin, end) of the operand
+      int64_t at = 0;
+      for (const auto& s : in) {
+        int64_t lo = std::max(begin, at), hi = std::min(end, at + s.count);
+        if (lo < hi) std::memcpy(to + (lo - begin) * e, static_cast<const std::byte*>(s.data) + (lo - at) * e, (hi - lo) * e);
+        at += s.count;
+      }
+    };
+    if (job.kind == Kind::AllReduce && mode_ == ReduceMode::Exact) {
+      // To process j: its slice of every local replica, replica by replica.
+      for (int j = 0; j < processes_; ++j) {
+        int64_t begin = n * j / processes_, end = n * (j + 1) / processes_;
+        copyRange(begin, end, job.send.data() + (local_ * begin + l * (end - begin)) * e);
+      }
+    } else {
+      copyRange(0, n, job.send.data() + l * n * e);
+    }
+  }
+
+  void execute(Job& job) {
+    auto start = std::chrono::steady_clock::now();
+    MPI_Comm comm = engine_.comm();
+    const int P = processes_, K = local_;
+    if (job.kind == Kind::Barrier) {
+      checkMpi(MPI_Barrier(comm), "MPI_Barrier", job.what);
+    } else if (job.kind == Kind::AllGather) {
+      job.result.resize(size_t(P) * job.send.size());
+      int bytes = mpiCount(int64_t(job.send.size()), job.what);
+      checkMpi(MPI_Allgather(job.send.data(), bytes, MPI_BYTE, job.result.data(), bytes, MPI_BYTE, comm),
+               "MPI_Allgather", job.what);
+    } else if (mode_ == ReduceMode::Exact) {
+      reduceExact(job, comm, P, K);
+    } else {
+      reduceFast(job, comm, P, K);
+    }
+    if (job.kind == Kind::AllReduce) engineNanos += nanosSince(start), ++reduceCount;
+    {
+      std::lock_guard lock(job.mutex);
+      job.done = true;
+    }
+    job.cv.notify_all();
+    job.send = {};
+  }
+
+  void reduceExact(Job& job, MPI_Comm comm, int P, int K) {
+    const int64_t n = job.count, e = dtypeSize(job.dtype);
+    auto begin = [&](int j) { return n * j / P; };
+    const int64_t mine = begin(rank_ + 1) - begin(rank_);
+    std::vector<int> sendCounts(P), sendOffsets(P), recvCounts(P), recvOffsets(P);
+    for (int j = 0; j < P; ++j) {
+      sendCounts[j] = mpiCount(K * (begin(j + 1) - begin(j)) * e, job.what);
+      sendOffsets[j] = mpiCount(K * begin(j) * e, job.what);
+      recvCounts[j] = mpiCount(K * mine * e, job.what);
+      recvOffsets[j] = mpiCount(int64_t(j) * K * mine * e, job.what);
+    }
+    std::vector<std::byte> received(size_t(P) * K * mine * e);
+    checkMpi(MPI_Alltoallv(job.send.data(), sendCounts.data(), sendOffsets.data(), MPI_BYTE, received.data(),
+                           recvCounts.data(), recvOffsets.data(), MPI_BYTE, comm),
+             "MPI_Alltoallv", job.what);
+    // received holds replica g's slice at g * mine: fold in global replica order.
+    std::vector<const void*> sources(size_t(P) * K);
+    for (size_t g = 0; g < sources.size(); ++g) sources[g] = received.data() + g * mine * e;
+    std::vector<std::byte> folded(mine * e);
+    foldInOrder(job.dtype, sources.data(), P * K, 0, mine, job.op, P * K, folded.data());
+    job.result.resize(n * e);
+    for (int j = 0; j < P; ++j) {
+      recvCounts[j] = mpiCount((begin(j + 1) - begin(j)) * e, job.what);
+      recvOffsets[j] = mpiCount(begin(j) * e, job.what);
+    }
+    checkMpi(MPI_Allgatherv(folded.data(), mpiCount(mine * e, job.what), MPI_BYTE, job.result.data(),
+                            recvCounts.data(), recvOffsets.data(), MPI_BYTE, comm),
+             "MPI_Allgatherv", job.what);
+  }
+
+  void reduceFast(Job& job, MPI_Comm comm, int P, int K) {
+    const int64_t n = job.count, e = dtypeSize(job.dtype);
+    std::vector<const void*> sources(K);
+    for (int l = 0; l < K; ++l) sources[l] = job.send.data() + l * n * e;
+    Reduction local = job.op == Reduction::Mean ? Reduction::Sum : job.op;
+    job.result.resize(n * e);
+    foldInOrder(job.dtype, sources.data(), K, 0, n, local, 1, job.result.data());
+    mpiCount(n * e, job.what);
+    checkMpi(MPI_Allreduce(MPI_IN_PLACE, job.result.data(), static_cast<int>(n), mpiDatatype(job.dtype),
+                           mpiOp(job.op), comm),
+             "MPI_Allreduce", job.what);
+    if (job.op == Reduction::Mean) {
+      const void* one[] = {job.result.data()};
+      foldInOrder(job.dtype, one, 1, 0, n, Reduction::Mean, P * K, job.result.data());
+    }
+  }
+
+  const int local_, processes_, rank_;
+  const std::chrono::milliseconds timeout_;
+  const ReduceMode mode_;
+  bool overlap_ = true;
+  std::mutex mutex_;
+  std::vector<uint64_t> next_;                         // next sequence number, per replica
+  std::map<uint64_t, std::shared_ptr<Job>> open_;      // jobs not every replica has joined
+  MpiEngine& engine_;
+};
+
+class ProcessCommunicator final : public Communicator {
+ public:
+  ProcessCommunicator(std::shared_ptr<Group> group, int local) : group_(std::move(group)), local_(local) {}
+  int rank() const override { return group_->rank() * group_->local() + local_; }
+  int size() const override { return group_->processCount() * group_->local(); }
+
+  void allReduce(void* data, DType dtype, int64_t count, Reduction op, const std::string& what) override {
+    Segment s{data, count};
+    allReduceFinish(allReduceStart({&s, 1}, dtype, op, what), {&s, 1});
+  }
+  bool overlaps() const override { return group_->overlap(); }
+  std::shared_ptr<void> allReduceStart(std::span<const Segment> in, DType dtype, Reduction op,
+                                       const std::string& what) override {
+    int64_t count = 0;
+    for (const auto& s : in) count += s.count;
+    return group_->join(local_, Kind::AllReduce, in, dtype, op, count,
+                        what + " (" + std::string(dtypeName(dtype)) + " x " + std::to_string(count) + ", " + reductionName(op) + ")");
+  }
+  void allReduceFinish(const std::shared_ptr<void>& pending, std::span<const Segment> out) override {
+    group_->finish(*static_cast<Job*>(pending.get()), local_, out);
+  }
+  void allGather(const void* in, void* out, size_t bytes, const std::string& what) override {
+    Segment s{const_cast<void*>(in), int64_t(bytes)};
+    auto job = group_->join(local_, Kind::AllGather, {&s, 1}, DType::f32, Reduction::Sum, int64_t(bytes),
+                            what + " (" + std::to_string(bytes) + " bytes)");
+    Segment o{out, int64_t(bytes) * size()};
+    group_->finish(*job, local_, {&o, 1});
+  }
+  void barrier(const std::string& what) override {
+    auto job = group_->join(local_, Kind::Barrier, {}, DType::f32, Reduction::Sum, 0, what);
+    group_->finish(*job, local_, {});
+  }
+  std::vector<const void*> exchange(const void* mine, const std::string& what) override {
+    throw Error(what + ": device pointers cannot cross processes; in a job of several processes use the cpu "
+                "backend (--devices cpu:K under mpirun)");
+  }
+  void abort(const std::string& error) override { abortJob(error); }
+
+ private:
+  static const char* reductionName(Reduction op) {
+    switch (op) {
+      case Reduction::Sum: return "sum";
+      case Reduction::Mean: return "mean";
+      case Reduction::Max: return "max";
+      case Reduction::Min: return "min";
+    }
+    return "?";
+  }
+  std::shared_ptr<Group> group_;
+  int local_;
+};
+
+}  // namespace
+
+std::vector<std::unique_ptr<Communicator>> makeProcessCommunicators(int localReplicas,
+                                                                    std::chrono::milliseconds timeout) {
+  auto group = std::make_shared<Group>(localReplicas, timeout, reduceModeFromEnvironment());
+  std::vector<std::unique_ptr<Communicator>> comms;
+  for (int l = 0; l < localReplicas; ++l) comms.push_back(std::make_unique<ProcessCommunicator>(group, l));
+  return comms;
+}
+
+CollectiveTimes collectiveTimes() {
+  return {engineNanos.load() * 1e-9, waitNanos.load() * 1e-9, reduceCount.load()};
+}
+
+void resetCollectiveTimes() { engineNanos = 0, waitNanos = 0, reduceCount = 0; }
+
+}  // namespace spmd::runtime

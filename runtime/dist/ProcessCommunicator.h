@@ -1,0 +1,34 @@
+// Collectives of a job of several processes, layered as Horovod's: the K replica threads of a
+// process hand their operands to a shared job; the last of them to arrive queues it on the
+// process's communication thread (MpiEngine), the only thread that calls MPI; each replica then
+// waits for the result and copies it out. Global replica index = process rank * K + local index.
+//
+// all-reduce, exact mode (default): the elements are cut into P slices; MPI_Alltoallv gives
+// process j slice j of every replica's operand (in global replica order), process j folds it
+// with foldInOrder (runtime/device/Fold.h, the in-process communicator's fold), and
+// MPI_Allgatherv returns every folded slice to everyone. Fast mode: each process folds its K
+// replicas, then MPI_Allreduce. all_gather: MPI_Allgather of each process's K blocks.
+//
+// A replica that fails ends the job (abortJob): the other processes wait in MPI and cannot be
+// told to stop otherwise. Built only with MPI.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <vector>
+
+#include "runtime/device/Communicator.h"
+#include "runtime/dist/Processes.h"
+
+namespace spmd::runtime {
+
+// Seconds since the process started: on the communication thread running all-reduces, and on
+// replica threads waiting for their results (the difference ran behind other work).
+struct CollectiveTimes {
+  double engineSeconds = 0, waitSeconds = 0;
+  int64_t allReduces = 0;
+};
+CollectiveTimes collectiveTimes();
+void resetCollectiveTimes();
+
+}  // namespace spmd::runtime

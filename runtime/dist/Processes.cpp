@@ -1,0 +1,143 @@
+// Processes: is this a job of several processes, and the host-side collectives between them.
+#include "runtime/dist/Processes.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "runtime/base/Error.h"
+#include "runtime/device/Communicator.h"
+#include "runtime/base/Timeout.h"
+#if SPMD_WITH_MPI
+#include "runtime/dist/MpiEngine.h"
+#endif
+
+namespace spmd::runtime {
+namespace {
+
+// The process count a launcher announces in the environment (Open MPI, PMIx, PMI), else 1.
+int launchedSize(std::string* variable) {
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "PMI_SIZE"}) {
+    const char* value = std::getenv(name);
+    if (value && *value) {
+      *variable = std::string(name) + "=" + value;
+      return std::atoi(value);
+    }
+  }
+  return 1;
+}
+
+ProcessInfo start() {
+  ProcessInfo info;
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  info.host = host;
+  std::string variable;
+  if (launchedSize(&variable) <= 1) return info;
+#if SPMD_WITH_MPI
+  startMpiJob(info);
+  return info;
+#else
+  throw Error("this process was launched as one of several (" + variable +
+              ") but this build of spmd has no MPI support (libopenmpi-dev was not found when "
+              "configuring); install it (scripts/setup.sh) and rebuild, or run without mpirun");
+#endif
+}
+
+bool started = false;
+
+}  // namespace
+
+std::string ProcessInfo::describe() const {
+  if (size == 1) return "";
+  return "process " + std::to_string(rank) + " of " + std::to_string(size) + " (host " + host + ")";
+}
+
+const ProcessInfo& ProcessInfo::single() {
+  static const ProcessInfo one;
+  return one;
+}
+
+#if !SPMD_WITH_MPI
+std::vector<std::unique_ptr<Communicator>> makeProcessCommunicators(int, std::chrono::milliseconds) {
+  throw Error("this build of spmd has no MPI support; a job of several processes needs it");
+}
+#endif
+
+const ProcessInfo& processes() {
+  static const ProcessInfo info = [] {
+    ProcessInfo i = start();
+    started = i.size > 1;
+    return i;
+  }();
+  return info;
+}
+
+ReduceMode reduceModeFromEnvironment() {
+  const char* value = std::getenv("SPMD_REDUCE");
+  if (!value || !*value || std::strcmp(value, "exact") == 0) return ReduceMode::Exact;
+  if (std::strcmp(value, "fast") == 0) return ReduceMode::Fast;
+  throw Error("SPMD_REDUCE='" + std::string(value) +
+              "' is not a reduction mode; use exact (the default: the same bits for any split of the "
+              "replicas into processes) or fast (MPI_Allreduce of per-process sums)");
+}
+
+const char* reduceModeName(ReduceMode mode) { return mode == ReduceMode::Exact ? "exact" : "fast"; }
+
+void processBarrier(const std::string& what) {
+  if (processes().size == 1) return;
+#if SPMD_WITH_MPI
+  MpiEngine& engine = MpiEngine::instance();
+  engine.run([&] { checkMpi(MPI_Barrier(engine.comm()), "MPI_Barrier", what); }, "barrier: " + what,
+             collectiveTimeoutFromEnvironment());
+#endif
+}
+
+void processSum(std::vector<double>& values, const std::string& what) {
+  if (processes().size == 1) return;
+#if SPMD_WITH_MPI
+  MpiEngine& engine = MpiEngine::instance();
+  const int n = static_cast<int>(values.size()), size = processes().size;
+  std::vector<double> all(size_t(n) * size);
+  engine.run(
+      [&] {
+        checkMpi(MPI_Allgather(values.data(), n, MPI_DOUBLE, all.data(), n, MPI_DOUBLE, engine.comm()),
+                 "MPI_Allgather", what);
+      },
+      "sum over processes: " + what, collectiveTimeoutFromEnvironment());
+  for (int i = 0; i < n; ++i) {
+    double sum = all[i];
+    for (int p = 1; p < size; ++p) sum += all[size_t(p) * n + i];
+    values[i] = sum;
+  }
+#endif
+}
+
+std::vector<int64_t> processAllGather(int64_t value, const std::string& what) {
+  if (processes().size == 1) return {value};
+  std::vector<int64_t> all(processes().size);
+#if SPMD_WITH_MPI
+  MpiEngine& engine = MpiEngine::instance();
+  engine.run(
+      [&] {
+        checkMpi(MPI_Allgather(&value, 1, MPI_INT64_T, all.data(), 1, MPI_INT64_T, engine.comm()),
+                 "MPI_Allgather", what);
+      },
+      "gather over processes: " + what, collectiveTimeoutFromEnvironment());
+#endif
+  return all;
+}
+
+void abortJob(const std::string& message, int code) {
+  std::string who = started ? processes().describe() : "";
+  std::fprintf(stderr, "spmd: %s%s%s; ending the job\n", who.c_str(), who.empty() ? "" : ": ", message.c_str());
+  std::fflush(stderr);
+#if SPMD_WITH_MPI
+  if (started) MPI_Abort(MPI_COMM_WORLD, code);
+#endif
+  std::_Exit(code);
+}
+
+}  // namespace spmd::runtime

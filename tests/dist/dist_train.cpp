@@ -1,0 +1,143 @@
+// The multi-process test worker: three SGD steps of a reduced-width ResNet-18 (width 2, 16x16
+// inputs, global batch 24, cross-replica BatchNorm) on this process's devices, each process
+// passing the rows of its own replicas. Every process writes its final parameters, BN state,
+// optimizer state and losses as raw bytes (in name order) to <out>.<process>, so a driver can
+// compare layouts bit for bit (tests/dist/run_dist.py). Faults for the failure tests: at step
+// --fault-step, process --fault-process throws inside the step (a bad label), kills itself, or
+// hangs. With --checkpoint, process 0 saves the state after every step (barriers around).
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <string>
+#include <thread>
+
+#include "frontend/io/Safetensors.h"
+#include "frontend/spmd.h"
+
+using namespace spmd;
+
+namespace {
+
+constexpr int64_t kBatch = 24, kSize = 16;
+
+struct Flags {
+  std::string devices = "cpu:1", out, fault, checkpoint;
+  int steps = 3, faultProcess = 1, faultStep = 1;
+};
+
+Flags parse(int argc, char** argv) {
+  Flags f;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&] {
+      if (i + 1 >= argc) throw Error(a + " needs a value");
+      return std::string(argv[++i]);
+    };
+    if (a == "--devices") f.devices = value();
+    else if (a == "--out") f.out = value();
+    else if (a == "--steps") f.steps = std::stoi(value());
+    else if (a == "--fault") f.fault = value();
+    else if (a == "--fault-process") f.faultProcess = std::stoi(value());
+    else if (a == "--fault-step") f.faultStep = std::stoi(value());
+    else if (a == "--checkpoint") f.checkpoint = value();
+    else throw Error("unknown flag " + a);
+  }
+  return f;
+}
+
+Array randomImages(int step) {
+  Array x = Array::zeros(DType::f32, {kBatch, 1, kSize, kSize});
+  std::mt19937_64 rng(100 + step);
+  std::uniform_real_distribution<float> u(-1, 1);
+  for (float& v : x.values<float>()) v = u(rng);
+  return x;
+}
+
+// Rows [begin, end) of a [kBatch, ...] array.
+Array rows(const Array& a, int64_t begin, int64_t end) {
+  Shape shape = a.shape;
+  shape[0] = end - begin;
+  Array part = Array::zeros(a.dtype, shape);
+  size_t row = a.bytes() / a.shape[0];
+  std::memcpy(part.data(), a.data() + begin * row, (end - begin) * row);
+  return part;
+}
+
+void append(std::string& bytes, const Tree& tree) {
+  for (const auto& [name, t] : tree) {
+    Array a = t.array();
+    bytes.append(reinterpret_cast<const char*>(a.data()), a.bytes());
+  }
+}
+
+int run(const Flags& f) {
+  const int process = processIndex(), processes = processCount();
+  auto model = models::resnet18({.inChannels = 1, .numClasses = 10, .width = 2, .bnAxisName = "batch"});
+  auto [params, state] = model->initialize(7);
+  optim::Sgd sgd({.learningRate = 0.05, .momentum = 0.9, .weightDecay = 5e-4});
+  Tree opt = sgd.init(params);
+  auto step = pmap(
+      [&](const Tree& p, const Tree& s, const Tree& o, const Tensor& x, const Tensor& y) {
+        auto [loss, grads, newState] = value_and_grad(
+            [&](const Tree& q) {
+              auto [logits, ns] = model->apply(q, s, x, /*training=*/true);
+              return std::pair{mean(softmaxCrossEntropy(logits, y), {0}), ns};
+            },
+            has_aux)(p);
+        auto [newParams, newOpt] = sgd.update(p, grads, o);
+        return std::tuple{newParams, newState, newOpt, loss};
+      },
+      {.inAxes = {replicated, replicated, replicated, split, split}, .devices = f.devices, .name = "dist_step"});
+  const int64_t global = step.globalDeviceCount();
+  if (kBatch % global != 0) throw Error("the global batch of 24 does not split over " + std::to_string(global) + " devices");
+  const int64_t begin = kBatch * process / processes, end = kBatch * (process + 1) / processes;
+  std::string losses;
+  for (int s = 0; s < f.steps; ++s) {
+    if (s == f.faultStep && process == f.faultProcess) {
+      if (f.fault == "kill") raise(SIGKILL);
+      if (f.fault == "hang")
+        for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+    }
+    Array y = Array::zeros(DType::i32, {kBatch});
+    for (int64_t i = 0; i < kBatch; ++i) y.values<int32_t>()[i] = int32_t((i * 7 + s * 3) % 10);
+    if (f.fault == "throw" && s == f.faultStep && process == f.faultProcess) y.values<int32_t>()[end - 1] = 99;
+    auto [p2, s2, o2, loss] = step(params, state, opt, rows(randomImages(s), begin, end), rows(y, begin, end));
+    params = p2, state = s2, opt = o2;
+    Array l = loss.array();
+    losses.append(reinterpret_cast<const char*>(l.data()), l.bytes());
+    if (!f.checkpoint.empty()) {
+      processBarrier("before checkpoint " + std::to_string(s));
+      if (process == 0) {
+        io::Checkpoint c;
+        for (const auto& [name, t] : params) c.tensors["params." + name] = t.array();
+        c.metadata["step"] = std::to_string(s + 1);
+        io::saveSafetensors(f.checkpoint, c);
+      }
+      processBarrier("after checkpoint " + std::to_string(s));
+    }
+  }
+  std::string bytes;
+  append(bytes, params), append(bytes, state), append(bytes, opt);
+  bytes += losses;
+  std::ofstream(f.out + "." + std::to_string(process), std::ios::binary) << bytes;
+  std::printf("process %d of %d: %d steps on %s (%lld replicas in all), loss %.6f\n", process, processes, f.steps,
+              f.devices.c_str(), static_cast<long long>(global),
+              double(reinterpret_cast<const float*>(losses.data())[f.steps - 1]));
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(parse(argc, argv));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "dist_train: %s\n", e.what());
+    if (processCount() > 1) abortJob(std::string("dist_train: ") + e.what());
+    return 1;
+  }
+}
