@@ -16,8 +16,8 @@ std::vector<int64_t> epochOrder(int64_t n, uint64_t seed, int64_t epoch) {
 }
 
 Prefetcher::Prefetcher(const Dataset& data, int64_t batch, uint64_t seed, int64_t epoch,
-                       int64_t first, int depth)
-    : data_(data), batch_(batch), count_(batch > 0 ? data.size() / batch : 0),
+                       int64_t first, int depth, BatchRows rows)
+    : data_(data), batch_(batch), count_(batch > 0 ? data.size() / batch : 0), rows_(rows),
       order_(epochOrder(data.size(), seed, epoch)), produced_(first), consumed_(first),
       depth_(std::max(1, depth)) {
   if (batch <= 0) throw Error("batch size must be positive, got " + std::to_string(batch));
@@ -27,6 +27,10 @@ Prefetcher::Prefetcher(const Dataset& data, int64_t batch, uint64_t seed, int64_
   if (first < 0 || first > count_)
     throw Error("cannot start at batch " + std::to_string(first) + " of an epoch with " +
                 std::to_string(count_) + " batches");
+  if (rows_.end < 0) rows_.end = batch;
+  if (rows_.begin < 0 || rows_.begin >= rows_.end || rows_.end > batch)
+    throw Error("rows [" + std::to_string(rows_.begin) + ", " + std::to_string(rows_.end) + ") are not a part of a batch of " +
+                std::to_string(batch));
   thread_ = std::thread([this] { produce(); });
 }
 
@@ -49,11 +53,12 @@ void Prefetcher::produce() {
       if (stop_ || produced_ >= count_) return;
       index = produced_++;
     }
-    Batch b{Array::zeros(DType::f32, {batch_, 1, 28, 28}), Array::zeros(DType::i32, {batch_}), index};
+    const int64_t n = rows_.end - rows_.begin;
+    Batch b{Array::zeros(DType::f32, {n, 1, 28, 28}), Array::zeros(DType::i32, {n}), index};
     const float* images = data_.images.values<float>().data();
     const int32_t* labels = data_.labels.values<int32_t>().data();
-    for (int64_t r = 0; r < batch_; ++r) {
-      int64_t row = order_[index * batch_ + r];
+    for (int64_t r = 0; r < n; ++r) {
+      int64_t row = order_[index * batch_ + rows_.begin + r];
       std::memcpy(b.images.values<float>().data() + r * rowImage, images + row * rowImage,
                   rowImage * sizeof(float));
       b.labels.values<int32_t>()[r] = labels[row];

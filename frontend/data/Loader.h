@@ -20,16 +20,23 @@ namespace spmd::data {
 std::vector<int64_t> epochOrder(int64_t n, uint64_t seed, int64_t epoch);
 
 struct Batch {
-  Array images, labels;  // [batch, 1, 28, 28] f32, [batch] i32
+  Array images, labels;  // [rows, 1, 28, 28] f32, [rows] i32 (rows: the whole batch by default)
   int64_t index = 0;     // position within the epoch
+};
+
+// Rows [begin, end) of each global batch (end -1: to its end). A process of a job of several
+// reads only its replicas' rows.
+struct BatchRows {
+  int64_t begin = 0, end = -1;
 };
 
 class Prefetcher {
  public:
   // Batches first, first + 1, ... of `epoch` (each `batch` rows of epochOrder); `depth` batches
   // are kept ready ahead of the consumer.
+  // `rows`: the part of each global batch this loader assembles (see BatchRows).
   Prefetcher(const Dataset& data, int64_t batch, uint64_t seed, int64_t epoch, int64_t first = 0,
-             int depth = 2);
+             int depth = 2, BatchRows rows = {});
   ~Prefetcher();
   Prefetcher(const Prefetcher&) = delete;
   Prefetcher& operator=(const Prefetcher&) = delete;
@@ -46,6 +53,7 @@ class Prefetcher {
 
   const Dataset& data_;
   const int64_t batch_, count_;
+  BatchRows rows_;
   const std::vector<int64_t> order_;
   int64_t produced_, consumed_;
   const int depth_;

@@ -8,7 +8,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <algorithm>
 #include <filesystem>
+#include <optional>
 #include <fstream>
 #include <sstream>
 
@@ -89,8 +91,8 @@ std::string firstNonFinite(const Tree& tree, const std::string& prefix) {
   return "";
 }
 
-void saveCheckpoint(const std::string& path, const Flags& f, const Tree& params, const Tree& state,
-                    const Tree& opt, const Position& at) {
+void saveCheckpoint(const std::string& path, const Flags& f, const std::string& layout, const Tree& params,
+                    const Tree& state, const Tree& opt, const Position& at) {
   // Never replace a good checkpoint with a diverged one.
   for (auto [tree, prefix] : {std::pair{&params, "params."}, {&state, "state."}, {&opt, "opt."}})
     if (std::string bad = firstNonFinite(*tree, prefix); !bad.empty())
@@ -103,7 +105,7 @@ void saveCheckpoint(const std::string& path, const Flags& f, const Tree& params,
   addTree(c, "state.", state);
   addTree(c, "opt.", opt);
   c.metadata = runIdentity(f);
-  c.metadata.insert({{"format", kFormat}, {"devices", f.devices},
+  c.metadata.insert({{"format", kFormat}, {"devices", layout},
                      {"epoch", std::to_string(at.epoch)}, {"batch_in_epoch", std::to_string(at.batch)},
                      {"step", std::to_string(at.step)}, {"epoch_loss_sum", exact(at.lossSum)},
                      {"epoch_correct", std::to_string(at.correct)}, {"epoch_seen", std::to_string(at.seen)},
@@ -129,7 +131,15 @@ double fraction(int64_t part, int64_t whole) { return whole ? double(part) / dou
 }  // namespace
 
 double train(const Flags& f) {
-  RunDirectory runDirectory(f.out);  // checked and locked before anything else
+  // A job of several processes (mpirun): each process runs its --devices, reads its replicas'
+  // rows of every batch, and process 0 alone prints, writes metrics and checkpoints.
+  const int processes = spmd::processCount(), me = spmd::processIndex();
+  const bool lead = me == 0;
+  std::optional<RunDirectory> runDirectory;
+  if (lead) runDirectory.emplace(f.out);  // checked and locked before anything else
+  spmd::processBarrier("the run directory is ready");
+  const std::string layout =
+      processes > 1 ? std::to_string(processes) + " processes x " + f.devices : f.devices;
   const std::string dataDir = f.dataDir.empty() ? spmd::data::defaultFashionMnistDir() : f.dataDir;
   spmd::data::Dataset trainSet = spmd::data::loadFashionMnist("train", f.trainLimit, dataDir);
   spmd::data::Dataset testSet = spmd::data::loadFashionMnist("test", f.testLimit, dataDir);
@@ -166,10 +176,10 @@ double train(const Flags& f) {
     at.seconds = metaNumber<double>(c, "epoch_seconds", path);
     at.dataWait = metaNumber<double>(c, "epoch_data_wait", path);
     at.csv = c.metadata["metrics_csv"];
-    if (c.metadata["devices"] != f.devices)
+    if (c.metadata["devices"] != layout && lead)
       std::printf("note: the checkpoint ran on %s, this run on %s: training continues, but not "
-                  "bit for bit as it would have\n", c.metadata["devices"].c_str(), f.devices.c_str());
-    std::printf("resumed %s at epoch %lld, batch %lld (step %lld)\n", path.c_str(),
+                  "bit for bit as it would have\n", c.metadata["devices"].c_str(), layout.c_str());
+    if (lead) std::printf("resumed %s at epoch %lld, batch %lld (step %lld)\n", path.c_str(),
                 static_cast<long long>(at.epoch + 1), static_cast<long long>(at.batch),
                 static_cast<long long>(at.step));
   }
@@ -199,7 +209,7 @@ double train(const Flags& f) {
       },
       {.inAxes = {spmd::replicated, spmd::replicated, spmd::split, spmd::split},
        .outAxes = {spmd::split, spmd::split}, .devices = f.devices, .name = "eval_step"});
-  const int64_t devices = step.deviceCount();
+  const int64_t devices = step.globalDeviceCount();
   if (f.batch % devices != 0)
     throw spmd::Error("--batch " + std::to_string(f.batch) + " does not split over " +
                       std::to_string(devices) + " devices (" + f.devices + "); use a multiple of " +
@@ -210,6 +220,8 @@ double train(const Flags& f) {
   // The eval batch: no larger than the test set, rounded up to a multiple of the devices.
   const int64_t evalRows = std::min<int64_t>(f.evalBatch, testSet.size());
   const int64_t evalBatch = (evalRows + devices - 1) / devices * devices;
+  // This process's rows of a batch of `n` (its replicas' parts; all rows with one process).
+  auto myRows = [&](int64_t n) { return std::pair{n * me / processes, n * (me + 1) / processes}; };
 
   // Test loss and accuracy over the whole test set; the last batch is padded with row 0 and the
   // padding ignored.
@@ -218,54 +230,62 @@ double train(const Flags& f) {
     int64_t correct = 0;
     for (int64_t start = 0; start < testSet.size(); start += evalBatch) {
       int64_t rows = std::min(evalBatch, testSet.size() - start);
-      Array x = Array::zeros(spmd::DType::f32, {evalBatch, 1, 28, 28});
-      Array y = Array::zeros(spmd::DType::i32, {evalBatch});
+      auto [begin, end] = myRows(evalBatch);  // this process's rows of the padded batch
+      int64_t mine = std::clamp<int64_t>(rows - begin, 0, end - begin);  // real (unpadded) ones
+      Array x = Array::zeros(spmd::DType::f32, {end - begin, 1, 28, 28});
+      Array y = Array::zeros(spmd::DType::i32, {end - begin});
       size_t imageBytes = 28 * 28 * sizeof(float);
-      std::memcpy(x.data(), testSet.images.data() + start * imageBytes, rows * imageBytes);
-      std::memcpy(y.data(), testSet.labels.data() + start * sizeof(int32_t), rows * sizeof(int32_t));
+      std::memcpy(x.data(), testSet.images.data() + (start + begin) * imageBytes, mine * imageBytes);
+      std::memcpy(y.data(), testSet.labels.data() + (start + begin) * sizeof(int32_t), mine * sizeof(int32_t));
       auto [losses, predictions] = evaluate(params, state, x, y);
       auto lossValues = losses.array().values<float>();
       auto predicted = predictions.array().values<int32_t>();
       auto labels = y.values<int32_t>();
-      for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t r = 0; r < mine; ++r) {
         lossSum += lossValues[r];
         correct += predicted[r] == labels[r];
       }
     }
-    return std::pair{lossSum / double(testSet.size()), fraction(correct, testSet.size())};
+    std::vector<double> sums{lossSum, double(correct)};
+    spmd::processSum(sums, "test loss and accuracy");
+    return std::pair{sums[0] / double(testSet.size()), fraction(int64_t(sums[1]), testSet.size())};
   };
 
-  std::printf("ResNet-18 width %lld (%lld parameters) on Fashion-MNIST: %lld train / %lld test "
+  if (lead)
+    std::printf("ResNet-18 width %lld (%lld parameters) on Fashion-MNIST: %lld train / %lld test "
               "images, %s, global batch %lld (%lld per device), %s lr %g, BatchNorm %s\n",
               static_cast<long long>(f.width), static_cast<long long>(params.numElements()),
               static_cast<long long>(trainSet.size()), static_cast<long long>(testSet.size()),
-              f.devices.c_str(), static_cast<long long>(f.batch),
+              layout.c_str(), static_cast<long long>(f.batch),
               static_cast<long long>(f.batch / devices), f.optimizer.c_str(), f.lr,
               f.bn == "cross" ? "cross-replica" : "per replica");
   // Compile (and memory-check) the evaluation step now, so a --eval-batch that does not fit
   // fails before training rather than after the first epoch.
-  evaluate(params, state, Array::zeros(spmd::DType::f32, {evalBatch, 1, 28, 28}),
-           Array::zeros(spmd::DType::i32, {evalBatch}));
+  evaluate(params, state, Array::zeros(spmd::DType::f32, {evalBatch / processes, 1, 28, 28}),
+           Array::zeros(spmd::DType::i32, {evalBatch / processes}));
   const std::string checkpoint = (std::filesystem::path(f.out) / "checkpoint.safetensors").string();
   const std::string csvPath = (std::filesystem::path(f.out) / "metrics.csv").string();
   const std::string pngPath = (std::filesystem::path(f.out) / "metrics.png").string();
   double lastAccuracy = 0;
   if (at.epoch >= f.epochs) {
-    std::printf("the checkpoint has already trained %lld epochs, which --epochs %lld does not "
+    if (lead)
+      std::printf("the checkpoint has already trained %lld epochs, which --epochs %lld does not "
                 "exceed: nothing to do (pass a larger --epochs to train further)\n",
                 static_cast<long long>(at.epoch), static_cast<long long>(f.epochs));
     return lastAccuracy;
   }
   for (; at.epoch < f.epochs; ++at.epoch, at.batch = 0) {
-    spmd::data::Prefetcher loader(trainSet, f.batch, f.seed, at.epoch, at.batch);
-    Progress progress(at.epoch + 1, f.epochs, loader.batchesPerEpoch(), at.batch);
+    auto [rowBegin, rowEnd] = myRows(f.batch);
+    spmd::data::Prefetcher loader(trainSet, f.batch, f.seed, at.epoch, at.batch, 2, {rowBegin, rowEnd});
+    std::optional<Progress> progress;
+    if (lead) progress.emplace(at.epoch + 1, f.epochs, loader.batchesPerEpoch(), at.batch);
     auto start = std::chrono::steady_clock::now();
     double carriedSeconds = at.seconds;
     while (auto batch = loader.next()) {
       auto [p2, o2, s2, loss, predictions] = step(params, opt, state, batch->images, batch->labels);
       float stepLoss = loss.array().values<float>()[0];
-      if (!std::isfinite(stepLoss)) {
-        progress.finish();
+      if (!std::isfinite(stepLoss)) {  // the loss is replicated: every process stops here
+        if (progress) progress->finish();
         throw spmd::Error("the loss is " + std::string(std::isnan(stepLoss) ? "NaN" : "infinite") +
                           " at step " + std::to_string(at.step + 1) + " (epoch " +
                           std::to_string(at.epoch + 1) + ", batch " + std::to_string(batch->index + 1) +
@@ -277,46 +297,60 @@ double train(const Flags& f) {
       at.lossSum += stepLoss;
       auto predicted = predictions.array().values<int32_t>();
       auto labels = batch->labels.values<int32_t>();
-      for (int64_t r = 0; r < f.batch; ++r) at.correct += predicted[r] == labels[r];
+      int64_t correct = 0;
+      for (int64_t r = 0; r < rowEnd - rowBegin; ++r) correct += predicted[r] == labels[r];
+      if (processes > 1) {
+        std::vector<double> sum{double(correct)};
+        spmd::processSum(sum, "correct predictions of a step");
+        correct = int64_t(sum[0]);
+      }
+      at.correct += correct;
       at.seen += f.batch;
       ++at.batches;
       ++at.step;
       at.batch = batch->index + 1;
       at.seconds = carriedSeconds + std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      progress.update(at.batch, at.lossSum / double(at.batches), fraction(at.correct, at.seen),
+      if (progress) progress->update(at.batch, at.lossSum / double(at.batches), fraction(at.correct, at.seen),
                       double(at.seen) / at.seconds);
       if (f.maxSteps > 0 && at.step >= f.maxSteps) {
-        progress.finish();
+        if (progress) progress->finish();
         at.dataWait += loader.waitSeconds();
-        saveCheckpoint(checkpoint, f, params, state, opt, at);
-        std::printf("stopped after %lld steps (--max-steps); checkpoint %s (continue with --resume %s)\n",
+        spmd::processBarrier("before the checkpoint");
+        if (lead) saveCheckpoint(checkpoint, f, layout, params, state, opt, at);
+        spmd::processBarrier("after the checkpoint");
+        if (lead)
+          std::printf("stopped after %lld steps (--max-steps); checkpoint %s (continue with --resume %s)\n",
                     static_cast<long long>(at.step), checkpoint.c_str(), f.out.c_str());
         return lastAccuracy;
       }
     }
-    progress.finish();
+    if (progress) progress->finish();
     at.dataWait += loader.waitSeconds();
     auto [testLoss, testAccuracy] = test();
     lastAccuracy = testAccuracy;
     EpochMetrics m{at.epoch + 1, at.lossSum / double(std::max<int64_t>(1, at.batches)),
                    fraction(at.correct, at.seen), testLoss, testAccuracy, at.seconds,
                    double(at.seen) / std::max(1e-9, at.seconds), at.dataWait};
-    std::printf("epoch %lld/%lld: train loss %.4f acc %.2f%% | test loss %.4f acc %.2f%% | %.1f s "
+    if (lead)
+      std::printf("epoch %lld/%lld: train loss %.4f acc %.2f%% | test loss %.4f acc %.2f%% | %.1f s "
                 "(%.0f img/s, waited %.2f s for data)\n",
                 static_cast<long long>(m.epoch), static_cast<long long>(f.epochs), m.trainLoss,
                 100 * m.trainAccuracy, m.testLoss, 100 * m.testAccuracy, m.seconds,
                 m.imagesPerSecond, m.dataWaitSeconds);
     at.csv += csvRow(m);
-    writeFileAtomically(csvPath, csvHeader() + at.csv);
+    spmd::processBarrier("before the checkpoint");
+    if (lead) writeFileAtomically(csvPath, csvHeader() + at.csv);
     Position next = at;
     next.epoch = at.epoch + 1, next.batch = 0, next.lossSum = 0, next.correct = 0, next.seen = 0;
     next.batches = 0, next.seconds = 0, next.dataWait = 0;
-    saveCheckpoint(checkpoint, f, params, state, opt, next);
+    if (lead) saveCheckpoint(checkpoint, f, layout, params, state, opt, next);
+    spmd::processBarrier("after the checkpoint");
     std::string why;
-    if (f.plot && !plotMetrics(f.out, why)) std::printf("no plot: %s\n", why.c_str());
+    if (lead && f.plot && !plotMetrics(f.out, why)) std::printf("no plot: %s\n", why.c_str());
     at = next, --at.epoch;  // the loop's ++ moves to `next.epoch`
   }
-  std::printf("done: test accuracy %.2f%%; metrics %s%s, checkpoint %s\n", 100 * lastAccuracy,
+  if (lead)
+    std::printf("done: test accuracy %.2f%%; metrics %s%s, checkpoint %s\n", 100 * lastAccuracy,
               csvPath.c_str(), f.plot ? (", plot " + pngPath).c_str() : "", checkpoint.c_str());
   return lastAccuracy;
 }

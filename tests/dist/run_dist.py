@@ -1,0 +1,256 @@
+#!/usr/bin/env python3
+"""The multi-process checks, each a ctest entry (tests/CMakeLists.txt):
+
+layouts    4 replicas as 1 process x 4 threads, 2 x 2 and 4 x 1 processes give the same bits
+           after 3 steps (parameters, BN state, optimizer state, losses) in exact mode, and
+           every process holds them; fast mode runs and agrees to rounding.
+faults     one process throws inside a step, one is killed, one hangs: mpirun ends non-zero
+           within the collective timeout, the message names the process (and the replica and
+           collective when the process can still speak), and the checkpoint written before
+           the fault is intact.
+sample     the training sample's first epoch on a small slice, 1x4, 2x2 and 4x1: the same
+           checkpoint tensors; metrics and checkpoints come from process 0 only.
+two_hosts  2 x 2 across two network namespaces joined by a veth pair (TCP only, mpirun
+           starting the remote side with `ip netns exec`): the same bits as one host. Skips
+           (exit 77) when this machine cannot create namespaces.
+
+Every child gets a timeout; every process runs with one OpenMP thread per replica, so the
+layouts differ only in how replicas map to processes (thread counts change oneDNN's rounding).
+"""
+import argparse
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import time
+
+SKIP = 77
+TIMEOUT = 5  # SPMD_COLLECTIVE_TIMEOUT for the fault runs, seconds
+
+
+def fail(message):
+    print("FAIL: " + message)
+    sys.exit(1)
+
+
+def mpirun_base(args, processes, threads, extra=()):
+    env_vars = ["OMP_NUM_THREADS", "SPMD_COLLECTIVE_TIMEOUT", "SPMD_REDUCE", "SPMD_CPU_DEVICE_COUNT"]
+    command = [args.mpirun, "--oversubscribe", "--bind-to", "none", "--timeout", "240",
+               "--mca", "pml", "ob1", "-np", str(processes)]
+    command += list(extra) or ["--mca", "btl", "self,vader,tcp"]
+    for v in env_vars:
+        command += ["-x", v]
+    return command
+
+
+def environment(threads, **more):
+    env = dict(os.environ)
+    env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMP_NUM_THREADS=str(threads),
+               SPMD_COLLECTIVE_TIMEOUT="120", SPMD_CPU_DEVICE_COUNT="8")
+    env.pop("SPMD_REDUCE", None)
+    env.update({k: str(v) for k, v in more.items()})
+    return env
+
+
+def run(command, env, timeout=300):
+    start = time.time()
+    p = subprocess.run(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                       timeout=timeout)
+    return p.returncode, p.stdout, time.time() - start
+
+
+def launch(args, processes, per_process, out, extra_env=None, worker_args=(), mpi_extra=()):
+    """Runs the worker as `processes` x cpu:`per_process` (no mpirun for one process)."""
+    env = environment(per_process, **(extra_env or {}))
+    worker = [args.worker, "--devices", "cpu:%d" % per_process, "--out", out] + list(worker_args)
+    command = worker if processes == 1 else mpirun_base(args, processes, per_process, mpi_extra) + worker
+    return run(command, env)
+
+
+def read_all(prefix, processes):
+    blobs = []
+    for p in range(processes):
+        with open("%s.%d" % (prefix, p), "rb") as f:
+            blobs.append(f.read())
+    return blobs
+
+
+def check_layouts(args):
+    results = {}
+    for processes, per in [(1, 4), (2, 2), (4, 1)]:
+        out = os.path.join(args.scratch, "exact_%dx%d" % (processes, per))
+        rc, log, seconds = launch(args, processes, per, out)
+        if rc != 0:
+            fail("%d x cpu:%d exited %d:\n%s" % (processes, per, rc, log))
+        blobs = read_all(out, processes)
+        for p, blob in enumerate(blobs):
+            if blob != blobs[0]:
+                fail("%d x cpu:%d: process %d holds other bits than process 0" % (processes, per, p))
+        results["%dx%d" % (processes, per)] = blobs[0]
+        print("exact %d x cpu:%d: %d bytes of state, %.1f s" % (processes, per, len(blobs[0]), seconds))
+    reference = results["1x4"]
+    for layout, blob in results.items():
+        if blob != reference:
+            fail("exact mode: layout %s differs from one process on cpu:4" % layout)
+    print("exact mode: 1x4, 2x2 and 4x1 give the same bits")
+    # fast mode: repeatable for its layout, and within rounding of exact.
+    out = os.path.join(args.scratch, "fast_2x2")
+    runs = []
+    for attempt in range(2):
+        rc, log, _ = launch(args, 2, 2, out, {"SPMD_REDUCE": "fast"})
+        if rc != 0:
+            fail("fast 2 x cpu:2 exited %d:\n%s" % (rc, log))
+        runs.append(read_all(out, 2)[0])
+    if runs[0] != runs[1]:
+        fail("fast mode: two runs of 2 x cpu:2 differ")
+    a = struct.unpack("%df" % (len(reference) // 4), reference)
+    b = struct.unpack("%df" % (len(runs[0]) // 4), runs[0])
+    scale = max(abs(x) for x in a)
+    worst = max(abs(x - y) for x, y in zip(a, b)) / scale
+    print("fast mode 2x2: repeatable; largest difference from exact %.2e of the largest value" % worst)
+    if worst > 1e-3:
+        fail("fast mode drifts from exact by %.2e" % worst)
+
+
+def check_faults(args):
+    env = {"SPMD_COLLECTIVE_TIMEOUT": TIMEOUT}
+    for fault, expect in [("throw", ["process 1 of 2", "replica 3 of 4", "label 99", "softmax_cross_entropy"]),
+                          ("kill", ["rank 1", "signal 9"]),
+                          ("hang", ["process 0 of 2", "process(es) 1 never reached it", "all_reduce", "timed out"])]:
+        checkpoint = os.path.join(args.scratch, "fault_%s.safetensors" % fault)
+        out = os.path.join(args.scratch, "fault_%s" % fault)
+        rc, log, seconds = launch(args, 2, 2, out, env,
+                                  ["--fault", fault, "--fault-process", "1", "--fault-step", "2",
+                                   "--checkpoint", checkpoint])
+        print("%s: mpirun exited %d after %.1f s" % (fault, rc, seconds))
+        if rc == 0:
+            fail("%s: the job succeeded:\n%s" % (fault, log))
+        if seconds > TIMEOUT + 20:
+            fail("%s: the job took %.1f s to end (timeout %d s)" % (fault, seconds, TIMEOUT))
+        for text in expect:
+            if text not in log:
+                fail("%s: the output does not say '%s':\n%s" % (fault, text, log))
+        header = read_safetensors_header(checkpoint)
+        if header.get("__metadata__", {}).get("step") != "2":
+            fail("%s: the checkpoint written after step 2 is not intact: %s" % (fault, header.get("__metadata__")))
+        print("%s: named as expected; checkpoint of step 2 intact (%d tensors)" % (fault, len(header) - 1))
+
+
+def read_safetensors_header(path):
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+        data = f.read()
+    end = max(v["data_offsets"][1] for k, v in header.items() if k != "__metadata__")
+    if len(data) != end:
+        fail("%s: %d data bytes, header says %d" % (path, len(data), end))
+    return header
+
+
+def safetensors_tensors(path):
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+        data = f.read()
+    return {k: data[v["data_offsets"][0]:v["data_offsets"][1]] for k, v in header.items() if k != "__metadata__"}
+
+
+def check_sample(args):
+    flags = ["--epochs", "1", "--train-limit", "192", "--test-limit", "64", "--batch", "48", "--eval-batch", "32",
+             "--width", "2", "--no-plot"]
+    results = {}
+    for processes, per in [(1, 4), (2, 2), (4, 1)]:
+        out = os.path.join(args.scratch, "sample_%dx%d" % (processes, per))
+        shutil.rmtree(out, ignore_errors=True)
+        env = environment(per)
+        sample = [args.sample, "--devices", "cpu:%d" % per, "--out", out] + flags
+        command = sample if processes == 1 else mpirun_base(args, processes, per) + sample
+        rc, log, seconds = run(command, env)
+        if rc != 0:
+            fail("sample %d x cpu:%d exited %d:\n%s" % (processes, per, rc, log))
+        if log.count("epoch 1/1:") != 1:
+            fail("sample %d x cpu:%d: expected one epoch line (from process 0 only):\n%s" % (processes, per, log))
+        results["%dx%d" % (processes, per)] = safetensors_tensors(os.path.join(out, "checkpoint.safetensors"))
+        epoch_line = [l for l in log.splitlines() if l.startswith("epoch 1/1:")][0]
+        print("sample %d x cpu:%d: %s (%.1f s)" % (processes, per, epoch_line, seconds))
+        if processes > 1 and "processes" not in log:
+            fail("sample %d x cpu:%d does not say it runs as several processes:\n%s" % (processes, per, log))
+    reference = results["1x4"]
+    for layout, tensors in results.items():
+        if tensors != reference:
+            differ = [k for k in reference if tensors.get(k) != reference[k]]
+            fail("sample: layout %s differs from 1 x cpu:4 in %d tensors, e.g. %s" % (layout, len(differ), differ[:3]))
+    print("sample: the checkpoint after one epoch is the same bits for 1x4, 2x2 and 4x1 (%d tensors)" % len(reference))
+
+
+def check_two_hosts(args):
+    if os.geteuid() != 0 or not shutil.which("ip"):
+        print("SKIP: two simulated hosts need root and iproute2 (ip netns) to create network namespaces")
+        sys.exit(SKIP)
+    tag = str(os.getpid())
+    ns = ["spmd_a" + tag, "spmd_b" + tag]
+    address = ["10.213.77.1", "10.213.77.2"]
+    veth = ["spa" + tag, "spb" + tag]
+
+    def ip(*words, check=True):
+        p = subprocess.run(["ip"] + list(words), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        if check and p.returncode != 0:
+            raise RuntimeError("ip %s: %s" % (" ".join(words), p.stdout.strip()))
+        return p
+
+    try:
+        try:
+            for n in ns:
+                ip("netns", "add", n)
+            ip("link", "add", veth[0], "type", "veth", "peer", "name", veth[1])
+            for i in range(2):
+                ip("link", "set", veth[i], "netns", ns[i])
+                ip("netns", "exec", ns[i], "ip", "addr", "add", address[i] + "/24", "dev", veth[i])
+                ip("netns", "exec", ns[i], "ip", "link", "set", veth[i], "up")
+                ip("netns", "exec", ns[i], "ip", "link", "set", "lo", "up")
+        except (RuntimeError, OSError) as e:
+            print("SKIP: this machine cannot create the two network namespaces (%s)" % e)
+            sys.exit(SKIP)
+        reference_out = os.path.join(args.scratch, "one_host")
+        rc, log, _ = launch(args, 2, 2, reference_out)
+        if rc != 0:
+            fail("2 x cpu:2 on one host exited %d:\n%s" % (rc, log))
+        out = os.path.join(args.scratch, "two_hosts")
+        subnet = "10.213.77.0/24"
+        agent = os.path.join(os.path.dirname(os.path.abspath(__file__)), "nsrsh.sh")
+        env = environment(2, SPMD_NSRSH_HOSTS="%s=%s %s=%s" % (address[0], ns[0], address[1], ns[1]))
+        command = ["ip", "netns", "exec", ns[0]] + mpirun_base(
+            args, 2, 2, ["-H", "%s:1,%s:1" % tuple(address), "--mca", "plm_rsh_agent", agent,
+                         "--mca", "btl", "self,tcp", "--mca", "btl_tcp_if_include", subnet,
+                         "--mca", "oob_tcp_if_include", subnet])
+        command += [args.worker, "--devices", "cpu:2", "--out", out]
+        rc, log, seconds = run(command, env)
+        if rc != 0:
+            fail("2 x cpu:2 across two namespaces exited %d:\n%s" % (rc, log))
+        print(log.strip())
+        one, two = read_all(reference_out, 2), read_all(out, 2)
+        if two[0] != one[0] or two[1] != one[0]:
+            fail("two simulated hosts give other bits than one host")
+        print("two simulated hosts (TCP over a veth pair): the same bits as one host (%.1f s)" % seconds)
+    finally:
+        for n in ns:
+            ip("netns", "del", n, check=False)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("check", choices=["layouts", "faults", "sample", "two_hosts"])
+    parser.add_argument("--mpirun", required=True)
+    parser.add_argument("--worker", required=True)
+    parser.add_argument("--sample", required=True)
+    parser.add_argument("--scratch", required=True)
+    args = parser.parse_args()
+    os.makedirs(args.scratch, exist_ok=True)
+    {"layouts": check_layouts, "faults": check_faults, "sample": check_sample, "two_hosts": check_two_hosts}[args.check](args)
+    print("PASS: " + args.check)
+
+
+if __name__ == "__main__":
+    main()
