@@ -23,15 +23,63 @@ int64_t nanosSince(std::chrono::steady_clock::time_point start) {
 
 enum class Kind { AllReduce, AllGather, Barrier };
 
+// Uninitialised byte buffers kept for reuse: a fresh megabyte-sized allocation costs more in
+// page faults than the collective itself.
+class BufferPool {
+ public:
+  struct Buffer {
+    std::unique_ptr<std::byte[]> bytes;
+    size_t capacity = 0;
+    std::byte* data() const { return bytes.get(); }
+  };
+  Buffer get(size_t size) {
+    std::lock_guard lock(mutex_);
+    auto best = free_.end();
+    for (auto it = free_.begin(); it != free_.end(); ++it)
+      if (it->capacity >= size && (best == free_.end() || it->capacity < best->capacity)) best = it;
+    if (best != free_.end()) {
+      Buffer b = std::move(*best);
+      free_.erase(best);
+      return b;
+    }
+    return {std::make_unique_for_overwrite<std::byte[]>(std::max<size_t>(size, 1)), std::max<size_t>(size, 1)};
+  }
+  void put(Buffer b) {
+    if (!b.bytes) return;
+    std::lock_guard lock(mutex_);
+    free_.push_back(std::move(b));
+    if (free_.size() > 8) {  // keep the largest few
+      auto smallest = std::min_element(free_.begin(), free_.end(),
+                                       [](const Buffer& a, const Buffer& c) { return a.capacity < c.capacity; });
+      free_.erase(smallest);
+    }
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<Buffer> free_;
+};
+
 // One collective of the process: every local replica copies its operand in; the last one
 // queues it on the engine; the engine fills `result`.
 struct Job {
+  explicit Job(std::shared_ptr<BufferPool> pool) : pool(std::move(pool)) {}
+  ~Job() {
+    pool->put(std::move(send));
+    pool->put(std::move(result));
+  }
+  std::shared_ptr<BufferPool> pool;
   Kind kind;
   DType dtype = DType::f32;
   Reduction op = Reduction::Sum;
   int64_t count = 0;  // all-reduce: elements per replica; all-gather: bytes per replica
   std::string what;
-  std::vector<std::byte> send, result;
+  BufferPool::Buffer send, result;
+  size_t sendBytes = 0;
+  // A synchronous call of one replica per process on one buffer: MPI reads the operand from,
+  // and writes the result to, the caller's memory (no staging copies).
+  std::byte* direct = nullptr;
+  const std::byte* sendData() const { return direct ? direct : send.data(); }
   int arrived = 0;
   std::mutex mutex;
   std::condition_variable cv;
@@ -80,24 +128,29 @@ class Group {
 
   // Replica `l` joins its next collective with its operand (segments of one flat vector).
   std::shared_ptr<Job> join(int l, Kind kind, std::span<const Communicator::Segment> in, DType dtype,
-                            Reduction op, int64_t count, const std::string& what) {
+                            Reduction op, int64_t count, const std::string& what, bool waits = false) {
+    // Direct: the caller waits for the result, and its buffer is the whole operand in the layout
+    // MPI sends (one replica per process; fast mode, or exact mode whose slices are in order).
+    const bool direct = waits && local_ == 1 && kind == Kind::AllReduce && in.size() == 1;
     std::shared_ptr<Job> job;
     {
       std::lock_guard lock(mutex_);
       uint64_t seq = next_[l]++;
       std::shared_ptr<Job>& slot = open_[seq];
       if (!slot) {
-        slot = std::make_shared<Job>();
+        slot = std::make_shared<Job>(pool_);
         slot->kind = kind, slot->dtype = dtype, slot->op = op, slot->count = count, slot->what = what;
         size_t elementBytes = kind == Kind::AllReduce ? dtypeSize(dtype) : 1;
-        slot->send.resize(size_t(local_) * size_t(count) * elementBytes);
+        slot->sendBytes = size_t(local_) * size_t(count) * elementBytes;
+        if (direct) slot->direct = static_cast<std::byte*>(in[0].data);
+        else slot->send = pool_->get(slot->sendBytes);
       } else if (slot->kind != kind || slot->count != count || slot->dtype != dtype || slot->op != op) {
         throw Error("replica " + std::to_string(l) + " calls " + what + " where another replica of this process calls " +
                     slot->what + "; the replicas of one program must run the same collectives");
       }
       job = slot;
     }
-    pack(*job, l, in);
+    if (!job->direct) pack(*job, l, in);
     std::lock_guard lock(mutex_);
     if (++job->arrived == local_) {
       for (auto it = open_.begin(); it != open_.end(); ++it)
@@ -125,6 +178,7 @@ class Group {
       }
     }
     if (job.kind == Kind::AllReduce && l == 0) waitNanos += nanosSince(start);  // one replica's view
+    if (job.direct) return;  // the result is already in place
     const std::byte* from = job.result.data();
     size_t elementBytes = job.kind == Kind::AllReduce ? dtypeSize(job.dtype) : 1;
     for (const auto& s : out) {
@@ -164,9 +218,9 @@ class Group {
     if (job.kind == Kind::Barrier) {
       checkMpi(MPI_Barrier(comm), "MPI_Barrier", job.what);
     } else if (job.kind == Kind::AllGather) {
-      job.result.resize(size_t(P) * job.send.size());
-      int bytes = mpiCount(int64_t(job.send.size()), job.what);
-      checkMpi(MPI_Allgather(job.send.data(), bytes, MPI_BYTE, job.result.data(), bytes, MPI_BYTE, comm),
+      job.result = pool_->get(size_t(P) * job.sendBytes);
+      int bytes = mpiCount(int64_t(job.sendBytes), job.what);
+      checkMpi(MPI_Allgather(job.sendData(), bytes, MPI_BYTE, job.result.data(), bytes, MPI_BYTE, comm),
                "MPI_Allgather", job.what);
     } else if (mode_ == ReduceMode::Exact) {
       reduceExact(job, comm, P, K);
@@ -179,7 +233,6 @@ class Group {
       job.done = true;
     }
     job.cv.notify_all();
-    job.send = {};
   }
 
   void reduceExact(Job& job, MPI_Comm comm, int P, int K) {
@@ -193,39 +246,43 @@ class Group {
       recvCounts[j] = mpiCount(K * mine * e, job.what);
       recvOffsets[j] = mpiCount(int64_t(j) * K * mine * e, job.what);
     }
-    std::vector<std::byte> received(size_t(P) * K * mine * e);
-    checkMpi(MPI_Alltoallv(job.send.data(), sendCounts.data(), sendOffsets.data(), MPI_BYTE, received.data(),
+    std::vector<std::byte>& received = received_;  // the engine thread's own, reused
+    if (received.size() < size_t(P) * K * mine * e) received.resize(size_t(P) * K * mine * e);
+    checkMpi(MPI_Alltoallv(job.sendData(), sendCounts.data(), sendOffsets.data(), MPI_BYTE, received.data(),
                            recvCounts.data(), recvOffsets.data(), MPI_BYTE, comm),
              "MPI_Alltoallv", job.what);
     // received holds replica g's slice at g * mine: fold in global replica order.
     std::vector<const void*> sources(size_t(P) * K);
     for (size_t g = 0; g < sources.size(); ++g) sources[g] = received.data() + g * mine * e;
-    std::vector<std::byte> folded(mine * e);
-    foldInOrder(job.dtype, sources.data(), P * K, 0, mine, job.op, P * K, folded.data());
-    job.result.resize(n * e);
+    if (!job.direct) job.result = pool_->get(n * e);
+    std::byte* result = job.direct ? job.direct : job.result.data();
+    // Fold this process's slice straight into its place in the result, then gather in place.
+    foldInOrder(job.dtype, sources.data(), P * K, 0, mine, job.op, P * K, result + begin(rank_) * e);
     for (int j = 0; j < P; ++j) {
       recvCounts[j] = mpiCount((begin(j + 1) - begin(j)) * e, job.what);
       recvOffsets[j] = mpiCount(begin(j) * e, job.what);
     }
-    checkMpi(MPI_Allgatherv(folded.data(), mpiCount(mine * e, job.what), MPI_BYTE, job.result.data(),
-                            recvCounts.data(), recvOffsets.data(), MPI_BYTE, comm),
+    checkMpi(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_BYTE, result, recvCounts.data(), recvOffsets.data(), MPI_BYTE, comm),
              "MPI_Allgatherv", job.what);
   }
 
   void reduceFast(Job& job, MPI_Comm comm, int P, int K) {
     const int64_t n = job.count, e = dtypeSize(job.dtype);
     std::vector<const void*> sources(K);
-    for (int l = 0; l < K; ++l) sources[l] = job.send.data() + l * n * e;
+    for (int l = 0; l < K; ++l) sources[l] = job.sendData() + l * n * e;
     Reduction local = job.op == Reduction::Mean ? Reduction::Sum : job.op;
-    job.result.resize(n * e);
-    foldInOrder(job.dtype, sources.data(), K, 0, n, local, 1, job.result.data());
+    std::byte* result = job.direct;  // in place: the operand is the partial sum of K = 1
+    if (!result) {
+      job.result = pool_->get(n * e);
+      result = job.result.data();
+      foldInOrder(job.dtype, sources.data(), K, 0, n, local, 1, result);
+    }
     mpiCount(n * e, job.what);
-    checkMpi(MPI_Allreduce(MPI_IN_PLACE, job.result.data(), static_cast<int>(n), mpiDatatype(job.dtype),
-                           mpiOp(job.op), comm),
+    checkMpi(MPI_Allreduce(MPI_IN_PLACE, result, static_cast<int>(n), mpiDatatype(job.dtype), mpiOp(job.op), comm),
              "MPI_Allreduce", job.what);
     if (job.op == Reduction::Mean) {
-      const void* one[] = {job.result.data()};
-      foldInOrder(job.dtype, one, 1, 0, n, Reduction::Mean, P * K, job.result.data());
+      const void* one[] = {result};
+      foldInOrder(job.dtype, one, 1, 0, n, Reduction::Mean, P * K, result);
     }
   }
 
@@ -237,6 +294,8 @@ class Group {
   std::vector<uint64_t> next_;                         // next sequence number, per replica
   std::map<uint64_t, std::shared_ptr<Job>> open_;      // jobs not every replica has joined
   MpiEngine& engine_;
+  std::shared_ptr<BufferPool> pool_ = std::make_shared<BufferPool>();
+  std::vector<std::byte> received_;  // used by the engine thread only
 };
 
 class ProcessCommunicator final : public Communicator {
@@ -247,15 +306,16 @@ class ProcessCommunicator final : public Communicator {
 
   void allReduce(void* data, DType dtype, int64_t count, Reduction op, const std::string& what) override {
     Segment s{data, count};
-    allReduceFinish(allReduceStart({&s, 1}, dtype, op, what), {&s, 1});
+    auto job = group_->join(local_, Kind::AllReduce, {&s, 1}, dtype, op, count, describe(what, dtype, count, op),
+                            /*waits=*/true);
+    group_->finish(*job, local_, {&s, 1});
   }
   bool overlaps() const override { return group_->overlap(); }
   std::shared_ptr<void> allReduceStart(std::span<const Segment> in, DType dtype, Reduction op,
                                        const std::string& what) override {
     int64_t count = 0;
     for (const auto& s : in) count += s.count;
-    return group_->join(local_, Kind::AllReduce, in, dtype, op, count,
-                        what + " (" + std::string(dtypeName(dtype)) + " x " + std::to_string(count) + ", " + reductionName(op) + ")");
+    return group_->join(local_, Kind::AllReduce, in, dtype, op, count, describe(what, dtype, count, op));
   }
   void allReduceFinish(const std::shared_ptr<void>& pending, std::span<const Segment> out) override {
     group_->finish(*static_cast<Job*>(pending.get()), local_, out);
@@ -278,6 +338,9 @@ class ProcessCommunicator final : public Communicator {
   void abort(const std::string& error) override { abortJob(error); }
 
  private:
+  static std::string describe(const std::string& what, DType dtype, int64_t count, Reduction op) {
+    return what + " (" + std::string(dtypeName(dtype)) + " x " + std::to_string(count) + ", " + reductionName(op) + ")";
+  }
   static const char* reductionName(Reduction op) {
     switch (op) {
       case Reduction::Sum: return "sum";

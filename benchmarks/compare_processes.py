@@ -1,0 +1,89 @@
+#!/usr/bin/env python3
+"""Several processes against one, in one run of benchmarks/dist_bench (build/benchmarks/):
+
+1. the sample's ResNet-18 train step at one global batch as 1 process x cpu:2 and as
+   2 processes x cpu:1 (mpirun): median step time and their ratio (target <= 1.15);
+2. the share of the all-reduce time that ran behind the backward pass, overlap on and off
+   (SPMD_OVERLAP=0), 2 processes x cpu:1;
+3. all-reduce bus bandwidth, exact and fast modes against a plain MPI_Allreduce in the same
+   binary, 4 KB to 64 MB, 2 processes (target: exact >= 0.7x MPI_Allreduce at >= 1 MB).
+
+--smoke runs tiny sizes once (CI runs it so the script cannot rot); it checks that every part
+runs and prints its ratio, not the targets.
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+
+
+def parse_result(output, kind):
+    rows = []
+    for line in output.splitlines():
+        if line.startswith("result " + kind):
+            rows.append(dict(kv.split("=", 1) for kv in line.split()[2:]))
+    if not rows:
+        sys.exit("no 'result %s' line in:\n%s" % (kind, output))
+    return rows
+
+
+def run(command, env, timeout):
+    p = subprocess.run(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout)
+    if p.returncode != 0:
+        sys.exit("%s exited %d:\n%s" % (" ".join(command), p.returncode, p.stdout))
+    return p.stdout
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--bench", default="build/benchmarks/dist_bench")
+    parser.add_argument("--mpirun", default="mpirun")
+    parser.add_argument("--width", type=int, default=64)
+    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--smoke", action="store_true")
+    args = parser.parse_args()
+    if args.smoke:
+        args.width, args.batch, args.steps = 2, 8, 1
+    max_bytes = 65536 if args.smoke else 64 << 20
+    repeats = 1 if args.smoke else 10
+
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    mpirun = [args.mpirun, "--oversubscribe", "--bind-to", "none", "--timeout", "1200", "--mca", "pml", "ob1",
+              "--mca", "btl", "self,vader,tcp", "-x", "OMP_NUM_THREADS", "-x", "SPMD_OVERLAP"]
+    cores = os.cpu_count() or 2
+    step = [args.bench, "step", "--width", str(args.width), "--batch", str(args.batch), "--steps", str(args.steps)]
+
+    # 1 process x cpu:2 gets every core; 2 processes x cpu:1 get half each.
+    one = parse_result(run(step + ["--devices", "cpu:2"], dict(env, OMP_NUM_THREADS=str(cores), SPMD_OVERLAP="1"), 1800), "step")[0]
+    runs = {}
+    for overlap in ["1", "0"]:
+        e = dict(env, OMP_NUM_THREADS=str(max(1, cores // 2)), SPMD_OVERLAP=overlap)
+        runs[overlap] = parse_result(run(mpirun + ["-np", "2"] + step + ["--devices", "cpu:1"], e, 1800), "step")[0]
+    two = runs["1"]
+    ratio = float(two["median_ms"]) / float(one["median_ms"])
+    print("train step, ResNet-18 width %d, global batch %d, %s cores:" % (args.width, args.batch, cores))
+    print("  1 process x cpu:2     %9.1f ms" % float(one["median_ms"]))
+    print("  2 processes x cpu:1   %9.1f ms   ratio %.3f (target <= 1.15)" % (float(two["median_ms"]), ratio))
+    for overlap, label in [("1", "on "), ("0", "off")]:
+        r = runs[overlap]
+        print("  overlap %s: step %8.1f ms, all-reduce %.1f ms on the communication thread, replicas waited %.1f ms: "
+              "%.0f%% hidden" % (label, float(r["median_ms"]), 1e3 * float(r["allreduce_s"]), 1e3 * float(r["waited_s"]),
+                                 100 * float(r["hidden"])))
+
+    rows = parse_result(run(mpirun + ["-np", "2", args.bench, "allreduce", "--max-bytes", str(max_bytes), "--repeats",
+                                      str(repeats)], dict(env, OMP_NUM_THREADS="1", SPMD_OVERLAP="1"), 1800), "allreduce")
+    print("all-reduce, 2 processes, f32 sum (bus bandwidth GB/s; exact/MPI as a ratio of times):")
+    print("  %10s %10s %10s %10s %12s" % ("bytes", "MPI", "exact", "fast", "exact vs MPI"))
+    for r in rows:
+        print("  %10s %10.2f %10.2f %10.2f %12.2f" % (r["bytes"], float(r["mpi_GBps"]), float(r["exact_GBps"]),
+                                                   float(r["fast_GBps"]), float(r["exact_vs_mpi"])))
+    big = [float(r["exact_vs_mpi"]) for r in rows if int(r["bytes"]) >= 1 << 20]
+    if big:
+        print("  exact vs MPI at >= 1 MB: worst %.2f (target >= 0.7)" % min(big))
+    print("ratio %.3f" % ratio)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,145 @@
+// The multi-process benchmark program, run by benchmarks/compare_processes.py (alone, or under
+// mpirun). Two modes:
+//   step       --devices cpu:K --width W --batch B --steps N: the sample's ResNet-18 train step
+//              at global batch B (each process passes its rows), donated state as in the sample;
+//              prints the median step time and, across processes, how much of the all-reduce
+//              time of the communication thread the replicas did not wait for (hidden behind
+//              the backward pass).
+//   allreduce  --max-bytes M --repeats R: one replica per process; for 4 KB .. M, the time of an
+//              f32 sum all-reduce in exact and fast mode (the runtime's communicator) and of a
+//              plain MPI_Allreduce in this binary, with the bus bandwidth 2(P-1)/P x bytes / time.
+// Lines starting "result " are what the script reads.
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "TrainStep.h"
+#include "frontend/spmd.h"
+#include "runtime/base/Timeout.h"
+#include "runtime/device/Communicator.h"
+#include "runtime/dist/MpiEngine.h"
+#include "runtime/dist/ProcessCommunicator.h"
+
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+std::string arg(int argc, char** argv, const std::string& name, const std::string& fallback) {
+  for (int i = 2; i + 1 < argc; ++i)
+    if (argv[i] == name) return argv[i + 1];
+  return fallback;
+}
+
+int step(int argc, char** argv) {
+  const std::string devices = arg(argc, argv, "--devices", "cpu:1");
+  const int64_t width = std::stoll(arg(argc, argv, "--width", "64"));
+  const int64_t batch = std::stoll(arg(argc, argv, "--batch", "64"));
+  const int steps = std::stoi(arg(argc, argv, "--steps", "5"));
+  const int processes = spmd::processCount(), me = spmd::processIndex();
+  auto model = spmd::models::resnet18({.inChannels = 1, .numClasses = 10, .width = width, .bnAxisName = ""});
+  auto [params, state] = model->initialize(1);
+  spmd::optim::Sgd sgd({.learningRate = 0.01, .momentum = 0.9, .weightDecay = 0});
+  spmd::Tree opt = sgd.init(params);
+  auto trainStep = spmd::pmap(bench::trainStep(*model, sgd),
+                              {.inAxes = {spmd::replicated, spmd::replicated, spmd::replicated, spmd::split, spmd::split},
+                               .devices = devices, .name = "train_step", .donateArguments = {0, 1, 2}});
+  auto [x, y] = bench::syntheticBatch(batch);
+  int64_t begin = batch * me / processes, end = batch * (me + 1) / processes;
+  spmd::Tensor myX = spmd::Array::view(x.array(), begin * x.array().bytes() / batch,
+                                       {end - begin, 1, 28, 28});
+  spmd::Tensor myY = spmd::Array::view(y.array(), begin * y.array().bytes() / batch, {end - begin});
+  std::vector<double> times;
+  for (int s = 0; s < steps + 1; ++s) {  // the first call compiles
+    if (s == 1) spmd::runtime::resetCollectiveTimes();
+    spmd::processBarrier("step start");
+    auto start = Clock::now();
+    auto [p2, o2, s2, loss] = trainStep(params, opt, state, myX, myY);
+    (void)loss.array();  // the step is done when its loss is on the host
+    params = p2, opt = o2, state = s2;
+    if (s > 0) times.push_back(since(start));
+  }
+  auto t = spmd::runtime::collectiveTimes();
+  std::vector<double> sums{t.engineSeconds, t.waitSeconds};
+  spmd::processSum(sums, "collective times");
+  if (me == 0)
+    std::printf("result step devices=%s processes=%d batch=%lld width=%lld median_ms=%.2f allreduce_s=%.4f "
+                "waited_s=%.4f hidden=%.3f\n",
+                devices.c_str(), processes, static_cast<long long>(batch), static_cast<long long>(width),
+                1e3 * median(times), sums[0], sums[1], sums[0] > 0 ? 1 - sums[1] / sums[0] : 0.0);
+  return 0;
+}
+
+int allreduce(int argc, char** argv) {
+  const int64_t maxBytes = std::stoll(arg(argc, argv, "--max-bytes", "67108864"));
+  const int repeats = std::stoi(arg(argc, argv, "--repeats", "10"));
+  const int processes = spmd::processCount(), me = spmd::processIndex();
+  if (processes < 2) throw spmd::Error("allreduce mode needs mpirun -np 2 or more");
+  using spmd::runtime::Communicator;
+  auto timeout = spmd::runtime::collectiveTimeoutFromEnvironment();
+  for (int64_t bytes = 4096; bytes <= maxBytes; bytes *= 4) {
+    const int64_t n = bytes / 4;
+    std::vector<float> data(n);
+    auto fill = [&] {
+      for (int64_t i = 0; i < n; ++i) data[i] = float((i * 7 + me * 13) % 101) * 0.01f;
+    };
+    auto timeIt = [&](auto&& body) {
+      std::vector<double> t;
+      for (int r = 0; r < repeats + 1; ++r) {
+        fill();
+        spmd::processBarrier("allreduce timing");
+        auto start = Clock::now();
+        body();
+        if (r > 0) t.push_back(since(start));
+      }
+      std::vector<double> worst{median(t)};
+      spmd::processSum(worst, "timings");  // mean over processes
+      return worst[0] / processes;
+    };
+    double plain = timeIt([&] {
+      auto& engine = spmd::runtime::MpiEngine::instance();
+      engine.run([&] { MPI_Allreduce(MPI_IN_PLACE, data.data(), int(n), MPI_FLOAT, MPI_SUM, engine.comm()); },
+                 "MPI_Allreduce", timeout);
+    });
+    double modes[2];
+    for (int m = 0; m < 2; ++m) {
+      setenv("SPMD_REDUCE", m == 0 ? "exact" : "fast", 1);
+      auto comms = spmd::runtime::makeProcessCommunicators(1, timeout);
+      modes[m] = timeIt([&] { comms[0]->allReduce(data.data(), spmd::DType::f32, n, spmd::runtime::Reduction::Sum, "bench"); });
+    }
+    auto busBandwidth = [&](double seconds) { return 2.0 * (processes - 1) / processes * double(bytes) / seconds / 1e9; };
+    if (me == 0)
+      std::printf("result allreduce bytes=%lld mpi_ms=%.3f exact_ms=%.3f fast_ms=%.3f mpi_GBps=%.3f exact_GBps=%.3f "
+                  "fast_GBps=%.3f exact_vs_mpi=%.3f\n",
+                  static_cast<long long>(bytes), 1e3 * plain, 1e3 * modes[0], 1e3 * modes[1], busBandwidth(plain),
+                  busBandwidth(modes[0]), busBandwidth(modes[1]), plain / modes[0]);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    std::string mode = argc > 1 ? argv[1] : "";
+    if (mode == "step") return step(argc, argv);
+    if (mode == "allreduce") return allreduce(argc, argv);
+    std::fprintf(stderr, "usage: dist_bench step|allreduce [flags]; see the top of benchmarks/dist_bench.cpp\n");
+    return 2;
+  } catch (const std::exception& e) {
+    if (spmd::processCount() > 1) spmd::abortJob(std::string("dist_bench: ") + e.what());
+    std::fprintf(stderr, "dist_bench: %s\n", e.what());
+    return 1;
+  }
+}
