@@ -19,8 +19,9 @@ export ASAN_OPTIONS="allocator_may_return_null=1:detect_leaks=0:abort_on_error=1
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:${UBSAN_OPTIONS:-}"
 cd "$build"
 # The drift_* reruns repeat suites of this run under other thread counts / ISAs, and the dist_*
-# checks run processes under mpirun (Open MPI itself is not instrumented); the release build
+# checks and the bench_* smoke runs start processes under mpirun (Open MPI is not instrumented,
+# and their programs are not built here); the release build
 # runs both, so they are left out here.
-ctest --output-on-failure --timeout 1800 -j "${JOBS:-$(nproc)}" -E '^(drift|dist)_'
+ctest --output-on-failure --timeout 1800 -j "${JOBS:-$(nproc)}" -E '^(drift|dist|bench)_'
 
 echo "ASan+UBSan: the whole suite is clean"
