@@ -133,9 +133,10 @@ class Group {
     // MPI sends (one replica per process; fast mode, or exact mode whose slices are in order).
     const bool direct = waits && local_ == 1 && kind == Kind::AllReduce && in.size() == 1;
     std::shared_ptr<Job> job;
+    uint64_t seq;
     {
       std::lock_guard lock(mutex_);
-      uint64_t seq = next_[l]++;
+      seq = next_[l]++;
       std::shared_ptr<Job>& slot = open_[seq];
       if (!slot) {
         slot = std::make_shared<Job>(pool_);
@@ -153,11 +154,7 @@ class Group {
     if (!job->direct) pack(*job, l, in);
     std::lock_guard lock(mutex_);
     if (++job->arrived == local_) {
-      for (auto it = open_.begin(); it != open_.end(); ++it)
-        if (it->second == job) {
-          open_.erase(it);
-          break;
-        }
+      open_.erase(seq);
       // Queued under the lock, so jobs reach the engine in sequence order on every process.
       engine_.submit([this, job] { execute(*job); }, job->what, timeout_);
     }
