@@ -14,22 +14,36 @@
 namespace spmd::runtime {
 
 // out[i - begin] = fold of sources[0][i], ..., sources[n-1][i] for i in [begin, end); `out` may
-// be one of the sources, offset by `begin` (each element is read before it is written).
+// be one of the sources, offset by `begin` (each block is read before it is written).
 template <typename T, typename Acc>
 void foldInOrder(const T* const* sources, int n, int64_t begin, int64_t end, Reduction op, int divisor, T* out) {
-  for (int64_t i = begin; i < end; ++i) {
-    Acc acc = sources[0][i];
+  // Blocks of elements, one source at a time: the same order per element as a plain loop over
+  // replicas, in a form the compiler vectorises (the fold is on the all-reduce's critical path).
+  constexpr int64_t kBlock = 512;
+  Acc acc[kBlock];
+  for (int64_t b = begin; b < end; b += kBlock) {
+    const int64_t m = std::min(kBlock, end - b);
+    const T* first = sources[0] + b;
+    for (int64_t k = 0; k < m; ++k) acc[k] = first[k];
     for (int r = 1; r < n; ++r) {
-      Acc v = sources[r][i];
+      const T* x = sources[r] + b;
       switch (op) {
         case Reduction::Sum:
-        case Reduction::Mean: acc += v; break;
-        case Reduction::Max: acc = std::max(acc, v); break;
-        case Reduction::Min: acc = std::min(acc, v); break;
+        case Reduction::Mean:
+          for (int64_t k = 0; k < m; ++k) acc[k] += Acc(x[k]);
+          break;
+        case Reduction::Max:
+          for (int64_t k = 0; k < m; ++k) acc[k] = std::max(acc[k], Acc(x[k]));
+          break;
+        case Reduction::Min:
+          for (int64_t k = 0; k < m; ++k) acc[k] = std::min(acc[k], Acc(x[k]));
+          break;
       }
     }
-    if (op == Reduction::Mean) acc /= divisor;
-    out[i - begin] = static_cast<T>(acc);
+    if (op == Reduction::Mean)
+      for (int64_t k = 0; k < m; ++k) acc[k] /= divisor;
+    T* to = out + (b - begin);
+    for (int64_t k = 0; k < m; ++k) to[k] = static_cast<T>(acc[k]);
   }
 }
 

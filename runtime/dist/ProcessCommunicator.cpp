@@ -232,34 +232,42 @@ class Group {
     job.cv.notify_all();
   }
 
+  // Reduce-scatter by pairwise exchange (step s: send to rank + s, receive from rank - s), so
+  // this process's own contributions are folded where they lie instead of being copied through
+  // MPI; then fold in global replica order and gather the slices in place.
   void reduceExact(Job& job, MPI_Comm comm, int P, int K) {
     const int64_t n = job.count, e = dtypeSize(job.dtype);
     auto begin = [&](int j) { return n * j / P; };
     const int64_t mine = begin(rank_ + 1) - begin(rank_);
-    std::vector<int> sendCounts(P), sendOffsets(P), recvCounts(P), recvOffsets(P);
-    for (int j = 0; j < P; ++j) {
-      sendCounts[j] = mpiCount(K * (begin(j + 1) - begin(j)) * e, job.what);
-      sendOffsets[j] = mpiCount(K * begin(j) * e, job.what);
-      recvCounts[j] = mpiCount(K * mine * e, job.what);
-      recvOffsets[j] = mpiCount(int64_t(j) * K * mine * e, job.what);
-    }
     std::vector<std::byte>& received = received_;  // the engine thread's own, reused
     if (received.size() < size_t(P) * K * mine * e) received.resize(size_t(P) * K * mine * e);
-    checkMpi(MPI_Alltoallv(job.sendData(), sendCounts.data(), sendOffsets.data(), MPI_BYTE, received.data(),
-                           recvCounts.data(), recvOffsets.data(), MPI_BYTE, comm),
-             "MPI_Alltoallv", job.what);
-    // received holds replica g's slice at g * mine: fold in global replica order.
+    const std::byte* operand = job.sendData();  // process j's slices at K * begin(j), replica by replica
+    for (int s = 1; s < P; ++s) {
+      int to = (rank_ + s) % P, from = (rank_ - s + P) % P;
+      int sendBytes = mpiCount(K * (begin(to + 1) - begin(to)) * e, job.what);
+      int recvBytes = mpiCount(K * mine * e, job.what);
+      checkMpi(MPI_Sendrecv(operand + K * begin(to) * e, sendBytes, MPI_BYTE, to, 0,
+                            received.data() + size_t(from) * K * mine * e, recvBytes, MPI_BYTE, from, 0, comm,
+                            MPI_STATUS_IGNORE),
+               "MPI_Sendrecv", job.what);
+    }
+    // Replica g = j * K + l: this process's own from the operand, the others as received.
     std::vector<const void*> sources(size_t(P) * K);
-    for (size_t g = 0; g < sources.size(); ++g) sources[g] = received.data() + g * mine * e;
+    for (int j = 0; j < P; ++j)
+      for (int l = 0; l < K; ++l)
+        sources[size_t(j) * K + l] = j == rank_ ? operand + (K * begin(rank_) + l * mine) * e
+                                                : received.data() + (size_t(j) * K + l) * mine * e;
     if (!job.direct) job.result = pool_->get(n * e);
     std::byte* result = job.direct ? job.direct : job.result.data();
-    // Fold this process's slice straight into its place in the result, then gather in place.
+    // Fold this process's slice straight into its place in the result (with K = 1 in place over
+    // its own contribution, which foldInOrder allows), then gather in place.
     foldInOrder(job.dtype, sources.data(), P * K, 0, mine, job.op, P * K, result + begin(rank_) * e);
+    std::vector<int> counts(P), offsets(P);
     for (int j = 0; j < P; ++j) {
-      recvCounts[j] = mpiCount((begin(j + 1) - begin(j)) * e, job.what);
-      recvOffsets[j] = mpiCount(begin(j) * e, job.what);
+      counts[j] = mpiCount((begin(j + 1) - begin(j)) * e, job.what);
+      offsets[j] = mpiCount(begin(j) * e, job.what);
     }
-    checkMpi(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_BYTE, result, recvCounts.data(), recvOffsets.data(), MPI_BYTE, comm),
+    checkMpi(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_BYTE, result, counts.data(), offsets.data(), MPI_BYTE, comm),
              "MPI_Allgatherv", job.what);
   }
 

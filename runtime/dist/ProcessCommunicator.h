@@ -3,10 +3,10 @@
 // process's communication thread (MpiEngine), the only thread that calls MPI; each replica then
 // waits for the result and copies it out. Global replica index = process rank * K + local index.
 //
-// all-reduce, exact mode (default): the elements are cut into P slices; MPI_Alltoallv gives
-// process j slice j of every replica's operand (in global replica order), process j folds it
-// with foldInOrder (runtime/device/Fold.h, the in-process communicator's fold), and
-// MPI_Allgatherv returns every folded slice to everyone. Fast mode: each process folds its K
+// all-reduce, exact mode (default): the elements are cut into P slices; a pairwise exchange
+// (MPI_Sendrecv, P - 1 steps) gives process j slice j of every other process's replicas, process j
+// folds it with its own in global replica order with foldInOrder (runtime/device/Fold.h, the
+// in-process communicator's fold), and MPI_Allgatherv returns every folded slice to everyone. Fast mode: each process folds its K
 // replicas, then MPI_Allreduce. all_gather: MPI_Allgather of each process's K blocks.
 //
 // A replica that fails ends the job (abortJob): the other processes wait in MPI and cannot be
