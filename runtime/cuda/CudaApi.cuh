@@ -36,6 +36,8 @@ struct CudaApi {
   static std::shared_ptr<std::byte> allocate(const KernelCall& call, size_t bytes) {
     return deviceOf(call).allocate(bytes);
   }
+  // The cudaStream_t a device library (NCCL) orders its collectives on.
+  static void* nativeStream(const KernelCall& call) { return streamOf(call); }
 };
 
 }  // namespace spmd::runtime::cuda

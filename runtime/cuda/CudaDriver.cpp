@@ -1,6 +1,7 @@
 // The cuda driver: device lists cuda (every GPU), cuda:0,1, cuda:0*4 (four replicas sharing
-// GPU 0), CudaDevice per replica; replicas join through the in-process communicator, whose
-// pointer exchange the on-device collectives use (runtime/cuda/kernels/Collectives.h).
+// GPU 0), CudaDevice per replica; replicas on distinct GPUs (or in several processes) join
+// through NCCL (runtime/cuda/Nccl.h), replicas sharing a GPU through the in-process
+// communicator, whose pointer exchange the on-device collectives use (kernels/Collectives.h).
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -8,6 +9,9 @@
 #include "runtime/cuda/CudaDevice.h"
 #include "runtime/device/DeviceList.h"
 #include "runtime/device/Driver.h"
+#if SPMD_WITH_NCCL
+#include "runtime/cuda/Nccl.h"
+#endif
 
 namespace spmd::runtime {
 namespace {
@@ -44,6 +48,17 @@ class CudaDriver final : public Driver {
       for (int c = 0; c < copies; ++c) devices.push_back(index);
     }
     return devices;
+  }
+
+  // NCCL for replicas on distinct GPUs and across processes (runtime/cuda/Nccl.h); replicas
+  // sharing a GPU exchange device pointers through the in-process communicator.
+  std::vector<std::unique_ptr<Communicator>> makeCommunicators(const DeviceList& list, std::chrono::milliseconds timeout,
+                                                               int processes) const override {
+    auto host = Driver::makeCommunicators(list, timeout, processes);
+#if SPMD_WITH_NCCL
+    if (useNccl(list, processes)) return makeNcclCommunicators(list, std::move(host), timeout);
+#endif
+    return host;
   }
 
   // One CudaDevice (stream, library handles) per GPU and replica slot, shared by every compiled

@@ -28,6 +28,20 @@ class ReplicaAborted : public Error {
   using Error::Error;
 };
 
+// Collectives a device library runs on a device's stream (NCCL for cuda replicas on distinct
+// GPUs, within a process or across processes). A backend's collective kernels use them, when
+// their communicator offers them, instead of exchanging device pointers.
+class DeviceCollectives {
+ public:
+  virtual ~DeviceCollectives() = default;
+  // In place on device memory, ordered on `stream` (the backend's native stream handle);
+  // returns when the result is in `data`. Exact or fast as the job's reduction mode says.
+  virtual void allReduce(void* data, DType dtype, int64_t count, Reduction op, void* stream,
+                         const std::string& what) = 0;
+  // out[r * bytes .. (r + 1) * bytes) = rank r's `in`, device memory on `stream`.
+  virtual void allGather(const void* in, void* out, size_t bytes, void* stream, const std::string& what) = 0;
+};
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -60,6 +74,8 @@ class Communicator {
   virtual std::vector<const void*> exchange(const void* mine, const std::string& what) {
     throw Error(what + ": this communicator cannot exchange device pointers");
   }
+  // Device-side collectives when this communicator has them (nullptr: use exchange()).
+  virtual DeviceCollectives* deviceCollectives() { return nullptr; }
   // Waits until every rank has arrived.
   virtual void barrier(const std::string& what) {
     throw Error(what + ": this communicator has no barrier");

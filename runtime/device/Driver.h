@@ -35,10 +35,12 @@ class Driver {
   // backend gives each replica its share of the OpenMP threads). Not called when one replica
   // runs on the caller's thread.
   virtual void prepareReplicaThread(const DeviceList& list, int replica) const {}
-  // The communicators joining the replicas of `list`, one per rank (default: threads of this
-  // process exchanging pointers, InProcessCommunicator).
+  // The communicators joining the replicas of `list`, one per local rank. `processes` is the
+  // job's process count (1: this process alone). Default: threads of this process exchanging
+  // pointers (InProcessCommunicator), or, in a job of several processes, MPI between processes
+  // (makeProcessCommunicators, host memory only).
   virtual std::vector<std::unique_ptr<Communicator>> makeCommunicators(
-      const DeviceList& list, std::chrono::milliseconds timeout) const;
+      const DeviceList& list, std::chrono::milliseconds timeout, int processes) const;
 };
 
 // Makes `driver` reachable by its name. Called by each backend's register function

@@ -7,6 +7,7 @@
 
 #include "runtime/device/DeviceList.h"
 #include "runtime/device/InProcessCommunicator.h"
+#include "runtime/dist/Processes.h"
 
 namespace spmd::runtime {
 
@@ -57,7 +58,8 @@ std::string whyAbsent(const std::string& backend) {
 }  // namespace
 
 std::vector<std::unique_ptr<Communicator>> Driver::makeCommunicators(
-    const DeviceList& list, std::chrono::milliseconds timeout) const {
+    const DeviceList& list, std::chrono::milliseconds timeout, int processes) const {
+  if (processes > 1) return makeProcessCommunicators(list.size(), timeout);
   auto group = std::make_shared<InProcessGroup>(list.size(), timeout);
   std::vector<std::unique_ptr<Communicator>> comms;
   for (int r = 0; r < list.size(); ++r) comms.push_back(std::make_unique<InProcessCommunicator>(group, r));

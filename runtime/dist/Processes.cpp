@@ -130,6 +130,18 @@ std::vector<int64_t> processAllGather(int64_t value, const std::string& what) {
   return all;
 }
 
+void processBroadcast(std::vector<std::byte>& bytes, const std::string& what) {
+  if (processes().size == 1) return;
+#if SPMD_WITH_MPI
+  MpiEngine& engine = MpiEngine::instance();
+  engine.run(
+      [&] {
+        checkMpi(MPI_Bcast(bytes.data(), static_cast<int>(bytes.size()), MPI_BYTE, 0, engine.comm()), "MPI_Bcast", what);
+      },
+      "broadcast from process 0: " + what, collectiveTimeoutFromEnvironment());
+#endif
+}
+
 void abortJob(const std::string& message, int code) {
   std::string who = started ? processes().describe() : "";
   std::fprintf(stderr, "spmd: %s%s%s; ending the job\n", who.c_str(), who.empty() ? "" : ": ", message.c_str());

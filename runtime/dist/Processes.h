@@ -6,6 +6,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -48,6 +49,8 @@ void processBarrier(const std::string& what);
 void processSum(std::vector<double>& values, const std::string& what);
 // Every process's `value`, in process order.
 std::vector<int64_t> processAllGather(int64_t value, const std::string& what);
+// Process 0's `bytes` on every process (same size everywhere), e.g. NCCL's unique id.
+void processBroadcast(std::vector<std::byte>& bytes, const std::string& what);
 
 // The communicators of `localReplicas` replicas of this process in a job of several processes:
 // ranks processes().rank * localReplicas + 0..localReplicas-1 of processes().size * localReplicas

@@ -27,14 +27,13 @@ ReplicaGroup::ReplicaGroup(const Program& program, const DeviceList& devices,
                 std::to_string(program.replicas) + " devices or compile it again for " + std::to_string(replicas));
   const Driver& driver = devices.driver();
   Executor::checkFitsHost(program, devices.size(), devices.spec);
-  comms_ = acrossProcesses_ ? makeProcessCommunicators(devices.size(), collectiveTimeout)
-                            : driver.makeCommunicators(devices, collectiveTimeout);
+  comms_ = driver.makeCommunicators(devices, collectiveTimeout, job.size);
   for (int r = 0; r < devices.size(); ++r) {
     deviceObjects_.push_back(driver.makeDevice(devices, r));
-    if (job.size > 1 && !deviceObjects_.back()->hostAccessible())
+    if (job.size > 1 && !deviceObjects_.back()->hostAccessible() && !comms_[r]->deviceCollectives())
       throw Error("device list '" + devices.spec + "': across processes, collectives run through MPI on host "
-                  "memory, which " + devices.backend + " devices do not have (NCCL for GPUs across processes "
-                  "is not built yet); run the job on cpu:K devices");
+                  "memory, which " + devices.backend + " devices do not have, and this backend has no device "
+                  "library for them (cuda uses NCCL when the build found it); run the job on cpu:K devices");
     executors_.push_back(std::make_unique<Executor>(program, deviceObjects_.back()));
     executors_.back()->setCommunicator(comms_[r].get());
   }

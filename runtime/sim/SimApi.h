@@ -39,6 +39,8 @@ struct SimApi {
   static std::shared_ptr<std::byte> allocate(const KernelCall& call, size_t bytes) {
     return deviceOf(call).allocate(bytes);
   }
+  // No device library runs on the simulated device (its communicators offer no DeviceCollectives).
+  static void* nativeStream(const KernelCall&) { return nullptr; }
 };
 
 }  // namespace spmd::runtime::sim

@@ -39,6 +39,26 @@ struct ReduceSliceFn {
   }
 };
 
+// out[i] = rows[0][i] op ... op rows[n-1][i] (row r at rows + r * count), ReduceSliceFn's
+// order and accumulator: the fold of NCCL's exact all-reduce (runtime/cuda/NcclFold.cu).
+template <typename T, typename Acc>
+struct FoldRowsFn {
+  const T* rows;
+  int n;
+  int64_t count;
+  Reduction op;
+  T* out;
+  SPMD_HOST_DEVICE void operator()(int64_t i) const {
+    Acc acc = rows[i];
+    for (int r = 1; r < n; ++r) {
+      Acc v = rows[r * count + i];
+      acc = op == Reduction::Max ? nanMax(acc, v) : op == Reduction::Min ? nanMin(acc, v) : acc + v;
+    }
+    if (op == Reduction::Mean) acc = acc / Acc(n);
+    out[i] = static_cast<T>(acc);
+  }
+};
+
 inline std::string collectiveWhat(const KernelCall& call) { return call.step.op + " at " + call.step.location; }
 
 // Reduces `count` elements at `data` (this replica's device memory) across the replicas.
@@ -46,6 +66,10 @@ template <class Api>
 void reduceInPlace(KernelCall& call, void* data, DType dtype, int64_t count, Reduction op) {
   Communicator& comm = communicatorOf(call);
   std::string what = collectiveWhat(call);
+  if (DeviceCollectives* library = comm.deviceCollectives()) {  // NCCL
+    library->allReduce(data, dtype, count, op, Api::nativeStream(call), what);
+    return;
+  }
   if (comm.size() > kMaxReplicas)
     throw Error(what + ": at most " + std::to_string(kMaxReplicas) + " GPU replicas per process");
   Api::synchronize(call);  // this replica's operand is ready
@@ -96,6 +120,10 @@ void all_gather(KernelCall& call) {
   Communicator& comm = communicatorOf(call);
   std::string what = collectiveWhat(call);
   size_t bytes = call.in[0].numel() * dtypeSize(call.in[0].dtype);
+  if (DeviceCollectives* library = comm.deviceCollectives()) {  // NCCL
+    library->allGather(call.in[0].data, call.out[0].data, bytes, Api::nativeStream(call), what);
+    return;
+  }
   Api::synchronize(call);
   std::vector<const void*> sources = comm.exchange(call.in[0].data, what);
   for (int r = 0; r < comm.size(); ++r) Api::copy(call, call.out[0].as<std::byte>() + r * bytes, sources[r], bytes);

@@ -8,6 +8,7 @@
 //   toHost(call, dst, src, bytes)   waits for the stream, then copies to host memory
 //   synchronize(call)               waits for the stream; asynchronous errors surface here
 //   allocate(call, bytes)           device memory owned by the returned pointer
+//   nativeStream(call)              the stream a device library (NCCL) orders its work on
 #pragma once
 
 #include <cstdint>
