@@ -199,8 +199,13 @@ void MpiEngine::timedOut(const std::string& what, uint64_t seq, std::chrono::mil
     at[status.MPI_SOURCE] = static_cast<int64_t>(theirs);
   }
   std::string missing, elsewhere;
+  const int k = replicasPerProcess_;
   for (int r = 0; r < info_.size; ++r) {
-    if (at[r] < 0) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+    if (at[r] < 0)
+      missing += (missing.empty() ? "" : ", ") + std::to_string(r) +
+                 (k == 1   ? " (replica " + std::to_string(r) + ")"
+                  : k > 1 ? " (replicas " + std::to_string(r * k) + "-" + std::to_string(r * k + k - 1) + ")"
+                          : "");
     else if (at[r] != static_cast<int64_t>(seq))
       elsewhere += "; process " + std::to_string(r) + " waits in collective #" + std::to_string(at[r]);
   }

@@ -7,6 +7,7 @@
 
 #include <mpi.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -39,6 +40,9 @@ class MpiEngine {
   void run(std::function<void()> work, std::string what, std::chrono::milliseconds timeout);
   MPI_Comm comm() const { return comm_; }
   const ProcessInfo& info() const { return info_; }
+  // The replicas each process runs (the same K everywhere, checked when a group starts), so a
+  // timeout can name the replicas of a process that never arrived; 0 while unknown.
+  void setReplicasPerProcess(int k) { replicasPerProcess_ = k; }
 
  private:
   struct Work {
@@ -57,6 +61,7 @@ class MpiEngine {
   ProcessInfo info_;
   MPI_Comm comm_ = MPI_COMM_NULL, watchComm_ = MPI_COMM_NULL;
   bool check_ = false;
+  std::atomic<int> replicasPerProcess_{0};
   std::mutex mutex_;
   std::condition_variable wake_, watchWake_;
   std::deque<Work> queue_;

@@ -118,6 +118,7 @@ class Group {
   Group(int local, std::chrono::milliseconds timeout, ReduceMode mode)
       : local_(local), processes_(processes().size), rank_(processes().rank), timeout_(timeout), mode_(mode),
         next_(local), engine_(MpiEngine::instance()) {
+    engine_.setReplicasPerProcess(local);
     const char* overlap = std::getenv("SPMD_OVERLAP");
     overlap_ = !(overlap && std::strcmp(overlap, "0") == 0);
   }

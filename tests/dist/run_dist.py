@@ -118,7 +118,7 @@ def check_faults(args):
     env = {"SPMD_COLLECTIVE_TIMEOUT": TIMEOUT}
     for fault, expect in [("throw", ["process 1 of 2", "replica 3 of 4", "label 99", "softmax_cross_entropy"]),
                           ("kill", ["rank 1", "signal 9"]),
-                          ("hang", ["process 0 of 2", "process(es) 1 never reached it", "all_reduce", "timed out"])]:
+                          ("hang", ["process 0 of 2", "process(es) 1 (replicas 2-3) never reached it", "all_reduce", "timed out"])]:
         checkpoint = os.path.join(args.scratch, "fault_%s.safetensors" % fault)
         out = os.path.join(args.scratch, "fault_%s" % fault)
         rc, log, seconds = launch(args, 2, 2, out, env,
