@@ -8,6 +8,7 @@
 #include "compiler/Diagnostics.h"
 #include "compiler/LowerToProgram.h"
 #include "compiler/MemoryPlan.h"
+#include "runtime/program/ProgramDot.h"
 #include "runtime/program/ProgramFile.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -96,6 +97,7 @@ runtime::Program compile(mlir::ModuleOp module, const CompileOptions& options) {
   runtime::Program program = lowerToProgram(function);
   if (options.planMemory) planMemory(program);
   pipeline.dumpText("program.txt", program.toText());
+  pipeline.dumpText("program.dot", runtime::programToDot(program));
   pipeline.saveProgram(program);
   return program;
 }

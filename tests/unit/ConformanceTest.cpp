@@ -42,31 +42,11 @@ class ConformanceTest : public ::testing::TestWithParam<Backend> {
   DeviceList list_;
 };
 
-std::string errorOf(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "no error";
-}
+using spmd::testing::errorOf;
 
 // A case as a one-step Program on `device`, run twice (the second reuses cached state).
 std::vector<Array> runOnDevice(const KernelCase& c, std::shared_ptr<Device> device) {
-  Program p;
-  p.name = c.name;
-  Step step{c.op, {}, {}, c.attrs, "ConformanceTest"};
-  for (const Array& a : c.inputs) {
-    step.inputs.push_back(static_cast<int>(p.buffers.size()));
-    p.inputs.push_back(static_cast<int>(p.buffers.size()));
-    p.buffers.push_back({a.dtype, a.shape, {}});
-  }
-  for (auto& [dtype, shape] : c.outputs) {
-    step.outputs.push_back(static_cast<int>(p.buffers.size()));
-    p.outputs.push_back(static_cast<int>(p.buffers.size()));
-    p.buffers.push_back({dtype, shape, {}});
-  }
-  p.steps.push_back(step);
+  Program p = oneStepProgram(c, "ConformanceTest");
   Executor executor(p, std::move(device));
   executor.run(c.inputs);
   return executor.run(c.inputs);

@@ -34,14 +34,7 @@ bool cudaBuilt() {
   return std::find(names.begin(), names.end(), "cuda") != names.end();
 }
 
-std::string errorOf(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
+using spmd::testing::errorOf;
 
 TEST(CudaTest, GeneratedSourceBakesShapesAndBroadcastIndexing) {
   FusedBody body = FusedBody::parse("%0 = load 0; %1 = load 1 dims [1]; %2 = const 0.5; %3 = mul %1 %2; "
@@ -164,20 +157,7 @@ TEST(CudaTest, CudaDeviceListsReachTheCudaBackend) {
 #ifdef SPMD_WITH_CUDA
 // One case as a one-step Program on the GPU (the executor copies inputs in and outputs out).
 std::vector<Array> runOnGpu(const KernelCase& c) {
-  Program p;
-  p.name = c.name;
-  Step step{c.op, {}, {}, c.attrs, "CudaTest"};
-  for (const Array& a : c.inputs) {
-    step.inputs.push_back(static_cast<int>(p.buffers.size()));
-    p.inputs.push_back(static_cast<int>(p.buffers.size()));
-    p.buffers.push_back({a.dtype, a.shape, {}});
-  }
-  for (auto& [dtype, shape] : c.outputs) {
-    step.outputs.push_back(static_cast<int>(p.buffers.size()));
-    p.outputs.push_back(static_cast<int>(p.buffers.size()));
-    p.buffers.push_back({dtype, shape, {}});
-  }
-  p.steps.push_back(step);
+  Program p = oneStepProgram(c, "CudaTest");
   Executor gpu(p, std::make_shared<CudaDevice>(0));
   gpu.run(c.inputs);  // first run: algorithm search, NVRTC
   return gpu.run(c.inputs);

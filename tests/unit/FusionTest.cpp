@@ -26,11 +26,7 @@ TEST(FusionTest, ResNetTrainStepIsBitIdenticalFusedAndUnfused) {
   auto plain = jit(bench::trainStep(*model, sgd), {.name = "plain", .fuseElementwise = false});
   auto a = fused(params, opt, state, x, y);
   auto b = plain(params, opt, state, x, y);
-  using testing::expectSameBits;
-  expectSameBits(std::get<0>(a), std::get<0>(b), "param");
-  expectSameBits(std::get<1>(a), std::get<1>(b), "momentum");
-  expectSameBits(std::get<2>(a), std::get<2>(b), "bn state");
-  expectSameBits(std::get<3>(a).array(), std::get<3>(b).array(), "loss");
+  testing::expectSameTrainStepBits(a, b);
 
   const std::string& text = fused.lastProgramText();
   const std::string& unfused = plain.lastProgramText();

@@ -21,6 +21,25 @@ struct KernelCase {
   std::map<std::string, Attr> attrs;
 };
 
+// The case as a one-step Program (its inputs and outputs the function's), for executors.
+inline Program oneStepProgram(const KernelCase& c, const std::string& location) {
+  Program p;
+  p.name = c.name;
+  Step step{c.op, {}, {}, c.attrs, location};
+  for (const Array& a : c.inputs) {
+    step.inputs.push_back(static_cast<int>(p.buffers.size()));
+    p.inputs.push_back(static_cast<int>(p.buffers.size()));
+    p.buffers.push_back({a.dtype, a.shape, {}});
+  }
+  for (auto& [dtype, shape] : c.outputs) {
+    step.outputs.push_back(static_cast<int>(p.buffers.size()));
+    p.outputs.push_back(static_cast<int>(p.buffers.size()));
+    p.buffers.push_back({dtype, shape, {}});
+  }
+  p.steps.push_back(step);
+  return p;
+}
+
 // Outputs filled with NaN (floats) or -12345 (i32), so a kernel that skips an element is seen.
 inline Array poisoned(DType dtype, const Shape& shape) {
   Array a = Array::zeros(dtype, shape);

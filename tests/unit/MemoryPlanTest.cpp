@@ -87,15 +87,11 @@ TEST(MemoryPlanTest, TrainStepIsBitIdenticalWithThePlan) {
   auto unplanned = jit(bench::trainStep(*model, sgd), {.name = "unplanned", .planMemory = false});
   auto a = planned(params, opt, state, x, y);
   auto b = unplanned(params, opt, state, x, y);
-  using testing::expectSameBits;
-  expectSameBits(std::get<0>(a), std::get<0>(b), "param");
-  expectSameBits(std::get<1>(a), std::get<1>(b), "momentum");
-  expectSameBits(std::get<2>(a), std::get<2>(b), "bn state");
-  expectSameBits(std::get<3>(a).array(), std::get<3>(b).array(), "loss");
+  testing::expectSameTrainStepBits(a, b);
   // A second call reuses the arena: still the same as the unplanned executor.
   auto a2 = planned(std::get<0>(a), std::get<1>(a), std::get<2>(a), x, y);
   auto b2 = unplanned(std::get<0>(b), std::get<1>(b), std::get<2>(b), x, y);
-  expectSameBits(std::get<3>(a2).array(), std::get<3>(b2).array(), "loss after two steps");
+  testing::expectSameBits(std::get<3>(a2).array(), std::get<3>(b2).array(), "loss after two steps");
 
   const std::string& text = planned.lastProgramText();
   auto arenaAt = text.find(", arena ");

@@ -32,16 +32,7 @@ std::vector<std::vector<Array>> onBothBackends(const KernelCase& c) {
   return {runKernel(runtime::cpuKernels(), c), runKernel(runtime::referenceKernels(), c)};
 }
 
-template <typename Fn>
-std::string errorOf(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected spmd::Error";
-  return "";
-}
+using spmd::testing::errorOf;
 
 TEST(NanSemanticsTest, ReluAndMaxPropagateNan) {
   Array x = f32({kNan, -1, 2, -kInf, kInf, 0});

@@ -19,17 +19,7 @@ std::vector<T> values(const Tensor& t) {
   return {v.begin(), v.end()};
 }
 
-// Runs fn, expects spmd::Error, returns its message.
-template <typename Fn>
-std::string errorOf(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected spmd::Error";
-  return "";
-}
+using spmd::testing::errorOf;
 
 TEST(PmapTest, StackedAndSplitInputsGiveEachReplicaItsChunk) {
   // Each replica returns its chunk times (1 + its index): mapped outputs come back in order.

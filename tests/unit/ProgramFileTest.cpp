@@ -1,7 +1,8 @@
 // Saved Programs: a compiled ResNet-18 training step written by the pipeline (program.spmd in the
 // dump directory) loads back to the same Program, runs to the same bits as the step it came
 // from, runs in the runtime-only tool spmd-run (no MLIR linked), and damaged files give clear
-// errors naming the file.
+// errors naming the file. The DOT view the pipeline writes beside the dumps renders with
+// Graphviz's dot, one node per step, input and output.
 #include <filesystem>
 #include <fstream>
 
@@ -26,6 +27,16 @@ class ProgramFileTest : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
   fs::path dir_;
+  // A width-4 ResNet-18 SGD step's model, inputs and optimizer (for jit(bench::trainStep(...))).
+  std::unique_ptr<nn::Module> model = models::resnet18({.width = 4});
+  std::pair<Tree, Tree> initial = model->initialize(2);
+  Tree& params = initial.first;
+  Tree& state = initial.second;
+  optim::Sgd sgd{{.learningRate = 0.05, .momentum = 0.9}};
+  Tree opt = sgd.init(params);
+  std::pair<Tensor, Tensor> batch = bench::syntheticBatch(4);
+  Tensor& x = batch.first;
+  Tensor& y = batch.second;
 };
 
 std::string errorOf(const std::string& path) {
@@ -37,12 +48,29 @@ std::string errorOf(const std::string& path) {
   return "no error";
 }
 
+TEST_F(ProgramFileTest, TrainStepDotRendersWithGraphviz) {
+  if (testing::runCommand("command -v dot").status != 0) {
+    if (std::getenv("CI")) FAIL() << "Graphviz's dot is missing; scripts/setup.sh installs graphviz";
+    GTEST_SKIP() << "Graphviz's dot is not installed (apt-get install graphviz)";
+  }
+  auto step = jit(bench::trainStep(*model, sgd), {.dumpDir = dir_.string()});
+  step(params, opt, state, x, y);
+  const fs::path dot = fs::path(step.lastDumpDir()) / "program.dot", svg = dir_ / "step.svg";
+  ASSERT_TRUE(fs::exists(dot));
+  const runtime::Program& program = step.lastProgram();
+  std::ifstream in(dot);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("conv2d\\nstage1.0.conv1"), std::string::npos) << "steps are labelled with op and layer";
+  auto run = testing::runCommand("dot -Tsvg " + dot.string() + " -o " + svg.string());
+  ASSERT_EQ(run.status, 0) << run.output;
+  std::ifstream drawn(svg);
+  std::string image((std::istreambuf_iterator<char>(drawn)), std::istreambuf_iterator<char>());
+  size_t nodes = 0;
+  for (size_t at = image.find("class=\"node\""); at != std::string::npos; at = image.find("class=\"node\"", at + 1)) ++nodes;
+  EXPECT_EQ(nodes, program.steps.size() + program.inputs.size() + program.outputs.size());
+}
+
 TEST_F(ProgramFileTest, SavedTrainStepLoadsRunsAndRunsInSpmdRun) {
-  auto model = models::resnet18({.width = 4});
-  auto [params, state] = model->initialize(2);
-  optim::Sgd sgd({.learningRate = 0.05, .momentum = 0.9});
-  Tree opt = sgd.init(params);
-  auto [x, y] = bench::syntheticBatch(4);
   auto step = jit(bench::trainStep(*model, sgd), {.dumpDir = dir_.string()});
   auto [p1, o1, s1, loss] = step(params, opt, state, x, y);
   const std::filesystem::path dumps = step.lastDumpDir();

@@ -17,16 +17,7 @@
 namespace spmd {
 namespace {
 
-template <typename Fn>
-std::string errorOf(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected spmd::Error";
-  return "";
-}
+using spmd::testing::errorOf;
 
 struct ScopedEnv {
   std::string name;

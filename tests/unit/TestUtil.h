@@ -14,12 +14,25 @@
 #include <iterator>
 #include <random>
 #include <string>
+#include <tuple>
 
 #include "frontend/Tensor.h"
 #include "frontend/Tree.h"
 #include "runtime/base/Array.h"
 
 namespace spmd::testing {
+
+// Runs fn and returns the message of the exception it throws (spmd::Error or another
+// std::exception), or "no error", which no expected message matches.
+template <typename Fn>
+std::string errorOf(Fn&& fn) {
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "no error";
+}
 
 inline Array randomArray(DType dtype, const Shape& shape, uint64_t seed, double low = -1.0,
                          double high = 1.0) {
@@ -114,6 +127,15 @@ inline void expectSameBits(const Array& actual, const Array& expected, const std
 // Every tensor of `actual` against the same-named tensor of `expected`.
 inline void expectSameBits(const Tree& actual, const Tree& expected, const std::string& what) {
   for (const auto& [name, t] : actual) expectSameBits(t.array(), expected.at(name).array(), what + " " + name);
+}
+
+// The outputs of bench::trainStep (new params, optimizer state, BN state, loss), bit for bit.
+template <typename Outputs>
+void expectSameTrainStepBits(const Outputs& a, const Outputs& b) {
+  expectSameBits(std::get<0>(a), std::get<0>(b), "param");
+  expectSameBits(std::get<1>(a), std::get<1>(b), "momentum");
+  expectSameBits(std::get<2>(a), std::get<2>(b), "bn state");
+  expectSameBits(std::get<3>(a).array(), std::get<3>(b).array(), "loss");
 }
 
 struct CommandRun {

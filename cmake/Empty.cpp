@@ -1,0 +1,1 @@
+// A shared library needs one source of its own; everything else comes from the static libraries.
