@@ -24,6 +24,7 @@
 #include "runtime/device/Communicator.h"
 #include "runtime/dist/MpiEngine.h"
 #include "runtime/dist/ProcessCommunicator.h"
+#include "frontend/models/ResNet.h"
 
 using Clock = std::chrono::steady_clock;
 

@@ -3,6 +3,7 @@
 #include <benchmark/benchmark.h>
 
 #include "frontend/spmd.h"
+#include "frontend/models/ResNet.h"
 
 namespace {
 

@@ -6,6 +6,7 @@
 #include <benchmark/benchmark.h>
 
 #include "TrainStep.h"
+#include "frontend/models/ResNet.h"
 
 namespace {
 

@@ -16,8 +16,8 @@ std::string signatureOf(const std::vector<Tensor>& leaves, const std::string& st
   return key;
 }
 
-// Why `now` differs from `before`: the first differing input leaf, or the structure.
-std::string explain(const std::string& before, const std::string& now) {
+// Why `now` differs from `before`: the first differing input leaf (by its path), or the structure.
+std::string explain(const std::string& before, const std::string& now, const std::vector<std::string>& names) {
   if (before.empty()) return "first call";
   auto split = [](const std::string& key) {
     std::vector<std::string> parts;
@@ -31,13 +31,14 @@ std::string explain(const std::string& before, const std::string& now) {
   if (structBefore != structNow) return "the argument structure (tree keys or arity) changed";
   for (size_t i = 0; i < typesNow.size(); ++i)
     if (i >= typesBefore.size() || typesBefore[i] != typesNow[i])
-      return "input leaf " + std::to_string(i) + " was " +
+      return (i < names.size() ? names[i] : "input leaf " + std::to_string(i)) + " was " +
              (i < typesBefore.size() ? typesBefore[i] : "absent") + ", now " + typesNow[i];
   return "the signature changed";
 }
 
-void CompileLog::beginCompile(const std::string& signature, const std::string& what) {
-  lastReason_ = explain(lastSignature_, signature);
+void CompileLog::beginCompile(const std::string& signature, const std::string& what,
+                              const std::vector<std::string>& names) {
+  lastReason_ = explain(lastSignature_, signature, names);
   compilingSignature_ = signature;
   if (std::getenv("SPMD_LOG_COMPILES"))
     std::fprintf(stderr, "spmd: compiling %s (%s)\n", what.c_str(), lastReason_.c_str());

@@ -18,8 +18,9 @@ class Trace;
 // `tags[i]`, when given, prefixes leaf i's type (pmap: "split:", "stacked:", "replicated:").
 std::string signatureOf(const std::vector<Tensor>& leaves, const std::string& structure,
                         const std::vector<std::string>& tags = {});
-// Why `now` differs from `before` ("first call", "input leaf 2 was f32[8] now f32[4]", ...).
-std::string explain(const std::string& before, const std::string& now);
+// Why `now` differs from `before` ("first call", "argument 2.fc.weight was f32[8], now f32[4]",
+// ...); `names[i]` is leaf i's argument path ("input leaf i" without names).
+std::string explain(const std::string& before, const std::string& now, const std::vector<std::string>& names = {});
 
 class CompileLog {
  public:
@@ -32,7 +33,7 @@ class CompileLog {
 
  protected:
   // `signature` is not cached: records why (and prints it under SPMD_LOG_COMPILES).
-  void beginCompile(const std::string& signature, const std::string& what);
+  void beginCompile(const std::string& signature, const std::string& what, const std::vector<std::string>& names = {});
   // Keeps the finished trace's IR, runs the pipeline on it and names the Program.
   runtime::Program compileTrace(Trace& trace, const CompileOptions& options, const std::string& name);
   // Every call, after the cache lookup: the signature the next recompile is compared with.

@@ -144,7 +144,8 @@ std::pair<std::vector<Tensor>, std::shared_ptr<void>> PmapCore::call(
   std::string signature = signatureOf(leaves, structure, state_->jit ? std::vector<std::string>{} : tags);
   auto found = state_->cache.find(signature);
   if (found == state_->cache.end()) {
-    beginCompile(signature, state_->jit ? "'" + o.name + "'" : "pmap '" + o.name + "' on " + state_->devices.spec);
+    beginCompile(signature, state_->jit ? "'" + o.name + "'" : "pmap '" + o.name + "' on " + state_->devices.spec,
+                 names);
     auto entry = std::make_unique<Entry>();
     Trace trace(o.name);
     // The axis spans every process's devices (global replica = process * devices + local).

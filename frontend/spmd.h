@@ -1,10 +1,11 @@
-// The public DSL in one include: tensors, trees, ops, initializers, nn layers, models, jit,
-// pmap and collectives, grad/value_and_grad and optimizers.
+// The public DSL in one include: tensors, trees, ops, initializers, nn layers, jit, pmap and
+// collectives, grad/value_and_grad and optimizers. Models (frontend/models/ResNet.h), datasets
+// (frontend/data/) and checkpoint files (frontend/io/Safetensors.h) are their own includes
+// (installed: <spmd/models.h>, <spmd/data.h>, <spmd/io.h>).
 #pragma once
 
 #include "frontend/Collectives.h"
 #include "frontend/Grad.h"
-#include "frontend/data/FashionMnist.h"
 #include "frontend/Init.h"
 #include "frontend/Jit.h"
 #include "frontend/Ops.h"
@@ -12,7 +13,6 @@
 #include "frontend/Processes.h"
 #include "frontend/Tensor.h"
 #include "frontend/Tree.h"
-#include "frontend/models/ResNet.h"
 #include "frontend/nn/Layers.h"
 #include "frontend/nn/Module.h"
 #include "frontend/optim/Adam.h"

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "frontend/spmd.h"
+#include "frontend/models/ResNet.h"
 
 namespace {
 

@@ -19,6 +19,9 @@
 #include "frontend/data/Loader.h"
 #include "frontend/io/Safetensors.h"
 #include "frontend/spmd.h"
+#include "frontend/models/ResNet.h"
+#include "frontend/data/FashionMnist.h"
+#include "frontend/io/TreeCheckpoint.h"
 
 namespace sample {
 namespace {
@@ -55,28 +58,6 @@ std::map<std::string, std::string> runIdentity(const Flags& f) {
           {"train_limit", std::to_string(f.trainLimit)}};
 }
 
-void addTree(spmd::io::Checkpoint& c, const std::string& prefix, const Tree& tree) {
-  for (const auto& [name, t] : tree) c.tensors[prefix + name] = t.array();
-}
-
-// The tree `like` with every leaf read from the checkpoint, checking names, dtypes and shapes.
-Tree readTree(const spmd::io::Checkpoint& c, const std::string& prefix, const Tree& like,
-              const std::string& path) {
-  Tree out;
-  for (const auto& [name, t] : like) {
-    auto it = c.tensors.find(prefix + name);
-    if (it == c.tensors.end())
-      throw spmd::Error(path + ": checkpoint has no tensor '" + prefix + name +
-                        "' (was it written with another --width or --optimizer?)");
-    if (it->second.dtype != t.dtype() || it->second.shape != t.shape())
-      throw spmd::Error(path + ": tensor '" + prefix + name + "' is " +
-                        Tensor(it->second).typeString() + " but the model needs " + t.typeString() +
-                        " (was it written with another --width?)");
-    out.set(name, it->second);
-  }
-  return out;
-}
-
 // The first tensor of `tree` holding a NaN or an infinity ("" when all are finite).
 std::string firstNonFinite(const Tree& tree, const std::string& prefix) {
   for (const auto& [name, t] : tree) {
@@ -101,9 +82,9 @@ void saveCheckpoint(const std::string& path, const Flags& f, const std::string& 
                         " was not overwritten; the run diverged (lower --lr, or run with "
                         "SPMD_DEBUG_NANS=1 to find the op that made the first NaN)");
   spmd::io::Checkpoint c;
-  addTree(c, "params.", params);
-  addTree(c, "state.", state);
-  addTree(c, "opt.", opt);
+  spmd::io::addTree(c, "params.", params);
+  spmd::io::addTree(c, "state.", state);
+  spmd::io::addTree(c, "opt.", opt);
   c.metadata = runIdentity(f);
   c.metadata.insert({{"format", kFormat}, {"devices", layout},
                      {"epoch", std::to_string(at.epoch)}, {"batch_in_epoch", std::to_string(at.batch)},
@@ -163,9 +144,9 @@ double train(const Flags& f) {
       if (c.metadata[key] != value)
         throw spmd::Error(path + ": the checkpoint was trained with --" + key + " " + c.metadata[key] +
                           " but this run has " + value + "; pass the same flags to resume it");
-    params = readTree(c, "params.", params, path);
-    state = readTree(c, "state.", state, path);
-    opt = readTree(c, "opt.", opt, path);
+    params = spmd::io::readTree(c, "params.", params, path, "was it written with another --width?");
+    state = spmd::io::readTree(c, "state.", state, path, "was it written with another --width?");
+    opt = spmd::io::readTree(c, "opt.", opt, path, "was it written with another --width or --optimizer?");
     at.epoch = metaNumber<int64_t>(c, "epoch", path);
     at.batch = metaNumber<int64_t>(c, "batch_in_epoch", path);
     at.step = metaNumber<int64_t>(c, "step", path);

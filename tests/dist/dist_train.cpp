@@ -17,6 +17,7 @@
 
 #include "frontend/io/Safetensors.h"
 #include "frontend/spmd.h"
+#include "frontend/models/ResNet.h"
 
 using namespace spmd;
 

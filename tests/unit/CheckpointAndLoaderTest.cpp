@@ -11,6 +11,7 @@
 #include "frontend/data/FashionMnist.h"
 #include "frontend/data/Loader.h"
 #include "frontend/io/Safetensors.h"
+#include "frontend/io/TreeCheckpoint.h"
 
 namespace spmd {
 namespace {
@@ -69,6 +70,30 @@ TEST_F(SafetensorsTest, RoundTripKeepsEveryBitAndTheMetadata) {
   EXPECT_EQ(bytes[8], '{');
   EXPECT_EQ((8 + length) % 8, 0u);
   EXPECT_FALSE(std::filesystem::exists(std::filesystem::path(path).parent_path() / ".round.safetensors.tmp"));
+}
+
+TEST_F(SafetensorsTest, TreesGoInUnderAPrefixAndComeBackCheckedAgainstTheModel) {
+  Tree params, state;
+  params.set("fc.weight", randomArray(DType::f32, {3, 4}, 1));
+  params.set("fc.bias", randomArray(DType::f32, {3}, 2));
+  state.set("bn.mean", randomArray(DType::f64, {4}, 3));
+  io::Checkpoint c;
+  io::addTree(c, "params.", params);
+  io::addTree(c, "state.", state);
+  std::string path = tempPath("trees.safetensors");
+  io::saveSafetensors(path, c);
+  io::Checkpoint back = io::loadSafetensors(path);
+  testing::expectSameBits(io::readTree(back, "params.", params, path), params, "params");
+  testing::expectSameBits(io::readTree(back, "state.", state, path), state, "state");
+
+  Tree wider;
+  wider.set("fc.weight", randomArray(DType::f32, {3, 5}, 1));
+  EXPECT_EQ(testing::errorOf([&] { io::readTree(back, "params.", wider, path, "another --width?"); }),
+            path + ": tensor 'params.fc.weight' is f32[3, 4] but the model needs f32[3, 5] (another --width?)");
+  Tree other;
+  other.set("conv.weight", randomArray(DType::f32, {1}, 1));
+  EXPECT_EQ(testing::errorOf([&] { io::readTree(back, "params.", other, path); }),
+            path + ": checkpoint has no tensor 'params.conv.weight'");
 }
 
 TEST_F(SafetensorsTest, CorruptFilesAreClearErrors) {

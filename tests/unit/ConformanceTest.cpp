@@ -18,6 +18,7 @@
 #include "runtime/device/Driver.h"
 #include "runtime/exec/DeviceArray.h"
 #include "runtime/exec/Executor.h"
+#include "frontend/models/ResNet.h"
 
 namespace spmd::runtime {
 namespace {

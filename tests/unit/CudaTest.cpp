@@ -19,6 +19,7 @@
 #ifdef SPMD_WITH_CUDA
 #include "runtime/cuda/CudaDevice.h"
 #include "runtime/cuda/Nvrtc.h"
+#include "frontend/models/ResNet.h"
 #endif
 
 namespace spmd::runtime {

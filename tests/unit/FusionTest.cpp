@@ -6,6 +6,7 @@
 #include "benchmarks/TrainStep.h"
 #include "frontend/spmd.h"
 #include "runtime/program/FusedBody.h"
+#include "frontend/models/ResNet.h"
 
 namespace spmd {
 namespace {

@@ -9,6 +9,7 @@
 #include "runtime/exec/Executor.h"
 #include "runtime/program/MemoryPlan.h"
 #include "runtime/cpu/CpuDevice.h"
+#include "frontend/models/ResNet.h"
 
 namespace spmd {
 namespace {

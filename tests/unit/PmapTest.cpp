@@ -163,7 +163,18 @@ TEST(PmapTest, RecompilesOnlyForANewSignatureAndSaysWhy) {
   EXPECT_EQ(f.compileCount(), 1);
   f(randomArray(DType::f32, {6, 3}, 3));
   EXPECT_EQ(f.compileCount(), 2);
-  EXPECT_EQ(f.lastCompileReason(), "input leaf 0 was split:f32[4, 3], now split:f32[6, 3]");
+  EXPECT_EQ(f.lastCompileReason(), "argument 0 was split:f32[4, 3], now split:f32[6, 3]");
+}
+
+TEST(PmapTest, RecompileReasonNamesTheTreePath) {
+  auto f = pmap([](const Tree& p, const Tensor& x) { return sum(mul(x, p.at("layer.w")), {0}); },
+                {.inAxes = {replicated, split}, .devices = "cpu:2"});
+  Tree p;
+  p.set("layer.w", randomArray(DType::f32, {3}, 1));
+  f(p, randomArray(DType::f32, {4, 3}, 2));
+  p.set("layer.w", randomArray(DType::f64, {3}, 1));
+  EXPECT_NE(errorOf([&] { f(p, randomArray(DType::f32, {4, 3}, 2)); }), "no error") << "f64 * f32 must not trace";
+  EXPECT_EQ(f.lastCompileReason(), "argument 0.layer.w was replicated:f32[3], now replicated:f64[3]");
 }
 
 //===--- bad input: each with its exact error ------------------------------------------------===//

@@ -13,6 +13,7 @@
 #include "runtime/program/ProgramFile.h"
 #include "runtime/cpu/CpuDevice.h"
 #include "runtime/exec/ReplicaGroup.h"
+#include "frontend/models/ResNet.h"
 
 namespace spmd {
 namespace {

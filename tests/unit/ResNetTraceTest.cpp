@@ -11,6 +11,7 @@
 #include "frontend/spmd.h"
 #include "runtime/exec/Executor.h"
 #include "runtime/cpu/CpuDevice.h"
+#include "frontend/models/ResNet.h"
 
 namespace spmd {
 namespace {

@@ -31,6 +31,7 @@
 #include "runtime/cpu/CpuDriver.h"
 #include "runtime/device/Driver.h"
 #include "runtime/exec/ReplicaGroup.h"
+#include "frontend/models/ResNet.h"
 
 namespace spmd {
 namespace {

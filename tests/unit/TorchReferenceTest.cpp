@@ -10,6 +10,7 @@
 
 #include "TestUtil.h"
 #include "frontend/spmd.h"
+#include "frontend/models/ResNet.h"
 
 namespace spmd {
 namespace {

@@ -7,6 +7,8 @@
 
 #include "TestUtil.h"
 #include "frontend/spmd.h"
+#include "frontend/models/ResNet.h"
+#include "frontend/data/FashionMnist.h"
 
 namespace spmd {
 namespace {
