@@ -105,9 +105,9 @@ std::string fusedBodyText(ir::FusedOp fused) {
 runtime::Program lowerToProgram(mlir::func::FuncOp function) {
   runtime::Program program;
   program.name = function.getSymName().str();
-  if (auto axis = function->getAttrOfType<mlir::StringAttr>("spmd.axis_name")) {
+  if (auto axis = function->getAttrOfType<mlir::StringAttr>(ir::kAxisNameAttr)) {
     program.axisName = axis.str();
-    if (auto size = function->getAttrOfType<mlir::IntegerAttr>("spmd.axis_size"))
+    if (auto size = function->getAttrOfType<mlir::IntegerAttr>(ir::kAxisSizeAttr))
       program.replicas = size.getInt();
   }
   llvm::DenseMap<mlir::Value, int> ids;
@@ -141,7 +141,7 @@ runtime::Program lowerToProgram(mlir::func::FuncOp function) {
     for (mlir::Value result : op.getResults()) step.outputs.push_back(define(result, describe(result)));
     if (auto fused = llvm::dyn_cast<ir::FusedOp>(op)) step.attrs["body"] = fusedBodyText(fused);
     for (mlir::NamedAttribute named : op.getAttrDictionary())
-      if (!named.getName().strref().starts_with("spmd."))  // analysis marks, not kernel inputs
+      if (!named.getName().strref().starts_with(ir::kAttrPrefix))  // analysis marks, not kernel inputs
         step.attrs[named.getName().str()] = convert(named, &op);
     program.steps.push_back(std::move(step));
   }

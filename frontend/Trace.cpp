@@ -95,17 +95,17 @@ void Trace::finish(const std::vector<Tensor>& outputs, Loc loc) {
 void Trace::bindAxis(const std::string& name, int64_t size) {
   axisName_ = name;
   axisSize_ = size;
-  function_->setAttr("spmd.axis_name", builder_.getStringAttr(name));
-  function_->setAttr("spmd.axis_size", builder_.getI64IntegerAttr(size));
+  function_->setAttr(ir::kAxisNameAttr, builder_.getStringAttr(name));
+  function_->setAttr(ir::kAxisSizeAttr, builder_.getI64IntegerAttr(size));
 }
 
 void Trace::markArgumentMapped(unsigned index) {
-  function_.setArgAttr(index, "spmd.mapped", builder_.getUnitAttr());
+  function_.setArgAttr(index, ir::kMappedAttr, builder_.getUnitAttr());
 }
 
 void Trace::describeResult(unsigned index, bool mapped, const std::string& name) {
-  if (mapped) function_.setResultAttr(index, "spmd.mapped", builder_.getUnitAttr());
-  if (!name.empty()) function_.setResultAttr(index, "spmd.name", builder_.getStringAttr(name));
+  if (mapped) function_.setResultAttr(index, ir::kMappedAttr, builder_.getUnitAttr());
+  if (!name.empty()) function_.setResultAttr(index, ir::kNameAttr, builder_.getStringAttr(name));
 }
 
 int64_t Trace::checkAxis(const std::string& axis, const char* what, Loc loc) const {

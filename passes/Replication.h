@@ -5,19 +5,18 @@
 // vary when anything in the body does (the derivative then depends on per-replica data).
 #pragma once
 
+#include "compiler/ir/SpmdAttributes.h"
 #include "llvm/ADT/DenseSet.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 
 namespace spmd::passes {
 
-// Function attributes naming the mapped axis; argument and result attributes marking values
-// mapped over it (absent: replicated) and naming results for messages.
-inline constexpr const char* kAxisNameAttr = "spmd.axis_name";
-inline constexpr const char* kAxisSizeAttr = "spmd.axis_size";
-inline constexpr const char* kMappedAttr = "spmd.mapped";
-inline constexpr const char* kNameAttr = "spmd.name";
-// Set on every op with a varying result by the analysis' annotate().
-inline constexpr const char* kVaryingAttr = "spmd.varying";
+// The attributes it reads and sets (compiler/ir/SpmdAttributes.h).
+using ir::kAxisNameAttr;
+using ir::kAxisSizeAttr;
+using ir::kMappedAttr;
+using ir::kNameAttr;
+using ir::kVaryingAttr;
 
 class ReplicationAnalysis {
  public:

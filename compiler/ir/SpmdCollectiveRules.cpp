@@ -16,7 +16,7 @@ namespace {
 // axis the op asked for and the one that is bound.
 LogicalResult checkAxisBound(Operation* op, StringRef axis) {
   auto function = op->getParentOfType<FunctionOpInterface>();
-  auto bound = function ? function->getAttrOfType<StringAttr>("spmd.axis_name") : StringAttr();
+  auto bound = function ? function->getAttrOfType<StringAttr>(kAxisNameAttr) : StringAttr();
   if (!bound)
     return op->emitOpError() << "runs over axis '" << axis
                              << "', but no axis is bound here: collectives only work inside a "
@@ -25,7 +25,7 @@ LogicalResult checkAxisBound(Operation* op, StringRef axis) {
     return op->emitOpError() << "runs over axis '" << axis << "', but the enclosing spmd::pmap "
                              << "binds axis '" << bound.getValue()
                              << "'; use that name (or nest a pmap over '" << axis << "')";
-  if (!function->getAttrOfType<IntegerAttr>("spmd.axis_size"))
+  if (!function->getAttrOfType<IntegerAttr>(kAxisSizeAttr))
     return op->emitOpError() << "the function binding axis '" << axis
                              << "' has no integer spmd.axis_size attribute";
   return success();
@@ -33,7 +33,7 @@ LogicalResult checkAxisBound(Operation* op, StringRef axis) {
 
 int64_t boundAxisSize(Operation* op) {
   return op->getParentOfType<FunctionOpInterface>()
-      ->getAttrOfType<IntegerAttr>("spmd.axis_size")
+      ->getAttrOfType<IntegerAttr>(kAxisSizeAttr)
       .getInt();
 }
 

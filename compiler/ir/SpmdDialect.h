@@ -9,6 +9,7 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include "compiler/ir/SpmdAttributes.h"
 #include "compiler/ir/SpmdDialect.h.inc"
 
 namespace spmd::ir {

@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "runtime/base/DType.h"
+#include "runtime/base/NanRules.h"
 #include "runtime/device/Communicator.h"
 
 namespace spmd::runtime {
@@ -32,11 +33,11 @@ void foldInOrder(const T* const* sources, int n, int64_t begin, int64_t end, Red
         case Reduction::Mean:
           for (int64_t k = 0; k < m; ++k) acc[k] += Acc(x[k]);
           break;
-        case Reduction::Max:
-          for (int64_t k = 0; k < m; ++k) acc[k] = std::max(acc[k], Acc(x[k]));
+        case Reduction::Max:  // NaN propagates (runtime/base/NanRules.h), as in every kernel
+          for (int64_t k = 0; k < m; ++k) acc[k] = nanMax(acc[k], Acc(x[k]));
           break;
         case Reduction::Min:
-          for (int64_t k = 0; k < m; ++k) acc[k] = std::min(acc[k], Acc(x[k]));
+          for (int64_t k = 0; k < m; ++k) acc[k] = nanMin(acc[k], Acc(x[k]));
           break;
       }
     }

@@ -10,11 +10,19 @@
 
 namespace spmd::runtime {
 
+const char* reductionName(Reduction op) {
+  switch (op) {
+    case Reduction::Sum: return "sum";
+    case Reduction::Mean: return "mean";
+    case Reduction::Max: return "max";
+    case Reduction::Min: return "min";
+  }
+  return "?";
+}
+
 Reduction parseReduction(const std::string& name) {
-  if (name == "sum") return Reduction::Sum;
-  if (name == "mean") return Reduction::Mean;
-  if (name == "max") return Reduction::Max;
-  if (name == "min") return Reduction::Min;
+  for (Reduction op : {Reduction::Sum, Reduction::Mean, Reduction::Max, Reduction::Min})
+    if (name == reductionName(op)) return op;
   throw Error("unknown reduction '" + name + "'; expected sum, mean, max or min");
 }
 

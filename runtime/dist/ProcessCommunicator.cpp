@@ -347,15 +347,6 @@ class ProcessCommunicator final : public Communicator {
   static std::string describe(const std::string& what, DType dtype, int64_t count, Reduction op) {
     return what + " (" + std::string(dtypeName(dtype)) + " x " + std::to_string(count) + ", " + reductionName(op) + ")";
   }
-  static const char* reductionName(Reduction op) {
-    switch (op) {
-      case Reduction::Sum: return "sum";
-      case Reduction::Mean: return "mean";
-      case Reduction::Max: return "max";
-      case Reduction::Min: return "min";
-    }
-    return "?";
-  }
   std::shared_ptr<Group> group_;
   int local_;
 };

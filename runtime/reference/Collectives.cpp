@@ -22,22 +22,22 @@ std::vector<std::byte> gatherAll(Communicator& comm, const TensorView& v, const 
 }
 
 template <typename T, typename Acc>
-void reduceRows(const std::byte* rows, int n, int64_t count, const std::string& op, T* out) {
+void reduceRows(const std::byte* rows, int n, int64_t count, Reduction op, T* out) {
   const T* data = reinterpret_cast<const T*>(rows);
   for (int64_t i = 0; i < count; ++i) {
     Acc acc = data[i];
     for (int r = 1; r < n; ++r) {
       Acc v = data[r * count + i];
-      if (op == "max") acc = nanMax(acc, v);
-      else if (op == "min") acc = nanMin(acc, v);
+      if (op == Reduction::Max) acc = nanMax(acc, v);
+      else if (op == Reduction::Min) acc = nanMin(acc, v);
       else acc += v;
     }
-    if (op == "mean") acc /= n;
+    if (op == Reduction::Mean) acc /= n;
     out[i] = static_cast<T>(acc);
   }
 }
 
-void reduceRows(const std::byte* rows, int n, const TensorView& out, const std::string& op) {
+void reduceRows(const std::byte* rows, int n, const TensorView& out, Reduction op) {
   switch (out.dtype) {
     case DType::f32: reduceRows<float, double>(rows, n, out.numel(), op, out.as<float>()); break;
     case DType::f64: reduceRows<double, double>(rows, n, out.numel(), op, out.as<double>()); break;
@@ -49,8 +49,7 @@ void reduceRows(const std::byte* rows, int n, const TensorView& out, const std::
 
 void all_reduce(KernelCall& call) {
   Communicator& comm = communicatorOf(call);
-  const std::string& op = std::get<std::string>(call.step.attr("reduction"));
-  parseReduction(op);
+  const Reduction op = parseReduction(call.step.text("reduction"));
   for (size_t i = 0; i < call.in.size(); ++i)
     reduceRows(gatherAll(comm, call.in[i], what(call)).data(), comm.size(), call.out[i], op);
 }
@@ -73,7 +72,7 @@ void reduce_scatter(KernelCall& call) {
   std::vector<std::byte> mine(row * comm.size());  // row `rank` of every replica's input
   for (int r = 0; r < comm.size(); ++r)
     std::memcpy(mine.data() + r * row, all.data() + (r * comm.size() + comm.rank()) * row, row);
-  reduceRows(mine.data(), comm.size(), out, "sum");
+  reduceRows(mine.data(), comm.size(), out, Reduction::Sum);
 }
 
 void axis_index(KernelCall& call) { *call.out[0].as<int32_t>() = communicatorOf(call).rank(); }

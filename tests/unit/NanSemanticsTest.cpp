@@ -61,6 +61,22 @@ TEST(NanSemanticsTest, ReluAndMaxPropagateNan) {
   }
 }
 
+TEST(NanSemanticsTest, PmaxAndPminPropagateNanFromAnyReplica) {
+  // Replica r gets elements [2r, 2r + 2); only replica 2 holds a NaN (in its first element),
+  // so a fold that drops a NaN arriving after a number would return 3 and 5.
+  Array x = f32({1, 5, 2, 6, kNan, 7, 3, 8});
+  for (const char* devices : {"cpu:4", "sim:4"}) {
+    auto f = pmap([](const Tensor& v) { return std::tuple{pmax(v, "batch"), pmin(v, "batch")}; },
+                  {.inAxes = {split}, .devices = devices});
+    auto [high, low] = f(x);
+    auto hi = high.array().values<float>(), lo = low.array().values<float>();
+    EXPECT_TRUE(std::isnan(hi[0])) << devices;
+    EXPECT_TRUE(std::isnan(lo[0])) << devices;
+    EXPECT_EQ(hi[1], 8.0f) << devices;
+    EXPECT_EQ(lo[1], 5.0f) << devices;
+  }
+}
+
 TEST(NanSemanticsTest, MaxReductionAndArgmaxSeeNan) {
   // Rows: a NaN in the middle, NaN first, two NaNs, none.
   Array x = f32({1, kNan, 3, kNan, 5, 9, 2, kNan, kNan, 4, 8, 6}, {4, 3});

@@ -1,0 +1,19 @@
+// The discardable attributes of the `spmd` dialect, named once: the frontend sets them while
+// tracing, the verifiers and passes read them, lowering copies the axis into the Program.
+#pragma once
+
+namespace spmd::ir {
+
+// On the traced function: the pmap axis it is mapped over and that axis' size (P x K replicas).
+inline constexpr const char* kAxisNameAttr = "spmd.axis_name";
+inline constexpr const char* kAxisSizeAttr = "spmd.axis_size";
+// On arguments and results: the value is mapped over the axis (absent: replicated).
+inline constexpr const char* kMappedAttr = "spmd.mapped";
+// On results: the name an error message uses for the output ("0.fc.weight").
+inline constexpr const char* kNameAttr = "spmd.name";
+// Set by the replication analysis (passes/Replication.h) on every op with a varying result.
+inline constexpr const char* kVaryingAttr = "spmd.varying";
+// The prefix every attribute above shares; lowering leaves such analysis marks out of steps.
+inline constexpr const char* kAttrPrefix = "spmd.";
+
+}  // namespace spmd::ir
