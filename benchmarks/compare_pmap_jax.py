@@ -3,7 +3,9 @@
 (Google Benchmark bench_resnet18_pmap_step) beside jax.pmap on XLA's emulated host devices, same
 model, global batch, device count and optimizer, in one run; prints both step times and the ratio.
 
-usage: python3 benchmarks/compare_pmap_jax.py [--build build] [--devices 4] [--reps 5]
+usage: python3 benchmarks/compare_pmap_jax.py [--build build] [--devices 4] [--reps 5] [--smoke]
+--smoke (CI): width 2, global batch 4 on 2 devices, one repetition; checks that both sides run
+and the ratio prints; exits 77 (skipped) when the JAX environment cannot be created (no PyPI).
 The JAX side runs in a virtual environment this script creates on first use (pip install jax,
 default ~/.cache/spmd/jax-venv; --venv to change). Step: forward with per-replica train-mode BN,
 softmax cross-entropy, backward, pmean of gradients / loss / BN running stats, SGD momentum 0.9."""
@@ -14,29 +16,21 @@ import subprocess
 import sys
 import time
 
-BATCH, WIDTH = 64, 16  # must match a registered bench_resnet18_pmap_step configuration
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from compare_resnet18_forward import time_spmd  # noqa: E402
+
+SKIPPED = 77  # ctest's SKIP_RETURN_CODE for the smoke run
 
 
-def time_spmd(build, devices, reps):
-    binary = os.path.join(build, "benchmarks", "bench_resnet18_pmap_step")
-    if not os.path.exists(binary):
-        sys.exit(f"missing {binary}: build first (bash scripts/build.sh)")
-    name = f"BM_ResNet18PmapStep/devices:{devices}/batch:{BATCH}/width:{WIDTH}/"
-    out = subprocess.run([binary, f"--benchmark_filter={name}", f"--benchmark_repetitions={reps}",
-                          "--benchmark_format=json", "--benchmark_min_time=1"],
-                         check=True, capture_output=True, text=True)
-    runs = [b for b in json.loads(out.stdout)["benchmarks"] if b.get("aggregate_name") == "median"]
-    if not runs:
-        sys.exit(f"no median for {name}: devices must be one of the registered 1, 2, 4")
-    return runs[0]["real_time"]
-
-
-def ensure_venv(venv):
+def ensure_venv(venv, smoke):
     python = os.path.join(venv, "bin", "python")
     if not os.path.exists(python):
         print(f"creating {venv} with jax (first run only) ...", file=sys.stderr)
-        subprocess.run([sys.executable, "-m", "venv", venv], check=True)
-        subprocess.run([python, "-m", "pip", "install", "-q", "jax"], check=True)
+        made = subprocess.run([sys.executable, "-m", "venv", venv]).returncode == 0 and \
+            subprocess.run([python, "-m", "pip", "install", "-q", "jax"]).returncode == 0
+        if not made:
+            print(f"could not create {venv} with jax (is PyPI reachable? python3-venv installed?)", file=sys.stderr)
+            sys.exit(SKIPPED if smoke else 1)
     return python
 
 
@@ -123,8 +117,8 @@ print(json.dumps({"ms": sorted(times)[len(times) // 2] * 1e3, "version": jax.__v
 '''
 
 
-def time_jax(python, devices, reps):
-    out = subprocess.run([python, "-c", JAX_STEP, str(devices), str(BATCH), str(WIDTH), str(reps)],
+def time_jax(python, devices, batch, width, reps):
+    out = subprocess.run([python, "-c", JAX_STEP, str(devices), str(batch), str(width), str(reps)],
                          capture_output=True, text=True)
     if out.returncode != 0:
         sys.exit(f"the jax.pmap side failed:\n{out.stderr[-3000:]}")
@@ -137,16 +131,22 @@ def main():
     parser.add_argument("--devices", type=int, default=4, choices=[1, 2, 4])
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--venv", default=os.path.expanduser("~/.cache/spmd/jax-venv"))
+    parser.add_argument("--smoke", action="store_true")
     args = parser.parse_args()
-    python = ensure_venv(args.venv)
-    ours = time_spmd(args.build, args.devices, args.reps)
-    jax_result = time_jax(python, args.devices, args.reps)
+    # Must match a registered bench_resnet18_pmap_step configuration.
+    batch, width = (4, 2) if args.smoke else (64, 16)
+    if args.smoke:
+        args.devices, args.reps = 2, 1
+    python = ensure_venv(args.venv, args.smoke)
+    ours = time_spmd(args.build, f"BM_ResNet18PmapStep/devices:{args.devices}/batch:{batch}/width:{width}/",
+                     args.reps, os.cpu_count(), "bench_resnet18_pmap_step", min_time=0.01 if args.smoke else 1)
+    jax_result = time_jax(python, args.devices, batch, width, args.reps)
     theirs = jax_result["ms"]
-    print(f"ResNet-18 width {WIDTH}, global batch {BATCH}, 1x28x28, per-replica BN, SGD momentum, "
+    print(f"ResNet-18 width {width}, global batch {batch}, 1x28x28, per-replica BN, SGD momentum, "
           f"{args.devices} emulated CPU devices ({os.cpu_count()} cores)")
-    print(f"  spmd pmap (cpu:{args.devices})           : {ours:8.2f} ms/step  {BATCH / ours * 1e3:8.1f} img/s")
+    print(f"  spmd pmap (cpu:{args.devices})           : {ours:8.2f} ms/step  {batch / ours * 1e3:8.1f} img/s")
     print(f"  jax.pmap {jax_result['version']} ({jax_result['devices']} host devices): "
-          f"{theirs:8.2f} ms/step  {BATCH / theirs * 1e3:8.1f} img/s")
+          f"{theirs:8.2f} ms/step  {batch / theirs * 1e3:8.1f} img/s")
     print(f"  ratio spmd/JAX time               : {ours / theirs:8.3f}  (< 1 means spmd is faster)")
 
 

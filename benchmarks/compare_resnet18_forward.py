@@ -3,10 +3,12 @@
 PyTorch (python3-torch, the same model and threads) in one run; prints both times and the ratio.
 
 usage: python3 benchmarks/compare_resnet18_forward.py [--build build] [--batch 64] [--reps 10]
+       [--smoke]   (batch 2, one repetition: CI runs it so the script cannot rot)
 Run with Debian's /usr/bin/python3 (where python3-torch lives)."""
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -36,34 +38,41 @@ def time_torch(batch, reps, threads):
     return sorted(times)[len(times) // 2] * 1e3, torch.get_num_threads(), torch.__version__
 
 
-def time_spmd(build, batch, reps, threads, program="bench_resnet18_forward",
-              name="BM_ResNet18Forward"):
-    """Median real time (ms) of the Google Benchmark `name`/batch in `program`."""
+def time_spmd(build, name, reps, threads, program, min_time=0.5):
+    """Median real time (ms) of the Google Benchmark whose full name starts with `name` (e.g.
+    "BM_ResNet18Forward/64/") in `program`; exits naming the registered ones when none matches."""
     binary = os.path.join(build, "benchmarks", program)
     if not os.path.exists(binary):
         sys.exit(f"missing {binary}: build first (bash scripts/build.sh)")
-    out = subprocess.run([binary, f"--benchmark_filter={name}/{batch}/",
-                          f"--benchmark_repetitions={reps}", "--benchmark_format=json",
-                          "--benchmark_min_time=0.5"], check=True, capture_output=True, text=True,
+    listed = subprocess.run([binary, "--benchmark_list_tests"], check=True, capture_output=True, text=True)
+    if not any(line.startswith(name) for line in listed.stdout.splitlines()):
+        sys.exit(f"{program} has no benchmark '{name}'; registered:\n{listed.stdout}")
+    out = subprocess.run([binary, "--benchmark_filter=^" + re.escape(name),
+                          f"--benchmark_repetitions={max(reps, 1)}", "--benchmark_format=json",
+                          "--benchmark_report_aggregates_only=false", f"--benchmark_min_time={min_time}"],
+                         check=True, capture_output=True, text=True,
                          env=dict(os.environ, OMP_NUM_THREADS=str(threads)))
-    runs = [b for b in json.loads(out.stdout)["benchmarks"] if b.get("aggregate_name") == "median"]
-    if not runs:
-        sys.exit(f"no median in benchmark output; is batch {batch} registered?")
-    return runs[0]["real_time"]
+    runs = [b for b in json.loads(out.stdout)["benchmarks"] if b["name"].startswith(name)]
+    medians = [b for b in runs if b.get("aggregate_name") == "median"]
+    return (medians or runs)[0]["real_time"]
 
 
-def side_by_side(doc, title, program, name, torch_timer):
-    """Parses the shared flags, times spmd's benchmark `name` in `program` and `torch_timer`
-    with the same batch and threads, and prints both with their ratio."""
+def side_by_side(doc, title, program, name_of, torch_timer):
+    """Parses the shared flags, times spmd's benchmark `name_of(batch)` in `program` and
+    `torch_timer` with the same batch and threads, and prints both with their ratio."""
     parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--build", default="build")
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--threads", type=int, default=os.cpu_count(),
                         help="threads for both sides (OMP_NUM_THREADS / torch.set_num_threads)")
+    parser.add_argument("--smoke", action="store_true", help="batch 2, one repetition: checks that it runs")
     args = parser.parse_args()
-    ours = time_spmd(args.build, args.batch, args.reps, args.threads, program, name)
-    theirs, threads, version = torch_timer(args.batch, max(args.reps * 2, 10), args.threads)
+    if args.smoke:
+        args.batch, args.reps = 2, 1
+    ours = time_spmd(args.build, name_of(args.batch), args.reps, args.threads, program,
+                     min_time=0.01 if args.smoke else 0.5)
+    theirs, threads, version = torch_timer(args.batch, 1 if args.smoke else max(args.reps * 2, 10), args.threads)
     print(f"{title}, batch {args.batch}, CPU ({os.cpu_count()} cores)")
     print(f"  spmd (cpu:0, {args.threads} threads)    : {ours:8.2f} ms/step  {args.batch / ours * 1e3:8.1f} img/s")
     print(f"  PyTorch {version} ({threads} threads): {theirs:8.2f} ms/step  {args.batch / theirs * 1e3:8.1f} img/s")
@@ -72,7 +81,7 @@ def side_by_side(doc, title, program, name, torch_timer):
 
 def main():
     side_by_side(__doc__, "ResNet-18 forward, 1x28x28, train-mode BN", "bench_resnet18_forward",
-                 "BM_ResNet18Forward", time_torch)
+                 lambda batch: f"BM_ResNet18Forward/{batch}/", time_torch)
 
 if __name__ == "__main__":
     main()

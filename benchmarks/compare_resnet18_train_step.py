@@ -4,6 +4,7 @@ backward, SGD with momentum 0.9) on the CPU: spmd's Google Benchmark and PyTorch
 the same model and threads) in one run; prints both times and the ratio.
 
 usage: python3 benchmarks/compare_resnet18_train_step.py [--build build] [--batch 64] [--reps 5]
+       [--smoke]   (batch 2, one repetition: CI runs it so the script cannot rot)
 Run with Debian's /usr/bin/python3 (where python3-torch lives)."""
 import os
 import sys
@@ -41,7 +42,8 @@ def time_torch(batch, reps, threads):
 
 def main():
     side_by_side(__doc__, "ResNet-18 training step, 1x28x28, SGD momentum",
-                 "bench_resnet18_train_step", "BM_ResNet18TrainStep", time_torch)
+                 "bench_resnet18_train_step", lambda batch: f"BM_ResNet18TrainStep/batch:{batch}/plan:1/fuse:1/",
+                 time_torch)
 
 if __name__ == "__main__":
     main()

@@ -36,6 +36,7 @@ BENCHMARK(BM_ResNet18PmapStep)
     ->Args({1, 64, 16})
     ->Args({2, 64, 16})
     ->Args({4, 64, 16})
+    ->Args({2, 4, 2})  // compare_pmap_jax.py --smoke (CI)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
     ->MinTime(3.0);

@@ -36,6 +36,7 @@ BENCHMARK(BM_ResNet18TrainStep)
     ->Args({64, 1, 1})
     ->Args({64, 0, 1})
     ->Args({64, 1, 0})
+    ->Args({2, 1, 1})  // the compare script's --smoke run in CI
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 

@@ -4,7 +4,8 @@
 plain SGD as the seeds), then test accuracy with BN in inference form.
 
 usage: /usr/bin/python3 benchmarks/torch_fashion_mnist_epoch.py [--width 64] [--batch 512]
-       [--lr 0.2] [--momentum 0] [--train-limit 0] [--threads N]"""
+       [--lr 0.2] [--momentum 0] [--train-limit 0] [--test-limit 0] [--threads N] [--smoke]
+--smoke (CI): width 2, 64 training and 100 test images, batch 16: checks that it runs."""
 import argparse
 import gzip
 import os
@@ -35,15 +36,21 @@ def main():
     parser.add_argument("--lr", type=float, default=0.2)
     parser.add_argument("--momentum", type=float, default=0.0)
     parser.add_argument("--train-limit", type=int, default=0)
+    parser.add_argument("--test-limit", type=int, default=0)
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
+    parser.add_argument("--smoke", action="store_true")
     args = parser.parse_args()
+    if args.smoke:
+        args.width, args.train_limit, args.test_limit, args.batch = 2, 64, 100, 16
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     x, y = load(args.data_dir, "train")
     if args.train_limit:
         x, y = x[:args.train_limit], y[:args.train_limit]
     tx, ty = load(args.data_dir, "test")
+    if args.test_limit:
+        tx, ty = tx[:args.test_limit], ty[:args.test_limit]
     model = ResNet18(args.width)
     for m in model.modules():  # the seeds' (and spmd's default) Normal(0.01) init
         if isinstance(m, (torch.nn.Conv2d, torch.nn.Linear)):
