@@ -1,0 +1,118 @@
+// Every convolution shape of the full-width ResNet-18 training step (batch 64, 1x28x28 input):
+// the CPU backend's conv2d, conv2d_backward_data and conv2d_backward_filter kernels, each timed
+// alone on that shape (median of --reps calls after two warm-up calls that build and cache the
+// oneDNN primitive). compare_conv_layers.py runs this beside the same PyTorch primitives.
+// Prints one line per layer: "result layer=<name> count=<uses per step> fwd_ms=.. data_ms=.. filter_ms=..".
+//
+// usage: bench_conv_layers [--batch 64] [--width 64] [--reps 10] [--only <layer>]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "runtime/base/Array.h"
+#include "runtime/cpu/CpuDevice.h"
+#include "runtime/device/Kernel.h"
+#include "runtime/program/Program.h"
+
+namespace {
+
+using spmd::Array;
+using spmd::DType;
+using spmd::Shape;
+using namespace spmd::runtime;
+
+struct Layer {
+  std::string name;
+  int count;  // convolutions of this shape in one step
+  int64_t in, out, size, kernel, stride;
+};
+
+// ResNet-18 at `width` on 28x28 (the seeds' model): stem, then per stage the first block's
+// (strided) conv1, the 3x3 convs at the stage's size, and the 1x1 strided shortcut.
+std::vector<Layer> resnetLayers(int64_t w) {
+  return {{"stem", 1, 1, w, 28, 3, 1},
+          {"stage1.3x3", 4, w, w, 28, 3, 1},
+          {"stage2.0.conv1", 1, w, 2 * w, 28, 3, 2},
+          {"stage2.3x3", 3, 2 * w, 2 * w, 14, 3, 1},
+          {"stage2.0.conv3", 1, w, 2 * w, 28, 1, 2},
+          {"stage3.0.conv1", 1, 2 * w, 4 * w, 14, 3, 2},
+          {"stage3.3x3", 3, 4 * w, 4 * w, 7, 3, 1},
+          {"stage3.0.conv3", 1, 2 * w, 4 * w, 14, 1, 2},
+          {"stage4.0.conv1", 1, 4 * w, 8 * w, 7, 3, 2},
+          {"stage4.3x3", 3, 8 * w, 8 * w, 4, 3, 1},
+          {"stage4.0.conv3", 1, 4 * w, 8 * w, 7, 1, 2}};
+}
+
+Array random(const Shape& shape, uint64_t seed) {
+  Array a = Array::zeros(DType::f32, shape);
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  for (float& v : a.values<float>()) v = normal(rng);
+  return a;
+}
+
+// Median milliseconds of `reps` calls of kernel `op` (after two warm-up calls).
+double timeKernel(const std::string& op, const std::vector<Array>& inputs, Array& output, int64_t stride,
+                  int64_t pad, int reps) {
+  Step step{op, {}, {}, {{"stride", std::vector<int64_t>{stride, stride}}, {"padding", std::vector<int64_t>{pad, pad}}},
+            "bench_conv_layers"};
+  std::vector<TensorView> in;
+  for (const Array& a : inputs) in.push_back({const_cast<std::byte*>(a.data()), a.dtype, a.shape});
+  std::vector<TensorView> out{{output.data(), output.dtype, output.shape}};
+  std::shared_ptr<void> cache;
+  KernelCall call{step, in, out, cache};
+  KernelFn fn = cpuKernels().at(op);
+  fn(call);
+  fn(call);
+  std::vector<double> times;
+  for (int r = 0; r < reps; ++r) {
+    auto start = std::chrono::steady_clock::now();
+    fn(call);
+    times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int64_t batch = 64, width = 64;
+  int reps = 10;
+  std::string only;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string flag = argv[i], value = argv[i + 1];
+    if (flag == "--batch") batch = std::stoll(value);
+    else if (flag == "--width") width = std::stoll(value);
+    else if (flag == "--reps") reps = std::stoi(value);
+    else if (flag == "--only") only = value;
+    else {
+      std::fprintf(stderr, "bench_conv_layers: unknown flag %s; see the top of benchmarks/conv_layers.cpp\n", argv[i]);
+      return 2;
+    }
+  }
+  if (batch < 1 || width < 1 || reps < 1) {
+    std::fprintf(stderr, "bench_conv_layers: --batch, --width and --reps must be positive\n");
+    return 2;
+  }
+  for (const Layer& l : resnetLayers(width)) {
+    if (!only.empty() && l.name != only) continue;
+    const int64_t pad = l.kernel / 2, outSize = (l.size + 2 * pad - l.kernel) / l.stride + 1;
+    const Shape x{batch, l.in, l.size, l.size}, w{l.out, l.in, l.kernel, l.kernel}, y{batch, l.out, outSize, outSize};
+    Array input = random(x, 1), filter = random(w, 2), bias = random({l.out}, 3), dy = random(y, 4);
+    Array outY = Array::zeros(DType::f32, y), outX = Array::zeros(DType::f32, x), outW = Array::zeros(DType::f32, w);
+    double forward = timeKernel("conv2d", {input, filter, bias}, outY, l.stride, pad, reps);
+    double data = timeKernel("conv2d_backward_data", {dy, filter}, outX, l.stride, pad, reps);
+    double weights = timeKernel("conv2d_backward_filter", {input, dy}, outW, l.stride, pad, reps);
+    std::printf("result layer=%s count=%d in=%lld out=%lld size=%lld kernel=%lld stride=%lld fwd_ms=%.4f data_ms=%.4f "
+                "filter_ms=%.4f\n",
+                l.name.c_str(), l.count, static_cast<long long>(l.in), static_cast<long long>(l.out),
+                static_cast<long long>(l.size), static_cast<long long>(l.kernel), static_cast<long long>(l.stride),
+                forward, data, weights);
+  }
+  return 0;
+}
