@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "compiler/Diagnostics.h"
-#include "compiler/ir/SpmdDialect.h"
+#include "ir/SpmdDialect.h"
 #include "runtime/base/RealText.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinAttributes.h"

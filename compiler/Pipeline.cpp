@@ -7,7 +7,7 @@
 
 #include "compiler/Diagnostics.h"
 #include "compiler/LowerToProgram.h"
-#include "compiler/MemoryPlan.h"
+#include "compiler/PlanMemory.h"
 #include "runtime/program/ProgramDot.h"
 #include "runtime/program/ProgramFile.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"

@@ -26,7 +26,7 @@ struct CompileOptions {
   bool strict = false;
   // Largest combined gradient all-reduce, in bytes.
   int64_t bucketBytes = 25 << 20;
-  // Place intermediate buffers in one arena by lifetime (compiler/MemoryPlan). Off: every buffer
+  // Place intermediate buffers in one arena by lifetime (compiler/PlanMemory). Off: every buffer
   // gets its own allocation (for comparing against the plan).
   bool planMemory = true;
   // Fuse elementwise chains into spmd.fused ops (passes/FuseElementwise), one kernel each.

@@ -1,7 +1,7 @@
 // Registers the dialects and passes the compiler uses (see Registration.h).
 #include "compiler/Registration.h"
 
-#include "compiler/ir/SpmdDialect.h"
+#include "ir/SpmdDialect.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Transforms/Passes.h"

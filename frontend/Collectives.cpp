@@ -1,7 +1,7 @@
 // The collective op functions: axis check, then one spmd collective op.
 #include "frontend/Collectives.h"
 
-#include "compiler/ir/SpmdDialect.h"
+#include "ir/SpmdDialect.h"
 #include "frontend/Trace.h"
 
 namespace spmd {

@@ -1,6 +1,6 @@
 // Flattening the arguments and results of traced functions (Tensor, Tree, tuples and pairs of
-// them) into a list of tensor leaves plus a structure string, and rebuilding them from leaves.
-// Used by spmd::jit and spmd::value_and_grad.
+// them) into tensor leaves with a structure string and a path per leaf, and rebuilding them
+// from leaves: the one pytree walk of spmd::jit, spmd::pmap and spmd::value_and_grad.
 #pragma once
 
 #include <memory>
@@ -19,34 +19,46 @@ template <typename T> struct TracedType { using type = T; };
 template <> struct TracedType<Array> { using type = Tensor; };
 template <typename T> using Traced_t = typename TracedType<T>::type;
 
-inline void flatten(const Array& a, std::vector<Tensor>& leaves, std::string& structure) {
-  leaves.push_back(Tensor(a));
-  structure += "T;";
+// A flattened value: its tensor leaves in order, the structure (tree keys and arity: the shape
+// part of a compile-cache key) and each leaf's path for messages ("argument 2.fc.weight":
+// argument, tuple element and tree key joined by dots).
+struct Flat {
+  std::vector<Tensor> leaves;
+  std::string structure;
+  std::vector<std::string> paths;
+};
+
+inline std::string joinPath(const std::string& prefix, const std::string& name) {
+  return prefix.empty() ? name : name.empty() ? prefix : prefix + "." + name;
 }
+
+inline void flatten(const Tensor& t, Flat& flat, const std::string& path = "") {
+  flat.leaves.push_back(t);
+  flat.structure += "T;";
+  flat.paths.push_back(path);
+}
+inline void flatten(const Array& a, Flat& flat, const std::string& path = "") { flatten(Tensor(a), flat, path); }
 inline Tensor unflatten(const Array&, const std::vector<Tensor>& leaves, size_t& pos) {
   return leaves.at(pos++);
 }
-
-inline void flatten(const Tensor& t, std::vector<Tensor>& leaves, std::string& structure) {
-  leaves.push_back(t);
-  structure += "T;";
-}
-inline void flatten(const Tree& tree, std::vector<Tensor>& leaves, std::string& structure) {
-  structure += "{";
+inline void flatten(const Tree& tree, Flat& flat, const std::string& path = "") {
+  flat.structure += "{";
   for (const auto& [name, t] : tree) {
-    leaves.push_back(t);
-    structure += name + ",";
+    flat.leaves.push_back(t);
+    flat.structure += name + ",";
+    flat.paths.push_back(joinPath(path, name));
   }
-  structure += "};";
+  flat.structure += "};";
 }
 template <typename... T>
-void flatten(const std::tuple<T...>& tuple, std::vector<Tensor>& leaves, std::string& structure) {
-  std::apply([&](const auto&... parts) { (flatten(parts, leaves, structure), ...); }, tuple);
+void flatten(const std::tuple<T...>& tuple, Flat& flat, const std::string& path = "") {
+  size_t i = 0;
+  std::apply([&](const auto&... parts) { (flatten(parts, flat, joinPath(path, std::to_string(i++))), ...); }, tuple);
 }
 template <typename A, typename B>
-void flatten(const std::pair<A, B>& pair, std::vector<Tensor>& leaves, std::string& structure) {
-  flatten(pair.first, leaves, structure);
-  flatten(pair.second, leaves, structure);
+void flatten(const std::pair<A, B>& pair, Flat& flat, const std::string& path = "") {
+  flatten(pair.first, flat, joinPath(path, "0"));
+  flatten(pair.second, flat, joinPath(path, "1"));
 }
 
 inline Tensor unflatten(const Tensor&, const std::vector<Tensor>& leaves, size_t& pos) {

@@ -1,7 +1,7 @@
 // value_and_grad: records the spmd.value_and_grad op with the loss function traced as its body.
 #include "frontend/Grad.h"
 
-#include "compiler/ir/SpmdDialect.h"
+#include "ir/SpmdDialect.h"
 #include "frontend/Trace.h"
 
 namespace spmd::detail {

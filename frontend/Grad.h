@@ -31,10 +31,10 @@ std::vector<Tensor> valueAndGradLeaves(const std::vector<Tensor>& primals,
                                        const std::vector<std::string>& names,
                                        const GradBody& body, Loc loc);
 
-inline std::vector<std::string> leafNames(const Tensor&) { return {"the argument"}; }
-inline std::vector<std::string> leafNames(const Tree& tree) {
+// How errors name a primal: "the argument" (a Tensor), or the tree key in quotes.
+inline std::vector<std::string> primalNames(const Flat& flat) {
   std::vector<std::string> names;
-  for (const auto& [name, _] : tree) names.push_back("'" + name + "'");
+  for (const std::string& path : flat.paths) names.push_back(path.empty() ? "the argument" : "'" + path + "'");
   return names;
 }
 
@@ -62,20 +62,18 @@ class ValueAndGrad {
       static_assert(std::is_same_v<Out, Tensor>,
                     "the function must return the loss as a Tensor (use spmd::has_aux to "
                     "return std::pair{loss, aux})");
-    std::vector<Tensor> leaves;
-    std::string structure;
-    detail::flatten(params, leaves, structure);
+    detail::Flat primals;
+    detail::flatten(params, primals);
     std::shared_ptr<Out> out;
     auto body = [&](const std::vector<Tensor>& arguments) {
       size_t pos = 0;
       out = std::make_shared<Out>(f_(detail::unflatten(params, arguments, pos)));
-      std::vector<Tensor> outputs;
-      std::string ignored;
-      detail::flatten(*out, outputs, ignored);
-      return outputs;
+      detail::Flat outputs;
+      detail::flatten(*out, outputs);
+      return outputs.leaves;
     };
     std::vector<Tensor> results =
-        detail::valueAndGradLeaves(leaves, detail::leafNames(params), body, loc);
+        detail::valueAndGradLeaves(primals.leaves, detail::primalNames(primals), body, loc);
     size_t pos = 0;
     Out values = detail::unflatten(*out, results, pos);
     P grads = detail::unflatten(params, results, pos);

@@ -2,7 +2,7 @@
 // trace at the caller's source line.
 #include "frontend/Ops.h"
 
-#include "compiler/ir/SpmdDialect.h"
+#include "ir/SpmdDialect.h"
 #include "frontend/Trace.h"
 
 namespace spmd {

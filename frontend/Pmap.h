@@ -58,22 +58,6 @@ struct PmapOptions {
 
 namespace detail {
 
-// Leaf names for messages and IR: "argument 2", "0.fc.weight" (tuple element 0, tree key).
-inline void leafNames(const Array&, const std::string& prefix, std::vector<std::string>& out) { out.push_back(prefix); }
-inline void leafNames(const Tensor&, const std::string& prefix, std::vector<std::string>& out) { out.push_back(prefix); }
-inline void leafNames(const Tree& tree, const std::string& prefix, std::vector<std::string>& out) {
-  for (const auto& [name, _] : tree) out.push_back(prefix.empty() ? name : prefix + "." + name);
-}
-template <typename... T>
-void leafNames(const std::tuple<T...>& t, const std::string& prefix, std::vector<std::string>& out) {
-  size_t i = 0;
-  std::apply([&](const auto&... e) { (leafNames(e, (prefix.empty() ? "" : prefix + ".") + std::to_string(i++), out), ...); }, t);
-}
-template <typename A, typename B>
-void leafNames(const std::pair<A, B>& p, const std::string& prefix, std::vector<std::string>& out) {
-  leafNames(std::tuple<const A&, const B&>(p.first, p.second), prefix, out);
-}
-
 template <typename T> struct IsTuple : std::false_type {};
 template <typename... T> struct IsTuple<std::tuple<T...>> : std::true_type {};
 template <typename A, typename B> struct IsTuple<std::pair<A, B>> : std::true_type {};
@@ -86,12 +70,15 @@ struct PmapTraced {
 };
 using PmapTraceFn = std::function<PmapTraced(const std::vector<Tensor>& arguments)>;
 
+// The traced result's leaves, their paths ("0.fc.weight") and the leaves of each top-level
+// output (a tuple's elements; else the whole result), which out_axes entries apply to.
 template <typename Out>
 void describeOutputs(const Out& out, PmapTraced& traced) {
-  auto one = [&](const auto& element, const std::string& prefix) {
-    size_t before = traced.names.size();
-    leafNames(element, prefix, traced.names);
-    traced.elementLeaves.push_back(traced.names.size() - before);
+  Flat flat;
+  auto one = [&](const auto& element, const std::string& path) {
+    size_t before = flat.leaves.size();
+    flatten(element, flat, path);
+    traced.elementLeaves.push_back(flat.leaves.size() - before);
   };
   if constexpr (IsTuple<Out>::value) {
     size_t i = 0;
@@ -99,6 +86,8 @@ void describeOutputs(const Out& out, PmapTraced& traced) {
   } else {
     one(out, "");
   }
+  traced.outputs = std::move(flat.leaves);
+  traced.names = std::move(flat.paths);
 }
 
 class PmapCore : public CompileLog {
@@ -129,28 +118,23 @@ class PmapCore : public CompileLog {
 template <typename Core, typename F, typename... Args>
 auto callCompiled(Core& core, F& f, const Args&... args) {
   using Out = Result_t<F, Args...>;
-  std::vector<Tensor> leaves;
+  Flat flat;
   std::vector<size_t> argumentLeaves;
-  std::vector<std::string> names;
-  std::string structure;
   size_t index = 0;
   auto add = [&](const auto& arg) {
-    size_t before = leaves.size();
-    flatten(arg, leaves, structure);
-    argumentLeaves.push_back(leaves.size() - before);
-    leafNames(arg, "argument " + std::to_string(index++), names);
+    size_t before = flat.leaves.size();
+    flatten(arg, flat, "argument " + std::to_string(index++));
+    argumentLeaves.push_back(flat.leaves.size() - before);
   };
   (add(args), ...);
   auto trace = [&](const std::vector<Tensor>& traced) {
     auto out = callTraced(f, traced, args...);
     PmapTraced result;
-    std::string ignored;
-    flatten(*out, result.outputs, ignored);
     describeOutputs(*out, result);
     result.prototype = out;
     return result;
   };
-  auto [outputs, prototype] = core.call(leaves, argumentLeaves, names, structure, trace);
+  auto [outputs, prototype] = core.call(flat.leaves, argumentLeaves, flat.paths, flat.structure, trace);
   return rebuild<Out>(prototype, outputs);
 }
 

@@ -2,7 +2,7 @@
 #include "frontend/Trace.h"
 
 #include "compiler/Registration.h"
-#include "compiler/ir/SpmdDialect.h"
+#include "ir/SpmdDialect.h"
 #include "mlir/IR/DialectRegistry.h"
 
 namespace spmd::detail {

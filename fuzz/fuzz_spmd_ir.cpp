@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string>
 
-#include "compiler/ir/SpmdDialect.h"
+#include "ir/SpmdDialect.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/Support/SourceMgr.h"
 #include "mlir/IR/BuiltinOps.h"

@@ -3,7 +3,7 @@
 
 #include <memory>
 
-#include "compiler/ir/SpmdDialect.h"
+#include "ir/SpmdDialect.h"
 #include "mlir/Pass/Pass.h"
 
 namespace spmd::passes {

@@ -1,7 +1,7 @@
 // ReplicationAnalysis: one forward walk over the function (and value_and_grad bodies).
 #include "passes/Replication.h"
 
-#include "compiler/ir/SpmdDialect.h"
+#include "ir/SpmdDialect.h"
 #include "mlir/IR/Builders.h"
 
 namespace spmd::passes {

@@ -5,13 +5,13 @@
 // vary when anything in the body does (the derivative then depends on per-replica data).
 #pragma once
 
-#include "compiler/ir/SpmdAttributes.h"
+#include "ir/SpmdAttributes.h"
 #include "llvm/ADT/DenseSet.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 
 namespace spmd::passes {
 
-// The attributes it reads and sets (compiler/ir/SpmdAttributes.h).
+// The attributes it reads and sets (ir/SpmdAttributes.h).
 using ir::kAxisNameAttr;
 using ir::kAxisSizeAttr;
 using ir::kMappedAttr;

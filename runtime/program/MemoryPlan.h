@@ -1,5 +1,5 @@
 // Buffer lifetimes of a Program and the check that its memory plan is safe. The plan itself is
-// made by the compiler (compiler/MemoryPlan); the runtime checks it before trusting it, since a
+// made by the compiler (compiler/PlanMemory); the runtime checks it before trusting it, since a
 // Program may come from a file.
 #pragma once
 

@@ -10,7 +10,7 @@
 #include <set>
 
 #include "TestUtil.h"
-#include "compiler/ir/SpmdDialect.h"
+#include "ir/SpmdDialect.h"
 #include "frontend/spmd.h"
 
 namespace spmd {

@@ -4,7 +4,7 @@
 
 #include "TestUtil.h"
 #include "benchmarks/TrainStep.h"
-#include "compiler/MemoryPlan.h"
+#include "compiler/PlanMemory.h"
 #include "frontend/spmd.h"
 #include "runtime/exec/Executor.h"
 #include "runtime/program/MemoryPlan.h"

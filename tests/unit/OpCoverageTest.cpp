@@ -5,7 +5,7 @@
 
 #include <set>
 
-#include "compiler/ir/SpmdDialect.h"
+#include "ir/SpmdDialect.h"
 #include "runtime/device/Kernel.h"
 #include "runtime/cpu/CpuDevice.h"
 

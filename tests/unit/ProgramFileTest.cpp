@@ -3,6 +3,8 @@
 // from, runs in the runtime-only tool spmd-run (no MLIR linked), and damaged files give clear
 // errors naming the file. The DOT view the pipeline writes beside the dumps renders with
 // Graphviz's dot, one node per step, input and output.
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 
@@ -23,7 +25,10 @@ namespace fs = std::filesystem;
 class ProgramFileTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / "spmd_program_file_test";
+    // One directory per test and process: ctest runs this suite's tests in parallel.
+    dir_ = fs::temp_directory_path() /
+           ("spmd_program_file_test-" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()) +
+            "-" + std::to_string(::getpid()));
     fs::remove_all(dir_);
   }
   void TearDown() override { fs::remove_all(dir_); }

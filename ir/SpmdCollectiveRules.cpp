@@ -1,8 +1,8 @@
 // The collective ops (all_reduce, all_gather, reduce_scatter, axis_index): shape rules, the
 // axis-binding verifier, and VJP rules. Collectives run over the axis a spmd::pmap binds; the
 // enclosing function records it as the attributes spmd.axis_name and spmd.axis_size.
-#include "compiler/ir/ShapeChecks.h"
-#include "compiler/ir/SpmdDialect.h"
+#include "ir/ShapeChecks.h"
+#include "ir/SpmdDialect.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 

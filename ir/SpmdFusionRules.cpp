@@ -1,5 +1,5 @@
 // What a spmd.fused body may hold, and the fused op's verifier.
-#include "compiler/ir/SpmdDialect.h"
+#include "ir/SpmdDialect.h"
 
 using namespace mlir;
 

@@ -1,7 +1,7 @@
 // VJP rules of the `spmd` ops (the VjpOpInterface): each builds the operands' cotangents from
 // the results' cotangents with ordinary `spmd` ops at the forward op's location. Rules may
 // build cotangents nobody asks for; canonicalization erases them, as their ops are pure.
-#include "compiler/ir/SpmdDialect.h"
+#include "ir/SpmdDialect.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 

@@ -1,24 +1,24 @@
 // Registers the `spmd` dialect's ops and emits the generated op definitions.
 // Shape rules, verifiers and folders are in SpmdShapeRules.cpp.
-#include "compiler/ir/SpmdDialect.h"
+#include "ir/SpmdDialect.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
 
 using namespace mlir;
 
-#include "compiler/ir/SpmdDialect.cpp.inc"
-#include "compiler/ir/SpmdInterfaces.cpp.inc"
+#include "ir/SpmdDialect.cpp.inc"
+#include "ir/SpmdInterfaces.cpp.inc"
 
 #define GET_OP_CLASSES
-#include "compiler/ir/SpmdOps.cpp.inc"
+#include "ir/SpmdOps.cpp.inc"
 
 namespace spmd::ir {
 
 void SpmdDialect::initialize() {
   addOperations<
 #define GET_OP_LIST
-#include "compiler/ir/SpmdOps.cpp.inc"
+#include "ir/SpmdOps.cpp.inc"
       >();
 }
 
@@ -39,7 +39,7 @@ std::vector<std::string> namesOf() {
 std::vector<std::string> opNames() {
   return namesOf<
 #define GET_OP_LIST
-#include "compiler/ir/SpmdOps.cpp.inc"
+#include "ir/SpmdOps.cpp.inc"
       >();
 }
 

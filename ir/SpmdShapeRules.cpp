@@ -5,8 +5,8 @@
 #include <optional>
 #include <string>
 
-#include "compiler/ir/SpmdDialect.h"
-#include "compiler/ir/ShapeChecks.h"
+#include "ir/SpmdDialect.h"
+#include "ir/ShapeChecks.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/Support/raw_ostream.h"

@@ -1,6 +1,6 @@
 // Shape rules and verifiers of the backward ops that VJP rules emit, and of value_and_grad.
-#include "compiler/ir/ShapeChecks.h"
-#include "compiler/ir/SpmdDialect.h"
+#include "ir/ShapeChecks.h"
+#include "ir/SpmdDialect.h"
 
 using namespace mlir;
 

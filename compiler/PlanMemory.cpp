@@ -1,5 +1,5 @@
 // planMemory: greedy-by-size offset assignment over step lifetimes (as TFLite's arena planner).
-#include "compiler/MemoryPlan.h"
+#include "compiler/PlanMemory.h"
 
 #include <algorithm>
 #include <numeric>

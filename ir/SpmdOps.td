@@ -3,8 +3,8 @@
 #ifndef SPMD_OPS_TD
 #define SPMD_OPS_TD
 
-include "compiler/ir/SpmdDialect.td"
-include "compiler/ir/SpmdInterfaces.td"
+include "ir/SpmdDialect.td"
+include "ir/SpmdInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 

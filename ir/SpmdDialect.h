@@ -9,8 +9,8 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
-#include "compiler/ir/SpmdAttributes.h"
-#include "compiler/ir/SpmdDialect.h.inc"
+#include "ir/SpmdAttributes.h"
+#include "ir/SpmdDialect.h.inc"
 
 namespace spmd::ir {
 // Marks from SpmdInterfaces.td: the op's gradient is zero almost everywhere (argmax), or the op
@@ -21,10 +21,10 @@ template <typename ConcreteType>
 class FirstOrderOnly : public mlir::OpTrait::TraitBase<ConcreteType, FirstOrderOnly> {};
 }  // namespace spmd::ir
 
-#include "compiler/ir/SpmdInterfaces.h.inc"
+#include "ir/SpmdInterfaces.h.inc"
 
 #define GET_OP_CLASSES
-#include "compiler/ir/SpmdOps.h.inc"
+#include "ir/SpmdOps.h.inc"
 
 namespace spmd::ir {
 // Names of every op in the dialect without the "spmd." prefix, in definition order.
