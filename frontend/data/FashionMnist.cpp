@@ -100,9 +100,9 @@ Dataset loadFashionMnist(const std::string& split, int64_t limit, const std::str
   std::vector<unsigned char> pixels = images->readBlocks(static_cast<size_t>(n) * 28 * 28, "pixels");
   std::vector<unsigned char> classes = labels->readBlocks(static_cast<size_t>(n), "labels");
   Dataset data{Array::zeros(DType::f32, {n, 1, 28, 28}), Array::zeros(DType::i32, {n})};
-  auto x = data.images.values<float>();
+  auto x = data.images().values<float>();
   for (size_t i = 0; i < pixels.size(); ++i) x[i] = float(pixels[i]) / 255.0f;
-  auto y = data.labels.values<int32_t>();
+  auto y = data.labels().values<int32_t>();
   for (int64_t i = 0; i < n; ++i) {
     if (classes[i] > 9)
       throw Error(prefix + "-labels-idx1-ubyte.gz: label " + std::to_string(classes[i]) +
@@ -112,16 +112,5 @@ Dataset loadFashionMnist(const std::string& split, int64_t limit, const std::str
   return data;
 }
 
-Dataset slice(const Dataset& data, int64_t start, int64_t count) {
-  if (start < 0 || count < 0 || start + count > data.size())
-    throw Error("data::slice: rows [" + std::to_string(start) + ", " +
-                std::to_string(start + count) + ") are outside a dataset of " +
-                std::to_string(data.size()));
-  Dataset out{Array::zeros(DType::f32, {count, 1, 28, 28}), Array::zeros(DType::i32, {count})};
-  std::memcpy(out.images.data(), data.images.data() + start * 28 * 28 * sizeof(float),
-              out.images.bytes());
-  std::memcpy(out.labels.data(), data.labels.data() + start * sizeof(int32_t), out.labels.bytes());
-  return out;
-}
 
 }  // namespace spmd::data

@@ -15,6 +15,18 @@ std::vector<int64_t> epochOrder(int64_t n, uint64_t seed, int64_t epoch) {
   return order;
 }
 
+BatchRows rowsOfProcess(int64_t batch, int rank, int processes, int localReplicas) {
+  const int64_t replicas = int64_t(processes) * localReplicas;
+  if (replicas <= 0 || rank < 0 || rank >= processes)
+    throw Error("rowsOfProcess: process " + std::to_string(rank) + " of " + std::to_string(processes) +
+                " with " + std::to_string(localReplicas) + " replicas each is not a process of the job");
+  if (batch % replicas != 0)
+    throw Error("a global batch of " + std::to_string(batch) + " does not split over " + std::to_string(replicas) +
+                " replicas; use a multiple of " + std::to_string(replicas));
+  const int64_t per = batch / replicas * localReplicas;
+  return {rank * per, (rank + 1) * per};
+}
+
 Prefetcher::Prefetcher(const Dataset& data, int64_t batch, uint64_t seed, int64_t epoch,
                        int64_t first, int depth, BatchRows rows)
     : data_(data), batch_(batch), count_(batch > 0 ? data.size() / batch : 0), rows_(rows),
@@ -44,7 +56,6 @@ Prefetcher::~Prefetcher() {
 }
 
 void Prefetcher::produce() {
-  const int64_t rowImage = data_.images.numel() / std::max<int64_t>(1, data_.size());
   for (;;) {
     int64_t index;
     {
@@ -53,16 +64,8 @@ void Prefetcher::produce() {
       if (stop_ || produced_ >= count_) return;
       index = produced_++;
     }
-    const int64_t n = rows_.end - rows_.begin;
-    Batch b{Array::zeros(DType::f32, {n, 1, 28, 28}), Array::zeros(DType::i32, {n}), index};
-    const float* images = data_.images.values<float>().data();
-    const int32_t* labels = data_.labels.values<int32_t>().data();
-    for (int64_t r = 0; r < n; ++r) {
-      int64_t row = order_[index * batch_ + rows_.begin + r];
-      std::memcpy(b.images.values<float>().data() + r * rowImage, images + row * rowImage,
-                  rowImage * sizeof(float));
-      b.labels.values<int32_t>()[r] = labels[row];
-    }
+    const auto first = order_.begin() + index * batch_;
+    Batch b{gather(data_, std::vector<int64_t>(first + rows_.begin, first + rows_.end)).columns, index};
     {
       std::lock_guard lock(mutex_);
       queue_.push_back(std::move(b));

@@ -1,6 +1,7 @@
-// The input pipeline: a seeded shuffle per epoch, batches of a fixed global size (the last
-// incomplete batch of an epoch is dropped, so every step has the same shape and compiles once),
-// assembled by a prefetch thread while the previous step runs.
+// The input pipeline for any Dataset (data/Dataset.h): a seeded shuffle per epoch, batches of a
+// fixed global size (the last incomplete batch of an epoch is dropped, so every step has the
+// same shape and compiles once) assembled by a prefetch thread while the previous step runs, and
+// in a job of several processes only the rows of this process's replicas (BatchRows).
 #pragma once
 
 #include <condition_variable>
@@ -11,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "frontend/data/FashionMnist.h"
+#include "frontend/data/Dataset.h"
 
 namespace spmd::data {
 
@@ -20,15 +21,23 @@ namespace spmd::data {
 std::vector<int64_t> epochOrder(int64_t n, uint64_t seed, int64_t epoch);
 
 struct Batch {
-  Array images, labels;  // [rows, 1, 28, 28] f32, [rows] i32 (rows: the whole batch by default)
-  int64_t index = 0;     // position within the epoch
+  std::vector<Array> columns;  // the Dataset's columns, [rows, ...] each (rows: the whole batch by default)
+  int64_t index = 0;           // position within the epoch
+  const Array& images() const { return columns.at(0); }  // image-classification sets
+  const Array& labels() const { return columns.at(1); }
 };
 
 // Rows [begin, end) of each global batch (end -1: to its end). A process of a job of several
-// reads only its replicas' rows.
+// reads only its replicas' rows: those of global replicas rank * K .. rank * K + K - 1, each
+// batch / (P * K) rows (see rowsOfProcess).
 struct BatchRows {
   int64_t begin = 0, end = -1;
 };
+
+// The rows of each global batch of `batch` rows that process `rank` of `processes`, with
+// `localReplicas` replicas each, reads (the batch splits evenly over the global replicas; throws
+// saying so when it does not).
+BatchRows rowsOfProcess(int64_t batch, int rank, int processes, int localReplicas);
 
 class Prefetcher {
  public:

@@ -216,8 +216,8 @@ double train(const Flags& f) {
       Array x = Array::zeros(spmd::DType::f32, {end - begin, 1, 28, 28});
       Array y = Array::zeros(spmd::DType::i32, {end - begin});
       size_t imageBytes = 28 * 28 * sizeof(float);
-      std::memcpy(x.data(), testSet.images.data() + (start + begin) * imageBytes, mine * imageBytes);
-      std::memcpy(y.data(), testSet.labels.data() + (start + begin) * sizeof(int32_t), mine * sizeof(int32_t));
+      std::memcpy(x.data(), testSet.images().data() + (start + begin) * imageBytes, mine * imageBytes);
+      std::memcpy(y.data(), testSet.labels().data() + (start + begin) * sizeof(int32_t), mine * sizeof(int32_t));
       auto [losses, predictions] = evaluate(params, state, x, y);
       auto lossValues = losses.array().values<float>();
       auto predicted = predictions.array().values<int32_t>();
@@ -256,14 +256,14 @@ double train(const Flags& f) {
     return lastAccuracy;
   }
   for (; at.epoch < f.epochs; ++at.epoch, at.batch = 0) {
-    auto [rowBegin, rowEnd] = myRows(f.batch);
-    spmd::data::Prefetcher loader(trainSet, f.batch, f.seed, at.epoch, at.batch, 2, {rowBegin, rowEnd});
+    spmd::data::Prefetcher loader(trainSet, f.batch, f.seed, at.epoch, at.batch, 2,
+                                  spmd::data::rowsOfProcess(f.batch, me, processes, int(devices / processes)));
     std::optional<Progress> progress;
     if (lead) progress.emplace(at.epoch + 1, f.epochs, loader.batchesPerEpoch(), at.batch);
     auto start = std::chrono::steady_clock::now();
     double carriedSeconds = at.seconds;
     while (auto batch = loader.next()) {
-      auto [p2, o2, s2, loss, predictions] = step(params, opt, state, batch->images, batch->labels);
+      auto [p2, o2, s2, loss, predictions] = step(params, opt, state, batch->images(), batch->labels());
       float stepLoss = loss.array().values<float>()[0];
       if (!std::isfinite(stepLoss)) {  // the loss is replicated: every process stops here
         if (progress) progress->finish();
@@ -277,9 +277,9 @@ double train(const Flags& f) {
       params = p2, opt = o2, state = s2;
       at.lossSum += stepLoss;
       auto predicted = predictions.array().values<int32_t>();
-      auto labels = batch->labels.values<int32_t>();
+      auto labels = batch->labels().values<int32_t>();
       int64_t correct = 0;
-      for (int64_t r = 0; r < rowEnd - rowBegin; ++r) correct += predicted[r] == labels[r];
+      for (size_t r = 0; r < labels.size(); ++r) correct += predicted[r] == labels[r];
       if (processes > 1) {
         std::vector<double> sum{double(correct)};
         spmd::processSum(sum, "correct predictions of a step");

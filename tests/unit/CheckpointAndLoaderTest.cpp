@@ -171,8 +171,8 @@ TEST(LoaderTest, EpochOrderIsAPermutationFixedBySeedAndEpoch) {
 data::Dataset fakeData(int64_t n) {
   data::Dataset d{Array::zeros(DType::f32, {n, 1, 28, 28}), Array::zeros(DType::i32, {n})};
   for (int64_t i = 0; i < n; ++i) {
-    d.images.values<float>()[i * 784] = float(i);  // first pixel = row index
-    d.labels.values<int32_t>()[i] = int32_t(i);
+    d.images().values<float>()[i * 784] = float(i);  // first pixel = row index
+    d.labels().values<int32_t>()[i] = int32_t(i);
   }
   return d;
 }
@@ -186,8 +186,8 @@ TEST(LoaderTest, YieldsEveryFullBatchInShuffledOrderAndDropsTheRemainder) {
   while (auto b = loader.next()) {
     EXPECT_EQ(b->index, batches);
     for (int64_t r = 0; r < 10; ++r) {
-      EXPECT_EQ(b->labels.values<int32_t>()[r], order[batches * 10 + r]);
-      EXPECT_EQ(b->images.values<float>()[r * 784], float(order[batches * 10 + r]));
+      EXPECT_EQ(b->labels().values<int32_t>()[r], order[batches * 10 + r]);
+      EXPECT_EQ(b->images().values<float>()[r * 784], float(order[batches * 10 + r]));
     }
     ++batches;
   }
@@ -200,10 +200,50 @@ TEST(LoaderTest, StartingMidEpochGivesTheSameRemainingBatches) {
   data::Prefetcher full(d, 8, 5, 1), tail(d, 8, 5, 1, /*first=*/3);
   std::vector<std::vector<int32_t>> a, b;
   while (auto x = full.next())
-    if (x->index >= 3) a.emplace_back(x->labels.values<int32_t>().begin(), x->labels.values<int32_t>().end());
-  while (auto x = tail.next()) b.emplace_back(x->labels.values<int32_t>().begin(), x->labels.values<int32_t>().end());
+    if (x->index >= 3) a.emplace_back(x->labels().values<int32_t>().begin(), x->labels().values<int32_t>().end());
+  while (auto x = tail.next()) b.emplace_back(x->labels().values<int32_t>().begin(), x->labels().values<int32_t>().end());
   EXPECT_EQ(a, b);
   EXPECT_EQ(b.size(), 5u);
+}
+
+TEST(LoaderTest, AnyColumnsBatchAndShardByProcess) {
+  // Three columns of other dtypes and shapes: f64 [N, 3], i32 [N, 2], f32 [N]; row i holds i.
+  const int64_t n = 24;
+  Array a = Array::zeros(DType::f64, {n, 3}), b = Array::zeros(DType::i32, {n, 2}), c = Array::zeros(DType::f32, {n});
+  for (int64_t i = 0; i < n; ++i) {
+    for (int k = 0; k < 3; ++k) a.values<double>()[i * 3 + k] = double(i) + 0.25 * k;
+    for (int k = 0; k < 2; ++k) b.values<int32_t>()[i * 2 + k] = int32_t(100 * i + k);
+    c.values<float>()[i] = float(-i);
+  }
+  data::Dataset d({a, b, c});
+  const int64_t batch = 8;
+  std::vector<int64_t> order = data::epochOrder(n, 3, 1);
+  // 2 processes x 2 replicas: process p reads rows [4p, 4p + 4) of each batch.
+  for (int process = 0; process < 2; ++process) {
+    data::BatchRows rows = data::rowsOfProcess(batch, process, 2, 2);
+    EXPECT_EQ(rows.begin, 4 * process);
+    EXPECT_EQ(rows.end, 4 * process + 4);
+    data::Prefetcher loader(d, batch, 3, 1, 0, 2, rows);
+    int64_t batches = 0;
+    while (auto got = loader.next()) {
+      ASSERT_EQ(got->columns.size(), 3u);
+      EXPECT_EQ(got->columns[0].shape, (Shape{4, 3}));
+      EXPECT_EQ(got->columns[1].shape, (Shape{4, 2}));
+      EXPECT_EQ(got->columns[2].shape, (Shape{4}));
+      for (int64_t r = 0; r < 4; ++r) {
+        int64_t row = order[batches * batch + rows.begin + r];
+        EXPECT_EQ(got->columns[0].values<double>()[r * 3 + 2], double(row) + 0.5);
+        EXPECT_EQ(got->columns[1].values<int32_t>()[r * 2 + 1], int32_t(100 * row + 1));
+        EXPECT_EQ(got->columns[2].values<float>()[r], float(-row));
+      }
+      ++batches;
+    }
+    EXPECT_EQ(batches, n / batch);
+  }
+  EXPECT_EQ(testing::errorOf([&] { data::rowsOfProcess(10, 0, 2, 2); }),
+            "a global batch of 10 does not split over 4 replicas; use a multiple of 4");
+  EXPECT_EQ(testing::errorOf([&] { data::Dataset(a, Array::zeros(DType::i32, {n - 1})); }),
+            "data::Dataset: column 1 has 23 examples but column 0 has 24");
 }
 
 TEST(LoaderTest, BadBatchSizesAreClearErrors) {

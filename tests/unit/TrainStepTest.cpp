@@ -173,7 +173,7 @@ TEST(TrainStepTest, LossFallsOverFiftyStepsOnFashionMnist) {
   std::vector<double> losses;
   for (int64_t i = 0; i < steps; ++i) {
     data::Dataset b = data::slice(train, (i * batch) % train.size(), batch);
-    auto [p2, o2, s2, loss] = step(params, opt, state, b.images, b.labels);
+    auto [p2, o2, s2, loss] = step(params, opt, state, b.images(), b.labels());
     params = p2, opt = o2, state = s2;
     losses.push_back(at<float>(loss, 0));
   }
