@@ -11,7 +11,9 @@ import argparse
 import os
 import subprocess
 import sys
-import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from compare_resnet18_forward import median_ms  # noqa: E402
 
 
 def spmd_rows(build, batch, width, reps, threads):
@@ -41,22 +43,12 @@ def torch_times(row, batch, reps):
     y = torch.nn.functional.conv2d(x, w, b, s, pad)
     dy = torch.randn_like(y)
 
-    def median(fn):
-        for _ in range(2):
-            fn()
-        times = []
-        for _ in range(reps):
-            start = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - start)
-        return sorted(times)[len(times) // 2] * 1e3
-
     def backward(mask):
         return lambda: torch.ops.aten.convolution_backward(dy, x, w, None, [s, s], [pad, pad], [1, 1], False,
                                                            [0, 0], 1, mask)
     with torch.no_grad():
-        return (median(lambda: torch.nn.functional.conv2d(x, w, b, s, pad)),
-                median(backward([True, False, False])), median(backward([False, True, False])))
+        return (median_ms(lambda: torch.nn.functional.conv2d(x, w, b, s, pad), reps),
+                median_ms(backward([True, False, False]), reps), median_ms(backward([False, True, False]), reps))
 
 
 def main():

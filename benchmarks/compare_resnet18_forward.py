@@ -21,6 +21,18 @@ def torch_resnet18():
     return ResNet18()
 
 
+def median_ms(fn, reps, warmup=2):
+    """Median wall time of `reps` calls of fn, in ms, after `warmup` untimed calls."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(max(reps, 1)):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return sorted(times)[len(times) // 2] * 1e3
+
+
 def time_torch(batch, reps, threads):
     import torch
     torch.set_num_threads(threads)
@@ -28,14 +40,8 @@ def time_torch(batch, reps, threads):
     model = torch_resnet18().train()
     x = torch.randn(batch, 1, 28, 28)
     with torch.no_grad():
-        for _ in range(2):
-            model(x)
-        times = []
-        for _ in range(reps):
-            start = time.perf_counter()
-            model(x)
-            times.append(time.perf_counter() - start)
-    return sorted(times)[len(times) // 2] * 1e3, torch.get_num_threads(), torch.__version__
+        ms = median_ms(lambda: model(x), reps)
+    return ms, torch.get_num_threads(), torch.__version__
 
 
 def time_spmd(build, name, reps, threads, program, min_time=0.5):

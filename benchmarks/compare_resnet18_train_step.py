@@ -8,10 +8,9 @@ usage: python3 benchmarks/compare_resnet18_train_step.py [--build build] [--batc
 Run with Debian's /usr/bin/python3 (where python3-torch lives)."""
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from compare_resnet18_forward import side_by_side, torch_resnet18  # noqa: E402
+from compare_resnet18_forward import median_ms, side_by_side, torch_resnet18  # noqa: E402
 
 
 def time_torch(batch, reps, threads):
@@ -30,14 +29,7 @@ def time_torch(batch, reps, threads):
         optimizer.step()
         return loss.item()
 
-    for _ in range(2):
-        step()
-    times = []
-    for _ in range(reps):
-        start = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - start)
-    return sorted(times)[len(times) // 2] * 1e3, torch.get_num_threads(), torch.__version__
+    return median_ms(step, reps), torch.get_num_threads(), torch.__version__
 
 
 def main():

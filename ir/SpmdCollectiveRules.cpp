@@ -95,7 +95,7 @@ LogicalResult AxisIndexOp::verify() { return checkAxisBound(*this, getAxisName()
 
 LogicalResult AllGatherOp::verify() {
   if (failed(checkAxisBound(*this, getAxisName()))) return failure();
-  if (getAxisSize() != boundAxisSize(*this))
+  if (static_cast<int64_t>(getAxisSize()) != boundAxisSize(*this))
     return emitOpError() << "axis_size " << getAxisSize() << " differs from the size "
                          << boundAxisSize(*this) << " of axis '" << getAxisName() << "'";
   return success();
