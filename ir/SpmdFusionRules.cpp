@@ -1,13 +1,17 @@
 // What a spmd.fused body may hold, and the fused op's verifier.
 #include "ir/SpmdDialect.h"
+#include "runtime/base/ElementwiseTable.h"
 
 using namespace mlir;
 
 namespace spmd::ir {
 
+// The ops of the elementwise table (runtime/base/ElementwiseTable.h), whose ODS classes are
+// Functor##Op: a row without its op fails to compile here.
 bool isElementwise(Operation* op) {
-  return llvm::isa<AddOp, SubOp, MulOp, DivOp, MaxOp, NegOp, ExpOp, LogOp, SqrtOp, ReluOp,
-                   ReluBackwardOp, GreaterEqualOp>(op);
+#define SPMD_ELEMENTWISE_ISA(name, Functor, ...) llvm::isa<Functor##Op>(op) ||
+  return SPMD_ELEMENTWISE_OPS(SPMD_ELEMENTWISE_ISA) false;
+#undef SPMD_ELEMENTWISE_ISA
 }
 
 bool isFusable(Operation* op) {

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "runtime/base/NanRules.h"
+#include "runtime/base/Elementwise.h"
 #include "runtime/cpu/Kernels.h"
 
 namespace spmd::runtime::cpu {
@@ -39,24 +39,15 @@ void unary(KernelCall& call, Fn fn) {
 
 }  // namespace
 
-void add(KernelCall& c) { binary(c, [](auto a, auto b) { return a + b; }); }
-void sub(KernelCall& c) { binary(c, [](auto a, auto b) { return a - b; }); }
-void mul(KernelCall& c) { binary(c, [](auto a, auto b) { return a * b; }); }
-void div(KernelCall& c) { binary(c, [](auto a, auto b) { return a / b; }); }
-void max(KernelCall& c) { binary(c, [](auto a, auto b) { return nanMax(a, b); }); }
-void neg(KernelCall& c) { unary(c, [](auto a) { return -a; }); }
-void exp(KernelCall& c) { unary(c, [](auto a) { return std::exp(a); }); }
-void log(KernelCall& c) { unary(c, [](auto a) { return std::log(a); }); }
-void sqrt(KernelCall& c) { unary(c, [](auto a) { return std::sqrt(a); }); }
-void relu(KernelCall& c) { unary(c, [](auto a) { return reluOf(a); }); }
-
-
-void greater_equal(KernelCall& c) {
-  binary(c, [](auto a, auto b) { return a >= b ? decltype(a)(1) : decltype(a)(0); });
-}
-// inputs: result_grad, relu result
-void relu_backward(KernelCall& c) {
-  binary(c, [](auto dy, auto y) { return reluGradOf(dy, y); });
-}
+// One kernel per row of the elementwise table (runtime/base/ElementwiseTable.h).
+#define SPMD_CPU_KERNEL(name, Functor, arity, ...)                                    \
+  void name(KernelCall& c) {                                                          \
+    if constexpr (arity == 2)                                                         \
+      binary(c, [](auto a, auto b) { return ew::Functor::apply(a, b); });             \
+    else                                                                              \
+      unary(c, [](auto a) { return ew::Functor::apply(a, a); });                      \
+  }
+SPMD_ELEMENTWISE_OPS(SPMD_CPU_KERNEL)
+#undef SPMD_CPU_KERNEL
 
 }  // namespace spmd::runtime::cpu

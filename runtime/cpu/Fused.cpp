@@ -4,7 +4,7 @@
 #include <memory>
 #include <vector>
 
-#include "runtime/base/NanRules.h"
+#include "runtime/base/Elementwise.h"
 #include "runtime/program/FusedBody.h"
 #include "runtime/cpu/Kernels.h"
 
@@ -67,22 +67,14 @@ void evaluate(const Prepared& p, const KernelCall& call) {
           case FusedOpKind::constant:
             for (int64_t j = 0; j < len; ++j) r[j] = static_cast<T>(in.value);
             break;
-#define SPMD_FUSED_LOOP(kind, expr) \
-  case FusedOpKind::kind:           \
-    for (int64_t j = 0; j < len; ++j) r[j] = (expr); \
+#define SPMD_FUSED_LOOP(name, Functor, arity, ...)                                        \
+  case FusedOpKind::name:                                                                 \
+    if constexpr (arity == 2)                                                             \
+      for (int64_t j = 0; j < len; ++j) r[j] = ew::Functor::apply(a[j], b[j]);            \
+    else                                                                                  \
+      for (int64_t j = 0; j < len; ++j) r[j] = ew::Functor::apply(a[j], a[j]);            \
     break;
-          SPMD_FUSED_LOOP(add, a[j] + b[j])
-          SPMD_FUSED_LOOP(sub, a[j] - b[j])
-          SPMD_FUSED_LOOP(mul, a[j] * b[j])
-          SPMD_FUSED_LOOP(div, a[j] / b[j])
-          SPMD_FUSED_LOOP(max, nanMax(a[j], b[j]))
-          SPMD_FUSED_LOOP(neg, -a[j])
-          SPMD_FUSED_LOOP(exp, std::exp(a[j]))
-          SPMD_FUSED_LOOP(log, std::log(a[j]))
-          SPMD_FUSED_LOOP(sqrt, std::sqrt(a[j]))
-          SPMD_FUSED_LOOP(relu, reluOf(a[j]))
-          SPMD_FUSED_LOOP(relu_backward, reluGradOf(a[j], b[j]))
-          SPMD_FUSED_LOOP(greater_equal, a[j] >= b[j] ? T(1) : T(0))
+          SPMD_ELEMENTWISE_OPS(SPMD_FUSED_LOOP)
 #undef SPMD_FUSED_LOOP
         }
       }

@@ -6,7 +6,7 @@ namespace spmd::runtime {
 
 const KernelTable& cpuKernels() {
   static const KernelTable table = {
-#define SPMD_TABLE_ENTRY(name) {#name, &cpu::name},
+#define SPMD_TABLE_ENTRY(name, ...) {#name, &cpu::name},
       SPMD_KERNEL_OPS(SPMD_TABLE_ENTRY)
 #undef SPMD_TABLE_ENTRY
   };

@@ -9,9 +9,9 @@
 
 namespace spmd::runtime::cuda {
 
-#define SPMD_ELEMENTWISE(name, Op, arity) \
-  void name(KernelCall& call) { gpu::arity<CudaApi, gpu::Op>(call); }
-SPMD_GPU_ELEMENTWISE_OPS(SPMD_ELEMENTWISE)
+#define SPMD_ELEMENTWISE(name, Functor, ...) \
+  void name(KernelCall& call) { gpu::elementwise<CudaApi, ew::Functor>(call); }
+SPMD_ELEMENTWISE_OPS(SPMD_ELEMENTWISE)
 #undef SPMD_ELEMENTWISE
 
 #define SPMD_SHARED(name) \

@@ -6,7 +6,7 @@
 
 namespace spmd::runtime::cuda {
 
-#define SPMD_DECLARE_KERNEL(name) void name(KernelCall& call);
+#define SPMD_DECLARE_KERNEL(name, ...) void name(KernelCall& call);
 SPMD_KERNEL_OPS(SPMD_DECLARE_KERNEL)
 #undef SPMD_DECLARE_KERNEL
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "runtime/base/ElementwiseTable.h"
 #include "runtime/program/Program.h"
 
 namespace spmd::runtime {
@@ -50,15 +51,15 @@ inline void checkLabel(int32_t label, int64_t row, int64_t classes) {
                 " is out of range [0, " + std::to_string(classes) + ")");
 }
 
-// The ops every kernel table (reference and each backend) implements, by name. X(name) per op;
+// The ops every kernel table (reference and each backend) implements, by name: X(name, ...) per
+// op, the elementwise ones with their table row's further fields (runtime/base/ElementwiseTable.h).
 // `constant` is absent because constants lower to initialized buffers, not steps.
-#define SPMD_KERNEL_OPS(X)                                                                    \
-  X(conv2d) X(batch_norm_train) X(batch_norm_infer) X(add) X(sub) X(mul) X(div) X(max) X(neg) \
-  X(exp) X(log) X(sqrt) X(relu) X(broadcast_in_dim) X(reshape) X(transpose) X(reduce_sum)     \
-  X(reduce_mean) X(reduce_max) X(argmax) X(matmul) X(softmax_cross_entropy) X(greater_equal)    \
-  X(conv2d_backward_data) X(conv2d_backward_filter) X(batch_norm_train_backward)              \
-  X(relu_backward) X(softmax_cross_entropy_backward) X(all_reduce) X(all_gather)            \
-  X(reduce_scatter) X(axis_index) X(fused)
+#define SPMD_KERNEL_OPS(X)                                                                      \
+  X(conv2d) X(batch_norm_train) X(batch_norm_infer) X(broadcast_in_dim) X(reshape) X(transpose) \
+  X(reduce_sum) X(reduce_mean) X(reduce_max) X(argmax) X(matmul) X(softmax_cross_entropy)       \
+  X(conv2d_backward_data) X(conv2d_backward_filter) X(batch_norm_train_backward)                \
+  X(softmax_cross_entropy_backward) X(all_reduce) X(all_gather) X(reduce_scatter) X(axis_index) \
+  X(fused) SPMD_ELEMENTWISE_OPS(X)
 using KernelTable = std::unordered_map<std::string, KernelFn>;
 
 // Reference kernels: simple loops, double accumulation; the oracle tests compare backends with.

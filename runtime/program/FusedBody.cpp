@@ -11,10 +11,11 @@ namespace spmd::runtime {
 namespace {
 
 constexpr FusedOpKind kKinds[] = {
-    FusedOpKind::load, FusedOpKind::constant, FusedOpKind::add,  FusedOpKind::sub,
-    FusedOpKind::mul,  FusedOpKind::div,      FusedOpKind::max,  FusedOpKind::neg,
-    FusedOpKind::exp,  FusedOpKind::log,      FusedOpKind::sqrt, FusedOpKind::relu,
-    FusedOpKind::relu_backward, FusedOpKind::greater_equal};
+    FusedOpKind::load, FusedOpKind::constant,
+#define SPMD_FUSED_KIND(name, ...) FusedOpKind::name,
+    SPMD_ELEMENTWISE_OPS(SPMD_FUSED_KIND)
+#undef SPMD_FUSED_KIND
+};
 
 }  // namespace
 
@@ -22,18 +23,10 @@ const char* fusedOpName(FusedOpKind kind) {
   switch (kind) {
     case FusedOpKind::load: return "load";
     case FusedOpKind::constant: return "const";
-    case FusedOpKind::add: return "add";
-    case FusedOpKind::sub: return "sub";
-    case FusedOpKind::mul: return "mul";
-    case FusedOpKind::div: return "div";
-    case FusedOpKind::max: return "max";
-    case FusedOpKind::neg: return "neg";
-    case FusedOpKind::exp: return "exp";
-    case FusedOpKind::log: return "log";
-    case FusedOpKind::sqrt: return "sqrt";
-    case FusedOpKind::relu: return "relu";
-    case FusedOpKind::relu_backward: return "relu_backward";
-    case FusedOpKind::greater_equal: return "greater_equal";
+#define SPMD_FUSED_NAME(name, ...) \
+  case FusedOpKind::name: return #name;
+    SPMD_ELEMENTWISE_OPS(SPMD_FUSED_NAME)
+#undef SPMD_FUSED_NAME
   }
   return "?";
 }
@@ -42,15 +35,12 @@ int fusedArity(FusedOpKind kind) {
   switch (kind) {
     case FusedOpKind::load:
     case FusedOpKind::constant: return 0;
-    case FusedOpKind::add:
-    case FusedOpKind::sub:
-    case FusedOpKind::mul:
-    case FusedOpKind::div:
-    case FusedOpKind::max:
-    case FusedOpKind::relu_backward:
-    case FusedOpKind::greater_equal: return 2;
-    default: return 1;
+#define SPMD_FUSED_ARITY(name, Functor, arity, ...) \
+  case FusedOpKind::name: return arity;
+    SPMD_ELEMENTWISE_OPS(SPMD_FUSED_ARITY)
+#undef SPMD_FUSED_ARITY
   }
+  return 0;
 }
 
 FusedBody FusedBody::parse(const std::string& text) {

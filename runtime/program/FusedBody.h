@@ -10,10 +10,17 @@
 #include <string>
 #include <vector>
 
+#include "runtime/base/ElementwiseTable.h"
+
 namespace spmd::runtime {
 
+// load, constant, then one kind per elementwise op of the table, by the op's name.
 enum class FusedOpKind : uint8_t {
-  load, constant, add, sub, mul, div, max, neg, exp, log, sqrt, relu, relu_backward, greater_equal
+  load,
+  constant,
+#define SPMD_FUSED_KIND(name, ...) name,
+  SPMD_ELEMENTWISE_OPS(SPMD_FUSED_KIND)
+#undef SPMD_FUSED_KIND
 };
 
 struct FusedInstr {

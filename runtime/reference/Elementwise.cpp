@@ -1,8 +1,8 @@
-// Reference elementwise kernels: binary ops on equal shapes and unary math, in double.
+// Reference elementwise kernels (runtime/base/ElementwiseTable.h): equal shapes, in double.
 #include <algorithm>
 #include <cmath>
 
-#include "runtime/base/NanRules.h"
+#include "runtime/base/Elementwise.h"
 #include "runtime/reference/Reference.h"
 
 namespace spmd::runtime::reference {
@@ -29,20 +29,15 @@ void unary(KernelCall& call, Fn fn) {
 
 }  // namespace
 
-void add(KernelCall& c) { binary(c, [](double a, double b) { return a + b; }); }
-void sub(KernelCall& c) { binary(c, [](double a, double b) { return a - b; }); }
-void mul(KernelCall& c) { binary(c, [](double a, double b) { return a * b; }); }
-void div(KernelCall& c) { binary(c, [](double a, double b) { return a / b; }); }
-void max(KernelCall& c) { binary(c, [](double a, double b) { return nanMax(a, b); }); }
-void neg(KernelCall& c) { unary(c, [](double a) { return -a; }); }
-void exp(KernelCall& c) { unary(c, [](double a) { return std::exp(a); }); }
-void log(KernelCall& c) { unary(c, [](double a) { return std::log(a); }); }
-void sqrt(KernelCall& c) { unary(c, [](double a) { return std::sqrt(a); }); }
-void relu(KernelCall& c) { unary(c, [](double a) { return reluOf(a); }); }
-
-
-void greater_equal(KernelCall& c) { binary(c, [](double a, double b) { return a >= b ? 1.0 : 0.0; }); }
-// inputs: result_grad, relu result
-void relu_backward(KernelCall& c) { binary(c, [](double dy, double y) { return reluGradOf(dy, y); }); }
+// One kernel per row of the elementwise table, each computing its formula in double.
+#define SPMD_REFERENCE_KERNEL(name, Functor, arity, ...)                                     \
+  void name(KernelCall& c) {                                                                 \
+    if constexpr (arity == 2)                                                                \
+      binary(c, [](double a, double b) { return ew::Functor::apply(a, b); });                \
+    else                                                                                     \
+      unary(c, [](double a) { return ew::Functor::apply(a, a); });                           \
+  }
+SPMD_ELEMENTWISE_OPS(SPMD_REFERENCE_KERNEL)
+#undef SPMD_REFERENCE_KERNEL
 
 }  // namespace spmd::runtime::reference

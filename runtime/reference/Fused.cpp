@@ -5,7 +5,7 @@
 #include <cmath>
 #include <vector>
 
-#include "runtime/base/NanRules.h"
+#include "runtime/base/Elementwise.h"
 #include "runtime/program/FusedBody.h"
 #include "runtime/reference/Reference.h"
 
@@ -39,18 +39,10 @@ void fused(KernelCall& call) {
             break;
           }
           case FusedOpKind::constant: r = in.value; break;
-          case FusedOpKind::add: r = a + b; break;
-          case FusedOpKind::sub: r = a - b; break;
-          case FusedOpKind::mul: r = a * b; break;
-          case FusedOpKind::div: r = a / b; break;
-          case FusedOpKind::max: r = nanMax(a, b); break;
-          case FusedOpKind::neg: r = -a; break;
-          case FusedOpKind::exp: r = std::exp(a); break;
-          case FusedOpKind::log: r = std::log(a); break;
-          case FusedOpKind::sqrt: r = std::sqrt(a); break;
-          case FusedOpKind::relu: r = reluOf(a); break;
-          case FusedOpKind::relu_backward: r = reluGradOf(a, b); break;
-          case FusedOpKind::greater_equal: r = a >= b ? 1.0 : 0.0; break;
+#define SPMD_FUSED_CASE(name, Functor, ...) \
+  case FusedOpKind::name: r = ew::Functor::apply(a, b); break;
+          SPMD_ELEMENTWISE_OPS(SPMD_FUSED_CASE)
+#undef SPMD_FUSED_CASE
         }
         v[k] = static_cast<T>(r);
       }

@@ -42,8 +42,8 @@ namespace spmd::runtime {
 const KernelTable& simKernels() {
   using sim::SimApi;
   static const KernelTable table = {
-#define SPMD_ELEMENTWISE(name, Op, arity) {#name, &gpu::arity<SimApi, gpu::Op>},
-      SPMD_GPU_ELEMENTWISE_OPS(SPMD_ELEMENTWISE)
+#define SPMD_ELEMENTWISE(name, Functor, ...) {#name, &gpu::elementwise<SimApi, ew::Functor>},
+      SPMD_ELEMENTWISE_OPS(SPMD_ELEMENTWISE)
 #undef SPMD_ELEMENTWISE
 #define SPMD_SHARED(name) {#name, &gpu::name<SimApi>},
       SPMD_GPU_SHAPE_OPS(SPMD_SHARED) SPMD_GPU_REDUCE_OPS(SPMD_SHARED) SPMD_GPU_LOSS_OPS(SPMD_SHARED)

@@ -1,0 +1,52 @@
+// The elementwise ops of runtime/base/ElementwiseTable.h as functors, one per row:
+// ew::Exp::apply(a, b) evaluates the row's formula in T (b is ignored by unary ops). The same
+// text compiles on the host (reference and CPU kernels, the simulator), with nvcc (CUDA kernels)
+// and with NVRTC (generated fused kernels, runtime/cuda/FusedSource.cpp embeds this file, the
+// table and NanRules.h), so a formula cannot differ between backends.
+#pragma once
+
+#if !defined(__CUDACC_RTC__)
+#include <cmath>
+
+#include "runtime/base/ElementwiseTable.h"
+#include "runtime/base/NanRules.h"
+#endif
+
+namespace spmd::runtime::ew {
+
+// The math functions in T: float calls the float function (expf) on every compiler.
+template <typename T>
+SPMD_HOST_DEVICE inline T expOf(T a) {
+#if defined(__CUDA_ARCH__)
+  if constexpr (sizeof(T) == 4) return ::expf(a); else return ::exp(a);
+#else
+  return std::exp(a);
+#endif
+}
+template <typename T>
+SPMD_HOST_DEVICE inline T logOf(T a) {
+#if defined(__CUDA_ARCH__)
+  if constexpr (sizeof(T) == 4) return ::logf(a); else return ::log(a);
+#else
+  return std::log(a);
+#endif
+}
+template <typename T>
+SPMD_HOST_DEVICE inline T sqrtOf(T a) {
+#if defined(__CUDA_ARCH__)
+  if constexpr (sizeof(T) == 4) return ::sqrtf(a); else return ::sqrt(a);
+#else
+  return std::sqrt(a);
+#endif
+}
+
+#define SPMD_EW_FUNCTOR(name, Functor, arity_, formula)                         \
+  struct Functor {                                                              \
+    static constexpr int arity() { return arity_; }                             \
+    template <typename T>                                                       \
+    SPMD_HOST_DEVICE static T apply(T a, [[maybe_unused]] T b) { return formula; } \
+  };
+SPMD_ELEMENTWISE_OPS(SPMD_EW_FUNCTOR)
+#undef SPMD_EW_FUNCTOR
+
+}  // namespace spmd::runtime::ew

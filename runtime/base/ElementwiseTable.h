@@ -1,0 +1,26 @@
+// The one table of elementwise ops. Every kernel (reference, CPU, CUDA and the simulator), every
+// fused-body evaluator (reference, CPU, and the CUDA source generator), the fused body's op kinds
+// and the compiler's list of fusable ops expand it, so a new elementwise op is one row here, its
+// ODS line (ir/SpmdOps.td, class Functor##Op), its VJP rule (ir/SpmdVjpRules.cpp) and its DSL
+// function (frontend/Ops.h).
+//
+// X(name, Functor, arity, formula): `name` is the dialect op's name (and the kernel's and the
+// fused body's); `formula` is an expression of type T in `a` (and `b` for binary ops) that may use
+// the operators, T(literal), and the functions of runtime/base/Elementwise.h (nanMax, reluOf,
+// reluGradOf, expOf, logOf, sqrtOf), so it means the same in host and device code.
+// No includes: the CUDA fused-kernel generator hands this file to NVRTC as it is.
+#pragma once
+
+#define SPMD_ELEMENTWISE_OPS(X)                                                               \
+  X(add, Add, 2, a + b)                                                                       \
+  X(sub, Sub, 2, a - b)                                                                       \
+  X(mul, Mul, 2, a * b)                                                                       \
+  X(div, Div, 2, a / b)                                                                       \
+  X(max, Max, 2, nanMax(a, b))                                                                \
+  X(greater_equal, GreaterEqual, 2, a >= b ? T(1) : T(0))                                     \
+  X(relu_backward, ReluBackward, 2, reluGradOf(a, b)) /* a: result gradient, b: relu result */ \
+  X(neg, Neg, 1, -a)                                                                          \
+  X(exp, Exp, 1, expOf(a))                                                                    \
+  X(log, Log, 1, logOf(a))                                                                    \
+  X(sqrt, Sqrt, 1, sqrtOf(a))                                                                 \
+  X(relu, Relu, 1, reluOf(a))
