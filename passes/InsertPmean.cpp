@@ -1,10 +1,13 @@
 // spmd-insert-pmean: every replicated output of a mapped function must be invariant across the
-// axis. Gradients of replicated parameters are averaged where value_and_grad produces them;
-// anything else that still varies is averaged just before the return.
+// axis. Gradients of replicated parameters are averaged where value_and_grad produces them; a
+// scalar (a loss, a metric) or a new value of a replicated input (BatchNorm running statistics)
+// that still varies is averaged just before the return. Any other varying output (logits,
+// per-example losses) is an error: averaging it would silently return a value nobody asked for.
 #include "llvm/ADT/SetVector.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/Transforms/RegionUtils.h"
 #include "passes/Passes.h"
 #include "passes/Replication.h"
 
@@ -27,6 +30,33 @@ std::string outputName(func::FuncOp function, unsigned index) {
 
 bool isFloat(Value v) {
   return llvm::isa<FloatType>(llvm::cast<RankedTensorType>(v.getType()).getElementType());
+}
+
+bool isScalar(Value v) { return llvm::cast<RankedTensorType>(v.getType()).getRank() == 0; }
+
+// Whether `value` is computed from a replicated (unmapped) argument of its own type: the new
+// value of replicated state, such as a running statistic updated from batch statistics.
+bool updatesReplicatedArgument(func::FuncOp function, Value value) {
+  llvm::DenseSet<Value> seen{value};
+  SmallVector<Value> worklist{value};
+  auto visit = [&](Value v) {
+    if (seen.insert(v).second) worklist.push_back(v);
+  };
+  while (!worklist.empty()) {
+    Value v = worklist.pop_back_val();
+    if (auto arg = llvm::dyn_cast<BlockArgument>(v)) {
+      if (arg.getOwner()->getParentOp() == function.getOperation() && arg.getType() == value.getType() &&
+          !function.getArgAttr(arg.getArgNumber(), kMappedAttr))
+        return true;
+      continue;
+    }
+    Operation* def = v.getDefiningOp();
+    for (Value operand : def->getOperands()) visit(operand);
+    llvm::SetVector<Value> captured;  // values a region uses from outside it
+    for (Region& region : def->getRegions()) getUsedValuesDefinedAbove(region, captured);
+    for (Value c : captured) visit(c);
+  }
+  return false;
 }
 
 Value pmean(OpBuilder& b, Location loc, Value value, StringRef axis) {
@@ -103,6 +133,15 @@ class Inserter {
                              << "' (it is computed from mapped data); average it with "
                                 "spmd::pmean(value, \""
                              << axis_ << "\") or return it mapped (out_axes)";
+      if (!isScalar(value) && !updatesReplicatedArgument(function_, value))
+        return emitError(at) << "spmd-insert-pmean: " << outputName(function_, i) << " of type "
+                             << value.getType() << " varies across axis '" << axis_
+                             << "' (it is computed from mapped data) and is neither a scalar (a "
+                                "loss or metric, averaged) nor a new value of a replicated input of "
+                                "its type (parameters, BatchNorm statistics, averaged), so averaging "
+                                "it would be a guess; return it per replica with outAxes = 0 "
+                                "(spmd::PmapOptions), or average it yourself with spmd::pmean(value, \""
+                             << axis_ << "\")";
       ret.setOperand(i, pmean(b, at, value, axis_));
     }
     ReplicationAnalysis(function_).annotate(function_);

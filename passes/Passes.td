@@ -34,9 +34,12 @@ def InsertPmean : Pass<"spmd-insert-pmean", "mlir::ModuleOp"> {
     Runs before autodiff. For each replicated result of a mapped function that varies across
     the axis: where it depends on the gradient of a replicated parameter (a value_and_grad
     result for an invariant primal), a mean all_reduce is inserted on that gradient, so the
-    optimizer (any optimizer) sees averaged gradients; whatever still varies (the loss, BatchNorm
-    running statistics) gets a mean all_reduce just before the return. Outputs the user made
-    invariant (by writing pmean/psum) get nothing. With `strict`, every insertion is instead an
+    optimizer (any optimizer) sees averaged gradients; a scalar (the loss, a metric) or a new value
+    of a replicated input (computed from an unmapped argument of its type: BatchNorm running
+    statistics) that still varies gets a mean all_reduce just before the return. Any other varying
+    output (logits, per-example losses) is an error naming it and its line: return it mapped
+    (out_axes) or average it explicitly. Outputs the user made invariant (by writing pmean/psum)
+    get nothing. With `strict`, every insertion is instead an
     error naming the output and the source line of the value.
   }];
   let options = [

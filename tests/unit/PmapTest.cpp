@@ -264,6 +264,39 @@ TEST(PmapBadInputTest, StrictModeNamesTheOutputAndTheLine) {
             std::string::npos) << message;
 }
 
+// Logits returned without outAxes vary across replicas and are neither a scalar nor the new value
+// of a replicated input: a compile error at the user's line (never a silent average); with
+// outAxes = 0 the same function returns each replica's logits.
+TEST(PmapBadInputTest, VaryingNonScalarOutputWithoutOutAxesIsAnErrorAtItsLine) {
+  int line = 0;
+  auto logitsAndLoss = [&](const Tensor& w, const Tensor& x) {
+    line = __LINE__ + 1;
+    Tensor logits = matmul(x, w);
+    return std::tuple{logits, mean(sum(logits, {1}), {0})};
+  };
+  Array w = randomArray(DType::f64, {3, 2}, 1), x = randomArray(DType::f64, {4, 3}, 2);
+  auto averaged = pmap(logitsAndLoss, {.inAxes = {replicated, split}, .devices = "cpu:2"});
+  std::string message = errorOf([&] { averaged(w, x); });
+  EXPECT_NE(message.find("tests/unit/PmapTest.cpp:" + std::to_string(line)), std::string::npos) << message;
+  EXPECT_NE(message.find("replicated output 0 ('0') of type 'tensor<2x2xf64>' varies across axis 'batch'"),
+            std::string::npos) << message;
+  EXPECT_NE(message.find("return it per replica with outAxes = 0"), std::string::npos) << message;
+
+  auto mapped = pmap(logitsAndLoss, {.inAxes = {replicated, split}, .outAxes = {0, replicated}, .devices = "cpu:2"});
+  auto [logits, loss] = mapped(w, x);
+  ASSERT_EQ(logits.shape(), (Shape{2, 2, 2}));
+  auto wv = w.values<double>(), xv = x.values<double>();
+  double total = 0;
+  for (int r = 0; r < 4; ++r)
+    for (int c = 0; c < 2; ++c) {
+      double expected = 0;
+      for (int k = 0; k < 3; ++k) expected += xv[r * 3 + k] * wv[k * 2 + c];
+      EXPECT_NEAR(values<double>(logits)[r * 2 + c], expected, 1e-14);
+      total += expected;
+    }
+  EXPECT_NEAR(values<double>(loss)[0], total / 4, 1e-14) << "the scalar loss is averaged over replicas";
+}
+
 TEST(PmapBadInputTest, AReplicaThatThrowsStopsAllReplicasAndIsNamed) {
   // Replica 2's labels are out of range: its softmax cross-entropy throws mid-step while the
   // others wait in the loss all-reduce; all must stop at once with replica 2's error.
