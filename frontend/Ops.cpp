@@ -108,6 +108,9 @@ Tensor exp(const Tensor& x, Loc loc) { return unary<ir::ExpOp>(x, "exp", loc); }
 Tensor log(const Tensor& x, Loc loc) { return unary<ir::LogOp>(x, "log", loc); }
 Tensor sqrt(const Tensor& x, Loc loc) { return unary<ir::SqrtOp>(x, "sqrt", loc); }
 Tensor relu(const Tensor& x, Loc loc) { return unary<ir::ReluOp>(x, "relu", loc); }
+Tensor tanh(const Tensor& x, Loc loc) { return unary<ir::TanhOp>(x, "tanh", loc); }
+Tensor sigmoid(const Tensor& x, Loc loc) { return unary<ir::SigmoidOp>(x, "sigmoid", loc); }
+Tensor gelu(const Tensor& x, Loc loc) { return unary<ir::GeluOp>(x, "gelu", loc); }
 
 Tensor fill(const Tensor& like, double value, Loc loc) {
   Trace& trace = Trace::current("fill", loc);

@@ -39,6 +39,10 @@ Tensor exp(const Tensor& x, Loc loc = Loc::current());
 Tensor log(const Tensor& x, Loc loc = Loc::current());
 Tensor sqrt(const Tensor& x, Loc loc = Loc::current());
 Tensor relu(const Tensor& x, Loc loc = Loc::current());
+Tensor tanh(const Tensor& x, Loc loc = Loc::current());
+Tensor sigmoid(const Tensor& x, Loc loc = Loc::current());
+// The exact GELU, x * Phi(x) (torch.nn.functional.gelu's default, jax.nn.gelu(approximate=False)).
+Tensor gelu(const Tensor& x, Loc loc = Loc::current());
 // A scalar as a tensor of x's dtype and shape (a splat constant).
 Tensor fill(const Tensor& like, double value, Loc loc = Loc::current());
 

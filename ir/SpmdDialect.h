@@ -36,8 +36,8 @@ enum class Differentiation { Vjp, ZeroGradient, FirstOrderOnly, None };
 Differentiation differentiation(mlir::Operation* op);
 Differentiation differentiation(const std::string& opName);  // "conv2d"
 
-// Ops a spmd.fused body may hold: elementwise arithmetic on one shape (add, sub, mul, div, max,
-// neg, exp, log, sqrt, relu, relu_backward, greater_equal), splat constants, broadcast_in_dim.
+// Ops a spmd.fused body may hold: the elementwise ops on one shape (the rows of
+// runtime/base/ElementwiseTable.h), splat constants, broadcast_in_dim.
 bool isElementwise(mlir::Operation* op);
 bool isFusable(mlir::Operation* op);  // isElementwise, a splat constant, or broadcast_in_dim
 }  // namespace spmd::ir

@@ -90,6 +90,9 @@ def Spmd_ExpOp : Spmd_UnaryOp<"exp">;
 def Spmd_LogOp : Spmd_UnaryOp<"log">;
 def Spmd_SqrtOp : Spmd_UnaryOp<"sqrt">;
 def Spmd_ReluOp : Spmd_UnaryOp<"relu">;
+def Spmd_TanhOp : Spmd_UnaryOp<"tanh">;
+def Spmd_SigmoidOp : Spmd_UnaryOp<"sigmoid">;
+def Spmd_GeluOp : Spmd_UnaryOp<"gelu">;  // exact: x * Phi(x), as torch.nn.functional.gelu
 
 def Spmd_GreaterEqualOp
     : Spmd_Op<"greater_equal", [SameOperandsAndResultType, InferTypeOpInterface,
@@ -199,6 +202,14 @@ def Spmd_ReluBackwardOp
                                 Spmd_FirstOrderOnly]> {
   let summary = "result_grad where the relu's result is positive, else 0";
   let arguments = (ins Spmd_FloatTensor:$result_grad, Spmd_FloatTensor:$result);
+  let results = (outs Spmd_FloatTensor:$input_grad);
+}
+
+def Spmd_GeluBackwardOp
+    : Spmd_Op<"gelu_backward", [SameOperandsAndResultType, InferTypeOpInterface,
+                                Spmd_FirstOrderOnly]> {
+  let summary = "result_grad * gelu'(input)";
+  let arguments = (ins Spmd_FloatTensor:$result_grad, Spmd_FloatTensor:$input);
   let results = (outs Spmd_FloatTensor:$input_grad);
 }
 

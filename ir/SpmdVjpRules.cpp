@@ -167,6 +167,25 @@ LogicalResult SqrtOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads, SmallVectorI
   return success();
 }
 
+LogicalResult TanhOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads, SmallVectorImpl<Value>& out) {
+  Emit e{b, getLoc()};  // (1 - y^2) dy
+  Value y = getResult();
+  out.push_back(e.mul(grads[0], e.sub(e.splat(typeOf(y), 1.0), e.mul(y, y))));
+  return success();
+}
+
+LogicalResult SigmoidOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads, SmallVectorImpl<Value>& out) {
+  Emit e{b, getLoc()};  // y (1 - y) dy
+  Value y = getResult();
+  out.push_back(e.mul(grads[0], e.mul(y, e.sub(e.splat(typeOf(y), 1.0), y))));
+  return success();
+}
+
+LogicalResult GeluOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads, SmallVectorImpl<Value>& out) {
+  out.push_back(b.create<GeluBackwardOp>(getLoc(), grads[0], getInput()));
+  return success();
+}
+
 LogicalResult ReluOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads, SmallVectorImpl<Value>& out) {
   out.push_back(b.create<ReluBackwardOp>(getLoc(), grads[0], getResult()));
   return success();

@@ -40,6 +40,33 @@ SPMD_HOST_DEVICE inline T sqrtOf(T a) {
 #endif
 }
 
+template <typename T>
+SPMD_HOST_DEVICE inline T tanhOf(T a) {
+#if defined(__CUDA_ARCH__)
+  if constexpr (sizeof(T) == 4) return ::tanhf(a); else return ::tanh(a);
+#else
+  return std::tanh(a);
+#endif
+}
+template <typename T>
+SPMD_HOST_DEVICE inline T erfOf(T a) {
+#if defined(__CUDA_ARCH__)
+  if constexpr (sizeof(T) == 4) return ::erff(a); else return ::erf(a);
+#else
+  return std::erf(a);
+#endif
+}
+// GELU(x) = x * Phi(x), Phi the standard normal CDF; its derivative Phi(x) + x * phi(x).
+template <typename T>
+SPMD_HOST_DEVICE inline T geluOf(T x) {
+  return T(0.5) * x * (T(1) + erfOf(x * T(0.70710678118654752440)));
+}
+template <typename T>
+SPMD_HOST_DEVICE inline T geluGradOf(T x) {
+  return T(0.5) * (T(1) + erfOf(x * T(0.70710678118654752440))) +
+         x * expOf(T(-0.5) * x * x) * T(0.39894228040143267794);
+}
+
 #define SPMD_EW_FUNCTOR(name, Functor, arity_, formula)                         \
   struct Functor {                                                              \
     static constexpr int arity() { return arity_; }                             \

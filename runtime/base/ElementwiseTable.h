@@ -7,7 +7,8 @@
 // X(name, Functor, arity, formula): `name` is the dialect op's name (and the kernel's and the
 // fused body's); `formula` is an expression of type T in `a` (and `b` for binary ops) that may use
 // the operators, T(literal), and the functions of runtime/base/Elementwise.h (nanMax, reluOf,
-// reluGradOf, expOf, logOf, sqrtOf), so it means the same in host and device code.
+// reluGradOf, expOf, logOf, sqrtOf, tanhOf, geluOf, geluGradOf), so it means the same in host
+// and device code.
 // No includes: the CUDA fused-kernel generator hands this file to NVRTC as it is.
 #pragma once
 
@@ -19,8 +20,12 @@
   X(max, Max, 2, nanMax(a, b))                                                                \
   X(greater_equal, GreaterEqual, 2, a >= b ? T(1) : T(0))                                     \
   X(relu_backward, ReluBackward, 2, reluGradOf(a, b)) /* a: result gradient, b: relu result */ \
+  X(gelu_backward, GeluBackward, 2, a * geluGradOf(b)) /* a: result gradient, b: gelu input */ \
   X(neg, Neg, 1, -a)                                                                          \
   X(exp, Exp, 1, expOf(a))                                                                    \
   X(log, Log, 1, logOf(a))                                                                    \
   X(sqrt, Sqrt, 1, sqrtOf(a))                                                                 \
-  X(relu, Relu, 1, reluOf(a))
+  X(relu, Relu, 1, reluOf(a))                                                                 \
+  X(tanh, Tanh, 1, tanhOf(a))                                                                 \
+  X(sigmoid, Sigmoid, 1, T(1) / (T(1) + expOf(-a)))                                           \
+  X(gelu, Gelu, 1, geluOf(a)) /* exact (erf) GELU, PyTorch's default */

@@ -60,7 +60,7 @@ TEST(FusionTest, MalformedBodiesAreClearErrors) {
   EXPECT_EQ(message("%0 = load 0; %1 = relu %0; yield %1"), "no error");
   EXPECT_NE(message("%0 = load 0; %1 = relu %3; yield %1").find("operand %3 is used before it is defined"),
             std::string::npos);
-  EXPECT_NE(message("%0 = load 0; %1 = tanh %0; yield %1").find("unknown op 'tanh'"), std::string::npos);
+  EXPECT_NE(message("%0 = load 0; %1 = softmax %0; yield %1").find("unknown op 'softmax'"), std::string::npos);
   EXPECT_NE(message("%0 = load 0; %2 = relu %0; yield %2").find("expected %1 ="), std::string::npos);
   EXPECT_NE(message("%0 = load 0; %1 = add %0; yield %1").find("expected an operand %N"), std::string::npos);
   EXPECT_NE(message("%0 = load 0 dims 1; yield %0").find("dims must be a list"), std::string::npos);

@@ -132,6 +132,8 @@ std::vector<GradCase> cases() {
       {"max", {x({3, 4}), x({3, 4})}, [](const T& a) { return T{maximum(a[0], a[1])}; }},
       {"neg exp relu", {x({3, 4})}, [](const T& a) { return T{neg(a[0]), exp(a[0]), relu(a[0])}; }},
       {"log sqrt", {positive({3, 4})}, [](const T& a) { return T{log(a[0]), sqrt(a[0])}; }},
+      {"tanh sigmoid gelu", {x({3, 4})},
+       [](const T& a) { return T{tanh(a[0]), sigmoid(a[0]), gelu(a[0])}; }},
       {"broadcast [3,1] -> [2,3,4]", {x({3, 1})},
        [](const T& a) { return T{broadcastTo(a[0], {2, 3, 4})}; }},
       {"reshape transpose", {x({2, 3, 4})},

@@ -147,7 +147,9 @@ inline std::vector<KernelCase> kernelCases(DType t) {
                   {rnd({9, 10}, -4, 4), labels(9, 10), rnd({9})}, {{t, {9, 10}}}, {}});
   for (std::string op : {"add", "sub", "mul", "div", "max"})
     list.push_back({op, op, {rnd({3, 17, 5}), rnd({3, 17, 5}, 0.5, 2)}, {{t, {3, 17, 5}}}, {}});
-  for (std::string op : {"neg", "exp", "relu"})
+  list.push_back({"gelu bwd", "gelu_backward", {rnd({3, 17, 5}), rnd({3, 17, 5}, -4, 4)},
+                  {{t, {3, 17, 5}}}, {}});
+  for (std::string op : {"neg", "exp", "relu", "tanh", "sigmoid", "gelu"})
     list.push_back({op, op, {rnd({3, 17, 5}, -3, 3)}, {{t, {3, 17, 5}}}, {}});
   for (std::string op : {"log", "sqrt"})
     list.push_back({op, op, {rnd({3, 17, 5}, 0.1, 4)}, {{t, {3, 17, 5}}}, {}});
@@ -164,7 +166,9 @@ inline std::vector<KernelCase> kernelCases(DType t) {
                   {{t, {3, 17, 5}}},
                   {{"body", std::string("%0 = load 0; %1 = load 1; %2 = exp %0; %3 = log %1; "
                                         "%4 = sqrt %1; %5 = div %2 %4; %6 = neg %3; %7 = add %5 %6; "
-                                        "yield %7")}}});
+                                        "%8 = tanh %7; %9 = sigmoid %0; %10 = gelu %0; "
+                                        "%11 = gelu_backward %9 %0; %12 = add %8 %10; %13 = mul %12 %11; "
+                                        "yield %13")}}});
   for (auto& c : list) c.name += suffix;
   return list;
 }

@@ -30,6 +30,14 @@ func.func @all_ops(%x: tensor<2x3x8x8xf32>, %w: tensor<4x3x3x3xf32>, %b: tensor<
   %u0 = spmd.neg %s4 : (tensor<2x4x4x4xf32>) -> tensor<2x4x4x4xf32>
   // CHECK: spmd.exp
   %u1 = spmd.exp %u0 : (tensor<2x4x4x4xf32>) -> tensor<2x4x4x4xf32>
+  // CHECK: spmd.tanh
+  %t1 = spmd.tanh %u1 : (tensor<2x4x4x4xf32>) -> tensor<2x4x4x4xf32>
+  // CHECK: spmd.sigmoid
+  %t2 = spmd.sigmoid %t1 : (tensor<2x4x4x4xf32>) -> tensor<2x4x4x4xf32>
+  // CHECK: spmd.gelu
+  %t3 = spmd.gelu %t2 : (tensor<2x4x4x4xf32>) -> tensor<2x4x4x4xf32>
+  // CHECK: spmd.gelu_backward
+  %t4 = spmd.gelu_backward %t3, %t2 : (tensor<2x4x4x4xf32>, tensor<2x4x4x4xf32>) -> tensor<2x4x4x4xf32>
   // CHECK: spmd.log
   %u2 = spmd.log %u1 : (tensor<2x4x4x4xf32>) -> tensor<2x4x4x4xf32>
   // CHECK: spmd.sqrt
