@@ -14,48 +14,25 @@
 
 namespace spmd::runtime::ew {
 
-// The math functions in T: float calls the float function (expf) on every compiler.
-template <typename T>
-SPMD_HOST_DEVICE inline T expOf(T a) {
+// The math functions in T, expOf(a) etc.: float calls the float function (expf) on every compiler.
 #if defined(__CUDA_ARCH__)
-  if constexpr (sizeof(T) == 4) return ::expf(a); else return ::exp(a);
+#define SPMD_EW_MATH(fn)                                                    \
+  template <typename T>                                                     \
+  SPMD_HOST_DEVICE inline T fn##Of(T a) {                                   \
+    if constexpr (sizeof(T) == 4) return ::fn##f(a); else return ::fn(a);   \
+  }
 #else
-  return std::exp(a);
+#define SPMD_EW_MATH(fn)                                                    \
+  template <typename T>                                                     \
+  SPMD_HOST_DEVICE inline T fn##Of(T a) { return std::fn(a); }
 #endif
-}
-template <typename T>
-SPMD_HOST_DEVICE inline T logOf(T a) {
-#if defined(__CUDA_ARCH__)
-  if constexpr (sizeof(T) == 4) return ::logf(a); else return ::log(a);
-#else
-  return std::log(a);
-#endif
-}
-template <typename T>
-SPMD_HOST_DEVICE inline T sqrtOf(T a) {
-#if defined(__CUDA_ARCH__)
-  if constexpr (sizeof(T) == 4) return ::sqrtf(a); else return ::sqrt(a);
-#else
-  return std::sqrt(a);
-#endif
-}
+SPMD_EW_MATH(exp)
+SPMD_EW_MATH(log)
+SPMD_EW_MATH(sqrt)
+SPMD_EW_MATH(tanh)
+SPMD_EW_MATH(erf)
+#undef SPMD_EW_MATH
 
-template <typename T>
-SPMD_HOST_DEVICE inline T tanhOf(T a) {
-#if defined(__CUDA_ARCH__)
-  if constexpr (sizeof(T) == 4) return ::tanhf(a); else return ::tanh(a);
-#else
-  return std::tanh(a);
-#endif
-}
-template <typename T>
-SPMD_HOST_DEVICE inline T erfOf(T a) {
-#if defined(__CUDA_ARCH__)
-  if constexpr (sizeof(T) == 4) return ::erff(a); else return ::erf(a);
-#else
-  return std::erf(a);
-#endif
-}
 // GELU(x) = x * Phi(x), Phi the standard normal CDF; its derivative Phi(x) + x * phi(x).
 template <typename T>
 SPMD_HOST_DEVICE inline T geluOf(T x) {
