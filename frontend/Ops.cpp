@@ -94,6 +94,44 @@ Tensor batchNormInfer(const Tensor& x, const Tensor& scale, const Tensor& offset
                         ->getResult(0));
 }
 
+namespace {
+
+template <typename OpTy>
+Tensor pool(const Tensor& x, const Pool2dOptions& options, const char* name, Loc loc) {
+  Trace& trace = Trace::current(name, loc);
+  const std::vector<int64_t>& stride = options.stride.empty() ? options.window : options.stride;
+  return trace.wrap(trace
+                        .create<OpTy>(loc, trace.valueOf(x, loc), options.window, stride,
+                                      options.padding)
+                        ->getResult(0));
+}
+
+template <typename OpTy>
+Tensor alongAxis(const Tensor& x, int64_t axis, const char* name, Loc loc) {
+  Trace& trace = Trace::current(name, loc);
+  int64_t rank = static_cast<int64_t>(x.rank());
+  if (axis < -rank || axis >= rank)
+    throw Error(where(loc) + ": spmd::" + name + ": axis " + std::to_string(axis) +
+                " is out of range for " + x.typeString() + " (use -1 for the last axis)");
+  if (axis < 0) axis += rank;
+  return trace.wrap(trace.create<OpTy>(loc, trace.valueOf(x, loc), axis)->getResult(0));
+}
+
+}  // namespace
+
+Tensor maxPool2d(const Tensor& x, const Pool2dOptions& options, Loc loc) {
+  return pool<ir::MaxPool2dOp>(x, options, "maxPool2d", loc);
+}
+Tensor avgPool2d(const Tensor& x, const Pool2dOptions& options, Loc loc) {
+  return pool<ir::AvgPool2dOp>(x, options, "avgPool2d", loc);
+}
+Tensor softmax(const Tensor& x, int64_t axis, Loc loc) {
+  return alongAxis<ir::SoftmaxOp>(x, axis, "softmax", loc);
+}
+Tensor logSoftmax(const Tensor& x, int64_t axis, Loc loc) {
+  return alongAxis<ir::LogSoftmaxOp>(x, axis, "logSoftmax", loc);
+}
+
 Tensor add(const Tensor& a, const Tensor& b, Loc loc) { return binary<ir::AddOp>(a, b, "add", loc); }
 Tensor sub(const Tensor& a, const Tensor& b, Loc loc) { return binary<ir::SubOp>(a, b, "sub", loc); }
 Tensor mul(const Tensor& a, const Tensor& b, Loc loc) { return binary<ir::MulOp>(a, b, "mul", loc); }

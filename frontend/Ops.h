@@ -25,6 +25,21 @@ Tensor batchNormInfer(const Tensor& x, const Tensor& scale, const Tensor& offset
                       const Tensor& mean, const Tensor& variance, double epsilon,
                       Loc loc = Loc::current());
 
+// 2-D pooling over the windows of an NCHW input (torch.nn.MaxPool2d / AvgPool2d). An empty
+// stride means the window's size; padding must be smaller than the window. Average pooling
+// divides by the full window size, padding counted as zeros (PyTorch's and Flax's default).
+struct Pool2dOptions {
+  std::vector<int64_t> window = {2, 2};
+  std::vector<int64_t> stride = {};
+  std::vector<int64_t> padding = {0, 0};
+};
+Tensor maxPool2d(const Tensor& x, const Pool2dOptions& options = {}, Loc loc = Loc::current());
+Tensor avgPool2d(const Tensor& x, const Pool2dOptions& options = {}, Loc loc = Loc::current());
+
+// Along one axis (negative counts from the end), the slice's maximum subtracted first.
+Tensor softmax(const Tensor& x, int64_t axis = -1, Loc loc = Loc::current());
+Tensor logSoftmax(const Tensor& x, int64_t axis = -1, Loc loc = Loc::current());
+
 // Elementwise binary ops broadcast NumPy-style (emitting explicit spmd.broadcast_in_dim).
 Tensor add(const Tensor& a, const Tensor& b, Loc loc = Loc::current());
 Tensor sub(const Tensor& a, const Tensor& b, Loc loc = Loc::current());

@@ -126,4 +126,31 @@ inline FailureOr<SmallVector<int64_t>> convOutputShape(OptLoc loc, StringRef op,
   return out;
 }
 
+// The output shape of a 2-D pooling window over an NCHW input; padding must stay below the
+// window so that no window lies wholly in the padding.
+inline FailureOr<SmallVector<int64_t>> poolOutputShape(OptLoc loc, StringRef op,
+                                                       RankedTensorType in,
+                                                       ArrayRef<int64_t> window,
+                                                       ArrayRef<int64_t> stride,
+                                                       ArrayRef<int64_t> padding) {
+  if (in.getRank() != 4) return fail(loc, op, "input must be [N, C, H, W], got " + str(in));
+  if (window.size() != 2 || window[0] < 1 || window[1] < 1)
+    return fail(loc, op, "window must be two positive integers, got " + str(window));
+  if (stride.size() != 2 || stride[0] < 1 || stride[1] < 1)
+    return fail(loc, op, "stride must be two positive integers, got " + str(stride));
+  if (padding.size() != 2 || padding[0] < 0 || padding[1] < 0 || padding[0] >= window[0] ||
+      padding[1] >= window[1])
+    return fail(loc, op, "padding must be two integers in [0, window), got " + str(padding) +
+                             " for window " + str(window));
+  SmallVector<int64_t> out{in.getDimSize(0), in.getDimSize(1), 0, 0};
+  for (int i = 0; i < 2; ++i) {
+    int64_t padded = in.getDimSize(2 + i) + 2 * padding[i];
+    if (padded < window[i])
+      return fail(loc, op, "window " + str(window) + " is larger than the padded input " +
+                               str(in) + " (padding " + str(padding) + ")");
+    out[2 + i] = (padded - window[i]) / stride[i] + 1;
+  }
+  return out;
+}
+
 }  // namespace spmd::ir::checks

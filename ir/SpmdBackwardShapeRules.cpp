@@ -28,7 +28,38 @@ LogicalResult verifyConvBackward(Operation* op, StringRef name, RankedTensorType
   return success();
 }
 
+// pool(input) must produce result_grad's shape; input_grad has the input's type.
+LogicalResult verifyPoolBackward(Operation* op, StringRef name, RankedTensorType input,
+                                 RankedTensorType resultGrad, ArrayRef<int64_t> window,
+                                 ArrayRef<int64_t> stride, ArrayRef<int64_t> padding) {
+  OptLoc loc = op->getLoc();
+  if (input.getElementType() != resultGrad.getElementType())
+    return fail(loc, name, "element types differ: input " + str(input) + ", result_grad " +
+                               str(resultGrad));
+  auto out = poolOutputShape(loc, name, input, window, stride, padding);
+  if (failed(out)) return failure();
+  if (ArrayRef<int64_t>(*out) != resultGrad.getShape())
+    return fail(loc, name, "result_grad " + str(resultGrad) + " does not match the forward " +
+                               "pooling output " + str(ArrayRef<int64_t>(*out)) + " of input " +
+                               str(input));
+  return success();
+}
+
 }  // namespace
+
+LogicalResult MaxPool2dBackwardOp::verify() {
+  if (getInput().getType() != getInputGrad().getType())
+    return fail(getLoc(), "max_pool2d_backward", "input_grad " + str(getInputGrad().getType()) +
+                                                     " must have the input's type " +
+                                                     str(getInput().getType()));
+  return verifyPoolBackward(*this, "max_pool2d_backward", getInput().getType(),
+                            getResultGrad().getType(), getWindow(), getStride(), getPadding());
+}
+
+LogicalResult AvgPool2dBackwardOp::verify() {
+  return verifyPoolBackward(*this, "avg_pool2d_backward", getInputGrad().getType(),
+                            getResultGrad().getType(), getWindow(), getStride(), getPadding());
+}
 
 LogicalResult Conv2dBackwardDataOp::verify() {
   return verifyConvBackward(*this, "conv2d_backward_data", getInputGrad().getType(),

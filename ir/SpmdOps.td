@@ -60,6 +60,37 @@ def Spmd_BatchNormInferOp : Spmd_InferredOp<"batch_norm_infer", [Vjp]> {
   let results = (outs Spmd_FloatTensor:$result);
 }
 
+//===--- pooling and normalizing along an axis -----------------------------------------------===//
+
+// Windows of an NCHW input: window [KH, KW], stride [SH, SW], symmetric padding [PH, PW] with
+// 0 <= padding < window, so every window holds at least one input element; the output is
+// [N, C, (H + 2 PH - KH) / SH + 1, (W + 2 PW - KW) / SW + 1], as torch.nn.MaxPool2d.
+class Spmd_Pool2dOp<string mnemonic, string what>
+    : Spmd_InferredOp<mnemonic, [Vjp]> {
+  let summary = what;
+  let arguments = (ins Spmd_FloatTensor:$input, DenseI64ArrayAttr:$window,
+                       DenseI64ArrayAttr:$stride, DenseI64ArrayAttr:$padding);
+  let results = (outs Spmd_FloatTensor:$result);
+}
+
+def Spmd_MaxPool2dOp : Spmd_Pool2dOp<"max_pool2d",
+    "largest element of each window (padding never wins; a NaN in the window wins)">;
+def Spmd_AvgPool2dOp : Spmd_Pool2dOp<"avg_pool2d",
+    "mean of each window over the full window size, padding counted as zeros (PyTorch's "
+    "count_include_pad=True, flax.linen.avg_pool's default)">;
+
+// Along one axis, computed per slice with the slice's maximum subtracted first.
+class Spmd_AxisNormalizeOp<string mnemonic, string what>
+    : Spmd_InferredOp<mnemonic, [Vjp]> {
+  let summary = what;
+  let arguments = (ins Spmd_FloatTensor:$input, I64Attr:$axis);
+  let results = (outs Spmd_FloatTensor:$result);
+}
+
+def Spmd_SoftmaxOp : Spmd_AxisNormalizeOp<"softmax", "exp(x) / sum(exp(x)) along axis">;
+def Spmd_LogSoftmaxOp
+    : Spmd_AxisNormalizeOp<"log_softmax", "x - log(sum(exp(x))) along axis">;
+
 //===--- elementwise -------------------------------------------------------------------------===//
 
 // Result type = operand type; ODS derives the shape rule from SameOperandsAndResultType.
@@ -180,6 +211,27 @@ def Spmd_Conv2dBackwardFilterOp : Spmd_Op<"conv2d_backward_filter", [Spmd_FirstO
   let arguments = (ins Spmd_FloatTensor:$input, Spmd_FloatTensor:$result_grad,
                        DenseI64ArrayAttr:$stride, DenseI64ArrayAttr:$padding);
   let results = (outs Spmd_FloatTensor:$filter_grad);
+  let hasVerifier = 1;
+}
+
+def Spmd_MaxPool2dBackwardOp : Spmd_Op<"max_pool2d_backward", [Spmd_FirstOrderOnly]> {
+  let summary = "gradient of max_pool2d w.r.t. its input; the result type is the input's";
+  let description = [{
+    Each window's cotangent goes to the element max_pool2d chose: the first largest element in
+    row-major window order, or the first NaN (as PyTorch's max_pool2d index).
+  }];
+  let arguments = (ins Spmd_FloatTensor:$result_grad, Spmd_FloatTensor:$input,
+                       DenseI64ArrayAttr:$window, DenseI64ArrayAttr:$stride,
+                       DenseI64ArrayAttr:$padding);
+  let results = (outs Spmd_FloatTensor:$input_grad);
+  let hasVerifier = 1;
+}
+
+def Spmd_AvgPool2dBackwardOp : Spmd_Op<"avg_pool2d_backward", [Spmd_FirstOrderOnly]> {
+  let summary = "gradient of avg_pool2d w.r.t. its input; the result type is the input's";
+  let arguments = (ins Spmd_FloatTensor:$result_grad, DenseI64ArrayAttr:$window,
+                       DenseI64ArrayAttr:$stride, DenseI64ArrayAttr:$padding);
+  let results = (outs Spmd_FloatTensor:$input_grad);
   let hasVerifier = 1;
 }
 

@@ -207,6 +207,56 @@ OpFoldResult TransposeOp::fold(FoldAdaptor) {
   return getInput();
 }
 
+//===--- pooling and normalizing along an axis -----------------------------------------------===//
+
+namespace {
+
+template <typename Adaptor>
+LogicalResult inferPool(OptLoc loc, StringRef op, Adaptor adaptor, SmallVectorImpl<Type>& results) {
+  auto in = expectTensor(loc, op, "input (N, C, H, W)", adaptor.getInput(), 4);
+  if (failed(in)) return failure();
+  auto out = poolOutputShape(loc, op, *in, adaptor.getWindow(), adaptor.getStride(),
+                             adaptor.getPadding());
+  if (failed(out)) return failure();
+  results.push_back(RankedTensorType::get(*out, in->getElementType()));
+  return success();
+}
+
+template <typename Adaptor>
+LogicalResult inferAxisNormalize(OptLoc loc, StringRef op, Adaptor adaptor,
+                                 SmallVectorImpl<Type>& results) {
+  auto in = expectTensor(loc, op, "input", adaptor.getInput(), -1);
+  if (failed(in)) return failure();
+  int64_t axis = adaptor.getAxis();
+  if (in->getRank() == 0 || axis < 0 || axis >= in->getRank())
+    return fail(loc, op, "axis " + std::to_string(axis) + " is out of range for " + str(*in) +
+                             " (negative axes are resolved by the DSL before the op is built)");
+  results.push_back(*in);
+  return success();
+}
+
+}  // namespace
+
+LogicalResult MaxPool2dOp::inferReturnTypes(MLIRContext*, OptLoc loc, Adaptor adaptor,
+                                            SmallVectorImpl<Type>& results) {
+  return inferPool(loc, "max_pool2d", adaptor, results);
+}
+
+LogicalResult AvgPool2dOp::inferReturnTypes(MLIRContext*, OptLoc loc, Adaptor adaptor,
+                                            SmallVectorImpl<Type>& results) {
+  return inferPool(loc, "avg_pool2d", adaptor, results);
+}
+
+LogicalResult SoftmaxOp::inferReturnTypes(MLIRContext*, OptLoc loc, Adaptor adaptor,
+                                          SmallVectorImpl<Type>& results) {
+  return inferAxisNormalize(loc, "softmax", adaptor, results);
+}
+
+LogicalResult LogSoftmaxOp::inferReturnTypes(MLIRContext*, OptLoc loc, Adaptor adaptor,
+                                             SmallVectorImpl<Type>& results) {
+  return inferAxisNormalize(loc, "log_softmax", adaptor, results);
+}
+
 //===--- reductions --------------------------------------------------------------------------===//
 
 LogicalResult ReduceSumOp::inferReturnTypes(MLIRContext*, OptLoc loc, Adaptor adaptor,

@@ -113,6 +113,46 @@ LogicalResult BatchNormInferOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads,
   return success();
 }
 
+//===--- pooling and normalizing along an axis -----------------------------------------------===//
+
+LogicalResult MaxPool2dOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads,
+                                    SmallVectorImpl<Value>& out) {
+  out.push_back(b.create<MaxPool2dBackwardOp>(getLoc(), getInput().getType(), grads[0], getInput(),
+                                              getWindow(), getStride(), getPadding()));
+  return success();
+}
+
+LogicalResult AvgPool2dOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads,
+                                    SmallVectorImpl<Value>& out) {
+  out.push_back(b.create<AvgPool2dBackwardOp>(getLoc(), getInput().getType(), grads[0],
+                                              getWindow(), getStride(), getPadding()));
+  return success();
+}
+
+// y = softmax(x): dx = y * (dy - sum(dy * y)) along the axis. Built from ordinary ops, so it
+// differentiates again.
+LogicalResult SoftmaxOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads,
+                                  SmallVectorImpl<Value>& out) {
+  Emit e{b, getLoc()};
+  auto type = typeOf(getInput());
+  int64_t axis = getAxis();
+  Value y = getResult(), dy = grads[0];
+  Value dot = e.broadcast(e.sum(e.mul(dy, y), {axis}), type, keptDims(type.getRank(), {axis}));
+  out.push_back(e.mul(y, e.sub(dy, dot)));
+  return success();
+}
+
+// y = log_softmax(x): dx = dy - exp(y) * sum(dy) along the axis.
+LogicalResult LogSoftmaxOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads,
+                                     SmallVectorImpl<Value>& out) {
+  Emit e{b, getLoc()};
+  auto type = typeOf(getInput());
+  int64_t axis = getAxis();
+  Value total = e.broadcast(e.sum(grads[0], {axis}), type, keptDims(type.getRank(), {axis}));
+  out.push_back(e.sub(grads[0], e.mul(b.create<ExpOp>(getLoc(), getResult()), total)));
+  return success();
+}
+
 //===--- elementwise -------------------------------------------------------------------------===//
 
 LogicalResult AddOp::buildVjp(OpBuilder&, ArrayRef<Value> grads, SmallVectorImpl<Value>& out) {

@@ -1,11 +1,13 @@
-// CUDA elementwise, shape, reduction and loss kernels: the shared kernel code
+// CUDA elementwise, shape, reduction, loss, pooling and softmax kernels: the shared kernel code
 // (runtime/cuda/kernels/) compiled by nvcc and launched through CudaApi.
 #include "runtime/cuda/CudaApi.cuh"
 #include "runtime/cuda/Kernels.h"
 #include "runtime/cuda/kernels/Elementwise.h"
 #include "runtime/cuda/kernels/Loss.h"
+#include "runtime/cuda/kernels/Pool.h"
 #include "runtime/cuda/kernels/Reduce.h"
 #include "runtime/cuda/kernels/Shape.h"
+#include "runtime/cuda/kernels/Softmax.h"
 
 namespace spmd::runtime::cuda {
 
@@ -19,6 +21,8 @@ SPMD_ELEMENTWISE_OPS(SPMD_ELEMENTWISE)
 SPMD_GPU_SHAPE_OPS(SPMD_SHARED)
 SPMD_GPU_REDUCE_OPS(SPMD_SHARED)
 SPMD_GPU_LOSS_OPS(SPMD_SHARED)
+SPMD_GPU_POOL_OPS(SPMD_SHARED)
+SPMD_GPU_SOFTMAX_OPS(SPMD_SHARED)
 #undef SPMD_SHARED
 
 }  // namespace spmd::runtime::cuda

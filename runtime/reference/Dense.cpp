@@ -1,8 +1,11 @@
-// Reference matmul (optional transposes and bias) and per-example softmax cross-entropy.
+// Reference matmul (optional transposes and bias), softmax and log_softmax along an axis, and
+// per-example softmax cross-entropy.
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <vector>
 
+#include "runtime/base/NanRules.h"
 #include "runtime/reference/Reference.h"
 
 namespace spmd::runtime::reference {
@@ -35,6 +38,37 @@ void matmul(KernelCall& call) {
       }
   });
 }
+
+namespace {
+
+// softmax (or log_softmax) of every slice along the step's axis, through a gathered copy of
+// the slice in double.
+void axisSoftmax(KernelCall& call, bool log) {
+  visitFloat(call.in[0].dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const TensorView& x = call.in[0];
+    int64_t axis = call.step.integer("axis"), extent = x.dim(axis);
+    int64_t inner = numElements(x.shape.subspan(axis + 1)), outer = numElements(x.shape.first(axis));
+    std::vector<double> slice(extent);
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t i = 0; i < inner; ++i) {
+        int64_t base = o * extent * inner + i;
+        for (int64_t j = 0; j < extent; ++j) slice[j] = double(x.as<T>()[base + j * inner]);
+        double top = slice.empty() ? 0.0 : slice[0];
+        for (double v : slice) top = nanMax(top, v);
+        double sum = 0;
+        for (double v : slice) sum += std::exp(v - top);
+        for (int64_t j = 0; j < extent; ++j)
+          call.out[0].as<T>()[base + j * inner] =
+              static_cast<T>(log ? slice[j] - top - std::log(sum) : std::exp(slice[j] - top) / sum);
+      }
+  });
+}
+
+}  // namespace
+
+void softmax(KernelCall& call) { axisSoftmax(call, false); }
+void log_softmax(KernelCall& call) { axisSoftmax(call, true); }
 
 void softmax_cross_entropy(KernelCall& call) {
   visitFloat(call.in[0].dtype, [&](auto tag) {

@@ -150,6 +150,16 @@ std::vector<GradCase> cases() {
        [](const T& a) {
          return T{matmul(a[0], a[1], {}, {.transposeLhs = true, .transposeRhs = true})};
        }},
+      {"max_pool2d 2x2, 3x3 stride2 pad1", {x({2, 2, 6, 5})},
+       [](const T& a) {
+         return T{maxPool2d(a[0]), maxPool2d(a[0], {.window = {3, 3}, .stride = {2, 2}, .padding = {1, 1}})};
+       }},
+      {"avg_pool2d 2x2, 3x2 stride(1,2) pad(1,0)", {x({2, 2, 6, 5})},
+       [](const T& a) {
+         return T{avgPool2d(a[0]), avgPool2d(a[0], {.window = {3, 2}, .stride = {1, 2}, .padding = {1, 0}})};
+       }},
+      {"softmax log_softmax", {x({3, 4, 5})},
+       [](const T& a) { return T{softmax(mul(a[0], 2.0), 1), logSoftmax(mul(a[0], 2.0))}; }},
       {"softmax_cross_entropy", {x({5, 7})},
        [](const T& a) {
          Array labels = Array::of<int32_t>({5}, std::vector<int32_t>{0, 6, 3, 3, 1});

@@ -2,6 +2,7 @@
 // inputs (several shapes, odd sizes, f32 or f64), with the attributes the compiler would give.
 #pragma once
 
+#include <cmath>
 #include <limits>
 #include <map>
 #include <string>
@@ -153,6 +154,33 @@ inline std::vector<KernelCase> kernelCases(DType t) {
     list.push_back({op, op, {rnd({3, 17, 5}, -3, 3)}, {{t, {3, 17, 5}}}, {}});
   for (std::string op : {"log", "sqrt"})
     list.push_back({op, op, {rnd({3, 17, 5}, 0.1, 4)}, {{t, {3, 17, 5}}}, {}});
+  // Pooling forward and backward on the same geometries; "ties" rounds inputs to steps of 0.5
+  // so windows hold equal maxima (the first one wins, as in PyTorch).
+  auto coarse = [&](Shape s) {
+    Array a = rnd(s, -2, 2);
+    for (int64_t i = 0; i < a.numel(); ++i) {
+      if (t == DType::f32) a.values<float>()[i] = std::round(a.values<float>()[i] * 2) / 2;
+      else a.values<double>()[i] = std::round(a.values<double>()[i] * 2) / 2;
+    }
+    return a;
+  };
+  struct PoolShape { std::string name; Shape x, y; V window, stride, padding; bool ties; };
+  for (const PoolShape& g : {PoolShape{"2x2", {2, 3, 8, 7}, {2, 3, 4, 3}, {2, 2}, {2, 2}, {0, 0}, false},
+                             PoolShape{"3x3 stride2 pad1", {2, 3, 9, 8}, {2, 3, 5, 4}, {3, 3}, {2, 2}, {1, 1}, false},
+                             PoolShape{"3x2 stride(1,2) pad(1,0)", {1, 2, 6, 7}, {1, 2, 6, 3}, {3, 2}, {1, 2}, {1, 0}, false},
+                             PoolShape{"3x3 stride1 pad1 ties", {1, 2, 6, 5}, {1, 2, 6, 5}, {3, 3}, {1, 1}, {1, 1}, true}}) {
+    std::map<std::string, Attr> attrs = {{"window", g.window}, {"stride", g.stride}, {"padding", g.padding}};
+    Array x = g.ties ? coarse(g.x) : rnd(g.x);
+    list.push_back({"max_pool " + g.name, "max_pool2d", {x}, {{t, g.y}}, attrs});
+    list.push_back({"avg_pool " + g.name, "avg_pool2d", {x}, {{t, g.y}}, attrs});
+    list.push_back({"max_pool bwd " + g.name, "max_pool2d_backward", {rnd(g.y), x}, {{t, g.x}}, attrs});
+    list.push_back({"avg_pool bwd " + g.name, "avg_pool2d_backward", {rnd(g.y)}, {{t, g.x}}, attrs});
+  }
+  for (std::string op : {"softmax", "log_softmax"}) {
+    list.push_back({op + " rows", op, {rnd({7, 10}, -30, 30)}, {{t, {7, 10}}}, {{"axis", int64_t{1}}}});
+    list.push_back({op + " first axis", op, {rnd({5, 3, 4}, -3, 3)}, {{t, {5, 3, 4}}}, {{"axis", int64_t{0}}}});
+    list.push_back({op + " middle axis", op, {rnd({3, 9, 4})}, {{t, {3, 9, 4}}}, {{"axis", int64_t{1}}}});
+  }
   // Fused bodies as spmd-fuse-elementwise lowers them: per-channel broadcast loads, a size-1
   // broadcast, literals, every elementwise kind, two outputs; 5184 elements span many chunks.
   list.push_back({"fused bn-apply relu", "fused", {rnd({4, 16, 9, 9}), rnd({16}), rnd({1, 16, 1, 1})},

@@ -253,3 +253,47 @@ func.func @constant() {
   %r = spmd.constant dense<1.0> : tensor<2xf16>
   return
 }
+
+// -----
+
+func.func @pool_padding(%x: tensor<2x3x8x8xf32>) {
+  // expected-error @+2 {{padding must be two integers in [0, window), got [2, 2] for window [2, 2]}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %r = spmd.max_pool2d %x {window = array<i64: 2, 2>, stride = array<i64: 2, 2>, padding = array<i64: 2, 2>} : (tensor<2x3x8x8xf32>) -> tensor<2x3x6x6xf32>
+  return
+}
+
+// -----
+
+func.func @pool_rank(%x: tensor<3x8x8xf32>) {
+  // expected-error @+2 {{input (N, C, H, W) must have rank 4, got tensor<3x8x8xf32>}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %r = spmd.avg_pool2d %x {window = array<i64: 2, 2>, stride = array<i64: 2, 2>, padding = array<i64: 0, 0>} : (tensor<3x8x8xf32>) -> tensor<3x4x4xf32>
+  return
+}
+
+// -----
+
+func.func @pool_window(%x: tensor<2x3x4x4xf32>) {
+  // expected-error @+2 {{window [5, 5] is larger than the padded input tensor<2x3x4x4xf32> (padding [0, 0])}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %r = spmd.max_pool2d %x {window = array<i64: 5, 5>, stride = array<i64: 1, 1>, padding = array<i64: 0, 0>} : (tensor<2x3x4x4xf32>) -> tensor<2x3x1x1xf32>
+  return
+}
+
+// -----
+
+func.func @pool_backward_shape(%dy: tensor<2x3x3x3xf32>, %x: tensor<2x3x8x8xf32>) {
+  // expected-error @+1 {{result_grad tensor<2x3x3x3xf32> does not match the forward pooling output [2, 3, 4, 4] of input tensor<2x3x8x8xf32>}}
+  %r = spmd.max_pool2d_backward %dy, %x {window = array<i64: 2, 2>, stride = array<i64: 2, 2>, padding = array<i64: 0, 0>} : (tensor<2x3x3x3xf32>, tensor<2x3x8x8xf32>) -> tensor<2x3x8x8xf32>
+  return
+}
+
+// -----
+
+func.func @softmax_axis(%x: tensor<4x5xf32>) {
+  // expected-error @+2 {{axis 2 is out of range for tensor<4x5xf32>}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %r = spmd.softmax %x {axis = 2 : i64} : (tensor<4x5xf32>) -> tensor<4x5xf32>
+  return
+}

@@ -1,0 +1,28 @@
+// CPU pooling, softmax and log_softmax: the shared kernel code the CUDA backend and the
+// simulator launch (runtime/cuda/kernels/Pool.h, Softmax.h), run here as a plain loop on the
+// replica's thread, so every backend computes these ops with one definition. oneDNN's pooling
+// primitive is not used: its max-pooling backward needs the forward's workspace, which the
+// separate backward step does not have, and its NaN handling is not specified.
+#include "runtime/cpu/Kernels.h"
+#include "runtime/cuda/kernels/Pool.h"
+#include "runtime/cuda/kernels/Softmax.h"
+
+namespace spmd::runtime::cpu {
+namespace {
+
+struct HostLoop {
+  template <typename F>
+  static void forEach(const KernelCall&, int64_t n, const F& f) {
+    for (int64_t i = 0; i < n; ++i) f(i);
+  }
+};
+
+}  // namespace
+
+#define SPMD_SHARED(name) \
+  void name(KernelCall& call) { gpu::name<HostLoop>(call); }
+SPMD_GPU_POOL_OPS(SPMD_SHARED)
+SPMD_GPU_SOFTMAX_OPS(SPMD_SHARED)
+#undef SPMD_SHARED
+
+}  // namespace spmd::runtime::cpu
