@@ -94,6 +94,37 @@ TEST(NanSemanticsTest, MaxReductionAndArgmaxSeeNan) {
   }
 }
 
+TEST(NanSemanticsTest, PoolingAndSoftmaxSeeNan) {
+  // One 2x4 plane, two 2x2 windows: the left one holds a NaN after a larger number, the right
+  // one none. The NaN wins the max window and receives its whole gradient; the average is NaN.
+  Array x = f32({9, kNan, 1, 2, 3, 4, 5, 0}, {1, 1, 2, 4});
+  std::map<std::string, runtime::Attr> attrs = {{"window", std::vector<int64_t>{2, 2}},
+                                                {"stride", std::vector<int64_t>{2, 2}},
+                                                {"padding", std::vector<int64_t>{0, 0}}};
+  for (auto& out : onBothBackends({"max_pool", "max_pool2d", {x}, {{DType::f32, {1, 1, 1, 2}}}, attrs})) {
+    auto v = out[0].values<float>();
+    EXPECT_TRUE(std::isnan(v[0])) << "a NaN in the window makes max_pool2d NaN (PyTorch)";
+    EXPECT_EQ(v[1], 5.f);
+  }
+  for (auto& out : onBothBackends({"avg_pool", "avg_pool2d", {x}, {{DType::f32, {1, 1, 1, 2}}}, attrs})) {
+    EXPECT_TRUE(std::isnan(out[0].values<float>()[0]));
+    EXPECT_EQ(out[0].values<float>()[1], 2.f);
+  }
+  Array dy = f32({10, 20}, {1, 1, 1, 2});
+  for (auto& out : onBothBackends({"max_pool bwd", "max_pool2d_backward", {dy, x}, {{DType::f32, {1, 1, 2, 4}}}, attrs})) {
+    auto v = out[0].values<float>();
+    std::vector<float> expected = {0, 10, 0, 0, 0, 0, 20, 0};
+    EXPECT_EQ(std::vector<float>(v.begin(), v.end()), expected) << "the gradient goes to the NaN, not the 9";
+  }
+  // softmax of a row with a NaN is NaN throughout; other rows are untouched.
+  Array logits = f32({1, kNan, 2, 0, 1, 2}, {2, 3});
+  for (auto& out : onBothBackends({"softmax", "softmax", {logits}, {{DType::f32, {2, 3}}}, {{"axis", int64_t{1}}}})) {
+    auto v = out[0].values<float>();
+    EXPECT_TRUE(std::isnan(v[0]) && std::isnan(v[1]) && std::isnan(v[2]));
+    EXPECT_NEAR(v[3] + v[4] + v[5], 1.0f, 1e-6);
+  }
+}
+
 TEST(NanSemanticsTest, FusedKernelsAndCompiledStepsPropagateNan) {
   // relu(x * 2) and max(x, 0) fuse into one kernel; a NaN pixel stays NaN through both.
   auto f = jit([](const Tensor& x) {
