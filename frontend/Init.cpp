@@ -1,4 +1,4 @@
-// Initializers: normal, Kaiming normal and constants, all f32.
+// Initializers: normal, Kaiming and LeCun normal, and constants, all f32.
 #include "frontend/Init.h"
 
 #include <cmath>
@@ -13,18 +13,22 @@ Array sampleNormal(Rng& rng, const Shape& shape, double stddev) {
   return a;
 }
 
+// stddev sqrt(gain / fanIn), fanIn = the elements per output row (shape[0]).
+Initializer scaledByFanIn(double gain) {
+  return [gain](Rng& rng, const Shape& shape) {
+    int64_t fanIn = shape.empty() ? 1 : numElements(shape) / shape[0];
+    return sampleNormal(rng, shape, std::sqrt(gain / double(std::max<int64_t>(fanIn, 1))));
+  };
+}
+
 }  // namespace
 
 Initializer normal(double stddev) {
   return [stddev](Rng& rng, const Shape& shape) { return sampleNormal(rng, shape, stddev); };
 }
 
-Initializer kaimingNormal() {
-  return [](Rng& rng, const Shape& shape) {
-    int64_t fanIn = shape.empty() ? 1 : numElements(shape) / shape[0];
-    return sampleNormal(rng, shape, std::sqrt(2.0 / double(std::max<int64_t>(fanIn, 1))));
-  };
-}
+Initializer kaimingNormal() { return scaledByFanIn(2.0); }
+Initializer lecunNormal() { return scaledByFanIn(1.0); }
 
 Initializer constant(double value) {
   return [value](Rng&, const Shape& shape) {

@@ -24,6 +24,7 @@ using Initializer = std::function<Array(Rng&, const Shape&)>;
 namespace init {
 Initializer normal(double stddev);  // the seeds' Normal(0.01)
 Initializer kaimingNormal();        // He et al.: stddev sqrt(2 / fanIn)
+Initializer lecunNormal();          // stddev sqrt(1 / fanIn), Flax's default for Conv and Dense
 Initializer constant(double value);
 inline Initializer zeros() { return constant(0.0); }
 inline Initializer ones() { return constant(1.0); }

@@ -1,5 +1,5 @@
-// The layers ResNet-style models are built from: Conv2d, BatchNorm2d, Linear, ReLU, global
-// average pooling, Flatten and Sequential. Parameter names follow PyTorch (weight, bias,
+// The layers CNNs are built from: Conv2d, BatchNorm2d, Linear, ReLU, max and average pooling,
+// global average pooling, LogSoftmax, Flatten and Sequential. Parameter names follow PyTorch (weight, bias,
 // running_mean, running_var) so checkpoints map one to one.
 #pragma once
 
@@ -72,6 +72,41 @@ class ReLU final : public Module {
 
  protected:
   Tensor forward(Context&, const Tensor& x, Loc loc) const override { return relu(x, loc); }
+};
+
+// Windowed pooling over [N, C, H, W] (spmd::maxPool2d / avgPool2d).
+class MaxPool2d final : public Module {
+ public:
+  MaxPool2d(std::string path, Pool2dOptions options = {}) : Module(std::move(path)), options_(std::move(options)) {}
+  void init(Rng&, Tree&, Tree&) const override {}
+
+ protected:
+  Tensor forward(Context&, const Tensor& x, Loc loc) const override { return maxPool2d(x, options_, loc); }
+
+ private:
+  Pool2dOptions options_;
+};
+
+class AvgPool2d final : public Module {
+ public:
+  AvgPool2d(std::string path, Pool2dOptions options = {}) : Module(std::move(path)), options_(std::move(options)) {}
+  void init(Rng&, Tree&, Tree&) const override {}
+
+ protected:
+  Tensor forward(Context&, const Tensor& x, Loc loc) const override { return avgPool2d(x, options_, loc); }
+
+ private:
+  Pool2dOptions options_;
+};
+
+// log_softmax over the last axis (Flax's nn.log_softmax as a model's final layer).
+class LogSoftmax final : public Module {
+ public:
+  using Module::Module;
+  void init(Rng&, Tree&, Tree&) const override {}
+
+ protected:
+  Tensor forward(Context&, const Tensor& x, Loc loc) const override { return logSoftmax(x, -1, loc); }
 };
 
 // [N, C, H, W] -> [N, C]: mean over H and W.

@@ -4,19 +4,17 @@ BN state and batch that spmd wrote to DIR; writes back, in float32 and in float6
 gradient of every parameter, the BN running statistics after the step, and the parameters after
 one torch.optim.SGD step.
 
-Files in DIR: manifest.txt lines "<name> <dtype> <dims...>", one raw little-endian <name>.bin
-each. Parameter names follow spmd's (they match this module's state_dict keys).
+Files in DIR as tests/reference/exchange.py describes. Parameter names follow spmd's (they
+match this module's state_dict keys).
 
 usage: torch_resnet18.py DIR LR MOMENTUM WEIGHT_DECAY
 """
-import os
 import sys
 
-import numpy as np
 import torch
 from torch import nn
 
-DTYPES = {"f32": np.float32, "f64": np.float64, "i32": np.int32}
+from exchange import read, write
 
 
 class Residual(nn.Module):
@@ -54,20 +52,6 @@ class ResNet18(nn.Module):
             for block in getattr(self, f"stage{stage + 1}"):
                 x = block(x)
         return self.fc(torch.flatten(x.mean(dim=(2, 3)), 1))
-
-
-def read(directory):
-    arrays = {}
-    with open(os.path.join(directory, "manifest.txt")) as manifest:
-        for line in manifest:
-            name, dtype, *dims = line.split()
-            data = np.fromfile(os.path.join(directory, name + ".bin"), dtype=DTYPES[dtype])
-            arrays[name] = torch.from_numpy(data.reshape([int(d) for d in dims]))
-    return arrays
-
-
-def write(directory, name, tensor):
-    tensor.detach().numpy().tofile(os.path.join(directory, name + ".bin"))
 
 
 def step(arrays, dtype, lr, momentum, weight_decay, directory, prefix):

@@ -1,8 +1,9 @@
-// The outside reference: the seeds' ResNet-18 at full width, batch 8, same weights and inputs,
-// in spmd and in PyTorch's autograd (tests/reference/torch_resnet18.py, run with the system
-// python3 that python3-torch installs). Compares the loss, every parameter's gradient, the BN
-// running statistics and the parameters after one SGD step (momentum, weight decay), in f64
-// and in f32 (tolerances at the test). Skips, saying why, without torch.
+// The outside reference: the seeds' models, same weights and inputs, in spmd and in PyTorch's
+// autograd (tests/reference/torch_*.py, run with the system python3 that python3-torch
+// installs). ResNet-18 at full width, batch 8: the loss, every parameter's gradient, the BN
+// running statistics and the parameters after one SGD step (momentum, weight decay). The Flax
+// CNN (pooling, log_softmax): the loss and every gradient. In f64 and in f32 (tolerances at
+// each test). Skips, saying why, without torch.
 #include <cstdlib>
 #include <map>
 #include <filesystem>
@@ -10,6 +11,7 @@
 
 #include "TestUtil.h"
 #include "frontend/spmd.h"
+#include "frontend/models/Cnn.h"
 #include "frontend/models/ResNet.h"
 
 namespace spmd {
@@ -22,8 +24,12 @@ std::string python() {
   return env ? env : "/usr/bin/python3";
 }
 
-bool torchAvailable() {
-  return std::system((python() + " -c 'import torch' > /dev/null 2>&1").c_str()) == 0;
+// Empty when torch can be imported, else why not and how to fix it.
+std::string torchMissing() {
+  if (std::system((python() + " -c 'import torch' > /dev/null 2>&1").c_str()) == 0) return "";
+  return "PyTorch is not importable by " + python() +
+         " (apt-get install python3-torch; scripts/setup.sh does); set SPMD_PYTHON to use another "
+         "interpreter";
 }
 
 class Exchange {
@@ -151,10 +157,7 @@ Comparison compare(const StepResults& ours, const StepResults& reference) {
 // ~1e-1 on some stage-4 tensors. So spmd's f32 gradients must be as close to the f64 truth as
 // PyTorch's f32 ones are (within 2x), and within 1e-4 of it wherever PyTorch's f32 is.
 TEST(TorchReferenceTest, ResNet18FullWidthMatchesPyTorchAutograd) {
-  if (!torchAvailable())
-    GTEST_SKIP() << "PyTorch is not importable by " << python()
-                 << " (apt-get install python3-torch; scripts/setup.sh does); set SPMD_PYTHON "
-                    "to use another interpreter";
+  if (std::string why = torchMissing(); !why.empty()) GTEST_SKIP() << why;
   const double lr = 0.1, momentum = 0.9, weightDecay = 5e-4;
   auto model = models::resnet18({.inChannels = 1, .numClasses = 10, .width = 64});
   auto [params, state] = model->initialize(7);
@@ -207,6 +210,47 @@ TEST(TorchReferenceTest, ResNet18FullWidthMatchesPyTorchAutograd) {
   for (const auto& [key, e] : direct.errors)
     if (key.rfind("grad.", 0) == 0) gradients++, within += e < 1e-4;
   std::printf("  %d of %d f32 gradient tensors within 1e-4 of torch f32\n", within, gradients);
+}
+
+// The seeds' Flax CNN at batch 8 with the seed's loss (the batch's summed cross-entropy of the
+// log_softmax output): the loss and every gradient equal PyTorch's to 1e-10 in f64 and to 1e-4
+// of PyTorch's f32 ones in f32.
+TEST(TorchReferenceTest, SeedCnnMatchesPyTorchAutograd) {
+  if (std::string why = torchMissing(); !why.empty()) GTEST_SKIP() << why;
+  auto model = models::cnn();
+  auto [params, state] = model->initialize(11);
+  Array x = randomArray(DType::f32, {8, 1, 28, 28}, 12, 0, 1);
+  Array y = Array::of<int32_t>({8}, std::vector<int32_t>{2, 7, 1, 8, 2, 8, 1, 8});
+  Exchange exchange;
+  for (const auto& [name, t] : params) exchange.write(name, t.array());
+  exchange.write("input.x", x);
+  exchange.write("input.y", y);
+  exchange.close();
+  std::string command = python() + " " SPMD_SOURCE_DIR "/tests/reference/torch_cnn.py " + exchange.dir();
+  ASSERT_EQ(std::system(command.c_str()), 0) << "failed: " << command;
+
+  auto ours = [&](const Tree& p, const Array& xs) {
+    auto step = jit([&](const Tree& q, const Tensor& images, const Tensor& labels) {
+      return value_and_grad([&](const Tree& r) {
+        Tensor logProbs = model->apply(r, Tree(), images, true).first;
+        return sum(softmaxCrossEntropy(logProbs, labels), {0});
+      })(q);
+    });
+    auto [loss, grads] = step(p, xs, y);
+    StepResults out{{"loss", loss.array()}};
+    for (const auto& [name, t] : grads) out["grad." + name] = t.array();
+    return out;
+  };
+  StepResults ours32 = ours(params, x), ours64 = ours(cast(params, DType::f64), cast(x, DType::f64));
+  ASSERT_EQ(ours32.size(), 1 + params.size());
+  Comparison f64 = compare(ours64, load(exchange, "torch64", ours32, DType::f64));
+  Comparison f32 = compare(ours32, load(exchange, "torch32", ours32, DType::f32));
+  for (const auto& [key, e] : f64.errors) EXPECT_LT(e, 1e-10) << "f64 " << key;
+  for (const auto& [key, e] : f32.errors) EXPECT_LT(e, 1e-4) << "f32 " << key;
+  std::string worst64, worst32;
+  double e64 = f64.worst("", &worst64), e32 = f32.worst("", &worst32);
+  std::printf("  CNN vs torch: f64 worst %.2e (%s), f32 worst %.2e (%s) over %zu tensors\n", e64,
+              worst64.c_str(), e32, worst32.c_str(), f64.errors.size());
 }
 
 }  // namespace
