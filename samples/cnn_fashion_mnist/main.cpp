@@ -43,8 +43,8 @@ double number(const std::string& flag, const char* text, double low, bool intege
   char* end = nullptr;
   double value = std::strtod(text, &end);
   if (!*text || *end || !(value >= low) || (integer && value != double(int64_t(value))))
-    usage(flag + " needs " + (integer ? "an integer" : "a number") + " >= " + std::to_string(low) + ", got '" +
-          text + "'");
+    usage(flag + " needs " + (integer ? "an integer" : "a number") + " >= " + std::to_string(int64_t(low)) +
+          ", got '" + text + "'");
   return value;
 }
 
@@ -58,7 +58,9 @@ Flags parse(int argc, char** argv) {
     };
     if (arg == "--epochs") f.epochs = int64_t(number(arg, value(), 1, true));
     else if (arg == "--batch") f.batch = int64_t(number(arg, value(), 1, true));
-    else if (arg == "--lr") f.lr = number(arg, value(), 1e-12, false);
+    else if (arg == "--lr") {
+      if ((f.lr = number(arg, value(), 0, false)) == 0) usage("--lr needs a positive number");
+    }
     else if (arg == "--devices") f.devices = value();
     else if (arg == "--train-limit") f.trainLimit = int64_t(number(arg, value(), 0, true));
     else if (arg == "--test-limit") f.testLimit = int64_t(number(arg, value(), 0, true));
