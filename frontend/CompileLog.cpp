@@ -1,6 +1,7 @@
 // Signature keys, recompile reasons, and tracing -> compiling for jit and pmap.
 #include "frontend/CompileLog.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 
@@ -28,7 +29,25 @@ std::string explain(const std::string& before, const std::string& now, const std
   };
   auto [structBefore, typesBefore] = split(before);
   auto [structNow, typesNow] = split(now);
-  if (structBefore != structNow) return "the argument structure (tree keys or arity) changed";
+  if (structBefore != structNow) {
+    // A static argument's new value (Flatten.h writes "static <path> = <value>;").
+    auto parts = [](const std::string& text) {
+      std::vector<std::string> out;
+      for (size_t start = 0, end; (end = text.find(';', start)) != std::string::npos; start = end + 1)
+        out.push_back(text.substr(start, end - start));
+      return out;
+    };
+    std::vector<std::string> was = parts(structBefore), is = parts(structNow);
+    for (size_t i = 0; i < std::min(was.size(), is.size()); ++i) {
+      size_t eqWas = was[i].find(" = "), eqIs = is[i].find(" = ");
+      if (was[i] != is[i] && was[i].rfind("static ", 0) == 0 && is[i].rfind("static ", 0) == 0 &&
+          was[i].substr(0, eqWas) == is[i].substr(0, eqIs))
+        return "static " + was[i].substr(7, eqWas - 7) + " was " + was[i].substr(eqWas + 3) + ", now " +
+               is[i].substr(eqIs + 3) + " (a static value is part of the compile key; pass a scalar Tensor "
+               "to trace it instead)";
+    }
+    return "the argument structure (tree keys, arity or static values) changed";
+  }
   for (size_t i = 0; i < typesNow.size(); ++i)
     if (i >= typesBefore.size() || typesBefore[i] != typesNow[i])
       return (i < names.size() ? names[i] : "input leaf " + std::to_string(i)) + " was " +

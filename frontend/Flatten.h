@@ -1,8 +1,9 @@
-// Flattening the arguments and results of traced functions (Tensor, Tree, tuples and pairs of
-// them) into tensor leaves with a structure string and a path per leaf, and rebuilding them
+// Flattening the arguments and results of traced functions (Tensor, Tree, static numbers, tuples
+// and pairs of them) into tensor leaves with a structure string and a path per leaf, and rebuilding them
 // from leaves: the one pytree walk of spmd::jit, spmd::pmap and spmd::value_and_grad.
 #pragma once
 
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -59,6 +60,31 @@ template <typename A, typename B>
 void flatten(const std::pair<A, B>& pair, Flat& flat, const std::string& path = "") {
   flatten(pair.first, flat, joinPath(path, "0"));
   flatten(pair.second, flat, joinPath(path, "1"));
+}
+
+// Static arguments: a number or bool passed to a traced function is a compile-time constant
+// (jax's static_argnums). It has no leaf; its value is part of the structure, hence of the
+// compile-cache key, so a new value recompiles and the reason names it. A scalar Tensor is
+// traced instead: a new value then runs the same compiled code.
+template <typename T>
+  requires std::is_arithmetic_v<T>
+std::string staticText(T value) {
+  if constexpr (std::is_same_v<T, bool>) return value ? "true" : "false";
+  else if constexpr (std::is_floating_point_v<T>) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.17g", double(value));
+    return text;
+  } else return std::to_string(value);
+}
+template <typename T>
+  requires std::is_arithmetic_v<T>
+void flatten(T value, Flat& flat, const std::string& path = "") {
+  flat.structure += "static " + (path.empty() ? std::string("value") : path) + " = " + staticText(value) + ";";
+}
+template <typename T>
+  requires std::is_arithmetic_v<T>
+T unflatten(T proto, const std::vector<Tensor>&, size_t&) {
+  return proto;
 }
 
 inline Tensor unflatten(const Tensor&, const std::vector<Tensor>& leaves, size_t& pos) {

@@ -16,4 +16,5 @@
 #include "frontend/nn/Layers.h"
 #include "frontend/nn/Module.h"
 #include "frontend/optim/Adam.h"
+#include "frontend/optim/Schedule.h"
 #include "frontend/optim/Sgd.h"

@@ -1,9 +1,10 @@
-// Adam update (torch.optim.Adam): g += wd * p; m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
+// Adam update (torch.optim.Adam): g += wd * p (AdamW instead: p -= lr * wd * p); m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
 // p -= lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps).
 #include "frontend/optim/Adam.h"
 
 #include "frontend/Ops.h"
 #include "frontend/Trace.h"
+#include "frontend/optim/Schedule.h"
 
 namespace spmd::optim {
 
@@ -37,6 +38,11 @@ Tree Adam::init(const Tree& params) const {
 
 std::pair<Tree, Tree> Adam::update(const Tree& params, const Tree& grads, const Tree& state,
                                    Loc loc) const {
+  return update(params, grads, state, Tensor(), loc);
+}
+
+std::pair<Tree, Tree> Adam::update(const Tree& params, const Tree& grads, const Tree& state,
+                                   const Tensor& learningRate, Loc loc) const {
   auto require = [&](const Tree& tree, const std::string& key, const char* what) {
     if (!tree.contains(key))
       throw Error(detail::where(loc) + ": optim::Adam::update: no " + what + " '" + key +
@@ -54,7 +60,11 @@ std::pair<Tree, Tree> Adam::update(const Tree& params, const Tree& grads, const 
   Tensor correction2 = add(mul(beta2Power, -1.0, loc), 1.0, loc);
   for (const auto& [name, p] : params) {
     Tensor g = require(grads, name, "gradient for parameter");
-    if (c.weightDecay != 0) g = add(g, mul(p, c.weightDecay, loc), loc);
+    Tensor decayed = p;
+    if (c.weightDecay != 0 && c.decoupledWeightDecay)
+      decayed = sub(p, timesRate(mul(p, c.weightDecay, loc), learningRate, c.learningRate, "Adam", loc), loc);
+    else if (c.weightDecay != 0)
+      g = add(g, mul(p, c.weightDecay, loc), loc);
     Tensor m = add(mul(require(state, "exp_avg." + name, "state entry"), c.beta1, loc),
                    mul(g, 1 - c.beta1, loc), loc);
     Tensor v = add(mul(require(state, "exp_avg_sq." + name, "state entry"), c.beta2, loc),
@@ -63,7 +73,7 @@ std::pair<Tree, Tree> Adam::update(const Tree& params, const Tree& grads, const 
     newState.set("exp_avg_sq." + name, v);
     Tensor denom = add(sqrt(div(v, correction2, loc), loc), c.epsilon, loc);
     Tensor step = div(div(m, correction1, loc), denom, loc);
-    newParams.set(name, sub(p, mul(step, c.learningRate, loc), loc));
+    newParams.set(name, sub(decayed, timesRate(step, learningRate, c.learningRate, "Adam", loc), loc));
   }
   return {newParams, newState};
 }

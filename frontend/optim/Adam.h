@@ -1,5 +1,5 @@
-// Adam as torch.optim.Adam (bias-corrected moments, L2 weight decay added to the gradient),
-// written as traced ops over parameter Trees.
+// Adam as torch.optim.Adam (bias-corrected moments, L2 weight decay added to the gradient) and,
+// with decoupledWeightDecay, as torch.optim.AdamW; written as traced ops over parameter Trees.
 #pragma once
 
 #include <utility>
@@ -13,6 +13,9 @@ struct AdamConfig {
   double beta1 = 0.9, beta2 = 0.999;
   double epsilon = 1e-8;
   double weightDecay = 0.0;
+  // AdamW: p -= lr * weightDecay * p before the Adam step, instead of adding weightDecay * p
+  // to the gradient (torch.optim.AdamW; its default weightDecay is 0.01).
+  bool decoupledWeightDecay = false;
 };
 
 class Adam {
@@ -25,6 +28,10 @@ class Adam {
   Tree init(const Tree& params) const;
   std::pair<Tree, Tree> update(const Tree& params, const Tree& grads, const Tree& state,
                                Loc loc = Loc::current()) const;
+  // With the learning rate as a traced rank-0 tensor (a schedule's rate, optim/Schedule.h)
+  // instead of config().learningRate.
+  std::pair<Tree, Tree> update(const Tree& params, const Tree& grads, const Tree& state,
+                               const Tensor& learningRate, Loc loc = Loc::current()) const;
 
  private:
   AdamConfig config_;

@@ -4,6 +4,7 @@
 
 #include "frontend/Ops.h"
 #include "frontend/Trace.h"
+#include "frontend/optim/Schedule.h"
 
 namespace spmd::optim {
 
@@ -27,6 +28,11 @@ Tree Sgd::init(const Tree& params) const {
 
 std::pair<Tree, Tree> Sgd::update(const Tree& params, const Tree& grads, const Tree& state,
                                   Loc loc) const {
+  return update(params, grads, state, Tensor(), loc);
+}
+
+std::pair<Tree, Tree> Sgd::update(const Tree& params, const Tree& grads, const Tree& state,
+                                  const Tensor& learningRate, Loc loc) const {
   Tree newParams, newState;
   for (const auto& [name, p] : params) {
     if (!grads.contains(name))
@@ -43,7 +49,7 @@ std::pair<Tree, Tree> Sgd::update(const Tree& params, const Tree& grads, const T
       newState.set(name, buffer);
       step = config_.nesterov ? add(g, mul(buffer, config_.momentum, loc), loc) : buffer;
     }
-    newParams.set(name, sub(p, mul(step, config_.learningRate, loc), loc));
+    newParams.set(name, sub(p, timesRate(step, learningRate, config_.learningRate, "Sgd", loc), loc));
   }
   return {newParams, newState};
 }

@@ -26,6 +26,10 @@ class Sgd {
   // One step: {new params, new state}. Call inside a traced function.
   std::pair<Tree, Tree> update(const Tree& params, const Tree& grads, const Tree& state,
                                Loc loc = Loc::current()) const;
+  // With the learning rate as a traced rank-0 tensor (a schedule's rate, optim/Schedule.h)
+  // instead of config().learningRate.
+  std::pair<Tree, Tree> update(const Tree& params, const Tree& grads, const Tree& state,
+                               const Tensor& learningRate, Loc loc = Loc::current()) const;
 
  private:
   SgdConfig config_;
