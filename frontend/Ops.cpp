@@ -139,6 +139,9 @@ Tensor div(const Tensor& a, const Tensor& b, Loc loc) { return binary<ir::DivOp>
 Tensor maximum(const Tensor& a, const Tensor& b, Loc loc) {
   return binary<ir::MaxOp>(a, b, "maximum", loc);
 }
+Tensor greaterEqual(const Tensor& a, const Tensor& b, Loc loc) {
+  return binary<ir::GreaterEqualOp>(a, b, "greaterEqual", loc);
+}
 Tensor add(const Tensor& x, double c, Loc loc) { return add(x, fill(x, c, loc), loc); }
 Tensor mul(const Tensor& x, double c, Loc loc) { return mul(x, fill(x, c, loc), loc); }
 Tensor neg(const Tensor& x, Loc loc) { return unary<ir::NegOp>(x, "neg", loc); }

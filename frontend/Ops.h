@@ -46,6 +46,8 @@ Tensor sub(const Tensor& a, const Tensor& b, Loc loc = Loc::current());
 Tensor mul(const Tensor& a, const Tensor& b, Loc loc = Loc::current());
 Tensor div(const Tensor& a, const Tensor& b, Loc loc = Loc::current());
 Tensor maximum(const Tensor& a, const Tensor& b, Loc loc = Loc::current());
+// A mask: 1 where a >= b, else 0, in the operands' float type.
+Tensor greaterEqual(const Tensor& a, const Tensor& b, Loc loc = Loc::current());
 // With a scalar of x's dtype.
 Tensor add(const Tensor& x, double c, Loc loc = Loc::current());
 Tensor mul(const Tensor& x, double c, Loc loc = Loc::current());

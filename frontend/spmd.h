@@ -10,6 +10,7 @@
 #include "frontend/Jit.h"
 #include "frontend/Ops.h"
 #include "frontend/Pmap.h"
+#include "frontend/Random.h"
 #include "frontend/Processes.h"
 #include "frontend/Tensor.h"
 #include "frontend/Tree.h"

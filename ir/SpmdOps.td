@@ -91,6 +91,27 @@ def Spmd_SoftmaxOp : Spmd_AxisNormalizeOp<"softmax", "exp(x) / sum(exp(x)) along
 def Spmd_LogSoftmaxOp
     : Spmd_AxisNormalizeOp<"log_softmax", "x - log(sum(exp(x))) along axis">;
 
+//===--- random numbers ----------------------------------------------------------------------===//
+
+// A key is a tensor<2xi32> (jax.random's raw key): spmd::random::key(seed) makes one on the host.
+def Spmd_RandomUniformOp : Spmd_Op<"random_uniform", [Spmd_ZeroGradient]> {
+  let summary = "uniform floats in [0, 1) drawn from a key; the result type gives the shape";
+  let description = [{
+    Philox4x32-10 (runtime/base/Philox.h): element i (row-major) is a function of the key and i
+    alone, so the values do not depend on the backend, the thread count or the device a replica
+    runs on. One key gives one stream: derive a key per use with random_fold_in.
+  }];
+  let arguments = (ins Spmd_IndexTensor:$key);
+  let results = (outs Spmd_FloatTensor:$result);
+  let hasVerifier = 1;
+}
+
+def Spmd_RandomFoldInOp : Spmd_InferredOp<"random_fold_in", [Spmd_ZeroGradient]> {
+  let summary = "the key derived from a key and a scalar i32 (a replica index, a step, a layer)";
+  let arguments = (ins Spmd_IndexTensor:$key, Spmd_IndexTensor:$data);
+  let results = (outs Spmd_IndexTensor:$result);
+}
+
 //===--- elementwise -------------------------------------------------------------------------===//
 
 // Result type = operand type; ODS derives the shape rule from SameOperandsAndResultType.

@@ -257,6 +257,32 @@ LogicalResult LogSoftmaxOp::inferReturnTypes(MLIRContext*, OptLoc loc, Adaptor a
   return inferAxisNormalize(loc, "log_softmax", adaptor, results);
 }
 
+//===--- random numbers ----------------------------------------------------------------------===//
+
+namespace {
+
+LogicalResult expectKey(OptLoc loc, StringRef op, Value key) {
+  auto type = expectTensor(loc, op, "key", key, 1, IntegerType::get(key.getContext(), 32));
+  if (failed(type)) return failure();
+  if (type->getDimSize(0) != 2)
+    return fail(loc, op, "key must be tensor<2xi32> (from spmd::random::key), got " + str(*type));
+  return success();
+}
+
+}  // namespace
+
+LogicalResult RandomUniformOp::verify() { return expectKey(getLoc(), "random_uniform", getKey()); }
+
+LogicalResult RandomFoldInOp::inferReturnTypes(MLIRContext*, OptLoc loc, Adaptor adaptor,
+                                               SmallVectorImpl<Type>& results) {
+  constexpr StringRef op = "random_fold_in";
+  if (failed(expectKey(loc, op, adaptor.getKey())) ||
+      failed(expectTensor(loc, op, "data (a scalar)", adaptor.getData(), 0)))
+    return failure();
+  results.push_back(adaptor.getKey().getType());
+  return success();
+}
+
 //===--- reductions --------------------------------------------------------------------------===//
 
 LogicalResult ReduceSumOp::inferReturnTypes(MLIRContext*, OptLoc loc, Adaptor adaptor,

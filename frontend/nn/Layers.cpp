@@ -1,7 +1,8 @@
-// Conv2d, BatchNorm2d, Linear and Sequential: parameter creation and forward ops.
+// Conv2d, BatchNorm2d, Linear, Dropout and Sequential: parameter creation and forward ops.
 #include "frontend/nn/Layers.h"
 
 #include "frontend/Collectives.h"
+#include "frontend/Random.h"
 #include "frontend/Trace.h"
 
 namespace spmd::nn {
@@ -70,6 +71,23 @@ void Linear::init(Rng& rng, Tree& params, Tree&) const {
 Tensor Linear::forward(Context& ctx, const Tensor& x, Loc loc) const {
   return matmul(x, ctx.params.at(key("weight")), ctx.params.at(key("bias")),
                 {.transposeLhs = false, .transposeRhs = true}, loc);
+}
+
+Dropout::Dropout(std::string path, double rate) : Module(std::move(path)), rate_(rate) {
+  if (!(rate >= 0 && rate < 1))
+    throw Error("nn::Dropout '" + this->path() + "': rate must be in [0, 1), got " + std::to_string(rate));
+}
+
+Tensor Dropout::forward(Context& ctx, const Tensor& x, Loc loc) const {
+  if (!ctx.training || rate_ == 0) return x;
+  if (!ctx.rng.defined())
+    throw Error(detail::where(loc) + ": nn::Dropout '" + path() +
+                "' in training mode needs a random key: pass one to apply(params, state, x, true, key) "
+                "(spmd::random::key(seed), folded with the step and axisIndex under pmap)");
+  uint32_t hash = 2166136261u;  // FNV-1a of the path: this layer's stream
+  for (char c : path()) hash = (hash ^ uint8_t(c)) * 16777619u;
+  Tensor layerKey = random::foldIn(ctx.rng, Tensor(Array::of<int32_t>({}, std::vector<int32_t>{int32_t(hash)})), loc);
+  return random::dropout(x, layerKey, rate_, loc);
 }
 
 void Sequential::init(Rng& rng, Tree& params, Tree& state) const {

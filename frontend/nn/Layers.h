@@ -1,5 +1,5 @@
 // The layers CNNs are built from: Conv2d, BatchNorm2d, Linear, ReLU, max and average pooling,
-// global average pooling, LogSoftmax, Flatten and Sequential. Parameter names follow PyTorch (weight, bias,
+// global average pooling, LogSoftmax, Dropout, Flatten and Sequential. Parameter names follow PyTorch (weight, bias,
 // running_mean, running_var) so checkpoints map one to one.
 #pragma once
 
@@ -107,6 +107,21 @@ class LogSoftmax final : public Module {
 
  protected:
   Tensor forward(Context&, const Tensor& x, Loc loc) const override { return logSoftmax(x, -1, loc); }
+};
+
+// Inverted dropout in training mode (spmd::random::dropout), the identity in inference. Draws
+// from the key given to apply(), folded with a hash of the layer's path so that each Dropout
+// layer has its own stream.
+class Dropout final : public Module {
+ public:
+  Dropout(std::string path, double rate);  // throws unless 0 <= rate < 1
+  void init(Rng&, Tree&, Tree&) const override {}
+
+ protected:
+  Tensor forward(Context& ctx, const Tensor& x, Loc loc) const override;
+
+ private:
+  double rate_;
 };
 
 // [N, C, H, W] -> [N, C]: mean over H and W.

@@ -19,7 +19,12 @@ std::pair<Tree, Tree> Module::initialize(uint64_t seed) const {
 
 std::pair<Tensor, Tree> Module::apply(const Tree& params, const Tree& state, const Tensor& x,
                                       bool training, Loc loc) const {
-  Context ctx{params, state, training, {}};
+  return apply(params, state, x, training, Tensor(), loc);
+}
+
+std::pair<Tensor, Tree> Module::apply(const Tree& params, const Tree& state, const Tensor& x,
+                                      bool training, const Tensor& rngKey, Loc loc) const {
+  Context ctx{params, state, training, {}, rngKey};
   Tensor y = (*this)(ctx, x, loc);
   Tree newState = state;
   for (const auto& [name, value] : ctx.newState) newState.set(name, value);

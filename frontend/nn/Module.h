@@ -12,13 +12,14 @@
 
 namespace spmd::nn {
 
-// What a forward pass reads and writes: parameters, state (BN running statistics), and the
-// new state a training-mode pass produces.
+// What a forward pass reads and writes: parameters, state (BN running statistics), the new
+// state a training-mode pass produces, and the random key of a training pass (empty if none).
 struct Context {
   const Tree& params;
   const Tree& state;
   bool training = true;
   Tree newState;
+  Tensor rng;
 };
 
 class Module {
@@ -38,6 +39,9 @@ class Module {
   // Runs the model; returns the output and (in training mode) the updated state.
   std::pair<Tensor, Tree> apply(const Tree& params, const Tree& state, const Tensor& x,
                                 bool training, Loc loc = Loc::current()) const;
+  // With a random key (spmd::random) for the layers that draw random numbers (Dropout).
+  std::pair<Tensor, Tree> apply(const Tree& params, const Tree& state, const Tensor& x,
+                                bool training, const Tensor& rngKey, Loc loc = Loc::current()) const;
 
  protected:
   virtual Tensor forward(Context& ctx, const Tensor& x, Loc loc) const = 0;

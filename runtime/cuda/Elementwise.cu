@@ -1,10 +1,11 @@
-// CUDA elementwise, shape, reduction, loss, pooling and softmax kernels: the shared kernel code
+// CUDA elementwise, shape, reduction, loss, pooling, softmax and random kernels: the shared kernel code
 // (runtime/cuda/kernels/) compiled by nvcc and launched through CudaApi.
 #include "runtime/cuda/CudaApi.cuh"
 #include "runtime/cuda/Kernels.h"
 #include "runtime/cuda/kernels/Elementwise.h"
 #include "runtime/cuda/kernels/Loss.h"
 #include "runtime/cuda/kernels/Pool.h"
+#include "runtime/cuda/kernels/Random.h"
 #include "runtime/cuda/kernels/Reduce.h"
 #include "runtime/cuda/kernels/Shape.h"
 #include "runtime/cuda/kernels/Softmax.h"
@@ -23,6 +24,7 @@ SPMD_GPU_REDUCE_OPS(SPMD_SHARED)
 SPMD_GPU_LOSS_OPS(SPMD_SHARED)
 SPMD_GPU_POOL_OPS(SPMD_SHARED)
 SPMD_GPU_SOFTMAX_OPS(SPMD_SHARED)
+SPMD_GPU_RANDOM_OPS(SPMD_SHARED)
 #undef SPMD_SHARED
 
 }  // namespace spmd::runtime::cuda

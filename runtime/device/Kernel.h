@@ -60,7 +60,8 @@ inline void checkLabel(int32_t label, int64_t row, int64_t classes) {
   X(reduce_max) X(argmax) X(matmul) X(softmax_cross_entropy) X(conv2d_backward_data)             \
   X(conv2d_backward_filter) X(batch_norm_train_backward) X(max_pool2d_backward)                  \
   X(avg_pool2d_backward) X(softmax_cross_entropy_backward) X(all_reduce) X(all_gather)           \
-  X(reduce_scatter) X(axis_index) X(fused) SPMD_ELEMENTWISE_OPS(X)
+  X(reduce_scatter) X(axis_index) X(random_uniform) X(random_fold_in) X(fused)                    \
+  SPMD_ELEMENTWISE_OPS(X)
 using KernelTable = std::unordered_map<std::string, KernelFn>;
 
 // Reference kernels: simple loops, double accumulation; the oracle tests compare backends with.

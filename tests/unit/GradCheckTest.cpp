@@ -158,6 +158,8 @@ std::vector<GradCase> cases() {
        [](const T& a) {
          return T{avgPool2d(a[0]), avgPool2d(a[0], {.window = {3, 2}, .stride = {1, 2}, .padding = {1, 0}})};
        }},
+      {"dropout (a fixed key's mask)", {x({4, 6})},
+       [](const T& a) { return T{random::dropout(a[0], Tensor(random::key(5)), 0.3)}; }},
       {"softmax log_softmax", {x({3, 4, 5})},
        [](const T& a) { return T{softmax(mul(a[0], 2.0), 1), logSoftmax(mul(a[0], 2.0))}; }},
       {"softmax_cross_entropy", {x({5, 7})},

@@ -181,6 +181,10 @@ inline std::vector<KernelCase> kernelCases(DType t) {
     list.push_back({op + " first axis", op, {rnd({5, 3, 4}, -3, 3)}, {{t, {5, 3, 4}}}, {{"axis", int64_t{0}}}});
     list.push_back({op + " middle axis", op, {rnd({3, 9, 4})}, {{t, {3, 9, 4}}}, {{"axis", int64_t{1}}}});
   }
+  Array key = Array::of<int32_t>({2}, std::vector<int32_t>{12345, -6789});
+  list.push_back({"random_uniform", "random_uniform", {key}, {{t, {3, 17, 5}}}, {}});
+  list.push_back({"random_fold_in", "random_fold_in", {key, Array::of<int32_t>({}, std::vector<int32_t>{-3})},
+                  {{DType::i32, {2}}}, {}});
   // Fused bodies as spmd-fuse-elementwise lowers them: per-channel broadcast loads, a size-1
   // broadcast, literals, every elementwise kind, two outputs; 5184 elements span many chunks.
   list.push_back({"fused bn-apply relu", "fused", {rnd({4, 16, 9, 9}), rnd({16}), rnd({1, 16, 1, 1})},

@@ -50,6 +50,12 @@ func.func @all_ops(%x: tensor<2x3x8x8xf32>, %w: tensor<4x3x3x3xf32>, %b: tensor<
   %sm = spmd.softmax %m {axis = 1 : i64} : (tensor<6x5xf32>) -> tensor<6x5xf32>
   // CHECK: spmd.log_softmax %{{.*}} {axis = 0 : i64} : (tensor<6x5xf32>) -> tensor<6x5xf32>
   %lsm = spmd.log_softmax %sm {axis = 0 : i64} : (tensor<6x5xf32>) -> tensor<6x5xf32>
+  // CHECK: spmd.random_fold_in %{{.*}}, %{{.*}} : (tensor<2xi32>, tensor<i32>) -> tensor<2xi32>
+  %key = spmd.constant dense<[1, 2]> : tensor<2xi32>
+  %step = spmd.constant dense<3> : tensor<i32>
+  %key2 = spmd.random_fold_in %key, %step : (tensor<2xi32>, tensor<i32>) -> tensor<2xi32>
+  // CHECK: spmd.random_uniform %{{.*}} : (tensor<2xi32>) -> tensor<6x5xf32>
+  %noise = spmd.random_uniform %key2 : (tensor<2xi32>) -> tensor<6x5xf32>
   // CHECK: spmd.log
   %u2 = spmd.log %u1 : (tensor<2x4x4x4xf32>) -> tensor<2x4x4x4xf32>
   // CHECK: spmd.sqrt

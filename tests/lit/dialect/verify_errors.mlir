@@ -297,3 +297,11 @@ func.func @softmax_axis(%x: tensor<4x5xf32>) {
   %r = spmd.softmax %x {axis = 2 : i64} : (tensor<4x5xf32>) -> tensor<4x5xf32>
   return
 }
+
+// -----
+
+func.func @random_key_shape(%k: tensor<3xi32>) {
+  // expected-error @+1 {{key must be tensor<2xi32> (from spmd::random::key), got tensor<3xi32>}}
+  %r = spmd.random_uniform %k : (tensor<3xi32>) -> tensor<4xf32>
+  return
+}

@@ -1,10 +1,11 @@
-// CPU pooling, softmax and log_softmax: the shared kernel code the CUDA backend and the
-// simulator launch (runtime/cuda/kernels/Pool.h, Softmax.h), run here as a plain loop on the
-// replica's thread, so every backend computes these ops with one definition. oneDNN's pooling
+// The CPU kernels that run the shared kernel code the CUDA backend and the simulator launch
+// (runtime/cuda/kernels/): pooling, softmax, log_softmax and the random ops, as a plain loop on
+// the replica's thread, so every backend computes these ops with one definition. oneDNN's pooling
 // primitive is not used: its max-pooling backward needs the forward's workspace, which the
 // separate backward step does not have, and its NaN handling is not specified.
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cuda/kernels/Pool.h"
+#include "runtime/cuda/kernels/Random.h"
 #include "runtime/cuda/kernels/Softmax.h"
 
 namespace spmd::runtime::cpu {
@@ -23,6 +24,7 @@ struct HostLoop {
   void name(KernelCall& call) { gpu::name<HostLoop>(call); }
 SPMD_GPU_POOL_OPS(SPMD_SHARED)
 SPMD_GPU_SOFTMAX_OPS(SPMD_SHARED)
+SPMD_GPU_RANDOM_OPS(SPMD_SHARED)
 #undef SPMD_SHARED
 
 }  // namespace spmd::runtime::cpu

@@ -1,0 +1,31 @@
+// Randomness inside traced functions, as jax.random: a key (an i32[2] tensor) names a stream of
+// Philox4x32-10 numbers (runtime/base/Philox.h); the same key gives the same numbers on every
+// backend and thread count. Derive keys with foldIn, never reuse one key for two purposes.
+// Under pmap, foldIn(key, axisIndex("batch")) gives each replica its own stream, a function of
+// (key, global replica index) only, so it does not depend on how replicas map to threads or
+// processes; fold in the step too (foldIn(key, step) on the host) for a new mask every step.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "frontend/Tensor.h"
+
+namespace spmd::random {
+
+// A key from a seed (jax.random.PRNGKey): i32[2], the seed's low and high 32 bits.
+Array key(uint64_t seed);
+// On the host: the key derived from `key` and `data`; equal to the traced foldIn's result.
+Array foldIn(const Array& key, uint32_t data);
+// On the host: n independent keys derived from `key` (jax.random.split).
+std::vector<Array> split(const Array& key, int n);
+
+// Traced: the key derived from `key` and a rank-0 i32 tensor (axisIndex, a step argument).
+Tensor foldIn(const Tensor& key, const Tensor& data, Loc loc = Loc::current());
+// Traced: uniform numbers in [0, 1) of the given shape and float dtype.
+Tensor uniform(const Tensor& key, const Shape& shape, DType dtype = DType::f32, Loc loc = Loc::current());
+// Inverted dropout: each element is zeroed with probability `rate` (0 <= rate < 1), the others
+// scaled by 1 / (1 - rate), as torch.nn.functional.dropout in training mode.
+Tensor dropout(const Tensor& x, const Tensor& key, double rate, Loc loc = Loc::current());
+
+}  // namespace spmd::random

@@ -1,0 +1,149 @@
+// Randomness: Philox4x32-10 against the Random123 known-answer vectors; uniform numbers in
+// [0, 1) with the right moments; traced and host key derivation agree; dropout under pmap gives
+// each replica its own mask, a function of (key, global replica index, step) alone, the same
+// bits on every run and device count.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "TestUtil.h"
+#include "frontend/spmd.h"
+#include "runtime/base/Philox.h"
+
+namespace spmd {
+namespace {
+
+namespace philox = runtime::philox;
+using spmd::testing::errorOf;
+
+TEST(RandomTest, PhiloxMatchesRandom123KnownAnswers) {
+  struct Vector { philox::Words counter; uint32_t k0, k1; philox::Words want; };
+  for (const Vector& v : {Vector{{{0, 0, 0, 0}}, 0, 0, {{0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8}}},
+                          Vector{{{~0u, ~0u, ~0u, ~0u}}, ~0u, ~0u, {{0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd}}},
+                          Vector{{{0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344}}, 0xa4093822, 0x299f31d0,
+                                 {{0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1}}}}) {
+    philox::Words got = philox::philox4x32(v.counter, v.k0, v.k1);
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(got.w[i], v.want.w[i]) << "word " << i;
+  }
+}
+
+std::vector<double> values(const Tensor& t) {
+  std::vector<double> out;
+  for (int64_t i = 0; i < t.array().numel(); ++i) out.push_back(spmd::testing::valueAt(t.array(), i));
+  return out;
+}
+
+TEST(RandomTest, UniformIsInTheUnitIntervalWithTheRightMoments) {
+  for (DType dtype : {DType::f32, DType::f64}) {
+    auto draw = jit([dtype](const Tensor& key) { return random::uniform(key, {200, 500}, dtype); });
+    std::vector<double> u = values(draw(random::key(2024)));
+    double sum = 0, squares = 0;
+    for (double v : u) {
+      ASSERT_TRUE(v >= 0 && v < 1) << v;
+      sum += v;
+      squares += v * v;
+    }
+    double mean = sum / double(u.size()), variance = squares / double(u.size()) - mean * mean;
+    EXPECT_NEAR(mean, 0.5, 0.005) << dtypeName(dtype);  // 5 sigma of 1e5 draws is 0.0046
+    EXPECT_NEAR(variance, 1.0 / 12, 0.002) << dtypeName(dtype);
+    EXPECT_EQ(u, values(draw(random::key(2024)))) << "same key, same numbers";
+    EXPECT_NE(u, values(draw(random::key(2025))));
+    // Element i depends only on the key and i: a smaller draw is a prefix of the larger.
+    auto small = jit([dtype](const Tensor& key) { return random::uniform(key, {7}, dtype); });
+    std::vector<double> prefix = values(small(random::key(2024)));
+    EXPECT_EQ(prefix, std::vector<double>(u.begin(), u.begin() + 7));
+  }
+}
+
+TEST(RandomTest, TracedAndHostKeysAgree) {
+  Array key = random::key(99);
+  auto derive = jit([](const Tensor& k, const Tensor& data) { return random::foldIn(k, data); });
+  for (int32_t data : {0, 1, 7, -3}) {
+    Tensor traced = derive(key, Array::of<int32_t>({}, std::vector<int32_t>{data}));
+    EXPECT_EQ(values(traced), values(Tensor(random::foldIn(key, uint32_t(data))))) << data;
+  }
+  std::vector<Array> keys = random::split(key, 3);
+  ASSERT_EQ(keys.size(), 3u);
+  EXPECT_NE(values(Tensor(keys[0])), values(Tensor(keys[1])));
+  EXPECT_NE(values(Tensor(keys[0])), values(Tensor(random::foldIn(key, 0)))) << "split and foldIn are separate";
+  EXPECT_NE(errorOf([] { random::split(Array::of<float>({2}, std::vector<float>{1, 2}), 2); }).find("i32[2]"),
+            std::string::npos);
+}
+
+// The dropout mask replica r draws at step t, computed on the host from the definition.
+std::vector<double> expectedDropout(const Array& stepKey, int32_t replica, int64_t n, double rate) {
+  Array k = random::foldIn(stepKey, uint32_t(replica));
+  uint32_t k0 = uint32_t(k.values<int32_t>()[0]), k1 = uint32_t(k.values<int32_t>()[1]);
+  std::vector<double> out;
+  for (int64_t i = 0; i < n; ++i)
+    out.push_back(double(philox::uniformF32(k0, k1, uint64_t(i))) >= rate ? double(float(1.0 / (1.0 - rate))) : 0.0);
+  return out;
+}
+
+TEST(RandomTest, DropoutUnderPmapDependsOnlyOnKeyReplicaAndStep) {
+  const int64_t n = 1000;
+  const double rate = 0.25;
+  auto mapped = [&](const std::string& devices) {
+    return pmap([&](const Tensor& x, const Tensor& key) {
+                  return random::dropout(x, random::foldIn(key, axisIndex("batch")), rate);
+                },
+                {.inAxes = {0, replicated}, .outAxes = {0}, .devices = devices});
+  };
+  Array key = random::key(7);
+  auto four = mapped("cpu:4"), two = mapped("cpu:2"), one = mapped("cpu:1");
+  auto ones = [&](int64_t replicas) {
+    Array a = Array::zeros(DType::f32, {replicas, n});
+    for (float& v : a.values<float>()) v = 1.0f;
+    return a;
+  };
+  for (int64_t step = 0; step < 2; ++step) {
+    Array stepKey = random::foldIn(key, uint32_t(step));
+    std::vector<double> y4 = values(four(ones(4), stepKey)), y2 = values(two(ones(2), stepKey)),
+                        y1 = values(one(ones(1), stepKey));
+    EXPECT_EQ(y4, values(four(ones(4), stepKey))) << "a repeated run gives the same bits";
+    for (int32_t r = 0; r < 4; ++r) {
+      std::vector<double> row(y4.begin() + r * n, y4.begin() + (r + 1) * n);
+      EXPECT_EQ(row, expectedDropout(stepKey, r, n, rate)) << "replica " << r << " step " << step;
+      if (r < 2) EXPECT_EQ(row, std::vector<double>(y2.begin() + r * n, y2.begin() + (r + 1) * n)) << "cpu:2";
+      if (r < 1) EXPECT_EQ(row, y1) << "cpu:1";
+      int64_t kept = std::count_if(row.begin(), row.end(), [](double v) { return v != 0; });
+      EXPECT_NEAR(double(kept) / double(n), 1 - rate, 0.06) << "replica " << r;
+    }
+    for (int32_t r = 1; r < 4; ++r)
+      EXPECT_NE(std::vector<double>(y4.begin(), y4.begin() + n),
+                std::vector<double>(y4.begin() + r * n, y4.begin() + (r + 1) * n))
+          << "replicas 0 and " << r << " drew the same mask";
+  }
+  EXPECT_NE(values(four(ones(4), random::foldIn(key, 0))), values(four(ones(4), random::foldIn(key, 1))))
+      << "each step has its own masks";
+  EXPECT_EQ(four.compileCount(), 1) << "keys are inputs: new steps do not recompile";
+}
+
+TEST(RandomTest, DropoutLayerNeedsAKeyInTrainingOnly) {
+  nn::Sequential net("");
+  net.addNamed<nn::Linear>("fc", 4, 3);
+  net.addNamed<nn::Dropout>("drop", 0.5);
+  auto [params, state] = net.initialize(1);
+  Array x = spmd::testing::randomArray(DType::f32, {2, 4}, 5);
+  auto infer = jit([&](const Tree& p, const Tensor& xs) { return net.apply(p, state, xs, false).first; });
+  auto plain = jit([&](const Tree& p, const Tensor& xs) {
+    return matmul(xs, p.at("fc.weight"), p.at("fc.bias"), {.transposeRhs = true});
+  });
+  EXPECT_EQ(values(infer(params, x)), values(plain(params, x))) << "inference is the identity";
+  auto noKey = jit([&](const Tree& p, const Tensor& xs) { return net.apply(p, state, xs, true).first; });
+  std::string error = errorOf([&] { noKey(params, x); });
+  EXPECT_NE(error.find("nn::Dropout 'drop' in training mode needs a random key"), std::string::npos) << error;
+  auto train = jit([&](const Tree& p, const Tensor& xs, const Tensor& key) { return net.apply(p, state, xs, true, key).first; });
+  std::vector<double> y = values(train(params, x, random::key(3))), base = values(plain(params, x));
+  int zeros = 0;
+  for (size_t i = 0; i < y.size(); ++i) {
+    if (y[i] == 0) ++zeros;
+    else EXPECT_NEAR(y[i], 2 * base[i], 1e-6);
+  }
+  EXPECT_GT(zeros, 0);
+  EXPECT_LT(zeros, 6);
+  EXPECT_NE(errorOf([] { nn::Dropout("d", 1.0); }).find("rate must be in [0, 1)"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace spmd
