@@ -80,4 +80,26 @@ Tensor matmul(const Tensor& a, const Tensor& b, const Tensor& bias = {},
 // Per-example loss: logits [N, C], labels [N] i32 -> [N].
 Tensor softmaxCrossEntropy(const Tensor& logits, const Tensor& labels, Loc loc = Loc::current());
 
+// Operators: a + b, a - b, a * b, a / b, -a, and with a number on either side. They broadcast as
+// add/sub/mul/div do, and record the user's line: the left operand converts to `Operand`, whose
+// default argument is evaluated where the expression is written.
+struct Operand {
+  const Tensor& tensor;
+  Loc loc;
+  Operand(const Tensor& t, Loc l = Loc::current()) : tensor(t), loc(l) {}  // NOLINT: implicit
+};
+inline Tensor operator+(Operand a, const Tensor& b) { return add(a.tensor, b, a.loc); }
+inline Tensor operator-(Operand a, const Tensor& b) { return sub(a.tensor, b, a.loc); }
+inline Tensor operator*(Operand a, const Tensor& b) { return mul(a.tensor, b, a.loc); }
+inline Tensor operator/(Operand a, const Tensor& b) { return div(a.tensor, b, a.loc); }
+inline Tensor operator-(Operand a) { return neg(a.tensor, a.loc); }
+inline Tensor operator+(Operand a, double c) { return add(a.tensor, c, a.loc); }
+inline Tensor operator-(Operand a, double c) { return add(a.tensor, -c, a.loc); }
+inline Tensor operator*(Operand a, double c) { return mul(a.tensor, c, a.loc); }
+inline Tensor operator/(Operand a, double c) { return mul(a.tensor, 1.0 / c, a.loc); }
+inline Tensor operator+(double c, Operand a) { return add(a.tensor, c, a.loc); }
+inline Tensor operator-(double c, Operand a) { return add(neg(a.tensor, a.loc), c, a.loc); }
+inline Tensor operator*(double c, Operand a) { return mul(a.tensor, c, a.loc); }
+inline Tensor operator/(double c, Operand a) { return div(fill(a.tensor, c, a.loc), a.tensor, a.loc); }
+
 }  // namespace spmd

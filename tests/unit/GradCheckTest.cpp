@@ -129,6 +129,8 @@ std::vector<GradCase> cases() {
       {"add sub mul", {x({3, 4}), x({3, 4})},
        [](const T& a) { return T{add(a[0], a[1]), sub(a[0], a[1]), mul(a[0], a[1])}; }},
       {"div", {x({3, 4}), positive({3, 4})}, [](const T& a) { return T{div(a[0], a[1])}; }},
+      {"operators", {x({3, 4}), positive({4})},
+       [](const T& a) { return T{(a[0] + a[1]) * a[0] - a[0] / a[1], 2.0 - a[0] * 3.0 + 1.0 / a[1], -a[0]}; }},
       {"max", {x({3, 4}), x({3, 4})}, [](const T& a) { return T{maximum(a[0], a[1])}; }},
       {"neg exp relu", {x({3, 4})}, [](const T& a) { return T{neg(a[0]), exp(a[0]), relu(a[0])}; }},
       {"log sqrt", {positive({3, 4})}, [](const T& a) { return T{log(a[0]), sqrt(a[0])}; }},
