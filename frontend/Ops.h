@@ -72,6 +72,8 @@ Tensor mean(const Tensor& x, std::vector<int64_t> axes, Loc loc = Loc::current()
 Tensor max(const Tensor& x, std::vector<int64_t> axes, Loc loc = Loc::current());
 Tensor argmax(const Tensor& x, int64_t axis, Loc loc = Loc::current());
 
+// [M, K] x [K, N], or batched [B, M, K] x [B, K, N] (torch.bmm); transposes apply to the last
+// two dims; bias [N] is added to every row.
 struct MatmulOptions {
   bool transposeLhs = false, transposeRhs = false;
 };

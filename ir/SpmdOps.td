@@ -203,7 +203,11 @@ def Spmd_ArgmaxOp : Spmd_InferredOp<"argmax", [Spmd_ZeroGradient]> {
 //===--- dense layers and losses ------------------------------------------------------------===//
 
 def Spmd_MatmulOp : Spmd_InferredOp<"matmul", [Vjp]> {
-  let summary = "2-D matrix product op(lhs) x op(rhs) + bias, op = optional transpose";
+  let summary = "matrix product op(lhs) x op(rhs) + bias, op = optional transpose of the last two dims";
+  let description = [{
+    Operands are [M, K] x [K, N], or batched [B, M, K] x [B, K, N] (one product per batch entry,
+    as torch.bmm); bias is [N], added to every row.
+  }];
   let arguments = (ins Spmd_FloatTensor:$lhs, Spmd_FloatTensor:$rhs,
                        Optional<Spmd_FloatTensor>:$bias,
                        DefaultValuedAttr<BoolAttr, "false">:$transpose_lhs,

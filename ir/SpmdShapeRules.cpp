@@ -314,13 +314,19 @@ LogicalResult ArgmaxOp::inferReturnTypes(MLIRContext* context, OptLoc loc, Adapt
 LogicalResult MatmulOp::inferReturnTypes(MLIRContext*, OptLoc loc, Adaptor adaptor,
                                          SmallVectorImpl<Type>& results) {
   constexpr StringRef op = "matmul";
-  auto lhs = expectTensor(loc, op, "lhs", adaptor.getLhs(), 2);
+  auto lhs = expectTensor(loc, op, "lhs", adaptor.getLhs(), -1);
   if (failed(lhs)) return failure();
-  auto rhs = expectTensor(loc, op, "rhs", adaptor.getRhs(), 2, lhs->getElementType());
+  int64_t rank = lhs->getRank();
+  if (rank != 2 && rank != 3)
+    return fail(loc, op, "lhs must be [M, K] or batched [B, M, K], got " + str(*lhs));
+  auto rhs = expectTensor(loc, op, "rhs", adaptor.getRhs(), rank, lhs->getElementType());
   if (failed(rhs)) return failure();
+  if (rank == 3 && lhs->getDimSize(0) != rhs->getDimSize(0))
+    return fail(loc, op, "batch dims differ: lhs " + str(*lhs) + ", rhs " + str(*rhs));
   bool tl = adaptor.getTransposeLhs(), tr = adaptor.getTransposeRhs();
-  int64_t m = lhs->getDimSize(tl ? 1 : 0), k = lhs->getDimSize(tl ? 0 : 1);
-  int64_t k2 = rhs->getDimSize(tr ? 1 : 0), n = rhs->getDimSize(tr ? 0 : 1);
+  int64_t r = rank - 2;  // the first matrix dim
+  int64_t m = lhs->getDimSize(r + (tl ? 1 : 0)), k = lhs->getDimSize(r + (tl ? 0 : 1));
+  int64_t k2 = rhs->getDimSize(r + (tr ? 1 : 0)), n = rhs->getDimSize(r + (tr ? 0 : 1));
   if (k != k2)
     return fail(loc, op, "contracting dims differ: lhs " + str(*lhs) +
                              (tl ? " (transposed)" : "") + " gives " + std::to_string(k) +
@@ -329,7 +335,9 @@ LogicalResult MatmulOp::inferReturnTypes(MLIRContext*, OptLoc loc, Adaptor adapt
   if (adaptor.getBias() &&
       failed(expectPerChannel(loc, op, "bias", adaptor.getBias(), n, lhs->getElementType())))
     return failure();
-  results.push_back(RankedTensorType::get({m, n}, lhs->getElementType()));
+  SmallVector<int64_t> shape{m, n};
+  if (rank == 3) shape.insert(shape.begin(), lhs->getDimSize(0));
+  results.push_back(RankedTensorType::get(shape, lhs->getElementType()));
   return success();
 }
 

@@ -303,7 +303,7 @@ LogicalResult MatmulOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads,
   Value dLhs = tl ? e.matmul(rhs, dc, tr, true) : e.matmul(dc, rhs, false, !tr);
   Value dRhs = tr ? e.matmul(dc, lhs, true, tl) : e.matmul(lhs, dc, !tl, false);
   out.append({dLhs, dRhs});
-  if (getBias()) out.push_back(e.sum(dc, {0}));
+  if (getBias()) out.push_back(e.sum(dc, keptDims(typeOf(dc).getRank(), {typeOf(dc).getRank() - 1})));
   return success();
 }
 

@@ -69,6 +69,11 @@ void Linear::init(Rng& rng, Tree& params, Tree&) const {
 }
 
 Tensor Linear::forward(Context& ctx, const Tensor& x, Loc loc) const {
+  if (x.rank() > 2) {  // [..., in] -> [..., out], as torch.nn.Linear: the rows are all leading dims
+    Shape out = x.shape();
+    out.back() = out_;
+    return reshape(forward(ctx, reshape(x, {-1, x.shape().back()}, loc), loc), out, loc);
+  }
   return matmul(x, ctx.params.at(key("weight")), ctx.params.at(key("bias")),
                 {.transposeLhs = false, .transposeRhs = true}, loc);
 }

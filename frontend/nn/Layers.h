@@ -51,6 +51,7 @@ class BatchNorm2d final : public Module {
   std::string axisName_;
 };
 
+// y = x W^T + b over the last axis of x (any rank >= 2).
 class Linear final : public Module {
  public:
   Linear(std::string path, int64_t in, int64_t out, Initializer weightInit = init::normal(0.01))

@@ -1,4 +1,4 @@
-// CPU matmul through oneDNN (f32; transposes as strided layouts, bias fused), softmax
+// CPU matmul through oneDNN (f32, 2-D or batched; transposes as strided layouts, bias fused), softmax
 // cross-entropy and argmax as row loops. f64 matmul runs the reference loops.
 #include <algorithm>
 #include <cmath>
@@ -18,12 +18,16 @@ void matmul(KernelCall& call) {
     using namespace dnnl;
     using tag = memory::format_tag;
     bool ta = call.step.flag("transpose_lhs"), tb = call.step.flag("transpose_rhs");
-    int64_t m = call.out[0].dim(0), n = call.out[0].dim(1);
-    int64_t k = ta ? call.in[0].dim(0) : call.in[0].dim(1);
-    memory::desc a({m, k}, memory::data_type::f32, ta ? tag::ba : tag::ab);
-    memory::desc b({k, n}, memory::data_type::f32, tb ? tag::ba : tag::ab);
-    memory::desc c({m, n}, memory::data_type::f32, tag::ab);
-    memory::desc bias({1, n}, memory::data_type::f32, tag::ab);
+    size_t r = call.out[0].rank() - 2;  // batched: [B, M, N], one product per batch entry
+    int64_t m = call.out[0].dim(r), n = call.out[0].dim(r + 1);
+    int64_t k = ta ? call.in[0].dim(r) : call.in[0].dim(r + 1);
+    auto desc2 = [&](int64_t rows, int64_t cols, bool transposed) {
+      if (r == 0) return memory::desc({rows, cols}, memory::data_type::f32, transposed ? tag::ba : tag::ab);
+      return memory::desc({call.out[0].dim(0), rows, cols}, memory::data_type::f32, transposed ? tag::acb : tag::abc);
+    };
+    memory::desc a = desc2(m, k, ta), b = desc2(k, n, tb), c = desc2(m, n, false);
+    memory::desc bias = r == 0 ? memory::desc({1, n}, memory::data_type::f32, tag::ab)
+                               : memory::desc({1, 1, n}, memory::data_type::f32, tag::abc);
     auto desc = hasBias ? matmul::desc(a, b, bias, c) : matmul::desc(a, b, c);
     Prepared prepared{dnnl::matmul(dnnl::matmul::primitive_desc(desc, engine())),
                       stream(engine()), {}};

@@ -1,4 +1,4 @@
-// CUDA matmul through cuBLAS (row-major operands passed as column-major transposes; f32 in
+// CUDA matmul, 2-D or batched, through cuBLAS (row-major operands passed as column-major transposes; f32 in
 // full precision unless SPMD_ALLOW_TF32=1, f64 with DGEMM), bias added by the GEMM's beta over a
 // broadcast of the bias rows.
 #include <cublas_v2.h>
@@ -34,23 +34,28 @@ bool allowTf32() {
 void matmul(KernelCall& call) {
   bool ta = call.step.flag("transpose_lhs"), tb = call.step.flag("transpose_rhs");
   const TensorView &a = call.in[0], &b = call.in[1], &y = call.out[0];
-  int64_t m = y.dim(0), n = y.dim(1), k = ta ? a.dim(0) : a.dim(1);
+  size_t r = y.rank() - 2;  // batched: [B, M, N], one GEMM per batch entry (strided batched)
+  int64_t batch = r ? y.dim(0) : 1, m = y.dim(r), n = y.dim(r + 1), k = ta ? a.dim(r) : a.dim(r + 1);
   auto handle = static_cast<cublasHandle_t>(deviceOf(call).cublas());
   bool bias = call.in.size() > 2;
   visitFloat(a.dtype, [&](auto tag) {
     using T = decltype(tag);
-    if (bias) rowBiasKernel<<<blocksFor(m * n), 256, 0, streamOf(call)>>>(call.in[2].as<T>(), y.as<T>(), m, n);
+    if (bias)
+      rowBiasKernel<<<blocksFor(batch * m * n), 256, 0, streamOf(call)>>>(call.in[2].as<T>(), y.as<T>(), batch * m, n);
     T alpha = 1, beta = bias ? 1 : 0;
     cublasOperation_t opB = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opA = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
     int ldb = tb ? int(k) : int(n), lda = ta ? int(m) : int(k);
+    long long strideA = m * k, strideB = k * n, strideC = m * n;
     if constexpr (sizeof(T) == 8) {
-      checkBlas(cublasDgemm(handle, opB, opA, int(n), int(m), int(k), &alpha, b.as<T>(), ldb, a.as<T>(), lda,
-                            &beta, y.as<T>(), int(n)),
+      checkBlas(cublasDgemmStridedBatched(handle, opB, opA, int(n), int(m), int(k), &alpha, b.as<T>(), ldb, strideB,
+                                          a.as<T>(), lda, strideA, &beta, y.as<T>(), int(n), strideC, int(batch)),
                 call);
     } else {
-      checkBlas(cublasGemmEx(handle, opB, opA, int(n), int(m), int(k), &alpha, b.data, CUDA_R_32F, ldb, a.data,
-                             CUDA_R_32F, lda, &beta, y.data, CUDA_R_32F, int(n),
-                             allowTf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+      checkBlas(cublasGemmStridedBatchedEx(handle, opB, opA, int(n), int(m), int(k), &alpha, b.data, CUDA_R_32F, ldb,
+                                           strideB, a.data, CUDA_R_32F, lda, strideA, &beta, y.data, CUDA_R_32F,
+                                           int(n), strideC, int(batch),
+                                           allowTf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F,
+                                           CUBLAS_GEMM_DEFAULT),
                 call);
     }
   });

@@ -27,15 +27,19 @@ void matmul(KernelCall& call) {
     const TensorView &a = call.in[0], &b = call.in[1], &c = call.out[0];
     const T* bias = call.in.size() > 2 ? call.in[2].as<T>() : nullptr;
     bool ta = call.step.flag("transpose_lhs"), tb = call.step.flag("transpose_rhs");
-    int64_t m = c.dim(0), n = c.dim(1), k = ta ? a.dim(0) : a.dim(1);
-    auto A = [&](int64_t i, int64_t p) { return double(a.as<T>()[ta ? p * m + i : i * k + p]); };
-    auto B = [&](int64_t p, int64_t j) { return double(b.as<T>()[tb ? j * k + p : p * n + j]); };
-    for (int64_t i = 0; i < m; ++i)
-      for (int64_t j = 0; j < n; ++j) {
-        double acc = bias ? bias[j] : 0.0;
-        for (int64_t p = 0; p < k; ++p) acc += A(i, p) * B(p, j);
-        c.as<T>()[i * n + j] = static_cast<T>(acc);
-      }
+    size_t r = c.rank() - 2;  // batched: [B, M, N]
+    int64_t batch = r ? c.dim(0) : 1, m = c.dim(r), n = c.dim(r + 1), k = ta ? a.dim(r) : a.dim(r + 1);
+    for (int64_t s = 0; s < batch; ++s) {
+      const T *as = a.as<T>() + s * m * k, *bs = b.as<T>() + s * k * n;
+      auto A = [&](int64_t i, int64_t p) { return double(as[ta ? p * m + i : i * k + p]); };
+      auto B = [&](int64_t p, int64_t j) { return double(bs[tb ? j * k + p : p * n + j]); };
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+          double acc = bias ? bias[j] : 0.0;
+          for (int64_t p = 0; p < k; ++p) acc += A(i, p) * B(p, j);
+          c.as<T>()[s * m * n + i * n + j] = static_cast<T>(acc);
+        }
+    }
   });
 }
 

@@ -164,6 +164,11 @@ std::vector<GradCase> cases() {
        [](const T& a) { return T{random::dropout(a[0], Tensor(random::key(5)), 0.3)}; }},
       {"softmax log_softmax", {x({3, 4, 5})},
        [](const T& a) { return T{softmax(mul(a[0], 2.0), 1), logSoftmax(mul(a[0], 2.0))}; }},
+      {"batched matmul bias, A^T B^T", {x({2, 3, 4}), x({2, 4, 5}), x({5})},
+       [](const T& a) {
+         return T{matmul(a[0], a[1], a[2]),
+                  matmul(a[1], a[0], {}, {.transposeLhs = true, .transposeRhs = true})};
+       }},
       {"softmax_cross_entropy", {x({5, 7})},
        [](const T& a) {
          Array labels = Array::of<int32_t>({5}, std::vector<int32_t>{0, 6, 3, 3, 1});

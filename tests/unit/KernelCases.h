@@ -115,6 +115,9 @@ inline std::vector<KernelCase> kernelCases(DType t) {
        {{"transpose_rhs", true}}},
       {"matmul A^T B^T", "matmul", {rnd({4, 6}), rnd({5, 4})}, {{t, {6, 5}}},
        {{"transpose_lhs", true}, {"transpose_rhs", true}}},
+      {"batched matmul bias", "matmul", {rnd({3, 5, 7}), rnd({3, 7, 4}), rnd({4})}, {{t, {3, 5, 4}}}, {}},
+      {"batched matmul A^T B^T", "matmul", {rnd({2, 6, 5}), rnd({2, 3, 6})}, {{t, {2, 5, 3}}},
+       {{"transpose_lhs", true}, {"transpose_rhs", true}}},
       {"softmax xent", "softmax_cross_entropy", {rnd({9, 10}, -4, 4), labels(9, 10)},
        {{t, {9}}}, {}},
   };

@@ -305,3 +305,12 @@ func.func @random_key_shape(%k: tensor<3xi32>) {
   %r = spmd.random_uniform %k : (tensor<3xi32>) -> tensor<4xf32>
   return
 }
+
+// -----
+
+func.func @matmul_batch(%a: tensor<2x3x4xf32>, %b: tensor<3x4x5xf32>) {
+  // expected-error @+2 {{batch dims differ: lhs tensor<2x3x4xf32>, rhs tensor<3x4x5xf32>}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %r = spmd.matmul %a, %b : (tensor<2x3x4xf32>, tensor<3x4x5xf32>) -> tensor<2x3x5xf32>
+  return
+}
