@@ -231,6 +231,12 @@ Tensor matmul(const Tensor& a, const Tensor& b, const Tensor& bias, const Matmul
                         ->getResult(0));
 }
 
+Tensor embedding(const Tensor& table, const Tensor& ids, Loc loc) {
+  Trace& trace = Trace::current("embedding", loc);
+  return trace.wrap(
+      trace.create<ir::EmbeddingOp>(loc, trace.valueOf(table, loc), trace.valueOf(ids, loc))->getResult(0));
+}
+
 Tensor softmaxCrossEntropy(const Tensor& logits, const Tensor& labels, Loc loc) {
   Trace& trace = Trace::current("softmaxCrossEntropy", loc);
   return trace.wrap(trace

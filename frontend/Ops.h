@@ -79,6 +79,9 @@ struct MatmulOptions {
 };
 Tensor matmul(const Tensor& a, const Tensor& b, const Tensor& bias = {},
               const MatmulOptions& options = {}, Loc loc = Loc::current());
+// Rows of `table` [V, D] at the i32 `ids` (any shape): [ids..., D]. An id outside [0, V) is a
+// run-time error naming its position. The table's gradient sums the rows of repeated ids.
+Tensor embedding(const Tensor& table, const Tensor& ids, Loc loc = Loc::current());
 // Per-example loss: logits [N, C], labels [N] i32 -> [N].
 Tensor softmaxCrossEntropy(const Tensor& logits, const Tensor& labels, Loc loc = Loc::current());
 

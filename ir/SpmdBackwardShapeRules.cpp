@@ -47,6 +47,19 @@ LogicalResult verifyPoolBackward(Operation* op, StringRef name, RankedTensorType
 
 }  // namespace
 
+LogicalResult EmbeddingBackwardOp::verify() {
+  auto table = getTableGrad().getType();
+  auto ids = getIds().getType(), grad = getResultGrad().getType();
+  SmallVector<int64_t> want(ids.getShape());
+  if (table.getRank() == 2) want.push_back(table.getDimSize(1));
+  if (table.getRank() != 2 || grad.getShape() != ArrayRef<int64_t>(want) ||
+      grad.getElementType() != table.getElementType())
+    return fail(getLoc(), "embedding_backward", "result_grad " + str(grad) + " must be the embedding of ids " +
+                                                    str(ids) + " in table " + str(table) + ", i.e. " +
+                                                    str(ArrayRef<int64_t>(want)));
+  return success();
+}
+
 LogicalResult MaxPool2dBackwardOp::verify() {
   if (getInput().getType() != getInputGrad().getType())
     return fail(getLoc(), "max_pool2d_backward", "input_grad " + str(getInputGrad().getType()) +

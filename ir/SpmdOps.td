@@ -91,6 +91,18 @@ def Spmd_SoftmaxOp : Spmd_AxisNormalizeOp<"softmax", "exp(x) / sum(exp(x)) along
 def Spmd_LogSoftmaxOp
     : Spmd_AxisNormalizeOp<"log_softmax", "x - log(sum(exp(x))) along axis">;
 
+//===--- embedding ---------------------------------------------------------------------------===//
+
+def Spmd_EmbeddingOp : Spmd_InferredOp<"embedding", [Vjp]> {
+  let summary = "rows of a [V, D] table at i32 ids of any shape: result [ids..., D]";
+  let description = [{
+    An id outside [0, V) is an error reported at run time with its position (never a silent
+    read out of bounds).
+  }];
+  let arguments = (ins Spmd_FloatTensor:$table, Spmd_IndexTensor:$ids);
+  let results = (outs Spmd_FloatTensor:$result);
+}
+
 //===--- random numbers ----------------------------------------------------------------------===//
 
 // A key is a tensor<2xi32> (jax.random's raw key): spmd::random::key(seed) makes one on the host.
@@ -257,6 +269,13 @@ def Spmd_AvgPool2dBackwardOp : Spmd_Op<"avg_pool2d_backward", [Spmd_FirstOrderOn
   let arguments = (ins Spmd_FloatTensor:$result_grad, DenseI64ArrayAttr:$window,
                        DenseI64ArrayAttr:$stride, DenseI64ArrayAttr:$padding);
   let results = (outs Spmd_FloatTensor:$input_grad);
+  let hasVerifier = 1;
+}
+
+def Spmd_EmbeddingBackwardOp : Spmd_Op<"embedding_backward", [Spmd_FirstOrderOnly]> {
+  let summary = "the table's gradient: result_grad rows summed into the rows their ids name";
+  let arguments = (ins Spmd_FloatTensor:$result_grad, Spmd_IndexTensor:$ids);
+  let results = (outs Spmd_FloatTensor:$table_grad);
   let hasVerifier = 1;
 }
 

@@ -257,6 +257,21 @@ LogicalResult LogSoftmaxOp::inferReturnTypes(MLIRContext*, OptLoc loc, Adaptor a
   return inferAxisNormalize(loc, "log_softmax", adaptor, results);
 }
 
+//===--- embedding ---------------------------------------------------------------------------===//
+
+LogicalResult EmbeddingOp::inferReturnTypes(MLIRContext*, OptLoc loc, Adaptor adaptor,
+                                            SmallVectorImpl<Type>& results) {
+  constexpr StringRef op = "embedding";
+  auto table = expectTensor(loc, op, "table [V, D]", adaptor.getTable(), 2);
+  if (failed(table)) return failure();
+  auto ids = expectTensor(loc, op, "ids", adaptor.getIds(), -1);
+  if (failed(ids)) return failure();
+  SmallVector<int64_t> shape(ids->getShape());
+  shape.push_back(table->getDimSize(1));
+  results.push_back(RankedTensorType::get(shape, table->getElementType()));
+  return success();
+}
+
 //===--- random numbers ----------------------------------------------------------------------===//
 
 namespace {

@@ -153,6 +153,14 @@ LogicalResult LogSoftmaxOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads,
   return success();
 }
 
+//===--- embedding ---------------------------------------------------------------------------===//
+
+LogicalResult EmbeddingOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads, SmallVectorImpl<Value>& out) {
+  out.push_back(b.create<EmbeddingBackwardOp>(getLoc(), getTable().getType(), grads[0], getIds()));
+  out.push_back(Value());  // integer ids have no cotangent
+  return success();
+}
+
 //===--- elementwise -------------------------------------------------------------------------===//
 
 LogicalResult AddOp::buildVjp(OpBuilder&, ArrayRef<Value> grads, SmallVectorImpl<Value>& out) {

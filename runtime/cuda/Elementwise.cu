@@ -1,8 +1,9 @@
-// CUDA elementwise, shape, reduction, loss, pooling, softmax and random kernels: the shared kernel code
+// CUDA elementwise, shape, reduction, loss, pooling, softmax, random and embedding kernels: the shared kernel code
 // (runtime/cuda/kernels/) compiled by nvcc and launched through CudaApi.
 #include "runtime/cuda/CudaApi.cuh"
 #include "runtime/cuda/Kernels.h"
 #include "runtime/cuda/kernels/Elementwise.h"
+#include "runtime/cuda/kernels/Embedding.h"
 #include "runtime/cuda/kernels/Loss.h"
 #include "runtime/cuda/kernels/Pool.h"
 #include "runtime/cuda/kernels/Random.h"
@@ -25,6 +26,7 @@ SPMD_GPU_LOSS_OPS(SPMD_SHARED)
 SPMD_GPU_POOL_OPS(SPMD_SHARED)
 SPMD_GPU_SOFTMAX_OPS(SPMD_SHARED)
 SPMD_GPU_RANDOM_OPS(SPMD_SHARED)
+SPMD_GPU_EMBEDDING_OPS(SPMD_SHARED)
 #undef SPMD_SHARED
 
 }  // namespace spmd::runtime::cuda

@@ -51,17 +51,24 @@ inline void checkLabel(int32_t label, int64_t row, int64_t classes) {
                 " is out of range [0, " + std::to_string(classes) + ")");
 }
 
+// Embedding ids index the rows of the table; anything else is the user's data error.
+inline void checkId(int32_t id, int64_t position, int64_t rows) {
+  if (id < 0 || id >= rows)
+    throw Error("embedding id " + std::to_string(id) + " at position " + std::to_string(position) +
+                " of the ids is out of range [0, " + std::to_string(rows) + ") (the table's rows)");
+}
+
 // The ops every kernel table (reference and each backend) implements, by name: X(name, ...) per
 // op, the elementwise ones with their table row's further fields (runtime/base/ElementwiseTable.h).
 // `constant` is absent because constants lower to initialized buffers, not steps.
 #define SPMD_KERNEL_OPS(X)                                                                      \
   X(conv2d) X(batch_norm_train) X(batch_norm_infer) X(max_pool2d) X(avg_pool2d) X(softmax)       \
-  X(log_softmax) X(broadcast_in_dim) X(reshape) X(transpose) X(reduce_sum) X(reduce_mean)        \
-  X(reduce_max) X(argmax) X(matmul) X(softmax_cross_entropy) X(conv2d_backward_data)             \
-  X(conv2d_backward_filter) X(batch_norm_train_backward) X(max_pool2d_backward)                  \
-  X(avg_pool2d_backward) X(softmax_cross_entropy_backward) X(all_reduce) X(all_gather)           \
-  X(reduce_scatter) X(axis_index) X(random_uniform) X(random_fold_in) X(fused)                    \
-  SPMD_ELEMENTWISE_OPS(X)
+  X(log_softmax) X(embedding) X(broadcast_in_dim) X(reshape) X(transpose) X(reduce_sum)          \
+  X(reduce_mean) X(reduce_max) X(argmax) X(matmul) X(softmax_cross_entropy)                      \
+  X(conv2d_backward_data) X(conv2d_backward_filter) X(batch_norm_train_backward)                 \
+  X(max_pool2d_backward) X(avg_pool2d_backward) X(embedding_backward)                            \
+  X(softmax_cross_entropy_backward) X(all_reduce) X(all_gather) X(reduce_scatter) X(axis_index)  \
+  X(random_uniform) X(random_fold_in) X(fused) SPMD_ELEMENTWISE_OPS(X)
 using KernelTable = std::unordered_map<std::string, KernelFn>;
 
 // Reference kernels: simple loops, double accumulation; the oracle tests compare backends with.

@@ -140,5 +140,15 @@ TEST(BadInput, ExecutorChecksInputsAndNamesFailingStep) {
               {"device cpu:0 has no kernel for op 'no_such_op' (x.cpp:1)"});
 }
 
+TEST(BadInput, EmbeddingIdOutOfRangeIsAnErrorOnEveryBackend) {
+  Tensor table = Array::zeros(DType::f32, {7, 4});
+  Tensor ids = Array::of<int32_t>({2, 2}, std::vector<int32_t>{1, 6, 9, 0});
+  for (const char* devices : {"cpu", "sim"}) {
+    auto f = jit([](const Tensor& t, const Tensor& i) { return embedding(t, i); }, {.devices = devices});
+    expectError([&] { f(table, ids); },
+                {"'embedding'", "BadInputTest.cpp:", "embedding id 9 at position 2 of the ids is out of range [0, 7)"});
+  }
+}
+
 }  // namespace
 }  // namespace spmd

@@ -162,6 +162,10 @@ std::vector<GradCase> cases() {
        }},
       {"dropout (a fixed key's mask)", {x({4, 6})},
        [](const T& a) { return T{random::dropout(a[0], Tensor(random::key(5)), 0.3)}; }},
+      {"embedding (repeated ids)", {x({6, 3})},
+       [](const T& a) {
+         return T{embedding(a[0], Tensor(Array::of<int32_t>({2, 3}, std::vector<int32_t>{4, 0, 4, 2, 5, 0})))};
+       }},
       {"softmax log_softmax", {x({3, 4, 5})},
        [](const T& a) { return T{softmax(mul(a[0], 2.0), 1), logSoftmax(mul(a[0], 2.0))}; }},
       {"batched matmul bias, A^T B^T", {x({2, 3, 4}), x({2, 4, 5}), x({5})},

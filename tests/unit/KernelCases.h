@@ -184,6 +184,10 @@ inline std::vector<KernelCase> kernelCases(DType t) {
     list.push_back({op + " first axis", op, {rnd({5, 3, 4}, -3, 3)}, {{t, {5, 3, 4}}}, {{"axis", int64_t{0}}}});
     list.push_back({op + " middle axis", op, {rnd({3, 9, 4})}, {{t, {3, 9, 4}}}, {{"axis", int64_t{1}}}});
   }
+  // Ids with repeats (rows 3 and 0 twice), so the backward's sums are exercised.
+  Array ids = Array::of<int32_t>({2, 4}, std::vector<int32_t>{3, 0, 6, 3, 1, 0, 2, 5});
+  list.push_back({"embedding", "embedding", {rnd({7, 5}), ids}, {{t, {2, 4, 5}}}, {}});
+  list.push_back({"embedding bwd", "embedding_backward", {rnd({2, 4, 5}), ids}, {{t, {7, 5}}}, {}});
   Array key = Array::of<int32_t>({2}, std::vector<int32_t>{12345, -6789});
   list.push_back({"random_uniform", "random_uniform", {key}, {{t, {3, 17, 5}}}, {}});
   list.push_back({"random_fold_in", "random_fold_in", {key, Array::of<int32_t>({}, std::vector<int32_t>{-3})},

@@ -36,4 +36,25 @@ std::byte* scratch(KernelCall& call, size_t bytes) {
   return static_cast<std::shared_ptr<std::byte>*>(call.cache.get())->get();
 }
 
+// Index checks on the device: a kernel records the first bad index in `flag` (flag[0]: its
+// position + 1, 0 for none; flag[1]: the index). This clears the step's flag, queues
+// `launch(flag)`, waits for the step and calls `report(index, position)` (which throws) when
+// one was bad.
+template <class Api, typename Launch, typename Report>
+void withIndexCheck(KernelCall& call, Launch launch, Report report) {
+  int* flag = reinterpret_cast<int*>(scratch<Api>(call, 2 * sizeof(int)));
+  Api::zero(call, flag, 2 * sizeof(int));
+  launch(flag);
+  int host[2] = {0, 0};
+  Api::toHost(call, host, flag, sizeof host);
+  if (host[0] != 0) report(host[1], int64_t(host[0]) - 1);
+}
+
+// Records index `value` at `position` in `flag` unless it is in [0, size); returns whether it is.
+SPMD_HOST_DEVICE inline bool indexValid(int32_t value, int64_t position, int64_t size, int* flag) {
+  if (value >= 0 && value < size) return true;
+  if (compareAndSwap(flag, 0, int(position) + 1) == 0) flag[1] = value;
+  return false;
+}
+
 }  // namespace spmd::runtime::gpu

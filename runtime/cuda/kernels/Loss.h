@@ -19,11 +19,8 @@ SPMD_HOST_DEVICE inline double logSumExp(const T* row, int64_t classes) {
   return top + ::log(sum);
 }
 
-// bad[0]: first bad row + 1 (0: none); bad[1]: its label. Returns whether the label is valid.
 SPMD_HOST_DEVICE inline bool labelValid(int32_t label, int64_t row, int64_t classes, int* bad) {
-  if (label >= 0 && label < classes) return true;
-  if (compareAndSwap(bad, 0, int(row) + 1) == 0) bad[1] = label;
-  return false;
+  return indexValid(label, row, classes, bad);
 }
 
 template <typename T>
@@ -62,16 +59,11 @@ struct LossBackwardFn {
   }
 };
 
-// Clears the step's label flag, queues `launch(flag)`, waits for the step and throws the CPU
-// backend's message for the first bad label.
+// Runs `launch(flag)` and throws the CPU backend's message for the first bad label.
 template <class Api, typename Launch>
 void withLabelCheck(KernelCall& call, Launch launch) {
-  int* flag = reinterpret_cast<int*>(scratch<Api>(call, 2 * sizeof(int)));
-  Api::zero(call, flag, 2 * sizeof(int));
-  launch(flag);
-  int host[2] = {0, 0};
-  Api::toHost(call, host, flag, sizeof host);
-  if (host[0] != 0) checkLabel(host[1], host[0] - 1, call.in[0].dim(1));
+  int64_t classes = call.in[0].dim(1);
+  withIndexCheck<Api>(call, launch, [&](int label, int64_t row) { checkLabel(label, row, classes); });
 }
 
 template <class Api>

@@ -54,6 +54,10 @@ func.func @all_ops(%x: tensor<2x3x8x8xf32>, %w: tensor<4x3x3x3xf32>, %b: tensor<
   %key = spmd.constant dense<[1, 2]> : tensor<2xi32>
   %step = spmd.constant dense<3> : tensor<i32>
   %key2 = spmd.random_fold_in %key, %step : (tensor<2xi32>, tensor<i32>) -> tensor<2xi32>
+  // CHECK: spmd.embedding %{{.*}}, %{{.*}} : (tensor<6x5xf32>, tensor<2xi32>) -> tensor<2x5xf32>
+  %emb = spmd.embedding %m, %key : (tensor<6x5xf32>, tensor<2xi32>) -> tensor<2x5xf32>
+  // CHECK: spmd.embedding_backward %{{.*}}, %{{.*}} : (tensor<2x5xf32>, tensor<2xi32>) -> tensor<6x5xf32>
+  %embg = spmd.embedding_backward %emb, %key : (tensor<2x5xf32>, tensor<2xi32>) -> tensor<6x5xf32>
   // CHECK: spmd.random_uniform %{{.*}} : (tensor<2xi32>) -> tensor<6x5xf32>
   %noise = spmd.random_uniform %key2 : (tensor<2xi32>) -> tensor<6x5xf32>
   // CHECK: spmd.log
