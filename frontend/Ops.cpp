@@ -132,6 +132,20 @@ Tensor logSoftmax(const Tensor& x, int64_t axis, Loc loc) {
   return alongAxis<ir::LogSoftmaxOp>(x, axis, "logSoftmax", loc);
 }
 
+Tensor layerNorm(const Tensor& x, const Tensor& scale, const Tensor& offset, double epsilon, Loc loc) {
+  if (x.rank() < 1 || scale.shape() != Shape{x.shape().back()} || offset.shape() != scale.shape())
+    throw Error(where(loc) + ": spmd::layerNorm: scale and offset must be [" +
+                std::to_string(x.rank() ? x.shape().back() : 0) + "] (the last axis of " + x.typeString() +
+                "), got " + scale.typeString() + " and " + offset.typeString());
+  if (!(epsilon > 0)) throw Error(where(loc) + ": spmd::layerNorm: epsilon must be positive");
+  Shape kept = x.shape();
+  kept.back() = 1;
+  Tensor centered = sub(x, reshape(mean(x, {-1}, loc), kept, loc), loc);
+  Tensor variance = reshape(mean(mul(centered, centered, loc), {-1}, loc), kept, loc);
+  Tensor normalized = div(centered, sqrt(add(variance, epsilon, loc), loc), loc);
+  return add(mul(normalized, scale, loc), offset, loc);
+}
+
 Tensor add(const Tensor& a, const Tensor& b, Loc loc) { return binary<ir::AddOp>(a, b, "add", loc); }
 Tensor sub(const Tensor& a, const Tensor& b, Loc loc) { return binary<ir::SubOp>(a, b, "sub", loc); }
 Tensor mul(const Tensor& a, const Tensor& b, Loc loc) { return binary<ir::MulOp>(a, b, "mul", loc); }

@@ -40,6 +40,12 @@ Tensor avgPool2d(const Tensor& x, const Pool2dOptions& options = {}, Loc loc = L
 Tensor softmax(const Tensor& x, int64_t axis = -1, Loc loc = Loc::current());
 Tensor logSoftmax(const Tensor& x, int64_t axis = -1, Loc loc = Loc::current());
 
+// Layer normalization over the last axis (torch.nn.functional.layer_norm with a [D] weight and
+// bias): (x - mean) / sqrt(biased variance + epsilon) * scale + offset. Composed of mean, sub,
+// mul, sqrt and div, so its gradient is theirs (and the elementwise parts fuse).
+Tensor layerNorm(const Tensor& x, const Tensor& scale, const Tensor& offset, double epsilon = 1e-5,
+                 Loc loc = Loc::current());
+
 // Elementwise binary ops broadcast NumPy-style (emitting explicit spmd.broadcast_in_dim).
 Tensor add(const Tensor& a, const Tensor& b, Loc loc = Loc::current());
 Tensor sub(const Tensor& a, const Tensor& b, Loc loc = Loc::current());

@@ -1,4 +1,5 @@
-// Conv2d, BatchNorm2d, Linear, Dropout and Sequential: parameter creation and forward ops.
+// Conv2d, BatchNorm2d, Linear, LayerNorm, Embedding, Dropout and Sequential: parameter creation
+// and forward ops.
 #include "frontend/nn/Layers.h"
 
 #include "frontend/Collectives.h"
@@ -76,6 +77,21 @@ Tensor Linear::forward(Context& ctx, const Tensor& x, Loc loc) const {
   }
   return matmul(x, ctx.params.at(key("weight")), ctx.params.at(key("bias")),
                 {.transposeLhs = false, .transposeRhs = true}, loc);
+}
+
+void LayerNorm::init(Rng& rng, Tree& params, Tree&) const {
+  params.set(key("weight"), init::ones()(rng, {dim_}));
+  params.set(key("bias"), init::zeros()(rng, {dim_}));
+}
+
+Tensor LayerNorm::forward(Context& ctx, const Tensor& x, Loc loc) const {
+  return layerNorm(x, ctx.params.at(key("weight")), ctx.params.at(key("bias")), epsilon_, loc);
+}
+
+void Embedding::init(Rng& rng, Tree& params, Tree&) const { params.set(key("weight"), init_(rng, {count_, dim_})); }
+
+Tensor Embedding::forward(Context& ctx, const Tensor& ids, Loc loc) const {
+  return embedding(ctx.params.at(key("weight")), ids, loc);
 }
 
 Dropout::Dropout(std::string path, double rate) : Module(std::move(path)), rate_(rate) {

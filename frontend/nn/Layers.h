@@ -1,5 +1,5 @@
 // The layers CNNs are built from: Conv2d, BatchNorm2d, Linear, ReLU, max and average pooling,
-// global average pooling, LogSoftmax, Dropout, Flatten and Sequential. Parameter names follow PyTorch (weight, bias,
+// global average pooling, LogSoftmax, Dropout, LayerNorm, Embedding, Flatten and Sequential. Parameter names follow PyTorch (weight, bias,
 // running_mean, running_var) so checkpoints map one to one.
 #pragma once
 
@@ -108,6 +108,36 @@ class LogSoftmax final : public Module {
 
  protected:
   Tensor forward(Context&, const Tensor& x, Loc loc) const override { return logSoftmax(x, -1, loc); }
+};
+
+// Layer normalization over the last axis (spmd::layerNorm); weight ones, bias zeros.
+class LayerNorm final : public Module {
+ public:
+  LayerNorm(std::string path, int64_t dim, double epsilon = 1e-5)
+      : Module(std::move(path)), dim_(dim), epsilon_(epsilon) {}
+  void init(Rng& rng, Tree& params, Tree& state) const override;
+
+ protected:
+  Tensor forward(Context& ctx, const Tensor& x, Loc loc) const override;
+
+ private:
+  int64_t dim_;
+  double epsilon_;
+};
+
+// Token ids (i32, any shape) -> rows of a [count, dim] table "weight" (spmd::embedding).
+class Embedding final : public Module {
+ public:
+  Embedding(std::string path, int64_t count, int64_t dim, Initializer init = init::normal(1.0))
+      : Module(std::move(path)), count_(count), dim_(dim), init_(std::move(init)) {}
+  void init(Rng& rng, Tree& params, Tree& state) const override;
+
+ protected:
+  Tensor forward(Context& ctx, const Tensor& ids, Loc loc) const override;
+
+ private:
+  int64_t count_, dim_;
+  Initializer init_;
 };
 
 // Inverted dropout in training mode (spmd::random::dropout), the identity in inference. Draws

@@ -253,5 +253,106 @@ TEST(TorchReferenceTest, SeedCnnMatchesPyTorchAutograd) {
               worst64.c_str(), e32, worst32.c_str(), f64.errors.size());
 }
 
+// A transformer block as tests/reference/torch_transformer.py builds it, in the DSL: embedding,
+// pre-norm causal self-attention with 2 heads (batched matmul, softmax, an additive mask),
+// a GELU MLP, residuals, a final layer norm and a linear head.
+Tensor transformerLogits(const Tree& p, const Tensor& ids, int64_t heads) {
+  Tensor x = embedding(p.at("embed.weight"), ids);
+  int64_t b = x.dim(0), t = x.dim(1), d = x.dim(2), dh = d / heads;
+  auto dense = [&](const Tensor& h, const std::string& name) {
+    Tensor w = p.at(name + ".weight");
+    Tensor y = matmul(reshape(h, {-1, h.shape().back()}), w, p.at(name + ".bias"), {.transposeRhs = true});
+    return reshape(y, {b, t, w.dim(0)});
+  };
+  auto split = [&](const Tensor& h) {  // [B, T, D] -> [B * heads, T, D / heads]
+    return reshape(transpose(reshape(h, {b, t, heads, dh}), {0, 2, 1, 3}), {b * heads, t, dh});
+  };
+  Array mask = Array::zeros(x.dtype(), {t, t});
+  for (int64_t i = 0; i < t; ++i)
+    for (int64_t j = i + 1; j < t; ++j) {
+      if (x.dtype() == DType::f64) mask.values<double>()[i * t + j] = -1e9;
+      else mask.values<float>()[i * t + j] = -1e9f;
+    }
+  Tensor h = layerNorm(x, p.at("ln1.weight"), p.at("ln1.bias"));
+  Tensor q = split(dense(h, "q")), k = split(dense(h, "k")), v = split(dense(h, "v"));
+  Tensor scores = matmul(q, k, {}, {.transposeRhs = true}) * (1.0 / std::sqrt(double(dh))) + Tensor(mask);
+  Tensor attended = matmul(softmax(scores, -1), v);
+  attended = reshape(transpose(reshape(attended, {b, heads, t, dh}), {0, 2, 1, 3}), {b, t, d});
+  x = x + dense(attended, "proj");
+  h = layerNorm(x, p.at("ln2.weight"), p.at("ln2.bias"));
+  x = x + dense(gelu(dense(h, "fc1")), "fc2");
+  return dense(layerNorm(x, p.at("lnf.weight"), p.at("lnf.bias")), "head");
+}
+
+// Its mean next-token loss and every gradient equal PyTorch's to 1e-10 in f64 and to 1e-4 of
+// PyTorch's f32 ones in f32.
+TEST(TorchReferenceTest, TransformerBlockMatchesPyTorchAutograd) {
+  if (std::string why = torchMissing(); !why.empty()) GTEST_SKIP() << why;
+  const int64_t vocab = 11, dim = 8, hidden = 32, heads = 2;
+  Tree params;
+  uint64_t seed = 40;
+  auto add = [&](const std::string& name, Shape shape, double lo, double hi) {
+    params.set(name, randomArray(DType::f32, shape, seed++, lo, hi));
+  };
+  add("embed.weight", {vocab, dim}, -1, 1);
+  for (const char* ln : {"ln1", "ln2", "lnf"}) {
+    add(std::string(ln) + ".weight", {dim}, 0.5, 1.5);
+    add(std::string(ln) + ".bias", {dim}, -0.2, 0.2);
+  }
+  for (auto [name, out, in] : {std::tuple{"q", dim, dim}, {"k", dim, dim}, {"v", dim, dim}, {"proj", dim, dim},
+                               {"fc1", hidden, dim}, {"fc2", dim, hidden}, {"head", vocab, dim}}) {
+    add(std::string(name) + ".weight", {out, in}, -0.5, 0.5);
+    add(std::string(name) + ".bias", {out}, -0.1, 0.1);
+  }
+  Array ids = Array::of<int32_t>({2, 5}, std::vector<int32_t>{1, 4, 4, 9, 0, 10, 3, 3, 7, 2});
+  Array targets = Array::of<int32_t>({2, 5}, std::vector<int32_t>{4, 4, 9, 0, 6, 3, 3, 7, 2, 5});
+  Exchange exchange;
+  for (const auto& [name, t] : params) exchange.write(name, t.array());
+  exchange.write("input.ids", ids);
+  exchange.write("input.targets", targets);
+  exchange.close();
+  std::string command = python() + " " SPMD_SOURCE_DIR "/tests/reference/torch_transformer.py " + exchange.dir() +
+                        " " + std::to_string(heads);
+  ASSERT_EQ(std::system(command.c_str()), 0) << "failed: " << command;
+
+  auto ours = [&](const Tree& p) {
+    auto step = jit([&](const Tree& q, const Tensor& tokens, const Tensor& next) {
+      return value_and_grad([&](const Tree& r) {
+        Tensor logits = transformerLogits(r, tokens, heads);
+        return mean(softmaxCrossEntropy(reshape(logits, {-1, vocab}), reshape(next, {-1})), {0});
+      })(q);
+    });
+    auto [loss, grads] = step(p, ids, targets);
+    StepResults out{{"loss", loss.array()}};
+    for (const auto& [name, t] : grads) out["grad." + name] = t.array();
+    return out;
+  };
+  StepResults ours32 = ours(params), ours64 = ours(cast(params, DType::f64));
+  ASSERT_EQ(ours32.size(), 1 + params.size());
+  StepResults torch64 = load(exchange, "torch64", ours32, DType::f64);
+  // The key bias's gradient is exactly zero (q . b_k is the same for every key, and softmax
+  // ignores a constant shift), so both sides hold rounding noise there: it must be noise-sized
+  // (1e-6 of the largest gradient) rather than match.
+  double largest = 0, keyBias = 0;
+  for (const auto& [key, a] : torch64)
+    for (int64_t i = 0; key.rfind("grad.", 0) == 0 && i < a.numel(); ++i)
+      largest = std::max(largest, std::fabs(spmd::testing::valueAt(a, i)));
+  for (const StepResults* r : {&ours32, &ours64})
+    for (int64_t i = 0; i < dim; ++i)
+      keyBias = std::max(keyBias, std::fabs(spmd::testing::valueAt(r->at("grad.k.bias"), i)));
+  EXPECT_LT(keyBias, 1e-6 * largest) << "the key bias's gradient is zero up to rounding";
+  for (StepResults* r : {&ours32, &ours64, &torch64}) r->erase("grad.k.bias");
+  StepResults torch32 = load(exchange, "torch32", ours32, DType::f32);
+  Comparison f64 = compare(ours64, torch64);
+  Comparison f32 = compare(ours32, torch32);
+  for (const auto& [key, e] : f64.errors) EXPECT_LT(e, 1e-10) << "f64 " << key;
+  for (const auto& [key, e] : f32.errors) EXPECT_LT(e, 1e-4) << "f32 " << key;
+  std::string worst64, worst32;
+  double e64 = f64.worst("", &worst64), e32 = f32.worst("", &worst32);
+  std::printf("  transformer block vs torch: key bias gradient %.1e (largest gradient %.2f)\n", keyBias, largest);
+  std::printf("  other gradients and loss: f64 worst %.2e (%s), f32 worst %.2e (%s) over %zu tensors\n", e64,
+              worst64.c_str(), e32, worst32.c_str(), f64.errors.size());
+}
+
 }  // namespace
 }  // namespace spmd
