@@ -1,4 +1,4 @@
-// The layers CNNs are built from: Conv2d, BatchNorm2d, Linear, ReLU, max and average pooling,
+// The layers CNNs are built from: Conv2d, BatchNorm2d, Linear, ReLU, Sigmoid, max and average pooling,
 // global average pooling, LogSoftmax, Dropout, LayerNorm, Embedding, Flatten and Sequential. Parameter names follow PyTorch (weight, bias,
 // running_mean, running_var) so checkpoints map one to one.
 #pragma once
@@ -153,6 +153,15 @@ class Dropout final : public Module {
 
  private:
   double rate_;
+};
+
+class Sigmoid final : public Module {
+ public:
+  using Module::Module;
+  void init(Rng&, Tree&, Tree&) const override {}
+
+ protected:
+  Tensor forward(Context&, const Tensor& x, Loc loc) const override { return sigmoid(x, loc); }
 };
 
 // [N, C, H, W] -> [N, C]: mean over H and W.

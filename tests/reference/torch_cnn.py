@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
-"""PyTorch side of TorchReferenceTest's CNN case: the seeds' Flax CNN (frontend/models/Cnn.h) in
-NCHW with the parameters and batch spmd wrote to DIR; writes back, in float32 and in float64,
-the loss (the seed's: the sum over the batch of the cross-entropy of the log_softmax output) and
-the gradient of every parameter. Files in DIR as tests/reference/exchange.py describes.
+"""PyTorch side of TorchReferenceTest's small CNNs (frontend/models/Cnn.h), NCHW, with the
+parameters and batch spmd wrote to DIR: "flax", the seeds' Flax CNN with the seed's loss (the
+batch's summed cross-entropy of the log_softmax output), or "lenet", d2l's multi-GPU LeNet with
+the mean cross-entropy. Writes back, in float32 and in float64, the loss and the gradient of
+every parameter. Files in DIR as tests/reference/exchange.py describes.
 
-usage: torch_cnn.py DIR
+usage: torch_cnn.py DIR flax|lenet
 """
 import sys
 
@@ -17,14 +18,19 @@ PARAMS = ["conv1.weight", "conv1.bias", "conv2.weight", "conv2.bias",
           "fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"]
 
 
-def step(arrays, dtype, directory, prefix):
+def step(arrays, model, dtype, directory, prefix):
     p = {name: arrays[name].to(dtype).clone().requires_grad_() for name in PARAMS}
     x = arrays["input.x"].to(dtype)
-    x = F.avg_pool2d(torch.relu(F.conv2d(x, p["conv1.weight"], p["conv1.bias"], padding=1)), 2)
-    x = F.avg_pool2d(torch.relu(F.conv2d(x, p["conv2.weight"], p["conv2.bias"], padding=1)), 2)
+    pad = 1 if model == "flax" else 0
+    x = F.avg_pool2d(torch.relu(F.conv2d(x, p["conv1.weight"], p["conv1.bias"], padding=pad)), 2)
+    x = F.avg_pool2d(torch.relu(F.conv2d(x, p["conv2.weight"], p["conv2.bias"], padding=pad)), 2)
     x = torch.relu(F.linear(x.reshape(x.shape[0], -1), p["fc1.weight"], p["fc1.bias"]))
-    log_probs = F.log_softmax(F.linear(x, p["fc2.weight"], p["fc2.bias"]), dim=-1)
-    loss = F.cross_entropy(log_probs, arrays["input.y"].long(), reduction="sum")
+    logits = F.linear(x, p["fc2.weight"], p["fc2.bias"])
+    labels = arrays["input.y"].long()
+    if model == "flax":
+        loss = F.cross_entropy(F.log_softmax(logits, dim=-1), labels, reduction="sum")
+    else:
+        loss = F.cross_entropy(logits, labels)
     loss.backward()
     write(directory, prefix + ".loss", loss.reshape(()))
     for name in PARAMS:
@@ -32,10 +38,12 @@ def step(arrays, dtype, directory, prefix):
 
 
 def main():
-    directory = sys.argv[1]
+    directory, model = sys.argv[1], sys.argv[2]
+    if model not in ("flax", "lenet"):
+        sys.exit(f"torch_cnn.py: unknown model {model!r} (flax or lenet)")
     arrays = read(directory)
-    step(arrays, torch.float32, directory, "torch32")
-    step(arrays, torch.float64, directory, "torch64")
+    step(arrays, model, torch.float32, directory, "torch32")
+    step(arrays, model, torch.float64, directory, "torch64")
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 // autograd (tests/reference/torch_*.py, run with the system python3 that python3-torch
 // installs). ResNet-18 at full width, batch 8: the loss, every parameter's gradient, the BN
 // running statistics and the parameters after one SGD step (momentum, weight decay). The Flax
-// CNN (pooling, log_softmax): the loss and every gradient. In f64 and in f32 (tolerances at
+// CNN, d2l's LeNet and a transformer block: the loss and every gradient. In f64 and in f32 (tolerances at
 // each test). Skips, saying why, without torch.
 #include <cstdlib>
 #include <map>
@@ -212,12 +212,13 @@ TEST(TorchReferenceTest, ResNet18FullWidthMatchesPyTorchAutograd) {
   std::printf("  %d of %d f32 gradient tensors within 1e-4 of torch f32\n", within, gradients);
 }
 
-// The seeds' Flax CNN at batch 8 with the seed's loss (the batch's summed cross-entropy of the
-// log_softmax output): the loss and every gradient equal PyTorch's to 1e-10 in f64 and to 1e-4
-// of PyTorch's f32 ones in f32.
-TEST(TorchReferenceTest, SeedCnnMatchesPyTorchAutograd) {
-  if (std::string why = torchMissing(); !why.empty()) GTEST_SKIP() << why;
-  auto model = models::cnn();
+// The seeds' small CNNs at batch 8: the Flax CNN with the seed's loss (the batch's summed
+// cross-entropy of the log_softmax output) and d2l's multi-GPU LeNet with the mean
+// cross-entropy. The loss and every gradient equal PyTorch's to 1e-10 in f64 and to 1e-4 of
+// PyTorch's f32 ones in f32.
+void checkSmallCnn(const std::string& which) {
+  bool flax = which == "flax";
+  auto model = flax ? models::cnn() : models::lenet();
   auto [params, state] = model->initialize(11);
   Array x = randomArray(DType::f32, {8, 1, 28, 28}, 12, 0, 1);
   Array y = Array::of<int32_t>({8}, std::vector<int32_t>{2, 7, 1, 8, 2, 8, 1, 8});
@@ -226,14 +227,15 @@ TEST(TorchReferenceTest, SeedCnnMatchesPyTorchAutograd) {
   exchange.write("input.x", x);
   exchange.write("input.y", y);
   exchange.close();
-  std::string command = python() + " " SPMD_SOURCE_DIR "/tests/reference/torch_cnn.py " + exchange.dir();
+  std::string command =
+      python() + " " SPMD_SOURCE_DIR "/tests/reference/torch_cnn.py " + exchange.dir() + " " + which;
   ASSERT_EQ(std::system(command.c_str()), 0) << "failed: " << command;
 
   auto ours = [&](const Tree& p, const Array& xs) {
     auto step = jit([&](const Tree& q, const Tensor& images, const Tensor& labels) {
       return value_and_grad([&](const Tree& r) {
-        Tensor logProbs = model->apply(r, Tree(), images, true).first;
-        return sum(softmaxCrossEntropy(logProbs, labels), {0});
+        Tensor losses = softmaxCrossEntropy(model->apply(r, Tree(), images, true).first, labels);
+        return flax ? sum(losses, {0}) : mean(losses, {0});
       })(q);
     });
     auto [loss, grads] = step(p, xs, y);
@@ -249,8 +251,18 @@ TEST(TorchReferenceTest, SeedCnnMatchesPyTorchAutograd) {
   for (const auto& [key, e] : f32.errors) EXPECT_LT(e, 1e-4) << "f32 " << key;
   std::string worst64, worst32;
   double e64 = f64.worst("", &worst64), e32 = f32.worst("", &worst32);
-  std::printf("  CNN vs torch: f64 worst %.2e (%s), f32 worst %.2e (%s) over %zu tensors\n", e64,
+  std::printf("  %s vs torch: f64 worst %.2e (%s), f32 worst %.2e (%s) over %zu tensors\n", which.c_str(), e64,
               worst64.c_str(), e32, worst32.c_str(), f64.errors.size());
+}
+
+TEST(TorchReferenceTest, SeedCnnMatchesPyTorchAutograd) {
+  if (std::string why = torchMissing(); !why.empty()) GTEST_SKIP() << why;
+  checkSmallCnn("flax");
+}
+
+TEST(TorchReferenceTest, D2lLeNetMatchesPyTorchAutograd) {
+  if (std::string why = torchMissing(); !why.empty()) GTEST_SKIP() << why;
+  checkSmallCnn("lenet");
 }
 
 // A transformer block as tests/reference/torch_transformer.py builds it, in the DSL: embedding,
