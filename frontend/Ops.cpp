@@ -153,9 +153,17 @@ Tensor div(const Tensor& a, const Tensor& b, Loc loc) { return binary<ir::DivOp>
 Tensor maximum(const Tensor& a, const Tensor& b, Loc loc) {
   return binary<ir::MaxOp>(a, b, "maximum", loc);
 }
+Tensor minimum(const Tensor& a, const Tensor& b, Loc loc) { return binary<ir::MinOp>(a, b, "minimum", loc); }
 Tensor greaterEqual(const Tensor& a, const Tensor& b, Loc loc) {
   return binary<ir::GreaterEqualOp>(a, b, "greaterEqual", loc);
 }
+Tensor greater(const Tensor& a, const Tensor& b, Loc loc) { return binary<ir::GreaterOp>(a, b, "greater", loc); }
+Tensor lessEqual(const Tensor& a, const Tensor& b, Loc loc) {
+  return binary<ir::LessEqualOp>(a, b, "lessEqual", loc);
+}
+Tensor less(const Tensor& a, const Tensor& b, Loc loc) { return binary<ir::LessOp>(a, b, "less", loc); }
+Tensor equal(const Tensor& a, const Tensor& b, Loc loc) { return binary<ir::EqualOp>(a, b, "equal", loc); }
+Tensor notEqual(const Tensor& a, const Tensor& b, Loc loc) { return binary<ir::NotEqualOp>(a, b, "notEqual", loc); }
 Tensor add(const Tensor& x, double c, Loc loc) { return add(x, fill(x, c, loc), loc); }
 Tensor mul(const Tensor& x, double c, Loc loc) { return mul(x, fill(x, c, loc), loc); }
 Tensor neg(const Tensor& x, Loc loc) { return unary<ir::NegOp>(x, "neg", loc); }

@@ -52,8 +52,15 @@ Tensor sub(const Tensor& a, const Tensor& b, Loc loc = Loc::current());
 Tensor mul(const Tensor& a, const Tensor& b, Loc loc = Loc::current());
 Tensor div(const Tensor& a, const Tensor& b, Loc loc = Loc::current());
 Tensor maximum(const Tensor& a, const Tensor& b, Loc loc = Loc::current());
-// A mask: 1 where a >= b, else 0, in the operands' float type.
+Tensor minimum(const Tensor& a, const Tensor& b, Loc loc = Loc::current());
+// Masks: 1 where the relation holds, else 0, in the operands' float type (NaN compares false,
+// notEqual true). Multiply by a mask to select; their gradient is zero.
 Tensor greaterEqual(const Tensor& a, const Tensor& b, Loc loc = Loc::current());
+Tensor greater(const Tensor& a, const Tensor& b, Loc loc = Loc::current());
+Tensor lessEqual(const Tensor& a, const Tensor& b, Loc loc = Loc::current());
+Tensor less(const Tensor& a, const Tensor& b, Loc loc = Loc::current());
+Tensor equal(const Tensor& a, const Tensor& b, Loc loc = Loc::current());
+Tensor notEqual(const Tensor& a, const Tensor& b, Loc loc = Loc::current());
 // With a scalar of x's dtype.
 Tensor add(const Tensor& x, double c, Loc loc = Loc::current());
 Tensor mul(const Tensor& x, double c, Loc loc = Loc::current());

@@ -141,6 +141,7 @@ def Spmd_SubOp : Spmd_BinaryOp<"sub">;
 def Spmd_MulOp : Spmd_BinaryOp<"mul">;
 def Spmd_DivOp : Spmd_BinaryOp<"div">;
 def Spmd_MaxOp : Spmd_BinaryOp<"max">;
+def Spmd_MinOp : Spmd_BinaryOp<"min">;
 
 class Spmd_UnaryOp<string mnemonic>
     : Spmd_Op<mnemonic, [SameOperandsAndResultType, InferTypeOpInterface, Vjp]> {
@@ -158,16 +159,22 @@ def Spmd_TanhOp : Spmd_UnaryOp<"tanh">;
 def Spmd_SigmoidOp : Spmd_UnaryOp<"sigmoid">;
 def Spmd_GeluOp : Spmd_UnaryOp<"gelu">;  // exact: x * Phi(x), as torch.nn.functional.gelu
 
-def Spmd_GreaterEqualOp
-    : Spmd_Op<"greater_equal", [SameOperandsAndResultType, InferTypeOpInterface,
-                                Spmd_ZeroGradient]> {
-  let summary = "elementwise mask: 1.0 where lhs >= rhs, else 0.0, in the operands' float type";
-  let description = [{
-    Used by the VJPs of `max` and `reduce_max` to route a cotangent to the selected elements.
-  }];
+// Comparisons: 1 where the relation holds, else 0, in the operands' float type (a mask to
+// multiply by). A NaN operand compares false (not_equal: true), as IEEE, NumPy and PyTorch.
+// The VJPs of max, min and reduce_max route cotangents with them.
+class Spmd_CompareOp<string mnemonic, string relation>
+    : Spmd_Op<mnemonic, [SameOperandsAndResultType, InferTypeOpInterface, Spmd_ZeroGradient]> {
+  let summary = "elementwise mask: 1.0 where lhs " # relation # " rhs, else 0.0";
   let arguments = (ins Spmd_FloatTensor:$lhs, Spmd_FloatTensor:$rhs);
   let results = (outs Spmd_FloatTensor:$result);
 }
+
+def Spmd_GreaterEqualOp : Spmd_CompareOp<"greater_equal", ">=">;
+def Spmd_GreaterOp : Spmd_CompareOp<"greater", ">">;
+def Spmd_LessEqualOp : Spmd_CompareOp<"less_equal", "<=">;
+def Spmd_LessOp : Spmd_CompareOp<"less", "<">;
+def Spmd_EqualOp : Spmd_CompareOp<"equal", "==">;
+def Spmd_NotEqualOp : Spmd_CompareOp<"not_equal", "!=">;
 
 //===--- shape -------------------------------------------------------------------------------===//
 

@@ -148,9 +148,14 @@ OpFoldResult MulOp::fold(FoldAdaptor adaptor) {
 OpFoldResult DivOp::fold(FoldAdaptor adaptor) {
   return foldBinary(*this, adaptor.getLhs(), adaptor.getRhs(), std::divides<>(), 1.0, false);
 }
+// A NaN operand wins, as the kernels' nanMax / nanMin (runtime/base/NanRules.h).
 OpFoldResult MaxOp::fold(FoldAdaptor adaptor) {
   return foldBinary(*this, adaptor.getLhs(), adaptor.getRhs(),
-                    [](double x, double y) { return std::max(x, y); }, std::nullopt, true);
+                    [](double x, double y) { return (x > y || x != x) ? x : y; }, std::nullopt, true);
+}
+OpFoldResult MinOp::fold(FoldAdaptor adaptor) {
+  return foldBinary(*this, adaptor.getLhs(), adaptor.getRhs(),
+                    [](double x, double y) { return (x < y || x != x) ? x : y; }, std::nullopt, true);
 }
 
 OpFoldResult BroadcastInDimOp::fold(FoldAdaptor adaptor) {

@@ -194,6 +194,14 @@ LogicalResult MaxOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads, SmallVectorIm
   return success();
 }
 
+LogicalResult MinOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads, SmallVectorImpl<Value>& out) {
+  Emit e{b, getLoc()};
+  // Ties go to lhs.
+  Value toLhs = e.mul(grads[0], b.create<LessEqualOp>(getLoc(), getLhs(), getRhs()));
+  out.append({toLhs, e.sub(grads[0], toLhs)});
+  return success();
+}
+
 LogicalResult NegOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads, SmallVectorImpl<Value>& out) {
   out.push_back(Emit{b, getLoc()}.neg(grads[0]));
   return success();

@@ -6,7 +6,7 @@
 //
 // X(name, Functor, arity, formula): `name` is the dialect op's name (and the kernel's and the
 // fused body's); `formula` is an expression of type T in `a` (and `b` for binary ops) that may use
-// the operators, T(literal), and the functions of runtime/base/Elementwise.h (nanMax, reluOf,
+// the operators, T(literal), and the functions of runtime/base/Elementwise.h (nanMax, nanMin, reluOf,
 // reluGradOf, expOf, logOf, sqrtOf, tanhOf, geluOf, geluGradOf), so it means the same in host
 // and device code.
 // No includes: the CUDA fused-kernel generator hands this file to NVRTC as it is.
@@ -18,7 +18,13 @@
   X(mul, Mul, 2, a * b)                                                                       \
   X(div, Div, 2, a / b)                                                                       \
   X(max, Max, 2, nanMax(a, b))                                                                \
+  X(min, Min, 2, nanMin(a, b))                                                                \
   X(greater_equal, GreaterEqual, 2, a >= b ? T(1) : T(0))                                     \
+  X(greater, Greater, 2, a > b ? T(1) : T(0))                                                 \
+  X(less_equal, LessEqual, 2, a <= b ? T(1) : T(0))                                           \
+  X(less, Less, 2, a < b ? T(1) : T(0))                                                       \
+  X(equal, Equal, 2, a == b ? T(1) : T(0))                                                    \
+  X(not_equal, NotEqual, 2, a != b ? T(1) : T(0))                                             \
   X(relu_backward, ReluBackward, 2, reluGradOf(a, b)) /* a: result gradient, b: relu result */ \
   X(gelu_backward, GeluBackward, 2, a * geluGradOf(b)) /* a: result gradient, b: gelu input */ \
   X(neg, Neg, 1, -a)                                                                          \

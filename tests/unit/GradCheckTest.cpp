@@ -132,6 +132,7 @@ std::vector<GradCase> cases() {
       {"operators", {x({3, 4}), positive({4})},
        [](const T& a) { return T{(a[0] + a[1]) * a[0] - a[0] / a[1], 2.0 - a[0] * 3.0 + 1.0 / a[1], -a[0]}; }},
       {"max", {x({3, 4}), x({3, 4})}, [](const T& a) { return T{maximum(a[0], a[1])}; }},
+      {"min", {x({3, 4}), x({3, 4})}, [](const T& a) { return T{minimum(a[0], a[1])}; }},
       {"neg exp relu", {x({3, 4})}, [](const T& a) { return T{neg(a[0]), exp(a[0]), relu(a[0])}; }},
       {"log sqrt", {positive({3, 4})}, [](const T& a) { return T{log(a[0]), sqrt(a[0])}; }},
       {"tanh sigmoid gelu", {x({3, 4})},

@@ -145,11 +145,19 @@ inline std::vector<KernelCase> kernelCases(DType t) {
   }
   list.push_back({"relu bwd", "relu_backward", {rnd({3, 17, 5}), rnd({3, 17, 5})},
                   {{t, {3, 17, 5}}}, {}});
-  list.push_back({"greater_equal", "greater_equal", {rnd({3, 17, 5}), rnd({3, 17, 5})},
-                  {{t, {3, 17, 5}}}, {}});
+  // Comparisons on coarse values, so that equal elements occur.
+  for (std::string op : {"greater_equal", "greater", "less_equal", "less", "equal", "not_equal"}) {
+    Array a = rnd({3, 17, 5}, -2, 2), b = rnd({3, 17, 5}, -2, 2);
+    for (Array* x : {&a, &b})
+      for (int64_t i = 0; i < x->numel(); ++i) {
+        if (t == DType::f32) x->values<float>()[i] = std::round(x->values<float>()[i]);
+        else x->values<double>()[i] = std::round(x->values<double>()[i]);
+      }
+    list.push_back({op, op, {a, b}, {{t, {3, 17, 5}}}, {}});
+  }
   list.push_back({"softmax xent bwd", "softmax_cross_entropy_backward",
                   {rnd({9, 10}, -4, 4), labels(9, 10), rnd({9})}, {{t, {9, 10}}}, {}});
-  for (std::string op : {"add", "sub", "mul", "div", "max"})
+  for (std::string op : {"add", "sub", "mul", "div", "max", "min"})
     list.push_back({op, op, {rnd({3, 17, 5}), rnd({3, 17, 5}, 0.5, 2)}, {{t, {3, 17, 5}}}, {}});
   list.push_back({"gelu bwd", "gelu_backward", {rnd({3, 17, 5}), rnd({3, 17, 5}, -4, 4)},
                   {{t, {3, 17, 5}}}, {}});

@@ -26,6 +26,18 @@ func.func @all_ops(%x: tensor<2x3x8x8xf32>, %w: tensor<4x3x3x3xf32>, %b: tensor<
   %s3 = spmd.div %s2, %bn : (tensor<2x4x4x4xf32>, tensor<2x4x4x4xf32>) -> tensor<2x4x4x4xf32>
   // CHECK: spmd.max
   %s4 = spmd.max %s3, %bn : (tensor<2x4x4x4xf32>, tensor<2x4x4x4xf32>) -> tensor<2x4x4x4xf32>
+  // CHECK: spmd.min
+  %s5 = spmd.min %s3, %bn : (tensor<2x4x4x4xf32>, tensor<2x4x4x4xf32>) -> tensor<2x4x4x4xf32>
+  // CHECK: spmd.greater %{{.*}}, %{{.*}} : (tensor<2x4x4x4xf32>, tensor<2x4x4x4xf32>) -> tensor<2x4x4x4xf32>
+  %c0 = spmd.greater %s5, %bn : (tensor<2x4x4x4xf32>, tensor<2x4x4x4xf32>) -> tensor<2x4x4x4xf32>
+  // CHECK: spmd.less_equal
+  %c1 = spmd.less_equal %c0, %bn : (tensor<2x4x4x4xf32>, tensor<2x4x4x4xf32>) -> tensor<2x4x4x4xf32>
+  // CHECK: spmd.less
+  %c2 = spmd.less %c1, %bn : (tensor<2x4x4x4xf32>, tensor<2x4x4x4xf32>) -> tensor<2x4x4x4xf32>
+  // CHECK: spmd.equal
+  %c3 = spmd.equal %c2, %bn : (tensor<2x4x4x4xf32>, tensor<2x4x4x4xf32>) -> tensor<2x4x4x4xf32>
+  // CHECK: spmd.not_equal
+  %c4 = spmd.not_equal %c3, %bn : (tensor<2x4x4x4xf32>, tensor<2x4x4x4xf32>) -> tensor<2x4x4x4xf32>
   // CHECK: spmd.neg
   %u0 = spmd.neg %s4 : (tensor<2x4x4x4xf32>) -> tensor<2x4x4x4xf32>
   // CHECK: spmd.exp
