@@ -187,6 +187,15 @@ Tensor fill(const Tensor& like, double value, Loc loc) {
       trace.create<ir::ConstantOp>(loc, llvm::cast<mlir::ElementsAttr>(attr))->getResult(0));
 }
 
+Tensor cast(const Tensor& x, DType dtype, Loc loc) {
+  if (x.dtype() == dtype) return x;
+  Trace& trace = Trace::current("cast", loc);
+  return trace.wrap(trace
+                        .createWithType<ir::ConvertOp>(loc, detail::tensorType(dtype, x.shape()),
+                                                       trace.valueOf(x, loc))
+                        ->getResult(0));
+}
+
 Tensor broadcastTo(const Tensor& x, const Shape& shape, Loc loc) {
   if (x.shape() == shape) return x;
   Trace& trace = Trace::current("broadcastTo", loc);

@@ -76,6 +76,9 @@ Tensor gelu(const Tensor& x, Loc loc = Loc::current());
 // A scalar as a tensor of x's dtype and shape (a splat constant).
 Tensor fill(const Tensor& like, double value, Loc loc = Loc::current());
 
+// x with another element type (f32, f64, i32), as astype: float to i32 rounds toward zero and
+// saturates, NaN giving 0. The gradient of a float-to-float cast is cast back.
+Tensor cast(const Tensor& x, DType dtype, Loc loc = Loc::current());
 Tensor broadcastTo(const Tensor& x, const Shape& shape, Loc loc = Loc::current());
 Tensor reshape(const Tensor& x, const Shape& shape, Loc loc = Loc::current());  // one -1 allowed
 Tensor transpose(const Tensor& x, const std::vector<int64_t>& perm, Loc loc = Loc::current());

@@ -186,6 +186,18 @@ def Spmd_BroadcastInDimOp : Spmd_Op<"broadcast_in_dim", [Vjp]> {
   let hasFolder = 1;
 }
 
+def Spmd_ConvertOp : Spmd_Op<"convert", [Vjp]> {
+  let summary = "each element converted to the result's element type (f32, f64, i32), same shape";
+  let description = [{
+    Float to i32 rounds toward zero and saturates: NaN becomes 0, values beyond the i32 range
+    become its bounds (C++ leaves these undefined; XLA and NumPy differ, so spmd fixes one).
+    The gradient of a float-to-float conversion is converted back; integers have none.
+  }];
+  let arguments = (ins Spmd_AnyTensor:$input);
+  let results = (outs Spmd_AnyTensor:$result);
+  let hasVerifier = 1;
+}
+
 def Spmd_ReshapeOp : Spmd_Op<"reshape", [Vjp]> {
   let summary = "reinterpret a row-major tensor with another shape of the same element count";
   let arguments = (ins Spmd_AnyTensor:$input);

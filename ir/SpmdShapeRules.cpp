@@ -165,6 +165,14 @@ OpFoldResult BroadcastInDimOp::fold(FoldAdaptor adaptor) {
   return {};
 }
 
+LogicalResult ConvertOp::verify() {
+  auto in = getInput().getType(), out = getResult().getType();
+  if (in.getShape() != out.getShape())
+    return fail(getLoc(), "convert", "the result " + str(out) + " must have the input's shape " + str(in) +
+                                         "; convert changes only the element type");
+  return success();
+}
+
 LogicalResult ReshapeOp::verify() {
   auto in = getInput().getType(), out = getResult().getType();
   if (in.getElementType() != out.getElementType())

@@ -278,6 +278,18 @@ LogicalResult TransposeOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads,
   return success();
 }
 
+LogicalResult ConvertOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads, SmallVectorImpl<Value>& out) {
+  auto in = typeOf(getInput());
+  if (!llvm::isa<FloatType>(in.getElementType())) {
+    out.push_back(Value());  // integers have no cotangent
+  } else if (!llvm::isa<FloatType>(typeOf(getResult()).getElementType()) || !grads[0]) {
+    out.push_back(Emit{b, getLoc()}.splat(in, 0.0));  // float -> i32 is piecewise constant
+  } else {
+    out.push_back(b.create<ConvertOp>(getLoc(), in, grads[0]));
+  }
+  return success();
+}
+
 //===--- reductions --------------------------------------------------------------------------===//
 
 LogicalResult ReduceSumOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads,

@@ -1,8 +1,9 @@
-// CUDA elementwise, shape, reduction, loss, pooling, softmax, random and embedding kernels: the shared kernel code
+// CUDA elementwise, shape, reduction, loss, pooling, softmax, random, embedding and convert kernels: the shared kernel code
 // (runtime/cuda/kernels/) compiled by nvcc and launched through CudaApi.
 #include "runtime/cuda/CudaApi.cuh"
 #include "runtime/cuda/Kernels.h"
 #include "runtime/cuda/kernels/Elementwise.h"
+#include "runtime/cuda/kernels/Convert.h"
 #include "runtime/cuda/kernels/Embedding.h"
 #include "runtime/cuda/kernels/Loss.h"
 #include "runtime/cuda/kernels/Pool.h"
@@ -27,6 +28,7 @@ SPMD_GPU_POOL_OPS(SPMD_SHARED)
 SPMD_GPU_SOFTMAX_OPS(SPMD_SHARED)
 SPMD_GPU_RANDOM_OPS(SPMD_SHARED)
 SPMD_GPU_EMBEDDING_OPS(SPMD_SHARED)
+SPMD_GPU_CONVERT_OPS(SPMD_SHARED)
 #undef SPMD_SHARED
 
 }  // namespace spmd::runtime::cuda

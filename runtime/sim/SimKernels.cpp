@@ -1,11 +1,12 @@
 // The simulator's kernel table. Elementwise, shape, reduction, loss, pooling, softmax, random,
-// embedding and collective ops run the CUDA backend's own kernel code (runtime/cuda/kernels/) through SimApi;
+// embedding, convert and collective ops run the CUDA backend's own kernel code (runtime/cuda/kernels/) through SimApi;
 // the ops the GPU hands to a library (cuDNN convolutions, cuBLAS matmul) or to code that needs a
 // real GPU (block-wide BatchNorm reductions, NVRTC-compiled fused kernels) run the CPU backend's
 // kernel on the stream thread instead, as the GPU would run its library call on its stream.
 #include "runtime/cpu/CpuDevice.h"
 #include "runtime/cuda/kernels/Collectives.h"
 #include "runtime/cuda/kernels/Elementwise.h"
+#include "runtime/cuda/kernels/Convert.h"
 #include "runtime/cuda/kernels/Embedding.h"
 #include "runtime/cuda/kernels/Loss.h"
 #include "runtime/cuda/kernels/Pool.h"
@@ -53,6 +54,7 @@ const KernelTable& simKernels() {
       SPMD_GPU_SHAPE_OPS(SPMD_SHARED) SPMD_GPU_REDUCE_OPS(SPMD_SHARED) SPMD_GPU_LOSS_OPS(SPMD_SHARED)
       SPMD_GPU_POOL_OPS(SPMD_SHARED) SPMD_GPU_SOFTMAX_OPS(SPMD_SHARED)
       SPMD_GPU_RANDOM_OPS(SPMD_SHARED) SPMD_GPU_EMBEDDING_OPS(SPMD_SHARED)
+      SPMD_GPU_CONVERT_OPS(SPMD_SHARED)
       SPMD_GPU_COLLECTIVE_OPS(SPMD_SHARED)
 #undef SPMD_SHARED
 #define SPMD_LIBRARY(name) {#name, &sim::onStream<sim::name##Name>},

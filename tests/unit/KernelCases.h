@@ -196,6 +196,10 @@ inline std::vector<KernelCase> kernelCases(DType t) {
   Array ids = Array::of<int32_t>({2, 4}, std::vector<int32_t>{3, 0, 6, 3, 1, 0, 2, 5});
   list.push_back({"embedding", "embedding", {rnd({7, 5}), ids}, {{t, {2, 4, 5}}}, {}});
   list.push_back({"embedding bwd", "embedding_backward", {rnd({2, 4, 5}), ids}, {{t, {7, 5}}}, {}});
+  DType other = t == DType::f32 ? DType::f64 : DType::f32;
+  list.push_back({"convert float", "convert", {rnd({3, 7}, -5, 5)}, {{other, {3, 7}}}, {}});
+  list.push_back({"convert to i32", "convert", {rnd({3, 7}, -5, 5)}, {{DType::i32, {3, 7}}}, {}});
+  list.push_back({"convert from i32", "convert", {ids}, {{t, {2, 4}}}, {}});
   Array key = Array::of<int32_t>({2}, std::vector<int32_t>{12345, -6789});
   list.push_back({"random_uniform", "random_uniform", {key}, {{t, {3, 17, 5}}}, {}});
   list.push_back({"random_fold_in", "random_fold_in", {key, Array::of<int32_t>({}, std::vector<int32_t>{-3})},

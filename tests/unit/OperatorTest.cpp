@@ -2,6 +2,8 @@
 // a shape error names the line where the expression is written, not the operator's header.
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "TestUtil.h"
 #include "frontend/spmd.h"
 
@@ -42,6 +44,34 @@ TEST(OperatorTest, AShapeErrorNamesTheExpressionsLine) {
   std::string error = spmd::testing::errorOf([&] { f(a, b); });
   EXPECT_NE(error.find("OperatorTest.cpp:" + std::to_string(line)), std::string::npos) << error;
   EXPECT_NE(error.find("do not broadcast"), std::string::npos) << error;
+}
+
+TEST(OperatorTest, CastRoundsTowardZeroSaturatesAndCarriesGradientsBack) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  Array x = Array::of<float>({7}, std::vector<float>{1.7f, -1.7f, nan, 3e9f, -3e9f, inf, 0.5f});
+  for (const char* devices : {"cpu", "sim"}) {
+    auto toInt = jit([](const Tensor& v) { return cast(v, DType::i32); }, {.devices = devices});
+    Array result = toInt(x).array();
+    auto got = result.values<int32_t>();
+    EXPECT_EQ(std::vector<int32_t>(got.begin(), got.end()),
+              (std::vector<int32_t>{1, -1, 0, 2147483647, -2147483647 - 1, 2147483647, 0}))
+        << devices;
+  }
+  // d/dx sum(cast(x, f64) * w) = cast(w, f32), exactly; i32 -> f32 takes no gradient.
+  Tree p;
+  p.set("x", Array::of<float>({3}, std::vector<float>{0.25f, -2.0f, 7.0f}));
+  Array w = Array::of<double>({3}, std::vector<double>{0.1, -3.0, 1e-3});
+  auto grad = jit([&](const Tree& q) {
+    return value_and_grad([&](const Tree& r) { return sum(mul(cast(r.at("x"), DType::f64), Tensor(w)), {0}); })(q);
+  });
+  auto [loss, grads] = grad(p);
+  EXPECT_NEAR(loss.array().values<double>()[0], 0.025 + 6.0 + 0.007, 1e-12);
+  std::vector<float> want = {0.1f, -3.0f, 1e-3f};
+  Array gradient = grads.at("x").array();
+  auto g = gradient.values<float>();
+  EXPECT_EQ(std::vector<float>(g.begin(), g.end()), want);
+  auto labels = jit([](const Tensor& ids) { return sum(cast(ids, DType::f32), {0}); });
+  EXPECT_EQ(labels(Array::of<int32_t>({3}, std::vector<int32_t>{4, -1, 2})).array().values<float>()[0], 5.0f);
 }
 
 }  // namespace

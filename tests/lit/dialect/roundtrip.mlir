@@ -70,6 +70,8 @@ func.func @all_ops(%x: tensor<2x3x8x8xf32>, %w: tensor<4x3x3x3xf32>, %b: tensor<
   %emb = spmd.embedding %m, %key : (tensor<6x5xf32>, tensor<2xi32>) -> tensor<2x5xf32>
   // CHECK: spmd.embedding_backward %{{.*}}, %{{.*}} : (tensor<2x5xf32>, tensor<2xi32>) -> tensor<6x5xf32>
   %embg = spmd.embedding_backward %emb, %key : (tensor<2x5xf32>, tensor<2xi32>) -> tensor<6x5xf32>
+  // CHECK: spmd.convert %{{.*}} : (tensor<2xi32>) -> tensor<2xf64>
+  %keyf = spmd.convert %key : (tensor<2xi32>) -> tensor<2xf64>
   // CHECK: spmd.random_uniform %{{.*}} : (tensor<2xi32>) -> tensor<6x5xf32>
   %noise = spmd.random_uniform %key2 : (tensor<2xi32>) -> tensor<6x5xf32>
   // CHECK: spmd.log

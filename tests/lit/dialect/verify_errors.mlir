@@ -314,3 +314,11 @@ func.func @matmul_batch(%a: tensor<2x3x4xf32>, %b: tensor<3x4x5xf32>) {
   %r = spmd.matmul %a, %b : (tensor<2x3x4xf32>, tensor<3x4x5xf32>) -> tensor<2x3x5xf32>
   return
 }
+
+// -----
+
+func.func @convert_shape(%x: tensor<4x5xf32>) {
+  // expected-error @+1 {{the result tensor<20xi32> must have the input's shape tensor<4x5xf32>}}
+  %r = spmd.convert %x : (tensor<4x5xf32>) -> tensor<20xi32>
+  return
+}
