@@ -210,6 +210,46 @@ Tensor broadcastTo(const Tensor& x, const Shape& shape, Loc loc) {
                         ->getResult(0));
 }
 
+Tensor slice(const Tensor& x, std::vector<int64_t> start, std::vector<int64_t> limit, Loc loc) {
+  Trace& trace = Trace::current("slice", loc);
+  if (start.size() != x.shape().size() || limit.size() != x.shape().size())
+    throw Error(where(loc) + ": spmd::slice: start and limit need " + std::to_string(x.rank()) +
+                " entries (one per dim of " + x.typeString() + ")");
+  for (size_t d = 0; d < start.size(); ++d) {
+    if (start[d] < 0) start[d] += x.shape()[d];
+    if (limit[d] < 0) limit[d] += x.shape()[d];
+  }
+  return trace.wrap(trace.create<ir::SliceOp>(loc, trace.valueOf(x, loc), start, limit)->getResult(0));
+}
+
+Tensor pad(const Tensor& x, const std::vector<int64_t>& low, const std::vector<int64_t>& high, Loc loc) {
+  Trace& trace = Trace::current("pad", loc);
+  return trace.wrap(trace.create<ir::PadOp>(loc, trace.valueOf(x, loc), low, high)->getResult(0));
+}
+
+Tensor concat(const std::vector<Tensor>& xs, int64_t axis, Loc loc) {
+  Trace& trace = Trace::current("concat", loc);
+  if (xs.empty()) throw Error(where(loc) + ": spmd::concat: needs at least one tensor");
+  if (axis < 0) axis += xs[0].rank();
+  llvm::SmallVector<mlir::Value> values;
+  for (const Tensor& x : xs) values.push_back(trace.valueOf(x, loc));
+  return trace.wrap(trace.create<ir::ConcatenateOp>(loc, mlir::ValueRange(values), axis)->getResult(0));
+}
+
+Tensor where(const Tensor& condition, const Tensor& onTrue, const Tensor& onFalse, Loc loc) {
+  Trace& trace = Trace::current("where", loc);
+  Shape values = broadcastShape(onTrue, onFalse, "where", loc);
+  Shape shape = broadcastShape(condition, broadcastTo(onTrue, values, loc), "where", loc);
+  if (condition.dtype() != onTrue.dtype() || onTrue.dtype() != onFalse.dtype())
+    throw Error(where(loc) + ": spmd::where: dtypes differ (" + condition.typeString() + ", " + onTrue.typeString() +
+                ", " + onFalse.typeString() + "); the condition is a mask of the values' float type");
+  return trace.wrap(trace
+                        .create<ir::SelectOp>(loc, trace.valueOf(broadcastTo(condition, shape, loc), loc),
+                                              trace.valueOf(broadcastTo(onTrue, shape, loc), loc),
+                                              trace.valueOf(broadcastTo(onFalse, shape, loc), loc))
+                        ->getResult(0));
+}
+
 Tensor reshape(const Tensor& x, const Shape& shape, Loc loc) {
   Trace& trace = Trace::current("reshape", loc);
   Shape resolved = shape;

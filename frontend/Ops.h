@@ -80,6 +80,16 @@ Tensor fill(const Tensor& like, double value, Loc loc = Loc::current());
 // saturates, NaN giving 0. The gradient of a float-to-float cast is cast back.
 Tensor cast(const Tensor& x, DType dtype, Loc loc = Loc::current());
 Tensor broadcastTo(const Tensor& x, const Shape& shape, Loc loc = Loc::current());
+// The box [start, limit) of every dim (negative entries count from the end, as Python's).
+Tensor slice(const Tensor& x, std::vector<int64_t> start, std::vector<int64_t> limit, Loc loc = Loc::current());
+// Zeros added before (low) and after (high) every dim.
+Tensor pad(const Tensor& x, const std::vector<int64_t>& low, const std::vector<int64_t>& high,
+           Loc loc = Loc::current());
+// The tensors joined along `axis` (negative counts from the end).
+Tensor concat(const std::vector<Tensor>& xs, int64_t axis, Loc loc = Loc::current());
+// onTrue where `condition` (a comparison's mask) is nonzero, else onFalse (jnp.where); the three
+// broadcast together.
+Tensor where(const Tensor& condition, const Tensor& onTrue, const Tensor& onFalse, Loc loc = Loc::current());
 Tensor reshape(const Tensor& x, const Shape& shape, Loc loc = Loc::current());  // one -1 allowed
 Tensor transpose(const Tensor& x, const std::vector<int64_t>& perm, Loc loc = Loc::current());
 

@@ -206,6 +206,32 @@ def Spmd_ReshapeOp : Spmd_Op<"reshape", [Vjp]> {
   let hasFolder = 1;
 }
 
+def Spmd_SliceOp : Spmd_InferredOp<"slice", [Vjp]> {
+  let summary = "the box [start, limit) of each dim (stride 1): result dims limit - start";
+  let arguments = (ins Spmd_AnyTensor:$input, DenseI64ArrayAttr:$start, DenseI64ArrayAttr:$limit);
+  let results = (outs Spmd_AnyTensor:$result);
+}
+
+def Spmd_PadOp : Spmd_InferredOp<"pad", [Vjp]> {
+  let summary = "zeros added before (low) and after (high) each dim: result dims low + dim + high";
+  let arguments = (ins Spmd_AnyTensor:$input, DenseI64ArrayAttr:$low, DenseI64ArrayAttr:$high);
+  let results = (outs Spmd_AnyTensor:$result);
+}
+
+def Spmd_ConcatenateOp : Spmd_InferredOp<"concatenate", [Vjp]> {
+  let summary = "the inputs joined along axis (they agree on every other dim and the type)";
+  let arguments = (ins Variadic<Spmd_AnyTensor>:$inputs, I64Attr:$axis);
+  let results = (outs Spmd_AnyTensor:$result);
+}
+
+def Spmd_SelectOp
+    : Spmd_Op<"select", [SameOperandsAndResultType, InferTypeOpInterface, Vjp]> {
+  let summary = "on_true where condition is nonzero, else on_false (condition: a comparison's mask)";
+  let arguments = (ins Spmd_FloatTensor:$condition, Spmd_FloatTensor:$on_true,
+                       Spmd_FloatTensor:$on_false);
+  let results = (outs Spmd_FloatTensor:$result);
+}
+
 def Spmd_TransposeOp : Spmd_InferredOp<"transpose", [Vjp]> {
   let summary = "permute dimensions: result dim i is input dim perm[i]";
   let arguments = (ins Spmd_AnyTensor:$input, DenseI64ArrayAttr:$perm);

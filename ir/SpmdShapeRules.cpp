@@ -195,6 +195,69 @@ OpFoldResult ReshapeOp::fold(FoldAdaptor adaptor) {
   return {};
 }
 
+LogicalResult SliceOp::inferReturnTypes(MLIRContext*, OptLoc loc, Adaptor adaptor,
+                                        SmallVectorImpl<Type>& results) {
+  auto in = expectTensor(loc, "slice", "input", adaptor.getInput(), -1);
+  if (failed(in)) return failure();
+  ArrayRef<int64_t> start = adaptor.getStart(), limit = adaptor.getLimit();
+  if (int64_t(start.size()) != in->getRank() || int64_t(limit.size()) != in->getRank())
+    return fail(loc, "slice", "start " + str(start) + " and limit " + str(limit) + " need one entry per dim of " +
+                                  str(*in));
+  SmallVector<int64_t> shape;
+  for (int64_t d = 0; d < in->getRank(); ++d) {
+    if (start[d] < 0 || start[d] > limit[d] || limit[d] > in->getDimSize(d))
+      return fail(loc, "slice", "dim " + std::to_string(d) + ": [" + std::to_string(start[d]) + ", " +
+                                    std::to_string(limit[d]) + ") is not inside [0, " +
+                                    std::to_string(in->getDimSize(d)) + ") of " + str(*in));
+    shape.push_back(limit[d] - start[d]);
+  }
+  results.push_back(RankedTensorType::get(shape, in->getElementType()));
+  return success();
+}
+
+LogicalResult PadOp::inferReturnTypes(MLIRContext*, OptLoc loc, Adaptor adaptor,
+                                      SmallVectorImpl<Type>& results) {
+  auto in = expectTensor(loc, "pad", "input", adaptor.getInput(), -1);
+  if (failed(in)) return failure();
+  ArrayRef<int64_t> low = adaptor.getLow(), high = adaptor.getHigh();
+  if (int64_t(low.size()) != in->getRank() || int64_t(high.size()) != in->getRank())
+    return fail(loc, "pad", "low " + str(low) + " and high " + str(high) + " need one entry per dim of " + str(*in));
+  SmallVector<int64_t> shape;
+  for (int64_t d = 0; d < in->getRank(); ++d) {
+    if (low[d] < 0 || high[d] < 0)
+      return fail(loc, "pad", "padding must be non-negative, got low " + str(low) + ", high " + str(high) +
+                                  " (use slice to crop)");
+    shape.push_back(low[d] + in->getDimSize(d) + high[d]);
+  }
+  results.push_back(RankedTensorType::get(shape, in->getElementType()));
+  return success();
+}
+
+LogicalResult ConcatenateOp::inferReturnTypes(MLIRContext*, OptLoc loc, Adaptor adaptor,
+                                              SmallVectorImpl<Type>& results) {
+  constexpr StringRef op = "concatenate";
+  if (adaptor.getInputs().empty()) return fail(loc, op, "needs at least one input");
+  auto first = expectTensor(loc, op, "input 0", adaptor.getInputs()[0], -1);
+  if (failed(first)) return failure();
+  int64_t axis = adaptor.getAxis(), rank = first->getRank();
+  if (axis < 0 || axis >= rank)
+    return fail(loc, op, "axis " + std::to_string(axis) + " is out of range for " + str(*first));
+  SmallVector<int64_t> shape(first->getShape());
+  shape[axis] = 0;
+  for (auto [i, value] : llvm::enumerate(adaptor.getInputs())) {
+    auto type = expectTensor(loc, op, "input " + std::to_string(i), value, rank, first->getElementType());
+    if (failed(type)) return failure();
+    for (int64_t d = 0; d < rank; ++d)
+      if (d != axis && type->getDimSize(d) != first->getDimSize(d))
+        return fail(loc, op, "input " + std::to_string(i) + " " + str(*type) + " differs from input 0 " +
+                                 str(*first) + " in dim " + std::to_string(d) + " (only dim " +
+                                 std::to_string(axis) + " may differ)");
+    shape[axis] += type->getDimSize(axis);
+  }
+  results.push_back(RankedTensorType::get(shape, first->getElementType()));
+  return success();
+}
+
 LogicalResult TransposeOp::inferReturnTypes(MLIRContext*, OptLoc loc, Adaptor adaptor,
                                             SmallVectorImpl<Type>& results) {
   auto in = expectTensor(loc, "transpose", "input", adaptor.getInput(), -1);

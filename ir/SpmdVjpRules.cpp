@@ -278,6 +278,44 @@ LogicalResult TransposeOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads,
   return success();
 }
 
+LogicalResult SliceOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads, SmallVectorImpl<Value>& out) {
+  auto in = typeOf(getInput());
+  SmallVector<int64_t> high;
+  for (int64_t d = 0; d < in.getRank(); ++d) high.push_back(in.getDimSize(d) - getLimit()[d]);
+  out.push_back(b.create<PadOp>(getLoc(), grads[0], getStart(), high));
+  return success();
+}
+
+LogicalResult PadOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads, SmallVectorImpl<Value>& out) {
+  auto in = typeOf(getInput());
+  SmallVector<int64_t> limit;
+  for (int64_t d = 0; d < in.getRank(); ++d) limit.push_back(getLow()[d] + in.getDimSize(d));
+  out.push_back(b.create<SliceOp>(getLoc(), grads[0], getLow(), limit));
+  return success();
+}
+
+LogicalResult ConcatenateOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads, SmallVectorImpl<Value>& out) {
+  auto result = typeOf(getResult());
+  int64_t axis = getAxis(), offset = 0;
+  for (Value input : getInputs()) {
+    SmallVector<int64_t> start(result.getRank(), 0), limit(result.getShape());
+    start[axis] = offset;
+    offset += typeOf(input).getDimSize(axis);
+    limit[axis] = offset;
+    out.push_back(b.create<SliceOp>(getLoc(), grads[0], start, limit));
+  }
+  return success();
+}
+
+LogicalResult SelectOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads, SmallVectorImpl<Value>& out) {
+  Emit e{b, getLoc()};
+  Value zero = e.splat(typeOf(getResult()), 0.0);
+  out.push_back(zero);  // the condition is a mask: no gradient
+  out.push_back(b.create<SelectOp>(getLoc(), getCondition(), grads[0], zero));
+  out.push_back(b.create<SelectOp>(getLoc(), getCondition(), zero, grads[0]));
+  return success();
+}
+
 LogicalResult ConvertOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads, SmallVectorImpl<Value>& out) {
   auto in = typeOf(getInput());
   if (!llvm::isa<FloatType>(in.getElementType())) {

@@ -1,6 +1,7 @@
 // The CPU kernels that run the shared kernel code the CUDA backend and the simulator launch
-// (runtime/cuda/kernels/): pooling, softmax, log_softmax, the random ops, embedding and convert, as a plain loop on
-// the replica's thread, so every backend computes these ops with one definition. oneDNN's pooling
+// (runtime/cuda/kernels/): pooling, softmax, log_softmax, the random ops, embedding, convert,
+// slice, pad, concatenate and select, as a plain loop on the replica's thread, so every backend
+// computes these ops with one definition. oneDNN's pooling
 // primitive is not used: its max-pooling backward needs the forward's workspace, which the
 // separate backward step does not have, and its NaN handling is not specified.
 #include <cstring>
@@ -10,6 +11,7 @@
 #include "runtime/cuda/kernels/Embedding.h"
 #include "runtime/cuda/kernels/Pool.h"
 #include "runtime/cuda/kernels/Random.h"
+#include "runtime/cuda/kernels/Slice.h"
 #include "runtime/cuda/kernels/Softmax.h"
 
 namespace spmd::runtime::cpu {
@@ -36,6 +38,7 @@ SPMD_GPU_SOFTMAX_OPS(SPMD_SHARED)
 SPMD_GPU_RANDOM_OPS(SPMD_SHARED)
 SPMD_GPU_EMBEDDING_OPS(SPMD_SHARED)
 SPMD_GPU_CONVERT_OPS(SPMD_SHARED)
+SPMD_GPU_SLICE_OPS(SPMD_SHARED)
 #undef SPMD_SHARED
 
 }  // namespace spmd::runtime::cpu

@@ -1,4 +1,5 @@
-// CUDA elementwise, shape, reduction, loss, pooling, softmax, random, embedding and convert kernels: the shared kernel code
+// CUDA elementwise, shape, reduction, loss, pooling, softmax, random, embedding, convert, slice, pad,
+// concatenate and select kernels: the shared kernel code
 // (runtime/cuda/kernels/) compiled by nvcc and launched through CudaApi.
 #include "runtime/cuda/CudaApi.cuh"
 #include "runtime/cuda/Kernels.h"
@@ -8,6 +9,7 @@
 #include "runtime/cuda/kernels/Loss.h"
 #include "runtime/cuda/kernels/Pool.h"
 #include "runtime/cuda/kernels/Random.h"
+#include "runtime/cuda/kernels/Slice.h"
 #include "runtime/cuda/kernels/Reduce.h"
 #include "runtime/cuda/kernels/Shape.h"
 #include "runtime/cuda/kernels/Softmax.h"
@@ -29,6 +31,7 @@ SPMD_GPU_SOFTMAX_OPS(SPMD_SHARED)
 SPMD_GPU_RANDOM_OPS(SPMD_SHARED)
 SPMD_GPU_EMBEDDING_OPS(SPMD_SHARED)
 SPMD_GPU_CONVERT_OPS(SPMD_SHARED)
+SPMD_GPU_SLICE_OPS(SPMD_SHARED)
 #undef SPMD_SHARED
 
 }  // namespace spmd::runtime::cuda

@@ -63,7 +63,8 @@ inline void checkId(int32_t id, int64_t position, int64_t rows) {
 // `constant` is absent because constants lower to initialized buffers, not steps.
 #define SPMD_KERNEL_OPS(X)                                                                      \
   X(conv2d) X(batch_norm_train) X(batch_norm_infer) X(max_pool2d) X(avg_pool2d) X(softmax)       \
-  X(log_softmax) X(embedding) X(convert) X(broadcast_in_dim) X(reshape) X(transpose)             \
+  X(log_softmax) X(embedding) X(convert) X(broadcast_in_dim) X(reshape) X(transpose) X(slice)    \
+  X(pad) X(concatenate) X(select)                                                                \
   X(reduce_sum) X(reduce_mean) X(reduce_max) X(argmax) X(matmul) X(softmax_cross_entropy)        \
   X(conv2d_backward_data) X(conv2d_backward_filter) X(batch_norm_train_backward)                 \
   X(max_pool2d_backward) X(avg_pool2d_backward) X(embedding_backward)                            \

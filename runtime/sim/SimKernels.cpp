@@ -1,5 +1,5 @@
 // The simulator's kernel table. Elementwise, shape, reduction, loss, pooling, softmax, random,
-// embedding, convert and collective ops run the CUDA backend's own kernel code (runtime/cuda/kernels/) through SimApi;
+// embedding, convert, slice/pad/concatenate/select and collective ops run the CUDA backend's own kernel code (runtime/cuda/kernels/) through SimApi;
 // the ops the GPU hands to a library (cuDNN convolutions, cuBLAS matmul) or to code that needs a
 // real GPU (block-wide BatchNorm reductions, NVRTC-compiled fused kernels) run the CPU backend's
 // kernel on the stream thread instead, as the GPU would run its library call on its stream.
@@ -11,6 +11,7 @@
 #include "runtime/cuda/kernels/Loss.h"
 #include "runtime/cuda/kernels/Pool.h"
 #include "runtime/cuda/kernels/Random.h"
+#include "runtime/cuda/kernels/Slice.h"
 #include "runtime/cuda/kernels/Reduce.h"
 #include "runtime/cuda/kernels/Shape.h"
 #include "runtime/cuda/kernels/Softmax.h"
@@ -54,7 +55,7 @@ const KernelTable& simKernels() {
       SPMD_GPU_SHAPE_OPS(SPMD_SHARED) SPMD_GPU_REDUCE_OPS(SPMD_SHARED) SPMD_GPU_LOSS_OPS(SPMD_SHARED)
       SPMD_GPU_POOL_OPS(SPMD_SHARED) SPMD_GPU_SOFTMAX_OPS(SPMD_SHARED)
       SPMD_GPU_RANDOM_OPS(SPMD_SHARED) SPMD_GPU_EMBEDDING_OPS(SPMD_SHARED)
-      SPMD_GPU_CONVERT_OPS(SPMD_SHARED)
+      SPMD_GPU_CONVERT_OPS(SPMD_SHARED) SPMD_GPU_SLICE_OPS(SPMD_SHARED)
       SPMD_GPU_COLLECTIVE_OPS(SPMD_SHARED)
 #undef SPMD_SHARED
 #define SPMD_LIBRARY(name) {#name, &sim::onStream<sim::name##Name>},

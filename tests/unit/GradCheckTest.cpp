@@ -139,6 +139,12 @@ std::vector<GradCase> cases() {
        [](const T& a) { return T{tanh(a[0]), sigmoid(a[0]), gelu(a[0])}; }},
       {"broadcast [3,1] -> [2,3,4]", {x({3, 1})},
        [](const T& a) { return T{broadcastTo(a[0], {2, 3, 4})}; }},
+      {"slice pad concat", {x({3, 4}), x({3, 2})},
+       [](const T& a) {
+         return T{slice(a[0], {1, 0}, {3, -1}), pad(a[1], {1, 0}, {0, 2}), concat({a[0], a[1], a[0]}, -1)};
+       }},
+      {"where (a mask from a comparison)", {x({3, 4}), x({3, 4})},
+       [](const T& a) { return T{where(greater(a[0], a[1]), a[0] * a[1], a[1] - a[0])}; }},
       {"reshape transpose", {x({2, 3, 4})},
        [](const T& a) { return T{reshape(a[0], {6, 4}), transpose(a[0], {2, 0, 1})}; }},
       {"reduce sum mean max", {x({3, 4, 5})},

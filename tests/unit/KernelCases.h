@@ -196,6 +196,20 @@ inline std::vector<KernelCase> kernelCases(DType t) {
   Array ids = Array::of<int32_t>({2, 4}, std::vector<int32_t>{3, 0, 6, 3, 1, 0, 2, 5});
   list.push_back({"embedding", "embedding", {rnd({7, 5}), ids}, {{t, {2, 4, 5}}}, {}});
   list.push_back({"embedding bwd", "embedding_backward", {rnd({2, 4, 5}), ids}, {{t, {7, 5}}}, {}});
+  list.push_back({"slice", "slice", {rnd({4, 6, 5})}, {{t, {2, 3, 5}}}, {{"start", V{1, 2, 0}}, {"limit", V{3, 5, 5}}}});
+  list.push_back({"slice i32", "slice", {ids}, {{DType::i32, {1, 2}}}, {{"start", V{1, 1}}, {"limit", V{2, 3}}}});
+  list.push_back({"pad", "pad", {rnd({2, 3, 4})}, {{t, {3, 3, 7}}}, {{"low", V{1, 0, 2}}, {"high", V{0, 0, 1}}}});
+  list.push_back({"concatenate middle", "concatenate", {rnd({2, 3, 4}), rnd({2, 1, 4}), rnd({2, 2, 4})},
+                  {{t, {2, 6, 4}}}, {{"axis", int64_t{1}}}});
+  list.push_back({"concatenate last", "concatenate", {rnd({3, 2}), rnd({3, 5})}, {{t, {3, 7}}}, {{"axis", int64_t{1}}}});
+  {
+    Array mask = rnd({3, 17, 5});
+    for (int64_t i = 0; i < mask.numel(); ++i) {
+      if (t == DType::f32) mask.values<float>()[i] = mask.values<float>()[i] > 0 ? 1.0f : 0.0f;
+      else mask.values<double>()[i] = mask.values<double>()[i] > 0 ? 1.0 : 0.0;
+    }
+    list.push_back({"select", "select", {mask, rnd({3, 17, 5}), rnd({3, 17, 5})}, {{t, {3, 17, 5}}}, {}});
+  }
   DType other = t == DType::f32 ? DType::f64 : DType::f32;
   list.push_back({"convert float", "convert", {rnd({3, 7}, -5, 5)}, {{other, {3, 7}}}, {}});
   list.push_back({"convert to i32", "convert", {rnd({3, 7}, -5, 5)}, {{DType::i32, {3, 7}}}, {}});

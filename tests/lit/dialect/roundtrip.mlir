@@ -70,6 +70,14 @@ func.func @all_ops(%x: tensor<2x3x8x8xf32>, %w: tensor<4x3x3x3xf32>, %b: tensor<
   %emb = spmd.embedding %m, %key : (tensor<6x5xf32>, tensor<2xi32>) -> tensor<2x5xf32>
   // CHECK: spmd.embedding_backward %{{.*}}, %{{.*}} : (tensor<2x5xf32>, tensor<2xi32>) -> tensor<6x5xf32>
   %embg = spmd.embedding_backward %emb, %key : (tensor<2x5xf32>, tensor<2xi32>) -> tensor<6x5xf32>
+  // CHECK: spmd.slice %{{.*}} {limit = array<i64: 4, 5>, start = array<i64: 1, 0>} : (tensor<6x5xf32>) -> tensor<3x5xf32>
+  %sl = spmd.slice %m {start = array<i64: 1, 0>, limit = array<i64: 4, 5>} : (tensor<6x5xf32>) -> tensor<3x5xf32>
+  // CHECK: spmd.pad %{{.*}} : (tensor<3x5xf32>) -> tensor<6x6xf32>
+  %pd = spmd.pad %sl {low = array<i64: 1, 0>, high = array<i64: 2, 1>} : (tensor<3x5xf32>) -> tensor<6x6xf32>
+  // CHECK: spmd.concatenate %{{.*}}, %{{.*}} {axis = 0 : i64} : (tensor<6x5xf32>, tensor<3x5xf32>) -> tensor<9x5xf32>
+  %cc = spmd.concatenate %m, %sl {axis = 0 : i64} : (tensor<6x5xf32>, tensor<3x5xf32>) -> tensor<9x5xf32>
+  // CHECK: spmd.select %{{.*}}, %{{.*}}, %{{.*}} : (tensor<6x5xf32>, tensor<6x5xf32>, tensor<6x5xf32>) -> tensor<6x5xf32>
+  %se = spmd.select %sm, %m, %lsm : (tensor<6x5xf32>, tensor<6x5xf32>, tensor<6x5xf32>) -> tensor<6x5xf32>
   // CHECK: spmd.convert %{{.*}} : (tensor<2xi32>) -> tensor<2xf64>
   %keyf = spmd.convert %key : (tensor<2xi32>) -> tensor<2xf64>
   // CHECK: spmd.random_uniform %{{.*}} : (tensor<2xi32>) -> tensor<6x5xf32>

@@ -322,3 +322,21 @@ func.func @convert_shape(%x: tensor<4x5xf32>) {
   %r = spmd.convert %x : (tensor<4x5xf32>) -> tensor<20xi32>
   return
 }
+
+// -----
+
+func.func @slice_bounds(%x: tensor<4x5xf32>) {
+  // expected-error @+2 {{dim 1: [2, 7) is not inside [0, 5) of tensor<4x5xf32>}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %r = spmd.slice %x {start = array<i64: 0, 2>, limit = array<i64: 4, 7>} : (tensor<4x5xf32>) -> tensor<4x5xf32>
+  return
+}
+
+// -----
+
+func.func @concat_dims(%a: tensor<4x5xf32>, %b: tensor<3x4xf32>) {
+  // expected-error @+2 {{input 1 tensor<3x4xf32> differs from input 0 tensor<4x5xf32> in dim 1 (only dim 0 may differ)}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %r = spmd.concatenate %a, %b {axis = 0 : i64} : (tensor<4x5xf32>, tensor<3x4xf32>) -> tensor<7x5xf32>
+  return
+}

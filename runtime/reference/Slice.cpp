@@ -1,0 +1,67 @@
+// Reference slice, pad, concatenate (element by element over multi-indices, any element type)
+// and select.
+#include <cstring>
+#include <vector>
+
+#include "runtime/base/Index.h"
+#include "runtime/reference/Reference.h"
+
+namespace spmd::runtime::reference {
+namespace {
+
+int64_t linearIndex(std::span<const int64_t> index, std::span<const int64_t> shape) {
+  int64_t at = 0;
+  for (size_t d = 0; d < shape.size(); ++d) at = at * shape[d] + index[d];
+  return at;
+}
+
+void copyElement(const TensorView& from, int64_t i, const TensorView& to, int64_t j) {
+  size_t size = dtypeSize(from.dtype);
+  std::memcpy(static_cast<std::byte*>(to.data) + j * size, static_cast<const std::byte*>(from.data) + i * size, size);
+}
+
+}  // namespace
+
+void slice(KernelCall& call) {
+  const auto& start = call.step.ints("start");
+  const TensorView &x = call.in[0], &y = call.out[0];
+  std::vector<int64_t> at(x.rank());
+  forEachIndex(y.shape, [&](std::span<const int64_t> index, int64_t linear) {
+    for (size_t d = 0; d < at.size(); ++d) at[d] = index[d] + start[d];
+    copyElement(x, linearIndex(at, x.shape), y, linear);
+  });
+}
+
+void pad(KernelCall& call) {
+  const auto& low = call.step.ints("low");
+  const TensorView &x = call.in[0], &y = call.out[0];
+  std::memset(y.data, 0, size_t(y.numel()) * dtypeSize(y.dtype));
+  std::vector<int64_t> at(x.rank());
+  forEachIndex(x.shape, [&](std::span<const int64_t> index, int64_t linear) {
+    for (size_t d = 0; d < at.size(); ++d) at[d] = index[d] + low[d];
+    copyElement(x, linear, y, linearIndex(at, y.shape));
+  });
+}
+
+void concatenate(KernelCall& call) {
+  int64_t axis = call.step.integer("axis"), offset = 0;
+  const TensorView& y = call.out[0];
+  for (const TensorView& x : call.in) {
+    std::vector<int64_t> at(x.rank());
+    forEachIndex(x.shape, [&](std::span<const int64_t> index, int64_t linear) {
+      for (size_t d = 0; d < at.size(); ++d) at[d] = index[d] + (int64_t(d) == axis ? offset : 0);
+      copyElement(x, linear, y, linearIndex(at, y.shape));
+    });
+    offset += x.dim(axis);
+  }
+}
+
+void select(KernelCall& call) {
+  visitFloat(call.out[0].dtype, [&](auto tag) {
+    using T = decltype(tag);
+    for (int64_t i = 0; i < call.out[0].numel(); ++i)
+      call.out[0].as<T>()[i] = call.in[0].as<T>()[i] != T(0) ? call.in[1].as<T>()[i] : call.in[2].as<T>()[i];
+  });
+}
+
+}  // namespace spmd::runtime::reference
