@@ -34,7 +34,7 @@ def time_torch(batch, reps, threads):
 
 def main():
     side_by_side(__doc__, "ResNet-18 training step, 1x28x28, SGD momentum",
-                 "bench_resnet18_train_step", lambda batch: f"BM_ResNet18TrainStep/batch:{batch}/plan:1/fuse:1/",
+                 "bench_resnet18_train_step", lambda batch: f"BM_ResNet18TrainStep/batch:{batch}/plan:1/fuse:1/layouts:1/",
                  time_torch)
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 // Google Benchmark: one full ResNet-18 training step on the CPU backend (full width, batch 64,
 // 1x28x28): forward with train-mode BN, softmax cross-entropy, backward (autodiff pass), SGD
-// with momentum, new BN statistics. Compiled once by spmd::jit and then replayed, with the
-// and without the memory plan (plan) and elementwise fusion (fuse); counters give the step's
-// buffer memory in MB.
+// with momentum, new BN statistics. Compiled once by spmd::jit and then replayed, with and
+// without the memory plan (plan), elementwise fusion (fuse) and the backend's blocked layouts
+// (layouts); counters give the step's buffer memory in MB.
 #include <benchmark/benchmark.h>
 
 #include "TrainStep.h"
@@ -12,12 +12,12 @@ namespace {
 
 void BM_ResNet18TrainStep(benchmark::State& state) {
   const int64_t batch = state.range(0);
-  const bool plan = state.range(1) != 0, fuse = state.range(2) != 0;
+  const bool plan = state.range(1) != 0, fuse = state.range(2) != 0, layouts = state.range(3) != 0;
   auto model = spmd::models::resnet18();
   auto [params, bnState] = model->initialize(0);
   spmd::optim::Sgd sgd({.learningRate = 0.1, .momentum = 0.9});
   spmd::Tree opt = sgd.init(params);
-  auto step = spmd::jit(bench::trainStep(*model, sgd), {.planMemory = plan, .fuseElementwise = fuse});
+  auto step = spmd::jit(bench::trainStep(*model, sgd), {.planMemory = plan, .fuseElementwise = fuse, .assignLayouts = layouts});
   auto [x, y] = bench::syntheticBatch(batch);
   // Trace + compile + first run outside the timing; each timed step feeds the last one's state.
   auto [p1, o1, s1, l1] = step(params, opt, bnState, x, y);
@@ -32,11 +32,12 @@ void BM_ResNet18TrainStep(benchmark::State& state) {
   state.counters["arena_MB"] = double(arena) / 1e6;    // the planned arena
 }
 BENCHMARK(BM_ResNet18TrainStep)
-    ->ArgNames({"batch", "plan", "fuse"})
-    ->Args({64, 1, 1})
-    ->Args({64, 0, 1})
-    ->Args({64, 1, 0})
-    ->Args({2, 1, 1})  // the compare script's --smoke run in CI
+    ->ArgNames({"batch", "plan", "fuse", "layouts"})
+    ->Args({64, 1, 1, 1})
+    ->Args({64, 1, 1, 0})  // every tensor plain NCHW: what spmd-assign-layouts gains
+    ->Args({64, 0, 1, 1})
+    ->Args({64, 1, 0, 1})
+    ->Args({2, 1, 1, 1})  // the compare script's --smoke run in CI
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 

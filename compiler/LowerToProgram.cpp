@@ -24,9 +24,11 @@ DType dtypeOf(mlir::Type element, mlir::Location loc) {
 
 runtime::BufferDesc describe(mlir::Value value) {
   auto type = llvm::cast<mlir::RankedTensorType>(value.getType());
-  return {dtypeOf(type.getElementType(), value.getLoc()),
-          Shape(type.getShape().begin(), type.getShape().end()),
-          {}};
+  runtime::BufferDesc desc{dtypeOf(type.getElementType(), value.getLoc()),
+                           Shape(type.getShape().begin(), type.getShape().end()),
+                           {}};
+  desc.layout = ir::layoutOf(type).str();
+  return desc;
 }
 
 template <typename T>

@@ -91,6 +91,7 @@ runtime::Program compile(mlir::ModuleOp module, const CompileOptions& options) {
   pipeline.run(passes::createCombineAllReduce({options.bucketBytes}));
   pipeline.run(passes::createReplication());
   if (options.fuseElementwise) pipeline.run(passes::createFuseElementwise());
+  if (options.channelBlock) pipeline.run(passes::createAssignLayouts({options.channelBlock}));
 
   auto function = module.lookupSymbol<mlir::func::FuncOp>(options.entry);
   if (!function) throw Error("compile: the module has no function @" + options.entry);

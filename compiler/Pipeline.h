@@ -31,6 +31,10 @@ struct CompileOptions {
   bool planMemory = true;
   // Fuse elementwise chains into spmd.fused ops (passes/FuseElementwise), one kernel each.
   bool fuseElementwise = true;
+  // Channels per block of the backend's blocked activation layout (runtime::Driver::channelBlock;
+  // 8 or 16 for the CPU backend): passes/AssignLayouts gives activations that layout where the
+  // kernels take it. 0: every tensor stays plain.
+  int64_t channelBlock = 0;
 };
 
 // Runs the pipeline on `module` in place and returns the lowered Program. Throws spmd::Error

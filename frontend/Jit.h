@@ -17,6 +17,7 @@ struct JitOptions {
   std::string dumpDir = {};  // per-pass IR dumps; empty: SPMD_DUMP_IR
   bool planMemory = true;  // intermediates share one arena by lifetime (CompileOptions)
   bool fuseElementwise = true;  // elementwise chains run as fused kernels
+  bool assignLayouts = true;  // the backend's blocked activation layouts (PmapOptions)
   // Stop at the first op whose output holds NaN (Inf), naming it, its layer and line; also
   // SPMD_DEBUG_NANS=1 (SPMD_DEBUG_INFS=1). Slow: runs unfused and scans every output.
   bool debugNans = false, debugInfs = false;
@@ -31,7 +32,7 @@ class JitCore : public PmapCore {
  public:
   explicit JitCore(const JitOptions& o)
       : PmapCore({.devices = o.devices, .name = o.name, .dumpDir = o.dumpDir, .planMemory = o.planMemory,
-                  .fuseElementwise = o.fuseElementwise, .debugNans = o.debugNans, .debugInfs = o.debugInfs,
+                  .fuseElementwise = o.fuseElementwise, .assignLayouts = o.assignLayouts, .debugNans = o.debugNans, .debugInfs = o.debugInfs,
                   .donateArguments = o.donateArguments},
                  /*jit=*/true) {}
 };

@@ -11,6 +11,7 @@
 #include "frontend/Trace.h"
 #include "runtime/exec/DeviceArray.h"
 #include "runtime/base/Timeout.h"
+#include "runtime/device/Driver.h"
 #include "runtime/dist/Processes.h"
 #include "runtime/exec/ReplicaGroup.h"
 
@@ -173,7 +174,9 @@ std::pair<std::vector<Tensor>, std::shared_ptr<void>> PmapCore::call(
     runtime::Program program =
         compileTrace(trace,
                      {.dumpDir = o.dumpDir, .entry = "main", .strict = o.strict, .bucketBytes = o.bucketBytes,
-                      .planMemory = o.planMemory, .fuseElementwise = o.fuseElementwise && !debugging},
+                      .planMemory = o.planMemory, .fuseElementwise = o.fuseElementwise && !debugging,
+                      // the debug scan reports plain indices
+                      .channelBlock = o.assignLayouts && !debugging ? state_->devices.driver().channelBlock() : 0},
                      o.name);
     for (int id : program.outputs)
       entry->outputs.emplace_back(program.buffers[id].dtype, program.buffers[id].shape);

@@ -47,6 +47,9 @@ struct PmapOptions {
   std::string dumpDir = {};  // per-pass IR dumps; empty: SPMD_DUMP_IR
   bool planMemory = true;  // intermediates share one arena per replica by lifetime
   bool fuseElementwise = true;  // elementwise chains run as fused kernels
+  // Activations in the backend's blocked layout where its kernels take it (the CPU backend's
+  // oneDNN nChw8c/nChw16c), converted only where needed; off: every tensor plain NCHW.
+  bool assignLayouts = true;
   // Stop at the first op whose output holds NaN (Inf), naming it, its layer, line and replica;
   // also SPMD_DEBUG_NANS=1 (SPMD_DEBUG_INFS=1). Slow: runs unfused and scans every output.
   bool debugNans = false, debugInfs = false;

@@ -95,9 +95,9 @@ LogicalResult BatchNormTrainBackwardOp::inferReturnTypes(MLIRContext*, OptLoc lo
   if (failed(expectTensor(loc, op, "result_grad", adaptor.getResultGrad(), in->getRank(),
                           in->getElementType())))
     return failure();
-  if (adaptor.getResultGrad().getType() != adaptor.getInput().getType())
+  if (!sameUpToLayout(adaptor.getResultGrad().getType(), adaptor.getInput().getType()))
     return fail(loc, op, "result_grad " + str(adaptor.getResultGrad().getType()) +
-                             " must have the input's type " + str(*in));
+                             " must have the input's shape and element type " + str(*in));
   if (failed(inferBatchNorm(loc, op, adaptor.getInput(),
                             {adaptor.getScale(), adaptor.getBatchMean(), adaptor.getBatchVariance()},
                             {"scale", "batch_mean", "batch_variance"}, adaptor.getEpsilonAttr())))

@@ -9,6 +9,7 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include "ir/Layout.h"
 #include "ir/SpmdAttributes.h"
 #include "ir/SpmdDialect.h.inc"
 

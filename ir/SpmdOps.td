@@ -16,9 +16,15 @@ class Spmd_Op<string mnemonic, list<Trait> traits = []>
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
 }
 
-// An op whose result types follow from operands and attributes.
+// An op whose result types follow from operands and attributes. Shape rules infer plain types;
+// after spmd-assign-layouts a result may carry a layout (ir/Layout.h), which they accept.
+def Spmd_InferTypeUpToLayout : InferTypeOpAdaptorBase<[{
+  static bool isCompatibleReturnTypes(::mlir::TypeRange l, ::mlir::TypeRange r) {
+    return ::spmd::ir::sameUpToLayout(l, r);
+  }
+}]>;
 class Spmd_InferredOp<string mnemonic, list<Trait> traits = []>
-    : Spmd_Op<mnemonic, !listconcat([InferTypeOpAdaptor], traits)>;
+    : Spmd_Op<mnemonic, !listconcat([Spmd_InferTypeUpToLayout], traits)>;
 
 //===--- constants ---------------------------------------------------------------------------===//
 
@@ -431,6 +437,20 @@ def Spmd_YieldOp : Op<Spmd_Dialect, "yield",
   let summary = "ends a value_and_grad body (the loss, then auxiliary values) or a fused body";
   let arguments = (ins Variadic<Spmd_AnyTensor>:$values);
   let assemblyFormat = "attr-dict ($values^ `:` type($values))?";
+}
+
+//===--- layouts -----------------------------------------------------------------------------===//
+
+def Spmd_RelayoutOp : Spmd_Op<"relayout", [Spmd_FirstOrderOnly]> {
+  let summary = "the same tensor in another memory layout (inserted by spmd-assign-layouts)";
+  let description = [{
+    Copies its input into the layout of its result type's encoding (ir/Layout.h): plain
+    row-major when the type has none, or a blocked layout such as "nChw8c". The values are
+    unchanged; only their order in memory differs.
+  }];
+  let arguments = (ins Spmd_FloatTensor:$input);
+  let results = (outs Spmd_FloatTensor:$result);
+  let hasVerifier = 1;
 }
 
 //===--- fusion ------------------------------------------------------------------------------===//

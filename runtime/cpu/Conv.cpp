@@ -1,6 +1,7 @@
-// CPU conv2d: oneDNN convolution (f32). oneDNN picks its preferred (blocked) layouts; inputs
-// are reordered into them and the result back to NCHW around the call, as PyTorch's mkldnn path
-// does. f64 runs the reference loops (oneDNN has no f64).
+// CPU conv2d: oneDNN convolution (f32). oneDNN picks its preferred (blocked) layouts; an input or
+// result whose buffer lies in another layout is reordered around the call (none is when the
+// compiler's spmd-assign-layouts gave the buffers oneDNN's layout; the filter stays plain OIHW).
+// f64 runs the reference loops (oneDNN has no f64).
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cpu/Onednn.h"
 #include "runtime/reference/Reference.h"
@@ -36,9 +37,9 @@ void conv2d(KernelCall& call) {
                                                     strides, padding, padding);
     convolution_forward::primitive_desc pd(desc, engine());
     ConvState state{convolution_forward(pd), stream(engine()), {}, {}, {}, {}};
-    state.src.emplace(plainDesc(call.in[0].shape), pd.src_desc(), false);
+    state.src.emplace(layoutDesc(call.in[0]), pd.src_desc(), false);
     state.weights.emplace(plainDesc(call.in[1].shape), pd.weights_desc(), false);
-    state.dst.emplace(plainDesc(call.out[0].shape), pd.dst_desc(), true);
+    state.dst.emplace(layoutDesc(call.out[0]), pd.dst_desc(), true);
     if (hasBias) state.bias = memory(plainDesc(call.in[2].shape), engine(), nullptr);
     return state;
   });

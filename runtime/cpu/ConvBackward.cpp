@@ -1,6 +1,6 @@
 // CPU conv2d gradients through oneDNN (f32): backward data (input gradient) and backward
-// weights (filter gradient), each in oneDNN's preferred layouts with reorders around the call,
-// like the forward kernel. f64 runs the reference loops.
+// weights (filter gradient), each in oneDNN's preferred layouts with reorders around the call
+// where a buffer lies in another layout, like the forward kernel. f64 runs the reference loops.
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cpu/Onednn.h"
 #include "runtime/reference/Reference.h"
@@ -53,9 +53,9 @@ void conv2d_backward_data(KernelCall& call) {
     convolution_backward_data::primitive_desc pd(desc, engine(), forwardHint(dx, w, dy, g));
     ConvBackwardState state{convolution_backward_data(pd), stream(engine()),
                             {DNNL_ARG_DIFF_DST, DNNL_ARG_WEIGHTS}, DNNL_ARG_DIFF_SRC, {}, {}};
-    state.in[0].emplace(plainDesc(dy), pd.diff_dst_desc(), false);
+    state.in[0].emplace(layoutDesc(call.in[0]), pd.diff_dst_desc(), false);
     state.in[1].emplace(plainDesc(w), pd.weights_desc(), false);
-    state.out.emplace(plainDesc(dx), pd.diff_src_desc(), true);
+    state.out.emplace(layoutDesc(call.out[0]), pd.diff_src_desc(), true);
     return state;
   });
   s.run(call);
@@ -74,8 +74,8 @@ void conv2d_backward_filter(KernelCall& call) {
     convolution_backward_weights::primitive_desc pd(desc, engine(), forwardHint(x, dw, dy, g));
     ConvBackwardState state{convolution_backward_weights(pd), stream(engine()),
                             {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST}, DNNL_ARG_DIFF_WEIGHTS, {}, {}};
-    state.in[0].emplace(plainDesc(x), pd.src_desc(), false);
-    state.in[1].emplace(plainDesc(dy), pd.diff_dst_desc(), false);
+    state.in[0].emplace(layoutDesc(call.in[0]), pd.src_desc(), false);
+    state.in[1].emplace(layoutDesc(call.in[1]), pd.diff_dst_desc(), false);
     state.out.emplace(plainDesc(dw), pd.diff_weights_desc(), true);
     return state;
   });

@@ -60,6 +60,7 @@ class CpuDriver final : public Driver {
   std::shared_ptr<Device> makeDevice(const DeviceList& list, int replica) const override {
     return std::make_shared<CpuDevice>(list.devices.at(replica));
   }
+  int64_t channelBlock() const override { return CpuDevice(0).channelBlock(); }
   void prepareReplicaThread(const DeviceList& list, int) const override {
     // The replicas share the cores: each gets its part of the OpenMP threads oneDNN uses.
     omp_set_num_threads(cpuThreadsPerReplica(list.size()));

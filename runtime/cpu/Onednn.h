@@ -14,6 +14,12 @@ dnnl::engine& engine();
 
 // A row-major f32 descriptor for a tensor of rank 1, 2 or 4 (x, ab, abcd).
 dnnl::memory::desc plainDesc(std::span<const int64_t> shape);
+// The descriptor of a buffer as it lies in memory: plainDesc, or its blocked layout's format
+// tag (runtime/device/Layouts.h).
+dnnl::memory::desc layoutDesc(const TensorView& view);
+// Channels per block of the activation layout oneDNN's convolutions choose on this machine's ISA
+// (8 with AVX2, 16 with AVX-512), 0 when they choose plain; asked once.
+int64_t preferredChannelBlock();
 
 // The step's cached state, built by make() on first use.
 template <typename State, typename Make>
@@ -33,10 +39,10 @@ struct Prepared {
   void run(std::initializer_list<std::pair<int, void*>> pointers);
 };
 
-// A layout conversion between the user's plain buffer and oneDNN's preferred one; identity when
-// they agree.
+// A layout conversion between the step's buffer (plain, or the blocked layout the compiler gave
+// it) and the layout the primitive prefers; identity when they agree.
 struct Relayout {
-  dnnl::memory plain, internal;
+  dnnl::memory plain, internal;  // `plain`: the step's buffer, in its own layout
   std::optional<dnnl::reorder> reorder;
 
   Relayout(const dnnl::memory::desc& plainDesc, const dnnl::memory::desc& preferred, bool toPlain) {

@@ -6,6 +6,7 @@
 
 #include "runtime/base/NanRules.h"
 #include "runtime/cpu/Kernels.h"
+#include "runtime/device/Layouts.h"
 
 namespace spmd::runtime::cpu {
 namespace {
@@ -15,8 +16,19 @@ enum class Kind { sum, mean, max };
 void reduce(KernelCall& call, Kind kind) {
   visitFloat(call.in[0].dtype, [&](auto tag) {
     using T = decltype(tag);
-    const TensorView &x = call.in[0], &y = call.out[0];
-    const auto& axes = call.step.ints("axes");
+    TensorView x = call.in[0];
+    const TensorView& y = call.out[0];
+    std::vector<int64_t> axes = call.step.ints("axes"), blocked;
+    if (int64_t block = channelBlock(x.layout)) {
+      // A per-channel reduction of nChw<B>c (the only blocked one the compiler assigns, see
+      // runtime/device/Layouts.h): the buffer is row-major [N, C/B, H, W, B], and keeping dims 1
+      // and 4 lists the channels in order.
+      if (axes != std::vector<int64_t>{0, 2, 3})
+        throw Error("reduce over axes " + shapeString(axes) + " of a " + std::string(x.layout) +
+                    " tensor: only the per-channel sum over (0, 2, 3) reads a blocked layout");
+      blocked = {x.dim(0), x.dim(1) / block, x.dim(2), x.dim(3), block};
+      x.shape = blocked;
+    }
     size_t rank = x.rank();
     // outStride[d]: how far the output slot moves when input dim d advances (0 if reduced).
     Shape outStride(rank, 0);

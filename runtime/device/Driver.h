@@ -31,6 +31,9 @@ class Driver {
   virtual int available(std::string* why) const = 0;
   // The device replica `replica` of `list` runs on.
   virtual std::shared_ptr<Device> makeDevice(const DeviceList& list, int replica) const = 0;
+  // Channels per block of the blocked activation layout its devices' kernels read and write
+  // (Device::channelBlock), for the compiler's spmd-assign-layouts; 0: plain only.
+  virtual int64_t channelBlock() const { return 0; }
   // Runs on the worker thread of replica `replica` of `list` before its first step (the cpu
   // backend gives each replica its share of the OpenMP threads). Not called when one replica
   // runs on the caller's thread.

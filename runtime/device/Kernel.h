@@ -17,6 +17,7 @@ struct TensorView {
   void* data = nullptr;
   DType dtype = DType::f32;
   std::span<const int64_t> shape;
+  std::string_view layout;  // "" plain row-major, else a blocked layout (runtime/device/Layouts.h)
 
   int64_t numel() const { return numElements(shape); }
   int64_t dim(size_t i) const { return shape[i]; }
@@ -69,7 +70,7 @@ inline void checkId(int32_t id, int64_t position, int64_t rows) {
   X(conv2d_backward_data) X(conv2d_backward_filter) X(batch_norm_train_backward)                 \
   X(max_pool2d_backward) X(avg_pool2d_backward) X(embedding_backward)                            \
   X(softmax_cross_entropy_backward) X(all_reduce) X(all_gather) X(reduce_scatter) X(axis_index)  \
-  X(random_uniform) X(random_fold_in) X(fused) SPMD_ELEMENTWISE_OPS(X)
+  X(random_uniform) X(random_fold_in) X(relayout) X(fused) SPMD_ELEMENTWISE_OPS(X)
 using KernelTable = std::unordered_map<std::string, KernelFn>;
 
 // Reference kernels: simple loops, double accumulation; the oracle tests compare backends with.

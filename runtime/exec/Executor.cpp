@@ -78,6 +78,11 @@ Executor::Executor(Program program, std::shared_ptr<Device> device)
                   step.location + ")");
     kernels_.push_back(it->second);
   }
+  for (size_t id = 0; id < program_.buffers.size(); ++id)
+    if (!program_.buffers[id].layout.empty() && device_->channelBlock() == 0)
+      throw Error("buffer %" + std::to_string(id) + " of @" + program_.name + " has the blocked layout " +
+                  program_.buffers[id].layout + ", which device " + device_->name() +
+                  " does not read: compile the program for this device (the layout is the CPU backend's)");
   caches_.resize(program_.steps.size());
   profile_ = std::getenv("SPMD_PROFILE") != nullptr;
   debugNans_ = debugNansFromEnvironment();
@@ -190,7 +195,7 @@ void Executor::run(std::span<const Input> inputs, std::span<Output> outputs) {
   }
   auto view = [&](int id) {
     const BufferDesc& desc = program_.buffers[id];
-    return TensorView{data[id], desc.dtype, desc.shape};
+    return TensorView{data[id], desc.dtype, desc.shape, desc.layout};
   };
   const bool debug = debugNans_ || debugInfs_;
   if (debug)

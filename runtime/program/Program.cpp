@@ -76,6 +76,7 @@ std::string Program::toText() const {
   for (size_t i = 0; i < buffers.size(); ++i) {
     os << "  buffer %" << i << " : " << dtypeName(buffers[i].dtype)
        << shapeString(buffers[i].shape);
+    if (!buffers[i].layout.empty()) os << " " << buffers[i].layout;
     if (!buffers[i].constant.empty()) os << " constant";
     if (buffers[i].offset >= 0) os << " @" << buffers[i].offset;
     os << '\n';

@@ -22,6 +22,9 @@ struct BufferDesc {
   // Byte offset in the replica's arena (compiler/PlanMemory); -1: the buffer is not planned
   // (inputs and constants, or a program lowered without a plan) and gets its own allocation.
   int64_t offset = -1;
+  // Memory layout (runtime/device/Layouts.h): "" plain row-major; "nChw8c" etc. where the
+  // compiler's spmd-assign-layouts pass chose the backend's blocked layout. Same bytes either way.
+  std::string layout = {};
 
   size_t bytes() const { return static_cast<size_t>(numElements(shape)) * dtypeSize(dtype); }
 };
@@ -31,7 +34,7 @@ struct Step {
   std::vector<int> inputs, outputs;    // buffer ids
   std::map<std::string, Attr> attrs;
   std::string location;                // user's "file:line", for errors
-  std::string layer;                   // the nn layer path ("stage2.0.conv1"); empty outside layers
+  std::string layer = {};              // the nn layer path ("stage2.0.conv1"); empty outside layers
 
   // "stage2.0.conv1, main.cpp:66" (or just the location): where the step came from.
   std::string where() const;

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/base/AtomicFile.h"
+#include "runtime/device/Layouts.h"
 #include "runtime/program/MemoryPlan.h"
 #include "runtime/base/RealText.h"
 
@@ -15,7 +16,7 @@ namespace spmd::runtime {
 namespace {
 
 constexpr char kMagic[8] = {'S', 'P', 'M', 'D', 'P', 'R', 'O', 'G'};
-constexpr int kVersion = 2;
+constexpr int kVersion = 3;  // 3: buffers may carry a layout
 
 using Json = nlohmann::ordered_json;
 
@@ -68,6 +69,7 @@ void saveProgram(const Program& program, const std::string& path) {
   size_t offset = 0;
   for (const BufferDesc& b : program.buffers) {
     Json entry = {{"dtype", std::string(dtypeName(b.dtype))}, {"shape", b.shape}, {"offset", b.offset}};
+    if (!b.layout.empty()) entry["layout"] = b.layout;
     if (!b.constant.empty()) {
       entry["constant"] = {offset, offset + b.constant.size()};
       offset += b.constant.size();
@@ -134,6 +136,14 @@ Program loadProgram(const std::string& path) {
                       b.at("offset").get<int64_t>()};
       for (int64_t d : desc.shape)
         if (d < 0) throw Error("buffer " + std::to_string(program.buffers.size()) + " has a negative dimension");
+      if (b.contains("layout")) {
+        desc.layout = b.at("layout").get<std::string>();
+        int64_t block = channelBlock(desc.layout);  // throws naming an unknown layout
+        if (block && (desc.shape.size() != 4 || desc.shape[1] % block != 0))
+          throw Error("buffer " + std::to_string(program.buffers.size()) + " has layout " + desc.layout +
+                      " but shape " + shapeString(desc.shape) + " (needs rank 4 with channels a multiple of " +
+                      std::to_string(block) + ")");
+      }
       if (b.contains("constant")) {
         auto range = b.at("constant").get<std::vector<uint64_t>>();
         if (range.size() != 2 || range[0] > range[1] || range[1] > blob.size() || range[1] - range[0] != desc.bytes())

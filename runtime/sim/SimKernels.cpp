@@ -35,7 +35,7 @@ void onStream(KernelCall& call) {
 
 #define SPMD_LIBRARY_OPS(X)                                                                          \
   X(conv2d) X(conv2d_backward_data) X(conv2d_backward_filter) X(matmul) X(batch_norm_train)         \
-  X(batch_norm_infer) X(batch_norm_train_backward) X(fused)
+  X(batch_norm_infer) X(batch_norm_train_backward) X(relayout) X(fused)
 #define SPMD_OP_NAME(name) constexpr char name##Name[] = #name;
 SPMD_LIBRARY_OPS(SPMD_OP_NAME)
 #undef SPMD_OP_NAME

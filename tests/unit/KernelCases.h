@@ -20,7 +20,45 @@ struct KernelCase {
   std::vector<Array> inputs;
   std::vector<std::pair<DType, Shape>> outputs;
   std::map<std::string, Attr> attrs;
+  // Memory layouts of the inputs, then the outputs (runtime/device/Layouts.h); empty: all plain.
+  // Inputs are given and outputs compared in plain NCHW: the harness relays them through the
+  // reference relayout, so the reference kernels (plain only) remain the oracle.
+  std::vector<std::string> layouts = {};
+
+  const std::string& layout(size_t i) const {
+    static const std::string plain;
+    return i < layouts.size() ? layouts[i] : plain;
+  }
 };
+
+// `a` copied from layout `from` to layout `to` by the reference relayout.
+inline Array relaid(const Array& a, const std::string& from, const std::string& to) {
+  if (from == to) return a;
+  Array out = Array::zeros(a.dtype, a.shape);
+  Step step{"relayout", {}, {}, {}, "KernelCases"};
+  TensorView in[] = {{const_cast<Array&>(a).data(), a.dtype, a.shape, from}};
+  TensorView res[] = {{out.data(), out.dtype, out.shape, to}};
+  std::shared_ptr<void> cache;
+  KernelCall call{step, in, res, cache};
+  referenceKernels().at("relayout")(call);
+  return out;
+}
+
+// The case's inputs in their layouts, and outputs back from theirs.
+inline std::vector<Array> inputsInLayout(const KernelCase& c) {
+  std::vector<Array> out;
+  for (size_t i = 0; i < c.inputs.size(); ++i) out.push_back(relaid(c.inputs[i], "", c.layout(i)));
+  return out;
+}
+inline void outputsToPlain(const KernelCase& c, std::vector<Array>& outputs) {
+  for (size_t i = 0; i < outputs.size(); ++i)
+    outputs[i] = relaid(outputs[i], c.layout(c.inputs.size() + i), "");
+}
+// The case with every buffer plain: what the reference kernels run.
+inline KernelCase plainCase(KernelCase c) {
+  c.layouts.clear();
+  return c;
+}
 
 // The case as a one-step Program (its inputs and outputs the function's), for executors.
 inline Program oneStepProgram(const KernelCase& c, const std::string& location) {
@@ -31,11 +69,13 @@ inline Program oneStepProgram(const KernelCase& c, const std::string& location) 
     step.inputs.push_back(static_cast<int>(p.buffers.size()));
     p.inputs.push_back(static_cast<int>(p.buffers.size()));
     p.buffers.push_back({a.dtype, a.shape, {}});
+    p.buffers.back().layout = c.layout(p.buffers.size() - 1);
   }
   for (auto& [dtype, shape] : c.outputs) {
     step.outputs.push_back(static_cast<int>(p.buffers.size()));
     p.outputs.push_back(static_cast<int>(p.buffers.size()));
     p.buffers.push_back({dtype, shape, {}});
+    p.buffers.back().layout = c.layout(p.buffers.size() - 1);
   }
   p.steps.push_back(step);
   return p;
@@ -56,13 +96,16 @@ inline std::vector<Array> runKernel(const KernelTable& table, const KernelCase& 
   Step step{c.op, {}, {}, c.attrs, "KernelTest"};
   std::vector<TensorView> in, out;
   std::vector<Array> results;
-  for (const Array& a : c.inputs) in.push_back({a.data(), a.dtype, a.shape});
+  std::vector<Array> inputs = inputsInLayout(c);
+  for (size_t i = 0; i < inputs.size(); ++i) in.push_back({inputs[i].data(), inputs[i].dtype, inputs[i].shape, c.layout(i)});
   for (auto& [dtype, shape] : c.outputs) results.push_back(poisoned(dtype, shape));
-  for (Array& a : results) out.push_back({a.data(), a.dtype, a.shape});
+  for (size_t i = 0; i < results.size(); ++i)
+    out.push_back({results[i].data(), results[i].dtype, results[i].shape, c.layout(inputs.size() + i)});
   std::shared_ptr<void> cache;
   KernelCall call{step, in, out, cache};
   table.at(c.op)(call);
   table.at(c.op)(call);  // second call reuses the cached primitive
+  outputsToPlain(c, results);
   return results;
 }
 
@@ -235,6 +278,43 @@ inline std::vector<KernelCase> kernelCases(DType t) {
                                         "%11 = gelu_backward %9 %0; %12 = add %8 %10; %13 = mul %12 %11; "
                                         "yield %13")}}});
   for (auto& c : list) c.name += suffix;
+  // Blocked layouts (f32 only: the compiler gives them to f32 activations alone): oneDNN's
+  // kernels reading and writing nChw8c / nChw16c, with a buffer in the other block size or plain
+  // where a kernel must reorder (runtime/device/Layouts.h lists the ports).
+  const std::string b8 = "nChw8c", b16 = "nChw16c";
+  if (t == DType::f32) {
+    list.push_back({"conv blocked in/out", "conv2d", {rnd({2, 16, 6, 5}), rnd({16, 16, 3, 3}), rnd({16})},
+                    {{t, {2, 16, 6, 5}}}, {{"stride", V{1, 1}}, {"padding", V{1, 1}}}, {b8, "", "", b8}});
+    list.push_back({"conv plain in, 16c out", "conv2d", {rnd({2, 3, 9, 9}), rnd({32, 3, 3, 3})},
+                    {{t, {2, 32, 5, 5}}}, {{"stride", V{2, 2}}, {"padding", V{1, 1}}}, {"", "", b16}});
+    list.push_back({"conv bwd data blocked", "conv2d_backward_data", {rnd({2, 16, 6, 5}), rnd({16, 8, 3, 3})},
+                    {{t, {2, 8, 6, 5}}}, {{"stride", V{1, 1}}, {"padding", V{1, 1}}}, {b8, "", b8}});
+    list.push_back({"conv bwd filter blocked", "conv2d_backward_filter", {rnd({2, 8, 7, 7}), rnd({2, 16, 4, 4})},
+                    {{t, {16, 8, 3, 3}}}, {{"stride", V{2, 2}}, {"padding", V{1, 1}}}, {b8, b16, ""}});
+    list.push_back({"bn train blocked", "batch_norm_train", {rnd({3, 16, 5, 4}), rnd({16}), rnd({16})},
+                    {{t, {3, 16, 5, 4}}, {t, {16}}, {t, {16}}}, {{"epsilon", 1e-5}}, {b8, "", "", b8}});
+    // Conv outputs with a mean far from 0: statistics must not cancel (E[x^2] - E[x]^2 would).
+    list.push_back({"bn train blocked, offset data", "batch_norm_train", {rnd({4, 16, 14, 14}, 9, 11), rnd({16}), rnd({16})},
+                    {{t, {4, 16, 14, 14}}, {t, {16}}, {t, {16}}}, {{"epsilon", 1e-5}}, {b8, "", "", b8}});
+    list.push_back({"bn train plain, offset data", "batch_norm_train", {rnd({4, 16, 14, 14}, 9, 11), rnd({16}), rnd({16})},
+                    {{t, {4, 16, 14, 14}}, {t, {16}}, {t, {16}}}, {{"epsilon", 1e-5}}});
+    list.push_back({"bn train blocked in, plain out", "batch_norm_train", {rnd({3, 16, 5, 4}), rnd({16}), rnd({16})},
+                    {{t, {3, 16, 5, 4}}, {t, {16}}, {t, {16}}}, {{"epsilon", 1e-5}}, {b16}});
+    list.push_back({"bn infer blocked", "batch_norm_infer",
+                    {rnd({3, 16, 5, 4}), rnd({16}), rnd({16}), rnd({16}), rnd({16}, 0.5, 2)},
+                    {{t, {3, 16, 5, 4}}}, {{"epsilon", 1e-5}}, {b8, "", "", "", "", b8}});
+    list.push_back({"bn bwd blocked", "batch_norm_train_backward",
+                    {rnd({2, 16, 5, 5}), rnd({2, 16, 5, 5}), rnd({16}), rnd({16}), rnd({16}, 0.5, 2)},
+                    {{t, {2, 16, 5, 5}}, {t, {16}}, {t, {16}}}, {{"epsilon", 1e-5}}, {b8, b8, "", "", "", b8}});
+    list.push_back({"bn bwd plain grad, blocked input", "batch_norm_train_backward",
+                    {rnd({2, 16, 5, 5}), rnd({2, 16, 5, 5}), rnd({16}), rnd({16}), rnd({16}, 0.5, 2)},
+                    {{t, {2, 16, 5, 5}}, {t, {16}}, {t, {16}}}, {{"epsilon", 1e-5}}, {"", b8, "", "", "", ""}});
+    list.push_back({"reduce_sum per channel blocked", "reduce_sum", {rnd({3, 16, 5, 7})}, {{t, {16}}},
+                    {{"axes", V{0, 2, 3}}}, {b8}});
+  }
+  list.push_back({"relayout to 8c", "relayout", {rnd({2, 16, 3, 5})}, {{t, {2, 16, 3, 5}}}, {}, {"", b8}});
+  list.push_back({"relayout from 8c", "relayout", {rnd({2, 16, 3, 5})}, {{t, {2, 16, 3, 5}}}, {}, {b8, ""}});
+  list.push_back({"relayout 16c to 8c", "relayout", {rnd({1, 32, 4, 3})}, {{t, {1, 32, 4, 3}}}, {}, {b16, b8}});
   return list;
 }
 

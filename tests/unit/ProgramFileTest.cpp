@@ -11,6 +11,7 @@
 #include "TestUtil.h"
 #include "benchmarks/TrainStep.h"
 #include "frontend/spmd.h"
+#include "runtime/device/DeviceList.h"
 #include "runtime/exec/Executor.h"
 #include "runtime/program/ProgramFile.h"
 #include "runtime/cpu/CpuDevice.h"
@@ -97,6 +98,15 @@ TEST_F(ProgramFileTest, SavedTrainStepLoadsRunsAndRunsInSpmdRun) {
   runtime::Executor executor(loaded, std::make_shared<runtime::CpuDevice>());
   std::vector<Array> outputs = executor.run(inputs);
   testing::expectSameBits(outputs.back(), loss.array(), "loss");
+  // The CPU backend's blocked layouts travel in the file; a backend without them refuses it.
+  if (runtime::CpuDevice().channelBlock() != 0) {
+    EXPECT_NE(loaded.toText().find(" nChw"), std::string::npos) << "no blocked buffer in the train step";
+    std::string refused = testing::errorOf([&] {
+      runtime::Executor sim(loaded, runtime::makeDevice(runtime::parseDeviceList("sim"), 0));
+    });
+    EXPECT_NE(refused.find("which device sim:0 does not read: compile the program for this device"), std::string::npos)
+        << refused;
+  }
 
   auto run = testing::runCommand(std::string(SPMD_RUN_PATH) + " " + (dumps / "program.spmd").string() +
                                  " --devices cpu:1 --steps 2 --warmup 1 --items 4");
@@ -162,10 +172,24 @@ TEST_F(ProgramFileTest, DamagedFilesAreClearErrors) {
   write(edited);
   EXPECT_NE(errorOf(bad).find("inputs names buffer 7 of"), std::string::npos) << errorOf(bad);
   edited = bytes;
-  at = edited.find("\"version\": 2");
+  at = edited.find("\"version\": 3");
   edited[at + 11] = '9';
   write(edited);
-  EXPECT_NE(errorOf(bad).find("version 9 is not 2"), std::string::npos) << errorOf(bad);
+  EXPECT_NE(errorOf(bad).find("version 9 is not 3"), std::string::npos) << errorOf(bad);
+  // Layouts: an unknown one, and a blocked one on a tensor it cannot hold.
+  runtime::Program tiny;
+  tiny.name = "tiny";
+  tiny.buffers.push_back({DType::f32, {2, 16, 3, 3}, {}});
+  tiny.inputs = tiny.outputs = {0};
+  tiny.buffers[0].layout = "nChw4c";
+  runtime::saveProgram(tiny, bad);
+  EXPECT_NE(errorOf(bad).find("unknown tensor layout 'nChw4c' (known: plain, nChw8c, nChw16c)"), std::string::npos)
+      << errorOf(bad);
+  tiny.buffers[0] = {DType::f32, {2, 12, 3, 3}, {}};
+  tiny.buffers[0].layout = "nChw8c";
+  runtime::saveProgram(tiny, bad);
+  EXPECT_NE(errorOf(bad).find("buffer 0 has layout nChw8c but shape [2, 12, 3, 3]"), std::string::npos)
+      << errorOf(bad);
   EXPECT_NE(errorOf((dir_ / "missing.spmd").string()).find("cannot open program"), std::string::npos);
 }
 

@@ -340,3 +340,35 @@ func.func @concat_dims(%a: tensor<4x5xf32>, %b: tensor<3x4xf32>) {
   %r = spmd.concatenate %a, %b {axis = 0 : i64} : (tensor<4x5xf32>, tensor<3x4xf32>) -> tensor<7x5xf32>
   return
 }
+
+// -----
+
+func.func @relayout_same(%x: tensor<2x16x4x4xf32>) {
+  // expected-error @+1 {{converts a tensor to the layout it has}}
+  %r = spmd.relayout %x : (tensor<2x16x4x4xf32>) -> tensor<2x16x4x4xf32>
+  return
+}
+
+// -----
+
+func.func @relayout_channels(%x: tensor<2x12x4x4xf32>) {
+  // expected-error @+1 {{layout nChw8c needs a rank-4 NCHW tensor with channels a multiple of 8}}
+  %r = spmd.relayout %x : (tensor<2x12x4x4xf32>) -> tensor<2x12x4x4xf32, "nChw8c">
+  return
+}
+
+// -----
+
+func.func @relayout_unknown(%x: tensor<2x16x4x4xf32>) {
+  // expected-error @+1 {{unknown tensor layout 'nhwc'}}
+  %r = spmd.relayout %x : (tensor<2x16x4x4xf32>) -> tensor<2x16x4x4xf32, "nhwc">
+  return
+}
+
+// -----
+
+func.func @relayout_shape(%x: tensor<2x16x4x4xf32>) {
+  // expected-error @+1 {{must keep the shape and element type}}
+  %r = spmd.relayout %x : (tensor<2x16x4x4xf32>) -> tensor<2x16x4x8xf32, "nChw8c">
+  return
+}

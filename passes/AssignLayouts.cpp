@@ -1,0 +1,147 @@
+// spmd-assign-layouts: give activations the backend's blocked layout where its kernels read and
+// write it, and insert spmd.relayout where a value must change layout.
+#include <map>
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
+#include "passes/Passes.h"
+#include "runtime/device/Layouts.h"
+
+namespace spmd::passes {
+
+#define GEN_PASS_DEF_ASSIGNLAYOUTS
+#include "passes/Passes.h.inc"
+
+namespace {
+
+using namespace mlir;
+
+class Assigner {
+ public:
+  Assigner(Block& block, int64_t channelBlock) : block_(block), layouts_(channelBlock) {}
+
+  void run() {
+    for (Operation& op : llvm::make_early_inc_range(block_)) {
+      if (llvm::isa<ir::RelayoutOp>(op)) continue;  // made here, or written by the user: kept
+      if (llvm::isa<func::ReturnOp>(op)) {
+        requirePlain(&op);  // results leave plain: hosts, checkpoints and other backends read them
+        continue;
+      }
+      if (llvm::isa<ir::FusedOp>(op) || ir::isElementwise(&op))
+        assignElementwise(&op);
+      else
+        assignKernel(&op);
+    }
+  }
+
+ private:
+  // The blocked layout for `type`, or "" where it has none (not an f32 NCHW activation whose
+  // channels fill whole blocks).
+  std::string blockedFor(Type type) const {
+    auto tensor = llvm::dyn_cast<RankedTensorType>(type);
+    if (!tensor || !tensor.getElementType().isF32()) return "";
+    return layouts_.blockedLayout(tensor.getShape());
+  }
+
+  // An op of a backend kernel: blocked operands where the kernel does not read them go plain;
+  // results the kernel writes blocked become blocked, except a normalization's, which follow
+  // its data input (oneDNN normalizes in the input's layout; a change would cost a reorder).
+  void assignKernel(Operation* op) {
+    std::string name = op->getName().stripDialect().str();
+    llvm::ArrayRef<int64_t> axes;
+    if (auto attr = op->getAttrOfType<DenseI64ArrayAttr>("axes")) axes = attr.asArrayRef();
+    for (OpOperand& operand : op->getOpOperands())
+      if (!ir::layoutOf(operand.get().getType()).empty() &&
+          !runtime::BlockedLayouts::readsBlocked(name, static_cast<int>(operand.getOperandNumber()), axes))
+        operand.set(relaid(operand.get(), "", op));
+    const bool followsInput = name.starts_with("batch_norm");
+    const Value data = followsInput ? op->getOperand(name == "batch_norm_train_backward" ? 1 : 0) : Value();
+    for (OpResult result : op->getResults()) {
+      if (!runtime::BlockedLayouts::writesBlocked(name, static_cast<int>(result.getResultNumber()))) continue;
+      std::string layout = blockedFor(result.getType());
+      if (followsInput && ir::layoutOf(data.getType()) != layout) continue;
+      if (!layout.empty()) result.setType(ir::withLayout(result.getType(), layout));
+    }
+  }
+
+  // Elementwise ops and fused bodies read every full-size operand at the result's index, so they
+  // run in any layout their operands and results share: blocked when an operand arrives blocked
+  // (the others are relaid to match), plain otherwise. A fused body that broadcasts a non-scalar
+  // maps indices through the plain layout and stays plain.
+  void assignElementwise(Operation* op) {
+    Type space = op->getResultTypes().front();
+    std::string layout = blockedFor(space);
+    bool anyBlocked = llvm::any_of(op->getOperandTypes(), [](Type t) { return !ir::layoutOf(t).empty(); });
+    if (layout.empty() || !anyBlocked || !layoutFree(op)) {
+      requirePlain(op);
+      return;
+    }
+    auto full = [&](Type t) { return ir::withLayout(t, "") == ir::withLayout(space, ""); };
+    for (OpOperand& operand : op->getOpOperands())
+      if (full(operand.get().getType()) && ir::layoutOf(operand.get().getType()) != layout)
+        operand.set(relaid(operand.get(), layout, op));
+    auto retype = [&](Value v) {
+      if (full(v.getType())) v.setType(ir::withLayout(v.getType(), layout));
+    };
+    for (Value result : op->getResults()) retype(result);
+    if (auto fused = llvm::dyn_cast<ir::FusedOp>(op)) {
+      Block& body = fused.getBody().front();
+      for (BlockArgument arg : body.getArguments()) retype(arg);
+      for (Operation& inner : body.without_terminator())
+        for (Value result : inner.getResults()) retype(result);
+    }
+  }
+
+  // Whether `op` reads every operand either whole at the result's index or as a scalar.
+  static bool layoutFree(Operation* op) {
+    auto fused = llvm::dyn_cast<ir::FusedOp>(op);
+    if (!fused) return true;  // an elementwise op: operands and result share one type
+    for (Operation& inner : fused.getBody().front().without_terminator())
+      if (auto broadcast = llvm::dyn_cast<ir::BroadcastInDimOp>(inner);
+          broadcast && llvm::cast<RankedTensorType>(broadcast.getInput().getType()).getRank() != 0)
+        return false;
+    return true;
+  }
+
+  void requirePlain(Operation* op) {
+    for (OpOperand& operand : op->getOpOperands())
+      if (!ir::layoutOf(operand.get().getType()).empty()) operand.set(relaid(operand.get(), "", op));
+  }
+
+  // `value` in `layout`: one relayout per value and layout, placed before its first user (later
+  // users come after it in the block), so the copy lives no longer than it must.
+  Value relaid(Value value, const std::string& layout, Operation* user) {
+    auto key = std::make_pair(value.getAsOpaquePointer(), layout);
+    if (auto found = relaid_.find(key); found != relaid_.end()) return found->second;
+    OpBuilder builder(user);
+    Value converted =
+        builder.create<ir::RelayoutOp>(value.getLoc(), ir::withLayout(value.getType(), layout), value);
+    relaid_[key] = converted;
+    return converted;
+  }
+
+  Block& block_;
+  runtime::BlockedLayouts layouts_;
+  std::map<std::pair<void*, std::string>, Value> relaid_;
+};
+
+struct AssignLayoutsPass : impl::AssignLayoutsBase<AssignLayoutsPass> {
+  using AssignLayoutsBase::AssignLayoutsBase;
+  void runOnOperation() override {
+    try {
+      runtime::BlockedLayouts check(block);
+    } catch (const std::exception& e) {
+      getOperation()->emitError() << "spmd-assign-layouts: " << e.what();
+      return signalPassFailure();
+    }
+    if (block == 0) return;
+    getOperation()->walk([&](FunctionOpInterface function) {
+      if (!function.isExternal()) Assigner(function.getFunctionBody().front(), block).run();
+    });
+  }
+};
+
+}  // namespace
+}  // namespace spmd::passes

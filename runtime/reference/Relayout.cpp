@@ -1,0 +1,31 @@
+// Reference relayout: every element of an NCHW tensor copied from its offset in the input's
+// layout to its offset in the result's (runtime/device/Layouts.h), the oracle for the CPU
+// backend's oneDNN reorder.
+#include <cstring>
+
+#include "runtime/device/Layouts.h"
+#include "runtime/reference/Reference.h"
+
+namespace spmd::runtime::reference {
+
+void relayout(KernelCall& call) {
+  const TensorView &x = call.in[0], &y = call.out[0];
+  const int64_t from = channelBlock(x.layout), to = channelBlock(y.layout);
+  if (x.rank() != 4 && (from || to))
+    throw Error("relayout: a blocked layout needs a rank-4 NCHW tensor, got " + shapeString(x.shape));
+  const size_t bytes = dtypeSize(x.dtype);
+  if (from == to) {
+    std::memcpy(y.data, x.data, static_cast<size_t>(x.numel()) * bytes);
+    return;
+  }
+  const int64_t N = x.dim(0), C = x.dim(1), H = x.dim(2), W = x.dim(3);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t w = 0; w < W; ++w)
+          std::memcpy(static_cast<std::byte*>(y.data) + blockedOffset(to, C, H, W, n, c, h, w) * bytes,
+                      static_cast<const std::byte*>(x.data) + blockedOffset(from, C, H, W, n, c, h, w) * bytes,
+                      bytes);
+}
+
+}  // namespace spmd::runtime::reference

@@ -1,0 +1,86 @@
+// spmd-assign-layouts: convolutions write the backend's blocked layout, elementwise ops and
+// normalization backward follow their operands, and a relayout to plain is inserted where a
+// consumer reads plain only (a reduction over H, W; a function result); block=0 changes nothing.
+// RUN: spmd-opt %s --spmd-assign-layouts=block=8 --split-input-file | FileCheck %s
+// RUN: spmd-opt %s --spmd-assign-layouts=block=0 --split-input-file | FileCheck %s --check-prefix=PLAIN
+// RUN: not spmd-opt %s --spmd-assign-layouts=block=4 --split-input-file 2>&1 | FileCheck %s --check-prefix=BAD
+
+// BAD: spmd-assign-layouts: blocked layouts have 8 or 16 channels per block, not 4
+
+// A block: the stem conv (3 channels in, plain input) writes nChw8c; relu and the residual add
+// run blocked; global pooling reads plain, so one relayout feeds it and the returned value.
+// CHECK-LABEL: func.func @block
+// PLAIN-LABEL: func.func @block
+// PLAIN-NOT: nChw
+// PLAIN-NOT: spmd.relayout
+func.func @block(%x: tensor<2x3x8x8xf32>, %w1: tensor<16x3x3x3xf32>, %w2: tensor<16x16x3x3xf32>) -> (tensor<2x16xf32>, tensor<2x16x8x8xf32>) {
+  // CHECK-NEXT: %[[C1:.*]] = spmd.conv2d %arg0, %arg1 {{.*}} -> tensor<2x16x8x8xf32, "nChw8c">
+  // CHECK-NEXT: %[[R:.*]] = spmd.relu %[[C1]] : (tensor<2x16x8x8xf32, "nChw8c">) -> tensor<2x16x8x8xf32, "nChw8c">
+  // CHECK-NEXT: %[[C2:.*]] = spmd.conv2d %[[R]], %arg2 {{.*}} : (tensor<2x16x8x8xf32, "nChw8c">, tensor<16x16x3x3xf32>) -> tensor<2x16x8x8xf32, "nChw8c">
+  // CHECK-NEXT: %[[S:.*]] = spmd.add %[[C2]], %[[R]] : (tensor<2x16x8x8xf32, "nChw8c">, tensor<2x16x8x8xf32, "nChw8c">) -> tensor<2x16x8x8xf32, "nChw8c">
+  // CHECK-NEXT: %[[P:.*]] = spmd.relayout %[[S]] : (tensor<2x16x8x8xf32, "nChw8c">) -> tensor<2x16x8x8xf32>
+  // CHECK-NEXT: %[[M:.*]] = spmd.reduce_mean %[[P]] {axes = array<i64: 2, 3>} : (tensor<2x16x8x8xf32>) -> tensor<2x16xf32>
+  // CHECK-NEXT: return %[[M]], %[[P]] : tensor<2x16xf32>, tensor<2x16x8x8xf32>
+  %c1 = spmd.conv2d %x, %w1 {padding = array<i64: 1, 1>, stride = array<i64: 1, 1>} : (tensor<2x3x8x8xf32>, tensor<16x3x3x3xf32>) -> tensor<2x16x8x8xf32>
+  %r = spmd.relu %c1 : (tensor<2x16x8x8xf32>) -> tensor<2x16x8x8xf32>
+  %c2 = spmd.conv2d %r, %w2 {padding = array<i64: 1, 1>, stride = array<i64: 1, 1>} : (tensor<2x16x8x8xf32>, tensor<16x16x3x3xf32>) -> tensor<2x16x8x8xf32>
+  %sum = spmd.add %c2, %r : (tensor<2x16x8x8xf32>, tensor<2x16x8x8xf32>) -> tensor<2x16x8x8xf32>
+  %pool = spmd.reduce_mean %sum {axes = array<i64: 2, 3>} : (tensor<2x16x8x8xf32>) -> tensor<2x16xf32>
+  return %pool, %sum : tensor<2x16xf32>, tensor<2x16x8x8xf32>
+}
+
+// -----
+
+// Backward: the conv's result gradient (a plain argument) is read as it is; the data gradient is
+// written blocked; the per-channel bias sum reads the blocked gradient directly; a channel count
+// that does not fill whole blocks (12) stays plain; batch_norm_train reads plain, so the blocked
+// value is relaid before it; its backward reads the blocked input and writes its layout.
+// CHECK-LABEL: func.func @backward
+func.func @backward(%dy: tensor<2x16x4x4xf32>, %w: tensor<16x16x3x3xf32>, %w12: tensor<12x16x1x1xf32>, %s: tensor<16xf32>) -> (tensor<16xf32>, tensor<2x12x4x4xf32>, tensor<2x16x4x4xf32>) {
+  // CHECK-NEXT: %[[DX:.*]] = spmd.conv2d_backward_data %arg0, %arg1 {{.*}} -> tensor<2x16x4x4xf32, "nChw8c">
+  // CHECK-NEXT: %[[DB:.*]] = spmd.reduce_sum %[[DX]] {axes = array<i64: 0, 2, 3>} : (tensor<2x16x4x4xf32, "nChw8c">) -> tensor<16xf32>
+  // CHECK-NEXT: %[[C12:.*]] = spmd.conv2d %[[DX]], %arg2 {{.*}} : (tensor<2x16x4x4xf32, "nChw8c">, tensor<12x16x1x1xf32>) -> tensor<2x12x4x4xf32>
+  // CHECK-NEXT: %[[P:.*]] = spmd.relayout %[[DX]] : (tensor<2x16x4x4xf32, "nChw8c">) -> tensor<2x16x4x4xf32>
+  // CHECK-NEXT: %{{.*}}, %[[MEAN:.*]], %[[VAR:.*]] = spmd.batch_norm_train %[[P]], %arg3, %arg3 {{.*}} : (tensor<2x16x4x4xf32>, tensor<16xf32>, tensor<16xf32>) -> (tensor<2x16x4x4xf32>, tensor<16xf32>, tensor<16xf32>)
+  // CHECK-NEXT: %[[G:.*]], %{{.*}}, %{{.*}} = spmd.batch_norm_train_backward %arg0, %[[DX]], {{.*}} -> (tensor<2x16x4x4xf32, "nChw8c">, tensor<16xf32>, tensor<16xf32>)
+  // CHECK-NEXT: %[[GP:.*]] = spmd.relayout %[[G]] : (tensor<2x16x4x4xf32, "nChw8c">) -> tensor<2x16x4x4xf32>
+  // CHECK-NEXT: return %[[DB]], %[[C12]], %[[GP]]
+  %dx = spmd.conv2d_backward_data %dy, %w {padding = array<i64: 1, 1>, stride = array<i64: 1, 1>} : (tensor<2x16x4x4xf32>, tensor<16x16x3x3xf32>) -> tensor<2x16x4x4xf32>
+  %db = spmd.reduce_sum %dx {axes = array<i64: 0, 2, 3>} : (tensor<2x16x4x4xf32>) -> tensor<16xf32>
+  %c12 = spmd.conv2d %dx, %w12 {padding = array<i64: 0, 0>, stride = array<i64: 1, 1>} : (tensor<2x16x4x4xf32>, tensor<12x16x1x1xf32>) -> tensor<2x12x4x4xf32>
+  %y, %m, %v = spmd.batch_norm_train %dx, %s, %s {epsilon = 1.0e-05 : f64} : (tensor<2x16x4x4xf32>, tensor<16xf32>, tensor<16xf32>) -> (tensor<2x16x4x4xf32>, tensor<16xf32>, tensor<16xf32>)
+  %g, %gs, %go = spmd.batch_norm_train_backward %dy, %dx, %s, %m, %v {epsilon = 1.0e-05 : f64} : (tensor<2x16x4x4xf32>, tensor<2x16x4x4xf32>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>) -> (tensor<2x16x4x4xf32>, tensor<16xf32>, tensor<16xf32>)
+  return %db, %c12, %g : tensor<16xf32>, tensor<2x12x4x4xf32>, tensor<2x16x4x4xf32>
+}
+
+// -----
+
+// A fused body that broadcasts a per-channel vector maps indices through the plain layout: its
+// blocked operand is relaid to plain first. One with only scalars runs blocked.
+// CHECK-LABEL: func.func @fused
+func.func @fused(%x: tensor<2x8x2x2xf32>, %w: tensor<8x8x1x1xf32>, %b: tensor<8xf32>) -> (tensor<2x8x2x2xf32>, tensor<2x8x2x2xf32>) {
+  // CHECK-NEXT: %[[C:.*]] = spmd.conv2d {{.*}} -> tensor<2x8x2x2xf32, "nChw8c">
+  // CHECK-NEXT: %[[P:.*]] = spmd.relayout %[[C]]
+  // CHECK-NEXT: %[[F:.*]] = spmd.fused %[[P]], %arg2 {
+  // CHECK: } : (tensor<2x8x2x2xf32>, tensor<8xf32>) -> tensor<2x8x2x2xf32>
+  // CHECK-NEXT: %[[S:.*]] = spmd.fused %[[C]] {
+  // CHECK-NEXT: ^bb0(%{{.*}}: tensor<2x8x2x2xf32, "nChw8c">):
+  // CHECK: } : (tensor<2x8x2x2xf32, "nChw8c">) -> tensor<2x8x2x2xf32, "nChw8c">
+  // CHECK-NEXT: %[[SP:.*]] = spmd.relayout %[[S]]
+  // CHECK-NEXT: return %[[F]], %[[SP]]
+  %c = spmd.conv2d %x, %w {padding = array<i64: 0, 0>, stride = array<i64: 1, 1>} : (tensor<2x8x2x2xf32>, tensor<8x8x1x1xf32>) -> tensor<2x8x2x2xf32>
+  %f = spmd.fused %c, %b {
+  ^bb0(%a: tensor<2x8x2x2xf32>, %v: tensor<8xf32>):
+    %bb = spmd.broadcast_in_dim %v {dims = array<i64: 1>} : (tensor<8xf32>) -> tensor<2x8x2x2xf32>
+    %s = spmd.add %a, %bb : (tensor<2x8x2x2xf32>, tensor<2x8x2x2xf32>) -> tensor<2x8x2x2xf32>
+    spmd.yield %s : tensor<2x8x2x2xf32>
+  } : (tensor<2x8x2x2xf32>, tensor<8xf32>) -> tensor<2x8x2x2xf32>
+  %g = spmd.fused %c {
+  ^bb0(%a: tensor<2x8x2x2xf32>):
+    %two = spmd.constant dense<2.0> : tensor<2x8x2x2xf32>
+    %m = spmd.mul %a, %two : (tensor<2x8x2x2xf32>, tensor<2x8x2x2xf32>) -> tensor<2x8x2x2xf32>
+    %r = spmd.relu %m : (tensor<2x8x2x2xf32>) -> tensor<2x8x2x2xf32>
+    spmd.yield %r : tensor<2x8x2x2xf32>
+  } : (tensor<2x8x2x2xf32>) -> tensor<2x8x2x2xf32>
+  return %f, %g : tensor<2x8x2x2xf32>, tensor<2x8x2x2xf32>
+}
