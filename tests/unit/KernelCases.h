@@ -149,6 +149,12 @@ inline std::vector<KernelCase> kernelCases(DType t) {
       {"reduce_mean c", "reduce_mean", {rnd({3, 5, 7})}, {{t, {3, 7}}}, {{"axes", V{1}}}},
       {"reduce_max last", "reduce_max", {rnd({4, 9})}, {{t, {4}}}, {{"axes", V{1}}}},
       {"reduce_max first", "reduce_max", {rnd({4, 9, 3})}, {{t, {9, 3}}}, {{"axes", V{0}}}},
+      // Large enough that the CPU kernel cuts the rows into several chunks (runtime/cpu/Reduce.cpp).
+      {"reduce_sum per channel chunked", "reduce_sum", {rnd({8, 24, 23, 25})}, {{t, {24}}}, {{"axes", V{0, 2, 3}}}},
+      {"reduce_mean first chunked", "reduce_mean", {rnd({301, 500})}, {{t, {500}}}, {{"axes", V{0}}}},
+      {"reduce_max rows chunked", "reduce_max", {rnd({203, 700})}, {{t, {203}}}, {{"axes", V{1}}}},
+      {"reduce_sum all chunked", "reduce_sum", {rnd({7, 101, 99})}, {{t, {}}}, {{"axes", V{0, 1, 2}}}},
+      {"reduce_mean hw chunked", "reduce_mean", {rnd({33, 130, 4, 4})}, {{t, {33, 130}}}, {{"axes", V{2, 3}}}},
       {"argmax rows", "argmax", {rnd({7, 10})}, {{DType::i32, {7}}}, {{"axis", int64_t{1}}}},
       {"argmax middle", "argmax", {rnd({3, 5, 4})}, {{DType::i32, {3, 4}}}, {{"axis", int64_t{1}}}},
       {"matmul bias", "matmul", {rnd({5, 7}), rnd({7, 9}), rnd({9})}, {{t, {5, 9}}}, {}},
@@ -311,6 +317,8 @@ inline std::vector<KernelCase> kernelCases(DType t) {
                     {{t, {2, 16, 5, 5}}, {t, {16}}, {t, {16}}}, {{"epsilon", 1e-5}}, {"", b8, "", "", "", ""}});
     list.push_back({"reduce_sum per channel blocked", "reduce_sum", {rnd({3, 16, 5, 7})}, {{t, {16}}},
                     {{"axes", V{0, 2, 3}}}, {b8}});
+    list.push_back({"reduce_sum per channel blocked chunked", "reduce_sum", {rnd({8, 32, 19, 17})}, {{t, {32}}},
+                    {{"axes", V{0, 2, 3}}}, {b16}});
   }
   list.push_back({"relayout to 8c", "relayout", {rnd({2, 16, 3, 5})}, {{t, {2, 16, 3, 5}}}, {}, {"", b8}});
   list.push_back({"relayout from 8c", "relayout", {rnd({2, 16, 3, 5})}, {{t, {2, 16, 3, 5}}}, {}, {b8, ""}});

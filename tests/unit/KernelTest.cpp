@@ -1,6 +1,9 @@
 // Every CPU kernel against its reference kernel on random inputs (several shapes, odd sizes,
 // f32 and f64), with outputs poisoned with NaN first. Tolerance: f32 rtol 1e-4 / atol 1e-5
 // (oneDNN reorders sums), f64 rtol 1e-12 / atol 1e-12.
+#include <omp.h>
+
+#include <cstring>
 #include <limits>
 #include <set>
 
@@ -58,6 +61,26 @@ TEST(KernelTest, ReferenceRelayoutFollowsOnednnBlockedOrder) {
   for (int64_t i = 0; i < x.numel(); ++i) ASSERT_EQ(back.values<float>()[i], x.values<float>()[i]) << i;
   EXPECT_NE(spmd::testing::errorOf([&] { relaid(x, "", "nChw4c"); }).find("unknown tensor layout 'nChw4c'"),
             std::string::npos);
+}
+
+// The CPU reductions cut their rows into chunks by the shape alone and add the partial results
+// in chunk order, so one thread and several give the same bits.
+TEST(KernelTest, ReductionsGiveTheSameBitsOnAnyThreadCount) {
+  const int threads = omp_get_max_threads();
+  int chunked = 0;
+  for (const KernelCase& c : kernelCases(DType::f32)) {
+    if (c.name.find("chunked") == std::string::npos) continue;
+    SCOPED_TRACE(c.name);
+    chunked++;
+    omp_set_num_threads(1);
+    std::vector<Array> one = runKernel(cpuKernels(), c);
+    omp_set_num_threads(3);
+    std::vector<Array> three = runKernel(cpuKernels(), c);
+    omp_set_num_threads(threads);
+    ASSERT_EQ(one[0].bytes(), three[0].bytes());
+    EXPECT_EQ(std::memcmp(one[0].data(), three[0].data(), one[0].bytes()), 0);
+  }
+  EXPECT_EQ(chunked, 6);
 }
 
 TEST(KernelTest, ReferenceCatchesOutOfRangeLabel) {
