@@ -46,7 +46,7 @@ def time_torch(batch, reps, threads):
 
 def time_spmd(build, name, reps, threads, program, min_time=0.5):
     """Median real time (ms) of the Google Benchmark whose full name starts with `name` (e.g.
-    "BM_ResNet18Forward/64/") in `program`; exits naming the registered ones when none matches."""
+    "BM_ResNet18Forward/batch:64/layouts:1/") in `program`; exits naming the registered ones when none matches."""
     binary = os.path.join(build, "benchmarks", program)
     if not os.path.exists(binary):
         sys.exit(f"missing {binary}: build first (bash scripts/build.sh)")
@@ -87,7 +87,7 @@ def side_by_side(doc, title, program, name_of, torch_timer):
 
 def main():
     side_by_side(__doc__, "ResNet-18 forward, 1x28x28, train-mode BN", "bench_resnet18_forward",
-                 lambda batch: f"BM_ResNet18Forward/{batch}/", time_torch)
+                 lambda batch: f"BM_ResNet18Forward/batch:{batch}/layouts:1/", time_torch)
 
 if __name__ == "__main__":
     main()

@@ -26,6 +26,8 @@ Trains ResNet-18 on Fashion-MNIST data-parallel (spmd::pmap) and evaluates it ev
   --optimizer NAME    sgd or adam (default sgd)
   --bn MODE           replica: BatchNorm statistics per device (default, as DDP);
                       cross: over all devices (SyncBatchNorm)
+  --layouts MODE      backend: blocked layouts where the backend's kernels read them (default);
+                      plain: every tensor plain NCHW (to compare speed or numerics)
   --width N           channels of the first stage; 64 is the seeds' full model (default 16)
   --train-limit N     use the first N training images (default 0: all 60,000)
   --test-limit N      use the first N test images (default 0: all 10,000)
@@ -78,6 +80,7 @@ Flags parseFlags(int argc, char** argv) {
       {"--weight-decay", [&](const std::string& v) { f.weightDecay = real("--weight-decay", v, 0); }},
       {"--optimizer", [&](const std::string& v) { f.optimizer = oneOf("--optimizer", v, "sgd", "adam"); }},
       {"--bn", [&](const std::string& v) { f.bn = oneOf("--bn", v, "replica", "cross"); }},
+      {"--layouts", [&](const std::string& v) { f.layouts = oneOf("--layouts", v, "backend", "plain"); }},
       {"--width", [&](const std::string& v) { f.width = integer("--width", v, 1); }},
       {"--train-limit", [&](const std::string& v) { f.trainLimit = integer("--train-limit", v, 0); }},
       {"--test-limit", [&](const std::string& v) { f.testLimit = integer("--test-limit", v, 0); }},

@@ -16,6 +16,7 @@ struct Flags {
   double weightDecay = 5e-4;    // --weight-decay
   std::string optimizer = "sgd";  // --optimizer sgd|adam
   std::string bn = "replica";   // --bn replica|cross
+  std::string layouts = "backend";  // --layouts backend|plain
   int64_t width = 16;           // --width: channels of the first stage (64 = the seeds' model)
   int64_t trainLimit = 0;       // --train-limit (the seeds' DATASET_LIMIT); 0 = all 60,000
   int64_t testLimit = 0;        // --test-limit; 0 = all 10,000

@@ -179,7 +179,7 @@ double train(const Flags& f) {
       },
       {.inAxes = {spmd::replicated, spmd::replicated, spmd::replicated, spmd::split, spmd::split},
        .outAxes = {spmd::replicated, spmd::replicated, spmd::replicated, spmd::replicated, spmd::split},
-       .devices = f.devices, .name = "train_step",
+       .devices = f.devices, .name = "train_step", .assignLayouts = f.layouts == "backend",
        // Parameters, optimizer and BN state stay on the devices and are updated in place; only
        // the loss and predictions (printed) and checkpoints are read back to the host.
        .donateArguments = {0, 1, 2}});
@@ -189,7 +189,8 @@ double train(const Flags& f) {
         return std::tuple{spmd::softmaxCrossEntropy(logits, y), spmd::argmax(logits, 1)};
       },
       {.inAxes = {spmd::replicated, spmd::replicated, spmd::split, spmd::split},
-       .outAxes = {spmd::split, spmd::split}, .devices = f.devices, .name = "eval_step"});
+       .outAxes = {spmd::split, spmd::split}, .devices = f.devices, .name = "eval_step",
+       .assignLayouts = f.layouts == "backend"});
   const int64_t devices = step.globalDeviceCount();
   if (f.batch % devices != 0)
     throw spmd::Error("--batch " + std::to_string(f.batch) + " does not split over " +
