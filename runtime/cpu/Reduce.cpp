@@ -137,7 +137,8 @@ void reduce(KernelCall& call) {
     const int64_t inner = m.dims.back(), rows = nx / inner;
     // When the outermost merged dim is kept, chunks of it write disjoint output slots and share
     // one result; otherwise each chunk of rows has its own partial result.
-    const bool disjoint = !m.reduced[0];
+    // (A reduction over no axes merges to one kept dim: a single row, copied.)
+    const bool disjoint = !m.reduced[0] && rank > 1;
     const int64_t units = disjoint ? m.dims[0] : rows, rowsPerUnit = rows / units;
     int64_t chunks = std::clamp<int64_t>(nx / kChunkElements, 1, std::min(kMaxChunks, units));
     while (!disjoint && chunks > 1 && chunks * ny > kMaxPartials) chunks /= 2;

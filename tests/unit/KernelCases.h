@@ -154,6 +154,8 @@ inline std::vector<KernelCase> kernelCases(DType t) {
       {"reduce_mean first chunked", "reduce_mean", {rnd({301, 500})}, {{t, {500}}}, {{"axes", V{0}}}},
       {"reduce_max rows chunked", "reduce_max", {rnd({203, 700})}, {{t, {203}}}, {{"axes", V{1}}}},
       {"reduce_sum all chunked", "reduce_sum", {rnd({7, 101, 99})}, {{t, {}}}, {{"axes", V{0, 1, 2}}}},
+      {"reduce_sum no axes", "reduce_sum", {rnd({3, 4})}, {{t, {3, 4}}}, {{"axes", V{}}}},
+      {"reduce_max no axes", "reduce_max", {rnd({7})}, {{t, {7}}}, {{"axes", V{}}}},
       {"reduce_mean hw chunked", "reduce_mean", {rnd({33, 130, 4, 4})}, {{t, {33, 130}}}, {{"axes", V{2, 3}}}},
       {"argmax rows", "argmax", {rnd({7, 10})}, {{DType::i32, {7}}}, {{"axis", int64_t{1}}}},
       {"argmax middle", "argmax", {rnd({3, 5, 4})}, {{DType::i32, {3, 4}}}, {{"axis", int64_t{1}}}},
