@@ -60,10 +60,7 @@ class BlockedLayouts {
     if (op == "conv2d") return index == 0;
     if (op == "conv2d_backward_data") return index == 0;            // the result's gradient
     if (op == "conv2d_backward_filter") return index == 0 || index == 1;  // input, result's gradient
-    // batch_norm_train reads plain: its kernel handles blocked input (runtime/cpu/Norm.cpp), but
-    // statistics rounded differently from oneDNN's plain kernel flip ReLU ties downstream and
-    // move f32 ResNet-18 gradients off PyTorch's by up to 2.5e-2 (TorchReferenceTest, batch 8).
-    if (op == "batch_norm_infer") return index == 0;
+    if (op == "batch_norm_train" || op == "batch_norm_infer") return index == 0;
     if (op == "batch_norm_train_backward") return index == 0 || index == 1;  // gradient, input
     // A per-channel sum (a convolution's bias gradient) reads the blocks as [N, C/B, H, W, B].
     if (op == "reduce_sum")
@@ -72,8 +69,8 @@ class BlockedLayouts {
   }
   // Whether the kernel for `op` can write result `index` in the blocked layout.
   static bool writesBlocked(std::string_view op, int index) {
-    if (op == "conv2d" || op == "conv2d_backward_data" || op == "batch_norm_infer" ||
-        op == "batch_norm_train_backward")
+    if (op == "conv2d" || op == "conv2d_backward_data" || op == "batch_norm_train" ||
+        op == "batch_norm_infer" || op == "batch_norm_train_backward")
       return index == 0;
     return false;
   }

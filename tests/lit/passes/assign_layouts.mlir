@@ -33,15 +33,14 @@ func.func @block(%x: tensor<2x3x8x8xf32>, %w1: tensor<16x3x3x3xf32>, %w2: tensor
 
 // Backward: the conv's result gradient (a plain argument) is read as it is; the data gradient is
 // written blocked; the per-channel bias sum reads the blocked gradient directly; a channel count
-// that does not fill whole blocks (12) stays plain; batch_norm_train reads plain, so the blocked
-// value is relaid before it; its backward reads the blocked input and writes its layout.
+// that does not fill whole blocks (12) stays plain; batch_norm_train and its backward read the
+// blocked input as it is and write its layout.
 // CHECK-LABEL: func.func @backward
 func.func @backward(%dy: tensor<2x16x4x4xf32>, %w: tensor<16x16x3x3xf32>, %w12: tensor<12x16x1x1xf32>, %s: tensor<16xf32>) -> (tensor<16xf32>, tensor<2x12x4x4xf32>, tensor<2x16x4x4xf32>) {
   // CHECK-NEXT: %[[DX:.*]] = spmd.conv2d_backward_data %arg0, %arg1 {{.*}} -> tensor<2x16x4x4xf32, "nChw8c">
   // CHECK-NEXT: %[[DB:.*]] = spmd.reduce_sum %[[DX]] {axes = array<i64: 0, 2, 3>} : (tensor<2x16x4x4xf32, "nChw8c">) -> tensor<16xf32>
   // CHECK-NEXT: %[[C12:.*]] = spmd.conv2d %[[DX]], %arg2 {{.*}} : (tensor<2x16x4x4xf32, "nChw8c">, tensor<12x16x1x1xf32>) -> tensor<2x12x4x4xf32>
-  // CHECK-NEXT: %[[P:.*]] = spmd.relayout %[[DX]] : (tensor<2x16x4x4xf32, "nChw8c">) -> tensor<2x16x4x4xf32>
-  // CHECK-NEXT: %{{.*}}, %[[MEAN:.*]], %[[VAR:.*]] = spmd.batch_norm_train %[[P]], %arg3, %arg3 {{.*}} : (tensor<2x16x4x4xf32>, tensor<16xf32>, tensor<16xf32>) -> (tensor<2x16x4x4xf32>, tensor<16xf32>, tensor<16xf32>)
+  // CHECK-NEXT: %{{.*}}, %[[MEAN:.*]], %[[VAR:.*]] = spmd.batch_norm_train %[[DX]], %arg3, %arg3 {{.*}} : (tensor<2x16x4x4xf32, "nChw8c">, tensor<16xf32>, tensor<16xf32>) -> (tensor<2x16x4x4xf32, "nChw8c">, tensor<16xf32>, tensor<16xf32>)
   // CHECK-NEXT: %[[G:.*]], %{{.*}}, %{{.*}} = spmd.batch_norm_train_backward %arg0, %[[DX]], {{.*}} -> (tensor<2x16x4x4xf32, "nChw8c">, tensor<16xf32>, tensor<16xf32>)
   // CHECK-NEXT: %[[GP:.*]] = spmd.relayout %[[G]] : (tensor<2x16x4x4xf32, "nChw8c">) -> tensor<2x16x4x4xf32>
   // CHECK-NEXT: return %[[DB]], %[[C12]], %[[GP]]
