@@ -1,10 +1,11 @@
 // Every convolution shape of the full-width ResNet-18 training step (batch 64, 1x28x28 input):
 // the CPU backend's conv2d, conv2d_backward_data and conv2d_backward_filter kernels, each timed
 // alone on that shape (median of --reps calls after two warm-up calls that build and cache the
-// oneDNN primitive). compare_conv_layers.py runs this beside the same PyTorch primitives.
+// oneDNN primitive), with the activations in the layouts the compiler gives them in the step
+// (the backend's blocked layout where the channels fill whole blocks; --layouts plain: NCHW). compare_conv_layers.py runs this beside the same PyTorch primitives.
 // Prints one line per layer: "result layer=<name> count=<uses per step> fwd_ms=.. data_ms=.. filter_ms=..".
 //
-// usage: bench_conv_layers [--batch 64] [--width 64] [--reps 10] [--only <layer>]
+// usage: bench_conv_layers [--batch 64] [--width 64] [--reps 10] [--only <layer>] [--layouts backend|plain]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -16,6 +17,7 @@
 #include "runtime/base/Array.h"
 #include "runtime/cpu/CpuDevice.h"
 #include "runtime/device/Kernel.h"
+#include "runtime/device/Layouts.h"
 #include "runtime/program/Program.h"
 
 namespace {
@@ -55,14 +57,16 @@ Array random(const Shape& shape, uint64_t seed) {
   return a;
 }
 
-// Median milliseconds of `reps` calls of kernel `op` (after two warm-up calls).
-double timeKernel(const std::string& op, const std::vector<Array>& inputs, Array& output, int64_t stride,
-                  int64_t pad, int reps) {
+// Median milliseconds of `reps` calls of kernel `op` (after two warm-up calls); `layouts`: the
+// inputs' then the output's.
+double timeKernel(const std::string& op, const std::vector<Array>& inputs, Array& output,
+                  const std::vector<std::string>& layouts, int64_t stride, int64_t pad, int reps) {
   Step step{op, {}, {}, {{"stride", std::vector<int64_t>{stride, stride}}, {"padding", std::vector<int64_t>{pad, pad}}},
             "bench_conv_layers"};
   std::vector<TensorView> in;
-  for (const Array& a : inputs) in.push_back({const_cast<std::byte*>(a.data()), a.dtype, a.shape});
-  std::vector<TensorView> out{{output.data(), output.dtype, output.shape}};
+  for (size_t i = 0; i < inputs.size(); ++i)
+    in.push_back({const_cast<std::byte*>(inputs[i].data()), inputs[i].dtype, inputs[i].shape, layouts[i]});
+  std::vector<TensorView> out{{output.data(), output.dtype, output.shape, layouts.back()}};
   std::shared_ptr<void> cache;
   KernelCall call{step, in, out, cache};
   KernelFn fn = cpuKernels().at(op);
@@ -83,13 +87,14 @@ double timeKernel(const std::string& op, const std::vector<Array>& inputs, Array
 int main(int argc, char** argv) {
   int64_t batch = 64, width = 64;
   int reps = 10;
-  std::string only;
+  std::string only, layoutMode = "backend";
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string flag = argv[i], value = argv[i + 1];
     if (flag == "--batch") batch = std::stoll(value);
     else if (flag == "--width") width = std::stoll(value);
     else if (flag == "--reps") reps = std::stoi(value);
     else if (flag == "--only") only = value;
+    else if (flag == "--layouts") layoutMode = value;
     else {
       std::fprintf(stderr, "bench_conv_layers: unknown flag %s; see the top of benchmarks/conv_layers.cpp\n", argv[i]);
       return 2;
@@ -99,15 +104,21 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "bench_conv_layers: --batch, --width and --reps must be positive\n");
     return 2;
   }
+  if (layoutMode != "backend" && layoutMode != "plain") {
+    std::fprintf(stderr, "bench_conv_layers: --layouts must be backend or plain, got '%s'\n", layoutMode.c_str());
+    return 2;
+  }
+  const BlockedLayouts blocked(layoutMode == "plain" ? 0 : CpuDevice().channelBlock());
   for (const Layer& l : resnetLayers(width)) {
     if (!only.empty() && l.name != only) continue;
     const int64_t pad = l.kernel / 2, outSize = (l.size + 2 * pad - l.kernel) / l.stride + 1;
     const Shape x{batch, l.in, l.size, l.size}, w{l.out, l.in, l.kernel, l.kernel}, y{batch, l.out, outSize, outSize};
     Array input = random(x, 1), filter = random(w, 2), bias = random({l.out}, 3), dy = random(y, 4);
     Array outY = Array::zeros(DType::f32, y), outX = Array::zeros(DType::f32, x), outW = Array::zeros(DType::f32, w);
-    double forward = timeKernel("conv2d", {input, filter, bias}, outY, l.stride, pad, reps);
-    double data = timeKernel("conv2d_backward_data", {dy, filter}, outX, l.stride, pad, reps);
-    double weights = timeKernel("conv2d_backward_filter", {input, dy}, outW, l.stride, pad, reps);
+    const std::string lx = blocked.blockedLayout(x), ly = blocked.blockedLayout(y);
+    double forward = timeKernel("conv2d", {input, filter, bias}, outY, {lx, "", "", ly}, l.stride, pad, reps);
+    double data = timeKernel("conv2d_backward_data", {dy, filter}, outX, {ly, "", lx}, l.stride, pad, reps);
+    double weights = timeKernel("conv2d_backward_filter", {input, dy}, outW, {lx, ly, ""}, l.stride, pad, reps);
     std::printf("result layer=%s count=%d in=%lld out=%lld size=%lld kernel=%lld stride=%lld fwd_ms=%.4f data_ms=%.4f "
                 "filter_ms=%.4f\n",
                 l.name.c_str(), l.count, static_cast<long long>(l.in), static_cast<long long>(l.out),

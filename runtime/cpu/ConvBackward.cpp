@@ -1,8 +1,10 @@
 // CPU conv2d gradients through oneDNN (f32): backward data (input gradient) and backward
 // weights (filter gradient), each in oneDNN's preferred layouts with reorders around the call
-// where a buffer lies in another layout, like the forward kernel. f64 runs the reference loops.
+// where a buffer lies in another layout, like the forward kernel; wide 3x3 stride-1 ones on
+// blocked activations run as Winograd (runtime/cpu/Winograd.h). f64 runs the reference loops.
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cpu/Onednn.h"
+#include "runtime/cpu/Winograd.h"
 #include "runtime/reference/Reference.h"
 
 namespace spmd::runtime::cpu {
@@ -44,6 +46,7 @@ struct ConvBackwardState {
 // inputs: result_grad, filter; output: input_grad
 void conv2d_backward_data(KernelCall& call) {
   if (call.in[0].dtype != DType::f32) return reference::conv2d_backward_data(call);
+  if (winograd::applies(call)) return winograd::backwardData(call);
   auto& s = cachedState<ConvBackwardState>(call, [&] {
     using namespace dnnl;
     ConvGeometry g(call.step);
@@ -64,6 +67,7 @@ void conv2d_backward_data(KernelCall& call) {
 // inputs: input, result_grad; output: filter_grad
 void conv2d_backward_filter(KernelCall& call) {
   if (call.in[0].dtype != DType::f32) return reference::conv2d_backward_filter(call);
+  if (winograd::applies(call)) return winograd::backwardFilter(call);
   auto& s = cachedState<ConvBackwardState>(call, [&] {
     using namespace dnnl;
     ConvGeometry g(call.step);

@@ -299,6 +299,21 @@ inline std::vector<KernelCase> kernelCases(DType t) {
                     {{t, {2, 8, 6, 5}}}, {{"stride", V{1, 1}}, {"padding", V{1, 1}}}, {b8, "", b8}});
     list.push_back({"conv bwd filter blocked", "conv2d_backward_filter", {rnd({2, 8, 7, 7}), rnd({2, 16, 4, 4})},
                     {{t, {16, 8, 3, 3}}}, {{"stride", V{2, 2}}, {"padding", V{1, 1}}}, {b8, b16, ""}});
+    // Wide 3x3 stride-1 convolutions on blocked activations run as Winograd F(2x2, 3x3)
+    // (runtime/cpu/Winograd.h): channels in and out differ (a transposed transform shows), odd
+    // and even sizes (partial tiles), both blocks. Filters at the scale of their initialization
+    // (fan-in 1152): with unit filters, 1152-term sums leave outputs near zero with an absolute
+    // error of 4e-5 in oneDNN's direct kernel too, beyond the f32 tolerance's 1e-5.
+    list.push_back({"conv winograd", "conv2d", {rnd({2, 128, 5, 4}), rnd({144, 128, 3, 3}, -0.1, 0.1), rnd({144})},
+                    {{t, {2, 144, 5, 4}}}, {{"stride", V{1, 1}}, {"padding", V{1, 1}}}, {b8, "", "", b8}});
+    list.push_back({"conv winograd 16c, no bias", "conv2d", {rnd({2, 144, 4, 3}), rnd({128, 144, 3, 3}, -0.1, 0.1)},
+                    {{t, {2, 128, 4, 3}}}, {{"stride", V{1, 1}}, {"padding", V{1, 1}}}, {b16, "", b16}});
+    list.push_back({"conv bwd data winograd", "conv2d_backward_data", {rnd({2, 144, 5, 4}), rnd({144, 128, 3, 3}, -0.1, 0.1)},
+                    {{t, {2, 128, 5, 4}}}, {{"stride", V{1, 1}}, {"padding", V{1, 1}}}, {b8, "", b8}});
+    list.push_back({"conv bwd filter winograd", "conv2d_backward_filter", {rnd({2, 128, 5, 4}), rnd({2, 144, 5, 4})},
+                    {{t, {144, 128, 3, 3}}}, {{"stride", V{1, 1}}, {"padding", V{1, 1}}}, {b8, b8, ""}});
+    list.push_back({"conv bwd filter winograd 16c", "conv2d_backward_filter", {rnd({3, 144, 3, 4}), rnd({3, 128, 3, 4})},
+                    {{t, {128, 144, 3, 3}}}, {{"stride", V{1, 1}}, {"padding", V{1, 1}}}, {b16, b16, ""}});
     list.push_back({"bn train blocked", "batch_norm_train", {rnd({3, 16, 5, 4}), rnd({16}), rnd({16})},
                     {{t, {3, 16, 5, 4}}, {t, {16}}, {t, {16}}}, {{"epsilon", 1e-5}}, {b8, "", "", b8}});
     // Conv outputs with a mean far from 0: statistics must not cancel (E[x^2] - E[x]^2 would).

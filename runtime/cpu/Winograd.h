@@ -1,0 +1,24 @@
+// Winograd F(2x2, 3x3) convolutions for the CPU backend (runtime/cpu/Winograd.cpp): 3x3 filters,
+// stride 1, padding 1, activations in a blocked layout. oneDNN offers Winograd for f32 only on
+// AVX-512; on AVX2 its direct kernels spend 9 multiplies per output where this spends 4, and on
+// small feature maps (ResNet-18's stages 2-4 at 28x28 input) the direct kernels also lose time
+// at the borders. Each direction is: transforms of 4x4 input tiles and of the filters (adds and
+// halvings only), 16 batched GEMMs (oneDNN matmul), and a transform back.
+#pragma once
+
+#include "runtime/device/Kernel.h"
+
+namespace spmd::runtime::cpu::winograd {
+
+// Whether conv2d (x, w -> y), conv2d_backward_data (dy, w -> dx) or conv2d_backward_filter
+// (x, dy -> dw) with these operands runs here: f32, a 3x3 filter, stride 1, padding 1, the
+// activations in one blocked layout, and at least 128 channels in and out (below that the
+// transforms' memory traffic costs what the GEMMs save: measured on ResNet-18's 64-channel
+// stage). SPMD_WINOGRAD=0 in the environment turns it off (oneDNN's direct kernels everywhere).
+bool applies(const KernelCall& call);
+
+void forward(KernelCall& call);         // inputs: x, filter[, bias]; output: y
+void backwardData(KernelCall& call);    // inputs: result_grad, filter; output: input_grad
+void backwardFilter(KernelCall& call);  // inputs: x, result_grad; output: filter_grad
+
+}  // namespace spmd::runtime::cpu::winograd
