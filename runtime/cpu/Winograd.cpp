@@ -119,20 +119,27 @@ void outputTransform(const float* M, const float* bias, const Tiled& y) {
   }
 }
 
-// u = G g G^T for one 3x3 filter g (row-major), into u[a] at u[a * stride].
-inline void filterTile(const float g[9], float* u, int64_t stride) {
-  float r[4][3];
-  for (int j = 0; j < 3; ++j) {
-    r[0][j] = g[j];
-    r[1][j] = 0.5f * (g[j] + g[3 + j] + g[6 + j]);
-    r[2][j] = 0.5f * (g[j] - g[3 + j] + g[6 + j]);
-    r[3][j] = g[6 + j];
-  }
+// Filters go through the transforms kLanes at a time, one per lane, so the loops vectorize.
+constexpr int64_t kLanes = 8;  // divides K and C: both are multiples of the channel block
+
+// u[a * stride + l] = (G g_l G^T)[a] for the kLanes 3x3 filters g[.][l] (row-major taps).
+inline void filterTiles(const float (&g)[9][kLanes], float* u, int64_t stride) {
+  float r[4][3][kLanes];
+  for (int j = 0; j < 3; ++j)
+    for (int64_t l = 0; l < kLanes; ++l) {
+      r[0][j][l] = g[j][l];
+      r[1][j][l] = 0.5f * (g[j][l] + g[3 + j][l] + g[6 + j][l]);
+      r[2][j][l] = 0.5f * (g[j][l] - g[3 + j][l] + g[6 + j][l]);
+      r[3][j][l] = g[6 + j][l];
+    }
   for (int i = 0; i < 4; ++i) {
-    u[(i * 4 + 0) * stride] = r[i][0];
-    u[(i * 4 + 1) * stride] = 0.5f * (r[i][0] + r[i][1] + r[i][2]);
-    u[(i * 4 + 2) * stride] = 0.5f * (r[i][0] - r[i][1] + r[i][2]);
-    u[(i * 4 + 3) * stride] = r[i][2];
+    float* row = u + i * 4 * stride;
+    for (int64_t l = 0; l < kLanes; ++l) {
+      row[l] = r[i][0][l];
+      row[stride + l] = 0.5f * (r[i][0][l] + r[i][1][l] + r[i][2][l]);
+      row[2 * stride + l] = 0.5f * (r[i][0][l] - r[i][1][l] + r[i][2][l]);
+      row[3 * stride + l] = r[i][2][l];
+    }
   }
 }
 
@@ -143,16 +150,21 @@ void filterTransform(const float* w, int64_t K, int64_t C, bool backwardData, fl
   if (!backwardData) {
 #pragma omp parallel for schedule(static)
     for (int64_t c = 0; c < C; ++c)
-      for (int64_t k = 0; k < K; ++k) filterTile(w + (k * C + c) * 9, U + c * K + k, stride);
+      for (int64_t k0 = 0; k0 < K; k0 += kLanes) {
+        float g[9][kLanes];
+        for (int64_t l = 0; l < kLanes; ++l)
+          for (int i = 0; i < 9; ++i) g[i][l] = w[((k0 + l) * C + c) * 9 + i];
+        filterTiles(g, U + c * K + k0, stride);
+      }
     return;
   }
 #pragma omp parallel for schedule(static)
   for (int64_t k = 0; k < K; ++k)
-    for (int64_t c = 0; c < C; ++c) {
-      const float* g = w + (k * C + c) * 9;
-      float turned[9];
-      for (int i = 0; i < 9; ++i) turned[i] = g[8 - i];
-      filterTile(turned, U + k * C + c, stride);
+    for (int64_t c0 = 0; c0 < C; c0 += kLanes) {
+      float g[9][kLanes];
+      for (int64_t l = 0; l < kLanes; ++l)
+        for (int i = 0; i < 9; ++i) g[i][l] = w[(k * C + c0 + l) * 9 + 8 - i];
+      filterTiles(g, U + k * C + c0, stride);
     }
 }
 
@@ -195,23 +207,26 @@ void gradientTransform(const Tiled& dy, float* Z) {
 void filterGradientTransform(const float* dU, int64_t C, int64_t K, float* dw) {
   const int64_t stride = C * K;
 #pragma omp parallel for schedule(static)
-  for (int64_t k = 0; k < K; ++k)
-    for (int64_t c = 0; c < C; ++c) {
-      const float* p = dU + c * K + k;
-      float q[3][4];
-      for (int j = 0; j < 4; ++j) {
-        float p0 = p[(0 + j) * stride], p1 = p[(4 + j) * stride], p2 = p[(8 + j) * stride],
-              p3 = p[(12 + j) * stride];
-        q[0][j] = p0 + 0.5f * (p1 + p2);
-        q[1][j] = 0.5f * (p1 - p2);
-        q[2][j] = 0.5f * (p1 + p2) + p3;
-      }
-      float* out = dw + (k * C + c) * 9;
-      for (int i = 0; i < 3; ++i) {
-        out[i * 3 + 0] = q[i][0] + 0.5f * (q[i][1] + q[i][2]);
-        out[i * 3 + 1] = 0.5f * (q[i][1] - q[i][2]);
-        out[i * 3 + 2] = 0.5f * (q[i][1] + q[i][2]) + q[i][3];
-      }
+  for (int64_t c = 0; c < C; ++c)
+    for (int64_t k0 = 0; k0 < K; k0 += kLanes) {
+      const float* p = dU + c * K + k0;
+      float q[3][4][kLanes], out[9][kLanes];
+      for (int j = 0; j < 4; ++j)
+        for (int64_t l = 0; l < kLanes; ++l) {
+          float p0 = p[j * stride + l], p1 = p[(4 + j) * stride + l], p2 = p[(8 + j) * stride + l],
+                p3 = p[(12 + j) * stride + l];
+          q[0][j][l] = p0 + 0.5f * (p1 + p2);
+          q[1][j][l] = 0.5f * (p1 - p2);
+          q[2][j][l] = 0.5f * (p1 + p2) + p3;
+        }
+      for (int i = 0; i < 3; ++i)
+        for (int64_t l = 0; l < kLanes; ++l) {
+          out[i * 3 + 0][l] = q[i][0][l] + 0.5f * (q[i][1][l] + q[i][2][l]);
+          out[i * 3 + 1][l] = 0.5f * (q[i][1][l] - q[i][2][l]);
+          out[i * 3 + 2][l] = 0.5f * (q[i][1][l] + q[i][2][l]) + q[i][3][l];
+        }
+      for (int64_t l = 0; l < kLanes; ++l)
+        for (int i = 0; i < 9; ++i) dw[((k0 + l) * C + c) * 9 + i] = out[i][l];
     }
 }
 
