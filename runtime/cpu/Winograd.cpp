@@ -15,6 +15,8 @@
 // vector; the buffers are per-thread scratch reused across calls.
 #include "runtime/cpu/Winograd.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -49,19 +51,21 @@ float* scratch(int which, int64_t elements) {
   return b.data();
 }
 
-// V[a][t][c] = (B^T d B)[a] for every 4x4 input tile d of `x` (zero outside the image).
-void inputTransform(const Tiled& x, float* V) {
+// V[a][r][c] = (B^T d B)[a] for the 4x4 input tiles d of tiles t0 + r, r < rows, of `x` (zero
+// outside the image and for tiles past the last).
+void inputTransform(const Tiled& x, int64_t t0, int64_t rows, float* V) {
   const int64_t T = x.tiles(), C = x.C, B = x.B, CB = C / B;
   const float* data = x.v.as<const float>();
 #pragma omp parallel for schedule(static)
-  for (int64_t t = 0; t < T; ++t) {
-    const int64_t n = t / (x.th * x.tw), h0 = 2 * ((t / x.tw) % x.th) - 1, w0 = 2 * (t % x.tw) - 1;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t t = std::min(t0 + r, T - 1), n = t / (x.th * x.tw), h0 = 2 * ((t / x.tw) % x.th) - 1, w0 = 2 * (t % x.tw) - 1;
     for (int64_t cb = 0; cb < CB; ++cb) {
       float d[4][4][kMaxBlock], e[4][4][kMaxBlock];
       for (int i = 0; i < 4; ++i)
         for (int j = 0; j < 4; ++j) {
           const int64_t h = h0 + i, w = w0 + j;
-          if (h < 0 || h >= x.H || w < 0 || w >= x.W) std::memset(d[i][j], 0, sizeof(float) * B);
+          if (t0 + r >= T || h < 0 || h >= x.H || w < 0 || w >= x.W)
+            std::memset(d[i][j], 0, sizeof(float) * B);
           else std::memcpy(d[i][j], data + x.offset(n, cb, h, w), sizeof(float) * B);
         }
       for (int j = 0; j < 4; ++j)
@@ -71,8 +75,8 @@ void inputTransform(const Tiled& x, float* V) {
           e[2][j][l] = d[2][j][l] - d[1][j][l];
           e[3][j][l] = d[1][j][l] - d[3][j][l];
         }
-      float* out = V + t * C + cb * B;
-      const int64_t stride = T * C;
+      float* out = V + r * C + cb * B;
+      const int64_t stride = rows * C;
       for (int i = 0; i < 4; ++i)
         for (int64_t l = 0; l < B; ++l) {
           out[(i * 4 + 0) * stride + l] = e[i][0][l] - e[i][2][l];
@@ -84,16 +88,17 @@ void inputTransform(const Tiled& x, float* V) {
   }
 }
 
-// y_t = A^T M_t A (+ bias) for every tile, written into `y` (nChw<B>c, K channels).
-void outputTransform(const float* M, const float* bias, const Tiled& y) {
-  const int64_t T = y.tiles(), K = y.C, B = y.B, KB = K / B;
+// y_t = A^T M_r A (+ bias) for tiles t = t0 + r, r < rows (those that exist), written into `y`
+// (nChw<B>c, K channels).
+void outputTransform(const float* M, int64_t t0, int64_t rows, const float* bias, const Tiled& y) {
+  const int64_t K = y.C, B = y.B, KB = K / B, valid = std::min(rows, y.tiles() - t0);
   float* data = y.v.as<float>();
 #pragma omp parallel for schedule(static)
-  for (int64_t t = 0; t < T; ++t) {
-    const int64_t n = t / (y.th * y.tw), h0 = 2 * ((t / y.tw) % y.th), w0 = 2 * (t % y.tw);
+  for (int64_t r = 0; r < valid; ++r) {
+    const int64_t t = t0 + r, n = t / (y.th * y.tw), h0 = 2 * ((t / y.tw) % y.th), w0 = 2 * (t % y.tw);
     for (int64_t kb = 0; kb < KB; ++kb) {
-      const float* in = M + t * K + kb * B;
-      const int64_t stride = T * K;
+      const float* in = M + r * K + kb * B;
+      const int64_t stride = rows * K;
       float e[2][4][kMaxBlock];
       for (int j = 0; j < 4; ++j)
         for (int64_t l = 0; l < B; ++l) {
@@ -168,19 +173,20 @@ void filterTransform(const float* w, int64_t K, int64_t C, bool backwardData, fl
     }
 }
 
-// Z[a][t][k] = (A dy_t A^T)[a] for every 2x2 tile of `dy` (zero past an odd edge).
-void gradientTransform(const Tiled& dy, float* Z) {
+// Z[a][r][k] = (A dy_t A^T)[a] for the 2x2 tiles t = t0 + r, r < rows, of `dy` (zero past an
+// odd edge and for tiles past the last).
+void gradientTransform(const Tiled& dy, int64_t t0, int64_t rows, float* Z) {
   const int64_t T = dy.tiles(), K = dy.C, B = dy.B, KB = K / B;
   const float* data = dy.v.as<const float>();
 #pragma omp parallel for schedule(static)
-  for (int64_t t = 0; t < T; ++t) {
-    const int64_t n = t / (dy.th * dy.tw), h0 = 2 * ((t / dy.tw) % dy.th), w0 = 2 * (t % dy.tw);
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t t = std::min(t0 + r, T - 1), n = t / (dy.th * dy.tw), h0 = 2 * ((t / dy.tw) % dy.th), w0 = 2 * (t % dy.tw);
     for (int64_t kb = 0; kb < KB; ++kb) {
       float g[2][2][kMaxBlock], e[4][2][kMaxBlock];
       for (int i = 0; i < 2; ++i)
         for (int j = 0; j < 2; ++j) {
           const int64_t h = h0 + i, w = w0 + j;
-          if (h >= dy.H || w >= dy.W) std::memset(g[i][j], 0, sizeof(float) * B);
+          if (t0 + r >= T || h >= dy.H || w >= dy.W) std::memset(g[i][j], 0, sizeof(float) * B);
           else std::memcpy(g[i][j], data + dy.offset(n, kb, h, w), sizeof(float) * B);
         }
       for (int j = 0; j < 2; ++j)
@@ -190,8 +196,8 @@ void gradientTransform(const Tiled& dy, float* Z) {
           e[2][j][l] = g[0][j][l] - g[1][j][l];
           e[3][j][l] = -g[1][j][l];
         }
-      float* out = Z + t * K + kb * B;
-      const int64_t stride = T * K;
+      float* out = Z + r * K + kb * B;
+      const int64_t stride = rows * K;
       for (int i = 0; i < 4; ++i)
         for (int64_t l = 0; l < B; ++l) {
           out[(i * 4 + 0) * stride + l] = e[i][0][l];
@@ -237,8 +243,8 @@ struct Gemms {
   dnnl::memory src, weights, dst;
 
   // src [16, M, R] (or its transpose, stored [16, R, M], when `transposedSrc`), weights
-  // [16, R, Nc], dst [16, M, Nc], all row-major.
-  Gemms(int64_t M, int64_t R, int64_t Nc, bool transposedSrc) {
+  // [16, R, Nc], dst [16, M, Nc], all row-major; `accumulate`: dst += instead of =.
+  Gemms(int64_t M, int64_t R, int64_t Nc, bool transposedSrc, bool accumulate = false) {
     using namespace dnnl;
     using dims = memory::dims;
     memory::desc a = transposedSrc
@@ -246,7 +252,13 @@ struct Gemms {
                          : memory::desc(dims{16, M, R}, memory::data_type::f32, memory::format_tag::abc);
     memory::desc b(dims{16, R, Nc}, memory::data_type::f32, memory::format_tag::abc);
     memory::desc c(dims{16, M, Nc}, memory::data_type::f32, memory::format_tag::abc);
-    matmul = dnnl::matmul(matmul::primitive_desc(matmul::desc(a, b, c), engine()));
+    primitive_attr attr;
+    if (accumulate) {
+      post_ops sum;
+      sum.append_sum(1.f);
+      attr.set_post_ops(sum);
+    }
+    matmul = dnnl::matmul(matmul::primitive_desc(matmul::desc(a, b, c), attr, engine()));
     stream = dnnl::stream(engine());
     src = memory(a, engine(), nullptr);
     weights = memory(b, engine(), nullptr);
@@ -269,20 +281,44 @@ bool enabled() {
   return on;
 }
 
+// Tiles go through the transforms and GEMMs in chunks of `rows`, so the transformed tiles (16 x
+// rows x channels floats, at most chunkFloats) stay in cache between a transform and its GEMM
+// and the scratch does not grow with the batch. Chunks are equal; the last one's rows past the
+// last tile are zeros.
+std::atomic<int64_t> chunkFloats{int64_t{1} << 20};  // 4 MB
+
+struct Chunks {
+  int64_t rows, count;
+  Chunks(int64_t tiles, int64_t channels) {
+    const int64_t most = std::max<int64_t>(1, chunkFloats.load() / (16 * channels));
+    count = (tiles + most - 1) / most;
+    rows = (tiles + count - 1) / count;
+  }
+};
+
 // Forward and backward data: `in` (C channels) convolved with the filter transform U into
 // `out` (K channels).
 void convolve(KernelCall& call, const TensorView& in, const TensorView& out, bool backwardData,
               const float* bias) {
   Tiled x(in), y(out);
-  const int64_t T = x.tiles(), C = x.C, K = y.C;
-  Gemms& gemms = cachedState<Gemms>(call, [&] { return Gemms(T, C, K, false); });
-  float *V = scratch(0, 16 * T * C), *U = scratch(1, 16 * C * K), *M = scratch(2, 16 * T * K);
+  const int64_t C = x.C, K = y.C;
+  const Chunks chunks(x.tiles(), std::max(C, K));
+  Gemms& gemms = cachedState<Gemms>(call, [&] { return Gemms(chunks.rows, C, K, false); });
+  float *V = scratch(0, 16 * chunks.rows * C), *U = scratch(1, 16 * C * K),
+        *M = scratch(2, 16 * chunks.rows * K);
   const TensorView& w = call.in[1];  // OIHW of the forward convolution
   filterTransform(w.as<const float>(), w.dim(0), w.dim(1), backwardData, U);
-  inputTransform(x, V);
-  gemms.run(V, U, M);
-  outputTransform(M, bias, y);
+  for (int64_t i = 0; i < chunks.count; ++i) {
+    inputTransform(x, i * chunks.rows, chunks.rows, V);
+    gemms.run(V, U, M);
+    outputTransform(M, i * chunks.rows, chunks.rows, bias, y);
+  }
 }
+
+// Backward filter: the first chunk's GEMMs write dU, the others add to it.
+struct FilterGemms {
+  Gemms first, rest;
+};
 
 }  // namespace
 
@@ -304,6 +340,11 @@ bool applies(const KernelCall& call) {
          padding[0] == 1 && padding[1] == 1 && a.dim(2) == other.dim(2) && a.dim(3) == other.dim(3);
 }
 
+int64_t setChunkFloats(int64_t floats) {
+  if (floats < 1) throw Error("Winograd chunks need at least one float, got " + std::to_string(floats));
+  return chunkFloats.exchange(floats);
+}
+
 void forward(KernelCall& call) {
   convolve(call, call.in[0], call.out[0], false, call.in.size() > 2 ? call.in[2].as<const float>() : nullptr);
 }
@@ -312,12 +353,18 @@ void backwardData(KernelCall& call) { convolve(call, call.in[0], call.out[0], tr
 
 void backwardFilter(KernelCall& call) {
   Tiled x(call.in[0]), dy(call.in[1]);
-  const int64_t T = x.tiles(), C = x.C, K = dy.C;
-  Gemms& gemms = cachedState<Gemms>(call, [&] { return Gemms(C, T, K, true); });
-  float *V = scratch(0, 16 * T * C), *Z = scratch(1, 16 * T * K), *dU = scratch(2, 16 * C * K);
-  inputTransform(x, V);
-  gradientTransform(dy, Z);
-  gemms.run(V, Z, dU);
+  const int64_t C = x.C, K = dy.C;
+  const Chunks chunks(x.tiles(), std::max(C, K));
+  FilterGemms& gemms = cachedState<FilterGemms>(call, [&] {
+    return FilterGemms{Gemms(C, chunks.rows, K, true), Gemms(C, chunks.rows, K, true, true)};
+  });
+  float *V = scratch(0, 16 * chunks.rows * C), *Z = scratch(1, 16 * chunks.rows * K),
+        *dU = scratch(2, 16 * C * K);
+  for (int64_t i = 0; i < chunks.count; ++i) {
+    inputTransform(x, i * chunks.rows, chunks.rows, V);
+    gradientTransform(dy, i * chunks.rows, chunks.rows, Z);
+    (i == 0 ? gemms.first : gemms.rest).run(V, Z, dU);
+  }
   filterGradientTransform(dU, C, K, call.out[0].as<float>());
 }
 

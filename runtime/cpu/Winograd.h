@@ -6,6 +6,8 @@
 // halvings only), 16 batched GEMMs (oneDNN matmul), and a transform back.
 #pragma once
 
+#include <cstdint>
+
 #include "runtime/device/Kernel.h"
 
 namespace spmd::runtime::cpu::winograd {
@@ -16,6 +18,12 @@ namespace spmd::runtime::cpu::winograd {
 // transforms' memory traffic costs what the GEMMs save: measured on ResNet-18's 64-channel
 // stage). SPMD_WINOGRAD=0 in the environment turns it off (oneDNN's direct kernels everywhere).
 bool applies(const KernelCall& call);
+
+// The most floats one chunk of transformed tiles may hold (runtime/cpu/Winograd.cpp: tiles go
+// through in chunks so that scratch does not grow with the batch); default 1 << 20. Tests lower
+// it to run several chunks on small shapes. Returns the previous value; takes effect for steps
+// prepared after the call.
+int64_t setChunkFloats(int64_t floats);
 
 void forward(KernelCall& call);         // inputs: x, filter[, bias]; output: y
 void backwardData(KernelCall& call);    // inputs: result_grad, filter; output: input_grad

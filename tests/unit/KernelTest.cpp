@@ -11,6 +11,7 @@
 #include "TestUtil.h"
 #include "runtime/device/Kernel.h"
 #include "runtime/cpu/CpuDevice.h"
+#include "runtime/cpu/Winograd.h"
 
 namespace spmd::runtime {
 namespace {
@@ -46,6 +47,19 @@ TEST_P(KernelTest, CpuMatchesReference) {
 
 INSTANTIATE_TEST_SUITE_P(DTypes, KernelTest, ::testing::Values(DType::f32, DType::f64),
                          [](const auto& info) { return std::string(dtypeName(info.param)); });
+
+// The Winograd convolutions (runtime/cpu/Winograd.cpp) take their tiles in chunks, the filter
+// gradient adding each chunk's GEMMs to the last; the kernel cases' shapes fit one chunk. With
+// chunks of at most 5 or 3 tiles they take 2 to 4 (8 tiles in chunks of 3: the last part empty).
+TEST(KernelTest, WinogradChunksMatchTheReference) {
+  for (int64_t floats : {16 * 144 * 5, 16 * 144 * 3}) {
+    const int64_t previous = cpu::winograd::setChunkFloats(floats);
+    for (const KernelCase& c : kernelCases(DType::f32))
+      if (c.name.find("winograd") != std::string::npos) checkAgainstReference(c);
+    cpu::winograd::setChunkFloats(previous);
+  }
+  EXPECT_THROW(cpu::winograd::setChunkFloats(0), Error);
+}
 
 // The reference relayout (the harness's oracle for blocked layouts) puts element (n, c, h, w) at
 // oneDNN's nChw8c offset: channel blocks outermost after n, the 8 channels of a block innermost.
