@@ -82,6 +82,25 @@ TEST(LayoutTest, BlockedStepEqualsThePlainStep) {
 }
 
 // The IR dump after spmd-assign-layouts shows the layouts in the tensor types.
+// Inference at a batch large enough that the Winograd convolutions of stage 4 (128 channels at
+// width 16, runtime/cpu/Winograd.cpp) take their tiles in two chunks, with running statistics
+// far from the batch's: the blocked forward's logits equal the plain forward's.
+TEST(LayoutTest, BlockedInferenceEqualsThePlainInference) {
+  const int64_t block = runtime::CpuDevice().channelBlock();
+  if (block == 0) GTEST_SKIP() << "oneDNN picks plain layouts on this CPU: nothing to compare";
+  auto model = models::resnet18({.inChannels = 1, .numClasses = 10, .width = 16});
+  auto [params, state] = model->initialize(5);
+  auto forward = [&](const Tree& p, const Tree& s, const Tensor& x) {
+    return model->apply(p, s, x, /*training=*/false).first;
+  };
+  auto [x, y] = bench::syntheticBatch(250);
+  Tensor blocked = jit(forward, {.name = "blocked_eval"})(params, state, x);
+  Tensor plain = jit(forward, {.name = "plain_eval", .assignLayouts = false})(params, state, x);
+  double e = relativeError(blocked.array(), plain.array(), 0);
+  EXPECT_LT(e, 1e-4);
+  std::printf("  blocked vs plain inference logits, batch 250: worst relative difference %.2e\n", e);
+}
+
 TEST(LayoutTest, DumpShowsLayouts) {
   if (runtime::CpuDevice().channelBlock() == 0) GTEST_SKIP() << "oneDNN picks plain layouts on this CPU";
   const auto dir = std::filesystem::temp_directory_path() / ("spmd_layout_test-" + std::to_string(::getpid()));
