@@ -237,42 +237,35 @@ void filterGradientTransform(const float* dU, int64_t C, int64_t K, float* dw) {
     }
 }
 
-// The 16 GEMMs dst[a] = src[a] x weights[a] as one batched oneDNN matmul, built on first use.
-struct Gemms {
-  dnnl::matmul matmul;
-  dnnl::stream stream;
-  dnnl::memory src, weights, dst;
+// The 16 GEMMs dst[a] = src[a] x weights[a] as one batched oneDNN matmul: src [16, M, R] (or its
+// transpose, stored [16, R, M], when `transposedSrc`), weights [16, R, Nc], dst [16, M, Nc], all
+// row-major; `accumulate`: dst += instead of =.
+Prepared batchedGemms(int64_t M, int64_t R, int64_t Nc, bool transposedSrc, bool accumulate = false) {
+  using namespace dnnl;
+  using dims = memory::dims;
+  memory::desc a = transposedSrc
+                       ? memory::desc(dims{16, M, R}, memory::data_type::f32, dims{R * M, 1, M})
+                       : memory::desc(dims{16, M, R}, memory::data_type::f32, memory::format_tag::abc);
+  memory::desc b(dims{16, R, Nc}, memory::data_type::f32, memory::format_tag::abc);
+  memory::desc c(dims{16, M, Nc}, memory::data_type::f32, memory::format_tag::abc);
+  primitive_attr attr;
+  if (accumulate) {
+    post_ops sum;
+    sum.append_sum(1.f);
+    attr.set_post_ops(sum);
+  }
+  Prepared p{dnnl::matmul(matmul::primitive_desc(matmul::desc(a, b, c), attr, engine())),
+             stream(engine()), {}};
+  p.bind(DNNL_ARG_SRC, a);
+  p.bind(DNNL_ARG_WEIGHTS, b);
+  p.bind(DNNL_ARG_DST, c);
+  return p;
+}
 
-  // src [16, M, R] (or its transpose, stored [16, R, M], when `transposedSrc`), weights
-  // [16, R, Nc], dst [16, M, Nc], all row-major; `accumulate`: dst += instead of =.
-  Gemms(int64_t M, int64_t R, int64_t Nc, bool transposedSrc, bool accumulate = false) {
-    using namespace dnnl;
-    using dims = memory::dims;
-    memory::desc a = transposedSrc
-                         ? memory::desc(dims{16, M, R}, memory::data_type::f32, dims{R * M, 1, M})
-                         : memory::desc(dims{16, M, R}, memory::data_type::f32, memory::format_tag::abc);
-    memory::desc b(dims{16, R, Nc}, memory::data_type::f32, memory::format_tag::abc);
-    memory::desc c(dims{16, M, Nc}, memory::data_type::f32, memory::format_tag::abc);
-    primitive_attr attr;
-    if (accumulate) {
-      post_ops sum;
-      sum.append_sum(1.f);
-      attr.set_post_ops(sum);
-    }
-    matmul = dnnl::matmul(matmul::primitive_desc(matmul::desc(a, b, c), attr, engine()));
-    stream = dnnl::stream(engine());
-    src = memory(a, engine(), nullptr);
-    weights = memory(b, engine(), nullptr);
-    dst = memory(c, engine(), nullptr);
-  }
-  void run(const float* a, const float* b, float* c) {
-    src.set_data_handle(const_cast<float*>(a));
-    weights.set_data_handle(const_cast<float*>(b));
-    dst.set_data_handle(c);
-    matmul.execute(stream, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}});
-    stream.wait();
-  }
-};
+void runGemms(Prepared& gemms, const float* a, const float* b, float* c) {
+  gemms.run({{DNNL_ARG_SRC, const_cast<float*>(a)}, {DNNL_ARG_WEIGHTS, const_cast<float*>(b)},
+             {DNNL_ARG_DST, c}});
+}
 
 bool enabled() {
   static const bool on = [] {
@@ -297,28 +290,37 @@ struct Chunks {
   }
 };
 
+// The chunking is fixed when a step's kernel is prepared, with the GEMMs of that many rows.
+struct ConvolveState {
+  Chunks chunks;
+  Prepared gemms;
+};
+
 // Forward and backward data: `in` (C channels) convolved with the filter transform U into
 // `out` (K channels).
 void convolve(KernelCall& call, const TensorView& in, const TensorView& out, bool backwardData,
               const float* bias) {
   Tiled x(in), y(out);
   const int64_t C = x.C, K = y.C;
-  const Chunks chunks(x.tiles(), std::max(C, K));
-  Gemms& gemms = cachedState<Gemms>(call, [&] { return Gemms(chunks.rows, C, K, false); });
+  auto& [chunks, gemms] = cachedState<ConvolveState>(call, [&] {
+    Chunks c(x.tiles(), std::max(C, K));
+    return ConvolveState{c, batchedGemms(c.rows, C, K, false)};
+  });
   float *V = scratch(0, 16 * chunks.rows * C), *U = scratch(1, 16 * C * K),
         *M = scratch(2, 16 * chunks.rows * K);
   const TensorView& w = call.in[1];  // OIHW of the forward convolution
   filterTransform(w.as<const float>(), w.dim(0), w.dim(1), backwardData, U);
   for (int64_t i = 0; i < chunks.count; ++i) {
     inputTransform(x, i * chunks.rows, chunks.rows, V);
-    gemms.run(V, U, M);
+    runGemms(gemms, V, U, M);
     outputTransform(M, i * chunks.rows, chunks.rows, bias, y);
   }
 }
 
 // Backward filter: the first chunk's GEMMs write dU, the others add to it.
-struct FilterGemms {
-  Gemms first, rest;
+struct FilterState {
+  Chunks chunks;
+  Prepared first, rest;
 };
 
 }  // namespace
@@ -355,16 +357,16 @@ void backwardData(KernelCall& call) { convolve(call, call.in[0], call.out[0], tr
 void backwardFilter(KernelCall& call) {
   Tiled x(call.in[0]), dy(call.in[1]);
   const int64_t C = x.C, K = dy.C;
-  const Chunks chunks(x.tiles(), std::max(C, K));
-  FilterGemms& gemms = cachedState<FilterGemms>(call, [&] {
-    return FilterGemms{Gemms(C, chunks.rows, K, true), Gemms(C, chunks.rows, K, true, true)};
+  auto& [chunks, first, rest] = cachedState<FilterState>(call, [&] {
+    Chunks c(x.tiles(), std::max(C, K));
+    return FilterState{c, batchedGemms(C, c.rows, K, true), batchedGemms(C, c.rows, K, true, true)};
   });
   float *V = scratch(0, 16 * chunks.rows * C), *Z = scratch(1, 16 * chunks.rows * K),
         *dU = scratch(2, 16 * C * K);
   for (int64_t i = 0; i < chunks.count; ++i) {
     inputTransform(x, i * chunks.rows, chunks.rows, V);
     gradientTransform(dy, i * chunks.rows, chunks.rows, Z);
-    (i == 0 ? gemms.first : gemms.rest).run(V, Z, dU);
+    runGemms(i == 0 ? first : rest, V, Z, dU);
   }
   filterGradientTransform(dU, C, K, call.out[0].as<float>());
 }
