@@ -100,11 +100,18 @@ PmapCore::PmapCore(PmapOptions options, bool jit) : state_(std::make_unique<Stat
                 std::to_string(state_->devices.size()) + " devices but jit runs on one; use spmd::pmap to run " +
                 "one replica per device, or name one device (e.g. " + state_->devices.backend + ":1)");
   state_->timeout = runtime::collectiveTimeoutFromEnvironment(o.collectiveTimeoutSeconds);
+  if (o.threadsPerReplica < 0)
+    throw Error(prefix(o) + "threadsPerReplica is " + std::to_string(o.threadsPerReplica) +
+                "; give a positive thread count, or 0 for the default share of the cores");
 }
 
 PmapCore::~PmapCore() = default;
 
 int PmapCore::deviceCount() const { return state_->devices.size(); }
+int PmapCore::threadsPerReplica(std::string* why) const {
+  return state_->devices.driver().threadsPerReplica(state_->devices, state_->options.threadsPerReplica, why);
+}
+
 int PmapCore::globalDeviceCount() const {
   return state_->jit ? 1 : state_->devices.size() * runtime::processes().size;
 }
@@ -180,7 +187,8 @@ std::pair<std::vector<Tensor>, std::shared_ptr<void>> PmapCore::call(
                      o.name);
     for (int id : program.outputs)
       entry->outputs.emplace_back(program.buffers[id].dtype, program.buffers[id].shape);
-    entry->group = std::make_unique<runtime::ReplicaGroup>(program, state_->devices, state_->timeout);
+    entry->group = std::make_unique<runtime::ReplicaGroup>(program, state_->devices, state_->timeout,
+                                                           o.threadsPerReplica);
     entry->group->enableDebugNonFinite(o.debugNans, o.debugInfs);
     entry->prototype = traced.prototype;
     found = state_->cache.emplace(signature, std::move(entry)).first;

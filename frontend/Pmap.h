@@ -57,6 +57,11 @@ struct PmapOptions {
   // (jax's donate_argnums): parameters and optimizer state are then updated in place, and the
   // donated tensors can no longer be used. Arguments on the host are never donated.
   std::vector<int> donateArguments = {};
+  // Host threads each replica's kernels run with (the cpu backend's OpenMP threads, which change
+  // oneDNN's rounding, so a run's bits depend on the replica count and this number). 0: the
+  // default share (runtime::cpuThreadsPerReplica: SPMD_THREADS_PER_REPLICA, else the cores
+  // divided among every replica on this host).
+  int threadsPerReplica = 0;
 };
 
 namespace detail {
@@ -104,6 +109,7 @@ class PmapCore : public CompileLog {
       const PmapTraceFn& trace);
   int deviceCount() const;
   int globalDeviceCount() const;
+  int threadsPerReplica(std::string* why) const;
 
  private:
   struct Entry;
@@ -158,6 +164,9 @@ class Pmapped : public detail::CompiledFunction<detail::PmapCore> {
   int deviceCount() const { return core_->deviceCount(); }
   // Devices of every process of the job: the size of the mapped axis.
   int globalDeviceCount() const { return core_->globalDeviceCount(); }
+  // Host threads each replica runs its kernels with (PmapOptions::threadsPerReplica; 0 where the
+  // backend's results do not depend on them); `why` says how the number was reached.
+  int threadsPerReplica(std::string* why = nullptr) const { return core_->threadsPerReplica(why); }
 
  private:
   F f_;

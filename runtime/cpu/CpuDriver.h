@@ -10,8 +10,15 @@ namespace spmd::runtime {
 // How many CPU devices the host emulates: SPMD_CPU_DEVICE_COUNT, else 8 (as many as the
 // SPMD tests use; any count works, the replicas then share the cores).
 int emulatedCpuDeviceCount();
-// OpenMP threads each of `replicas` emulated CPU devices gets (the cores are shared equally).
-int cpuThreadsPerReplica(int replicas);
+// OpenMP threads each of this process's `replicas` emulated CPU devices runs its kernels with.
+// oneDNN's results depend on it, so it is part of a run's layout: a run's bits are a function of
+// the replica count and this number (on one kind of CPU). In order: `requested` when positive
+// (PmapOptions::threadsPerReplica), SPMD_THREADS_PER_REPLICA, else the process's OpenMP threads
+// (OMP_NUM_THREADS, or its cores) divided among its replicas; under mpirun without
+// OMP_NUM_THREADS, the host's cores divided among the replicas of every process on this host
+// (each process alone would see every core, oversubscribing them and changing the bits).
+// At least 1. `why`, when given, receives how the number was reached.
+int cpuThreadsPerReplica(int replicas, int requested = 0, std::string* why = nullptr);
 // The devices of "<backend>:N" (N emulated devices, at most emulatedCpuDeviceCount()), for the
 // backends that emulate devices on the host (cpu, sim); `forms` goes into messages.
 std::vector<int> parseEmulatedCount(const std::string& spec, const std::string& rest, bool hasColon,

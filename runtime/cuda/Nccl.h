@@ -6,8 +6,8 @@
 // host-memory collectives, abort) go to the communicator it wraps.
 //
 // Exact mode (SPMD_REDUCE=exact, the default): slices exchanged with grouped ncclSend/ncclRecv,
-// folded on the device in global rank order with double accumulation (the fold of
-// runtime/device/Fold.h and the pointer-exchange kernels, so any layout gives the same bits),
+// folded on the device with the fold tree over the global ranks (runtime/device/Fold.h, as the
+// pointer-exchange kernels and the CPU communicators do, so any layout gives the same bits),
 // then sent back to every rank. Fast mode: ncclAllReduce (ring or tree; repeatable for one
 // layout). A collective that does not finish within the collective timeout aborts the NCCL
 // communicator and fails the replica, naming the collective; it never hangs.

@@ -1,6 +1,6 @@
-// The device fold of NCCL's exact all-reduce (runtime/cuda/Nccl.cpp): out[i] = rows[0][i] op
-// rows[1][i] ... op rows[n-1][i], rows stored one after another, `count` elements each, in the
-// accumulator and order of the pointer-exchange kernels (kernels/Collectives.h).
+// The device fold of NCCL's exact all-reduce (runtime/cuda/Nccl.cpp): out[i] = the fold tree's
+// root (runtime/device/Fold.h) over rows[0][i], ..., rows[n-1][i], rows stored one after
+// another, `count` elements each, as the pointer-exchange kernels fold (kernels/Collectives.h).
 #pragma once
 
 #include <cuda_runtime.h>

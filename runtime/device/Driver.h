@@ -34,10 +34,14 @@ class Driver {
   // Channels per block of the blocked activation layout its devices' kernels read and write
   // (Device::channelBlock), for the compiler's spmd-assign-layouts; 0: plain only.
   virtual int64_t channelBlock() const { return 0; }
-  // Runs on the worker thread of replica `replica` of `list` before its first step (the cpu
-  // backend gives each replica its share of the OpenMP threads). Not called when one replica
-  // runs on the caller's thread.
-  virtual void prepareReplicaThread(const DeviceList& list, int replica) const {}
+  // The host threads each replica of `list` runs its kernels with, when they change its results
+  // (the cpu backend's OpenMP threads: oneDNN rounds differently per thread count); `requested`
+  // > 0 asks for that many. 0: the backend's results do not depend on host threads.
+  virtual int threadsPerReplica(const DeviceList& list, int requested, std::string* why) const { return 0; }
+  // Runs on the worker thread of replica `replica` of `list` before its first step, with
+  // threadsPerReplica's answer (the cpu backend sets the thread's OpenMP threads). Not called
+  // when one replica runs on the caller's thread.
+  virtual void prepareReplicaThread(const DeviceList& list, int replica, int threads) const {}
   // The communicators joining the replicas of `list`, one per local rank. `processes` is the
   // job's process count (1: this process alone). Default: threads of this process exchanging
   // pointers (InProcessCommunicator), or, in a job of several processes, MPI between processes

@@ -1,5 +1,5 @@
 // InProcessCommunicator: pointer exchange under one mutex, then each rank reduces its own slice
-// of the elements over all ranks in rank order (0, 1, ..., N-1) and writes the result to every
+// of the elements over all ranks with the fold tree (runtime/device/Fold.h) and writes the result to every
 // rank's buffer, so all replicas hold the same bits and the order never depends on timing.
 #include "runtime/device/InProcessCommunicator.h"
 
@@ -92,7 +92,7 @@ void InProcessCommunicator::allReduce(void* data, DType dtype, int64_t count, Re
   if (end > begin) {  // fold this rank's slice in place, then copy it to every other rank
     size_t bytes = dtypeSize(dtype);
     std::byte* mine = static_cast<std::byte*>(data) + begin * bytes;
-    foldInOrder(dtype, sources.data(), n, begin, end, op, n, mine);
+    foldTree(dtype, sources.data(), n, begin, end, op, n, mine);
     for (int r = 0; r < n; ++r)
       if (r != rank_)
         std::memcpy(static_cast<std::byte*>(const_cast<void*>(sources[r])) + begin * bytes, mine, (end - begin) * bytes);

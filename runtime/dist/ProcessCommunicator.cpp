@@ -115,12 +115,31 @@ int mpiCount(int64_t n, const std::string& what) {
 // State the K replicas of this process share.
 class Group {
  public:
-  Group(int local, std::chrono::milliseconds timeout, ReduceMode mode)
-      : local_(local), processes_(processes().size), rank_(processes().rank), timeout_(timeout), mode_(mode),
-        next_(local), engine_(MpiEngine::instance()) {
+  Group(int local, int leavesPerReplica, std::chrono::milliseconds timeout, ReduceMode mode)
+      : local_(local), processes_(processes().size), rank_(processes().rank), leaves_(leavesPerReplica),
+        timeout_(timeout), mode_(mode), next_(local), engine_(MpiEngine::instance()) {
     engine_.setReplicasPerProcess(local);
     const char* overlap = std::getenv("SPMD_OVERLAP");
     overlap_ = !(overlap && std::strcmp(overlap, "0") == 0);
+    // The fold tree over all P * K * A leaves: each replica hands in the subtree(s) of its A
+    // leaves, each process reduces its block to its maximal subtrees (one root for an aligned
+    // power-of-two block), and the owner of a slice folds every process's roots.
+    std::vector<FoldNode> all;
+    for (int q = 0; q < processes_; ++q) {
+      std::vector<FoldNode> replicas;
+      for (int l = 0; l < local_; ++l) {
+        int64_t first = (int64_t(q) * local_ + l) * leaves_;
+        for (FoldNode n : foldBlock(first, first + leaves_)) replicas.push_back(n);
+      }
+      FoldPlan block(replicas, /*complete=*/false);
+      if (q == rank_) localPlan_ = std::make_unique<FoldPlan>(block);
+      rootsOf_.push_back(int(block.roots().size()));
+      all.insert(all.end(), block.roots().begin(), block.roots().end());
+    }
+    globalPlan_ = std::make_unique<FoldPlan>(all, /*complete=*/true);
+    if (localPlan_->sourceCount() != local_)
+      throw Error("accumulation over " + std::to_string(leaves_) + " steps needs a power of two (each replica "
+                  "hands in one subtree of the fold tree); use 1, 2, 4, 8, ...");
   }
   int local() const { return local_; }
   int processCount() const { return processes_; }
@@ -233,36 +252,53 @@ class Group {
     job.cv.notify_all();
   }
 
-  // Reduce-scatter by pairwise exchange (step s: send to rank + s, receive from rank - s), so
-  // this process's own contributions are folded where they lie instead of being copied through
-  // MPI; then fold in global replica order and gather the slices in place.
+  // Reduce-scatter by pairwise exchange (step s: send to rank + s, receive from rank - s) of
+  // each process's block roots, so this process's own are folded where they lie instead of
+  // being copied through MPI; then the fold tree over every process's roots, and the slices
+  // gathered in place.
   void reduceExact(Job& job, MPI_Comm comm, int P, int K) {
     const int64_t n = job.count, e = dtypeSize(job.dtype);
     auto begin = [&](int j) { return n * j / P; };
     const int64_t mine = begin(rank_ + 1) - begin(rank_);
+    // The send buffer holds, for each process j, slice j of every local replica (K * len_j
+    // elements at K * begin(j)); the block's roots replace the first R of them in place.
+    std::byte* operand = job.direct ? job.direct : job.send.data();
+    const int R = rootsOf_[rank_];
+    if (K > 1)
+      for (int j = 0; j < P; ++j) {
+        const int64_t len = begin(j + 1) - begin(j);
+        std::byte* region = operand + K * begin(j) * e;
+        std::vector<const void*> sources(K);
+        std::vector<void*> roots(R);
+        for (int l = 0; l < K; ++l) sources[l] = region + l * len * e;
+        for (int r = 0; r < R; ++r) roots[r] = region + r * len * e;
+        localPlan_->run(job.dtype, sources.data(), 0, len, job.op, 1, roots.data());
+      }
+    std::vector<int64_t> rootsBefore(P + 1, 0);
+    for (int q = 0; q < P; ++q) rootsBefore[q + 1] = rootsBefore[q] + rootsOf_[q];
     std::vector<std::byte>& received = received_;  // the engine thread's own, reused
-    if (received.size() < size_t(P) * K * mine * e) received.resize(size_t(P) * K * mine * e);
-    const std::byte* operand = job.sendData();  // process j's slices at K * begin(j), replica by replica
+    if (received.size() < size_t(rootsBefore[P]) * mine * e) received.resize(size_t(rootsBefore[P]) * mine * e);
     for (int s = 1; s < P; ++s) {
       int to = (rank_ + s) % P, from = (rank_ - s + P) % P;
-      int sendBytes = mpiCount(K * (begin(to + 1) - begin(to)) * e, job.what);
-      int recvBytes = mpiCount(K * mine * e, job.what);
+      int sendBytes = mpiCount(R * (begin(to + 1) - begin(to)) * e, job.what);
+      int recvBytes = mpiCount(rootsOf_[from] * mine * e, job.what);
       checkMpi(MPI_Sendrecv(operand + K * begin(to) * e, sendBytes, MPI_BYTE, to, 0,
-                            received.data() + size_t(from) * K * mine * e, recvBytes, MPI_BYTE, from, 0, comm,
-                            MPI_STATUS_IGNORE),
+                            received.data() + size_t(rootsBefore[from]) * mine * e, recvBytes, MPI_BYTE, from, 0,
+                            comm, MPI_STATUS_IGNORE),
                "MPI_Sendrecv", job.what);
     }
-    // Replica g = j * K + l: this process's own from the operand, the others as received.
-    std::vector<const void*> sources(size_t(P) * K);
-    for (int j = 0; j < P; ++j)
-      for (int l = 0; l < K; ++l)
-        sources[size_t(j) * K + l] = j == rank_ ? operand + (K * begin(rank_) + l * mine) * e
-                                                : received.data() + (size_t(j) * K + l) * mine * e;
+    // Every process's roots in leaf order: this process's own from the operand, the others as received.
+    std::vector<const void*> sources(size_t(rootsBefore[P]));
+    for (int q = 0; q < P; ++q)
+      for (int r = 0; r < rootsOf_[q]; ++r)
+        sources[size_t(rootsBefore[q] + r)] = q == rank_ ? operand + (K * begin(rank_) + r * mine) * e
+                                                         : received.data() + size_t(rootsBefore[q] + r) * mine * e;
     if (!job.direct) job.result = pool_->get(n * e);
     std::byte* result = job.direct ? job.direct : job.result.data();
     // Fold this process's slice straight into its place in the result (with K = 1 in place over
-    // its own contribution, which foldInOrder allows), then gather in place.
-    foldInOrder(job.dtype, sources.data(), P * K, 0, mine, job.op, P * K, result + begin(rank_) * e);
+    // its own root, which FoldPlan allows), then gather in place.
+    void* out[] = {result + begin(rank_) * e};
+    globalPlan_->run(job.dtype, sources.data(), 0, mine, job.op, P * K * leaves_, out);
     std::vector<int> counts(P), offsets(P);
     for (int j = 0; j < P; ++j) {
       counts[j] = mpiCount((begin(j + 1) - begin(j)) * e, job.what);
@@ -281,18 +317,22 @@ class Group {
     if (!result) {
       job.result = pool_->get(n * e);
       result = job.result.data();
-      foldInOrder(job.dtype, sources.data(), K, 0, n, local, 1, result);
+      void* out[] = {result};
+      FoldPlan::leaves(K).run(job.dtype, sources.data(), 0, n, local, 1, out);
     }
     mpiCount(n * e, job.what);
     checkMpi(MPI_Allreduce(MPI_IN_PLACE, result, static_cast<int>(n), mpiDatatype(job.dtype), mpiOp(job.op), comm),
              "MPI_Allreduce", job.what);
     if (job.op == Reduction::Mean) {
       const void* one[] = {result};
-      foldInOrder(job.dtype, one, 1, 0, n, Reduction::Mean, P * K, result);
+      void* out[] = {result};
+      FoldPlan::leaves(1).run(job.dtype, one, 0, n, Reduction::Mean, P * K * leaves_, out);
     }
   }
 
-  const int local_, processes_, rank_;
+  const int local_, processes_, rank_, leaves_;
+  std::unique_ptr<FoldPlan> localPlan_, globalPlan_;  // this process's block; every process's roots
+  std::vector<int> rootsOf_;                           // roots each process hands on
   const std::chrono::milliseconds timeout_;
   const ReduceMode mode_;
   bool overlap_ = true;
@@ -354,8 +394,9 @@ class ProcessCommunicator final : public Communicator {
 }  // namespace
 
 std::vector<std::unique_ptr<Communicator>> makeProcessCommunicators(int localReplicas,
-                                                                    std::chrono::milliseconds timeout) {
-  auto group = std::make_shared<Group>(localReplicas, timeout, reduceModeFromEnvironment());
+                                                                    std::chrono::milliseconds timeout,
+                                                                    int leavesPerReplica) {
+  auto group = std::make_shared<Group>(localReplicas, leavesPerReplica, timeout, reduceModeFromEnvironment());
   std::vector<std::unique_ptr<Communicator>> comms;
   for (int l = 0; l < localReplicas; ++l) comms.push_back(std::make_unique<ProcessCommunicator>(group, l));
   return comms;

@@ -3,11 +3,14 @@
 // process's communication thread (MpiEngine), the only thread that calls MPI; each replica then
 // waits for the result and copies it out. Global replica index = process rank * K + local index.
 //
-// all-reduce, exact mode (default): the elements are cut into P slices; a pairwise exchange
-// (MPI_Sendrecv, P - 1 steps) gives process j slice j of every other process's replicas, process j
-// folds it with its own in global replica order with foldInOrder (runtime/device/Fold.h, the
-// in-process communicator's fold), and MPI_Allgatherv returns every folded slice to everyone. Fast mode: each process folds its K
-// replicas, then MPI_Allreduce. all_gather: MPI_Allgather of each process's K blocks.
+// all-reduce, exact mode (default): the fold tree over the global replica index
+// (runtime/device/Fold.h). Each process first reduces its K replicas to the maximal subtrees of
+// its block (one root when K is a power of two), the elements are cut into P slices, a pairwise
+// exchange (MPI_Sendrecv, P - 1 steps) gives process j slice j of every other process's roots,
+// process j folds them into the tree's root, and MPI_Allgatherv returns every folded slice to
+// everyone: per process the bytes MPI_Allreduce's reduce-scatter + all-gather would move. Fast
+// mode: each process folds its K replicas, then MPI_Allreduce. all_gather: MPI_Allgather of each
+// process's K blocks.
 //
 // A replica that fails ends the job (abortJob): the other processes wait in MPI and cannot be
 // told to stop otherwise. Built only with MPI.

@@ -32,8 +32,9 @@ struct ProcessInfo {
 const ProcessInfo& processes();
 
 // How an all-reduce across processes combines the replicas (SPMD_REDUCE, default exact):
-// Exact folds every element over all P*K replicas in global replica order, so any split of the
-// same replicas into processes and threads gives the same bits (one process on cpu:4, 2x2, 4x1);
+// Exact folds every element over all P*K replicas with the fold tree over the global replica
+// index (runtime/device/Fold.h), so any split of the same replicas into processes and threads
+// gives the same bits (one process on cpu:4, 2x2, 4x1);
 // Fast sums within each process first, then calls MPI_Allreduce: repeatable only for one layout
 // (and one Open MPI algorithm choice, which depends on the message size).
 enum class ReduceMode { Exact, Fast };
@@ -55,9 +56,12 @@ void processBroadcast(std::vector<std::byte>& bytes, const std::string& what);
 // The communicators of `localReplicas` replicas of this process in a job of several processes:
 // ranks processes().rank * localReplicas + 0..localReplicas-1 of processes().size * localReplicas
 // (runtime/dist/ProcessCommunicator.cpp; throws in a build without MPI). Reduction mode from
-// SPMD_REDUCE; SPMD_OVERLAP=0 turns off running all-reduces behind the following steps.
+// SPMD_REDUCE; SPMD_OVERLAP=0 turns off running all-reduces behind the following steps. Each
+// replica stands for `leavesPerReplica` leaves of the fold tree (its accumulation steps, whose
+// subtree it has already reduced; a power of two).
 std::vector<std::unique_ptr<Communicator>> makeProcessCommunicators(int localReplicas,
-                                                                    std::chrono::milliseconds timeout);
+                                                                    std::chrono::milliseconds timeout,
+                                                                    int leavesPerReplica = 1);
 
 // Ends the whole job: prints "spmd: <process>: <message>" to stderr, then MPI_Abort (exit code
 // `code` from mpirun). With one process, prints and calls std::exit(code).

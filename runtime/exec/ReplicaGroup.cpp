@@ -2,6 +2,7 @@
 #include "runtime/exec/ReplicaGroup.h"
 
 #include <atomic>
+#include <cstdlib>
 
 #include "runtime/device/Driver.h"
 #include "runtime/dist/Processes.h"
@@ -9,7 +10,7 @@
 namespace spmd::runtime {
 
 ReplicaGroup::ReplicaGroup(const Program& program, const DeviceList& devices,
-                           std::chrono::milliseconds collectiveTimeout)
+                           std::chrono::milliseconds collectiveTimeout, int threadsPerReplica)
     : devices_(devices) {
   // A program with a mapped axis spans the replicas of every process; one without (jit) runs
   // in this process alone.
@@ -26,6 +27,7 @@ ReplicaGroup::ReplicaGroup(const Program& program, const DeviceList& devices,
                 "; its collectives and pmean divisors assume " + std::to_string(program.replicas) + ", so run it on " +
                 std::to_string(program.replicas) + " devices or compile it again for " + std::to_string(replicas));
   const Driver& driver = devices.driver();
+  threads_ = driver.threadsPerReplica(devices, threadsPerReplica, &threadsWhy_);
   Executor::checkFitsHost(program, devices.size(), devices.spec);
   comms_ = driver.makeCommunicators(devices, collectiveTimeout, job.size);
   for (int r = 0; r < devices.size(); ++r) {
@@ -37,9 +39,12 @@ ReplicaGroup::ReplicaGroup(const Program& program, const DeviceList& devices,
     executors_.push_back(std::make_unique<Executor>(program, deviceObjects_.back()));
     executors_.back()->setCommunicator(comms_[r].get());
   }
-  // One replica runs on the calling thread, unless the job has several processes (the replica
-  // then gets its share of the host's threads like any other).
-  if (size() == 1 && !acrossProcesses_) return;
+  // One replica runs on the calling thread (with the caller's OpenMP threads, which the default
+  // share of one replica is), unless the job has several processes or the threads per replica
+  // were set (the replica then gets its thread count like any other).
+  const char* setting = std::getenv("SPMD_THREADS_PER_REPLICA");
+  const bool threadsSet = threads_ > 0 && (threadsPerReplica > 0 || (setting && *setting));
+  if (size() == 1 && !acrossProcesses_ && !threadsSet) return;
   for (int r = 0; r < size(); ++r) workers_.emplace_back([this, r] { work(r); });
 }
 
@@ -75,7 +80,7 @@ std::string ReplicaGroup::describeReplica(int r) const {
 }
 
 void ReplicaGroup::work(int rank) {
-  devices_.driver().prepareReplicaThread(devices_, rank);
+  devices_.driver().prepareReplicaThread(devices_, rank, threads_);
   uint64_t seen = 0;
   for (;;) {
     std::function<void(int)> job;

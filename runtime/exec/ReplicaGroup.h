@@ -21,8 +21,9 @@ namespace spmd::runtime {
 
 class ReplicaGroup {
  public:
+  // `threadsPerReplica` > 0 asks for that many host threads per replica (Driver::threadsPerReplica).
   ReplicaGroup(const Program& program, const DeviceList& devices,
-               std::chrono::milliseconds collectiveTimeout);
+               std::chrono::milliseconds collectiveTimeout, int threadsPerReplica = 0);
   ~ReplicaGroup();
   ReplicaGroup(const ReplicaGroup&) = delete;
   ReplicaGroup& operator=(const ReplicaGroup&) = delete;
@@ -41,6 +42,10 @@ class ReplicaGroup {
   void run(const std::vector<std::vector<Input>>& inputs, std::vector<std::vector<Output>>& outputs);
   const Program& program() const { return executors_.front()->program(); }
   const DeviceList& devices() const { return devices_; }
+  // The host threads each replica's kernels run with (0: the backend's results do not depend on
+  // them), and how that number was reached ("SPMD_THREADS_PER_REPLICA", "2 cores of ...").
+  int threadsPerReplica() const { return threads_; }
+  const std::string& threadsReason() const { return threadsWhy_; }
   // The device replica r runs on.
   const std::shared_ptr<Device>& device(int r) const { return deviceObjects_.at(r); }
 
@@ -52,6 +57,8 @@ class ReplicaGroup {
 
   DeviceList devices_;
   bool acrossProcesses_ = false;  // the program's axis spans the replicas of several processes
+  int threads_ = 0;
+  std::string threadsWhy_;
   std::vector<std::shared_ptr<Device>> deviceObjects_;
   std::vector<std::unique_ptr<Executor>> executors_;
   std::vector<std::unique_ptr<Communicator>> comms_;

@@ -1,8 +1,10 @@
 // Reference collective kernels, built on all-gather only: every replica gathers every
-// replica's data and reduces it itself, in rank order with double accumulation. A different
-// algorithm from the CPU kernels (slice-per-rank reduction), so tests can compare them.
+// replica's data and reduces it itself with the fold tree written recursively from its
+// definition. A different algorithm from the CPU kernels (slice-per-rank reduction through
+// FoldPlan), so tests can compare them.
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "runtime/base/NanRules.h"
@@ -21,27 +23,37 @@ std::vector<std::byte> gatherAll(Communicator& comm, const TensorView& v, const 
   return all;
 }
 
-template <typename T, typename Acc>
+// Node (level, index) of the fold tree over rows 0..n-1 at element i, by its definition
+// (runtime/device/Fold.h), recursively: left op right, or the left alone where the right lies
+// past the last row; i32 sums wrap.
+template <typename T>
+T node(const T* data, int64_t count, int64_t i, int n, int level, int64_t index, Reduction op) {
+  if (level == 0) return data[index * count + i];
+  T left = node(data, count, i, n, level - 1, 2 * index, op);
+  if (((2 * index + 1) << (level - 1)) >= n) return left;
+  T right = node(data, count, i, n, level - 1, 2 * index + 1, op);
+  if (op == Reduction::Max) return nanMax(left, right);
+  if (op == Reduction::Min) return nanMin(left, right);
+  if constexpr (std::is_same_v<T, int32_t>) return static_cast<int32_t>(int64_t(left) + int64_t(right));
+  return left + right;
+}
+
+template <typename T>
 void reduceRows(const std::byte* rows, int n, int64_t count, Reduction op, T* out) {
   const T* data = reinterpret_cast<const T*>(rows);
+  int levels = 0;
+  while ((int64_t(1) << levels) < n) ++levels;
   for (int64_t i = 0; i < count; ++i) {
-    Acc acc = data[i];
-    for (int r = 1; r < n; ++r) {
-      Acc v = data[r * count + i];
-      if (op == Reduction::Max) acc = nanMax(acc, v);
-      else if (op == Reduction::Min) acc = nanMin(acc, v);
-      else acc += v;
-    }
-    if (op == Reduction::Mean) acc /= n;
-    out[i] = static_cast<T>(acc);
+    T root = node(data, count, i, n, levels, 0, op);
+    out[i] = op == Reduction::Mean ? static_cast<T>(root / T(n)) : root;
   }
 }
 
 void reduceRows(const std::byte* rows, int n, const TensorView& out, Reduction op) {
   switch (out.dtype) {
-    case DType::f32: reduceRows<float, double>(rows, n, out.numel(), op, out.as<float>()); break;
-    case DType::f64: reduceRows<double, double>(rows, n, out.numel(), op, out.as<double>()); break;
-    case DType::i32: reduceRows<int32_t, int64_t>(rows, n, out.numel(), op, out.as<int32_t>()); break;
+    case DType::f32: reduceRows<float>(rows, n, out.numel(), op, out.as<float>()); break;
+    case DType::f64: reduceRows<double>(rows, n, out.numel(), op, out.as<double>()); break;
+    case DType::i32: reduceRows<int32_t>(rows, n, out.numel(), op, out.as<int32_t>()); break;
   }
 }
 

@@ -5,10 +5,13 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <climits>
+#include <random>
 #include <cstring>
 #include <thread>
 
 #include "TestUtil.h"
+#include "runtime/device/Fold.h"
 #include "runtime/device/InProcessCommunicator.h"
 #include "runtime/cpu/CpuDevice.h"
 
@@ -145,6 +148,100 @@ TEST(CommunicatorTest, AbortWakesEveryWaitingReplicaAtOnce) {
                              " stopped in all_reduce at step.cpp:7 because the group failed: "
                              "replica 3 failed: boom");
   EXPECT_EQ(group->failure(), "replica 3 failed: boom");
+}
+
+}  // namespace
+}  // namespace spmd::runtime
+
+namespace spmd::runtime {
+namespace {
+
+// The fold tree (runtime/device/Fold.h) from its definition, recursively.
+template <typename T>
+T treeNode(const std::vector<T>& v, int64_t lo, int64_t size) {
+  if (size == 1) return v[lo];
+  int64_t half = size / 2;
+  if (lo + half >= int64_t(v.size())) return treeNode(v, lo, half);
+  return foldCombine(treeNode(v, lo, half), treeNode(v, lo + half, half), Reduction::Sum);
+}
+
+// Folds `v` as holders of consecutive blocks would: each block of leaves to its roots, then
+// every block's roots to the root.
+template <typename T>
+T foldInBlocks(const std::vector<T>& v, const std::vector<int64_t>& cuts, DType dtype) {
+  std::vector<std::vector<T>> roots;
+  std::vector<FoldNode> nodes;
+  for (size_t b = 0; b + 1 < cuts.size(); ++b) {
+    std::vector<FoldNode> leaves;
+    std::vector<const void*> sources;
+    for (int64_t i = cuts[b]; i < cuts[b + 1]; ++i) leaves.push_back({0, i}), sources.push_back(&v[i]);
+    FoldPlan block(leaves, false);
+    EXPECT_EQ(block.roots().size(), foldBlock(cuts[b], cuts[b + 1]).size());
+    std::vector<std::vector<T>> mine(block.roots().size(), std::vector<T>(1));
+    std::vector<void*> out;
+    for (auto& r : mine) out.push_back(r.data());
+    block.run(dtype, sources.data(), 0, 1, Reduction::Sum, 1, out.data());
+    for (size_t k = 0; k < mine.size(); ++k) roots.push_back(mine[k]), nodes.push_back(block.roots()[k]);
+  }
+  std::vector<const void*> sources;
+  for (auto& r : roots) sources.push_back(r.data());
+  T result{};
+  void* out[] = {&result};
+  FoldPlan(nodes, true).run(dtype, sources.data(), 0, 1, Reduction::Sum, 1, out);
+  return result;
+}
+
+// Any cut of V leaves into consecutive blocks (processes x replicas x accumulation steps) folds
+// to the same bits as the V leaves at once, and those bits are the tree's by definition. The
+// values cancel (1e16 or, in f32, 1e7 beside 0.7), so a left fold, or any other order, gives other bits: the
+// test checks that it would notice.
+template <typename T>
+void checkEverySplit(DType dtype) {
+  std::mt19937_64 rng(5);
+  int orderSensitive = 0;
+  for (int V = 1; V <= 12; ++V) {
+    std::vector<T> v(V);
+    for (int i = 0; i < V; ++i) {
+      double big = (i % 3 == 0 ? (sizeof(T) == 4 ? 1e7 : 1e16) : 0.7) * (i % 2 ? -1 : 1);
+      v[i] = static_cast<T>(big * (1 + double(rng() % 1000) / 1000));
+    }
+    std::vector<const void*> sources;
+    for (auto& x : v) sources.push_back(&x);
+    T all{};
+    foldTree(dtype, sources.data(), V, 0, 1, Reduction::Sum, 1, &all);
+    size_t size = 1;
+    while (size < v.size()) size *= 2;
+    EXPECT_EQ(all, treeNode(v, 0, int64_t(size))) << "V = " << V;
+    T left = v[0];
+    for (int i = 1; i < V; ++i) left = foldCombine(left, v[i], Reduction::Sum);
+    orderSensitive += left != all;
+    for (int blocks = 1; blocks <= V; ++blocks)
+      if (V % blocks == 0) {  // even blocks: P x K x A = V in any grouping
+        std::vector<int64_t> cuts;
+        for (int b = 0; b <= blocks; ++b) cuts.push_back(int64_t(b) * (V / blocks));
+        EXPECT_EQ(foldInBlocks(v, cuts, dtype), all) << "V = " << V << " in " << blocks << " blocks";
+      }
+    for (int c = 1; c < V; ++c)  // uneven: two blocks cut anywhere
+      EXPECT_EQ(foldInBlocks(v, {0, c, V}, dtype), all) << "V = " << V << " cut at " << c;
+  }
+  EXPECT_GE(orderSensitive, 3) << "the values should make a left fold differ from the tree";
+}
+
+TEST(FoldTreeTest, AnySplitIntoBlocksGivesTheRootsBitsF64) { checkEverySplit<double>(DType::f64); }
+TEST(FoldTreeTest, AnySplitIntoBlocksGivesTheRootsBitsF32) { checkEverySplit<float>(DType::f32); }
+
+TEST(FoldTreeTest, IntegerSumsWrapLikeTwosComplement) {
+  std::vector<int32_t> v = {INT32_MAX, 1, INT32_MIN, -1, 7};
+  std::vector<const void*> sources;
+  for (auto& x : v) sources.push_back(&x);
+  int32_t out = 0;
+  foldTree(DType::i32, sources.data(), 5, 0, 1, Reduction::Sum, 1, &out);
+  EXPECT_EQ(out, int32_t(uint32_t(INT32_MAX) + 1u + uint32_t(INT32_MIN) - 1u + 7u));
+}
+
+TEST(FoldTreeTest, SourcesThatAreNotConsecutiveAreRefused) {
+  EXPECT_THROW(FoldPlan({{0, 0}, {0, 2}}, true), Error);
+  EXPECT_THROW(FoldPlan({{0, 1}}, true), Error);
 }
 
 }  // namespace

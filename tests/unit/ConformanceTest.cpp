@@ -84,8 +84,26 @@ TEST_P(ConformanceTest, EveryKernelMatchesTheReference) {
   }
 }
 
-// psum/pmean/pmax/pmin, allGather, psumScatter and axisIndex against the host, which sums in
-// double in replica order as every backend's all-reduce does (so f32 and f64 match exactly).
+// The fold tree of runtime/device/Fold.h from its definition: the node over [lo, lo + size)
+// (cut at v.size()) adds its halves, or is its left half where the right one is empty.
+template <typename T>
+T treeSum(const std::vector<T>& v, size_t lo, size_t size) {
+  if (size == 1) return v[lo];
+  size_t half = size / 2;
+  if (lo + half >= v.size()) return treeSum(v, lo, half);
+  return treeSum(v, lo, half) + treeSum(v, lo + half, half);
+}
+template <typename T>
+double treeSum(const std::vector<double>& values) {
+  std::vector<T> v(values.begin(), values.end());
+  size_t size = 1;
+  while (size < v.size()) size *= 2;
+  return double(treeSum(v, 0, size));
+}
+
+// psum/pmean/pmax/pmin, allGather, psumScatter and axisIndex against the host, which sums with
+// the fold tree over the replicas in the element type, as every backend's all-reduce does (so
+// f32 and f64 match exactly).
 TEST_P(ConformanceTest, CollectivesMatchTheHost) {
   const int n = list_.size();
   for (DType dtype : {DType::f32, DType::f64}) {
@@ -107,19 +125,22 @@ TEST_P(ConformanceTest, CollectivesMatchTheHost) {
       else a.values<double>()[i] = v;
     };
     for (int64_t i = 0; i < 5; ++i) {
-      double s = 0, hi = -INFINITY, lo = INFINITY;
+      double hi = -INFINITY, lo = INFINITY;
+      std::vector<double> values;
       for (int r = 0; r < n; ++r) {
         double v = spmd::testing::valueAt(x, r * 5 + i);
-        s += v, hi = std::max(hi, v), lo = std::min(lo, v);
+        values.push_back(v), hi = std::max(hi, v), lo = std::min(lo, v);
       }
-      set(eSum, i, s), set(eMean, i, s / n), set(eMax, i, hi), set(eMin, i, lo);
+      double s = dtype == DType::f32 ? treeSum<float>(values) : treeSum<double>(values);
+      double m = dtype == DType::f32 ? double(float(s) / float(n)) : s / n;
+      set(eSum, i, s), set(eMean, i, m), set(eMax, i, hi), set(eMin, i, lo);
     }
     Array eScatter = Array::zeros(dtype, {n, 3});
     for (int r = 0; r < n; ++r)
       for (int64_t j = 0; j < 3; ++j) {
-        double s = 0;
-        for (int q = 0; q < n; ++q) s += spmd::testing::valueAt(scatter, (q * n + r) * 3 + j);
-        set(eScatter, r * 3 + j, s);
+        std::vector<double> values;
+        for (int q = 0; q < n; ++q) values.push_back(spmd::testing::valueAt(scatter, (q * n + r) * 3 + j));
+        set(eScatter, r * 3 + j, dtype == DType::f32 ? treeSum<float>(values) : treeSum<double>(values));
       }
     expectClose(sum.array(), eSum, 0, 0, "psum");
     expectClose(mean.array(), eMean, 0, 0, "pmean");

@@ -121,7 +121,7 @@ std::vector<T> hostFold(const std::vector<std::vector<T>>& in, DType dtype, Redu
   std::vector<const void*> sources;
   for (const auto& v : in) sources.push_back(v.data());
   std::vector<T> out(in[0].size());
-  foldInOrder(dtype, sources.data(), int(in.size()), 0, int64_t(out.size()), op, int(in.size()), out.data());
+  foldTree(dtype, sources.data(), int(in.size()), 0, int64_t(out.size()), op, int(in.size()), out.data());
   return out;
 }
 

@@ -1,6 +1,6 @@
 // Collectives for replicas that share one process (cuda:0*N, sim:N): every replica publishes a
 // device pointer through the communicator, then each replica reduces its own slice of the
-// elements over all replicas in rank order and writes the result into every replica's buffer
+// elements over all replicas with the fold tree and writes the result into every replica's buffer
 // (the CPU backend's algorithm, on the device, so every replica holds the same bits). A
 // combined all_reduce packs its operands into one flat device buffer first.
 #pragma once
@@ -11,6 +11,7 @@
 
 #include "runtime/cuda/kernels/Common.h"
 #include "runtime/device/Communicator.h"
+#include "runtime/device/Fold.h"
 
 namespace spmd::runtime::gpu {
 
@@ -20,8 +21,9 @@ struct Peers {
   void* data[kMaxReplicas];
 };
 
-// acc = buffers[0][i] op ... op buffers[N-1][i] for i in [begin, begin + n), written to all.
-template <typename T, typename Acc>
+// Element i of every replica's buffer becomes the fold tree's root over the replicas
+// (runtime/device/Fold.h's foldLeaves), for i in [begin, begin + n).
+template <typename T>
 struct ReduceSliceFn {
   Peers peers;
   int replicas;
@@ -29,19 +31,15 @@ struct ReduceSliceFn {
   Reduction op;
   SPMD_HOST_DEVICE void operator()(int64_t k) const {
     int64_t i = begin + k;
-    Acc acc = static_cast<const T*>(peers.data[0])[i];
-    for (int r = 1; r < replicas; ++r) {
-      Acc v = static_cast<const T*>(peers.data[r])[i];
-      acc = op == Reduction::Max ? nanMax(acc, v) : op == Reduction::Min ? nanMin(acc, v) : acc + v;
-    }
-    if (op == Reduction::Mean) acc = acc / Acc(replicas);
-    for (int r = 0; r < replicas; ++r) static_cast<T*>(peers.data[r])[i] = static_cast<T>(acc);
+    const Peers& p = peers;
+    T acc = foldLeaves<T>(replicas, [&](int r) { return static_cast<const T*>(p.data[r])[i]; }, op, replicas);
+    for (int r = 0; r < replicas; ++r) static_cast<T*>(peers.data[r])[i] = acc;
   }
 };
 
-// out[i] = rows[0][i] op ... op rows[n-1][i] (row r at rows + r * count), ReduceSliceFn's
-// order and accumulator: the fold of NCCL's exact all-reduce (runtime/cuda/NcclFold.cu).
-template <typename T, typename Acc>
+// out[i] = the fold tree's root over rows[0][i], ..., rows[n-1][i] (row r at rows + r * count):
+// the fold of NCCL's exact all-reduce (runtime/cuda/NcclFold.cu).
+template <typename T>
 struct FoldRowsFn {
   const T* rows;
   int n;
@@ -49,13 +47,9 @@ struct FoldRowsFn {
   Reduction op;
   T* out;
   SPMD_HOST_DEVICE void operator()(int64_t i) const {
-    Acc acc = rows[i];
-    for (int r = 1; r < n; ++r) {
-      Acc v = rows[r * count + i];
-      acc = op == Reduction::Max ? nanMax(acc, v) : op == Reduction::Min ? nanMin(acc, v) : acc + v;
-    }
-    if (op == Reduction::Mean) acc = acc / Acc(n);
-    out[i] = static_cast<T>(acc);
+    const T* r0 = rows + i;
+    const int64_t stride = count;
+    out[i] = foldLeaves<T>(n, [&](int r) { return r0[r * stride]; }, op, n);
   }
 };
 
@@ -80,11 +74,11 @@ void reduceInPlace(KernelCall& call, void* data, DType dtype, int64_t count, Red
   int64_t begin = std::min<int64_t>(count, per * comm.rank()), end = std::min<int64_t>(count, begin + per);
   if (end > begin) {
     if (dtype == DType::f32)
-      Api::forEach(call, end - begin, ReduceSliceFn<float, double>{peers, comm.size(), begin, op});
+      Api::forEach(call, end - begin, ReduceSliceFn<float>{peers, comm.size(), begin, op});
     else if (dtype == DType::f64)
-      Api::forEach(call, end - begin, ReduceSliceFn<double, double>{peers, comm.size(), begin, op});
+      Api::forEach(call, end - begin, ReduceSliceFn<double>{peers, comm.size(), begin, op});
     else
-      Api::forEach(call, end - begin, ReduceSliceFn<int32_t, int64_t>{peers, comm.size(), begin, op});
+      Api::forEach(call, end - begin, ReduceSliceFn<int32_t>{peers, comm.size(), begin, op});
   }
   Api::synchronize(call);
   comm.barrier(what);  // every slice is written before anyone reads or reuses the buffers
