@@ -1,6 +1,6 @@
 // The multi-process test worker: three SGD steps of a reduced-width ResNet-18 (width 2, 16x16
-// inputs, global batch 24, cross-replica BatchNorm) on this process's devices, each process
-// passing the rows of its own replicas. Every process writes its final parameters, BN state,
+// inputs, global batch 24, cross-replica or per-replica BatchNorm, f32 or f64) on this
+// process's devices, each process passing the rows of its own replicas. Every process writes its final parameters, BN state,
 // optimizer state and losses as raw bytes (in name order) to <out>.<process>, so a driver can
 // compare layouts bit for bit (tests/dist/run_dist.py). Faults for the failure tests: at step
 // --fault-step, process --fault-process throws inside the step (a bad label), kills itself, or
@@ -26,7 +26,7 @@ namespace {
 constexpr int64_t kBatch = 24, kSize = 16;
 
 struct Flags {
-  std::string devices = "cpu:1", out, fault, checkpoint;
+  std::string devices = "cpu:1", out, fault, checkpoint, bn = "cross", dtype = "f32";
   int steps = 3, faultProcess = 1, faultStep = 1;
 };
 
@@ -45,17 +45,33 @@ Flags parse(int argc, char** argv) {
     else if (a == "--fault-process") f.faultProcess = std::stoi(value());
     else if (a == "--fault-step") f.faultStep = std::stoi(value());
     else if (a == "--checkpoint") f.checkpoint = value();
+    else if (a == "--bn") f.bn = value();
+    else if (a == "--dtype") f.dtype = value();
     else throw Error("unknown flag " + a);
   }
   return f;
 }
 
-Array randomImages(int step) {
-  Array x = Array::zeros(DType::f32, {kBatch, 1, kSize, kSize});
+Array randomImages(int step, DType dtype) {
+  Array x = Array::zeros(dtype, {kBatch, 1, kSize, kSize});
   std::mt19937_64 rng(100 + step);
   std::uniform_real_distribution<float> u(-1, 1);
-  for (float& v : x.values<float>()) v = u(rng);
+  for (int64_t i = 0; i < x.numel(); ++i)
+    if (dtype == DType::f32) x.values<float>()[i] = u(rng);
+    else x.values<double>()[i] = u(rng);
   return x;
+}
+
+// `tree` with every f32 leaf in `dtype`.
+Tree converted(const Tree& tree, DType dtype) {
+  if (dtype == DType::f32) return tree;
+  Tree out;
+  for (const auto& [name, t] : tree) {
+    Array a = t.array(), b = Array::zeros(dtype, a.shape);
+    for (int64_t i = 0; i < a.numel(); ++i) b.values<double>()[i] = a.values<float>()[i];
+    out.set(name, b);
+  }
+  return out;
 }
 
 // Rows [begin, end) of a [kBatch, ...] array (a view; the step copies its inputs).
@@ -74,8 +90,11 @@ void append(std::string& bytes, const Tree& tree) {
 
 int run(const Flags& f) {
   const int process = processIndex(), processes = processCount();
-  auto model = models::resnet18({.inChannels = 1, .numClasses = 10, .width = 2, .bnAxisName = "batch"});
-  auto [params, state] = model->initialize(7);
+  const DType dtype = f.dtype == "f64" ? DType::f64 : DType::f32;
+  auto model = models::resnet18(
+      {.inChannels = 1, .numClasses = 10, .width = 2, .bnAxisName = f.bn == "cross" ? "batch" : ""});
+  auto [params32, state32] = model->initialize(7);
+  Tree params = converted(params32, dtype), state = converted(state32, dtype);
   optim::Sgd sgd({.learningRate = 0.05, .momentum = 0.9, .weightDecay = 5e-4});
   Tree opt = sgd.init(params);
   auto step = pmap(
@@ -91,6 +110,8 @@ int run(const Flags& f) {
       },
       {.inAxes = {replicated, replicated, replicated, split, split}, .devices = f.devices, .name = "dist_step"});
   const int64_t global = step.globalDeviceCount();
+  std::string why;
+  const int threads = step.threadsPerReplica(&why);
   if (kBatch % global != 0) throw Error("the global batch of 24 does not split over " + std::to_string(global) + " devices");
   const int64_t begin = kBatch * process / processes, end = kBatch * (process + 1) / processes;
   std::string losses;
@@ -103,7 +124,8 @@ int run(const Flags& f) {
     Array y = Array::zeros(DType::i32, {kBatch});
     for (int64_t i = 0; i < kBatch; ++i) y.values<int32_t>()[i] = int32_t((i * 7 + s * 3) % 10);
     if (f.fault == "throw" && s == f.faultStep && process == f.faultProcess) y.values<int32_t>()[end - 1] = 99;
-    auto [p2, s2, o2, loss] = step(params, state, opt, rows(randomImages(s), begin, end), rows(y, begin, end));
+    auto [p2, s2, o2, loss] =
+        step(params, state, opt, rows(randomImages(s, dtype), begin, end), rows(y, begin, end));
     params = p2, state = s2, opt = o2;
     Array l = loss.array();
     losses.append(reinterpret_cast<const char*>(l.data()), l.bytes());
@@ -122,9 +144,11 @@ int run(const Flags& f) {
   append(bytes, params), append(bytes, state), append(bytes, opt);
   bytes += losses;
   std::ofstream(f.out + "." + std::to_string(process), std::ios::binary) << bytes;
-  std::printf("process %d of %d: %d steps on %s (%lld replicas in all), loss %.6f\n", process, processes, f.steps,
-              f.devices.c_str(), static_cast<long long>(global),
-              double(reinterpret_cast<const float*>(losses.data())[f.steps - 1]));
+  double last = dtype == DType::f32 ? double(reinterpret_cast<const float*>(losses.data())[f.steps - 1])
+                                    : reinterpret_cast<const double*>(losses.data())[f.steps - 1];
+  std::printf("process %d of %d: %d steps on %s (%lld replicas in all, %d threads per replica: %s), loss %.6f\n",
+              process, processes, f.steps, f.devices.c_str(), static_cast<long long>(global), threads, why.c_str(),
+              last);
   return 0;
 }
 

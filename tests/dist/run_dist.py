@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """The multi-process checks, each a ctest entry (tests/CMakeLists.txt):
 
-layouts    4 replicas as 1 process x 4 threads, 2 x 2 and 4 x 1 processes give the same bits
-           after 3 steps (parameters, BN state, optimizer state, losses) in exact mode, and
-           every process holds them; fast mode runs and agrees to rounding.
+layouts    N = 4 replicas as 1 process x 4 threads, 2 x 2 and 4 x 1, and N = 6 as 1 x 6, 2 x 3
+           and 3 x 2, give the same bits after 3 steps (parameters, BN state, optimizer state,
+           losses) in exact mode, in f32 and f64, with cross- and per-replica BatchNorm, and
+           every process holds them; so do 1x4, 2x2 and 4x1 with the default thread share (no
+           thread settings at all); fast mode runs and agrees to rounding.
 faults     one process throws inside a step, one is killed, one hangs: mpirun ends non-zero
            within the collective timeout, the message names the process (and the replica and
            collective when the process can still speak), and the checkpoint written before
@@ -14,8 +16,9 @@ two_hosts  2 x 2 across two network namespaces joined by a veth pair (TCP only, 
            starting the remote side with `ip netns exec`): the same bits as one host. Skips
            (exit 77) when this machine cannot create namespaces.
 
-Every child gets a timeout; every process runs with one OpenMP thread per replica, so the
-layouts differ only in how replicas map to processes (thread counts change oneDNN's rounding).
+Every child gets a timeout; every process runs with one OpenMP thread per replica (but the
+default-settings runs), so the layouts differ only in how replicas map to processes (thread
+counts change oneDNN's rounding).
 """
 import argparse
 import json
@@ -35,13 +38,15 @@ def fail(message):
     sys.exit(1)
 
 
-def mpirun_base(args, processes, threads, extra=()):
-    env_vars = ["OMP_NUM_THREADS", "SPMD_COLLECTIVE_TIMEOUT", "SPMD_REDUCE", "SPMD_CPU_DEVICE_COUNT"]
+def mpirun_base(args, processes, threads, extra=(), env=None):
+    env_vars = ["OMP_NUM_THREADS", "SPMD_COLLECTIVE_TIMEOUT", "SPMD_REDUCE", "SPMD_CPU_DEVICE_COUNT",
+                "SPMD_THREADS_PER_REPLICA"]
     command = [args.mpirun, "--oversubscribe", "--bind-to", "none", "--timeout", "240",
                "--mca", "pml", "ob1", "-np", str(processes)]
     command += list(extra) or ["--mca", "btl", "self,vader,tcp"]
     for v in env_vars:
-        command += ["-x", v]
+        if env is None or v in env:
+            command += ["-x", v]
     return command
 
 
@@ -65,7 +70,7 @@ def launch(args, processes, per_process, out, extra_env=None, worker_args=(), mp
     """Runs the worker as `processes` x cpu:`per_process` (no mpirun for one process)."""
     env = environment(per_process, **(extra_env or {}))
     worker = [args.worker, "--devices", "cpu:%d" % per_process, "--out", out] + list(worker_args)
-    command = worker if processes == 1 else mpirun_base(args, processes, per_process, mpi_extra) + worker
+    command = worker if processes == 1 else mpirun_base(args, processes, per_process, mpi_extra, env) + worker
     return run(command, env)
 
 
@@ -77,24 +82,67 @@ def read_all(prefix, processes):
     return blobs
 
 
+def exact_run(args, processes, per, name, flags, env_extra, default_threads=False):
+    out = os.path.join(args.scratch, name)
+    env = environment(per, **env_extra)
+    if default_threads:  # the runtime's own share of the cores
+        env.pop("OMP_NUM_THREADS", None)
+        env.pop("SPMD_THREADS_PER_REPLICA", None)
+    worker = [args.worker, "--devices", "cpu:%d" % per, "--out", out] + flags
+    command = worker if processes == 1 else mpirun_base(args, processes, per, env=env) + worker
+    rc, log, seconds = run(command, env)
+    if rc != 0:
+        fail("%s (%d x cpu:%d) exited %d:\n%s" % (name, processes, per, rc, log))
+    blobs = read_all(out, processes)
+    for p, blob in enumerate(blobs):
+        if blob != blobs[0]:
+            fail("%s: process %d holds other bits than process 0" % (name, p))
+    threads = sorted(set(l.split(" threads per replica")[0].rsplit(", ", 1)[-1] for l in log.splitlines()
+                         if "threads per replica" in l))
+    return blobs[0], threads, seconds
+
+
 def check_layouts(args):
-    results = {}
-    for processes, per in [(1, 4), (2, 2), (4, 1)]:
-        out = os.path.join(args.scratch, "exact_%dx%d" % (processes, per))
-        rc, log, seconds = launch(args, processes, per, out)
-        if rc != 0:
-            fail("%d x cpu:%d exited %d:\n%s" % (processes, per, rc, log))
-        blobs = read_all(out, processes)
-        for p, blob in enumerate(blobs):
-            if blob != blobs[0]:
-                fail("%d x cpu:%d: process %d holds other bits than process 0" % (processes, per, p))
-        results["%dx%d" % (processes, per)] = blobs[0]
-        print("exact %d x cpu:%d: %d bytes of state, %.1f s" % (processes, per, len(blobs[0]), seconds))
-    reference = results["1x4"]
-    for layout, blob in results.items():
-        if blob != reference:
-            fail("exact mode: layout %s differs from one process on cpu:4" % layout)
-    print("exact mode: 1x4, 2x2 and 4x1 give the same bits")
+    # Exact mode: every split of N replicas into processes x devices gives the same bits, in f32
+    # and in f64 (where a wrong fold order shows: an f32 fold of few values is often exact in any
+    # order), with cross-replica and per-replica BatchNorm, at one thread per replica.
+    layouts = {4: [(1, 4), (2, 2), (4, 1)], 6: [(1, 6), (2, 3), (3, 2)]}
+    reference = None
+    for n, splits in layouts.items():
+        for dtype in ["f32", "f64"]:
+            for bn in ["cross", "per"]:
+                results = {}
+                for processes, per in splits:
+                    name = "exact_n%d_%s_%s_%dx%d" % (n, dtype, bn, processes, per)
+                    blob, threads, seconds = exact_run(args, processes, per, name, ["--dtype", dtype, "--bn", bn],
+                                                       {"SPMD_THREADS_PER_REPLICA": 1})
+                    if threads != ["1"]:
+                        fail("%s: expected 1 thread per replica, the worker says %s" % (name, threads))
+                    results[(processes, per)] = blob
+                    print("%s: %d bytes of state, %.1f s" % (name, len(blob), seconds))
+                    if n == 4 and dtype == "f32" and bn == "cross" and (processes, per) == (1, 4):
+                        reference = blob
+                first = results[splits[0]]
+                for split, blob in results.items():
+                    if blob != first:
+                        fail("exact mode, N = %d, %s, %s BatchNorm: %d x %d differs from %d x %d" %
+                             (n, dtype, bn, split[0], split[1], splits[0][0], splits[0][1]))
+                print("exact N = %d %s %s-replica BN: %s give the same bits" %
+                      (n, dtype, bn, ", ".join("%dx%d" % s for s in splits)))
+    # The default thread share (no OMP_NUM_THREADS, no SPMD_THREADS_PER_REPLICA): the host's cores
+    # over every replica on it, so 1 x 4, 2 x 2 and 4 x 1 agree without any setting.
+    results, shares = {}, set()
+    for processes, per in layouts[4]:
+        blob, threads, _ = exact_run(args, processes, per, "default_%dx%d" % (processes, per), [], {},
+                                     default_threads=True)
+        results[(processes, per)] = blob
+        shares.update(threads)
+    if len(shares) != 1:
+        fail("default threads per replica differ between layouts: %s" % sorted(shares))
+    if len(set(results.values())) != 1:
+        fail("default settings: 1x4, 2x2 and 4x1 give different bits (threads per replica %s)" % sorted(shares))
+    print("default settings (%s threads per replica everywhere): 1x4, 2x2 and 4x1 give the same bits" %
+          shares.pop())
     # fast mode: repeatable for its layout, and within rounding of exact.
     out = os.path.join(args.scratch, "fast_2x2")
     runs = []
@@ -166,7 +214,7 @@ def check_sample(args):
         shutil.rmtree(out, ignore_errors=True)
         env = environment(per)
         sample = [args.sample, "--devices", "cpu:%d" % per, "--out", out] + flags
-        command = sample if processes == 1 else mpirun_base(args, processes, per) + sample
+        command = sample if processes == 1 else mpirun_base(args, processes, per, env=env) + sample
         rc, log, seconds = run(command, env)
         if rc != 0:
             fail("sample %d x cpu:%d exited %d:\n%s" % (processes, per, rc, log))
@@ -222,7 +270,7 @@ def check_two_hosts(args):
         agent = os.path.join(os.path.dirname(os.path.abspath(__file__)), "nsrsh.sh")
         env = environment(2, SPMD_NSRSH_HOSTS="%s=%s %s=%s" % (address[0], ns[0], address[1], ns[1]))
         command = ["ip", "netns", "exec", ns[0]] + mpirun_base(
-            args, 2, 2, ["-H", "%s:1,%s:1" % tuple(address), "--mca", "plm_rsh_agent", agent,
+            args, 2, 2, env=env, extra=["-H", "%s:1,%s:1" % tuple(address), "--mca", "plm_rsh_agent", agent,
                          "--mca", "btl", "self,tcp", "--mca", "btl_tcp_if_include", subnet,
                          "--mca", "oob_tcp_if_include", subnet])
         command += [args.worker, "--devices", "cpu:2", "--out", out]
