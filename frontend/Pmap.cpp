@@ -4,10 +4,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <mutex>
 
+#include "frontend/Agreement.h"
 #include "frontend/Trace.h"
 #include "runtime/exec/DeviceArray.h"
 #include "runtime/base/Timeout.h"
@@ -22,6 +24,8 @@ struct PmapCore::Entry {
   std::shared_ptr<void> prototype;
   std::vector<Axis> outputAxes;                    // per output leaf
   std::vector<std::pair<DType, Shape>> outputs;    // one replica's output types
+  std::vector<std::string> outputNames;            // per output leaf ("0.fc.weight")
+  int64_t calls = 0;
 };
 
 struct PmapCore::State {
@@ -191,12 +195,54 @@ std::pair<std::vector<Tensor>, std::shared_ptr<void>> PmapCore::call(
                                                            o.threadsPerReplica);
     entry->group->enableDebugNonFinite(o.debugNans, o.debugInfs);
     entry->prototype = traced.prototype;
+    for (size_t i = 0; i < traced.outputs.size(); ++i)
+      entry->outputNames.push_back(i < traced.names.size() && !traced.names[i].empty() ? traced.names[i]
+                                                                                        : "output " + std::to_string(i));
+    if (!state_->jit && runtime::processes().size > 1)
+      checkProcessesAgree(fingerprint(signature, structure, names, leaves, axes, *entry->group),
+                          prefix(o) + "before the first step");
     found = state_->cache.emplace(signature, std::move(entry)).first;
   }
   called(signature);
   Entry& entry = *found->second;
 
-  return {run(entry, leaves, axes, local, argumentLeaves), entry.prototype};
+  std::vector<Tensor> results = run(entry, leaves, axes, local, argumentLeaves);
+  if (o.driftCheckEvery > 0 && ++entry.calls % o.driftCheckEvery == 0) {
+    std::vector<std::pair<std::string, Tensor>> replicatedOutputs;
+    for (size_t k = 0; k < results.size(); ++k)
+      if (entry.outputAxes[k].kind == Axis::Kind::Replicated && !o.allReplicas)
+        replicatedOutputs.emplace_back(entry.outputNames[k], results[k]);
+    checkReplicasAgree(replicatedOutputs, prefix(o) + "drift check after call " + std::to_string(entry.calls));
+  }
+  return {std::move(results), entry.prototype};
+}
+
+std::vector<std::pair<std::string, std::string>> PmapCore::fingerprint(const std::string& signature, const std::string& structure,
+                            const std::vector<std::string>& names, const std::vector<Tensor>& leaves,
+                            const std::vector<Axis>& axes, const runtime::ReplicaGroup& group) const {
+  Facts facts;
+  // Static arguments, as Flatten.h writes them: "static <path> = <value>;".
+  for (size_t at = structure.find("static "); at != std::string::npos; at = structure.find("static ", at + 1)) {
+    size_t equals = structure.find(" = ", at), end = structure.find(';', at);
+    if (equals == std::string::npos || end == std::string::npos || equals > end) continue;
+    facts.emplace_back(structure.substr(at, equals - at), structure.substr(equals + 3, end - equals - 3));
+  }
+  for (size_t i = 0; i < leaves.size(); ++i)
+    facts.emplace_back("argument " + names[i], std::string(tagOf(axes[i])) + leaves[i].typeString());
+  uint64_t hash = 1469598103934665603ull;  // FNV-1a of the traced IR (constants a closure captured included)
+  for (char c : lastTracedIr()) hash = (hash ^ uint8_t(c)) * 1099511628211ull;
+  char hex[20];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(hash));
+  facts.emplace_back("traced step (IR hash; a value the function captured, such as a flag, differs)", hex);
+  facts.emplace_back("threads per replica", std::to_string(group.threadsPerReplica()));
+  facts.emplace_back("reduction mode (SPMD_REDUCE)", runtime::reduceModeName(runtime::reduceModeFromEnvironment()));
+  for (size_t i = 0; i < leaves.size(); ++i)
+    if (axes[i].kind == Axis::Kind::Replicated) {
+      const Array& a = leaves[i].array();
+      facts.emplace_back("replicated input " + names[i], checksumText(a.data(), a.bytes()));
+    }
+  (void)signature;
+  return facts;
 }
 
 std::vector<Tensor> PmapCore::run(Entry& entry, const std::vector<Tensor>& leaves, const std::vector<Axis>& axes,

@@ -17,6 +17,9 @@
 #include "frontend/Flatten.h"
 
 namespace spmd {
+namespace runtime {
+class ReplicaGroup;
+}
 
 // How an argument or output is spread over the devices.
 struct Axis {
@@ -62,6 +65,10 @@ struct PmapOptions {
   // default share (runtime::cpuThreadsPerReplica: SPMD_THREADS_PER_REPLICA, else the cores
   // divided among every replica on this host).
   int threadsPerReplica = 0;
+  // Drift check: every this many calls, compare every replicated output's bits across all
+  // replicas of all processes (checkReplicasAgree, frontend/Agreement.h); a mismatch stops the
+  // call with an error naming the tensor, replicas and first differing element. 0: never.
+  int64_t driftCheckEvery = 0;
 };
 
 namespace detail {
@@ -114,6 +121,10 @@ class PmapCore : public CompileLog {
  private:
   struct Entry;
   struct State;
+  // What every process must share before the first step of a compiled function (Agreement.h).
+  std::vector<std::pair<std::string, std::string>> fingerprint(
+      const std::string& signature, const std::string& structure, const std::vector<std::string>& names,
+      const std::vector<Tensor>& leaves, const std::vector<Axis>& axes, const runtime::ReplicaGroup& group) const;
   // Binds the inputs (in place when already on the devices), runs, and returns the outputs
   // as device-resident tensors; donated inputs give their buffers to outputs.
   std::vector<Tensor> run(Entry& entry, const std::vector<Tensor>& leaves, const std::vector<Axis>& axes,

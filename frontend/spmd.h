@@ -4,6 +4,7 @@
 // (installed: <spmd/models.h>, <spmd/data.h>, <spmd/io.h>).
 #pragma once
 
+#include "frontend/Agreement.h"
 #include "frontend/Collectives.h"
 #include "frontend/Grad.h"
 #include "frontend/Init.h"

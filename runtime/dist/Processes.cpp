@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -126,6 +127,32 @@ std::vector<int64_t> processAllGather(int64_t value, const std::string& what) {
                  "MPI_Allgather", what);
       },
       "gather over processes: " + what, collectiveTimeoutFromEnvironment());
+#endif
+  return all;
+}
+
+std::vector<std::string> processAllGatherText(const std::string& text, const std::string& what) {
+  if (processes().size == 1) return {text};
+  std::vector<int64_t> lengths = processAllGather(int64_t(text.size()), what + " (lengths)");
+  std::vector<std::string> all(lengths.size());
+#if SPMD_WITH_MPI
+  std::vector<int> counts(lengths.size()), offsets(lengths.size());
+  int64_t total = 0;
+  for (size_t p = 0; p < lengths.size(); ++p) {
+    if (lengths[p] > INT_MAX || total + lengths[p] > INT_MAX)
+      throw Error(what + ": " + std::to_string(total + lengths[p]) + " bytes to gather exceed MPI's int count");
+    counts[p] = int(lengths[p]), offsets[p] = int(total), total += lengths[p];
+  }
+  std::string gathered(size_t(total), '\0');
+  MpiEngine& engine = MpiEngine::instance();
+  engine.run(
+      [&] {
+        checkMpi(MPI_Allgatherv(text.data(), int(text.size()), MPI_BYTE, gathered.data(), counts.data(), offsets.data(),
+                                MPI_BYTE, engine.comm()),
+                 "MPI_Allgatherv", what);
+      },
+      "gather over processes: " + what, collectiveTimeoutFromEnvironment());
+  for (size_t p = 0; p < lengths.size(); ++p) all[p] = gathered.substr(size_t(offsets[p]), size_t(counts[p]));
 #endif
   return all;
 }

@@ -50,6 +50,8 @@ void processBarrier(const std::string& what);
 void processSum(std::vector<double>& values, const std::string& what);
 // Every process's `value`, in process order.
 std::vector<int64_t> processAllGather(int64_t value, const std::string& what);
+// Every process's `text` (any length, any bytes), in process order.
+std::vector<std::string> processAllGatherText(const std::string& text, const std::string& what);
 // Process 0's `bytes` on every process (same size everywhere), e.g. NCCL's unique id.
 void processBroadcast(std::vector<std::byte>& bytes, const std::string& what);
 

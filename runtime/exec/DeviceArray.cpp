@@ -70,3 +70,14 @@ std::string DeviceArray::describe() const {
 }
 
 }  // namespace spmd::runtime
+
+namespace spmd::runtime {
+
+std::vector<std::byte> DeviceArray::replicaBytes(int r) const {
+  std::shared_ptr<std::byte> from = buffer(r);
+  std::vector<std::byte> out(size_t(numElements(local_)) * dtypeSize(dtype_));
+  if (!out.empty()) devices_.at(r)->copyToHost(out.data(), from.get(), out.size());
+  return out;
+}
+
+}  // namespace spmd::runtime

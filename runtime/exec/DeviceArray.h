@@ -34,6 +34,8 @@ class DeviceArray {
   bool livesOn(const std::vector<std::shared_ptr<Device>>& devices) const;
   // Replica r's buffer; throws when the value was donated.
   std::shared_ptr<std::byte> buffer(int r) const;
+  // Replica r's bytes on the host (one replica's part; copied from its device).
+  std::vector<std::byte> replicaBytes(int r) const;
   // The global value on the host: copied from the devices on the first call, then kept.
   const Array& host() const;
   // Gives the buffers away (to the output of `to`); every later use throws naming `to`.

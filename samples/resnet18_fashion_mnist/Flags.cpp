@@ -39,6 +39,10 @@ Trains ResNet-18 on Fashion-MNIST data-parallel (spmd::pmap) and evaluates it ev
   --data-dir DIR      the Fashion-MNIST *-ubyte.gz files (default $SPMD_FASHION_MNIST_DIR,
                       else /usr/share/datasets/fashion-mnist)
   --no-plot           do not draw metrics.png
+  --threads-per-replica N
+                      OpenMP threads each device's kernels use (default: SPMD_THREADS_PER_REPLICA,
+                      else the host's cores divided among every device of every process on it);
+                      a run's bits depend on the device count and this number
   --help              this text
 The last incomplete training batch of each epoch is dropped (every step has one shape).
 )";
@@ -88,6 +92,7 @@ Flags parseFlags(int argc, char** argv) {
       {"--seed", [&](const std::string& v) { f.seed = static_cast<uint64_t>(integer("--seed", v, 0)); }},
       {"--out", [&](const std::string& v) { f.out = v; }},
       {"--resume", [&](const std::string& v) { f.resume = v; }},
+      {"--threads-per-replica", [&](const std::string& v) { f.threadsPerReplica = integer("--threads-per-replica", v, 1); }},
       {"--max-steps", [&](const std::string& v) { f.maxSteps = integer("--max-steps", v, 0); }},
       {"--data-dir", [&](const std::string& v) { f.dataDir = v; }},
   };

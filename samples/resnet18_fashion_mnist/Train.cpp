@@ -7,8 +7,10 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <algorithm>
+#include <charconv>
 #include <filesystem>
 #include <optional>
 #include <fstream>
@@ -72,8 +74,8 @@ std::string firstNonFinite(const Tree& tree, const std::string& prefix) {
   return "";
 }
 
-void saveCheckpoint(const std::string& path, const Flags& f, const std::string& layout, const Tree& params,
-                    const Tree& state, const Tree& opt, const Position& at) {
+void saveCheckpoint(const std::string& path, const Flags& f, const std::string& layout, int threads,
+                    const Tree& params, const Tree& state, const Tree& opt, const Position& at) {
   // Never replace a good checkpoint with a diverged one.
   for (auto [tree, prefix] : {std::pair{&params, "params."}, {&state, "state."}, {&opt, "opt."}})
     if (std::string bad = firstNonFinite(*tree, prefix); !bad.empty())
@@ -86,7 +88,7 @@ void saveCheckpoint(const std::string& path, const Flags& f, const std::string& 
   spmd::io::addTree(c, "state.", state);
   spmd::io::addTree(c, "opt.", opt);
   c.metadata = runIdentity(f);
-  c.metadata.insert({{"format", kFormat}, {"devices", layout},
+  c.metadata.insert({{"format", kFormat}, {"devices", layout}, {"threads_per_replica", std::to_string(threads)},
                      {"epoch", std::to_string(at.epoch)}, {"batch_in_epoch", std::to_string(at.batch)},
                      {"step", std::to_string(at.step)}, {"epoch_loss_sum", exact(at.lossSum)},
                      {"epoch_correct", std::to_string(at.correct)}, {"epoch_seen", std::to_string(at.seen)},
@@ -119,6 +121,23 @@ double train(const Flags& f) {
   std::optional<RunDirectory> runDirectory;
   if (lead) runDirectory.emplace(f.out);  // checked and locked before anything else
   spmd::processBarrier("the run directory is ready");
+  // Every process must train the same model the same way: differing flags stop all of them now,
+  // naming the flag, instead of training P different models (or failing later inside MPI).
+  spmd::Facts flags;
+  for (const auto& [key, value] : runIdentity(f)) {
+    // Numbers as they read best ("0.1"): the shortest text that reads back to the same double.
+    char text[32];
+    double number = 0;
+    auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), number);
+    bool real = error == std::errc() && end == value.data() + value.size() && value.find('.') != std::string::npos;
+    flags.emplace_back("--" + key, real ? std::string(text, std::to_chars(text, text + sizeof text, number).ptr) : value);
+  }
+  for (auto [key, value] : {std::pair<std::string, std::string>{"epochs", std::to_string(f.epochs)},
+                            {"devices", f.devices}, {"layouts", f.layouts}, {"eval-batch", std::to_string(f.evalBatch)},
+                            {"test-limit", std::to_string(f.testLimit)}, {"max-steps", std::to_string(f.maxSteps)},
+                            {"resume", f.resume}})
+    flags.emplace_back("--" + key, value);
+  spmd::checkProcessesAgree(flags, "resnet18_fashion_mnist's flags");
   const std::string layout =
       processes > 1 ? std::to_string(processes) + " processes x " + f.devices : f.devices;
   const std::string dataDir = f.dataDir.empty() ? spmd::data::defaultFashionMnistDir() : f.dataDir;
@@ -133,6 +152,7 @@ double train(const Flags& f) {
   Tree opt = f.optimizer == "adam" ? adam.init(params) : sgd.init(params);
 
   Position at;
+  std::string resumedThreads;
   if (!f.resume.empty()) {
     std::string path = f.resume;
     if (std::filesystem::is_directory(path)) path = (std::filesystem::path(path) / "checkpoint.safetensors").string();
@@ -158,8 +178,10 @@ double train(const Flags& f) {
     at.dataWait = metaNumber<double>(c, "epoch_data_wait", path);
     at.csv = c.metadata["metrics_csv"];
     if (c.metadata["devices"] != layout && lead)
-      std::printf("note: the checkpoint ran on %s, this run on %s: training continues, but not "
-                  "bit for bit as it would have\n", c.metadata["devices"].c_str(), layout.c_str());
+      std::printf("note: the checkpoint ran on %s, this run on %s: with the same number of devices in all and the "
+                  "same threads per replica it continues bit for bit, else training continues with other "
+                  "roundings\n", c.metadata["devices"].c_str(), layout.c_str());
+    resumedThreads = c.metadata["threads_per_replica"];
     if (lead) std::printf("resumed %s at epoch %lld, batch %lld (step %lld)\n", path.c_str(),
                 static_cast<long long>(at.epoch + 1), static_cast<long long>(at.batch),
                 static_cast<long long>(at.step));
@@ -182,7 +204,7 @@ double train(const Flags& f) {
        .devices = f.devices, .name = "train_step", .assignLayouts = f.layouts == "backend",
        // Parameters, optimizer and BN state stay on the devices and are updated in place; only
        // the loss and predictions (printed) and checkpoints are read back to the host.
-       .donateArguments = {0, 1, 2}});
+       .donateArguments = {0, 1, 2}, .threadsPerReplica = int(f.threadsPerReplica)});
   auto evaluate = spmd::pmap(
       [&](const Tree& p, const Tree& s, const Tensor& x, const Tensor& y) {
         Tensor logits = model->apply(p, s, x, /*training=*/false).first;
@@ -190,7 +212,14 @@ double train(const Flags& f) {
       },
       {.inAxes = {spmd::replicated, spmd::replicated, spmd::split, spmd::split},
        .outAxes = {spmd::split, spmd::split}, .devices = f.devices, .name = "eval_step",
-       .assignLayouts = f.layouts == "backend"});
+       .assignLayouts = f.layouts == "backend", .threadsPerReplica = int(f.threadsPerReplica)});
+  std::string threadsWhy;
+  const int threads = step.threadsPerReplica(&threadsWhy);
+  if (!resumedThreads.empty() && resumedThreads != std::to_string(threads) && lead)
+    std::printf("warning: the checkpoint was trained with %s threads per replica, this run uses %d (%s): oneDNN "
+                "rounds differently per thread count, so the run continues but not bit for bit (set "
+                "SPMD_THREADS_PER_REPLICA=%s to continue exactly)\n",
+                resumedThreads.c_str(), threads, threadsWhy.c_str(), resumedThreads.c_str());
   const int64_t devices = step.globalDeviceCount();
   if (f.batch % devices != 0)
     throw spmd::Error("--batch " + std::to_string(f.batch) + " does not split over " +
@@ -241,10 +270,25 @@ double train(const Flags& f) {
               layout.c_str(), static_cast<long long>(f.batch),
               static_cast<long long>(f.batch / devices), f.optimizer.c_str(), f.lr,
               f.bn == "cross" ? "cross-replica" : "per replica");
+  if (lead && threads > 0)
+    std::printf("threads per replica: %d (%s); a run's bits depend on the device count and this number\n", threads,
+                threadsWhy.c_str());
   // Compile (and memory-check) the evaluation step now, so a --eval-batch that does not fit
   // fails before training rather than after the first epoch.
   evaluate(params, state, Array::zeros(spmd::DType::f32, {evalBatch / processes, 1, 28, 28}),
            Array::zeros(spmd::DType::i32, {evalBatch / processes}));
+  // The drift check: replicated state the same bits on every replica of every process, before
+  // a checkpoint makes it permanent (a mismatch stops the run and keeps the last checkpoint).
+  auto driftCheck = [&](const std::string& when) {
+    auto start = std::chrono::steady_clock::now();
+    const std::string what = "drift check after " + when;
+    spmd::checkReplicasAgree(params, "params.", what);
+    spmd::checkReplicasAgree(opt, "opt.", what);
+    spmd::checkReplicasAgree(state, "state.", what);
+    if (std::getenv("SPMD_LOG_DRIFT_CHECKS") && lead)
+      std::printf("%s: every replica agrees (%.1f ms)\n", what.c_str(),
+                  1e3 * std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  };
   const std::string checkpoint = (std::filesystem::path(f.out) / "checkpoint.safetensors").string();
   const std::string csvPath = (std::filesystem::path(f.out) / "metrics.csv").string();
   const std::string pngPath = (std::filesystem::path(f.out) / "metrics.png").string();
@@ -297,8 +341,9 @@ double train(const Flags& f) {
       if (f.maxSteps > 0 && at.step >= f.maxSteps) {
         if (progress) progress->finish();
         at.dataWait += loader.waitSeconds();
+        driftCheck("step " + std::to_string(at.step));
         spmd::processBarrier("before the checkpoint");
-        if (lead) saveCheckpoint(checkpoint, f, layout, params, state, opt, at);
+        if (lead) saveCheckpoint(checkpoint, f, layout, threads, params, state, opt, at);
         spmd::processBarrier("after the checkpoint");
         if (lead)
           std::printf("stopped after %lld steps (--max-steps); checkpoint %s (continue with --resume %s)\n",
@@ -320,12 +365,13 @@ double train(const Flags& f) {
                 100 * m.trainAccuracy, m.testLoss, 100 * m.testAccuracy, m.seconds,
                 m.imagesPerSecond, m.dataWaitSeconds);
     at.csv += csvRow(m);
+    driftCheck("epoch " + std::to_string(at.epoch + 1));
     spmd::processBarrier("before the checkpoint");
     if (lead) writeFileAtomically(csvPath, csvHeader() + at.csv);
     Position next = at;
     next.epoch = at.epoch + 1, next.batch = 0, next.lossSum = 0, next.correct = 0, next.seen = 0;
     next.batches = 0, next.seconds = 0, next.dataWait = 0;
-    if (lead) saveCheckpoint(checkpoint, f, layout, params, state, opt, next);
+    if (lead) saveCheckpoint(checkpoint, f, layout, threads, params, state, opt, next);
     spmd::processBarrier("after the checkpoint");
     std::string why;
     if (lead && f.plot && !plotMetrics(f.out, why)) std::printf("no plot: %s\n", why.c_str());

@@ -1,10 +1,13 @@
 // The multi-process test worker: three SGD steps of a reduced-width ResNet-18 (width 2, 16x16
 // inputs, global batch 24, cross-replica or per-replica BatchNorm, f32 or f64) on this
-// process's devices, each process passing the rows of its own replicas. Every process writes its final parameters, BN state,
-// optimizer state and losses as raw bytes (in name order) to <out>.<process>, so a driver can
-// compare layouts bit for bit (tests/dist/run_dist.py). Faults for the failure tests: at step
-// --fault-step, process --fault-process throws inside the step (a bad label), kills itself, or
-// hangs. With --checkpoint, process 0 saves the state after every step (barriers around).
+// process's devices, each process passing the rows of its own replicas. Every process writes
+// its final parameters, BN state, optimizer state and losses as raw bytes (in name order) to
+// <out>.<process>, so a driver can compare layouts bit for bit (tests/dist/run_dist.py).
+// Faults for the failure tests: at step --fault-step, process --fault-process throws inside
+// the step (a bad label), kills itself, hangs, or flips a bit of its first replica's copy of
+// fc.weight (caught by the drift check, which runs after every step then). With --checkpoint,
+// process 0 saves the state after every step (barriers around). --lr and --init-seed let a
+// test start processes that disagree.
 #include <signal.h>
 #include <unistd.h>
 
@@ -18,6 +21,7 @@
 #include "frontend/io/Safetensors.h"
 #include "frontend/spmd.h"
 #include "frontend/models/ResNet.h"
+#include "runtime/exec/DeviceArray.h"
 
 using namespace spmd;
 
@@ -27,7 +31,8 @@ constexpr int64_t kBatch = 24, kSize = 16;
 
 struct Flags {
   std::string devices = "cpu:1", out, fault, checkpoint, bn = "cross", dtype = "f32";
-  int steps = 3, faultProcess = 1, faultStep = 1;
+  int steps = 3, faultProcess = 1, faultStep = 1, initSeed = 7;
+  double lr = 0.05;
 };
 
 Flags parse(int argc, char** argv) {
@@ -46,6 +51,8 @@ Flags parse(int argc, char** argv) {
     else if (a == "--fault-step") f.faultStep = std::stoi(value());
     else if (a == "--checkpoint") f.checkpoint = value();
     else if (a == "--bn") f.bn = value();
+    else if (a == "--lr") f.lr = std::stod(value());
+    else if (a == "--init-seed") f.initSeed = std::stoi(value());
     else if (a == "--dtype") f.dtype = value();
     else throw Error("unknown flag " + a);
   }
@@ -93,9 +100,9 @@ int run(const Flags& f) {
   const DType dtype = f.dtype == "f64" ? DType::f64 : DType::f32;
   auto model = models::resnet18(
       {.inChannels = 1, .numClasses = 10, .width = 2, .bnAxisName = f.bn == "cross" ? "batch" : ""});
-  auto [params32, state32] = model->initialize(7);
+  auto [params32, state32] = model->initialize(f.initSeed);
   Tree params = converted(params32, dtype), state = converted(state32, dtype);
-  optim::Sgd sgd({.learningRate = 0.05, .momentum = 0.9, .weightDecay = 5e-4});
+  optim::Sgd sgd({.learningRate = f.lr, .momentum = 0.9, .weightDecay = 5e-4});
   Tree opt = sgd.init(params);
   auto step = pmap(
       [&](const Tree& p, const Tree& s, const Tree& o, const Tensor& x, const Tensor& y) {
@@ -108,7 +115,8 @@ int run(const Flags& f) {
         auto [newParams, newOpt] = sgd.update(p, grads, o);
         return std::tuple{newParams, newState, newOpt, loss};
       },
-      {.inAxes = {replicated, replicated, replicated, split, split}, .devices = f.devices, .name = "dist_step"});
+      {.inAxes = {replicated, replicated, replicated, split, split}, .devices = f.devices, .name = "dist_step",
+       .driftCheckEvery = f.fault == "flip" ? 1 : 0});
   const int64_t global = step.globalDeviceCount();
   std::string why;
   const int threads = step.threadsPerReplica(&why);
@@ -120,6 +128,10 @@ int run(const Flags& f) {
       if (f.fault == "kill") raise(SIGKILL);
       if (f.fault == "hang")
         for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+      if (f.fault == "flip") {  // one bit of one replica's copy of a parameter: the drift check must see it
+        auto buffer = params.at("fc.weight").resident()->buffer(0);
+        buffer.get()[5] ^= std::byte{0x10};
+      }
     }
     Array y = Array::zeros(DType::i32, {kBatch});
     for (int64_t i = 0; i < kBatch; ++i) y.values<int32_t>()[i] = int32_t((i * 7 + s * 3) % 10);

@@ -12,6 +12,9 @@ faults     one process throws inside a step, one is killed, one hangs: mpirun en
            the fault is intact.
 sample     the training sample's first epoch on a small slice, 1x4, 2x2 and 4x1: the same
            checkpoint tensors; metrics and checkpoints come from process 0 only.
+agreement  processes given different flags (--lr, --seed, --width, --batch), a different captured
+           value or a different replicated input all stop within 30 s naming it; a bit flipped
+           in one replica's parameters is caught by the drift check, naming tensor and replica.
 two_hosts  2 x 2 across two network namespaces joined by a veth pair (TCP only, mpirun
            starting the remote side with `ip netns exec`): the same bits as one host. Skips
            (exit 77) when this machine cannot create namespaces.
@@ -186,6 +189,50 @@ def check_faults(args):
         print("%s: named as expected; checkpoint of step 2 intact (%d tensors)" % (fault, len(header) - 1))
 
 
+def mpmd(args, env, first, second):
+    """Two processes running different command lines (mpirun's app contexts)."""
+    return mpirun_base(args, 1, 1, env=env) + first + [":", "-np", "1"] + second
+
+
+def check_agreement(args):
+    # Processes started with different flags or inputs stop before the first step, all of them
+    # non-zero within seconds, naming what differs; a flipped bit in one replica's parameters is
+    # caught by the next drift check, naming the tensor and the replica.
+    env = environment(1, SPMD_THREADS_PER_REPLICA=1)
+    flags = ["--epochs", "1", "--train-limit", "96", "--test-limit", "32", "--batch", "48", "--eval-batch", "32",
+             "--width", "2", "--no-plot", "--devices", "cpu:1"]
+    for flag, a, b in [("--lr", "0.05", "0.1"), ("--seed", "0", "1"), ("--width", "2", "4"), ("--batch", "48", "24")]:
+        out = os.path.join(args.scratch, "agree_%s" % flag.strip("-"))
+        shutil.rmtree(out, ignore_errors=True)
+        first = [args.sample] + flags + ["--out", out, flag, a]
+        second = [args.sample] + flags + ["--out", out + "_1", flag, b]
+        rc, log, seconds = run(mpmd(args, env, first, second), env, timeout=120)
+        print("sample, process 1 with %s %s: exit %d after %.1f s" % (flag, b, rc, seconds))
+        if rc == 0:
+            fail("processes with different %s finished with exit 0:\n%s" % (flag, log))
+        if seconds > 30:
+            fail("processes with different %s took %.1f s to stop" % (flag, seconds))
+        expected = "process 1 has %s = " % flag
+        if expected not in log:
+            fail("the message does not say '%s':\n%s" % (expected, log))
+    for name, worker_flag, expected in [("captured value", "--lr", "traced step"),
+                                         ("replicated input", "--init-seed", "replicated input argument 0.")]:
+        out = os.path.join(args.scratch, "agree_worker")
+        base = [args.worker, "--devices", "cpu:1", "--out", out]
+        rc, log, seconds = run(mpmd(args, env, base, base + [worker_flag, "3"]), env, timeout=120)
+        print("worker, process 1 with %s 3: exit %d after %.1f s" % (worker_flag, rc, seconds))
+        if rc == 0 or seconds > 30 or expected not in log or "differ" not in log:
+            fail("a %s that differs between processes was not named within 30 s (exit %d, %.1f s):\n%s" %
+                 (name, rc, seconds, log))
+    rc, log, seconds = launch(args, 2, 2, os.path.join(args.scratch, "flip"), {"SPMD_THREADS_PER_REPLICA": 1},
+                              ["--fault", "flip", "--fault-process", "1", "--fault-step", "1"])
+    print("a bit flipped in replica 2's fc.weight: exit %d after %.1f s" % (rc, seconds))
+    for text in ["drift check", "fc.weight", "replica 2", "first at element"]:
+        if rc == 0 or text not in log:
+            fail("the drift check did not report '%s' (exit %d):\n%s" % (text, rc, log))
+    print([l for l in log.splitlines() if "drift check" in l][0])
+
+
 def read_safetensors_header(path):
     with open(path, "rb") as f:
         n = struct.unpack("<Q", f.read(8))[0]
@@ -289,14 +336,15 @@ def check_two_hosts(args):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("check", choices=["layouts", "faults", "sample", "two_hosts"])
+    parser.add_argument("check", choices=["layouts", "faults", "sample", "two_hosts", "agreement"])
     parser.add_argument("--mpirun", required=True)
     parser.add_argument("--worker", required=True)
     parser.add_argument("--sample", required=True)
     parser.add_argument("--scratch", required=True)
     args = parser.parse_args()
     os.makedirs(args.scratch, exist_ok=True)
-    {"layouts": check_layouts, "faults": check_faults, "sample": check_sample, "two_hosts": check_two_hosts}[args.check](args)
+    {"layouts": check_layouts, "faults": check_faults, "sample": check_sample, "two_hosts": check_two_hosts,
+     "agreement": check_agreement}[args.check](args)
     print("PASS: " + args.check)
 
 
