@@ -5,11 +5,15 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <map>
 #include <mutex>
 
+#include "compiler/PlanMemory.h"
+#include "compiler/SplitAccumulation.h"
 #include "frontend/Agreement.h"
+#include "runtime/device/Fold.h"
 #include "frontend/Trace.h"
 #include "runtime/exec/DeviceArray.h"
 #include "runtime/base/Timeout.h"
@@ -20,7 +24,9 @@
 namespace spmd::detail {
 
 struct PmapCore::Entry {
-  std::unique_ptr<runtime::ReplicaGroup> group;
+  std::unique_ptr<runtime::ReplicaGroup> group;  // the whole step; with accumulation its apply part
+  std::unique_ptr<runtime::ReplicaGroup> micro;  // accumulation's per-micro-batch part
+  AccumulationSplit split;
   std::shared_ptr<void> prototype;
   std::vector<Axis> outputAxes;                    // per output leaf
   std::vector<std::pair<DType, Shape>> outputs;    // one replica's output types
@@ -84,6 +90,41 @@ Shape localShape(const Tensor& leaf, Axis axis, int devices, const std::string& 
   return local;
 }
 
+// The inputs of every replica: a value already on these devices in the right layout is bound
+// in place (bound[i]); anything else comes from the host (replicated leaves shared, mapped ones
+// as views of each replica's chunk).
+std::vector<std::vector<runtime::Input>> bindInputs(const std::vector<Tensor>& leaves, const std::vector<Axis>& axes,
+                                                    const std::vector<Shape>& local,
+                                                    const std::vector<std::shared_ptr<runtime::Device>>& deviceObjects,
+                                                    std::vector<bool>& bound) {
+  const int devices = int(deviceObjects.size());
+  std::vector<std::vector<runtime::Input>> inputs(devices);
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    const auto& resident = leaves[i].resident();
+    auto wanted = axes[i].kind == Axis::Kind::Replicated ? runtime::DeviceArray::Layout::Replicated
+                                                          : runtime::DeviceArray::Layout::Sharded;
+    if (resident && !resident->donated() && resident->livesOn(deviceObjects) && resident->layout() == wanted &&
+        resident->localShape() == local[i]) {
+      for (int r = 0; r < devices; ++r) inputs[r].push_back({Array{}, resident->buffer(r)});
+      bound[i] = true;
+      continue;
+    }
+    const Array& array = leaves[i].array();
+    size_t chunk = static_cast<size_t>(numElements(local[i])) * dtypeSize(array.dtype);
+    for (int r = 0; r < devices; ++r)
+      inputs[r].push_back({axes[i].kind == Axis::Kind::Replicated ? array : Array::view(array, r * chunk, local[i]),
+                           nullptr});
+  }
+  return inputs;
+}
+
+// Adds `from` into `to` elementwise (a node of the fold tree: runtime/device/Fold.h).
+void addInto(DType dtype, std::byte* to, const std::byte* from, int64_t count) {
+  const void* sources[] = {to, from};
+  void* out[] = {to};
+  runtime::FoldPlan::leaves(2).run(dtype, sources, 0, count, runtime::Reduction::Sum, 1, out);
+}
+
 }  // namespace
 
 PmapCore::PmapCore(PmapOptions options, bool jit) : state_(std::make_unique<State>()) {
@@ -104,6 +145,11 @@ PmapCore::PmapCore(PmapOptions options, bool jit) : state_(std::make_unique<Stat
                 std::to_string(state_->devices.size()) + " devices but jit runs on one; use spmd::pmap to run " +
                 "one replica per device, or name one device (e.g. " + state_->devices.backend + ":1)");
   state_->timeout = runtime::collectiveTimeoutFromEnvironment(o.collectiveTimeoutSeconds);
+  if (o.accumulate < 1 || (o.accumulate & (o.accumulate - 1)) != 0 || o.accumulate > 4096)
+    throw Error(prefix(o) + "accumulate is " + std::to_string(o.accumulate) +
+                "; give a power of two from 1 to 4096 (1: no accumulation), so that each replica's micro-batches "
+                "form one subtree of the all-reduce's fold tree");
+  if (o.accumulate > 1 && jit) throw Error(jitPrefix(o) + "accumulate applies to pmap only");
   if (o.threadsPerReplica < 0)
     throw Error(prefix(o) + "threadsPerReplica is " + std::to_string(o.threadsPerReplica) +
                 "; give a positive thread count, or 0 for the default share of the cores");
@@ -160,11 +206,22 @@ std::pair<std::vector<Tensor>, std::shared_ptr<void>> PmapCore::call(
                  names);
     auto entry = std::make_unique<Entry>();
     Trace trace(o.name);
-    // The axis spans every process's devices (global replica = process * devices + local).
-    if (!state_->jit) trace.bindAxis(o.axisName, devices * runtime::processes().size);
+    // The axis spans every process's devices (global replica = process * devices + local), and
+    // with accumulation every replica's micro-batches (virtual replica = replica * A + step).
+    const int A = o.accumulate;
+    if (!state_->jit) trace.bindAxis(o.axisName, devices * runtime::processes().size * A);
     std::vector<Tensor> arguments;
-    for (size_t i = 0; i < leaves.size(); ++i)
-      arguments.push_back(trace.addArgument(leaves[i].dtype(), local[i]));
+    for (size_t i = 0; i < leaves.size(); ++i) {
+      Shape traced = local[i];
+      if (A > 1 && axes[i].kind != Axis::Kind::Replicated) {
+        if (traced.empty() || traced[0] % A != 0)
+          throw Error(prefix(o) + names[i] + " has " + (traced.empty() ? std::string("no batch dimension") :
+                      std::to_string(traced[0]) + " rows per device") + ", which accumulate = " + std::to_string(A) +
+                      " cannot split into equal micro-batches; use a batch of devices x accumulate x micro-batch rows");
+        traced[0] /= A;
+      }
+      arguments.push_back(trace.addArgument(leaves[i].dtype(), traced));
+    }
     for (size_t i = 0; i < leaves.size(); ++i)  // after all arguments exist (attribute arrays)
       if (axes[i].kind != Axis::Kind::Replicated) trace.markArgumentMapped(i);
     PmapTraced traced = traceFn(arguments);
@@ -185,15 +242,38 @@ std::pair<std::vector<Tensor>, std::shared_ptr<void>> PmapCore::call(
     runtime::Program program =
         compileTrace(trace,
                      {.dumpDir = o.dumpDir, .entry = "main", .strict = o.strict, .bucketBytes = o.bucketBytes,
-                      .planMemory = o.planMemory, .fuseElementwise = o.fuseElementwise && !debugging,
+                      .planMemory = o.planMemory && A == 1, .fuseElementwise = o.fuseElementwise && !debugging,
                       // the debug scan reports plain indices
                       .channelBlock = o.assignLayouts && !debugging ? state_->devices.driver().channelBlock() : 0},
                      o.name);
     for (int id : program.outputs)
       entry->outputs.emplace_back(program.buffers[id].dtype, program.buffers[id].shape);
-    entry->group = std::make_unique<runtime::ReplicaGroup>(program, state_->devices, state_->timeout,
-                                                           o.threadsPerReplica);
+    if (A > 1) {
+      if (!state_->devices.driver().makeDevice(state_->devices, 0)->hostAccessible())
+        throw Error(prefix(o) + "gradient accumulation runs on host-memory devices (cpu) only so far, not " +
+                    state_->devices.spec);
+      std::vector<bool> mappedIn, mappedOut;
+      for (Axis a : axes) mappedIn.push_back(a.kind != Axis::Kind::Replicated);
+      for (Axis a : entry->outputAxes) mappedOut.push_back(a.kind != Axis::Kind::Replicated);
+      std::vector<std::string> outNames;
+      for (size_t i = 0; i < traced.outputs.size(); ++i)
+        outNames.push_back(i < traced.names.size() && !traced.names[i].empty() ? traced.names[i] : std::to_string(i));
+      entry->split = splitForAccumulation(program, mappedIn, mappedOut, outNames);
+      entry->split.micro.replicas = program.replicas / A;  // its all-reduces span one micro-batch's replicas
+      if (o.planMemory) planMemory(entry->split.micro), planMemory(entry->split.apply);
+      // Mapped outputs come out of the micro part a micro-batch at a time: the full local shape.
+      for (size_t k = 0; k < entry->outputs.size(); ++k)
+        if (entry->split.outputs[k].micro && !entry->outputs[k].second.empty()) entry->outputs[k].second[0] *= A;
+      entry->micro = std::make_unique<runtime::ReplicaGroup>(entry->split.micro, state_->devices, state_->timeout,
+                                                             o.threadsPerReplica);
+      entry->group = std::make_unique<runtime::ReplicaGroup>(entry->split.apply, state_->devices, state_->timeout,
+                                                             o.threadsPerReplica, A);
+    } else {
+      entry->group = std::make_unique<runtime::ReplicaGroup>(program, state_->devices, state_->timeout,
+                                                             o.threadsPerReplica);
+    }
     entry->group->enableDebugNonFinite(o.debugNans, o.debugInfs);
+    if (entry->micro) entry->micro->enableDebugNonFinite(o.debugNans, o.debugInfs);
     entry->prototype = traced.prototype;
     for (size_t i = 0; i < traced.outputs.size(); ++i)
       entry->outputNames.push_back(i < traced.names.size() && !traced.names[i].empty() ? traced.names[i]
@@ -206,7 +286,8 @@ std::pair<std::vector<Tensor>, std::shared_ptr<void>> PmapCore::call(
   called(signature);
   Entry& entry = *found->second;
 
-  std::vector<Tensor> results = run(entry, leaves, axes, local, argumentLeaves);
+  std::vector<Tensor> results = entry.micro ? runAccumulated(entry, leaves, axes, local, argumentLeaves)
+                                            : run(entry, leaves, axes, local, argumentLeaves);
   if (o.driftCheckEvery > 0 && ++entry.calls % o.driftCheckEvery == 0) {
     std::vector<std::pair<std::string, Tensor>> replicatedOutputs;
     for (size_t k = 0; k < results.size(); ++k)
@@ -235,6 +316,7 @@ std::vector<std::pair<std::string, std::string>> PmapCore::fingerprint(const std
   std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(hash));
   facts.emplace_back("traced step (IR hash; a value the function captured, such as a flag, differs)", hex);
   facts.emplace_back("threads per replica", std::to_string(group.threadsPerReplica()));
+  facts.emplace_back("accumulation steps", std::to_string(state_->options.accumulate));
   facts.emplace_back("reduction mode (SPMD_REDUCE)", runtime::reduceModeName(runtime::reduceModeFromEnvironment()));
   for (size_t i = 0; i < leaves.size(); ++i)
     if (axes[i].kind == Axis::Kind::Replicated) {
@@ -254,26 +336,8 @@ std::vector<Tensor> PmapCore::run(Entry& entry, const std::vector<Tensor>& leave
   std::vector<std::shared_ptr<runtime::Device>> deviceObjects;
   for (int r = 0; r < devices; ++r) deviceObjects.push_back(group.device(r));
 
-  // Inputs: a value already on these devices in the right layout is bound in place; anything
-  // else comes from the host (replicated leaves shared, mapped ones as views of each chunk).
-  std::vector<std::vector<runtime::Input>> inputs(devices);
   std::vector<bool> bound(leaves.size());
-  for (size_t i = 0; i < leaves.size(); ++i) {
-    const auto& resident = leaves[i].resident();
-    auto wanted = axes[i].kind == Axis::Kind::Replicated ? runtime::DeviceArray::Layout::Replicated
-                                                          : runtime::DeviceArray::Layout::Sharded;
-    if (resident && !resident->donated() && resident->livesOn(deviceObjects) && resident->layout() == wanted &&
-        resident->localShape() == local[i]) {
-      for (int r = 0; r < devices; ++r) inputs[r].push_back({Array{}, resident->buffer(r)});
-      bound[i] = true;
-      continue;
-    }
-    const Array& array = leaves[i].array();
-    size_t chunk = static_cast<size_t>(numElements(local[i])) * dtypeSize(array.dtype);
-    for (int r = 0; r < devices; ++r)
-      inputs[r].push_back({axes[i].kind == Axis::Kind::Replicated ? array : Array::view(array, r * chunk, local[i]),
-                           nullptr});
-  }
+  std::vector<std::vector<runtime::Input>> inputs = bindInputs(leaves, axes, local, deviceObjects, bound);
 
   // Donation: each donated leaf bound in place gives its buffers to the first output not yet
   // taken with its dtype, shape and layout (jax's donate_argnums), except outputs that pass an
@@ -316,20 +380,134 @@ std::vector<Tensor> PmapCore::run(Entry& entry, const std::vector<Tensor>& leave
       leaves[i].resident()->donate("pmap '" + o.name + "'");
   std::vector<Tensor> results;
   for (size_t k = 0; k < entry.outputs.size(); ++k) {
-    auto [dtype, shape] = entry.outputs[k];
-    Axis axis = entry.outputAxes[k];
-    bool perReplica = axis.kind != Axis::Kind::Replicated || o.allReplicas;
-    Shape global = shape;
-    if (axis.kind == Axis::Kind::Split && !shape.empty())
-      global[0] *= devices;
-    else if (perReplica)
-      global.insert(global.begin(), devices);
     std::vector<std::shared_ptr<std::byte>> buffers;
     for (int r = 0; r < devices; ++r) buffers.push_back(outputs[r][k].device);
-    results.emplace_back(std::make_shared<runtime::DeviceArray>(
-        dtype, shape, global,
-        perReplica ? runtime::DeviceArray::Layout::Sharded : runtime::DeviceArray::Layout::Replicated,
-        deviceObjects, std::move(buffers)));
+    results.push_back(result(entry, k, deviceObjects, std::move(buffers)));
+  }
+  return results;
+}
+
+Tensor PmapCore::result(const Entry& entry, size_t k, const std::vector<std::shared_ptr<runtime::Device>>& deviceObjects,
+                        std::vector<std::shared_ptr<std::byte>> buffers) const {
+  const int devices = int(deviceObjects.size());
+  auto [dtype, shape] = entry.outputs[k];
+  Axis axis = entry.outputAxes[k];
+  bool perReplica = axis.kind != Axis::Kind::Replicated || state_->options.allReplicas;
+  Shape global = shape;
+  if (axis.kind == Axis::Kind::Split && !shape.empty())
+    global[0] *= devices;
+  else if (perReplica)
+    global.insert(global.begin(), devices);
+  return Tensor(std::make_shared<runtime::DeviceArray>(
+      dtype, shape, global, perReplica ? runtime::DeviceArray::Layout::Sharded : runtime::DeviceArray::Layout::Replicated,
+      deviceObjects, std::move(buffers)));
+}
+
+std::vector<Tensor> PmapCore::runAccumulated(Entry& entry, const std::vector<Tensor>& leaves,
+                                             const std::vector<Axis>& axes, const std::vector<Shape>& local,
+                                             const std::vector<size_t>& argumentLeaves) {
+  const PmapOptions& o = state_->options;
+  const int devices = deviceCount(), A = o.accumulate;
+  const AccumulationSplit& split = entry.split;
+  std::vector<std::shared_ptr<runtime::Device>> deviceObjects;
+  for (int r = 0; r < devices; ++r) deviceObjects.push_back(entry.group->device(r));
+  std::vector<bool> bound(leaves.size());
+  std::vector<std::vector<runtime::Input>> inputs = bindInputs(leaves, axes, local, deviceObjects, bound);
+
+  // Per replica and accumulated operand, the fold tree's stack of complete subtrees over the
+  // micro-batches so far (level, buffer): log2(A) + 1 buffers at most, one extra for A = 2.
+  const runtime::Program& micro = split.micro;
+  struct Subtree {
+    int level;
+    std::shared_ptr<std::byte> data;
+  };
+  std::vector<std::vector<std::vector<Subtree>>> stacks(devices, std::vector<std::vector<Subtree>>(split.accumulated));
+  // Mapped outputs: each replica's full local part, filled a micro-batch at a time.
+  std::vector<std::vector<std::shared_ptr<std::byte>>> mapped(devices);
+  for (int r = 0; r < devices; ++r)
+    for (int k = 0; k < split.microMapped; ++k) {
+      const runtime::BufferDesc& b = micro.buffers[micro.outputs[k]];
+      mapped[r].push_back(deviceObjects[r]->allocate(b.bytes() * A));
+    }
+  for (int a = 0; a < A; ++a) {
+    std::vector<std::vector<runtime::Input>> in(devices);
+    std::vector<std::vector<runtime::Output>> out(devices);
+    for (int r = 0; r < devices; ++r) {
+      for (int i : split.microInputs) {
+        runtime::Input input = inputs[r][i];
+        if (axes[i].kind != Axis::Kind::Replicated) {  // micro-batch a of this replica's rows
+          Shape part = local[i];
+          part[0] /= A;
+          size_t bytes = size_t(numElements(part)) * dtypeSize(leaves[i].dtype());
+          if (input.device) input.device = std::shared_ptr<std::byte>(input.device, input.device.get() + a * bytes);
+          else input.host = Array::view(input.host, a * bytes, part);
+        }
+        in[r].push_back(input);
+      }
+      out[r].assign(micro.outputs.size(), runtime::Output{Array{}, true, nullptr});
+    }
+    entry.micro->setVirtualStep(a, A);
+    entry.micro->run(in, out);
+    for (int r = 0; r < devices; ++r) {
+      for (int k = 0; k < split.microMapped; ++k) {
+        size_t bytes = micro.buffers[micro.outputs[k]].bytes();
+        std::memcpy(mapped[r][k].get() + a * bytes, out[r][k].device.get(), bytes);
+      }
+      for (int j = 0; j < split.accumulated; ++j) {
+        const runtime::BufferDesc& b = micro.buffers[micro.outputs[split.microMapped + j]];
+        auto& stack = stacks[r][j];
+        Subtree leaf{0, out[r][split.microMapped + j].device};
+        // Merge while the newest subtree is the right sibling of the one below it.
+        while (!stack.empty() && stack.back().level == leaf.level) {
+          addInto(b.dtype, stack.back().data.get(), leaf.data.get(), numElements(b.shape));
+          leaf = {stack.back().level + 1, stack.back().data};
+          stack.pop_back();
+        }
+        stack.push_back(leaf);
+      }
+    }
+  }
+  entry.micro->setVirtualStep(0, 1);
+
+  // The apply part: the replicas' subtrees (one each: A is a power of two), then the inputs it
+  // reads; donated replicated inputs give their buffers to its replicated outputs.
+  const runtime::Program& apply = split.apply;
+  std::vector<std::vector<runtime::Input>> in(devices);
+  for (int r = 0; r < devices; ++r) {
+    for (int j = 0; j < split.accumulated; ++j) in[r].push_back({Array{}, stacks[r][j].front().data});
+    for (size_t i = split.accumulated; i < split.applyInputs.size(); ++i) in[r].push_back(inputs[r][split.applyInputs[i]]);
+  }
+  std::vector<bool> donated(leaves.size());
+  for (int a : o.donateArguments) {
+    size_t first = 0;
+    for (int k = 0; k < a; ++k) first += argumentLeaves[k];
+    for (size_t i = first; i < first + argumentLeaves[a]; ++i) donated[i] = bound[i] && axes[i].kind == Axis::Kind::Replicated;
+  }
+  std::vector<int> donorOf(apply.outputs.size(), -1);
+  std::vector<bool> taken(leaves.size());
+  for (size_t k = 0; k < apply.outputs.size(); ++k) {
+    bool passthrough = std::count(apply.inputs.begin(), apply.inputs.end(), apply.outputs[k]) > 0;
+    const runtime::BufferDesc& b = apply.buffers[apply.outputs[k]];
+    for (size_t i = 0; i < leaves.size() && !passthrough && !o.allReplicas; ++i)
+      if (donated[i] && !taken[i] && leaves[i].dtype() == b.dtype && local[i] == b.shape) {
+        donorOf[k] = int(i), taken[i] = true;
+        break;
+      }
+  }
+  std::vector<std::vector<runtime::Output>> out(devices);
+  for (int r = 0; r < devices; ++r)
+    for (size_t k = 0; k < apply.outputs.size(); ++k)
+      out[r].push_back({Array{}, true, donorOf[k] >= 0 ? inputs[r][donorOf[k]].device : nullptr});
+  entry.group->run(in, out);
+  for (size_t i = 0; i < leaves.size(); ++i)
+    if (taken[i]) leaves[i].resident()->donate("pmap '" + o.name + "'");
+
+  std::vector<Tensor> results;
+  for (size_t k = 0; k < entry.outputs.size(); ++k) {
+    std::vector<std::shared_ptr<std::byte>> buffers;
+    const AccumulationSplit::Source& from = split.outputs[k];
+    for (int r = 0; r < devices; ++r) buffers.push_back(from.micro ? mapped[r][from.index] : out[r][from.index].device);
+    results.push_back(result(entry, k, deviceObjects, std::move(buffers)));
   }
   return results;
 }

@@ -18,6 +18,7 @@
 
 namespace spmd {
 namespace runtime {
+class Device;
 class ReplicaGroup;
 }
 
@@ -69,6 +70,15 @@ struct PmapOptions {
   // replicas of all processes (checkReplicasAgree, frontend/Agreement.h); a mismatch stops the
   // call with an error naming the tensor, replicas and first differing element. 0: never.
   int64_t driftCheckEvery = 0;
+  // Gradient accumulation: each replica runs its local batch as this many micro-batches of
+  // local_batch / accumulate rows, one after another (virtual replicas replica * accumulate + step,
+  // which axis_index returns), and applies the update once. The result is the same bits as
+  // devices x processes x accumulate replicas with the same global batch: gradients, loss, BN
+  // statistics (per-replica BN: each micro-batch starts from the same running statistics), the
+  // fold of every all-reduce. A power of two; host-memory devices (cpu) only. An all-reduce
+  // whose result feeds the batch's computation again (cross-replica BatchNorm) reduces over the
+  // replicas of one micro-batch, so SyncBN with accumulation is not the same as more replicas.
+  int accumulate = 1;
 };
 
 namespace detail {
@@ -129,6 +139,12 @@ class PmapCore : public CompileLog {
   // as device-resident tensors; donated inputs give their buffers to outputs.
   std::vector<Tensor> run(Entry& entry, const std::vector<Tensor>& leaves, const std::vector<Axis>& axes,
                           const std::vector<Shape>& local, const std::vector<size_t>& argumentLeaves);
+  // Output k of `entry` as a device-resident tensor over `buffers` (one per replica).
+  Tensor result(const Entry& entry, size_t k, const std::vector<std::shared_ptr<runtime::Device>>& deviceObjects,
+                std::vector<std::shared_ptr<std::byte>> buffers) const;
+  // run() with gradient accumulation: the micro part per micro-batch, then the apply part.
+  std::vector<Tensor> runAccumulated(Entry& entry, const std::vector<Tensor>& leaves, const std::vector<Axis>& axes,
+                                     const std::vector<Shape>& local, const std::vector<size_t>& argumentLeaves);
   std::unique_ptr<State> state_;
 };
 

@@ -82,7 +82,7 @@ void reduce_scatter(KernelCall& call) {
   std::memcpy(call.out[0].data, staging.data() + comm.rank() * row, row);
 }
 
-void axis_index(KernelCall& call) { *call.out[0].as<int32_t>() = communicatorOf(call).rank(); }
+void axis_index(KernelCall& call) { *call.out[0].as<int32_t>() = communicatorOf(call).virtualRank(); }
 
 }  // namespace cpu
 }  // namespace spmd::runtime

@@ -53,7 +53,10 @@ class CudaDriver final : public Driver {
   // NCCL for replicas on distinct GPUs and across processes (runtime/cuda/Nccl.h); replicas
   // sharing a GPU exchange device pointers through the in-process communicator.
   std::vector<std::unique_ptr<Communicator>> makeCommunicators(const DeviceList& list, std::chrono::milliseconds timeout,
-                                                               int processes) const override {
+                                                               int processes, int leavesPerReplica) const override {
+    if (leavesPerReplica != 1)
+      throw Error("device list '" + list.spec + "': gradient accumulation runs on host-memory devices (cpu) only so "
+                  "far; run it on cpu:K");
     auto host = Driver::makeCommunicators(list, timeout, processes);
 #if SPMD_WITH_NCCL
     if (useNccl(list, processes)) return makeNcclCommunicators(list, std::move(host), timeout);

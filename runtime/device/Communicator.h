@@ -87,6 +87,13 @@ class Communicator {
   virtual void abort(const std::string& error) = 0;
   // Clears a previous abort before the next run; only called while no rank is in a collective.
   virtual void reset() {}
+  // The replica index the program's axis_index sees: rank() unless the replica runs virtual
+  // replicas one after another (gradient accumulation: virtual replica rank * steps + step).
+  int virtualRank() const { return rank() * virtualSteps_ + virtualStep_; }
+  void setVirtualStep(int step, int steps) { virtualStep_ = step, virtualSteps_ = steps; }
+
+ private:
+  int virtualStep_ = 0, virtualSteps_ = 1;
 };
 
 }  // namespace spmd::runtime

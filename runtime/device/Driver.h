@@ -46,8 +46,9 @@ class Driver {
   // job's process count (1: this process alone). Default: threads of this process exchanging
   // pointers (InProcessCommunicator), or, in a job of several processes, MPI between processes
   // (makeProcessCommunicators, host memory only).
+  // Each replica stands for `leavesPerReplica` leaves of the fold tree (its accumulation steps).
   virtual std::vector<std::unique_ptr<Communicator>> makeCommunicators(
-      const DeviceList& list, std::chrono::milliseconds timeout, int processes) const;
+      const DeviceList& list, std::chrono::milliseconds timeout, int processes, int leavesPerReplica = 1) const;
 };
 
 // Makes `driver` reachable by its name. Called by each backend's register function

@@ -26,9 +26,17 @@ Reduction parseReduction(const std::string& name) {
   throw Error("unknown reduction '" + name + "'; expected sum, mean, max or min");
 }
 
-InProcessGroup::InProcessGroup(int size, std::chrono::milliseconds timeout)
-    : size_(size), timeout_(timeout), pointers_(size), arrived_(size) {
+InProcessGroup::InProcessGroup(int size, std::chrono::milliseconds timeout, int leavesPerRank)
+    : size_(size), leaves_(leavesPerRank), timeout_(timeout), pointers_(size), arrived_(size) {
   if (size < 1) throw Error("a replica group needs at least one replica, got " + std::to_string(size));
+  if (leavesPerRank < 1 || (leavesPerRank & (leavesPerRank - 1)) != 0)
+    throw Error("accumulation over " + std::to_string(leavesPerRank) + " steps: use a power of two (1, 2, 4, ...), "
+                "so each replica's steps form one subtree of the fold tree");
+  std::vector<FoldNode> nodes;
+  int level = 0;
+  while ((1 << level) < leavesPerRank) ++level;
+  for (int r = 0; r < size; ++r) nodes.push_back({level, r});
+  plan_ = std::make_shared<FoldPlan>(nodes, true);
 }
 
 void InProcessGroup::reset() {
@@ -92,7 +100,8 @@ void InProcessCommunicator::allReduce(void* data, DType dtype, int64_t count, Re
   if (end > begin) {  // fold this rank's slice in place, then copy it to every other rank
     size_t bytes = dtypeSize(dtype);
     std::byte* mine = static_cast<std::byte*>(data) + begin * bytes;
-    foldTree(dtype, sources.data(), n, begin, end, op, n, mine);
+    void* out[] = {mine};
+    group_->plan_->run(dtype, sources.data(), begin, end, op, n * group_->leavesPerRank(), out);
     for (int r = 0; r < n; ++r)
       if (r != rank_)
         std::memcpy(static_cast<std::byte*>(const_cast<void*>(sources[r])) + begin * bytes, mine, (end - begin) * bytes);

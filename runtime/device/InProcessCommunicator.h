@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "runtime/device/Communicator.h"
+#include "runtime/device/Fold.h"
 
 namespace spmd::runtime {
 
@@ -17,8 +18,11 @@ namespace spmd::runtime {
 // InProcessCommunicator per rank.
 class InProcessGroup {
  public:
-  InProcessGroup(int size, std::chrono::milliseconds timeout);
+  // Each rank stands for `leavesPerRank` leaves of the fold tree (runtime/device/Fold.h): its
+  // accumulation steps, already reduced to their subtree (a power of two).
+  InProcessGroup(int size, std::chrono::milliseconds timeout, int leavesPerRank = 1);
   int size() const { return size_; }
+  int leavesPerRank() const { return leaves_; }
   std::chrono::milliseconds timeout() const { return timeout_; }
   // Clears a previous failure; only call while no replica is inside a collective.
   void reset();
@@ -33,8 +37,9 @@ class InProcessGroup {
   void barrier(int rank, const std::string& what);
   void abort(const std::string& error);
 
-  const int size_;
+  const int size_, leaves_;
   const std::chrono::milliseconds timeout_;
+  std::shared_ptr<const FoldPlan> plan_;  // the ranks' subtrees to the root
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   std::vector<const void*> pointers_, published_;

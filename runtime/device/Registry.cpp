@@ -58,9 +58,9 @@ std::string whyAbsent(const std::string& backend) {
 }  // namespace
 
 std::vector<std::unique_ptr<Communicator>> Driver::makeCommunicators(
-    const DeviceList& list, std::chrono::milliseconds timeout, int processes) const {
-  if (processes > 1) return makeProcessCommunicators(list.size(), timeout);
-  auto group = std::make_shared<InProcessGroup>(list.size(), timeout);
+    const DeviceList& list, std::chrono::milliseconds timeout, int processes, int leavesPerReplica) const {
+  if (processes > 1) return makeProcessCommunicators(list.size(), timeout, leavesPerReplica);
+  auto group = std::make_shared<InProcessGroup>(list.size(), timeout, leavesPerReplica);
   std::vector<std::unique_ptr<Communicator>> comms;
   for (int r = 0; r < list.size(); ++r) comms.push_back(std::make_unique<InProcessCommunicator>(group, r));
   return comms;

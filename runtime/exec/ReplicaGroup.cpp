@@ -10,14 +10,14 @@
 namespace spmd::runtime {
 
 ReplicaGroup::ReplicaGroup(const Program& program, const DeviceList& devices,
-                           std::chrono::milliseconds collectiveTimeout, int threadsPerReplica)
+                           std::chrono::milliseconds collectiveTimeout, int threadsPerReplica, int leavesPerReplica)
     : devices_(devices) {
   // A program with a mapped axis spans the replicas of every process; one without (jit) runs
   // in this process alone.
   const ProcessInfo& job = program.axisName.empty() ? ProcessInfo::single() : processes();
   acrossProcesses_ = job.size > 1;
   if (acrossProcesses_) checkSameLayoutEverywhere(devices);
-  const int replicas = devices.size() * job.size;
+  const int replicas = devices.size() * job.size * leavesPerReplica;
   if (!program.axisName.empty() && program.replicas != replicas)
     throw Error("program @" + program.name + " was compiled for " + std::to_string(program.replicas) +
                 " replicas (axis '" + program.axisName + "') but device list '" + devices.spec + "' has " +
@@ -29,7 +29,7 @@ ReplicaGroup::ReplicaGroup(const Program& program, const DeviceList& devices,
   const Driver& driver = devices.driver();
   threads_ = driver.threadsPerReplica(devices, threadsPerReplica, &threadsWhy_);
   Executor::checkFitsHost(program, devices.size(), devices.spec);
-  comms_ = driver.makeCommunicators(devices, collectiveTimeout, job.size);
+  comms_ = driver.makeCommunicators(devices, collectiveTimeout, job.size, leavesPerReplica);
   for (int r = 0; r < devices.size(); ++r) {
     deviceObjects_.push_back(driver.makeDevice(devices, r));
     if (job.size > 1 && !deviceObjects_.back()->hostAccessible() && !comms_[r]->deviceCollectives())

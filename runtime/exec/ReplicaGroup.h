@@ -22,8 +22,11 @@ namespace spmd::runtime {
 class ReplicaGroup {
  public:
   // `threadsPerReplica` > 0 asks for that many host threads per replica (Driver::threadsPerReplica).
+  // `leavesPerReplica`: the virtual replicas each replica stands for in the program's
+  // all-reduces (gradient accumulation's steps, already reduced; the program's replica count is
+  // devices x processes x this).
   ReplicaGroup(const Program& program, const DeviceList& devices,
-               std::chrono::milliseconds collectiveTimeout, int threadsPerReplica = 0);
+               std::chrono::milliseconds collectiveTimeout, int threadsPerReplica = 0, int leavesPerReplica = 1);
   ~ReplicaGroup();
   ReplicaGroup(const ReplicaGroup&) = delete;
   ReplicaGroup& operator=(const ReplicaGroup&) = delete;
@@ -45,6 +48,10 @@ class ReplicaGroup {
   // The host threads each replica's kernels run with (0: the backend's results do not depend on
   // them), and how that number was reached ("SPMD_THREADS_PER_REPLICA", "2 cores of ...").
   int threadsPerReplica() const { return threads_; }
+  // axis_index returns replica * steps + step until the next call (accumulation's virtual replicas).
+  void setVirtualStep(int step, int steps) {
+    for (auto& c : comms_) c->setVirtualStep(step, steps);
+  }
   const std::string& threadsReason() const { return threadsWhy_; }
   // The device replica r runs on.
   const std::shared_ptr<Device>& device(int r) const { return deviceObjects_.at(r); }

@@ -87,6 +87,6 @@ void reduce_scatter(KernelCall& call) {
   reduceRows(mine.data(), comm.size(), out, Reduction::Sum);
 }
 
-void axis_index(KernelCall& call) { *call.out[0].as<int32_t>() = communicatorOf(call).rank(); }
+void axis_index(KernelCall& call) { *call.out[0].as<int32_t>() = communicatorOf(call).virtualRank(); }
 
 }  // namespace spmd::runtime::reference

@@ -31,7 +31,7 @@ constexpr int64_t kBatch = 24, kSize = 16;
 
 struct Flags {
   std::string devices = "cpu:1", out, fault, checkpoint, bn = "cross", dtype = "f32";
-  int steps = 3, faultProcess = 1, faultStep = 1, initSeed = 7;
+  int steps = 3, faultProcess = 1, faultStep = 1, initSeed = 7, accumulate = 1;
   double lr = 0.05;
 };
 
@@ -53,6 +53,7 @@ Flags parse(int argc, char** argv) {
     else if (a == "--bn") f.bn = value();
     else if (a == "--lr") f.lr = std::stod(value());
     else if (a == "--init-seed") f.initSeed = std::stoi(value());
+    else if (a == "--accumulate") f.accumulate = std::stoi(value());
     else if (a == "--dtype") f.dtype = value();
     else throw Error("unknown flag " + a);
   }
@@ -116,7 +117,7 @@ int run(const Flags& f) {
         return std::tuple{newParams, newState, newOpt, loss};
       },
       {.inAxes = {replicated, replicated, replicated, split, split}, .devices = f.devices, .name = "dist_step",
-       .driftCheckEvery = f.fault == "flip" ? 1 : 0});
+       .driftCheckEvery = f.fault == "flip" ? 1 : 0, .accumulate = f.accumulate});
   const int64_t global = step.globalDeviceCount();
   std::string why;
   const int threads = step.threadsPerReplica(&why);

@@ -132,6 +132,22 @@ def check_layouts(args):
                              (n, dtype, bn, split[0], split[1], splits[0][0], splits[0][1]))
                 print("exact N = %d %s %s-replica BN: %s give the same bits" %
                       (n, dtype, bn, ", ".join("%dx%d" % s for s in splits)))
+    # Gradient accumulation: P x K x A with per-replica BatchNorm is the same bits as P * K * A
+    # replicas, in f32 and f64 (the micro-batches are virtual replicas of the same fold tree).
+    accumulation = {4: [(1, 2, 2), (1, 1, 4), (2, 1, 2)], 6: [(1, 3, 2), (3, 1, 2)]}
+    for n, splits in accumulation.items():
+        for dtype in ["f32", "f64"]:
+            acc_reference = exact_run(args, 1, n, "acc_n%d_%s_ref" % (n, dtype), ["--dtype", dtype, "--bn", "per"],
+                                  {"SPMD_THREADS_PER_REPLICA": 1})[0]
+            for processes, per, steps in splits:
+                name = "acc_n%d_%s_%dx%dx%d" % (n, dtype, processes, per, steps)
+                blob, _, seconds = exact_run(args, processes, per, name,
+                                             ["--dtype", dtype, "--bn", "per", "--accumulate", str(steps)],
+                                             {"SPMD_THREADS_PER_REPLICA": 1})
+                if blob != acc_reference:
+                    fail("accumulation, %s: %d x %d x %d differs from 1 x %d x 1" % (dtype, processes, per, steps, n))
+            print("exact N = %d %s per-replica BN: %s (P x K x A) give the bits of 1x%dx1" %
+                  (n, dtype, ", ".join("%dx%dx%d" % s for s in splits), n))
     # The default thread share (no OMP_NUM_THREADS, no SPMD_THREADS_PER_REPLICA): the host's cores
     # over every replica on it, so 1 x 4, 2 x 2 and 4 x 1 agree without any setting.
     results, shares = {}, set()

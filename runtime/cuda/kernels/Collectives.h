@@ -145,7 +145,7 @@ struct FillFn {
 
 template <class Api>
 void axis_index(KernelCall& call) {
-  Api::forEach(call, 1, FillFn{call.out[0].as<int32_t>(), communicatorOf(call).rank()});
+  Api::forEach(call, 1, FillFn{call.out[0].as<int32_t>(), communicatorOf(call).virtualRank()});
 }
 
 #define SPMD_GPU_COLLECTIVE_OPS(X) X(all_reduce) X(all_gather) X(reduce_scatter) X(axis_index)

@@ -1,0 +1,148 @@
+// splitForAccumulation: classify steps, then extract the micro and apply Programs.
+#include "compiler/SplitAccumulation.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "runtime/base/Error.h"
+
+namespace spmd {
+namespace {
+
+using runtime::Program;
+
+// A Program of `steps` (in order) with the given inputs and outputs, its buffers renumbered.
+Program extract(const Program& p, const std::vector<int>& steps, const std::vector<int>& inputs,
+                const std::vector<int>& outputs) {
+  Program out;
+  out.name = p.name, out.axisName = p.axisName, out.replicas = p.replicas;
+  std::map<int, int> ids;
+  auto id = [&](int b) {
+    auto [it, fresh] = ids.emplace(b, int(out.buffers.size()));
+    if (fresh) out.buffers.push_back(p.buffers[b]);
+    return it->second;
+  };
+  for (int b : inputs) out.inputs.push_back(id(b));
+  for (int s : steps) {
+    runtime::Step step = p.steps[s];
+    for (int& b : step.inputs) b = id(b);
+    for (int& b : step.outputs) b = id(b);
+    out.steps.push_back(std::move(step));
+  }
+  for (int b : outputs) out.outputs.push_back(id(b));
+  return out;
+}
+
+}  // namespace
+
+AccumulationSplit splitForAccumulation(const Program& program, const std::vector<bool>& mappedInputs,
+                                       const std::vector<bool>& mappedOutputs,
+                                       const std::vector<std::string>& outputNames) {
+  const int steps = int(program.steps.size()), buffers = int(program.buffers.size());
+  std::vector<bool> accumulated(steps);
+  for (int s = 0; s < steps; ++s) accumulated[s] = program.steps[s].op == "all_reduce";
+  std::vector<bool> varying, stepVarying;
+  // To a fixed point: an accumulated all-reduce's result is replicated; one whose result
+  // feeds varying work is demoted to the micro part.
+  for (bool changed = true; changed;) {
+    changed = false;
+    varying.assign(buffers, false);
+    stepVarying.assign(steps, false);
+    for (size_t i = 0; i < program.inputs.size(); ++i)
+      if (mappedInputs[i]) varying[program.inputs[i]] = true;
+    for (int s = 0; s < steps; ++s) {
+      const runtime::Step& step = program.steps[s];
+      bool v = step.op == "axis_index";
+      for (int b : step.inputs) v = v || varying[b];
+      if (accumulated[s]) {
+        if (!v) accumulated[s] = false, changed = true;  // nothing to accumulate: an ordinary step
+        continue;
+      }
+      stepVarying[s] = v;
+      for (int b : step.outputs) varying[b] = varying[b] || v;
+    }
+    for (int s = 0; s < steps && !changed; ++s) {
+      if (!stepVarying[s]) continue;
+      for (int t = 0; t < s; ++t)
+        if (accumulated[t])
+          for (int b : program.steps[t].outputs)
+            if (std::count(program.steps[s].inputs.begin(), program.steps[s].inputs.end(), b))
+              accumulated[t] = false, changed = true;
+    }
+  }
+  std::vector<int> producer(buffers, -1);
+  for (int s = 0; s < steps; ++s)
+    for (int b : program.steps[s].outputs) producer[b] = s;
+
+  AccumulationSplit split;
+  // Outputs: mapped varying ones from the micro part, the rest from the apply part.
+  std::vector<int> microOutputs, applyOutputs, accumulatedOperands;
+  for (size_t k = 0; k < program.outputs.size(); ++k) {
+    int b = program.outputs[k];
+    if (varying[b] && !mappedOutputs[k])
+      throw Error("output '" + outputNames[k] + "' varies with the batch but is not reduced over the axis (no pmean "
+                  "or psum reaches it), so with gradient accumulation it would have a value per micro-batch; "
+                  "reduce it (spmd::pmean) or return it mapped (outAxes 0 or spmd::split)");
+    if (varying[b]) split.outputs.push_back({true, int(microOutputs.size())}), microOutputs.push_back(b);
+    else split.outputs.push_back({false, int(applyOutputs.size())}), applyOutputs.push_back(b);
+  }
+  split.microMapped = int(microOutputs.size());
+  for (int s = 0; s < steps; ++s)
+    if (accumulated[s])
+      for (int b : program.steps[s].inputs)
+        if (!std::count(accumulatedOperands.begin(), accumulatedOperands.end(), b)) accumulatedOperands.push_back(b);
+  split.accumulated = int(accumulatedOperands.size());
+  for (int b : accumulatedOperands) microOutputs.push_back(b);
+
+  // The micro part: varying steps and whatever they and the micro outputs need (backwards).
+  std::vector<bool> inMicro(steps), neededMicro(buffers);
+  for (int b : microOutputs) neededMicro[b] = true;
+  for (int s = steps - 1; s >= 0; --s) {
+    if (accumulated[s]) continue;
+    bool in = stepVarying[s];
+    for (int b : program.steps[s].outputs) in = in || neededMicro[b];
+    if (!in) continue;
+    inMicro[s] = true;
+    for (int b : program.steps[s].inputs) neededMicro[b] = true;
+  }
+  // The apply part: the accumulated all-reduces and whatever the apply outputs need.
+  std::vector<bool> inApply(steps), neededApply(buffers);
+  for (int b : applyOutputs) neededApply[b] = true;
+  std::vector<bool> accumulatedOperand(buffers);
+  for (int b : accumulatedOperands) accumulatedOperand[b] = true;
+  for (int s = steps - 1; s >= 0; --s) {
+    bool in = accumulated[s];
+    for (int b : program.steps[s].outputs) in = in || neededApply[b];
+    if (!in) continue;
+    inApply[s] = true;
+    if (stepVarying[s])
+      throw Error("step " + program.steps[s].op + " at " + program.steps[s].where() +
+                  " varies with the batch but feeds a replicated output through no all-reduce; gradient "
+                  "accumulation cannot split this step");
+    for (int b : program.steps[s].inputs)
+      if (!accumulatedOperand[b] || !accumulated[s]) neededApply[b] = true;
+  }
+  std::vector<int> microSteps, applySteps, microIn, applyIn;
+  for (int s = 0; s < steps; ++s) {
+    if (inMicro[s]) microSteps.push_back(s);
+    if (inApply[s]) applySteps.push_back(s);
+  }
+  for (size_t i = 0; i < program.inputs.size(); ++i) {
+    int b = program.inputs[i];
+    if (neededMicro[b]) split.microInputs.push_back(int(i)), microIn.push_back(b);
+  }
+  applyIn = accumulatedOperands;
+  split.applyInputs.assign(accumulatedOperands.size(), -1);
+  for (size_t i = 0; i < program.inputs.size(); ++i) {
+    int b = program.inputs[i];
+    if (neededApply[b] && !accumulatedOperand[b]) split.applyInputs.push_back(int(i)), applyIn.push_back(b);
+  }
+  split.micro = extract(program, microSteps, microIn, microOutputs);
+  split.apply = extract(program, applySteps, applyIn, applyOutputs);
+  split.micro.name = program.name + ".micro";
+  split.apply.name = program.name + ".apply";
+  return split;
+}
+
+}  // namespace spmd
