@@ -39,6 +39,8 @@ Trains ResNet-18 on Fashion-MNIST data-parallel (spmd::pmap) and evaluates it ev
   --data-dir DIR      the Fashion-MNIST *-ubyte.gz files (default $SPMD_FASHION_MNIST_DIR,
                       else /usr/share/datasets/fashion-mnist)
   --no-plot           do not draw metrics.png
+  --accumulate A      run each device's share of the batch as A micro-batches (a power of two) and
+                      update once: the same bits as A times the devices (per-replica BatchNorm)
   --threads-per-replica N
                       OpenMP threads each device's kernels use (default: SPMD_THREADS_PER_REPLICA,
                       else the host's cores divided among every device of every process on it);
@@ -92,6 +94,7 @@ Flags parseFlags(int argc, char** argv) {
       {"--seed", [&](const std::string& v) { f.seed = static_cast<uint64_t>(integer("--seed", v, 0)); }},
       {"--out", [&](const std::string& v) { f.out = v; }},
       {"--resume", [&](const std::string& v) { f.resume = v; }},
+      {"--accumulate", [&](const std::string& v) { f.accumulate = integer("--accumulate", v, 1); }},
       {"--threads-per-replica", [&](const std::string& v) { f.threadsPerReplica = integer("--threads-per-replica", v, 1); }},
       {"--max-steps", [&](const std::string& v) { f.maxSteps = integer("--max-steps", v, 0); }},
       {"--data-dir", [&](const std::string& v) { f.dataDir = v; }},

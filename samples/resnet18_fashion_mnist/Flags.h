@@ -27,7 +27,8 @@ struct Flags {
   int64_t maxSteps = 0;         // --max-steps: stop (with a checkpoint) after this many steps
   std::string dataDir;          // --data-dir (default /usr/share/datasets/fashion-mnist)
   bool plot = true;             // --no-plot
-  int64_t threadsPerReplica = 0;  // --threads-per-replica (0: SPMD_THREADS_PER_REPLICA, else the cores' share)
+  int64_t threadsPerReplica = 0;
+  int64_t accumulate = 1;       // --accumulate: micro-batches per device per step (gradient accumulation)  // --threads-per-replica (0: SPMD_THREADS_PER_REPLICA, else the cores' share)
 };
 
 // Parses argv; prints usage and exits 0 for --help; throws spmd::Error for a bad flag, naming

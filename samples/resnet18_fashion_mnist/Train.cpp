@@ -135,11 +135,11 @@ double train(const Flags& f) {
   for (auto [key, value] : {std::pair<std::string, std::string>{"epochs", std::to_string(f.epochs)},
                             {"devices", f.devices}, {"layouts", f.layouts}, {"eval-batch", std::to_string(f.evalBatch)},
                             {"test-limit", std::to_string(f.testLimit)}, {"max-steps", std::to_string(f.maxSteps)},
-                            {"resume", f.resume}})
+                            {"resume", f.resume}, {"accumulate", std::to_string(f.accumulate)}})
     flags.emplace_back("--" + key, value);
   spmd::checkProcessesAgree(flags, "resnet18_fashion_mnist's flags");
-  const std::string layout =
-      processes > 1 ? std::to_string(processes) + " processes x " + f.devices : f.devices;
+  const std::string layout = (processes > 1 ? std::to_string(processes) + " processes x " + f.devices : f.devices) +
+                             (f.accumulate > 1 ? " x " + std::to_string(f.accumulate) + " micro-batches" : "");
   const std::string dataDir = f.dataDir.empty() ? spmd::data::defaultFashionMnistDir() : f.dataDir;
   spmd::data::Dataset trainSet = spmd::data::loadFashionMnist("train", f.trainLimit, dataDir);
   spmd::data::Dataset testSet = spmd::data::loadFashionMnist("test", f.testLimit, dataDir);
@@ -204,7 +204,8 @@ double train(const Flags& f) {
        .devices = f.devices, .name = "train_step", .assignLayouts = f.layouts == "backend",
        // Parameters, optimizer and BN state stay on the devices and are updated in place; only
        // the loss and predictions (printed) and checkpoints are read back to the host.
-       .donateArguments = {0, 1, 2}, .threadsPerReplica = int(f.threadsPerReplica)});
+       .donateArguments = {0, 1, 2}, .threadsPerReplica = int(f.threadsPerReplica),
+       .accumulate = int(std::min<int64_t>(f.accumulate, 1 << 20))});
   auto evaluate = spmd::pmap(
       [&](const Tree& p, const Tree& s, const Tensor& x, const Tensor& y) {
         Tensor logits = model->apply(p, s, x, /*training=*/false).first;
@@ -221,10 +222,11 @@ double train(const Flags& f) {
                 "SPMD_THREADS_PER_REPLICA=%s to continue exactly)\n",
                 resumedThreads.c_str(), threads, threadsWhy.c_str(), resumedThreads.c_str());
   const int64_t devices = step.globalDeviceCount();
-  if (f.batch % devices != 0)
-    throw spmd::Error("--batch " + std::to_string(f.batch) + " does not split over " +
-                      std::to_string(devices) + " devices (" + f.devices + "); use a multiple of " +
-                      std::to_string(devices));
+  if (f.batch % (devices * f.accumulate) != 0)
+    throw spmd::Error("--batch " + std::to_string(f.batch) + " does not split over " + std::to_string(devices) +
+                      " devices (" + f.devices + ")" +
+                      (f.accumulate > 1 ? " x " + std::to_string(f.accumulate) + " micro-batches (--accumulate)" : "") +
+                      "; use a multiple of " + std::to_string(devices * f.accumulate));
   if (f.batch > trainSet.size())
     throw spmd::Error("--batch " + std::to_string(f.batch) + " is larger than the " +
                       std::to_string(trainSet.size()) + " training images; lower --batch or raise --train-limit");
@@ -270,6 +272,14 @@ double train(const Flags& f) {
               layout.c_str(), static_cast<long long>(f.batch),
               static_cast<long long>(f.batch / devices), f.optimizer.c_str(), f.lr,
               f.bn == "cross" ? "cross-replica" : "per replica");
+  if (lead && f.accumulate > 1)
+    std::printf("gradient accumulation: %lld micro-batches of %lld images per device and step%s\n",
+                static_cast<long long>(f.accumulate), static_cast<long long>(f.batch / devices / f.accumulate),
+                (f.bn == "cross" ? std::string("; with --bn cross the BatchNorm statistics are taken over one "
+                                               "micro-batch's devices, so this is not the same run as more devices")
+                                 : " (the same bits as " + std::to_string(devices * f.accumulate) +
+                                       " devices with threads per replica alike)")
+                    .c_str());
   if (lead && threads > 0)
     std::printf("threads per replica: %d (%s); a run's bits depend on the device count and this number\n", threads,
                 threadsWhy.c_str());

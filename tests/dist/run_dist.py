@@ -295,6 +295,46 @@ def check_sample(args):
             fail("sample: layout %s differs from 1 x cpu:4 in %d tensors, e.g. %s" % (layout, len(differ), differ[:3]))
     print("sample: the checkpoint after one epoch is the same bits for 1x4, 2x2 and 4x1 (%d tensors)" % len(reference))
 
+    def sample_run(name, processes, per, extra, env, expect_epochs=1):
+        out = os.path.join(args.scratch, name)
+        if "--resume" not in extra:
+            shutil.rmtree(out, ignore_errors=True)
+        sample = [args.sample, "--devices", "cpu:%d" % per, "--out", out] + flags + list(extra)
+        command = sample if processes == 1 else mpirun_base(args, processes, per, env=env) + sample
+        rc, log, seconds = run(command, env)
+        if rc != 0:
+            fail("sample %s exited %d:\n%s" % (name, rc, log))
+        return safetensors_tensors(os.path.join(out, "checkpoint.safetensors")), log
+
+    def same(a, b, what):
+        differ = [k for k in a if b.get(k) != a[k]]
+        if differ or len(a) != len(b):
+            fail("sample: %s: %d of %d tensors differ, e.g. %s" % (what, len(differ), len(a), differ[:3]))
+        print("sample: %s: the same %d tensors" % (what, len(a)))
+
+    # The README's launch with no thread settings: 2 processes x cpu:1 is one process on cpu:2.
+    plain = environment(1)
+    plain.pop("OMP_NUM_THREADS")
+    one, log = sample_run("default_1x2", 1, 2, [], plain)
+    two, log2 = sample_run("default_2x1", 2, 1, [], plain)
+    same(one, two, "mpirun -np 2 --devices cpu:1 vs cpu:2, default threads")
+    # Accumulation and resume across layouts, one thread per replica.
+    env = environment(1, SPMD_THREADS_PER_REPLICA=1)
+    env.pop("OMP_NUM_THREADS")
+    reference, _ = sample_run("acc_1x2", 1, 2, [], env)
+    accumulated, log = sample_run("acc_1x1x2", 1, 1, ["--accumulate", "2"], env)
+    if "gradient accumulation: 2 micro-batches" not in log:
+        fail("the sample does not say it accumulates:\n%s" % log)
+    same(reference, accumulated, "--accumulate 2 on cpu:1 vs cpu:2")
+    two_epochs, _ = sample_run("two_epochs_1x2", 1, 2, ["--epochs", "2"], env)
+    for name, processes, per, extra in [("resume_2x1", 2, 1, []), ("resume_1x1x2", 1, 1, ["--accumulate", "2"])]:
+        sample_run(name, 1, 2, [], env)  # epoch 1 at 1 x cpu:2
+        resumed, log = sample_run(name, processes, per, ["--epochs", "2", "--resume", os.path.join(args.scratch, name)] +
+                                  extra, env)
+        if "resumed" not in log:
+            fail("sample %s did not resume:\n%s" % (name, log))
+        same(two_epochs, resumed, "epoch 1 at 1x2, epoch 2 at %s vs two epochs at 1x2" % name.split("_")[1])
+
 
 def check_two_hosts(args):
     if os.geteuid() != 0 or not shutil.which("ip"):
