@@ -48,6 +48,7 @@ int step(int argc, char** argv) {
   const int64_t width = std::stoll(arg(argc, argv, "--width", "64"));
   const int64_t batch = std::stoll(arg(argc, argv, "--batch", "64"));
   const int steps = std::stoi(arg(argc, argv, "--steps", "5"));
+  const int accumulate = std::stoi(arg(argc, argv, "--accumulate", "1"));
   const int processes = spmd::processCount(), me = spmd::processIndex();
   auto model = spmd::models::resnet18({.inChannels = 1, .numClasses = 10, .width = width, .bnAxisName = ""});
   auto [params, state] = model->initialize(1);
@@ -55,7 +56,8 @@ int step(int argc, char** argv) {
   spmd::Tree opt = sgd.init(params);
   auto trainStep = spmd::pmap(bench::trainStep(*model, sgd),
                               {.inAxes = {spmd::replicated, spmd::replicated, spmd::replicated, spmd::split, spmd::split},
-                               .devices = devices, .name = "train_step", .donateArguments = {0, 1, 2}});
+                               .devices = devices, .name = "train_step", .donateArguments = {0, 1, 2},
+                               .accumulate = accumulate});
   auto [x, y] = bench::syntheticBatch(batch);
   int64_t begin = batch * me / processes, end = batch * (me + 1) / processes;
   spmd::Tensor myX = spmd::Array::view(x.array(), begin * x.array().bytes() / batch,
@@ -71,14 +73,24 @@ int step(int argc, char** argv) {
     params = p2, opt = o2, state = s2;
     if (s > 0) times.push_back(since(start));
   }
+  // The drift check of the whole replicated state (parameters, momentum, BN statistics).
+  std::vector<double> checks;
+  for (int c = 0; c < 3; ++c) {
+    auto start = Clock::now();
+    spmd::checkReplicasAgree(params, "params.", "drift check");
+    spmd::checkReplicasAgree(opt, "opt.", "drift check");
+    spmd::checkReplicasAgree(state, "state.", "drift check");
+    checks.push_back(since(start));
+  }
   auto t = spmd::runtime::collectiveTimes();
   std::vector<double> sums{t.engineSeconds, t.waitSeconds};
   spmd::processSum(sums, "collective times");
   if (me == 0)
-    std::printf("result step devices=%s processes=%d batch=%lld width=%lld median_ms=%.2f allreduce_s=%.4f "
-                "waited_s=%.4f hidden=%.3f\n",
-                devices.c_str(), processes, static_cast<long long>(batch), static_cast<long long>(width),
-                1e3 * median(times), sums[0], sums[1], sums[0] > 0 ? 1 - sums[1] / sums[0] : 0.0);
+    std::printf("result step devices=%s processes=%d accumulate=%d batch=%lld width=%lld median_ms=%.2f "
+                "allreduce_s=%.4f waited_s=%.4f hidden=%.3f drift_check_ms=%.2f\n",
+                devices.c_str(), processes, accumulate, static_cast<long long>(batch), static_cast<long long>(width),
+                1e3 * median(times), sums[0], sums[1], sums[0] > 0 ? 1 - sums[1] / sums[0] : 0.0,
+                1e3 * median(checks));
   return 0;
 }
 
