@@ -119,6 +119,51 @@ TEST(PmapTest, InsertedPmeanAveragesLossAndGradientOverReplicas) {
   EXPECT_NEAR(values<double>(loss)[0], expected, 1e-15);
 }
 
+// Gradient accumulation: K devices x A micro-batches are the same bits as K * A devices, in
+// f64 on values that cancel (so a different fold order shows), including what axisIndex gives
+// each micro-batch (the virtual replica) and the mapped output assembled from the micro-batches.
+TEST(PmapTest, AccumulationEqualsMoreReplicasBitForBit) {
+  auto step = [](const Tensor& w, const Tensor& x) {
+    Tensor index = add(cast(axisIndex("batch"), DType::f64), 1.0);
+    auto [loss, grad] = value_and_grad([&](const Tensor& wv) { return mul(sum(mul(wv, x), {0, 1}), index); })(w);
+    return std::tuple{loss, grad, mul(x, index)};
+  };
+  Array w = randomArray(DType::f64, {3}, 8), x = randomArray(DType::f64, {16, 3}, 9);
+  for (int64_t i = 0; i < x.numel(); ++i) x.values<double>()[i] *= (i % 5 == 0 ? 1e12 : 1.0);
+  auto run = [&](const std::string& devices, int accumulate) {
+    auto f = pmap(step, {.inAxes = {replicated, split}, .outAxes = {replicated, replicated, split},
+                         .devices = devices, .accumulate = accumulate});
+    auto [loss, grad, scaled] = f(w, x);
+    return std::tuple{values<double>(loss), values<double>(grad), values<double>(scaled)};
+  };
+  auto reference = run("cpu:8", 1);
+  for (auto [devices, accumulate] : {std::pair{"cpu:4", 2}, {"cpu:2", 4}, {"cpu:1", 8}})
+    EXPECT_EQ(run(devices, accumulate), reference) << devices << " x " << accumulate << " micro-batches";
+  // The values make the order matter: a left fold of the virtual replicas' gradients (what the
+  // fold was before the tree) gives other bits than the tree for some element.
+  auto xv = x.values<double>();
+  int differ = 0;
+  for (int j = 0; j < 3; ++j) {
+    double left = 0;
+    for (int v = 0; v < 8; ++v) {
+      double g = (xv[(2 * v) * 3 + j] + xv[(2 * v + 1) * 3 + j]) * (v + 1);
+      left = v == 0 ? g : left + g;
+    }
+    differ += left / 8 != std::get<1>(reference)[j];
+  }
+  EXPECT_GT(differ, 0);
+}
+
+TEST(PmapBadInputTest, AccumulationNeedsAPowerOfTwoThatSplitsTheBatch) {
+  auto f = [](const Tensor& x) { return sum(x, {0}); };
+  EXPECT_NE(errorOf([&] { pmap(f, {.inAxes = {split}, .devices = "cpu:2", .accumulate = 3}); })
+                .find("accumulate is 3; give a power of two"),
+            std::string::npos);
+  auto g = pmap(f, {.inAxes = {split}, .devices = "cpu:2", .accumulate = 4});
+  EXPECT_NE(errorOf([&] { g(Array::zeros(DType::f32, {12})); }).find("cannot split into equal micro-batches"),
+            std::string::npos);
+}
+
 TEST(PmapTest, AdamSeesAveragedGradients) {
   // A linear classifier without BN: the mean loss over the global batch equals the mean of the
   // shards' mean losses, so 2 Adam steps on cpu:4 (split batch) must equal 2 Adam steps on one
