@@ -7,6 +7,8 @@
 // tolerance of 1e-4 relative to each tree's largest entry.
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -38,47 +40,60 @@ double relativeError(const Array& a, const Array& b, double floor) {
   return diff / std::max({maxAbs(b), floor, 1e-30});
 }
 
+// f32 steps in two layouts round differently, and a ReLU whose input lies within that rounding
+// of zero flips: every gradient upstream of it then moves by up to ~5e-2 (measured on an AVX-512
+// Zen machine, seed 3, batch 6: one flip moved 93 tensors; batches 7, 8, 10 and seeds 4-7 agree to
+// 4e-6). So the step is compared on three draws, and a tensor fails when it is off in two of
+// them: a layout bug is off in every draw, a flipped tie in one.
 TEST(LayoutTest, BlockedStepEqualsThePlainStep) {
   const int64_t block = runtime::CpuDevice().channelBlock();
   if (block == 0) GTEST_SKIP() << "oneDNN picks plain layouts on this CPU: nothing to compare";
   auto model = models::resnet18({.inChannels = 1, .numClasses = 10, .width = 16});
-  auto [params, state] = model->initialize(3);
   optim::Sgd sgd({.learningRate = 0.1, .momentum = 0.9});
-  Tree opt = sgd.init(params);
-  auto [x, y] = bench::syntheticBatch(6);
-
   auto blocked = jit(bench::trainStep(*model, sgd), {.name = "blocked"});
   auto plain = jit(bench::trainStep(*model, sgd), {.name = "plain", .assignLayouts = false});
-  auto [pb, ob, sb, lb] = blocked(params, opt, state, x, y);
-  auto [pp, op, sp, lp] = plain(params, opt, state, x, y);
-
-  // The blocked program holds blocked activations and converts some back; the plain one none.
-  const std::string text = blocked.lastProgram().toText(), plainText = plain.lastProgram().toText();
-  const std::string layout = "nChw" + std::to_string(block) + "c";
-  EXPECT_NE(text.find(layout), std::string::npos) << text.substr(0, 2000);
-  EXPECT_NE(text.find("relayout"), std::string::npos);
-  EXPECT_EQ(plainText.find("nChw"), std::string::npos);
-  // Blocked tensors are no larger; the relayout copies add little to the planned arena.
-  EXPECT_LE(blocked.lastProgram().arenaBytes, plain.lastProgram().arenaBytes * 101 / 100);
-
-  double worst = relativeError(lb.array(), lp.array(), 0);
-  EXPECT_LT(worst, 1e-6) << "loss";
-  for (auto [a, b, what] : {std::tuple{&pb, &pp, "params"}, {&ob, &op, "momentum"}, {&sb, &sp, "bn state"}}) {
-    double largest = 0;
-    for (const auto& [name, t] : *b) largest = std::max(largest, maxAbs(t.array()));
-    for (const auto& [name, t] : *b) {
-      double e = relativeError(a->at(name).array(), t.array(), 1e-2 * largest);
-      // A convolution bias that feeds a BatchNorm (every one but the shortcuts' conv3) has an
-      // exactly zero gradient: both steps hold rounding noise there, which blocked BN statistics
-      // reorder (measured: stem.conv.bias's momentum differs by 7.9e-7 of the largest entry).
-      // The bound on those is 1e-5 of the largest entry: noise stays noise.
-      bool zeroGradient = name.ends_with(".bias") && name.find("conv") != std::string::npos &&
-                          name.find("conv3") == std::string::npos;
-      if (!zeroGradient) worst = std::max(worst, e);
-      EXPECT_LT(e, zeroGradient ? 1e-3 : 1e-4) << what << " " << name;
+  auto [x, y] = bench::syntheticBatch(6);
+  std::map<std::string, int> offIn;  // tensor -> draws beyond its bound
+  for (uint64_t seed : {3, 4, 5}) {
+    auto [params, state] = model->initialize(seed);
+    Tree opt = sgd.init(params);
+    auto [pb, ob, sb, lb] = blocked(params, opt, state, x, y);
+    auto [pp, op, sp, lp] = plain(params, opt, state, x, y);
+    if (seed == 3) {
+      // The blocked program holds blocked activations and converts some back; the plain one none.
+      const std::string text = blocked.lastProgram().toText(), plainText = plain.lastProgram().toText();
+      const std::string layout = "nChw" + std::to_string(block) + "c";
+      EXPECT_NE(text.find(layout), std::string::npos) << text.substr(0, 2000);
+      EXPECT_NE(text.find("relayout"), std::string::npos);
+      EXPECT_EQ(plainText.find("nChw"), std::string::npos);
+      // Blocked tensors are no larger; the relayout copies add little to the planned arena.
+      EXPECT_LE(blocked.lastProgram().arenaBytes, plain.lastProgram().arenaBytes * 101 / 100);
     }
+    // The loss is a forward value: a flipped tie moves it by the tie's own size, so always tight.
+    EXPECT_LT(relativeError(lb.array(), lp.array(), 0), 1e-6) << "loss, seed " << seed;
+    double drawWorst = 0;
+    for (auto [a, b, what] : {std::tuple{&pb, &pp, "params"}, {&ob, &op, "momentum"}, {&sb, &sp, "bn state"}}) {
+      double largest = 0;
+      for (const auto& [name, t] : *b) largest = std::max(largest, maxAbs(t.array()));
+      for (const auto& [name, t] : *b) {
+        double e = relativeError(a->at(name).array(), t.array(), 1e-2 * largest);
+        // A convolution bias that feeds a BatchNorm (every one but the shortcuts' conv3) has an
+        // exactly zero gradient: both steps hold rounding noise there, which blocked BN statistics
+        // reorder (measured: stem.conv.bias's momentum differs by 7.9e-7 of the largest entry).
+        // The bound on those is 1e-5 of the largest entry: noise stays noise.
+        bool zeroGradient = name.ends_with(".bias") && name.find("conv") != std::string::npos &&
+                            name.find("conv3") == std::string::npos;
+        if (!zeroGradient) drawWorst = std::max(drawWorst, e);
+        if (e >= (zeroGradient ? 1e-3 : 1e-4)) ++offIn[std::string(what) + " " + name];
+      }
+    }
+    std::printf("  blocked (nChw%lldc) vs plain step, seed %llu: worst relative difference %.2e\n",
+                static_cast<long long>(block), static_cast<unsigned long long>(seed), drawWorst);
   }
-  std::printf("  blocked (%s) vs plain step: worst relative difference %.2e\n", layout.c_str(), worst);
+  for (const auto& [name, draws] : offIn)
+    EXPECT_LT(draws, 2) << name << " is off in " << draws << " of 3 draws: not a flipped ReLU tie";
+  if (!offIn.empty())
+    std::printf("  %zu tensors beyond the bound in one draw (a flipped ReLU tie)\n", offIn.size());
 }
 
 // The IR dump after spmd-assign-layouts shows the layouts in the tensor types.
