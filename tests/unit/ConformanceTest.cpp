@@ -246,7 +246,6 @@ TEST_P(ConformanceTest, DeviceResidentValuesRoundTrip) {
 // On a device whose memory is not the host's, a training step whose state stays on the device
 // copies only the batch in and the values read out: no parameter crosses between steps.
 TEST_P(ConformanceTest, ResidentStateMakesNoHostCopies) {
-  if (makeDevice(list_, 0)->hostAccessible()) GTEST_SKIP() << list_.spec << " computes in host memory";
   const int n = list_.size();
   auto model = models::resnet18({.width = 2});
   optim::Sgd sgd({.learningRate = 0.05, .momentum = 0.9});
@@ -256,6 +255,25 @@ TEST_P(ConformanceTest, ResidentStateMakesNoHostCopies) {
                     .donateArguments = {0, 1, 2}});
   auto [params, state] = model->initialize(3);
   Tree opt = sgd.init(params);
+  if (makeDevice(list_, 0)->hostAccessible()) {
+    // Host-memory devices have no copies to count; what must hold there is that the donated
+    // state is updated in place: the next step's parameters, momentum and statistics live in
+    // exactly the buffers the previous step's held (donation may pair outputs of equal shape
+    // in another order, so the buffers are compared as a set).
+    auto buffersOf = [&](const Tree& p, const Tree& o, const Tree& s) {
+      std::multiset<const std::byte*> all;
+      for (const Tree* tree : {&p, &o, &s})
+        for (const auto& [name, t] : *tree)
+          for (int r = 0; r < n; ++r) all.insert(t.resident()->buffer(r).get());
+      return all;
+    };
+    auto [p, o, st, loss] = step(params, opt, state, x, y);
+    const auto before = buffersOf(p, o, st);
+    auto [p2, o2, st2, loss2] = step(p, o, st, x, y);
+    EXPECT_EQ(buffersOf(p2, o2, st2), before) << "the donated state was not updated in place on " << list_.spec;
+    EXPECT_EQ(before.size(), size_t(n) * (p.size() + o.size() + st.size()));
+    return;
+  }
   std::vector<std::shared_ptr<Device>> devices;
   for (int r = 0; r < n; ++r) devices.push_back(makeDevice(list_, r));  // the group's (shared) devices
   auto totals = [&] {
