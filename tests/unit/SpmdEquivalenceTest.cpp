@@ -283,11 +283,15 @@ TEST(SpmdEquivalenceSimTest, SimReplicasMatchTheCpuInF64) {
 // replica on it, and the GPU equals the CPU backend (cross-replica BN, so every N computes the
 // same function). Tolerances: f64 1e-10 as on the CPU; f32 1e-4 between CPU and GPU (different
 // convolution algorithms, no TF32) and 2e-5 between replica counts on the GPU.
-TEST_P(SpmdEquivalenceTest, CudaReplicasMatchOneGpuAndTheCpu) {
+// (Cross-replica BN only, so one instance per dtype: none skips on a GPU machine.)
+class SpmdEquivalenceCudaTest : public ::testing::TestWithParam<DType> {};
+INSTANTIATE_TEST_SUITE_P(DTypes, SpmdEquivalenceCudaTest, ::testing::Values(DType::f64, DType::f32),
+                         [](const auto& info) { return std::string(dtypeName(info.param)); });
+
+TEST_P(SpmdEquivalenceCudaTest, CudaReplicasMatchOneGpuAndTheCpu) {
   std::string why;
   if (runtime::availableDevices("cuda", &why) == 0) GTEST_SKIP() << "no GPU for the CUDA equivalence test: " << why;
-  const Mode mode = GetParam();
-  if (!mode.crossReplicaBn) GTEST_SKIP() << "per-replica BN is covered on the CPU; the GPU runs the cross-replica form";
+  const Mode mode{true, GetParam()};
   const bool f64 = mode.dtype == DType::f64;
   auto model = models::resnet18({.width = 2, .bnAxisName = "batch"});
   Result gpu = runPmap(*model, "cuda:0", 1, mode.dtype);
