@@ -40,6 +40,9 @@ AccumulationSplit splitForAccumulation(const Program& program, const std::vector
                                        const std::vector<bool>& mappedOutputs,
                                        const std::vector<std::string>& outputNames) {
   const int steps = int(program.steps.size()), buffers = int(program.buffers.size());
+  std::vector<int> producer(buffers, -1);
+  for (int s = 0; s < steps; ++s)
+    for (int b : program.steps[s].outputs) producer[b] = s;
   std::vector<bool> accumulated(steps);
   for (int s = 0; s < steps; ++s) accumulated[s] = program.steps[s].op == "all_reduce";
   std::vector<bool> varying, stepVarying;
@@ -62,18 +65,11 @@ AccumulationSplit splitForAccumulation(const Program& program, const std::vector
       stepVarying[s] = v;
       for (int b : step.outputs) varying[b] = varying[b] || v;
     }
-    for (int s = 0; s < steps && !changed; ++s) {
-      if (!stepVarying[s]) continue;
-      for (int t = 0; t < s; ++t)
-        if (accumulated[t])
-          for (int b : program.steps[t].outputs)
-            if (std::count(program.steps[s].inputs.begin(), program.steps[s].inputs.end(), b))
-              accumulated[t] = false, changed = true;
-    }
+    for (int s = 0; s < steps; ++s)
+      if (stepVarying[s])
+        for (int b : program.steps[s].inputs)
+          if (int t = producer[b]; t >= 0 && accumulated[t]) accumulated[t] = false, changed = true;
   }
-  std::vector<int> producer(buffers, -1);
-  for (int s = 0; s < steps; ++s)
-    for (int b : program.steps[s].outputs) producer[b] = s;
 
   AccumulationSplit split;
   // Outputs: mapped varying ones from the micro part, the rest from the apply part.

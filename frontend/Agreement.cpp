@@ -152,27 +152,18 @@ void checkReplicasAgree(const std::vector<std::pair<std::string, Tensor>>& tenso
   }
   // Across processes: every process learns every process's local verdict and checksums, so
   // all of them fail together, with the same message.
-  std::vector<std::string> verdicts = runtime::processAllGatherText(problems + '\x1d' + [&] {
-    std::string t;
-    for (const auto& [n, s] : sums) t += s + ',';
-    return t;
-  }(), what);
-  for (const std::string& v : verdicts) {
-    std::string local = v.substr(0, v.find('\x1d'));
-    if (!local.empty())
-      throw Error(what + ": " + local + "; replicated state must be the same bits on every replica (a kernel that "
-                  "is not deterministic, memory corrupted, or a replica given other inputs)");
-  }
+  // Entry 0: the local verdict; entry 1 + t: tensor t's checksum.
+  sums.insert(sums.begin(), {"verdict", problems});
+  std::vector<Facts> verdicts;
+  for (const std::string& text : runtime::processAllGatherText(encode(sums), what)) verdicts.push_back(decode(text));
+  for (const Facts& v : verdicts)
+    if (!v[0].second.empty())
+      throw Error(what + ": " + v[0].second + "; replicated state must be the same bits on every replica (a kernel "
+                  "that is not deterministic, memory corrupted, or a replica given other inputs)");
   if (job.size == 1) return;
   for (size_t t = 0; t < tensors.size(); ++t) {
-    auto field = [&](const std::string& v) {
-      std::string list = v.substr(v.find('\x1d') + 1);
-      size_t start = 0;
-      for (size_t k = 0; k < t; ++k) start = list.find(',', start) + 1;
-      return list.substr(start, list.find(',', start) - start);
-    };
     for (size_t p = 1; p < verdicts.size(); ++p) {
-      if (field(verdicts[p]) == field(verdicts[0])) continue;
+      if (verdicts[p][1 + t].second == verdicts[0][1 + t].second) continue;
       // Find the first differing element: process 0's copy to everyone, each compares its own.
       std::vector<std::byte> reference = firstCopies[t];
       runtime::processBroadcast(reference, what + " (" + tensors[t].first + ")");

@@ -55,6 +55,12 @@ std::string explain(const std::string& before, const std::string& now, const std
   return "the signature changed";
 }
 
+uint64_t fnv1a(const std::string& text) {
+  uint64_t hash = 1469598103934665603ull;
+  for (char c : text) hash = (hash ^ uint8_t(c)) * 1099511628211ull;
+  return hash;
+}
+
 void CompileLog::beginCompile(const std::string& signature, const std::string& what,
                               const std::vector<std::string>& names) {
   lastReason_ = explain(lastSignature_, signature, names);
@@ -71,8 +77,7 @@ runtime::Program CompileLog::compileTrace(Trace& trace, const CompileOptions& op
   lastTracedIr_ = text;
   // Dumps of each function and signature go to their own directory: the name, then a hash
   // (FNV-1a) of the signature and the traced IR, so nothing another compilation wrote is replaced.
-  uint64_t hash = 1469598103934665603ull;
-  for (char c : compilingSignature_ + "\n" + text) hash = (hash ^ uint8_t(c)) * 1099511628211ull;
+  uint64_t hash = fnv1a(compilingSignature_ + "\n" + text);
   char suffix[24];
   std::snprintf(suffix, sizeof suffix, "-%08llx", static_cast<unsigned long long>(hash & 0xffffffffull));
   CompileOptions withName = options;

@@ -18,6 +18,8 @@ class Trace;
 // `tags[i]`, when given, prefixes leaf i's type (pmap: "split:", "stacked:", "replicated:").
 std::string signatureOf(const std::vector<Tensor>& leaves, const std::string& structure,
                         const std::vector<std::string>& tags = {});
+// FNV-1a of `text`: names dump directories, fingerprints traced programs across processes.
+uint64_t fnv1a(const std::string& text);
 // Why `now` differs from `before` ("first call", "argument 2.fc.weight was f32[8], now f32[4]",
 // ...); `names[i]` is leaf i's argument path ("input leaf i" without names).
 std::string explain(const std::string& before, const std::string& now, const std::vector<std::string>& names = {});

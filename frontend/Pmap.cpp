@@ -159,7 +159,9 @@ PmapCore::~PmapCore() = default;
 
 int PmapCore::deviceCount() const { return state_->devices.size(); }
 int PmapCore::threadsPerReplica(std::string* why) const {
-  return state_->devices.driver().threadsPerReplica(state_->devices, state_->options.threadsPerReplica, why);
+  runtime::ThreadShare share = state_->devices.driver().threadsPerReplica(state_->devices, state_->options.threadsPerReplica);
+  if (why) *why = share.why;
+  return share.threads;
 }
 
 int PmapCore::globalDeviceCount() const {
@@ -248,6 +250,9 @@ std::pair<std::vector<Tensor>, std::shared_ptr<void>> PmapCore::call(
                      o.name);
     for (int id : program.outputs)
       entry->outputs.emplace_back(program.buffers[id].dtype, program.buffers[id].shape);
+    for (size_t i = 0; i < traced.outputs.size(); ++i)
+      entry->outputNames.push_back(i < traced.names.size() && !traced.names[i].empty() ? traced.names[i]
+                                                                                        : "output " + std::to_string(i));
     if (A > 1) {
       if (!state_->devices.driver().makeDevice(state_->devices, 0)->hostAccessible())
         throw Error(prefix(o) + "gradient accumulation runs on host-memory devices (cpu) only so far, not " +
@@ -255,10 +260,7 @@ std::pair<std::vector<Tensor>, std::shared_ptr<void>> PmapCore::call(
       std::vector<bool> mappedIn, mappedOut;
       for (Axis a : axes) mappedIn.push_back(a.kind != Axis::Kind::Replicated);
       for (Axis a : entry->outputAxes) mappedOut.push_back(a.kind != Axis::Kind::Replicated);
-      std::vector<std::string> outNames;
-      for (size_t i = 0; i < traced.outputs.size(); ++i)
-        outNames.push_back(i < traced.names.size() && !traced.names[i].empty() ? traced.names[i] : std::to_string(i));
-      entry->split = splitForAccumulation(program, mappedIn, mappedOut, outNames);
+      entry->split = splitForAccumulation(program, mappedIn, mappedOut, entry->outputNames);
       entry->split.micro.replicas = program.replicas / A;  // its all-reduces span one micro-batch's replicas
       if (o.planMemory) planMemory(entry->split.micro), planMemory(entry->split.apply);
       // Mapped outputs come out of the micro part a micro-batch at a time: the full local shape.
@@ -275,11 +277,8 @@ std::pair<std::vector<Tensor>, std::shared_ptr<void>> PmapCore::call(
     entry->group->enableDebugNonFinite(o.debugNans, o.debugInfs);
     if (entry->micro) entry->micro->enableDebugNonFinite(o.debugNans, o.debugInfs);
     entry->prototype = traced.prototype;
-    for (size_t i = 0; i < traced.outputs.size(); ++i)
-      entry->outputNames.push_back(i < traced.names.size() && !traced.names[i].empty() ? traced.names[i]
-                                                                                        : "output " + std::to_string(i));
     if (!state_->jit && runtime::processes().size > 1)
-      checkProcessesAgree(fingerprint(signature, structure, names, leaves, axes, *entry->group),
+      checkProcessesAgree(fingerprint(structure, names, leaves, axes, *entry->group),
                           prefix(o) + "before the first step");
     found = state_->cache.emplace(signature, std::move(entry)).first;
   }
@@ -298,7 +297,7 @@ std::pair<std::vector<Tensor>, std::shared_ptr<void>> PmapCore::call(
   return {std::move(results), entry.prototype};
 }
 
-std::vector<std::pair<std::string, std::string>> PmapCore::fingerprint(const std::string& signature, const std::string& structure,
+std::vector<std::pair<std::string, std::string>> PmapCore::fingerprint(const std::string& structure,
                             const std::vector<std::string>& names, const std::vector<Tensor>& leaves,
                             const std::vector<Axis>& axes, const runtime::ReplicaGroup& group) const {
   Facts facts;
@@ -310,10 +309,8 @@ std::vector<std::pair<std::string, std::string>> PmapCore::fingerprint(const std
   }
   for (size_t i = 0; i < leaves.size(); ++i)
     facts.emplace_back("argument " + names[i], std::string(tagOf(axes[i])) + leaves[i].typeString());
-  uint64_t hash = 1469598103934665603ull;  // FNV-1a of the traced IR (constants a closure captured included)
-  for (char c : lastTracedIr()) hash = (hash ^ uint8_t(c)) * 1099511628211ull;
-  char hex[20];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(hash));
+  char hex[20];  // of the traced IR, constants a closure captured included
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(fnv1a(lastTracedIr())));
   facts.emplace_back("traced step (IR hash; a value the function captured, such as a flag, differs)", hex);
   facts.emplace_back("threads per replica", std::to_string(group.threadsPerReplica()));
   facts.emplace_back("accumulation steps", std::to_string(state_->options.accumulate));
@@ -323,7 +320,6 @@ std::vector<std::pair<std::string, std::string>> PmapCore::fingerprint(const std
       const Array& a = leaves[i].array();
       facts.emplace_back("replicated input " + names[i], checksumText(a.data(), a.bytes()));
     }
-  (void)signature;
   return facts;
 }
 

@@ -63,7 +63,7 @@ struct PmapOptions {
   std::vector<int> donateArguments = {};
   // Host threads each replica's kernels run with (the cpu backend's OpenMP threads, which change
   // oneDNN's rounding, so a run's bits depend on the replica count and this number). 0: the
-  // default share (runtime::cpuThreadsPerReplica: SPMD_THREADS_PER_REPLICA, else the cores
+  // default share (runtime::cpuThreadShare: SPMD_THREADS_PER_REPLICA, else the cores
   // divided among every replica on this host).
   int threadsPerReplica = 0;
   // Drift check: every this many calls, compare every replicated output's bits across all
@@ -133,7 +133,7 @@ class PmapCore : public CompileLog {
   struct State;
   // What every process must share before the first step of a compiled function (Agreement.h).
   std::vector<std::pair<std::string, std::string>> fingerprint(
-      const std::string& signature, const std::string& structure, const std::vector<std::string>& names,
+      const std::string& structure, const std::vector<std::string>& names,
       const std::vector<Tensor>& leaves, const std::vector<Axis>& axes, const runtime::ReplicaGroup& group) const;
   // Binds the inputs (in place when already on the devices), runs, and returns the outputs
   // as device-resident tensors; donated inputs give their buffers to outputs.

@@ -24,36 +24,29 @@ int emulatedCpuDeviceCount() {
   return 8;
 }
 
-int cpuThreadsPerReplica(int replicas, int requested, std::string* why) {
+ThreadShare cpuThreadShare(int replicas, int requested) {
   replicas = std::max(1, replicas);
-  auto say = [&](const std::string& text) {
-    if (why) *why = text;
-  };
-  if (requested > 0) {
-    say("set in PmapOptions::threadsPerReplica");
-    return requested;
-  }
+  if (requested > 0) return {requested, true, "set in PmapOptions::threadsPerReplica"};
   if (const char* env = std::getenv("SPMD_THREADS_PER_REPLICA"); env && *env) {
     int n = wholeNumber(env);
     if (n < 1 || n > 4096)
       throw Error("SPMD_THREADS_PER_REPLICA='" + std::string(env) +
                   "' is not a thread count; give a whole number from 1 to 4096 (the OpenMP threads each replica's "
                   "kernels use), or unset it to share the cores among the replicas");
-    say("SPMD_THREADS_PER_REPLICA");
-    return n;
+    return {n, true, "SPMD_THREADS_PER_REPLICA"};
   }
   const ProcessInfo& job = processes();
   const char* omp = std::getenv("OMP_NUM_THREADS");
   if (job.size > 1 && !(omp && *omp)) {
     long cores = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
     int all = replicas * std::max(1, job.localSize);
-    say(std::to_string(cores) + " cores of host " + job.host + " / " + std::to_string(all) + " replicas on it (" +
-        std::to_string(job.localSize) + " processes x " + std::to_string(replicas) + ")");
-    return std::max(1, int(cores / all));
+    return {std::max(1, int(cores / all)), false,
+            std::to_string(cores) + " cores of host " + job.host + " / " + std::to_string(all) + " replicas on it (" +
+                std::to_string(job.localSize) + " processes x " + std::to_string(replicas) + ")"};
   }
   int threads = omp_get_max_threads();
-  say(std::to_string(threads) + " OpenMP threads of this process / " + std::to_string(replicas) + " replicas");
-  return std::max(1, threads / replicas);
+  return {std::max(1, threads / replicas), false,
+          std::to_string(threads) + " OpenMP threads of this process / " + std::to_string(replicas) + " replicas"};
 }
 
 // Parses "N" of "<name>:N" as a count of emulated devices (shared with the sim backend).
@@ -93,8 +86,8 @@ class CpuDriver final : public Driver {
     return std::make_shared<CpuDevice>(list.devices.at(replica));
   }
   int64_t channelBlock() const override { return CpuDevice(0).channelBlock(); }
-  int threadsPerReplica(const DeviceList& list, int requested, std::string* why) const override {
-    return cpuThreadsPerReplica(list.size(), requested, why);
+  ThreadShare threadsPerReplica(const DeviceList& list, int requested) const override {
+    return cpuThreadShare(list.size(), requested);
   }
   void prepareReplicaThread(const DeviceList&, int, int threads) const override {
     // The replicas share the cores: each gets its part of the OpenMP threads oneDNN uses.

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "runtime/device/Driver.h"
+
 namespace spmd::runtime {
 
 // How many CPU devices the host emulates: SPMD_CPU_DEVICE_COUNT, else 8 (as many as the
@@ -17,8 +19,9 @@ int emulatedCpuDeviceCount();
 // (OMP_NUM_THREADS, or its cores) divided among its replicas; under mpirun without
 // OMP_NUM_THREADS, the host's cores divided among the replicas of every process on this host
 // (each process alone would see every core, oversubscribing them and changing the bits).
-// At least 1. `why`, when given, receives how the number was reached.
-int cpuThreadsPerReplica(int replicas, int requested = 0, std::string* why = nullptr);
+// At least 1; with how the number was reached.
+ThreadShare cpuThreadShare(int replicas, int requested = 0);
+inline int cpuThreadsPerReplica(int replicas) { return cpuThreadShare(replicas).threads; }
 // The devices of "<backend>:N" (N emulated devices, at most emulatedCpuDeviceCount()), for the
 // backends that emulate devices on the host (cpu, sim); `forms` goes into messages.
 std::vector<int> parseEmulatedCount(const std::string& spec, const std::string& rest, bool hasColon,

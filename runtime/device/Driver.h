@@ -14,6 +14,14 @@
 
 namespace spmd::runtime {
 
+// Host threads per replica: how many, whether the user chose the number (an option or
+// SPMD_THREADS_PER_REPLICA) rather than the default share, and how it was reached.
+struct ThreadShare {
+  int threads = 0;
+  bool chosen = false;
+  std::string why;
+};
+
 struct DeviceList;
 
 class Driver {
@@ -36,8 +44,8 @@ class Driver {
   virtual int64_t channelBlock() const { return 0; }
   // The host threads each replica of `list` runs its kernels with, when they change its results
   // (the cpu backend's OpenMP threads: oneDNN rounds differently per thread count); `requested`
-  // > 0 asks for that many. 0: the backend's results do not depend on host threads.
-  virtual int threadsPerReplica(const DeviceList& list, int requested, std::string* why) const { return 0; }
+  // > 0 asks for that many. threads 0: the backend's results do not depend on host threads.
+  virtual ThreadShare threadsPerReplica(const DeviceList& list, int requested) const { return {}; }
   // Runs on the worker thread of replica `replica` of `list` before its first step, with
   // threadsPerReplica's answer (the cpu backend sets the thread's OpenMP threads). Not called
   // when one replica runs on the caller's thread.

@@ -2,7 +2,6 @@
 #include "runtime/exec/ReplicaGroup.h"
 
 #include <atomic>
-#include <cstdlib>
 
 #include "runtime/device/Driver.h"
 #include "runtime/dist/Processes.h"
@@ -27,7 +26,7 @@ ReplicaGroup::ReplicaGroup(const Program& program, const DeviceList& devices,
                 "; its collectives and pmean divisors assume " + std::to_string(program.replicas) + ", so run it on " +
                 std::to_string(program.replicas) + " devices or compile it again for " + std::to_string(replicas));
   const Driver& driver = devices.driver();
-  threads_ = driver.threadsPerReplica(devices, threadsPerReplica, &threadsWhy_);
+  threads_ = driver.threadsPerReplica(devices, threadsPerReplica);
   Executor::checkFitsHost(program, devices.size(), devices.spec);
   comms_ = driver.makeCommunicators(devices, collectiveTimeout, job.size, leavesPerReplica);
   for (int r = 0; r < devices.size(); ++r) {
@@ -42,9 +41,7 @@ ReplicaGroup::ReplicaGroup(const Program& program, const DeviceList& devices,
   // One replica runs on the calling thread (with the caller's OpenMP threads, which the default
   // share of one replica is), unless the job has several processes or the threads per replica
   // were set (the replica then gets its thread count like any other).
-  const char* setting = std::getenv("SPMD_THREADS_PER_REPLICA");
-  const bool threadsSet = threads_ > 0 && (threadsPerReplica > 0 || (setting && *setting));
-  if (size() == 1 && !acrossProcesses_ && !threadsSet) return;
+  if (size() == 1 && !acrossProcesses_ && !threads_.chosen) return;
   for (int r = 0; r < size(); ++r) workers_.emplace_back([this, r] { work(r); });
 }
 
@@ -80,7 +77,7 @@ std::string ReplicaGroup::describeReplica(int r) const {
 }
 
 void ReplicaGroup::work(int rank) {
-  devices_.driver().prepareReplicaThread(devices_, rank, threads_);
+  devices_.driver().prepareReplicaThread(devices_, rank, threads_.threads);
   uint64_t seen = 0;
   for (;;) {
     std::function<void(int)> job;

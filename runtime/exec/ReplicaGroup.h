@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "runtime/device/DeviceList.h"
+#include "runtime/device/Driver.h"
 #include "runtime/exec/Executor.h"
 
 namespace spmd::runtime {
@@ -46,13 +47,12 @@ class ReplicaGroup {
   const Program& program() const { return executors_.front()->program(); }
   const DeviceList& devices() const { return devices_; }
   // The host threads each replica's kernels run with (0: the backend's results do not depend on
-  // them), and how that number was reached ("SPMD_THREADS_PER_REPLICA", "2 cores of ...").
-  int threadsPerReplica() const { return threads_; }
+  // them; Driver::threadsPerReplica).
+  int threadsPerReplica() const { return threads_.threads; }
   // axis_index returns replica * steps + step until the next call (accumulation's virtual replicas).
   void setVirtualStep(int step, int steps) {
     for (auto& c : comms_) c->setVirtualStep(step, steps);
   }
-  const std::string& threadsReason() const { return threadsWhy_; }
   // The device replica r runs on.
   const std::shared_ptr<Device>& device(int r) const { return deviceObjects_.at(r); }
 
@@ -64,8 +64,7 @@ class ReplicaGroup {
 
   DeviceList devices_;
   bool acrossProcesses_ = false;  // the program's axis spans the replicas of several processes
-  int threads_ = 0;
-  std::string threadsWhy_;
+  ThreadShare threads_;
   std::vector<std::shared_ptr<Device>> deviceObjects_;
   std::vector<std::unique_ptr<Executor>> executors_;
   std::vector<std::unique_ptr<Communicator>> comms_;
