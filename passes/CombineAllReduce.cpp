@@ -1,5 +1,6 @@
 // spmd-combine-all-reduce: the gradient all_reduces of a step become one (or a few bucketed)
-// all_reduce ops over many operands, which the runtime reduces as one flat buffer.
+// all_reduce ops over many operands, which the runtime reduces as one flat buffer, each placed
+// right after its last operand so that it overlaps the rest of the backward pass.
 #include <map>
 #include <tuple>
 
@@ -99,8 +100,18 @@ class Combiner {
     return first;
   }
 
+  // The bucket's all_reduce goes right after `point`, so that it can start (in the background,
+  // behind the rest of the backward pass) as soon as its last gradient exists; a bucket of one
+  // is moved there too, not left where spmd-insert-pmean put it (at the end of the step).
   void emit(const Bucket& bucket) {
-    if (bucket.ops.size() < 2) return;
+    if (bucket.ops.size() == 1) {
+      Operation* op = bucket.ops.front();
+      if (bucket.point < 0)
+        op->moveBefore(&block_.front());
+      else
+        op->moveAfter(ops_[bucket.point]);
+      return;
+    }
     SmallVector<Value> inputs;
     for (ir::AllReduceOp op : bucket.ops) inputs.append(op.getInputs().begin(), op.getInputs().end());
     OpBuilder b(block_.getParentOp()->getContext());

@@ -208,8 +208,10 @@ void Executor::run(std::span<const Input> inputs, std::span<Output> outputs) {
   auto finish = [&](size_t k) {
     auto start = std::chrono::steady_clock::now();
     auto work = std::move(pending[k].second);
+    size_t step = pending[k].first;
     pending.erase(pending.begin() + k);
     work();
+    if (events_) events_->push_back({Event::BackgroundFinished, step});
     if (profile_) {
       auto& slot = opTime_["(waiting for background collectives)"];
       slot.first += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -241,7 +243,9 @@ void Executor::run(std::span<const Input> inputs, std::span<Output> outputs) {
         slot.first += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         slot.second++;
       }
+      if (events_) events_->push_back({Event::StepDone, s});
       if (later) {
+        if (events_) events_->push_back({Event::BackgroundStarted, s});
         pending.emplace_back(s, std::move(later));
         if (debug) finish(pending.size() - 1);
       }

@@ -60,6 +60,14 @@ class Executor {
   // SPMD_DEBUG_NANS=1 / SPMD_DEBUG_INFS=1; this turns them on (never off).
   void enableDebugNonFinite(bool nans, bool infs) { debugNans_ |= nans, debugInfs_ |= infs; }
   const Program& program() const { return program_; }
+  // The order in which a run's work happened, appended to `log` (null: not recorded): every
+  // step as its kernel returns, and every collective left running in the background (behind
+  // the backward pass) as its kernel hands it off and as the executor waits for its result.
+  struct Event {
+    enum Kind { StepDone, BackgroundStarted, BackgroundFinished } kind;
+    size_t step;
+  };
+  void recordEvents(std::vector<Event>* log) { events_ = log; }
   // Bytes one replica of `program` allocates on `device` up front: the arena and every
   // unplanned buffer that is not a host-bound input (kernel workspaces come on top).
   static size_t residentBytes(const Program& program, bool hostAccessible);
@@ -78,6 +86,7 @@ class Executor {
   std::mutex runMutex_;
   bool profile_ = false;
   bool debugNans_ = false, debugInfs_ = false;
+  std::vector<Event>* events_ = nullptr;
   // Waits for work queued on an asynchronous device, dropping its errors (after a failure, and
   // before the buffers are freed).
   void drain() noexcept;

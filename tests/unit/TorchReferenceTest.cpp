@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "TestUtil.h"
+#include "TorchExchange.h"
 #include "frontend/spmd.h"
 #include "frontend/models/Cnn.h"
 #include "frontend/models/ResNet.h"
@@ -18,51 +19,9 @@ namespace spmd {
 namespace {
 
 using spmd::testing::randomArray;
-
-std::string python() {
-  const char* env = std::getenv("SPMD_PYTHON");
-  return env ? env : "/usr/bin/python3";
-}
-
-// Empty when torch can be imported, else why not and how to fix it. The project's setup installs
-// PyTorch, so a failed import fails the test rather than skipping it.
-std::string torchMissing() {
-  if (std::system((python() + " -c 'import torch' > /dev/null 2>&1").c_str()) == 0) return "";
-  return "PyTorch is not importable by " + python() +
-         " (apt-get install python3-torch; scripts/setup.sh does); set SPMD_PYTHON to use another "
-         "interpreter";
-}
-
-class Exchange {
- public:
-  Exchange() : dir_(std::filesystem::temp_directory_path() /
-                    ("spmd_torch_" + std::to_string(::getpid()))) {
-    std::filesystem::create_directories(dir_);
-    manifest_.open(dir_ / "manifest.txt");
-  }
-  ~Exchange() { std::filesystem::remove_all(dir_); }
-
-  void write(const std::string& name, const Array& a) {
-    manifest_ << name << " " << dtypeName(a.dtype);
-    for (int64_t d : a.shape) manifest_ << " " << d;
-    manifest_ << "\n";
-    std::ofstream(dir_ / (name + ".bin"), std::ios::binary)
-        .write(reinterpret_cast<const char*>(a.data()), static_cast<std::streamsize>(a.bytes()));
-  }
-  Array read(const std::string& name, const Shape& shape, DType dtype) {
-    Array a = Array::zeros(dtype, shape);
-    std::ifstream in(dir_ / (name + ".bin"), std::ios::binary);
-    in.read(reinterpret_cast<char*>(a.data()), static_cast<std::streamsize>(a.bytes()));
-    EXPECT_EQ(in.gcount(), static_cast<std::streamsize>(a.bytes())) << "short file " << name;
-    return a;
-  }
-  void close() { manifest_.close(); }
-  std::string dir() const { return dir_.string(); }
-
- private:
-  std::filesystem::path dir_;
-  std::ofstream manifest_;
-};
+using spmd::testing::Exchange;
+using spmd::testing::python;
+using spmd::testing::torchMissing;
 
 // max |a - b| / max(max |b|, floor) over the tensor.
 double relativeError(const Array& a, const Array& b, double floor = 1e-30) {

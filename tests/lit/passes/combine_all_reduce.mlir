@@ -1,6 +1,7 @@
 // spmd-combine-all-reduce: the per-gradient all_reduces of a step become one all_reduce over
 // all of them (a flat buffer at run time), in the order the gradients are produced, placed right
-// after the last one is computed; bucket-bytes splits them; an all_reduce whose result is needed
+// after the last one is computed; bucket-bytes splits them, and every bucket (one of one
+// gradient too) sits right after its last gradient; an all_reduce whose result is needed
 // before a later gradient exists stays separate.
 // RUN: spmd-opt %s --spmd-combine-all-reduce --split-input-file | FileCheck %s
 // RUN: spmd-opt %s --spmd-combine-all-reduce=bucket-bytes=64 --split-input-file | FileCheck %s --check-prefix=SMALL
@@ -10,19 +11,24 @@
 func.func @gradients(%x: tensor<16xf32>, %y: tensor<8xf32>, %z: tensor<4xf32>)
     -> (tensor<16xf32>, tensor<8xf32>, tensor<4xf32>, tensor<4xf64>)
     attributes {spmd.axis_name = "batch", spmd.axis_size = 2 : i64} {
+  // Each all_reduce sits right after its last operand (where it can start behind the rest of
+  // the backward pass), a bucket of one too: the sum of z right after z's gradient.
   // CHECK: %[[Z:.*]] = spmd.exp %arg2
+  // CHECK-NEXT: spmd.all_reduce %[[Z]] {axis_name = "batch", reduction = "sum"} : (tensor<4xf32>)
   // CHECK-NEXT: %[[Y:.*]] = spmd.exp %arg1
   // CHECK-NEXT: %[[X:.*]] = spmd.exp %arg0
   // CHECK-NEXT: %[[ALL:.*]]:3 = spmd.all_reduce %[[Z]], %[[Y]], %[[X]] {axis_name = "batch", reduction = "mean"}
-  // Another reduction or element type is a different collective:
-  // CHECK: spmd.all_reduce %{{.*}} {axis_name = "batch", reduction = "sum"} : (tensor<4xf32>)
-  // CHECK: spmd.all_reduce %{{.*}} {axis_name = "batch", reduction = "mean"} : (tensor<4xf64>)
+  // Another element type is a different collective:
+  // CHECK-NEXT: %[[F:.*]] = spmd.constant
+  // CHECK-NEXT: spmd.all_reduce %[[F]] {axis_name = "batch", reduction = "mean"} : (tensor<4xf64>)
   // CHECK-NEXT: spmd.neg %[[ALL]]#2
   // CHECK-NEXT: spmd.neg %[[ALL]]#1
   // CHECK-NEXT: spmd.neg %[[ALL]]#0
-  // 64 bytes per bucket: z (16 B) and y (32 B) together, x (64 B) alone.
-  // SMALL: %[[ZY:.*]]:2 = spmd.all_reduce %{{.*}}, %{{.*}} {axis_name = "batch", reduction = "mean"} : (tensor<4xf32>, tensor<8xf32>)
-  // SMALL: spmd.all_reduce %{{.*}} {axis_name = "batch", reduction = "mean"} : (tensor<16xf32>)
+  // 64 bytes per bucket: z (16 B) and y (32 B) together after y, x (64 B) alone after x.
+  // SMALL: %[[GY:.*]] = spmd.exp %arg1
+  // SMALL-NEXT: %{{.*}}:2 = spmd.all_reduce %{{.*}}, %[[GY]] {axis_name = "batch", reduction = "mean"} : (tensor<4xf32>, tensor<8xf32>)
+  // SMALL-NEXT: %[[GX:.*]] = spmd.exp %arg0
+  // SMALL-NEXT: spmd.all_reduce %[[GX]] {axis_name = "batch", reduction = "mean"} : (tensor<16xf32>)
   %gz = spmd.exp %z : (tensor<4xf32>) -> tensor<4xf32>
   %gy = spmd.exp %y : (tensor<8xf32>) -> tensor<8xf32>
   %gx = spmd.exp %x : (tensor<16xf32>) -> tensor<16xf32>
