@@ -30,18 +30,31 @@ SPMD_EW_MATH(exp)
 SPMD_EW_MATH(log)
 SPMD_EW_MATH(sqrt)
 SPMD_EW_MATH(tanh)
-SPMD_EW_MATH(erf)
+SPMD_EW_MATH(erfc)
 #undef SPMD_EW_MATH
 
 // GELU(x) = x * Phi(x), Phi the standard normal CDF; its derivative Phi(x) + x * phi(x).
+// Phi(x) = erfc(-x / sqrt 2) / 2: 1 + erf(x / sqrt 2) would cancel to 0 for x below about -6
+// (f32), losing every digit of the tail that the exact value still has.
+template <typename T>
+SPMD_HOST_DEVICE inline T normalCdfOf(T x) {
+  return T(0.5) * erfcOf(x * T(-0.70710678118654752440));
+}
 template <typename T>
 SPMD_HOST_DEVICE inline T geluOf(T x) {
-  return T(0.5) * x * (T(1) + erfOf(x * T(0.70710678118654752440)));
+  return x * normalCdfOf(x);
 }
 template <typename T>
 SPMD_HOST_DEVICE inline T geluGradOf(T x) {
-  return T(0.5) * (T(1) + erfOf(x * T(0.70710678118654752440))) +
-         x * expOf(T(-0.5) * x * x) * T(0.39894228040143267794);
+  return normalCdfOf(x) + x * expOf(T(-0.5) * x * x) * T(0.39894228040143267794);
+}
+// 1 / (1 + e^-x), as e^x / (1 + e^x) for x < 0 so that e^-x cannot overflow to infinity while
+// the result is still a (subnormal) number.
+template <typename T>
+SPMD_HOST_DEVICE inline T sigmoidOf(T x) {
+  if (x >= T(0)) return T(1) / (T(1) + expOf(-x));
+  T e = expOf(x);
+  return e / (T(1) + e);
 }
 
 #define SPMD_EW_FUNCTOR(name, Functor, arity_, formula)                         \

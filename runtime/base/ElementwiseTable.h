@@ -7,7 +7,7 @@
 // X(name, Functor, arity, formula): `name` is the dialect op's name (and the kernel's and the
 // fused body's); `formula` is an expression of type T in `a` (and `b` for binary ops) that may use
 // the operators, T(literal), and the functions of runtime/base/Elementwise.h (nanMax, nanMin, reluOf,
-// reluGradOf, expOf, logOf, sqrtOf, tanhOf, geluOf, geluGradOf), so it means the same in host
+// reluGradOf, expOf, logOf, sqrtOf, tanhOf, sigmoidOf, geluOf, geluGradOf), so it means the same in host
 // and device code.
 // No includes: the CUDA fused-kernel generator hands this file to NVRTC as it is.
 #pragma once
@@ -33,5 +33,5 @@
   X(sqrt, Sqrt, 1, sqrtOf(a))                                                                 \
   X(relu, Relu, 1, reluOf(a))                                                                 \
   X(tanh, Tanh, 1, tanhOf(a))                                                                 \
-  X(sigmoid, Sigmoid, 1, T(1) / (T(1) + expOf(-a)))                                           \
+  X(sigmoid, Sigmoid, 1, sigmoidOf(a))                                                         \
   X(gelu, Gelu, 1, geluOf(a)) /* exact (erf) GELU, PyTorch's default */

@@ -2,15 +2,17 @@
 // inputs, global batch 24, cross-replica or per-replica BatchNorm, f32 or f64) on this
 // process's devices, each process passing the rows of its own replicas. Every process writes
 // its final parameters, BN state, optimizer state and losses as raw bytes (in name order) to
-// <out>.<process>, so a driver can compare layouts bit for bit (tests/dist/run_dist.py).
+// <out>.<process>, and process 0 their names and sizes to <out>.index, so a driver can compare layouts bit for bit (tests/dist/run_dist.py).
 // Faults for the failure tests: at step --fault-step, process --fault-process throws inside
 // the step (a bad label), kills itself, hangs, or flips a bit of its first replica's copy of
 // fc.weight (caught by the drift check, which runs after every step then). With --checkpoint,
 // process 0 saves the state after every step (barriers around). --lr and --init-seed let a
-// test start processes that disagree.
+// test start processes that disagree. Before training, every run checks the fold order of a psum
+// over all replicas against its definition (checkFoldOrder).
 #include <signal.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -89,11 +91,80 @@ Array rows(const Array& a, int64_t begin, int64_t end) {
   return Array::view(a, begin * (a.bytes() / a.shape[0]), shape);
 }
 
-void append(std::string& bytes, const Tree& tree) {
+// Appends the tree's tensors' bytes, and a line "<prefix><name> <elements>" each to `index`.
+void append(std::string& bytes, std::string& index, const Tree& tree, const std::string& prefix) {
   for (const auto& [name, t] : tree) {
     Array a = t.array();
     bytes.append(reinterpret_cast<const char*>(a.data()), a.bytes());
+    index += prefix + name + " " + std::to_string(a.numel()) + "\n";
   }
+}
+
+// The fold order of a psum across every replica of the job, checked against its definition
+// (runtime/device/Fold.h, written out again here): exact mode folds a fixed binary tree over the
+// replica index, node (h, i) = node (h-1, 2i) + node (h-1, 2i+1), or its left child alone where
+// the right one starts at or past N; fast mode (two processes) sums each process's replicas as
+// their own tree and then the two processes' sums. Each replica holds f64 values of both signs
+// over 60 binary orders of magnitude, so that sums in another order (a reversed fold, a left
+// fold, fast instead of exact where the two differ) give other bits; the check throws where
+// they would not.
+double treeFold(const std::vector<double>& v, size_t begin, size_t size, size_t end) {
+  if (size == 1) return v[begin];
+  size_t half = size / 2;
+  if (begin + half >= end) return treeFold(v, begin, half, end);
+  return treeFold(v, begin, half, end) + treeFold(v, begin + half, half, end);
+}
+double treeOf(const std::vector<double>& v, size_t begin, size_t end) {
+  size_t size = 1;
+  while (size < end - begin) size *= 2;
+  std::vector<double> block(v.begin() + begin, v.begin() + end);
+  return treeFold(block, 0, size, block.size());
+}
+
+void checkFoldOrder(const Flags& f, std::string& report) {
+  const bool fast = runtime::reduceModeFromEnvironment() == runtime::ReduceMode::Fast;
+  auto sum = pmap([](const Tensor& x) { return psum(x, "batch"); },
+                  {.inAxes = {split}, .devices = f.devices, .name = "fold_check"});
+  const int64_t n = sum.globalDeviceCount(), local = sum.deviceCount(), width = 64;
+  const int process = processIndex(), processes = processCount();
+  if (fast && processes != 2) {
+    report = "fold order: not checked (fast mode with " + std::to_string(processes) +
+             " processes: MPI chooses the order)";
+    return;
+  }
+  std::mt19937_64 rng(4242);
+  std::vector<std::vector<double>> values(width, std::vector<double>(n));  // [element][replica]
+  Array mine = Array::zeros(DType::f64, {local, width});
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t j = 0; j < width; ++j) {
+      double v = std::ldexp(1.0 + double(rng() % (1u << 20)) / (1u << 20), int(rng() % 61) - 30);
+      values[j][r] = rng() % 2 ? -v : v;
+      if (r / local == process) mine.values<double>()[(r % local) * width + j] = values[j][r];
+    }
+  Array result = sum(mine).array();
+  bool differsFromOthers = n < 3;
+  for (int64_t j = 0; j < width; ++j) {
+    const std::vector<double>& v = values[j];
+    double exact = treeOf(v, 0, n), expected = exact;
+    if (fast) expected = treeOf(v, 0, n / 2) + treeOf(v, n / 2, n);
+    double left = 0, reversed = 0;
+    for (int64_t r = 0; r < n; ++r) left += v[r], reversed += v[n - 1 - r];
+    differsFromOthers |= fast ? expected != exact : (exact != left && exact != reversed);
+    double got = result.values<double>()[j];
+    if (got != expected) {
+      char message[256];
+      std::snprintf(message, sizeof message, "%s fold order: element %lld of the psum is %.17g, its definition %.17g "
+                    "(a left fold gives %.17g, a reversed one %.17g)", fast ? "fast" : "exact", (long long)j, got,
+                    expected, left, reversed);
+      throw Error(message);
+    }
+  }
+  if (!differsFromOthers && !fast)
+    throw Error("the fold check's values give the same sums in other orders: it would not see a wrong one");
+  report = std::string("fold order: ") + (fast ? "fast" : "exact") + " mode's definition holds over " +
+           std::to_string(n) + " replicas";
+  // Two processes of two replicas each: their sums' sum is the exact tree too.
+  if (fast && !differsFromOthers) report += " (the same sums as exact mode's for this split)";
 }
 
 int run(const Flags& f) {
@@ -118,6 +189,8 @@ int run(const Flags& f) {
       },
       {.inAxes = {replicated, replicated, replicated, split, split}, .devices = f.devices, .name = "dist_step",
        .driftCheckEvery = f.fault == "flip" ? 1 : 0, .accumulate = f.accumulate});
+  std::string foldReport = "fold order: not checked (accumulation)";
+  if (f.accumulate == 1) checkFoldOrder(f, foldReport);
   const int64_t global = step.globalDeviceCount();
   std::string why;
   const int threads = step.threadsPerReplica(&why);
@@ -153,15 +226,17 @@ int run(const Flags& f) {
       processBarrier("after checkpoint " + std::to_string(s));
     }
   }
-  std::string bytes;
-  append(bytes, params), append(bytes, state), append(bytes, opt);
+  std::string bytes, index;
+  append(bytes, index, params, "params."), append(bytes, index, state, "state."), append(bytes, index, opt, "opt.");
   bytes += losses;
+  index += "losses " + std::to_string(f.steps) + "\n";
   std::ofstream(f.out + "." + std::to_string(process), std::ios::binary) << bytes;
+  if (process == 0) std::ofstream(f.out + ".index") << index;
   double last = dtype == DType::f32 ? double(reinterpret_cast<const float*>(losses.data())[f.steps - 1])
                                     : reinterpret_cast<const double*>(losses.data())[f.steps - 1];
-  std::printf("process %d of %d: %d steps on %s (%lld replicas in all, %d threads per replica: %s), loss %.6f\n",
+  std::printf("process %d of %d: %d steps on %s (%lld replicas in all, %d threads per replica: %s), loss %.6f; %s\n",
               process, processes, f.steps, f.devices.c_str(), static_cast<long long>(global), threads, why.c_str(),
-              last);
+              last, foldReport.c_str());
   return 0;
 }
 

@@ -1,11 +1,12 @@
 // The CUDA backend. Without a GPU (CI): the fused-kernel generator's CUDA C compiles with NVRTC
 // for sm_90 for every fused step of a ResNet-18 training step, NVRTC errors are clear, and cuda
-// device lists fail with a message saying why. With a GPU: every kernel case of KernelCases.h on
-// the GPU against the reference kernels on the host (f32 rtol 1e-4 / atol 1e-5 without TF32, f64
-// 1e-12), and a bad label reported as on the CPU. GPU tests skip, saying why, when none is seen.
+// device lists fail with a message saying why. Every kernel case of KernelCases.h against the
+// reference kernels on the host (f32 rtol 1e-4 / atol 1e-5 without TF32, f64 1e-12): on sim
+// always, on the GPU when there is one; with a GPU, a bad label reported as on the CPU. GPU tests skip, saying why, when none is seen.
 #include <algorithm>
 #include <filesystem>
 #include <limits>
+#include <set>
 
 #include "KernelCases.h"
 #include "TestUtil.h"
@@ -176,6 +177,60 @@ TEST(CudaTest, CudaDeviceListsReachTheCudaBackend) {
   }
 }
 
+// The CUDA kernel code on a device: every kernel case of KernelCases.h against the reference
+// kernels on the host, each case run twice (the first run searches algorithms and compiles with
+// NVRTC on a GPU). Cases written for the CPU backend's blocked layouts run in their plain form,
+// since these devices keep every tensor plain (a relayout has nothing to do there; the
+// executor refusing blocked programs is ConformanceTest's). On sim (always, CI included), the
+// same functors the CUDA kernels run; on cuda:0 when a GPU is visible.
+struct KernelRun {
+  std::string backend;
+  DType dtype;
+};
+void PrintTo(const KernelRun& r, std::ostream* os) { *os << r.backend << " " << dtypeName(r.dtype); }
+
+class CudaKernelTest : public ::testing::TestWithParam<KernelRun> {};
+
+TEST_P(CudaKernelTest, EveryKernelMatchesTheReference) {
+  const auto& [backend, dtype] = GetParam();
+  if (backend == "cuda")
+    if (std::string why = gpuMissing(); !why.empty()) GTEST_SKIP() << "no GPU for the CUDA kernel tests: " << why;
+  std::shared_ptr<Device> device = makeDevice(parseDeviceList(backend), 0);
+  ASSERT_EQ(device->channelBlock(), 0) << "the CUDA kernels keep every tensor plain";
+  std::set<std::string> covered;
+  for (const KernelCase& blocked : kernelCases(dtype)) {
+    if (blocked.op == "relayout") continue;
+    KernelCase c = plainCase(blocked);
+    SCOPED_TRACE(c.name + " on " + device->name());
+    Executor executor(oneStepProgram(c, "CudaTest"), device);
+    executor.run(c.inputs);
+    std::vector<Array> actual = executor.run(c.inputs);
+    std::vector<Array> expected = runKernel(referenceKernels(), c);
+    for (size_t i = 0; i < expected.size(); ++i) {
+      bool f64 = expected[i].dtype == DType::f64;
+      double worst = spmd::testing::expectClose(actual[i], expected[i], f64 ? 1e-12 : 1e-4, f64 ? 1e-12 : 1e-5,
+                                                c.name + " output " + std::to_string(i));
+      if (backend == "cuda")
+        std::printf("  %-40s output %zu: max |cuda - reference| = %.3g\n", c.name.c_str(), i, worst);
+    }
+    covered.insert(c.op);
+  }
+  const std::set<std::string> skipped = {"all_reduce", "all_gather", "reduce_scatter", "axis_index", "relayout"};
+  for (const auto& [op, _] : device->kernels())
+    if (!skipped.count(op)) EXPECT_TRUE(covered.count(op)) << "no kernel case for " << op;
+}
+
+std::vector<KernelRun> kernelRuns() {
+  std::vector<KernelRun> runs;
+  for (const char* backend : {"sim", "cuda"})
+    for (DType dtype : {DType::f32, DType::f64})
+      if (std::string(backend) == "sim" || cudaBuilt()) runs.push_back({backend, dtype});
+  return runs;
+}
+INSTANTIATE_TEST_SUITE_P(Devices, CudaKernelTest, ::testing::ValuesIn(kernelRuns()), [](const auto& info) {
+  return info.param.backend + "_" + std::string(dtypeName(info.param.dtype));
+});
+
 #ifdef SPMD_WITH_CUDA
 // One case as a one-step Program on the GPU (the executor copies inputs in and outputs out).
 std::vector<Array> runOnGpu(const KernelCase& c) {
@@ -184,31 +239,6 @@ std::vector<Array> runOnGpu(const KernelCase& c) {
   gpu.run(c.inputs);  // first run: algorithm search, NVRTC
   return gpu.run(c.inputs);
 }
-
-class CudaKernelTest : public ::testing::TestWithParam<DType> {};
-
-TEST_P(CudaKernelTest, EveryKernelMatchesTheReference) {
-  if (std::string why = gpuMissing(); !why.empty()) GTEST_SKIP() << "no GPU for the CUDA kernel tests: " << why;
-  std::set<std::string> covered;
-  for (const KernelCase& c : kernelCases(GetParam())) {
-    SCOPED_TRACE(c.name);
-    std::vector<Array> actual = runOnGpu(c);
-    std::vector<Array> expected = runKernel(referenceKernels(), c);
-    for (size_t i = 0; i < expected.size(); ++i) {
-      bool f64 = expected[i].dtype == DType::f64;
-      double worst = spmd::testing::expectClose(actual[i], expected[i], f64 ? 1e-12 : 1e-4, f64 ? 1e-12 : 1e-5,
-                                                c.name + " output " + std::to_string(i));
-      std::printf("  %-40s output %zu: max |cuda - reference| = %.3g\n", c.name.c_str(), i, worst);
-    }
-    covered.insert(c.op);
-  }
-  const std::set<std::string> collectives = {"all_reduce", "all_gather", "reduce_scatter", "axis_index"};
-  for (const auto& [op, _] : cudaKernels())
-    if (!collectives.count(op)) EXPECT_TRUE(covered.count(op)) << "no kernel case for " << op;
-}
-
-INSTANTIATE_TEST_SUITE_P(DTypes, CudaKernelTest, ::testing::Values(DType::f32, DType::f64),
-                         [](const auto& info) { return std::string(dtypeName(info.param)); });
 
 TEST(CudaTest, BadLabelIsReportedAsOnTheCpu) {
   if (std::string why = gpuMissing(); !why.empty()) GTEST_SKIP() << "no GPU: " << why;

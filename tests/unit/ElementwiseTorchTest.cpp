@@ -1,0 +1,179 @@
+// The elementwise formula table (runtime/base/ElementwiseTable.h) against outside values: every
+// backend and the reference expand the same table, so they can only be checked against each
+// other. Here the DSL's exp, log, sqrt, tanh, sigmoid, gelu, relu and neg are within a few ulps
+// of the exact value (long double, from formulas without cancellation), their gradients (the
+// VJP rules) too or, where a gradient computed from a saturated result loses its digits, no
+// further from it than PyTorch's, and div, maximum and minimum equal PyTorch's
+// (tests/reference/torch_elementwise.py), at edge values: zeros of both signs, subnormals, the
+// smallest normal, values around exp's overflow and underflow, the largest finite values,
+// infinities and NaN.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+
+#include "TestUtil.h"
+#include "TorchExchange.h"
+#include "frontend/spmd.h"
+
+namespace spmd {
+namespace {
+
+template <typename T>
+Array edgeValues() {
+  using L = std::numeric_limits<T>;
+  constexpr bool f32 = sizeof(T) == 4;
+  // Around exp's overflow (log of the largest value) and where its result becomes subnormal
+  // (log of the smallest normal) and zero.
+  const double overflow = std::log(double(L::max())), subnormal = std::log(double(L::min()));
+  std::vector<double> magnitudes = {0.0, double(L::denorm_min()), double(L::min()), 1e-8, 0.25, 0.5, 1.0, 3.0,
+                                    10.0, 20.0, overflow * 0.999999, overflow * 1.000001, -subnormal,
+                                    -subnormal * 1.05, f32 ? 1e30 : 1e300, double(L::max()), L::infinity()};
+  std::vector<T> values;
+  for (double m : magnitudes) values.push_back(T(m)), values.push_back(T(-m));
+  values.push_back(L::quiet_NaN());
+  return Array::of<T>({int64_t(values.size())}, values);
+}
+
+// The exact value of each op and of its derivative, in long double (64-bit significand on x86-64:
+// 11 bits beyond f64), from formulas without cancellation (erfc for the normal CDF).
+struct Exact {
+  long double (*value)(long double);
+  long double (*derivative)(long double);
+};
+const std::map<std::string, Exact>& exactOps() {
+  static const long double kRootHalf = 0.707106781186547524400844362104849039L;
+  static const long double kRootTwoPi = 2.506628274631000502415765284811045253L;
+  static const std::map<std::string, Exact> ops = {
+      {"exp", {[](long double x) { return expl(x); }, [](long double x) { return expl(x); }}},
+      {"log", {[](long double x) { return logl(x); }, [](long double x) { return 1 / x; }}},
+      {"sqrt", {[](long double x) { return sqrtl(x); }, [](long double x) { return 0.5L / sqrtl(x); }}},
+      {"tanh", {[](long double x) { return tanhl(x); }, [](long double x) { return 1 / (coshl(x) * coshl(x)); }}},
+      {"sigmoid", {[](long double x) { return 1 / (1 + expl(-x)); },
+                   [](long double x) {
+                     long double e = expl(-fabsl(x));
+                     return std::isnan(x) ? x : e / ((1 + e) * (1 + e));
+                   }}},
+      {"gelu", {[](long double x) { return 0.5L * x * erfcl(-x * kRootHalf); },
+                [](long double x) { return 0.5L * erfcl(-x * kRootHalf) + x * expl(-0.5L * x * x) / kRootTwoPi; }}},
+      {"relu", {[](long double x) { return x > 0 || std::isnan(x) ? x : 0.0L; },
+                [](long double x) { return x > 0 ? 1.0L : 0.0L; }}},
+      {"neg", {[](long double x) { return -x; }, [](long double) { return -1.0L; }}},
+  };
+  return ops;
+}
+
+// How far `v` is from the exact value of `f` at `x` or at any input within 2 ulps of `x` (the
+// error that rounding x / sqrt 2 inside gelu, say, may cause), rounded to the dtype, in units in
+// the last place: 0 inside that range, or when both are NaN or the same infinity; infinite when
+// only one is.
+template <typename T>
+double ulpsFrom(double v, long double (*f)(long double), double x) {
+  const long double step = 2 * std::numeric_limits<T>::epsilon();
+  T a = T(f(x)), b = T(f(x * (1 - step))), c = T(f(x * (1 + step)));
+  if ((std::isnan(v) && std::isnan(a)) || v == double(a)) return 0;
+  if (!std::isfinite(v) || !std::isfinite(a)) return INFINITY;
+  T low = std::min({a, b, c}), high = std::max({a, b, c});
+  if (v >= low && v <= high) return 0;
+  T nearest = v < low ? low : high;
+  double ulp = std::numeric_limits<T>::epsilon() * std::fabs(double(nearest)) + std::numeric_limits<T>::denorm_min();
+  return std::fabs(v - double(nearest)) / ulp;
+}
+
+// Ours is within `ulps` of the exact value; with `orAsFarAsTorch`, also where it is no further
+// from it than twice PyTorch's distance or equals PyTorch's value.
+template <typename T>
+void expectAccurate(const Array& ours, const Array& torch, const Array& x, long double (*exact)(long double),
+                    double ulps, bool orAsFarAsTorch, const std::string& what) {
+  int bad = 0;
+  double worstMine = 0, worstTheirs = 0, worstX = 0;
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    double a = testing::valueAt(ours, i), t = testing::valueAt(torch, i), xi = testing::valueAt(x, i);
+    double mine = ulpsFrom<T>(a, exact, xi), theirs = ulpsFrom<T>(t, exact, xi);
+    if (std::isfinite(mine) && mine > worstMine) worstMine = mine, worstX = xi;
+    if (std::isfinite(theirs)) worstTheirs = std::max(worstTheirs, theirs);
+    bool asFar = (std::isnan(a) && std::isnan(t)) || a == t || mine <= 2 * theirs;
+    if (mine > ulps && !(orAsFarAsTorch && asFar) && bad++ < 8)
+      ADD_FAILURE() << what << " at x = " << xi << ": ours " << a << " (" << mine << " ulp from exact "
+                    << double(exact(xi)) << "), torch " << t << " (" << theirs << " ulp)";
+  }
+  std::printf("  %-16s worst ulps from the exact value: spmd %9.3g (at %g), torch %9.3g\n", what.c_str(),
+              worstMine, worstX, worstTheirs);
+}
+
+// Ours equal to torch's within `ulps` units in the last place (or both NaN).
+void expectSame(const Array& ours, const Array& torch, const Array& x, double ulps, const std::string& what) {
+  const bool f32 = torch.dtype == DType::f32;
+  const double epsilon = f32 ? std::numeric_limits<float>::epsilon() : std::numeric_limits<double>::epsilon();
+  const double tiny = f32 ? std::numeric_limits<float>::denorm_min() : std::numeric_limits<double>::denorm_min();
+  int bad = 0;
+  for (int64_t i = 0; i < torch.numel(); ++i) {
+    double a = testing::valueAt(ours, i), b = testing::valueAt(torch, i);
+    bool same = (std::isnan(a) && std::isnan(b)) || a == b ||
+                (std::isfinite(a) && std::isfinite(b) && std::fabs(a - b) <= ulps * (epsilon * std::fabs(b) + tiny));
+    if (!same && bad++ < 8)
+      ADD_FAILURE() << what << " at x = " << testing::valueAt(x, i) << ": ours " << a << ", torch " << b;
+  }
+}
+
+template <typename T>
+void checkDType(testing::Exchange& exchange, const Array& x, const Array& a, const Array& b) {
+  const std::string dtype(dtypeName(x.dtype));
+  using Unary = Tensor (*)(const Tensor&, Loc);
+  const std::vector<std::pair<std::string, Unary>> unary = {
+      {"exp", spmd::exp}, {"log", spmd::log}, {"sqrt", spmd::sqrt}, {"tanh", spmd::tanh},
+      {"sigmoid", spmd::sigmoid}, {"gelu", spmd::gelu}, {"relu", spmd::relu}, {"neg", spmd::neg}};
+  for (const auto& [name, fn] : unary) {
+    auto f = jit([fn](const Tensor& v) {
+      return value_and_grad([&](const Tensor& w) { return sum(fn(w, Loc::current()), {0}); })(v);
+    });
+    auto forward = jit([fn](const Tensor& v) { return fn(v, Loc::current()); });
+    auto [total, dx] = f(x);
+    Tensor y = forward(x);
+    // libm's and PyTorch's (SLEEF's) functions are each within 1 ulp or so of the exact value,
+    // and so must our formulas be, everywhere. A gradient computed from the op's result (1 - y^2
+    // for tanh, y (1 - y) for sigmoid, as PyTorch and JAX do) loses the digits that y lost where
+    // it saturates: there it must come as close as PyTorch's.
+    const Exact& exact = exactOps().at(name);
+    expectAccurate<T>(y.array(), exchange.read(name + "." + dtype + ".y", x.shape, x.dtype), x, exact.value, 4,
+                      false, name + " " + dtype);
+    expectAccurate<T>(dx.array(), exchange.read(name + "." + dtype + ".dx", x.shape, x.dtype), x, exact.derivative,
+                      8, true, "d" + name + "/dx " + dtype);
+  }
+  using Binary = Tensor (*)(const Tensor&, const Tensor&, Loc);
+  const std::vector<std::pair<std::string, Binary>> binary = {
+      {"div", spmd::div}, {"maximum", spmd::maximum}, {"minimum", spmd::minimum}};
+  for (const auto& [name, fn] : binary) {
+    auto f = jit([fn](const Tensor& p, const Tensor& q) { return fn(p, q, Loc::current()); });
+    expectSame(f(a, b).array(), exchange.read(name + "." + dtype + ".y", a.shape, a.dtype), a, 1, name + " " + dtype);
+  }
+}
+
+TEST(ElementwiseTorchTest, FormulasAndGradientsMatchPyTorchAtEdgeValues) {
+  if (std::string why = testing::torchMissing(); !why.empty()) GTEST_FAIL() << why;
+  testing::Exchange exchange;
+  Array x32 = edgeValues<float>(), x64 = edgeValues<double>();
+  // Every pair of a few edge values, for the binary ops.
+  auto pairs = [](const Array& x, bool second) {
+    std::vector<int64_t> picks = {0, 1, 2, 6, 12, 13, 30, 31, 32, 33, x.numel() - 1};
+    Array out = Array::zeros(x.dtype, {int64_t(picks.size() * picks.size())});
+    for (size_t i = 0; i < picks.size(); ++i)
+      for (size_t j = 0; j < picks.size(); ++j) {
+        double v = testing::valueAt(x, second ? picks[j] : picks[i]);
+        if (x.dtype == DType::f32) out.values<float>()[i * picks.size() + j] = float(v);
+        else out.values<double>()[i * picks.size() + j] = v;
+      }
+    return out;
+  };
+  Array a32 = pairs(x32, false), b32 = pairs(x32, true), a64 = pairs(x64, false), b64 = pairs(x64, true);
+  exchange.write("x.f32", x32), exchange.write("x.f64", x64);
+  exchange.write("a.f32", a32), exchange.write("b.f32", b32), exchange.write("a.f64", a64), exchange.write("b.f64", b64);
+  exchange.close();
+  std::string command = testing::python() + " " SPMD_SOURCE_DIR "/tests/reference/torch_elementwise.py " + exchange.dir();
+  ASSERT_EQ(std::system(command.c_str()), 0) << "failed: " << command;
+  checkDType<float>(exchange, x32, a32, b32);
+  checkDType<double>(exchange, x64, a64, b64);
+}
+
+}  // namespace
+}  // namespace spmd
