@@ -1,6 +1,8 @@
 // Every CPU kernel against its reference kernel on random inputs (several shapes, odd sizes,
 // f32 and f64), with outputs poisoned with NaN first. Tolerance: f32 rtol 1e-4 / atol 1e-5
-// (oneDNN reorders sums), f64 rtol 1e-12 / atol 1e-12.
+// (oneDNN reorders sums), f64 rtol 1e-12 / atol 1e-12. Where the CPU backend runs the
+// reference loops itself (f64 conv, matmul, BatchNorm, relayout), F64DelegatedKernelsMatchTheir-
+// Definitions says where their outside values are.
 #include <omp.h>
 
 #include <cstring>
@@ -59,6 +61,43 @@ TEST(KernelTest, WinogradChunksMatchTheReference) {
     cpu::winograd::setChunkFloats(previous);
   }
   EXPECT_THROW(cpu::winograd::setChunkFloats(0), Error);
+}
+
+// In f64 the CPU backend's conv, conv backward, matmul, BatchNorm and relayout run the reference
+// loops (oneDNN has no f64), so for them CpuMatchesReference/f64 and the conformance suite's cpu
+// instances compare the reference with itself. Their outside values: TorchReferenceTest
+// (PyTorch's f64 autograd on the full-width ResNet-18 and the seed CNNs: conv, both conv
+// backwards, matmul, BatchNorm training and its backward, within 1e-9 and 1e-10), and here
+// BatchNorm inference and the relayout, which no f64 PyTorch comparison reaches, against their
+// definitions.
+TEST(KernelTest, F64DelegatedKernelsMatchTheirDefinitions) {
+  const DType t = DType::f64;
+  Array x = randomArray(t, {2, 3, 4, 5}, 1), scale = randomArray(t, {3}, 2), offset = randomArray(t, {3}, 3),
+        mean = randomArray(t, {3}, 4), var = randomArray(t, {3}, 5, 0.5, 2);
+  KernelCase bn{"bn infer f64", "batch_norm_infer", {x, scale, offset, mean, var}, {{t, {2, 3, 4, 5}}}, {{"epsilon", 1e-3}}};
+  Array y = runKernel(cpuKernels(), bn)[0], expected = Array::zeros(t, x.shape);
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    int64_t c = (i / 20) % 3;
+    long double xhat = ((long double)x.values<double>()[i] - mean.values<double>()[c]) /
+                       sqrtl((long double)var.values<double>()[c] + 1e-3L);
+    expected.values<double>()[i] = double(xhat * scale.values<double>()[c] + offset.values<double>()[c]);
+  }
+  spmd::testing::expectClose(y, expected, 1e-14, 1e-15, "batch_norm_infer f64 against y = (x - mean) / sqrt(var + eps) * scale + offset");
+  // nChw8c: element (n, c, h, w) at (((n * C/8 + c/8) * H + h) * W + w) * 8 + c % 8.
+  Array plain = randomArray(t, {2, 16, 3, 2}, 6), blocked = Array::zeros(t, plain.shape);
+  Step step{"relayout", {}, {}, {}, "KernelTest"};
+  TensorView in[] = {{plain.data(), t, plain.shape, ""}};
+  TensorView out[] = {{blocked.data(), t, blocked.shape, "nChw8c"}};
+  std::shared_ptr<void> cache;
+  KernelCall call{step, in, out, cache};
+  cpuKernels().at("relayout")(call);
+  for (int64_t n = 0; n < 2; ++n)
+    for (int64_t c = 0; c < 16; ++c)
+      for (int64_t h = 0; h < 3; ++h)
+        for (int64_t w = 0; w < 2; ++w)
+          ASSERT_EQ(blocked.values<double>()[(((n * 2 + c / 8) * 3 + h) * 2 + w) * 8 + c % 8],
+                    plain.values<double>()[((n * 16 + c) * 3 + h) * 2 + w])
+              << "relayout f64 of (" << n << ", " << c << ", " << h << ", " << w << ")";
 }
 
 // The reference relayout (the harness's oracle for blocked layouts) puts element (n, c, h, w) at
