@@ -159,15 +159,24 @@ TEST(TorchReferenceTest, ResNet18FullWidthMatchesPyTorchAutograd) {
 
   for (const auto& [key, e] : exact.errors) EXPECT_LT(e, 1e-9) << "f64 " << key;
   constexpr double kTieMoved = 1e-1;
-  int moved = 0;
+  // How many tensors may use that reach: 0 measured on AVX2 machines, 4 on an AVX-512 one
+  // (stage1.1.conv1.weight and stage1.1.bn1.bias, each gradient and its SGD step: a tie in
+  // stage1.1 that falls the other way than in PyTorch's f32); a kernel error moves many more
+  // (a relu_backward off by 1e-3 moves 89).
+  constexpr int kTieMovedTensors = 8;
+  std::vector<std::string> moved;
   for (const auto& [key, e] : ours.errors) {
     double bound = std::max(1e-4, 2 * theirs.errors.at(key));
     bool tieExposed = (key.rfind("grad.", 0) == 0 || key.rfind("sgd.", 0) == 0) &&
                       key.find(".fc.") == std::string::npos;
-    if (tieExposed && e >= bound) bound = kTieMoved, moved++;
+    if (tieExposed && e >= bound) bound = kTieMoved, moved.push_back(key);
     EXPECT_LT(e, bound) << "f32 " << key << ": spmd vs torch f64 " << e
                         << ", torch f32 vs torch f64 " << theirs.errors.at(key);
   }
+  std::string movedNames;
+  for (const std::string& key : moved) movedNames += " " + key;
+  EXPECT_LE(int(moved.size()), kTieMovedTensors) << "tensors beyond PyTorch's f32 error, more than flipped ReLU "
+                                                   "ties explain:" << movedNames;
   std::string worstF64, worstOurs, worstTheirs, worstDirect;
   double f64 = exact.worst("", &worstF64), oursGrad = ours.worst("grad.", &worstOurs),
          theirsGrad = theirs.worst("grad.", &worstTheirs),
@@ -183,9 +192,9 @@ TEST(TorchReferenceTest, ResNet18FullWidthMatchesPyTorchAutograd) {
   int within = 0, gradients = 0;
   for (const auto& [key, e] : direct.errors)
     if (key.rfind("grad.", 0) == 0) gradients++, within += e < 1e-4;
-  std::printf("  %d of %d f32 gradient tensors within 1e-4 of torch f32; %d tensors beyond PyTorch's "
-              "f32 error but within the reach of flipped ReLU ties (%.0e)\n",
-              within, gradients, moved, kTieMoved);
+  std::printf("  %d of %d f32 gradient tensors within 1e-4 of torch f32; %zu tensors beyond PyTorch's "
+              "f32 error but within the reach of flipped ReLU ties (%.0e):%s\n",
+              within, gradients, moved.size(), kTieMoved, movedNames.c_str());
 }
 
 // The seeds' small CNNs at batch 8: the Flax CNN with the seed's loss (the batch's summed
