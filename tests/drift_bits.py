@@ -1,0 +1,58 @@
+#!/usr/bin/env python3
+"""Cross-environment drift: runs DriftBitsTest (tests/unit/DriftBitsTest.cpp) with OpenMP at 1
+and 2 threads and with oneDNN held to AVX2 kernels, each writing its workloads' bit hashes, and
+compares them where the design promises equal bits:
+  own kernels     the same in every environment (their results depend on the shapes alone);
+  pinned threads  the same for 1 and 2 OpenMP threads of the process (one thread per replica is
+                  set); across instruction sets not promised (oneDNN's kernels differ), so an
+                  AVX-512 machine's default run may differ from its AVX2 run, and that is
+                  reported, not failed.
+
+usage: drift_bits.py SPMD_UNIT_TESTS SCRATCH_DIR
+"""
+import os
+import subprocess
+import sys
+
+ENVIRONMENTS = {
+    "omp1": {"OMP_NUM_THREADS": "1"},
+    "omp2": {"OMP_NUM_THREADS": "2"},
+    "avx2": {"OMP_NUM_THREADS": "2", "ONEDNN_MAX_CPU_ISA": "AVX2", "DNNL_MAX_CPU_ISA": "AVX2"},
+}
+
+
+def main():
+    binary, scratch = sys.argv[1], sys.argv[2]
+    os.makedirs(scratch, exist_ok=True)
+    bits = {}
+    for name, extra in ENVIRONMENTS.items():
+        path = os.path.join(scratch, "drift_bits_%s.txt" % name)
+        if os.path.exists(path):
+            os.remove(path)
+        env = dict(os.environ, SPMD_DRIFT_BITS=path, **extra)
+        env.pop("SPMD_THREADS_PER_REPLICA", None)
+        p = subprocess.run([binary, "--gtest_filter=DriftBitsTest.*"], env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, timeout=600)
+        if p.returncode != 0:
+            print(p.stdout)
+            print("FAIL: DriftBitsTest under %s exited %d" % (name, p.returncode))
+            return 1
+        with open(path) as f:
+            bits[name] = dict(line.rsplit(" ", 1) for line in f.read().splitlines())
+        print("%s: %s" % (name, bits[name]))
+    failed = False
+    for workload, envs in [("own kernels", ["omp1", "omp2", "avx2"]), ("pinned threads", ["omp1", "omp2"])]:
+        values = {e: bits[e][workload] for e in envs}
+        if len(set(values.values())) != 1:
+            print("FAIL: %s: the bits differ between %s" % (workload, values))
+            failed = True
+        else:
+            print("%s: the same bits under %s" % (workload, ", ".join(envs)))
+    same = bits["avx2"]["pinned threads"] == bits["omp2"]["pinned threads"]
+    print("pinned threads, AVX2 against this machine's default ISA: %s (not promised)" %
+          ("the same bits" if same else "other bits"))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

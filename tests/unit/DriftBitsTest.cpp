@@ -1,0 +1,69 @@
+// What must not drift between environments, as bits: each workload below runs twice here (the
+// same bits run to run), and with SPMD_DRIFT_BITS set its bits' hash is appended to that file,
+// which tests/drift_bits.py compares across OMP_NUM_THREADS=1, 2 and oneDNN held to AVX2.
+//  - own kernels: a pmap step on cpu:4 that only our own kernels run (elementwise, fused,
+//    reductions, softmax cross-entropy, the all-reduce's fold tree): their results depend on
+//    the shapes alone, not on threads or the instruction set.
+//  - pinned threads: a ResNet-18 training step on cpu:2 with one thread per replica
+//    (PmapOptions::threadsPerReplica): oneDNN's kernels included, the bits depend on that
+//    setting and the instruction set, not on how many threads the process has.
+#include <cstdlib>
+#include <fstream>
+
+#include "TestUtil.h"
+#include "benchmarks/TrainStep.h"
+#include "frontend/spmd.h"
+#include "frontend/models/ResNet.h"
+
+namespace spmd {
+namespace {
+
+uint64_t hashOf(const std::vector<Array>& arrays) {
+  std::string bytes;
+  for (const Array& a : arrays) bytes.append(reinterpret_cast<const char*>(a.data()), a.bytes());
+  return detail::fnv1a(bytes);
+}
+
+std::vector<Array> ownKernels() {
+  auto step = pmap(
+      [](const Tensor& w, const Tensor& x, const Tensor& y) {
+        return value_and_grad([&](const Tensor& v) {
+          Tensor h = tanh(add(mul(x, broadcastTo(v, x.shape())), sigmoid(x)));
+          Tensor logits = sub(h, broadcastTo(reshape(mean(h, {1}), {h.dim(0), 1}), h.shape()));
+          return mean(softmaxCrossEntropy(logits, y), {0});
+        })(w);
+      },
+      {.inAxes = {replicated, split, split}, .devices = "cpu:4"});
+  Array w = testing::randomArray(DType::f32, {37}, 1), x = testing::randomArray(DType::f32, {64, 37}, 2, -3, 3);
+  std::vector<int32_t> labels(64);
+  for (int i = 0; i < 64; ++i) labels[i] = (i * 11) % 37;
+  auto [loss, grad] = step(w, x, Array::of<int32_t>({64}, labels));
+  return {loss.array(), grad.array()};
+}
+
+std::vector<Array> pinnedThreads() {
+  auto model = models::resnet18({.width = 2});
+  optim::Sgd sgd({.learningRate = 0.05, .momentum = 0.9});
+  auto [x, y] = bench::syntheticBatch(8);
+  auto step = pmap(bench::trainStep(*model, sgd), {.inAxes = {replicated, replicated, replicated, split, split},
+                                                   .devices = "cpu:2", .threadsPerReplica = 1});
+  auto [params, state] = model->initialize(3);
+  Tree opt = sgd.init(params);
+  auto [p, o, s, loss] = step(params, opt, state, x, y);
+  std::vector<Array> out = {loss.array()};
+  for (const Tree* tree : {&p, &o, &s})
+    for (const auto& [name, t] : *tree) out.push_back(t.array());
+  return out;
+}
+
+TEST(DriftBitsTest, OwnKernelsAndPinnedThreadsGiveTheirBitsRunToRun) {
+  const char* file = std::getenv("SPMD_DRIFT_BITS");
+  for (auto [name, workload] : {std::pair{"own kernels", &ownKernels}, std::pair{"pinned threads", &pinnedThreads}}) {
+    uint64_t first = hashOf(workload()), second = hashOf(workload());
+    EXPECT_EQ(first, second) << name << ": two runs differ";
+    if (file) std::ofstream(file, std::ios::app) << name << " " << std::hex << first << "\n";
+  }
+}
+
+}  // namespace
+}  // namespace spmd
