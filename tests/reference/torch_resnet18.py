@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """PyTorch side of TorchReferenceTest: the seeds' ResNet-18 (d2l's variant) with the parameters,
 BN state and batch that spmd wrote to DIR; writes back, in float32 and in float64, the loss, the
-gradient of every parameter, the BN running statistics after the step, and the parameters after
-one torch.optim.SGD step.
+gradient of every parameter, the BN running statistics after the step, the parameters after
+one torch.optim.SGD step, and the module's parameter count and number of parameter tensors.
 
 Files in DIR as tests/reference/exchange.py describes. Parameter names follow spmd's (they
 match this module's state_dict keys).
@@ -64,6 +64,9 @@ def step(arrays, dtype, lr, momentum, weight_decay, directory, prefix):
             continue
         if name not in arrays:
             sys.exit(f"torch_resnet18.py: spmd wrote no tensor for {name}")
+        if tuple(arrays[name].shape) != tuple(state[name].shape):
+            sys.exit(f"torch_resnet18.py: {name} is {tuple(arrays[name].shape)} in spmd, "
+                     f"{tuple(state[name].shape)} here")
         state[name].copy_(arrays[name].to(dtype))
     model.train()
     logits = model(arrays["input.x"].to(dtype))
@@ -89,6 +92,10 @@ def main():
     # The step in float32 (as spmd's f32 path runs it) and in float64 (the precise reference).
     step(arrays, torch.float32, lr, momentum, weight_decay, directory, "torch32")
     step(arrays, torch.float64, lr, momentum, weight_decay, directory, "torch64")
+    # This module's own count of parameters and parameter tensors, for spmd's to be checked by.
+    model = ResNet18(arrays["stem.conv.weight"].shape[0])
+    counts = [sum(p.numel() for p in model.parameters()), len(list(model.parameters()))]
+    write(directory, "torch.parameter_counts", torch.tensor(counts, dtype=torch.float64))
 
 
 if __name__ == "__main__":

@@ -43,6 +43,7 @@ TEST(FusionTest, ResNetTrainStepIsBitIdenticalFusedAndUnfused) {
   // The 8 residual add + relu pairs are fused; the relus right after a BN (the stem's and each
   // block's first) have no elementwise neighbour and stay single steps (BN-apply + relu fusion
   // into the batch_norm kernel is not built).
+  // 17 ReLUs: the architecture's (the stem's and two per block of 8, as PyTorch's module has).
   EXPECT_EQ(count(unfused, "  relu ("), 17u);
   EXPECT_EQ(count(text, "  relu ("), 9u);
   EXPECT_NE(text.find("relu_backward"), std::string::npos);

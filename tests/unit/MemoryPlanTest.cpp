@@ -31,6 +31,7 @@ TEST(MemoryPlanTest, ChainReusesMemoryOfDeadBuffers) {
   Program p = chain(1000);  // 4000 bytes, 4096 aligned
   planMemory(p);
   EXPECT_EQ(p.buffers[0].offset, -1) << "inputs are bound by the caller, not planned";
+  // By hand: at most two of the chain's buffers live at once, each 4000 bytes in a 4096 slot.
   EXPECT_EQ(p.arenaBytes, 2u * 4096) << p.toText();
   EXPECT_NE(p.buffers[1].offset, p.buffers[2].offset);
   EXPECT_EQ(p.buffers[1].offset, p.buffers[3].offset);

@@ -33,6 +33,9 @@ int count(const std::string& text, const std::string& needle) {
 TEST(ResNetTraceTest, OpCountsParametersAndLogits) {
   auto model = models::resnet18();
   auto [params, state] = model->initialize(0);
+  // PyTorch's module of the same architecture (tests/reference/torch_resnet18.py: d2l's
+  // ResNet-18 with conv biases, 1 input channel, 10 classes) has 76 parameter tensors and
+  // 11,175,818 parameters; TorchReferenceTest checks both against it.
   EXPECT_EQ(params.size(), 76u);
   EXPECT_EQ(params.numElements(), 11175818);
   EXPECT_EQ(state.size(), 34u);  // running mean and variance of 17 BatchNorms
@@ -51,6 +54,9 @@ TEST(ResNetTraceTest, OpCountsParametersAndLogits) {
   EXPECT_EQ(logits.shape(), (Shape{4, 10}));
   for (float v : logits.array().values<float>()) EXPECT_TRUE(std::isfinite(v));
 
+  // The architecture's own counts (the same in torch_resnet18.py's module): 20 convolutions (the
+  // stem's, two per block of 8, three 1x1 projections), 17 BatchNorms (the stem's and two per
+  // block; d2l's projections have none), one linear layer, one global average pool.
   for (const char* stage : {"00-tracing.mlir", "04-cse.mlir"}) {
     std::string ir = readFile(dir / stage);
     SCOPED_TRACE(stage);

@@ -144,6 +144,12 @@ TEST(TorchReferenceTest, ResNet18FullWidthMatchesPyTorchAutograd) {
                         std::to_string(momentum) + " " + std::to_string(weightDecay);
   ASSERT_EQ(std::system(command.c_str()), 0) << "failed: " << command;
 
+  // PyTorch's module of the same architecture counts the parameters ResNetTraceTest expects.
+  Array counts = exchange.read("torch.parameter_counts", {2}, DType::f64);
+  EXPECT_EQ(params.numElements(), int64_t(counts.values<double>()[0]));
+  EXPECT_EQ(params.numElements(), 11175818);
+  EXPECT_EQ(int64_t(params.size()), int64_t(counts.values<double>()[1]));
+
   optim::Sgd sgd({.learningRate = lr, .momentum = momentum, .weightDecay = weightDecay});
   StepResults ours32 = spmdStep(*model, params, state, x, y, sgd);
   StepResults ours64 = spmdStep(*model, cast(params, DType::f64), cast(state, DType::f64),
