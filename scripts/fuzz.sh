@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets with clang (ASan + UBSan + coverage) into build-fuzz/ (BUILD_DIR
 # overrides) and runs each: first every seed and regression input, then FUZZ_SECONDS seconds
-# (default 20) of fuzzing. New crashes stop the script; copy the crash file into
-# fuzz/regressions/<target>/ once fixed. FUZZ_SECONDS=0 only replays.
+# (default 20) of fuzzing. New crashes, and a fuzzer exiting non-zero for any reason, stop the
+# script; copy a crash file into fuzz/regressions/<target>/ once fixed. FUZZ_SECONDS=0 only
+# replays. New inputs accumulate in FUZZ_CORPUS_DIR (default ~/.cache/spmd-fuzz).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$root/build-fuzz}
@@ -17,20 +18,37 @@ fi
 targets=(fuzz_idx fuzz_safetensors fuzz_program_file fuzz_fused_body fuzz_spmd_ir)
 cmake --build "$build" --target "${targets[@]}" --parallel "${JOBS:-$(nproc)}"
 export ASAN_OPTIONS="allocator_may_return_null=1:detect_leaks=0:${ASAN_OPTIONS:-}"
+# New inputs the fuzzers find are kept in a corpus outside the clone, so that runs on the same
+# machine (or a CI cache of this directory) build on each other.
+corpus=${FUZZ_CORPUS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/spmd-fuzz}
 for t in "${targets[@]}"; do
+  mkdir -p "$corpus/$t"
   inputs=()
   for d in "$root/fuzz/corpus/$t" "$root/fuzz/regressions/$t"; do [[ -d $d ]] && inputs+=("$d"); done
-  # The IR fuzzer starts from every lit test's IR (read only: new inputs go to $work).
+  # The IR fuzzer starts from every lit test's IR (read only: new inputs go to the kept corpus).
   [[ $t == fuzz_spmd_ir ]] && inputs+=("$root/tests/lit/dialect" "$root/tests/lit/passes")
   work=$(mktemp -d)
-  echo "fuzz: $t (${seconds}s)"
+  echo "fuzz: $t (${seconds}s, corpus $corpus/$t: $(find "$corpus/$t" -type f | wc -l) kept inputs)"
   # -rss_limit_mb: an input that makes a reader allocate without bound is a finding too.
   budget=(-max_total_time="$seconds")
   ((seconds > 0)) || budget=(-runs=0)  # replay the inputs only
+  status=0
   "$build/fuzz/$t" -rss_limit_mb=2048 -timeout=10 "${budget[@]}" -print_final_stats=1 \
-    -artifact_prefix="$work/" "$work" "${inputs[@]}" 2>&1 | grep -E "stat::number_of_executed_units|Done|ERROR|SUMMARY" || true
+    -artifact_prefix="$work/" "$corpus/$t" "${inputs[@]}" > "$work/log" 2>&1 || status=$?
+  grep -E "stat::number_of_executed_units|Done|ERROR|SUMMARY" "$work/log" || true
   if compgen -G "$work/crash-*" > /dev/null || compgen -G "$work/oom-*" > /dev/null || compgen -G "$work/timeout-*" > /dev/null; then
     echo "fuzz: $t found a failing input: $(ls "$work"/crash-* "$work"/oom-* "$work"/timeout-* 2>/dev/null)"
+    exit 1
+  fi
+  # The fuzzer's own verdict: a binary that does not start, or stops for any other reason, fails.
+  if ((status != 0)); then
+    echo "fuzz: $t exited $status:"
+    tail -n 30 "$work/log"
+    exit 1
+  fi
+  if ! grep -q "stat::number_of_executed_units" "$work/log"; then
+    echo "fuzz: $t ran no inputs:"
+    tail -n 30 "$work/log"
     exit 1
   fi
   rm -rf "$work"
