@@ -31,16 +31,22 @@ std::string shortPath(const char* file) {
 
 std::string where(Loc loc) { return shortPath(loc.file_name()) + ":" + std::to_string(loc.line()); }
 
+namespace {
+// A context of its own for each trace: MLIR contexts are not safe to share between threads
+// without their locks, and a context's diagnostic handlers would see every thread's messages.
+// Single-threaded (no thread pool of MLIR's own beside the replicas' threads).
+std::unique_ptr<mlir::MLIRContext> newContext() {
+  mlir::DialectRegistry registry;
+  registerDialects(registry);
+  auto ctx = std::make_unique<mlir::MLIRContext>(registry, mlir::MLIRContext::Threading::DISABLED);
+  ctx->loadAllAvailableDialects();
+  return ctx;
+}
+}  // namespace
+
 mlir::MLIRContext& context() {
-  static mlir::MLIRContext* instance = [] {
-    mlir::DialectRegistry registry;
-    registerDialects(registry);
-    auto* ctx = new mlir::MLIRContext(registry);
-    ctx->loadAllAvailableDialects();
-    ctx->disableMultithreading();
-    return ctx;
-  }();
-  return *instance;
+  if (!currentTrace) throw Error("internal: an MLIR type was asked for outside a trace");
+  return currentTrace->context();
 }
 
 mlir::Type elementType(DType dtype) {
@@ -57,7 +63,8 @@ mlir::RankedTensorType tensorType(DType dtype, const Shape& shape) {
   return mlir::RankedTensorType::get(shape, elementType(dtype));
 }
 
-Trace::Trace(const std::string& name) : builder_(&context()), previous_(currentTrace) {
+Trace::Trace(const std::string& name)
+    : context_(newContext()), builder_(context_.get()), previous_(currentTrace) {
   mlir::Location loc = mlir::NameLoc::get(builder_.getStringAttr(name));
   module_ = mlir::ModuleOp::create(loc);
   builder_.setInsertionPointToEnd(module_->getBody());

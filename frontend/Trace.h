@@ -3,6 +3,7 @@
 // ops with their inferred result types, throwing spmd::Error at the user's line on bad shapes.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -16,7 +17,8 @@
 
 namespace spmd::detail {
 
-// The process-wide context with the spmd and func dialects loaded.
+// The context of the innermost open trace (each trace has its own, with the spmd and func
+// dialects loaded), so that traces on different threads share no MLIR state.
 mlir::MLIRContext& context();
 
 // "samples/resnet18/main.cpp:42" (paths inside the source tree print relative to it).
@@ -39,6 +41,7 @@ class Trace {
   // Closes the function with `outputs` as its results.
   void finish(const std::vector<Tensor>& outputs, Loc loc);
   mlir::ModuleOp module() { return *module_; }
+  mlir::MLIRContext& context() { return *context_; }
 
   // spmd::pmap: the function is one replica of `size` over axis `name` (func attributes
   // spmd.axis_name / spmd.axis_size); mapped arguments and results carry spmd.mapped.
@@ -64,7 +67,7 @@ class Trace {
     mlir::OperationState state(where, OpTy::getOperationName());
     OpTy::build(builder_, state, mlir::TypeRange{}, std::forward<Args>(args)...);
     llvm::SmallVector<mlir::Type> types;
-    mlir::MLIRContext* ctx = &context();
+    mlir::MLIRContext* ctx = context_.get();
     {
       DiagnosticCollector diagnostics(ctx);
       if (mlir::failed(OpTy::inferReturnTypes(ctx, where, state.operands,
@@ -81,7 +84,7 @@ class Trace {
   template <typename OpTy, typename... Args>
   mlir::Operation* createWithType(Loc loc, mlir::Type type, Args&&... args) {
     auto op = builder_.create<OpTy>(location(loc), type, std::forward<Args>(args)...);
-    DiagnosticCollector diagnostics(&context());
+    DiagnosticCollector diagnostics(context_.get());
     if (mlir::failed(mlir::verify(op))) {
       op->erase();
       diagnostics.fail("");
@@ -90,6 +93,7 @@ class Trace {
   }
 
  private:
+  std::unique_ptr<mlir::MLIRContext> context_;  // first: outlives the module and the builder
   mlir::OwningOpRef<mlir::ModuleOp> module_;
   mlir::func::FuncOp function_;
   mlir::OpBuilder builder_;
