@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "frontend/Trace.h"
+#include "runtime/base/Parse.h"
 
 namespace spmd::detail {
 
@@ -65,7 +66,7 @@ void CompileLog::beginCompile(const std::string& signature, const std::string& w
                               const std::vector<std::string>& names) {
   lastReason_ = explain(lastSignature_, signature, names);
   compilingSignature_ = signature;
-  if (std::getenv("SPMD_LOG_COMPILES"))
+  if (runtime::envSwitch("SPMD_LOG_COMPILES").value_or(false))
     std::fprintf(stderr, "spmd: compiling %s (%s)\n", what.c_str(), lastReason_.c_str());
 }
 

@@ -138,6 +138,11 @@ class Combiner {
 struct CombineAllReducePass : impl::CombineAllReduceBase<CombineAllReducePass> {
   using CombineAllReduceBase::CombineAllReduceBase;
   void runOnOperation() override {
+    if (bucketBytes < 1) {  // a pass option is user input (spmd-opt's command line, PmapOptions)
+      getOperation()->emitError() << "spmd-combine-all-reduce: bucket-bytes is " << int64_t(bucketBytes)
+                                  << "; give a positive number of bytes (the largest combined all_reduce)";
+      return signalPassFailure();
+    }
     getOperation()->walk([&](FunctionOpInterface function) {
       if (!function.isExternal()) Combiner(function.getFunctionBody().front(), bucketBytes).run();
     });

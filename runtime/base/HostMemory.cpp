@@ -9,6 +9,7 @@
 #include <string>
 
 #include "runtime/base/Error.h"
+#include "runtime/base/Parse.h"
 
 namespace spmd::runtime {
 namespace {
@@ -43,13 +44,7 @@ size_t cgroupRoom(const char* limitPath, const char* usagePath) {
 }  // namespace
 
 size_t availableHostBytes() {
-  if (const char* env = std::getenv("SPMD_HOST_MEMORY_BYTES"); env && *env) {
-    char* end = nullptr;
-    unsigned long long v = std::strtoull(env, &end, 10);
-    if (*end || env[0] == '-')
-      throw Error("SPMD_HOST_MEMORY_BYTES='" + std::string(env) + "' must be a number of bytes");
-    return static_cast<size_t>(v);
-  }
+  if (std::optional<int64_t> bytes = envWhole("SPMD_HOST_MEMORY_BYTES", 0, INT64_MAX)) return size_t(*bytes);
   size_t room = memAvailable();
   for (auto [limit, usage] : {std::pair{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"},
                               std::pair{"/sys/fs/cgroup/memory/memory.limit_in_bytes",

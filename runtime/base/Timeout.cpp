@@ -5,20 +5,13 @@
 #include <string>
 
 #include "runtime/base/Error.h"
+#include "runtime/base/Parse.h"
 
 namespace spmd::runtime {
 
 std::chrono::milliseconds collectiveTimeoutFromEnvironment(double seconds) {
   if (seconds <= 0) {
-    const char* env = std::getenv("SPMD_COLLECTIVE_TIMEOUT");
-    seconds = 300;
-    if (env && *env) {
-      char* end = nullptr;
-      seconds = std::strtod(env, &end);
-      if (*end || !(seconds > 0) || seconds > 1e7)
-        throw Error("SPMD_COLLECTIVE_TIMEOUT='" + std::string(env) +
-                    "' must be a positive number of seconds (at most 1e7)");
-    }
+    seconds = envNumber("SPMD_COLLECTIVE_TIMEOUT", 1e-3, 1e7).value_or(300);  // seconds
   }
   return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
 }

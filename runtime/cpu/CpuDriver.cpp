@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "runtime/base/Parse.h"
 #include "runtime/cpu/CpuDevice.h"
 #include "runtime/device/DeviceList.h"
 #include "runtime/device/Driver.h"
@@ -15,26 +16,15 @@
 namespace spmd::runtime {
 
 int emulatedCpuDeviceCount() {
-  if (const char* env = std::getenv("SPMD_CPU_DEVICE_COUNT")) {
-    int count = wholeNumber(env);
-    if (count < 1)
-      throw Error("SPMD_CPU_DEVICE_COUNT='" + std::string(env) + "' must be a positive whole number");
-    return count;
-  }
-  return 8;
+  return int(envWhole("SPMD_CPU_DEVICE_COUNT", 1, 4096).value_or(8));
 }
 
 ThreadShare cpuThreadShare(int replicas, int requested) {
   replicas = std::max(1, replicas);
   if (requested > 0) return {requested, true, "set in PmapOptions::threadsPerReplica"};
-  if (const char* env = std::getenv("SPMD_THREADS_PER_REPLICA"); env && *env) {
-    int n = wholeNumber(env);
-    if (n < 1 || n > 4096)
-      throw Error("SPMD_THREADS_PER_REPLICA='" + std::string(env) +
-                  "' is not a thread count; give a whole number from 1 to 4096 (the OpenMP threads each replica's "
-                  "kernels use), or unset it to share the cores among the replicas");
-    return {n, true, "SPMD_THREADS_PER_REPLICA"};
-  }
+  // The OpenMP threads each replica's kernels use; unset, the cores are shared among the replicas.
+  if (std::optional<int64_t> n = envWhole("SPMD_THREADS_PER_REPLICA", 1, 4096))
+    return {int(*n), true, "SPMD_THREADS_PER_REPLICA"};
   const ProcessInfo& job = processes();
   const char* omp = std::getenv("OMP_NUM_THREADS");
   if (job.size > 1 && !(omp && *omp)) {

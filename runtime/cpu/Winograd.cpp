@@ -22,6 +22,7 @@
 #include <cstring>
 #include <vector>
 
+#include "runtime/base/Parse.h"
 #include "runtime/cpu/Onednn.h"
 #include "runtime/device/Layouts.h"
 
@@ -269,8 +270,7 @@ void runGemms(Prepared& gemms, const float* a, const float* b, float* c) {
 
 bool enabled() {
   static const bool on = [] {
-    const char* env = std::getenv("SPMD_WINOGRAD");
-    return !(env && std::string_view(env) == "0");
+    return envSwitch("SPMD_WINOGRAD").value_or(true);
   }();
   return on;
 }

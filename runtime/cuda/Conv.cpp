@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <memory>
 
+#include "runtime/base/Parse.h"
 #include "runtime/cuda/Cuda.h"
 #include "runtime/cuda/Kernels.h"
 
@@ -56,8 +57,7 @@ std::unique_ptr<ConvPlan> plan(const KernelCall& call, const TensorView& x, cons
   checkDnn(cudnnSetConvolution2dDescriptor(p->conv, int(pad[0]), int(pad[1]), int(stride[0]), int(stride[1]), 1, 1,
                                            CUDNN_CROSS_CORRELATION, type),
            "convolution descriptor");
-  const char* tf32 = std::getenv("SPMD_ALLOW_TF32");
-  bool allow = tf32 && std::string(tf32) == "1" && type == CUDNN_DATA_FLOAT;
+  bool allow = envSwitch("SPMD_ALLOW_TF32").value_or(false) && type == CUDNN_DATA_FLOAT;
   checkDnn(cudnnSetConvolutionMathType(p->conv, allow ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH), "math type");
   return p;
 }

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "runtime/base/Error.h"
+#include "runtime/base/Parse.h"
 
 namespace spmd::runtime {
 namespace {
@@ -80,8 +81,7 @@ MpiEngine::MpiEngine(const ProcessInfo& info) : info_(info) {
   MPI_Comm_dup(MPI_COMM_WORLD, &comm_);
   MPI_Comm_dup(MPI_COMM_WORLD, &watchComm_);
   MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
-  const char* check = std::getenv("SPMD_CHECK_COLLECTIVES");
-  check_ = check && *check && std::strcmp(check, "0") != 0;
+  check_ = envSwitch("SPMD_CHECK_COLLECTIVES").value_or(false);
   thread_ = std::thread([this] { serve(); });
   watchdog_ = std::thread([this] { watch(); });
 }

@@ -9,6 +9,7 @@
 #include <map>
 #include <mutex>
 
+#include "runtime/base/Parse.h"
 #include "runtime/device/Fold.h"
 #include "runtime/dist/MpiEngine.h"
 
@@ -119,8 +120,7 @@ class Group {
       : local_(local), processes_(processes().size), rank_(processes().rank), leaves_(leavesPerReplica),
         timeout_(timeout), mode_(mode), next_(local), engine_(MpiEngine::instance()) {
     engine_.setReplicasPerProcess(local);
-    const char* overlap = std::getenv("SPMD_OVERLAP");
-    overlap_ = !(overlap && std::strcmp(overlap, "0") == 0);
+    overlap_ = envSwitch("SPMD_OVERLAP").value_or(true);
     // The fold tree over all P * K * A leaves: each replica hands in the subtree(s) of its A
     // leaves, each process reduces its block to its maximal subtrees (one root for an aligned
     // power-of-two block), and the owner of a slice folds every process's roots.

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "runtime/base/Error.h"
+#include "runtime/base/Parse.h"
 #include "runtime/device/Communicator.h"
 #include "runtime/base/Timeout.h"
 #if SPMD_WITH_MPI
@@ -21,10 +22,9 @@ namespace {
 // The process count a launcher announces in the environment (Open MPI, PMIx, PMI), else 1.
 int launchedSize(std::string* variable) {
   for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "PMI_SIZE"}) {
-    const char* value = std::getenv(name);
-    if (value && *value) {
-      *variable = std::string(name) + "=" + value;
-      return std::atoi(value);
+    if (std::optional<int64_t> size = envWhole(name, 1, 1 << 24)) {
+      *variable = std::string(name) + "=" + std::to_string(*size);
+      return int(*size);
     }
   }
   return 1;

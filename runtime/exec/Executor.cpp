@@ -9,15 +9,13 @@
 #include <exception>
 
 #include "runtime/base/HostMemory.h"
+#include "runtime/base/Parse.h"
 #include "runtime/program/MemoryPlan.h"
 
 namespace spmd::runtime {
 namespace {
 
-bool envFlag(const char* name) {
-  const char* v = std::getenv(name);
-  return v && *v && std::string(v) != "0";
-}
+bool envFlag(const char* name) { return envSwitch(name).value_or(false); }
 
 // Index of the first value `bad` accepts, and how many there are; -1 when none.
 template <typename T, typename Bad>
@@ -84,7 +82,7 @@ Executor::Executor(Program program, std::shared_ptr<Device> device)
                   program_.buffers[id].layout + ", which device " + device_->name() +
                   " does not read: compile the program for this device (the layout is the CPU backend's)");
   caches_.resize(program_.steps.size());
-  profile_ = std::getenv("SPMD_PROFILE") != nullptr;
+  profile_ = envFlag("SPMD_PROFILE");
   debugNans_ = debugNansFromEnvironment();
   debugInfs_ = debugInfsFromEnvironment();
   buffers_.resize(program_.buffers.size());

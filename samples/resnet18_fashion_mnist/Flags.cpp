@@ -8,7 +8,7 @@
 #include <map>
 
 #include "runtime/base/Error.h"
-#include "runtime/base/RealText.h"
+#include "runtime/base/Parse.h"
 
 namespace sample {
 namespace {
@@ -49,21 +49,13 @@ Trains ResNet-18 on Fashion-MNIST data-parallel (spmd::pmap) and evaluates it ev
 The last incomplete training batch of each epoch is dropped (every step has one shape).
 )";
 
-int64_t integer(const std::string& flag, const std::string& text, int64_t min) {
-  char* end = nullptr;
-  long long v = std::strtoll(text.c_str(), &end, 10);
-  if (text.empty() || *end || v < min)
-    throw spmd::Error(flag + " needs a whole number >= " + std::to_string(min) + ", got '" + text + "'");
-  return v;
+// Numbers through the one parser of flags and environment variables (runtime/base/Parse.h).
+int64_t integer(const std::string& flag, const std::string& text, int64_t min, int64_t max) {
+  return spmd::runtime::parseWhole(text, flag, min, max);
 }
 
-double real(const std::string& flag, const std::string& text, double min) {
-  char* end = nullptr;
-  double v = std::strtod(text.c_str(), &end);
-  if (text.empty() || *end || !std::isfinite(v) || v < min)
-    throw spmd::Error(flag + " needs a finite number >= " + spmd::runtime::formatReal(min) + ", got '" +
-                      text + "'");
-  return v;
+double real(const std::string& flag, const std::string& text, double min, double max) {
+  return spmd::runtime::parseNumber(text, flag, min, max);
 }
 
 std::string oneOf(const std::string& flag, const std::string& text, const char* a, const char* b) {
@@ -79,24 +71,24 @@ Flags parseFlags(int argc, char** argv) {
   using Setter = std::function<void(const std::string&)>;
   const std::map<std::string, Setter> valued = {
       {"--devices", [&](const std::string& v) { f.devices = v; }},
-      {"--epochs", [&](const std::string& v) { f.epochs = integer("--epochs", v, 1); }},
-      {"--batch", [&](const std::string& v) { f.batch = integer("--batch", v, 1); }},
-      {"--lr", [&](const std::string& v) { f.lr = real("--lr", v, 0); }},
-      {"--momentum", [&](const std::string& v) { f.momentum = real("--momentum", v, 0); }},
-      {"--weight-decay", [&](const std::string& v) { f.weightDecay = real("--weight-decay", v, 0); }},
+      {"--epochs", [&](const std::string& v) { f.epochs = integer("--epochs", v, 1, 1000000); }},
+      {"--batch", [&](const std::string& v) { f.batch = integer("--batch", v, 1, int64_t(1) << 30); }},
+      {"--lr", [&](const std::string& v) { f.lr = real("--lr", v, 0, 1e6); }},
+      {"--momentum", [&](const std::string& v) { f.momentum = real("--momentum", v, 0, 1); }},
+      {"--weight-decay", [&](const std::string& v) { f.weightDecay = real("--weight-decay", v, 0, 1e6); }},
       {"--optimizer", [&](const std::string& v) { f.optimizer = oneOf("--optimizer", v, "sgd", "adam"); }},
       {"--bn", [&](const std::string& v) { f.bn = oneOf("--bn", v, "replica", "cross"); }},
       {"--layouts", [&](const std::string& v) { f.layouts = oneOf("--layouts", v, "backend", "plain"); }},
-      {"--width", [&](const std::string& v) { f.width = integer("--width", v, 1); }},
-      {"--train-limit", [&](const std::string& v) { f.trainLimit = integer("--train-limit", v, 0); }},
-      {"--test-limit", [&](const std::string& v) { f.testLimit = integer("--test-limit", v, 0); }},
-      {"--eval-batch", [&](const std::string& v) { f.evalBatch = integer("--eval-batch", v, 1); }},
-      {"--seed", [&](const std::string& v) { f.seed = static_cast<uint64_t>(integer("--seed", v, 0)); }},
+      {"--width", [&](const std::string& v) { f.width = integer("--width", v, 1, 4096); }},
+      {"--train-limit", [&](const std::string& v) { f.trainLimit = integer("--train-limit", v, 0, int64_t(1) << 40); }},
+      {"--test-limit", [&](const std::string& v) { f.testLimit = integer("--test-limit", v, 0, int64_t(1) << 40); }},
+      {"--eval-batch", [&](const std::string& v) { f.evalBatch = integer("--eval-batch", v, 1, int64_t(1) << 30); }},
+      {"--seed", [&](const std::string& v) { f.seed = static_cast<uint64_t>(integer("--seed", v, 0, INT64_MAX)); }},
       {"--out", [&](const std::string& v) { f.out = v; }},
       {"--resume", [&](const std::string& v) { f.resume = v; }},
-      {"--accumulate", [&](const std::string& v) { f.accumulate = integer("--accumulate", v, 1); }},
-      {"--threads-per-replica", [&](const std::string& v) { f.threadsPerReplica = integer("--threads-per-replica", v, 1); }},
-      {"--max-steps", [&](const std::string& v) { f.maxSteps = integer("--max-steps", v, 0); }},
+      {"--accumulate", [&](const std::string& v) { f.accumulate = integer("--accumulate", v, 1, 4096); }},
+      {"--threads-per-replica", [&](const std::string& v) { f.threadsPerReplica = integer("--threads-per-replica", v, 1, 4096); }},
+      {"--max-steps", [&](const std::string& v) { f.maxSteps = integer("--max-steps", v, 0, INT64_MAX); }},
       {"--data-dir", [&](const std::string& v) { f.dataDir = v; }},
   };
   for (int i = 1; i < argc; ++i) {

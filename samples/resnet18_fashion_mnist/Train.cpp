@@ -17,6 +17,7 @@
 #include <sstream>
 
 #include "Report.h"
+#include "runtime/base/Parse.h"
 #include "RunDirectory.h"
 #include "frontend/data/Loader.h"
 #include "frontend/io/Safetensors.h"
@@ -222,14 +223,14 @@ double train(const Flags& f) {
                 "SPMD_THREADS_PER_REPLICA=%s to continue exactly)\n",
                 resumedThreads.c_str(), threads, threadsWhy.c_str(), resumedThreads.c_str());
   const int64_t devices = step.globalDeviceCount();
+  if (f.batch > trainSet.size())
+    throw spmd::Error("--batch " + std::to_string(f.batch) + " is larger than the " +
+                      std::to_string(trainSet.size()) + " training images; lower --batch or raise --train-limit");
   if (f.batch % (devices * f.accumulate) != 0)
     throw spmd::Error("--batch " + std::to_string(f.batch) + " does not split over " + std::to_string(devices) +
                       " devices (" + f.devices + ")" +
                       (f.accumulate > 1 ? " x " + std::to_string(f.accumulate) + " micro-batches (--accumulate)" : "") +
                       "; use a multiple of " + std::to_string(devices * f.accumulate));
-  if (f.batch > trainSet.size())
-    throw spmd::Error("--batch " + std::to_string(f.batch) + " is larger than the " +
-                      std::to_string(trainSet.size()) + " training images; lower --batch or raise --train-limit");
   // The eval batch: no larger than the test set, rounded up to a multiple of the devices.
   const int64_t evalRows = std::min<int64_t>(f.evalBatch, testSet.size());
   const int64_t evalBatch = (evalRows + devices - 1) / devices * devices;
@@ -295,7 +296,7 @@ double train(const Flags& f) {
     spmd::checkReplicasAgree(params, "params.", what);
     spmd::checkReplicasAgree(opt, "opt.", what);
     spmd::checkReplicasAgree(state, "state.", what);
-    if (std::getenv("SPMD_LOG_DRIFT_CHECKS") && lead)
+    if (spmd::runtime::envSwitch("SPMD_LOG_DRIFT_CHECKS").value_or(false) && lead)
       std::printf("%s: every replica agrees (%.1f ms)\n", what.c_str(),
                   1e3 * std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   };

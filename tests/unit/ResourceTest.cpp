@@ -43,7 +43,7 @@ TEST(ResourceTest, AvailableMemoryIsReadAndTheOverrideIsChecked) {
   EXPECT_GT(runtime::availableHostBytes(), size_t(16) << 20) << "MemAvailable or the cgroup limit";
   ScopedEnv bad("SPMD_HOST_MEMORY_BYTES", "lots");
   EXPECT_EQ(errorOf([] { runtime::availableHostBytes(); }),
-            "SPMD_HOST_MEMORY_BYTES='lots' must be a number of bytes");
+            "SPMD_HOST_MEMORY_BYTES needs a whole number from 0 to 9223372036854775807, got 'lots'");
 }
 
 TEST(ResourceTest, AnImpossibleArrayIsAClearError) {

@@ -12,6 +12,7 @@
 
 #include "runtime/device/DeviceList.h"
 #include "runtime/program/ProgramFile.h"
+#include "runtime/base/Parse.h"
 #include "runtime/base/Timeout.h"
 #include "runtime/exec/ReplicaGroup.h"
 
@@ -51,15 +52,7 @@ int run(int argc, char** argv) {
       return argv[++i];
     };
     auto count = [&](const std::string& text, long long least) {
-      size_t used = 0;
-      long long n = -1;
-      try {
-        n = std::stoll(text, &used);
-      } catch (const std::exception&) {
-      }
-      if (used != text.size() || n < least)
-        throw Error(flag + " must be a whole number >= " + std::to_string(least) + ", got '" + text + "'");
-      return n;
+      return runtime::parseWhole(text, flag, least, INT32_MAX);
     };
     if (flag == "--devices") devices = value();
     else if (flag == "--steps") steps = static_cast<int>(count(value(), 1));
