@@ -34,8 +34,10 @@ std::string layerPath(mlir::Location loc) {
 
 DiagnosticCollector::DiagnosticCollector(mlir::MLIRContext* context)
     : handler_(context, [this](mlir::Diagnostic& diag) {
-        std::string where = sourceLine(diag.getLocation());
-        text_ += (where.empty() ? "" : where + ": ") + diag.str() + "\n";
+        // "model.cpp:42: in layer 'stage2.0.conv1': spmd.conv2d: ..." (the layer when the op has one).
+        std::string where = sourceLine(diag.getLocation()), layer = layerPath(diag.getLocation());
+        text_ += (where.empty() ? "" : where + ": ") + (layer.empty() ? "" : "in layer '" + layer + "': ") +
+                 diag.str() + "\n";
         for (const mlir::Diagnostic& note : diag.getNotes())
           text_ += "  note: " + note.str() + "\n";
         return mlir::success();

@@ -23,9 +23,16 @@ namespace {
 
 class PipelineRun {
  public:
-  PipelineRun(mlir::ModuleOp module, std::string dumpDir)
-      : module_(module), dumpDir_(std::move(dumpDir)) {
-    if (!dumpDir_.empty()) std::filesystem::create_directories(dumpDir_);
+  // `source` names where the dump directory came from, for errors ("SPMD_DUMP_IR").
+  PipelineRun(mlir::ModuleOp module, std::string dumpDir, std::string source)
+      : module_(module), dumpDir_(std::move(dumpDir)), source_(std::move(source)) {
+    if (dumpDir_.empty()) return;
+    std::error_code error;
+    std::filesystem::create_directories(dumpDir_, error);
+    if (error || !std::filesystem::is_directory(dumpDir_))
+      throw Error(source_ + ": cannot create the IR dump directory '" + dumpDir_ + "' (" +
+                  (error ? error.message() : std::string("a file is in the way")) +
+                  "); point it at a writable directory, or unset it");
   }
 
   void verify(const std::string& after) {
@@ -52,7 +59,11 @@ class PipelineRun {
 
   void dumpText(const std::string& file, const std::string& text) {
     if (dumpDir_.empty()) return;
-    std::ofstream(std::filesystem::path(dumpDir_) / file) << text;
+    std::ofstream out(std::filesystem::path(dumpDir_) / file);
+    out << text;
+    if (!out.flush())
+      throw Error(source_ + ": cannot write " + (std::filesystem::path(dumpDir_) / file).string() +
+                  "; point it at a writable directory, or unset it");
   }
 
  private:
@@ -67,7 +78,7 @@ class PipelineRun {
   }
 
   mlir::ModuleOp module_;
-  std::string dumpDir_;
+  std::string dumpDir_, source_;
   int index_ = 0;
 };
 
@@ -82,7 +93,7 @@ std::string dumpDirectory(const CompileOptions& options) {
 }
 
 runtime::Program compile(mlir::ModuleOp module, const CompileOptions& options) {
-  PipelineRun pipeline(module, dumpDirectory(options));
+  PipelineRun pipeline(module, dumpDirectory(options), options.dumpDir.empty() ? "SPMD_DUMP_IR" : "the dumpDir option");
   pipeline.verify("tracing");
   pipeline.run(passes::createInsertPmean({options.strict}));
   pipeline.run(passes::createAutodiff());

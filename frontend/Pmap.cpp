@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <set>
 
 #include "compiler/PlanMemory.h"
 #include "compiler/SplitAccumulation.h"
@@ -157,6 +158,9 @@ PmapCore::PmapCore(PmapOptions options, bool jit) : state_(std::make_unique<Stat
 
 PmapCore::~PmapCore() = default;
 
+std::string PmapCore::who() const {
+  return state_->jit ? jitPrefix(state_->options) : prefix(state_->options);
+}
 int PmapCore::deviceCount() const { return state_->devices.size(); }
 int PmapCore::threadsPerReplica(std::string* why) const {
   runtime::ThreadShare share = state_->devices.driver().threadsPerReplica(state_->devices, state_->options.threadsPerReplica);
@@ -175,26 +179,44 @@ std::pair<std::vector<Tensor>, std::shared_ptr<void>> PmapCore::call(
   const PmapOptions& o = state_->options;
   const int devices = deviceCount();
   if (!o.inAxes.empty() && o.inAxes.size() != argumentLeaves.size())
-    throw Error(prefix(o) + "inAxes has " + std::to_string(o.inAxes.size()) +
+    throw Error(who() + "inAxes has " + std::to_string(o.inAxes.size()) +
                 " entries but the function is called with " +
                 std::to_string(argumentLeaves.size()) +
                 " arguments; give one per argument (spmd::replicated, 0 or spmd::split)");
   for (int a : o.donateArguments)
     if (a < 0 || a >= static_cast<int>(argumentLeaves.size()))
-      throw Error((state_->jit ? jitPrefix(o) : prefix(o)) + "donateArguments names argument " + std::to_string(a) +
+      throw Error(who() + "donateArguments names argument " + std::to_string(a) +
                   " but the function is called with " + std::to_string(argumentLeaves.size()) + " arguments");
   std::vector<Axis> axes;
   for (size_t a = 0; a < argumentLeaves.size(); ++a)
     axes.insert(axes.end(), argumentLeaves[a],
                 state_->jit ? replicated : o.inAxes.empty() ? Axis(0) : o.inAxes[a]);
+  // A donated device-resident tensor must be passed once: its buffers are overwritten by an
+  // output, so a second use (donated or not) would read or write them after that (jax refuses
+  // it too). Checked before anything runs, so the inputs stay intact.
+  {
+    std::vector<bool> donatedLeaf(leaves.size());
+    for (int a : o.donateArguments) {
+      size_t first = 0;
+      for (int k = 0; k < a; ++k) first += argumentLeaves[k];
+      for (size_t i = first; i < first + argumentLeaves[a]; ++i) donatedLeaf[i] = true;
+    }
+    for (size_t i = 0; i < leaves.size(); ++i)
+      for (size_t j = i + 1; j < leaves.size(); ++j)
+        if ((donatedLeaf[i] || donatedLeaf[j]) && leaves[i].resident() && leaves[i].resident() == leaves[j].resident())
+          throw Error(who() + names[i] + " and " + names[j] +
+                      " are the same device-resident tensor, and " + (donatedLeaf[i] ? names[i] : names[j]) +
+                      " is donated (donateArguments): its buffers would be overwritten while the other still "
+                      "reads them; pass a copy, or donate neither");
+  }
 
   std::vector<Shape> local;
   std::vector<std::string> tags;
   for (size_t i = 0; i < leaves.size(); ++i) {
     if (!leaves[i].defined())
-      throw Error(prefix(o) + names[i] + " is an undefined tensor");
+      throw Error(who() + names[i] + " is an undefined tensor");
     if (leaves[i].isTraced())
-      throw Error(prefix(o) + names[i] + " is a traced tensor; calling a pmapped function inside "
+      throw Error(who() + names[i] + " is a traced tensor; calling a pmapped function inside "
                   "another traced function is not supported, call the plain function instead");
     local.push_back(localShape(leaves[i], axes[i], devices, names[i], o));
     tags.push_back(tagOf(axes[i]));
@@ -217,7 +239,7 @@ std::pair<std::vector<Tensor>, std::shared_ptr<void>> PmapCore::call(
       Shape traced = local[i];
       if (A > 1 && axes[i].kind != Axis::Kind::Replicated) {
         if (traced.empty() || traced[0] % A != 0)
-          throw Error(prefix(o) + names[i] + " has " + (traced.empty() ? std::string("no batch dimension") :
+          throw Error(who() + names[i] + " has " + (traced.empty() ? std::string("no batch dimension") :
                       std::to_string(traced[0]) + " rows per device") + ", which accumulate = " + std::to_string(A) +
                       " cannot split into equal micro-batches; use a batch of devices x accumulate x micro-batch rows");
         traced[0] /= A;
@@ -226,9 +248,25 @@ std::pair<std::vector<Tensor>, std::shared_ptr<void>> PmapCore::call(
     }
     for (size_t i = 0; i < leaves.size(); ++i)  // after all arguments exist (attribute arrays)
       if (axes[i].kind != Axis::Kind::Replicated) trace.markArgumentMapped(i);
-    PmapTraced traced = traceFn(arguments);
+    PmapTraced traced;
+    try {
+      traced = traceFn(arguments);
+    } catch (const Error& e) {
+      // A shape error deep in the step often comes from mapped inputs of different batch sizes
+      // (8 images, 6 labels): say so first, at the call, with their sizes.
+      std::string sizes;
+      std::set<int64_t> rows;
+      for (size_t i = 0; i < leaves.size(); ++i)
+        if (axes[i].kind != Axis::Kind::Replicated && !local[i].empty()) {
+          rows.insert(local[i][0]);
+          sizes += (sizes.empty() ? "" : ", ") + names[i] + " " + std::to_string(local[i][0]);
+        }
+      if (rows.size() < 2) throw;
+      throw Error(who() + "the mapped inputs have different rows per replica (" + sizes +
+                  "); give them the same batch size. Tracing the step then failed: " + e.what());
+    }
     if (!o.outAxes.empty() && o.outAxes.size() != traced.elementLeaves.size())
-      throw Error(prefix(o) + "outAxes has " + std::to_string(o.outAxes.size()) +
+      throw Error(who() + "outAxes has " + std::to_string(o.outAxes.size()) +
                   " entries but the function returns " + std::to_string(traced.elementLeaves.size()) +
                   " outputs; give one per output (spmd::replicated, 0 or spmd::split)");
     for (size_t e = 0; e < traced.elementLeaves.size(); ++e)
@@ -255,7 +293,7 @@ std::pair<std::vector<Tensor>, std::shared_ptr<void>> PmapCore::call(
                                                                                         : "output " + std::to_string(i));
     if (A > 1) {
       if (!state_->devices.driver().makeDevice(state_->devices, 0)->hostAccessible())
-        throw Error(prefix(o) + "gradient accumulation runs on host-memory devices (cpu) only so far, not " +
+        throw Error(who() + "gradient accumulation runs on host-memory devices (cpu) only so far, not " +
                     state_->devices.spec);
       std::vector<bool> mappedIn, mappedOut;
       for (Axis a : axes) mappedIn.push_back(a.kind != Axis::Kind::Replicated);
@@ -279,7 +317,7 @@ std::pair<std::vector<Tensor>, std::shared_ptr<void>> PmapCore::call(
     entry->prototype = traced.prototype;
     if (!state_->jit && runtime::processes().size > 1)
       checkProcessesAgree(fingerprint(structure, names, leaves, axes, *entry->group),
-                          prefix(o) + "before the first step");
+                          who() + "before the first step");
     found = state_->cache.emplace(signature, std::move(entry)).first;
   }
   called(signature);
@@ -292,7 +330,7 @@ std::pair<std::vector<Tensor>, std::shared_ptr<void>> PmapCore::call(
     for (size_t k = 0; k < results.size(); ++k)
       if (entry.outputAxes[k].kind == Axis::Kind::Replicated && !o.allReplicas)
         replicatedOutputs.emplace_back(entry.outputNames[k], results[k]);
-    checkReplicasAgree(replicatedOutputs, prefix(o) + "drift check after call " + std::to_string(entry.calls));
+    checkReplicasAgree(replicatedOutputs, who() + "drift check after call " + std::to_string(entry.calls));
   }
   return {std::move(results), entry.prototype};
 }

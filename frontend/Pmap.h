@@ -131,6 +131,8 @@ class PmapCore : public CompileLog {
  private:
   struct Entry;
   struct State;
+  // How errors name the function: "spmd::pmap 'name': " or "jit 'name': ".
+  std::string who() const;
   // What every process must share before the first step of a compiled function (Agreement.h).
   std::vector<std::pair<std::string, std::string>> fingerprint(
       const std::string& structure, const std::vector<std::string>& names,

@@ -2,6 +2,12 @@
 // shape, rank or dtype to a traced function, retracing on a new signature, ops outside a trace,
 // wrong inputs to an Executor, runtime failures inside a step.
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "TestUtil.h"
 
 #include "frontend/spmd.h"
 #include "runtime/exec/Executor.h"
@@ -42,8 +48,8 @@ class BadInputTest : public ::testing::Test {
 
 TEST_F(BadInputTest, WrongChannelCountNamesTheUserLine) {
   expectError([&] { forward(vars.first, vars.second, images({2, 3, 28, 28})); },
-              {"BadInputTest.cpp:", "spmd.conv2d: input tensor<2x3x28x28xf32> has 3 channels but filter "
-               "tensor<4x1x3x3xf32> expects 1"});
+              {"BadInputTest.cpp:", "in layer 'stem.conv': spmd.conv2d: input tensor<2x3x28x28xf32> has 3 channels "
+               "but filter tensor<4x1x3x3xf32> expects 1"});
   EXPECT_NE(line, 0);
 }
 
@@ -108,6 +114,58 @@ TEST(BadInput, GradientOfNonScalarOrIntegerIsAnErrorAtTheUserLine) {
 TEST(BadInput, OpOutsideTraceSaysHowToFix) {
   Tensor x = Array::zeros(DType::f32, {3});
   expectError([&] { relu(x); }, {"BadInputTest.cpp:", "spmd::relu was called outside a traced function", "spmd::jit"});
+  // A collective needs pmap's axis: jit would not help.
+  expectError([&] { pmean(x, "batch"); },
+              {"BadInputTest.cpp:", "spmd::pmean was called outside a traced function; call it inside a function "
+               "passed to spmd::pmap (collectives need its mapped axis)"});
+}
+
+// Errors about a jitted function call it jit, not pmap.
+TEST(BadInput, JitErrorsNameJit) {
+  auto f = jit([](const Tensor& x) { return x; }, {.name = "forward"});
+  Tensor undefined;
+  expectError([&] { f(undefined); }, {"jit 'forward': argument 0 is an undefined tensor"});
+}
+
+// Mapped inputs of different batch sizes: said at the call, with their sizes, before the shape
+// error they cause deep inside the step.
+TEST(BadInput, MappedInputsOfDifferentSizesAreNamedAtTheCall) {
+  auto step = pmap([](const Tensor& logits, const Tensor& labels) { return mean(softmaxCrossEntropy(logits, labels), {0}); },
+                   {.inAxes = {split, split}, .devices = "cpu:2"});
+  expectError([&] { step(Array::zeros(DType::f32, {8, 10}), Array::zeros(DType::i32, {6})); },
+              {"spmd::pmap 'main': the mapped inputs have different rows per replica (argument 0 4, argument 1 3); "
+               "give them the same batch size. Tracing the step then failed: ", "softmax_cross_entropy"});
+}
+
+// The same device-resident tensor passed twice, one of them donated: refused before running,
+// with the tensor still usable.
+TEST(BadInput, ADonatedTensorPassedTwiceIsRefusedBeforeRunning) {
+  auto place = pmap([](const Tensor& x) { return x; }, {.inAxes = {replicated}, .devices = "cpu:2"});
+  auto sum = [](const Tensor& a, const Tensor& b) { return add(a, b); };
+  auto f = pmap(sum, {.inAxes = {replicated, replicated}, .devices = "cpu:2", .donateArguments = {0, 1}});
+  auto g = pmap(sum, {.inAxes = {replicated, replicated}, .devices = "cpu:2", .donateArguments = {1}});
+  Tensor x = place(Array::of<float>({2}, std::vector<float>{1, 2}));
+  for (auto* h : {&f, &g})
+    expectError([&] { (*h)(x, x); },
+                {"spmd::pmap 'main': argument 0 and argument 1 are the same device-resident tensor, and argument ",
+                 "is donated (donateArguments): its buffers would be overwritten while the other still reads them; "
+                 "pass a copy, or donate neither"});
+  EXPECT_EQ(x.array().values<float>()[1], 2.0f) << "the refused call left the input intact";
+  Tensor twice = f(x, place(Array::of<float>({2}, std::vector<float>{1, 2})));
+  EXPECT_EQ(twice.array().values<float>()[1], 4.0f);
+}
+
+// An IR dump directory that cannot be created names the variable that asked for it.
+TEST(BadInput, AnUnusableDumpDirectoryNamesItsVariable) {
+  auto file = std::filesystem::temp_directory_path() / ("spmd_dump_is_a_file_" + std::to_string(::getpid()));
+  std::ofstream(file) << "x";
+  ::setenv("SPMD_DUMP_IR", (file / "sub").c_str(), 1);
+  auto f = jit([](const Tensor& x) { return relu(x); });
+  std::string message = testing::errorOf([&] { f(Array::zeros(DType::f32, {3})); });
+  ::unsetenv("SPMD_DUMP_IR");
+  std::filesystem::remove(file);
+  EXPECT_NE(message.find("SPMD_DUMP_IR: cannot create the IR dump directory"), std::string::npos) << message;
+  EXPECT_NE(message.find("point it at a writable directory, or unset it"), std::string::npos) << message;
 }
 
 TEST(BadInput, BroadcastAndReshapeErrors) {
