@@ -1,12 +1,15 @@
-// availableHostBytes from /proc/meminfo and the cgroup limit files.
+// availableHostBytes from /proc/meminfo and the limits of this process's own cgroups.
 #include "runtime/base/HostMemory.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <limits>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "runtime/base/Error.h"
 #include "runtime/base/Parse.h"
@@ -17,7 +20,7 @@ namespace {
 constexpr size_t kUnknown = std::numeric_limits<size_t>::max();
 
 // The first number in `path`, or kUnknown ("max", missing file, garbage).
-size_t numberIn(const char* path) {
+size_t numberIn(const std::string& path) {
   std::ifstream in(path);
   unsigned long long value = 0;
   if (!(in >> value)) return kUnknown;
@@ -34,23 +37,90 @@ size_t memAvailable() {
   return kUnknown;
 }
 
-size_t cgroupRoom(const char* limitPath, const char* usagePath) {
-  size_t limit = numberIn(limitPath), usage = numberIn(usagePath);
-  // cgroup v1 reports "no limit" as a huge page-rounded number.
-  if (limit == kUnknown || usage == kUnknown || limit >= (size_t(1) << 60)) return kUnknown;
+std::vector<std::string> split(const std::string& text, char separator) {
+  std::vector<std::string> parts;
+  std::stringstream in(text);
+  for (std::string part; std::getline(in, part, separator);) parts.push_back(part);
+  return parts;
+}
+
+// A cgroup hierarchy this process belongs to: where it is mounted and the process's place in it.
+struct Hierarchy {
+  bool v2 = false;
+  std::string path;                 // from /proc/self/cgroup
+  std::string mountRoot, mountPoint;  // from /proc/self/mountinfo
+};
+
+// Limit minus usage of the cgroup directory `dir`; kUnknown without a limit.
+size_t roomIn(const std::string& dir, bool v2) {
+  size_t limit = numberIn(dir + (v2 ? "/memory.max" : "/memory.limit_in_bytes"));
+  size_t usage = numberIn(dir + (v2 ? "/memory.current" : "/memory.usage_in_bytes"));
+  // v2 says "max" (no number) for no limit; v1 a huge page-rounded number.
+  if (limit == kUnknown || limit >= (size_t(1) << 60)) return kUnknown;
+  if (usage == kUnknown) usage = 0;
   return limit > usage ? limit - usage : 0;
 }
 
 }  // namespace
 
+size_t cgroupMemoryRoom(const std::string& root) {
+  std::vector<Hierarchy> hierarchies;
+  {
+    std::ifstream in(root + "/proc/self/cgroup");
+    for (std::string line; std::getline(in, line);) {
+      // "hierarchy-ID:controllers:path"; v2 is "0::path", v1's memory controller "N:memory:path".
+      size_t first = line.find(':'), second = line.find(':', first + 1);
+      if (first == std::string::npos || second == std::string::npos) continue;
+      std::string id = line.substr(0, first), controllers = line.substr(first + 1, second - first - 1);
+      Hierarchy h;
+      h.path = line.substr(second + 1);
+      auto list = split(controllers, ',');
+      if (id == "0" && controllers.empty()) h.v2 = true;
+      else if (std::find(list.begin(), list.end(), "memory") == list.end()) continue;
+      hierarchies.push_back(h);
+    }
+  }
+  {
+    std::ifstream in(root + "/proc/self/mountinfo");
+    for (std::string line; std::getline(in, line);) {
+      // "ID parent major:minor root mountpoint options [optional...] - fstype source superoptions"
+      auto fields = split(line, ' ');
+      auto dash = std::find(fields.begin(), fields.end(), "-");
+      if (fields.size() < 5 || dash == fields.end() || dash + 3 > fields.end()) continue;
+      const std::string& type = dash[1];
+      bool v2 = type == "cgroup2", v1Memory = false;
+      if (type == "cgroup")
+        for (const std::string& option : split(dash[3], ',')) v1Memory |= option == "memory";
+      for (Hierarchy& h : hierarchies)
+        if (h.mountPoint.empty() && ((h.v2 && v2) || (!h.v2 && v1Memory)))
+          h.mountRoot = fields[3], h.mountPoint = fields[4];
+    }
+  }
+  size_t room = kUnknown;
+  for (const Hierarchy& h : hierarchies) {
+    if (h.mountPoint.empty()) continue;
+    // The process's cgroup relative to what the mount shows (a container's mount may show a
+    // subtree; its own cgroup namespace shows "/").
+    std::string relative = h.path;
+    if (h.mountRoot != "/" && relative.rfind(h.mountRoot, 0) == 0) relative = relative.substr(h.mountRoot.size());
+    std::string top = root + h.mountPoint;
+    std::string dir = top + (relative == "/" ? "" : relative);
+    // Walk up to the mount point: the tightest limit on the way binds.
+    for (;;) {
+      room = std::min(room, roomIn(dir, h.v2));
+      if (dir.size() <= top.size()) break;
+      size_t slash = dir.rfind('/');
+      if (slash == std::string::npos || slash < top.size()) break;
+      dir = dir.substr(0, slash);
+    }
+  }
+  return room;
+}
+
+
 size_t availableHostBytes() {
   if (std::optional<int64_t> bytes = envWhole("SPMD_HOST_MEMORY_BYTES", 0, INT64_MAX)) return size_t(*bytes);
-  size_t room = memAvailable();
-  for (auto [limit, usage] : {std::pair{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"},
-                              std::pair{"/sys/fs/cgroup/memory/memory.limit_in_bytes",
-                                        "/sys/fs/cgroup/memory/memory.usage_in_bytes"}})
-    room = std::min(room, cgroupRoom(limit, usage));
-  return room;
+  return std::min(memAvailable(), cgroupMemoryRoom());
 }
 
 std::string formatBytes(size_t bytes) {

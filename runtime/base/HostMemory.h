@@ -7,10 +7,16 @@
 
 namespace spmd::runtime {
 
-// The smaller of MemAvailable (/proc/meminfo) and the room left under this process's cgroup
-// memory limit (v2 memory.max or v1 limit_in_bytes); SIZE_MAX when neither can be read.
-// SPMD_HOST_MEMORY_BYTES overrides it (for tests, or to leave room for other processes).
+// The smaller of MemAvailable (/proc/meminfo) and cgroupMemoryRoom(); SIZE_MAX when neither can
+// be read. SPMD_HOST_MEMORY_BYTES overrides it (for tests, or to leave room for other processes).
 size_t availableHostBytes();
+
+// The room left under the tightest memory limit on the way from this process's own cgroup
+// (/proc/self/cgroup, v2 and v1's memory controller, found through /proc/self/mountinfo) up to
+// its hierarchy's root: min over those cgroups of limit - usage (v2 memory.max - memory.current,
+// v1 memory.limit_in_bytes - memory.usage_in_bytes); SIZE_MAX when no limit is set. `root`
+// prefixes every path read (tests run it on crafted /proc and /sys trees).
+size_t cgroupMemoryRoom(const std::string& root = "");
 
 // Throws spmd::Error when `bytes` exceeds availableHostBytes(): "`what` needs ... but only ...
 // is available; `hint`".
