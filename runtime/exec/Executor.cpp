@@ -11,6 +11,7 @@
 #include "runtime/base/HostMemory.h"
 #include "runtime/base/Parse.h"
 #include "runtime/program/MemoryPlan.h"
+#include "runtime/program/ProgramCheck.h"
 
 namespace spmd::runtime {
 namespace {
@@ -86,7 +87,7 @@ Executor::Executor(Program program, std::shared_ptr<Device> device)
   debugNans_ = debugNansFromEnvironment();
   debugInfs_ = debugInfsFromEnvironment();
   buffers_.resize(program_.buffers.size());
-  checkMemoryPlan(program_);
+  checkProgram(program_);  // any Program, from the compiler, a file or a hand: fields agree
   std::shared_ptr<std::byte> arena;
   if (program_.arenaBytes) arena = device_->allocate(program_.arenaBytes);
   std::vector<bool> isInput(program_.buffers.size());

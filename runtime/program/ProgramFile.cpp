@@ -6,17 +6,31 @@
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <span>
+#include <zlib.h>
 
 #include "runtime/base/AtomicFile.h"
 #include "runtime/device/Layouts.h"
-#include "runtime/program/MemoryPlan.h"
+#include "runtime/program/ProgramCheck.h"
 #include "runtime/base/RealText.h"
 
 namespace spmd::runtime {
 namespace {
 
 constexpr char kMagic[8] = {'S', 'P', 'M', 'D', 'P', 'R', 'O', 'G'};
-constexpr int kVersion = 3;  // 3: buffers may carry a layout
+constexpr char kSumMagic[8] = {'S', 'P', 'M', 'D', 'C', 'R', 'C', '1'};
+constexpr int kVersion = 4;  // 3: buffers may carry a layout; 4: a checksum ends the file
+
+uint64_t checksumOf(std::span<const std::span<const std::byte>> parts) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  for (std::span<const std::byte> part : parts)
+    for (size_t done = 0; done < part.size();) {
+      uInt n = uInt(std::min<size_t>(part.size() - done, 1u << 30));
+      crc = crc32(crc, reinterpret_cast<const Bytef*>(part.data() + done), n);
+      done += n;
+    }
+  return crc;
+}
 
 using Json = nlohmann::ordered_json;
 
@@ -95,6 +109,9 @@ void saveProgram(const Program& program, const std::string& path) {
                                                    std::as_bytes(std::span(text.data(), text.size()))};
   for (const BufferDesc& b : program.buffers)
     if (!b.constant.empty()) parts.push_back(b.constant);
+  const uint64_t sum = checksumOf(parts);
+  parts.push_back(std::as_bytes(std::span(kSumMagic)));
+  parts.push_back(std::as_bytes(std::span(&sum, 1)));
   writeFileAtomically(path, parts);
 }
 
@@ -110,12 +127,26 @@ Program loadProgram(const std::string& path) {
   if (size < 16 || !in.read(magic, 8) || std::memcmp(magic, kMagic, 8) != 0 ||
       !in.read(reinterpret_cast<char*>(&length), 8))
     throw fail("it does not start with SPMDPROG and a header length (was it written by saveProgram?)");
-  if (length > size - 16) throw fail("the header length " + std::to_string(length) + " exceeds the file (truncated?)");
+  // The checksum first: nothing of a file changed after it was written is trusted.
+  char sumMagic[8];
+  uint64_t sum = 0;
+  if (size < 32 || !in.seekg(std::streamoff(size - 16)) || !in.read(sumMagic, 8) ||
+      std::memcmp(sumMagic, kSumMagic, 8) != 0 || !in.read(reinterpret_cast<char*>(&sum), 8))
+    throw fail("it does not end with a checksum (truncated, or written by an older spmd release: recompile it)");
+  in.seekg(16);
+  if (length > size - 32) throw fail("the header length " + std::to_string(length) + " exceeds the file (truncated?)");
   std::string text(length, '\0');
   in.read(text.data(), static_cast<std::streamsize>(length));
-  std::vector<std::byte> blob(size - 16 - length);
+  std::vector<std::byte> blob(size - 32 - length);
   in.read(reinterpret_cast<char*>(blob.data()), static_cast<std::streamsize>(blob.size()));
   if (!in) throw fail("could not read " + std::to_string(size) + " bytes");
+  {
+    const std::span<const std::byte> parts[] = {std::as_bytes(std::span(magic)), std::as_bytes(std::span(&length, 1)),
+                                                std::as_bytes(std::span(text.data(), text.size())), blob};
+    if (checksumOf(parts) != sum)
+      throw fail("its content does not match its checksum: it was changed or damaged after it was written; "
+                 "recompile it or copy it again");
+  }
 
   Program program;
   try {
@@ -128,9 +159,6 @@ Program loadProgram(const std::string& path) {
     program.arenaBytes = header.at("arena_bytes").get<size_t>();
     program.axisName = header.at("axis_name").get<std::string>();
     program.replicas = header.at("replicas").get<int64_t>();
-    if (program.replicas < 1 || (program.axisName.empty() && program.replicas != 1))
-      throw Error("replicas " + std::to_string(program.replicas) + " is not valid" +
-                  (program.axisName.empty() ? " for a program without an axis (must be 1)" : " (must be >= 1)"));
     for (const Json& b : header.at("buffers")) {
       BufferDesc desc{dtypeNamed(b.at("dtype").get<std::string>()), b.at("shape").get<Shape>(), {},
                       b.at("offset").get<int64_t>()};
@@ -173,7 +201,7 @@ Program loadProgram(const std::string& path) {
       for (const auto& [name, value] : s.at("attrs").items()) step.attrs[name] = attrOf(value);
       program.steps.push_back(std::move(step));
     }
-    checkMemoryPlan(program);
+    checkProgram(program);
   } catch (const Json::exception& e) {
     throw fail(std::string("bad header (") + e.what() + ")");
   } catch (const Error& e) {

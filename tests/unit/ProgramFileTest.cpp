@@ -6,7 +6,9 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <cstring>
 #include <fstream>
+#include <zlib.h>
 
 #include "TestUtil.h"
 #include "benchmarks/TrainStep.h"
@@ -155,6 +157,28 @@ TEST_F(ProgramFileTest, AProgramKeepsItsReplicaCountAndRefusesAnother) {
   }
 }
 
+// `bytes` (a Program file) with its checksum made right again, as a writer that changed the
+// file on purpose would: what the checks behind the checksum see.
+std::string resealed(std::string bytes) {
+  uLong crc = crc32(0L, reinterpret_cast<const Bytef*>(bytes.data()), uInt(bytes.size() - 16));
+  uint64_t sum = crc;
+  std::memcpy(bytes.data() + bytes.size() - 8, &sum, 8);
+  return bytes;
+}
+
+// `bytes` with its JSON header changed by `edit` (the length updated) and resealed.
+template <typename Edit>
+std::string withHeader(const std::string& bytes, Edit edit) {
+  uint64_t length = 0;
+  std::memcpy(&length, bytes.data() + 8, 8);
+  std::string header = bytes.substr(16, length);
+  edit(header);
+  uint64_t newLength = header.size();
+  std::string out = bytes.substr(0, 8) + std::string(reinterpret_cast<const char*>(&newLength), 8) + header +
+                    bytes.substr(16 + length);
+  return resealed(out);
+}
+
 TEST_F(ProgramFileTest, DamagedFilesAreClearErrors) {
   auto f = jit([](const Tensor& a) { return relu(mul(a, fill(a, 3.0))); }, {.dumpDir = dir_.string()});
   f(Tensor(testing::randomArray(DType::f32, {4, 3}, 1)));
@@ -167,22 +191,45 @@ TEST_F(ProgramFileTest, DamagedFilesAreClearErrors) {
   EXPECT_NE(errorOf(bad).find(bad + ": not a valid spmd program: it does not start with SPMDPROG"), std::string::npos)
       << errorOf(bad);
   write(bytes.substr(0, 40));
-  EXPECT_NE(errorOf(bad).find("exceeds the file (truncated?)"), std::string::npos) << errorOf(bad);
+  EXPECT_NE(errorOf(bad).find("it does not end with a checksum (truncated, or written by an older spmd release: "
+                              "recompile it)"), std::string::npos) << errorOf(bad);
+  // Any byte changed after the file was written: refused by its checksum, naming why.
   std::string json = bytes;
   json[20] = '#';
   write(json);
+  EXPECT_NE(errorOf(bad).find("its content does not match its checksum: it was changed or damaged after it was "
+                              "written; recompile it or copy it again"), std::string::npos) << errorOf(bad);
+  // The same changes with the checksum made right again reach the checks behind it.
+  write(resealed(json));
   EXPECT_NE(errorOf(bad).find("bad header"), std::string::npos) << errorOf(bad);
   std::string edited = bytes;
   size_t at = edited.find("\"inputs\": [\n  0");
   ASSERT_NE(at, std::string::npos) << bytes.substr(16, 400);
   edited[at + 14] = '7';
-  write(edited);
+  write(resealed(edited));
   EXPECT_NE(errorOf(bad).find("inputs names buffer 7 of"), std::string::npos) << errorOf(bad);
   edited = bytes;
-  at = edited.find("\"version\": 3");
+  at = edited.find("\"version\": 4");
   edited[at + 11] = '9';
-  write(edited);
-  EXPECT_NE(errorOf(bad).find("version 9 is not 3"), std::string::npos) << errorOf(bad);
+  write(resealed(edited));
+  EXPECT_NE(errorOf(bad).find("version 9 is not 4"), std::string::npos) << errorOf(bad);
+  // A dimension whose element count overflows: refused before anything is allocated.
+  write(withHeader(bytes, [](std::string& header) {
+    size_t shape = header.find("\"shape\": [");
+    size_t digit = header.find_first_of("0123456789", shape);
+    header.replace(digit, header.find_first_not_of("0123456789", digit) - digit, "4611686018427387904");
+  }));
+  EXPECT_NE(errorOf(bad).find("has more than 2^40 elements; no buffer is that large"), std::string::npos)
+      << errorOf(bad);
+  // A step that reads a buffer no earlier step wrote.
+  write(withHeader(bytes, [](std::string& header) {
+    size_t steps = header.find("\"steps\"");
+    size_t inputs = header.find("\"inputs\": [", steps);
+    size_t digit = header.find_first_of("0123456789", inputs);
+    header.replace(digit, header.find_first_not_of("0123456789", digit) - digit, "1");  // its own result
+  }));
+  EXPECT_NE(errorOf(bad).find("reads buffer %1 (f32[4, 3]) before any step writes it"), std::string::npos)
+      << errorOf(bad);
   // Layouts: an unknown one, and a blocked one on a tensor it cannot hold.
   runtime::Program tiny;
   tiny.name = "tiny";
@@ -198,6 +245,27 @@ TEST_F(ProgramFileTest, DamagedFilesAreClearErrors) {
   EXPECT_NE(errorOf(bad).find("buffer 0 has layout nChw8c but shape [2, 12, 3, 3]"), std::string::npos)
       << errorOf(bad);
   EXPECT_NE(errorOf((dir_ / "missing.spmd").string()).find("cannot open program"), std::string::npos);
+}
+
+// The user's report: "replicas" edited from 2 to 8 crashed on cpu:8 and 4 gave wrong numbers.
+// Edited by hand the file fails its checksum; edited with the checksum made right, the
+// collectives' shapes give the replica count away.
+TEST_F(ProgramFileTest, AnEditedReplicaCountIsRefused) {
+  auto f = pmap([](const Tensor& a) { return std::tuple{allGather(a, "batch"), pmean(a, "batch")}; },
+                {.devices = "cpu:2", .dumpDir = dir_.string()});
+  f(Tensor(testing::randomArray(DType::f32, {2, 3}, 1)));
+  std::string bytes = testing::readBytes((std::filesystem::path(f.lastDumpDir()) / "program.spmd").string());
+  std::string bad = (dir_ / "replicas.spmd").string();
+  auto write = [&](const std::string& contents) { std::ofstream(bad, std::ios::binary | std::ios::trunc) << contents; };
+  std::string edited = bytes;
+  size_t at = edited.find("\"replicas\": 2");
+  ASSERT_NE(at, std::string::npos);
+  edited[at + 12] = '8';
+  write(edited);
+  EXPECT_NE(errorOf(bad).find("does not match its checksum"), std::string::npos) << errorOf(bad);
+  write(resealed(edited));
+  EXPECT_NE(errorOf(bad).find("'all_gather'"), std::string::npos) << errorOf(bad);
+  EXPECT_NE(errorOf(bad).find("is not 8 (the program's replicas) times buffer"), std::string::npos) << errorOf(bad);
 }
 
 }  // namespace
