@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <zlib.h>
 
 #include "runtime/base/AtomicFile.h"
 
@@ -26,11 +27,30 @@ std::string fail(const std::string& path, const std::string& what) {
   return path + ": not a valid safetensors checkpoint: " + what;
 }
 
+// Each tensor's CRC-32 goes into the metadata as "crc32:<name>" (8 hex digits): other readers
+// (PyTorch's safetensors) ignore it, and loadSafetensors verifies it.
+const std::string kChecksumKey = "crc32:";
+
+std::string checksumOf(const Array& array) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  const auto* p = reinterpret_cast<const Bytef*>(array.data());
+  for (size_t done = 0; done < array.bytes();) {
+    uInt n = uInt(std::min<size_t>(array.bytes() - done, 1u << 30));
+    crc = crc32(crc, p + done, n);
+    done += n;
+  }
+  char text[9];
+  std::snprintf(text, sizeof text, "%08lx", static_cast<unsigned long>(crc));
+  return text;
+}
+
 }  // namespace
 
 void saveSafetensors(const std::string& path, const Checkpoint& checkpoint) {
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
-  if (!checkpoint.metadata.empty()) header["__metadata__"] = checkpoint.metadata;
+  std::map<std::string, std::string> metadata = checkpoint.metadata;
+  for (const auto& [name, array] : checkpoint.tensors) metadata[kChecksumKey + name] = checksumOf(array);
+  if (!metadata.empty()) header["__metadata__"] = metadata;
   size_t offset = 0;
   for (const auto& [name, array] : checkpoint.tensors) {
     header[name] = {{"dtype", codeOf(array.dtype)},
@@ -110,6 +130,22 @@ Checkpoint loadSafetensors(const std::string& path) {
   std::sort(ranges.begin(), ranges.end());
   for (size_t i = 1; i < ranges.size(); ++i)
     if (ranges[i].first < ranges[i - 1].second) throw Error(fail(path, "two tensors' byte ranges overlap"));
+  // Every tensor against its checksum (files from other writers may have none), then the
+  // checksums leave the metadata the caller sees.
+  for (auto it = checkpoint.metadata.begin(); it != checkpoint.metadata.end();) {
+    if (it->first.rfind(kChecksumKey, 0) != 0) {
+      ++it;
+      continue;
+    }
+    std::string name = it->first.substr(kChecksumKey.size());
+    auto tensor = checkpoint.tensors.find(name);
+    if (tensor == checkpoint.tensors.end())
+      throw Error(fail(path, "it has a checksum for tensor '" + name + "' but no such tensor (damaged?)"));
+    if (checksumOf(tensor->second) != it->second)
+      throw Error(fail(path, "tensor '" + name + "' does not match its checksum (CRC-32 " + checksumOf(tensor->second) +
+                             ", written " + it->second + "): the file was changed or damaged after it was written"));
+    it = checkpoint.metadata.erase(it);
+  }
   return checkpoint;
 }
 

@@ -18,10 +18,13 @@ struct Checkpoint {
 
 // Writes atomically: a temporary file beside `path`, flushed and fsync'ed, then renamed over
 // `path` (and the directory fsync'ed), so a crash or an error leaves any previous file intact.
+// Each tensor's CRC-32 is stored in the metadata ("crc32:<name>"; other readers ignore it).
 void saveSafetensors(const std::string& path, const Checkpoint& checkpoint);
 
 // Reads and validates a file (header length, JSON, dtypes, shapes against byte ranges, ranges
-// inside the file, no overlaps). Throws spmd::Error naming the file and what is wrong.
+// inside the file, no overlaps, each tensor against its checksum when the file has one; the
+// checksums are not returned in `metadata`). Throws spmd::Error naming the file, the tensor and
+// what is wrong.
 Checkpoint loadSafetensors(const std::string& path);
 
 }  // namespace spmd::io

@@ -1,6 +1,8 @@
 // addTree / readTree: Trees in and out of checkpoints.
 #include "frontend/io/TreeCheckpoint.h"
 
+#include <cmath>
+
 #include "runtime/base/Error.h"
 
 namespace spmd::io {
@@ -20,7 +22,16 @@ Tree readTree(const Checkpoint& checkpoint, const std::string& prefix, const Tre
     if (it->second.dtype != t.dtype() || it->second.shape != t.shape())
       throw Error(source + ": tensor '" + prefix + name + "' is " + Tensor(it->second).typeString() +
                   " but the model needs " + t.typeString() + suffix);
-    out.set(name, it->second);
+    // A NaN or infinity in saved state: a diverged run or damage, not something to train on.
+    const Array& a = it->second;
+    for (int64_t i = 0; i < a.numel() && a.dtype != DType::i32; ++i) {
+      double v = a.dtype == DType::f32 ? double(a.values<float>()[i]) : a.values<double>()[i];
+      if (!std::isfinite(v))
+        throw Error(source + ": tensor '" + prefix + name + "' holds " + (std::isnan(v) ? "NaN" : "an infinity") +
+                    " at element " + std::to_string(i) + "; the checkpoint was saved from a diverged run or is "
+                    "damaged: resume from an earlier one" + suffix);
+    }
+    out.set(name, a);
   }
   return out;
 }

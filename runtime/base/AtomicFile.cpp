@@ -56,4 +56,18 @@ void writeFileAtomically(const std::string& path, const std::vector<std::span<co
   }
 }
 
+int removeStaleTemporaries(const std::string& path) {
+  std::filesystem::path target(path);
+  std::filesystem::path dir = target.parent_path().empty() ? "." : target.parent_path();
+  const std::string prefix = "." + target.filename().string() + ".";
+  int removed = 0;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, error)) {
+    std::string name = entry.path().filename().string();
+    if (name.size() == prefix.size() + 6 && name.rfind(prefix, 0) == 0 && entry.is_regular_file(error))
+      removed += std::filesystem::remove(entry.path(), error) ? 1 : 0;
+  }
+  return removed;
+}
+
 }  // namespace spmd

@@ -12,4 +12,9 @@ namespace spmd {
 // failing call; the previous file is then unchanged.
 void writeFileAtomically(const std::string& path, const std::vector<std::span<const std::byte>>& parts);
 
+// Removes the temporaries writeFileAtomically leaves beside `path` when its process is killed
+// mid-write ("." + file name + "." + 6 characters); returns how many. Only call it where no
+// other writer of `path` can be running (e.g. holding the directory's lock).
+int removeStaleTemporaries(const std::string& path);
+
 }  // namespace spmd

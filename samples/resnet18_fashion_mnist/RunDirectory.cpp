@@ -6,9 +6,11 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 
+#include "runtime/base/AtomicFile.h"
 #include "runtime/base/Error.h"
 
 namespace sample {
@@ -48,6 +50,13 @@ RunDirectory::RunDirectory(const std::string& path) {
   }
   ::close(fd);
   ::unlink(probe.c_str());
+  // Temporaries of a run killed while it saved (atomic writes, runtime/base/AtomicFile.h): with
+  // the lock held, no other writer of these files can be running.
+  for (const char* file : {"checkpoint.safetensors", "metrics.csv"}) {
+    int removed = spmd::removeStaleTemporaries((fs::path(path) / file).string());
+    if (removed) std::printf("removed %d temporary file%s of an interrupted save of %s\n", removed,
+                             removed == 1 ? "" : "s", file);
+  }
 }
 
 RunDirectory::~RunDirectory() {

@@ -3,6 +3,8 @@
 // the prefetching loader (all full batches in order, the remainder dropped, resuming mid-epoch).
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -12,6 +14,7 @@
 #include "frontend/data/Loader.h"
 #include "frontend/io/Safetensors.h"
 #include "frontend/io/TreeCheckpoint.h"
+#include "runtime/base/AtomicFile.h"
 
 namespace spmd {
 namespace {
@@ -123,6 +126,49 @@ TEST_F(SafetensorsTest, CorruptFilesAreClearErrors) {
   EXPECT_NE(errorOf(bad).find("tensor 'w' has dtype F16; spmd reads F32, F64 and I32"), std::string::npos);
   writeBytes(bad, std::string(64, 'x'));
   EXPECT_NE(errorOf(bad).find("not a valid safetensors checkpoint"), std::string::npos);
+}
+
+// The user's report: plausible weights written over a checkpoint resumed silently, NaN bytes
+// were blamed on the learning rate, and a save killed midway left its temporary forever.
+TEST_F(SafetensorsTest, ChangedTensorsNaNsAndStaleTemporariesAreCaught) {
+  io::Checkpoint c;
+  c.tensors["params.w"] = randomArray(DType::f32, {10, 10}, 1);
+  c.tensors["params.b"] = randomArray(DType::f32, {10}, 2);
+  c.metadata["step"] = "7";
+  std::string path = tempPath("ckpt.safetensors");
+  io::saveSafetensors(path, c);
+  io::Checkpoint back = io::loadSafetensors(path);
+  EXPECT_EQ(back.metadata, c.metadata) << "the checksums stay in the file, not in what the caller sees";
+  // A plausible value (the next float up) over one weight: the file is otherwise valid.
+  std::string bytes = readBytes(path);
+  float weight;
+  const size_t at = bytes.size() - 4 * 100 + 4 * 37;  // params.w's element 37 (tensors in name order: b, w)
+  std::memcpy(&weight, bytes.data() + at, 4);
+  weight = std::nextafter(weight, 2.0f);
+  std::memcpy(bytes.data() + at, &weight, 4);
+  std::string bad = tempPath("changed.safetensors");
+  writeBytes(bad, bytes);
+  EXPECT_NE(errorOf(bad).find("tensor 'params.w' does not match its checksum"), std::string::npos) << errorOf(bad);
+  EXPECT_NE(errorOf(bad).find("the file was changed or damaged after it was written"), std::string::npos);
+  // A checkpoint saved with a NaN in it (a diverged run): named, tensor and element, on resume.
+  io::Checkpoint nan = c;
+  nan.tensors["params.w"] = testing::cloneArray(c.tensors["params.w"]);
+  nan.tensors["params.w"].values<float>()[42] = std::nanf("");
+  io::saveSafetensors(path, nan);
+  Tree like;
+  like.set("w", Array::zeros(DType::f32, {10, 10}));
+  like.set("b", Array::zeros(DType::f32, {10}));
+  std::string message = testing::errorOf([&] { io::readTree(io::loadSafetensors(path), "params.", like, path); });
+  EXPECT_NE(message.find("tensor 'params.w' holds NaN at element 42; the checkpoint was saved from a diverged run or "
+                         "is damaged: resume from an earlier one"), std::string::npos) << message;
+  // A save killed midway leaves ".ckpt.safetensors.XXXXXX" beside the file; the next run's
+  // cleanup removes exactly those.
+  writeBytes(tempPath(".ckpt.safetensors.a1B2c3"), "half a checkpoint");
+  writeBytes(tempPath(".ckpt.safetensors.note"), "not ours: other length");
+  EXPECT_EQ(removeStaleTemporaries(path), 1);
+  EXPECT_FALSE(std::filesystem::exists(tempPath(".ckpt.safetensors.a1B2c3")));
+  EXPECT_TRUE(std::filesystem::exists(tempPath(".ckpt.safetensors.note")));
+  EXPECT_TRUE(std::filesystem::exists(path));
 }
 
 // An IDX header that promises far more images than the file holds is a truncation error after
