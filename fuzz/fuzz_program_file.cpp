@@ -7,8 +7,8 @@
 //    check (runtime/program/ProgramCheck.h) is reached with valid JSON and wrong numbers.
 // Either way the file must load (and print) or throw spmd::Error.
 #include <cstring>
+#include <vector>
 
-#include "fuzz/FuzzInput.h"
 #include "runtime/base/Error.h"
 #include "runtime/program/ProgramFile.h"
 
@@ -62,12 +62,16 @@ Program edited(const uint8_t* data, size_t size) {
       case 8: if (!buffers.empty()) buffers[index % buffers.size()].dtype = spmd::DType(uint64_t(value) % 3); break;
       case 9:
         if (!steps.empty())
-          for (auto& [name, attr] : steps[index % steps.size()].attrs)
-            if (auto* v = std::get_if<int64_t>(&attr)) { *v = value; break; }
-            else if (auto* list = std::get_if<std::vector<int64_t>>(&attr); list && !list->empty()) {
+          for (auto& [name, attr] : steps[index % steps.size()].attrs) {
+            if (auto* v = std::get_if<int64_t>(&attr)) {
+              *v = value;
+              break;
+            }
+            if (auto* list = std::get_if<std::vector<int64_t>>(&attr); list && !list->empty()) {
               (*list)[(index >> 8) % list->size()] = value;
               break;
             }
+          }
         break;
       case 10:
         if (!steps.empty() && !steps[index % steps.size()].inputs.empty()) steps[index % steps.size()].inputs.pop_back();
@@ -83,15 +87,14 @@ Program edited(const uint8_t* data, size_t size) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  std::string path;
-  if (size > 0 && data[0] != 'S') {
-    path = (spmd::fuzz::scratchDir() / "edited.spmd").string();
-    spmd::runtime::saveProgram(edited(data, size), path);
-  } else {
-    path = spmd::fuzz::writeInput("program.spmd", data, size);
-  }
+  // In memory: no file system in the loop (saveProgram and loadProgram add only the I/O).
+  std::vector<std::byte> bytes;
+  if (size > 0 && data[0] != 'S')
+    bytes = spmd::runtime::programFileBytes(edited(data, size));
+  else
+    bytes.assign(reinterpret_cast<const std::byte*>(data), reinterpret_cast<const std::byte*>(data) + size);
   try {
-    spmd::runtime::Program program = spmd::runtime::loadProgram(path);
+    spmd::runtime::Program program = spmd::runtime::readProgramBytes(bytes, "program.spmd");
     (void)program.toText();
   } catch (const spmd::Error&) {
   }

@@ -1,7 +1,10 @@
 // CPU batch norm: oneDNN batch normalization (f32) in training form (batch statistics out) and
-// inference form (given statistics); f64 runs the reference loops. oneDNN normalizes in the
+// inference form (given statistics); the backward is our own (double sums per channel, below);
+// f64 runs the reference loops. oneDNN normalizes in the
 // layout of the data input (plain NCHW, or the blocked layout spmd-assign-layouts gave it); a
 // gradient or result buffer in another layout is reordered around the call.
+#include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "runtime/cpu/Onednn.h"
@@ -113,35 +116,128 @@ void batch_norm_infer(KernelCall& call) {
          {DNNL_ARG_VARIANCE, call.in[4].data}, {DNNL_ARG_DST, call.out[0].data}});
 }
 
-// inputs: result_grad, input, scale, batch_mean, batch_variance;
-// outputs: input_grad, scale_grad, offset_grad.
+// inputs: result_grad, input, scale, batch_mean, batch_variance (biased);
+// outputs: input_grad, scale_grad, offset_grad. With xhat = (x - mean) * rstd over M values per
+// channel: doffset = sum(dy), dscale = sum(dy * xhat), dx = scale * rstd / M * (M dy - doffset -
+// xhat dscale). Our own kernel, not oneDNN's: the two sums cancel (a BN bias gradient is a sum
+// of terms that cancel by a factor of hundreds), and oneDNN adds them in f32 lanes, 3.5x further
+// from the exact value than PyTorch; here each channel's sums run in double on one thread in a
+// fixed order, so the bits do not depend on the thread count either. Any mix of plain and
+// nChw<B>c buffers: element (n, c, i) of an [N, C, HW] view sits at base(n, c) + i * stride.
+namespace {
+
+struct ChannelView {
+  int64_t C, HW, block;  // block 0: plain
+  int64_t base(int64_t n, int64_t c) const {
+    return block ? ((n * (C / block) + c / block) * HW) * block + c % block : (n * C + c) * HW;
+  }
+  int64_t stride() const { return block ? block : 1; }
+};
+
+ChannelView channelView(const TensorView& v) {
+  int64_t HW = 1;
+  for (size_t d = 2; d < v.shape.size(); ++d) HW *= v.shape[d];
+  return {v.dim(1), HW, channelBlock(v.layout)};
+}
+
+}  // namespace
+
+// One group of G channels: the sums, then dx. `Contiguous`: all three buffers are nChw<G>c, so a
+// group's lanes are adjacent and the lane loops vectorize (each lane its own sum: no
+// reassociation, the same bits with or without vectors). Compiled for AVX-512, AVX2 and the
+// baseline, chosen at run time, without fused multiply-adds, so every machine gets the same bits.
+template <int G, bool Contiguous>
+__attribute__((target_clones("avx512f", "avx2", "default"), optimize("fp-contract=off")))
+void backwardGroup(const float* dy, const float* x, float* dx, const ChannelView& dyAt, const ChannelView& xAt,
+                   const ChannelView& dxAt, int64_t N, int64_t c0, const float* scale, const float* mean,
+                   const float* var, double epsilon, float* dscale, float* doffset) {
+  const int64_t HW = xAt.HW, gs = dyAt.stride(), vs = xAt.stride(), os = dxAt.stride();
+  const double count = double(N * HW);
+  double sumDy[G] = {}, sumDyX[G] = {}, m[G], rstd[G];
+  for (int l = 0; l < G; ++l) m[l] = mean[c0 + l], rstd[l] = 1.0 / std::sqrt(double(var[c0 + l]) + epsilon);
+  for (int64_t n = 0; n < N; ++n) {
+    if constexpr (Contiguous) {
+      const float *g = dy + dyAt.base(n, c0), *v = x + xAt.base(n, c0);
+      for (int64_t i = 0; i < HW; ++i)
+        for (int l = 0; l < G; ++l) {
+          double d = g[i * G + l];
+          sumDy[l] += d;
+          sumDyX[l] += d * (double(v[i * G + l]) - m[l]);
+        }
+    } else {
+      // Eight running sums (elements i mod 8), added in a fixed order: vectorizable, and the
+      // same bits on any machine and thread count.
+      for (int l = 0; l < G; ++l) {
+        const float *g = dy + dyAt.base(n, c0 + l), *v = x + xAt.base(n, c0 + l);
+        double s[8] = {}, sx[8] = {};
+        int64_t i = 0;
+        if (gs == 1 && vs == 1)
+          for (; i + 8 <= HW; i += 8)
+            for (int k = 0; k < 8; ++k) {
+              double d = g[i + k];
+              s[k] += d;
+              sx[k] += d * (double(v[i + k]) - m[l]);
+            }
+        for (; i < HW; ++i) {
+          double d = g[i * gs];
+          s[i % 8] += d;
+          sx[i % 8] += d * (double(v[i * vs]) - m[l]);
+        }
+        sumDy[l] += ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+        sumDyX[l] += ((sx[0] + sx[1]) + (sx[2] + sx[3])) + ((sx[4] + sx[5]) + (sx[6] + sx[7]));
+      }
+    }
+  }
+  // dx = a dy + b (x - mean) + d, per channel.
+  float a[G], b[G], d0[G], mf[G];
+  for (int l = 0; l < G; ++l) {
+    const double dyXhat = sumDyX[l] * rstd[l], al = double(scale[c0 + l]) * rstd[l];
+    doffset[c0 + l] = float(sumDy[l]);
+    dscale[c0 + l] = float(dyXhat);
+    a[l] = float(al), b[l] = float(-al * rstd[l] * dyXhat / count), d0[l] = float(-al * sumDy[l] / count);
+    mf[l] = mean[c0 + l];
+  }
+  for (int64_t n = 0; n < N; ++n) {
+    if constexpr (Contiguous) {
+      const float *g = dy + dyAt.base(n, c0), *v = x + xAt.base(n, c0);
+      float* out = dx + dxAt.base(n, c0);
+      for (int64_t i = 0; i < HW; ++i)
+        for (int l = 0; l < G; ++l) out[i * G + l] = a[l] * g[i * G + l] + b[l] * (v[i * G + l] - mf[l]) + d0[l];
+    } else {
+      for (int l = 0; l < G; ++l) {
+        const float *g = dy + dyAt.base(n, c0 + l), *v = x + xAt.base(n, c0 + l);
+        float* out = dx + dxAt.base(n, c0 + l);
+        for (int64_t i = 0; i < HW; ++i) out[i * os] = a[l] * g[i * gs] + b[l] * (v[i * vs] - mf[l]) + d0[l];
+      }
+    }
+  }
+}
+
 void batch_norm_train_backward(KernelCall& call) {
   if (call.in[0].dtype != DType::f32) return reference::batch_norm_train_backward(call);
-  NormState& s = cachedState<NormState>(call, [&] {
-    using namespace dnnl;
-    auto flags = normalization_flags::use_scale | normalization_flags::use_shift;
-    auto data = layoutDesc(call.in[1]);
-    float epsilon = static_cast<float>(call.step.real("epsilon"));
-    batch_normalization_forward::primitive_desc hint(
-        {prop_kind::forward_training, data, epsilon, flags}, engine());
-    batch_normalization_backward::desc desc(prop_kind::backward, data, data, epsilon, flags);
-    NormState state{{batch_normalization_backward(
-                         batch_normalization_backward::primitive_desc(desc, engine(), hint)),
-                     stream(engine()), {}}, {}};
-    state.p.bind(DNNL_ARG_SRC, data);
-    state.bindData(DNNL_ARG_DIFF_DST, call.in[0], data, false);
-    state.bindData(DNNL_ARG_DIFF_SRC, call.out[0], data, true);
-    for (int arg : {DNNL_ARG_SCALE, DNNL_ARG_MEAN, DNNL_ARG_VARIANCE, DNNL_ARG_DIFF_SCALE,
-                    DNNL_ARG_DIFF_SHIFT})
-      state.p.bind(arg, call.in[2]);
-    // oneDNN 2.6 insists on a shift argument with use_shift, though dx does not depend on it.
-    state.p.args[DNNL_ARG_SHIFT] = memory(plainDesc(call.in[2].shape), engine());
-    return state;
-  });
-  s.run({{DNNL_ARG_DIFF_DST, call.in[0].data}, {DNNL_ARG_SRC, call.in[1].data},
-         {DNNL_ARG_SCALE, call.in[2].data}, {DNNL_ARG_MEAN, call.in[3].data},
-         {DNNL_ARG_VARIANCE, call.in[4].data}, {DNNL_ARG_DIFF_SRC, call.out[0].data},
-         {DNNL_ARG_DIFF_SCALE, call.out[1].data}, {DNNL_ARG_DIFF_SHIFT, call.out[2].data}});
+  const TensorView &dyView = call.in[0], &xView = call.in[1];
+  const int64_t N = xView.dim(0), C = xView.dim(1);
+  const ChannelView dyAt = channelView(dyView), xAt = channelView(xView), dxAt = channelView(call.out[0]);
+  const double epsilon = call.step.real("epsilon");
+  const float *dy = dyView.as<float>(), *x = xView.as<float>(), *scale = call.in[2].as<float>(),
+              *mean = call.in[3].as<float>(), *var = call.in[4].as<float>();
+  float *dx = call.out[0].as<float>(), *dscale = call.out[1].as<float>(), *doffset = call.out[2].as<float>();
+  // Channels in groups (a block of a blocked buffer when all three share one), a group per
+  // thread at a time, so each cache line of a blocked buffer is read once per pass.
+  const int64_t block = xAt.block;
+  const bool contiguous = block && dyAt.block == block && dxAt.block == block;
+  const int64_t G = contiguous ? block : 1;
+#pragma omp parallel for schedule(static)
+  for (int64_t c0 = 0; c0 < C; c0 += G) {
+    auto run = [&](auto group) {
+      constexpr int g = decltype(group)::value;
+      constexpr bool same = g > 1;
+      backwardGroup<g, same>(dy, x, dx, dyAt, xAt, dxAt, N, c0, scale, mean, var, epsilon, dscale, doffset);
+    };
+    if (G == 16) run(std::integral_constant<int, 16>{});
+    else if (G == 8) run(std::integral_constant<int, 8>{});
+    else run(std::integral_constant<int, 1>{});
+  }
 }
 
 }  // namespace spmd::runtime::cpu

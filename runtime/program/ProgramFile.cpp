@@ -1,6 +1,7 @@
 // saveProgram / loadProgram with nlohmann::json for the header.
 #include "runtime/program/ProgramFile.h"
 
+#include <array>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -75,7 +76,7 @@ DType dtypeNamed(const std::string& name) {
 
 }  // namespace
 
-void saveProgram(const Program& program, const std::string& path) {
+std::vector<std::byte> programFileBytes(const Program& program) {
   Json header = {{"format", "spmd-program"}, {"version", kVersion}, {"name", program.name},
                  {"arena_bytes", program.arenaBytes},
                  {"axis_name", program.axisName}, {"replicas", program.replicas}};
@@ -112,41 +113,45 @@ void saveProgram(const Program& program, const std::string& path) {
   const uint64_t sum = checksumOf(parts);
   parts.push_back(std::as_bytes(std::span(kSumMagic)));
   parts.push_back(std::as_bytes(std::span(&sum, 1)));
-  writeFileAtomically(path, parts);
+  std::vector<std::byte> bytes;
+  for (std::span<const std::byte> part : parts) bytes.insert(bytes.end(), part.begin(), part.end());
+  return bytes;
+}
+
+void saveProgram(const Program& program, const std::string& path) {
+  std::vector<std::byte> bytes = programFileBytes(program);
+  writeFileAtomically(path, {bytes});
 }
 
 Program loadProgram(const std::string& path) {
-  auto fail = [&](const std::string& what) { return Error(path + ": not a valid spmd program: " + what); };
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(path + ": cannot open program (" + std::strerror(errno) + ")");
   in.seekg(0, std::ios::end);
-  const uint64_t size = static_cast<uint64_t>(in.tellg());
+  std::vector<std::byte> bytes(static_cast<size_t>(in.tellg()));
   in.seekg(0);
-  char magic[8];
+  if (!in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(bytes.size())))
+    throw Error(path + ": cannot read program (" + std::strerror(errno) + ")");
+  return readProgramBytes(bytes, path);
+}
+
+Program readProgramBytes(std::span<const std::byte> bytes, const std::string& path) {
+  auto fail = [&](const std::string& what) { return Error(path + ": not a valid spmd program: " + what); };
+  const uint64_t size = bytes.size();
   uint64_t length = 0;
-  if (size < 16 || !in.read(magic, 8) || std::memcmp(magic, kMagic, 8) != 0 ||
-      !in.read(reinterpret_cast<char*>(&length), 8))
+  if (size < 16 || std::memcmp(bytes.data(), kMagic, 8) != 0)
     throw fail("it does not start with SPMDPROG and a header length (was it written by saveProgram?)");
+  std::memcpy(&length, bytes.data() + 8, 8);
   // The checksum first: nothing of a file changed after it was written is trusted.
-  char sumMagic[8];
   uint64_t sum = 0;
-  if (size < 32 || !in.seekg(std::streamoff(size - 16)) || !in.read(sumMagic, 8) ||
-      std::memcmp(sumMagic, kSumMagic, 8) != 0 || !in.read(reinterpret_cast<char*>(&sum), 8))
+  if (size < 32 || std::memcmp(bytes.data() + size - 16, kSumMagic, 8) != 0)
     throw fail("it does not end with a checksum (truncated, or written by an older spmd release: recompile it)");
-  in.seekg(16);
+  std::memcpy(&sum, bytes.data() + size - 8, 8);
+  if (checksumOf(std::array{bytes.first(size - 16)}) != sum)
+    throw fail("its content does not match its checksum: it was changed or damaged after it was written; "
+               "recompile it or copy it again");
   if (length > size - 32) throw fail("the header length " + std::to_string(length) + " exceeds the file (truncated?)");
-  std::string text(length, '\0');
-  in.read(text.data(), static_cast<std::streamsize>(length));
-  std::vector<std::byte> blob(size - 32 - length);
-  in.read(reinterpret_cast<char*>(blob.data()), static_cast<std::streamsize>(blob.size()));
-  if (!in) throw fail("could not read " + std::to_string(size) + " bytes");
-  {
-    const std::span<const std::byte> parts[] = {std::as_bytes(std::span(magic)), std::as_bytes(std::span(&length, 1)),
-                                                std::as_bytes(std::span(text.data(), text.size())), blob};
-    if (checksumOf(parts) != sum)
-      throw fail("its content does not match its checksum: it was changed or damaged after it was written; "
-                 "recompile it or copy it again");
-  }
+  const std::string text(reinterpret_cast<const char*>(bytes.data()) + 16, length);
+  const std::span<const std::byte> blob = bytes.subspan(16 + length, size - 32 - length);
 
   Program program;
   try {
@@ -178,7 +183,7 @@ Program loadProgram(const std::string& path) {
           throw Error("constant of buffer " + std::to_string(program.buffers.size()) +
                       " does not match its shape or lies outside the " + std::to_string(blob.size()) +
                       " data bytes (truncated file?)");
-        desc.constant.assign(blob.begin() + range[0], blob.begin() + range[1]);
+        desc.constant.assign(blob.begin() + std::ptrdiff_t(range[0]), blob.begin() + std::ptrdiff_t(range[1]));
       }
       program.buffers.push_back(std::move(desc));
     }

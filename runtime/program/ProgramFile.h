@@ -6,7 +6,10 @@
 // body text, so generated kernels travel too.
 #pragma once
 
+#include <cstddef>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "runtime/program/Program.h"
 
@@ -14,10 +17,14 @@ namespace spmd::runtime {
 
 // Written atomically (runtime/AtomicFile).
 void saveProgram(const Program& program, const std::string& path);
+// The file's bytes, as saveProgram writes them.
+std::vector<std::byte> programFileBytes(const Program& program);
 
 // Validates everything it reads (magic, checksum, version, JSON, buffer ids, dtypes, shapes,
 // constant ranges, then every field against the others: checkProgram, ProgramCheck.h) and
 // throws spmd::Error naming the file and what is wrong.
 Program loadProgram(const std::string& path);
+// The same from the file's bytes; `path` names them in errors.
+Program readProgramBytes(std::span<const std::byte> bytes, const std::string& path);
 
 }  // namespace spmd::runtime
