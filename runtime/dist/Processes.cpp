@@ -5,7 +5,9 @@
 
 #include <climits>
 #include <cstdio>
+#include <chrono>
 #include <cstdlib>
+#include <thread>
 #include <cstring>
 
 #include "runtime/base/Error.h"
@@ -174,7 +176,13 @@ void abortJob(const std::string& message, int code) {
   std::fprintf(stderr, "spmd: %s%s%s; ending the job\n", who.c_str(), who.empty() ? "" : ": ", message.c_str());
   std::fflush(stderr);
 #if SPMD_WITH_MPI
-  if (started) MPI_Abort(MPI_COMM_WORLD, code);
+  if (started) {
+    // Give the launcher's output forwarding a moment to deliver the message before MPI_Abort
+    // tears the job down (a stopped or killed peer makes that teardown fast); after it comes
+    // only Open MPI's own notice that the job was aborted.
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    MPI_Abort(MPI_COMM_WORLD, code);
+  }
 #endif
   std::_Exit(code);
 }

@@ -4,7 +4,7 @@
 // its final parameters, BN state, optimizer state and losses as raw bytes (in name order) to
 // <out>.<process>, and process 0 their names and sizes to <out>.index, so a driver can compare layouts bit for bit (tests/dist/run_dist.py).
 // Faults for the failure tests: at step --fault-step, process --fault-process throws inside
-// the step (a bad label), kills itself, hangs, or flips a bit of its first replica's copy of
+// the step (a bad label), kills itself, hangs, stops itself (SIGSTOP), or flips a bit of its first replica's copy of
 // fc.weight (caught by the drift check, which runs after every step then). With --checkpoint,
 // process 0 saves the state after every step (barriers around). --lr and --init-seed let a
 // test start processes that disagree. Before training, every run checks the fold order of a psum
@@ -200,6 +200,7 @@ int run(const Flags& f) {
   for (int s = 0; s < f.steps; ++s) {
     if (s == f.faultStep && process == f.faultProcess) {
       if (f.fault == "kill") raise(SIGKILL);
+      if (f.fault == "stop") raise(SIGSTOP);
       if (f.fault == "hang")
         for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
       if (f.fault == "flip") {  // one bit of one replica's copy of a parameter: the drift check must see it

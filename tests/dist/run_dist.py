@@ -8,7 +8,7 @@ layouts    N = 4 replicas as 1 process x 4 threads, 2 x 2 and 4 x 1, and N = 6 a
            thread settings at all); every run's psum folds in the order that defines exact mode
            (dist_train's checkFoldOrder, f64 values that cancel); fast mode (2 x 3) runs its own
            order and agrees to rounding.
-faults     one process throws inside a step, one is killed, one hangs: mpirun ends non-zero
+faults     one process throws inside a step, one is killed, one hangs, one is stopped (SIGSTOP): mpirun ends non-zero
            within the collective timeout, the message names the process (and the replica and
            collective when the process can still speak), and the checkpoint written before
            the fault is intact.
@@ -214,7 +214,8 @@ def check_faults(args):
     env = {"SPMD_COLLECTIVE_TIMEOUT": TIMEOUT}
     for fault, expect in [("throw", ["process 1 of 2", "replica 3 of 4", "label 99", "softmax_cross_entropy"]),
                           ("kill", ["rank 1", "signal 9"]),
-                          ("hang", ["process 0 of 2", "process(es) 1 (replicas 2-3) never reached it", "all_reduce", "timed out"])]:
+                          ("hang", ["process 0 of 2", "process(es) 1 (replicas 2-3) never reached it", "all_reduce", "timed out"]),
+                          ("stop", ["process 0 of 2", "process(es) 1 (replicas 2-3) never reached it", "all_reduce", "timed out"])]:
         checkpoint = os.path.join(args.scratch, "fault_%s.safetensors" % fault)
         out = os.path.join(args.scratch, "fault_%s" % fault)
         rc, log, seconds = launch(args, 2, 2, out, env,
