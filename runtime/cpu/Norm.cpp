@@ -146,8 +146,15 @@ ChannelView channelView(const TensorView& v) {
 // group's lanes are adjacent and the lane loops vectorize (each lane its own sum: no
 // reassociation, the same bits with or without vectors). Compiled for AVX-512, AVX2 and the
 // baseline, chosen at run time, without fused multiply-adds, so every machine gets the same bits.
+// ThreadSanitizer instruments the clones' resolver, which the loader runs before TSan's runtime
+// is up (a crash at start): TSan builds take the baseline code only.
+#if defined(__SANITIZE_THREAD__)
+#define SPMD_VECTOR_CLONES
+#else
+#define SPMD_VECTOR_CLONES target_clones("avx512f", "avx2", "default"),
+#endif
 template <int G, bool Contiguous>
-__attribute__((target_clones("avx512f", "avx2", "default"), optimize("fp-contract=off")))
+__attribute__((SPMD_VECTOR_CLONES optimize("fp-contract=off")))
 void backwardGroup(const float* dy, const float* x, float* dx, const ChannelView& dyAt, const ChannelView& xAt,
                    const ChannelView& dxAt, int64_t N, int64_t c0, const float* scale, const float* mean,
                    const float* var, double epsilon, float* dscale, float* doffset) {
