@@ -1,4 +1,4 @@
-// libFuzzer target: what spmd-opt does with a file before any pass: the nesting check, then
+// libFuzzer target: what spmd-opt does with a file before any pass: the input checks, then
 // MLIR's parser with the spmd dialect and the verifier (our ops' verifiers and shape rules).
 // Any input must parse, be refused, or produce diagnostics; never crash.
 #include <cstdint>
@@ -12,6 +12,7 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Parser/Parser.h"
+#include "tools/spmd-opt/BoolArrayCheck.h"
 #include "tools/spmd-opt/NestingCheck.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -24,7 +25,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return c;
   }();
   std::string text(reinterpret_cast<const char*>(data), size);
-  if (spmd::checkNesting(text, 512)) return 0;
+  if (spmd::checkNesting(text, 512) || spmd::checkBoolArrays(text)) return 0;
   mlir::ScopedDiagnosticHandler quiet(context, [](mlir::Diagnostic&) { return mlir::success(); });
   mlir::OwningOpRef<mlir::ModuleOp> module = mlir::parseSourceString<mlir::ModuleOp>(text, context);
   if (module) (void)mlir::verify(*module);

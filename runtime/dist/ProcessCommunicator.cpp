@@ -288,7 +288,7 @@ class Group {
                "MPI_Sendrecv", job.what);
     }
     // Every process's roots in leaf order: this process's own from the operand, the others as received.
-    std::vector<const void*> sources(size_t(rootsBefore[P]));
+    std::vector<const void*> sources(static_cast<size_t>(rootsBefore[P]));
     for (int q = 0; q < P; ++q)
       for (int r = 0; r < rootsOf_[q]; ++r)
         sources[size_t(rootsBefore[q] + r)] = q == rank_ ? operand + (K * begin(rank_) + r * mine) * e

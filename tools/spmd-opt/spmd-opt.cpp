@@ -1,12 +1,14 @@
 // spmd-opt: mlir-opt with the `spmd` dialect and the pipeline's passes registered, so any IR
 // dump re-parses and any pass replays by itself (e.g. `spmd-opt dump.mlir --canonicalize`).
-// Input nested deeper than kMaxNesting levels is refused with file:line:column before parsing.
+// Input nested deeper than kMaxNesting levels, and boolean arrays with integer elements (which
+// crash MLIR 19's printer), are refused with file:line:column before parsing.
 #include "compiler/Registration.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
+#include "tools/spmd-opt/BoolArrayCheck.h"
 #include "tools/spmd-opt/NestingCheck.h"
 
 namespace {
@@ -25,7 +27,9 @@ int main(int argc, char** argv) {
     llvm::errs() << "spmd-opt: error: " << error << "\n";
     return 1;
   }
-  if (auto problem = spmd::checkNesting(file->getBuffer(), kMaxNesting)) {
+  auto problem = spmd::checkNesting(file->getBuffer(), kMaxNesting);
+  if (!problem) problem = spmd::checkBoolArrays(file->getBuffer());
+  if (problem) {
     llvm::errs() << (input == "-" ? "<stdin>" : input) << ":" << problem->line << ":"
                  << problem->column << ": error: " << problem->message << "\n";
     return 1;
