@@ -1,13 +1,12 @@
 // checkProcessesAgree and the drift check (checkReplicasAgree).
 #include "frontend/Agreement.h"
 
-#include <zlib.h>
-
 #include <cstdio>
 #include <cstring>
 #include <map>
 #include <sstream>
 
+#include "runtime/base/Checksum.h"
 #include "runtime/base/Error.h"
 #include "runtime/dist/Processes.h"
 #include "runtime/exec/DeviceArray.h"
@@ -68,16 +67,7 @@ int64_t firstDifference(const std::byte* a, const std::byte* b, size_t bytes, si
 }  // namespace
 
 std::string checksumText(const void* data, size_t bytes) {
-  uLong crc = crc32(0L, Z_NULL, 0);
-  const Bytef* p = static_cast<const Bytef*>(data);
-  while (bytes > 0) {
-    uInt n = uInt(std::min<size_t>(bytes, 1u << 30));
-    crc = crc32(crc, p, n);
-    p += n, bytes -= n;
-  }
-  char text[16];
-  std::snprintf(text, sizeof text, "%08lx", static_cast<unsigned long>(crc));
-  return text;
+  return runtime::crc32Text({static_cast<const std::byte*>(data), bytes});
 }
 
 void checkProcessesAgree(const Facts& facts, const std::string& what) {

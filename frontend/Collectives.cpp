@@ -9,7 +9,7 @@ namespace {
 
 std::vector<Tensor> allReduce(const std::vector<Tensor>& xs, const std::string& axis,
                               const char* reduction, const char* what, Loc loc) {
-  detail::Trace& trace = detail::Trace::current(what, loc);
+  detail::Trace& trace = detail::Trace::current(what, loc, true);
   trace.checkAxis(axis, what, loc);
   if (xs.empty()) return {};
   llvm::SmallVector<mlir::Value> values;
@@ -49,7 +49,7 @@ std::vector<Tensor> pmean(const std::vector<Tensor>& xs, const std::string& axis
 }
 
 Tensor allGather(const Tensor& x, const std::string& axis, Loc loc) {
-  detail::Trace& trace = detail::Trace::current("allGather", loc);
+  detail::Trace& trace = detail::Trace::current("allGather", loc, true);
   int64_t size = trace.checkAxis(axis, "allGather", loc);
   return trace.wrap(trace.create<ir::AllGatherOp>(loc, trace.valueOf(x, loc),
                                                   trace.builder().getStringAttr(axis),
@@ -58,7 +58,7 @@ Tensor allGather(const Tensor& x, const std::string& axis, Loc loc) {
 }
 
 Tensor psumScatter(const Tensor& x, const std::string& axis, Loc loc) {
-  detail::Trace& trace = detail::Trace::current("psumScatter", loc);
+  detail::Trace& trace = detail::Trace::current("psumScatter", loc, true);
   int64_t size = trace.checkAxis(axis, "psumScatter", loc);
   if (x.rank() < 1 || x.dim(0) != size)
     throw Error(detail::where(loc) + ": spmd::psumScatter over axis '" + axis + "' needs a leading "
@@ -69,14 +69,14 @@ Tensor psumScatter(const Tensor& x, const std::string& axis, Loc loc) {
 }
 
 Tensor axisIndex(const std::string& axis, Loc loc) {
-  detail::Trace& trace = detail::Trace::current("axisIndex", loc);
+  detail::Trace& trace = detail::Trace::current("axisIndex", loc, true);
   trace.checkAxis(axis, "axisIndex", loc);
   return trace.wrap(
       trace.create<ir::AxisIndexOp>(loc, trace.builder().getStringAttr(axis))->getResult(0));
 }
 
 int64_t axisSize(const std::string& axis, Loc loc) {
-  return detail::Trace::current("axisSize", loc).checkAxis(axis, "axisSize", loc);
+  return detail::Trace::current("axisSize", loc, true).checkAxis(axis, "axisSize", loc);
 }
 
 }  // namespace spmd

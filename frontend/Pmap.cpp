@@ -50,6 +50,17 @@ namespace {
 std::string prefix(const PmapOptions& options) { return "spmd::pmap '" + options.name + "': "; }
 std::string jitPrefix(const PmapOptions& options) { return "jit '" + options.name + "': "; }
 
+// Which leaves belong to the donated arguments (PmapOptions::donateArguments).
+std::vector<bool> donatedLeaves(const PmapOptions& options, const std::vector<size_t>& argumentLeaves, size_t count) {
+  std::vector<bool> donated(count);
+  for (int a : options.donateArguments) {
+    size_t first = 0;
+    for (int k = 0; k < a; ++k) first += argumentLeaves[k];
+    for (size_t i = first; i < first + argumentLeaves[a]; ++i) donated[i] = true;
+  }
+  return donated;
+}
+
 const char* tagOf(Axis axis) {
   switch (axis.kind) {
     case Axis::Kind::Replicated: return "replicated:";
@@ -195,12 +206,7 @@ std::pair<std::vector<Tensor>, std::shared_ptr<void>> PmapCore::call(
   // output, so a second use (donated or not) would read or write them after that (jax refuses
   // it too). Checked before anything runs, so the inputs stay intact.
   {
-    std::vector<bool> donatedLeaf(leaves.size());
-    for (int a : o.donateArguments) {
-      size_t first = 0;
-      for (int k = 0; k < a; ++k) first += argumentLeaves[k];
-      for (size_t i = first; i < first + argumentLeaves[a]; ++i) donatedLeaf[i] = true;
-    }
+    const std::vector<bool> donatedLeaf = donatedLeaves(o, argumentLeaves, leaves.size());
     for (size_t i = 0; i < leaves.size(); ++i)
       for (size_t j = i + 1; j < leaves.size(); ++j)
         if ((donatedLeaf[i] || donatedLeaf[j]) && leaves[i].resident() && leaves[i].resident() == leaves[j].resident())
@@ -376,12 +382,8 @@ std::vector<Tensor> PmapCore::run(Entry& entry, const std::vector<Tensor>& leave
   // Donation: each donated leaf bound in place gives its buffers to the first output not yet
   // taken with its dtype, shape and layout (jax's donate_argnums), except outputs that pass an
   // input through unchanged (their copy must read the inputs before any is overwritten).
-  std::vector<bool> donated(leaves.size());
-  for (int a : o.donateArguments) {
-    size_t first = 0;
-    for (int k = 0; k < a; ++k) first += argumentLeaves[k];
-    for (size_t i = first; i < first + argumentLeaves[a]; ++i) donated[i] = bound[i];
-  }
+  std::vector<bool> donated = donatedLeaves(o, argumentLeaves, leaves.size());
+  for (size_t i = 0; i < leaves.size(); ++i) donated[i] = donated[i] && bound[i];
   std::vector<bool> passthrough(program.outputs.size());
   for (size_t k = 0; k < program.outputs.size(); ++k)
     for (int id : program.inputs) passthrough[k] = passthrough[k] || id == program.outputs[k];
@@ -511,12 +513,8 @@ std::vector<Tensor> PmapCore::runAccumulated(Entry& entry, const std::vector<Ten
     for (int j = 0; j < split.accumulated; ++j) in[r].push_back({Array{}, stacks[r][j].front().data});
     for (size_t i = split.accumulated; i < split.applyInputs.size(); ++i) in[r].push_back(inputs[r][split.applyInputs[i]]);
   }
-  std::vector<bool> donated(leaves.size());
-  for (int a : o.donateArguments) {
-    size_t first = 0;
-    for (int k = 0; k < a; ++k) first += argumentLeaves[k];
-    for (size_t i = first; i < first + argumentLeaves[a]; ++i) donated[i] = bound[i] && axes[i].kind == Axis::Kind::Replicated;
-  }
+  std::vector<bool> donated = donatedLeaves(o, argumentLeaves, leaves.size());
+  for (size_t i = 0; i < leaves.size(); ++i) donated[i] = donated[i] && bound[i] && axes[i].kind == Axis::Kind::Replicated;
   std::vector<int> donorOf(apply.outputs.size(), -1);
   std::vector<bool> taken(leaves.size());
   for (size_t k = 0; k < apply.outputs.size(); ++k) {

@@ -1,8 +1,6 @@
 // Trace: the module under construction, Tensor <-> mlir::Value, locations and scopes.
 #include "frontend/Trace.h"
 
-#include <set>
-
 #include "compiler/Registration.h"
 #include "ir/SpmdDialect.h"
 #include "mlir/IR/DialectRegistry.h"
@@ -77,12 +75,8 @@ Trace::Trace(const std::string& name)
 
 Trace::~Trace() { currentTrace = previous_; }
 
-Trace& Trace::current(const char* what, Loc loc) {
+Trace& Trace::current(const char* what, Loc loc, bool collective) {
   if (!currentTrace) {
-    // Collectives need a mapped axis, which only spmd::pmap binds.
-    static const std::set<std::string> collectives = {"psum", "pmean", "pmax", "pmin", "allGather",
-                                                      "psumScatter", "axisIndex", "axisSize"};
-    const bool collective = collectives.count(what) > 0;
     throw Error(where(loc) + ": spmd::" + what + " was called outside a traced function; call it inside a function "
                 "passed to " + (collective ? "spmd::pmap (collectives need its mapped axis)" : "spmd::jit or spmd::pmap"));
   }

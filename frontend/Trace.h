@@ -34,8 +34,9 @@ class Trace {
   Trace(const Trace&) = delete;
   Trace& operator=(const Trace&) = delete;
 
-  // The innermost open trace; throws naming `what` and the caller's line if there is none.
-  static Trace& current(const char* what, Loc loc);
+  // The innermost open trace; throws naming `what` and the caller's line if there is none
+  // (suggesting spmd::pmap for a `collective`, which needs its mapped axis).
+  static Trace& current(const char* what, Loc loc, bool collective = false);
 
   Tensor addArgument(DType dtype, const Shape& shape);
   // Closes the function with `outputs` as its results.

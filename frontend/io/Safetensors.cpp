@@ -7,9 +7,9 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <zlib.h>
 
 #include "runtime/base/AtomicFile.h"
+#include "runtime/base/Checksum.h"
 
 namespace spmd::io {
 namespace {
@@ -32,16 +32,7 @@ std::string fail(const std::string& path, const std::string& what) {
 const std::string kChecksumKey = "crc32:";
 
 std::string checksumOf(const Array& array) {
-  uLong crc = crc32(0L, Z_NULL, 0);
-  const auto* p = reinterpret_cast<const Bytef*>(array.data());
-  for (size_t done = 0; done < array.bytes();) {
-    uInt n = uInt(std::min<size_t>(array.bytes() - done, 1u << 30));
-    crc = crc32(crc, p + done, n);
-    done += n;
-  }
-  char text[9];
-  std::snprintf(text, sizeof text, "%08lx", static_cast<unsigned long>(crc));
-  return text;
+  return runtime::crc32Text({array.data(), array.bytes()});
 }
 
 }  // namespace

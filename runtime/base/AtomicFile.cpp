@@ -25,13 +25,16 @@ void writeAll(int fd, const std::byte* p, size_t bytes, const std::string& path)
   }
 }
 
+// The temporaries beside `target` are named this prefix and 6 characters (mkostemp's XXXXXX).
+std::string temporaryPrefix(const std::filesystem::path& target) { return "." + target.filename().string() + "."; }
+
 }  // namespace
 
 void writeFileAtomically(const std::string& path, const std::vector<std::span<const std::byte>>& parts) {
   std::filesystem::path target(path);
   std::filesystem::path dir = target.parent_path().empty() ? "." : target.parent_path();
   // A unique temporary name, so two writers of one path never share (and tear) a temp file.
-  std::string temp = (dir / ("." + target.filename().string() + ".XXXXXX")).string();
+  std::string temp = (dir / (temporaryPrefix(target) + "XXXXXX")).string();
   int fd = ::mkostemp(temp.data(), O_CLOEXEC);
   if (fd < 0) throw Error(temp + ": cannot create: " + std::strerror(errno));
   ::fchmod(fd, 0644);
@@ -59,7 +62,7 @@ void writeFileAtomically(const std::string& path, const std::vector<std::span<co
 int removeStaleTemporaries(const std::string& path) {
   std::filesystem::path target(path);
   std::filesystem::path dir = target.parent_path().empty() ? "." : target.parent_path();
-  const std::string prefix = "." + target.filename().string() + ".";
+  const std::string prefix = temporaryPrefix(target);
   int removed = 0;
   std::error_code error;
   for (const auto& entry : std::filesystem::directory_iterator(dir, error)) {

@@ -45,7 +45,7 @@ void checkProgram(const Program& p) {
   }
   const int n = int(p.buffers.size());
   auto valid = [&](int id, const std::string& what) {
-    if (id < 0 || id >= n) throw Error(prefix + what + " names buffer %" + std::to_string(id) + " of " + std::to_string(n));
+    if (id < 0 || id >= n) throw Error(prefix + what + " names buffer " + std::to_string(id) + " of " + std::to_string(n));
   };
   std::vector<bool> defined(n), written(n), isInput(n);
   for (int id : p.inputs) {

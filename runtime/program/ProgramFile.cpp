@@ -1,16 +1,15 @@
 // saveProgram / loadProgram with nlohmann::json for the header.
 #include "runtime/program/ProgramFile.h"
 
-#include <array>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <span>
-#include <zlib.h>
 
 #include "runtime/base/AtomicFile.h"
+#include "runtime/base/Checksum.h"
 #include "runtime/device/Layouts.h"
 #include "runtime/program/ProgramCheck.h"
 #include "runtime/base/RealText.h"
@@ -22,16 +21,6 @@ constexpr char kMagic[8] = {'S', 'P', 'M', 'D', 'P', 'R', 'O', 'G'};
 constexpr char kSumMagic[8] = {'S', 'P', 'M', 'D', 'C', 'R', 'C', '1'};
 constexpr int kVersion = 4;  // 3: buffers may carry a layout; 4: a checksum ends the file
 
-uint64_t checksumOf(std::span<const std::span<const std::byte>> parts) {
-  uLong crc = crc32(0L, Z_NULL, 0);
-  for (std::span<const std::byte> part : parts)
-    for (size_t done = 0; done < part.size();) {
-      uInt n = uInt(std::min<size_t>(part.size() - done, 1u << 30));
-      crc = crc32(crc, reinterpret_cast<const Bytef*>(part.data() + done), n);
-      done += n;
-    }
-  return crc;
-}
 
 using Json = nlohmann::ordered_json;
 
@@ -110,7 +99,7 @@ std::vector<std::byte> programFileBytes(const Program& program) {
                                                    std::as_bytes(std::span(text.data(), text.size()))};
   for (const BufferDesc& b : program.buffers)
     if (!b.constant.empty()) parts.push_back(b.constant);
-  const uint64_t sum = checksumOf(parts);
+  const uint64_t sum = crc32Of(parts);  // stored as a u64
   parts.push_back(std::as_bytes(std::span(kSumMagic)));
   parts.push_back(std::as_bytes(std::span(&sum, 1)));
   std::vector<std::byte> bytes;
@@ -146,7 +135,7 @@ Program readProgramBytes(std::span<const std::byte> bytes, const std::string& pa
   if (size < 32 || std::memcmp(bytes.data() + size - 16, kSumMagic, 8) != 0)
     throw fail("it does not end with a checksum (truncated, or written by an older spmd release: recompile it)");
   std::memcpy(&sum, bytes.data() + size - 8, 8);
-  if (checksumOf(std::array{bytes.first(size - 16)}) != sum)
+  if (crc32Of(bytes.first(size - 16)) != sum)
     throw fail("its content does not match its checksum: it was changed or damaged after it was written; "
                "recompile it or copy it again");
   if (length > size - 32) throw fail("the header length " + std::to_string(length) + " exceeds the file (truncated?)");
@@ -167,8 +156,6 @@ Program readProgramBytes(std::span<const std::byte> bytes, const std::string& pa
     for (const Json& b : header.at("buffers")) {
       BufferDesc desc{dtypeNamed(b.at("dtype").get<std::string>()), b.at("shape").get<Shape>(), {},
                       b.at("offset").get<int64_t>()};
-      for (int64_t d : desc.shape)
-        if (d < 0) throw Error("buffer " + std::to_string(program.buffers.size()) + " has a negative dimension");
       if (b.contains("layout")) {
         desc.layout = b.at("layout").get<std::string>();
         int64_t block = channelBlock(desc.layout);  // throws naming an unknown layout
@@ -187,22 +174,17 @@ Program readProgramBytes(std::span<const std::byte> bytes, const std::string& pa
       }
       program.buffers.push_back(std::move(desc));
     }
-    auto ids = [&](const Json& list, const std::string& what) {
-      std::vector<int> out = list.get<std::vector<int>>();
-      for (int id : out)
-        if (id < 0 || id >= static_cast<int>(program.buffers.size()))
-          throw Error(what + " names buffer " + std::to_string(id) + " of " + std::to_string(program.buffers.size()));
-      return out;
-    };
-    program.inputs = ids(header.at("inputs"), "inputs");
-    program.outputs = ids(header.at("outputs"), "outputs");
+    // Ids, shapes and everything else are checked against each other below (checkProgram).
+    auto ids = [](const Json& list) { return list.get<std::vector<int>>(); };
+    program.inputs = ids(header.at("inputs"));
+    program.outputs = ids(header.at("outputs"));
     for (const Json& s : header.at("steps")) {
       Step step;
       step.op = s.at("op").get<std::string>();
       step.location = s.at("location").get<std::string>();
       if (s.contains("layer")) step.layer = s.at("layer").get<std::string>();
-      step.inputs = ids(s.at("inputs"), "step '" + step.op + "' inputs");
-      step.outputs = ids(s.at("outputs"), "step '" + step.op + "' outputs");
+      step.inputs = ids(s.at("inputs"));
+      step.outputs = ids(s.at("outputs"));
       for (const auto& [name, value] : s.at("attrs").items()) step.attrs[name] = attrOf(value);
       program.steps.push_back(std::move(step));
     }
