@@ -17,7 +17,7 @@
 #include "runtime/base/Array.h"
 #include "runtime/cpu/CpuDevice.h"
 #include "runtime/device/Kernel.h"
-#include "runtime/device/Layouts.h"
+#include "runtime/program/Layouts.h"
 #include "runtime/program/Program.h"
 
 namespace {
@@ -69,7 +69,7 @@ double timeKernel(const std::string& op, const std::vector<Array>& inputs, Array
   std::vector<TensorView> out{{output.data(), output.dtype, output.shape, layouts.back()}};
   std::shared_ptr<void> cache;
   KernelCall call{step, in, out, cache};
-  KernelFn fn = cpuKernels().at(op);
+  KernelFn fn = cpuKernels().at(op).fn;
   fn(call);
   fn(call);
   std::vector<double> times;

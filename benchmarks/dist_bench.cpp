@@ -22,8 +22,8 @@
 #include "frontend/spmd.h"
 #include "runtime/base/Timeout.h"
 #include "runtime/device/Communicator.h"
-#include "runtime/dist/MpiEngine.h"
-#include "runtime/dist/ProcessCommunicator.h"
+#include "runtime/mpi/MpiEngine.h"
+#include "runtime/mpi/ProcessCommunicator.h"
 #include "frontend/models/ResNet.h"
 
 using Clock = std::chrono::steady_clock;

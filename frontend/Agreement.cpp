@@ -8,7 +8,7 @@
 
 #include "runtime/base/Checksum.h"
 #include "runtime/base/Error.h"
-#include "runtime/dist/Processes.h"
+#include "runtime/mpi/Processes.h"
 #include "runtime/exec/DeviceArray.h"
 
 namespace spmd {

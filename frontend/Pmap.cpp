@@ -19,7 +19,7 @@
 #include "runtime/exec/DeviceArray.h"
 #include "runtime/base/Timeout.h"
 #include "runtime/device/Driver.h"
-#include "runtime/dist/Processes.h"
+#include "runtime/mpi/Processes.h"
 #include "runtime/exec/ReplicaGroup.h"
 
 namespace spmd::detail {
@@ -174,7 +174,8 @@ std::string PmapCore::who() const {
 }
 int PmapCore::deviceCount() const { return state_->devices.size(); }
 int PmapCore::threadsPerReplica(std::string* why) const {
-  runtime::ThreadShare share = state_->devices.driver().threadsPerReplica(state_->devices, state_->options.threadsPerReplica);
+  runtime::ThreadShare share = state_->devices.driver().threadsPerReplica(
+      state_->devices, state_->options.threadsPerReplica, runtime::processes());
   if (why) *why = share.why;
   return share.threads;
 }
@@ -310,12 +311,12 @@ std::pair<std::vector<Tensor>, std::shared_ptr<void>> PmapCore::call(
       // Mapped outputs come out of the micro part a micro-batch at a time: the full local shape.
       for (size_t k = 0; k < entry->outputs.size(); ++k)
         if (entry->split.outputs[k].micro && !entry->outputs[k].second.empty()) entry->outputs[k].second[0] *= A;
-      entry->micro = std::make_unique<runtime::ReplicaGroup>(entry->split.micro, state_->devices, state_->timeout,
-                                                             o.threadsPerReplica);
-      entry->group = std::make_unique<runtime::ReplicaGroup>(entry->split.apply, state_->devices, state_->timeout,
-                                                             o.threadsPerReplica, A);
+      entry->micro = std::make_unique<runtime::ReplicaGroup>(entry->split.micro, state_->devices, runtime::jobOf(entry->split.micro),
+                                                             state_->timeout, o.threadsPerReplica);
+      entry->group = std::make_unique<runtime::ReplicaGroup>(entry->split.apply, state_->devices, runtime::jobOf(entry->split.apply),
+                                                             state_->timeout, o.threadsPerReplica, A);
     } else {
-      entry->group = std::make_unique<runtime::ReplicaGroup>(program, state_->devices, state_->timeout,
+      entry->group = std::make_unique<runtime::ReplicaGroup>(program, state_->devices, runtime::jobOf(program), state_->timeout,
                                                              o.threadsPerReplica);
     }
     entry->group->enableDebugNonFinite(o.debugNans, o.debugInfs);

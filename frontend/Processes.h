@@ -4,7 +4,7 @@
 // processes"). Without mpirun: process 0 of 1, and every call here returns at once.
 #pragma once
 
-#include "runtime/dist/Processes.h"
+#include "runtime/mpi/Processes.h"
 
 namespace spmd {
 

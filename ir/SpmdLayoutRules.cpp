@@ -2,7 +2,7 @@
 #include "ir/Layout.h"
 #include "ir/SpmdDialect.h"
 #include "mlir/IR/BuiltinAttributes.h"
-#include "runtime/device/Layouts.h"
+#include "runtime/program/Layouts.h"
 
 using namespace mlir;
 

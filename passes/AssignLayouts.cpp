@@ -7,7 +7,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "passes/Passes.h"
-#include "runtime/device/Layouts.h"
+#include "runtime/program/Layouts.h"
 
 namespace spmd::passes {
 

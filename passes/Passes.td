@@ -88,7 +88,7 @@ def AssignLayouts : Pass<"spmd-assign-layouts", "mlir::ModuleOp"> {
     "nChw8c" / "nChw16c", oneDNN's format tags) gets that layout in its tensor type's encoding;
     batch norm's results follow its data input; elementwise ops and fused bodies that read every
     operand at the result's index run in the layout an operand arrives in. An operand in a layout
-    its consumer's kernel does not read (runtime/device/Layouts.h lists the ports that read
+    its consumer's kernel does not read (runtime/program/Layouts.h lists the ports that read
     blocked), and every function result, gets an spmd.relayout to plain, one per value, before
     its first such user. Values are never blocked unless their channels fill whole blocks, so
     sizes (and the memory plan) do not change. `block` 0 leaves the IR as it is.

@@ -7,17 +7,7 @@
 #include "runtime/device/Communicator.h"
 #include "runtime/cpu/Kernels.h"
 
-namespace spmd::runtime {
-
-Communicator& communicatorOf(const KernelCall& call) {
-  if (!call.comm)
-    throw Error("collective '" + call.step.op + "' over axis '" +
-                std::get<std::string>(call.step.attr("axis_name")) +
-                "' ran outside a replica group; run the function with spmd::pmap");
-  return *call.comm;
-}
-
-namespace cpu {
+namespace spmd::runtime::cpu {
 namespace {
 std::string what(const KernelCall& call) { return call.step.op + " at " + call.step.location; }
 }  // namespace
@@ -84,5 +74,4 @@ void reduce_scatter(KernelCall& call) {
 
 void axis_index(KernelCall& call) { *call.out[0].as<int32_t>() = communicatorOf(call).virtualRank(); }
 
-}  // namespace cpu
-}  // namespace spmd::runtime
+}  // namespace spmd::runtime::cpu

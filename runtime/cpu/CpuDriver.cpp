@@ -11,7 +11,6 @@
 #include "runtime/cpu/CpuDevice.h"
 #include "runtime/device/DeviceList.h"
 #include "runtime/device/Driver.h"
-#include "runtime/dist/Processes.h"
 
 namespace spmd::runtime {
 
@@ -19,13 +18,12 @@ int emulatedCpuDeviceCount() {
   return int(envWhole("SPMD_CPU_DEVICE_COUNT", 1, 4096).value_or(8));
 }
 
-ThreadShare cpuThreadShare(int replicas, int requested) {
+ThreadShare cpuThreadShare(int replicas, int requested, const ProcessInfo& job) {
   replicas = std::max(1, replicas);
   if (requested > 0) return {requested, true, "set in PmapOptions::threadsPerReplica"};
   // The OpenMP threads each replica's kernels use; unset, the cores are shared among the replicas.
   if (std::optional<int64_t> n = envWhole("SPMD_THREADS_PER_REPLICA", 1, 4096))
     return {int(*n), true, "SPMD_THREADS_PER_REPLICA"};
-  const ProcessInfo& job = processes();
   const char* omp = std::getenv("OMP_NUM_THREADS");
   if (job.size > 1 && !(omp && *omp)) {
     long cores = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
@@ -75,9 +73,10 @@ class CpuDriver final : public Driver {
   std::shared_ptr<Device> makeDevice(const DeviceList& list, int replica) const override {
     return std::make_shared<CpuDevice>(list.devices.at(replica));
   }
+  const KernelTable& kernels() const override { return cpuKernels(); }
   int64_t channelBlock() const override { return CpuDevice(0).channelBlock(); }
-  ThreadShare threadsPerReplica(const DeviceList& list, int requested) const override {
-    return cpuThreadShare(list.size(), requested);
+  ThreadShare threadsPerReplica(const DeviceList& list, int requested, const ProcessInfo& job) const override {
+    return cpuThreadShare(list.size(), requested, job);
   }
   void prepareReplicaThread(const DeviceList&, int, int threads) const override {
     // The replicas share the cores: each gets its part of the OpenMP threads oneDNN uses.

@@ -1,15 +1,24 @@
-// The CPU backend's kernel table, by op name.
+// The CPU backend's kernel table: the kernel library on the replica's thread, then the CPU's own
+// kernels (runtime/cpu/Kernels.h) over it.
 #include "runtime/cpu/CpuDevice.h"
+#include "runtime/cpu/HostLoop.h"
 #include "runtime/cpu/Kernels.h"
+#include "runtime/kernels/Library.h"
 
 namespace spmd::runtime {
 
 const KernelTable& cpuKernels() {
-  static const KernelTable table = {
-#define SPMD_TABLE_ENTRY(name, ...) {#name, &cpu::name},
-      SPMD_KERNEL_OPS(SPMD_TABLE_ENTRY)
-#undef SPMD_TABLE_ENTRY
-  };
+  static const KernelTable table = [] {
+    KernelTable t;
+    kernels::addLibrary<cpu::HostLoop>(t, "kernel library, host loop (runtime/kernels)");
+#define SPMD_OWN(name, source) t[#name] = Kernel{&cpu::name, source};
+    SPMD_CPU_OPS(SPMD_OWN)
+#undef SPMD_OWN
+#define SPMD_OWN_ELEMENTWISE(name, ...) t[#name] = Kernel{&cpu::name, "vectorized loops (cpu/Elementwise.cpp)"};
+    SPMD_ELEMENTWISE_OPS(SPMD_OWN_ELEMENTWISE)
+#undef SPMD_OWN_ELEMENTWISE
+    return t;
+  }();
   return table;
 }
 

@@ -1,12 +1,39 @@
-// Declarations of the CPU backend's kernels (one per op, same names as the dialect's ops).
+// The CPU backend's own kernels: the ops it serves better than the kernel library's host loop
+// (runtime/kernels/Library.h), X(name, source) per op with what serves it; every other op runs
+// the library's kernel (runtime/cpu/KernelTable.cpp).
 #pragma once
 
 #include "runtime/device/Kernel.h"
 
+#define SPMD_CPU_OPS(X)                                                                             \
+  X(conv2d, "oneDNN convolution, Winograd for wide 3x3 (cpu/Conv.cpp)")                             \
+  X(conv2d_backward_data, "oneDNN convolution backward (cpu/ConvBackward.cpp)")                     \
+  X(conv2d_backward_filter, "oneDNN convolution backward (cpu/ConvBackward.cpp)")                   \
+  X(batch_norm_train, "oneDNN batch normalization (cpu/Norm.cpp)")                                  \
+  X(batch_norm_infer, "oneDNN batch normalization (cpu/Norm.cpp)")                                  \
+  X(batch_norm_train_backward, "double sums per channel (cpu/Norm.cpp)")                            \
+  X(matmul, "oneDNN matmul (cpu/Dense.cpp)")                                                        \
+  X(softmax_cross_entropy, "row loops (cpu/Dense.cpp)")                                             \
+  X(softmax_cross_entropy_backward, "row loops (cpu/Dense.cpp)")                                    \
+  X(argmax, "row loops (cpu/Dense.cpp)")                                                            \
+  X(broadcast_in_dim, "strided gathers (cpu/Shape.cpp)")                                            \
+  X(reshape, "memcpy (cpu/Shape.cpp)")                                                              \
+  X(transpose, "strided gathers (cpu/Shape.cpp)")                                                   \
+  X(reduce_sum, "threaded double sums (cpu/Reduce.cpp)")                                            \
+  X(reduce_mean, "threaded double sums (cpu/Reduce.cpp)")                                           \
+  X(reduce_max, "threaded (cpu/Reduce.cpp)")                                                        \
+  X(all_reduce, "the replica's Communicator (cpu/Collectives.cpp)")                                 \
+  X(all_gather, "the replica's Communicator (cpu/Collectives.cpp)")                                 \
+  X(reduce_scatter, "the replica's Communicator (cpu/Collectives.cpp)")                             \
+  X(axis_index, "the replica's Communicator (cpu/Collectives.cpp)")                                 \
+  X(relayout, "oneDNN reorder (cpu/Relayout.cpp)")                                                  \
+  X(fused, "chunked loops over the fused body (cpu/Fused.cpp)")
+
 namespace spmd::runtime::cpu {
 
 #define SPMD_DECLARE_KERNEL(name, ...) void name(KernelCall& call);
-SPMD_KERNEL_OPS(SPMD_DECLARE_KERNEL)
+SPMD_CPU_OPS(SPMD_DECLARE_KERNEL)
+SPMD_ELEMENTWISE_OPS(SPMD_DECLARE_KERNEL)
 #undef SPMD_DECLARE_KERNEL
 
 }  // namespace spmd::runtime::cpu

@@ -9,7 +9,7 @@
 
 #include "runtime/cpu/Onednn.h"
 #include "runtime/cpu/Kernels.h"
-#include "runtime/device/Layouts.h"
+#include "runtime/program/Layouts.h"
 #include "runtime/reference/Reference.h"
 
 namespace spmd::runtime::cpu {

@@ -2,7 +2,7 @@
 #include "runtime/cpu/Onednn.h"
 
 #include "runtime/cpu/CpuDevice.h"
-#include "runtime/device/Layouts.h"
+#include "runtime/program/Layouts.h"
 
 namespace spmd::runtime::cpu {
 

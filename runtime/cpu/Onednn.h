@@ -15,7 +15,7 @@ dnnl::engine& engine();
 // A row-major f32 descriptor for a tensor of rank 1, 2 or 4 (x, ab, abcd).
 dnnl::memory::desc plainDesc(std::span<const int64_t> shape);
 // The descriptor of a buffer as it lies in memory: plainDesc, or its blocked layout's format
-// tag (runtime/device/Layouts.h).
+// tag (runtime/program/Layouts.h).
 dnnl::memory::desc layoutDesc(const TensorView& view);
 // Channels per block of the activation layout oneDNN's convolutions choose on this machine's ISA
 // (8 with AVX2, 16 with AVX-512), 0 when they choose plain; asked once.

@@ -12,7 +12,7 @@
 
 #include "runtime/base/NanRules.h"
 #include "runtime/cpu/Kernels.h"
-#include "runtime/device/Layouts.h"
+#include "runtime/program/Layouts.h"
 
 namespace spmd::runtime::cpu {
 namespace {
@@ -106,7 +106,7 @@ void reduce(KernelCall& call) {
     Merged m;
     if (int64_t block = channelBlock(x.layout)) {
       // A per-channel reduction of nChw<B>c (the only blocked one the compiler assigns, see
-      // runtime/device/Layouts.h): the buffer is row-major [N, C/B, H*W, B], and keeping dims 1
+      // runtime/program/Layouts.h): the buffer is row-major [N, C/B, H*W, B], and keeping dims 1
       // and 3 lists the channels in order.
       if (axes != std::vector<int64_t>{0, 2, 3})
         throw Error("reduce over axes " + shapeString(axes) + " of a " + std::string(x.layout) +

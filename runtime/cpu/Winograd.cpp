@@ -24,7 +24,7 @@
 
 #include "runtime/base/Parse.h"
 #include "runtime/cpu/Onednn.h"
-#include "runtime/device/Layouts.h"
+#include "runtime/program/Layouts.h"
 
 namespace spmd::runtime::cpu::winograd {
 namespace {

@@ -21,6 +21,7 @@ class CudaDriver final : public Driver {
   std::string name() const override { return "cuda"; }
   std::string forms() const override { return "cuda (every GPU), cuda:0,1, cuda:0*4 (4 replicas on GPU 0)"; }
   int available(std::string* why) const override { return cudaDeviceCount(why); }
+  const KernelTable& kernels() const override { return cudaKernels(); }
 
   std::vector<int> parse(const std::string& spec, const std::string& rest, bool hasColon) const override {
     if (hasColon && rest.empty())
@@ -53,13 +54,13 @@ class CudaDriver final : public Driver {
   // NCCL for replicas on distinct GPUs and across processes (runtime/cuda/Nccl.h); replicas
   // sharing a GPU exchange device pointers through the in-process communicator.
   std::vector<std::unique_ptr<Communicator>> makeCommunicators(const DeviceList& list, std::chrono::milliseconds timeout,
-                                                               int processes, int leavesPerReplica) const override {
+                                                               const Job& job, int leavesPerReplica) const override {
     if (leavesPerReplica != 1)
       throw Error("device list '" + list.spec + "': gradient accumulation runs on host-memory devices (cpu) only so "
                   "far; run it on cpu:K");
-    auto host = Driver::makeCommunicators(list, timeout, processes);
+    auto host = Driver::makeCommunicators(list, timeout, job);
 #if SPMD_WITH_NCCL
-    if (useNccl(list, processes)) return makeNcclCommunicators(list, std::move(host), timeout);
+    if (useNccl(list, job.info().size)) return makeNcclCommunicators(list, std::move(host), job, timeout);
 #endif
     return host;
   }

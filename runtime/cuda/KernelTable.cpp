@@ -1,4 +1,5 @@
-// The table of CUDA kernels, by op name.
+// The CUDA backend's kernel table: the kernel library compiled by nvcc, then the backend's own
+// kernels (runtime/cuda/Kernels.h) over it.
 #include "runtime/cuda/CudaDevice.h"
 #include "runtime/cuda/Kernels.h"
 
@@ -15,11 +16,14 @@ void relayout(KernelCall& call) {
 }  // namespace cuda
 
 const KernelTable& cudaKernels() {
-  static const KernelTable table = {
-#define SPMD_TABLE_ENTRY(name, ...) {#name, &cuda::name},
-      SPMD_KERNEL_OPS(SPMD_TABLE_ENTRY)
-#undef SPMD_TABLE_ENTRY
-  };
+  static const KernelTable table = [] {
+    KernelTable t;
+    cuda::addLibrary(t);
+#define SPMD_OWN(name, source) t[#name] = Kernel{&cuda::name, source};
+    SPMD_CUDA_OPS(SPMD_OWN)
+#undef SPMD_OWN
+    return t;
+  }();
   return table;
 }
 

@@ -1,13 +1,28 @@
-// Declarations of the CUDA backend's kernels (one per op, the dialect's names), each a host
-// function that enqueues work on the device's stream.
+// The CUDA backend's own kernels, each a host function that enqueues work on the device's stream:
+// X(name, source) per op the backend hands to a library or to its own code instead of the kernel
+// library (runtime/kernels/Library.h); every other op runs the library's kernel.
 #pragma once
 
 #include "runtime/device/Kernel.h"
 
+#define SPMD_CUDA_OPS(X)                                                   \
+  X(conv2d, "cuDNN convolution (cuda/Conv.cpp)")                           \
+  X(conv2d_backward_data, "cuDNN convolution backward (cuda/Conv.cpp)")    \
+  X(conv2d_backward_filter, "cuDNN convolution backward (cuda/Conv.cpp)")  \
+  X(matmul, "cuBLAS (cuda/Dense.cu)")                                      \
+  X(batch_norm_train, "block reductions (cuda/Norm.cu)")                   \
+  X(batch_norm_infer, "block reductions (cuda/Norm.cu)")                   \
+  X(batch_norm_train_backward, "block reductions (cuda/Norm.cu)")          \
+  X(fused, "NVRTC-compiled fused kernels (cuda/Fused.cpp)")                \
+  X(relayout, "refuses: cuda keeps every tensor plain (cuda/KernelTable.cpp)")
+
 namespace spmd::runtime::cuda {
 
 #define SPMD_DECLARE_KERNEL(name, ...) void name(KernelCall& call);
-SPMD_KERNEL_OPS(SPMD_DECLARE_KERNEL)
+SPMD_CUDA_OPS(SPMD_DECLARE_KERNEL)
 #undef SPMD_DECLARE_KERNEL
+
+// Enters the kernel library compiled by nvcc (runtime/cuda/Library.cu) into `table`.
+void addLibrary(KernelTable& table);
 
 }  // namespace spmd::runtime::cuda

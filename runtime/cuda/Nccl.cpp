@@ -11,7 +11,7 @@
 #include "runtime/cuda/Cuda.h"
 #include "runtime/cuda/NcclFold.h"
 #include "runtime/device/DeviceList.h"
-#include "runtime/dist/Processes.h"
+#include "runtime/mpi/Processes.h"  // ReduceMode
 
 namespace spmd::runtime {
 namespace {
@@ -218,7 +218,7 @@ bool useNccl(const DeviceList& list, int processes, std::string* why) {
 
 std::vector<std::unique_ptr<Communicator>> makeNcclCommunicators(const DeviceList& list,
                                                                  std::vector<std::unique_ptr<Communicator>> host,
-                                                                 std::chrono::milliseconds timeout) {
+                                                                 const Job& job, std::chrono::milliseconds timeout) {
   const int K = list.size();
   if (K == 0 || int(host.size()) != K) throw Error("NCCL: one host communicator per replica expected");
   const int ranks = host[0]->size();
@@ -230,7 +230,7 @@ std::vector<std::unique_ptr<Communicator>> makeNcclCommunicators(const DeviceLis
     checkNccl(ncclGetUniqueId(&made), "ncclGetUniqueId", what);
     std::memcpy(id.data(), &made, sizeof made);
   }
-  if (ranks > K) processBroadcast(id, "NCCL unique id");
+  if (ranks > K) job.broadcast(id, "NCCL unique id");
   ncclUniqueId shared;
   std::memcpy(&shared, id.data(), sizeof shared);
   std::vector<ncclComm_t> comms(K, nullptr);

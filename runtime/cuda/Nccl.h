@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "runtime/device/Communicator.h"
+#include "runtime/device/Job.h"
 
 namespace spmd::runtime {
 
@@ -33,9 +34,10 @@ std::string ncclVersion(std::string* why = nullptr);
 bool useNccl(const DeviceList& list, int processes, std::string* why = nullptr);
 
 // Wraps `host` (one communicator per local replica, ranks and size as the job's) with NCCL
-// communicators on the GPUs of `list`. Collective: every replica of every process calls it.
+// communicators on the GPUs of `list`; `job` sends process 0's NCCL id to the others.
+// Collective: every replica of every process calls it.
 std::vector<std::unique_ptr<Communicator>> makeNcclCommunicators(const DeviceList& list,
                                                                  std::vector<std::unique_ptr<Communicator>> host,
-                                                                 std::chrono::milliseconds timeout);
+                                                                 const Job& job, std::chrono::milliseconds timeout);
 
 }  // namespace spmd::runtime

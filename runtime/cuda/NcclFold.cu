@@ -1,7 +1,7 @@
 // foldRows for NCCL's exact all-reduce: FoldRowsFn (kernels/Collectives.h) as a grid-stride kernel.
 #include "runtime/cuda/CudaApi.cuh"
 #include "runtime/cuda/NcclFold.h"
-#include "runtime/cuda/kernels/Collectives.h"
+#include "runtime/kernels/Collectives.h"
 
 namespace spmd::runtime::cuda {
 
@@ -10,15 +10,15 @@ void foldRows(const void* rows, int n, int64_t count, DType dtype, Reduction op,
   switch (dtype) {
     case DType::f32:
       forEachKernel<<<blocksFor(count), 256, 0, stream>>>(
-          count, gpu::FoldRowsFn<float>{static_cast<const float*>(rows), n, count, op, static_cast<float*>(out)});
+          count, kernels::FoldRowsFn<float>{static_cast<const float*>(rows), n, count, op, static_cast<float*>(out)});
       break;
     case DType::f64:
       forEachKernel<<<blocksFor(count), 256, 0, stream>>>(
-          count, gpu::FoldRowsFn<double>{static_cast<const double*>(rows), n, count, op, static_cast<double*>(out)});
+          count, kernels::FoldRowsFn<double>{static_cast<const double*>(rows), n, count, op, static_cast<double*>(out)});
       break;
     case DType::i32:
       forEachKernel<<<blocksFor(count), 256, 0, stream>>>(
-          count, gpu::FoldRowsFn<int32_t>{static_cast<const int32_t*>(rows), n, count, op, static_cast<int32_t*>(out)});
+          count, kernels::FoldRowsFn<int32_t>{static_cast<const int32_t*>(rows), n, count, op, static_cast<int32_t*>(out)});
       break;
   }
   check(cudaGetLastError(), "launch of the NCCL exact all-reduce's fold");

@@ -2,7 +2,7 @@
 // (its rank in the group); every replica must call the same collectives in the same order, which
 // the compiler guarantees by giving all replicas one Program. Implementations: in-process threads
 // (InProcessCommunicator, for replicas that are threads of one process) and, in a job of several
-// processes, ProcessCommunicator (runtime/dist: threads within a process, MPI between them).
+// processes, ProcessCommunicator (runtime/mpi: threads within a process, MPI between them).
 #pragma once
 
 #include <chrono>

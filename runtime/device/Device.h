@@ -27,7 +27,7 @@ class Device {
   virtual void copyToHost(std::byte* dst, const std::byte* src, size_t bytes) = 0;
   // Between two buffers of this device, queued like a kernel.
   virtual void copyOnDevice(std::byte* dst, const std::byte* src, size_t bytes) = 0;
-  // Channels per block of the blocked layout (runtime/device/Layouts.h) this device's kernels
+  // Channels per block of the blocked layout (runtime/program/Layouts.h) this device's kernels
   // read and write, which the compiler may then assign; 0: every tensor stays plain.
   virtual int64_t channelBlock() const { return 0; }
   // Waits for all work queued on the device (asynchronous backends); errors surface here.

@@ -11,6 +11,7 @@
 
 #include "runtime/device/Communicator.h"
 #include "runtime/device/Device.h"
+#include "runtime/device/Job.h"
 
 namespace spmd::runtime {
 
@@ -39,24 +40,29 @@ class Driver {
   virtual int available(std::string* why) const = 0;
   // The device replica `replica` of `list` runs on.
   virtual std::shared_ptr<Device> makeDevice(const DeviceList& list, int replica) const = 0;
+  // The kernel table its devices run (Device::kernels), by op, with what serves each op; needs
+  // no device (`spmd-run --kernels` prints it).
+  virtual const KernelTable& kernels() const = 0;
   // Channels per block of the blocked activation layout its devices' kernels read and write
   // (Device::channelBlock), for the compiler's spmd-assign-layouts; 0: plain only.
   virtual int64_t channelBlock() const { return 0; }
   // The host threads each replica of `list` runs its kernels with, when they change its results
   // (the cpu backend's OpenMP threads: oneDNN rounds differently per thread count); `requested`
-  // > 0 asks for that many. threads 0: the backend's results do not depend on host threads.
-  virtual ThreadShare threadsPerReplica(const DeviceList& list, int requested) const { return {}; }
+  // > 0 asks for that many; `job`: the processes sharing the host's cores. threads 0: the
+  // backend's results do not depend on host threads.
+  virtual ThreadShare threadsPerReplica(const DeviceList& list, int requested, const ProcessInfo& job) const {
+    return {};
+  }
   // Runs on the worker thread of replica `replica` of `list` before its first step, with
   // threadsPerReplica's answer (the cpu backend sets the thread's OpenMP threads). Not called
   // when one replica runs on the caller's thread.
   virtual void prepareReplicaThread(const DeviceList& list, int replica, int threads) const {}
-  // The communicators joining the replicas of `list`, one per local rank. `processes` is the
-  // job's process count (1: this process alone). Default: threads of this process exchanging
-  // pointers (InProcessCommunicator), or, in a job of several processes, MPI between processes
-  // (makeProcessCommunicators, host memory only).
+  // The communicators joining the replicas of `list`, one per local rank, in `job`. Default:
+  // threads of this process exchanging pointers (InProcessCommunicator), or, in a job of several
+  // processes, the job's own communicators (host memory only: MPI).
   // Each replica stands for `leavesPerReplica` leaves of the fold tree (its accumulation steps).
   virtual std::vector<std::unique_ptr<Communicator>> makeCommunicators(
-      const DeviceList& list, std::chrono::milliseconds timeout, int processes, int leavesPerReplica = 1) const;
+      const DeviceList& list, std::chrono::milliseconds timeout, const Job& job, int leavesPerReplica = 1) const;
 };
 
 // Makes `driver` reachable by its name. Called by each backend's register function

@@ -17,7 +17,7 @@ struct TensorView {
   void* data = nullptr;
   DType dtype = DType::f32;
   std::span<const int64_t> shape;
-  std::string_view layout;  // "" plain row-major, else a blocked layout (runtime/device/Layouts.h)
+  std::string_view layout;  // "" plain row-major, else a blocked layout (runtime/program/Layouts.h)
 
   int64_t numel() const { return numElements(shape); }
   int64_t dim(size_t i) const { return shape[i]; }
@@ -41,7 +41,12 @@ struct KernelCall {
 };
 
 // The communicator a collective kernel needs; throws naming the op when there is none.
-Communicator& communicatorOf(const KernelCall& call);
+inline Communicator& communicatorOf(const KernelCall& call) {
+  if (!call.comm)
+    throw Error("collective '" + call.step.op + "' over axis '" + std::get<std::string>(call.step.attr("axis_name")) +
+                "' ran outside a replica group; run the function with spmd::pmap");
+  return *call.comm;
+}
 
 using KernelFn = void (*)(KernelCall&);
 
@@ -71,7 +76,15 @@ inline void checkId(int32_t id, int64_t position, int64_t rows) {
   X(max_pool2d_backward) X(avg_pool2d_backward) X(embedding_backward)                            \
   X(softmax_cross_entropy_backward) X(all_reduce) X(all_gather) X(reduce_scatter) X(axis_index)  \
   X(random_uniform) X(random_fold_in) X(relayout) X(fused) SPMD_ELEMENTWISE_OPS(X)
-using KernelTable = std::unordered_map<std::string, KernelFn>;
+
+// A table's kernel for one op and what serves it ("kernels/ (host loop)", "oneDNN (cpu/Conv.cpp)", ...),
+// which `spmd-run --kernels BACKEND` prints.
+struct Kernel {
+  KernelFn fn = nullptr;
+  std::string_view source;
+  void operator()(KernelCall& call) const { fn(call); }
+};
+using KernelTable = std::unordered_map<std::string, Kernel>;
 
 // Reference kernels: simple loops, double accumulation; the oracle tests compare backends with.
 const KernelTable& referenceKernels();

@@ -7,7 +7,6 @@
 
 #include "runtime/device/DeviceList.h"
 #include "runtime/device/InProcessCommunicator.h"
-#include "runtime/dist/Processes.h"
 
 namespace spmd::runtime {
 
@@ -58,8 +57,8 @@ std::string whyAbsent(const std::string& backend) {
 }  // namespace
 
 std::vector<std::unique_ptr<Communicator>> Driver::makeCommunicators(
-    const DeviceList& list, std::chrono::milliseconds timeout, int processes, int leavesPerReplica) const {
-  if (processes > 1) return makeProcessCommunicators(list.size(), timeout, leavesPerReplica);
+    const DeviceList& list, std::chrono::milliseconds timeout, const Job& job, int leavesPerReplica) const {
+  if (job.info().size > 1) return job.communicators(list.size(), timeout, leavesPerReplica);
   auto group = std::make_shared<InProcessGroup>(list.size(), timeout, leavesPerReplica);
   std::vector<std::unique_ptr<Communicator>> comms;
   for (int r = 0; r < list.size(); ++r) comms.push_back(std::make_unique<InProcessCommunicator>(group, r));

@@ -75,7 +75,7 @@ Executor::Executor(Program program, std::shared_ptr<Device> device)
     if (it == table.end())
       throw Error("device " + device_->name() + " has no kernel for op '" + step.op + "' (" +
                   step.location + ")");
-    kernels_.push_back(it->second);
+    kernels_.push_back(it->second.fn);
   }
   for (size_t id = 0; id < program_.buffers.size(); ++id)
     if (!program_.buffers[id].layout.empty() && device_->channelBlock() == 0)

@@ -4,17 +4,17 @@
 #include <atomic>
 
 #include "runtime/device/Driver.h"
-#include "runtime/dist/Processes.h"
 
 namespace spmd::runtime {
 
-ReplicaGroup::ReplicaGroup(const Program& program, const DeviceList& devices,
+ReplicaGroup::ReplicaGroup(const Program& program, const DeviceList& devices, const Job& processes,
                            std::chrono::milliseconds collectiveTimeout, int threadsPerReplica, int leavesPerReplica)
-    : devices_(devices) {
-  // A program with a mapped axis spans the replicas of every process; one without (jit) runs
-  // in this process alone.
-  const ProcessInfo& job = program.axisName.empty() ? ProcessInfo::single() : processes();
+    : devices_(devices), job_(processes) {
+  const ProcessInfo& job = processes.info();
   acrossProcesses_ = job.size > 1;
+  if (acrossProcesses_ && program.axisName.empty())
+    throw Error("program @" + program.name + " has no mapped axis, so it runs in one process; give its "
+                "ReplicaGroup Job::single(), not the job of " + std::to_string(job.size) + " processes");
   if (acrossProcesses_) checkSameLayoutEverywhere(devices);
   const int replicas = devices.size() * job.size * leavesPerReplica;
   if (!program.axisName.empty() && program.replicas != replicas)
@@ -26,9 +26,9 @@ ReplicaGroup::ReplicaGroup(const Program& program, const DeviceList& devices,
                 "; its collectives and pmean divisors assume " + std::to_string(program.replicas) + ", so run it on " +
                 std::to_string(program.replicas) + " devices or compile it again for " + std::to_string(replicas));
   const Driver& driver = devices.driver();
-  threads_ = driver.threadsPerReplica(devices, threadsPerReplica);
+  threads_ = driver.threadsPerReplica(devices, threadsPerReplica, job);
   Executor::checkFitsHost(program, devices.size(), devices.spec);
-  comms_ = driver.makeCommunicators(devices, collectiveTimeout, job.size, leavesPerReplica);
+  comms_ = driver.makeCommunicators(devices, collectiveTimeout, processes, leavesPerReplica);
   for (int r = 0; r < devices.size(); ++r) {
     deviceObjects_.push_back(driver.makeDevice(devices, r));
     if (job.size > 1 && !deviceObjects_.back()->hostAccessible() && !comms_[r]->deviceCollectives())
@@ -47,14 +47,14 @@ ReplicaGroup::ReplicaGroup(const Program& program, const DeviceList& devices,
 
 // Every process must run the same number of replicas on the same backend: the pmap axis and
 // every collective assume it. All processes see the same gathered counts, so all fail alike.
-void ReplicaGroup::checkSameLayoutEverywhere(const DeviceList& devices) {
-  std::vector<int64_t> counts = processAllGather(devices.size(), "device counts of " + devices.spec);
+void ReplicaGroup::checkSameLayoutEverywhere(const DeviceList& devices) const {
+  std::vector<int64_t> counts = job_.allGather(devices.size(), "device counts of " + devices.spec);
   std::string differ;
   for (size_t p = 0; p < counts.size(); ++p)
     if (counts[p] != counts[0]) differ += ", process " + std::to_string(p) + " has " + std::to_string(counts[p]);
   if (!differ.empty())
     throw Error("the processes of this job name different numbers of devices: process 0 has " +
-                std::to_string(counts[0]) + differ + " (this is " + processes().describe() + ", device list '" +
+                std::to_string(counts[0]) + differ + " (this is " + job_.info().describe() + ", device list '" +
                 devices.spec + "'); every process must name the same count, e.g. --devices cpu:" +
                 std::to_string(counts[0]));
 }
@@ -69,7 +69,7 @@ ReplicaGroup::~ReplicaGroup() {
 }
 
 std::string ReplicaGroup::describeReplica(int r) const {
-  const ProcessInfo& job = processes();
+  const ProcessInfo& job = job_.info();
   if (!acrossProcesses_)
     return "replica " + std::to_string(r) + " of " + std::to_string(size()) + " (" + executors_[r]->device().name() + ")";
   return "replica " + std::to_string(job.rank * size() + r) + " of " + std::to_string(job.size * size()) +
@@ -86,7 +86,7 @@ void ReplicaGroup::work(int rank) {
       start_.wait(lock, [&] { return stop_ || generation_ != seen; });
       if (stop_) return;
       seen = generation_;
-      job = job_;
+      job = task_;
     }
     job(rank);
     std::lock_guard lock(mutex_);
@@ -135,7 +135,7 @@ void ReplicaGroup::run(const std::vector<std::vector<Input>>& inputs,
     replica(0);
   } else {
     std::unique_lock lock(mutex_);
-    job_ = replica;
+    task_ = replica;
     pending_ = size();
     ++generation_;
     start_.notify_all();

@@ -2,8 +2,9 @@
 // its own Executor on the device the list's Driver makes (and prepares the thread for), joined
 // by the driver's communicators. A replica that fails stops every replica with its error,
 // naming the replica; a collective that waits too long fails the same way. In a job of several
-// processes (runtime/dist), the group runs this process's replicas, global replica index =
-// process rank * size() + local index, and a failure ends the whole job.
+// processes (the Job it is given, runtime/device/Job.h; runtime/mpi's processJob() under
+// mpirun), the group runs this process's replicas, global replica index = process rank * size()
+// + local index, and a failure ends the whole job.
 #pragma once
 
 #include <chrono>
@@ -25,8 +26,9 @@ class ReplicaGroup {
   // `threadsPerReplica` > 0 asks for that many host threads per replica (Driver::threadsPerReplica).
   // `leavesPerReplica`: the virtual replicas each replica stands for in the program's
   // all-reduces (gradient accumulation's steps, already reduced; the program's replica count is
-  // devices x processes x this).
-  ReplicaGroup(const Program& program, const DeviceList& devices,
+  // devices x processes x this). `job`: the processes the program's axis spans (Job::single()
+  // for a program without an axis, or one run by this process alone); it must outlive the group.
+  ReplicaGroup(const Program& program, const DeviceList& devices, const Job& job,
                std::chrono::milliseconds collectiveTimeout, int threadsPerReplica = 0, int leavesPerReplica = 1);
   ~ReplicaGroup();
   ReplicaGroup(const ReplicaGroup&) = delete;
@@ -58,11 +60,12 @@ class ReplicaGroup {
 
  private:
   void work(int rank);
-  static void checkSameLayoutEverywhere(const DeviceList& devices);
+  void checkSameLayoutEverywhere(const DeviceList& devices) const;
   // "replica 3 of 4 (cpu:1)", with the global index in a job of several processes.
   std::string describeReplica(int r) const;
 
   DeviceList devices_;
+  const Job& job_;
   bool acrossProcesses_ = false;  // the program's axis spans the replicas of several processes
   ThreadShare threads_;
   std::vector<std::shared_ptr<Device>> deviceObjects_;
@@ -74,7 +77,7 @@ class ReplicaGroup {
   std::vector<std::thread> workers_;
   std::mutex mutex_;
   std::condition_variable start_, finished_;
-  std::function<void(int)> job_;
+  std::function<void(int)> task_;
   uint64_t generation_ = 0;
   int pending_ = 0;
   bool stop_ = false;

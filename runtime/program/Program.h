@@ -22,7 +22,7 @@ struct BufferDesc {
   // Byte offset in the replica's arena (compiler/PlanMemory); -1: the buffer is not planned
   // (inputs and constants, or a program lowered without a plan) and gets its own allocation.
   int64_t offset = -1;
-  // Memory layout (runtime/device/Layouts.h): "" plain row-major; "nChw8c" etc. where the
+  // Memory layout (runtime/program/Layouts.h): "" plain row-major; "nChw8c" etc. where the
   // compiler's spmd-assign-layouts pass chose the backend's blocked layout. Same bytes either way.
   std::string layout = {};
 

@@ -10,7 +10,7 @@
 
 #include "runtime/base/AtomicFile.h"
 #include "runtime/base/Checksum.h"
-#include "runtime/device/Layouts.h"
+#include "runtime/program/Layouts.h"
 #include "runtime/program/ProgramCheck.h"
 #include "runtime/base/RealText.h"
 

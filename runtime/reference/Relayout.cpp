@@ -1,9 +1,9 @@
 // Reference relayout: every element of an NCHW tensor copied from its offset in the input's
-// layout to its offset in the result's (runtime/device/Layouts.h), the oracle for the CPU
+// layout to its offset in the result's (runtime/program/Layouts.h), the oracle for the CPU
 // backend's oneDNN reorder.
 #include <cstring>
 
-#include "runtime/device/Layouts.h"
+#include "runtime/program/Layouts.h"
 #include "runtime/reference/Reference.h"
 
 namespace spmd::runtime::reference {

@@ -19,6 +19,7 @@ class SimDriver final : public Driver {
     return parseEmulatedCount(spec, rest, hasColon, forms());
   }
   int available(std::string*) const override { return emulatedCpuDeviceCount(); }
+  const KernelTable& kernels() const override { return simKernels(); }
   std::shared_ptr<Device> makeDevice(const DeviceList& list, int replica) const override {
     int index = list.devices.at(replica);
     std::lock_guard lock(mutex_);

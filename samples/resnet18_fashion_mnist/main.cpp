@@ -9,7 +9,7 @@
 #include "Flags.h"
 #include "Train.h"
 #include "runtime/base/Error.h"
-#include "runtime/dist/Processes.h"
+#include "runtime/mpi/Processes.h"
 
 int main(int argc, char** argv) {
   try {

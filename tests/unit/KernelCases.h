@@ -20,7 +20,7 @@ struct KernelCase {
   std::vector<Array> inputs;
   std::vector<std::pair<DType, Shape>> outputs;
   std::map<std::string, Attr> attrs;
-  // Memory layouts of the inputs, then the outputs (runtime/device/Layouts.h); empty: all plain.
+  // Memory layouts of the inputs, then the outputs (runtime/program/Layouts.h); empty: all plain.
   // Inputs are given and outputs compared in plain NCHW: the harness relays them through the
   // reference relayout, so the reference kernels (plain only) remain the oracle.
   std::vector<std::string> layouts = {};
@@ -288,7 +288,7 @@ inline std::vector<KernelCase> kernelCases(DType t) {
   for (auto& c : list) c.name += suffix;
   // Blocked layouts (f32 only: the compiler gives them to f32 activations alone): oneDNN's
   // kernels reading and writing nChw8c / nChw16c, with a buffer in the other block size or plain
-  // where a kernel must reorder (runtime/device/Layouts.h lists the ports).
+  // where a kernel must reorder (runtime/program/Layouts.h lists the ports).
   const std::string b8 = "nChw8c", b16 = "nChw16c";
   if (t == DType::f32) {
     list.push_back({"conv blocked in/out", "conv2d", {rnd({2, 16, 6, 5}), rnd({16, 16, 3, 3}), rnd({16})},

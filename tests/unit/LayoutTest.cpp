@@ -1,4 +1,4 @@
-// Blocked layouts (passes/AssignLayouts, runtime/device/Layouts.h) change where values lie in
+// Blocked layouts (passes/AssignLayouts, runtime/program/Layouts.h) change where values lie in
 // memory, not what they are: a ResNet-18 training step compiled with the CPU backend's blocked
 // layouts equals the same step with every tensor plain. The convolutions run the same oneDNN
 // primitives either way (their reorders only move); BatchNorm runs oneDNN's blocked kernels, which

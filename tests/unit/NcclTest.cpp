@@ -70,7 +70,7 @@ std::unique_ptr<Ranks> makeRanks(std::string* skip) {
   auto group = std::make_shared<InProcessGroup>(count, std::chrono::seconds(30));
   std::vector<std::unique_ptr<Communicator>> host;
   for (int r = 0; r < count; ++r) host.push_back(std::make_unique<InProcessCommunicator>(group, r));
-  ranks->comms = makeNcclCommunicators(list, std::move(host), std::chrono::seconds(30));
+  ranks->comms = makeNcclCommunicators(list, std::move(host), Job::single(), std::chrono::seconds(30));
   for (int g : ranks->gpus) {
     cudaSetDevice(g);
     cudaStream_t s;

@@ -8,6 +8,7 @@
 #include "ir/SpmdDialect.h"
 #include "runtime/device/Kernel.h"
 #include "runtime/cpu/CpuDevice.h"
+#include "runtime/device/Driver.h"
 
 namespace spmd {
 namespace {
@@ -18,17 +19,29 @@ const std::set<std::string> kLoweredWithoutKernel = {"constant", "value_and_grad
 // The autodiff structure itself, expanded (innermost first) before any reverse sweep sees it.
 const std::set<std::string> kAutodiffStructure = {"value_and_grad", "yield"};
 
-TEST(OpCoverageTest, EveryOpHasCpuAndReferenceKernels) {
+// Every backend this build has (cpu, sim and, where nvcc was found, cuda) and the reference.
+TEST(OpCoverageTest, EveryOpHasAKernelOnEveryBackendThatSaysWhatServesIt) {
   std::vector<std::string> ops = ir::opNames();
   ASSERT_GE(ops.size(), 20u) << "the dialect should define the forward ops of ResNet-18";
-  for (const std::string& op : ops) {
-    if (kLoweredWithoutKernel.count(op)) continue;
-    EXPECT_TRUE(runtime::cpuKernels().count(op)) << "op spmd." << op << " has no CPU kernel";
-    EXPECT_TRUE(runtime::referenceKernels().count(op)) << "op spmd." << op << " has no reference kernel";
-  }
+  std::vector<std::pair<std::string, const runtime::KernelTable*>> tables = {{"reference", &runtime::referenceKernels()}};
+  for (const std::string& backend : runtime::driverNames())
+    tables.emplace_back(backend, &runtime::driverFor(backend, backend).kernels());
+  ASSERT_GE(tables.size(), 3u) << "the cpu and sim backends are always built";
   std::set<std::string> known(ops.begin(), ops.end());
-  for (const auto* table : {&runtime::cpuKernels(), &runtime::referenceKernels()})
-    for (const auto& [op, _] : *table) EXPECT_TRUE(known.count(op)) << "kernel for unknown op " << op;
+  for (const auto& [backend, table] : tables) {
+    for (const std::string& op : ops) {
+      if (kLoweredWithoutKernel.count(op)) continue;
+      auto it = table->find(op);
+      EXPECT_TRUE(it != table->end()) << "op spmd." << op << " has no " << backend << " kernel";
+      if (it != table->end()) EXPECT_FALSE(it->second.source.empty()) << backend << " does not say what serves " << op;
+    }
+    for (const auto& [op, _] : *table) EXPECT_TRUE(known.count(op)) << backend << " has a kernel for unknown op " << op;
+  }
+  // The tables are the library plus each backend's own: the CPU's pooling is the library's
+  // host loop, its convolution oneDNN; sim's pooling the library on its stream thread.
+  EXPECT_NE(runtime::cpuKernels().at("max_pool2d").source.find("kernel library"), std::string_view::npos);
+  EXPECT_NE(runtime::cpuKernels().at("conv2d").source.find("oneDNN"), std::string_view::npos);
+  EXPECT_NE(runtime::driverFor("sim", "sim").kernels().at("softmax").source.find("kernel library"), std::string_view::npos);
 }
 
 TEST(OpCoverageTest, EveryOpHasAVjpRuleOrSaysItHasNone) {

@@ -143,7 +143,7 @@ TEST_F(ProgramFileTest, AProgramKeepsItsReplicaCountAndRefusesAnother) {
       "program @main was compiled for 2 replicas (axis 'batch') but device list 'cpu:4' has 4; its collectives "
       "and pmean divisors assume 2, so run it on 2 devices or compile it again for 4";
   try {
-    runtime::ReplicaGroup group(loaded, runtime::parseDeviceList("cpu:4"), std::chrono::seconds(5));
+    runtime::ReplicaGroup group(loaded, runtime::parseDeviceList("cpu:4"), runtime::Job::single(), std::chrono::seconds(5));
     ADD_FAILURE() << "a 2-replica program ran on cpu:4";
   } catch (const Error& e) {
     EXPECT_EQ(std::string(e.what()), expected);

@@ -1,4 +1,5 @@
 // spmd-run PROGRAM [--devices LIST] [--steps N] [--warmup N] [--items N] [--print]
+// spmd-run --kernels [BACKEND]: which code serves each op on each backend (or on BACKEND).
 // Loads a Program saved by the compiler (SPMD_DUMP_IR=<dir> writes <dir>/program.spmd), runs it
 // with one replica per device on deterministic synthetic inputs (floats in [-1, 1), integers 0)
 // and prints the time per step. Links only the runtime: this is how compiled steps run where
@@ -7,14 +8,17 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <map>
 #include <random>
 #include <string>
 
 #include "runtime/device/DeviceList.h"
+#include "runtime/device/Driver.h"
 #include "runtime/program/ProgramFile.h"
 #include "runtime/base/Parse.h"
 #include "runtime/base/Timeout.h"
 #include "runtime/exec/ReplicaGroup.h"
+#include "runtime/mpi/Processes.h"
 
 namespace {
 
@@ -23,7 +27,7 @@ using namespace spmd;
 int usage(const char* why) {
   std::fprintf(stderr,
                "spmd-run: %s\nusage: spmd-run PROGRAM [--devices cpu:1|sim:2|cuda:0|cuda:0*2] [--steps N] "
-               "[--warmup N] [--items N] [--print]\n",
+               "[--warmup N] [--items N] [--print]\n       spmd-run --kernels [reference|cpu|sim|cuda]\n",
                why);
   return 2;
 }
@@ -39,8 +43,33 @@ Array synthetic(const runtime::BufferDesc& desc, uint64_t seed) {
   return a;  // i32 stays 0: a valid label and index
 }
 
+// Prints, for `only` (every backend when empty, and the reference kernels), each op's kernel
+// and what serves it, sorted by op.
+int listKernels(const std::string& only) {
+  std::vector<std::pair<std::string, const runtime::KernelTable*>> tables;
+  if (only.empty() || only == "reference") tables.emplace_back("reference", &runtime::referenceKernels());
+  for (const std::string& backend : runtime::driverNames())
+    if (only.empty() || only == backend) tables.emplace_back(backend, &runtime::driverFor(backend, backend).kernels());
+  if (tables.empty()) {
+    std::string known = "reference";
+    for (const std::string& backend : runtime::driverNames()) known += ", " + backend;
+    throw Error("--kernels: no backend '" + only + "' in this build (it has " + known + ")");
+  }
+  for (const auto& [backend, table] : tables) {
+    std::map<std::string, std::string_view> sorted;
+    for (const auto& [op, kernel] : *table) sorted.emplace(op, kernel.source);
+    std::printf("%s: %zu ops\n", backend.c_str(), sorted.size());
+    for (const auto& [op, source] : sorted) std::printf("  %-32s %.*s\n", op.c_str(), int(source.size()), source.data());
+  }
+  return 0;
+}
+
 int run(int argc, char** argv) {
   if (argc < 2) return usage("no program file given");
+  if (std::string(argv[1]) == "--kernels") {
+    if (argc > 3) return usage("--kernels takes at most one backend name");
+    return listKernels(argc == 3 ? argv[2] : "");
+  }
   std::string path = argv[1], devices;
   int steps = 20, warmup = 3;
   long long items = 0;
@@ -64,7 +93,7 @@ int run(int argc, char** argv) {
   runtime::Program program = runtime::loadProgram(path);
   if (print) std::fputs(program.toText().c_str(), stdout);
   runtime::DeviceList list = runtime::parseDeviceList(devices);
-  runtime::ReplicaGroup group(program, list, runtime::collectiveTimeoutFromEnvironment());
+  runtime::ReplicaGroup group(program, list, runtime::jobOf(program), runtime::collectiveTimeoutFromEnvironment());
   std::vector<std::vector<Array>> inputs(list.size()), outputs(list.size());
   for (int r = 0; r < list.size(); ++r) {
     for (size_t i = 0; i < program.inputs.size(); ++i)

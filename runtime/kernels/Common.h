@@ -17,7 +17,7 @@
 #include "runtime/base/NanRules.h"
 #include "runtime/device/Kernel.h"
 
-namespace spmd::runtime::gpu {
+namespace spmd::runtime::kernels {
 
 // *p = desired if *p == expected; returns the old value (CUDA's atomicCAS on the device).
 SPMD_HOST_DEVICE inline int compareAndSwap(int* p, int expected, int desired) {
@@ -57,4 +57,4 @@ SPMD_HOST_DEVICE inline bool indexValid(int32_t value, int64_t position, int64_t
   return false;
 }
 
-}  // namespace spmd::runtime::gpu
+}  // namespace spmd::runtime::kernels

@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "runtime/device/Communicator.h"
-#include "runtime/dist/Processes.h"
+#include "runtime/mpi/Processes.h"
 
 namespace spmd::runtime {
 

@@ -7,9 +7,9 @@
 #include <algorithm>
 #include <vector>
 
-#include "runtime/cuda/kernels/Common.h"
+#include "runtime/kernels/Common.h"
 
-namespace spmd::runtime::gpu {
+namespace spmd::runtime::kernels {
 
 constexpr int kMaxReduceRank = 8;
 
@@ -107,6 +107,6 @@ void argmax(KernelCall& call) {
   });
 }
 
-#define SPMD_GPU_REDUCE_OPS(X) X(reduce_sum) X(reduce_mean) X(reduce_max) X(argmax)
+#define SPMD_LIBRARY_REDUCE_OPS(X) X(reduce_sum) X(reduce_mean) X(reduce_max) X(argmax)
 
-}  // namespace spmd::runtime::gpu
+}  // namespace spmd::runtime::kernels

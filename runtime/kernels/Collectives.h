@@ -9,11 +9,11 @@
 #include <string>
 #include <vector>
 
-#include "runtime/cuda/kernels/Common.h"
+#include "runtime/kernels/Common.h"
 #include "runtime/device/Communicator.h"
 #include "runtime/device/Fold.h"
 
-namespace spmd::runtime::gpu {
+namespace spmd::runtime::kernels {
 
 constexpr int kMaxReplicas = 64;
 
@@ -148,6 +148,6 @@ void axis_index(KernelCall& call) {
   Api::forEach(call, 1, FillFn{call.out[0].as<int32_t>(), communicatorOf(call).virtualRank()});
 }
 
-#define SPMD_GPU_COLLECTIVE_OPS(X) X(all_reduce) X(all_gather) X(reduce_scatter) X(axis_index)
+#define SPMD_LIBRARY_COLLECTIVE_OPS(X) X(all_reduce) X(all_gather) X(reduce_scatter) X(axis_index)
 
-}  // namespace spmd::runtime::gpu
+}  // namespace spmd::runtime::kernels

@@ -4,9 +4,9 @@
 #pragma once
 
 #include "runtime/base/Philox.h"
-#include "runtime/cuda/kernels/Common.h"
+#include "runtime/kernels/Common.h"
 
-namespace spmd::runtime::gpu {
+namespace spmd::runtime::kernels {
 
 template <typename T>
 struct UniformFn {
@@ -44,6 +44,6 @@ void random_fold_in(KernelCall& call) {
   Api::forEach(call, 1, FoldInFn{call.in[0].as<int32_t>(), call.in[1].as<int32_t>(), call.out[0].as<int32_t>()});
 }
 
-#define SPMD_GPU_RANDOM_OPS(X) X(random_uniform) X(random_fold_in)
+#define SPMD_LIBRARY_RANDOM_OPS(X) X(random_uniform) X(random_fold_in)
 
-}  // namespace spmd::runtime::gpu
+}  // namespace spmd::runtime::kernels

@@ -6,9 +6,9 @@
 
 #include <cmath>
 
-#include "runtime/cuda/kernels/Common.h"
+#include "runtime/kernels/Common.h"
 
-namespace spmd::runtime::gpu {
+namespace spmd::runtime::kernels {
 
 template <typename T, bool Log>
 struct AxisSoftmaxFn {
@@ -46,6 +46,6 @@ void softmax(KernelCall& call) { axisSoftmax<Api, false>(call); }
 template <class Api>
 void log_softmax(KernelCall& call) { axisSoftmax<Api, true>(call); }
 
-#define SPMD_GPU_SOFTMAX_OPS(X) X(softmax) X(log_softmax)
+#define SPMD_LIBRARY_SOFTMAX_OPS(X) X(softmax) X(log_softmax)
 
-}  // namespace spmd::runtime::gpu
+}  // namespace spmd::runtime::kernels

@@ -3,9 +3,9 @@
 // offset per dim). Shape ops move any element type by size; select is float only.
 #pragma once
 
-#include "runtime/cuda/kernels/Shape.h"
+#include "runtime/kernels/Shape.h"
 
-namespace spmd::runtime::gpu {
+namespace spmd::runtime::kernels {
 
 // Index i of a tensor of `dims` maps to the element at `offset` + its multi-index in a tensor of
 // `outer` dims; with `inside`, positions outside `outer` read as zero (pad).
@@ -99,6 +99,6 @@ void select(KernelCall& call) {
   });
 }
 
-#define SPMD_GPU_SLICE_OPS(X) X(slice) X(pad) X(concatenate) X(select)
+#define SPMD_LIBRARY_SLICE_OPS(X) X(slice) X(pad) X(concatenate) X(select)
 
-}  // namespace spmd::runtime::gpu
+}  // namespace spmd::runtime::kernels

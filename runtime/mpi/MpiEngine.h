@@ -17,7 +17,7 @@
 #include <string>
 #include <thread>
 
-#include "runtime/dist/Processes.h"
+#include "runtime/mpi/Processes.h"
 
 namespace spmd::runtime {
 

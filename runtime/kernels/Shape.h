@@ -5,9 +5,9 @@
 
 #include <vector>
 
-#include "runtime/cuda/kernels/Common.h"
+#include "runtime/kernels/Common.h"
 
-namespace spmd::runtime::gpu {
+namespace spmd::runtime::kernels {
 
 constexpr int kMaxRank = 8;
 
@@ -79,6 +79,6 @@ void reshape(KernelCall& call) {
   Api::copy(call, call.out[0].data, call.in[0].data, call.in[0].numel() * dtypeSize(call.in[0].dtype));
 }
 
-#define SPMD_GPU_SHAPE_OPS(X) X(broadcast_in_dim) X(transpose) X(reshape)
+#define SPMD_LIBRARY_SHAPE_OPS(X) X(broadcast_in_dim) X(transpose) X(reshape)
 
-}  // namespace spmd::runtime::gpu
+}  // namespace spmd::runtime::kernels

@@ -1,5 +1,5 @@
 // Processes: is this a job of several processes, and the host-side collectives between them.
-#include "runtime/dist/Processes.h"
+#include "runtime/mpi/Processes.h"
 
 #include <unistd.h>
 
@@ -13,9 +13,10 @@
 #include "runtime/base/Error.h"
 #include "runtime/base/Parse.h"
 #include "runtime/device/Communicator.h"
+#include "runtime/program/Program.h"
 #include "runtime/base/Timeout.h"
 #if SPMD_WITH_MPI
-#include "runtime/dist/MpiEngine.h"
+#include "runtime/mpi/MpiEngine.h"
 #endif
 
 namespace spmd::runtime {
@@ -53,18 +54,8 @@ bool started = false;
 
 }  // namespace
 
-std::string ProcessInfo::describe() const {
-  if (size == 1) return "";
-  return "process " + std::to_string(rank) + " of " + std::to_string(size) + " (host " + host + ")";
-}
-
-const ProcessInfo& ProcessInfo::single() {
-  static const ProcessInfo one;
-  return one;
-}
-
 #if !SPMD_WITH_MPI
-std::vector<std::unique_ptr<Communicator>> makeProcessCommunicators(int, std::chrono::milliseconds) {
+std::vector<std::unique_ptr<Communicator>> makeProcessCommunicators(int, std::chrono::milliseconds, int) {
   throw Error("this build of spmd has no MPI support; a job of several processes needs it");
 }
 #endif
@@ -77,6 +68,31 @@ const ProcessInfo& processes() {
   }();
   return info;
 }
+
+namespace {
+
+// The job of this launch, through the functions above.
+class ProcessJob final : public Job {
+ public:
+  const ProcessInfo& info() const override { return processes(); }
+  std::vector<std::unique_ptr<Communicator>> communicators(int localReplicas, std::chrono::milliseconds timeout,
+                                                           int leavesPerReplica) const override {
+    return makeProcessCommunicators(localReplicas, timeout, leavesPerReplica);
+  }
+  void broadcast(std::vector<std::byte>& bytes, const std::string& what) const override { processBroadcast(bytes, what); }
+  std::vector<int64_t> allGather(int64_t value, const std::string& what) const override {
+    return processAllGather(value, what);
+  }
+};
+
+}  // namespace
+
+const Job& processJob() {
+  static const ProcessJob job;
+  return job;
+}
+
+const Job& jobOf(const Program& program) { return program.axisName.empty() ? Job::single() : processJob(); }
 
 ReduceMode reduceModeFromEnvironment() {
   const char* value = std::getenv("SPMD_REDUCE");

@@ -1,5 +1,5 @@
 // MpiEngine: MPI start and finalization, the communication thread, the watchdog.
-#include "runtime/dist/MpiEngine.h"
+#include "runtime/mpi/MpiEngine.h"
 
 #include <cstdio>
 #include <cstdlib>

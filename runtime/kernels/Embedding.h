@@ -4,9 +4,9 @@
 // not depend on thread timing (no atomics); its cost is rows x dim x ids.
 #pragma once
 
-#include "runtime/cuda/kernels/Common.h"
+#include "runtime/kernels/Common.h"
 
-namespace spmd::runtime::gpu {
+namespace spmd::runtime::kernels {
 
 template <typename T>
 struct EmbeddingFn {
@@ -65,6 +65,6 @@ void embedding_backward(KernelCall& call) {
   });
 }
 
-#define SPMD_GPU_EMBEDDING_OPS(X) X(embedding) X(embedding_backward)
+#define SPMD_LIBRARY_EMBEDDING_OPS(X) X(embedding) X(embedding_backward)
 
-}  // namespace spmd::runtime::gpu
+}  // namespace spmd::runtime::kernels

@@ -2,9 +2,9 @@
 // one functor call per element. Float to i32 rounds toward zero and saturates (NaN -> 0).
 #pragma once
 
-#include "runtime/cuda/kernels/Common.h"
+#include "runtime/kernels/Common.h"
 
-namespace spmd::runtime::gpu {
+namespace spmd::runtime::kernels {
 
 template <typename Out, typename In>
 SPMD_HOST_DEVICE inline Out convertValue(In v) {
@@ -48,6 +48,6 @@ void convert(KernelCall& call) {
   }
 }
 
-#define SPMD_GPU_CONVERT_OPS(X) X(convert)
+#define SPMD_LIBRARY_CONVERT_OPS(X) X(convert)
 
-}  // namespace spmd::runtime::gpu
+}  // namespace spmd::runtime::kernels

@@ -12,24 +12,20 @@
 #include <string>
 #include <vector>
 
+#include "runtime/device/Job.h"
+
 namespace spmd::runtime {
 
-class Communicator;
-
-struct ProcessInfo {
-  int rank = 0;        // this process, 0..size-1
-  int size = 1;        // processes in the job
-  int localSize = 1;   // processes of the job on this host (they share its cores)
-  std::string host;    // this host's name, for messages
-  // "process 1 of 2 (host node3)"; "" for a single process.
-  std::string describe() const;
-  // A job of this process alone (for programs that run in one process, like jit's).
-  static const ProcessInfo& single();
-};
+struct Program;
 
 // The job this process belongs to (one process unless launched by mpirun). Throws spmd::Error
 // when launched by mpirun but this build has no MPI, or MPI cannot start.
 const ProcessInfo& processes();
+// The same job as an object to hand to a ReplicaGroup (runtime/device/Job.h).
+const Job& processJob();
+// The processes `program` spans: this job's for a program with a mapped axis, this process alone
+// (Job::single()) for one without (jit's programs).
+const Job& jobOf(const Program& program);
 
 // How an all-reduce across processes combines the replicas (SPMD_REDUCE, default exact):
 // Exact folds every element over all P*K replicas with the fold tree over the global replica
@@ -57,7 +53,7 @@ void processBroadcast(std::vector<std::byte>& bytes, const std::string& what);
 
 // The communicators of `localReplicas` replicas of this process in a job of several processes:
 // ranks processes().rank * localReplicas + 0..localReplicas-1 of processes().size * localReplicas
-// (runtime/dist/ProcessCommunicator.cpp; throws in a build without MPI). Reduction mode from
+// (runtime/mpi/ProcessCommunicator.cpp; throws in a build without MPI). Reduction mode from
 // SPMD_REDUCE; SPMD_OVERLAP=0 turns off running all-reduces behind the following steps. Each
 // replica stands for `leavesPerReplica` leaves of the fold tree (its accumulation steps, whose
 // subtree it has already reduced; a power of two).

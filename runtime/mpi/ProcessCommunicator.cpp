@@ -1,5 +1,5 @@
 // ProcessCommunicator: jobs shared by a process's replicas, run by its MpiEngine.
-#include "runtime/dist/ProcessCommunicator.h"
+#include "runtime/mpi/ProcessCommunicator.h"
 
 #include <atomic>
 #include <climits>
@@ -11,7 +11,7 @@
 
 #include "runtime/base/Parse.h"
 #include "runtime/device/Fold.h"
-#include "runtime/dist/MpiEngine.h"
+#include "runtime/mpi/MpiEngine.h"
 
 namespace spmd::runtime {
 namespace {

@@ -5,9 +5,9 @@
 #include <cmath>
 
 #include "runtime/base/Elementwise.h"
-#include "runtime/cuda/kernels/Common.h"
+#include "runtime/kernels/Common.h"
 
-namespace spmd::runtime::gpu {
+namespace spmd::runtime::kernels {
 
 template <typename T, typename Op>
 struct Binary {
@@ -49,4 +49,4 @@ void elementwise(KernelCall& call) {
     unary<Api, Functor>(call);
 }
 
-}  // namespace spmd::runtime::gpu
+}  // namespace spmd::runtime::kernels

@@ -5,9 +5,9 @@
 // the calls run in. Accumulation in double, as the reference.
 #pragma once
 
-#include "runtime/cuda/kernels/Common.h"
+#include "runtime/kernels/Common.h"
 
-namespace spmd::runtime::gpu {
+namespace spmd::runtime::kernels {
 
 // The geometry of one pooling step: input [n*c, h, w], output [n*c, oh, ow].
 struct PoolShape {
@@ -152,6 +152,6 @@ void avg_pool2d_backward(KernelCall& call) {
   });
 }
 
-#define SPMD_GPU_POOL_OPS(X) X(max_pool2d) X(avg_pool2d) X(max_pool2d_backward) X(avg_pool2d_backward)
+#define SPMD_LIBRARY_POOL_OPS(X) X(max_pool2d) X(avg_pool2d) X(max_pool2d_backward) X(avg_pool2d_backward)
 
-}  // namespace spmd::runtime::gpu
+}  // namespace spmd::runtime::kernels

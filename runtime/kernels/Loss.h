@@ -6,9 +6,9 @@
 
 #include <cmath>
 
-#include "runtime/cuda/kernels/Common.h"
+#include "runtime/kernels/Common.h"
 
-namespace spmd::runtime::gpu {
+namespace spmd::runtime::kernels {
 
 template <typename T>
 SPMD_HOST_DEVICE inline double logSumExp(const T* row, int64_t classes) {
@@ -89,6 +89,6 @@ void softmax_cross_entropy_backward(KernelCall& call) {
   });
 }
 
-#define SPMD_GPU_LOSS_OPS(X) X(softmax_cross_entropy) X(softmax_cross_entropy_backward)
+#define SPMD_LIBRARY_LOSS_OPS(X) X(softmax_cross_entropy) X(softmax_cross_entropy_backward)
 
-}  // namespace spmd::runtime::gpu
+}  // namespace spmd::runtime::kernels

@@ -1,0 +1,29 @@
+// The CPU backend's Api for the kernel library (runtime/kernels/Common.h): a kernel's per-element
+// functor runs as a plain loop on the replica's thread, copies are memcpy and nothing is queued.
+#pragma once
+
+#include <cstring>
+#include <memory>
+
+#include "runtime/device/Kernel.h"
+
+namespace spmd::runtime::cpu {
+
+struct HostLoop {
+  template <typename F>
+  static void forEach(const KernelCall&, int64_t n, const F& f) {
+    for (int64_t i = 0; i < n; ++i) f(i);
+  }
+  static void copy(const KernelCall&, void* dst, const void* src, size_t bytes) {
+    if (dst != src && bytes) std::memmove(dst, src, bytes);
+  }
+  static void zero(const KernelCall&, void* dst, size_t bytes) { std::memset(dst, 0, bytes); }
+  static void toHost(const KernelCall&, void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, bytes); }
+  static void synchronize(const KernelCall&) {}
+  static std::shared_ptr<std::byte> allocate(const KernelCall&, size_t bytes) {
+    return std::shared_ptr<std::byte>(new std::byte[bytes], std::default_delete<std::byte[]>());
+  }
+  static void* nativeStream(const KernelCall&) { return nullptr; }
+};
+
+}  // namespace spmd::runtime::cpu
