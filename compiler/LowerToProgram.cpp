@@ -56,6 +56,8 @@ runtime::Attr convert(mlir::NamedAttribute named, mlir::Operation* op) {
   if (auto a = llvm::dyn_cast<mlir::DenseI64ArrayAttr>(attr))
     return std::vector<int64_t>(a.asArrayRef().begin(), a.asArrayRef().end());
   if (auto s = llvm::dyn_cast<mlir::StringAttr>(attr)) return s.str();
+  // The Program spells a reduction by name (runtime/program/Catalog.h: the same spelling).
+  if (auto r = llvm::dyn_cast<ir::ReductionAttr>(attr)) return ir::stringifyReduction(r.getValue()).str();
   throw Error(sourceLine(op->getLoc()) + ": cannot lower attribute '" + named.getName().str() +
               "' of " + op->getName().getStringRef().str());
 }

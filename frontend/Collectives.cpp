@@ -8,7 +8,7 @@ namespace spmd {
 namespace {
 
 std::vector<Tensor> allReduce(const std::vector<Tensor>& xs, const std::string& axis,
-                              const char* reduction, const char* what, Loc loc) {
+                              ir::Reduction reduction, const char* what, Loc loc) {
   detail::Trace& trace = detail::Trace::current(what, loc, true);
   trace.checkAxis(axis, what, loc);
   if (xs.empty()) return {};
@@ -16,13 +16,13 @@ std::vector<Tensor> allReduce(const std::vector<Tensor>& xs, const std::string& 
   for (const Tensor& x : xs) values.push_back(trace.valueOf(x, loc));
   mlir::Operation* op = trace.create<ir::AllReduceOp>(loc, mlir::ValueRange(values),
                                                       trace.builder().getStringAttr(axis),
-                                                      trace.builder().getStringAttr(reduction));
+                                                      reduction);
   std::vector<Tensor> results;
   for (mlir::Value v : op->getResults()) results.push_back(trace.wrap(v));
   return results;
 }
 
-Tree allReduce(const Tree& tree, const std::string& axis, const char* reduction, const char* what,
+Tree allReduce(const Tree& tree, const std::string& axis, ir::Reduction reduction, const char* what,
                Loc loc) {
   std::vector<Tensor> leaves;
   for (const auto& [name, t] : tree) leaves.push_back(t);
@@ -35,17 +35,17 @@ Tree allReduce(const Tree& tree, const std::string& axis, const char* reduction,
 
 }  // namespace
 
-Tensor psum(const Tensor& x, const std::string& axis, Loc loc) { return allReduce({x}, axis, "sum", "psum", loc)[0]; }
-Tensor pmean(const Tensor& x, const std::string& axis, Loc loc) { return allReduce({x}, axis, "mean", "pmean", loc)[0]; }
-Tensor pmax(const Tensor& x, const std::string& axis, Loc loc) { return allReduce({x}, axis, "max", "pmax", loc)[0]; }
-Tensor pmin(const Tensor& x, const std::string& axis, Loc loc) { return allReduce({x}, axis, "min", "pmin", loc)[0]; }
-Tree psum(const Tree& x, const std::string& axis, Loc loc) { return allReduce(x, axis, "sum", "psum", loc); }
-Tree pmean(const Tree& x, const std::string& axis, Loc loc) { return allReduce(x, axis, "mean", "pmean", loc); }
+Tensor psum(const Tensor& x, const std::string& axis, Loc loc) { return allReduce({x}, axis, ir::Reduction::Sum, "psum", loc)[0]; }
+Tensor pmean(const Tensor& x, const std::string& axis, Loc loc) { return allReduce({x}, axis, ir::Reduction::Mean, "pmean", loc)[0]; }
+Tensor pmax(const Tensor& x, const std::string& axis, Loc loc) { return allReduce({x}, axis, ir::Reduction::Max, "pmax", loc)[0]; }
+Tensor pmin(const Tensor& x, const std::string& axis, Loc loc) { return allReduce({x}, axis, ir::Reduction::Min, "pmin", loc)[0]; }
+Tree psum(const Tree& x, const std::string& axis, Loc loc) { return allReduce(x, axis, ir::Reduction::Sum, "psum", loc); }
+Tree pmean(const Tree& x, const std::string& axis, Loc loc) { return allReduce(x, axis, ir::Reduction::Mean, "pmean", loc); }
 std::vector<Tensor> psum(const std::vector<Tensor>& xs, const std::string& axis, Loc loc) {
-  return allReduce(xs, axis, "sum", "psum", loc);
+  return allReduce(xs, axis, ir::Reduction::Sum, "psum", loc);
 }
 std::vector<Tensor> pmean(const std::vector<Tensor>& xs, const std::string& axis, Loc loc) {
-  return allReduce(xs, axis, "mean", "pmean", loc);
+  return allReduce(xs, axis, ir::Reduction::Mean, "pmean", loc);
 }
 
 Tensor allGather(const Tensor& x, const std::string& axis, Loc loc) {

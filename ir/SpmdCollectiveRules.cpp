@@ -52,10 +52,6 @@ LogicalResult AllReduceOp::inferReturnTypes(MLIRContext*, OptLoc loc, Adaptor ad
     if (failed(type)) return failure();
     results.push_back(*type);
   }
-  StringRef reduction = adaptor.getReduction();
-  if (reduction != "sum" && reduction != "mean" && reduction != "max" && reduction != "min")
-    return fail(loc, "all_reduce",
-                "reduction must be sum, mean, max or min, got '" + reduction.str() + "'");
   return success();
 }
 
@@ -118,21 +114,21 @@ LogicalResult ReduceScatterOp::verify() {
 LogicalResult AllReduceOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads,
                                     SmallVectorImpl<Value>& out) {
   Location loc = getLoc();
-  StringRef reduction = getReduction();
+  Reduction reduction = getReduction();
   for (auto [input, result, grad] : llvm::zip(getInputs(), getResults(), grads)) {
     if (!grad || !llvm::isa<FloatType>(typeOf(input).getElementType())) {
       out.push_back(Value());
       continue;
     }
-    if (reduction == "sum" || reduction == "mean") {
+    if (reduction == Reduction::Sum || reduction == Reduction::Mean) {
       out.push_back(b.create<AllReduceOp>(loc, ValueRange{grad}, getAxisName(), reduction).getResult(0));
       continue;
     }
     // max/min: the summed cotangent goes to the replicas holding the extreme value, shared
     // equally between ties (as reduce_max does within a replica).
-    Value selected = reduction == "max" ? b.create<GreaterEqualOp>(loc, input, result).getResult()
+    Value selected = reduction == Reduction::Max ? b.create<GreaterEqualOp>(loc, input, result).getResult()
                                         : b.create<GreaterEqualOp>(loc, result, input).getResult();
-    auto sums = b.create<AllReduceOp>(loc, ValueRange{grad, selected}, getAxisName(), "sum");
+    auto sums = b.create<AllReduceOp>(loc, ValueRange{grad, selected}, getAxisName(), Reduction::Sum);
     Value share = b.create<DivOp>(loc, sums.getResult(0), sums.getResult(1));
     out.push_back(b.create<MulOp>(loc, share, selected));
   }

@@ -3,11 +3,16 @@
 #include "ir/SpmdDialect.h"
 
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include "mlir/IR/DialectImplementation.h"
 #include "mlir/IR/OpImplementation.h"
 
 using namespace mlir;
 
 #include "ir/SpmdDialect.cpp.inc"
+#include "ir/SpmdEnums.cpp.inc"
+#define GET_ATTRDEF_CLASSES
+#include "ir/SpmdAttrs.cpp.inc"
 #include "ir/SpmdInterfaces.cpp.inc"
 
 #define GET_OP_CLASSES
@@ -19,6 +24,10 @@ void SpmdDialect::initialize() {
   addOperations<
 #define GET_OP_LIST
 #include "ir/SpmdOps.cpp.inc"
+      >();
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "ir/SpmdAttrs.cpp.inc"
       >();
 }
 

@@ -12,6 +12,9 @@
 #include "ir/Layout.h"
 #include "ir/SpmdAttributes.h"
 #include "ir/SpmdDialect.h.inc"
+#include "ir/SpmdEnums.h.inc"
+#define GET_ATTRDEF_CLASSES
+#include "ir/SpmdAttrs.h.inc"
 
 namespace spmd::ir {
 // Marks from SpmdInterfaces.td: the op's gradient is zero almost everywhere (argmax), or the op

@@ -10,6 +10,7 @@ def Spmd_Dialect : Dialect {
   let name = "spmd";
   let cppNamespace = "::spmd::ir";
   let hasConstantMaterializer = 1;
+  let useDefaultAttributePrinterParser = 1;
   let summary = "High-level tensor ops for SPMD training steps";
   let description = [{
     Ops that map to one library call (oneDNN, cuDNN, cuBLAS) or one fused kernel. Layout is NCHW;

@@ -4,6 +4,7 @@
 #define SPMD_OPS_TD
 
 include "ir/SpmdDialect.td"
+include "ir/SpmdEnums.td"
 include "ir/SpmdInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
@@ -387,7 +388,7 @@ def Spmd_AllReduceOp : Spmd_CollectiveOp<"all_reduce", [Vjp, InferTypeOpAdaptor]
     send back the same reduction of the cotangents; max and min route the summed cotangent to
     the replicas holding the extreme value.
   }];
-  let arguments = (ins Variadic<Spmd_AnyTensor>:$inputs, StrAttr:$axis_name, StrAttr:$reduction);
+  let arguments = (ins Variadic<Spmd_AnyTensor>:$inputs, StrAttr:$axis_name, Spmd_ReductionAttr:$reduction);
   let results = (outs Variadic<Spmd_AnyTensor>:$results);
 }
 

@@ -47,7 +47,7 @@ class Combiner {
       std::string type;
       llvm::raw_string_ostream(type) << llvm::cast<RankedTensorType>(
           reduce.getInputs()[0].getType()).getElementType();
-      groups[{reduce.getAxisName().str(), reduce.getReduction().str(), type}].push_back(reduce);
+      groups[{reduce.getAxisName().str(), ir::stringifyReduction(reduce.getReduction()).str(), type}].push_back(reduce);
     }
     for (auto& [key, ops] : groups) {
       llvm::stable_sort(ops, [&](ir::AllReduceOp a, ir::AllReduceOp b) {

@@ -61,7 +61,7 @@ bool updatesReplicatedArgument(func::FuncOp function, Value value) {
 
 Value pmean(OpBuilder& b, Location loc, Value value, StringRef axis) {
   Location inserted = NameLoc::get(b.getStringAttr("inserted pmean"), loc);
-  return b.create<ir::AllReduceOp>(inserted, ValueRange{value}, axis, "mean").getResult(0);
+  return b.create<ir::AllReduceOp>(inserted, ValueRange{value}, axis, ir::Reduction::Mean).getResult(0);
 }
 
 class Inserter {

@@ -14,14 +14,9 @@
 #include <vector>
 
 #include "runtime/base/DType.h"
+#include "runtime/program/Catalog.h"
 
 namespace spmd::runtime {
-
-enum class Reduction { Sum, Mean, Max, Min };
-// The reduction kinds' one spelling ("sum", "mean", "max", "min": the all_reduce op's
-// `reduction` attribute): parseReduction throws on anything else.
-Reduction parseReduction(const std::string& name);
-const char* reductionName(Reduction op);
 
 // Thrown on a replica that stopped because another replica failed or a collective timed out;
 // the group reports the original error, not these.

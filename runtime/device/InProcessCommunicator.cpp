@@ -10,22 +10,6 @@
 
 namespace spmd::runtime {
 
-const char* reductionName(Reduction op) {
-  switch (op) {
-    case Reduction::Sum: return "sum";
-    case Reduction::Mean: return "mean";
-    case Reduction::Max: return "max";
-    case Reduction::Min: return "min";
-  }
-  return "?";
-}
-
-Reduction parseReduction(const std::string& name) {
-  for (Reduction op : {Reduction::Sum, Reduction::Mean, Reduction::Max, Reduction::Min})
-    if (name == reductionName(op)) return op;
-  throw Error("unknown reduction '" + name + "'; expected sum, mean, max or min");
-}
-
 InProcessGroup::InProcessGroup(int size, std::chrono::milliseconds timeout, int leavesPerRank)
     : size_(size), leaves_(leavesPerRank), timeout_(timeout), pointers_(size), arrived_(size) {
   if (size < 1) throw Error("a replica group needs at least one replica, got " + std::to_string(size));

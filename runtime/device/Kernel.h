@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "runtime/base/ElementwiseTable.h"
+#include "runtime/program/Catalog.h"
 #include "runtime/program/Program.h"
 
 namespace spmd::runtime {
@@ -63,19 +64,6 @@ inline void checkId(int32_t id, int64_t position, int64_t rows) {
     throw Error("embedding id " + std::to_string(id) + " at position " + std::to_string(position) +
                 " of the ids is out of range [0, " + std::to_string(rows) + ") (the table's rows)");
 }
-
-// The ops every kernel table (reference and each backend) implements, by name: X(name, ...) per
-// op, the elementwise ones with their table row's further fields (runtime/base/ElementwiseTable.h).
-// `constant` is absent because constants lower to initialized buffers, not steps.
-#define SPMD_KERNEL_OPS(X)                                                                      \
-  X(conv2d) X(batch_norm_train) X(batch_norm_infer) X(max_pool2d) X(avg_pool2d) X(softmax)       \
-  X(log_softmax) X(embedding) X(convert) X(broadcast_in_dim) X(reshape) X(transpose) X(slice)    \
-  X(pad) X(concatenate) X(select)                                                                \
-  X(reduce_sum) X(reduce_mean) X(reduce_max) X(argmax) X(matmul) X(softmax_cross_entropy)        \
-  X(conv2d_backward_data) X(conv2d_backward_filter) X(batch_norm_train_backward)                 \
-  X(max_pool2d_backward) X(avg_pool2d_backward) X(embedding_backward)                            \
-  X(softmax_cross_entropy_backward) X(all_reduce) X(all_gather) X(reduce_scatter) X(axis_index)  \
-  X(random_uniform) X(random_fold_in) X(relayout) X(fused) SPMD_ELEMENTWISE_OPS(X)
 
 // A table's kernel for one op and what serves it ("kernels/ (host loop)", "oneDNN (cpu/Conv.cpp)", ...),
 // which `spmd-run --kernels BACKEND` prints.

@@ -6,6 +6,7 @@
 
 #include "runtime/base/ElementwiseTable.h"
 #include "runtime/base/Error.h"
+#include "runtime/program/Catalog.h"
 #include "runtime/program/MemoryPlan.h"
 
 namespace spmd::runtime {
@@ -61,6 +62,19 @@ void checkProgram(const Program& p) {
   for (size_t s = 0; s < p.steps.size(); ++s) {
     const Step& step = p.steps[s];
     const std::string at = "step " + std::to_string(s) + " '" + step.op + "' (" + step.where() + ")";
+    if (!isProgramOp(step.op))
+      throw Error(prefix + at + ": no such op in this spmd's catalog (runtime/program/Catalog.h); was the program "
+                  "written by a newer spmd?");
+    if (step.op == "all_reduce") {
+      auto it = step.attrs.find("reduction");
+      if (it == step.attrs.end() || !std::holds_alternative<std::string>(it->second))
+        throw Error(prefix + at + " has no reduction attribute (a string: sum, mean, max or min)");
+      try {
+        parseReduction(std::get<std::string>(it->second));
+      } catch (const Error& e) {
+        throw Error(prefix + at + ": " + e.what());
+      }
+    }
     for (int id : step.inputs) {
       valid(id, at + " input");
       if (!defined[id]) throw Error(prefix + at + " reads " + buffer(id) + " before any step writes it");

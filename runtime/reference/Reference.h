@@ -8,7 +8,7 @@
 namespace spmd::runtime::reference {
 
 #define SPMD_DECLARE_KERNEL(name, ...) void name(KernelCall& call);
-SPMD_KERNEL_OPS(SPMD_DECLARE_KERNEL)
+SPMD_PROGRAM_OPS(SPMD_DECLARE_KERNEL)
 #undef SPMD_DECLARE_KERNEL
 
 }  // namespace spmd::runtime::reference

@@ -6,7 +6,7 @@ namespace spmd::runtime {
 const KernelTable& referenceKernels() {
   static const KernelTable table = {
 #define SPMD_TABLE_ENTRY(name, ...) {#name, Kernel{&reference::name, "reference loops (runtime/reference)"}},
-      SPMD_KERNEL_OPS(SPMD_TABLE_ENTRY)
+      SPMD_PROGRAM_OPS(SPMD_TABLE_ENTRY)
 #undef SPMD_TABLE_ENTRY
   };
   return table;

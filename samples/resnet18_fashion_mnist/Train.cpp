@@ -112,18 +112,9 @@ T metaNumber(const spmd::io::Checkpoint& c, const std::string& key, const std::s
 
 double fraction(int64_t part, int64_t whole) { return whole ? double(part) / double(whole) : 0.0; }
 
-}  // namespace
-
-double train(const Flags& f) {
-  // A job of several processes (mpirun): each process runs its --devices, reads its replicas'
-  // rows of every batch, and process 0 alone prints, writes metrics and checkpoints.
-  const int processes = spmd::processCount(), me = spmd::processIndex();
-  const bool lead = me == 0;
-  std::optional<RunDirectory> runDirectory;
-  if (lead) runDirectory.emplace(f.out);  // checked and locked before anything else
-  spmd::processBarrier("the run directory is ready");
-  // Every process must train the same model the same way: differing flags stop all of them now,
-  // naming the flag, instead of training P different models (or failing later inside MPI).
+// Every process must train the same model the same way: differing flags stop all of them now,
+// naming the flag, instead of training P different models (or failing later inside MPI).
+void checkProcessesAgreeOnFlags(const Flags& f) {
   spmd::Facts flags;
   for (const auto& [key, value] : runIdentity(f)) {
     // Numbers as they read best ("0.1"): the shortest text that reads back to the same double.
@@ -139,65 +130,282 @@ double train(const Flags& f) {
                             {"resume", f.resume}, {"accumulate", std::to_string(f.accumulate)}})
     flags.emplace_back("--" + key, value);
   spmd::checkProcessesAgree(flags, "resnet18_fashion_mnist's flags");
-  const std::string layout = (processes > 1 ? std::to_string(processes) + " processes x " + f.devices : f.devices) +
-                             (f.accumulate > 1 ? " x " + std::to_string(f.accumulate) + " micro-batches" : "");
-  const std::string dataDir = f.dataDir.empty() ? spmd::data::defaultFashionMnistDir() : f.dataDir;
-  spmd::data::Dataset trainSet = spmd::data::loadFashionMnist("train", f.trainLimit, dataDir);
-  spmd::data::Dataset testSet = spmd::data::loadFashionMnist("test", f.testLimit, dataDir);
+}
 
-  auto model = spmd::models::resnet18(
-      {.inChannels = 1, .numClasses = 10, .width = f.width, .bnAxisName = f.bn == "cross" ? "batch" : ""});
-  auto [params, state] = model->initialize(f.seed);
-  spmd::optim::Sgd sgd({.learningRate = f.lr, .momentum = f.momentum, .weightDecay = f.weightDecay});
-  spmd::optim::Adam adam({.learningRate = f.lr, .weightDecay = f.weightDecay});
-  Tree opt = f.optimizer == "adam" ? adam.init(params) : sgd.init(params);
-
+// One training run: the job, the data, the model and its trees, and where the loop is. The
+// phases below are its methods; train() calls them in order.
+struct Run {
+  const Flags& f;
+  // A job of several processes (mpirun): each process runs its --devices, reads its replicas'
+  // rows of every batch, and process 0 alone prints, writes metrics and checkpoints.
+  const int processes = spmd::processCount(), me = spmd::processIndex();
+  const bool lead = me == 0;
+  std::string layout;  // "2 processes x cpu:2 x 2 micro-batches", for messages and checkpoints
+  spmd::data::Dataset trainSet, testSet;
+  std::unique_ptr<spmd::nn::Sequential> model;
+  spmd::optim::Sgd sgd;
+  spmd::optim::Adam adam;
+  Tree params, state, opt;
   Position at;
-  std::string resumedThreads;
-  if (!f.resume.empty()) {
-    std::string path = f.resume;
-    if (std::filesystem::is_directory(path)) path = (std::filesystem::path(path) / "checkpoint.safetensors").string();
-    spmd::io::Checkpoint c = spmd::io::loadSafetensors(path);
-    if (c.metadata["format"] != kFormat)
-      throw spmd::Error(path + ": not a checkpoint of this sample (format '" + c.metadata["format"] +
-                        "', expected '" + kFormat + "')");
-    for (const auto& [key, value] : runIdentity(f))
-      if (c.metadata[key] != value)
-        throw spmd::Error(path + ": the checkpoint was trained with --" + key + " " + c.metadata[key] +
-                          " but this run has " + value + "; pass the same flags to resume it");
-    params = spmd::io::readTree(c, "params.", params, path, "was it written with another --width?");
-    state = spmd::io::readTree(c, "state.", state, path, "was it written with another --width?");
-    opt = spmd::io::readTree(c, "opt.", opt, path, "was it written with another --width or --optimizer?");
-    at.epoch = metaNumber<int64_t>(c, "epoch", path);
-    at.batch = metaNumber<int64_t>(c, "batch_in_epoch", path);
-    at.step = metaNumber<int64_t>(c, "step", path);
-    at.correct = metaNumber<int64_t>(c, "epoch_correct", path);
-    at.seen = metaNumber<int64_t>(c, "epoch_seen", path);
-    at.batches = metaNumber<int64_t>(c, "epoch_batches", path);
-    at.lossSum = metaNumber<double>(c, "epoch_loss_sum", path);
-    at.seconds = metaNumber<double>(c, "epoch_seconds", path);
-    at.dataWait = metaNumber<double>(c, "epoch_data_wait", path);
-    at.csv = c.metadata["metrics_csv"];
-    if (c.metadata["devices"] != layout && lead)
-      std::printf("note: the checkpoint ran on %s, this run on %s: with the same number of devices in all and the "
-                  "same threads per replica it continues bit for bit, else training continues with other "
-                  "roundings\n", c.metadata["devices"].c_str(), layout.c_str());
-    resumedThreads = c.metadata["threads_per_replica"];
-    if (lead) std::printf("resumed %s at epoch %lld, batch %lld (step %lld)\n", path.c_str(),
-                static_cast<long long>(at.epoch + 1), static_cast<long long>(at.batch),
-                static_cast<long long>(at.step));
-  }
+  std::string resumedThreads;  // threads per replica the resumed checkpoint ran with
+  int threads = 0;
+  int64_t devices = 0, evalBatch = 0;
+  std::string checkpoint, csvPath, pngPath;
 
+  explicit Run(const Flags& flags);
+  void resume();
+  template <typename Step> void checkShapes(Step& step);
+  void printHeader(const std::string& threadsWhy) const;
+  template <typename Evaluate> std::pair<double, double> test(Evaluate& evaluate);
+  void driftCheck(const std::string& when);
+  void saveAt(const Position& position, bool withMetrics);
+  template <typename Step> bool trainEpoch(Step& step);
+  template <typename Evaluate> double finishEpoch(Evaluate& evaluate);
+  // This process's rows of a batch of `n` (its replicas' parts; all rows with one process).
+  std::pair<int64_t, int64_t> myRows(int64_t n) const { return {n * me / processes, n * (me + 1) / processes}; }
+};
+
+// Data, model and trees, fresh from --seed.
+Run::Run(const Flags& flags)
+    : f(flags),
+      sgd({.learningRate = f.lr, .momentum = f.momentum, .weightDecay = f.weightDecay}),
+      adam({.learningRate = f.lr, .weightDecay = f.weightDecay}) {
+  layout = (processes > 1 ? std::to_string(processes) + " processes x " + f.devices : f.devices) +
+           (f.accumulate > 1 ? " x " + std::to_string(f.accumulate) + " micro-batches" : "");
+  const std::string dataDir = f.dataDir.empty() ? spmd::data::defaultFashionMnistDir() : f.dataDir;
+  trainSet = spmd::data::loadFashionMnist("train", f.trainLimit, dataDir);
+  testSet = spmd::data::loadFashionMnist("test", f.testLimit, dataDir);
+  model = spmd::models::resnet18(
+      {.inChannels = 1, .numClasses = 10, .width = f.width, .bnAxisName = f.bn == "cross" ? "batch" : ""});
+  std::tie(params, state) = model->initialize(f.seed);
+  opt = f.optimizer == "adam" ? adam.init(params) : sgd.init(params);
+  checkpoint = (std::filesystem::path(f.out) / "checkpoint.safetensors").string();
+  csvPath = (std::filesystem::path(f.out) / "metrics.csv").string();
+  pngPath = (std::filesystem::path(f.out) / "metrics.png").string();
+}
+
+// The trees and the position of --resume's checkpoint, after checking it is this run's.
+void Run::resume() {
+  std::string path = f.resume;
+  if (std::filesystem::is_directory(path)) path = (std::filesystem::path(path) / "checkpoint.safetensors").string();
+  spmd::io::Checkpoint c = spmd::io::loadSafetensors(path);
+  if (c.metadata["format"] != kFormat)
+    throw spmd::Error(path + ": not a checkpoint of this sample (format '" + c.metadata["format"] +
+                      "', expected '" + kFormat + "')");
+  for (const auto& [key, value] : runIdentity(f))
+    if (c.metadata[key] != value)
+      throw spmd::Error(path + ": the checkpoint was trained with --" + key + " " + c.metadata[key] +
+                        " but this run has " + value + "; pass the same flags to resume it");
+  params = spmd::io::readTree(c, "params.", params, path, "was it written with another --width?");
+  state = spmd::io::readTree(c, "state.", state, path, "was it written with another --width?");
+  opt = spmd::io::readTree(c, "opt.", opt, path, "was it written with another --width or --optimizer?");
+  at.epoch = metaNumber<int64_t>(c, "epoch", path);
+  at.batch = metaNumber<int64_t>(c, "batch_in_epoch", path);
+  at.step = metaNumber<int64_t>(c, "step", path);
+  at.correct = metaNumber<int64_t>(c, "epoch_correct", path);
+  at.seen = metaNumber<int64_t>(c, "epoch_seen", path);
+  at.batches = metaNumber<int64_t>(c, "epoch_batches", path);
+  at.lossSum = metaNumber<double>(c, "epoch_loss_sum", path);
+  at.seconds = metaNumber<double>(c, "epoch_seconds", path);
+  at.dataWait = metaNumber<double>(c, "epoch_data_wait", path);
+  at.csv = c.metadata["metrics_csv"];
+  if (c.metadata["devices"] != layout && lead)
+    std::printf("note: the checkpoint ran on %s, this run on %s: with the same number of devices in all and the "
+                "same threads per replica it continues bit for bit, else training continues with other "
+                "roundings\n", c.metadata["devices"].c_str(), layout.c_str());
+  resumedThreads = c.metadata["threads_per_replica"];
+  if (lead)
+    std::printf("resumed %s at epoch %lld, batch %lld (step %lld)\n", path.c_str(), static_cast<long long>(at.epoch + 1),
+                static_cast<long long>(at.batch), static_cast<long long>(at.step));
+}
+
+// The step's threads and devices against the checkpoint and the batch flags.
+template <typename Step>
+void Run::checkShapes(Step& step) {
+  std::string threadsWhy;
+  threads = step.threadsPerReplica(&threadsWhy);
+  if (!resumedThreads.empty() && resumedThreads != std::to_string(threads) && lead)
+    std::printf("warning: the checkpoint was trained with %s threads per replica, this run uses %d (%s): oneDNN "
+                "rounds differently per thread count, so the run continues but not bit for bit (set "
+                "SPMD_THREADS_PER_REPLICA=%s to continue exactly)\n",
+                resumedThreads.c_str(), threads, threadsWhy.c_str(), resumedThreads.c_str());
+  devices = step.globalDeviceCount();
+  if (f.batch > trainSet.size())
+    throw spmd::Error("--batch " + std::to_string(f.batch) + " is larger than the " +
+                      std::to_string(trainSet.size()) + " training images; lower --batch or raise --train-limit");
+  if (f.batch % (devices * f.accumulate) != 0)
+    throw spmd::Error("--batch " + std::to_string(f.batch) + " does not split over " + std::to_string(devices) +
+                      " devices (" + f.devices + ")" +
+                      (f.accumulate > 1 ? " x " + std::to_string(f.accumulate) + " micro-batches (--accumulate)" : "") +
+                      "; use a multiple of " + std::to_string(devices * f.accumulate));
+  // The eval batch: no larger than the test set, rounded up to a multiple of the devices.
+  const int64_t evalRows = std::min<int64_t>(f.evalBatch, testSet.size());
+  evalBatch = (evalRows + devices - 1) / devices * devices;
+  printHeader(threadsWhy);
+}
+
+void Run::printHeader(const std::string& threadsWhy) const {
+  if (!lead) return;
+  std::printf("ResNet-18 width %lld (%lld parameters) on Fashion-MNIST: %lld train / %lld test "
+              "images, %s, global batch %lld (%lld per device), %s lr %g, BatchNorm %s\n",
+              static_cast<long long>(f.width), static_cast<long long>(params.numElements()),
+              static_cast<long long>(trainSet.size()), static_cast<long long>(testSet.size()), layout.c_str(),
+              static_cast<long long>(f.batch), static_cast<long long>(f.batch / devices), f.optimizer.c_str(), f.lr,
+              f.bn == "cross" ? "cross-replica" : "per replica");
+  if (f.accumulate > 1)
+    std::printf("gradient accumulation: %lld micro-batches of %lld images per device and step%s\n",
+                static_cast<long long>(f.accumulate), static_cast<long long>(f.batch / devices / f.accumulate),
+                (f.bn == "cross" ? std::string("; with --bn cross the BatchNorm statistics are taken over one "
+                                               "micro-batch's devices, so this is not the same run as more devices")
+                                 : " (the same bits as " + std::to_string(devices * f.accumulate) +
+                                       " devices with threads per replica alike)")
+                    .c_str());
+  if (threads > 0)
+    std::printf("threads per replica: %d (%s); a run's bits depend on the device count and this number\n", threads,
+                threadsWhy.c_str());
+}
+
+// Test loss and accuracy over the whole test set; the last batch is padded with row 0 and the
+// padding ignored.
+template <typename Evaluate>
+std::pair<double, double> Run::test(Evaluate& evaluate) {
+  double lossSum = 0;
+  int64_t correct = 0;
+  for (int64_t start = 0; start < testSet.size(); start += evalBatch) {
+    int64_t rows = std::min(evalBatch, testSet.size() - start);
+    auto [begin, end] = myRows(evalBatch);  // this process's rows of the padded batch
+    int64_t mine = std::clamp<int64_t>(rows - begin, 0, end - begin);  // real (unpadded) ones
+    Array x = Array::zeros(spmd::DType::f32, {end - begin, 1, 28, 28});
+    Array y = Array::zeros(spmd::DType::i32, {end - begin});
+    size_t imageBytes = 28 * 28 * sizeof(float);
+    std::memcpy(x.data(), testSet.images().data() + (start + begin) * imageBytes, mine * imageBytes);
+    std::memcpy(y.data(), testSet.labels().data() + (start + begin) * sizeof(int32_t), mine * sizeof(int32_t));
+    std::tuple<Tensor, Tensor> result = evaluate(params, state, x, y);  // per-example losses, predictions
+    auto& [losses, predictions] = result;
+    auto lossValues = losses.array().values<float>();
+    auto predicted = predictions.array().values<int32_t>();
+    auto labels = y.values<int32_t>();
+    for (int64_t r = 0; r < mine; ++r) {
+      lossSum += lossValues[r];
+      correct += predicted[r] == labels[r];
+    }
+  }
+  std::vector<double> sums{lossSum, double(correct)};
+  spmd::processSum(sums, "test loss and accuracy");
+  return {sums[0] / double(testSet.size()), fraction(int64_t(sums[1]), testSet.size())};
+}
+
+// The drift check: replicated state the same bits on every replica of every process, before
+// a checkpoint makes it permanent (a mismatch stops the run and keeps the last checkpoint).
+void Run::driftCheck(const std::string& when) {
+  auto start = std::chrono::steady_clock::now();
+  const std::string what = "drift check after " + when;
+  spmd::checkReplicasAgree(params, "params.", what);
+  spmd::checkReplicasAgree(opt, "opt.", what);
+  spmd::checkReplicasAgree(state, "state.", what);
+  if (spmd::runtime::envSwitch("SPMD_LOG_DRIFT_CHECKS").value_or(false) && lead)
+    std::printf("%s: every replica agrees (%.1f ms)\n", what.c_str(),
+                1e3 * std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+}
+
+// The checkpoint at `position` (and metrics.csv with it when `withMetrics`), written by process 0
+// between two barriers of the job.
+void Run::saveAt(const Position& position, bool withMetrics) {
+  spmd::processBarrier("before the checkpoint");
+  if (lead && withMetrics) writeFileAtomically(csvPath, csvHeader() + at.csv);
+  if (lead) saveCheckpoint(checkpoint, f, layout, threads, params, state, opt, position);
+  spmd::processBarrier("after the checkpoint");
+}
+
+// The rest of epoch at.epoch from batch at.batch. Returns false when --max-steps stopped the run
+// (after writing its checkpoint); throws, keeping the last checkpoint, when the loss diverges.
+template <typename Step>
+bool Run::trainEpoch(Step& step) {
+  spmd::data::Prefetcher loader(trainSet, f.batch, f.seed, at.epoch, at.batch, 2,
+                                spmd::data::rowsOfProcess(f.batch, me, processes, int(devices / processes)));
+  std::optional<Progress> progress;
+  if (lead) progress.emplace(at.epoch + 1, f.epochs, loader.batchesPerEpoch(), at.batch);
+  auto start = std::chrono::steady_clock::now();
+  double carriedSeconds = at.seconds;
+  while (auto batch = loader.next()) {
+    std::tuple<Tree, Tree, Tree, Tensor, Tensor> result = step(params, opt, state, batch->images(), batch->labels());
+    auto& [p2, o2, s2, loss, predictions] = result;
+    float stepLoss = loss.array().values<float>()[0];
+    if (!std::isfinite(stepLoss)) {  // the loss is replicated: every process stops here
+      if (progress) progress->finish();
+      throw spmd::Error("the loss is " + std::string(std::isnan(stepLoss) ? "NaN" : "infinite") + " at step " +
+                        std::to_string(at.step + 1) + " (epoch " + std::to_string(at.epoch + 1) + ", batch " +
+                        std::to_string(batch->index + 1) + "): training diverged, so it stops here and " + checkpoint +
+                        " keeps the last good state; lower --lr, or run with SPMD_DEBUG_NANS=1 "
+                        "to find the op that made the first NaN");
+    }
+    params = p2, opt = o2, state = s2;
+    at.lossSum += stepLoss;
+    auto predicted = predictions.array().values<int32_t>();
+    auto labels = batch->labels().values<int32_t>();
+    std::vector<double> correct{0};
+    for (size_t r = 0; r < labels.size(); ++r) correct[0] += predicted[r] == labels[r];
+    if (processes > 1) spmd::processSum(correct, "correct predictions of a step");
+    at.correct += int64_t(correct[0]);
+    at.seen += f.batch;
+    ++at.batches, ++at.step;
+    at.batch = batch->index + 1;
+    at.seconds = carriedSeconds + std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (progress)
+      progress->update(at.batch, at.lossSum / double(at.batches), fraction(at.correct, at.seen),
+                       double(at.seen) / at.seconds);
+    if (f.maxSteps > 0 && at.step >= f.maxSteps) {
+      if (progress) progress->finish();
+      at.dataWait += loader.waitSeconds();
+      driftCheck("step " + std::to_string(at.step));
+      saveAt(at, false);
+      if (lead)
+        std::printf("stopped after %lld steps (--max-steps); checkpoint %s (continue with --resume %s)\n",
+                    static_cast<long long>(at.step), checkpoint.c_str(), f.out.c_str());
+      return false;
+    }
+  }
+  if (progress) progress->finish();
+  at.dataWait += loader.waitSeconds();
+  return true;
+}
+
+// Tests the epoch just trained, prints and records its metrics, and checkpoints the start of the
+// next epoch. Returns the test accuracy.
+template <typename Evaluate>
+double Run::finishEpoch(Evaluate& evaluate) {
+  auto [testLoss, testAccuracy] = test(evaluate);
+  EpochMetrics m{at.epoch + 1, at.lossSum / double(std::max<int64_t>(1, at.batches)), fraction(at.correct, at.seen),
+                 testLoss, testAccuracy, at.seconds, double(at.seen) / std::max(1e-9, at.seconds), at.dataWait};
+  if (lead)
+    std::printf("epoch %lld/%lld: train loss %.4f acc %.2f%% | test loss %.4f acc %.2f%% | %.1f s "
+                "(%.0f img/s, waited %.2f s for data)\n",
+                static_cast<long long>(m.epoch), static_cast<long long>(f.epochs), m.trainLoss, 100 * m.trainAccuracy,
+                m.testLoss, 100 * m.testAccuracy, m.seconds, m.imagesPerSecond, m.dataWaitSeconds);
+  at.csv += csvRow(m);
+  driftCheck("epoch " + std::to_string(at.epoch + 1));
+  Position next;  // the start of the next epoch
+  next.epoch = at.epoch + 1, next.step = at.step, next.csv = at.csv;
+  saveAt(next, true);
+  std::string why;
+  if (lead && f.plot && !plotMetrics(f.out, why)) std::printf("no plot: %s\n", why.c_str());
+  at = next;
+  return testAccuracy;
+}
+
+// The pmap'ed training step (forward, loss, backward, optimizer, new BN statistics; the compiler
+// averages gradients, loss and statistics over devices) and evaluation step (BN in inference form).
+auto compileSteps(const Flags& f, Run& run) {
   auto step = spmd::pmap(
       [&](const Tree& p, const Tree& o, const Tree& s, const Tensor& x, const Tensor& y) {
         auto [loss, grads, aux] = spmd::value_and_grad(
             [&](const Tree& q) {
-              auto [logits, newState] = model->apply(q, s, x, /*training=*/true);
+              auto [logits, newState] = run.model->apply(q, s, x, /*training=*/true);
               return std::pair{spmd::mean(spmd::softmaxCrossEntropy(logits, y), {0}),
                                std::pair{newState, spmd::argmax(logits, 1)}};
             },
             spmd::has_aux)(p);
-        auto [newParams, newOpt] = f.optimizer == "adam" ? adam.update(p, grads, o) : sgd.update(p, grads, o);
+        auto [newParams, newOpt] = f.optimizer == "adam" ? run.adam.update(p, grads, o) : run.sgd.update(p, grads, o);
         return std::tuple{newParams, newOpt, aux.first, loss, aux.second};
       },
       {.inAxes = {spmd::replicated, spmd::replicated, spmd::replicated, spmd::split, spmd::split},
@@ -209,188 +417,45 @@ double train(const Flags& f) {
        .accumulate = int(std::min<int64_t>(f.accumulate, 1 << 20))});
   auto evaluate = spmd::pmap(
       [&](const Tree& p, const Tree& s, const Tensor& x, const Tensor& y) {
-        Tensor logits = model->apply(p, s, x, /*training=*/false).first;
+        Tensor logits = run.model->apply(p, s, x, /*training=*/false).first;
         return std::tuple{spmd::softmaxCrossEntropy(logits, y), spmd::argmax(logits, 1)};
       },
       {.inAxes = {spmd::replicated, spmd::replicated, spmd::split, spmd::split},
        .outAxes = {spmd::split, spmd::split}, .devices = f.devices, .name = "eval_step",
        .assignLayouts = f.layouts == "backend", .threadsPerReplica = int(f.threadsPerReplica)});
-  std::string threadsWhy;
-  const int threads = step.threadsPerReplica(&threadsWhy);
-  if (!resumedThreads.empty() && resumedThreads != std::to_string(threads) && lead)
-    std::printf("warning: the checkpoint was trained with %s threads per replica, this run uses %d (%s): oneDNN "
-                "rounds differently per thread count, so the run continues but not bit for bit (set "
-                "SPMD_THREADS_PER_REPLICA=%s to continue exactly)\n",
-                resumedThreads.c_str(), threads, threadsWhy.c_str(), resumedThreads.c_str());
-  const int64_t devices = step.globalDeviceCount();
-  if (f.batch > trainSet.size())
-    throw spmd::Error("--batch " + std::to_string(f.batch) + " is larger than the " +
-                      std::to_string(trainSet.size()) + " training images; lower --batch or raise --train-limit");
-  if (f.batch % (devices * f.accumulate) != 0)
-    throw spmd::Error("--batch " + std::to_string(f.batch) + " does not split over " + std::to_string(devices) +
-                      " devices (" + f.devices + ")" +
-                      (f.accumulate > 1 ? " x " + std::to_string(f.accumulate) + " micro-batches (--accumulate)" : "") +
-                      "; use a multiple of " + std::to_string(devices * f.accumulate));
-  // The eval batch: no larger than the test set, rounded up to a multiple of the devices.
-  const int64_t evalRows = std::min<int64_t>(f.evalBatch, testSet.size());
-  const int64_t evalBatch = (evalRows + devices - 1) / devices * devices;
-  // This process's rows of a batch of `n` (its replicas' parts; all rows with one process).
-  auto myRows = [&](int64_t n) { return std::pair{n * me / processes, n * (me + 1) / processes}; };
+  return std::pair{std::move(step), std::move(evaluate)};
+}
 
-  // Test loss and accuracy over the whole test set; the last batch is padded with row 0 and the
-  // padding ignored.
-  auto test = [&]() {
-    double lossSum = 0;
-    int64_t correct = 0;
-    for (int64_t start = 0; start < testSet.size(); start += evalBatch) {
-      int64_t rows = std::min(evalBatch, testSet.size() - start);
-      auto [begin, end] = myRows(evalBatch);  // this process's rows of the padded batch
-      int64_t mine = std::clamp<int64_t>(rows - begin, 0, end - begin);  // real (unpadded) ones
-      Array x = Array::zeros(spmd::DType::f32, {end - begin, 1, 28, 28});
-      Array y = Array::zeros(spmd::DType::i32, {end - begin});
-      size_t imageBytes = 28 * 28 * sizeof(float);
-      std::memcpy(x.data(), testSet.images().data() + (start + begin) * imageBytes, mine * imageBytes);
-      std::memcpy(y.data(), testSet.labels().data() + (start + begin) * sizeof(int32_t), mine * sizeof(int32_t));
-      auto [losses, predictions] = evaluate(params, state, x, y);
-      auto lossValues = losses.array().values<float>();
-      auto predicted = predictions.array().values<int32_t>();
-      auto labels = y.values<int32_t>();
-      for (int64_t r = 0; r < mine; ++r) {
-        lossSum += lossValues[r];
-        correct += predicted[r] == labels[r];
-      }
-    }
-    std::vector<double> sums{lossSum, double(correct)};
-    spmd::processSum(sums, "test loss and accuracy");
-    return std::pair{sums[0] / double(testSet.size()), fraction(int64_t(sums[1]), testSet.size())};
-  };
+}  // namespace
 
-  if (lead)
-    std::printf("ResNet-18 width %lld (%lld parameters) on Fashion-MNIST: %lld train / %lld test "
-              "images, %s, global batch %lld (%lld per device), %s lr %g, BatchNorm %s\n",
-              static_cast<long long>(f.width), static_cast<long long>(params.numElements()),
-              static_cast<long long>(trainSet.size()), static_cast<long long>(testSet.size()),
-              layout.c_str(), static_cast<long long>(f.batch),
-              static_cast<long long>(f.batch / devices), f.optimizer.c_str(), f.lr,
-              f.bn == "cross" ? "cross-replica" : "per replica");
-  if (lead && f.accumulate > 1)
-    std::printf("gradient accumulation: %lld micro-batches of %lld images per device and step%s\n",
-                static_cast<long long>(f.accumulate), static_cast<long long>(f.batch / devices / f.accumulate),
-                (f.bn == "cross" ? std::string("; with --bn cross the BatchNorm statistics are taken over one "
-                                               "micro-batch's devices, so this is not the same run as more devices")
-                                 : " (the same bits as " + std::to_string(devices * f.accumulate) +
-                                       " devices with threads per replica alike)")
-                    .c_str());
-  if (lead && threads > 0)
-    std::printf("threads per replica: %d (%s); a run's bits depend on the device count and this number\n", threads,
-                threadsWhy.c_str());
+double train(const Flags& f) {
+  std::optional<RunDirectory> runDirectory;
+  if (spmd::processIndex() == 0) runDirectory.emplace(f.out);  // checked and locked before anything else
+  spmd::processBarrier("the run directory is ready");
+  checkProcessesAgreeOnFlags(f);
+  Run run(f);
+  if (!f.resume.empty()) run.resume();
+  auto [step, evaluate] = compileSteps(f, run);
+  run.checkShapes(step);
   // Compile (and memory-check) the evaluation step now, so a --eval-batch that does not fit
   // fails before training rather than after the first epoch.
-  evaluate(params, state, Array::zeros(spmd::DType::f32, {evalBatch / processes, 1, 28, 28}),
-           Array::zeros(spmd::DType::i32, {evalBatch / processes}));
-  // The drift check: replicated state the same bits on every replica of every process, before
-  // a checkpoint makes it permanent (a mismatch stops the run and keeps the last checkpoint).
-  auto driftCheck = [&](const std::string& when) {
-    auto start = std::chrono::steady_clock::now();
-    const std::string what = "drift check after " + when;
-    spmd::checkReplicasAgree(params, "params.", what);
-    spmd::checkReplicasAgree(opt, "opt.", what);
-    spmd::checkReplicasAgree(state, "state.", what);
-    if (spmd::runtime::envSwitch("SPMD_LOG_DRIFT_CHECKS").value_or(false) && lead)
-      std::printf("%s: every replica agrees (%.1f ms)\n", what.c_str(),
-                  1e3 * std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  };
-  const std::string checkpoint = (std::filesystem::path(f.out) / "checkpoint.safetensors").string();
-  const std::string csvPath = (std::filesystem::path(f.out) / "metrics.csv").string();
-  const std::string pngPath = (std::filesystem::path(f.out) / "metrics.png").string();
+  evaluate(run.params, run.state, Array::zeros(spmd::DType::f32, {run.evalBatch / run.processes, 1, 28, 28}),
+           Array::zeros(spmd::DType::i32, {run.evalBatch / run.processes}));
   double lastAccuracy = 0;
-  if (at.epoch >= f.epochs) {
-    if (lead)
+  if (run.at.epoch >= f.epochs) {
+    if (run.lead)
       std::printf("the checkpoint has already trained %lld epochs, which --epochs %lld does not "
-                "exceed: nothing to do (pass a larger --epochs to train further)\n",
-                static_cast<long long>(at.epoch), static_cast<long long>(f.epochs));
+                  "exceed: nothing to do (pass a larger --epochs to train further)\n",
+                  static_cast<long long>(run.at.epoch), static_cast<long long>(f.epochs));
     return lastAccuracy;
   }
-  for (; at.epoch < f.epochs; ++at.epoch, at.batch = 0) {
-    spmd::data::Prefetcher loader(trainSet, f.batch, f.seed, at.epoch, at.batch, 2,
-                                  spmd::data::rowsOfProcess(f.batch, me, processes, int(devices / processes)));
-    std::optional<Progress> progress;
-    if (lead) progress.emplace(at.epoch + 1, f.epochs, loader.batchesPerEpoch(), at.batch);
-    auto start = std::chrono::steady_clock::now();
-    double carriedSeconds = at.seconds;
-    while (auto batch = loader.next()) {
-      auto [p2, o2, s2, loss, predictions] = step(params, opt, state, batch->images(), batch->labels());
-      float stepLoss = loss.array().values<float>()[0];
-      if (!std::isfinite(stepLoss)) {  // the loss is replicated: every process stops here
-        if (progress) progress->finish();
-        throw spmd::Error("the loss is " + std::string(std::isnan(stepLoss) ? "NaN" : "infinite") +
-                          " at step " + std::to_string(at.step + 1) + " (epoch " +
-                          std::to_string(at.epoch + 1) + ", batch " + std::to_string(batch->index + 1) +
-                          "): training diverged, so it stops here and " + checkpoint +
-                          " keeps the last good state; lower --lr, or run with SPMD_DEBUG_NANS=1 "
-                          "to find the op that made the first NaN");
-      }
-      params = p2, opt = o2, state = s2;
-      at.lossSum += stepLoss;
-      auto predicted = predictions.array().values<int32_t>();
-      auto labels = batch->labels().values<int32_t>();
-      int64_t correct = 0;
-      for (size_t r = 0; r < labels.size(); ++r) correct += predicted[r] == labels[r];
-      if (processes > 1) {
-        std::vector<double> sum{double(correct)};
-        spmd::processSum(sum, "correct predictions of a step");
-        correct = int64_t(sum[0]);
-      }
-      at.correct += correct;
-      at.seen += f.batch;
-      ++at.batches;
-      ++at.step;
-      at.batch = batch->index + 1;
-      at.seconds = carriedSeconds + std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      if (progress) progress->update(at.batch, at.lossSum / double(at.batches), fraction(at.correct, at.seen),
-                      double(at.seen) / at.seconds);
-      if (f.maxSteps > 0 && at.step >= f.maxSteps) {
-        if (progress) progress->finish();
-        at.dataWait += loader.waitSeconds();
-        driftCheck("step " + std::to_string(at.step));
-        spmd::processBarrier("before the checkpoint");
-        if (lead) saveCheckpoint(checkpoint, f, layout, threads, params, state, opt, at);
-        spmd::processBarrier("after the checkpoint");
-        if (lead)
-          std::printf("stopped after %lld steps (--max-steps); checkpoint %s (continue with --resume %s)\n",
-                    static_cast<long long>(at.step), checkpoint.c_str(), f.out.c_str());
-        return lastAccuracy;
-      }
-    }
-    if (progress) progress->finish();
-    at.dataWait += loader.waitSeconds();
-    auto [testLoss, testAccuracy] = test();
-    lastAccuracy = testAccuracy;
-    EpochMetrics m{at.epoch + 1, at.lossSum / double(std::max<int64_t>(1, at.batches)),
-                   fraction(at.correct, at.seen), testLoss, testAccuracy, at.seconds,
-                   double(at.seen) / std::max(1e-9, at.seconds), at.dataWait};
-    if (lead)
-      std::printf("epoch %lld/%lld: train loss %.4f acc %.2f%% | test loss %.4f acc %.2f%% | %.1f s "
-                "(%.0f img/s, waited %.2f s for data)\n",
-                static_cast<long long>(m.epoch), static_cast<long long>(f.epochs), m.trainLoss,
-                100 * m.trainAccuracy, m.testLoss, 100 * m.testAccuracy, m.seconds,
-                m.imagesPerSecond, m.dataWaitSeconds);
-    at.csv += csvRow(m);
-    driftCheck("epoch " + std::to_string(at.epoch + 1));
-    spmd::processBarrier("before the checkpoint");
-    if (lead) writeFileAtomically(csvPath, csvHeader() + at.csv);
-    Position next = at;
-    next.epoch = at.epoch + 1, next.batch = 0, next.lossSum = 0, next.correct = 0, next.seen = 0;
-    next.batches = 0, next.seconds = 0, next.dataWait = 0;
-    if (lead) saveCheckpoint(checkpoint, f, layout, threads, params, state, opt, next);
-    spmd::processBarrier("after the checkpoint");
-    std::string why;
-    if (lead && f.plot && !plotMetrics(f.out, why)) std::printf("no plot: %s\n", why.c_str());
-    at = next, --at.epoch;  // the loop's ++ moves to `next.epoch`
+  while (run.at.epoch < f.epochs) {
+    if (!run.trainEpoch(step)) return lastAccuracy;
+    lastAccuracy = run.finishEpoch(evaluate);
   }
-  if (lead)
-    std::printf("done: test accuracy %.2f%%; metrics %s%s, checkpoint %s\n", 100 * lastAccuracy,
-              csvPath.c_str(), f.plot ? (", plot " + pngPath).c_str() : "", checkpoint.c_str());
+  if (run.lead)
+    std::printf("done: test accuracy %.2f%%; metrics %s%s, checkpoint %s\n", 100 * lastAccuracy, run.csvPath.c_str(),
+                f.plot ? (", plot " + run.pngPath).c_str() : "", run.checkpoint.c_str());
   return lastAccuracy;
 }
 

@@ -44,6 +44,26 @@ TEST(OpCoverageTest, EveryOpHasAKernelOnEveryBackendThatSaysWhatServesIt) {
   EXPECT_NE(runtime::driverFor("sim", "sim").kernels().at("softmax").source.find("kernel library"), std::string_view::npos);
 }
 
+// The Program contract (runtime/program/Catalog.h) and the dialect name the same ops and spell
+// the reductions alike, case by case (the dialect's ODS enum, ir/SpmdEnums.td).
+TEST(OpCoverageTest, TheDialectAndTheProgramCatalogAgree) {
+  for (const std::string& op : ir::opNames())
+    if (!kLoweredWithoutKernel.count(op))
+      EXPECT_TRUE(runtime::isProgramOp(op)) << "op spmd." << op << " is not in SPMD_PROGRAM_OPS";
+  std::vector<std::string> ops = ir::opNames();
+  std::set<std::string> dialect(ops.begin(), ops.end());
+#define SPMD_IN_DIALECT(name, ...) EXPECT_TRUE(dialect.count(#name)) << "catalog op " #name " is not in the dialect";
+  SPMD_PROGRAM_OPS(SPMD_IN_DIALECT)
+#undef SPMD_IN_DIALECT
+  EXPECT_FALSE(runtime::isProgramOp("conv3d"));
+  for (runtime::Reduction r : runtime::kReductions) {
+    std::optional<ir::Reduction> typed = ir::symbolizeReduction(runtime::reductionName(r));
+    ASSERT_TRUE(typed.has_value()) << "the dialect has no reduction " << runtime::reductionName(r);
+    EXPECT_EQ(int(*typed), int(r)) << runtime::reductionName(r);
+  }
+  EXPECT_EQ(size_t(ir::getMaxEnumValForReduction()) + 1, std::size(runtime::kReductions));
+}
+
 TEST(OpCoverageTest, EveryOpHasAVjpRuleOrSaysItHasNone) {
   int rules = 0, marked = 0;
   for (const std::string& op : ir::opNames()) {

@@ -14,30 +14,30 @@ func.func @gradients(%x: tensor<16xf32>, %y: tensor<8xf32>, %z: tensor<4xf32>)
   // Each all_reduce sits right after its last operand (where it can start behind the rest of
   // the backward pass), a bucket of one too: the sum of z right after z's gradient.
   // CHECK: %[[Z:.*]] = spmd.exp %arg2
-  // CHECK-NEXT: spmd.all_reduce %[[Z]] {axis_name = "batch", reduction = "sum"} : (tensor<4xf32>)
+  // CHECK-NEXT: spmd.all_reduce %[[Z]] {axis_name = "batch", reduction = #spmd.reduction<sum>} : (tensor<4xf32>)
   // CHECK-NEXT: %[[Y:.*]] = spmd.exp %arg1
   // CHECK-NEXT: %[[X:.*]] = spmd.exp %arg0
-  // CHECK-NEXT: %[[ALL:.*]]:3 = spmd.all_reduce %[[Z]], %[[Y]], %[[X]] {axis_name = "batch", reduction = "mean"}
+  // CHECK-NEXT: %[[ALL:.*]]:3 = spmd.all_reduce %[[Z]], %[[Y]], %[[X]] {axis_name = "batch", reduction = #spmd.reduction<mean>}
   // Another element type is a different collective:
   // CHECK-NEXT: %[[F:.*]] = spmd.constant
-  // CHECK-NEXT: spmd.all_reduce %[[F]] {axis_name = "batch", reduction = "mean"} : (tensor<4xf64>)
+  // CHECK-NEXT: spmd.all_reduce %[[F]] {axis_name = "batch", reduction = #spmd.reduction<mean>} : (tensor<4xf64>)
   // CHECK-NEXT: spmd.neg %[[ALL]]#2
   // CHECK-NEXT: spmd.neg %[[ALL]]#1
   // CHECK-NEXT: spmd.neg %[[ALL]]#0
   // 64 bytes per bucket: z (16 B) and y (32 B) together after y, x (64 B) alone after x.
   // SMALL: %[[GY:.*]] = spmd.exp %arg1
-  // SMALL-NEXT: %{{.*}}:2 = spmd.all_reduce %{{.*}}, %[[GY]] {axis_name = "batch", reduction = "mean"} : (tensor<4xf32>, tensor<8xf32>)
+  // SMALL-NEXT: %{{.*}}:2 = spmd.all_reduce %{{.*}}, %[[GY]] {axis_name = "batch", reduction = #spmd.reduction<mean>} : (tensor<4xf32>, tensor<8xf32>)
   // SMALL-NEXT: %[[GX:.*]] = spmd.exp %arg0
-  // SMALL-NEXT: spmd.all_reduce %[[GX]] {axis_name = "batch", reduction = "mean"} : (tensor<16xf32>)
+  // SMALL-NEXT: spmd.all_reduce %[[GX]] {axis_name = "batch", reduction = #spmd.reduction<mean>} : (tensor<16xf32>)
   %gz = spmd.exp %z : (tensor<4xf32>) -> tensor<4xf32>
   %gy = spmd.exp %y : (tensor<8xf32>) -> tensor<8xf32>
   %gx = spmd.exp %x : (tensor<16xf32>) -> tensor<16xf32>
   %f = spmd.constant dense<1.0> : tensor<4xf64>
-  %az = spmd.all_reduce %gz {axis_name = "batch", reduction = "mean"} : (tensor<4xf32>) -> tensor<4xf32>
-  %ay = spmd.all_reduce %gy {axis_name = "batch", reduction = "mean"} : (tensor<8xf32>) -> tensor<8xf32>
-  %ax = spmd.all_reduce %gx {axis_name = "batch", reduction = "mean"} : (tensor<16xf32>) -> tensor<16xf32>
-  %sz = spmd.all_reduce %gz {axis_name = "batch", reduction = "sum"} : (tensor<4xf32>) -> tensor<4xf32>
-  %af = spmd.all_reduce %f {axis_name = "batch", reduction = "mean"} : (tensor<4xf64>) -> tensor<4xf64>
+  %az = spmd.all_reduce %gz {axis_name = "batch", reduction = #spmd.reduction<mean>} : (tensor<4xf32>) -> tensor<4xf32>
+  %ay = spmd.all_reduce %gy {axis_name = "batch", reduction = #spmd.reduction<mean>} : (tensor<8xf32>) -> tensor<8xf32>
+  %ax = spmd.all_reduce %gx {axis_name = "batch", reduction = #spmd.reduction<mean>} : (tensor<16xf32>) -> tensor<16xf32>
+  %sz = spmd.all_reduce %gz {axis_name = "batch", reduction = #spmd.reduction<sum>} : (tensor<4xf32>) -> tensor<4xf32>
+  %af = spmd.all_reduce %f {axis_name = "batch", reduction = #spmd.reduction<mean>} : (tensor<4xf64>) -> tensor<4xf64>
   %nx = spmd.neg %ax : (tensor<16xf32>) -> tensor<16xf32>
   %ny = spmd.neg %ay : (tensor<8xf32>) -> tensor<8xf32>
   %nz = spmd.neg %az : (tensor<4xf32>) -> tensor<4xf32>
@@ -55,8 +55,8 @@ func.func @dependency(%x: tensor<4xf32>, %y: tensor<4xf32>) -> tensor<4xf32>
   // CHECK: spmd.mul %{{.*}}, %[[AY]]
   // CHECK: spmd.all_reduce %{{.*}} : (tensor<4xf32>) -> tensor<4xf32>
   %gy = spmd.exp %y : (tensor<4xf32>) -> tensor<4xf32>
-  %ay = spmd.all_reduce %gy {axis_name = "batch", reduction = "mean"} : (tensor<4xf32>) -> tensor<4xf32>
+  %ay = spmd.all_reduce %gy {axis_name = "batch", reduction = #spmd.reduction<mean>} : (tensor<4xf32>) -> tensor<4xf32>
   %gx = spmd.mul %x, %ay : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
-  %ax = spmd.all_reduce %gx {axis_name = "batch", reduction = "mean"} : (tensor<4xf32>) -> tensor<4xf32>
+  %ax = spmd.all_reduce %gx {axis_name = "batch", reduction = #spmd.reduction<mean>} : (tensor<4xf32>) -> tensor<4xf32>
   return %ax : tensor<4xf32>
 }

@@ -28,8 +28,8 @@ func.func @step(%w: tensor<4x3xf32>, %scale: tensor<3xf32>, %rmean: tensor<3xf32
   } : (tensor<4x3xf32>, tensor<3xf32>) -> (tensor<f32>, tensor<3xf32>, tensor<4x3xf32>, tensor<3xf32>)
   // One pmean per gradient, right after value_and_grad and before the update:
   // CHECK: } {spmd.varying}
-  // CHECK-NEXT: %[[GW:.*]] = spmd.all_reduce %[[VG]]#2 {axis_name = "batch", reduction = "mean"}
-  // CHECK-NEXT: %[[GS:.*]] = spmd.all_reduce %[[VG]]#3 {axis_name = "batch", reduction = "mean"}
+  // CHECK-NEXT: %[[GW:.*]] = spmd.all_reduce %[[VG]]#2 {axis_name = "batch", reduction = #spmd.reduction<mean>}
+  // CHECK-NEXT: %[[GS:.*]] = spmd.all_reduce %[[VG]]#3 {axis_name = "batch", reduction = #spmd.reduction<mean>}
   // CHECK-NEXT: spmd.mul %{{.*}}, %[[GW]]
   %sw = spmd.mul %lr, %gw : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
   %nw = spmd.sub %w, %sw : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
@@ -40,8 +40,8 @@ func.func @step(%w: tensor<4x3xf32>, %scale: tensor<3xf32>, %rmean: tensor<3xf32
   %nr = spmd.add %a, %b : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
   // The running statistic and the loss get theirs just before the return:
   // CHECK: %[[NR:.*]] = spmd.add
-  // CHECK-NEXT: %[[R:.*]] = spmd.all_reduce %[[NR]] {axis_name = "batch", reduction = "mean"}
-  // CHECK-NEXT: %[[L:.*]] = spmd.all_reduce %[[VG]]#0 {axis_name = "batch", reduction = "mean"}
+  // CHECK-NEXT: %[[R:.*]] = spmd.all_reduce %[[NR]] {axis_name = "batch", reduction = #spmd.reduction<mean>}
+  // CHECK-NEXT: %[[L:.*]] = spmd.all_reduce %[[VG]]#0 {axis_name = "batch", reduction = #spmd.reduction<mean>}
   // CHECK-NEXT: return %{{.*}}, %{{.*}}, %[[R]], %[[L]]
   return %nw, %ns, %nr, %loss : tensor<4x3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<f32>
 }
@@ -59,11 +59,11 @@ func.func @user_wrote_pmean(%w: tensor<3xf32>, %x: tensor<3xf32> {spmd.mapped})
     %s = spmd.reduce_sum %t {axes = array<i64: 0>} : (tensor<3xf32>) -> tensor<f32>
     spmd.yield %s : tensor<f32>
   } : (tensor<3xf32>) -> (tensor<f32>, tensor<3xf32>)
-  // CHECK: spmd.all_reduce %{{.*}}#1 {axis_name = "batch", reduction = "mean"}
-  // CHECK-NEXT: spmd.all_reduce %{{.*}}#0 {axis_name = "batch", reduction = "sum"}
+  // CHECK: spmd.all_reduce %{{.*}}#1 {axis_name = "batch", reduction = #spmd.reduction<mean>}
+  // CHECK-NEXT: spmd.all_reduce %{{.*}}#0 {axis_name = "batch", reduction = #spmd.reduction<sum>}
   // CHECK-NEXT: return
-  %ga = spmd.all_reduce %g {axis_name = "batch", reduction = "mean"} : (tensor<3xf32>) -> tensor<3xf32>
-  %la = spmd.all_reduce %l {axis_name = "batch", reduction = "sum"} : (tensor<f32>) -> tensor<f32>
+  %ga = spmd.all_reduce %g {axis_name = "batch", reduction = #spmd.reduction<mean>} : (tensor<3xf32>) -> tensor<3xf32>
+  %la = spmd.all_reduce %l {axis_name = "batch", reduction = #spmd.reduction<sum>} : (tensor<f32>) -> tensor<f32>
   return %ga, %la : tensor<3xf32>, tensor<f32>
 }
 

@@ -39,6 +39,6 @@ func.func @integer(%x: tensor<3xf32> {spmd.mapped}) -> tensor<i32>
 // Invariant outputs pass strict mode.
 func.func @already_invariant(%x: tensor<3xf32> {spmd.mapped}) -> tensor<3xf32>
     attributes {spmd.axis_name = "batch", spmd.axis_size = 2 : i64} {
-  %m = spmd.all_reduce %x {axis_name = "batch", reduction = "mean"} : (tensor<3xf32>) -> tensor<3xf32>
+  %m = spmd.all_reduce %x {axis_name = "batch", reduction = #spmd.reduction<mean>} : (tensor<3xf32>) -> tensor<3xf32>
   return %m : tensor<3xf32>
 }

@@ -10,8 +10,8 @@ func.func @classes(%w: tensor<3xf32>, %x: tensor<3xf32> {spmd.mapped})
   %a = spmd.exp %w : (tensor<3xf32>) -> tensor<3xf32>
   // CHECK: spmd.mul %{{.*}}, %arg1 {spmd.varying}
   %b = spmd.mul %a, %x : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
-  // CHECK: spmd.all_reduce %{{.*}} {axis_name = "batch", reduction = "sum"} :
-  %c = spmd.all_reduce %b {axis_name = "batch", reduction = "sum"} : (tensor<3xf32>) -> tensor<3xf32>
+  // CHECK: spmd.all_reduce %{{.*}} {axis_name = "batch", reduction = #spmd.reduction<sum>} :
+  %c = spmd.all_reduce %b {axis_name = "batch", reduction = #spmd.reduction<sum>} : (tensor<3xf32>) -> tensor<3xf32>
   // CHECK: spmd.add %{{.*}}, %{{.*}} : (tensor<3xf32>
   %d = spmd.add %c, %a : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
   // CHECK: spmd.all_gather %{{.*}} {axis_name = "batch", axis_size = 2 : i64} :

@@ -1,0 +1,40 @@
+// The Program contract's catalog, the facts the compiler writes and every runtime layer reads,
+// free of MLIR (IREE's compiler and runtime share only such a schema): the ops a Program's steps
+// may name, and the reduction kinds of the collectives. The blocked layouts are in Layouts.h
+// beside it. The dialect mirrors the reductions as an ODS enum (ir/SpmdEnums.td), and
+// OpCoverageTest checks that both spell them alike.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "runtime/base/ElementwiseTable.h"
+
+// The ops a Program's steps name, X(name, ...) per op: every kernel table (reference and each
+// backend) implements each one; the elementwise ones carry their table row's further fields
+// (runtime/base/ElementwiseTable.h). `constant` is absent because constants lower to
+// initialized buffers, not steps.
+#define SPMD_PROGRAM_OPS(X)                                                                     \
+  X(conv2d) X(batch_norm_train) X(batch_norm_infer) X(max_pool2d) X(avg_pool2d) X(softmax)       \
+  X(log_softmax) X(embedding) X(convert) X(broadcast_in_dim) X(reshape) X(transpose) X(slice)    \
+  X(pad) X(concatenate) X(select)                                                                \
+  X(reduce_sum) X(reduce_mean) X(reduce_max) X(argmax) X(matmul) X(softmax_cross_entropy)        \
+  X(conv2d_backward_data) X(conv2d_backward_filter) X(batch_norm_train_backward)                 \
+  X(max_pool2d_backward) X(avg_pool2d_backward) X(embedding_backward)                            \
+  X(softmax_cross_entropy_backward) X(all_reduce) X(all_gather) X(reduce_scatter) X(axis_index)  \
+  X(random_uniform) X(random_fold_in) X(relayout) X(fused) SPMD_ELEMENTWISE_OPS(X)
+
+namespace spmd::runtime {
+
+// Whether `op` is one of SPMD_PROGRAM_OPS.
+bool isProgramOp(std::string_view op);
+
+// How a collective combines the replicas (the `reduction` attribute of all_reduce steps;
+// reduce_scatter sums), spelled "sum", "mean", "max", "min"; parseReduction throws naming the
+// valid ones on anything else.
+enum class Reduction { Sum, Mean, Max, Min };
+inline constexpr Reduction kReductions[] = {Reduction::Sum, Reduction::Mean, Reduction::Max, Reduction::Min};
+const char* reductionName(Reduction op);
+Reduction parseReduction(const std::string& name);
+
+}  // namespace spmd::runtime
