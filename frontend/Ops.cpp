@@ -96,13 +96,14 @@ Tensor batchNormInfer(const Tensor& x, const Tensor& scale, const Tensor& offset
 
 namespace {
 
-template <typename OpTy>
-Tensor pool(const Tensor& x, const Pool2dOptions& options, const char* name, Loc loc) {
+// A pooling op of the DSL as the dialect's one window reduction.
+Tensor pool(const Tensor& x, const Pool2dOptions& options, ir::Reduction reduction, const char* name, Loc loc) {
   Trace& trace = Trace::current(name, loc);
   const std::vector<int64_t>& stride = options.stride.empty() ? options.window : options.stride;
+  const std::vector<int64_t> dilation = {1, 1};
   return trace.wrap(trace
-                        .create<OpTy>(loc, trace.valueOf(x, loc), options.window, stride,
-                                      options.padding)
+                        .create<ir::ReduceWindowOp>(loc, trace.valueOf(x, loc), reduction, options.window, stride,
+                                                    options.padding, dilation, /*count_include_pad=*/true)
                         ->getResult(0));
 }
 
@@ -120,10 +121,10 @@ Tensor alongAxis(const Tensor& x, int64_t axis, const char* name, Loc loc) {
 }  // namespace
 
 Tensor maxPool2d(const Tensor& x, const Pool2dOptions& options, Loc loc) {
-  return pool<ir::MaxPool2dOp>(x, options, "maxPool2d", loc);
+  return pool(x, options, ir::Reduction::Max, "maxPool2d", loc);
 }
 Tensor avgPool2d(const Tensor& x, const Pool2dOptions& options, Loc loc) {
-  return pool<ir::AvgPool2dOp>(x, options, "avgPool2d", loc);
+  return pool(x, options, ir::Reduction::Mean, "avgPool2d", loc);
 }
 Tensor softmax(const Tensor& x, int64_t axis, Loc loc) {
   return alongAxis<ir::SoftmaxOp>(x, axis, "softmax", loc);

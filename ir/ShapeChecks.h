@@ -128,27 +128,47 @@ inline FailureOr<SmallVector<int64_t>> convOutputShape(OptLoc loc, StringRef op,
 
 // The output shape of a 2-D pooling window over an NCHW input; padding must stay below the
 // window so that no window lies wholly in the padding.
-inline FailureOr<SmallVector<int64_t>> poolOutputShape(OptLoc loc, StringRef op,
-                                                       RankedTensorType in,
-                                                       ArrayRef<int64_t> window,
-                                                       ArrayRef<int64_t> stride,
-                                                       ArrayRef<int64_t> padding) {
+// The output shape of reduce_window over the last two dims of [N, C, H, W] (see SpmdOps.td).
+inline FailureOr<SmallVector<int64_t>> windowOutputShape(OptLoc loc, StringRef op,
+                                                         RankedTensorType in,
+                                                         ArrayRef<int64_t> window,
+                                                         ArrayRef<int64_t> stride,
+                                                         ArrayRef<int64_t> padding,
+                                                         ArrayRef<int64_t> dilation) {
   if (in.getRank() != 4) return fail(loc, op, "input must be [N, C, H, W], got " + str(in));
   if (window.size() != 2 || window[0] < 1 || window[1] < 1)
     return fail(loc, op, "window must be two positive integers, got " + str(window));
   if (stride.size() != 2 || stride[0] < 1 || stride[1] < 1)
     return fail(loc, op, "stride must be two positive integers, got " + str(stride));
-  if (padding.size() != 2 || padding[0] < 0 || padding[1] < 0 || padding[0] >= window[0] ||
-      padding[1] >= window[1])
+  if (dilation.size() != 2 || dilation[0] < 1 || dilation[1] < 1)
+    return fail(loc, op, "dilation must be two positive integers, got " + str(dilation));
+  SmallVector<int64_t> span{dilation[0] * (window[0] - 1) + 1, dilation[1] * (window[1] - 1) + 1};
+  if (padding.size() != 2 || padding[0] < 0 || padding[1] < 0 || padding[0] >= span[0] ||
+      padding[1] >= span[1])
     return fail(loc, op, "padding must be two integers in [0, window), got " + str(padding) +
-                             " for window " + str(window));
+                             " for window " + str(window) +
+                             (span[0] != window[0] || span[1] != window[1]
+                                  ? " (dilated to " + str(ArrayRef<int64_t>(span)) + ")"
+                                  : std::string()));
   SmallVector<int64_t> out{in.getDimSize(0), in.getDimSize(1), 0, 0};
   for (int i = 0; i < 2; ++i) {
-    int64_t padded = in.getDimSize(2 + i) + 2 * padding[i];
-    if (padded < window[i])
+    int64_t size = in.getDimSize(2 + i), padded = size + 2 * padding[i];
+    if (padded < span[i])
       return fail(loc, op, "window " + str(window) + " is larger than the padded input " +
                                str(in) + " (padding " + str(padding) + ")");
-    out[2 + i] = (padded - window[i]) / stride[i] + 1;
+    out[2 + i] = (padded - span[i]) / stride[i] + 1;
+    // Dilated taps can step over a small input: every window must hold an input element.
+    for (int64_t o = 0; o < out[2 + i]; ++o) {
+      int64_t first = o * stride[i] - padding[i];
+      bool holds = false;
+      for (int64_t k = 0; k < window[i] && !holds; ++k)
+        holds = first + k * dilation[i] >= 0 && first + k * dilation[i] < size;
+      if (!holds)
+        return fail(loc, op, "window " + std::to_string(o) + " along dim " + std::to_string(2 + i) +
+                                 " of " + str(in) + " holds only padding (window " + str(window) +
+                                 ", dilation " + str(dilation) + ", padding " + str(padding) +
+                                 "); lower the padding or the dilation");
+    }
   }
   return out;
 }

@@ -28,23 +28,6 @@ LogicalResult verifyConvBackward(Operation* op, StringRef name, RankedTensorType
   return success();
 }
 
-// pool(input) must produce result_grad's shape; input_grad has the input's type.
-LogicalResult verifyPoolBackward(Operation* op, StringRef name, RankedTensorType input,
-                                 RankedTensorType resultGrad, ArrayRef<int64_t> window,
-                                 ArrayRef<int64_t> stride, ArrayRef<int64_t> padding) {
-  OptLoc loc = op->getLoc();
-  if (input.getElementType() != resultGrad.getElementType())
-    return fail(loc, name, "element types differ: input " + str(input) + ", result_grad " +
-                               str(resultGrad));
-  auto out = poolOutputShape(loc, name, input, window, stride, padding);
-  if (failed(out)) return failure();
-  if (ArrayRef<int64_t>(*out) != resultGrad.getShape())
-    return fail(loc, name, "result_grad " + str(resultGrad) + " does not match the forward " +
-                               "pooling output " + str(ArrayRef<int64_t>(*out)) + " of input " +
-                               str(input));
-  return success();
-}
-
 }  // namespace
 
 LogicalResult EmbeddingBackwardOp::verify() {
@@ -60,18 +43,32 @@ LogicalResult EmbeddingBackwardOp::verify() {
   return success();
 }
 
-LogicalResult MaxPool2dBackwardOp::verify() {
-  if (getInput().getType() != getInputGrad().getType())
-    return fail(getLoc(), "max_pool2d_backward", "input_grad " + str(getInputGrad().getType()) +
-                                                     " must have the input's type " +
-                                                     str(getInput().getType()));
-  return verifyPoolBackward(*this, "max_pool2d_backward", getInput().getType(),
-                            getResultGrad().getType(), getWindow(), getStride(), getPadding());
-}
-
-LogicalResult AvgPool2dBackwardOp::verify() {
-  return verifyPoolBackward(*this, "avg_pool2d_backward", getInputGrad().getType(),
-                            getResultGrad().getType(), getWindow(), getStride(), getPadding());
+// reduce_window(input) must produce result_grad's shape; input_grad has the input's type; max
+// needs the forward's input to know what each window chose, sum and mean take none.
+LogicalResult ReduceWindowBackwardOp::verify() {
+  OptLoc loc = getLoc();
+  const char* name = "reduce_window_backward";
+  auto inputGrad = getInputGrad().getType(), resultGrad = getResultGrad().getType();
+  bool max = getReduction() == Reduction::Max;
+  if (getReduction() == Reduction::Min)
+    return fail(loc, name, "min is not a window reduction (max, sum or mean)");
+  if (max != bool(getInput()))
+    return fail(loc, name, max ? "max needs the forward's input as its second operand"
+                               : "sum and mean take result_grad alone, not the forward's input");
+  if (getInput() && getInput().getType() != inputGrad)
+    return fail(loc, name, "input_grad " + str(inputGrad) + " must have the input's type " +
+                               str(getInput().getType()));
+  if (inputGrad.getElementType() != resultGrad.getElementType())
+    return fail(loc, name, "element types differ: input_grad " + str(inputGrad) + ", result_grad " +
+                               str(resultGrad));
+  auto out = windowOutputShape(loc, name, inputGrad, getWindow(), getStride(), getPadding(),
+                               getDilation());
+  if (failed(out)) return failure();
+  if (ArrayRef<int64_t>(*out) != resultGrad.getShape())
+    return fail(loc, name, "result_grad " + str(resultGrad) + " does not match the forward " +
+                               "reduce_window output " + str(ArrayRef<int64_t>(*out)) +
+                               " of input " + str(inputGrad));
+  return success();
 }
 
 LogicalResult Conv2dBackwardDataOp::verify() {

@@ -69,22 +69,26 @@ def Spmd_BatchNormInferOp : Spmd_InferredOp<"batch_norm_infer", [Vjp]> {
 
 //===--- pooling and normalizing along an axis -----------------------------------------------===//
 
-// Windows of an NCHW input: window [KH, KW], stride [SH, SW], symmetric padding [PH, PW] with
-// 0 <= padding < window, so every window holds at least one input element; the output is
-// [N, C, (H + 2 PH - KH) / SH + 1, (W + 2 PW - KW) / SW + 1], as torch.nn.MaxPool2d.
-class Spmd_Pool2dOp<string mnemonic, string what>
-    : Spmd_InferredOp<mnemonic, [Vjp]> {
-  let summary = what;
-  let arguments = (ins Spmd_FloatTensor:$input, DenseI64ArrayAttr:$window,
-                       DenseI64ArrayAttr:$stride, DenseI64ArrayAttr:$padding);
+// The windowed reductions every pooling op is (XLA's and JAX's reduce_window over the spatial
+// dims of an NCHW input), one op with one VJP rule, one reference and one library kernel.
+def Spmd_ReduceWindowOp : Spmd_InferredOp<"reduce_window", [Vjp]> {
+  let summary = "reduce each window of the last two dims (max, sum or mean): every pooling op";
+  let description = [{
+    Windows of an NCHW input: window [KH, KW] of taps dilation [DH, DW] apart, stride [SH, SW],
+    symmetric padding [PH, PW] with 0 <= padding < the dilated window DH (KH - 1) + 1; the output
+    is [N, C, (H + 2 PH - DH (KH - 1) - 1) / SH + 1, (W + ...) / SW + 1], as torch.nn.MaxPool2d,
+    and every window must hold at least one input element. max: the largest element (padding
+    never wins; a NaN in the window wins); sum: the window's sum; mean: the sum over the full
+    window size with padding counted as zeros when count_include_pad (PyTorch's and
+    flax.linen.avg_pool's default), else over the input elements the window holds. max_pool2d
+    and avg_pool2d of the DSL are this op.
+  }];
+  let arguments = (ins Spmd_FloatTensor:$input, Spmd_ReductionAttr:$reduction,
+                       DenseI64ArrayAttr:$window, DenseI64ArrayAttr:$stride,
+                       DenseI64ArrayAttr:$padding, DenseI64ArrayAttr:$dilation,
+                       BoolAttr:$count_include_pad);
   let results = (outs Spmd_FloatTensor:$result);
 }
-
-def Spmd_MaxPool2dOp : Spmd_Pool2dOp<"max_pool2d",
-    "largest element of each window (padding never wins; a NaN in the window wins)">;
-def Spmd_AvgPool2dOp : Spmd_Pool2dOp<"avg_pool2d",
-    "mean of each window over the full window size, padding counted as zeros (PyTorch's "
-    "count_include_pad=True, flax.linen.avg_pool's default)">;
 
 // Along one axis, computed per slice with the slice's maximum subtracted first.
 class Spmd_AxisNormalizeOp<string mnemonic, string what>
@@ -303,23 +307,18 @@ def Spmd_Conv2dBackwardFilterOp : Spmd_Op<"conv2d_backward_filter", [Spmd_FirstO
   let hasVerifier = 1;
 }
 
-def Spmd_MaxPool2dBackwardOp : Spmd_Op<"max_pool2d_backward", [Spmd_FirstOrderOnly]> {
-  let summary = "gradient of max_pool2d w.r.t. its input; the result type is the input's";
+def Spmd_ReduceWindowBackwardOp : Spmd_Op<"reduce_window_backward", [Spmd_FirstOrderOnly]> {
+  let summary = "gradient of reduce_window w.r.t. its input; the result type is the input's";
   let description = [{
-    Each window's cotangent goes to the element max_pool2d chose: the first largest element in
-    row-major window order, or the first NaN (as PyTorch's max_pool2d index).
+    max: each window's cotangent goes to the element the window chose, the first largest in
+    row-major window order or the first NaN (as PyTorch's max_pool2d index), so the forward's
+    input is an operand; sum and mean: to every input element of the window (over mean's
+    divisor), and the op takes result_grad alone.
   }];
-  let arguments = (ins Spmd_FloatTensor:$result_grad, Spmd_FloatTensor:$input,
-                       DenseI64ArrayAttr:$window, DenseI64ArrayAttr:$stride,
-                       DenseI64ArrayAttr:$padding);
-  let results = (outs Spmd_FloatTensor:$input_grad);
-  let hasVerifier = 1;
-}
-
-def Spmd_AvgPool2dBackwardOp : Spmd_Op<"avg_pool2d_backward", [Spmd_FirstOrderOnly]> {
-  let summary = "gradient of avg_pool2d w.r.t. its input; the result type is the input's";
-  let arguments = (ins Spmd_FloatTensor:$result_grad, DenseI64ArrayAttr:$window,
-                       DenseI64ArrayAttr:$stride, DenseI64ArrayAttr:$padding);
+  let arguments = (ins Spmd_FloatTensor:$result_grad, Optional<Spmd_FloatTensor>:$input,
+                       Spmd_ReductionAttr:$reduction, DenseI64ArrayAttr:$window,
+                       DenseI64ArrayAttr:$stride, DenseI64ArrayAttr:$padding,
+                       DenseI64ArrayAttr:$dilation, BoolAttr:$count_include_pad);
   let results = (outs Spmd_FloatTensor:$input_grad);
   let hasVerifier = 1;
 }

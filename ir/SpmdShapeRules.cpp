@@ -288,17 +288,6 @@ OpFoldResult TransposeOp::fold(FoldAdaptor) {
 namespace {
 
 template <typename Adaptor>
-LogicalResult inferPool(OptLoc loc, StringRef op, Adaptor adaptor, SmallVectorImpl<Type>& results) {
-  auto in = expectTensor(loc, op, "input (N, C, H, W)", adaptor.getInput(), 4);
-  if (failed(in)) return failure();
-  auto out = poolOutputShape(loc, op, *in, adaptor.getWindow(), adaptor.getStride(),
-                             adaptor.getPadding());
-  if (failed(out)) return failure();
-  results.push_back(RankedTensorType::get(*out, in->getElementType()));
-  return success();
-}
-
-template <typename Adaptor>
 LogicalResult inferAxisNormalize(OptLoc loc, StringRef op, Adaptor adaptor,
                                  SmallVectorImpl<Type>& results) {
   auto in = expectTensor(loc, op, "input", adaptor.getInput(), -1);
@@ -313,14 +302,18 @@ LogicalResult inferAxisNormalize(OptLoc loc, StringRef op, Adaptor adaptor,
 
 }  // namespace
 
-LogicalResult MaxPool2dOp::inferReturnTypes(MLIRContext*, OptLoc loc, Adaptor adaptor,
-                                            SmallVectorImpl<Type>& results) {
-  return inferPool(loc, "max_pool2d", adaptor, results);
-}
-
-LogicalResult AvgPool2dOp::inferReturnTypes(MLIRContext*, OptLoc loc, Adaptor adaptor,
-                                            SmallVectorImpl<Type>& results) {
-  return inferPool(loc, "avg_pool2d", adaptor, results);
+LogicalResult ReduceWindowOp::inferReturnTypes(MLIRContext*, OptLoc loc, Adaptor adaptor,
+                                               SmallVectorImpl<Type>& results) {
+  if (adaptor.getReduction() == Reduction::Min)
+    return fail(loc, "reduce_window", "min is not a window reduction (max, sum or mean); take "
+                                      "-reduce_window(max, -x)");
+  auto in = expectTensor(loc, "reduce_window", "input (N, C, H, W)", adaptor.getInput(), 4);
+  if (failed(in)) return failure();
+  auto out = windowOutputShape(loc, "reduce_window", *in, adaptor.getWindow(), adaptor.getStride(),
+                               adaptor.getPadding(), adaptor.getDilation());
+  if (failed(out)) return failure();
+  results.push_back(RankedTensorType::get(*out, in->getElementType()));
+  return success();
 }
 
 LogicalResult SoftmaxOp::inferReturnTypes(MLIRContext*, OptLoc loc, Adaptor adaptor,

@@ -115,17 +115,15 @@ LogicalResult BatchNormInferOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads,
 
 //===--- pooling and normalizing along an axis -----------------------------------------------===//
 
-LogicalResult MaxPool2dOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads,
-                                    SmallVectorImpl<Value>& out) {
-  out.push_back(b.create<MaxPool2dBackwardOp>(getLoc(), getInput().getType(), grads[0], getInput(),
-                                              getWindow(), getStride(), getPadding()));
-  return success();
-}
-
-LogicalResult AvgPool2dOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads,
-                                    SmallVectorImpl<Value>& out) {
-  out.push_back(b.create<AvgPool2dBackwardOp>(getLoc(), getInput().getType(), grads[0],
-                                              getWindow(), getStride(), getPadding()));
+// One rule for every window reduction: max routes each cotangent to the element its window
+// chose (so the backward reads the forward's input), sum and mean spread it over the window.
+LogicalResult ReduceWindowOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads,
+                                       SmallVectorImpl<Value>& out) {
+  Value input = getReduction() == Reduction::Max ? getInput() : Value();
+  out.push_back(b.create<ReduceWindowBackwardOp>(getLoc(), getInput().getType(), grads[0], input,
+                                                 getReduction(), getWindow(), getStride(),
+                                                 getPadding(), getDilation(),
+                                                 getCountIncludePad()));
   return success();
 }
 

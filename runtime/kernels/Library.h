@@ -14,17 +14,17 @@
 #include "runtime/kernels/Elementwise.h"
 #include "runtime/kernels/Embedding.h"
 #include "runtime/kernels/Loss.h"
-#include "runtime/kernels/Pool.h"
 #include "runtime/kernels/Random.h"
 #include "runtime/kernels/Reduce.h"
 #include "runtime/kernels/Shape.h"
 #include "runtime/kernels/Slice.h"
 #include "runtime/kernels/Softmax.h"
+#include "runtime/kernels/Window.h"
 
 // Every family of the library by its op list (each header defines its list next to its kernels).
 #define SPMD_LIBRARY_FAMILIES(F)                                                              \
   F(SPMD_LIBRARY_SHAPE_OPS) F(SPMD_LIBRARY_REDUCE_OPS) F(SPMD_LIBRARY_LOSS_OPS)               \
-  F(SPMD_LIBRARY_POOL_OPS) F(SPMD_LIBRARY_SOFTMAX_OPS) F(SPMD_LIBRARY_RANDOM_OPS)             \
+  F(SPMD_LIBRARY_WINDOW_OPS) F(SPMD_LIBRARY_SOFTMAX_OPS) F(SPMD_LIBRARY_RANDOM_OPS)             \
   F(SPMD_LIBRARY_EMBEDDING_OPS) F(SPMD_LIBRARY_CONVERT_OPS) F(SPMD_LIBRARY_SLICE_OPS)         \
   F(SPMD_LIBRARY_COLLECTIVE_OPS)
 

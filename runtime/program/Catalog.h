@@ -15,12 +15,12 @@
 // (runtime/base/ElementwiseTable.h). `constant` is absent because constants lower to
 // initialized buffers, not steps.
 #define SPMD_PROGRAM_OPS(X)                                                                     \
-  X(conv2d) X(batch_norm_train) X(batch_norm_infer) X(max_pool2d) X(avg_pool2d) X(softmax)       \
+  X(conv2d) X(batch_norm_train) X(batch_norm_infer) X(reduce_window) X(softmax)                 \
   X(log_softmax) X(embedding) X(convert) X(broadcast_in_dim) X(reshape) X(transpose) X(slice)    \
   X(pad) X(concatenate) X(select)                                                                \
   X(reduce_sum) X(reduce_mean) X(reduce_max) X(argmax) X(matmul) X(softmax_cross_entropy)        \
   X(conv2d_backward_data) X(conv2d_backward_filter) X(batch_norm_train_backward)                 \
-  X(max_pool2d_backward) X(avg_pool2d_backward) X(embedding_backward)                            \
+  X(reduce_window_backward) X(embedding_backward)                                                \
   X(softmax_cross_entropy_backward) X(all_reduce) X(all_gather) X(reduce_scatter) X(axis_index)  \
   X(random_uniform) X(random_fold_in) X(relayout) X(fused) SPMD_ELEMENTWISE_OPS(X)
 

@@ -216,8 +216,9 @@ inline std::vector<KernelCase> kernelCases(DType t) {
     list.push_back({op, op, {rnd({3, 17, 5}, -3, 3)}, {{t, {3, 17, 5}}}, {}});
   for (std::string op : {"log", "sqrt"})
     list.push_back({op, op, {rnd({3, 17, 5}, 0.1, 4)}, {{t, {3, 17, 5}}}, {}});
-  // Pooling forward and backward on the same geometries; "ties" rounds inputs to steps of 0.5
-  // so windows hold equal maxima (the first one wins, as in PyTorch).
+  // reduce_window (every pooling op) forward and backward for each reduction on the same
+  // geometries; "ties" rounds inputs to steps of 0.5 so windows hold equal maxima (the first one
+  // wins, as in PyTorch); the dilated ones have windows that step over rows and columns.
   auto coarse = [&](Shape s) {
     Array a = rnd(s, -2, 2);
     for (int64_t i = 0; i < a.numel(); ++i) {
@@ -226,17 +227,26 @@ inline std::vector<KernelCase> kernelCases(DType t) {
     }
     return a;
   };
-  struct PoolShape { std::string name; Shape x, y; V window, stride, padding; bool ties; };
-  for (const PoolShape& g : {PoolShape{"2x2", {2, 3, 8, 7}, {2, 3, 4, 3}, {2, 2}, {2, 2}, {0, 0}, false},
-                             PoolShape{"3x3 stride2 pad1", {2, 3, 9, 8}, {2, 3, 5, 4}, {3, 3}, {2, 2}, {1, 1}, false},
-                             PoolShape{"3x2 stride(1,2) pad(1,0)", {1, 2, 6, 7}, {1, 2, 6, 3}, {3, 2}, {1, 2}, {1, 0}, false},
-                             PoolShape{"3x3 stride1 pad1 ties", {1, 2, 6, 5}, {1, 2, 6, 5}, {3, 3}, {1, 1}, {1, 1}, true}}) {
-    std::map<std::string, Attr> attrs = {{"window", g.window}, {"stride", g.stride}, {"padding", g.padding}};
+  struct WindowGeometry { std::string name; Shape x, y; V window, stride, padding, dilation; bool ties; };
+  for (const WindowGeometry& g :
+       {WindowGeometry{"2x2", {2, 3, 8, 7}, {2, 3, 4, 3}, {2, 2}, {2, 2}, {0, 0}, {1, 1}, false},
+        WindowGeometry{"3x3 stride2 pad1", {2, 3, 9, 8}, {2, 3, 5, 4}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, false},
+        WindowGeometry{"3x2 stride(1,2) pad(1,0)", {1, 2, 6, 7}, {1, 2, 6, 3}, {3, 2}, {1, 2}, {1, 0}, {1, 1}, false},
+        WindowGeometry{"3x3 stride1 pad1 ties", {1, 2, 6, 5}, {1, 2, 6, 5}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, true},
+        WindowGeometry{"3x3 dilation2 pad2", {1, 2, 9, 8}, {1, 2, 9, 8}, {3, 3}, {1, 1}, {2, 2}, {2, 2}, false},
+        WindowGeometry{"2x3 stride2 dilation(2,1) pad1 ties", {2, 2, 7, 9}, {2, 2, 4, 5}, {2, 3}, {2, 2}, {1, 1},
+                       {2, 1}, true}}) {
     Array x = g.ties ? coarse(g.x) : rnd(g.x);
-    list.push_back({"max_pool " + g.name, "max_pool2d", {x}, {{t, g.y}}, attrs});
-    list.push_back({"avg_pool " + g.name, "avg_pool2d", {x}, {{t, g.y}}, attrs});
-    list.push_back({"max_pool bwd " + g.name, "max_pool2d_backward", {rnd(g.y), x}, {{t, g.x}}, attrs});
-    list.push_back({"avg_pool bwd " + g.name, "avg_pool2d_backward", {rnd(g.y)}, {{t, g.x}}, attrs});
+    for (auto [kind, countPad] : {std::pair<std::string, bool>{"max", false}, {"sum", false}, {"mean", true}, {"mean", false}}) {
+      std::map<std::string, Attr> attrs = {{"window", g.window},     {"stride", g.stride},
+                                           {"padding", g.padding},   {"dilation", g.dilation},
+                                           {"reduction", kind},      {"count_include_pad", countPad}};
+      std::string name = kind + (kind == "mean" ? (countPad ? " with pad" : " without pad") : "") + " " + g.name;
+      list.push_back({"reduce_window " + name, "reduce_window", {x}, {{t, g.y}}, attrs});
+      std::vector<Array> backward = {rnd(g.y)};
+      if (kind == "max") backward.push_back(x);
+      list.push_back({"reduce_window bwd " + name, "reduce_window_backward", backward, {{t, g.x}}, attrs});
+    }
   }
   for (std::string op : {"softmax", "log_softmax"}) {
     list.push_back({op + " rows", op, {rnd({7, 10}, -30, 30)}, {{t, {7, 10}}}, {{"axis", int64_t{1}}}});

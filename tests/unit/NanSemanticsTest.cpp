@@ -100,18 +100,23 @@ TEST(NanSemanticsTest, PoolingAndSoftmaxSeeNan) {
   Array x = f32({9, kNan, 1, 2, 3, 4, 5, 0}, {1, 1, 2, 4});
   std::map<std::string, runtime::Attr> attrs = {{"window", std::vector<int64_t>{2, 2}},
                                                 {"stride", std::vector<int64_t>{2, 2}},
-                                                {"padding", std::vector<int64_t>{0, 0}}};
-  for (auto& out : onBothBackends({"max_pool", "max_pool2d", {x}, {{DType::f32, {1, 1, 1, 2}}}, attrs})) {
+                                                {"padding", std::vector<int64_t>{0, 0}},
+                                                {"dilation", std::vector<int64_t>{1, 1}},
+                                                {"count_include_pad", true},
+                                                {"reduction", std::string("max")}};
+  for (auto& out : onBothBackends({"max_pool", "reduce_window", {x}, {{DType::f32, {1, 1, 1, 2}}}, attrs})) {
     auto v = out[0].values<float>();
     EXPECT_TRUE(std::isnan(v[0])) << "a NaN in the window makes max_pool2d NaN (PyTorch)";
     EXPECT_EQ(v[1], 5.f);
   }
-  for (auto& out : onBothBackends({"avg_pool", "avg_pool2d", {x}, {{DType::f32, {1, 1, 1, 2}}}, attrs})) {
+  std::map<std::string, runtime::Attr> mean = attrs;
+  mean["reduction"] = std::string("mean");
+  for (auto& out : onBothBackends({"avg_pool", "reduce_window", {x}, {{DType::f32, {1, 1, 1, 2}}}, mean})) {
     EXPECT_TRUE(std::isnan(out[0].values<float>()[0]));
     EXPECT_EQ(out[0].values<float>()[1], 2.f);
   }
   Array dy = f32({10, 20}, {1, 1, 1, 2});
-  for (auto& out : onBothBackends({"max_pool bwd", "max_pool2d_backward", {dy, x}, {{DType::f32, {1, 1, 2, 4}}}, attrs})) {
+  for (auto& out : onBothBackends({"max_pool bwd", "reduce_window_backward", {dy, x}, {{DType::f32, {1, 1, 2, 4}}}, attrs})) {
     auto v = out[0].values<float>();
     std::vector<float> expected = {0, 10, 0, 0, 0, 0, 20, 0};
     EXPECT_EQ(std::vector<float>(v.begin(), v.end()), expected) << "the gradient goes to the NaN, not the 9";

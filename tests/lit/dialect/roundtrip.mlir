@@ -50,14 +50,17 @@ func.func @all_ops(%x: tensor<2x3x8x8xf32>, %w: tensor<4x3x3x3xf32>, %b: tensor<
   %t3 = spmd.gelu %t2 : (tensor<2x4x4x4xf32>) -> tensor<2x4x4x4xf32>
   // CHECK: spmd.gelu_backward
   %t4 = spmd.gelu_backward %t3, %t2 : (tensor<2x4x4x4xf32>, tensor<2x4x4x4xf32>) -> tensor<2x4x4x4xf32>
-  // CHECK: spmd.max_pool2d %{{.*}} {padding = array<i64: 1, 1>, stride = array<i64: 2, 2>, window = array<i64: 3, 3>} : (tensor<2x3x8x8xf32>) -> tensor<2x3x4x4xf32>
-  %p0 = spmd.max_pool2d %x {window = array<i64: 3, 3>, stride = array<i64: 2, 2>, padding = array<i64: 1, 1>} : (tensor<2x3x8x8xf32>) -> tensor<2x3x4x4xf32>
-  // CHECK: spmd.avg_pool2d %{{.*}} : (tensor<2x3x8x8xf32>) -> tensor<2x3x4x4xf32>
-  %p1 = spmd.avg_pool2d %x {window = array<i64: 2, 2>, stride = array<i64: 2, 2>, padding = array<i64: 0, 0>} : (tensor<2x3x8x8xf32>) -> tensor<2x3x4x4xf32>
-  // CHECK: spmd.max_pool2d_backward %{{.*}}, %{{.*}} {{.*}} : (tensor<2x3x4x4xf32>, tensor<2x3x8x8xf32>) -> tensor<2x3x8x8xf32>
-  %p2 = spmd.max_pool2d_backward %p0, %x {window = array<i64: 3, 3>, stride = array<i64: 2, 2>, padding = array<i64: 1, 1>} : (tensor<2x3x4x4xf32>, tensor<2x3x8x8xf32>) -> tensor<2x3x8x8xf32>
-  // CHECK: spmd.avg_pool2d_backward %{{.*}} {{.*}} : (tensor<2x3x4x4xf32>) -> tensor<2x3x8x8xf32>
-  %p3 = spmd.avg_pool2d_backward %p1 {window = array<i64: 2, 2>, stride = array<i64: 2, 2>, padding = array<i64: 0, 0>} : (tensor<2x3x4x4xf32>) -> tensor<2x3x8x8xf32>
+  // CHECK: spmd.reduce_window %{{.*}} {count_include_pad = true, dilation = array<i64: 1, 1>, padding = array<i64: 1, 1>, reduction = #spmd.reduction<max>, stride = array<i64: 2, 2>, window = array<i64: 3, 3>} : (tensor<2x3x8x8xf32>) -> tensor<2x3x4x4xf32>
+  %p0 = spmd.reduce_window %x {reduction = #spmd.reduction<max>, window = array<i64: 3, 3>, stride = array<i64: 2, 2>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>, count_include_pad = true} : (tensor<2x3x8x8xf32>) -> tensor<2x3x4x4xf32>
+  // CHECK: spmd.reduce_window %{{.*}} {{.*}}reduction = #spmd.reduction<mean>{{.*}} : (tensor<2x3x8x8xf32>) -> tensor<2x3x4x4xf32>
+  %p1 = spmd.reduce_window %x {reduction = #spmd.reduction<mean>, window = array<i64: 2, 2>, stride = array<i64: 2, 2>, padding = array<i64: 0, 0>, dilation = array<i64: 1, 1>, count_include_pad = true} : (tensor<2x3x8x8xf32>) -> tensor<2x3x4x4xf32>
+  // Dilated taps two apart: the 3x3 window spans 5x5.
+  // CHECK: spmd.reduce_window %{{.*}} {{.*}}dilation = array<i64: 2, 2>{{.*}} : (tensor<2x3x8x8xf32>) -> tensor<2x3x8x8xf32>
+  %pdil = spmd.reduce_window %x {reduction = #spmd.reduction<sum>, window = array<i64: 3, 3>, stride = array<i64: 1, 1>, padding = array<i64: 2, 2>, dilation = array<i64: 2, 2>, count_include_pad = false} : (tensor<2x3x8x8xf32>) -> tensor<2x3x8x8xf32>
+  // CHECK: spmd.reduce_window_backward %{{.*}}, %{{.*}} {{.*}} : (tensor<2x3x4x4xf32>, tensor<2x3x8x8xf32>) -> tensor<2x3x8x8xf32>
+  %p2 = spmd.reduce_window_backward %p0, %x {reduction = #spmd.reduction<max>, window = array<i64: 3, 3>, stride = array<i64: 2, 2>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>, count_include_pad = true} : (tensor<2x3x4x4xf32>, tensor<2x3x8x8xf32>) -> tensor<2x3x8x8xf32>
+  // CHECK: spmd.reduce_window_backward %{{.*}} {{.*}} : (tensor<2x3x4x4xf32>) -> tensor<2x3x8x8xf32>
+  %p3 = spmd.reduce_window_backward %p1 {reduction = #spmd.reduction<mean>, window = array<i64: 2, 2>, stride = array<i64: 2, 2>, padding = array<i64: 0, 0>, dilation = array<i64: 1, 1>, count_include_pad = true} : (tensor<2x3x4x4xf32>) -> tensor<2x3x8x8xf32>
   // CHECK: spmd.softmax %{{.*}} {axis = 1 : i64} : (tensor<6x5xf32>) -> tensor<6x5xf32>
   %sm = spmd.softmax %m {axis = 1 : i64} : (tensor<6x5xf32>) -> tensor<6x5xf32>
   // CHECK: spmd.log_softmax %{{.*}} {axis = 0 : i64} : (tensor<6x5xf32>) -> tensor<6x5xf32>

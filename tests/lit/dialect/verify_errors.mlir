@@ -259,7 +259,7 @@ func.func @constant() {
 func.func @pool_padding(%x: tensor<2x3x8x8xf32>) {
   // expected-error @+2 {{padding must be two integers in [0, window), got [2, 2] for window [2, 2]}}
   // expected-error @+1 {{failed to infer returned types}}
-  %r = spmd.max_pool2d %x {window = array<i64: 2, 2>, stride = array<i64: 2, 2>, padding = array<i64: 2, 2>} : (tensor<2x3x8x8xf32>) -> tensor<2x3x6x6xf32>
+  %r = spmd.reduce_window %x {reduction = #spmd.reduction<max>, window = array<i64: 2, 2>, stride = array<i64: 2, 2>, padding = array<i64: 2, 2>, dilation = array<i64: 1, 1>, count_include_pad = true} : (tensor<2x3x8x8xf32>) -> tensor<2x3x6x6xf32>
   return
 }
 
@@ -268,7 +268,7 @@ func.func @pool_padding(%x: tensor<2x3x8x8xf32>) {
 func.func @pool_rank(%x: tensor<3x8x8xf32>) {
   // expected-error @+2 {{input (N, C, H, W) must have rank 4, got tensor<3x8x8xf32>}}
   // expected-error @+1 {{failed to infer returned types}}
-  %r = spmd.avg_pool2d %x {window = array<i64: 2, 2>, stride = array<i64: 2, 2>, padding = array<i64: 0, 0>} : (tensor<3x8x8xf32>) -> tensor<3x4x4xf32>
+  %r = spmd.reduce_window %x {reduction = #spmd.reduction<mean>, window = array<i64: 2, 2>, stride = array<i64: 2, 2>, padding = array<i64: 0, 0>, dilation = array<i64: 1, 1>, count_include_pad = true} : (tensor<3x8x8xf32>) -> tensor<3x4x4xf32>
   return
 }
 
@@ -277,15 +277,41 @@ func.func @pool_rank(%x: tensor<3x8x8xf32>) {
 func.func @pool_window(%x: tensor<2x3x4x4xf32>) {
   // expected-error @+2 {{window [5, 5] is larger than the padded input tensor<2x3x4x4xf32> (padding [0, 0])}}
   // expected-error @+1 {{failed to infer returned types}}
-  %r = spmd.max_pool2d %x {window = array<i64: 5, 5>, stride = array<i64: 1, 1>, padding = array<i64: 0, 0>} : (tensor<2x3x4x4xf32>) -> tensor<2x3x1x1xf32>
+  %r = spmd.reduce_window %x {reduction = #spmd.reduction<max>, window = array<i64: 5, 5>, stride = array<i64: 1, 1>, padding = array<i64: 0, 0>, dilation = array<i64: 1, 1>, count_include_pad = true} : (tensor<2x3x4x4xf32>) -> tensor<2x3x1x1xf32>
+  return
+}
+
+// -----
+
+func.func @window_only_padding(%x: tensor<1x1x2x4xf32>) {
+  // expected-error @+2 {{window 1 along dim 2 of tensor<1x1x2x4xf32> holds only padding (window [2, 2], dilation [3, 1], padding [2, 0]); lower the padding or the dilation}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %r = spmd.reduce_window %x {reduction = #spmd.reduction<max>, window = array<i64: 2, 2>, stride = array<i64: 1, 1>, padding = array<i64: 2, 0>, dilation = array<i64: 3, 1>, count_include_pad = true} : (tensor<1x1x2x4xf32>) -> tensor<1x1x3x3xf32>
+  return
+}
+
+// -----
+
+func.func @window_min(%x: tensor<2x3x8x8xf32>) {
+  // expected-error @+2 {{min is not a window reduction (max, sum or mean)}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %r = spmd.reduce_window %x {reduction = #spmd.reduction<min>, window = array<i64: 2, 2>, stride = array<i64: 2, 2>, padding = array<i64: 0, 0>, dilation = array<i64: 1, 1>, count_include_pad = true} : (tensor<2x3x8x8xf32>) -> tensor<2x3x4x4xf32>
+  return
+}
+
+// -----
+
+func.func @window_backward_input(%dy: tensor<2x3x4x4xf32>, %x: tensor<2x3x8x8xf32>) {
+  // expected-error @+1 {{sum and mean take result_grad alone, not the forward's input}}
+  %r = spmd.reduce_window_backward %dy, %x {reduction = #spmd.reduction<mean>, window = array<i64: 2, 2>, stride = array<i64: 2, 2>, padding = array<i64: 0, 0>, dilation = array<i64: 1, 1>, count_include_pad = true} : (tensor<2x3x4x4xf32>, tensor<2x3x8x8xf32>) -> tensor<2x3x8x8xf32>
   return
 }
 
 // -----
 
 func.func @pool_backward_shape(%dy: tensor<2x3x3x3xf32>, %x: tensor<2x3x8x8xf32>) {
-  // expected-error @+1 {{result_grad tensor<2x3x3x3xf32> does not match the forward pooling output [2, 3, 4, 4] of input tensor<2x3x8x8xf32>}}
-  %r = spmd.max_pool2d_backward %dy, %x {window = array<i64: 2, 2>, stride = array<i64: 2, 2>, padding = array<i64: 0, 0>} : (tensor<2x3x3x3xf32>, tensor<2x3x8x8xf32>) -> tensor<2x3x8x8xf32>
+  // expected-error @+1 {{result_grad tensor<2x3x3x3xf32> does not match the forward reduce_window output [2, 3, 4, 4] of input tensor<2x3x8x8xf32>}}
+  %r = spmd.reduce_window_backward %dy, %x {reduction = #spmd.reduction<max>, window = array<i64: 2, 2>, stride = array<i64: 2, 2>, padding = array<i64: 0, 0>, dilation = array<i64: 1, 1>, count_include_pad = true} : (tensor<2x3x3x3xf32>, tensor<2x3x8x8xf32>) -> tensor<2x3x8x8xf32>
   return
 }
 
