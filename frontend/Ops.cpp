@@ -100,10 +100,9 @@ namespace {
 Tensor pool(const Tensor& x, const Pool2dOptions& options, ir::Reduction reduction, const char* name, Loc loc) {
   Trace& trace = Trace::current(name, loc);
   const std::vector<int64_t>& stride = options.stride.empty() ? options.window : options.stride;
-  const std::vector<int64_t> dilation = {1, 1};
   return trace.wrap(trace
                         .create<ir::ReduceWindowOp>(loc, trace.valueOf(x, loc), reduction, options.window, stride,
-                                                    options.padding, dilation, /*count_include_pad=*/true)
+                                                    options.padding, options.dilation, options.countIncludePad)
                         ->getResult(0));
 }
 

@@ -26,12 +26,17 @@ Tensor batchNormInfer(const Tensor& x, const Tensor& scale, const Tensor& offset
                       Loc loc = Loc::current());
 
 // 2-D pooling over the windows of an NCHW input (torch.nn.MaxPool2d / AvgPool2d). An empty
-// stride means the window's size; padding must be smaller than the window. Average pooling
-// divides by the full window size, padding counted as zeros (PyTorch's and Flax's default).
+// stride means the window's size; padding must be smaller than the (dilated) window, and every
+// window must hold an input element. Taps `dilation` apart (torch.nn.MaxPool2d's dilation; for
+// either op). Average pooling divides by the full window size, padding counted as zeros
+// (PyTorch's and Flax's default), or, with countIncludePad false, by the input elements the
+// window holds (PyTorch's count_include_pad=False).
 struct Pool2dOptions {
   std::vector<int64_t> window = {2, 2};
   std::vector<int64_t> stride = {};
   std::vector<int64_t> padding = {0, 0};
+  std::vector<int64_t> dilation = {1, 1};
+  bool countIncludePad = true;
 };
 Tensor maxPool2d(const Tensor& x, const Pool2dOptions& options = {}, Loc loc = Loc::current());
 Tensor avgPool2d(const Tensor& x, const Pool2dOptions& options = {}, Loc loc = Loc::current());

@@ -167,6 +167,12 @@ std::vector<GradCase> cases() {
        [](const T& a) {
          return T{avgPool2d(a[0]), avgPool2d(a[0], {.window = {3, 2}, .stride = {1, 2}, .padding = {1, 0}})};
        }},
+      {"pooling variants: dilated max, dilated avg, avg over the window's inputs", {x({2, 2, 7, 6})},
+       [](const T& a) {
+         return T{maxPool2d(a[0], {.window = {3, 2}, .stride = {2, 1}, .padding = {2, 1}, .dilation = {2, 3}}),
+                  avgPool2d(a[0], {.window = {2, 2}, .stride = {1, 1}, .padding = {1, 0}, .dilation = {3, 2}}),
+                  avgPool2d(a[0], {.window = {3, 3}, .stride = {2, 2}, .padding = {1, 1}, .countIncludePad = false})};
+       }},
       {"dropout (a fixed key's mask)", {x({4, 6})},
        [](const T& a) { return T{random::dropout(a[0], Tensor(random::key(5)), 0.3)}; }},
       {"embedding (repeated ids)", {x({6, 3})},

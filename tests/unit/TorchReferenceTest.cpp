@@ -289,6 +289,52 @@ Tensor transformerLogits(const Tree& p, const Tensor& ids, int64_t heads) {
 
 // Its mean next-token loss and every gradient equal PyTorch's to 1e-10 in f64 and to 1e-4 of
 // PyTorch's f32 ones in f32.
+// The pooling variants beyond the plain ones against torch.nn.functional in f64: max_pool2d with
+// dilation, avg_pool2d with count_include_pad=False; the result and the input gradient of
+// sum(result * g) for a random g.
+TEST(TorchReferenceTest, PoolingVariantsMatchPyTorch) {
+  if (std::string why = torchMissing(); !why.empty()) GTEST_FAIL() << why;
+  struct Variant {
+    std::string name;
+    bool max;
+    Pool2dOptions options;
+  };
+  const std::vector<Variant> variants = {
+      {"max_dilated", true, {.window = {3, 3}, .stride = {2, 2}, .padding = {1, 1}, .dilation = {2, 2}}},
+      {"max_dilated_rows", true, {.window = {2, 3}, .stride = {1, 2}, .padding = {1, 1}, .dilation = {3, 1}}},
+      {"avg_inputs_only", false, {.window = {3, 2}, .stride = {2, 1}, .padding = {1, 1}, .countIncludePad = false}},
+      {"avg_with_padding", false, {.window = {3, 3}, .stride = {2, 2}, .padding = {1, 1}}}};
+  const Array x = randomArray(DType::f64, {2, 3, 9, 8}, 71);
+  auto pool = [](const Variant& v, const Tensor& t) { return v.max ? maxPool2d(t, v.options) : avgPool2d(t, v.options); };
+  Exchange exchange;
+  exchange.write("x", x);
+  std::map<std::string, std::pair<Array, Array>> ours;  // result, input gradient
+  std::string specs;
+  uint64_t seed = 72;
+  for (const Variant& v : variants) {
+    Array y = jit([&](const Tensor& t) { return pool(v, t); })(x).array();
+    Array g = randomArray(DType::f64, y.shape, seed++);
+    auto gradient = jit([&](const Tensor& t, const Tensor& cotangent) {
+      return grad([&](const Tensor& u) { return sum(pool(v, u) * cotangent, {0, 1, 2, 3}); })(t);
+    });
+    ours[v.name] = {y, gradient(x, g).array()};
+    exchange.write("g." + v.name, g);
+    const Pool2dOptions& o = v.options;
+    for (auto part : {v.name, std::string(v.max ? "max" : "avg")}) specs += " " + part;
+    for (int64_t n : {o.window[0], o.window[1], o.stride[0], o.stride[1], o.padding[0], o.padding[1], o.dilation[0],
+                      o.dilation[1], int64_t(o.countIncludePad)})
+      specs += " " + std::to_string(n);
+  }
+  exchange.close();
+  std::string command = python() + " " SPMD_SOURCE_DIR "/tests/reference/torch_pool.py " + exchange.dir() + specs;
+  ASSERT_EQ(std::system(command.c_str()), 0) << "failed: " << command;
+  for (const Variant& v : variants) {
+    const auto& [y, dx] = ours[v.name];
+    EXPECT_LT(relativeError(y, exchange.read("y." + v.name, y.shape, DType::f64)), 1e-14) << v.name;
+    EXPECT_LT(relativeError(dx, exchange.read("dx." + v.name, dx.shape, DType::f64)), 1e-14) << v.name;
+  }
+}
+
 TEST(TorchReferenceTest, TransformerBlockMatchesPyTorchAutograd) {
   if (std::string why = torchMissing(); !why.empty()) GTEST_FAIL() << why;
   const int64_t vocab = 11, dim = 8, hidden = 32, heads = 2;
