@@ -129,7 +129,7 @@ int allreduce(int argc, char** argv) {
     for (int m = 0; m < 2; ++m) {
       setenv("SPMD_REDUCE", m == 0 ? "exact" : "fast", 1);
       auto comms = spmd::runtime::makeProcessCommunicators(1, timeout);
-      modes[m] = timeIt([&] { comms[0]->allReduce(data.data(), spmd::DType::f32, n, spmd::runtime::Reduction::Sum, "bench"); });
+      modes[m] = timeIt([&] { comms[0]->allReduceInPlace(data.data(), spmd::DType::f32, n, spmd::runtime::Reduction::Sum, "bench"); });
     }
     auto busBandwidth = [&](double seconds) { return 2.0 * (processes - 1) / processes * double(bytes) / seconds / 1e9; };
     if (me == 0)

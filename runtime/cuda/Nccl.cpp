@@ -60,12 +60,14 @@ class NcclCommunicator final : public Communicator, public DeviceCollectives {
 
   int rank() const override { return host_->rank(); }
   int size() const override { return host_->size(); }
-  void allReduce(void* data, DType dtype, int64_t count, Reduction op, const std::string& what) override {
-    host_->allReduce(data, dtype, count, op, what);
+  Pending allReduce(std::span<const Segment> in, std::span<const Segment> out, DType dtype, Reduction op,
+                    const std::string& what, bool background) override {
+    return host_->allReduce(in, out, dtype, op, what, background);
   }
-  void allGather(const void* in, void* out, size_t bytes, const std::string& what) override {
-    host_->allGather(in, out, bytes, what);
+  Pending allGather(const void* in, void* out, size_t bytes, const std::string& what) override {
+    return host_->allGather(in, out, bytes, what);
   }
+  PointerExchange* pointers() override { return host_->pointers(); }
   void barrier(const std::string& what) override { host_->barrier(what); }
   void abort(const std::string& error) override {
     shared_->aborted = true;

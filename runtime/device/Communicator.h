@@ -10,6 +10,7 @@
 #include <memory>
 #include <span>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -39,53 +40,83 @@ class DeviceCollectives {
   virtual void allGather(const void* in, void* out, size_t bytes, void* stream, const std::string& what) = 0;
 };
 
+// For backends whose collectives run as device kernels over every replica's memory (replicas
+// that share a process: sim:N, cuda:0*N): every rank's pointer.
+class PointerExchange {
+ public:
+  virtual ~PointerExchange() = default;
+  // Publishes `mine`, waits for all ranks, returns every rank's pointer in rank order.
+  virtual std::vector<const void*> exchange(const void* mine, const std::string& what) = 0;
+};
+
+// The collective channel between the replicas: rank and size, three collectives that each
+// return a handle to wait on, a barrier, and abort. `what` names the calling op for errors
+// ("all_reduce at model.cpp:12").
 class Communicator {
  public:
+  // Part of a collective's operand or result: `count` elements of the collective's dtype.
+  struct Segment {
+    void* data;
+    int64_t count;
+  };
+  // A collective in flight: wait() returns once its results are written (throwing its error);
+  // a default Pending is already done. A communicator that runs collectives on a thread of its
+  // own (ProcessCommunicator, overlap on) may return before they finish, so the caller can run
+  // the following steps meanwhile (DDP's bucketed all-reduce behind the backward pass).
+  class Pending {
+   public:
+    Pending() = default;
+    explicit Pending(std::function<void()> finish) : finish_(std::move(finish)) {}
+    // Whether wait() has nothing left to do (the collective finished inside the call).
+    bool done() const { return !finish_; }
+    void wait() {
+      if (!finish_) return;
+      std::function<void()> finish = std::move(finish_);
+      finish_ = nullptr;
+      finish();
+    }
+
+   private:
+    std::function<void()> finish_;
+  };
+
   virtual ~Communicator() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
-  // In place: every replica's `count` elements of `data` become their reduction over replicas.
-  // The result is the same bits on every replica and from run to run (fixed reduction order).
-  // `what` names the calling op for errors ("all_reduce at model.cpp:12").
-  virtual void allReduce(void* data, DType dtype, int64_t count, Reduction op,
-                         const std::string& what) = 0;
+  // The segments of `in`, one flat vector per replica, reduced over the replicas element by
+  // element into the segments of `out` (the same counts; `out` may be `in`). The same bits on
+  // every replica and from run to run (the fold tree, runtime/device/Fold.h). `in` may change
+  // once the call returns; `out` holds the result after wait(). `background`: the caller runs
+  // other work before wait(), so a communicator with a thread of its own may reduce behind it.
+  virtual Pending allReduce(std::span<const Segment> in, std::span<const Segment> out, DType dtype, Reduction op,
+                            const std::string& what, bool background = false) = 0;
   // out[r * bytes .. (r + 1) * bytes) = replica r's `in` (stacked in rank order).
-  virtual void allGather(const void* in, void* out, size_t bytes, const std::string& what) = 0;
-  // Overlap (DDP's bucketed all-reduce behind the backward pass): a communicator that runs
-  // collectives on a thread of its own says so here; allReduceStart then copies the operands
-  // out and returns at once, and allReduceFinish waits and writes the result. The default runs
-  // the whole all-reduce in allReduceStart.
-  struct Segment {
-    void* data;
-    int64_t count;  // elements of the collective's dtype
-  };
-  virtual bool overlaps() const { return false; }
-  virtual std::shared_ptr<void> allReduceStart(std::span<const Segment> in, DType dtype, Reduction op,
-                                               const std::string& what) {
-    throw Error(what + ": this communicator has no background all-reduce");
-  }
-  virtual void allReduceFinish(const std::shared_ptr<void>& pending, std::span<const Segment> out) {}
-  // For backends whose collectives run as device kernels over every replica's memory (CUDA
-  // replicas in one process): publishes `mine`, waits for all ranks, returns every rank's
-  // pointer in rank order. Throws when this communicator cannot share pointers.
-  virtual std::vector<const void*> exchange(const void* mine, const std::string& what) {
-    throw Error(what + ": this communicator cannot exchange device pointers");
-  }
-  // Device-side collectives when this communicator has them (nullptr: use exchange()).
-  virtual DeviceCollectives* deviceCollectives() { return nullptr; }
+  virtual Pending allGather(const void* in, void* out, size_t bytes, const std::string& what) = 0;
+  // The sum over the replicas of `in` (`count` elements: size() rows), this replica's row into
+  // `out`: an all-reduce of a copy.
+  Pending reduceScatter(const void* in, void* out, DType dtype, int64_t count, const std::string& what);
   // Waits until every rank has arrived.
-  virtual void barrier(const std::string& what) {
-    throw Error(what + ": this communicator has no barrier");
-  }
+  virtual void barrier(const std::string& what) = 0;
   // Marks the group failed with this replica's error: every replica waiting in (or later
   // entering) a collective throws ReplicaAborted instead of waiting.
   virtual void abort(const std::string& error) = 0;
   // Clears a previous abort before the next run; only called while no rank is in a collective.
   virtual void reset() {}
+  // What backends whose collectives run as device kernels use instead of the host collectives
+  // above: the replicas' device pointers, or a device library (nullptr where this communicator
+  // has none).
+  virtual PointerExchange* pointers() { return nullptr; }
+  virtual DeviceCollectives* deviceCollectives() { return nullptr; }
   // The replica index the program's axis_index sees: rank() unless the replica runs virtual
   // replicas one after another (gradient accumulation: virtual replica rank * steps + step).
   int virtualRank() const { return rank() * virtualSteps_ + virtualStep_; }
   void setVirtualStep(int step, int steps) { virtualStep_ = step, virtualSteps_ = steps; }
+
+  // Reduces `data` in place (one segment): a convenience over allReduce that waits.
+  void allReduceInPlace(void* data, DType dtype, int64_t count, Reduction op, const std::string& what) {
+    Segment s{data, count};
+    allReduce({&s, 1}, {&s, 1}, dtype, op, what).wait();
+  }
 
  private:
   int virtualStep_ = 0, virtualSteps_ = 1;

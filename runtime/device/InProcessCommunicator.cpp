@@ -76,8 +76,30 @@ const std::vector<const void*>& InProcessGroup::exchange(int rank, const void* p
 
 void InProcessGroup::barrier(int rank, const std::string& what) { exchange(rank, nullptr, what); }
 
-void InProcessCommunicator::allReduce(void* data, DType dtype, int64_t count, Reduction op,
-                                      const std::string& what) {
+// One segment reduces in its result buffer (copied there first); several are packed into one
+// flat buffer, reduced in one exchange and unpacked, so a step's gradients cross the replicas in
+// one (or a few bucketed) exchanges.
+Communicator::Pending InProcessCommunicator::allReduce(std::span<const Segment> in, std::span<const Segment> out,
+                                                       DType dtype, Reduction op, const std::string& what, bool) {
+  const size_t e = dtypeSize(dtype);
+  if (in.size() == 1) {
+    if (out[0].data != in[0].data) std::memcpy(out[0].data, in[0].data, size_t(in[0].count) * e);
+    reduceInPlace(out[0].data, dtype, out[0].count, op, what);
+    return {};
+  }
+  int64_t total = 0;
+  for (const Segment& s : in) total += s.count;
+  if (staging_.size() < size_t(total) * e) staging_.resize(size_t(total) * e);
+  size_t offset = 0;
+  for (const Segment& s : in) std::memcpy(staging_.data() + offset, s.data, s.count * e), offset += s.count * e;
+  reduceInPlace(staging_.data(), dtype, total, op, what);
+  offset = 0;
+  for (const Segment& s : out) std::memcpy(s.data, staging_.data() + offset, s.count * e), offset += s.count * e;
+  return {};
+}
+
+void InProcessCommunicator::reduceInPlace(void* data, DType dtype, int64_t count, Reduction op,
+                                          const std::string& what) {
   const int n = size();
   const std::vector<const void*>& sources = group_->exchange(rank_, data, what);
   int64_t begin = count * rank_ / n, end = count * (rank_ + 1) / n;
@@ -93,12 +115,13 @@ void InProcessCommunicator::allReduce(void* data, DType dtype, int64_t count, Re
   group_->barrier(rank_, what);  // nobody reuses its buffer before every slice is written
 }
 
-void InProcessCommunicator::allGather(const void* in, void* out, size_t bytes,
-                                      const std::string& what) {
+Communicator::Pending InProcessCommunicator::allGather(const void* in, void* out, size_t bytes,
+                                                       const std::string& what) {
   const std::vector<const void*>& sources = group_->exchange(rank_, in, what);
   for (int r = 0; r < size(); ++r)
     std::memcpy(static_cast<std::byte*>(out) + r * bytes, sources[r], bytes);
   group_->barrier(rank_, what);  // inputs stay alive until every replica has copied them
+  return {};
 }
 
 }  // namespace spmd::runtime

@@ -49,25 +49,31 @@ class InProcessGroup {
   std::optional<std::string> failure_;
 };
 
-class InProcessCommunicator final : public Communicator {
+// Every collective completes before it returns (the replicas meet in it), so its Pending is done.
+class InProcessCommunicator final : public Communicator, public PointerExchange {
  public:
   InProcessCommunicator(std::shared_ptr<InProcessGroup> group, int rank)
       : group_(std::move(group)), rank_(rank) {}
   int rank() const override { return rank_; }
   int size() const override { return group_->size(); }
-  void allReduce(void* data, DType dtype, int64_t count, Reduction op,
-                 const std::string& what) override;
-  void allGather(const void* in, void* out, size_t bytes, const std::string& what) override;
+  Pending allReduce(std::span<const Segment> in, std::span<const Segment> out, DType dtype, Reduction op,
+                    const std::string& what, bool background = false) override;
+  Pending allGather(const void* in, void* out, size_t bytes, const std::string& what) override;
   void abort(const std::string& error) override { group_->abort(error); }
+  void barrier(const std::string& what) override { group_->barrier(rank_, what); }
+  void reset() override { group_->reset(); }
+  PointerExchange* pointers() override { return this; }
   std::vector<const void*> exchange(const void* mine, const std::string& what) override {
     return group_->exchange(rank_, mine, what);
   }
-  void barrier(const std::string& what) override { group_->barrier(rank_, what); }
-  void reset() override { group_->reset(); }
 
  private:
+  // Reduces one flat buffer of this rank in place over the ranks.
+  void reduceInPlace(void* data, DType dtype, int64_t count, Reduction op, const std::string& what);
+
   std::shared_ptr<InProcessGroup> group_;
   int rank_;
+  std::vector<std::byte> staging_;  // several segments packed into one flat buffer
 };
 
 }  // namespace spmd::runtime

@@ -55,6 +55,13 @@ struct FoldRowsFn {
 
 inline std::string collectiveWhat(const KernelCall& call) { return call.step.op + " at " + call.step.location; }
 
+// The device pointers of the replicas, which only replicas sharing a process can exchange.
+inline PointerExchange& pointersOf(Communicator& comm, const std::string& what) {
+  if (PointerExchange* pointers = comm.pointers()) return *pointers;
+  throw Error(what + ": device pointers cannot cross processes; in a job of several processes use the cpu "
+              "backend (--devices cpu:K under mpirun), or NCCL with one GPU per replica");
+}
+
 // Reduces `count` elements at `data` (this replica's device memory) across the replicas.
 template <class Api>
 void reduceInPlace(KernelCall& call, void* data, DType dtype, int64_t count, Reduction op) {
@@ -67,7 +74,7 @@ void reduceInPlace(KernelCall& call, void* data, DType dtype, int64_t count, Red
   if (comm.size() > kMaxReplicas)
     throw Error(what + ": at most " + std::to_string(kMaxReplicas) + " GPU replicas per process");
   Api::synchronize(call);  // this replica's operand is ready
-  std::vector<const void*> pointers = comm.exchange(data, what);
+  std::vector<const void*> pointers = pointersOf(comm, what).exchange(data, what);
   Peers peers{};
   for (int r = 0; r < comm.size(); ++r) peers.data[r] = const_cast<void*>(pointers[r]);
   int64_t per = (count + comm.size() - 1) / comm.size();
@@ -119,7 +126,7 @@ void all_gather(KernelCall& call) {
     return;
   }
   Api::synchronize(call);
-  std::vector<const void*> sources = comm.exchange(call.in[0].data, what);
+  std::vector<const void*> sources = pointersOf(comm, what).exchange(call.in[0].data, what);
   for (int r = 0; r < comm.size(); ++r) Api::copy(call, call.out[0].as<std::byte>() + r * bytes, sources[r], bytes);
   Api::synchronize(call);
   comm.barrier(what);  // inputs stay alive until every replica has copied them

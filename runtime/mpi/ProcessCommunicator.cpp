@@ -350,36 +350,38 @@ class ProcessCommunicator final : public Communicator {
   int rank() const override { return group_->rank() * group_->local() + local_; }
   int size() const override { return group_->processCount() * group_->local(); }
 
-  void allReduce(void* data, DType dtype, int64_t count, Reduction op, const std::string& what) override {
-    Segment s{data, count};
-    auto job = group_->join(local_, Kind::AllReduce, {&s, 1}, dtype, op, count, describe(what, dtype, count, op),
-                            /*waits=*/true);
-    group_->finish(*job, local_, {&s, 1});
-  }
-  bool overlaps() const override { return group_->overlap(); }
-  std::shared_ptr<void> allReduceStart(std::span<const Segment> in, DType dtype, Reduction op,
-                                       const std::string& what) override {
+  // In the background (asked for, and overlap on: SPMD_OVERLAP=0 turns it off) the operands are
+  // copied into the job now and the communication thread reduces them while the caller goes on;
+  // wait() copies the result out. Else the call waits, one operand reducing in place in its
+  // result buffer.
+  Pending allReduce(std::span<const Segment> in, std::span<const Segment> out, DType dtype, Reduction op,
+                    const std::string& what, bool background) override {
     int64_t count = 0;
     for (const auto& s : in) count += s.count;
-    return group_->join(local_, Kind::AllReduce, in, dtype, op, count, describe(what, dtype, count, op));
+    const std::string described = describe(what, dtype, count, op);
+    if (background && group_->overlap()) {
+      std::shared_ptr<Job> job = group_->join(local_, Kind::AllReduce, in, dtype, op, count, described);
+      std::vector<Segment> results(out.begin(), out.end());
+      return Pending([group = group_, job, l = local_, results] { group->finish(*job, l, results); });
+    }
+    if (in.size() == 1 && out[0].data != in[0].data)
+      std::memcpy(out[0].data, in[0].data, size_t(in[0].count) * dtypeSize(dtype));
+    std::span<const Segment> operand = in.size() == 1 ? out : in;
+    auto job = group_->join(local_, Kind::AllReduce, operand, dtype, op, count, described, /*waits=*/true);
+    group_->finish(*job, local_, out);
+    return {};
   }
-  void allReduceFinish(const std::shared_ptr<void>& pending, std::span<const Segment> out) override {
-    group_->finish(*static_cast<Job*>(pending.get()), local_, out);
-  }
-  void allGather(const void* in, void* out, size_t bytes, const std::string& what) override {
+  Pending allGather(const void* in, void* out, size_t bytes, const std::string& what) override {
     Segment s{const_cast<void*>(in), int64_t(bytes)};
     auto job = group_->join(local_, Kind::AllGather, {&s, 1}, DType::f32, Reduction::Sum, int64_t(bytes),
                             what + " (" + std::to_string(bytes) + " bytes)");
     Segment o{out, int64_t(bytes) * size()};
     group_->finish(*job, local_, {&o, 1});
+    return {};
   }
   void barrier(const std::string& what) override {
     auto job = group_->join(local_, Kind::Barrier, {}, DType::f32, Reduction::Sum, 0, what);
     group_->finish(*job, local_, {});
-  }
-  std::vector<const void*> exchange(const void* mine, const std::string& what) override {
-    throw Error(what + ": device pointers cannot cross processes; in a job of several processes use the cpu "
-                "backend (--devices cpu:K under mpirun)");
   }
   void abort(const std::string& error) override { abortJob(error); }
 

@@ -19,7 +19,7 @@ std::string what(const KernelCall& call) { return call.step.op + " at " + call.s
 std::vector<std::byte> gatherAll(Communicator& comm, const TensorView& v, const std::string& what) {
   size_t bytes = v.numel() * dtypeSize(v.dtype);
   std::vector<std::byte> all(bytes * comm.size());
-  comm.allGather(v.data, all.data(), bytes, what);
+  comm.allGather(v.data, all.data(), bytes, what).wait();
   return all;
 }
 
@@ -73,7 +73,7 @@ void all_gather(KernelCall& call) {
   size_t bytes = in.numel() * dtypeSize(in.dtype);
   std::memset(out.data, 0, bytes * comm.size());
   std::memcpy(static_cast<std::byte*>(out.data) + comm.rank() * bytes, in.data, bytes);
-  comm.allReduce(out.data, out.dtype, out.numel(), Reduction::Sum, what(call));
+  comm.allReduceInPlace(out.data, out.dtype, out.numel(), Reduction::Sum, what(call));
 }
 
 void reduce_scatter(KernelCall& call) {

@@ -111,7 +111,7 @@ TEST(CommunicatorTest, ACollectiveThatNobodyJoinsTimesOutNamingTheMissingReplica
   float data[2] = {1, 2};
   auto start = std::chrono::steady_clock::now();
   try {
-    comm.allReduce(data, DType::f32, 2, Reduction::Sum, "all_reduce at model.cpp:12");
+    comm.allReduceInPlace(data, DType::f32, 2, Reduction::Sum, "all_reduce at model.cpp:12");
     ADD_FAILURE() << "expected a timeout";
   } catch (const Error& e) {
     EXPECT_EQ(std::string(e.what()),
@@ -137,7 +137,7 @@ TEST(CommunicatorTest, AbortWakesEveryWaitingReplicaAtOnce) {
       return;
     }
     try {
-      comm.allReduce(&data, DType::f32, 1, Reduction::Sum, "all_reduce at step.cpp:7");
+      comm.allReduceInPlace(&data, DType::f32, 1, Reduction::Sum, "all_reduce at step.cpp:7");
     } catch (const ReplicaAborted& e) {
       errors[r] = e.what();
     }

@@ -18,45 +18,36 @@ namespace {
 
 using runtime::Executor;
 
-// One replica whose all-reduces run "in the background": allReduceStart copies the operands
-// out, allReduceFinish reduces them (a real one-rank fold) and writes the results back.
+// One replica whose all-reduces run "in the background" when the caller allows it: allReduce
+// copies the operands out, and the handle's wait() reduces them (a real one-rank fold) and
+// writes the results back.
 class BackgroundCommunicator final : public runtime::Communicator {
  public:
   int rank() const override { return 0; }
   int size() const override { return 1; }
-  void allReduce(void* data, DType dtype, int64_t count, runtime::Reduction op, const std::string& what) override {
-    inner_.allReduce(data, dtype, count, op, what);
-  }
-  void allGather(const void* in, void* out, size_t bytes, const std::string& what) override {
-    inner_.allGather(in, out, bytes, what);
-  }
-  void abort(const std::string& error) override { inner_.abort(error); }
-  bool overlaps() const override { return true; }
-  struct Pending {
-    std::vector<std::byte> bytes;
-    DType dtype;
-    runtime::Reduction op;
-    std::string what;
-  };
-  std::shared_ptr<void> allReduceStart(std::span<const Segment> in, DType dtype, runtime::Reduction op,
-                                       const std::string& what) override {
-    auto pending = std::make_shared<Pending>(Pending{{}, dtype, op, what});
+  Pending allReduce(std::span<const Segment> in, std::span<const Segment> out, DType dtype, runtime::Reduction op,
+                    const std::string& what, bool background) override {
+    if (!background) return inner_.allReduce(in, out, dtype, op, what);
+    auto bytes = std::make_shared<std::vector<std::byte>>();
     for (const Segment& s : in) {
       auto* p = static_cast<const std::byte*>(s.data);
-      pending->bytes.insert(pending->bytes.end(), p, p + s.count * dtypeSize(dtype));
+      bytes->insert(bytes->end(), p, p + s.count * dtypeSize(dtype));
     }
-    return pending;
+    std::vector<Segment> results(out.begin(), out.end());
+    return Pending([this, bytes, results, dtype, op, what] {
+      inner_.allReduceInPlace(bytes->data(), dtype, int64_t(bytes->size() / dtypeSize(dtype)), op, what);
+      size_t offset = 0;
+      for (const Segment& s : results) {
+        std::memcpy(s.data, bytes->data() + offset, s.count * dtypeSize(dtype));
+        offset += s.count * dtypeSize(dtype);
+      }
+    });
   }
-  void allReduceFinish(const std::shared_ptr<void>& handle, std::span<const Segment> out) override {
-    auto& pending = *static_cast<Pending*>(handle.get());
-    int64_t count = pending.bytes.size() / dtypeSize(pending.dtype);
-    inner_.allReduce(pending.bytes.data(), pending.dtype, count, pending.op, pending.what);
-    size_t offset = 0;
-    for (const Segment& s : out) {
-      std::memcpy(s.data, pending.bytes.data() + offset, s.count * dtypeSize(pending.dtype));
-      offset += s.count * dtypeSize(pending.dtype);
-    }
+  Pending allGather(const void* in, void* out, size_t bytes, const std::string& what) override {
+    return inner_.allGather(in, out, bytes, what);
   }
+  void barrier(const std::string& what) override { inner_.barrier(what); }
+  void abort(const std::string& error) override { inner_.abort(error); }
 
  private:
   runtime::InProcessCommunicator inner_{std::make_shared<runtime::InProcessGroup>(1, std::chrono::seconds(10)), 0};
