@@ -1,4 +1,4 @@
-// The CUDA backend's Api for the shared kernel code (runtime/kernels/Common.h): functors
+// The CUDA backend's Api for the kernel library (runtime/kernels/Common.h): functors
 // run as a grid-stride kernel on the device's stream, copies are cudaMemcpyAsync on it.
 #pragma once
 

@@ -1,4 +1,4 @@
-// The simulator's Api for the shared kernel code (runtime/kernels/Common.h): the same
+// The simulator's Api for the kernel library (runtime/kernels/Common.h): the same
 // functors the CUDA backend launches as grid-stride kernels run here as loops on the device's
 // stream thread; copies are queued on it like cudaMemcpyAsync.
 #pragma once

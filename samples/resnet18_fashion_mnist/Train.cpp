@@ -7,24 +7,20 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <algorithm>
 #include <charconv>
 #include <filesystem>
 #include <optional>
-#include <fstream>
-#include <sstream>
 
+#include "Checkpoint.h"
 #include "Report.h"
 #include "runtime/base/Parse.h"
 #include "RunDirectory.h"
 #include "frontend/data/Loader.h"
-#include "frontend/io/Safetensors.h"
 #include "frontend/spmd.h"
 #include "frontend/models/ResNet.h"
 #include "frontend/data/FashionMnist.h"
-#include "frontend/io/TreeCheckpoint.h"
 
 namespace sample {
 namespace {
@@ -32,83 +28,6 @@ namespace {
 using spmd::Array;
 using spmd::Tensor;
 using spmd::Tree;
-
-constexpr const char* kFormat = "spmd-fashion-mnist-1";
-
-// Where the training loop is: the next epoch (0-based) and batch to run, steps taken, and the
-// running sums of the epoch in progress.
-struct Position {
-  int64_t epoch = 0, batch = 0, step = 0;
-  double lossSum = 0, seconds = 0, dataWait = 0;
-  int64_t correct = 0, seen = 0, batches = 0;
-  std::string csv;  // metrics rows of finished epochs
-};
-
-// A double as text that reads back to the same bits.
-std::string exact(double v) {
-  std::ostringstream s;
-  s.precision(17);
-  s << v;
-  return s.str();
-}
-
-// The flags a checkpoint must agree with to continue the same run.
-std::map<std::string, std::string> runIdentity(const Flags& f) {
-  return {{"width", std::to_string(f.width)},       {"bn", f.bn},
-          {"optimizer", f.optimizer},               {"batch", std::to_string(f.batch)},
-          {"seed", std::to_string(f.seed)},         {"lr", exact(f.lr)},
-          {"momentum", exact(f.momentum)},          {"weight_decay", exact(f.weightDecay)},
-          {"train_limit", std::to_string(f.trainLimit)}};
-}
-
-// The first tensor of `tree` holding a NaN or an infinity ("" when all are finite).
-std::string firstNonFinite(const Tree& tree, const std::string& prefix) {
-  for (const auto& [name, t] : tree) {
-    const Array& a = t.array();
-    bool finite = true;
-    if (a.dtype == spmd::DType::f32)
-      for (float v : a.values<float>()) finite = finite && std::isfinite(v);
-    else if (a.dtype == spmd::DType::f64)
-      for (double v : a.values<double>()) finite = finite && std::isfinite(v);
-    if (!finite) return prefix + name;
-  }
-  return "";
-}
-
-void saveCheckpoint(const std::string& path, const Flags& f, const std::string& layout, int threads,
-                    const Tree& params, const Tree& state, const Tree& opt, const Position& at) {
-  // Never replace a good checkpoint with a diverged one.
-  for (auto [tree, prefix] : {std::pair{&params, "params."}, {&state, "state."}, {&opt, "opt."}})
-    if (std::string bad = firstNonFinite(*tree, prefix); !bad.empty())
-      throw spmd::Error("after step " + std::to_string(at.step) + " tensor '" + bad +
-                        "' holds NaN or infinity, so " + path +
-                        " was not overwritten; the run diverged (lower --lr, or run with "
-                        "SPMD_DEBUG_NANS=1 to find the op that made the first NaN)");
-  spmd::io::Checkpoint c;
-  spmd::io::addTree(c, "params.", params);
-  spmd::io::addTree(c, "state.", state);
-  spmd::io::addTree(c, "opt.", opt);
-  c.metadata = runIdentity(f);
-  c.metadata.insert({{"format", kFormat}, {"devices", layout}, {"threads_per_replica", std::to_string(threads)},
-                     {"epoch", std::to_string(at.epoch)}, {"batch_in_epoch", std::to_string(at.batch)},
-                     {"step", std::to_string(at.step)}, {"epoch_loss_sum", exact(at.lossSum)},
-                     {"epoch_correct", std::to_string(at.correct)}, {"epoch_seen", std::to_string(at.seen)},
-                     {"epoch_batches", std::to_string(at.batches)}, {"epoch_seconds", exact(at.seconds)},
-                     {"epoch_data_wait", exact(at.dataWait)}, {"metrics_csv", at.csv}});
-  spmd::io::saveSafetensors(path, c);
-}
-
-// A number from the checkpoint's metadata; a missing or malformed entry is a clear error.
-template <typename T>
-T metaNumber(const spmd::io::Checkpoint& c, const std::string& key, const std::string& path) {
-  auto it = c.metadata.find(key);
-  if (it == c.metadata.end()) throw spmd::Error(path + ": checkpoint metadata has no '" + key + "'");
-  std::istringstream in(it->second);
-  T value{};
-  if (!(in >> value) || !in.eof())
-    throw spmd::Error(path + ": checkpoint metadata '" + key + "' is not a number: '" + it->second + "'");
-  return value;
-}
 
 double fraction(int64_t part, int64_t whole) { return whole ? double(part) / double(whole) : 0.0; }
 
@@ -184,38 +103,17 @@ Run::Run(const Flags& flags)
   pngPath = (std::filesystem::path(f.out) / "metrics.png").string();
 }
 
-// The trees and the position of --resume's checkpoint, after checking it is this run's.
+// The trees and the position of --resume's checkpoint (Checkpoint.h), with notes on how it ran.
 void Run::resume() {
-  std::string path = f.resume;
-  if (std::filesystem::is_directory(path)) path = (std::filesystem::path(path) / "checkpoint.safetensors").string();
-  spmd::io::Checkpoint c = spmd::io::loadSafetensors(path);
-  if (c.metadata["format"] != kFormat)
-    throw spmd::Error(path + ": not a checkpoint of this sample (format '" + c.metadata["format"] +
-                      "', expected '" + kFormat + "')");
-  for (const auto& [key, value] : runIdentity(f))
-    if (c.metadata[key] != value)
-      throw spmd::Error(path + ": the checkpoint was trained with --" + key + " " + c.metadata[key] +
-                        " but this run has " + value + "; pass the same flags to resume it");
-  params = spmd::io::readTree(c, "params.", params, path, "was it written with another --width?");
-  state = spmd::io::readTree(c, "state.", state, path, "was it written with another --width?");
-  opt = spmd::io::readTree(c, "opt.", opt, path, "was it written with another --width or --optimizer?");
-  at.epoch = metaNumber<int64_t>(c, "epoch", path);
-  at.batch = metaNumber<int64_t>(c, "batch_in_epoch", path);
-  at.step = metaNumber<int64_t>(c, "step", path);
-  at.correct = metaNumber<int64_t>(c, "epoch_correct", path);
-  at.seen = metaNumber<int64_t>(c, "epoch_seen", path);
-  at.batches = metaNumber<int64_t>(c, "epoch_batches", path);
-  at.lossSum = metaNumber<double>(c, "epoch_loss_sum", path);
-  at.seconds = metaNumber<double>(c, "epoch_seconds", path);
-  at.dataWait = metaNumber<double>(c, "epoch_data_wait", path);
-  at.csv = c.metadata["metrics_csv"];
-  if (c.metadata["devices"] != layout && lead)
+  Resumed r = loadCheckpoint(f, params, state, opt);
+  at = r.at;
+  resumedThreads = r.threads;
+  if (r.layout != layout && lead)
     std::printf("note: the checkpoint ran on %s, this run on %s: with the same number of devices in all and the "
                 "same threads per replica it continues bit for bit, else training continues with other "
-                "roundings\n", c.metadata["devices"].c_str(), layout.c_str());
-  resumedThreads = c.metadata["threads_per_replica"];
+                "roundings\n", r.layout.c_str(), layout.c_str());
   if (lead)
-    std::printf("resumed %s at epoch %lld, batch %lld (step %lld)\n", path.c_str(), static_cast<long long>(at.epoch + 1),
+    std::printf("resumed %s at epoch %lld, batch %lld (step %lld)\n", r.path.c_str(), static_cast<long long>(at.epoch + 1),
                 static_cast<long long>(at.batch), static_cast<long long>(at.step));
 }
 

@@ -1,0 +1,119 @@
+// Checkpoint: saving and resuming the sample's run (see Checkpoint.h).
+#include "Checkpoint.h"
+
+#include <cmath>
+#include <filesystem>
+#include <sstream>
+
+#include "frontend/io/Safetensors.h"
+#include "frontend/io/TreeCheckpoint.h"
+
+namespace sample {
+namespace {
+
+using spmd::Array;
+using spmd::Tree;
+
+constexpr const char* kFormat = "spmd-fashion-mnist-1";
+
+// A double as text that reads back to the same bits.
+std::string exact(double v) {
+  std::ostringstream s;
+  s.precision(17);
+  s << v;
+  return s.str();
+}
+
+// The first tensor of `tree` holding a NaN or an infinity ("" when all are finite).
+std::string firstNonFinite(const Tree& tree, const std::string& prefix) {
+  for (const auto& [name, t] : tree) {
+    const Array& a = t.array();
+    bool finite = true;
+    if (a.dtype == spmd::DType::f32)
+      for (float v : a.values<float>()) finite = finite && std::isfinite(v);
+    else if (a.dtype == spmd::DType::f64)
+      for (double v : a.values<double>()) finite = finite && std::isfinite(v);
+    if (!finite) return prefix + name;
+  }
+  return "";
+}
+
+// A number from the checkpoint's metadata; a missing or malformed entry is a clear error.
+template <typename T>
+T metaNumber(const spmd::io::Checkpoint& c, const std::string& key, const std::string& path) {
+  auto it = c.metadata.find(key);
+  if (it == c.metadata.end()) throw spmd::Error(path + ": checkpoint metadata has no '" + key + "'");
+  std::istringstream in(it->second);
+  T value{};
+  if (!(in >> value) || !in.eof())
+    throw spmd::Error(path + ": checkpoint metadata '" + key + "' is not a number: '" + it->second + "'");
+  return value;
+}
+
+}  // namespace
+
+// The flags a checkpoint must agree with to continue the same run.
+std::map<std::string, std::string> runIdentity(const Flags& f) {
+  return {{"width", std::to_string(f.width)},       {"bn", f.bn},
+          {"optimizer", f.optimizer},               {"batch", std::to_string(f.batch)},
+          {"seed", std::to_string(f.seed)},         {"lr", exact(f.lr)},
+          {"momentum", exact(f.momentum)},          {"weight_decay", exact(f.weightDecay)},
+          {"train_limit", std::to_string(f.trainLimit)}};
+}
+
+void saveCheckpoint(const std::string& path, const Flags& f, const std::string& layout, int threads,
+                    const Tree& params, const Tree& state, const Tree& opt, const Position& at) {
+  // Never replace a good checkpoint with a diverged one.
+  for (auto [tree, prefix] : {std::pair{&params, "params."}, {&state, "state."}, {&opt, "opt."}})
+    if (std::string bad = firstNonFinite(*tree, prefix); !bad.empty())
+      throw spmd::Error("after step " + std::to_string(at.step) + " tensor '" + bad +
+                        "' holds NaN or infinity, so " + path +
+                        " was not overwritten; the run diverged (lower --lr, or run with "
+                        "SPMD_DEBUG_NANS=1 to find the op that made the first NaN)");
+  spmd::io::Checkpoint c;
+  spmd::io::addTree(c, "params.", params);
+  spmd::io::addTree(c, "state.", state);
+  spmd::io::addTree(c, "opt.", opt);
+  c.metadata = runIdentity(f);
+  c.metadata.insert({{"format", kFormat}, {"devices", layout}, {"threads_per_replica", std::to_string(threads)},
+                     {"epoch", std::to_string(at.epoch)}, {"batch_in_epoch", std::to_string(at.batch)},
+                     {"step", std::to_string(at.step)}, {"epoch_loss_sum", exact(at.lossSum)},
+                     {"epoch_correct", std::to_string(at.correct)}, {"epoch_seen", std::to_string(at.seen)},
+                     {"epoch_batches", std::to_string(at.batches)}, {"epoch_seconds", exact(at.seconds)},
+                     {"epoch_data_wait", exact(at.dataWait)}, {"metrics_csv", at.csv}});
+  spmd::io::saveSafetensors(path, c);
+}
+
+Resumed loadCheckpoint(const Flags& f, Tree& params, Tree& state, Tree& opt) {
+  Resumed r;
+  Position& at = r.at;
+  std::string path = f.resume;
+  if (std::filesystem::is_directory(path)) path = (std::filesystem::path(path) / "checkpoint.safetensors").string();
+  spmd::io::Checkpoint c = spmd::io::loadSafetensors(path);
+  if (c.metadata["format"] != kFormat)
+    throw spmd::Error(path + ": not a checkpoint of this sample (format '" + c.metadata["format"] +
+                      "', expected '" + kFormat + "')");
+  for (const auto& [key, value] : runIdentity(f))
+    if (c.metadata[key] != value)
+      throw spmd::Error(path + ": the checkpoint was trained with --" + key + " " + c.metadata[key] +
+                        " but this run has " + value + "; pass the same flags to resume it");
+  params = spmd::io::readTree(c, "params.", params, path, "was it written with another --width?");
+  state = spmd::io::readTree(c, "state.", state, path, "was it written with another --width?");
+  opt = spmd::io::readTree(c, "opt.", opt, path, "was it written with another --width or --optimizer?");
+  at.epoch = metaNumber<int64_t>(c, "epoch", path);
+  at.batch = metaNumber<int64_t>(c, "batch_in_epoch", path);
+  at.step = metaNumber<int64_t>(c, "step", path);
+  at.correct = metaNumber<int64_t>(c, "epoch_correct", path);
+  at.seen = metaNumber<int64_t>(c, "epoch_seen", path);
+  at.batches = metaNumber<int64_t>(c, "epoch_batches", path);
+  at.lossSum = metaNumber<double>(c, "epoch_loss_sum", path);
+  at.seconds = metaNumber<double>(c, "epoch_seconds", path);
+  at.dataWait = metaNumber<double>(c, "epoch_data_wait", path);
+  at.csv = c.metadata["metrics_csv"];
+  r.layout = c.metadata["devices"];
+  r.threads = c.metadata["threads_per_replica"];
+  r.path = path;
+  return r;
+}
+
+}  // namespace sample
