@@ -1,10 +1,11 @@
 // The Program contract's catalog, the facts the compiler writes and every runtime layer reads,
 // free of MLIR (IREE's compiler and runtime share only such a schema): the ops a Program's steps
-// may name, and the reduction kinds of the collectives. The blocked layouts are in Layouts.h
+// may name, their attributes, and the reduction kinds of the collectives. The blocked layouts are in Layouts.h
 // beside it. The dialect mirrors the reductions as an ODS enum (ir/SpmdEnums.td), and
 // OpCoverageTest checks that both spell them alike.
 #pragma once
 
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -28,6 +29,19 @@ namespace spmd::runtime {
 
 // Whether `op` is one of SPMD_PROGRAM_OPS.
 bool isProgramOp(std::string_view op);
+
+// The attributes a step of each op carries, by name and kind (the dialect's ODS arguments, which
+// OpCoverageTest checks this against; `fused` steps get their `body` from lowering). An
+// optional one (a flag) reads as false when absent. checkProgram holds every step to it.
+enum class AttrKind { Int, Ints, Real, Flag, Text };
+struct AttrSpec {
+  std::string_view name;
+  AttrKind kind;
+  bool required = true;
+};
+// `op`'s attributes (empty for an op without any, the elementwise ones among them).
+std::span<const AttrSpec> programAttributes(std::string_view op);
+const char* attrKindName(AttrKind kind);
 
 // How a collective combines the replicas (the `reduction` attribute of all_reduce steps;
 // reduce_scatter sums), spelled "sum", "mean", "max", "min"; parseReduction throws naming the

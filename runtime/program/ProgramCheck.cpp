@@ -24,6 +24,39 @@ int elementwiseArity(const std::string& op) {
   return it == arity.end() ? 0 : it->second;
 }
 
+// The kind an attribute value has (Attr's alternatives in order: bool, int64, double, ints, string).
+AttrKind kindOf(const Attr& value) {
+  constexpr AttrKind kinds[] = {AttrKind::Flag, AttrKind::Int, AttrKind::Real, AttrKind::Ints, AttrKind::Text};
+  return kinds[value.index()];
+}
+
+// The step's attributes against the catalog's: each one the op has, of its kind, and no other;
+// a reduction one of the known kinds.
+void checkAttributes(const Step& step, const std::string& where) {
+  std::span<const AttrSpec> specs = programAttributes(step.op);
+  for (const AttrSpec& spec : specs) {
+    auto it = step.attrs.find(std::string(spec.name));
+    if (it == step.attrs.end()) {
+      if (spec.required)
+        throw Error(where + " has no attribute '" + std::string(spec.name) + "' (" + attrKindName(spec.kind) + ")");
+      continue;
+    }
+    if (kindOf(it->second) != spec.kind)
+      throw Error(where + ": attribute '" + it->first + "' is " + attrKindName(kindOf(it->second)) + ", not " +
+                  attrKindName(spec.kind));
+    if (spec.name == "reduction") try {
+        parseReduction(std::get<std::string>(it->second));
+      } catch (const Error& e) {
+        throw Error(where + ": " + e.what());
+      }
+  }
+  for (const auto& [name, value] : step.attrs) {
+    bool known = false;
+    for (const AttrSpec& spec : specs) known = known || spec.name == name;
+    if (!known) throw Error(where + " has an attribute '" + name + "' that op " + step.op + " does not take");
+  }
+}
+
 }  // namespace
 
 void checkProgram(const Program& p) {
@@ -64,17 +97,8 @@ void checkProgram(const Program& p) {
     const std::string at = "step " + std::to_string(s) + " '" + step.op + "' (" + step.where() + ")";
     if (!isProgramOp(step.op))
       throw Error(prefix + at + ": no such op in this spmd's catalog (runtime/program/Catalog.h); was the program "
-                  "written by a newer spmd?");
-    if (step.op == "all_reduce") {
-      auto it = step.attrs.find("reduction");
-      if (it == step.attrs.end() || !std::holds_alternative<std::string>(it->second))
-        throw Error(prefix + at + " has no reduction attribute (a string: sum, mean, max or min)");
-      try {
-        parseReduction(std::get<std::string>(it->second));
-      } catch (const Error& e) {
-        throw Error(prefix + at + ": " + e.what());
-      }
-    }
+                  "written by another version of spmd? compile it again");
+    checkAttributes(step, prefix + at);
     for (int id : step.inputs) {
       valid(id, at + " input");
       if (!defined[id]) throw Error(prefix + at + " reads " + buffer(id) + " before any step writes it");

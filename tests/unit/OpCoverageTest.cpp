@@ -64,6 +64,30 @@ TEST(OpCoverageTest, TheDialectAndTheProgramCatalogAgree) {
   EXPECT_EQ(size_t(ir::getMaxEnumValForReduction()) + 1, std::size(runtime::kReductions));
 }
 
+// The catalog's attributes of each op are the dialect's (ODS) attributes of the op, by name;
+// `fused` steps carry the `body` lowering writes.
+TEST(OpCoverageTest, TheCatalogsAttributesAreTheDialects) {
+  mlir::MLIRContext context;
+  context.loadDialect<ir::SpmdDialect>();
+  int checked = 0;
+  for (const std::string& op : ir::opNames()) {
+    if (kLoweredWithoutKernel.count(op)) continue;
+    std::optional<mlir::RegisteredOperationName> info = mlir::RegisteredOperationName::lookup("spmd." + op, &context);
+    ASSERT_TRUE(info.has_value()) << op;
+    std::set<std::string> dialect, catalog;
+    for (mlir::StringAttr name : info->getAttributeNames()) dialect.insert(name.str());
+    for (const runtime::AttrSpec& spec : runtime::programAttributes(op)) catalog.insert(std::string(spec.name));
+    if (op == "fused") dialect.insert("body");
+    std::string d, c;
+    for (const auto& n : dialect) d += n + " ";
+    for (const auto& n : catalog) c += n + " ";
+    EXPECT_EQ(catalog, dialect) << "op " << op << ": the catalog (runtime/program/Catalog.cpp) has [" << c
+                                << "], the dialect [" << d << "]";
+    ++checked;
+  }
+  EXPECT_GE(checked, 40);
+}
+
 TEST(OpCoverageTest, EveryOpHasAVjpRuleOrSaysItHasNone) {
   int rules = 0, marked = 0;
   for (const std::string& op : ir::opNames()) {

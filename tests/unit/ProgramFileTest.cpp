@@ -15,6 +15,7 @@
 #include "frontend/spmd.h"
 #include "runtime/device/DeviceList.h"
 #include "runtime/exec/Executor.h"
+#include "runtime/program/ProgramCheck.h"
 #include "runtime/program/ProgramFile.h"
 #include "runtime/cpu/CpuDevice.h"
 #include "runtime/exec/ReplicaGroup.h"
@@ -245,6 +246,57 @@ TEST_F(ProgramFileTest, DamagedFilesAreClearErrors) {
   EXPECT_NE(errorOf(bad).find("buffer 0 has layout nChw8c but shape [2, 12, 3, 3]"), std::string::npos)
       << errorOf(bad);
   EXPECT_NE(errorOf((dir_ / "missing.spmd").string()).find("cannot open program"), std::string::npos);
+}
+
+// Steps against the Program contract's catalog (runtime/program/Catalog.h): an op it lacks, and
+// attributes missing, of another kind, foreign to the op, or naming no reduction.
+TEST_F(ProgramFileTest, StepsOutsideTheCatalogAreClearErrors) {
+  auto errorOfStep = [](const std::string& op, std::map<std::string, runtime::Attr> attrs) {
+    runtime::Program p;
+    p.name = "steps";
+    p.axisName = "batch";
+    p.replicas = 2;
+    p.buffers = {{DType::f32, {2, 3, 4, 4}, {}}, {DType::f32, {2, 3, 4, 4}, {}}};
+    p.inputs = {0};
+    p.outputs = {1};
+    p.steps = {{op, {0}, {1}, std::move(attrs), "model.cpp:3"}};
+    try {
+      runtime::checkProgram(p);
+      return std::string("no error");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+  };
+  using V = std::vector<int64_t>;
+  const std::string at = "program @steps: step 0 ";
+  EXPECT_EQ(errorOfStep("relu", {}), "no error");
+  EXPECT_EQ(errorOfStep("conv3d", {}), at + "'conv3d' (model.cpp:3): no such op in this spmd's catalog "
+                                            "(runtime/program/Catalog.h); was the program written by another "
+                                            "version of spmd? compile it again");
+  std::map<std::string, runtime::Attr> window = {{"reduction", std::string("max")}, {"window", V{1, 1}},
+                                                 {"stride", V{1, 1}}, {"padding", V{0, 0}},
+                                                 {"dilation", V{1, 1}}, {"count_include_pad", true}};
+  EXPECT_EQ(errorOfStep("reduce_window", window), "no error");
+  auto without = window;
+  without.erase("dilation");
+  EXPECT_EQ(errorOfStep("reduce_window", without),
+            at + "'reduce_window' (model.cpp:3) has no attribute 'dilation' (a list of integers)");
+  auto mistyped = window;
+  mistyped["stride"] = int64_t{1};
+  EXPECT_EQ(errorOfStep("reduce_window", mistyped),
+            at + "'reduce_window' (model.cpp:3): attribute 'stride' is an integer, not a list of integers");
+  auto foreign = window;
+  foreign["axis"] = int64_t{1};
+  EXPECT_EQ(errorOfStep("reduce_window", foreign),
+            at + "'reduce_window' (model.cpp:3) has an attribute 'axis' that op reduce_window does not take");
+  auto prod = window;
+  prod["reduction"] = std::string("prod");
+  EXPECT_EQ(errorOfStep("reduce_window", prod),
+            at + "'reduce_window' (model.cpp:3): unknown reduction 'prod'; expected sum, mean, max or min");
+  // An optional flag may be absent (matmul's transposes), but not of another kind.
+  EXPECT_EQ(errorOfStep("matmul", {}), "no error");
+  EXPECT_EQ(errorOfStep("matmul", {{"transpose_lhs", int64_t{1}}}),
+            at + "'matmul' (model.cpp:3): attribute 'transpose_lhs' is an integer, not a boolean");
 }
 
 // The user's report: "replicas" edited from 2 to 8 crashed on cpu:8 and 4 gave wrong numbers.

@@ -90,15 +90,23 @@ TEST(TextRoundTripTest, StepsWithInfiniteAndNanConstantsCompileSaveAndRun) {
 
   runtime::Program saved = runtime::loadProgram((std::filesystem::path(f.lastDumpDir()) / "program.spmd").string());
   EXPECT_EQ(saved.toText(), f.lastProgram().toText());
-  // A float attribute of every special value survives the file.
-  runtime::Program p = saved;
+  // A float attribute of every special value survives the file: one batch_norm_infer step per
+  // value, as its epsilon (the catalog's one real-valued attribute).
+  runtime::Program p;
+  p.name = "probe";
+  p.buffers.push_back({DType::f32, {2, 3, 4, 4}, {}});
+  p.inputs = {0};
   std::vector<double> values = specialValues();
-  for (size_t i = 0; i < values.size(); ++i) p.steps[0].attrs["probe" + std::to_string(i)] = values[i];
+  for (size_t i = 0; i < values.size(); ++i) {
+    p.buffers.push_back({DType::f32, {2, 3, 4, 4}, {}});
+    p.steps.push_back({"batch_norm_infer", {0}, {int(i) + 1}, {{"epsilon", values[i]}}, "probe.cpp:1"});
+    p.outputs.push_back(int(i) + 1);
+  }
   std::string file = (dir / "probe.spmd").string();
   runtime::saveProgram(p, file);
   runtime::Program back = runtime::loadProgram(file);
   for (size_t i = 0; i < values.size(); ++i)
-    EXPECT_TRUE(sameDouble(back.steps[0].real("probe" + std::to_string(i)), values[i])) << formatReal(values[i]);
+    EXPECT_TRUE(sameDouble(back.steps[i].real("epsilon"), values[i])) << formatReal(values[i]);
   EXPECT_EQ(back.toText(), p.toText());
   std::filesystem::remove_all(dir);
 }
