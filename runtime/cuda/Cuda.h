@@ -1,5 +1,5 @@
 // Internal to runtime/cuda: error checks that name the failing call, the device of a KernelCall,
-// and the launch shape of grid-stride kernels. Included by .cpp and .cu files of the backend.
+// and launches checked against the device's limits. Included by .cpp and .cu files of the backend.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -8,6 +8,7 @@
 
 #include "runtime/device/Kernel.h"
 #include "runtime/cuda/CudaDevice.h"
+#include "runtime/kernels/Launch.h"
 
 namespace spmd::runtime::cuda {
 
@@ -27,10 +28,10 @@ inline cudaStream_t streamOf(const KernelCall& call) {
   return static_cast<cudaStream_t>(deviceOf(call).stream());
 }
 
-// Blocks for a grid-stride loop over n elements: enough to fill the GPU, no more than needed.
-inline unsigned blocksFor(int64_t n, unsigned threads = 256) {
-  int64_t blocks = (n + threads - 1) / threads;
-  return static_cast<unsigned>(blocks < 1 ? 1 : (blocks > 65535 * 8 ? 65535 * 8 : blocks));
+// `launch` checked against sm_90's limits (runtime/kernels/Launch.h) for `call`'s step.
+inline kernels::Launch checked(const kernels::Launch& launch, const KernelCall& call) {
+  kernels::checkLaunch(launch, "'" + call.step.op + "' at " + call.step.location);
+  return launch;
 }
 
 // After a launch: a bad configuration is reported at once, naming the step.

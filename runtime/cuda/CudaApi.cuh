@@ -16,7 +16,8 @@ struct CudaApi {
   template <typename F>
   static void forEach(const KernelCall& call, int64_t n, const F& f) {
     if (n <= 0) return;
-    forEachKernel<<<blocksFor(n), 256, 0, streamOf(call)>>>(n, f);
+    const kernels::Launch l = checked(kernels::gridStride("forEach", n), call);
+    forEachKernel<<<unsigned(l.blocks), l.threads, 0, streamOf(call)>>>(n, f);
     checkLaunch(call);
   }
   static void copy(const KernelCall& call, void* dst, const void* src, size_t bytes) {

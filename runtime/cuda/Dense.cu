@@ -41,7 +41,10 @@ void matmul(KernelCall& call) {
   visitFloat(a.dtype, [&](auto tag) {
     using T = decltype(tag);
     if (bias)
-      rowBiasKernel<<<blocksFor(batch * m * n), 256, 0, streamOf(call)>>>(call.in[2].as<T>(), y.as<T>(), batch * m, n);
+    {
+      const kernels::Launch l = checked(kernels::gridStride("rowBiasKernel", batch * m * n), call);
+      rowBiasKernel<<<unsigned(l.blocks), l.threads, 0, streamOf(call)>>>(call.in[2].as<T>(), y.as<T>(), batch * m, n);
+    }
     T alpha = 1, beta = bias ? 1 : 0;
     cublasOperation_t opB = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opA = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
     int ldb = tb ? int(k) : int(n), lda = ta ? int(m) : int(k);

@@ -43,8 +43,9 @@ void fused(KernelCall& call) {
   for (const TensorView& out : call.out) pointers.push_back(out.data);
   for (void*& p : pointers) args.push_back(&p);
   args.push_back(&n);
-  check(cudaLaunchKernel(reinterpret_cast<const void*>(loaded.kernel), dim3(blocksFor(n)), dim3(256), args.data(), 0,
-                         streamOf(call)),
+  const kernels::Launch l = checked(kernels::gridStride("fused", n), call);
+  check(cudaLaunchKernel(reinterpret_cast<const void*>(loaded.kernel), dim3(unsigned(l.blocks)), dim3(l.threads),
+                         args.data(), 0, streamOf(call)),
         "launch of the fused kernel of " + call.step.location);
 }
 

@@ -4,11 +4,12 @@
 // variance (cuDNN returns the inverse standard deviation and updates running stats itself).
 #include "runtime/cuda/Cuda.h"
 #include "runtime/cuda/Kernels.h"
+#include "runtime/cuda/NormLaunch.h"
 
 namespace spmd::runtime::cuda {
 namespace {
 
-constexpr int kThreads = 256;
+constexpr int kThreads = kNormThreads;
 
 struct Layout {
   long long outer, channels, inner;  // x viewed as [N, C, H*W]
@@ -116,9 +117,11 @@ void batch_norm_train(KernelCall& call) {
   auto s = streamOf(call);
   visitFloat(call.in[0].dtype, [&](auto tag) {
     using T = decltype(tag);
-    statsKernel<<<l.channels, kThreads, 0, s>>>(call.in[0].as<T>(), call.out[1].as<T>(), call.out[2].as<T>(), l,
-                                                 stats, stats + l.channels);
-    applyKernel<<<blocksFor(call.in[0].numel()), 256, 0, s>>>(call.in[0].as<T>(), call.out[0].as<T>(),
+    const kernels::Launch channel = checked(normChannelLaunch("statsKernel", l.channels, l.outer * l.inner), call);
+    const kernels::Launch apply = checked(kernels::gridStride("applyKernel", call.in[0].numel()), call);
+    statsKernel<<<unsigned(channel.blocks), channel.threads, 0, s>>>(call.in[0].as<T>(), call.out[1].as<T>(),
+                                                                   call.out[2].as<T>(), l, stats, stats + l.channels);
+    applyKernel<<<unsigned(apply.blocks), apply.threads, 0, s>>>(call.in[0].as<T>(), call.out[0].as<T>(),
                                                               call.in[1].as<T>(), call.in[2].as<T>(),
                                                               (const double*)stats, (const double*)stats + l.channels, eps, l);
   });
@@ -130,7 +133,8 @@ void batch_norm_infer(KernelCall& call) {
   Layout l = layoutOf(call.in[0]);
   visitFloat(call.in[0].dtype, [&](auto tag) {
     using T = decltype(tag);
-    applyKernel<<<blocksFor(call.in[0].numel()), 256, 0, streamOf(call)>>>(
+    const kernels::Launch apply = checked(kernels::gridStride("applyKernel", call.in[0].numel()), call);
+    applyKernel<<<unsigned(apply.blocks), apply.threads, 0, streamOf(call)>>>(
         call.in[0].as<T>(), call.out[0].as<T>(), call.in[1].as<T>(), call.in[2].as<T>(), call.in[3].as<T>(),
         call.in[4].as<T>(), call.step.real("epsilon"), l);
   });
@@ -147,10 +151,12 @@ void batch_norm_train_backward(KernelCall& call) {
     using T = decltype(tag);
     const T *dy = call.in[0].as<T>(), *x = call.in[1].as<T>(), *scale = call.in[2].as<T>();
     const T *mean = call.in[3].as<T>(), *var = call.in[4].as<T>();
-    backwardSumsKernel<<<l.channels, kThreads, 0, s>>>(dy, x, mean, var, eps, l, call.out[1].as<T>(),
-                                                        call.out[2].as<T>(), sums);
-    backwardApplyKernel<<<blocksFor(call.in[0].numel()), 256, 0, s>>>(dy, x, scale, mean, var, eps, l, sums,
-                                                                      call.out[0].as<T>());
+    const kernels::Launch reduce = checked(normChannelLaunch("backwardSumsKernel", l.channels, l.outer * l.inner), call);
+    const kernels::Launch apply = checked(kernels::gridStride("backwardApplyKernel", call.in[0].numel()), call);
+    backwardSumsKernel<<<unsigned(reduce.blocks), reduce.threads, 0, s>>>(dy, x, mean, var, eps, l, call.out[1].as<T>(),
+                                                                          call.out[2].as<T>(), sums);
+    backwardApplyKernel<<<unsigned(apply.blocks), apply.threads, 0, s>>>(dy, x, scale, mean, var, eps, l, sums,
+                                                                         call.out[0].as<T>());
   });
   checkLaunch(call);
 }

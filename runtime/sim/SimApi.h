@@ -5,6 +5,7 @@
 
 #include <cstring>
 
+#include "runtime/kernels/Launch.h"
 #include "runtime/sim/SimDevice.h"
 
 namespace spmd::runtime::sim {
@@ -21,6 +22,8 @@ struct SimApi {
   template <typename F>
   static void forEach(const KernelCall& call, int64_t n, const F& f) {
     if (n <= 0) return;
+    // The geometry the CUDA backend launches this loop with, checked as it is there.
+    kernels::checkLaunch(kernels::gridStride("forEach", n), stepName(call));
     deviceOf(call).enqueue(stepName(call), [f, n] {
       for (int64_t i = 0; i < n; ++i) f(i);
     });
