@@ -66,6 +66,8 @@ void CompileLog::beginCompile(const std::string& signature, const std::string& w
                               const std::vector<std::string>& names) {
   lastReason_ = explain(lastSignature_, signature, names);
   compilingSignature_ = signature;
+  compileStart_ = std::chrono::steady_clock::now();
+  compiling_ = true;
   if (runtime::envSwitch("SPMD_LOG_COMPILES").value_or(false))
     std::fprintf(stderr, "spmd: compiling %s (%s)\n", what.c_str(), lastReason_.c_str());
 }

@@ -4,6 +4,7 @@
 // (count, reason, the last traced IR and Program), exposed to users by CompiledFunction.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -32,6 +33,7 @@ class CompileLog {
   const std::string& lastProgramText() const { return lastProgramText_; }
   const runtime::Program& lastProgram() const { return lastProgram_; }
   const std::string& lastDumpDir() const { return lastDumpDir_; }
+  double lastCompileSeconds() const { return lastCompileSeconds_; }
 
  protected:
   // `signature` is not cached: records why (and prints it under SPMD_LOG_COMPILES).
@@ -40,12 +42,21 @@ class CompileLog {
   runtime::Program compileTrace(Trace& trace, const CompileOptions& options, const std::string& name);
   // Every call, after the cache lookup: the signature the next recompile is compared with.
   void called(const std::string& signature) { lastSignature_ = signature; }
+  // After the call that compiled has run its first step: the time since beginCompile.
+  void firstStepDone() {
+    if (compiling_)
+      lastCompileSeconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - compileStart_).count();
+    compiling_ = false;
+  }
 
  private:
   std::string lastSignature_, lastReason_, lastTracedIr_, lastProgramText_, lastDumpDir_;
   std::string compilingSignature_;  // beginCompile's, for the dump directory's name
   runtime::Program lastProgram_;
   int compileCount_ = 0;
+  std::chrono::steady_clock::time_point compileStart_;
+  bool compiling_ = false;
+  double lastCompileSeconds_ = 0;
 };
 
 // The user-facing accessors of a jitted or pmapped function, forwarded to its core.
@@ -62,6 +73,10 @@ class CompiledFunction {
   // Where the last compilation wrote its IR dumps (options' dumpDir or SPMD_DUMP_IR, then
   // "<name>-<hash>/"); empty when dumps are off.
   const std::string& lastDumpDir() const { return core_->lastDumpDir(); }
+  // Seconds from the start of the call that last compiled to its first finished step: trace,
+  // passes, lowering, the replica group, and the first run, which prepares the kernels (oneDNN
+  // primitives, NVRTC modules). What a user waits for before training starts.
+  double lastCompileSeconds() const { return core_->lastCompileSeconds(); }
 
  protected:
   explicit CompiledFunction(std::shared_ptr<Core> core) : core_(std::move(core)) {}

@@ -332,6 +332,7 @@ std::pair<std::vector<Tensor>, std::shared_ptr<void>> PmapCore::call(
 
   std::vector<Tensor> results = entry.micro ? runAccumulated(entry, leaves, axes, local, argumentLeaves)
                                             : run(entry, leaves, axes, local, argumentLeaves);
+  firstStepDone();
   if (o.driftCheckEvery > 0 && ++entry.calls % o.driftCheckEvery == 0) {
     std::vector<std::pair<std::string, Tensor>> replicatedOutputs;
     for (size_t k = 0; k < results.size(); ++k)

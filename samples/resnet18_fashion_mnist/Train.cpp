@@ -70,6 +70,7 @@ struct Run {
   int threads = 0;
   int64_t devices = 0, evalBatch = 0;
   std::string checkpoint, csvPath, pngPath;
+  bool compileReported = false;  // the train step's compile time is printed after its first step
 
   explicit Run(const Flags& flags);
   void resume();
@@ -238,6 +239,12 @@ bool Run::trainEpoch(Step& step) {
                         "to find the op that made the first NaN");
     }
     params = p2, opt = o2, state = s2;
+    if (lead && !compileReported) {
+      std::printf("train_step: compiled and ran its first step in %.2f s (trace, passes, lowering, kernels)\n",
+                  step.lastCompileSeconds());
+      std::fflush(stdout);
+      compileReported = true;
+    }
     at.lossSum += stepLoss;
     auto predicted = predictions.array().values<int32_t>();
     auto labels = batch->labels().values<int32_t>();
@@ -339,6 +346,7 @@ double train(const Flags& f) {
   // fails before training rather than after the first epoch.
   evaluate(run.params, run.state, Array::zeros(spmd::DType::f32, {run.evalBatch / run.processes, 1, 28, 28}),
            Array::zeros(spmd::DType::i32, {run.evalBatch / run.processes}));
+  if (run.lead) std::printf("eval_step: compiled and ran its first step in %.2f s\n", evaluate.lastCompileSeconds());
   double lastAccuracy = 0;
   if (run.at.epoch >= f.epochs) {
     if (run.lead)
