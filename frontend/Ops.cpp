@@ -173,6 +173,7 @@ Tensor sqrt(const Tensor& x, Loc loc) { return unary<ir::SqrtOp>(x, "sqrt", loc)
 Tensor relu(const Tensor& x, Loc loc) { return unary<ir::ReluOp>(x, "relu", loc); }
 Tensor tanh(const Tensor& x, Loc loc) { return unary<ir::TanhOp>(x, "tanh", loc); }
 Tensor sigmoid(const Tensor& x, Loc loc) { return unary<ir::SigmoidOp>(x, "sigmoid", loc); }
+Tensor abs(const Tensor& x, Loc loc) { return unary<ir::AbsOp>(x, "abs", loc); }
 Tensor gelu(const Tensor& x, Loc loc) { return unary<ir::GeluOp>(x, "gelu", loc); }
 
 Tensor fill(const Tensor& like, double value, Loc loc) {

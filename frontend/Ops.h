@@ -76,6 +76,8 @@ Tensor sqrt(const Tensor& x, Loc loc = Loc::current());
 Tensor relu(const Tensor& x, Loc loc = Loc::current());
 Tensor tanh(const Tensor& x, Loc loc = Loc::current());
 Tensor sigmoid(const Tensor& x, Loc loc = Loc::current());
+// |x| (+0 at -0); its gradient is sign(x), 0 at 0, as torch.abs.
+Tensor abs(const Tensor& x, Loc loc = Loc::current());
 // The exact GELU, x * Phi(x) (torch.nn.functional.gelu's default, jax.nn.gelu(approximate=False)).
 Tensor gelu(const Tensor& x, Loc loc = Loc::current());
 // A scalar as a tensor of x's dtype and shape (a splat constant).

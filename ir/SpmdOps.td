@@ -168,6 +168,7 @@ def Spmd_SqrtOp : Spmd_UnaryOp<"sqrt">;
 def Spmd_ReluOp : Spmd_UnaryOp<"relu">;
 def Spmd_TanhOp : Spmd_UnaryOp<"tanh">;
 def Spmd_SigmoidOp : Spmd_UnaryOp<"sigmoid">;
+def Spmd_AbsOp : Spmd_UnaryOp<"abs">;
 def Spmd_GeluOp : Spmd_UnaryOp<"gelu">;  // exact: x * Phi(x), as torch.nn.functional.gelu
 
 // Comparisons: 1 where the relation holds, else 0, in the operands' float type (a mask to

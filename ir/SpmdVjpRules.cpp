@@ -235,6 +235,14 @@ LogicalResult SigmoidOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads, SmallVect
   return success();
 }
 
+LogicalResult AbsOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads, SmallVectorImpl<Value>& out) {
+  Emit e{b, getLoc()};  // sign(x) dy, with sign 0 at 0 and at NaN (as torch.abs)
+  Value x = getInput(), zero = e.splat(typeOf(x), 0.0);
+  Value sign = e.sub(b.create<GreaterOp>(getLoc(), x, zero), b.create<LessOp>(getLoc(), x, zero));
+  out.push_back(e.mul(grads[0], sign));
+  return success();
+}
+
 LogicalResult GeluOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads, SmallVectorImpl<Value>& out) {
   out.push_back(b.create<GeluBackwardOp>(getLoc(), grads[0], getInput()));
   return success();

@@ -6,7 +6,7 @@
 //
 // X(name, Functor, arity, formula): `name` is the dialect op's name (and the kernel's and the
 // fused body's); `formula` is an expression of type T in `a` (and `b` for binary ops) that may use
-// the operators, T(literal), and the functions of runtime/base/Elementwise.h (nanMax, nanMin, reluOf,
+// the operators, T(literal), and the functions of runtime/base/Elementwise.h (nanMax, nanMin, reluOf, absOf,
 // reluGradOf, expOf, logOf, sqrtOf, tanhOf, sigmoidOf, geluOf, geluGradOf), so it means the same in host
 // and device code.
 // No includes: the CUDA fused-kernel generator hands this file to NVRTC as it is.
@@ -28,6 +28,7 @@
   X(relu_backward, ReluBackward, 2, reluGradOf(a, b)) /* a: result gradient, b: relu result */ \
   X(gelu_backward, GeluBackward, 2, a * geluGradOf(b)) /* a: result gradient, b: gelu input */ \
   X(neg, Neg, 1, -a)                                                                          \
+  X(abs, Abs, 1, absOf(a))                                                                    \
   X(exp, Exp, 1, expOf(a))                                                                    \
   X(log, Log, 1, logOf(a))                                                                    \
   X(sqrt, Sqrt, 1, sqrtOf(a))                                                                 \

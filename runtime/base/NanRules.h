@@ -19,6 +19,9 @@ template <typename T>
 SPMD_HOST_DEVICE inline T nanMin(T a, T b) { return (a < b || a != a) ? a : b; }
 template <typename T>
 SPMD_HOST_DEVICE inline T reluOf(T x) { return x <= T(0) ? T(0) : x; }
+// |x|, +0 for -0 (x + 0 rounds -0 to +0) and NaN for NaN, as torch.abs.
+template <typename T>
+SPMD_HOST_DEVICE inline T absOf(T x) { return x < T(0) ? -x : x + T(0); }
 template <typename T>
 SPMD_HOST_DEVICE inline T reluGradOf(T dy, T y) { return y <= T(0) ? T(0) : dy; }
 // Whether `v` replaces the best value so far in an argmax scan (the first NaN stays).

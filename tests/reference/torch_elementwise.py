@@ -14,7 +14,8 @@ from torch.nn import functional as F
 from exchange import read, write
 
 UNARY = {"exp": torch.exp, "log": torch.log, "sqrt": torch.sqrt, "tanh": torch.tanh,
-         "sigmoid": torch.sigmoid, "gelu": F.gelu, "relu": torch.relu, "neg": torch.neg}
+         "sigmoid": torch.sigmoid, "gelu": F.gelu, "relu": torch.relu, "neg": torch.neg,
+         "abs": torch.abs}
 BINARY = {"div": torch.div, "maximum": torch.maximum, "minimum": torch.minimum}
 
 
