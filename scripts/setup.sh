@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   cmake ninja-build ccache g++ pkg-config
   llvm-19-dev libmlir-19-dev mlir-19-tools llvm-19-tools libzstd-dev
-  libdnnl-dev zlib1g-dev libgtest-dev libgmock-dev libbenchmark-dev
+  libdnnl-dev zlib1g-dev libboost-context-dev libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev gnuplot-nox dataset-fashion-mnist python3 python3-torch
   clang libclang-rt-dev util-linux
   libopenmpi-dev openmpi-bin iproute2 graphviz

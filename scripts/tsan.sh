@@ -18,5 +18,5 @@ cmake --build "$build" --target spmd_threaded_tests --parallel "${JOBS:-$(nproc)
 export OMP_NUM_THREADS=1 DNNL_PRIMITIVE_CACHE_CAPACITY=0 ONEDNN_PRIMITIVE_CACHE_CAPACITY=0
 export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 ${TSAN_OPTIONS:-}"
 "$build/tests/spmd_threaded_tests" \
-  --gtest_filter='Pmap*:*SpmdEquivalence*:Communicator*:CollectiveGradCheck*:Loader*:Concurrency*:*Conformance*:SimDevice*'
+  --gtest_filter='Pmap*:*SpmdEquivalence*:Communicator*:CollectiveGradCheck*:Loader*:Concurrency*:*Conformance*:SimDevice*:BlockEmulator*'
 echo "ThreadSanitizer: threaded tests clean"

@@ -1,7 +1,7 @@
 // The elementwise ops of runtime/base/ElementwiseTable.h as functors, one per row:
 // ew::Exp::apply(a, b) evaluates the row's formula in T (b is ignored by unary ops). The same
 // text compiles on the host (reference and CPU kernels, the simulator), with nvcc (CUDA kernels)
-// and with NVRTC (generated fused kernels, runtime/cuda/FusedSource.cpp embeds this file, the
+// and with NVRTC (generated fused kernels, runtime/kernels/FusedSource.cpp embeds this file, the
 // table and NanRules.h), so a formula cannot differ between backends.
 #pragma once
 

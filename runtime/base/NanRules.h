@@ -2,7 +2,7 @@
 // NaN operand; relu's gradient passes the incoming gradient where the result is NaN (PyTorch's
 // threshold_backward); argmax returns the index of the first NaN along the axis when there is
 // one (numpy, PyTorch and JAX agree). Written once, used by the reference, CPU and CUDA kernels;
-// the CUDA fused-kernel generator emits the same expressions (runtime/cuda/FusedSource.cpp).
+// the CUDA fused-kernel generator emits the same expressions (runtime/kernels/FusedSource.cpp).
 #pragma once
 
 #if defined(__CUDACC__)

@@ -12,12 +12,41 @@ __global__ void forEachKernel(long long n, F f) {
     f(i);
 }
 
+// A thread's view of its block for the library's block kernels (the simulator's SimBlock offers
+// the same, runtime/sim/BlockEmulator.h).
+struct GpuBlock {
+#ifdef __CUDA_ARCH__
+  __device__ int thread() const { return int(threadIdx.x); }
+  __device__ long long block() const { return blockIdx.x; }
+  __device__ int blockSize() const { return int(blockDim.x); }
+  __device__ long long gridSize() const { return gridDim.x; }
+  __device__ void sync() const { __syncthreads(); }
+  template <typename T>
+  __device__ T* shared() const {
+    extern __shared__ double dynamicShared[];  // the launch's dynamic shared memory, 8-byte aligned
+    return reinterpret_cast<T*>(dynamicShared);
+  }
+#endif
+};
+
+template <typename F>
+__global__ void blockKernel(F f) {
+  GpuBlock b;
+  f(b);
+}
+
 struct CudaApi {
   template <typename F>
   static void forEach(const KernelCall& call, int64_t n, const F& f) {
     if (n <= 0) return;
     const kernels::Launch l = checked(kernels::gridStride("forEach", n), call);
     forEachKernel<<<unsigned(l.blocks), l.threads, 0, streamOf(call)>>>(n, f);
+    checkLaunch(call);
+  }
+  template <typename F>
+  static void forBlocks(const KernelCall& call, const kernels::Launch& launch, const F& f) {
+    const kernels::Launch l = checked(launch, call);
+    blockKernel<<<unsigned(l.blocks), l.threads, l.dynamicShared, streamOf(call)>>>(f);
     checkLaunch(call);
   }
   static void copy(const KernelCall& call, void* dst, const void* src, size_t bytes) {

@@ -1,22 +1,16 @@
 // CUDA matmul, 2-D or batched, through cuBLAS (row-major operands passed as column-major transposes; f32 in
 // full precision unless SPMD_ALLOW_TF32=1, f64 with DGEMM), bias added by the GEMM's beta over a
-// broadcast of the bias rows.
+// broadcast of the bias rows (runtime/kernels/Dense.h).
 #include <cublas_v2.h>
 
 #include <cstdlib>
 
-#include "runtime/cuda/Cuda.h"
+#include "runtime/cuda/CudaApi.cuh"
 #include "runtime/cuda/Kernels.h"
+#include "runtime/kernels/Dense.h"
 
 namespace spmd::runtime::cuda {
 namespace {
-
-template <typename T>
-__global__ void rowBiasKernel(const T* __restrict__ bias, T* __restrict__ y, long long rows, long long cols) {
-  long long n = rows * cols;
-  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
-    y[i] = bias[i % cols];
-}
 
 void checkBlas(cublasStatus_t status, const KernelCall& call) {
   if (status != CUBLAS_STATUS_SUCCESS)
@@ -40,11 +34,7 @@ void matmul(KernelCall& call) {
   bool bias = call.in.size() > 2;
   visitFloat(a.dtype, [&](auto tag) {
     using T = decltype(tag);
-    if (bias)
-    {
-      const kernels::Launch l = checked(kernels::gridStride("rowBiasKernel", batch * m * n), call);
-      rowBiasKernel<<<unsigned(l.blocks), l.threads, 0, streamOf(call)>>>(call.in[2].as<T>(), y.as<T>(), batch * m, n);
-    }
+    if (bias) CudaApi::forEach(call, batch * m * n, kernels::RowBiasFn<T>{call.in[2].as<T>(), y.as<T>(), n});
     T alpha = 1, beta = bias ? 1 : 0;
     cublasOperation_t opB = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opA = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
     int ldb = tb ? int(k) : int(n), lda = ta ? int(m) : int(k);

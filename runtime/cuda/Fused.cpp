@@ -6,7 +6,7 @@
 
 #include "runtime/program/FusedBody.h"
 #include "runtime/cuda/Cuda.h"
-#include "runtime/cuda/FusedSource.h"
+#include "runtime/kernels/FusedSource.h"
 #include "runtime/cuda/Kernels.h"
 #include "runtime/cuda/Nvrtc.h"
 
@@ -28,12 +28,12 @@ void fused(KernelCall& call) {
     FusedBody body = FusedBody::parse(call.step.text("body"));
     std::vector<std::vector<int64_t>> inputs;
     for (const TensorView& in : call.in) inputs.emplace_back(in.shape.begin(), in.shape.end());
-    std::string source = fusedKernelSource(body, call.out[0].dtype, inputs, call.out[0].shape, call.out.size());
+    std::string source = kernels::fusedKernelSource(body, call.out[0].dtype, inputs, call.out[0].shape, call.out.size());
     std::string binary = compileCuda(source, deviceOf(call).arch());
     auto loaded = std::make_shared<Loaded>();
     check(cudaLibraryLoadData(&loaded->library, binary.data(), nullptr, nullptr, 0, nullptr, nullptr, 0),
           "loading the fused kernel of " + call.step.location);
-    check(cudaLibraryGetKernel(&loaded->kernel, loaded->library, kFusedKernelName), "fused kernel lookup");
+    check(cudaLibraryGetKernel(&loaded->kernel, loaded->library, kernels::kFusedKernelName), "fused kernel lookup");
     call.cache = loaded;
   }
   auto& loaded = *static_cast<Loaded*>(call.cache.get());

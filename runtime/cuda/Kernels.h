@@ -10,9 +10,6 @@
   X(conv2d_backward_data, "cuDNN convolution backward (cuda/Conv.cpp)")    \
   X(conv2d_backward_filter, "cuDNN convolution backward (cuda/Conv.cpp)")  \
   X(matmul, "cuBLAS (cuda/Dense.cu)")                                      \
-  X(batch_norm_train, "block reductions (cuda/Norm.cu)")                   \
-  X(batch_norm_infer, "block reductions (cuda/Norm.cu)")                   \
-  X(batch_norm_train_backward, "block reductions (cuda/Norm.cu)")          \
   X(fused, "NVRTC-compiled fused kernels (cuda/Fused.cpp)")                \
   X(relayout, "refuses: cuda keeps every tensor plain (cuda/KernelTable.cpp)")
 

@@ -7,6 +7,9 @@
 
 namespace spmd::runtime::cuda {
 
-void addLibrary(KernelTable& table) { kernels::addLibrary<CudaApi>(table, "kernel library on the GPU (runtime/kernels)"); }
+void addLibrary(KernelTable& table) {
+  kernels::addLibrary<CudaApi>(table, "kernel library on the GPU (runtime/kernels)");
+  kernels::addBlockLibrary<CudaApi>(table, "kernel library's block kernels on the GPU (runtime/kernels)");
+}
 
 }  // namespace spmd::runtime::cuda

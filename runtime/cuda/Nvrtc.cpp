@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "runtime/base/Error.h"
+#include "runtime/base/KernelCache.h"
 
 namespace spmd::runtime::cuda {
 namespace {
@@ -20,12 +21,6 @@ namespace {
 void check(nvrtcResult result, const char* what) {
   if (result != NVRTC_SUCCESS)
     throw Error(std::string("NVRTC ") + what + " failed: " + nvrtcGetErrorString(result));
-}
-
-std::filesystem::path cacheDir() {
-  if (const char* dir = std::getenv("SPMD_KERNEL_CACHE")) return dir;
-  const char* home = std::getenv("HOME");
-  return std::filesystem::path(home ? home : "/tmp") / ".cache" / "spmd" / "kernels";
 }
 
 }  // namespace
@@ -46,7 +41,7 @@ std::string compileCuda(const std::string& source, const std::string& arch) {
   const bool ptx = arch.rfind("compute_", 0) == 0;
   std::ostringstream hash;
   hash << std::hex << std::hash<std::string>()(source + "\n" + arch + "\n" + nvrtcVersionString());
-  std::filesystem::path file = cacheDir() / (hash.str() + (ptx ? ".ptx" : ".cubin"));
+  std::filesystem::path file = kernelCacheDir() / (hash.str() + (ptx ? ".ptx" : ".cubin"));
   if (std::ifstream cached{file, std::ios::binary}) {
     std::string binary((std::istreambuf_iterator<char>(cached)), {});
     if (!binary.empty()) return memory[key] = binary;

@@ -3,6 +3,10 @@
 // compiles for the GPU (runtime/cuda/CudaApi.cuh) and the host compiler for the simulator's
 // stream thread (runtime/sim/SimApi.h). An Api provides, for one KernelCall's device:
 //   forEach(call, n, f)             f(i) for i in [0, n), queued on the device's stream
+//   forBlocks(call, launch, f)      (CUDA and sim only) f(block) on every thread of every block
+//                                   of `launch`, queued; a Block offers thread(), block(),
+//                                   blockSize(), gridSize(), sync() (__syncthreads) and
+//                                   shared<T>() (the launch's dynamic shared memory as T[])
 //   copy(call, dst, src, bytes)     device to device, queued
 //   zero(call, dst, bytes)          queued
 //   toHost(call, dst, src, bytes)   waits for the stream, then copies to host memory

@@ -4,7 +4,8 @@
 // thread (runtime/cpu/HostLoop.h). A backend's kernel table is addLibrary<Api> followed by its
 // own kernels for the ops it serves better (oneDNN on the CPU, cuDNN and cuBLAS on CUDA), so a new
 // family of kernels is one header here and one line in SPMD_LIBRARY_FAMILIES, and no backend file
-// changes. `spmd-run --kernels BACKEND` prints which code serves each op.
+// changes. Block kernels (shared memory and barriers) go to the Apis that run blocks
+// (addBlockLibrary). `spmd-run --kernels BACKEND` prints which code serves each op.
 #pragma once
 
 #include <string_view>
@@ -14,6 +15,7 @@
 #include "runtime/kernels/Elementwise.h"
 #include "runtime/kernels/Embedding.h"
 #include "runtime/kernels/Loss.h"
+#include "runtime/kernels/Norm.h"
 #include "runtime/kernels/Random.h"
 #include "runtime/kernels/Reduce.h"
 #include "runtime/kernels/Shape.h"
@@ -42,6 +44,14 @@ void addLibrary(KernelTable& table, std::string_view source) {
   table[#name] = Kernel{&kernels::elementwise<Api, ew::Functor>, source};
   SPMD_ELEMENTWISE_OPS(SPMD_LIBRARY_ELEMENTWISE)
 #undef SPMD_LIBRARY_ELEMENTWISE
+}
+
+// Enters the library's block kernels (SPMD_LIBRARY_BLOCK_OPS), for an Api with forBlocks.
+template <class Api>
+void addBlockLibrary(KernelTable& table, std::string_view source) {
+#define SPMD_LIBRARY_ENTRY(name) table[#name] = Kernel{&kernels::name<Api>, source};
+  SPMD_LIBRARY_BLOCK_OPS(SPMD_LIBRARY_ENTRY)
+#undef SPMD_LIBRARY_ENTRY
 }
 
 }  // namespace spmd::runtime::kernels

@@ -1,11 +1,15 @@
 // The simulator's Api for the kernel library (runtime/kernels/Common.h): the same
-// functors the CUDA backend launches as grid-stride kernels run here as loops on the device's
-// stream thread; copies are queued on it like cudaMemcpyAsync.
+// functors the CUDA backend launches run here on the device's stream thread with the geometry
+// the GPU would get: grid-stride loops visit their (block, thread) pairs in a seeded random
+// order, block kernels run as emulated blocks with barriers and checked shared memory
+// (runtime/sim/BlockEmulator.h); copies are queued on the stream like cudaMemcpyAsync.
 #pragma once
 
 #include <cstring>
 
 #include "runtime/kernels/Launch.h"
+#include "runtime/sim/BlockEmulator.h"
+#include "runtime/sim/Coverage.h"
 #include "runtime/sim/SimDevice.h"
 
 namespace spmd::runtime::sim {
@@ -23,17 +27,39 @@ struct SimApi {
   static void forEach(const KernelCall& call, int64_t n, const F& f) {
     if (n <= 0) return;
     // The geometry the CUDA backend launches this loop with, checked as it is there.
-    kernels::checkLaunch(kernels::gridStride("forEach", n), stepName(call));
-    deviceOf(call).enqueue(stepName(call), [f, n] {
-      for (int64_t i = 0; i < n; ++i) f(i);
+    const kernels::Launch l = kernels::gridStride("forEach", n);
+    kernels::checkLaunch(l, stepName(call));
+    deviceOf(call).enqueue(stepName(call), [f, n, l, op = call.step.op] {
+      recordExecutedOp(op);
+      const GridOrder order = gridStrideOrder(l);
+      const int64_t grid = l.blocks * l.threads;
+      for (int64_t b : order.blocks)
+        for (int t : order.threads)
+          for (int64_t i = b * l.threads + t; i < n; i += grid) f(i);
+    });
+  }
+  // A block kernel: f(block) on every thread of every block of `launch`.
+  template <typename F>
+  static void forBlocks(const KernelCall& call, const kernels::Launch& launch, const F& f) {
+    const std::string where = stepName(call);
+    kernels::checkLaunch(launch, where);
+    deviceOf(call).enqueue(where, [f, launch, where, op = call.step.op] {
+      recordExecutedOp(op);
+      runBlocks(launch, where, [&f](SimBlock& b) { f(b); });
     });
   }
   static void copy(const KernelCall& call, void* dst, const void* src, size_t bytes) {
     if (dst != src && bytes)
-      deviceOf(call).enqueue(stepName(call), [dst, src, bytes] { std::memcpy(dst, src, bytes); });
+      deviceOf(call).enqueue(stepName(call), [dst, src, bytes, op = call.step.op] {
+        recordExecutedOp(op);
+        std::memcpy(dst, src, bytes);
+      });
   }
   static void zero(const KernelCall& call, void* dst, size_t bytes) {
-    deviceOf(call).enqueue(stepName(call), [dst, bytes] { std::memset(dst, 0, bytes); });
+    deviceOf(call).enqueue(stepName(call), [dst, bytes, op = call.step.op] {
+      recordExecutedOp(op);
+      std::memset(dst, 0, bytes);
+    });
   }
   static void toHost(const KernelCall& call, void* dst, const void* src, size_t bytes) {
     deviceOf(call).copyToHost(static_cast<std::byte*>(dst), static_cast<const std::byte*>(src), bytes);
@@ -45,5 +71,8 @@ struct SimApi {
   // No device library runs on the simulated device (its communicators offer no DeviceCollectives).
   static void* nativeStream(const KernelCall&) { return nullptr; }
 };
+
+// The simulator's own kernel for generated code (runtime/sim/Fused.cpp).
+void fused(KernelCall& call);
 
 }  // namespace spmd::runtime::sim

@@ -1,30 +1,63 @@
 // The simulator's kernel table: the kernel library through SimApi (the CUDA backend's own kernel
-// code, run on the device's stream thread), then, for the ops the GPU hands to a library (cuDNN
-// convolutions, cuBLAS matmul) or to code that needs a real GPU (block-wide BatchNorm reductions,
-// NVRTC-compiled fused kernels), the CPU backend's kernel queued on the stream thread, as the GPU
-// would run its library call on its stream.
+// code, block kernels included, run on the device's stream thread), then, for the ops the GPU
+// hands to a library (cuDNN convolutions, cuBLAS matmul), the CPU backend's kernel queued on the
+// stream thread, as the GPU would run its library call on its stream; a matmul's bias goes
+// through the CUDA backend's own kernel, as there, and fused steps run the CUDA backend's
+// generated kernels built for the host (sim/Fused.cpp).
 #include "runtime/cpu/CpuDevice.h"
+#include "runtime/kernels/Dense.h"
 #include "runtime/kernels/Library.h"
 #include "runtime/sim/SimApi.h"
 namespace spmd::runtime::sim {
 namespace {
 
-// The CPU kernel of the call's op, queued with copies of the call's views.
-template <const char* Op>
-void onStream(KernelCall& call) {
-  static const KernelFn cpu = cpuKernels().at(Op).fn;
-  std::vector<TensorView> in(call.in.begin(), call.in.end()), out(call.out.begin(), call.out.end());
+// `cpu` run on the stream thread with copies of the views, its cache in `cache` (a slot the
+// executor keeps for this step, which outlives the run).
+void queueCpu(KernelCall& call, KernelFn cpu, std::vector<TensorView> in, std::vector<TensorView> out,
+              std::shared_ptr<void>* cache) {
   const Step* step = &call.step;
-  std::shared_ptr<void>* cache = &call.cache;  // the executor's slot for this step outlives the run
-  deviceOf(call).enqueue(stepName(call), [in = std::move(in), out = std::move(out), step, cache] {
+  deviceOf(call).enqueue(stepName(call), [cpu, in = std::move(in), out = std::move(out), step, cache] {
     KernelCall cpuCall{*step, in, out, *cache, nullptr, nullptr};
     cpu(cpuCall);
   });
 }
 
+// The CPU kernel of the call's op, queued.
+template <const char* Op>
+void onStream(KernelCall& call) {
+  static const KernelFn cpu = cpuKernels().at(Op).fn;
+  queueCpu(call, cpu, {call.in.begin(), call.in.end()}, {call.out.begin(), call.out.end()}, &call.cache);
+}
+
+// matmul with a bias as the CUDA backend asks cuBLAS for it: the bias rows written by the CUDA
+// backend's kernel (RowBiasFn), then the product, here the CPU's, added (beta = 1).
+struct BiasedMatmul {
+  std::shared_ptr<std::byte> product;
+  std::shared_ptr<void> cpuCache;
+};
+
+void matmul(KernelCall& call) {
+  static const KernelFn cpu = cpuKernels().at("matmul").fn;
+  if (call.in.size() < 3) return queueCpu(call, cpu, {call.in.begin(), call.in.end()}, {call.out.begin(), call.out.end()}, &call.cache);
+  const TensorView& y = call.out[0];
+  if (!call.cache) {
+    auto state = std::make_shared<BiasedMatmul>();
+    state->product = SimApi::allocate(call, size_t(y.numel()) * dtypeSize(y.dtype));
+    call.cache = state;
+  }
+  auto& state = *static_cast<BiasedMatmul*>(call.cache.get());
+  TensorView product = y;
+  product.data = state.product.get();
+  queueCpu(call, cpu, {call.in[0], call.in[1]}, {product}, &state.cpuCache);
+  visitFloat(y.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    SimApi::forEach(call, y.numel(), kernels::RowBiasFn<T>{call.in[2].as<T>(), y.as<T>(), y.dim(y.rank() - 1)});
+    SimApi::forEach(call, y.numel(), kernels::ProductAddFn<T>{product.as<T>(), y.as<T>()});
+  });
+}
+
 #define SPMD_SIM_CPU_OPS(X)                                                                          \
-  X(conv2d) X(conv2d_backward_data) X(conv2d_backward_filter) X(matmul) X(batch_norm_train)         \
-  X(batch_norm_infer) X(batch_norm_train_backward) X(relayout) X(fused)
+  X(conv2d) X(conv2d_backward_data) X(conv2d_backward_filter) X(relayout)
 #define SPMD_OP_NAME(name) constexpr char name##Name[] = #name;
 SPMD_SIM_CPU_OPS(SPMD_OP_NAME)
 #undef SPMD_OP_NAME
@@ -38,9 +71,12 @@ const KernelTable& simKernels() {
   static const KernelTable table = [] {
     KernelTable t;
     kernels::addLibrary<sim::SimApi>(t, "kernel library on the stream thread (runtime/kernels)");
+    kernels::addBlockLibrary<sim::SimApi>(t, "kernel library's block kernels, emulated blocks (runtime/kernels)");
 #define SPMD_ON_STREAM(name) t[#name] = Kernel{&sim::onStream<sim::name##Name>, "the CPU backend's kernel on the stream thread"};
     SPMD_SIM_CPU_OPS(SPMD_ON_STREAM)
 #undef SPMD_ON_STREAM
+    t["fused"] = Kernel{&sim::fused, "the CUDA backend's generated kernel built for the host (sim/Fused.cpp)"};
+    t["matmul"] = Kernel{&sim::matmul, "the CPU backend's GEMM on the stream thread, bias as on CUDA (kernels/Dense.h)"};
     return t;
   }();
   return table;

@@ -16,7 +16,7 @@
 #include "runtime/device/Driver.h"
 #include "runtime/exec/Executor.h"
 #include "runtime/program/FusedBody.h"
-#include "runtime/cuda/FusedSource.h"
+#include "runtime/kernels/FusedSource.h"
 #ifdef SPMD_WITH_CUDA
 #include "runtime/cuda/CudaDevice.h"
 #include "runtime/cuda/Nvrtc.h"
@@ -42,7 +42,7 @@ TEST(CudaTest, GeneratedSourceBakesShapesAndBroadcastIndexing) {
   FusedBody body = FusedBody::parse("%0 = load 0; %1 = load 1 dims [1]; %2 = const 0.5; %3 = mul %1 %2; "
                                     "%4 = add %0 %3; %5 = relu %4; yield %5 %4");
   std::vector<int64_t> space{2, 3, 4};
-  std::string source = cuda::fusedKernelSource(body, DType::f32, {{2, 3, 4}, {3}}, space, 2);
+  std::string source = kernels::fusedKernelSource(body, DType::f32, {{2, 3, 4}, {3}}, space, 2);
   EXPECT_NE(source.find("typedef float T;"), std::string::npos) << source;
   EXPECT_NE(source.find("const T v0 = in0[i];"), std::string::npos) << source;
   // channel c of [2, 3, 4] is (i / 4) % 3; the [3] input has stride 1.
@@ -54,7 +54,7 @@ TEST(CudaTest, GeneratedSourceBakesShapesAndBroadcastIndexing) {
   EXPECT_NE(source.find("inline T reluOf(T x) { return x <= T(0) ? T(0) : x; }"), std::string::npos) << source;
   EXPECT_NE(source.find("out0[i] = v5;"), std::string::npos) << source;
   EXPECT_NE(source.find("out1[i] = v4;"), std::string::npos) << source;
-  EXPECT_NE(errorOf([&] { cuda::fusedKernelSource(body, DType::f32, {{2, 3, 4}, {4}}, space, 2); })
+  EXPECT_NE(errorOf([&] { kernels::fusedKernelSource(body, DType::f32, {{2, 3, 4}, {4}}, space, 2); })
                 .find("input dim 0 cannot map to result dim 1"),
             std::string::npos);
 }
@@ -65,13 +65,13 @@ TEST(CudaTest, GeneratedSourceBakesShapesAndBroadcastIndexing) {
 TEST(CudaTest, GeneratedSourceCarriesSpecialLiterals) {
   FusedBody body = FusedBody::parse("%0 = load 0; %1 = const -inf; %2 = const nan; %3 = const 0.1; "
                                     "%4 = const inf; %5 = max %0 %1; yield %5 %2 %3 %4");
-  std::string f32 = cuda::fusedKernelSource(body, DType::f32, {{4}}, std::vector<int64_t>{4}, 4);
+  std::string f32 = kernels::fusedKernelSource(body, DType::f32, {{4}}, std::vector<int64_t>{4}, 4);
   EXPECT_NE(f32.find("const T v1 = __int_as_float(0xff800000);"), std::string::npos) << f32;
   EXPECT_NE(f32.find("const T v2 = __int_as_float(0x7fc00000);"), std::string::npos) << f32;
   EXPECT_NE(f32.find("const T v3 = T(0.1);"), std::string::npos) << f32;
   EXPECT_NE(f32.find("const T v4 = __int_as_float(0x7f800000);"), std::string::npos) << f32;
   EXPECT_NE(f32.find("const T v5 = ew::Max::apply(v0, v1);"), std::string::npos) << f32;
-  std::string f64 = cuda::fusedKernelSource(body, DType::f64, {{4}}, std::vector<int64_t>{4}, 4);
+  std::string f64 = kernels::fusedKernelSource(body, DType::f64, {{4}}, std::vector<int64_t>{4}, 4);
   EXPECT_NE(f64.find("__longlong_as_double(0xfff0000000000000LL)"), std::string::npos) << f64;
   EXPECT_NE(f64.find("__longlong_as_double(0x7ff8000000000000LL)"), std::string::npos) << f64;
 #ifdef SPMD_WITH_CUDA
@@ -94,7 +94,7 @@ TEST(CudaTest, EveryElementwiseOpCompilesWithNvrtc) {
   FusedBody body = FusedBody::parse(text + "; yield" + yields);
   ASSERT_GT(body.results.size(), 10u);
   for (DType dtype : {DType::f32, DType::f64}) {
-    std::string source = cuda::fusedKernelSource(body, dtype, {{8}, {8}}, std::vector<int64_t>{8}, body.results.size());
+    std::string source = kernels::fusedKernelSource(body, dtype, {{8}, {8}}, std::vector<int64_t>{8}, body.results.size());
     EXPECT_NE(cuda::compileCuda(source, "compute_90").find(".entry spmd_fused"), std::string::npos) << source;
   }
 }
@@ -119,7 +119,7 @@ TEST(CudaTest, EveryFusedStepOfATrainStepCompilesWithNvrtc) {
     std::vector<std::vector<int64_t>> inputs;
     for (int id : s.inputs) inputs.push_back(program.buffers[id].shape);
     const BufferDesc& out = program.buffers[s.outputs[0]];
-    std::string source = cuda::fusedKernelSource(FusedBody::parse(s.text("body")), out.dtype, inputs, out.shape,
+    std::string source = kernels::fusedKernelSource(FusedBody::parse(s.text("body")), out.dtype, inputs, out.shape,
                                                  s.outputs.size());
     std::string ptx = cuda::compileCuda(source, "compute_90");
     EXPECT_NE(ptx.find(".entry spmd_fused"), std::string::npos) << source;

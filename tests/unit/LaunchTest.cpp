@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "runtime/base/Error.h"
-#include "runtime/cuda/NormLaunch.h"
+#include "runtime/kernels/Norm.h"
 #include "runtime/kernels/Launch.h"
 
 namespace spmd {
@@ -22,8 +22,8 @@ std::string errorOf(const Launch& launch) {
 }
 
 TEST(LaunchTest, LaunchesBeyondTheDevicesLimitsAreRefusedNamingKernelAndStep) {
-  const std::string at = "launch of kernel statsKernel ('batch_norm_train' at model.cpp:9): ";
-  Launch good = runtime::cuda::normChannelLaunch("statsKernel", 64, 64 * 28 * 28);
+  const std::string at = "launch of kernel NormStatsFn ('batch_norm_train' at model.cpp:9): ";
+  Launch good = runtime::kernels::normChannelLaunch("NormStatsFn", 64, 64 * 28 * 28);
   EXPECT_EQ(errorOf(good), "no error");
   Launch l = good;
   l.threads = 2048;
@@ -39,7 +39,7 @@ TEST(LaunchTest, LaunchesBeyondTheDevicesLimitsAreRefusedNamingKernelAndStep) {
   EXPECT_EQ(errorOf(l), at + "65536 bytes of static shared memory per block; sm_90 allows 49152");
   l = good;
   l.dynamicShared = 256 * 1024;
-  EXPECT_EQ(errorOf(l), at + "264192 bytes of shared memory per block; sm_90 allows 232448");
+  EXPECT_EQ(errorOf(l), at + "262144 bytes of shared memory per block; sm_90 allows 232448");
   l = good;
   l.index64 = false;
   l.elements = int64_t(3) << 30;
@@ -57,7 +57,7 @@ TEST(LaunchTest, EveryLaunchShapeTheBackendsUseFits) {
   }
   for (int64_t channels : {16, 64, 128, 256, 512, 2048})
     for (int64_t elements : {int64_t(1), int64_t(512) * 56 * 56, int64_t(1) << 33})
-      EXPECT_EQ(errorOf(runtime::cuda::normChannelLaunch("statsKernel", channels, elements)), "no error");
+      EXPECT_EQ(errorOf(runtime::kernels::normChannelLaunch("NormStatsFn", channels, elements)), "no error");
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "TestUtil.h"
+#include "TransformerBlock.h"
 #include "TorchExchange.h"
 #include "frontend/spmd.h"
 #include "frontend/models/Cnn.h"
@@ -22,6 +23,8 @@ using spmd::testing::randomArray;
 using spmd::testing::Exchange;
 using spmd::testing::python;
 using spmd::testing::torchMissing;
+using spmd::testing::transformerLogits;
+using spmd::testing::transformerParams;
 
 // max |a - b| / max(max |b|, floor) over the tensor.
 double relativeError(const Array& a, const Array& b, double floor = 1e-30) {
@@ -256,37 +259,6 @@ TEST(TorchReferenceTest, D2lLeNetMatchesPyTorchAutograd) {
   checkSmallCnn("lenet");
 }
 
-// A transformer block as tests/reference/torch_transformer.py builds it, in the DSL: embedding,
-// pre-norm causal self-attention with 2 heads (batched matmul, softmax, an additive mask),
-// a GELU MLP, residuals, a final layer norm and a linear head.
-Tensor transformerLogits(const Tree& p, const Tensor& ids, int64_t heads) {
-  Tensor x = embedding(p.at("embed.weight"), ids);
-  int64_t b = x.dim(0), t = x.dim(1), d = x.dim(2), dh = d / heads;
-  auto dense = [&](const Tensor& h, const std::string& name) {
-    Tensor w = p.at(name + ".weight");
-    Tensor y = matmul(reshape(h, {-1, h.shape().back()}), w, p.at(name + ".bias"), {.transposeRhs = true});
-    return reshape(y, {b, t, w.dim(0)});
-  };
-  auto split = [&](const Tensor& h) {  // [B, T, D] -> [B * heads, T, D / heads]
-    return reshape(transpose(reshape(h, {b, t, heads, dh}), {0, 2, 1, 3}), {b * heads, t, dh});
-  };
-  Array mask = Array::zeros(x.dtype(), {t, t});
-  for (int64_t i = 0; i < t; ++i)
-    for (int64_t j = i + 1; j < t; ++j) {
-      if (x.dtype() == DType::f64) mask.values<double>()[i * t + j] = -1e9;
-      else mask.values<float>()[i * t + j] = -1e9f;
-    }
-  Tensor h = layerNorm(x, p.at("ln1.weight"), p.at("ln1.bias"));
-  Tensor q = split(dense(h, "q")), k = split(dense(h, "k")), v = split(dense(h, "v"));
-  Tensor scores = matmul(q, k, {}, {.transposeRhs = true}) * (1.0 / std::sqrt(double(dh))) + Tensor(mask);
-  Tensor attended = matmul(softmax(scores, -1), v);
-  attended = reshape(transpose(reshape(attended, {b, heads, t, dh}), {0, 2, 1, 3}), {b, t, d});
-  x = x + dense(attended, "proj");
-  h = layerNorm(x, p.at("ln2.weight"), p.at("ln2.bias"));
-  x = x + dense(gelu(dense(h, "fc1")), "fc2");
-  return dense(layerNorm(x, p.at("lnf.weight"), p.at("lnf.bias")), "head");
-}
-
 // Its mean next-token loss and every gradient equal PyTorch's to 1e-10 in f64 and to 1e-4 of
 // PyTorch's f32 ones in f32.
 // The pooling variants beyond the plain ones against torch.nn.functional in f64: max_pool2d with
@@ -338,21 +310,7 @@ TEST(TorchReferenceTest, PoolingVariantsMatchPyTorch) {
 TEST(TorchReferenceTest, TransformerBlockMatchesPyTorchAutograd) {
   if (std::string why = torchMissing(); !why.empty()) GTEST_FAIL() << why;
   const int64_t vocab = 11, dim = 8, hidden = 32, heads = 2;
-  Tree params;
-  uint64_t seed = 40;
-  auto add = [&](const std::string& name, Shape shape, double lo, double hi) {
-    params.set(name, randomArray(DType::f32, shape, seed++, lo, hi));
-  };
-  add("embed.weight", {vocab, dim}, -1, 1);
-  for (const char* ln : {"ln1", "ln2", "lnf"}) {
-    add(std::string(ln) + ".weight", {dim}, 0.5, 1.5);
-    add(std::string(ln) + ".bias", {dim}, -0.2, 0.2);
-  }
-  for (auto [name, out, in] : {std::tuple{"q", dim, dim}, {"k", dim, dim}, {"v", dim, dim}, {"proj", dim, dim},
-                               {"fc1", hidden, dim}, {"fc2", dim, hidden}, {"head", vocab, dim}}) {
-    add(std::string(name) + ".weight", {out, in}, -0.5, 0.5);
-    add(std::string(name) + ".bias", {out}, -0.1, 0.1);
-  }
+  Tree params = transformerParams(vocab, dim, hidden, 40);
   Array ids = Array::of<int32_t>({2, 5}, std::vector<int32_t>{1, 4, 4, 9, 0, 10, 3, 3, 7, 2});
   Array targets = Array::of<int32_t>({2, 5}, std::vector<int32_t>{4, 4, 9, 0, 6, 3, 3, 7, 2, 5});
   Exchange exchange;

@@ -1,6 +1,8 @@
-// CUDA C source for a fused step (runtime/FusedBody), compiled at load time with NVRTC by the
-// CUDA backend and cached by its text. Plain C++: the generator builds and is tested on machines
-// without a GPU (tests compile its output to PTX with NVRTC).
+// CUDA C source for a fused step (runtime/program/FusedBody.h), compiled at load time with NVRTC
+// by the CUDA backend and cached by its text, and compiled for the host by the simulator, which
+// runs it with the kernel's launch geometry (runtime/sim/HostKernels.h). Plain C++: the
+// generator builds and is tested on machines without a GPU (tests compile its output to PTX
+// with NVRTC).
 #pragma once
 
 #include <span>
@@ -10,7 +12,7 @@
 #include "runtime/base/DType.h"
 #include "runtime/program/FusedBody.h"
 
-namespace spmd::runtime::cuda {
+namespace spmd::runtime::kernels {
 
 inline constexpr const char* kFusedKernelName = "spmd_fused";
 
@@ -21,4 +23,4 @@ std::string fusedKernelSource(const FusedBody& body, DType dtype,
                               const std::vector<std::vector<int64_t>>& inputs,
                               std::span<const int64_t> space, size_t outputs);
 
-}  // namespace spmd::runtime::cuda
+}  // namespace spmd::runtime::kernels

@@ -1,0 +1,187 @@
+// Batch normalization (training, inference, backward) over N and the spatial dims per channel,
+// for the CUDA backend and the simulator: one block per channel reduces in double (a block-wide
+// tree in shared memory), then a grid-stride pass applies. Our own kernels rather than cuDNN's
+// because the dialect returns the biased batch variance (cuDNN returns the inverse standard
+// deviation and updates running statistics itself). The CPU backend has its own (cpu/Norm.cpp).
+#pragma once
+
+#include <cmath>
+
+#include "runtime/kernels/Common.h"
+#include "runtime/kernels/Launch.h"
+
+namespace spmd::runtime::kernels {
+
+// Threads of a per-channel block: a power of two, since blockSum halves the block each round.
+constexpr int kNormThreads = 256;
+
+// One block per channel, reducing the channel's `elements` (N * H * W) in a double per thread.
+inline Launch normChannelLaunch(const char* kernel, int64_t channels, int64_t elements) {
+  return {kernel, channels, kNormThreads, 0, kNormThreads * sizeof(double), elements, true, true};
+}
+
+struct NormLayout {
+  int64_t outer, channels, inner;  // x viewed as [N, C, H*W]
+  // Element k (of N * H*W) of channel c.
+  SPMD_HOST_DEVICE int64_t at(int64_t c, int64_t k) const { return ((k / inner) * channels + c) * inner + k % inner; }
+  SPMD_HOST_DEVICE int64_t channelOf(int64_t i) const { return (i / inner) % channels; }
+};
+
+inline NormLayout normLayoutOf(const TensorView& x) {
+  return {x.dim(0), x.dim(1), x.numel() / (x.dim(0) * x.dim(1))};
+}
+
+// The sum of every thread's `v`, returned to every thread of the block.
+template <class Block>
+SPMD_HOST_DEVICE double blockSum(Block& b, double v) {
+  auto shared = b.template shared<double>();
+  const int t = b.thread();
+  shared[t] = v;
+  b.sync();
+  for (int width = b.blockSize() / 2; width > 0; width /= 2) {
+    if (t < width) shared[t] += shared[t + width];
+    b.sync();
+  }
+  double total = shared[0];
+  b.sync();
+  return total;
+}
+
+// Per channel (the block): mean and biased variance, two passes as the reference.
+template <typename T>
+struct NormStatsFn {
+  const T* x;
+  T *mean, *var;
+  NormLayout l;
+  double* stats;  // [mean..., var...] in double for the apply pass
+  template <class Block>
+  SPMD_HOST_DEVICE void operator()(Block& b) const {
+    const int64_t c = b.block(), count = l.outer * l.inner;
+    double sum = 0;
+    for (int64_t k = b.thread(); k < count; k += b.blockSize()) sum += double(x[l.at(c, k)]);
+    const double m = blockSum(b, sum) / double(count);
+    double sq = 0;
+    for (int64_t k = b.thread(); k < count; k += b.blockSize()) {
+      double d = double(x[l.at(c, k)]) - m;
+      sq += d * d;
+    }
+    const double v = blockSum(b, sq) / double(count);
+    if (b.thread() == 0) {
+      mean[c] = static_cast<T>(m), var[c] = static_cast<T>(v);
+      stats[c] = m, stats[l.channels + c] = v;
+    }
+  }
+};
+
+// y = (x - mean) / sqrt(var + eps) * scale + offset, statistics in S (double when computed here).
+template <typename T, typename S>
+struct NormApplyFn {
+  const T *x, *scale, *offset;
+  const S *mean, *var;
+  double eps;
+  NormLayout l;
+  T* y;
+  SPMD_HOST_DEVICE void operator()(int64_t i) const {
+    const int64_t c = l.channelOf(i);
+    const double inv = 1.0 / ::sqrt(double(var[c]) + eps);
+    y[i] = static_cast<T>((double(x[i]) - double(mean[c])) * inv * double(scale[c]) + double(offset[c]));
+  }
+};
+
+// Per channel: dscale = sum(dy * xhat), doffset = sum(dy).
+template <typename T>
+struct NormBackwardSumsFn {
+  const T *dy, *x, *mean, *var;
+  double eps;
+  NormLayout l;
+  T *dscale, *doffset;
+  double* sums;  // [dscale, doffset] per channel in double for the apply pass
+  template <class Block>
+  SPMD_HOST_DEVICE void operator()(Block& b) const {
+    const int64_t c = b.block(), count = l.outer * l.inner;
+    const double rstd = 1.0 / ::sqrt(double(var[c]) + eps);
+    double s1 = 0, s2 = 0;
+    for (int64_t k = b.thread(); k < count; k += b.blockSize()) {
+      const int64_t i = l.at(c, k);
+      s1 += double(dy[i]) * (double(x[i]) - double(mean[c])) * rstd;
+      s2 += double(dy[i]);
+    }
+    const double ds = blockSum(b, s1), dof = blockSum(b, s2);
+    if (b.thread() == 0) {
+      dscale[c] = static_cast<T>(ds), doffset[c] = static_cast<T>(dof);
+      sums[2 * c] = ds, sums[2 * c + 1] = dof;
+    }
+  }
+};
+
+// dx = scale * rstd / M * (M dy - doffset - xhat dscale), M = N * H * W.
+template <typename T>
+struct NormBackwardApplyFn {
+  const T *dy, *x, *scale, *mean, *var;
+  double eps;
+  NormLayout l;
+  const double* sums;
+  T* dx;
+  SPMD_HOST_DEVICE void operator()(int64_t i) const {
+    const int64_t c = l.channelOf(i);
+    const double count = double(l.outer * l.inner), rstd = 1.0 / ::sqrt(double(var[c]) + eps);
+    const double xhat = (double(x[i]) - double(mean[c])) * rstd, k = double(scale[c]) * rstd / count;
+    dx[i] = static_cast<T>(k * (count * double(dy[i]) - sums[2 * c + 1] - xhat * sums[2 * c]));
+  }
+};
+
+template <class Api>
+double* normScratch(KernelCall& call, int64_t doubles) {
+  return reinterpret_cast<double*>(scratch<Api>(call, size_t(doubles) * sizeof(double)));
+}
+
+// inputs: x, scale, offset; outputs: y, batch mean, batch variance (biased)
+template <class Api>
+void batch_norm_train(KernelCall& call) {
+  const NormLayout l = normLayoutOf(call.in[0]);
+  const double eps = call.step.real("epsilon");
+  double* stats = normScratch<Api>(call, 2 * l.channels);
+  visitFloat(call.in[0].dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T* x = call.in[0].as<T>();
+    Api::forBlocks(call, normChannelLaunch("NormStatsFn", l.channels, l.outer * l.inner),
+                   NormStatsFn<T>{x, call.out[1].as<T>(), call.out[2].as<T>(), l, stats});
+    Api::forEach(call, call.in[0].numel(),
+                 NormApplyFn<T, double>{x, call.in[1].as<T>(), call.in[2].as<T>(), stats, stats + l.channels, eps, l,
+                                        call.out[0].as<T>()});
+  });
+}
+
+// inputs: x, scale, offset, mean, variance
+template <class Api>
+void batch_norm_infer(KernelCall& call) {
+  const NormLayout l = normLayoutOf(call.in[0]);
+  visitFloat(call.in[0].dtype, [&](auto tag) {
+    using T = decltype(tag);
+    Api::forEach(call, call.in[0].numel(),
+                 NormApplyFn<T, T>{call.in[0].as<T>(), call.in[1].as<T>(), call.in[2].as<T>(), call.in[3].as<T>(),
+                                   call.in[4].as<T>(), call.step.real("epsilon"), l, call.out[0].as<T>()});
+  });
+}
+
+// inputs: result_grad, input, scale, batch_mean, batch_variance; outputs: dx, dscale, doffset
+template <class Api>
+void batch_norm_train_backward(KernelCall& call) {
+  const NormLayout l = normLayoutOf(call.in[1]);
+  const double eps = call.step.real("epsilon");
+  double* sums = normScratch<Api>(call, 2 * l.channels);
+  visitFloat(call.in[0].dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T *dy = call.in[0].as<T>(), *x = call.in[1].as<T>(), *scale = call.in[2].as<T>();
+    const T *mean = call.in[3].as<T>(), *var = call.in[4].as<T>();
+    Api::forBlocks(call, normChannelLaunch("NormBackwardSumsFn", l.channels, l.outer * l.inner),
+                   NormBackwardSumsFn<T>{dy, x, mean, var, eps, l, call.out[1].as<T>(), call.out[2].as<T>(), sums});
+    Api::forEach(call, call.in[0].numel(),
+                 NormBackwardApplyFn<T>{dy, x, scale, mean, var, eps, l, sums, call.out[0].as<T>()});
+  });
+}
+
+// The block kernels' ops: only for Apis with forBlocks (the CUDA backend and the simulator).
+#define SPMD_LIBRARY_BLOCK_OPS(X) X(batch_norm_train) X(batch_norm_infer) X(batch_norm_train_backward)
+
+}  // namespace spmd::runtime::kernels

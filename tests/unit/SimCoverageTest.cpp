@@ -1,0 +1,110 @@
+// Every kernel the CUDA backend can launch from our own code executes on the simulator: the
+// kernel library's ops (grid-stride and block kernels), the matmul bias, and the generated
+// kernel of every fused body of the ResNet-18 and transformer training steps. The workloads are
+// the sim suite's own (every kernel case, as CudaKernelTest runs them; a ResNet-18 training step
+// and the collectives on sim:2, as ConformanceTest; the transformer block of TorchReferenceTest), run here so that the
+// simulator's record of what executed (runtime/sim/Coverage.h) can be read in one process.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "KernelCases.h"
+#include "TestUtil.h"
+#include "TransformerBlock.h"
+#include "benchmarks/TrainStep.h"
+#include "frontend/models/ResNet.h"
+#include "frontend/spmd.h"
+#include "runtime/device/DeviceList.h"
+#include "runtime/device/Driver.h"
+#include "runtime/exec/Executor.h"
+#include "runtime/kernels/FusedSource.h"
+#include "runtime/program/FusedBody.h"
+#include "runtime/sim/Coverage.h"
+#include "runtime/sim/SimDevice.h"
+#ifdef SPMD_WITH_CUDA
+#include "runtime/cuda/CudaDevice.h"
+#endif
+
+namespace spmd::runtime {
+namespace {
+
+// The generated kernel source of every fused step of `program`, as both backends build it.
+std::set<std::string> fusedSources(const Program& program) {
+  std::set<std::string> sources;
+  for (const Step& s : program.steps) {
+    if (s.op != "fused") continue;
+    std::vector<std::vector<int64_t>> inputs;
+    for (int id : s.inputs) inputs.push_back(program.buffers[size_t(id)].shape);
+    const BufferDesc& out = program.buffers[size_t(s.outputs[0])];
+    sources.insert(kernels::fusedKernelSource(FusedBody::parse(s.text("body")), out.dtype, inputs, out.shape,
+                                              s.outputs.size()));
+  }
+  return sources;
+}
+
+// Ops the simulator serves with the CPU backend's code, as the CUDA backend hands them to cuDNN
+// or cuBLAS (or, for relayout, refuses them): not our device code.
+bool libraryStandIn(const Kernel& k) { return k.source.find("the CPU backend's kernel") != std::string_view::npos; }
+
+TEST(SimCoverageTest, EveryKernelTheCudaBackendLaunchesExecutesOnTheSimulator) {
+  std::shared_ptr<Device> sim = makeDevice(parseDeviceList("sim"), 0);
+  for (DType dtype : {DType::f32, DType::f64})
+    for (const KernelCase& blocked : kernelCases(dtype)) {
+      if (blocked.op == "relayout") continue;
+      KernelCase c = plainCase(blocked);
+      Executor(oneStepProgram(c, "SimCoverageTest"), sim).run(c.inputs);
+    }
+
+  auto model = models::resnet18({.width = 2, .bnAxisName = "batch"});
+  optim::Sgd sgd({.learningRate = 0.05, .momentum = 0.9});
+  auto [x, y] = bench::syntheticBatch(4);
+  auto resnet = pmap(bench::trainStep(*model, sgd),
+                     {.inAxes = {replicated, replicated, replicated, split, split}, .devices = "sim:2"});
+  auto [params, state] = model->initialize(3);
+  resnet(params, sgd.init(params), state, x, y);
+
+  auto collectives = pmap(
+      [](const Tensor& v, const Tensor& s) {
+        return std::tuple{psum(v, "i"), pmax(v, "i"), allGather(v, "i"), psumScatter(s, "i"), axisIndex("i")};
+      },
+      {.axisName = "i", .outAxes = {replicated, replicated, replicated, 0, 0}, .devices = "sim:2"});
+  collectives(spmd::testing::randomArray(DType::f32, {2, 5}, 11), spmd::testing::randomArray(DType::f32, {2, 2, 3}, 12));
+
+  const int64_t vocab = 11, heads = 2;
+  auto transformer = jit([&](const Tree& q, const Tensor& tokens, const Tensor& next) {
+    return value_and_grad([&](const Tree& r) {
+      Tensor logits = spmd::testing::transformerLogits(r, tokens, heads);
+      return mean(softmaxCrossEntropy(reshape(logits, {-1, vocab}), reshape(next, {-1})), {0});
+    })(q);
+  }, {.devices = "sim"});
+  Array ids = Array::of<int32_t>({2, 5}, std::vector<int32_t>{1, 4, 4, 9, 0, 10, 3, 3, 7, 2});
+  transformer(spmd::testing::transformerParams(vocab, 8, 32, 40), ids, ids);
+
+  const std::set<std::string> ops = sim::executedOps(), sources = sim::executedSources();
+  int checked = 0;
+  for (const auto& [op, kernel] : simKernels()) {
+    if (libraryStandIn(kernel) || op == "fused") continue;
+    EXPECT_TRUE(ops.count(op)) << op << " (" << kernel.source << ") never executed on the simulator";
+    ++checked;
+  }
+  EXPECT_GT(checked, 40);  // 53 today: the table is not empty
+  size_t generated = 0;
+  for (const Program* program : {&resnet.lastProgram(), &transformer.lastProgram()})
+    for (const std::string& source : fusedSources(*program)) {
+      EXPECT_TRUE(sources.count(source)) << "a generated kernel never executed on the simulator:\n" << source;
+      ++generated;
+    }
+  EXPECT_GT(generated, 20u);
+  std::printf("  %d ops and %zu generated kernels executed on the simulator\n", checked, generated);
+
+#ifdef SPMD_WITH_CUDA
+  // What the CUDA backend runs of our own code is what the simulator runs.
+  for (const auto& [op, kernel] : cudaKernels()) {
+    const bool ours = kernel.source.find("kernel library") != std::string_view::npos || op == "fused";
+    if (ours) EXPECT_FALSE(libraryStandIn(simKernels().at(op))) << op << " runs our code on CUDA but not on sim";
+  }
+#endif
+}
+
+}  // namespace
+}  // namespace spmd::runtime
