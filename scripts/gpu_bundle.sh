@@ -2,8 +2,9 @@
 # Packs what the lent GPU machine needs into build/gpu-bundle (carry it with the device tool's
 # `carry: ["build/gpu-bundle"]`): stripped test, sample, benchmark and spmd-run binaries built
 # here (with nvcc), and the Debian packages of the shared libraries that machine lacks (LLVM,
-# MLIR, oneDNN, z3: ~49 MB of .deb files). There, `bash build/gpu-bundle/setup.sh` unpacks them
-# and reports any library still missing; then run binaries through build/gpu-bundle/run.
+# MLIR, oneDNN, z3, Boost.Context: ~49 MB of .deb files). There, `bash build/gpu-bundle/setup.sh` unpacks them
+# and reports any library still missing; then run binaries through build/gpu-bundle/run, and
+# every GPU check at once with build/gpu-bundle/report (one report file).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$root/build}
@@ -18,7 +19,7 @@ done
 # Compressed, so binaries and libraries stay under the 64 MiB a device call carries; setup.sh
 # unpacks them (gzip is on every machine).
 gzip -9 "$bundle"/bin/*
-(cd "$bundle/debs" && apt-get download libllvm19 libmlir-19 libdnnl2 libz3-4 2>/dev/null)
+(cd "$bundle/debs" && apt-get download libllvm19 libmlir-19 libdnnl2 libz3-4 libboost-context1.74.0 2>/dev/null)
 cat > "$bundle/setup.sh" <<'SETUP'
 #!/usr/bin/env bash
 # On the GPU machine: unpack the carried libraries into lib/ and show what the binaries resolve.
@@ -46,5 +47,23 @@ here=$(cd "$(dirname "$0")" && pwd)
 export LD_LIBRARY_PATH="$(cat "$here/library_path")${LD_LIBRARY_PATH:-}"
 exec "$here/bin/$1" "${@:2}"
 RUN
-chmod +x "$bundle/setup.sh" "$bundle/run"
+cat > "$bundle/report" <<'REPORT'
+#!/usr/bin/env bash
+# build/gpu-bundle/report [FILE]: every GPU check in one go, into one report (default report.txt
+# beside this script): the conformance suite on cuda:0 and cuda:0*4, every kernel case on the
+# GPU against the reference, the GPU against the CPU and replica counts (SpmdEquivalenceCuda),
+# the CUDA and NCCL tests. Exits non-zero when any of them fails.
+here=$(cd "$(dirname "$0")" && pwd)
+out=${1:-$here/report.txt}
+{
+  echo "# spmd GPU report, $(date -u +%F' '%T) UTC"
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1
+  "$here/run" spmd_unit_tests --gtest_color=no \
+    --gtest_filter='*Conformance*cuda*:*CudaKernelTest*cuda*:*SpmdEquivalenceCuda*:CudaTest*:Nccl*'
+} 2>&1 | tee "$out"
+status=${PIPESTATUS[0]}
+echo "gpu report: $out"
+exit "$status"
+REPORT
+chmod +x "$bundle/setup.sh" "$bundle/run" "$bundle/report"
 du -sh "$bundle" | awk '{print "gpu_bundle: " $1 " in " $2 " (the device tool carries at most 64 MiB)"}'

@@ -7,10 +7,11 @@
 #include <algorithm>
 #include <boost/context/fiber.hpp>
 #include <boost/context/fixedsize_stack.hpp>
-#include <cstdlib>
+#include <limits>
 #include <random>
 
 #include "runtime/base/Error.h"
+#include "runtime/base/Parse.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define SPMD_FIBER_ASAN 1
@@ -40,12 +41,7 @@ namespace ctx = boost::context;
 namespace {
 
 uint64_t seedFromEnvironment() {
-  const char* text = std::getenv("SPMD_SIM_SEED");
-  if (!text || !*text) return 1;
-  char* end = nullptr;
-  unsigned long long seed = std::strtoull(text, &end, 10);
-  if (*end) throw Error("SPMD_SIM_SEED='" + std::string(text) + "' is not a non-negative integer; unset it or give one");
-  return seed;
+  return uint64_t(envWhole("SPMD_SIM_SEED", 0, std::numeric_limits<int64_t>::max()).value_or(1));
 }
 
 // Launches on this stream thread so far: with the seed, it makes every launch's order its own

@@ -111,7 +111,7 @@ TEST(BlockEmulatorTest, AKernelsErrorNamesItsThreadAndBlockAndTheBadSeedIsRefuse
   EXPECT_NE(error.find("thread 3 of block 1: index 9 out of range"), std::string::npos) << error;
   SeedGuard guard("twelve");
   EXPECT_EQ(errorOf(blocks(1, 1, 0), [](SimBlock&) {}),
-            "SPMD_SIM_SEED='twelve' is not a non-negative integer; unset it or give one");
+            "SPMD_SIM_SEED needs a whole number from 0 to 9223372036854775807, got 'twelve'");
 }
 
 }  // namespace
