@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""Compile time of the full-width ResNet-18 training step: spmd::jit (bench_resnet18_train_step's
+compile_s counter) beside jax.jit, each from the first call to the first finished step (trace,
+passes or XLA's compile, lowering, primitive creation, one step), in fresh processes, one run
+each side per repetition; prints both medians and the ratio (target: spmd <= 0.2x of JAX's).
+
+usage: python3 benchmarks/compare_compile_time.py [--build build] [--reps 3] [--smoke]
+--smoke (CI): batch 2, one repetition; checks that both sides run and the ratio prints; exits 77
+(skipped) when the JAX environment cannot be created (no PyPI). The JAX side is the step of
+compare_pmap_jax.py (same model, loss, SGD momentum), jitted on one device; it runs in the
+virtual environment that script creates (~/.cache/spmd/jax-venv; --venv to change)."""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from compare_pmap_jax import JAX_STEP, ensure_venv  # noqa: E402
+
+# compare_pmap_jax's model and step, one device: no pmean (the identity there), jax.jit.
+_MODEL = JAX_STEP[JAX_STEP.index("def conv_init"):JAX_STEP.index("pstep = jax.pmap")]
+_MODEL = _MODEL.replace('    g, loss, new = lax.pmean((g, loss, new), "batch")\n', "")
+JAX_COMPILE = r'''
+import sys, time, json
+batch, width = map(int, sys.argv[1:3])
+import jax, jax.numpy as jnp
+from jax import lax
+''' + _MODEL + r'''
+p, s = init(jax.random.PRNGKey(0))
+m = jax.tree_util.tree_map(jnp.zeros_like, p)
+x = jax.random.normal(jax.random.PRNGKey(1), (batch, 1, 28, 28))
+y = jnp.arange(batch) % 10
+jax.block_until_ready((p, s, m, x, y))
+start = time.perf_counter()
+p, s, m, loss = jax.jit(step)(p, s, m, x, y)
+loss.block_until_ready()
+print(json.dumps({"s": time.perf_counter() - start, "version": jax.__version__}))
+'''
+
+
+def spmd_seconds(build, batch):
+    binary = os.path.join(build, "benchmarks", "bench_resnet18_train_step")
+    if not os.path.exists(binary):
+        sys.exit(f"missing {binary}: build first (bash scripts/build.sh)")
+    name = f"BM_ResNet18TrainStep/batch:{batch}/plan:1/fuse:1/layouts:1/"
+    out = subprocess.run([binary, "--benchmark_filter=^" + name, "--benchmark_format=json",
+                          "--benchmark_min_time=0.001"], check=True, capture_output=True, text=True)
+    runs = [b for b in json.loads(out.stdout)["benchmarks"] if b["name"].startswith(name)]
+    if not runs:
+        sys.exit(f"bench_resnet18_train_step has no benchmark '{name}'")
+    return runs[0]["compile_s"]
+
+
+def jax_seconds(python, batch, width):
+    out = subprocess.run([python, "-c", JAX_COMPILE, str(batch), str(width)], capture_output=True, text=True)
+    if out.returncode != 0:
+        sys.exit(f"the jax.jit side failed:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--build", default="build")
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--venv", default=os.path.expanduser("~/.cache/spmd/jax-venv"))
+    parser.add_argument("--smoke", action="store_true")
+    args = parser.parse_args()
+    batch, width = (2, 64) if args.smoke else (64, 64)
+    reps = 1 if args.smoke else max(args.reps, 1)
+    python = ensure_venv(args.venv, args.smoke)
+    ours = [spmd_seconds(args.build, batch) for _ in range(reps)]
+    theirs = [jax_seconds(python, batch, width) for _ in range(reps)]
+    version = theirs[0]["version"]
+    their_runs = ", ".join(f"{run['s']:.2f}" for run in theirs)
+    ours_s, theirs_s = statistics.median(ours), statistics.median(s["s"] for s in theirs)
+    print(f"ResNet-18 width {width}, batch {batch}, 1x28x28, train-mode BN, SGD momentum: first call to first "
+          f"finished step, median of {reps} fresh process(es) each ({os.cpu_count()} cores)")
+    print(f"  spmd::jit          : {ours_s:8.2f} s   ({', '.join(f'{v:.2f}' for v in ours)})")
+    print(f"  jax.jit {version:10s} : {theirs_s:8.2f} s   ({their_runs})")
+    print(f"  ratio spmd/JAX     : {ours_s / theirs_s:8.3f}  (target <= 0.2)")
+
+
+if __name__ == "__main__":
+    main()
