@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 
+#include "runtime/device/Graph.h"
 #include "runtime/device/Kernel.h"
 
 namespace spmd::runtime {
@@ -35,6 +36,8 @@ class Device {
   // Makes this device current for the calling thread (CUDA: cudaSetDevice); the executor calls
   // it at the start of every run, since replicas run on worker threads.
   virtual void activate() {}
+  // Stream capture into graphs (runtime/device/Graph.h); null where the device has none.
+  virtual GraphCapture* graphs() { return nullptr; }
 
   // Copies between host and device since the device was made (tests count them to prove that
   // device-resident values make no round trip).

@@ -105,6 +105,23 @@ Executor::Executor(Program program, std::shared_ptr<Device> device)
   }
 }
 
+GraphCapture* Executor::graphsFor(bool debug) {
+  GraphCapture* graphs = device_->graphs();
+  if (!graphs || !graphsWanted_ || runs_ == 0 || !graphsOff_.empty()) return nullptr;  // the first call fills the caches
+  if (debug) return turnGraphsOff("the debug mode checks every step's outputs on the host"), nullptr;
+  if (profile_ || events_) return nullptr;  // per-step timings and events need the steps one by one
+  if (comm_ && !comm_->pointers() && !comm_->deviceCollectives())
+    return turnGraphsOff("its collectives cross processes and finish on the host"), nullptr;
+  return graphs;
+}
+
+void Executor::turnGraphsOff(const std::string& why) {
+  graphsOff_ = why;
+  if (envSwitch("SPMD_LOG_COMPILES").value_or(false))
+    std::fprintf(stderr, "spmd: graphs off for @%s on %s: %s\n", program_.name.c_str(), device_->name().c_str(),
+                 why.c_str());
+}
+
 void Executor::drain() noexcept {
   try {
     device_->synchronize();
@@ -217,7 +234,7 @@ void Executor::run(std::span<const Input> inputs, std::span<Output> outputs) {
       slot.second++;
     }
   };
-  for (size_t s = 0; s < program_.steps.size(); ++s) {
+  auto runStep = [&](size_t s) {
     const Step& step = program_.steps[s];
     for (size_t k = 0; k < pending.size();) {
       const auto& theirs = program_.steps[pending[k].first].outputs;
@@ -250,6 +267,8 @@ void Executor::run(std::span<const Input> inputs, std::span<Output> outputs) {
       }
       if (debug)
         for (size_t o = 0; o < outs.size(); ++o) checkFinite(outs[o], "its output " + std::to_string(o));
+    } catch (const CaptureBroken&) {
+      throw;  // recording a graph: the step runs again outside it (StepGraph)
     } catch (const ReplicaAborted&) {
       drain();
       throw;  // another replica's failure; the group reports that one
@@ -258,6 +277,18 @@ void Executor::run(std::span<const Input> inputs, std::span<Output> outputs) {
       throw Error("step " + std::to_string(s) + " '" + step.op + "' (" + step.where() +
                   ") failed on " + device_->name() + ": " + e.what());
     }
+  };
+  GraphCapture* graphs = graphsFor(debug);
+  if (!graphs) {
+    for (size_t s = 0; s < program_.steps.size(); ++s) runStep(s);
+  } else if (graph_ && graph_->pointers() == data) {
+    graph_->replay(*graphs, runStep);
+  } else if (graph_ && ++recaptures_ > 1) {  // buffers that move every call: graphs would not pay
+    turnGraphsOff("its buffers moved between calls again (inputs that are not donated move every call)");
+    graph_.reset();
+    for (size_t s = 0; s < program_.steps.size(); ++s) runStep(s);
+  } else {
+    graph_ = std::make_unique<StepGraph>(StepGraph::record(*graphs, program_.steps.size(), data, runStep));
   }
 
   try {

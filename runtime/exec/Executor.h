@@ -12,6 +12,7 @@
 #include "runtime/base/Array.h"
 #include "runtime/device/Communicator.h"
 #include "runtime/device/Device.h"
+#include "runtime/exec/StepGraph.h"
 #include "runtime/program/Program.h"
 
 namespace spmd::runtime {
@@ -75,6 +76,10 @@ class Executor {
   // (on `where`, e.g. "cpu:4") do not fit in the host memory that is available.
   static void checkFitsHost(const Program& program, int replicas, const std::string& where);
   const Device& device() const { return *device_; }
+  // The graphs this executor replays (null before its second call, on devices without graphs,
+  // and with SPMD_CUDA_GRAPHS=0), and why they are off when they are (runtime/exec/StepGraph.h).
+  const StepGraph* stepGraph() const { return graph_.get(); }
+  const std::string& graphsOff() const { return graphsOff_; }
 
  private:
   Program program_;
@@ -94,6 +99,14 @@ class Executor {
   void checkFinite(const TensorView& view, const std::string& what);
   std::map<std::string, std::pair<double, int64_t>> opTime_;  // seconds, calls (SPMD_PROFILE)
   int64_t runs_ = 0;
+  bool graphsWanted_ = StepGraph::wanted();
+  std::unique_ptr<StepGraph> graph_;
+  std::string graphsOff_;
+  int recaptures_ = 0;
+  // The device's graphs for this call, or null: eager (first call, no graphs, off, or a mode
+  // that needs the steps one by one).
+  GraphCapture* graphsFor(bool debug);
+  void turnGraphsOff(const std::string& why);
 };
 
 }  // namespace spmd::runtime

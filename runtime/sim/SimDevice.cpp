@@ -2,6 +2,7 @@
 #include "runtime/sim/SimDevice.h"
 
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -53,12 +54,24 @@ void SimDevice::stream() {
 void SimDevice::enqueue(std::string what, std::function<void()> work) {
   {
     std::lock_guard lock(mutex_);
+    if (capturer_ == std::this_thread::get_id()) {
+      recorded_.emplace_back(std::move(what), std::move(work));
+      return;
+    }
     queue_.emplace_back(std::move(what), std::move(work));
+    ++queued_;
   }
   wake_.notify_one();
 }
 
+void SimDevice::refuseWhileCapturing(const char* what) const {
+  std::lock_guard lock(mutex_);
+  if (capturer_ == std::this_thread::get_id())
+    throw CaptureBroken(name() + ": " + what + " while capturing a graph, which a graph cannot hold");
+}
+
 void SimDevice::synchronize() {
+  refuseWhileCapturing("a wait for the stream");
   std::unique_lock lock(mutex_);
   idle_.wait(lock, [&] { return queue_.empty() && !busy_; });
   if (error_) {
@@ -78,6 +91,7 @@ std::shared_ptr<std::byte> SimDevice::allocate(size_t bytes) {
 }
 
 void SimDevice::copyToDevice(std::byte* dst, const std::byte* src, size_t bytes) {
+  refuseWhileCapturing("a copy from host memory");
   countToDevice(bytes);
   // Like cudaMemcpyAsync from pageable memory: the source is staged before the call returns.
   auto staged = std::make_shared<std::vector<std::byte>>(src, src + bytes);
@@ -85,6 +99,7 @@ void SimDevice::copyToDevice(std::byte* dst, const std::byte* src, size_t bytes)
 }
 
 void SimDevice::copyToHost(std::byte* dst, const std::byte* src, size_t bytes) {
+  refuseWhileCapturing("a copy to host memory");
   countToHost(bytes);
   synchronize();
   std::memcpy(dst, src, bytes);
@@ -93,6 +108,46 @@ void SimDevice::copyToHost(std::byte* dst, const std::byte* src, size_t bytes) {
 void SimDevice::copyOnDevice(std::byte* dst, const std::byte* src, size_t bytes) {
   if (dst == src || bytes == 0) return;
   enqueue("copy on " + name(), [dst, src, bytes] { std::memcpy(dst, src, bytes); });
+}
+
+namespace {
+
+struct SimGraph final : Graph {
+  std::vector<std::pair<std::string, std::function<void()>>> work;
+  size_t launches() const override { return work.size(); }
+};
+
+}  // namespace
+
+void SimDevice::begin() {
+  std::lock_guard lock(mutex_);
+  if (capturer_) throw Error(name() + ": a graph is already being captured");
+  capturer_ = std::this_thread::get_id();
+  recorded_.clear();
+}
+
+int64_t SimDevice::queued() const {
+  std::lock_guard lock(mutex_);
+  return queued_;
+}
+
+size_t SimDevice::recorded() const {
+  std::lock_guard lock(mutex_);
+  return recorded_.size();
+}
+
+std::shared_ptr<const Graph> SimDevice::end(size_t keep) {
+  std::lock_guard lock(mutex_);
+  auto graph = std::make_shared<SimGraph>();
+  recorded_.resize(std::min(keep, recorded_.size()));
+  graph->work = std::move(recorded_);
+  recorded_.clear();
+  capturer_.reset();
+  return graph;
+}
+
+void SimDevice::launch(const Graph& graph) {
+  for (const auto& [what, work] : static_cast<const SimGraph&>(graph).work) enqueue(what, work);
 }
 
 }  // namespace spmd::runtime

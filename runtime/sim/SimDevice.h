@@ -3,7 +3,8 @@
 // executor never reads directly (hostAccessible() is false: every input and output goes through
 // copyToDevice / copyToHost, which are counted); its work runs asynchronously, in order, on one
 // stream thread per device; an error in queued work is kept and thrown by the next
-// synchronize() (or copy to the host), as CUDA reports asynchronous errors.
+// synchronize() (or copy to the host), as CUDA reports asynchronous errors. It captures graphs
+// as a CUDA stream does (the same rules, so the executor's graph logic is tested without a GPU).
 #pragma once
 
 #include <condition_variable>
@@ -13,6 +14,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "runtime/device/Device.h"
 
@@ -20,7 +22,8 @@ namespace spmd::runtime {
 
 const KernelTable& simKernels();
 
-class SimDevice final : public Device {
+// Its graphs: the recorded work items, queued again as they were (runtime/device/Graph.h).
+class SimDevice final : public Device, public GraphCapture {
  public:
   explicit SimDevice(int index);
   ~SimDevice() override;
@@ -32,18 +35,31 @@ class SimDevice final : public Device {
   void copyToHost(std::byte* dst, const std::byte* src, size_t bytes) override;
   void copyOnDevice(std::byte* dst, const std::byte* src, size_t bytes) override;
   void synchronize() override;
+  GraphCapture* graphs() override { return this; }
+  // Capture: only the capturing thread's work is recorded; a host synchronisation by that
+  // thread while it captures throws CaptureBroken, as CUDA refuses it.
+  void begin() override;
+  size_t recorded() const override;
+  std::shared_ptr<const Graph> end(size_t keep) override;
+  void launch(const Graph& graph) override;
 
+  // Work items queued to run so far (a graph's launch counts each of its items).
+  int64_t queued() const;
   // Queues `work` on the stream; `what` names it in an error ("step 3 'add' (model.cpp:12)").
   void enqueue(std::string what, std::function<void()> work);
 
  private:
   void stream();
   int index_;
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   std::condition_variable wake_, idle_;
   std::deque<std::pair<std::string, std::function<void()>>> queue_;
   bool busy_ = false, stop_ = false;
   std::optional<std::string> error_;  // the first failure since the last synchronize
+  std::optional<std::thread::id> capturer_;  // the thread whose work is recorded, while it captures
+  std::vector<std::pair<std::string, std::function<void()>>> recorded_;
+  int64_t queued_ = 0;
+  void refuseWhileCapturing(const char* what) const;
   std::thread thread_;
 };
 

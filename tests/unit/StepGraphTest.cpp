@@ -1,0 +1,136 @@
+// Steps replayed as graphs (runtime/exec/StepGraph.h) on the simulator, which captures by the
+// rules a CUDA stream has: the ResNet-18 training step replayed from its graphs gives the bits of
+// the step run kernel by kernel for 5 steps, each replay queues exactly the work the unrecorded
+// step queues, a step that needs the host splits the graph, and the modes that need the steps one
+// by one (the debug mode, SPMD_CUDA_GRAPHS=0) turn graphs off, saying why.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "TestUtil.h"
+#include "benchmarks/TrainStep.h"
+#include "frontend/models/ResNet.h"
+#include "frontend/spmd.h"
+#include "runtime/device/DeviceList.h"
+#include "runtime/device/Driver.h"
+#include "runtime/exec/Executor.h"
+#include "runtime/sim/SimDevice.h"
+
+namespace spmd::runtime {
+namespace {
+
+struct GraphsSwitch {
+  explicit GraphsSwitch(const char* value) { setenv("SPMD_CUDA_GRAPHS", value, 1); }
+  ~GraphsSwitch() { unsetenv("SPMD_CUDA_GRAPHS"); }
+};
+
+// The ResNet-18 training step (width 2, batch 4, f64) as a Program and its first inputs.
+std::pair<Program, std::vector<Array>> trainStepProgram() {
+  auto model = models::resnet18({.width = 2});
+  optim::Sgd sgd({.learningRate = 0.05, .momentum = 0.9});
+  auto [params32, state32] = model->initialize(3);
+  auto toF64 = [](const Tree& t) {
+    Tree out;
+    for (const auto& [name, v] : t) out.set(name, spmd::testing::convertArray(v.array(), DType::f64));
+    return out;
+  };
+  Tree params = toF64(params32), state = toF64(state32), opt = sgd.init(params);
+  auto [x32, y] = bench::syntheticBatch(4);
+  Tensor x = spmd::testing::convertArray(x32.array(), DType::f64);
+  auto step = jit(bench::trainStep(*model, sgd));
+  step(params, opt, state, x, y);
+  std::vector<Array> inputs;
+  for (const Tree* tree : {&params, &opt, &state})
+    for (const auto& [name, t] : *tree) inputs.push_back(t.array());
+  inputs.push_back(x.array());
+  inputs.push_back(y.array());
+  return {step.lastProgram(), inputs};
+}
+
+// Runs `steps` calls, feeding the outputs before the loss back as the next inputs; returns every
+// call's outputs and the work each call queued on the device.
+std::pair<std::vector<std::vector<Array>>, std::vector<int64_t>> run(Executor& executor, std::vector<Array> inputs,
+                                                                     int steps) {
+  auto& sim = static_cast<const SimDevice&>(executor.device());
+  std::vector<std::vector<Array>> outputs;
+  std::vector<int64_t> queued;
+  for (int s = 0; s < steps; ++s) {
+    const int64_t before = sim.queued();
+    outputs.push_back(executor.run(inputs));
+    queued.push_back(sim.queued() - before);
+    for (size_t i = 0; i + 2 < inputs.size(); ++i) inputs[i] = outputs.back()[i];
+  }
+  return {outputs, queued};
+}
+
+TEST(StepGraphTest, TheTrainingStepReplayedFromItsGraphsGivesTheUnrecordedBits) {
+  auto [program, inputs] = trainStepProgram();
+  ASSERT_EQ(program.outputs.size() + 1, inputs.size()) << "outputs: params, momentum, BN state, loss";
+  std::shared_ptr<Device> device = makeDevice(parseDeviceList("sim"), 0);
+  Executor graphed(program, device);
+  std::unique_ptr<Executor> eager;
+  {
+    GraphsSwitch off("0");
+    eager = std::make_unique<Executor>(program, device);
+  }
+  auto [withGraphs, queuedWith] = run(graphed, inputs, 5);
+  auto [without, queuedWithout] = run(*eager, inputs, 5);
+  for (int s = 0; s < 5; ++s)
+    for (size_t o = 0; o < without[s].size(); ++o)
+      spmd::testing::expectClose(withGraphs[s][o], without[s][o], 0, 0,
+                                 "step " + std::to_string(s) + " output " + std::to_string(o));
+  EXPECT_NE(withGraphs[4].back().values<double>()[0], withGraphs[0].back().values<double>()[0]) << "the loss moves";
+
+  ASSERT_NE(graphed.stepGraph(), nullptr) << graphed.graphsOff();
+  EXPECT_EQ(eager->stepGraph(), nullptr);
+  const StepGraph& graph = *graphed.stepGraph();
+  // Recorded on the second call, replayed from the third: each replay queues what a call
+  // without graphs queues, most of it from the graphs.
+  for (int s = 2; s < 5; ++s) EXPECT_EQ(queuedWith[s], queuedWithout[s]) << "call " << s;
+  const int64_t work = queuedWithout[4] - int64_t(inputs.size());  // without the input copies
+  std::printf("  %zu graphs of %zu launches; the step queues %lld work items\n", graph.graphs(), graph.launches(),
+              (long long)work);
+  // The loss's label checks copy a flag to the host: those steps run between the graphs, which
+  // hold every other kernel of the program.
+  std::vector<std::string> split;
+  for (size_t s : graph.splitters()) split.push_back(program.steps[s].op);
+  EXPECT_EQ(split, (std::vector<std::string>{"softmax_cross_entropy", "softmax_cross_entropy_backward"}));
+  EXPECT_EQ(graph.graphs(), 3u);
+  // Each split step queues two items (its flag cleared, its kernel): the graphs hold the rest.
+  EXPECT_EQ(int64_t(graph.launches() + 2 * split.size()), work);
+}
+
+TEST(StepGraphTest, AStepWithoutHostWorkIsOneGraphOfEveryKernel) {
+  auto f = jit([](const Tensor& x, const Tensor& w) { return sum(tanh(matmul(x, w)) * 2.0 + 1.0, {0, 1}); },
+               {.devices = "sim"});
+  Array x = spmd::testing::randomArray(DType::f32, {4, 3}, 1), w = spmd::testing::randomArray(DType::f32, {3, 5}, 2);
+  const float expected = f(x, w).array().values<float>()[0];
+  Executor executor(f.lastProgram(), makeDevice(parseDeviceList("sim"), 0));
+  std::vector<Array> in = {x, w};
+  auto& sim = static_cast<const SimDevice&>(executor.device());
+  int64_t eagerWork = 0;
+  for (int call = 0; call < 3; ++call) {
+    const int64_t before = sim.queued();
+    Array y = executor.run(in)[0];
+    if (call == 0) eagerWork = sim.queued() - before - 2;  // the two input copies
+    EXPECT_EQ(y.values<float>()[0], expected) << "call " << call;
+  }
+  ASSERT_NE(executor.stepGraph(), nullptr) << executor.graphsOff();
+  EXPECT_EQ(executor.stepGraph()->graphs(), 1u);
+  EXPECT_TRUE(executor.stepGraph()->splitters().empty());
+  EXPECT_EQ(int64_t(executor.stepGraph()->launches()), eagerWork) << "the graph holds every kernel of the program";
+}
+
+TEST(StepGraphTest, TheDebugModeTurnsGraphsOffSayingWhy) {
+  auto f = jit([](const Tensor& x) { return exp(x) + 1.0; }, {.devices = "sim"});
+  Array x = spmd::testing::randomArray(DType::f32, {8}, 3);
+  f(x);
+  Executor executor(f.lastProgram(), makeDevice(parseDeviceList("sim"), 0));
+  executor.enableDebugNonFinite(true, false);
+  for (int call = 0; call < 3; ++call) executor.run(std::vector<Array>{x});
+  EXPECT_EQ(executor.stepGraph(), nullptr);
+  EXPECT_EQ(executor.graphsOff(), "the debug mode checks every step's outputs on the host");
+}
+
+}  // namespace
+}  // namespace spmd::runtime
