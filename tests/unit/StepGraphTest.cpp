@@ -132,5 +132,25 @@ TEST(StepGraphTest, TheDebugModeTurnsGraphsOffSayingWhy) {
   EXPECT_EQ(executor.graphsOff(), "the debug mode checks every step's outputs on the host");
 }
 
+// Inputs bound in place from buffers that are new every call: recorded again once, then off.
+TEST(StepGraphTest, BuffersThatMoveEveryCallTurnGraphsOffSayingWhy) {
+  auto f = jit([](const Tensor& x) { return exp(x) + 1.0; }, {.devices = "sim"});
+  Array x = spmd::testing::randomArray(DType::f32, {8}, 4);
+  const Array expected = f(x).array();
+  std::shared_ptr<Device> device = makeDevice(parseDeviceList("sim"), 0);
+  Executor executor(f.lastProgram(), device);
+  std::vector<std::shared_ptr<std::byte>> kept;  // alive, so no address comes back
+  for (int call = 0; call < 5; ++call) {
+    kept.push_back(device->allocate(x.bytes()));
+    device->copyToDevice(kept.back().get(), static_cast<const std::byte*>(x.data()), x.bytes());
+    std::vector<Input> in{{Array{}, kept.back()}};
+    std::vector<Output> out{{Array::zeros(DType::f32, {8})}};
+    executor.run(in, out);
+    spmd::testing::expectClose(out[0].host, expected, 0, 0, "call " + std::to_string(call));
+  }
+  EXPECT_EQ(executor.stepGraph(), nullptr);
+  EXPECT_EQ(executor.graphsOff(), "its buffers moved between calls again (inputs that are not donated move every call)");
+}
+
 }  // namespace
 }  // namespace spmd::runtime
