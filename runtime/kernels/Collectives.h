@@ -1,8 +1,10 @@
 // Collectives for replicas that share one process (cuda:0*N, sim:N): every replica publishes a
-// device pointer through the communicator, then each replica reduces its own slice of the
-// elements over all replicas with the fold tree and writes the result into every replica's buffer
-// (the CPU backend's algorithm, on the device, so every replica holds the same bits). A
-// combined all_reduce packs its operands into one flat device buffer first.
+// device pointer through the communicator, then each replica gathers its own slice of the
+// elements from every replica into rows, folds them with the fold tree (FoldRowsFn, the kernel
+// NCCL's exact mode folds its received rows with, runtime/cuda/Nccl.cpp) and copies the result
+// into every replica's buffer: NCCL's exact algorithm with device copies for its sends and
+// receives, so every replica holds the same bits and one fold kernel serves both. A combined
+// all_reduce packs its operands into one flat device buffer first.
 #pragma once
 
 #include <algorithm>
@@ -15,30 +17,8 @@
 
 namespace spmd::runtime::kernels {
 
-constexpr int kMaxReplicas = 64;
-
-struct Peers {
-  void* data[kMaxReplicas];
-};
-
-// Element i of every replica's buffer becomes the fold tree's root over the replicas
-// (runtime/device/Fold.h's foldLeaves), for i in [begin, begin + n).
-template <typename T>
-struct ReduceSliceFn {
-  Peers peers;
-  int replicas;
-  int64_t begin;
-  Reduction op;
-  SPMD_HOST_DEVICE void operator()(int64_t k) const {
-    int64_t i = begin + k;
-    const Peers& p = peers;
-    T acc = foldLeaves<T>(replicas, [&](int r) { return static_cast<const T*>(p.data[r])[i]; }, op, replicas);
-    for (int r = 0; r < replicas; ++r) static_cast<T*>(peers.data[r])[i] = acc;
-  }
-};
-
 // out[i] = the fold tree's root over rows[0][i], ..., rows[n-1][i] (row r at rows + r * count):
-// the fold of NCCL's exact all-reduce (runtime/cuda/NcclFold.cu).
+// the fold of NCCL's exact all-reduce (runtime/cuda/NcclFold.cu) and of the in-process one below.
 template <typename T>
 struct FoldRowsFn {
   const T* rows;
@@ -62,6 +42,26 @@ inline PointerExchange& pointersOf(Communicator& comm, const std::string& what) 
               "backend (--devices cpu:K under mpirun), or NCCL with one GPU per replica");
 }
 
+// A collective step's device scratch: the staging of packed operands and the fold's rows, each
+// allocated on first use and grown when a call needs more.
+template <class Api>
+struct CollectiveScratch {
+  std::shared_ptr<std::byte> staged, folded;
+  size_t stagedBytes = 0, foldedBytes = 0;
+  void* staging(const KernelCall& call, size_t bytes) { return grown(call, staged, stagedBytes, bytes); }
+  void* rows(const KernelCall& call, size_t bytes) { return grown(call, folded, foldedBytes, bytes); }
+  static void* grown(const KernelCall& call, std::shared_ptr<std::byte>& buffer, size_t& have, size_t bytes) {
+    if (!buffer || have < bytes) buffer = Api::allocate(call, std::max<size_t>(bytes, 1)), have = bytes;
+    return buffer.get();
+  }
+};
+
+template <class Api>
+CollectiveScratch<Api>& collectiveScratch(KernelCall& call) {
+  if (!call.cache) call.cache = std::make_shared<CollectiveScratch<Api>>();
+  return *static_cast<CollectiveScratch<Api>*>(call.cache.get());
+}
+
 // Reduces `count` elements at `data` (this replica's device memory) across the replicas.
 template <class Api>
 void reduceInPlace(KernelCall& call, void* data, DType dtype, int64_t count, Reduction op) {
@@ -71,21 +71,25 @@ void reduceInPlace(KernelCall& call, void* data, DType dtype, int64_t count, Red
     library->allReduce(data, dtype, count, op, Api::nativeStream(call), what);
     return;
   }
-  if (comm.size() > kMaxReplicas)
-    throw Error(what + ": at most " + std::to_string(kMaxReplicas) + " GPU replicas per process");
   Api::synchronize(call);  // this replica's operand is ready
-  std::vector<const void*> pointers = pointersOf(comm, what).exchange(data, what);
-  Peers peers{};
-  for (int r = 0; r < comm.size(); ++r) peers.data[r] = const_cast<void*>(pointers[r]);
-  int64_t per = (count + comm.size() - 1) / comm.size();
-  int64_t begin = std::min<int64_t>(count, per * comm.rank()), end = std::min<int64_t>(count, begin + per);
-  if (end > begin) {
+  std::vector<const void*> peers = pointersOf(comm, what).exchange(data, what);
+  const int n = comm.size(), me = comm.rank();
+  const size_t e = dtypeSize(dtype);
+  const int64_t per = (count + n - 1) / n;
+  const int64_t begin = std::min<int64_t>(count, per * me), mine = std::min<int64_t>(count, begin + per) - begin;
+  if (mine > 0) {
+    auto* rows = static_cast<std::byte*>(collectiveScratch<Api>(call).rows(call, size_t(n) * mine * e));
+    for (int r = 0; r < n; ++r)  // the receives: row r is replica r's values of this slice
+      Api::copy(call, rows + size_t(r) * mine * e, static_cast<const std::byte*>(peers[r]) + begin * e, mine * e);
+    std::byte* out = static_cast<std::byte*>(data) + begin * e;
     if (dtype == DType::f32)
-      Api::forEach(call, end - begin, ReduceSliceFn<float>{peers, comm.size(), begin, op});
+      Api::forEach(call, mine, FoldRowsFn<float>{reinterpret_cast<const float*>(rows), n, mine, op, reinterpret_cast<float*>(out)});
     else if (dtype == DType::f64)
-      Api::forEach(call, end - begin, ReduceSliceFn<double>{peers, comm.size(), begin, op});
+      Api::forEach(call, mine, FoldRowsFn<double>{reinterpret_cast<const double*>(rows), n, mine, op, reinterpret_cast<double*>(out)});
     else
-      Api::forEach(call, end - begin, ReduceSliceFn<int32_t>{peers, comm.size(), begin, op});
+      Api::forEach(call, mine, FoldRowsFn<int32_t>{reinterpret_cast<const int32_t*>(rows), n, mine, op, reinterpret_cast<int32_t*>(out)});
+    for (int r = 0; r < n; ++r)  // the sends: the folded slice into every other replica's buffer
+      if (r != me) Api::copy(call, static_cast<std::byte*>(const_cast<void*>(peers[r])) + begin * e, out, mine * e);
   }
   Api::synchronize(call);
   comm.barrier(what);  // every slice is written before anyone reads or reuses the buffers
@@ -102,7 +106,7 @@ void all_reduce(KernelCall& call) {
   }
   int64_t total = 0;
   for (const TensorView& v : call.in) total += v.numel();
-  std::byte* staging = scratch<Api>(call, total * dtypeSize(dtype));
+  auto* staging = static_cast<std::byte*>(collectiveScratch<Api>(call).staging(call, total * dtypeSize(dtype)));
   size_t offset = 0;
   for (const TensorView& v : call.in) {
     Api::copy(call, staging + offset, v.data, v.numel() * dtypeSize(dtype));
@@ -137,7 +141,7 @@ template <class Api>
 void reduce_scatter(KernelCall& call) {
   Communicator& comm = communicatorOf(call);
   size_t bytes = call.in[0].numel() * dtypeSize(call.in[0].dtype);
-  std::byte* staging = scratch<Api>(call, bytes);
+  auto* staging = static_cast<std::byte*>(collectiveScratch<Api>(call).staging(call, bytes));
   Api::copy(call, staging, call.in[0].data, bytes);
   reduceInPlace<Api>(call, staging, call.in[0].dtype, call.in[0].numel(), Reduction::Sum);
   size_t row = bytes / comm.size();

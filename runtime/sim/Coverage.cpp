@@ -8,7 +8,7 @@ namespace {
 
 struct Record {
   std::mutex mutex;
-  std::set<std::string> ops, sources;
+  std::set<std::string> ops, sources, kernels;
 };
 
 Record& record() {
@@ -26,6 +26,16 @@ void recordExecutedOp(const std::string& op) {
 void recordExecutedSource(const std::string& source) {
   std::lock_guard lock(record().mutex);
   record().sources.insert(source);
+}
+
+void recordExecutedKernel(const std::string& functor) {
+  std::lock_guard lock(record().mutex);
+  record().kernels.insert(functor);
+}
+
+std::set<std::string> executedKernels() {
+  std::lock_guard lock(record().mutex);
+  return record().kernels;
 }
 
 std::set<std::string> executedOps() {

@@ -31,6 +31,7 @@ struct SimApi {
     kernels::checkLaunch(l, stepName(call));
     deviceOf(call).enqueue(stepName(call), [f, n, l, op = call.step.op] {
       recordExecutedOp(op);
+      recordExecutedKernel(functorName<F>());
       const GridOrder order = gridStrideOrder(l);
       const int64_t grid = l.blocks * l.threads;
       for (int64_t b : order.blocks)
@@ -45,6 +46,7 @@ struct SimApi {
     kernels::checkLaunch(launch, where);
     deviceOf(call).enqueue(where, [f, launch, where, op = call.step.op] {
       recordExecutedOp(op);
+      recordExecutedKernel(functorName<F>());
       runBlocks(launch, where, [&f](SimBlock& b) { f(b); });
     });
   }

@@ -1,5 +1,6 @@
 // Every kernel the CUDA backend can launch from our own code executes on the simulator: the
-// kernel library's ops (grid-stride and block kernels), the matmul bias, and the generated
+// kernel library's ops (grid-stride and block kernels), the matmul bias, the exact all-reduce's
+// fold (NCCL's too), and the generated
 // kernel of every fused body of the ResNet-18 and transformer training steps. The workloads are
 // the sim suite's own (every kernel case, as CudaKernelTest runs them; a ResNet-18 training step
 // and the collectives on sim:2, as ConformanceTest; the transformer block of TorchReferenceTest), run here so that the
@@ -95,6 +96,16 @@ TEST(SimCoverageTest, EveryKernelTheCudaBackendLaunchesExecutesOnTheSimulator) {
       ++generated;
     }
   EXPECT_GT(generated, 20u);
+  // The kernels the CUDA backend launches beside the library's table: BatchNorm's block and apply
+  // kernels, the matmul bias, and the fold of NCCL's exact all-reduce (runtime/cuda/NcclFold.cu),
+  // which the in-process all-reduce folds with too.
+  const std::set<std::string> kernels = sim::executedKernels();
+  for (const char* functor : {"NormStatsFn<", "NormApplyFn<", "NormBackwardSumsFn<", "NormBackwardApplyFn<",
+                              "RowBiasFn<", "FoldRowsFn<"}) {
+    bool ran = false;
+    for (const std::string& k : kernels) ran |= k.find(std::string("spmd::runtime::kernels::") + functor) == 0;
+    EXPECT_TRUE(ran) << functor << " never executed on the simulator (" << kernels.size() << " kernels did)";
+  }
   std::printf("  %d ops and %zu generated kernels executed on the simulator\n", checked, generated);
 
 #ifdef SPMD_WITH_CUDA
