@@ -4,7 +4,6 @@
 #include <memory>
 #include <vector>
 
-#include "runtime/program/FusedBody.h"
 #include "runtime/cuda/Cuda.h"
 #include "runtime/kernels/FusedSource.h"
 #include "runtime/cuda/Kernels.h"
@@ -25,11 +24,7 @@ struct Loaded {
 
 void fused(KernelCall& call) {
   if (!call.cache) {
-    FusedBody body = FusedBody::parse(call.step.text("body"));
-    std::vector<std::vector<int64_t>> inputs;
-    for (const TensorView& in : call.in) inputs.emplace_back(in.shape.begin(), in.shape.end());
-    std::string source = kernels::fusedKernelSource(body, call.out[0].dtype, inputs, call.out[0].shape, call.out.size());
-    std::string binary = compileCuda(source, deviceOf(call).arch());
+    std::string binary = compileCuda(kernels::fusedKernelSource(call), deviceOf(call).arch());
     auto loaded = std::make_shared<Loaded>();
     check(cudaLibraryLoadData(&loaded->library, binary.data(), nullptr, nullptr, 0, nullptr, nullptr, 0),
           "loading the fused kernel of " + call.step.location);

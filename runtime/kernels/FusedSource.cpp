@@ -84,4 +84,11 @@ std::string fusedKernelSource(const FusedBody& body, DType dtype,
   return os.str();
 }
 
+std::string fusedKernelSource(const KernelCall& call) {
+  std::vector<std::vector<int64_t>> inputs;
+  for (const TensorView& in : call.in) inputs.emplace_back(in.shape.begin(), in.shape.end());
+  return fusedKernelSource(FusedBody::parse(call.step.text("body")), call.out[0].dtype, inputs, call.out[0].shape,
+                           call.out.size());
+}
+
 }  // namespace spmd::runtime::kernels

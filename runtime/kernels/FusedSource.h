@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "runtime/base/DType.h"
+#include "runtime/device/Kernel.h"
 #include "runtime/program/FusedBody.h"
 
 namespace spmd::runtime::kernels {
@@ -22,5 +23,8 @@ inline constexpr const char* kFusedKernelName = "spmd_fused";
 std::string fusedKernelSource(const FusedBody& body, DType dtype,
                               const std::vector<std::vector<int64_t>>& inputs,
                               std::span<const int64_t> space, size_t outputs);
+
+// The source for a `fused` step's call: its body, its outputs' dtype and its operands' shapes.
+std::string fusedKernelSource(const KernelCall& call);
 
 }  // namespace spmd::runtime::kernels

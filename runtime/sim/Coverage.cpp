@@ -28,8 +28,9 @@ void recordExecutedSource(const std::string& source) {
   record().sources.insert(source);
 }
 
-void recordExecutedKernel(const std::string& functor) {
+void recordExecutedKernel(const std::string& op, const std::string& functor) {
   std::lock_guard lock(record().mutex);
+  record().ops.insert(op);
   record().kernels.insert(functor);
 }
 

@@ -11,7 +11,7 @@ namespace spmd::runtime::sim {
 
 void recordExecutedOp(const std::string& op);
 void recordExecutedSource(const std::string& source);
-void recordExecutedKernel(const std::string& functor);
+void recordExecutedKernel(const std::string& op, const std::string& functor);  // both, one lock
 std::set<std::string> executedOps();
 std::set<std::string> executedSources();
 std::set<std::string> executedKernels();

@@ -3,10 +3,10 @@
 // first call and run on the stream thread with the CUDA backend's launch geometry, its
 // (block, thread) pairs in a seeded random order.
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "runtime/kernels/FusedSource.h"
-#include "runtime/program/FusedBody.h"
 #include "runtime/sim/Coverage.h"
 #include "runtime/sim/HostKernels.h"
 #include "runtime/sim/SimApi.h"
@@ -18,19 +18,18 @@ namespace {
 struct Compiled {
   HostLaunch launch;
   std::string source;
+  std::once_flag recorded;  // the coverage record takes the source once, not on every launch
 };
 
 }  // namespace
 
 void fused(KernelCall& call) {
   if (!call.cache) {
-    FusedBody body = FusedBody::parse(call.step.text("body"));
-    std::vector<std::vector<int64_t>> inputs;
-    for (const TensorView& in : call.in) inputs.emplace_back(in.shape.begin(), in.shape.end());
-    std::string source =
-        kernels::fusedKernelSource(body, call.out[0].dtype, inputs, call.out[0].shape, call.out.size());
-    call.cache = std::make_shared<Compiled>(
-        Compiled{hostKernel(source, kernels::kFusedKernelName, int(call.in.size() + call.out.size())), source});
+    std::string source = kernels::fusedKernelSource(call);
+    auto compiled = std::make_shared<Compiled>();
+    compiled->launch = hostKernel(source, kernels::kFusedKernelName, int(call.in.size() + call.out.size()));
+    compiled->source = std::move(source);
+    call.cache = compiled;
   }
   const auto compiled = std::static_pointer_cast<Compiled>(call.cache);
   const long long n = call.out[0].numel();
@@ -41,7 +40,7 @@ void fused(KernelCall& call) {
   for (const TensorView& in : call.in) pointers.push_back(in.data);
   for (const TensorView& out : call.out) pointers.push_back(out.data);
   deviceOf(call).enqueue(stepName(call), [compiled, pointers = std::move(pointers), n, l] {
-    recordExecutedSource(compiled->source);
+    std::call_once(compiled->recorded, [&] { recordExecutedSource(compiled->source); });
     const GridOrder order = gridStrideOrder(l);
     compiled->launch(pointers.data(), n, l.blocks, l.threads, order.blocks.data(), order.threads.data());
   });

@@ -30,8 +30,7 @@ struct SimApi {
     const kernels::Launch l = kernels::gridStride("forEach", n);
     kernels::checkLaunch(l, stepName(call));
     deviceOf(call).enqueue(stepName(call), [f, n, l, op = call.step.op] {
-      recordExecutedOp(op);
-      recordExecutedKernel(functorName<F>());
+      recordExecutedKernel(op, functorName<F>());
       const GridOrder order = gridStrideOrder(l);
       const int64_t grid = l.blocks * l.threads;
       for (int64_t b : order.blocks)
@@ -45,8 +44,7 @@ struct SimApi {
     const std::string where = stepName(call);
     kernels::checkLaunch(launch, where);
     deviceOf(call).enqueue(where, [f, launch, where, op = call.step.op] {
-      recordExecutedOp(op);
-      recordExecutedKernel(functorName<F>());
+      recordExecutedKernel(op, functorName<F>());
       runBlocks(launch, where, [&f](SimBlock& b) { f(b); });
     });
   }
