@@ -13,7 +13,7 @@ bundle=$build/gpu-bundle
 rm -rf "$bundle"
 mkdir -p "$bundle/bin" "$bundle/debs"
 for binary in tests/spmd_unit_tests tools/spmd-run/spmd-run samples/resnet18_fashion_mnist/resnet18_fashion_mnist \
-              benchmarks/bench_resnet18_train_step benchmarks/bench_resnet18_pmap_step; do
+              benchmarks/bench_resnet18_train_step benchmarks/bench_resnet18_pmap_step benchmarks/bench_gpu_step; do
   strip -o "$bundle/bin/$(basename "$binary")" "$build/$binary"
 done
 # Compressed, so binaries and libraries stay under the 64 MiB a device call carries; setup.sh
@@ -52,14 +52,18 @@ cat > "$bundle/report" <<'REPORT'
 # build/gpu-bundle/report [FILE]: every GPU check in one go, into one report (default report.txt
 # beside this script): the conformance suite on cuda:0 and cuda:0*4, every kernel case on the
 # GPU against the reference, the GPU against the CPU and replica counts (SpmdEquivalenceCuda),
-# the CUDA and NCCL tests. Exits non-zero when any of them fails.
+# the CUDA and NCCL tests, the step captured into CUDA graphs; then the GPU benchmarks (the
+# training step at batch 64, 256 and 1024, graphs on and off). Exits non-zero when a test fails.
 here=$(cd "$(dirname "$0")" && pwd)
 out=${1:-$here/report.txt}
 {
   echo "# spmd GPU report, $(date -u +%F' '%T) UTC"
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1
   "$here/run" spmd_unit_tests --gtest_color=no \
-    --gtest_filter='*Conformance*cuda*:*CudaKernelTest*cuda*:*SpmdEquivalenceCuda*:CudaTest*:Nccl*'
+    --gtest_filter='*Conformance*cuda*:*CudaKernelTest*cuda*:*SpmdEquivalenceCuda*:CudaTest*:Nccl*:StepGraphTest.OnAGpu*'
+  tests=$?
+  "$here/run" bench_gpu_step --devices=cuda:0 --benchmark_filter='width:64' --benchmark_counters_tabular=true
+  exit $tests
 } 2>&1 | tee "$out"
 status=${PIPESTATUS[0]}
 echo "gpu report: $out"

@@ -64,15 +64,19 @@ std::unique_ptr<ConvPlan> plan(const KernelCall& call, const TensorView& x, cons
 
 cudnnHandle_t handleOf(const KernelCall& call) { return static_cast<cudnnHandle_t>(deviceOf(call).cudnn()); }
 
+// The fastest algorithm that gives the same bits on every run (cuDNN sorts by time): the
+// nondeterministic ones (atomics in some backward-filter algorithms) would break the promise
+// that a step's bits depend on nothing but its inputs.
 template <typename Perf>
 void choose(ConvPlan& p, const Perf* results, int found, const KernelCall& call) {
   for (int i = 0; i < found; ++i)
-    if (results[i].status == CUDNN_STATUS_SUCCESS) {
+    if (results[i].status == CUDNN_STATUS_SUCCESS && results[i].determinism == CUDNN_DETERMINISTIC) {
       p.algo = static_cast<int>(results[i].algo);
       p.workspace = results[i].memory;
       return;
     }
-  throw Error("cuDNN found no algorithm for '" + call.step.op + "' (" + call.step.location + ")");
+  throw Error("cuDNN found no deterministic algorithm for '" + call.step.op + "' (" + call.step.location +
+              "); this cuDNN offers " + std::to_string(found) + " for its shape, none of them deterministic");
 }
 
 // One and zero in the scaling type cuDNN expects for the data type.

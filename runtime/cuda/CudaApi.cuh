@@ -57,10 +57,12 @@ struct CudaApi {
     check(cudaMemsetAsync(dst, 0, bytes, streamOf(call)), call.step.op + " memset");
   }
   static void toHost(const KernelCall& call, void* dst, const void* src, size_t bytes) {
+    deviceOf(call).refuseWhileCapturing("'" + call.step.op + "' copying to host memory");
     check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, streamOf(call)), call.step.op + " copy to host");
     synchronize(call);
   }
   static void synchronize(const KernelCall& call) {
+    deviceOf(call).refuseWhileCapturing("'" + call.step.op + "' waiting for the stream");
     check(cudaStreamSynchronize(streamOf(call)), call.step.op + " at " + call.step.location);
   }
   static std::shared_ptr<std::byte> allocate(const KernelCall& call, size_t bytes) {

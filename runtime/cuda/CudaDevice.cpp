@@ -54,6 +54,7 @@ std::string CudaDevice::name() const {
 }
 
 std::shared_ptr<std::byte> CudaDevice::allocate(size_t bytes) {
+  refuseWhileCapturing("an allocation");
   void* memory = nullptr;
   check(cudaSetDevice(index_), "cudaSetDevice");
   cudaError_t result = cudaMalloc(&memory, bytes ? bytes : 256);
@@ -72,6 +73,7 @@ std::shared_ptr<std::byte> CudaDevice::allocate(size_t bytes) {
 }
 
 void CudaDevice::copyToDevice(std::byte* dst, const std::byte* src, size_t bytes) {
+  refuseWhileCapturing("a copy from host memory");
   countToDevice(bytes);
   check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, static_cast<cudaStream_t>(stream_)),
         "copy to " + name());
@@ -84,6 +86,7 @@ void CudaDevice::copyOnDevice(std::byte* dst, const std::byte* src, size_t bytes
 }
 
 void CudaDevice::copyToHost(std::byte* dst, const std::byte* src, size_t bytes) {
+  refuseWhileCapturing("a copy to host memory");
   countToHost(bytes);
   check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, static_cast<cudaStream_t>(stream_)),
         "copy from " + name());
@@ -91,6 +94,7 @@ void CudaDevice::copyToHost(std::byte* dst, const std::byte* src, size_t bytes) 
 }
 
 void CudaDevice::synchronize() {
+  refuseWhileCapturing("a wait for the stream");
   check(cudaStreamSynchronize(static_cast<cudaStream_t>(stream_)), "work on " + name());
 }
 

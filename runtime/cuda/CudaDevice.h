@@ -1,10 +1,12 @@
 // The CUDA backend's Device: one GPU (or one replica's share of it, for cuda:0*N). Memory from
 // cudaMalloc, work on the device's own stream, cuBLAS and cuDNN handles bound to that stream,
-// kernels from runtime/cuda. No CUDA header here: users of the runtime need none.
+// kernels from runtime/cuda. Its stream captures graphs (runtime/cuda/Capture.cpp). No CUDA
+// header here: users of the runtime need none.
 #pragma once
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "runtime/device/Device.h"
 
@@ -15,7 +17,7 @@ const KernelTable& cudaKernels();
 // How many GPUs the CUDA runtime sees; 0 with `why` set when there is none or no driver.
 int cudaDeviceCount(std::string* why = nullptr);
 
-class CudaDevice final : public Device {
+class CudaDevice final : public Device, public GraphCapture {
  public:
   // `replica` tells replicas sharing one GPU apart in names ("cuda:0#1").
   explicit CudaDevice(int index, int replica = -1);
@@ -29,6 +31,15 @@ class CudaDevice final : public Device {
   void copyOnDevice(std::byte* dst, const std::byte* src, size_t bytes) override;
   void synchronize() override;
   void activate() override;
+  GraphCapture* graphs() override { return this; }
+  // Stream capture (cudaStreamBeginCapture, thread-local mode). A wait for the stream, a copy
+  // between host and device or an allocation while this thread captures throws CaptureBroken
+  // before CUDA sees it, so the capture stays valid and the executor runs that step outside.
+  void begin() override;
+  size_t recorded() const override;  // nodes in the graph being captured
+  std::shared_ptr<const Graph> end(size_t keep) override;
+  void launch(const Graph& graph) override;
+  void refuseWhileCapturing(const std::string& what) const;
 
   int index() const { return index_; }
   void* stream() const { return stream_; }  // cudaStream_t
@@ -46,6 +57,7 @@ class CudaDevice final : public Device {
   std::string arch_;
   std::shared_ptr<std::byte> workspace_;
   size_t workspaceBytes_ = 0;
+  mutable std::vector<void*> marked_;  // the capture's nodes at the last recorded() (cudaGraphNode_t)
 };
 
 }  // namespace spmd::runtime

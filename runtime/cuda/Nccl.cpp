@@ -83,6 +83,7 @@ class NcclCommunicator final : public Communicator, public DeviceCollectives {
                  const std::string& what) override {
     usable(what);
     auto s = static_cast<cudaStream_t>(stream);
+    refuseWhileCapturing(s, what);
     if (mode_ == ReduceMode::Fast) {
       checkNccl(ncclAllReduce(data, data, size_t(count), ncclType(dtype), ncclOp(op), comm_, s), "ncclAllReduce",
                 what, comm_);
@@ -95,6 +96,7 @@ class NcclCommunicator final : public Communicator, public DeviceCollectives {
   void allGather(const void* in, void* out, size_t bytes, void* stream, const std::string& what) override {
     usable(what);
     auto s = static_cast<cudaStream_t>(stream);
+    refuseWhileCapturing(s, what);
     checkNccl(ncclAllGather(in, out, bytes, ncclUint8, comm_, s), "ncclAllGather", what, comm_);
     wait(s, what);
   }
@@ -105,6 +107,15 @@ class NcclCommunicator final : public Communicator, public DeviceCollectives {
       throw Error(what + ": the NCCL communicator was aborted by an earlier failure or timeout; make the pmap "
                          "(or the replica group) again to get a new one");
     check(cudaSetDevice(gpu_), "cudaSetDevice for NCCL");
+  }
+
+  // A collective waits for its stream on the host (wait() below), which a graph cannot hold:
+  // while capturing it refuses before NCCL sees it, on every rank alike, and runs outside.
+  static void refuseWhileCapturing(cudaStream_t s, const std::string& what) {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    check(cudaStreamIsCapturing(s, &status), "capture query (" + what + ")");
+    if (status != cudaStreamCaptureStatusNone)
+      throw CaptureBroken(what + ": an NCCL collective waits for its stream on the host, which a graph cannot hold");
   }
 
   // Rank j's slice of n elements: [n * j / N, n * (j + 1) / N), as in the MPI exact mode.

@@ -1,0 +1,79 @@
+// Google Benchmark: the ResNet-18 training step on an accelerator (default cuda:0), with the
+// step replayed as graphs and without (SPMD_CUDA_GRAPHS), at the sizes a GPU is used at. Part of
+// the GPU report (scripts/gpu_bundle.sh). Args: global batch, width, graphs (1/0).
+//   bench_gpu_step [--devices=cuda:0] [Google Benchmark flags]
+// Without a GPU it stops with the reason (exit 2); ctest runs it on `sim` at batch 2, width 8
+// (--devices=sim --benchmark_filter=batch:2/width:8), so it cannot rot before the first GPU run.
+#include <benchmark/benchmark.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "TrainStep.h"
+#include "frontend/models/ResNet.h"
+#include "runtime/device/DeviceList.h"
+
+namespace {
+
+std::string devices = "cuda:0";
+
+void BM_AcceleratorTrainStep(benchmark::State& state) {
+  const int64_t batch = state.range(0), width = state.range(1);
+  const bool graphs = state.range(2) != 0;
+  setenv("SPMD_CUDA_GRAPHS", graphs ? "1" : "0", 1);  // read when the step's executor is made
+  auto model = spmd::models::resnet18({.width = width});
+  auto [params, bnState] = model->initialize(0);
+  spmd::optim::Sgd sgd({.learningRate = 0.1, .momentum = 0.9});
+  spmd::Tree opt = sgd.init(params);
+  auto step = spmd::jit(bench::trainStep(*model, sgd), {.devices = devices});
+  auto [x, y] = bench::syntheticBatch(batch);
+  // The first call compiles, the second records the graphs: both outside the timing.
+  auto [p1, o1, s1, l1] = step(params, opt, bnState, x, y);
+  const double compileSeconds = step.lastCompileSeconds();
+  std::tie(p1, o1, s1, l1) = step(p1, o1, s1, x, y);
+  for (auto _ : state) {
+    auto [p2, o2, s2, loss] = step(p1, o1, s1, x, y);
+    p1 = p2, o1 = o2, s1 = s2;
+    benchmark::DoNotOptimize(loss.array().values<float>()[0]);  // the loss on the host: the step finished
+  }
+  unsetenv("SPMD_CUDA_GRAPHS");
+  state.SetItemsProcessed(state.iterations() * batch);
+  state.counters["compile_s"] = compileSeconds;
+  state.SetLabel(devices);
+}
+BENCHMARK(BM_AcceleratorTrainStep)
+    ->ArgNames({"batch", "width", "graphs"})
+    ->Args({64, 64, 1})
+    ->Args({64, 64, 0})
+    ->Args({256, 64, 1})
+    ->Args({256, 64, 0})
+    ->Args({1024, 64, 1})
+    ->Args({2, 8, 1})  // ctest's smoke run on sim
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  for (int i = 1; i < argc; ++i) {
+    if (std::strncmp(argv[i], "--devices=", 10) == 0) {
+      devices = argv[i] + 10;
+    } else {
+      std::fprintf(stderr, "bench_gpu_step: unknown flag '%s'; it takes --devices=<device> and Google Benchmark's flags\n",
+                   argv[i]);
+      return 2;
+    }
+  }
+  try {
+    spmd::runtime::parseDeviceList(devices);  // says what is wrong: no GPU, no driver, a bad form
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_gpu_step: --devices=%s: %s\n", devices.c_str(), e.what());
+    return 2;
+  }
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
