@@ -3,7 +3,10 @@
 1x28x28), forward / backward-data / backward-filter, spmd's CPU kernels (build/benchmarks/
 bench_conv_layers) beside the same primitive in PyTorch (python3-torch, the same threads), in one
 run. Shows where the remaining gap to PyTorch is; "x" columns are spmd/PyTorch time ratios
-(< 1: spmd faster); the last line weights each shape by its uses per step.
+(< 1: spmd faster); the last line weights each shape by its uses per step. A second table gives
+spmd's GFLOP/s per kernel (a direct convolution's FLOPs, so Winograd counts as more than the
+arithmetic it does) and its share of this machine's f32 peak, measured by an FMA loop in
+bench_conv_layers on the same threads.
 
 usage: /usr/bin/python3 benchmarks/compare_conv_layers.py [--build build] [--batch 64] [--reps 10]
        [--threads N] [--smoke]   (--smoke: batch 2, width 4, one repetition; CI runs it)"""
@@ -26,9 +29,11 @@ def spmd_rows(build, batch, width, reps, threads):
         sys.exit(f"{binary} failed:\n{out.stderr}")
     rows = [dict(kv.split("=", 1) for kv in line.split()[1:]) for line in out.stdout.splitlines()
             if line.startswith("result ")]
-    if not rows:
-        sys.exit(f"no 'result' lines from {binary}:\n{out.stdout}")
-    return rows
+    peaks = [r for r in rows if "peak_gflops" in r]
+    layers = [r for r in rows if "layer" in r]
+    if not peaks or not layers:
+        sys.exit(f"no 'result peak' and 'result layer' lines from {binary}:\n{out.stdout}")
+    return peaks[0], layers
 
 
 def torch_times(row, batch, reps):
@@ -64,7 +69,7 @@ def main():
         args.batch, args.width, args.reps = 2, 4, 1
     import torch
     torch.set_num_threads(args.threads)
-    rows = spmd_rows(args.build, args.batch, args.width, args.reps, args.threads)
+    peak, rows = spmd_rows(args.build, args.batch, args.width, args.reps, args.threads)
     print(f"ResNet-18 width {args.width} convolutions, batch {args.batch}, {args.threads} threads, "
           f"PyTorch {torch.__version__} (ms per call; x = spmd/PyTorch)")
     header = f"  {'layer':16} {'n':>2} | {'fwd':>7} {'torch':>7} {'x':>5} | {'bwd data':>8} {'torch':>7} {'x':>5} | " \
@@ -82,6 +87,22 @@ def main():
         print(f"  {row['layer']:16} {n:>2} | {cells}")
     cells = " | ".join(f"{o:8.2f} {t:7.2f} {o / t:5.2f}" for o, t in zip(ours_total, theirs_total))
     print(f"  {'per step':16} {'':>2} | {cells}")
+    peak_gflops = float(peak["peak_gflops"])
+    print(f"spmd GFLOP/s (direct-convolution FLOPs) and % of the measured f32 peak, {peak_gflops:.1f} GFLOP/s "
+          f"({peak['threads']} threads, {peak['isa']} FMA loop):")
+    print(f"  {'layer':16} | {'fwd':>7} {'%':>5} | {'bwd data':>8} {'%':>5} | {'bwd filt':>8} {'%':>5}")
+    flops_total, ms_total = 0.0, 0.0
+    for row in rows:
+        flops, n = float(row["flops"]), int(row["count"])
+        cells = []
+        for key in ("fwd_ms", "data_ms", "filter_ms"):
+            gflops = flops / (float(row[key]) * 1e-3) / 1e9
+            cells.append(f"{gflops:8.1f} {100 * gflops / peak_gflops:5.1f}")
+            flops_total += n * flops
+            ms_total += n * float(row[key])
+        print(f"  {row['layer']:16} | " + " | ".join(cells))
+    step_gflops = flops_total / (ms_total * 1e-3) / 1e9
+    print(f"  all convolutions of a step: {step_gflops:.1f} GFLOP/s, {100 * step_gflops / peak_gflops:.1f}% of peak")
     print(f"ratio spmd/PyTorch time, all convolutions of a step: {sum(ours_total) / sum(theirs_total):.3f}")
 
 

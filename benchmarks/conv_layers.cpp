@@ -3,7 +3,9 @@
 // alone on that shape (median of --reps calls after two warm-up calls that build and cache the
 // oneDNN primitive), with the activations in the layouts the compiler gives them in the step
 // (the backend's blocked layout where the channels fill whole blocks; --layouts plain: NCHW). compare_conv_layers.py runs this beside the same PyTorch primitives.
-// Prints one line per layer: "result layer=<name> count=<uses per step> fwd_ms=.. data_ms=.. filter_ms=..".
+// Prints this machine's measured f32 peak ("result peak_gflops=.. threads=.. isa=..") and one line
+// per layer: "result layer=<name> count=<uses per step> fwd_ms=.. data_ms=.. filter_ms=.. flops=..",
+// flops counted as a direct convolution's (benchmarks/Flops.h), the same for all three kernels.
 //
 // usage: bench_conv_layers [--batch 64] [--width 64] [--reps 10] [--only <layer>] [--layouts backend|plain]
 #include <algorithm>
@@ -14,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "Flops.h"
+#include "Peak.h"
 #include "runtime/base/Array.h"
 #include "runtime/cpu/CpuDevice.h"
 #include "runtime/device/Kernel.h"
@@ -108,6 +112,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "bench_conv_layers: --layouts must be backend or plain, got '%s'\n", layoutMode.c_str());
     return 2;
   }
+  const bench::Peak peak = bench::measurePeak();
+  std::printf("result peak_gflops=%.1f threads=%d isa=%s\n", peak.flops / 1e9, peak.threads, peak.isa.c_str());
   const BlockedLayouts blocked(layoutMode == "plain" ? 0 : CpuDevice().channelBlock());
   for (const Layer& l : resnetLayers(width)) {
     if (!only.empty() && l.name != only) continue;
@@ -120,10 +126,10 @@ int main(int argc, char** argv) {
     double data = timeKernel("conv2d_backward_data", {dy, filter}, outX, {ly, "", lx}, l.stride, pad, reps);
     double weights = timeKernel("conv2d_backward_filter", {input, dy}, outW, {lx, ly, ""}, l.stride, pad, reps);
     std::printf("result layer=%s count=%d in=%lld out=%lld size=%lld kernel=%lld stride=%lld fwd_ms=%.4f data_ms=%.4f "
-                "filter_ms=%.4f\n",
+                "filter_ms=%.4f flops=%.0f\n",
                 l.name.c_str(), l.count, static_cast<long long>(l.in), static_cast<long long>(l.out),
                 static_cast<long long>(l.size), static_cast<long long>(l.kernel), static_cast<long long>(l.stride),
-                forward, data, weights);
+                forward, data, weights, bench::convFlops(double(spmd::numElements(y)), w));
   }
   return 0;
 }

@@ -1,8 +1,10 @@
 // Google Benchmark: ResNet-18 forward (full width, batch 64, 1x28x28, BatchNorm in training
 // mode) on the CPU backend, compiled once by spmd::jit and then replayed, with and without the
-// backend's blocked layouts (layouts:0 keeps every tensor plain NCHW: what spmd-assign-layouts gains).
+// backend's blocked layouts (layouts:0 keeps every tensor plain NCHW: what spmd-assign-layouts gains);
+// GFLOP/s and peak_pct as in resnet18_train_step.cpp.
 #include <benchmark/benchmark.h>
 
+#include "FlopCounters.h"
 #include "frontend/spmd.h"
 #include "frontend/models/ResNet.h"
 
@@ -19,8 +21,11 @@ void BM_ResNet18Forward(benchmark::State& state) {
   spmd::Rng rng(1);
   spmd::Tensor x = spmd::init::normal(1.0)(rng, {batch, 1, 28, 28});
   forward(params, bnState, x);  // trace + compile + first run outside the timing
+  const auto start = std::chrono::steady_clock::now();
   for (auto _ : state) benchmark::DoNotOptimize(forward(params, bnState, x));
+  const double seconds = bench::secondsSince(start);
   state.SetItemsProcessed(state.iterations() * batch);
+  bench::reportFlops(state, bench::programFlops(forward.lastProgram()), seconds);
 }
 BENCHMARK(BM_ResNet18Forward)
     ->ArgNames({"batch", "layouts"})

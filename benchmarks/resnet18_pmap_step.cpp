@@ -2,9 +2,11 @@
 // training step (width 16, 1x28x28, per-replica BN, SGD momentum) at the same global batch on
 // cpu:1 and cpu:N (args: devices, global batch, width): each replica runs local_batch =
 // global / N, gradients are averaged by the compiler-inserted (combined) all-reduce. The ratio
-// time(cpu:N) / time(cpu:1) is the overhead (the replicas share the machine's cores).
+// time(cpu:N) / time(cpu:1) is the overhead (the replicas share the machine's cores). GFLOP/s
+// and peak_pct count every replica's convolutions (benchmarks/FlopCounters.h).
 #include <benchmark/benchmark.h>
 
+#include "FlopCounters.h"
 #include "TrainStep.h"
 #include "frontend/models/ResNet.h"
 
@@ -23,13 +25,16 @@ void BM_ResNet18PmapStep(benchmark::State& state) {
        .devices = "cpu:" + std::to_string(devices)});
   auto [x, y] = bench::syntheticBatch(batch);
   auto [p1, o1, s1, l1] = step(params, opt, bnState, x, y);  // compile + first run untimed
+  const auto start = std::chrono::steady_clock::now();
   for (auto _ : state) {
     auto [p2, o2, s2, loss] = step(p1, o1, s1, x, y);
     p1 = p2, o1 = o2, s1 = s2;
     benchmark::DoNotOptimize(loss);
   }
+  const double seconds = bench::secondsSince(start);
   state.SetItemsProcessed(state.iterations() * batch);
   state.counters["devices"] = devices;
+  bench::reportFlops(state, devices * bench::programFlops(step.lastProgram()), seconds);
 }
 BENCHMARK(BM_ResNet18PmapStep)
     ->ArgNames({"devices", "batch", "width"})

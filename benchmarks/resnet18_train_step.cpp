@@ -3,9 +3,12 @@
 // with momentum, new BN statistics. Compiled once by spmd::jit and then replayed, with and
 // without the memory plan (plan), elementwise fusion (fuse) and the backend's blocked layouts
 // (layouts); counters give the step's buffer memory in MB and the time from the first call to
-// its first finished step (compile_s: trace, passes, lowering, primitive creation).
+// its first finished step (compile_s: trace, passes, lowering, primitive creation), GFLOP/s
+// (convolutions counted as direct ones, benchmarks/Flops.h) and that as a share of the measured
+// f32 peak (peak_pct).
 #include <benchmark/benchmark.h>
 
+#include "FlopCounters.h"
 #include "TrainStep.h"
 #include "frontend/models/ResNet.h"
 
@@ -23,16 +26,19 @@ void BM_ResNet18TrainStep(benchmark::State& state) {
   // Trace + compile + first run outside the timing; each timed step feeds the last one's state.
   auto [p1, o1, s1, l1] = step(params, opt, bnState, x, y);
   const double compileSeconds = step.lastCompileSeconds();  // first call to first finished step
+  const auto start = std::chrono::steady_clock::now();
   for (auto _ : state) {
     auto [p2, o2, s2, loss] = step(p1, o1, s1, x, y);
     p1 = p2, o1 = o2, s1 = s2;
     benchmark::DoNotOptimize(loss);
   }
+  const double seconds = bench::secondsSince(start);
   state.SetItemsProcessed(state.iterations() * batch);
   auto [total, arena] = bench::programBytes(step.lastProgram());
   state.counters["buffers_MB"] = double(total) / 1e6;  // every buffer on its own
   state.counters["arena_MB"] = double(arena) / 1e6;    // the planned arena
   state.counters["compile_s"] = compileSeconds;        // trace, passes, lowering, first step
+  bench::reportFlops(state, bench::programFlops(step.lastProgram()), seconds);
 }
 BENCHMARK(BM_ResNet18TrainStep)
     ->ArgNames({"batch", "plan", "fuse", "layouts"})
