@@ -4,12 +4,14 @@
 //              at global batch B (each process passes its rows), donated state as in the sample;
 //              prints the median step time and, across processes, how much of the all-reduce
 //              time of the communication thread the replicas did not wait for (hidden behind
-//              the backward pass).
+//              the backward pass), and the memory: the replicas' planned arenas and the peak
+//              resident set of the processes (both summed over processes).
 //   allreduce  --max-bytes M --repeats R: one replica per process; for 4 KB .. M, the time of an
 //              f32 sum all-reduce in exact and fast mode (the runtime's communicator) and of a
 //              plain MPI_Allreduce in this binary, with the bus bandwidth 2(P-1)/P x bytes / time.
 // Lines starting "result " are what the script reads.
 #include <mpi.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
@@ -22,6 +24,7 @@
 #include "frontend/spmd.h"
 #include "runtime/base/Timeout.h"
 #include "runtime/device/Communicator.h"
+#include "runtime/device/DeviceList.h"
 #include "runtime/mpi/MpiEngine.h"
 #include "runtime/mpi/ProcessCommunicator.h"
 #include "frontend/models/ResNet.h"
@@ -83,14 +86,17 @@ int step(int argc, char** argv) {
     checks.push_back(since(start));
   }
   auto t = spmd::runtime::collectiveTimes();
-  std::vector<double> sums{t.engineSeconds, t.waitSeconds};
-  spmd::processSum(sums, "collective times");
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);  // ru_maxrss: KiB on Linux
+  const double arena = double(trainStep.lastProgram().arenaBytes) * spmd::runtime::parseDeviceList(devices).size();
+  std::vector<double> sums{t.engineSeconds, t.waitSeconds, arena, double(usage.ru_maxrss) * 1024.0};
+  spmd::processSum(sums, "collective times and memory");
   if (me == 0)
     std::printf("result step devices=%s processes=%d accumulate=%d batch=%lld width=%lld median_ms=%.2f "
-                "allreduce_s=%.4f waited_s=%.4f hidden=%.3f drift_check_ms=%.2f\n",
+                "allreduce_s=%.4f waited_s=%.4f hidden=%.3f drift_check_ms=%.2f arena_mb=%.1f rss_mb=%.1f\n",
                 devices.c_str(), processes, accumulate, static_cast<long long>(batch), static_cast<long long>(width),
                 1e3 * median(times), sums[0], sums[1], sums[0] > 0 ? 1 - sums[1] / sums[0] : 0.0,
-                1e3 * median(checks));
+                1e3 * median(checks), sums[2] / 1e6, sums[3] / 1e6);
   return 0;
 }
 

@@ -52,9 +52,12 @@ def Spmd_BatchNormTrainOp : Spmd_InferredOp<"batch_norm_train", [Vjp]> {
   let description = [{
     Normalizes each channel of an NCHW input with the batch's mean and biased variance, then
     scales and shifts. Also returns the batch mean and the biased batch variance per channel.
+    With `relu`, the result is max(0, normalized): made by spmd-fuse-norm-relu after autodiff
+    (the op has no VJP in that form).
   }];
   let arguments = (ins Spmd_FloatTensor:$input, Spmd_FloatTensor:$scale,
-                       Spmd_FloatTensor:$offset, F64Attr:$epsilon);
+                       Spmd_FloatTensor:$offset, F64Attr:$epsilon,
+                       DefaultValuedAttr<BoolAttr, "false">:$relu);
   let results = (outs Spmd_FloatTensor:$result, Spmd_FloatTensor:$batch_mean,
                       Spmd_FloatTensor:$batch_variance);
 }

@@ -72,6 +72,9 @@ LogicalResult Conv2dOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads,
 
 LogicalResult BatchNormTrainOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads,
                                          SmallVectorImpl<Value>& out) {
+  if (getRelu())
+    return emitOpError("with relu has no VJP: spmd-fuse-norm-relu makes this form after autodiff; "
+                       "write batch_norm_train followed by relu instead");
   Emit e{b, getLoc()};
   auto xType = typeOf(getInput());
   Value dy = grads[0] ? grads[0] : e.splat(xType, 0.0);

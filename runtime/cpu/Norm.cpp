@@ -7,6 +7,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "runtime/base/NanRules.h"
 #include "runtime/cpu/Onednn.h"
 #include "runtime/cpu/Kernels.h"
 #include "runtime/program/Layouts.h"
@@ -74,14 +75,21 @@ void blockedStatistics(const TensorView& x, int64_t block, float* mean, float* v
   }
 }
 
+// Whether oneDNN applies batch_norm_train's relu in its normalization pass: on a blocked input,
+// whose statistics are ours, as an inference with given statistics (fuse_norm_relu needs no
+// workspace there); a plain input gets the relu in a pass of its own after oneDNN's.
+bool onednnRelu(const KernelCall& call) { return call.step.flag("relu") && channelBlock(call.in[0].layout); }
+
 NormState prepareBatchNorm(KernelCall& call, bool training) {
   using namespace dnnl;
   auto flags = normalization_flags::use_scale | normalization_flags::use_shift;
   // Training on a blocked input: our statistics (blockedStatistics), then oneDNN normalizes.
   if (!training || channelBlock(call.in[0].layout)) flags = flags | normalization_flags::use_global_stats;
+  const bool relu = training && onednnRelu(call);
+  if (relu) flags = flags | normalization_flags::fuse_norm_relu;
   auto data = layoutDesc(call.in[0]);
   batch_normalization_forward::desc desc(
-      training ? prop_kind::forward_training : prop_kind::forward_inference, data,
+      training && !relu ? prop_kind::forward_training : prop_kind::forward_inference, data,
       static_cast<float>(call.step.real("epsilon")), flags);
   NormState s{{batch_normalization_forward(batch_normalization_forward::primitive_desc(desc, engine())),
                stream(engine()), {}}, {}};
@@ -92,6 +100,8 @@ NormState prepareBatchNorm(KernelCall& call, bool training) {
   return s;
 }
 
+void reluAfterNorm(KernelCall& call);  // below
+
 }  // namespace
 
 void batch_norm_train(KernelCall& call) {
@@ -99,13 +109,16 @@ void batch_norm_train(KernelCall& call) {
   NormState& s = cachedState<NormState>(call, [&] { return prepareBatchNorm(call, true); });
   if (int64_t block = channelBlock(call.in[0].layout)) {
     blockedStatistics(call.in[0], block, call.out[1].as<float>(), call.out[2].as<float>());
-    return s.run({{DNNL_ARG_SRC, call.in[0].data}, {DNNL_ARG_SCALE, call.in[1].data},
-                  {DNNL_ARG_SHIFT, call.in[2].data}, {DNNL_ARG_MEAN, call.out[1].data},
-                  {DNNL_ARG_VARIANCE, call.out[2].data}, {DNNL_ARG_DST, call.out[0].data}});
+    s.run({{DNNL_ARG_SRC, call.in[0].data}, {DNNL_ARG_SCALE, call.in[1].data},
+           {DNNL_ARG_SHIFT, call.in[2].data}, {DNNL_ARG_MEAN, call.out[1].data},
+           {DNNL_ARG_VARIANCE, call.out[2].data}, {DNNL_ARG_DST, call.out[0].data}});
+    if (call.step.flag("relu")) reluAfterNorm(call);
+    return;
   }
   s.run({{DNNL_ARG_SRC, call.in[0].data}, {DNNL_ARG_SCALE, call.in[1].data},
          {DNNL_ARG_SHIFT, call.in[2].data}, {DNNL_ARG_DST, call.out[0].data},
          {DNNL_ARG_MEAN, call.out[1].data}, {DNNL_ARG_VARIANCE, call.out[2].data}});
+  if (call.step.flag("relu")) reluAfterNorm(call);
 }
 
 void batch_norm_infer(KernelCall& call) {
@@ -138,6 +151,32 @@ ChannelView channelView(const TensorView& v) {
   int64_t HW = 1;
   for (size_t d = 2; d < v.shape.size(); ++d) HW *= v.shape[d];
   return {v.dim(1), HW, channelBlock(v.layout)};
+}
+
+// batch_norm_train's relu, with the NaN rules of the relu op (runtime/base/NanRules.h). oneDNN's
+// fused relu (onednnRelu) maps NaN to 0, so the channels whose output can hold a NaN (a
+// non-finite mean, variance, scale or shift: finite ones give none) are normalized again here.
+void reluAfterNorm(KernelCall& call) {
+  float* y = call.out[0].as<float>();
+  if (!onednnRelu(call)) {
+    const int64_t n = call.out[0].numel();
+#pragma omp parallel for
+    for (int64_t i = 0; i < n; ++i) y[i] = reluOf(y[i]);
+    return;
+  }
+  const float *x = call.in[0].as<float>(), *scale = call.in[1].as<float>(), *shift = call.in[2].as<float>();
+  const float *mean = call.out[1].as<float>(), *var = call.out[2].as<float>();
+  const ChannelView xAt = channelView(call.in[0]), yAt = channelView(call.out[0]);
+  const double eps = call.step.real("epsilon");
+  for (int64_t c = 0; c < xAt.C; ++c) {
+    if (std::isfinite(mean[c]) && std::isfinite(var[c]) && std::isfinite(scale[c]) && std::isfinite(shift[c])) continue;
+    const double inv = 1.0 / std::sqrt(double(var[c]) + eps);
+    for (int64_t n = 0; n < call.in[0].dim(0); ++n)
+      for (int64_t i = 0; i < xAt.HW; ++i) {
+        const double v = (double(x[xAt.base(n, c) + i * xAt.stride()]) - mean[c]) * inv * scale[c] + shift[c];
+        y[yAt.base(n, c) + i * yAt.stride()] = reluOf(static_cast<float>(v));
+      }
+  }
 }
 
 }  // namespace

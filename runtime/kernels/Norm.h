@@ -7,6 +7,7 @@
 
 #include <cmath>
 
+#include "runtime/base/NanRules.h"
 #include "runtime/kernels/Common.h"
 #include "runtime/kernels/Launch.h"
 
@@ -73,7 +74,8 @@ struct NormStatsFn {
   }
 };
 
-// y = (x - mean) / sqrt(var + eps) * scale + offset, statistics in S (double when computed here).
+// y = (x - mean) / sqrt(var + eps) * scale + offset, statistics in S (double when computed here);
+// with relu, max(0, y) (batch_norm_train's fused form).
 template <typename T, typename S>
 struct NormApplyFn {
   const T *x, *scale, *offset;
@@ -81,10 +83,12 @@ struct NormApplyFn {
   double eps;
   NormLayout l;
   T* y;
+  bool relu = false;
   SPMD_HOST_DEVICE void operator()(int64_t i) const {
     const int64_t c = l.channelOf(i);
     const double inv = 1.0 / ::sqrt(double(var[c]) + eps);
-    y[i] = static_cast<T>((double(x[i]) - double(mean[c])) * inv * double(scale[c]) + double(offset[c]));
+    const double v = (double(x[i]) - double(mean[c])) * inv * double(scale[c]) + double(offset[c]);
+    y[i] = relu ? reluOf(static_cast<T>(v)) : static_cast<T>(v);
   }
 };
 
@@ -135,7 +139,7 @@ double* normScratch(KernelCall& call, int64_t doubles) {
   return reinterpret_cast<double*>(scratch<Api>(call, size_t(doubles) * sizeof(double)));
 }
 
-// inputs: x, scale, offset; outputs: y, batch mean, batch variance (biased)
+// inputs: x, scale, offset; outputs: y, batch mean, batch variance (biased); attribute relu
 template <class Api>
 void batch_norm_train(KernelCall& call) {
   const NormLayout l = normLayoutOf(call.in[0]);
@@ -148,7 +152,7 @@ void batch_norm_train(KernelCall& call) {
                    NormStatsFn<T>{x, call.out[1].as<T>(), call.out[2].as<T>(), l, stats});
     Api::forEach(call, call.in[0].numel(),
                  NormApplyFn<T, double>{x, call.in[1].as<T>(), call.in[2].as<T>(), stats, stats + l.channels, eps, l,
-                                        call.out[0].as<T>()});
+                                        call.out[0].as<T>(), call.step.flag("relu")});
   });
 }
 

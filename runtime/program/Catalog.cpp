@@ -34,10 +34,12 @@ const std::map<std::string_view, std::span<const AttrSpec>, std::less<>>& attrib
                               pad[] = {{"low", Ints}, {"high", Ints}}, perm[] = {{"perm", Ints}},
                               matmul[] = {{"transpose_lhs", Flag, false}, {"transpose_rhs", Flag, false}},
                               allReduce[] = {{"axis_name", Text}, {"reduction", Text}},
-                              allGather[] = {{"axis_name", Text}, {"axis_size", Int}}, body[] = {{"body", Text}};
+                              allGather[] = {{"axis_name", Text}, {"axis_size", Int}}, body[] = {{"body", Text}},
+                              normRelu[] = {{"epsilon", Real}, {"relu", Flag, false}};
     std::map<std::string_view, std::span<const AttrSpec>, std::less<>> t;
     for (const char* op : {"conv2d", "conv2d_backward_data", "conv2d_backward_filter"}) t[op] = kConv;
-    for (const char* op : {"batch_norm_train", "batch_norm_infer", "batch_norm_train_backward"}) t[op] = kEpsilon;
+    for (const char* op : {"batch_norm_infer", "batch_norm_train_backward"}) t[op] = kEpsilon;
+    t["batch_norm_train"] = normRelu;
     for (const char* op : {"reduce_window", "reduce_window_backward"}) t[op] = kWindow;
     for (const char* op : {"softmax", "log_softmax", "concatenate", "argmax"}) t[op] = kAxis;
     for (const char* op : {"reduce_sum", "reduce_mean", "reduce_max"}) t[op] = kAxes;

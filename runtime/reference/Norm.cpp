@@ -1,8 +1,10 @@
 // Reference batch normalization over N and the spatial dims, per channel (dim 1); training
-// form (batch statistics, biased variance) and inference form (given statistics).
+// form (batch statistics, biased variance; with relu, max(0, y)) and inference form (given
+// statistics).
 #include <cmath>
 #include <vector>
 
+#include "runtime/base/NanRules.h"
 #include "runtime/reference/Reference.h"
 
 namespace spmd::runtime::reference {
@@ -18,14 +20,15 @@ struct ChannelLayout {
 
 template <typename T>
 void normalize(const TensorView& x, const TensorView& y, const T* scale, const T* offset,
-               const std::vector<double>& mean, const std::vector<double>& var, double eps) {
+               const std::vector<double>& mean, const std::vector<double>& var, double eps, bool relu = false) {
   ChannelLayout l(x);
   for (int64_t c = 0; c < l.channels; ++c) {
     double inv = 1.0 / std::sqrt(var[c] + eps);
     for (int64_t n = 0; n < l.outer; ++n)
-      for (int64_t i = 0; i < l.inner; ++i)
-        y.as<T>()[l.at(n, c, i)] = static_cast<T>(
-            (double(x.as<T>()[l.at(n, c, i)]) - mean[c]) * inv * scale[c] + offset[c]);
+      for (int64_t i = 0; i < l.inner; ++i) {
+        const double v = (double(x.as<T>()[l.at(n, c, i)]) - mean[c]) * inv * scale[c] + offset[c];
+        y.as<T>()[l.at(n, c, i)] = relu ? reluOf(static_cast<T>(v)) : static_cast<T>(v);
+      }
   }
 }
 
@@ -53,7 +56,7 @@ void batch_norm_train(KernelCall& call) {
       call.out[2].as<T>()[c] = static_cast<T>(var[c]);
     }
     normalize<T>(x, call.out[0], call.in[1].as<T>(), call.in[2].as<T>(), mean, var,
-                 call.step.real("epsilon"));
+                 call.step.real("epsilon"), call.step.flag("relu"));
   });
 }
 

@@ -40,12 +40,13 @@ TEST(FusionTest, ResNetTrainStepIsBitIdenticalFusedAndUnfused) {
   EXPECT_LT(count(text, ") -> ("), count(unfused, ") -> (")) << "fusion removes steps";
   EXPECT_EQ(count(text, "  conv2d ("), count(unfused, "  conv2d ("));
   EXPECT_EQ(count(text, "  batch_norm_train ("), count(unfused, "  batch_norm_train ("));
-  // The 8 residual add + relu pairs are fused; the relus right after a BN (the stem's and each
-  // block's first) have no elementwise neighbour and stay single steps (BN-apply + relu fusion
-  // into the batch_norm kernel is not built).
   // 17 ReLUs: the architecture's (the stem's and two per block of 8, as PyTorch's module has).
+  // The 8 residual add + relu pairs are fused kernels; the relus right after a BN (the stem's
+  // and each block's first) become the batch norm's relu (spmd-fuse-norm-relu): none is left.
   EXPECT_EQ(count(unfused, "  relu ("), 17u);
-  EXPECT_EQ(count(text, "  relu ("), 9u);
+  EXPECT_EQ(count(text, "  relu ("), 0u);
+  EXPECT_EQ(count(text, "relu = true"), 9u);
+  EXPECT_EQ(count(unfused, "relu = true"), 0u);
   EXPECT_NE(text.find("relu_backward"), std::string::npos);
 }
 

@@ -130,6 +130,8 @@ inline std::vector<KernelCase> kernelCases(DType t) {
        {{t, {3, 5, 7, 6}}, {t, {5}}, {t, {5}}}, {{"epsilon", 1e-5}}},
       {"bn train 2d", "batch_norm_train", {rnd({9, 7}, -3, 5), rnd({7}), rnd({7})},
        {{t, {9, 7}}, {t, {7}}, {t, {7}}}, {{"epsilon", 1e-3}}},
+      {"bn train relu 4d", "batch_norm_train", {rnd({3, 5, 7, 6}), rnd({5}), rnd({5})},
+       {{t, {3, 5, 7, 6}}, {t, {5}}, {t, {5}}}, {{"epsilon", 1e-5}, {"relu", true}}},
       {"bn infer", "batch_norm_infer",
        {rnd({3, 5, 7, 6}), rnd({5}), rnd({5}), rnd({5}), rnd({5}, 0.5, 2)},
        {{t, {3, 5, 7, 6}}}, {{"epsilon", 1e-5}}},
@@ -333,6 +335,11 @@ inline std::vector<KernelCase> kernelCases(DType t) {
                     {{t, {4, 16, 14, 14}}, {t, {16}}, {t, {16}}}, {{"epsilon", 1e-5}}});
     list.push_back({"bn train blocked in, plain out", "batch_norm_train", {rnd({3, 16, 5, 4}), rnd({16}), rnd({16})},
                     {{t, {3, 16, 5, 4}}, {t, {16}}, {t, {16}}}, {{"epsilon", 1e-5}}, {b16}});
+    // batch_norm_train's fused relu (spmd-fuse-norm-relu): oneDNN's on blocked data, a pass after on plain.
+    list.push_back({"bn train relu blocked", "batch_norm_train", {rnd({3, 16, 5, 4}), rnd({16}), rnd({16})},
+                    {{t, {3, 16, 5, 4}}, {t, {16}}, {t, {16}}}, {{"epsilon", 1e-5}, {"relu", true}}, {b8, "", "", b8}});
+    list.push_back({"bn train relu blocked in, plain out", "batch_norm_train", {rnd({3, 16, 5, 4}), rnd({16}), rnd({16})},
+                    {{t, {3, 16, 5, 4}}, {t, {16}}, {t, {16}}}, {{"epsilon", 1e-5}, {"relu", true}}, {b16}});
     list.push_back({"bn infer blocked", "batch_norm_infer",
                     {rnd({3, 16, 5, 4}), rnd({16}), rnd({16}), rnd({16}), rnd({16}, 0.5, 2)},
                     {{t, {3, 16, 5, 4}}}, {{"epsilon", 1e-5}}, {b8, "", "", "", "", b8}});

@@ -5,6 +5,7 @@
 // Definitions says where their outside values are.
 #include <omp.h>
 
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -105,6 +106,37 @@ TEST(KernelTest, F64DelegatedKernelsMatchTheirDefinitions) {
 // cancel by factors of 100 to 2000, in f32, plain and blocked: within 2 ulps of the exact sum of
 // the same f32 inputs (long double). oneDNN's f32-lane sums, which the CPU backend used before,
 // are 86 (plain) to 357 (nChw8c) ulps off here.
+// batch_norm_train's fused relu keeps the relu op's NaN rule (a NaN stays NaN), though oneDNN's
+// fused relu maps NaN to 0: a NaN in channel 3 makes that channel's outputs NaN, every layout;
+// the other channels equal the unfused normalization followed by relu.
+TEST(KernelTest, BatchNormReluPropagatesNanAsReluDoes) {
+  const int64_t N = 2, C = 16, H = 3, W = 4;
+  Array x = randomArray(DType::f32, {N, C, H, W}, 11), scale = randomArray(DType::f32, {C}, 12),
+        offset = randomArray(DType::f32, {C}, 13);
+  x.values<float>()[(1 * C + 3) * H * W + 5] = std::numeric_limits<float>::quiet_NaN();
+  for (const std::string layout : {"", "nChw8c", "nChw16c"}) {
+    SCOPED_TRACE(layout.empty() ? "plain" : layout);
+    auto run = [&](bool relu) {
+      KernelCase c{"bn relu nan", "batch_norm_train", {x, scale, offset},
+                   {{DType::f32, {N, C, H, W}}, {DType::f32, {C}}, {DType::f32, {C}}},
+                   {{"epsilon", 1e-5}, {"relu", relu}}, {layout, "", "", layout}};
+      return runKernel(cpuKernels(), c)[0];
+    };
+    Array fused = run(true), plain = run(false);
+    int nan = 0, differ = 0;
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t c = 0; c < C; ++c)
+        for (int64_t i = 0; i < H * W; ++i) {
+          const int64_t at = (n * C + c) * H * W + i;
+          const float got = fused.values<float>()[at], unfused = plain.values<float>()[at];
+          if (c == 3) nan += std::isnan(got);
+          else differ += got != (unfused <= 0.f ? 0.f : unfused);
+        }
+    EXPECT_EQ(nan, N * H * W) << "channel 3's outputs must all be NaN";
+    EXPECT_EQ(differ, 0) << "the other channels: relu of the unfused normalization";
+  }
+}
+
 TEST(KernelTest, BatchNormBackwardSumsCancellingTermsExactly) {
   const int64_t N = 8, C = 16, H = 8, W = 8, M = N * H * W;
   std::mt19937_64 rng(5);
