@@ -71,6 +71,13 @@ def run(command, env):
     sys.exit("no 'result' line from %s:\n%s" % (" ".join(command), p.stdout))
 
 
+def measured(config, batch, result):
+    """One CSV row from a run's result line."""
+    ms = float(result["median_ms"])
+    return {"config": config, "batch": batch, "step_ms": ms, "images_per_s": batch / (ms / 1e3),
+            "arena_mb": float(result["arena_mb"]), "rss_mb": float(result["rss_mb"])}
+
+
 def cpu_name():
     try:
         out = subprocess.run(["lscpu"], stdout=subprocess.PIPE, text=True).stdout
@@ -140,14 +147,10 @@ def main():
                  for p in processes]
         for config, command, threads in runs:
             r = run(command, dict(env, OMP_NUM_THREADS=str(threads)))
-            rows.append({"config": config, "batch": batch, "step_ms": float(r["median_ms"]),
-                         "arena_mb": float(r["arena_mb"]), "rss_mb": float(r["rss_mb"])})
+            rows.append(measured(config, batch, r))
         r = run([sys.executable, os.path.abspath(__file__), "--torch-worker", str(args.width), str(batch),
                  str(args.steps)], dict(env, OMP_NUM_THREADS=str(cores)))
-        rows.append({"config": "PyTorch", "batch": batch, "step_ms": float(r["median_ms"]), "arena_mb": 0.0,
-                     "rss_mb": float(r["rss_mb"])})
-        for row in rows:
-            row["images_per_s"] = row["batch"] / (row["step_ms"] / 1e3)
+        rows.append(measured("PyTorch", batch, dict(r, arena_mb="0")))
         configs = [c for c, _, _ in runs] + ["PyTorch"]
         print("batch %4d: " % batch + "  ".join("%s %.0f img/s %.0f MB" % (r["config"], r["images_per_s"], r["rss_mb"])
                                                for r in rows if r["batch"] == batch), flush=True)

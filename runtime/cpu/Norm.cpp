@@ -107,14 +107,9 @@ void reluAfterNorm(KernelCall& call);  // below
 void batch_norm_train(KernelCall& call) {
   if (call.in[0].dtype != DType::f32) return reference::batch_norm_train(call);
   NormState& s = cachedState<NormState>(call, [&] { return prepareBatchNorm(call, true); });
-  if (int64_t block = channelBlock(call.in[0].layout)) {
+  // Blocked: our statistics go in as given ones (prepareBatchNorm); plain: oneDNN writes them.
+  if (int64_t block = channelBlock(call.in[0].layout))
     blockedStatistics(call.in[0], block, call.out[1].as<float>(), call.out[2].as<float>());
-    s.run({{DNNL_ARG_SRC, call.in[0].data}, {DNNL_ARG_SCALE, call.in[1].data},
-           {DNNL_ARG_SHIFT, call.in[2].data}, {DNNL_ARG_MEAN, call.out[1].data},
-           {DNNL_ARG_VARIANCE, call.out[2].data}, {DNNL_ARG_DST, call.out[0].data}});
-    if (call.step.flag("relu")) reluAfterNorm(call);
-    return;
-  }
   s.run({{DNNL_ARG_SRC, call.in[0].data}, {DNNL_ARG_SCALE, call.in[1].data},
          {DNNL_ARG_SHIFT, call.in[2].data}, {DNNL_ARG_DST, call.out[0].data},
          {DNNL_ARG_MEAN, call.out[1].data}, {DNNL_ARG_VARIANCE, call.out[2].data}});
