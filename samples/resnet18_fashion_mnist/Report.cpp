@@ -90,9 +90,9 @@ bool plotMetrics(const std::string& dir, std::string& why) {
   return true;
 }
 
-Progress::Progress(int64_t epoch, int64_t epochs, int64_t batches, int64_t first)
+Progress::Progress(int64_t epoch, int64_t epochs, int64_t batches, int64_t first, bool mayDrawBar)
     : epoch_(epoch), epochs_(epochs), batches_(batches), first_(first), lastLogged_(first),
-      tty_(isatty(STDOUT_FILENO)), start_(std::chrono::steady_clock::now()), lastDraw_() {}
+      tty_(mayDrawBar && isatty(STDOUT_FILENO)), start_(std::chrono::steady_clock::now()), lastDraw_() {}
 
 void Progress::update(int64_t done, double loss, double accuracy, double imagesPerSecond) {
   auto now = std::chrono::steady_clock::now();

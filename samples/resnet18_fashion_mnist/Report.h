@@ -24,9 +24,12 @@ void writeFileAtomically(const std::string& path, const std::string& text);
 // or failing) without throwing.
 bool plotMetrics(const std::string& dir, std::string& why);
 
+// A bar redrawn in place when `mayDrawBar` and stdout is a terminal; else about ten plain lines
+// per epoch. Under mpirun a process's stdout can be a pseudo-terminal that Open MPI forwards
+// into the user's log, so a job of several processes passes false and always gets lines.
 class Progress {
  public:
-  Progress(int64_t epoch, int64_t epochs, int64_t batches, int64_t first);
+  Progress(int64_t epoch, int64_t epochs, int64_t batches, int64_t first, bool mayDrawBar);
   // After each step: batches done in this epoch, running train loss and accuracy, images/s.
   void update(int64_t done, double loss, double accuracy, double imagesPerSecond);
   void finish();

@@ -223,7 +223,7 @@ bool Run::trainEpoch(Step& step) {
   spmd::data::Prefetcher loader(trainSet, f.batch, f.seed, at.epoch, at.batch, 2,
                                 spmd::data::rowsOfProcess(f.batch, me, processes, int(devices / processes)));
   std::optional<Progress> progress;
-  if (lead) progress.emplace(at.epoch + 1, f.epochs, loader.batchesPerEpoch(), at.batch);
+  if (lead) progress.emplace(at.epoch + 1, f.epochs, loader.batchesPerEpoch(), at.batch, /*mayDrawBar=*/processes == 1);
   auto start = std::chrono::steady_clock::now();
   double carriedSeconds = at.seconds;
   while (auto batch = loader.next()) {

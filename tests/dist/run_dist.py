@@ -13,7 +13,8 @@ faults     one process throws inside a step, one is killed, one hangs, one is st
            collective when the process can still speak), and the checkpoint written before
            the fault is intact.
 sample     the training sample's first epoch on a small slice, 1x4, 2x2 and 4x1: the same
-           checkpoint tensors; metrics and checkpoints come from process 0 only.
+           checkpoint tensors; metrics, checkpoints and plain progress lines (no bar, though
+           Open MPI gives processes a pseudo-terminal) come from process 0 only.
 agreement  processes given different flags (--lr, --seed, --width, --batch), a different captured
            value or a different replicated input all stop within 30 s naming it; a bit flipped
            in one replica's parameters is caught by the drift check, naming tensor and replica.
@@ -318,6 +319,10 @@ def check_sample(args):
         print("sample %d x cpu:%d: %s (%.1f s)" % (processes, per, epoch_line, seconds))
         if processes > 1 and "processes" not in log:
             fail("sample %d x cpu:%d does not say it runs as several processes:\n%s" % (processes, per, log))
+        # Open MPI hands its processes a pseudo-terminal even when the log is a file: a job of
+        # several processes must still log plain lines (process 0's), never a redrawn bar.
+        if processes > 1 and ("\r" in log or log.count("epoch 1/1 step ") < 1):
+            fail("sample %d x cpu:%d: expected plain progress lines, not a bar:\n%r" % (processes, per, log))
     reference = results["1x4"]
     for layout, tensors in results.items():
         if tensors != reference:
