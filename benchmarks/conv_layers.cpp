@@ -7,7 +7,7 @@
 // per layer: "result layer=<name> count=<uses per step> fwd_ms=.. data_ms=.. filter_ms=.. flops=..",
 // flops counted as a direct convolution's (benchmarks/Flops.h), the same for all three kernels.
 //
-// usage: bench_conv_layers [--batch 64] [--width 64] [--reps 10] [--only <layer>] [--layouts backend|plain]
+// usage: bench_conv_layers [--batch 64] [--width 64] [--reps 10] [--only <layer>] [--layouts backend|plain] (--help)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -18,6 +18,7 @@
 
 #include "Flops.h"
 #include "Peak.h"
+#include "tools/cli/Cli.h"
 #include "runtime/base/Array.h"
 #include "runtime/cpu/CpuDevice.h"
 #include "runtime/device/Kernel.h"
@@ -92,25 +93,29 @@ int main(int argc, char** argv) {
   int64_t batch = 64, width = 64;
   int reps = 10;
   std::string only, layoutMode = "backend";
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string flag = argv[i], value = argv[i + 1];
-    if (flag == "--batch") batch = std::stoll(value);
-    else if (flag == "--width") width = std::stoll(value);
-    else if (flag == "--reps") reps = std::stoi(value);
-    else if (flag == "--only") only = value;
-    else if (flag == "--layouts") layoutMode = value;
-    else {
-      std::fprintf(stderr, "bench_conv_layers: unknown flag %s; see the top of benchmarks/conv_layers.cpp\n", argv[i]);
+  CLI::App app("Times every convolution shape of the ResNet-18 training step alone: forward, backward data and "
+               "backward filter (compare_conv_layers.py runs it beside PyTorch).");
+  namespace cli = spmd::cli;
+  cli::configure(app, "bench_conv_layers");
+  cli::whole(app, "--batch", batch, 1, int64_t(1) << 20, "images per call");
+  cli::whole(app, "--width", width, 1, 4096, "channels of the first stage");
+  cli::whole(app, "--reps", reps, 1, 1000000, "timed calls per kernel (the median is printed)");
+  cli::text(app, "--only", only, "time only this layer (e.g. stage2.3x3)", "LAYER");
+  cli::oneOf(app, "--layouts", layoutMode, {"backend", "plain"},
+             "backend: the blocked layouts the step uses; plain: NCHW everywhere");
+  if (auto stop = cli::parse(app, argc, argv)) return *stop;
+  if (!only.empty()) {
+    std::string names;
+    bool known = false;
+    for (const Layer& l : resnetLayers(width)) {
+      names += (names.empty() ? "" : ", ") + l.name;
+      known = known || l.name == only;
+    }
+    if (!known) {
+      std::fprintf(stderr, "bench_conv_layers: error: --only %s is not a layer; the layers are %s\n", only.c_str(),
+                   names.c_str());
       return 2;
     }
-  }
-  if (batch < 1 || width < 1 || reps < 1) {
-    std::fprintf(stderr, "bench_conv_layers: --batch, --width and --reps must be positive\n");
-    return 2;
-  }
-  if (layoutMode != "backend" && layoutMode != "plain") {
-    std::fprintf(stderr, "bench_conv_layers: --layouts must be backend or plain, got '%s'\n", layoutMode.c_str());
-    return 2;
   }
   const bench::Peak peak = bench::measurePeak();
   std::printf("result peak_gflops=%.1f threads=%d isa=%s\n", peak.flops / 1e9, peak.threads, peak.isa.c_str());

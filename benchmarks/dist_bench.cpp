@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "TrainStep.h"
+#include "tools/cli/Cli.h"
 #include "frontend/spmd.h"
 #include "runtime/base/Timeout.h"
 #include "runtime/device/Communicator.h"
@@ -40,18 +41,21 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-std::string arg(int argc, char** argv, const std::string& name, const std::string& fallback) {
-  for (int i = 2; i + 1 < argc; ++i)
-    if (argv[i] == name) return argv[i + 1];
-  return fallback;
-}
+struct StepFlags {
+  std::string devices = "cpu:1";
+  int64_t width = 64, batch = 64;
+  int steps = 5, accumulate = 1;
+};
 
-int step(int argc, char** argv) {
-  const std::string devices = arg(argc, argv, "--devices", "cpu:1");
-  const int64_t width = std::stoll(arg(argc, argv, "--width", "64"));
-  const int64_t batch = std::stoll(arg(argc, argv, "--batch", "64"));
-  const int steps = std::stoi(arg(argc, argv, "--steps", "5"));
-  const int accumulate = std::stoi(arg(argc, argv, "--accumulate", "1"));
+struct AllreduceFlags {
+  int64_t maxBytes = 64 << 20;
+  int repeats = 10;
+};
+
+int step(const StepFlags& f) {
+  const std::string& devices = f.devices;
+  const int64_t width = f.width, batch = f.batch;
+  const int steps = f.steps, accumulate = f.accumulate;
   const int processes = spmd::processCount(), me = spmd::processIndex();
   auto model = spmd::models::resnet18({.inChannels = 1, .numClasses = 10, .width = width, .bnAxisName = ""});
   auto [params, state] = model->initialize(1);
@@ -100,9 +104,9 @@ int step(int argc, char** argv) {
   return 0;
 }
 
-int allreduce(int argc, char** argv) {
-  const int64_t maxBytes = std::stoll(arg(argc, argv, "--max-bytes", "67108864"));
-  const int repeats = std::stoi(arg(argc, argv, "--repeats", "10"));
+int allreduce(const AllreduceFlags& f) {
+  const int64_t maxBytes = f.maxBytes;
+  const int repeats = f.repeats;
   const int processes = spmd::processCount(), me = spmd::processIndex();
   if (processes < 2) throw spmd::Error("allreduce mode needs mpirun -np 2 or more");
   using spmd::runtime::Communicator;
@@ -151,11 +155,25 @@ int allreduce(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   try {
-    std::string mode = argc > 1 ? argv[1] : "";
-    if (mode == "step") return step(argc, argv);
-    if (mode == "allreduce") return allreduce(argc, argv);
-    std::fprintf(stderr, "usage: dist_bench step|allreduce [flags]; see the top of benchmarks/dist_bench.cpp\n");
-    return 2;
+    namespace cli = spmd::cli;
+    CLI::App app("The multi-process benchmark (benchmarks/compare_processes.py runs it, alone or under mpirun).");
+    cli::configure(app, "dist_bench");
+    app.require_subcommand(1);
+    StepFlags s;
+    CLI::App* stepMode = app.add_subcommand("step", "the ResNet-18 train step at a global batch: median step time, "
+                                                    "hidden all-reduce time, arenas and peak RSS");
+    cli::text(*stepMode, "--devices", s.devices, "this process's devices", "LIST");
+    cli::whole(*stepMode, "--width", s.width, 1, 4096, "channels of the first stage");
+    cli::whole(*stepMode, "--batch", s.batch, 1, int64_t(1) << 24, "global batch");
+    cli::whole(*stepMode, "--steps", s.steps, 1, 1000000, "timed steps after one warm-up step");
+    cli::whole(*stepMode, "--accumulate", s.accumulate, 1, 4096, "micro-batches per device and step");
+    AllreduceFlags r;
+    CLI::App* allreduceMode = app.add_subcommand("allreduce", "f32 all-reduce times, exact and fast mode and "
+                                                              "MPI_Allreduce, 4 KB up to --max-bytes (mpirun -np 2+)");
+    cli::whole(*allreduceMode, "--max-bytes", r.maxBytes, 4096, int64_t(1) << 34, "largest message");
+    cli::whole(*allreduceMode, "--repeats", r.repeats, 1, 1000000, "timed repeats per size");
+    if (auto stop = cli::parse(app, argc, argv)) return *stop;
+    return stepMode->parsed() ? step(s) : allreduce(r);
   } catch (const std::exception& e) {
     if (spmd::processCount() > 1) spmd::abortJob(std::string("dist_bench: ") + e.what());
     std::fprintf(stderr, "dist_bench: %s\n", e.what());

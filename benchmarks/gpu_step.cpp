@@ -6,6 +6,8 @@
 // (--devices=sim --benchmark_filter=batch:2/width:8), so it cannot rot before the first GPU run.
 #include <benchmark/benchmark.h>
 
+#include "BenchMain.h"
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -23,7 +25,7 @@ void BM_AcceleratorTrainStep(benchmark::State& state) {
   const int64_t batch = state.range(0), width = state.range(1);
   const bool graphs = state.range(2) != 0;
   setenv("SPMD_CUDA_GRAPHS", graphs ? "1" : "0", 1);  // read when the step's executor is made
-  auto model = spmd::models::resnet18({.width = width});
+  auto model = spmd::models::resnet18({.width = width, .bnAxisName = ""});
   auto [params, bnState] = model->initialize(0);
   spmd::optim::Sgd sgd({.learningRate = 0.1, .momentum = 0.9});
   spmd::Tree opt = sgd.init(params);
@@ -57,23 +59,17 @@ BENCHMARK(BM_AcceleratorTrainStep)
 }  // namespace
 
 int main(int argc, char** argv) {
-  benchmark::Initialize(&argc, argv);
-  for (int i = 1; i < argc; ++i) {
-    if (std::strncmp(argv[i], "--devices=", 10) == 0) {
-      devices = argv[i] + 10;
-    } else {
-      std::fprintf(stderr, "bench_gpu_step: unknown flag '%s'; it takes --devices=<device> and Google Benchmark's flags\n",
-                   argv[i]);
-      return 2;
-    }
-  }
-  try {
-    spmd::runtime::parseDeviceList(devices);  // says what is wrong: no GPU, no driver, a bad form
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "bench_gpu_step: --devices=%s: %s\n", devices.c_str(), e.what());
-    return 2;
-  }
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  return bench::benchmarkMain(
+      argc, argv, "bench_gpu_step",
+      "The full-width ResNet-18 training step on an accelerator at batch 64, 256 and 1024, CUDA graphs on and off.",
+      [](CLI::App& app) { spmd::cli::text(app, "--devices", devices, "the device to run on (sim runs the same code)", "DEVICE"); },
+      [] {
+        try {
+          spmd::runtime::parseDeviceList(devices);  // says what is wrong: no GPU, no driver, a bad form
+          return 0;
+        } catch (const std::exception& e) {
+          std::fprintf(stderr, "bench_gpu_step: --devices=%s: %s\n", devices.c_str(), e.what());
+          return 2;
+        }
+      });
 }

@@ -4,6 +4,8 @@
 // GFLOP/s and peak_pct as in resnet18_train_step.cpp.
 #include <benchmark/benchmark.h>
 
+#include "BenchMain.h"
+
 #include "FlopCounters.h"
 #include "frontend/spmd.h"
 #include "frontend/models/ResNet.h"
@@ -37,4 +39,7 @@ BENCHMARK(BM_ResNet18Forward)
 
 }  // namespace
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  return bench::benchmarkMain(argc, argv, "bench_resnet18_forward",
+                              "ResNet-18 forward (full width, batch 64) on the CPU backend, with and without blocked layouts.");
+}

@@ -8,6 +8,8 @@
 // f32 peak (peak_pct).
 #include <benchmark/benchmark.h>
 
+#include "BenchMain.h"
+
 #include "FlopCounters.h"
 #include "TrainStep.h"
 #include "frontend/models/ResNet.h"
@@ -52,4 +54,7 @@ BENCHMARK(BM_ResNet18TrainStep)
 
 }  // namespace
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  return bench::benchmarkMain(argc, argv, "bench_resnet18_train_step",
+                              "One full ResNet-18 training step on the CPU backend, with and without the memory plan, fusion and blocked layouts.");
+}

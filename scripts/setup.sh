@@ -9,7 +9,7 @@ packages=(
   libdnnl-dev zlib1g-dev libboost-context-dev libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev gnuplot-nox dataset-fashion-mnist python3 python3-torch
   clang libclang-rt-dev util-linux
-  libopenmpi-dev openmpi-bin iproute2 graphviz
+  libopenmpi-dev openmpi-bin iproute2 graphviz libcli11-dev
 )
 
 missing=()

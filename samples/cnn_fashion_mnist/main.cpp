@@ -9,11 +9,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 
 #include "frontend/data/FashionMnist.h"
 #include "frontend/models/Cnn.h"
 #include "frontend/spmd.h"
+#include "tools/cli/Cli.h"
 
 namespace {
 
@@ -28,46 +30,24 @@ struct Flags {
   uint64_t seed = 42;
 };
 
-[[noreturn]] void usage(const std::string& problem) {
-  std::fprintf(stderr,
-               "cnn_fashion_mnist: %s\nusage: cnn_fashion_mnist [--epochs N] [--batch N] [--lr X] "
-               "[--devices LIST] [--train-limit N] [--test-limit N] [--seed S] [--min-accuracy X]\n"
-               "  --batch is the global batch (256, split over the devices); --lr is Adam's learning "
-               "rate (default 1e-3; with the notebook's 0.2 this model stays at chance accuracy);\n"
-               "  --min-accuracy makes the run fail when the final test accuracy is lower\n",
-               problem.c_str());
-  std::exit(2);
-}
-
-double number(const std::string& flag, const char* text, double low, bool integer) {
-  char* end = nullptr;
-  double value = std::strtod(text, &end);
-  if (!*text || *end || !(value >= low) || (integer && value != double(int64_t(value))))
-    usage(flag + " needs " + (integer ? "an integer" : "a number") + " >= " + std::to_string(int64_t(low)) +
-          ", got '" + text + "'");
-  return value;
-}
-
-Flags parse(int argc, char** argv) {
+// The flags through CLI11 (tools/cli); nullopt with `status` set when the program should stop.
+std::optional<Flags> parse(int argc, char** argv, int& status) {
   Flags f;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    auto value = [&]() -> const char* {
-      if (i + 1 >= argc) usage(arg + " needs a value");
-      return argv[++i];
-    };
-    if (arg == "--epochs") f.epochs = int64_t(number(arg, value(), 1, true));
-    else if (arg == "--batch") f.batch = int64_t(number(arg, value(), 1, true));
-    else if (arg == "--lr") {
-      if ((f.lr = number(arg, value(), 0, false)) == 0) usage("--lr needs a positive number");
-    }
-    else if (arg == "--devices") f.devices = value();
-    else if (arg == "--train-limit") f.trainLimit = int64_t(number(arg, value(), 0, true));
-    else if (arg == "--test-limit") f.testLimit = int64_t(number(arg, value(), 0, true));
-    else if (arg == "--seed") f.seed = uint64_t(number(arg, value(), 0, true));
-    else if (arg == "--min-accuracy") f.minAccuracy = number(arg, value(), 0, false);
-    else if (arg == "--help" || arg == "-h") usage("trains the seeds' Flax CNN on Fashion-MNIST");
-    else usage("unknown flag '" + arg + "'");
+  CLI::App app("Trains the seeds' Flax CNN on Fashion-MNIST with Adam, data-parallel (spmd::pmap).");
+  namespace cli = spmd::cli;
+  cli::configure(app, "cnn_fashion_mnist");
+  cli::whole(app, "--epochs", f.epochs, 1, 1000000, "epochs to train");
+  cli::whole(app, "--batch", f.batch, 1, int64_t(1) << 30, "global batch, split over the devices");
+  cli::number(app, "--lr", f.lr, 1e-30, 1e30,
+              "Adam's learning rate (with the notebook's 0.2 this model stays at chance accuracy)");
+  cli::text(app, "--devices", f.devices, "device list", "LIST");
+  cli::whole(app, "--train-limit", f.trainLimit, 0, int64_t(1) << 40, "use the first N training images (0: all)");
+  cli::whole(app, "--test-limit", f.testLimit, 0, int64_t(1) << 40, "use the first N test images (0: all)");
+  cli::whole(app, "--seed", f.seed, uint64_t(INT64_MAX), "initialization seed");
+  cli::number(app, "--min-accuracy", f.minAccuracy, 0, 1, "fail (exit 1) when the final test accuracy is lower");
+  if (auto stop = cli::parse(app, argc, argv)) {
+    status = *stop;
+    return std::nullopt;
   }
   return f;
 }
@@ -84,7 +64,10 @@ Array rows(const Array& column, int64_t start, int64_t count, spmd::Shape shape)
 }  // namespace
 
 int main(int argc, char** argv) try {
-  Flags f = parse(argc, argv);
+  int status = 0;
+  std::optional<Flags> parsed = parse(argc, argv, status);
+  if (!parsed) return status;
+  const Flags& f = *parsed;
   spmd::data::Dataset train = spmd::data::loadFashionMnist("train", f.trainLimit);
   spmd::data::Dataset test = spmd::data::loadFashionMnist("test", f.testLimit);
   auto model = spmd::models::cnn();
@@ -109,12 +92,12 @@ int main(int argc, char** argv) try {
 
   const int64_t devices = update.globalDeviceCount();
   if (f.batch % devices != 0)
-    usage("--batch " + std::to_string(f.batch) + " does not split over " + std::to_string(devices) +
-          " devices; use a multiple of " + std::to_string(devices));
+    throw spmd::Error("--batch " + std::to_string(f.batch) + " does not split over " + std::to_string(devices) +
+                      " devices; use a multiple of " + std::to_string(devices));
   const int64_t local = f.batch / devices, steps = train.size() / f.batch;  // the notebook drops the rest
   if (steps == 0)
-    usage("--batch " + std::to_string(f.batch) + " is larger than the " + std::to_string(train.size()) +
-          " training images");
+    throw spmd::Error("--batch " + std::to_string(f.batch) + " is larger than the " + std::to_string(train.size()) +
+                      " training images");
   std::printf("seeds' CNN (%lld parameters) on Fashion-MNIST: %lld steps of [%lld devices, %lld local] "
               "per epoch on %s, Adam lr %g\n",
               static_cast<long long>(params.numElements()), static_cast<long long>(steps),

@@ -3,10 +3,12 @@
 //   resnet18 [--batch N] [--width W] [--seed S] [--inference] [--dump-ir DIR]
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <string>
 
 #include "frontend/spmd.h"
 #include "frontend/models/ResNet.h"
+#include "tools/cli/Cli.h"
 
 namespace {
 
@@ -17,37 +19,20 @@ struct Flags {
   std::string dumpDir;
 };
 
-[[noreturn]] void usage(const std::string& problem) {
-  std::fprintf(stderr,
-               "resnet18: %s\nusage: resnet18 [--batch N] [--width W] [--seed S] [--inference] "
-               "[--dump-ir DIR]\n",
-               problem.c_str());
-  std::exit(2);
-}
-
-int64_t positive(const char* flag, const char* text) {
-  char* end = nullptr;
-  long long value = std::strtoll(text, &end, 10);
-  if (!*text || *end || value <= 0)
-    usage(std::string(flag) + " needs a positive integer, got '" + text + "'");
-  return value;
-}
-
-Flags parse(int argc, char** argv) {
+// The flags through CLI11 (tools/cli); nullopt with `status` set when the program should stop.
+std::optional<Flags> parse(int argc, char** argv, int& status) {
   Flags flags;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    auto value = [&]() -> const char* {
-      if (i + 1 >= argc) usage(arg + " needs a value");
-      return argv[++i];
-    };
-    if (arg == "--batch") flags.batch = positive("--batch", value());
-    else if (arg == "--width") flags.width = positive("--width", value());
-    else if (arg == "--seed") flags.seed = static_cast<uint64_t>(positive("--seed", value()));
-    else if (arg == "--inference") flags.inference = true;
-    else if (arg == "--dump-ir") flags.dumpDir = value();
-    else if (arg == "--help" || arg == "-h") usage("runs one ResNet-18 forward pass");
-    else usage("unknown flag '" + arg + "'");
+  CLI::App app("Runs one ResNet-18 forward pass on the CPU (spmd::jit) and prints the logits.");
+  namespace cli = spmd::cli;
+  cli::configure(app, "resnet18");
+  cli::whole(app, "--batch", flags.batch, 1, int64_t(1) << 24, "images in the batch");
+  cli::whole(app, "--width", flags.width, 1, 4096, "channels of the first stage (64: the seeds' model)");
+  cli::whole(app, "--seed", flags.seed, uint64_t(INT64_MAX), "initialization and input seed");
+  app.add_flag("--inference", flags.inference, "BatchNorm in inference form (default: training form)");
+  cli::text(app, "--dump-ir", flags.dumpDir, "write the IR after each pass and the Program here", "DIR");
+  if (auto stop = cli::parse(app, argc, argv)) {
+    status = *stop;
+    return std::nullopt;
   }
   return flags;
 }
@@ -55,8 +40,11 @@ Flags parse(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) try {
-  Flags flags = parse(argc, argv);
-  auto model = spmd::models::resnet18({.inChannels = 1, .numClasses = 10, .width = flags.width});
+  int status = 0;
+  std::optional<Flags> parsed = parse(argc, argv, status);
+  if (!parsed) return status;
+  const Flags& flags = *parsed;
+  auto model = spmd::models::resnet18({.inChannels = 1, .numClasses = 10, .width = flags.width, .bnAxisName = ""});
   auto [params, state] = model->initialize(flags.seed);
   std::printf("ResNet-18 (width %lld): %zu parameter tensors, %lld parameters\n",
               static_cast<long long>(flags.width), params.size(),

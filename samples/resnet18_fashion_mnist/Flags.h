@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace sample {
@@ -27,12 +28,12 @@ struct Flags {
   int64_t maxSteps = 0;         // --max-steps: stop (with a checkpoint) after this many steps
   std::string dataDir;          // --data-dir (default /usr/share/datasets/fashion-mnist)
   bool plot = true;             // --no-plot
-  int64_t threadsPerReplica = 0;
-  int64_t accumulate = 1;       // --accumulate: micro-batches per device per step (gradient accumulation)  // --threads-per-replica (0: SPMD_THREADS_PER_REPLICA, else the cores' share)
+  int64_t threadsPerReplica = 0;  // --threads-per-replica (0: SPMD_THREADS_PER_REPLICA, else the cores' share)
+  int64_t accumulate = 1;       // --accumulate: micro-batches per device per step (gradient accumulation)
 };
 
-// Parses argv; prints usage and exits 0 for --help; throws spmd::Error for a bad flag, naming
-// it and what it accepts.
-Flags parseFlags(int argc, char** argv);
+// Parses argv (tools/cli). nullopt when the program should stop with `exitStatus`: 0 after
+// --help or --version, 2 after a bad flag (said on stderr, naming the flag and what it accepts).
+std::optional<Flags> parseFlags(int argc, char** argv, int& exitStatus);
 
 }  // namespace sample

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <exception>
 #include <new>
+#include <optional>
 
 #include "Flags.h"
 #include "Train.h"
@@ -13,7 +14,10 @@
 
 int main(int argc, char** argv) {
   try {
-    sample::train(sample::parseFlags(argc, argv));
+    int status = 0;
+    std::optional<sample::Flags> flags = sample::parseFlags(argc, argv, status);
+    if (!flags) return status;
+    sample::train(*flags);
     return 0;
   } catch (const std::bad_alloc&) {
     std::fprintf(stderr, "resnet18_fashion_mnist: error: out of host memory; lower --width, --batch "

@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -24,6 +25,7 @@
 #include "frontend/spmd.h"
 #include "frontend/models/ResNet.h"
 #include "runtime/exec/DeviceArray.h"
+#include "tools/cli/Cli.h"
 
 using namespace spmd;
 
@@ -37,27 +39,28 @@ struct Flags {
   double lr = 0.05;
 };
 
-Flags parse(int argc, char** argv) {
+// The flags through CLI11 (tools/cli); nullopt with `status` set when the program should stop.
+std::optional<Flags> parse(int argc, char** argv, int& status) {
   Flags f;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto value = [&] {
-      if (i + 1 >= argc) throw Error(a + " needs a value");
-      return std::string(argv[++i]);
-    };
-    if (a == "--devices") f.devices = value();
-    else if (a == "--out") f.out = value();
-    else if (a == "--steps") f.steps = std::stoi(value());
-    else if (a == "--fault") f.fault = value();
-    else if (a == "--fault-process") f.faultProcess = std::stoi(value());
-    else if (a == "--fault-step") f.faultStep = std::stoi(value());
-    else if (a == "--checkpoint") f.checkpoint = value();
-    else if (a == "--bn") f.bn = value();
-    else if (a == "--lr") f.lr = std::stod(value());
-    else if (a == "--init-seed") f.initSeed = std::stoi(value());
-    else if (a == "--accumulate") f.accumulate = std::stoi(value());
-    else if (a == "--dtype") f.dtype = value();
-    else throw Error("unknown flag " + a);
+  CLI::App app("The multi-process test worker: SGD steps of a width-2 ResNet-18, state written for comparison "
+               "(tests/dist/run_dist.py).");
+  namespace cli = spmd::cli;
+  cli::configure(app, "dist_train");
+  cli::text(app, "--devices", f.devices, "this process's devices", "LIST");
+  cli::text(app, "--out", f.out, "write <out>.<process> (raw state) and <out>.index", "PREFIX");
+  cli::whole(app, "--steps", f.steps, 1, 1000, "training steps");
+  cli::oneOf(app, "--fault", f.fault, {"", "throw", "kill", "hang", "stop", "flip"}, "the fault to inject");
+  cli::whole(app, "--fault-process", f.faultProcess, 0, 1 << 20, "the process that faults");
+  cli::whole(app, "--fault-step", f.faultStep, 0, 1000, "the step at which it faults");
+  cli::text(app, "--checkpoint", f.checkpoint, "process 0 saves the state here after every step", "PATH");
+  cli::oneOf(app, "--bn", f.bn, {"cross", "per"}, "BatchNorm statistics over all replicas or per replica");
+  cli::number(app, "--lr", f.lr, 0, 1e30, "learning rate");
+  cli::whole(app, "--init-seed", f.initSeed, 0, INT32_MAX, "initialization seed");
+  cli::whole(app, "--accumulate", f.accumulate, 1, 4096, "micro-batches per device and step");
+  cli::oneOf(app, "--dtype", f.dtype, {"f32", "f64"}, "the element type of the model and data");
+  if (auto stop = cli::parse(app, argc, argv)) {
+    status = *stop;
+    return std::nullopt;
   }
   return f;
 }
@@ -245,7 +248,9 @@ int run(const Flags& f) {
 
 int main(int argc, char** argv) {
   try {
-    return run(parse(argc, argv));
+    int status = 0;
+    std::optional<Flags> flags = parse(argc, argv, status);
+    return flags ? run(*flags) : status;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "dist_train: %s\n", e.what());
     if (processCount() > 1) abortJob(std::string("dist_train: ") + e.what());

@@ -175,28 +175,37 @@ TEST_F(FashionMnistSampleTest, CorruptCheckpointOrDataIsAClearErrorAndKeepsThePr
   EXPECT_EQ(again.status, 0) << again.output;
 }
 
+// The flags go through CLI11 (tools/cli): every bad command line names the flag and what it
+// accepts, exits 2, and points at --help; --help and --version come from CLI11 too.
 TEST_F(FashionMnistSampleTest, BadFlagsAreClearErrors) {
-  auto message = [&](const std::string& flags) { return runSample(flags).output; };
-  EXPECT_EQ(message("--batch 0"),
-            "resnet18_fashion_mnist: error: --batch is 0, out of range: give a whole number from 1 to 1073741824\n");
-  EXPECT_EQ(message("--batch 99999999999999"), "resnet18_fashion_mnist: error: --batch is 99999999999999, out of "
-                                               "range: give a whole number from 1 to 1073741824\n");
-  EXPECT_EQ(message("--epochs 99999999999999999999"), "resnet18_fashion_mnist: error: --epochs is "
-                                                      "99999999999999999999, out of range: give a whole number from 1 "
-                                                      "to 1000000\n");
-  EXPECT_EQ(message("--lr 1e999"), "resnet18_fashion_mnist: error: --lr is 1e999, out of range: give a number from "
-                                   "0 to 1e+30\n");
-  EXPECT_EQ(message("--optimizer rmsprop"), "resnet18_fashion_mnist: error: --optimizer must be sgd or adam, got 'rmsprop'\n");
-  EXPECT_EQ(message("--epoch 3"), "resnet18_fashion_mnist: error: unknown flag '--epoch' (see --help)\n");
-  EXPECT_EQ(message("--lr"), "resnet18_fashion_mnist: error: --lr needs a value (see --help)\n");
-  EXPECT_NE(message("--devices cpu:2 --batch 33 --train-limit 100 --test-limit 10 --out " + (root / "x").string())
-                .find("--batch 33 does not split over 2 devices (cpu:2); use a multiple of 2"),
+  auto message = [&](const std::string& flags) {
+    SampleRun run = runSample(flags);
+    EXPECT_EQ(run.status, 2) << flags << ": " << run.output;
+    return run.output;
+  };
+  const std::string error = "resnet18_fashion_mnist: error: ", seeHelp = " (see --help)\n";
+  EXPECT_EQ(message("--batch 0"), error + "--batch is 0, out of range: give a whole number from 1 to 1073741824" + seeHelp);
+  EXPECT_EQ(message("--batch=99999999999999"),
+            error + "--batch is 99999999999999, out of range: give a whole number from 1 to 1073741824" + seeHelp);
+  EXPECT_EQ(message("--epochs 99999999999999999999"),
+            error + "--epochs is 99999999999999999999, out of range: give a whole number from 1 to 1000000" + seeHelp);
+  EXPECT_EQ(message("--seed 010x"), error + "--seed needs a whole number from 0 to 9223372036854775807, got '010x'" + seeHelp);
+  EXPECT_EQ(message("--lr 1e999"), error + "--lr is 1e999, out of range: give a number from 0 to 1e+30" + seeHelp);
+  EXPECT_EQ(message("--optimizer rmsprop"), error + "--optimizer must be one of sgd|adam, got 'rmsprop'" + seeHelp);
+  EXPECT_EQ(message("--epoch 3"), error + "unknown flag '--epoch'" + seeHelp);
+  EXPECT_EQ(message("--lr"), error + "--lr needs a value" + seeHelp);
+  EXPECT_EQ(message("--lr inf"), error + "--lr is inf, out of range: give a number from 0 to 1e+30" + seeHelp);
+  EXPECT_EQ(message("--momentum nan"), error + "--momentum needs a number from 0 to 1, got 'nan'" + seeHelp);
+  EXPECT_NE(runSample("--devices cpu:2 --batch 33 --train-limit 100 --test-limit 10 --out " + (root / "x").string())
+                .output.find("--batch 33 does not split over 2 devices (cpu:2); use a multiple of 2"),
             std::string::npos);
   SampleRun help = runSample("--help");
   EXPECT_EQ(help.status, 0);
-  EXPECT_NE(help.output.find("usage: resnet18_fashion_mnist [flags]"), std::string::npos);
-  EXPECT_EQ(message("--lr inf"), "resnet18_fashion_mnist: error: --lr is inf, out of range: give a number from 0 to 1e+30\n");
-  EXPECT_EQ(message("--momentum nan"), "resnet18_fashion_mnist: error: --momentum needs a number from 0 to 1, got 'nan'\n");
+  EXPECT_NE(help.output.find("Usage: resnet18_fashion_mnist [OPTIONS]"), std::string::npos) << help.output;
+  EXPECT_NE(help.output.find("--batch N=128"), std::string::npos) << help.output;
+  SampleRun version = runSample("--version");
+  EXPECT_EQ(version.status, 0);
+  EXPECT_EQ(version.output.rfind("resnet18_fashion_mnist (spmd ", 0), 0u) << version.output;
 }
 
 // --out is checked and locked before any training: a file, an unwritable place, or a directory

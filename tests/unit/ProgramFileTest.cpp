@@ -117,13 +117,13 @@ TEST_F(ProgramFileTest, SavedTrainStepLoadsRunsAndRunsInSpmdRun) {
   EXPECT_NE(run.output.find("ms per run over 2 runs"), std::string::npos) << run.output;
   EXPECT_NE(run.output.find("items/s"), std::string::npos) << run.output;
   auto bad = testing::runCommand(std::string(SPMD_RUN_PATH) + " " + (dumps / "program.spmd").string() + " --steps 0");
-  EXPECT_EQ(bad.status, 1);
+  EXPECT_EQ(bad.status, 2);
   EXPECT_NE(bad.output.find("--steps is 0, out of range: give a whole number from 1 to 2147483647"), std::string::npos)
       << bad.output;
   // Past int's range: refused, not wrapped into a negative or zero number of runs.
   for (const char* steps : {"4294967296", "2147483648"}) {
     auto huge = testing::runCommand(std::string(SPMD_RUN_PATH) + " " + (dumps / "program.spmd").string() + " --steps " + steps);
-    EXPECT_EQ(huge.status, 1) << huge.output;
+    EXPECT_EQ(huge.status, 2) << huge.output;
     EXPECT_NE(huge.output.find(std::string("--steps is ") + steps + ", out of range"), std::string::npos) << huge.output;
   }
 }

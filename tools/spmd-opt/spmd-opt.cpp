@@ -1,5 +1,8 @@
 // spmd-opt: mlir-opt with the `spmd` dialect and the pipeline's passes registered, so any IR
-// dump re-parses and any pass replays by itself (e.g. `spmd-opt dump.mlir --canonicalize`).
+// dump re-parses and any pass replays by itself (e.g. `spmd-opt dump.mlir --canonicalize`), and
+// MLIR's --view-op-graph, which writes a dump as a Graphviz graph (`2> graph.dot; dot -Tsvg`).
+// Its flags are MLIR's (llvm::cl, which its registry of passes and options needs), not CLI11;
+// --version names spmd's version beside LLVM's.
 // Input nested deeper than kMaxNesting levels, and boolean arrays with integer elements (which
 // crash MLIR 19's printer), are refused with file:line:column before parsing.
 #include "compiler/Registration.h"
@@ -8,6 +11,8 @@
 #include "llvm/Support/raw_ostream.h"
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
+#include "mlir/Transforms/Passes.h"
+#include "tools/cli/Cli.h"
 #include "tools/spmd-opt/BoolArrayCheck.h"
 #include "tools/spmd-opt/NestingCheck.h"
 
@@ -19,6 +24,9 @@ int main(int argc, char** argv) {
   mlir::DialectRegistry registry;
   spmd::registerDialects(registry);
   spmd::registerPasses();
+  mlir::registerViewOpGraph();
+  llvm::cl::AddExtraVersionPrinter(
+      [](llvm::raw_ostream& os) { os << "spmd-opt (spmd " << spmd::cli::version() << ")\n"; });
   auto [input, output] =
       mlir::registerAndParseCLIOptions(argc, argv, "spmd optimizer driver\n", registry);
   std::string error;

@@ -1,4 +1,4 @@
-// spmd-run PROGRAM [--devices LIST] [--steps N] [--warmup N] [--items N] [--print]
+// spmd-run PROGRAM [--devices LIST] [--steps N] [--warmup N] [--items N] [--print]  (see --help)
 // spmd-run --kernels [BACKEND]: which code serves each op on each backend (or on BACKEND).
 // Loads a Program saved by the compiler (SPMD_DUMP_IR=<dir> writes <dir>/program.spmd), runs it
 // with one replica per device on deterministic synthetic inputs (floats in [-1, 1), integers 0)
@@ -19,18 +19,12 @@
 #include "runtime/base/Timeout.h"
 #include "runtime/exec/ReplicaGroup.h"
 #include "runtime/mpi/Processes.h"
+#include "tools/cli/Cli.h"
 
 namespace {
 
 using namespace spmd;
-
-int usage(const char* why) {
-  std::fprintf(stderr,
-               "spmd-run: %s\nusage: spmd-run PROGRAM [--devices cpu:1|sim:2|cuda:0|cuda:0*2] [--steps N] "
-               "[--warmup N] [--items N] [--print]\n       spmd-run --kernels [reference|cpu|sim|cuda]\n",
-               why);
-  return 2;
-}
+namespace cli = spmd::cli;
 
 Array synthetic(const runtime::BufferDesc& desc, uint64_t seed) {
   Array a = Array::zeros(desc.dtype, desc.shape);
@@ -65,30 +59,33 @@ int listKernels(const std::string& only) {
 }
 
 int run(int argc, char** argv) {
-  if (argc < 2) return usage("no program file given");
-  if (std::string(argv[1]) == "--kernels") {
-    if (argc > 3) return usage("--kernels takes at most one backend name");
-    return listKernels(argc == 3 ? argv[2] : "");
-  }
-  std::string path = argv[1], devices;
+  std::string path, devices, kernelsOf;
   int steps = 20, warmup = 3;
-  long long items = 0;
+  int64_t items = 0;
   bool print = false;
-  for (int i = 2; i < argc; ++i) {
-    std::string flag = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw Error(flag + " needs a value");
-      return argv[++i];
-    };
-    auto count = [&](const std::string& text, long long least) {
-      return runtime::parseWhole(text, flag, least, INT32_MAX);
-    };
-    if (flag == "--devices") devices = value();
-    else if (flag == "--steps") steps = static_cast<int>(count(value(), 1));
-    else if (flag == "--warmup") warmup = static_cast<int>(count(value(), 0));
-    else if (flag == "--items") items = count(value(), 1);
-    else if (flag == "--print") print = true;
-    else return usage(("unknown flag '" + flag + "'").c_str());
+  CLI::App app("Runs a Program saved by the compiler (SPMD_DUMP_IR=<dir> writes <dir>/program.spmd) with one replica "
+               "per device on synthetic inputs and prints the time per step; --kernels lists which code serves each "
+               "op on each backend.");
+  cli::configure(app, "spmd-run");
+  app.add_option("PROGRAM", path, "the program.spmd file")->type_name("FILE");
+  cli::text(app, "--devices", devices, "cpu:1, sim:2, cuda:0, cuda:0*2, ... (default $SPMD_DEVICES, else cpu:1)", "LIST");
+  cli::whole(app, "--steps", steps, 1, INT32_MAX, "timed runs");
+  cli::whole(app, "--warmup", warmup, 0, INT32_MAX, "untimed runs first");
+  cli::whole(app, "--items", items, 1, INT32_MAX, "items (images) per run, to print items/s");
+  app.add_flag("--print", print, "print the Program's text first");
+  CLI::Option* kernels = app.add_option("--kernels", kernelsOf,
+                                        "list each op's kernel and what serves it, on every backend or on BACKEND")
+                             ->type_name("[BACKEND]")
+                             ->expected(0, 1);
+  if (auto stop = cli::parse(app, argc, argv)) return *stop;
+  if (kernels->count() && !path.empty()) {
+    std::fprintf(stderr, "spmd-run: error: --kernels takes no program file (see --help)\n");
+    return 2;
+  }
+  if (kernels->count()) return listKernels(kernelsOf);
+  if (path.empty()) {
+    std::fprintf(stderr, "spmd-run: error: no program file given (see --help)\n");
+    return 2;
   }
   runtime::Program program = runtime::loadProgram(path);
   if (print) std::fputs(program.toText().c_str(), stdout);

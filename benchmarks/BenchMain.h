@@ -1,0 +1,39 @@
+// The main() of our Google Benchmark programs: their own flags and --help/--version through
+// CLI11 (tools/cli), Google Benchmark's --benchmark_* flags handed on to it, anything else
+// refused by name. `addFlags` adds the program's own flags (none for most).
+#pragma once
+
+#include <benchmark/benchmark.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "tools/cli/Cli.h"
+
+namespace bench {
+
+inline int benchmarkMain(int argc, char** argv, const std::string& program, const std::string& description,
+                         const std::function<void(CLI::App&)>& addFlags = {},
+                         const std::function<int()>& beforeRunning = {}) {
+  CLI::App app(description);
+  spmd::cli::configure(app, program);
+  app.footer("Google Benchmark's flags (--benchmark_filter=REGEX, --benchmark_repetitions=N, "
+             "--benchmark_format=json, ...) are passed on to it; --benchmark_list_tests lists the cases.");
+  if (addFlags) addFlags(app);
+  // Google Benchmark's flags, by their prefix, go to it; the rest is ours.
+  std::vector<char*> ours{argv[0]}, theirs{argv[0]};
+  for (int i = 1; i < argc; ++i) (std::string(argv[i]).rfind("--benchmark_", 0) == 0 ? theirs : ours).push_back(argv[i]);
+  if (auto stop = spmd::cli::parse(app, int(ours.size()), ours.data())) return *stop;
+  if (beforeRunning)
+    if (int status = beforeRunning()) return status;
+  int count = int(theirs.size());
+  theirs.push_back(nullptr);
+  benchmark::Initialize(&count, theirs.data());
+  if (benchmark::ReportUnrecognizedArguments(count, theirs.data())) return 2;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
+
+}  // namespace bench
