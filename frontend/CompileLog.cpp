@@ -1,6 +1,8 @@
 // Signature keys, recompile reasons, and tracing -> compiling for jit and pmap.
 #include "frontend/CompileLog.h"
 
+#include "runtime/base/Timeline.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -66,10 +68,22 @@ void CompileLog::beginCompile(const std::string& signature, const std::string& w
                               const std::vector<std::string>& names) {
   lastReason_ = explain(lastSignature_, signature, names);
   compilingSignature_ = signature;
+  compilingWhat_ = what;
   compileStart_ = std::chrono::steady_clock::now();
   compiling_ = true;
   if (runtime::envSwitch("SPMD_LOG_COMPILES").value_or(false))
     std::fprintf(stderr, "spmd: compiling %s (%s)\n", what.c_str(), lastReason_.c_str());
+}
+
+void CompileLog::firstStepDone() {
+  if (compiling_) {
+    const auto now = std::chrono::steady_clock::now();
+    lastCompileSeconds_ = std::chrono::duration<double>(now - compileStart_).count();
+    if (runtime::timeline::on())
+      runtime::timeline::span(runtime::timeline::hostTrack(), "compile " + compilingWhat_, "compile", compileStart_, now,
+                              "trace, passes, lowering, replica group and the first run: " + lastReason_);
+  }
+  compiling_ = false;
 }
 
 runtime::Program CompileLog::compileTrace(Trace& trace, const CompileOptions& options,

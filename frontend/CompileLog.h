@@ -43,15 +43,12 @@ class CompileLog {
   // Every call, after the cache lookup: the signature the next recompile is compared with.
   void called(const std::string& signature) { lastSignature_ = signature; }
   // After the call that compiled has run its first step: the time since beginCompile.
-  void firstStepDone() {
-    if (compiling_)
-      lastCompileSeconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - compileStart_).count();
-    compiling_ = false;
-  }
+  void firstStepDone();
 
  private:
   std::string lastSignature_, lastReason_, lastTracedIr_, lastProgramText_, lastDumpDir_;
   std::string compilingSignature_;  // beginCompile's, for the dump directory's name
+  std::string compilingWhat_;       // beginCompile's, for the timeline
   runtime::Program lastProgram_;
   int compileCount_ = 0;
   std::chrono::steady_clock::time_point compileStart_;

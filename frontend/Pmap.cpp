@@ -2,6 +2,8 @@
 // as views (no copy on the CPU backend) and assembling outputs with one copy each.
 #include "frontend/Pmap.h"
 
+#include "runtime/base/Timeline.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -143,6 +145,7 @@ PmapCore::PmapCore(PmapOptions options, bool jit) : state_(std::make_unique<Stat
   state_->options = std::move(options);
   state_->jit = jit;
   const PmapOptions& o = state_->options;
+  if (!o.trace.empty()) runtime::timeline::start(o.trace);
   if (o.axisName.empty())
     throw Error(prefix(o) + "axisName is empty; name the mapped axis (e.g. \"batch\")");
   for (const auto* axes : {&o.inAxes, &o.outAxes})
@@ -547,3 +550,9 @@ std::vector<Tensor> PmapCore::runAccumulated(Entry& entry, const std::vector<Ten
 }
 
 }  // namespace spmd::detail
+
+namespace spmd {
+
+std::string writeTrace() { return runtime::timeline::write(); }
+
+}  // namespace spmd

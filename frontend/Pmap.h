@@ -79,7 +79,15 @@ struct PmapOptions {
   // whose result feeds the batch's computation again (cross-replica BatchNorm) reduces over the
   // replicas of one micro-batch, so SyncBN with accumulation is not the same as more replicas.
   int accumulate = 1;
+  // A Chrome trace of every run from now on (every replica's steps, the collectives, compiles,
+  // data waits): the file is written at exit, or by spmd::writeTrace(); also SPMD_TRACE=<file>.
+  // Under mpirun each process writes <stem>.<process>.json. Graphs are off while tracing.
+  std::string trace = {};
 };
+
+// Writes the Chrome trace that PmapOptions::trace or SPMD_TRACE started, now (it is written at
+// exit too), and returns its path; "" when no trace is being recorded.
+std::string writeTrace();
 
 namespace detail {
 

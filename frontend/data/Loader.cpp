@@ -1,6 +1,8 @@
 // epochOrder and the prefetch thread.
 #include "frontend/data/Loader.h"
 
+#include "runtime/base/Timeline.h"
+
 #include <chrono>
 #include <cstring>
 #include <random>
@@ -79,7 +81,11 @@ std::optional<Batch> Prefetcher::next() {
   if (consumed_ >= count_) return std::nullopt;
   auto start = std::chrono::steady_clock::now();
   ready_.wait(lock, [&] { return !queue_.empty(); });
-  waited_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const auto end = std::chrono::steady_clock::now();
+  waited_ += std::chrono::duration<double>(end - start).count();
+  if (runtime::timeline::on() && end - start > std::chrono::microseconds(1))
+    runtime::timeline::span(runtime::timeline::hostTrack(), "wait for data", "wait", start, end,
+                            "batch " + std::to_string(consumed_ + 1));
   Batch b = std::move(queue_.front());
   queue_.pop_front();
   ++consumed_;

@@ -3,6 +3,8 @@
 // rank's buffer, so all replicas hold the same bits and the order never depends on timing.
 #include "runtime/device/InProcessCommunicator.h"
 
+#include "runtime/base/Timeline.h"
+
 #include "runtime/device/Fold.h"
 
 #include <algorithm>
@@ -101,7 +103,10 @@ Communicator::Pending InProcessCommunicator::allReduce(std::span<const Segment> 
 void InProcessCommunicator::reduceInPlace(void* data, DType dtype, int64_t count, Reduction op,
                                           const std::string& what) {
   const int n = size();
+  if (traceTrack_ < 0) traceTrack_ = timeline::on() ? timeline::track("collectives of replica " + std::to_string(rank_)) : 0;
+  const auto arrived = timeline::Clock::now();
   const std::vector<const void*>& sources = group_->exchange(rank_, data, what);
+  const auto gathered = timeline::Clock::now();
   int64_t begin = count * rank_ / n, end = count * (rank_ + 1) / n;
   if (end > begin) {  // fold this rank's slice in place, then copy it to every other rank
     size_t bytes = dtypeSize(dtype);
@@ -113,6 +118,11 @@ void InProcessCommunicator::reduceInPlace(void* data, DType dtype, int64_t count
         std::memcpy(static_cast<std::byte*>(const_cast<void*>(sources[r])) + begin * bytes, mine, (end - begin) * bytes);
   }
   group_->barrier(rank_, what);  // nobody reuses its buffer before every slice is written
+  if (traceTrack_ > 0) {
+    timeline::span(traceTrack_, "wait for the replicas", "wait", arrived, gathered, what);
+    timeline::span(traceTrack_, "all_reduce: fold and copy", "collective", gathered, timeline::Clock::now(), what,
+                   count * int64_t(dtypeSize(dtype)));
+  }
 }
 
 Communicator::Pending InProcessCommunicator::allGather(const void* in, void* out, size_t bytes,

@@ -74,6 +74,7 @@ class InProcessCommunicator final : public Communicator, public PointerExchange 
   std::shared_ptr<InProcessGroup> group_;
   int rank_;
   std::vector<std::byte> staging_;  // several segments packed into one flat buffer
+  int traceTrack_ = -1;  // this rank's collectives on the timeline: -1 not asked yet, 0 off
 };
 
 }  // namespace spmd::runtime

@@ -10,6 +10,7 @@
 
 #include "runtime/base/HostMemory.h"
 #include "runtime/base/Parse.h"
+#include "runtime/base/Timeline.h"
 #include "runtime/program/MemoryPlan.h"
 #include "runtime/program/ProgramCheck.h"
 
@@ -84,6 +85,7 @@ Executor::Executor(Program program, std::shared_ptr<Device> device)
                   " does not read: compile the program for this device (the layout is the CPU backend's)");
   caches_.resize(program_.steps.size());
   profile_ = envFlag("SPMD_PROFILE");
+  if (timeline::on()) traceTrack_ = timeline::track("replica " + device_->name());
   debugNans_ = debugNansFromEnvironment();
   debugInfs_ = debugInfsFromEnvironment();
   buffers_.resize(program_.buffers.size());
@@ -109,7 +111,7 @@ GraphCapture* Executor::graphsFor(bool debug) {
   GraphCapture* graphs = device_->graphs();
   if (!graphs || !graphsWanted_ || runs_ == 0 || !graphsOff_.empty()) return nullptr;  // the first call fills the caches
   if (debug) return turnGraphsOff("the debug mode checks every step's outputs on the host"), nullptr;
-  if (profile_ || events_) return nullptr;  // per-step timings and events need the steps one by one
+  if (profile_ || events_ || traceTrack_) return nullptr;  // per-step timings and events need the steps one by one
   if (comm_ && !comm_->pointers() && !comm_->deviceCollectives())
     return turnGraphsOff("its collectives cross processes and finish on the host"), nullptr;
   return graphs;
@@ -227,6 +229,9 @@ void Executor::run(std::span<const Input> inputs, std::span<Output> outputs) {
     size_t step = pending[k].first;
     pending.erase(pending.begin() + k);
     work();
+    if (traceTrack_)
+      timeline::span(traceTrack_, "wait for " + program_.steps[step].op, "wait", start, std::chrono::steady_clock::now(),
+                     program_.steps[step].where());
     if (events_) events_->push_back({Event::BackgroundFinished, step});
     if (profile_) {
       auto& slot = opTime_["(waiting for background collectives)"];
@@ -250,7 +255,13 @@ void Executor::run(std::span<const Input> inputs, std::span<Output> outputs) {
     std::function<void()> later;
     KernelCall call{step, ins, outs, caches_[s], comm_, device_.get(), &later};
     try {
-      if (!profile_) {
+      if (traceTrack_) {
+        auto start = std::chrono::steady_clock::now();
+        kernels_[s](call);
+        int64_t bytes = 0;
+        for (const TensorView& o : outs) bytes += o.numel() * int64_t(dtypeSize(o.dtype));
+        timeline::span(traceTrack_, step.op, "step", start, std::chrono::steady_clock::now(), step.where(), bytes);
+      } else if (!profile_) {
         kernels_[s](call);
       } else {
         auto start = std::chrono::steady_clock::now();

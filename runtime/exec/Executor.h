@@ -90,6 +90,7 @@ class Executor {
   Communicator* comm_ = nullptr;
   std::mutex runMutex_;
   bool profile_ = false;
+  int traceTrack_ = 0;  // the timeline's track of this replica (runtime/base/Timeline.h); 0: not tracing
   bool debugNans_ = false, debugInfs_ = false;
   std::vector<Event>* events_ = nullptr;
   // Waits for work queued on an asynchronous device, dropping its errors (after a failure, and

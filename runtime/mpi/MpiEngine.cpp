@@ -1,6 +1,8 @@
 // MpiEngine: MPI start and finalization, the communication thread, the watchdog.
 #include "runtime/mpi/MpiEngine.h"
 
+#include "runtime/base/Timeline.h"
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -142,7 +144,12 @@ void MpiEngine::serve() {
     watchWake_.notify_all();
     try {
       if (check_) checkSame(work.what, seq);
+      const auto begin = timeline::Clock::now();
       work.fn();
+      if (timeline::on()) {
+        static const int track = timeline::track("communication thread");
+        timeline::span(track, "collective #" + std::to_string(seq), "collective", begin, timeline::Clock::now(), work.what);
+      }
     } catch (const std::exception& e) {
       abortJob(work.what + " (collective #" + std::to_string(seq) + ") failed: " + e.what());
     }

@@ -15,6 +15,7 @@
 #include "runtime/device/Communicator.h"
 #include "runtime/program/Program.h"
 #include "runtime/base/Timeout.h"
+#include "runtime/base/Timeline.h"
 #if SPMD_WITH_MPI
 #include "runtime/mpi/MpiEngine.h"
 #endif
@@ -64,6 +65,7 @@ const ProcessInfo& processes() {
   static const ProcessInfo info = [] {
     ProcessInfo i = start();
     started = i.size > 1;
+    timeline::setProcess(i.rank, i.size);  // the trace's pid and, with several processes, its file name
     return i;
   }();
   return info;

@@ -38,6 +38,9 @@ std::optional<Flags> parseFlags(int argc, char** argv, int& exitStatus) {
             "the Fashion-MNIST *-ubyte.gz files (default $SPMD_FASHION_MNIST_DIR, else /usr/share/datasets/fashion-mnist)",
             "DIR");
   app.add_flag_callback("--no-plot", [&f] { f.plot = false; }, "do not draw metrics.png");
+  app.add_flag("--trace", f.trace,
+               "write a Chrome trace of the run (every replica's steps, collectives, compiles, data waits) to "
+               "trace.json beside the metrics (trace.<process>.json under mpirun); open it in Perfetto");
   cli::whole(app, "--accumulate", f.accumulate, 1, 4096,
              "run each device's share of the batch as A micro-batches (a power of two) and update once: the same "
              "bits as A times the devices (per-replica BatchNorm)");

@@ -28,6 +28,7 @@ struct Flags {
   int64_t maxSteps = 0;         // --max-steps: stop (with a checkpoint) after this many steps
   std::string dataDir;          // --data-dir (default /usr/share/datasets/fashion-mnist)
   bool plot = true;             // --no-plot
+  bool trace = false;           // --trace: a Chrome trace of the run beside the metrics (trace.json)
   int64_t threadsPerReplica = 0;  // --threads-per-replica (0: SPMD_THREADS_PER_REPLICA, else the cores' share)
   int64_t accumulate = 1;       // --accumulate: micro-batches per device per step (gradient accumulation)
 };

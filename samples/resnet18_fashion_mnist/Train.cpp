@@ -319,7 +319,8 @@ auto compileSteps(const Flags& f, Run& run) {
        // Parameters, optimizer and BN state stay on the devices and are updated in place; only
        // the loss and predictions (printed) and checkpoints are read back to the host.
        .donateArguments = {0, 1, 2}, .threadsPerReplica = int(f.threadsPerReplica),
-       .accumulate = int(std::min<int64_t>(f.accumulate, 1 << 20))});
+       .accumulate = int(std::min<int64_t>(f.accumulate, 1 << 20)),
+       .trace = f.trace ? (std::filesystem::path(f.out) / "trace.json").string() : ""});
   auto evaluate = spmd::pmap(
       [&](const Tree& p, const Tree& s, const Tensor& x, const Tensor& y) {
         Tensor logits = run.model->apply(p, s, x, /*training=*/false).first;
@@ -359,9 +360,11 @@ double train(const Flags& f) {
     if (!run.trainEpoch(step)) return lastAccuracy;
     lastAccuracy = run.finishEpoch(evaluate);
   }
+  const std::string trace = spmd::writeTrace();
   if (run.lead)
-    std::printf("done: test accuracy %.2f%%; metrics %s%s, checkpoint %s\n", 100 * lastAccuracy, run.csvPath.c_str(),
-                f.plot ? (", plot " + run.pngPath).c_str() : "", run.checkpoint.c_str());
+    std::printf("done: test accuracy %.2f%%; metrics %s%s, checkpoint %s%s\n", 100 * lastAccuracy, run.csvPath.c_str(),
+                f.plot ? (", plot " + run.pngPath).c_str() : "", run.checkpoint.c_str(),
+                trace.empty() ? "" : (", trace " + trace).c_str());
   return lastAccuracy;
 }
 

@@ -18,6 +18,9 @@ sample     the training sample's first epoch on a small slice, 1x4, 2x2 and 4x1:
 agreement  processes given different flags (--lr, --seed, --width, --batch), a different captured
            value or a different replicated input all stop within 30 s naming it; a bit flipped
            in one replica's parameters is caught by the drift check, naming tensor and replica.
+trace      the sample's --trace for 3 steps on cpu:2 and under mpirun -np 2: Chrome trace JSON that
+           loads, every replica and communication track named, spans well nested per track,
+           one file per process (pid = process index).
 two_hosts  2 x 2 across two network namespaces joined by a veth pair (TCP only, mpirun
            starting the remote side with `ip netns exec`): the same bits as one host. Skips
            (exit 77) when this machine cannot create namespaces.
@@ -425,9 +428,72 @@ def check_two_hosts(args):
             ip("netns", "del", n, check=False)
 
 
+def check_trace_file(path, want_tracks, pid):
+    """A Chrome trace the sample wrote: valid JSON, the tracks named, spans well nested per track."""
+    try:
+        with open(path) as f:
+            events = json.load(f)["traceEvents"]
+    except (OSError, ValueError, KeyError) as e:
+        fail("trace %s does not load as Chrome trace JSON: %s" % (path, e))
+    names = {e["tid"]: e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
+    missing = [t for t in want_tracks if t not in names.values()]
+    if missing:
+        fail("trace %s lacks the tracks %s (it has %s)" % (path, missing, sorted(names.values())))
+    spans = [e for e in events if e["ph"] == "X"]
+    if any(e["pid"] != pid for e in events):
+        fail("trace %s: every event must carry pid %d (the process index)" % (path, pid))
+    by_track = {}
+    for e in spans:
+        if e["tid"] not in names:
+            fail("trace %s: event %s on the unnamed track %s" % (path, e["name"], e["tid"]))
+        if e["dur"] < 0:
+            fail("trace %s: event %s has a negative duration" % (path, e["name"]))
+        by_track.setdefault(e["tid"], []).append(e)
+    for tid, track in by_track.items():
+        stack = []
+        for e in sorted(track, key=lambda e: (e["ts"], -e["dur"])):
+            while stack and stack[-1] <= e["ts"] + 1e-3:
+                stack.pop()
+            end = e["ts"] + e["dur"]
+            if stack and end > stack[-1] + 1e-3:
+                fail("trace %s: on track %s the span %s (%.3f..%.3f us) overlaps its neighbour without nesting"
+                     % (path, names[tid], e["name"], e["ts"], end))
+            stack.append(end)
+    steps = [e for e in spans if e["cat"] == "step"]
+    if not steps or not all("detail" in e["args"] and "bytes" in e["args"] for e in steps):
+        fail("trace %s: steps must name their layer (detail) and bytes" % path)
+    if not any(e["cat"] == "compile" for e in spans):
+        fail("trace %s: no compile span" % path)
+    return len(spans)
+
+
+def check_trace(args):
+    flags = ["--epochs", "1", "--train-limit", "192", "--test-limit", "32", "--batch", "48", "--eval-batch", "32",
+             "--width", "2", "--no-plot", "--max-steps", "3", "--trace"]
+    env = environment(1)
+    out = os.path.join(args.scratch, "trace_1x2")
+    shutil.rmtree(out, ignore_errors=True)
+    rc, log, _ = run([args.sample, "--devices", "cpu:2", "--out", out] + flags, env)
+    if rc != 0:
+        fail("sample --trace on cpu:2 exited %d:\n%s" % (rc, log))
+    n = check_trace_file(os.path.join(out, "trace.json"), ["host", "replica cpu:0", "replica cpu:1",
+                                                           "collectives of replica 0", "collectives of replica 1"], 0)
+    print("trace, 1 process x cpu:2: %d spans, every track present, well nested" % n)
+    out = os.path.join(args.scratch, "trace_2x1")
+    shutil.rmtree(out, ignore_errors=True)
+    rc, log, _ = run(mpirun_base(args, 2, 1, env=env) + [args.sample, "--devices", "cpu:1", "--out", out] + flags, env)
+    if rc != 0:
+        fail("sample --trace under mpirun -np 2 exited %d:\n%s" % (rc, log))
+    for process in (0, 1):
+        n = check_trace_file(os.path.join(out, "trace.%d.json" % process),
+                             ["host", "replica cpu:0", "communication thread"], process)
+        print("trace, process %d of 2: %d spans, every track present, well nested" % (process, n))
+
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("check", choices=["layouts", "faults", "sample", "two_hosts", "agreement"])
+    parser.add_argument("check", choices=["layouts", "faults", "sample", "two_hosts", "agreement", "trace"])
     parser.add_argument("--mpirun", required=True)
     parser.add_argument("--worker", required=True)
     parser.add_argument("--sample", required=True)
@@ -435,7 +501,7 @@ def main():
     args = parser.parse_args()
     os.makedirs(args.scratch, exist_ok=True)
     {"layouts": check_layouts, "faults": check_faults, "sample": check_sample, "two_hosts": check_two_hosts,
-     "agreement": check_agreement}[args.check](args)
+     "agreement": check_agreement, "trace": check_trace}[args.check](args)
     print("PASS: " + args.check)
 
 
