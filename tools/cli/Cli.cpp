@@ -26,7 +26,6 @@ auto checked(Parse parse) {
   };
 }
 
-std::string program_;
 
 // CLI11's message, in the words the rest of spmd uses where they differ: the unknown flags by
 // name, in the order given; a flag without its value.
@@ -52,7 +51,6 @@ std::string said(const CLI::App& app, const CLI::ParseError& e, int argc, char**
 const char* version() { return SPMD_VERSION_TEXT; }
 
 void configure(CLI::App& app, const std::string& program) {
-  program_ = program;
   app.name(program);
   app.set_version_flag("--version", program + " (spmd " + std::string(version()) + ")");
   app.get_formatter()->column_width(30);
@@ -60,34 +58,29 @@ void configure(CLI::App& app, const std::string& program) {
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
 }
 
-CLI::Option* whole(CLI::App& app, const std::string& flag, int64_t& target, int64_t min, int64_t max,
-                   const std::string& help) {
+// The three whole() overloads: a whole number in [min, max] stored into `target`.
+template <typename T>
+CLI::Option* wholeInto(CLI::App& app, const std::string& flag, T& target, int64_t min, int64_t max,
+                       const std::string& help) {
   return app
       .add_option_function<std::string>(
-          flag, checked([&target, flag, min, max](const std::string& v) { target = runtime::parseWhole(v, flag, min, max); }),
+          flag, checked([&target, flag, min, max](const std::string& v) { target = T(runtime::parseWhole(v, flag, min, max)); }),
           help)
       ->type_name("N")
       ->default_str(std::to_string(target));
+}
+
+CLI::Option* whole(CLI::App& app, const std::string& flag, int64_t& target, int64_t min, int64_t max,
+                   const std::string& help) {
+  return wholeInto(app, flag, target, min, max, help);
 }
 
 CLI::Option* whole(CLI::App& app, const std::string& flag, int& target, int min, int max, const std::string& help) {
-  return app
-      .add_option_function<std::string>(
-          flag,
-          checked([&target, flag, min, max](const std::string& v) { target = int(runtime::parseWhole(v, flag, min, max)); }),
-          help)
-      ->type_name("N")
-      ->default_str(std::to_string(target));
+  return wholeInto(app, flag, target, min, max, help);
 }
 
 CLI::Option* whole(CLI::App& app, const std::string& flag, uint64_t& target, uint64_t max, const std::string& help) {
-  const int64_t top = int64_t(std::min<uint64_t>(max, uint64_t(INT64_MAX)));
-  return app
-      .add_option_function<std::string>(
-          flag, checked([&target, flag, top](const std::string& v) { target = uint64_t(runtime::parseWhole(v, flag, 0, top)); }),
-          help)
-      ->type_name("N")
-      ->default_str(std::to_string(target));
+  return wholeInto(app, flag, target, 0, int64_t(std::min<uint64_t>(max, uint64_t(INT64_MAX))), help);
 }
 
 CLI::Option* number(CLI::App& app, const std::string& flag, double& target, double min, double max,
@@ -139,7 +132,7 @@ std::optional<int> parse(CLI::App& app, int argc, char** argv) {
     std::printf("%s\n", e.what());
     return 0;
   } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "%s: error: %s (see --help)\n", program_.c_str(), said(app, e, argc, argv).c_str());
+    std::fprintf(stderr, "%s: error: %s (see --help)\n", app.get_name().c_str(), said(app, e, argc, argv).c_str());
     return 2;
   }
 }
