@@ -15,7 +15,9 @@ constexpr int64_t kChunk = 512;
 
 struct Prepared {
   FusedBody body;
-  std::vector<std::vector<int64_t>> strides;  // per instruction (loads only)
+  // Per broadcast load: the iteration space with adjacent dims merged where the input's strides
+  // allow ([N, C, H, W] reading [N, C] walks as [N, C, H*W]), and the input's strides over it.
+  std::vector<std::vector<int64_t>> shape, strides;
   std::vector<bool> direct;                    // load reads the input at the element's index
   std::vector<int> output;                     // the output instruction k computes into, or -1
 };
@@ -30,6 +32,7 @@ void evaluate(const Prepared& p, const KernelCall& call) {
   {
     std::vector<T> regs(count * kChunk);
     std::vector<const T*> value(count);  // where instruction k's chunk lies
+    std::vector<int64_t> index(space.size());  // a broadcast load's position (rank at most space's)
     for (size_t k = 0; k < count; ++k)     // literals: filled once per thread
       if (p.body.instrs[k].kind == FusedOpKind::constant && p.output[k] < 0) {
         std::fill_n(regs.data() + k * kChunk, kChunk, static_cast<T>(p.body.instrs[k].value));
@@ -52,15 +55,30 @@ void evaluate(const Prepared& p, const KernelCall& call) {
         const T* __restrict b = in.b >= 0 ? value[in.b] : nullptr;
         switch (in.kind) {
           case FusedOpKind::load: {
+            // Divide once per chunk for the first element's index, then step it like an
+            // odometer: a broadcast of [N, C] over [N, C, H, W] costs a load, not four divisions.
             const T* src = call.in[in.input].as<T>();
-            const std::vector<int64_t>& st = p.strides[k];
-            for (int64_t j = 0; j < len; ++j) {
-              int64_t e = base + j, offset = 0;
-              for (size_t d = space.size(); d-- > 0;) {
-                offset += (e % space[d]) * st[d];
-                e /= space[d];
+            const std::vector<int64_t>&walk = p.shape[k], &st = p.strides[k];
+            const size_t rank = walk.size();
+            int64_t offset = 0;
+            for (size_t d = rank, e = static_cast<size_t>(base); d-- > 0;) {
+              index[d] = static_cast<int64_t>(e) % walk[d];
+              offset += index[d] * st[d];
+              e /= static_cast<size_t>(walk[d]);
+            }
+            const int64_t inner = rank ? walk[rank - 1] : 1, innerStride = rank ? st[rank - 1] : 0;
+            for (int64_t j = 0; j < len;) {
+              const int64_t run = std::min(len - j, inner - (rank ? index[rank - 1] : 0));
+              for (int64_t i = 0; i < run; ++i) r[j + i] = src[offset + i * innerStride];
+              j += run;
+              offset += run * innerStride;
+              if (rank == 0) break;
+              index[rank - 1] += run;
+              for (size_t d = rank - 1; d > 0 && index[d] == walk[d]; --d) {  // carry
+                offset += st[d - 1] - walk[d] * st[d];
+                index[d] = 0;
+                ++index[d - 1];
               }
-              r[j] = src[offset];
             }
             break;
           }
@@ -94,6 +112,7 @@ void fused(KernelCall& call) {
     auto p = std::make_shared<Prepared>();
     p->body = FusedBody::parse(call.step.text("body"));
     p->body.checkArity(call.in.size(), call.out.size());
+    p->shape.resize(p->body.instrs.size());
     p->strides.resize(p->body.instrs.size());
     p->direct.resize(p->body.instrs.size());
     p->output.assign(p->body.instrs.size(), -1);
@@ -102,8 +121,22 @@ void fused(KernelCall& call) {
     for (size_t k = 0; k < p->body.instrs.size(); ++k) {
       const FusedInstr& in = p->body.instrs[k];
       if (in.kind != FusedOpKind::load) continue;
-      p->strides[k] = loadStrides(in, call.in[in.input].shape, call.out[0].shape);
       p->direct[k] = !in.broadcast;
+      if (!in.broadcast) {
+        loadStrides(in, call.in[in.input].shape, call.out[0].shape);  // checks the shapes
+        continue;
+      }
+      const std::vector<int64_t> st = loadStrides(in, call.in[in.input].shape, call.out[0].shape);
+      std::span<const int64_t> space = call.out[0].shape;
+      for (size_t d = 0; d < space.size(); ++d) {
+        if (!p->shape[k].empty() && p->strides[k].back() == space[d] * st[d]) {
+          p->shape[k].back() *= space[d];  // dim d continues dim d-1's walk
+          p->strides[k].back() = st[d];
+          continue;
+        }
+        p->shape[k].push_back(space[d]);
+        p->strides[k].push_back(st[d]);
+      }
     }
     call.cache = p;
   }
