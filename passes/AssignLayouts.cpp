@@ -68,20 +68,23 @@ class Assigner {
 
   // Elementwise ops and fused bodies read every full-size operand at the result's index, so they
   // run in any layout their operands and results share: blocked when an operand arrives blocked
-  // (the others are relaid to match), plain otherwise. A fused body that broadcasts a non-scalar
-  // maps indices through the plain layout and stays plain.
+  // (the others are relaid to match), plain otherwise. Smaller operands a fused body broadcasts
+  // (per-channel vectors, a pooled [N, C]) are read plain: the CPU kernel maps the result's
+  // blocked index to their coordinates (runtime/cpu/Fused.cpp).
   void assignElementwise(Operation* op) {
     Type space = op->getResultTypes().front();
     std::string layout = blockedFor(space);
     bool anyBlocked = llvm::any_of(op->getOperandTypes(), [](Type t) { return !ir::layoutOf(t).empty(); });
-    if (layout.empty() || !anyBlocked || !layoutFree(op)) {
+    if (layout.empty() || !anyBlocked) {
       requirePlain(op);
       return;
     }
     auto full = [&](Type t) { return ir::withLayout(t, "") == ir::withLayout(space, ""); };
-    for (OpOperand& operand : op->getOpOperands())
-      if (full(operand.get().getType()) && ir::layoutOf(operand.get().getType()) != layout)
-        operand.set(relaid(operand.get(), layout, op));
+    for (OpOperand& operand : op->getOpOperands()) {
+      const std::string has = ir::layoutOf(operand.get().getType()).str();
+      const std::string wanted = full(operand.get().getType()) ? layout : "";
+      if (has != wanted) operand.set(relaid(operand.get(), wanted, op));
+    }
     auto retype = [&](Value v) {
       if (full(v.getType())) v.setType(ir::withLayout(v.getType(), layout));
     };
@@ -92,17 +95,6 @@ class Assigner {
       for (Operation& inner : body.without_terminator())
         for (Value result : inner.getResults()) retype(result);
     }
-  }
-
-  // Whether `op` reads every operand either whole at the result's index or as a scalar.
-  static bool layoutFree(Operation* op) {
-    auto fused = llvm::dyn_cast<ir::FusedOp>(op);
-    if (!fused) return true;  // an elementwise op: operands and result share one type
-    for (Operation& inner : fused.getBody().front().without_terminator())
-      if (auto broadcast = llvm::dyn_cast<ir::BroadcastInDimOp>(inner);
-          broadcast && llvm::cast<RankedTensorType>(broadcast.getInput().getType()).getRank() != 0)
-        return false;
-    return true;
   }
 
   void requirePlain(Operation* op) {

@@ -1,11 +1,13 @@
-// CPU kernel of a fused step: the body runs over chunks of the iteration space, one loop per
-// instruction over the chunk (vectorizable, in the tensor's type), chunks across OpenMP threads.
+// CPU kernel of a fused step: the body runs over chunks of the iteration space (in the result's
+// layout, plain or blocked), one loop per instruction over the chunk (vectorizable, in the
+// tensor's type), chunks across OpenMP threads.
 #include <cmath>
 #include <memory>
 #include <vector>
 
 #include "runtime/base/Elementwise.h"
 #include "runtime/program/FusedBody.h"
+#include "runtime/program/Layouts.h"
 #include "runtime/cpu/Kernels.h"
 
 namespace spmd::runtime::cpu {
@@ -32,7 +34,7 @@ void evaluate(const Prepared& p, const KernelCall& call) {
   {
     std::vector<T> regs(count * kChunk);
     std::vector<const T*> value(count);  // where instruction k's chunk lies
-    std::vector<int64_t> index(space.size());  // a broadcast load's position (rank at most space's)
+    std::vector<int64_t> index(space.size() + 1);  // a broadcast load's position (blocked: rank 5)
     for (size_t k = 0; k < count; ++k)     // literals: filled once per thread
       if (p.body.instrs[k].kind == FusedOpKind::constant && p.output[k] < 0) {
         std::fill_n(regs.data() + k * kChunk, kChunk, static_cast<T>(p.body.instrs[k].value));
@@ -126,8 +128,17 @@ void fused(KernelCall& call) {
         loadStrides(in, call.in[in.input].shape, call.out[0].shape);  // checks the shapes
         continue;
       }
-      const std::vector<int64_t> st = loadStrides(in, call.in[in.input].shape, call.out[0].shape);
-      std::span<const int64_t> space = call.out[0].shape;
+      if (!call.in[in.input].layout.empty())
+        throw Error("fused step broadcasts input " + std::to_string(in.input) + " from the blocked layout " +
+                    std::string(call.in[in.input].layout) + "; the compiler relays broadcast inputs to plain");
+      std::vector<int64_t> st = loadStrides(in, call.in[in.input].shape, call.out[0].shape);
+      std::vector<int64_t> space(call.out[0].shape.begin(), call.out[0].shape.end());
+      if (const int64_t block = channelBlock(call.out[0].layout)) {
+        // An nChw<B>c result is walked as [N, C/B, H, W, B]: the plain input moves B channels
+        // per channel block and one per lane.
+        space = {space[0], space[1] / block, space[2], space[3], block};
+        st = {st[0], st[1] * block, st[2], st[3], st[1]};
+      }
       for (size_t d = 0; d < space.size(); ++d) {
         if (!p->shape[k].empty() && p->strides[k].back() == space[d] * st[d]) {
           p->shape[k].back() *= space[d];  // dim d continues dim d-1's walk

@@ -311,6 +311,16 @@ inline std::vector<KernelCase> kernelCases(DType t) {
                     {{t, {2, 8, 6, 5}}}, {{"stride", V{1, 1}}, {"padding", V{1, 1}}}, {b8, "", b8}});
     list.push_back({"conv bwd filter blocked", "conv2d_backward_filter", {rnd({2, 8, 7, 7}), rnd({2, 16, 4, 4})},
                     {{t, {16, 8, 3, 3}}}, {{"stride", V{2, 2}}, {"padding", V{1, 1}}}, {b8, b16, ""}});
+    // Fused bodies on blocked data broadcasting plain inputs: a per-channel vector, a [1, C, 1, 1]
+    // and a pooled [N, C] (the pooling gradient), walked in the blocked order.
+    for (const std::string& b : {b8, b16})
+      list.push_back({"fused broadcast " + b, "fused", {rnd({3, 32, 5, 7}), rnd({32}), rnd({1, 32, 1, 1}), rnd({3, 32})},
+                      {{t, {3, 32, 5, 7}}, {t, {3, 32, 5, 7}}},
+                      {{"body", std::string("%0 = load 0; %1 = load 1 dims [1]; %2 = mul %0 %1; "
+                                            "%3 = load 2 dims [0, 1, 2, 3]; %4 = add %2 %3; "
+                                            "%5 = load 3 dims [0, 1]; %6 = relu_backward %5 %4; "
+                                            "%7 = sub %4 %5; yield %6 %7")}},
+                      {b, "", "", "", b, b}});
     // Wide 3x3 stride-1 convolutions on blocked activations run as Winograd F(2x2, 3x3)
     // (runtime/cpu/Winograd.h): channels in and out differ (a transposed transform shows), odd
     // and even sizes (partial tiles), both blocks. Filters at the scale of their initialization

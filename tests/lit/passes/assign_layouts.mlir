@@ -54,26 +54,34 @@ func.func @backward(%dy: tensor<2x16x4x4xf32>, %w: tensor<16x16x3x3xf32>, %w12: 
 
 // -----
 
-// A fused body that broadcasts a per-channel vector maps indices through the plain layout: its
-// blocked operand is relaid to plain first. One with only scalars runs blocked.
+// A fused body runs in its blocked operand's layout, broadcasting smaller operands read plain (a
+// blocked one, here a [1, 8, 1, 1] a convolution wrote, is relaid to plain first); one with only
+// scalars runs blocked too.
 // CHECK-LABEL: func.func @fused
-func.func @fused(%x: tensor<2x8x2x2xf32>, %w: tensor<8x8x1x1xf32>, %b: tensor<8xf32>) -> (tensor<2x8x2x2xf32>, tensor<2x8x2x2xf32>) {
+func.func @fused(%x: tensor<2x8x2x2xf32>, %w: tensor<8x8x1x1xf32>, %b: tensor<8xf32>, %x1: tensor<1x8x1x1xf32>) -> (tensor<2x8x2x2xf32>, tensor<2x8x2x2xf32>) {
   // CHECK-NEXT: %[[C:.*]] = spmd.conv2d {{.*}} -> tensor<2x8x2x2xf32, "nChw8c">
-  // CHECK-NEXT: %[[P:.*]] = spmd.relayout %[[C]]
-  // CHECK-NEXT: %[[F:.*]] = spmd.fused %[[P]], %arg2 {
-  // CHECK: } : (tensor<2x8x2x2xf32>, tensor<8xf32>) -> tensor<2x8x2x2xf32>
+  // CHECK-NEXT: %[[C1:.*]] = spmd.conv2d {{.*}} -> tensor<1x8x1x1xf32, "nChw8c">
+  // CHECK-NEXT: %[[P1:.*]] = spmd.relayout %[[C1]] : (tensor<1x8x1x1xf32, "nChw8c">) -> tensor<1x8x1x1xf32>
+  // CHECK-NEXT: %[[F:.*]] = spmd.fused %[[C]], %arg2, %[[P1]] {
+  // CHECK-NEXT: ^bb0(%{{.*}}: tensor<2x8x2x2xf32, "nChw8c">, %{{.*}}: tensor<8xf32>, %{{.*}}: tensor<1x8x1x1xf32>):
+  // CHECK-NEXT: spmd.broadcast_in_dim {{.*}} : (tensor<8xf32>) -> tensor<2x8x2x2xf32, "nChw8c">
+  // CHECK: } : (tensor<2x8x2x2xf32, "nChw8c">, tensor<8xf32>, tensor<1x8x1x1xf32>) -> tensor<2x8x2x2xf32, "nChw8c">
   // CHECK-NEXT: %[[S:.*]] = spmd.fused %[[C]] {
   // CHECK-NEXT: ^bb0(%{{.*}}: tensor<2x8x2x2xf32, "nChw8c">):
   // CHECK: } : (tensor<2x8x2x2xf32, "nChw8c">) -> tensor<2x8x2x2xf32, "nChw8c">
+  // CHECK-NEXT: %[[FP:.*]] = spmd.relayout %[[F]]
   // CHECK-NEXT: %[[SP:.*]] = spmd.relayout %[[S]]
-  // CHECK-NEXT: return %[[F]], %[[SP]]
+  // CHECK-NEXT: return %[[FP]], %[[SP]]
   %c = spmd.conv2d %x, %w {padding = array<i64: 0, 0>, stride = array<i64: 1, 1>} : (tensor<2x8x2x2xf32>, tensor<8x8x1x1xf32>) -> tensor<2x8x2x2xf32>
-  %f = spmd.fused %c, %b {
-  ^bb0(%a: tensor<2x8x2x2xf32>, %v: tensor<8xf32>):
+  %c1 = spmd.conv2d %x1, %w {padding = array<i64: 0, 0>, stride = array<i64: 1, 1>} : (tensor<1x8x1x1xf32>, tensor<8x8x1x1xf32>) -> tensor<1x8x1x1xf32>
+  %f = spmd.fused %c, %b, %c1 {
+  ^bb0(%a: tensor<2x8x2x2xf32>, %v: tensor<8xf32>, %u: tensor<1x8x1x1xf32>):
     %bb = spmd.broadcast_in_dim %v {dims = array<i64: 1>} : (tensor<8xf32>) -> tensor<2x8x2x2xf32>
     %s = spmd.add %a, %bb : (tensor<2x8x2x2xf32>, tensor<2x8x2x2xf32>) -> tensor<2x8x2x2xf32>
-    spmd.yield %s : tensor<2x8x2x2xf32>
-  } : (tensor<2x8x2x2xf32>, tensor<8xf32>) -> tensor<2x8x2x2xf32>
+    %ub = spmd.broadcast_in_dim %u {dims = array<i64: 0, 1, 2, 3>} : (tensor<1x8x1x1xf32>) -> tensor<2x8x2x2xf32>
+    %t = spmd.mul %s, %ub : (tensor<2x8x2x2xf32>, tensor<2x8x2x2xf32>) -> tensor<2x8x2x2xf32>
+    spmd.yield %t : tensor<2x8x2x2xf32>
+  } : (tensor<2x8x2x2xf32>, tensor<8xf32>, tensor<1x8x1x1xf32>) -> tensor<2x8x2x2xf32>
   %g = spmd.fused %c {
   ^bb0(%a: tensor<2x8x2x2xf32>):
     %two = spmd.constant dense<2.0> : tensor<2x8x2x2xf32>
