@@ -21,9 +21,9 @@ export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:${UBSAN_OPTIONS:-}"
 cd "$build"
 # The drift_* reruns repeat suites of this run under other thread counts / ISAs, and the dist_*
 # checks and the bench_* smoke runs start processes under mpirun (Open MPI is not instrumented,
-# and their programs are not built here), and install_outside_project links an uninstrumented
+# and their programs are not built here), and package_outside_project links an uninstrumented
 # program against the instrumented libspmd.so; the release build runs them all, so they are
 # left out here.
-ctest --output-on-failure --timeout 1800 -j "${JOBS:-$(nproc)}" -E '^(drift|dist|bench|install)_'
+ctest --output-on-failure --timeout 1800 -j "${JOBS:-$(nproc)}" -E '^(drift|dist|bench|package)_'
 
 echo "ASan+UBSan: the whole suite is clean"
