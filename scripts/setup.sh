@@ -1,16 +1,29 @@
 #!/usr/bin/env bash
-# Installs every Debian package spmd needs to build, test and benchmark. Idempotent: packages
-# already present are skipped, so a warm machine pays only for the dpkg query.
+# Installs the Debian packages spmd needs. `setup.sh core` (scripts/main.sh): what building the
+# library, the tools and the samples and running them needs (gnuplot draws the sample's
+# metrics.png); `setup.sh` or `setup.sh all` (scripts/test.sh): that plus what the tests and
+# benchmarks need. Idempotent: packages already present are skipped, so a warm machine pays only
+# for the dpkg query.
 set -euo pipefail
+set_name=${1:-all}
 
-packages=(
+core=(
   cmake ninja-build ccache g++ pkg-config
   llvm-19-dev libmlir-19-dev mlir-19-tools llvm-19-tools libzstd-dev
-  libdnnl-dev zlib1g-dev libboost-context-dev libgtest-dev libgmock-dev libbenchmark-dev
-  nlohmann-json3-dev gnuplot-nox dataset-fashion-mnist python3 python3-torch
-  clang libclang-rt-dev util-linux
-  libopenmpi-dev openmpi-bin iproute2 graphviz libcli11-dev
+  libdnnl-dev zlib1g-dev libboost-context-dev nlohmann-json3-dev libcli11-dev
+  libopenmpi-dev openmpi-bin dataset-fashion-mnist gnuplot-nox
 )
+# Tests (GoogleTest, lit's python3, PyTorch as the outside reference, clang for the sanitizers
+# and fuzzers, the multi-host and package checks' tools) and benchmarks (Google Benchmark).
+testing=(
+  libgtest-dev libgmock-dev libbenchmark-dev python3 python3-torch
+  clang libclang-rt-dev util-linux iproute2 graphviz dpkg-dev file
+)
+case $set_name in
+  core) packages=("${core[@]}") ;;
+  all) packages=("${core[@]}" "${testing[@]}") ;;
+  *) echo "setup.sh: unknown package set '$set_name' (core or all)" >&2; exit 2 ;;
+esac
 
 missing=()
 for p in "${packages[@]}"; do
@@ -25,5 +38,5 @@ if ((${#missing[@]})); then
   "${sudo_cmd[@]}" apt-get update -qq
   "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
 else
-  echo "setup: all ${#packages[@]} packages present"
+  echo "setup: all ${#packages[@]} packages ($set_name) present"
 fi
