@@ -22,8 +22,9 @@ cd "$build"
 # The drift_* reruns repeat suites of this run under other thread counts / ISAs, and the dist_*
 # checks and the bench_* smoke runs start processes under mpirun (Open MPI is not instrumented,
 # and their programs are not built here), and package_outside_project links an uninstrumented
-# program against the instrumented libspmd.so; the release build runs them all, so they are
+# program against the instrumented libspmd.so, and readme_commands runs the README's programs
+# and scripts (build/ paths); the release build runs them all, so they are
 # left out here.
-ctest --output-on-failure --timeout 1800 -j "${JOBS:-$(nproc)}" -E '^(drift|dist|bench|package)_'
+ctest --output-on-failure --timeout 1800 -j "${JOBS:-$(nproc)}" -E '^(drift|dist|bench|package)_|^readme_commands$'
 
 echo "ASan+UBSan: the whole suite is clean"

@@ -11,13 +11,14 @@ Each command (a logical line: continuations joined, comments dropped) must match
            passes it;
   skip     cannot run on one machine (several hosts), with the test that emulates it.
 A command no rule matches fails the test, naming it: a new README command needs a rule.
-A block runs as one bash script (variables like $R and $D carry over), blocks in order.
+The commands run as one bash script in README order (variables like $R and $D carry over).
 
 Usage: readme_commands.py SOURCE_DIR BUILD_DIR SCRATCH
 """
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 
@@ -86,7 +87,7 @@ def check_covered(command, detail, found, source, build, ctest_names):
     help_text = subprocess.run(program + ["--help"], capture_output=True, text=True, timeout=120)
     if help_text.returncode != 0:
         return "%s --help failed: %s" % (" ".join(program), help_text.stderr.strip()[-300:])
-    missing = [f for f in flags_of(command) if f not in help_text.stdout]
+    missing = [f for f in flags_of(command) if not re.search(re.escape(f) + r"(?![\w-])", help_text.stdout)]
     if missing:
         return "%s --help does not list %s" % (" ".join(program), ", ".join(missing))
     return None
@@ -105,7 +106,8 @@ def smoke(command, detail, source, build, scratch):
 
 def main():
     source, build, scratch = (os.path.abspath(p) for p in sys.argv[1:4])
-    os.makedirs(scratch, exist_ok=True)
+    shutil.rmtree(scratch, ignore_errors=True)  # no run directory left from an earlier run
+    os.makedirs(scratch)
     listed = subprocess.run(["ctest", "-N"], cwd=build, capture_output=True, text=True, check=True).stdout
     ctest_names = set(re.findall(r"Test\s+#\d+: (\S+)", listed))
     failures, scripts, counts = [], {}, {"run": 0, "covered": 0, "skip": 0}
@@ -128,14 +130,18 @@ def main():
             scripts.setdefault(index, []).append(smoke(command, detail, source, build, scratch))
     env = dict(os.environ, BUILD_DIR=build, OMP_NUM_THREADS="1", SPMD_FASHION_MNIST_DIR=os.environ.get(
         "SPMD_FASHION_MNIST_DIR", "/usr/share/datasets/fashion-mnist"))
+    # One script for every block, in order: variables set in one block ($R) are used in later ones.
+    lines = ["set -euo pipefail"]
     for index in sorted(scripts):
-        script = "set -euo pipefail\n" + "\n".join(scripts[index]) + "\n"
-        print("run block %d:\n  %s" % (index, script.strip().replace("\n", "\n  ")), flush=True)
-        done = subprocess.run(["bash", "-c", script], cwd=scratch, env=env, capture_output=True, text=True,
-                              timeout=900)
-        if done.returncode != 0:
-            failures.append("README block %d failed (exit %d):\n%s\n%s" % (
-                index, done.returncode, script, (done.stdout + done.stderr)[-3000:]))
+        lines.append("echo '== README block %d' >&2" % index)
+        lines.extend(scripts[index])
+    script = "\n".join(lines) + "\n"
+    print("running:\n  " + script.strip().replace("\n", "\n  "), flush=True)
+    done = subprocess.run(["bash", "-c", script], cwd=scratch, env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, timeout=1700)
+    if done.returncode != 0:
+        failures.append("a README command failed (exit %d); its output:\n%s" % (
+            done.returncode, done.stdout[-4000:]))
     print("README commands: %d run, %d covered by other tests, %d skipped" %
           (counts["run"], counts["covered"], counts["skip"]))
     if failures:
