@@ -18,5 +18,7 @@
 #include "frontend/nn/Layers.h"
 #include "frontend/nn/Module.h"
 #include "frontend/optim/Adam.h"
+#include "frontend/optim/Clip.h"
+#include "frontend/optim/Ema.h"
 #include "frontend/optim/Schedule.h"
 #include "frontend/optim/Sgd.h"

@@ -18,6 +18,7 @@ Adam::Adam(AdamConfig config) : config_(config) {
     throw Error("optim::Adam: epsilon must be positive, got " + std::to_string(config.epsilon));
   if (config.weightDecay < 0)
     throw Error("optim::Adam: weightDecay must be >= 0, got " + std::to_string(config.weightDecay));
+  checkGroups(config.groups, false, "optim::Adam");
 }
 
 Tree Adam::init(const Tree& params) const {
@@ -58,13 +59,18 @@ std::pair<Tree, Tree> Adam::update(const Tree& params, const Tree& grads, const 
   // 1 - beta^t, as rank-0 tensors that broadcast over each parameter.
   Tensor correction1 = add(mul(beta1Power, -1.0, loc), 1.0, loc);
   Tensor correction2 = add(mul(beta2Power, -1.0, loc), 1.0, loc);
+  std::vector<std::string> names;
+  for (const auto& [name, p] : params) names.push_back(name);
+  requireEveryGroupUsed(c.groups, names, "optim::Adam", loc);
   for (const auto& [name, p] : params) {
+    const GroupSettings s = settingsFor(c.groups, name, c.learningRate, c.weightDecay, 0.0);
+    const Tensor rate = groupRate(learningRate, s.learningRate, c.learningRate, loc);
     Tensor g = require(grads, name, "gradient for parameter");
     Tensor decayed = p;
-    if (c.weightDecay != 0 && c.decoupledWeightDecay)
-      decayed = sub(p, timesRate(mul(p, c.weightDecay, loc), learningRate, c.learningRate, "Adam", loc), loc);
-    else if (c.weightDecay != 0)
-      g = add(g, mul(p, c.weightDecay, loc), loc);
+    if (s.weightDecay != 0 && c.decoupledWeightDecay)
+      decayed = sub(p, timesRate(mul(p, s.weightDecay, loc), rate, s.learningRate, "Adam", loc), loc);
+    else if (s.weightDecay != 0)
+      g = add(g, mul(p, s.weightDecay, loc), loc);
     Tensor m = add(mul(require(state, "exp_avg." + name, "state entry"), c.beta1, loc),
                    mul(g, 1 - c.beta1, loc), loc);
     Tensor v = add(mul(require(state, "exp_avg_sq." + name, "state entry"), c.beta2, loc),
@@ -73,7 +79,7 @@ std::pair<Tree, Tree> Adam::update(const Tree& params, const Tree& grads, const 
     newState.set("exp_avg_sq." + name, v);
     Tensor denom = add(sqrt(div(v, correction2, loc), loc), c.epsilon, loc);
     Tensor step = div(div(m, correction1, loc), denom, loc);
-    newParams.set(name, sub(decayed, timesRate(step, learningRate, c.learningRate, "Adam", loc), loc));
+    newParams.set(name, sub(decayed, timesRate(step, rate, s.learningRate, "Adam", loc), loc));
   }
   return {newParams, newState};
 }

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "frontend/Tree.h"
+#include "frontend/optim/Groups.h"
 
 namespace spmd::optim {
 
@@ -16,6 +17,9 @@ struct AdamConfig {
   // AdamW: p -= lr * weightDecay * p before the Adam step, instead of adding weightDecay * p
   // to the gradient (torch.optim.AdamW; its default weightDecay is 0.01).
   bool decoupledWeightDecay = false;
+  // Parameters whose path matches a group's patterns take its rate / weight decay
+  // (optim/Groups.h; momentum is SGD's), as torch.optim param_groups.
+  std::vector<ParamGroup> groups = {};
 };
 
 class Adam {

@@ -17,12 +17,17 @@ Sgd::Sgd(SgdConfig config) : config_(config) {
     throw Error("optim::Sgd: weightDecay must be >= 0, got " + std::to_string(config.weightDecay));
   if (config.nesterov && config.momentum == 0)
     throw Error("optim::Sgd: nesterov needs momentum > 0 (as in torch.optim.SGD)");
+  checkGroups(config.groups, true, "optim::Sgd");
+  for (const ParamGroup& g : config.groups)
+    if (config.nesterov && g.momentum && *g.momentum == 0)
+      throw Error("optim::Sgd: nesterov needs momentum > 0 in every parameter group");
 }
 
 Tree Sgd::init(const Tree& params) const {
   Tree state;
-  if (config_.momentum == 0) return state;
-  for (const auto& [name, p] : params) state.set(name, Array::zeros(p.dtype(), p.shape()));
+  for (const auto& [name, p] : params)
+    if (settingsFor(config_.groups, name, config_.learningRate, config_.weightDecay, config_.momentum).momentum != 0)
+      state.set(name, Array::zeros(p.dtype(), p.shape()));
   return state;
 }
 
@@ -34,22 +39,27 @@ std::pair<Tree, Tree> Sgd::update(const Tree& params, const Tree& grads, const T
 std::pair<Tree, Tree> Sgd::update(const Tree& params, const Tree& grads, const Tree& state,
                                   const Tensor& learningRate, Loc loc) const {
   Tree newParams, newState;
+  std::vector<std::string> names;
+  for (const auto& [name, p] : params) names.push_back(name);
+  requireEveryGroupUsed(config_.groups, names, "optim::Sgd", loc);
   for (const auto& [name, p] : params) {
+    const GroupSettings s = settingsFor(config_.groups, name, config_.learningRate, config_.weightDecay, config_.momentum);
     if (!grads.contains(name))
       throw Error(detail::where(loc) + ": optim::Sgd::update: no gradient for parameter '" + name +
                   "'; pass the gradient tree of these parameters");
     Tensor g = grads.at(name);
-    if (config_.weightDecay != 0) g = add(g, mul(p, config_.weightDecay, loc), loc);
+    if (s.weightDecay != 0) g = add(g, mul(p, s.weightDecay, loc), loc);
     Tensor step = g;
-    if (config_.momentum != 0) {
+    if (s.momentum != 0) {
       if (!state.contains(name))
         throw Error(detail::where(loc) + ": optim::Sgd::update: no momentum buffer for '" + name +
                     "'; create the state with Sgd::init(params)");
-      Tensor buffer = add(mul(state.at(name), config_.momentum, loc), g, loc);
+      Tensor buffer = add(mul(state.at(name), s.momentum, loc), g, loc);
       newState.set(name, buffer);
-      step = config_.nesterov ? add(g, mul(buffer, config_.momentum, loc), loc) : buffer;
+      step = config_.nesterov ? add(g, mul(buffer, s.momentum, loc), loc) : buffer;
     }
-    newParams.set(name, sub(p, timesRate(step, learningRate, config_.learningRate, "Sgd", loc), loc));
+    const Tensor rate = groupRate(learningRate, s.learningRate, config_.learningRate, loc);
+    newParams.set(name, sub(p, timesRate(step, rate, s.learningRate, "Sgd", loc), loc));
   }
   return {newParams, newState};
 }

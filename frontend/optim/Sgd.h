@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "frontend/Tree.h"
+#include "frontend/optim/Groups.h"
 
 namespace spmd::optim {
 
@@ -13,6 +14,9 @@ struct SgdConfig {
   double momentum = 0.0;     // 0: plain SGD, no state
   double weightDecay = 0.0;  // L2 term added to the gradient
   bool nesterov = false;     // needs momentum > 0
+  // Parameters whose path matches a group's patterns take its rate / decay / momentum
+  // (optim/Groups.h), as torch.optim param_groups.
+  std::vector<ParamGroup> groups = {};
 };
 
 class Sgd {
