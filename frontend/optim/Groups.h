@@ -16,10 +16,10 @@ namespace spmd::optim {
 struct ParamGroup {
   // Shell-style patterns (fnmatch: '*', '?', '[...]') over the parameter's full tree path, e.g.
   // "stage1.0.bn1.weight"; a parameter belongs to the first group with a matching pattern.
-  std::vector<std::string> match;
-  std::optional<double> learningRate;  // with a traced schedule rate: scaled by this / the base rate
-  std::optional<double> weightDecay;
-  std::optional<double> momentum;      // SGD only
+  std::vector<std::string> match = {};
+  std::optional<double> learningRate = {};  // with a traced schedule rate: scaled by this / the base rate
+  std::optional<double> weightDecay = {};
+  std::optional<double> momentum = {};  // SGD only
 };
 
 // A parameter's settings after its group (if any) overrides the optimizer's.

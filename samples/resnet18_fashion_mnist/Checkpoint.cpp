@@ -58,7 +58,8 @@ std::map<std::string, std::string> runIdentity(const Flags& f) {
           {"optimizer", f.optimizer},               {"batch", std::to_string(f.batch)},
           {"seed", std::to_string(f.seed)},         {"lr", exact(f.lr)},
           {"momentum", exact(f.momentum)},          {"weight_decay", exact(f.weightDecay)},
-          {"train_limit", std::to_string(f.trainLimit)}};
+          {"train_limit", std::to_string(f.trainLimit)}, {"clip_norm", exact(f.clipNorm)},
+          {"no_decay_norm_bias", f.noDecayNormBias ? "1" : "0"}, {"ema", exact(f.ema)}};
 }
 
 void saveCheckpoint(const std::string& path, const Flags& f, const std::string& layout, int threads,
@@ -93,6 +94,9 @@ Resumed loadCheckpoint(const Flags& f, Tree& params, Tree& state, Tree& opt) {
   if (c.metadata["format"] != kFormat)
     throw spmd::Error(path + ": not a checkpoint of this sample (format '" + c.metadata["format"] +
                       "', expected '" + kFormat + "')");
+  // Keys added after a checkpoint was written read as their flag's default (off).
+  for (const char* later : {"clip_norm", "no_decay_norm_bias", "ema"})
+    if (!c.metadata.count(later)) c.metadata[later] = runIdentity(Flags{})[later];
   for (const auto& [key, value] : runIdentity(f))
     if (c.metadata[key] != value)
       throw spmd::Error(path + ": the checkpoint was trained with --" + key + " " + c.metadata[key] +

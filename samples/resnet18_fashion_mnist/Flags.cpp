@@ -48,6 +48,13 @@ std::optional<Flags> parseFlags(int argc, char** argv, int& exitStatus) {
              "OpenMP threads each device's kernels use (default: SPMD_THREADS_PER_REPLICA, else the host's cores "
              "divided among every device of every process on it); a run's bits depend on the device count and this "
              "number");
+  cli::number(app, "--clip-norm", f.clipNorm, 0, 1e30,
+              "clip the averaged gradients to this global norm (torch.nn.utils.clip_grad_norm_; 0: off)");
+  app.add_flag("--no-decay-norm-bias", f.noDecayNormBias,
+               "no weight decay on BatchNorm scales and shifts and on biases (a parameter group, optim/Groups.h)");
+  cli::number(app, "--ema", f.ema, 0, 0.999999999,
+              "keep an exponential moving average of the parameters with this decay (AveragedModel's EMA) and "
+              "evaluate it instead of the parameters (0: off)");
   app.footer("The last incomplete training batch of each epoch is dropped (every step has one shape).");
   if (auto status = cli::parse(app, argc, argv)) {
     exitStatus = *status;

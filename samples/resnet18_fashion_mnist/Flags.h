@@ -31,6 +31,9 @@ struct Flags {
   bool trace = false;           // --trace: a Chrome trace of the run beside the metrics (trace.json)
   int64_t threadsPerReplica = 0;  // --threads-per-replica (0: SPMD_THREADS_PER_REPLICA, else the cores' share)
   int64_t accumulate = 1;       // --accumulate: micro-batches per device per step (gradient accumulation)
+  double clipNorm = 0;          // --clip-norm: clip the gradients' global norm to this (0: off)
+  bool noDecayNormBias = false; // --no-decay-norm-bias: no weight decay on BatchNorm parameters and biases
+  double ema = 0;               // --ema: decay of an EMA of the parameters, evaluated instead (0: off)
 };
 
 // Parses argv (tools/cli). nullopt when the program should stop with `exitStatus`: 0 after

@@ -51,6 +51,24 @@ void checkProcessesAgreeOnFlags(const Flags& f) {
   spmd::checkProcessesAgree(flags, "resnet18_fashion_mnist's flags");
 }
 
+// --no-decay-norm-bias: BatchNorm scales and shifts ("stage1.0.bn1.weight") and biases decay-free.
+std::vector<spmd::optim::ParamGroup> groups(const Flags& f) {
+  if (!f.noDecayNormBias) return {};
+  return {{.match = {"*.bias", "*.bn*"}, .weightDecay = 0.0}};
+}
+
+// The optimizer state tree holds the EMA's state (--ema) under this prefix, so checkpoints,
+// donation and the drift check carry it with the optimizer's.
+constexpr const char* kEma = "ema.";
+
+// `tree`'s entries under `prefix` (prefix dropped) and, with `inside` false, the others.
+Tree part(const Tree& tree, const std::string& prefix, bool inside) {
+  Tree out;
+  for (const auto& [name, value] : tree)
+    if (name.starts_with(prefix) == inside) out.set(inside ? name.substr(prefix.size()) : name, value);
+  return out;
+}
+
 // One training run: the job, the data, the model and its trees, and where the loop is. The
 // phases below are its methods; train() calls them in order.
 struct Run {
@@ -64,6 +82,7 @@ struct Run {
   std::unique_ptr<spmd::nn::Sequential> model;
   spmd::optim::Sgd sgd;
   spmd::optim::Adam adam;
+  std::optional<spmd::optim::Ema> ema;  // --ema: its state rides in `opt` under "ema."
   Tree params, state, opt;
   Position at;
   std::string resumedThreads;  // threads per replica the resumed checkpoint ran with
@@ -88,8 +107,9 @@ struct Run {
 // Data, model and trees, fresh from --seed.
 Run::Run(const Flags& flags)
     : f(flags),
-      sgd({.learningRate = f.lr, .momentum = f.momentum, .weightDecay = f.weightDecay}),
-      adam({.learningRate = f.lr, .weightDecay = f.weightDecay}) {
+      sgd({.learningRate = f.lr, .momentum = f.momentum, .weightDecay = f.weightDecay, .groups = groups(flags)}),
+      adam({.learningRate = f.lr, .weightDecay = f.weightDecay, .groups = groups(flags)}) {
+  if (f.ema > 0) ema.emplace(f.ema);
   layout = (processes > 1 ? std::to_string(processes) + " processes x " + f.devices : f.devices) +
            (f.accumulate > 1 ? " x " + std::to_string(f.accumulate) + " micro-batches" : "");
   const std::string dataDir = f.dataDir.empty() ? spmd::data::defaultFashionMnistDir() : f.dataDir;
@@ -99,6 +119,8 @@ Run::Run(const Flags& flags)
       {.inChannels = 1, .numClasses = 10, .width = f.width, .bnAxisName = f.bn == "cross" ? "batch" : ""});
   std::tie(params, state) = model->initialize(f.seed);
   opt = f.optimizer == "adam" ? adam.init(params) : sgd.init(params);
+  if (ema)
+    for (const auto& [name, value] : ema->init(params)) opt.set(kEma + name, value);
   checkpoint = (std::filesystem::path(f.out) / "checkpoint.safetensors").string();
   csvPath = (std::filesystem::path(f.out) / "metrics.csv").string();
   pngPath = (std::filesystem::path(f.out) / "metrics.png").string();
@@ -151,6 +173,12 @@ void Run::printHeader(const std::string& threadsWhy) const {
               static_cast<long long>(trainSet.size()), static_cast<long long>(testSet.size()), layout.c_str(),
               static_cast<long long>(f.batch), static_cast<long long>(f.batch / devices), f.optimizer.c_str(), f.lr,
               f.bn == "cross" ? "cross-replica" : "per replica");
+  if (f.clipNorm > 0 || f.noDecayNormBias || f.ema > 0)
+    std::printf("gradients clipped to global norm %s; weight decay %s; %s\n",
+                f.clipNorm > 0 ? std::to_string(f.clipNorm).c_str() : "no (off)",
+                f.noDecayNormBias ? "not on BatchNorm parameters and biases" : "on every parameter",
+                f.ema > 0 ? ("evaluating an EMA of the parameters, decay " + std::to_string(f.ema)).c_str()
+                          : "evaluating the parameters");
   if (f.accumulate > 1)
     std::printf("gradient accumulation: %lld micro-batches of %lld images per device and step%s\n",
                 static_cast<long long>(f.accumulate), static_cast<long long>(f.batch / devices / f.accumulate),
@@ -179,7 +207,9 @@ std::pair<double, double> Run::test(Evaluate& evaluate) {
     size_t imageBytes = 28 * 28 * sizeof(float);
     std::memcpy(x.data(), testSet.images().data() + (start + begin) * imageBytes, mine * imageBytes);
     std::memcpy(y.data(), testSet.labels().data() + (start + begin) * sizeof(int32_t), mine * sizeof(int32_t));
-    std::tuple<Tensor, Tensor> result = evaluate(params, state, x, y);  // per-example losses, predictions
+    // Per-example losses, predictions; with --ema of the averaged parameters.
+    std::tuple<Tensor, Tensor> result =
+        evaluate(ema ? spmd::optim::Ema::weights(part(opt, kEma, true)) : params, state, x, y);
     auto& [losses, predictions] = result;
     auto lossValues = losses.array().values<float>();
     auto predicted = predictions.array().values<int32_t>();
@@ -310,7 +340,14 @@ auto compileSteps(const Flags& f, Run& run) {
                                std::pair{newState, spmd::argmax(logits, 1)}};
             },
             spmd::has_aux)(p);
-        auto [newParams, newOpt] = f.optimizer == "adam" ? run.adam.update(p, grads, o) : run.sgd.update(p, grads, o);
+        // The gradients arrive averaged over the replicas (spmd-insert-pmean), so the norm is
+        // the whole batch's, the same on every replica.
+        if (f.clipNorm > 0) grads = spmd::optim::clipByGlobalNorm(grads, f.clipNorm).grads;
+        const Tree optimizerState = part(o, kEma, false);
+        auto [newParams, newOpt] = f.optimizer == "adam" ? run.adam.update(p, grads, optimizerState)
+                                                         : run.sgd.update(p, grads, optimizerState);
+        if (run.ema)
+          for (const auto& [name, value] : run.ema->update(part(o, kEma, true), newParams)) newOpt.set(kEma + name, value);
         return std::tuple{newParams, newOpt, aux.first, loss, aux.second};
       },
       {.inAxes = {spmd::replicated, spmd::replicated, spmd::replicated, spmd::split, spmd::split},

@@ -141,6 +141,36 @@ TEST_F(FashionMnistSampleTest, ResumingGivesBitIdenticalResults) {
             std::string::npos) << finished.output;
 }
 
+// --clip-norm, --no-decay-norm-bias and --ema: the EMA rides in the checkpoint's optimizer
+// state, so stopping and resuming still gives the same bits; the flags are part of the run's
+// identity (resuming without --ema is refused, naming it), and evaluation reads the EMA.
+TEST_F(FashionMnistSampleTest, ClipGroupsAndEmaResumeBitForBit) {
+  const std::string extra = " --clip-norm 0.5 --no-decay-norm-bias --ema 0.9";
+  SampleRun straight = runSample(small(root / "straight") + extra);
+  ASSERT_EQ(straight.status, 0) << straight.output;
+  EXPECT_NE(straight.output.find("gradients clipped to global norm 0.5"), std::string::npos) << straight.output;
+  EXPECT_NE(straight.output.find("evaluating an EMA of the parameters, decay 0.9"), std::string::npos);
+  SampleRun first = runSample(small(root / "resumed") + extra + " --max-steps 7");
+  ASSERT_EQ(first.status, 0) << first.output;
+  SampleRun refused = runSample(small(root / "resumed") + " --resume " + (root / "resumed").string());
+  EXPECT_EQ(refused.status, 1) << refused.output;
+  EXPECT_NE(refused.output.find("was trained with --clip_norm 0.5 but this run has 0"), std::string::npos)
+      << refused.output;
+  SampleRun second = runSample(small(root / "resumed") + extra + " --resume " + (root / "resumed").string());
+  ASSERT_EQ(second.status, 0) << second.output;
+
+  io::Checkpoint a = io::loadSafetensors((root / "straight" / "checkpoint.safetensors").string());
+  io::Checkpoint b = io::loadSafetensors((root / "resumed" / "checkpoint.safetensors").string());
+  ASSERT_EQ(a.tensors.size(), b.tensors.size());
+  for (const auto& [name, x] : a.tensors)
+    EXPECT_EQ(std::memcmp(x.data(), b.tensors.at(name).data(), x.bytes()), 0) << name << " differs after resuming";
+  const Array& count = a.tensors.at("opt.ema.ema_updates");
+  EXPECT_EQ(count.values<float>()[0], 24.0f);
+  // The average is not the parameters (a check on a copy would pass any EMA).
+  const Array &p = a.tensors.at("params.fc.weight"), &e = a.tensors.at("opt.ema.fc.weight");
+  EXPECT_NE(std::memcmp(p.data(), e.data(), p.bytes()), 0);
+}
+
 TEST_F(FashionMnistSampleTest, CorruptCheckpointOrDataIsAClearErrorAndKeepsThePreviousCheckpoint) {
   fs::path out = root / "run";
   ASSERT_EQ(runSample(small(out) + " --epochs 1").status, 0);
