@@ -2,7 +2,7 @@
 # Packs what the lent GPU machine needs into build/gpu-bundle (carry it with the device tool's
 # `carry: ["build/gpu-bundle"]`): stripped test, sample, benchmark and spmd-run binaries built
 # here (with nvcc), and the Debian packages of the shared libraries that machine lacks (LLVM,
-# MLIR, oneDNN, z3, Boost.Context: ~49 MB of .deb files). There, `bash build/gpu-bundle/setup.sh` unpacks them
+# MLIR, oneDNN, z3, Boost.Context: 51 MB of .deb files on 2026-11-25). There, `bash build/gpu-bundle/setup.sh` unpacks them
 # and reports any library still missing; then run binaries through build/gpu-bundle/run, and
 # every GPU check at once with build/gpu-bundle/report (one report file).
 set -euo pipefail
@@ -71,3 +71,8 @@ exit "$status"
 REPORT
 chmod +x "$bundle/setup.sh" "$bundle/run" "$bundle/report"
 du -sh "$bundle" | awk '{print "gpu_bundle: " $1 " in " $2 " (the device tool carries at most 64 MiB)"}'
+bytes=$(du -sb "$bundle" | cut -f1)
+if ((bytes > 64 * 1024 * 1024)); then
+  echo "gpu_bundle: $bundle is over the 64 MiB the device tool carries; leave a binary out or carry it separately" >&2
+  exit 1
+fi
