@@ -53,8 +53,9 @@ std::optional<Flags> parseFlags(int argc, char** argv, int& exitStatus) {
   app.add_flag("--no-decay-norm-bias", f.noDecayNormBias,
                "no weight decay on BatchNorm scales and shifts and on biases (a parameter group, optim/Groups.h)");
   cli::number(app, "--ema", f.ema, 0, 0.999999999,
-              "keep an exponential moving average of the parameters with this decay (AveragedModel's EMA) and "
-              "evaluate it instead of the parameters (0: off)");
+              "keep an exponential moving average of the parameters and BatchNorm statistics with this decay "
+              "(AveragedModel's EMA, use_buffers=True) and evaluate it instead (0: off); it remembers about "
+              "1 / (1 - decay) steps, so keep that well below the run's steps");
   app.footer("The last incomplete training batch of each epoch is dropped (every step has one shape).");
   if (auto status = cli::parse(app, argc, argv)) {
     exitStatus = *status;

@@ -61,6 +61,16 @@ std::vector<spmd::optim::ParamGroup> groups(const Flags& f) {
 // donation and the drift check carry it with the optimizer's.
 constexpr const char* kEma = "ema.";
 
+// What --ema averages: the parameters and, under "buffers.", the BatchNorm running statistics
+// (AveragedModel with use_buffers=True): the average evaluated with the current weights'
+// statistics would normalize with statistics of other weights.
+constexpr const char* kBuffers = "buffers.";
+Tree withBuffers(const Tree& params, const Tree& state) {
+  Tree out = params;
+  for (const auto& [name, value] : state) out.set(kBuffers + name, value);
+  return out;
+}
+
 // `tree`'s entries under `prefix` (prefix dropped) and, with `inside` false, the others.
 Tree part(const Tree& tree, const std::string& prefix, bool inside) {
   Tree out;
@@ -120,7 +130,7 @@ Run::Run(const Flags& flags)
   std::tie(params, state) = model->initialize(f.seed);
   opt = f.optimizer == "adam" ? adam.init(params) : sgd.init(params);
   if (ema)
-    for (const auto& [name, value] : ema->init(params)) opt.set(kEma + name, value);
+    for (const auto& [name, value] : ema->init(withBuffers(params, state))) opt.set(kEma + name, value);
   checkpoint = (std::filesystem::path(f.out) / "checkpoint.safetensors").string();
   csvPath = (std::filesystem::path(f.out) / "metrics.csv").string();
   pngPath = (std::filesystem::path(f.out) / "metrics.png").string();
@@ -177,7 +187,7 @@ void Run::printHeader(const std::string& threadsWhy) const {
     std::printf("gradients clipped to global norm %s; weight decay %s; %s\n",
                 f.clipNorm > 0 ? std::to_string(f.clipNorm).c_str() : "no (off)",
                 f.noDecayNormBias ? "not on BatchNorm parameters and biases" : "on every parameter",
-                f.ema > 0 ? ("evaluating an EMA of the parameters, decay " + std::to_string(f.ema)).c_str()
+                f.ema > 0 ? ("evaluating an EMA of the parameters and BatchNorm statistics, decay " + std::to_string(f.ema)).c_str()
                           : "evaluating the parameters");
   if (f.accumulate > 1)
     std::printf("gradient accumulation: %lld micro-batches of %lld images per device and step%s\n",
@@ -207,9 +217,11 @@ std::pair<double, double> Run::test(Evaluate& evaluate) {
     size_t imageBytes = 28 * 28 * sizeof(float);
     std::memcpy(x.data(), testSet.images().data() + (start + begin) * imageBytes, mine * imageBytes);
     std::memcpy(y.data(), testSet.labels().data() + (start + begin) * sizeof(int32_t), mine * sizeof(int32_t));
-    // Per-example losses, predictions; with --ema of the averaged parameters.
+    // Per-example losses, predictions; with --ema of the averaged parameters and statistics.
+    const Tree averaged = ema ? spmd::optim::Ema::weights(part(opt, kEma, true)) : Tree();
     std::tuple<Tensor, Tensor> result =
-        evaluate(ema ? spmd::optim::Ema::weights(part(opt, kEma, true)) : params, state, x, y);
+        ema ? evaluate(part(averaged, kBuffers, false), part(averaged, kBuffers, true), x, y)
+            : evaluate(params, state, x, y);
     auto& [losses, predictions] = result;
     auto lossValues = losses.array().values<float>();
     auto predicted = predictions.array().values<int32_t>();
@@ -347,7 +359,8 @@ auto compileSteps(const Flags& f, Run& run) {
         auto [newParams, newOpt] = f.optimizer == "adam" ? run.adam.update(p, grads, optimizerState)
                                                          : run.sgd.update(p, grads, optimizerState);
         if (run.ema)
-          for (const auto& [name, value] : run.ema->update(part(o, kEma, true), newParams)) newOpt.set(kEma + name, value);
+          for (const auto& [name, value] : run.ema->update(part(o, kEma, true), withBuffers(newParams, aux.first)))
+            newOpt.set(kEma + name, value);
         return std::tuple{newParams, newOpt, aux.first, loss, aux.second};
       },
       {.inAxes = {spmd::replicated, spmd::replicated, spmd::replicated, spmd::split, spmd::split},

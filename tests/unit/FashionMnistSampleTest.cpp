@@ -149,7 +149,7 @@ TEST_F(FashionMnistSampleTest, ClipGroupsAndEmaResumeBitForBit) {
   SampleRun straight = runSample(small(root / "straight") + extra);
   ASSERT_EQ(straight.status, 0) << straight.output;
   EXPECT_NE(straight.output.find("gradients clipped to global norm 0.5"), std::string::npos) << straight.output;
-  EXPECT_NE(straight.output.find("evaluating an EMA of the parameters, decay 0.9"), std::string::npos);
+  EXPECT_NE(straight.output.find("evaluating an EMA of the parameters and BatchNorm statistics, decay 0.9"), std::string::npos);
   SampleRun first = runSample(small(root / "resumed") + extra + " --max-steps 7");
   ASSERT_EQ(first.status, 0) << first.output;
   SampleRun refused = runSample(small(root / "resumed") + " --resume " + (root / "resumed").string());
@@ -169,6 +169,10 @@ TEST_F(FashionMnistSampleTest, ClipGroupsAndEmaResumeBitForBit) {
   // The average is not the parameters (a check on a copy would pass any EMA).
   const Array &p = a.tensors.at("params.fc.weight"), &e = a.tensors.at("opt.ema.fc.weight");
   EXPECT_NE(std::memcmp(p.data(), e.data(), p.bytes()), 0);
+  // The BatchNorm statistics are averaged too (AveragedModel's use_buffers=True).
+  ASSERT_TRUE(a.tensors.count("opt.ema.buffers.stem.bn.running_mean"));
+  const Array &m = a.tensors.at("state.stem.bn.running_mean"), &em = a.tensors.at("opt.ema.buffers.stem.bn.running_mean");
+  EXPECT_NE(std::memcmp(m.data(), em.data(), m.bytes()), 0);
 }
 
 TEST_F(FashionMnistSampleTest, CorruptCheckpointOrDataIsAClearErrorAndKeepsThePreviousCheckpoint) {
