@@ -81,7 +81,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--build", default="build")
     parser.add_argument("--mpirun", default="mpirun")
-    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--steps", type=int, default=30,
+                        help="timed steps per run (the median is reported; DDP's own time moves ~20%% between runs)")
     parser.add_argument("--full", action="store_true", help="width 64, global batch 512 (the seeds' configuration)")
     parser.add_argument("--smoke", action="store_true")
     parser.add_argument("--ddp-worker", nargs=6, type=int, help=argparse.SUPPRESS)
