@@ -84,6 +84,13 @@ void InProcessGroup::barrier(int rank, const std::string& what) { exchange(rank,
 Communicator::Pending InProcessCommunicator::allReduce(std::span<const Segment> in, std::span<const Segment> out,
                                                        DType dtype, Reduction op, const std::string& what, bool) {
   const size_t e = dtypeSize(dtype);
+  if (size() == 1 && group_->leavesPerRank() == 1) {
+    // One replica standing for one leaf: the fold of a single value is that value (a mean
+    // divides by 1), so the result is the operands as they are, without staging or a fold pass.
+    for (size_t k = 0; k < in.size(); ++k)
+      if (out[k].data != in[k].data) std::memcpy(out[k].data, in[k].data, size_t(in[k].count) * e);
+    return {};
+  }
   if (in.size() == 1) {
     if (out[0].data != in[0].data) std::memcpy(out[0].data, in[0].data, size_t(in[0].count) * e);
     reduceInPlace(out[0].data, dtype, out[0].count, op, what);

@@ -87,6 +87,24 @@ TEST(CommunicatorTest, CpuCollectivesMatchReferenceAndAgreeBitwiseAcrossReplicas
   }
 }
 
+// One replica for one leaf: a combined all_reduce hands its operands back bit for bit (the fold
+// of one value; -0, NaN and infinities included), in place or into other buffers, for every
+// reduction, as the general path (a fold of one source, a mean divided by 1) would.
+TEST(CommunicatorTest, OneReplicaAllReduceIsTheIdentityInPlaceOrNot) {
+  auto group = std::make_shared<InProcessGroup>(1, std::chrono::seconds(30));
+  InProcessCommunicator comm(group, 0);
+  for (Reduction op : {Reduction::Sum, Reduction::Mean, Reduction::Max, Reduction::Min}) {
+    std::vector<float> a{-0.0f, 1.5f, NAN, INFINITY, -3.25f}, b{7.0f, -0.0f, 1e-40f};
+    const std::vector<float> a0 = a, b0 = b;
+    std::vector<float> bOut(b.size(), 99.0f);
+    std::vector<Communicator::Segment> in{{a.data(), int64_t(a.size())}, {b.data(), int64_t(b.size())}};
+    std::vector<Communicator::Segment> out{{a.data(), int64_t(a.size())}, {bOut.data(), int64_t(bOut.size())}};
+    comm.allReduce(in, out, DType::f32, op, "CommunicatorTest", false).wait();
+    EXPECT_EQ(std::memcmp(a.data(), a0.data(), a.size() * sizeof(float)), 0) << "in place";
+    EXPECT_EQ(std::memcmp(bOut.data(), b0.data(), b.size() * sizeof(float)), 0) << "into another buffer";
+  }
+}
+
 TEST(CommunicatorTest, AxisIndexIsTheRank) {
   for (const KernelTable* table : {&cpuKernels(), &referenceKernels()}) {
     auto group = std::make_shared<InProcessGroup>(3, std::chrono::seconds(30));
