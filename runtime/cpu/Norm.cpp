@@ -10,6 +10,7 @@
 #include "runtime/base/NanRules.h"
 #include "runtime/cpu/Onednn.h"
 #include "runtime/cpu/Kernels.h"
+#include "runtime/cpu/VectorClones.h"
 #include "runtime/program/Layouts.h"
 #include "runtime/reference/Reference.h"
 
@@ -43,12 +44,6 @@ struct NormState {
   }
 };
 
-// Compiled for AVX-512, AVX2 and the baseline (see backwardGroup below).
-#if defined(__SANITIZE_THREAD__)
-#define SPMD_VECTOR_CLONES
-#else
-#define SPMD_VECTOR_CLONES target_clones("avx512f", "avx2", "default"),
-#endif
 
 // Per-channel mean and biased variance of an nChw<B>c tensor, two passes accumulating in double.
 // oneDNN's blocked batch norm sums in f32 lanes, which loses digits on activations whose mean is
@@ -194,9 +189,8 @@ void reluAfterNorm(KernelCall& call) {
 // One group of G channels: the sums, then dx. `Contiguous`: all three buffers are nChw<G>c, so a
 // group's lanes are adjacent and the lane loops vectorize (each lane its own sum: no
 // reassociation, the same bits with or without vectors). Compiled for AVX-512, AVX2 and the
-// baseline, chosen at run time, without fused multiply-adds, so every machine gets the same bits.
-// ThreadSanitizer instruments the clones' resolver, which the loader runs before TSan's runtime
-// is up (a crash at start): TSan builds take the baseline code only.
+// baseline (VectorClones.h), chosen at run time, without fused multiply-adds, so every machine
+// gets the same bits.
 template <int G, bool Contiguous>
 __attribute__((SPMD_VECTOR_CLONES optimize("fp-contract=off")))
 void backwardGroup(const float* dy, const float* x, float* dx, const ChannelView& dyAt, const ChannelView& xAt,

@@ -12,6 +12,7 @@
 
 #include "runtime/base/NanRules.h"
 #include "runtime/cpu/Kernels.h"
+#include "runtime/cpu/VectorClones.h"
 #include "runtime/program/Layouts.h"
 
 namespace spmd::runtime::cpu {
@@ -77,23 +78,30 @@ void accumulate(const T* src, const Merged& m, const Shape& outStride, int64_t i
   }
 }
 
-// The per-channel sums of an nChw<B>c tensor, viewed as [N, blocks, hw, B]: one channel block
-// per task, its B sums held in registers (two sets, so consecutive adds do not wait on each other).
+// The per-channel sums of one channel block of an nChw<B>c tensor, viewed as [N, blocks, hw, B]:
+// its B sums held in registers (two sets, so consecutive adds do not wait on each other), the
+// lanes vectorized for AVX-512 / AVX2 / baseline (VectorClones.h; each lane's order fixed, so the
+// same bits everywhere).
+template <int B, typename T>
+__attribute__((SPMD_VECTOR_CLONES))
+void blockSums(const T* x, int64_t N, int64_t blocks, int64_t hw, int64_t cb, T* out) {
+  double even[B] = {}, odd[B] = {};
+  for (int64_t n = 0; n < N; ++n) {
+    const T* plane = x + (n * blocks + cb) * hw * B;
+    int64_t i = 0;
+    for (; i + 2 <= hw; i += 2)
+      for (int j = 0; j < B; ++j) even[j] += plane[i * B + j], odd[j] += plane[(i + 1) * B + j];
+    if (i < hw)
+      for (int j = 0; j < B; ++j) even[j] += plane[i * B + j];
+  }
+  for (int j = 0; j < B; ++j) out[cb * B + j] = static_cast<T>(even[j] + odd[j]);
+}
+
+// One channel block per task.
 template <int B, typename T>
 void blockedChannelSums(const T* x, int64_t N, int64_t blocks, int64_t hw, T* out) {
 #pragma omp parallel for if (N * blocks * hw * B >= kChunkElements) schedule(static)
-  for (int64_t cb = 0; cb < blocks; ++cb) {
-    double even[B] = {}, odd[B] = {};
-    for (int64_t n = 0; n < N; ++n) {
-      const T* plane = x + (n * blocks + cb) * hw * B;
-      int64_t i = 0;
-      for (; i + 2 <= hw; i += 2)
-        for (int j = 0; j < B; ++j) even[j] += plane[i * B + j], odd[j] += plane[(i + 1) * B + j];
-      if (i < hw)
-        for (int j = 0; j < B; ++j) even[j] += plane[i * B + j];
-    }
-    for (int j = 0; j < B; ++j) out[cb * B + j] = static_cast<T>(even[j] + odd[j]);
-  }
+  for (int64_t cb = 0; cb < blocks; ++cb) blockSums<B>(x, N, blocks, hw, cb, out);
 }
 
 template <Kind kind>
