@@ -74,11 +74,11 @@ Tensor conv2d(const Tensor& x, const Tensor& filter, const Tensor& bias,
 }
 
 BatchNormResult batchNormTrain(const Tensor& x, const Tensor& scale, const Tensor& offset,
-                               double epsilon, Loc loc) {
+                               double epsilon, const Tensor& mask, Loc loc) {
   Trace& trace = Trace::current("batchNormTrain", loc);
   mlir::Operation* op = trace.create<ir::BatchNormTrainOp>(
       loc, trace.valueOf(x, loc), trace.valueOf(scale, loc), trace.valueOf(offset, loc),
-      llvm::APFloat(epsilon));
+      optional(trace, mask, loc), llvm::APFloat(epsilon));
   return {trace.wrap(op->getResult(0)), trace.wrap(op->getResult(1)),
           trace.wrap(op->getResult(2))};
 }

@@ -19,8 +19,11 @@ Tensor conv2d(const Tensor& x, const Tensor& filter, const Tensor& bias = {},
 struct BatchNormResult {
   Tensor y, mean, variance;  // mean and biased variance of the batch, per channel
 };
+// With `mask` ([N]: 1 for an example, 0 for a padding row), the statistics are the examples'
+// alone (rows weighted by the mask), so a batch padded to the compiled shape normalizes as the
+// unpadded one; the mask takes no gradient.
 BatchNormResult batchNormTrain(const Tensor& x, const Tensor& scale, const Tensor& offset,
-                               double epsilon, Loc loc = Loc::current());
+                               double epsilon, const Tensor& mask = {}, Loc loc = Loc::current());
 Tensor batchNormInfer(const Tensor& x, const Tensor& scale, const Tensor& offset,
                       const Tensor& mean, const Tensor& variance, double epsilon,
                       Loc loc = Loc::current());

@@ -100,6 +100,17 @@ inline LogicalResult inferBatchNorm(OptLoc loc, StringRef op, Value input, Value
   return success();
 }
 
+// batch_norm_train's optional mask: one weight per example ([N]) in the input's element type.
+inline LogicalResult expectRowMask(OptLoc loc, StringRef op, Value mask, RankedTensorType in) {
+  if (!mask) return success();
+  auto type = expectTensor(loc, op, "mask", mask, 1, in.getElementType());
+  if (failed(type)) return failure();
+  if (type->getDimSize(0) != in.getDimSize(0))
+    return fail(loc, op, ("mask " + str(*type) + " must have one entry per example (" + Twine(in.getDimSize(0)) +
+                          ") of input " + str(in))
+                             .str());
+  return success();
+}
 
 // The forward conv2d's output shape for input, filter, stride and padding.
 inline FailureOr<SmallVector<int64_t>> convOutputShape(OptLoc loc, StringRef op,

@@ -97,7 +97,8 @@ LogicalResult BatchNormTrainBackwardOp::inferReturnTypes(MLIRContext*, OptLoc lo
                              " must have the input's shape and element type " + str(*in));
   if (failed(inferBatchNorm(loc, op, adaptor.getInput(),
                             {adaptor.getScale(), adaptor.getBatchMean(), adaptor.getBatchVariance()},
-                            {"scale", "batch_mean", "batch_variance"}, adaptor.getEpsilonAttr())))
+                            {"scale", "batch_mean", "batch_variance"}, adaptor.getEpsilonAttr())) ||
+      failed(expectRowMask(loc, op, adaptor.getMask(), *in)))
     return failure();
   results.push_back(*in);
   results.push_back(adaptor.getScale().getType());

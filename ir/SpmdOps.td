@@ -54,10 +54,14 @@ def Spmd_BatchNormTrainOp : Spmd_InferredOp<"batch_norm_train", [Vjp]> {
     scales and shifts. Also returns the batch mean and the biased batch variance per channel.
     With `relu`, the result is max(0, normalized): made by spmd-fuse-norm-relu after autodiff
     (the op has no VJP in that form).
+    With `mask` ([N]: 1 for an example, 0 for a padding row), the statistics weight row n by
+    mask[n]: mean = sum(w x) / W and variance = sum(w (x - mean)^2) / W over W = sum(w) * H * W
+    values, so padded rows change nothing; every row is still normalized. No weight at all
+    (W = 0) gives mean 0 and variance 0.
   }];
   let arguments = (ins Spmd_FloatTensor:$input, Spmd_FloatTensor:$scale,
-                       Spmd_FloatTensor:$offset, F64Attr:$epsilon,
-                       DefaultValuedAttr<BoolAttr, "false">:$relu);
+                       Spmd_FloatTensor:$offset, Optional<Spmd_FloatTensor>:$mask,
+                       F64Attr:$epsilon, DefaultValuedAttr<BoolAttr, "false">:$relu);
   let results = (outs Spmd_FloatTensor:$result, Spmd_FloatTensor:$batch_mean,
                       Spmd_FloatTensor:$batch_variance);
 }
@@ -339,11 +343,14 @@ def Spmd_BatchNormTrainBackwardOp
   let summary = "gradients of batch_norm_train w.r.t. input, scale and offset";
   let description = [{
     `batch_mean` and `batch_variance` are the statistics the forward op returned (biased
-    variance). The input gradient includes the paths through the batch statistics.
+    variance). The input gradient includes the paths through the batch statistics. With the
+    forward's `mask` w: dx_n = scale rstd (dy_n - w_n / W (sum(dy) + xhat_n sum(dy xhat))),
+    the sums over every row (every row's result depends on the statistics).
   }];
   let arguments = (ins Spmd_FloatTensor:$result_grad, Spmd_FloatTensor:$input,
                        Spmd_FloatTensor:$scale, Spmd_FloatTensor:$batch_mean,
-                       Spmd_FloatTensor:$batch_variance, F64Attr:$epsilon);
+                       Spmd_FloatTensor:$batch_variance, Optional<Spmd_FloatTensor>:$mask,
+                       F64Attr:$epsilon);
   let results = (outs Spmd_FloatTensor:$input_grad, Spmd_FloatTensor:$scale_grad,
                       Spmd_FloatTensor:$offset_grad);
 }

@@ -66,7 +66,9 @@ LogicalResult BatchNormTrainOp::inferReturnTypes(MLIRContext*, OptLoc loc, Adapt
                                                  SmallVectorImpl<Type>& results) {
   if (failed(inferBatchNorm(loc, "batch_norm_train", adaptor.getInput(),
                             {adaptor.getScale(), adaptor.getOffset()}, {"scale", "offset"},
-                            adaptor.getEpsilonAttr())))
+                            adaptor.getEpsilonAttr())) ||
+      failed(expectRowMask(loc, "batch_norm_train", adaptor.getMask(),
+                           llvm::cast<RankedTensorType>(adaptor.getInput().getType()))))
     return failure();
   results.push_back(adaptor.getInput().getType());
   results.push_back(adaptor.getScale().getType());

@@ -79,17 +79,29 @@ LogicalResult BatchNormTrainOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads,
   auto xType = typeOf(getInput());
   Value dy = grads[0] ? grads[0] : e.splat(xType, 0.0);
   auto backward = b.create<BatchNormTrainBackwardOp>(getLoc(), dy, getInput(), getScale(),
-                                                     getBatchMean(), getBatchVariance(),
+                                                     getBatchMean(), getBatchVariance(), getMask(),
                                                      getEpsilonAttr());
   Value dx = backward.getInputGrad();
-  // Paths through the returned statistics: d mean/dx = 1/M, d var/dx = 2 (x - mean) / M.
+  // Paths through the returned statistics: d mean/dx = 1/M, d var/dx = 2 (x - mean) / M; with a
+  // mask w, w_n / W and 2 w_n (x - mean) / W (W = sum(w) * H * W).
   double count = double(xType.getNumElements() / xType.getDimSize(1));
-  if (grads[1]) dx = e.add(dx, e.broadcast(e.scale(grads[1], 1.0 / count), xType, {1}));
+  Value weight;  // w_n / W per element, with a mask
+  if (getMask() && (grads[1] || grads[2])) {
+    auto scalar = RankedTensorType::get({}, xType.getElementType());
+    Value total = e.scale(e.sum(getMask(), {0}), count / double(xType.getDimSize(0)));
+    weight = e.div(e.broadcast(getMask(), xType, {0}), e.broadcast(e.reshape(total, scalar), xType, {}));
+  }
+  if (grads[1])
+    dx = e.add(dx, weight ? e.mul(e.broadcast(grads[1], xType, {1}), weight)
+                          : e.broadcast(e.scale(grads[1], 1.0 / count), xType, {1}));
   if (grads[2]) {
     Value centered = e.sub(getInput(), e.broadcast(getBatchMean(), xType, {1}));
-    dx = e.add(dx, e.mul(e.broadcast(e.scale(grads[2], 2.0 / count), xType, {1}), centered));
+    Value term = weight ? e.mul(e.mul(e.broadcast(e.scale(grads[2], 2.0), xType, {1}), weight), centered)
+                        : e.mul(e.broadcast(e.scale(grads[2], 2.0 / count), xType, {1}), centered);
+    dx = e.add(dx, term);
   }
   out.append({dx, backward.getScaleGrad(), backward.getOffsetGrad()});
+  if (getMask()) out.push_back(Value());  // the mask takes no gradient
   return success();
 }
 

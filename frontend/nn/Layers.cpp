@@ -37,9 +37,24 @@ Tensor BatchNorm2d::forward(Context& ctx, const Tensor& x, Loc loc) const {
   if (!ctx.training)
     return batchNormInfer(x, scale, offset, runningMean, runningVar, epsilon_, loc);
   // Cross-replica statistics count the examples of every replica.
-  BatchNormResult r = axisName_.empty() ? batchNormTrain(x, scale, offset, epsilon_, loc)
-                                        : crossReplica(x, scale, offset, loc);
-  double count = double(x.numel() / channels_) *
+  BatchNormResult r = axisName_.empty() ? batchNormTrain(x, scale, offset, epsilon_, ctx.mask, loc)
+                                        : crossReplica(x, scale, offset, ctx.mask, loc);
+  const double valuesPerExample = double(x.numel() / (x.dim(0) * channels_));
+  if (ctx.mask.defined()) {
+    // The count is data: the examples of this batch (of every replica, cross-replica).
+    Tensor count = mul(sum(ctx.mask, {0}, loc), valuesPerExample, loc);
+    if (!axisName_.empty()) count = psum(count, axisName_, loc);
+    Tensor one = fill(count, 1.0, loc);
+    Tensor rate = mul(minimum(count, one, loc), momentum_, loc);  // 0 without any example: no update
+    Tensor unbias = div(count, maximum(add(count, -1.0, loc), one, loc), loc);  // count / (count - 1), 1 for 1
+    auto blend = [&](const Tensor& running, const Tensor& batch, const Tensor& batchScale) {
+      return add(mul(running, sub(one, rate, loc), loc), mul(batch, mul(rate, batchScale, loc), loc), loc);
+    };
+    ctx.newState.set(key("running_mean"), blend(runningMean, r.mean, one));
+    ctx.newState.set(key("running_var"), blend(runningVar, r.variance, unbias));
+    return r.y;
+  }
+  double count = double(x.dim(0)) * valuesPerExample *
                  double(axisName_.empty() ? 1 : axisSize(axisName_, loc));
   double unbias = count > 1 ? count / (count - 1) : 1.0;
   auto blend = [&](const Tensor& running, const Tensor& batch, double batchScale) {
@@ -51,12 +66,24 @@ Tensor BatchNorm2d::forward(Context& ctx, const Tensor& x, Loc loc) const {
 }
 
 // SyncBatchNorm: statistics over the batch of every replica (equal local batches), from one
-// combined pmean of the per-replica mean and mean of squares.
+// combined pmean of the per-replica mean and mean of squares. With a mask, from one psum of the
+// weighted sums and the count, so replicas with fewer examples weigh less.
 BatchNormResult BatchNorm2d::crossReplica(const Tensor& x, const Tensor& scale,
-                                          const Tensor& offset, Loc loc) const {
-  std::vector<Tensor> stats = pmean({mean(x, {0, 2, 3}, loc), mean(mul(x, x, loc), {0, 2, 3}, loc)},
+                                          const Tensor& offset, const Tensor& mask, Loc loc) const {
+  Tensor batchMean, meanOfSquares;
+  if (mask.defined()) {
+    Tensor weights = reshape(mask, {x.dim(0), 1, 1, 1}, loc);
+    Tensor weighted = mul(x, weights, loc);
+    std::vector<Tensor> sums = psum({sum(weighted, {0, 2, 3}, loc), sum(mul(weighted, x, loc), {0, 2, 3}, loc),
+                                     mul(sum(mask, {0}, loc), double(x.dim(2) * x.dim(3)), loc)},
                                     axisName_, loc);
-  const Tensor &batchMean = stats[0], &meanOfSquares = stats[1];
+    batchMean = div(sums[0], sums[2], loc);
+    meanOfSquares = div(sums[1], sums[2], loc);
+  } else {
+    std::vector<Tensor> stats = pmean({mean(x, {0, 2, 3}, loc), mean(mul(x, x, loc), {0, 2, 3}, loc)},
+                                      axisName_, loc);
+    batchMean = stats[0], meanOfSquares = stats[1];
+  }
   Tensor variance = sub(meanOfSquares, mul(batchMean, batchMean, loc), loc);
   Tensor inverse = div(fill(variance, 1.0, loc), sqrt(add(variance, epsilon_, loc), loc), loc);
   auto perChannel = [&](const Tensor& v) { return reshape(v, {1, channels_, 1, 1}, loc); };

@@ -31,6 +31,8 @@ class Conv2d final : public Module {
 // statistics updated as PyTorch does (momentum 0.1, unbiased variance). Inference: running ones.
 // With `axisName` (inside spmd::pmap), training statistics are cross-replica, as SyncBatchNorm:
 // pmean of the per-replica mean and mean of squares; otherwise each replica uses its own batch.
+// With a mask (ApplyOptions::mask) the statistics and the running statistics' update count the
+// examples alone; a replica (per-replica statistics) without any keeps its running statistics.
 class BatchNorm2d final : public Module {
  public:
   BatchNorm2d(std::string path, int64_t channels, double epsilon = 1e-5, double momentum = 0.1,
@@ -44,7 +46,7 @@ class BatchNorm2d final : public Module {
 
  private:
   BatchNormResult crossReplica(const Tensor& x, const Tensor& scale, const Tensor& offset,
-                               Loc loc) const;
+                               const Tensor& mask, Loc loc) const;
 
   int64_t channels_;
   double epsilon_, momentum_;

@@ -24,7 +24,15 @@ std::pair<Tensor, Tree> Module::apply(const Tree& params, const Tree& state, con
 
 std::pair<Tensor, Tree> Module::apply(const Tree& params, const Tree& state, const Tensor& x,
                                       bool training, const Tensor& rngKey, Loc loc) const {
-  Context ctx{params, state, training, {}, rngKey};
+  return apply(params, state, x, {.training = training, .rng = rngKey}, loc);
+}
+
+std::pair<Tensor, Tree> Module::apply(const Tree& params, const Tree& state, const Tensor& x,
+                                      const ApplyOptions& options, Loc loc) const {
+  if (options.mask.defined() && (options.mask.rank() != 1 || x.rank() == 0 || options.mask.dim(0) != x.dim(0)))
+    throw Error(detail::where(loc) + ": apply: the mask must be [N] with one entry per example of the input " +
+                x.typeString() + ", got " + options.mask.typeString());
+  Context ctx{params, state, options.training, {}, options.rng, options.mask};
   Tensor y = (*this)(ctx, x, loc);
   Tree newState = state;
   for (const auto& [name, value] : ctx.newState) newState.set(name, value);

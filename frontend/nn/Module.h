@@ -20,6 +20,16 @@ struct Context {
   bool training = true;
   Tree newState;
   Tensor rng;
+  Tensor mask;  // [N] 1 for an example, 0 for a padding row (ApplyOptions::mask)
+};
+
+// How apply() runs the model.
+struct ApplyOptions {
+  bool training = false;
+  Tensor rng;  // random key (spmd::random) for the layers that draw random numbers (Dropout)
+  // [N] 1 for an example, 0 for a row that pads the batch to its compiled shape: BatchNorm takes
+  // its statistics over the examples alone, so the padded batch normalizes as the unpadded one.
+  Tensor mask;
 };
 
 class Module {
@@ -42,6 +52,8 @@ class Module {
   // With a random key (spmd::random) for the layers that draw random numbers (Dropout).
   std::pair<Tensor, Tree> apply(const Tree& params, const Tree& state, const Tensor& x,
                                 bool training, const Tensor& rngKey, Loc loc = Loc::current()) const;
+  std::pair<Tensor, Tree> apply(const Tree& params, const Tree& state, const Tensor& x,
+                                const ApplyOptions& options, Loc loc = Loc::current()) const;
 
  protected:
   virtual Tensor forward(Context& ctx, const Tensor& x, Loc loc) const = 0;

@@ -45,45 +45,92 @@ struct NormState {
 };
 
 
-// Per-channel mean and biased variance of an nChw<B>c tensor, two passes accumulating in double.
-// oneDNN's blocked batch norm sums in f32 lanes, which loses digits on activations whose mean is
-// far from zero (8x the plain kernel's error, enough to move ResNet-18's f32 gradients off
-// PyTorch's by 0.4%); these statistics then feed oneDNN's normalization as given statistics.
+// The optional mask of batch_norm_train (input 3) and its backward (input 5): row n weighs
+// mask[n] in the statistics; `count` is W = sum(mask) * H * W (N * H * W without a mask).
+struct RowMask {
+  const float* mask = nullptr;
+  double count = 0;
+  double weight(int64_t n) const { return mask ? double(mask[n]) : 1.0; }
+};
+
+RowMask rowMask(const KernelCall& call, size_t input, const TensorView& x) {
+  int64_t HW = 1;
+  for (size_t d = 2; d < x.shape.size(); ++d) HW *= x.shape[d];
+  RowMask m{call.in.size() > input ? call.in[input].as<float>() : nullptr, double(x.dim(0) * HW)};
+  if (m.mask) {
+    double total = 0;
+    for (int64_t n = 0; n < x.dim(0); ++n) total += m.mask[n];
+    m.count = total * double(HW);
+  }
+  return m;
+}
+
+// Per-channel mean and biased variance of an nChw<B>c tensor, two passes accumulating in double
+// (rows weighted by the mask; no weight at all: 0 and 0). oneDNN's blocked batch norm sums in
+// f32 lanes, which loses digits on activations whose mean is far from zero (8x the plain
+// kernel's error, enough to move ResNet-18's f32 gradients off PyTorch's by 0.4%); these
+// statistics then feed oneDNN's normalization as given statistics.
 template <int G>
 __attribute__((SPMD_VECTOR_CLONES optimize("fp-contract=off")))
-void statisticsGroup(const float* data, int64_t N, int64_t blocks, int64_t HW, int64_t cb, float* mean,
-                     float* variance) {
-  const double count = double(N * HW);
+void statisticsGroup(const float* data, int64_t N, int64_t blocks, int64_t HW, int64_t cb, const RowMask& rows,
+                     float* mean, float* variance) {
+  const double count = rows.count;
   double sum[G] = {}, square[G] = {};
   for (int64_t n = 0; n < N; ++n) {
     const float* plane = data + (n * blocks + cb) * HW * G;
+    const double w = rows.weight(n);
     for (int64_t i = 0; i < HW; ++i)
-      for (int l = 0; l < G; ++l) sum[l] += plane[i * G + l];
+      for (int l = 0; l < G; ++l) sum[l] += w * plane[i * G + l];
   }
-  for (int l = 0; l < G; ++l) sum[l] /= count;
+  for (int l = 0; l < G; ++l) sum[l] = count > 0 ? sum[l] / count : 0.0;
   for (int64_t n = 0; n < N; ++n) {
     const float* plane = data + (n * blocks + cb) * HW * G;
+    const double w = rows.weight(n);
     for (int64_t i = 0; i < HW; ++i)
       for (int l = 0; l < G; ++l) {
         double d = plane[i * G + l] - sum[l];
-        square[l] += d * d;
+        square[l] += w * d * d;
       }
   }
   for (int l = 0; l < G; ++l) {
     mean[cb * G + l] = static_cast<float>(sum[l]);
-    variance[cb * G + l] = static_cast<float>(square[l] / count);
+    variance[cb * G + l] = static_cast<float>(count > 0 ? square[l] / count : 0.0);
   }
 }
 
-void blockedStatistics(const TensorView& x, int64_t block, float* mean, float* variance) {
+void blockedStatistics(const TensorView& x, int64_t block, const RowMask& rows, float* mean, float* variance) {
   const int64_t N = x.dim(0), C = x.dim(1), HW = x.dim(2) * x.dim(3), blocks = C / block;
   const float* data = x.as<float>();
 #pragma omp parallel for
   for (int64_t cb = 0; cb < blocks; ++cb) {
-    if (block == 16) statisticsGroup<16>(data, N, blocks, HW, cb, mean, variance);
-    else statisticsGroup<8>(data, N, blocks, HW, cb, mean, variance);
+    if (block == 16) statisticsGroup<16>(data, N, blocks, HW, cb, rows, mean, variance);
+    else statisticsGroup<8>(data, N, blocks, HW, cb, rows, mean, variance);
   }
 }
+
+// The same for a plain [N, C, ...] tensor with a mask (oneDNN's own statistics take every row).
+void plainStatistics(const TensorView& x, const RowMask& rows, float* mean, float* variance) {
+  const int64_t N = x.dim(0), C = x.dim(1), HW = x.numel() / (N * C);
+  const float* data = x.as<float>();
+#pragma omp parallel for
+  for (int64_t c = 0; c < C; ++c) {
+    double sum = 0, square = 0;
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t i = 0; i < HW; ++i) sum += rows.weight(n) * data[(n * C + c) * HW + i];
+    const double m = rows.count > 0 ? sum / rows.count : 0.0;
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t i = 0; i < HW; ++i) {
+        const double d = data[(n * C + c) * HW + i] - m;
+        square += rows.weight(n) * d * d;
+      }
+    mean[c] = static_cast<float>(m);
+    variance[c] = static_cast<float>(rows.count > 0 ? square / rows.count : 0.0);
+  }
+}
+
+// Whether batch_norm_train's statistics are ours (blocked input, or a mask) and go to oneDNN as
+// given ones.
+bool ownStatistics(const KernelCall& call) { return channelBlock(call.in[0].layout) || call.in.size() > 3; }
 
 // Whether oneDNN applies batch_norm_train's relu in its normalization pass: on a blocked input,
 // whose statistics are ours, as an inference with given statistics (fuse_norm_relu needs no
@@ -93,8 +140,8 @@ bool onednnRelu(const KernelCall& call) { return call.step.flag("relu") && chann
 NormState prepareBatchNorm(KernelCall& call, bool training) {
   using namespace dnnl;
   auto flags = normalization_flags::use_scale | normalization_flags::use_shift;
-  // Training on a blocked input: our statistics (blockedStatistics), then oneDNN normalizes.
-  if (!training || channelBlock(call.in[0].layout)) flags = flags | normalization_flags::use_global_stats;
+  // Training on a blocked input or with a mask: our statistics, then oneDNN normalizes.
+  if (!training || ownStatistics(call)) flags = flags | normalization_flags::use_global_stats;
   const bool relu = training && onednnRelu(call);
   if (relu) flags = flags | normalization_flags::fuse_norm_relu;
   auto data = layoutDesc(call.in[0]);
@@ -117,9 +164,15 @@ void reluAfterNorm(KernelCall& call);  // below
 void batch_norm_train(KernelCall& call) {
   if (call.in[0].dtype != DType::f32) return reference::batch_norm_train(call);
   NormState& s = cachedState<NormState>(call, [&] { return prepareBatchNorm(call, true); });
-  // Blocked: our statistics go in as given ones (prepareBatchNorm); plain: oneDNN writes them.
-  if (int64_t block = channelBlock(call.in[0].layout))
-    blockedStatistics(call.in[0], block, call.out[1].as<float>(), call.out[2].as<float>());
+  // Blocked or masked: our statistics go in as given ones (prepareBatchNorm); plain: oneDNN
+  // writes them.
+  if (ownStatistics(call)) {
+    const RowMask rows = rowMask(call, 3, call.in[0]);
+    if (int64_t block = channelBlock(call.in[0].layout))
+      blockedStatistics(call.in[0], block, rows, call.out[1].as<float>(), call.out[2].as<float>());
+    else
+      plainStatistics(call.in[0], rows, call.out[1].as<float>(), call.out[2].as<float>());
+  }
   s.run({{DNNL_ARG_SRC, call.in[0].data}, {DNNL_ARG_SCALE, call.in[1].data},
          {DNNL_ARG_SHIFT, call.in[2].data}, {DNNL_ARG_DST, call.out[0].data},
          {DNNL_ARG_MEAN, call.out[1].data}, {DNNL_ARG_VARIANCE, call.out[2].data}});
@@ -134,10 +187,10 @@ void batch_norm_infer(KernelCall& call) {
          {DNNL_ARG_VARIANCE, call.in[4].data}, {DNNL_ARG_DST, call.out[0].data}});
 }
 
-// inputs: result_grad, input, scale, batch_mean, batch_variance (biased);
+// inputs: result_grad, input, scale, batch_mean, batch_variance (biased), mask (optional);
 // outputs: input_grad, scale_grad, offset_grad. With xhat = (x - mean) * rstd over M values per
 // channel: doffset = sum(dy), dscale = sum(dy * xhat), dx = scale * rstd / M * (M dy - doffset -
-// xhat dscale). Our own kernel, not oneDNN's: the two sums cancel (a BN bias gradient is a sum
+// xhat dscale); with a mask w, M is W = sum(w) * H * W and the last two terms scale with w_n. Our own kernel, not oneDNN's: the two sums cancel (a BN bias gradient is a sum
 // of terms that cancel by a factor of hundreds), and oneDNN adds them in f32 lanes, 3.5x further
 // from the exact value than PyTorch; here each channel's sums run in double on one thread in a
 // fixed order, so the bits do not depend on the thread count either. Any mix of plain and
@@ -195,9 +248,9 @@ template <int G, bool Contiguous>
 __attribute__((SPMD_VECTOR_CLONES optimize("fp-contract=off")))
 void backwardGroup(const float* dy, const float* x, float* dx, const ChannelView& dyAt, const ChannelView& xAt,
                    const ChannelView& dxAt, int64_t N, int64_t c0, const float* scale, const float* mean,
-                   const float* var, double epsilon, float* dscale, float* doffset) {
+                   const float* var, double epsilon, const RowMask& rows, float* dscale, float* doffset) {
   const int64_t HW = xAt.HW, gs = dyAt.stride(), vs = xAt.stride(), os = dxAt.stride();
-  const double count = double(N * HW);
+  const double count = rows.count;
   double sumDy[G] = {}, sumDyX[G] = {}, m[G], rstd[G];
   for (int l = 0; l < G; ++l) m[l] = mean[c0 + l], rstd[l] = 1.0 / std::sqrt(double(var[c0 + l]) + epsilon);
   for (int64_t n = 0; n < N; ++n) {
@@ -233,16 +286,23 @@ void backwardGroup(const float* dy, const float* x, float* dx, const ChannelView
       }
     }
   }
-  // dx = a dy + b (x - mean) + d, per channel.
+  // dx = a dy + b (x - mean) + d, per channel; with a mask, b and d scale with the row's weight.
   float a[G], b[G], d0[G], mf[G];
+  double bw[G], dw[G];  // b and d per unit weight
   for (int l = 0; l < G; ++l) {
     const double dyXhat = sumDyX[l] * rstd[l], al = double(scale[c0 + l]) * rstd[l];
     doffset[c0 + l] = float(sumDy[l]);
     dscale[c0 + l] = float(dyXhat);
-    a[l] = float(al), b[l] = float(-al * rstd[l] * dyXhat / count), d0[l] = float(-al * sumDy[l] / count);
+    bw[l] = -al * rstd[l] * dyXhat, dw[l] = -al * sumDy[l];
+    a[l] = float(al), b[l] = count > 0 ? float(bw[l] / count) : 0.0f, d0[l] = count > 0 ? float(dw[l] / count) : 0.0f;
     mf[l] = mean[c0 + l];
   }
   for (int64_t n = 0; n < N; ++n) {
+    if (rows.mask) {
+      const double w = rows.weight(n);
+      for (int l = 0; l < G; ++l)
+        b[l] = count > 0 ? float(bw[l] * w / count) : 0.0f, d0[l] = count > 0 ? float(dw[l] * w / count) : 0.0f;
+    }
     if constexpr (Contiguous) {
       const float *g = dy + dyAt.base(n, c0), *v = x + xAt.base(n, c0);
       float* out = dx + dxAt.base(n, c0);
@@ -267,6 +327,7 @@ void batch_norm_train_backward(KernelCall& call) {
   const float *dy = dyView.as<float>(), *x = xView.as<float>(), *scale = call.in[2].as<float>(),
               *mean = call.in[3].as<float>(), *var = call.in[4].as<float>();
   float *dx = call.out[0].as<float>(), *dscale = call.out[1].as<float>(), *doffset = call.out[2].as<float>();
+  const RowMask rows = rowMask(call, 5, xView);
   // Channels in groups (a block of a blocked buffer when all three share one), a group per
   // thread at a time, so each cache line of a blocked buffer is read once per pass.
   const int64_t block = xAt.block;
@@ -277,7 +338,7 @@ void batch_norm_train_backward(KernelCall& call) {
     auto run = [&](auto group) {
       constexpr int g = decltype(group)::value;
       constexpr bool same = g > 1;
-      backwardGroup<g, same>(dy, x, dx, dyAt, xAt, dxAt, N, c0, scale, mean, var, epsilon, dscale, doffset);
+      backwardGroup<g, same>(dy, x, dx, dyAt, xAt, dxAt, N, c0, scale, mean, var, epsilon, rows, dscale, doffset);
     };
     if (G == 16) run(std::integral_constant<int, 16>{});
     else if (G == 8) run(std::integral_constant<int, 8>{});

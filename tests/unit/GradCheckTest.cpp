@@ -122,6 +122,13 @@ std::vector<GradCase> cases() {
          BatchNormResult r = batchNormTrain(a[0], a[1], a[2], 1e-5);
          return T{r.y, r.mean, r.variance};
        }},
+      // Rows 1 and 4 padding: the cotangents reach them through y alone.
+      {"batch_norm_train masked (y, mean, var)", {x({5, 3, 3, 2}), x({3}), x({3})},
+       [](const T& a) {
+         Tensor mask(Array::of<double>({5}, std::vector<double>{1, 0, 1, 1, 0}));
+         BatchNormResult r = batchNormTrain(a[0], a[1], a[2], 1e-5, mask);
+         return T{r.y, r.mean, r.variance};
+       }},
       {"batch_norm_train 2d", {x({6, 3}), x({3}), x({3})},
        [](const T& a) { return T{batchNormTrain(a[0], a[1], a[2], 1e-3).y}; }},
       {"batch_norm_infer", {x({3, 4, 3, 2}), x({4}), x({4}), x({4}), positive({4})},

@@ -116,6 +116,12 @@ inline std::vector<KernelCase> kernelCases(DType t) {
   auto labels = [&](int64_t n, int64_t classes) {
     return spmd::testing::randomArray(DType::i32, {n}, seed++, 0, double(classes) - 1e-9);
   };
+  // batch_norm_train's mask: 1 for an example, 0 for a padding row (rows 1 and n - 1 padded).
+  auto mask = [&](int64_t n) {
+    std::vector<double> m(n, 1.0);
+    m[1] = m[n - 1] = 0.0;
+    return t == DType::f32 ? Array::of<float>({n}, std::vector<float>(m.begin(), m.end())) : Array::of<double>({n}, m);
+  };
   using V = std::vector<int64_t>;
   std::vector<KernelCase> list = {
       {"conv 3x3 pad1 bias", "conv2d", {rnd({2, 3, 9, 7}), rnd({5, 3, 3, 3}), rnd({5})},
@@ -132,6 +138,12 @@ inline std::vector<KernelCase> kernelCases(DType t) {
        {{t, {9, 7}}, {t, {7}}, {t, {7}}}, {{"epsilon", 1e-3}}},
       {"bn train relu 4d", "batch_norm_train", {rnd({3, 5, 7, 6}), rnd({5}), rnd({5})},
        {{t, {3, 5, 7, 6}}, {t, {5}}, {t, {5}}}, {{"epsilon", 1e-5}, {"relu", true}}},
+      {"bn train masked 4d", "batch_norm_train", {rnd({4, 5, 7, 6}), rnd({5}), rnd({5}), mask(4)},
+       {{t, {4, 5, 7, 6}}, {t, {5}}, {t, {5}}}, {{"epsilon", 1e-5}}},
+      {"bn train masked 2d", "batch_norm_train", {rnd({9, 7}, -3, 5), rnd({7}), rnd({7}), mask(9)},
+       {{t, {9, 7}}, {t, {7}}, {t, {7}}}, {{"epsilon", 1e-3}}},
+      {"bn train masked relu 4d", "batch_norm_train", {rnd({4, 5, 7, 6}), rnd({5}), rnd({5}), mask(4)},
+       {{t, {4, 5, 7, 6}}, {t, {5}}, {t, {5}}}, {{"epsilon", 1e-5}, {"relu", true}}},
       {"bn infer", "batch_norm_infer",
        {rnd({3, 5, 7, 6}), rnd({5}), rnd({5}), rnd({5}), rnd({5}, 0.5, 2)},
        {{t, {3, 5, 7, 6}}}, {{"epsilon", 1e-5}}},
@@ -194,6 +206,9 @@ inline std::vector<KernelCase> kernelCases(DType t) {
     int64_t c = x[1];
     list.push_back({"bn train bwd " + shapeString(x), "batch_norm_train_backward",
                     {rnd(x), rnd(x, -2, 3), rnd({c}), rnd({c}), rnd({c}, 0.5, 2)},
+                    {{t, x}, {t, {c}}, {t, {c}}}, {{"epsilon", 1e-5}}});
+    list.push_back({"bn train bwd masked " + shapeString(x), "batch_norm_train_backward",
+                    {rnd(x), rnd(x, -2, 3), rnd({c}), rnd({c}), rnd({c}, 0.5, 2), mask(x[0])},
                     {{t, x}, {t, {c}}, {t, {c}}}, {{"epsilon", 1e-5}}});
   }
   list.push_back({"relu bwd", "relu_backward", {rnd({3, 17, 5}), rnd({3, 17, 5})},
@@ -350,6 +365,13 @@ inline std::vector<KernelCase> kernelCases(DType t) {
                     {{t, {3, 16, 5, 4}}, {t, {16}}, {t, {16}}}, {{"epsilon", 1e-5}, {"relu", true}}, {b8, "", "", b8}});
     list.push_back({"bn train relu blocked in, plain out", "batch_norm_train", {rnd({3, 16, 5, 4}), rnd({16}), rnd({16})},
                     {{t, {3, 16, 5, 4}}, {t, {16}}, {t, {16}}}, {{"epsilon", 1e-5}, {"relu", true}}, {b16}});
+    list.push_back({"bn train masked blocked", "batch_norm_train", {rnd({4, 16, 5, 4}, 9, 11), rnd({16}), rnd({16}), mask(4)},
+                    {{t, {4, 16, 5, 4}}, {t, {16}}, {t, {16}}}, {{"epsilon", 1e-5}}, {b8, "", "", "", b8}});
+    list.push_back({"bn train masked relu 16c", "batch_norm_train", {rnd({4, 16, 5, 4}), rnd({16}), rnd({16}), mask(4)},
+                    {{t, {4, 16, 5, 4}}, {t, {16}}, {t, {16}}}, {{"epsilon", 1e-5}, {"relu", true}}, {b16, "", "", "", b16}});
+    list.push_back({"bn bwd masked blocked", "batch_norm_train_backward",
+                    {rnd({3, 16, 5, 5}), rnd({3, 16, 5, 5}), rnd({16}), rnd({16}), rnd({16}, 0.5, 2), mask(3)},
+                    {{t, {3, 16, 5, 5}}, {t, {16}}, {t, {16}}}, {{"epsilon", 1e-5}}, {b8, b8, "", "", "", "", b8}});
     list.push_back({"bn infer blocked", "batch_norm_infer",
                     {rnd({3, 16, 5, 4}), rnd({16}), rnd({16}), rnd({16}), rnd({16}, 0.5, 2)},
                     {{t, {3, 16, 5, 4}}}, {{"epsilon", 1e-5}}, {b8, "", "", "", "", b8}});

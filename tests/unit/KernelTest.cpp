@@ -195,6 +195,53 @@ TEST(KernelTest, BatchNormBackwardSumsCancellingTermsExactly) {
   }
 }
 
+// The mask's meaning, on the reference (the other backends' oracle): batch_norm_train over a
+// batch with padding rows masked out gives the examples' statistics and results exactly as the
+// batch of the examples alone; its backward, with zero gradients on the padding rows (what a
+// masked loss sends), gives the examples alone's gradients and zero on the padding.
+TEST(KernelTest, MaskedBatchNormIsTheExamplesAlone) {
+  const Shape padded{5, 3, 4, 2}, real{3, 3, 4, 2};
+  const int64_t per = 3 * 4 * 2;
+  const std::vector<int64_t> rows = {0, 2, 3};  // rows 1 and 4 pad
+  Array x = randomArray(DType::f64, padded, 31, -2, 3), dy = randomArray(DType::f64, padded, 32, -1, 1);
+  Array scale = randomArray(DType::f64, {3}, 33, 0.5, 1.5), offset = randomArray(DType::f64, {3}, 34);
+  Array mask = Array::of<double>({5}, std::vector<double>{1, 0, 1, 1, 0});
+  for (int64_t i = 0; i < per; ++i) dy.values<double>()[1 * per + i] = dy.values<double>()[4 * per + i] = 0;
+  Array xReal = Array::zeros(DType::f64, real), dyReal = Array::zeros(DType::f64, real);
+  for (size_t r = 0; r < rows.size(); ++r)
+    for (int64_t i = 0; i < per; ++i) {
+      xReal.values<double>()[r * per + i] = x.values<double>()[rows[r] * per + i];
+      dyReal.values<double>()[r * per + i] = dy.values<double>()[rows[r] * per + i];
+    }
+  auto f64 = [](Shape s) { return std::pair{DType::f64, s}; };
+  const std::map<std::string, Attr> eps{{"epsilon", 1e-5}};
+  auto masked = runKernel(referenceKernels(), {"masked", "batch_norm_train", {x, scale, offset, mask},
+                                               {f64(padded), f64({3}), f64({3})}, eps});
+  auto alone = runKernel(referenceKernels(), {"alone", "batch_norm_train", {xReal, scale, offset},
+                                              {f64(real), f64({3}), f64({3})}, eps});
+  for (int o : {1, 2}) spmd::testing::expectClose(masked[o], alone[o], 1e-14, 1e-14, "statistic " + std::to_string(o));
+  for (size_t r = 0; r < rows.size(); ++r)
+    for (int64_t i = 0; i < per; ++i)
+      EXPECT_NEAR(masked[0].values<double>()[rows[r] * per + i], alone[0].values<double>()[r * per + i], 1e-13);
+  auto backMasked = runKernel(referenceKernels(), {"masked bwd", "batch_norm_train_backward",
+                                                   {dy, x, scale, masked[1], masked[2], mask},
+                                                   {f64(padded), f64({3}), f64({3})}, eps});
+  auto backAlone = runKernel(referenceKernels(), {"alone bwd", "batch_norm_train_backward",
+                                                  {dyReal, xReal, scale, alone[1], alone[2]},
+                                                  {f64(real), f64({3}), f64({3})}, eps});
+  for (int o : {1, 2}) spmd::testing::expectClose(backMasked[o], backAlone[o], 1e-13, 1e-13, "gradient " + std::to_string(o));
+  double largest = 0;
+  for (size_t r = 0; r < rows.size(); ++r)
+    for (int64_t i = 0; i < per; ++i) {
+      const double want = backAlone[0].values<double>()[r * per + i];
+      EXPECT_NEAR(backMasked[0].values<double>()[rows[r] * per + i], want, 1e-12);
+      largest = std::max(largest, std::abs(want));
+    }
+  for (int64_t i = 0; i < per; ++i)
+    for (int64_t pad : {1, 4}) EXPECT_EQ(backMasked[0].values<double>()[pad * per + i], 0.0) << "padding row " << pad;
+  EXPECT_GT(largest, 0.1) << "the examples' input gradients must not be near zero";
+}
+
 // The reference relayout (the harness's oracle for blocked layouts) puts element (n, c, h, w) at
 // oneDNN's nChw8c offset: channel blocks outermost after n, the 8 channels of a block innermost.
 TEST(KernelTest, ReferenceRelayoutFollowsOnednnBlockedOrder) {

@@ -14,6 +14,9 @@ func.func @all_ops(%x: tensor<2x3x8x8xf32>, %w: tensor<4x3x3x3xf32>, %b: tensor<
   %y2 = spmd.conv2d %x, %w {stride = array<i64: 1, 1>, padding = array<i64: 0, 0>} : (tensor<2x3x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<2x4x6x6xf32>
   // CHECK: spmd.batch_norm_train {{.*}} -> (tensor<2x4x4x4xf32>, tensor<4xf32>, tensor<4xf32>)
   %bn, %mean, %var = spmd.batch_norm_train %y, %c, %k {epsilon = 1.0e-5 : f64} : (tensor<2x4x4x4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<2x4x4x4xf32>, tensor<4xf32>, tensor<4xf32>)
+  // CHECK: spmd.batch_norm_train %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {epsilon = {{.*}}} : (tensor<2x4x4x4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<2xf32>) -> (tensor<2x4x4x4xf32>, tensor<4xf32>, tensor<4xf32>)
+  %rows = spmd.constant dense<[1.0, 0.0]> : tensor<2xf32>
+  %bnm:3 = spmd.batch_norm_train %y, %c, %k, %rows {epsilon = 1.0e-5 : f64} : (tensor<2x4x4x4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<2xf32>) -> (tensor<2x4x4x4xf32>, tensor<4xf32>, tensor<4xf32>)
   // CHECK: spmd.batch_norm_infer
   %bi = spmd.batch_norm_infer %bn, %c, %k, %mean, %var {epsilon = 1.0e-5 : f64} : (tensor<2x4x4x4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<2x4x4x4xf32>
   // CHECK: spmd.add

@@ -46,6 +46,15 @@ func.func @bn_train_scale(%x: tensor<2x3x4x4xf32>, %s: tensor<4xf32>) {
 
 // -----
 
+func.func @bn_train_mask(%x: tensor<2x3x4x4xf32>, %s: tensor<3xf32>, %m: tensor<3xf32>) {
+  // expected-error @+2 {{mask tensor<3xf32> must have one entry per example (2) of input tensor<2x3x4x4xf32>}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %r:3 = spmd.batch_norm_train %x, %s, %s, %m {epsilon = 1.0e-5 : f64} : (tensor<2x3x4x4xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) -> (tensor<2x3x4x4xf32>, tensor<3xf32>, tensor<3xf32>)
+  return
+}
+
+// -----
+
 func.func @bn_infer_eps(%x: tensor<2x3x4x4xf32>, %s: tensor<3xf32>) {
   // expected-error @+2 {{epsilon must be a positive float}}
   // expected-error @+1 {{failed to infer returned types}}
