@@ -57,7 +57,8 @@ def Spmd_BatchNormTrainOp : Spmd_InferredOp<"batch_norm_train", [Vjp]> {
     With `mask` ([N]: 1 for an example, 0 for a padding row), the statistics weight row n by
     mask[n]: mean = sum(w x) / W and variance = sum(w (x - mean)^2) / W over W = sum(w) * H * W
     values, so padded rows change nothing; every row is still normalized. No weight at all
-    (W = 0) gives mean 0 and variance 0.
+    (W = 0, a replica holding only padding) gives mean 0 and variance 1, so the rows pass
+    through as scale * x / sqrt(1 + epsilon) + offset and stay finite.
   }];
   let arguments = (ins Spmd_FloatTensor:$input, Spmd_FloatTensor:$scale,
                        Spmd_FloatTensor:$offset, Optional<Spmd_FloatTensor>:$mask,

@@ -17,35 +17,77 @@ std::vector<int64_t> epochOrder(int64_t n, uint64_t seed, int64_t epoch) {
   return order;
 }
 
-BatchRows rowsOfProcess(int64_t batch, int rank, int processes, int localReplicas) {
-  const int64_t replicas = int64_t(processes) * localReplicas;
-  if (replicas <= 0 || rank < 0 || rank >= processes)
-    throw Error("rowsOfProcess: process " + std::to_string(rank) + " of " + std::to_string(processes) +
-                " with " + std::to_string(localReplicas) + " replicas each is not a process of the job");
-  if (batch % replicas != 0)
-    throw Error("a global batch of " + std::to_string(batch) + " does not split over " + std::to_string(replicas) +
-                " replicas; use a multiple of " + std::to_string(replicas));
-  const int64_t per = batch / replicas * localReplicas;
-  return {rank * per, (rank + 1) * per};
+BatchLayout layoutOfProcess(int64_t batch, int rank, int processes, int64_t localParts) {
+  if (processes <= 0 || localParts <= 0 || rank < 0 || rank >= processes)
+    throw Error("layoutOfProcess: process " + std::to_string(rank) + " of " + std::to_string(processes) +
+                " with " + std::to_string(localParts) + " parts each is not a process of the job");
+  if (batch <= 0) throw Error("batch size must be positive, got " + std::to_string(batch));
+  const int64_t parts = int64_t(processes) * localParts;
+  return {.parts = parts, .partRows = (batch + parts - 1) / parts, .firstPart = rank * localParts,
+          .lastPart = (rank + 1) * localParts};
 }
 
 Prefetcher::Prefetcher(const Dataset& data, int64_t batch, uint64_t seed, int64_t epoch,
-                       int64_t first, int depth, BatchRows rows)
-    : data_(data), batch_(batch), count_(batch > 0 ? data.size() / batch : 0), rows_(rows),
-      order_(epochOrder(data.size(), seed, epoch)), produced_(first), consumed_(first),
+                       int64_t first, int depth, BatchLayout layout)
+    : data_(data), batch_(batch),
+      count_(batch <= 0 ? 0 : layout.dropLast ? data.size() / batch : (data.size() + batch - 1) / batch),
+      layout_(layout), order_(epochOrder(data.size(), seed, epoch)), produced_(first), consumed_(first),
       depth_(std::max(1, depth)) {
   if (batch <= 0) throw Error("batch size must be positive, got " + std::to_string(batch));
-  if (count_ == 0)
+  if (batch > data.size())
     throw Error("batch size " + std::to_string(batch) + " is larger than the data set (" +
                 std::to_string(data.size()) + " examples); use a smaller batch or more data");
+  if (layout_.parts <= 0) throw Error("a batch needs at least one part, got " + std::to_string(layout_.parts));
+  if (layout_.partRows == 0) layout_.partRows = (batch + layout_.parts - 1) / layout_.parts;
+  if (layout_.lastPart < 0) layout_.lastPart = layout_.parts;
+  if (layout_.partRows * layout_.parts < batch)
+    throw Error(std::to_string(layout_.parts) + " parts of " + std::to_string(layout_.partRows) +
+                " rows cannot hold a batch of " + std::to_string(batch));
+  if (layout_.firstPart < 0 || layout_.firstPart >= layout_.lastPart || layout_.lastPart > layout_.parts)
+    throw Error("parts [" + std::to_string(layout_.firstPart) + ", " + std::to_string(layout_.lastPart) +
+                ") are not parts of a batch in " + std::to_string(layout_.parts));
   if (first < 0 || first > count_)
     throw Error("cannot start at batch " + std::to_string(first) + " of an epoch with " +
                 std::to_string(count_) + " batches");
-  if (rows_.end < 0) rows_.end = batch;
-  if (rows_.begin < 0 || rows_.begin >= rows_.end || rows_.end > batch)
-    throw Error("rows [" + std::to_string(rows_.begin) + ", " + std::to_string(rows_.end) + ") are not a part of a batch of " +
-                std::to_string(batch));
   thread_ = std::thread([this] { produce(); });
+}
+
+// Batch `index`: its examples dealt to the parts (see BatchLayout), this loader's parts gathered
+// and padded.
+Batch Prefetcher::assemble(int64_t index) const {
+  const int64_t start = index * batch_, examples = std::min(batch_, data_.size() - start);
+  const int64_t parts = layout_.parts, each = examples / parts, extra = examples % parts;
+  std::vector<int64_t> picked;     // dataset rows, in the order assembled
+  std::vector<int64_t> positions;  // where each lands among this loader's rows
+  for (int64_t p = layout_.firstPart; p < layout_.lastPart; ++p) {
+    const int64_t first = p * each + std::min(p, extra), count = each + (p < extra ? 1 : 0);
+    for (int64_t k = 0; k < count; ++k) {
+      picked.push_back(order_[start + first + k]);
+      positions.push_back((p - layout_.firstPart) * layout_.partRows + k);
+    }
+  }
+  const int64_t total = rows();
+  Batch b;
+  b.index = index, b.examples = examples, b.parts = parts;
+  b.mask = Array::zeros(DType::f32, {total});
+  for (int64_t at : positions) b.mask.values<float>()[at] = 1.0f;
+  Dataset gathered = gather(data_, picked);
+  const bool dense = int64_t(picked.size()) == total;  // no padding: the gathered columns as they are
+  for (const Array& column : gathered.columns) {
+    if (dense) {
+      b.columns.push_back(column);
+      continue;
+    }
+    Shape shape = column.shape;
+    shape[0] = total;
+    Array padded = Array::zeros(column.dtype, shape);
+    const size_t rowBytes = column.numel() ? column.bytes() / size_t(column.shape[0]) : 0;
+    for (size_t k = 0; k < positions.size(); ++k)
+      std::memcpy(padded.data() + size_t(positions[k]) * rowBytes,
+                  column.data() + k * rowBytes, rowBytes);
+    b.columns.push_back(std::move(padded));
+  }
+  return b;
 }
 
 Prefetcher::~Prefetcher() {
@@ -66,8 +108,7 @@ void Prefetcher::produce() {
       if (stop_ || produced_ >= count_) return;
       index = produced_++;
     }
-    const auto first = order_.begin() + index * batch_;
-    Batch b{gather(data_, std::vector<int64_t>(first + rows_.begin, first + rows_.end)).columns, index};
+    Batch b = assemble(index);
     {
       std::lock_guard lock(mutex_);
       queue_.push_back(std::move(b));

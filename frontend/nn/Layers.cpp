@@ -36,13 +36,15 @@ Tensor BatchNorm2d::forward(Context& ctx, const Tensor& x, Loc loc) const {
                &runningVar = ctx.state.at(key("running_var"));
   if (!ctx.training)
     return batchNormInfer(x, scale, offset, runningMean, runningVar, epsilon_, loc);
+  // The mask in the activations' dtype (the loader's is f32).
+  const Tensor mask = ctx.mask.defined() && ctx.mask.dtype() != x.dtype() ? cast(ctx.mask, x.dtype(), loc) : ctx.mask;
   // Cross-replica statistics count the examples of every replica.
-  BatchNormResult r = axisName_.empty() ? batchNormTrain(x, scale, offset, epsilon_, ctx.mask, loc)
-                                        : crossReplica(x, scale, offset, ctx.mask, loc);
+  BatchNormResult r = axisName_.empty() ? batchNormTrain(x, scale, offset, epsilon_, mask, loc)
+                                        : crossReplica(x, scale, offset, mask, loc);
   const double valuesPerExample = double(x.numel() / (x.dim(0) * channels_));
-  if (ctx.mask.defined()) {
+  if (mask.defined()) {
     // The count is data: the examples of this batch (of every replica, cross-replica).
-    Tensor count = mul(sum(ctx.mask, {0}, loc), valuesPerExample, loc);
+    Tensor count = mul(sum(mask, {0}, loc), valuesPerExample, loc);
     if (!axisName_.empty()) count = psum(count, axisName_, loc);
     Tensor one = fill(count, 1.0, loc);
     Tensor rate = mul(minimum(count, one, loc), momentum_, loc);  // 0 without any example: no update

@@ -66,7 +66,7 @@ RowMask rowMask(const KernelCall& call, size_t input, const TensorView& x) {
 }
 
 // Per-channel mean and biased variance of an nChw<B>c tensor, two passes accumulating in double
-// (rows weighted by the mask; no weight at all: 0 and 0). oneDNN's blocked batch norm sums in
+// (rows weighted by the mask; no weight at all: mean 0, variance 1). oneDNN's blocked batch norm sums in
 // f32 lanes, which loses digits on activations whose mean is far from zero (8x the plain
 // kernel's error, enough to move ResNet-18's f32 gradients off PyTorch's by 0.4%); these
 // statistics then feed oneDNN's normalization as given statistics.
@@ -94,7 +94,7 @@ void statisticsGroup(const float* data, int64_t N, int64_t blocks, int64_t HW, i
   }
   for (int l = 0; l < G; ++l) {
     mean[cb * G + l] = static_cast<float>(sum[l]);
-    variance[cb * G + l] = static_cast<float>(count > 0 ? square[l] / count : 0.0);
+    variance[cb * G + l] = static_cast<float>(count > 0 ? square[l] / count : 1.0);
   }
 }
 
@@ -124,7 +124,7 @@ void plainStatistics(const TensorView& x, const RowMask& rows, float* mean, floa
         square += rows.weight(n) * d * d;
       }
     mean[c] = static_cast<float>(m);
-    variance[c] = static_cast<float>(rows.count > 0 ? square / rows.count : 0.0);
+    variance[c] = static_cast<float>(rows.count > 0 ? square / rows.count : 1.0);
   }
 }
 

@@ -59,7 +59,7 @@ SPMD_HOST_DEVICE double rowWeightTotal(Block& b, const T* mask, const NormLayout
 }
 
 // Per channel (the block): mean and biased variance, two passes as the reference; with a mask,
-// rows weighted by it (no weight at all: mean 0, variance 0).
+// rows weighted by it (no weight at all: mean 0, variance 1).
 template <typename T>
 struct NormStatsFn {
   const T* x;
@@ -80,7 +80,7 @@ struct NormStatsFn {
       double d = double(x[l.at(c, k)]) - m;
       sq += weight(k) * d * d;
     }
-    const double squares = blockSum(b, sq), v = count > 0 ? squares / count : 0.0;
+    const double squares = blockSum(b, sq), v = count > 0 ? squares / count : 1.0;
     if (b.thread() == 0) {
       mean[c] = static_cast<T>(m), var[c] = static_cast<T>(v);
       stats[c] = m, stats[l.channels + c] = v;

@@ -52,7 +52,7 @@ RowWeights<T> rowWeights(const KernelCall& call, size_t maskInput) {
 
 }  // namespace
 
-// inputs: x, scale, offset, mask (optional; rows weighted by it, W = 0 gives mean 0, variance 0)
+// inputs: x, scale, offset, mask (optional; rows weighted by it, W = 0 gives mean 0, variance 1)
 void batch_norm_train(KernelCall& call) {
   visitFloat(call.in[0].dtype, [&](auto tag) {
     using T = decltype(tag);
@@ -71,7 +71,7 @@ void batch_norm_train(KernelCall& call) {
           double d = x.as<T>()[l.at(n, c, i)] - mean[c];
           sq += w.weight(n) * d * d;
         }
-      var[c] = count > 0 ? sq / count : 0.0;
+      var[c] = count > 0 ? sq / count : 1.0;
       call.out[1].as<T>()[c] = static_cast<T>(mean[c]);
       call.out[2].as<T>()[c] = static_cast<T>(var[c]);
     }

@@ -98,6 +98,7 @@ struct Run {
   std::string resumedThreads;  // threads per replica the resumed checkpoint ran with
   int threads = 0;
   int64_t devices = 0, evalBatch = 0;
+  int64_t parts = 0, partRows = 0;  // a step's parts (devices x accumulate) and rows in each
   std::string checkpoint, csvPath, pngPath;
   bool compileReported = false;  // the train step's compile time is printed after its first step
 
@@ -164,11 +165,10 @@ void Run::checkShapes(Step& step) {
   if (f.batch > trainSet.size())
     throw spmd::Error("--batch " + std::to_string(f.batch) + " is larger than the " +
                       std::to_string(trainSet.size()) + " training images; lower --batch or raise --train-limit");
-  if (f.batch % (devices * f.accumulate) != 0)
-    throw spmd::Error("--batch " + std::to_string(f.batch) + " does not split over " + std::to_string(devices) +
-                      " devices (" + f.devices + ")" +
-                      (f.accumulate > 1 ? " x " + std::to_string(f.accumulate) + " micro-batches (--accumulate)" : "") +
-                      "; use a multiple of " + std::to_string(devices * f.accumulate));
+  // The batch is dealt to devices x micro-batches parts of one compiled shape; where it does not
+  // split evenly (and in each epoch's last batch) the parts are padded with masked rows.
+  parts = devices * f.accumulate;
+  partRows = spmd::data::layoutOfProcess(f.batch, 0, 1, parts).partRows;
   // The eval batch: no larger than the test set, rounded up to a multiple of the devices.
   const int64_t evalRows = std::min<int64_t>(f.evalBatch, testSet.size());
   evalBatch = (evalRows + devices - 1) / devices * devices;
@@ -177,12 +177,17 @@ void Run::checkShapes(Step& step) {
 
 void Run::printHeader(const std::string& threadsWhy) const {
   if (!lead) return;
+  const int64_t perDevice = partRows * f.accumulate, padding = parts * partRows - f.batch;
   std::printf("ResNet-18 width %lld (%lld parameters) on Fashion-MNIST: %lld train / %lld test "
-              "images, %s, global batch %lld (%lld per device), %s lr %g, BatchNorm %s\n",
+              "images, %s, global batch %lld (%lld rows per device%s), %s lr %g, BatchNorm %s\n",
               static_cast<long long>(f.width), static_cast<long long>(params.numElements()),
               static_cast<long long>(trainSet.size()), static_cast<long long>(testSet.size()), layout.c_str(),
-              static_cast<long long>(f.batch), static_cast<long long>(f.batch / devices), f.optimizer.c_str(), f.lr,
-              f.bn == "cross" ? "cross-replica" : "per replica");
+              static_cast<long long>(f.batch), static_cast<long long>(perDevice),
+              padding ? (", " + std::to_string(padding) + " of them padding, masked").c_str() : "",
+              f.optimizer.c_str(), f.lr, f.bn == "cross" ? "cross-replica" : "per replica");
+  if (trainSet.size() % f.batch != 0)
+    std::printf("every epoch sees all %lld training images: its last batch has %lld, padded and masked\n",
+                static_cast<long long>(trainSet.size()), static_cast<long long>(trainSet.size() % f.batch));
   if (f.clipNorm > 0 || f.noDecayNormBias || f.ema > 0)
     std::printf("gradients clipped to global norm %s; weight decay %s; %s\n",
                 f.clipNorm > 0 ? std::to_string(f.clipNorm).c_str() : "no (off)",
@@ -191,7 +196,7 @@ void Run::printHeader(const std::string& threadsWhy) const {
                           : "evaluating the parameters");
   if (f.accumulate > 1)
     std::printf("gradient accumulation: %lld micro-batches of %lld images per device and step%s\n",
-                static_cast<long long>(f.accumulate), static_cast<long long>(f.batch / devices / f.accumulate),
+                static_cast<long long>(f.accumulate), static_cast<long long>(partRows),
                 (f.bn == "cross" ? std::string("; with --bn cross the BatchNorm statistics are taken over one "
                                                "micro-batch's devices, so this is not the same run as more devices")
                                  : " (the same bits as " + std::to_string(devices * f.accumulate) +
@@ -263,13 +268,15 @@ void Run::saveAt(const Position& position, bool withMetrics) {
 template <typename Step>
 bool Run::trainEpoch(Step& step) {
   spmd::data::Prefetcher loader(trainSet, f.batch, f.seed, at.epoch, at.batch, 2,
-                                spmd::data::rowsOfProcess(f.batch, me, processes, int(devices / processes)));
+                                spmd::data::layoutOfProcess(f.batch, me, processes, parts / processes));
   std::optional<Progress> progress;
   if (lead) progress.emplace(at.epoch + 1, f.epochs, loader.batchesPerEpoch(), at.batch, /*mayDrawBar=*/processes == 1);
   auto start = std::chrono::steady_clock::now();
   double carriedSeconds = at.seconds;
   while (auto batch = loader.next()) {
-    std::tuple<Tree, Tree, Tree, Tensor, Tensor> result = step(params, opt, state, batch->images(), batch->labels());
+    const Array lossScale = Array::of<float>({}, std::vector<float>{float(batch->lossScale())});
+    std::tuple<Tree, Tree, Tree, Tensor, Tensor> result =
+        step(params, opt, state, batch->images(), batch->labels(), batch->mask, lossScale);
     auto& [p2, o2, s2, loss, predictions] = result;
     float stepLoss = loss.array().values<float>()[0];
     if (!std::isfinite(stepLoss)) {  // the loss is replicated: every process stops here
@@ -290,11 +297,12 @@ bool Run::trainEpoch(Step& step) {
     at.lossSum += stepLoss;
     auto predicted = predictions.array().values<int32_t>();
     auto labels = batch->labels().values<int32_t>();
+    auto examples = batch->mask.values<float>();
     std::vector<double> correct{0};
-    for (size_t r = 0; r < labels.size(); ++r) correct[0] += predicted[r] == labels[r];
+    for (size_t r = 0; r < labels.size(); ++r) correct[0] += examples[r] != 0 && predicted[r] == labels[r];
     if (processes > 1) spmd::processSum(correct, "correct predictions of a step");
     at.correct += int64_t(correct[0]);
-    at.seen += f.batch;
+    at.seen += batch->examples;
     ++at.batches, ++at.step;
     at.batch = batch->index + 1;
     at.seconds = carriedSeconds + std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -325,9 +333,10 @@ double Run::finishEpoch(Evaluate& evaluate) {
   EpochMetrics m{at.epoch + 1, at.lossSum / double(std::max<int64_t>(1, at.batches)), fraction(at.correct, at.seen),
                  testLoss, testAccuracy, at.seconds, double(at.seen) / std::max(1e-9, at.seconds), at.dataWait};
   if (lead)
-    std::printf("epoch %lld/%lld: train loss %.4f acc %.2f%% | test loss %.4f acc %.2f%% | %.1f s "
+    std::printf("epoch %lld/%lld: %lld images, train loss %.4f acc %.2f%% | test loss %.4f acc %.2f%% | %.1f s "
                 "(%.0f img/s, waited %.2f s for data)\n",
-                static_cast<long long>(m.epoch), static_cast<long long>(f.epochs), m.trainLoss, 100 * m.trainAccuracy,
+                static_cast<long long>(m.epoch), static_cast<long long>(f.epochs), static_cast<long long>(at.seen),
+                m.trainLoss, 100 * m.trainAccuracy,
                 m.testLoss, 100 * m.testAccuracy, m.seconds, m.imagesPerSecond, m.dataWaitSeconds);
   at.csv += csvRow(m);
   driftCheck("epoch " + std::to_string(at.epoch + 1));
@@ -343,12 +352,16 @@ double Run::finishEpoch(Evaluate& evaluate) {
 // The pmap'ed training step (forward, loss, backward, optimizer, new BN statistics; the compiler
 // averages gradients, loss and statistics over devices) and evaluation step (BN in inference form).
 auto compileSteps(const Flags& f, Run& run) {
+  // `mask` marks a padded batch's examples (BatchNorm's statistics and the loss take them
+  // alone); `scale` is parts / examples, so the loss's mean over the parts is the examples' mean.
   auto step = spmd::pmap(
-      [&](const Tree& p, const Tree& o, const Tree& s, const Tensor& x, const Tensor& y) {
+      [&](const Tree& p, const Tree& o, const Tree& s, const Tensor& x, const Tensor& y, const Tensor& mask,
+          const Tensor& scale) {
         auto [loss, grads, aux] = spmd::value_and_grad(
             [&](const Tree& q) {
-              auto [logits, newState] = run.model->apply(q, s, x, /*training=*/true);
-              return std::pair{spmd::mean(spmd::softmaxCrossEntropy(logits, y), {0}),
+              auto [logits, newState] = run.model->apply(q, s, x, {.training = true, .rng = {}, .mask = mask});
+              Tensor losses = spmd::mul(spmd::softmaxCrossEntropy(logits, y), mask);
+              return std::pair{spmd::mul(spmd::sum(losses, {0}), scale),
                                std::pair{newState, spmd::argmax(logits, 1)}};
             },
             spmd::has_aux)(p);
@@ -363,7 +376,8 @@ auto compileSteps(const Flags& f, Run& run) {
             newOpt.set(kEma + name, value);
         return std::tuple{newParams, newOpt, aux.first, loss, aux.second};
       },
-      {.inAxes = {spmd::replicated, spmd::replicated, spmd::replicated, spmd::split, spmd::split},
+      {.inAxes = {spmd::replicated, spmd::replicated, spmd::replicated, spmd::split, spmd::split, spmd::split,
+                  spmd::replicated},
        .outAxes = {spmd::replicated, spmd::replicated, spmd::replicated, spmd::replicated, spmd::split},
        .devices = f.devices, .name = "train_step", .assignLayouts = f.layouts == "backend",
        // Parameters, optimizer and BN state stay on the devices and are updated in place; only

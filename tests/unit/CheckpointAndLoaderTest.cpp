@@ -223,22 +223,64 @@ data::Dataset fakeData(int64_t n) {
   return d;
 }
 
-TEST(LoaderTest, YieldsEveryFullBatchInShuffledOrderAndDropsTheRemainder) {
+TEST(LoaderTest, YieldsEveryExampleInShuffledOrderTheLastBatchPadded) {
   data::Dataset d = fakeData(103);
   auto order = data::epochOrder(103, 3, 2);
   data::Prefetcher loader(d, 10, 3, 2);
-  EXPECT_EQ(loader.batchesPerEpoch(), 10);
-  int64_t batches = 0;
+  EXPECT_EQ(loader.batchesPerEpoch(), 11);
+  int64_t batches = 0, seen = 0;
   while (auto b = loader.next()) {
     EXPECT_EQ(b->index, batches);
+    EXPECT_EQ(b->images().shape, (Shape{10, 1, 28, 28}));  // the compiled shape, every batch
+    EXPECT_EQ(b->examples, batches < 10 ? 10 : 3);
     for (int64_t r = 0; r < 10; ++r) {
-      EXPECT_EQ(b->labels().values<int32_t>()[r], order[batches * 10 + r]);
-      EXPECT_EQ(b->images().values<float>()[r * 784], float(order[batches * 10 + r]));
+      const bool example = r < b->examples;
+      EXPECT_EQ(b->mask.values<float>()[r], example ? 1.0f : 0.0f);
+      EXPECT_EQ(b->labels().values<int32_t>()[r], example ? order[batches * 10 + r] : 0);
+      EXPECT_EQ(b->images().values<float>()[r * 784], example ? float(order[batches * 10 + r]) : 0.0f);
     }
+    seen += b->examples;
     ++batches;
   }
-  EXPECT_EQ(batches, 10);  // 3 examples dropped
+  EXPECT_EQ(batches, 11);
+  EXPECT_EQ(seen, 103);  // every example, none twice (the labels above are the order's)
   EXPECT_FALSE(loader.next().has_value());
+  data::Prefetcher dropping(d, 10, 3, 2, 0, 2, {.dropLast = true});
+  EXPECT_EQ(dropping.batchesPerEpoch(), 10);
+}
+
+// A batch of 10 over 4 parts (replicas) of 3 rows: the parts take 3, 3, 2 and 2 examples in
+// order, each padded to 3; the last batch of the epoch (5 examples) 2, 1, 1, 1. Two processes
+// assemble parts 0-1 and 2-3.
+TEST(LoaderTest, UnevenSplitsDealExamplesEvenlyAndPadEachPart) {
+  data::Dataset d = fakeData(25);
+  auto order = data::epochOrder(25, 7, 0);
+  for (int process = 0; process < 2; ++process) {
+    data::BatchLayout layout = data::layoutOfProcess(10, process, 2, 2);
+    EXPECT_EQ(layout.parts, 4);
+    EXPECT_EQ(layout.partRows, 3);
+    data::Prefetcher loader(d, 10, 7, 0, 0, 2, layout);
+    EXPECT_EQ(loader.rows(), 6);
+    std::vector<std::vector<int64_t>> counts = {{3, 3, 2, 2}, {3, 3, 2, 2}, {2, 1, 1, 1}};
+    int64_t batch = 0;
+    while (auto b = loader.next()) {
+      EXPECT_EQ(b->examples, batch < 2 ? 10 : 5);
+      EXPECT_DOUBLE_EQ(b->lossScale(), 4.0 / double(b->examples));
+      int64_t example = batch * 10;  // this batch's first example in the order
+      for (int p = 0; p < 2 * process; ++p) example += counts[batch][p];
+      for (int local = 0; local < 2; ++local) {
+        const int64_t count = counts[batch][2 * process + local];
+        for (int64_t k = 0; k < 3; ++k) {
+          const int64_t row = local * 3 + k;
+          EXPECT_EQ(b->mask.values<float>()[row], k < count ? 1.0f : 0.0f) << "batch " << batch << " row " << row;
+          EXPECT_EQ(b->labels().values<int32_t>()[row], k < count ? order[example + k] : 0);
+        }
+        example += count;
+      }
+      ++batch;
+    }
+    EXPECT_EQ(batch, 3);
+  }
 }
 
 TEST(LoaderTest, StartingMidEpochGivesTheSameRemainingBatches) {
@@ -266,10 +308,7 @@ TEST(LoaderTest, AnyColumnsBatchAndShardByProcess) {
   std::vector<int64_t> order = data::epochOrder(n, 3, 1);
   // 2 processes x 2 replicas: process p reads rows [4p, 4p + 4) of each batch.
   for (int process = 0; process < 2; ++process) {
-    data::BatchRows rows = data::rowsOfProcess(batch, process, 2, 2);
-    EXPECT_EQ(rows.begin, 4 * process);
-    EXPECT_EQ(rows.end, 4 * process + 4);
-    data::Prefetcher loader(d, batch, 3, 1, 0, 2, rows);
+    data::Prefetcher loader(d, batch, 3, 1, 0, 2, data::layoutOfProcess(batch, process, 2, 2));
     int64_t batches = 0;
     while (auto got = loader.next()) {
       ASSERT_EQ(got->columns.size(), 3u);
@@ -277,7 +316,7 @@ TEST(LoaderTest, AnyColumnsBatchAndShardByProcess) {
       EXPECT_EQ(got->columns[1].shape, (Shape{4, 2}));
       EXPECT_EQ(got->columns[2].shape, (Shape{4}));
       for (int64_t r = 0; r < 4; ++r) {
-        int64_t row = order[batches * batch + rows.begin + r];
+        int64_t row = order[batches * batch + 4 * process + r];
         EXPECT_EQ(got->columns[0].values<double>()[r * 3 + 2], double(row) + 0.5);
         EXPECT_EQ(got->columns[1].values<int32_t>()[r * 2 + 1], int32_t(100 * row + 1));
         EXPECT_EQ(got->columns[2].values<float>()[r], float(-row));
@@ -286,8 +325,8 @@ TEST(LoaderTest, AnyColumnsBatchAndShardByProcess) {
     }
     EXPECT_EQ(batches, n / batch);
   }
-  EXPECT_EQ(testing::errorOf([&] { data::rowsOfProcess(10, 0, 2, 2); }),
-            "a global batch of 10 does not split over 4 replicas; use a multiple of 4");
+  EXPECT_EQ(testing::errorOf([&] { data::layoutOfProcess(10, 2, 2, 2); }),
+            "layoutOfProcess: process 2 of 2 with 2 parts each is not a process of the job");
   EXPECT_EQ(testing::errorOf([&] { data::Dataset(a, Array::zeros(DType::i32, {n - 1})); }),
             "data::Dataset: column 1 has 23 examples but column 0 has 24");
 }

@@ -142,6 +142,11 @@ inline std::vector<KernelCase> kernelCases(DType t) {
        {{t, {4, 5, 7, 6}}, {t, {5}}, {t, {5}}}, {{"epsilon", 1e-5}}},
       {"bn train masked 2d", "batch_norm_train", {rnd({9, 7}, -3, 5), rnd({7}), rnd({7}), mask(9)},
        {{t, {9, 7}}, {t, {7}}, {t, {7}}}, {{"epsilon", 1e-3}}},
+      {"bn train all padding 4d", "batch_norm_train", {rnd({4, 5, 7, 6}), rnd({5}), rnd({5}), Array::zeros(t, {4})},
+       {{t, {4, 5, 7, 6}}, {t, {5}}, {t, {5}}}, {{"epsilon", 1e-5}}},
+      {"bn train bwd all padding", "batch_norm_train_backward",
+       {rnd({4, 5, 7, 6}), rnd({4, 5, 7, 6}), rnd({5}), rnd({5}), rnd({5}, 0.5, 2), Array::zeros(t, {4})},
+       {{t, {4, 5, 7, 6}}, {t, {5}}, {t, {5}}}, {{"epsilon", 1e-5}}},
       {"bn train masked relu 4d", "batch_norm_train", {rnd({4, 5, 7, 6}), rnd({5}), rnd({5}), mask(4)},
        {{t, {4, 5, 7, 6}}, {t, {5}}, {t, {5}}}, {{"epsilon", 1e-5}, {"relu", true}}},
       {"bn infer", "batch_norm_infer",
@@ -367,6 +372,8 @@ inline std::vector<KernelCase> kernelCases(DType t) {
                     {{t, {3, 16, 5, 4}}, {t, {16}}, {t, {16}}}, {{"epsilon", 1e-5}, {"relu", true}}, {b16}});
     list.push_back({"bn train masked blocked", "batch_norm_train", {rnd({4, 16, 5, 4}, 9, 11), rnd({16}), rnd({16}), mask(4)},
                     {{t, {4, 16, 5, 4}}, {t, {16}}, {t, {16}}}, {{"epsilon", 1e-5}}, {b8, "", "", "", b8}});
+    list.push_back({"bn train all padding blocked", "batch_norm_train", {rnd({2, 16, 5, 4}), rnd({16}), rnd({16}), Array::zeros(t, {2})},
+                    {{t, {2, 16, 5, 4}}, {t, {16}}, {t, {16}}}, {{"epsilon", 1e-5}}, {b8, "", "", "", b8}});
     list.push_back({"bn train masked relu 16c", "batch_norm_train", {rnd({4, 16, 5, 4}), rnd({16}), rnd({16}), mask(4)},
                     {{t, {4, 16, 5, 4}}, {t, {16}}, {t, {16}}}, {{"epsilon", 1e-5}, {"relu", true}}, {b16, "", "", "", b16}});
     list.push_back({"bn bwd masked blocked", "batch_norm_train_backward",

@@ -240,6 +240,14 @@ TEST(KernelTest, MaskedBatchNormIsTheExamplesAlone) {
   for (int64_t i = 0; i < per; ++i)
     for (int64_t pad : {1, 4}) EXPECT_EQ(backMasked[0].values<double>()[pad * per + i], 0.0) << "padding row " << pad;
   EXPECT_GT(largest, 0.1) << "the examples' input gradients must not be near zero";
+  // A replica holding padding alone (every weight 0): mean 0, variance 1, finite results.
+  auto none = runKernel(referenceKernels(), {"no examples", "batch_norm_train", {x, scale, offset, Array::zeros(DType::f64, {5})},
+                                             {f64(padded), f64({3}), f64({3})}, eps});
+  for (int64_t c = 0; c < 3; ++c) {
+    EXPECT_EQ(none[1].values<double>()[c], 0.0);
+    EXPECT_EQ(none[2].values<double>()[c], 1.0);
+  }
+  for (double v : none[0].values<double>()) EXPECT_TRUE(std::isfinite(v));
 }
 
 // The reference relayout (the harness's oracle for blocked layouts) puts element (n, c, h, w) at
