@@ -1,6 +1,7 @@
 // The sample's building blocks: safetensors round trips (all dtypes, metadata) and every kind
 // of corrupt file as a clear error; the epoch shuffle (a permutation fixed by seed and epoch);
-// the prefetching loader (all full batches in order, the remainder dropped, resuming mid-epoch).
+// the prefetching loader (every example once, in order; uneven splits and the last batch padded
+// and masked; resuming mid-epoch; several processes' parts).
 #include <gtest/gtest.h>
 
 #include <cmath>
