@@ -59,6 +59,23 @@ void saveSafetensors(const std::string& path, const Checkpoint& checkpoint) {
   writeFileAtomically(path, parts);
 }
 
+namespace {
+
+// A header list of whole numbers >= 0 ("shape", "data_offsets"). JSON numbers beyond uint64 parse
+// as floats, and converting those (or negative ones) would be undefined: refused by name here.
+std::vector<uint64_t> wholeNumbers(const nlohmann::json& list, const std::string& path, const std::string& what) {
+  if (!list.is_array()) throw Error(fail(path, what + " is not a list"));
+  std::vector<uint64_t> out;
+  for (const nlohmann::json& v : list) {
+    if (!v.is_number_unsigned())
+      throw Error(fail(path, what + " holds " + v.dump().substr(0, 40) + ", not a whole number from 0 to 2^64 - 1"));
+    out.push_back(v.get<uint64_t>());
+  }
+  return out;
+}
+
+}  // namespace
+
 Checkpoint loadSafetensors(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(path + ": cannot open checkpoint (" + std::strerror(errno) + ")");
@@ -97,13 +114,26 @@ Checkpoint loadSafetensors(const std::string& path) {
       DType dtype = code == "F32" ? DType::f32 : code == "F64" ? DType::f64 : code == "I32" ? DType::i32
                   : throw Error(fail(path, "tensor '" + name + "' has dtype " + code +
                                                "; spmd reads F32, F64 and I32"));
-      Shape shape = entry.at("shape").get<Shape>();
-      auto offsets = entry.at("data_offsets").get<std::vector<uint64_t>>();
-      for (int64_t d : shape)
-        if (d < 0) throw Error(fail(path, "tensor '" + name + "' has a negative dimension"));
+      const std::vector<uint64_t> dims = wholeNumbers(entry.at("shape"), path, "tensor '" + name + "' shape");
+      const std::vector<uint64_t> offsets = wholeNumbers(entry.at("data_offsets"), path, "tensor '" + name + "' data_offsets");
       if (offsets.size() != 2 || offsets[0] > offsets[1] || offsets[1] > dataBytes)
         throw Error(fail(path, "tensor '" + name + "' has data_offsets outside the " +
                                    std::to_string(dataBytes) + " data bytes (truncated file?)"));
+      // The shape's bytes, checked against the range before anything is allocated (no overflow:
+      // a product past the range stops the loop).
+      Shape shape;
+      uint64_t bytes = dtypeSize(dtype);
+      for (uint64_t d : dims) {
+        shape.push_back(static_cast<int64_t>(std::min<uint64_t>(d, uint64_t(INT64_MAX))));
+        if (bytes != 0 && d > (offsets[1] - offsets[0]) / bytes) {
+          bytes = UINT64_MAX;
+          break;
+        }
+        bytes *= d;
+      }
+      if (bytes != offsets[1] - offsets[0])
+        throw Error(fail(path, "tensor '" + name + "' has shape " + entry.at("shape").dump().substr(0, 80) + " " + code +
+                                   ", which does not fit its " + std::to_string(offsets[1] - offsets[0]) + " bytes"));
       Array array = Array::zeros(dtype, shape);
       if (offsets[1] - offsets[0] != array.bytes())
         throw Error(fail(path, "tensor '" + name + "' is " + shapeString(shape) + " " + code + " (" +

@@ -125,6 +125,21 @@ TEST_F(SafetensorsTest, CorruptFilesAreClearErrors) {
   dtype.replace(dtype.find("F32"), 3, "F16");
   writeBytes(bad, dtype);
   EXPECT_NE(errorOf(bad).find("tensor 'w' has dtype F16; spmd reads F32, F64 and I32"), std::string::npos);
+  // Numbers JSON holds but a shape cannot (found by fuzz_safetensors: a dimension past 2^64
+  // parses as a float), and shapes whose bytes overflow or miss the range.
+  for (auto [from, to, message] : {std::tuple{"[4,4]", "[2,44444444444444444444442]", "shape holds 4.4444444444444445e+22, not a whole number"},
+                                   std::tuple{"[4,4]", "[4,-4]", "shape holds -4, not a whole number"},
+                                   std::tuple{"[4,4]", "[4,4.0]", "shape holds 4.0, not a whole number"},
+                                   std::tuple{"[4,4]", "[4,4611686018427387904]", "which does not fit its 64 bytes"},
+                                   std::tuple{"[4,4]", "[4,3]", "which does not fit its 64 bytes"}}) {
+    uint64_t length = 0;
+    std::memcpy(&length, bytes.data(), 8);
+    std::string header = bytes.substr(8, length);
+    header.replace(header.find(from), std::strlen(from), to);
+    length = header.size();
+    writeBytes(bad, std::string(reinterpret_cast<const char*>(&length), 8) + header + bytes.substr(8 + header.size() - std::strlen(to) + std::strlen(from)));
+    EXPECT_NE(errorOf(bad).find(message), std::string::npos) << to << ": " << errorOf(bad);
+  }
   writeBytes(bad, std::string(64, 'x'));
   EXPECT_NE(errorOf(bad).find("not a valid safetensors checkpoint"), std::string::npos);
 }
