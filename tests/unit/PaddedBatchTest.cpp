@@ -3,13 +3,13 @@
 // do not split over the devices gives one device's result. ResNet-18 at width 2 on 16x16 inputs
 // in f64, SGD with momentum; the loss is sum(cross-entropy * mask) * parts / examples
 // (data::Batch::lossScale), so its mean over the replicas is the mean over the examples.
-// Tolerance per tensor: max|a - b| / max(max|b|, 1e-2 * max|b| over its tree), with conv biases
-// (which feed BatchNorms: true gradient zero) on the tree's scale.
+// Tolerance: TreeCompare.h's treeError.
 #include <gtest/gtest.h>
 
 #include <cstring>
 
 #include "TestUtil.h"
+#include "TreeCompare.h"
 #include "frontend/data/Loader.h"
 #include "frontend/models/ResNet.h"
 #include "frontend/spmd.h"
@@ -23,51 +23,19 @@ using spmd::testing::valueAt;
 const optim::SgdConfig kSgd{.learningRate = 0.05, .momentum = 0.9, .weightDecay = 5e-4};
 constexpr int64_t kSize = 16;
 
-Tree mapTree(const Tree& tree, const std::function<Array(const std::string&, const Array&)>& fn) {
-  Tree out;
-  for (const auto& [name, t] : tree) out.set(name, fn(name, t.array()));
-  return out;
-}
+using spmd::testing::treeError;
 
 struct Vars {
   Tree params, state, opt;
 };
 
-// f64 parameters at Kaiming scale, so every layer carries signal and gradient.
 Vars initialVars(const nn::Module& model) {
-  auto [params, state] = model.initialize(7);
-  params = mapTree(params, [&](const std::string& name, const Array& a) {
-    const bool weight = name.find("weight") != std::string::npos && a.shape.size() > 1;
-    const int64_t fanIn = weight ? a.numel() / a.shape[0] : 1;
-    Array r = randomArray(DType::f64, a.shape, std::hash<std::string>()(name), -1, 1);
-    for (double& v : r.values<double>()) v *= weight ? std::sqrt(3.0 / double(fanIn)) : 0.1;
-    return r;
-  });
-  state = mapTree(state, [](const std::string&, const Array& a) { return spmd::testing::convertArray(a, DType::f64); });
+  auto [params, state] = spmd::testing::kaimingInit(model, DType::f64);
   return {params, state, optim::Sgd(kSgd).init(params)};
 }
 
-double maxAbs(const Array& a) {
-  double m = 0;
-  for (int64_t i = 0; i < a.numel(); ++i) m = std::max(m, std::abs(valueAt(a, i)));
-  return m;
-}
-
-double treeError(const Tree& actual, const Tree& expected) {
-  double treeMax = 0, worst = 0;
-  for (const auto& [name, t] : expected) treeMax = std::max(treeMax, maxAbs(t.array()));
-  for (const auto& [name, t] : expected) {
-    const Array &b = t.array(), &a = actual.at(name).array();
-    double diff = 0;
-    for (int64_t i = 0; i < b.numel(); ++i) diff = std::max(diff, std::abs(valueAt(a, i) - valueAt(b, i)));
-    const bool zeroGradient = name.find("conv") != std::string::npos && name.ends_with(".bias");
-    worst = std::max(worst, diff / (zeroGradient ? treeMax : std::max(maxAbs(b), 1e-2 * treeMax)));
-  }
-  return worst;
-}
-
 // The masked training step: SGD on the examples' mean loss, BatchNorm statistics over examples.
-auto maskedStep(const nn::Module& model, const std::string& devices) {
+auto maskedStep(const nn::Module& model, const std::string& devices, int accumulate = 1) {
   return pmap(
       [&model](const Tree& params, const Tree& state, const Tree& opt, const Tensor& x, const Tensor& y,
                const Tensor& mask, const Tensor& scale) {
@@ -81,7 +49,8 @@ auto maskedStep(const nn::Module& model, const std::string& devices) {
         auto [newParams, newOpt] = optim::Sgd(kSgd).update(params, grads, opt);
         return std::tuple{newParams, newState, newOpt, loss};
       },
-      {.inAxes = {replicated, replicated, replicated, split, split, split, replicated}, .devices = devices});
+      {.inAxes = {replicated, replicated, replicated, split, split, split, replicated}, .devices = devices,
+       .accumulate = accumulate});
 }
 
 Array scalar(double v) { return Array::of<double>({}, std::vector<double>{v}); }
@@ -139,10 +108,11 @@ TEST(PaddedBatchTest, AnEpochOnThreeDevicesIsTheEpochOnOne) {
   Array images = randomArray(DType::f64, {n, 1, kSize, kSize}, 43, -1, 1), labels = Array::zeros(DType::i32, {n});
   for (int64_t i = 0; i < n; ++i) labels.values<int32_t>()[i] = int32_t((i * 13 + 5) % 10);
   const data::Dataset set(images, labels);
-  auto epoch = [&](int devices) {
-    auto step = maskedStep(*model, "cpu:" + std::to_string(devices));
+  auto epoch = [&](int devices, int accumulate = 1) {
+    auto step = maskedStep(*model, "cpu:" + std::to_string(devices), accumulate);
     Vars v = initialVars(*model);
-    data::Prefetcher loader(set, batch, /*seed=*/3, /*epoch=*/0, 0, 2, data::layoutOfProcess(batch, 0, 1, devices));
+    data::Prefetcher loader(set, batch, /*seed=*/3, /*epoch=*/0, 0, 2,
+                            data::layoutOfProcess(batch, 0, 1, devices * accumulate));
     int64_t seen = 0, steps = 0;
     std::vector<double> losses;
     while (auto b = loader.next()) {
@@ -168,6 +138,38 @@ TEST(PaddedBatchTest, AnEpochOnThreeDevicesIsTheEpochOnOne) {
   EXPECT_LE(state, 1e-10);
   EXPECT_LE(opt, 1e-10);
   EXPECT_LE(loss, 1e-10);
+}
+
+// Gradient accumulation deals the padding to its micro-batches as more devices would: with
+// per-replica BatchNorm, 2 devices x 2 micro-batches give the same bits as 4 devices over the
+// same padded epoch (1000 examples at batch 64: parts of 16 rows, the last batch's 40 examples
+// 10 each).
+TEST(PaddedBatchTest, AccumulationOverPaddedBatchesIsTheSameBitsAsMoreDevices) {
+  auto model = models::resnet18({.width = 2, .bnAxisName = ""});
+  const int64_t n = 1000, batch = 64;
+  Array images = randomArray(DType::f64, {n, 1, kSize, kSize}, 47, -1, 1), labels = Array::zeros(DType::i32, {n});
+  for (int64_t i = 0; i < n; ++i) labels.values<int32_t>()[i] = int32_t((i * 3 + 1) % 10);
+  const data::Dataset set(images, labels);
+  auto run = [&](int devices, int accumulate) {
+    auto step = maskedStep(*model, "cpu:" + std::to_string(devices), accumulate);
+    Vars v = initialVars(*model);
+    data::Prefetcher loader(set, batch, 5, 0, 0, 2, data::layoutOfProcess(batch, 0, 1, devices * accumulate));
+    while (auto b = loader.next()) {
+      auto [p, s, o, loss] = step(v.params, v.state, v.opt, b->images(), b->labels(), b->mask, scalar(b->lossScale()));
+      v = {p, s, o};
+    }
+    return v;
+  };
+  const Vars four = run(4, 1), twoByTwo = run(2, 2);
+  auto same = [](const Tree& a, const Tree& b) {
+    for (const auto& [name, t] : a)
+      if (std::memcmp(t.array().data(), b.at(name).array().data(), t.array().bytes()) != 0) return name;
+    return std::string();
+  };
+  EXPECT_EQ(same(twoByTwo.params, four.params), "") << "parameter differs";
+  EXPECT_EQ(same(twoByTwo.state, four.state), "") << "BatchNorm state differs";
+  EXPECT_EQ(same(twoByTwo.opt, four.opt), "") << "momentum differs";
+  EXPECT_GT(treeError(four.params, initialVars(*model).params), 1e-3) << "the epoch must move the parameters";
 }
 
 }  // namespace

@@ -26,6 +26,7 @@
 #include <cstring>
 
 #include "TestUtil.h"
+#include "TreeCompare.h"
 #include "frontend/spmd.h"
 #include "runtime/device/DeviceList.h"
 #include "runtime/cpu/CpuDriver.h"
@@ -36,34 +37,21 @@
 namespace spmd {
 namespace {
 
+using spmd::testing::mapTree;
 using spmd::testing::randomArray;
+using spmd::testing::treeError;
 
 constexpr int64_t kBatch = 24, kSize = 16, kSteps = 3;
 const optim::SgdConfig kSgd{.learningRate = 0.05, .momentum = 0.9, .weightDecay = 5e-4};
 
 Array convert(const Array& a, DType dtype) { return spmd::testing::convertArray(a, dtype); }
 
-Tree mapTree(const Tree& tree, const std::function<Array(const std::string&, const Array&)>& fn) {
-  Tree out;
-  for (const auto& [name, t] : tree) out.set(name, fn(name, t.array()));
-  return out;
-}
-
 struct Vars {
   Tree params, state, opt;
 };
 
-// Kaiming-scale weights so every layer carries signal (and gradient).
 Vars initialVars(const nn::Module& model, DType dtype) {
-  auto [params, state] = model.initialize(7);
-  params = mapTree(params, [&](const std::string& name, const Array& a) {
-    bool weight = name.find("weight") != std::string::npos && a.shape.size() > 1;
-    int64_t fanIn = weight ? a.numel() / a.shape[0] : 1;
-    Array r = randomArray(DType::f64, a.shape, std::hash<std::string>()(name), -1, 1);
-    for (double& v : r.values<double>()) v *= weight ? std::sqrt(3.0 / fanIn) : 0.1;
-    return convert(r, dtype);
-  });
-  state = mapTree(state, [&](const std::string&, const Array& a) { return convert(a, dtype); });
+  auto [params, state] = spmd::testing::kaimingInit(model, dtype);
   return {params, state, optim::Sgd(kSgd).init(params)};
 }
 
@@ -176,31 +164,6 @@ Result runShardsOnOneDevice(const nn::Module& model, int shards, DType dtype) {
     result.losses.push_back(average(losses));
   }
   return result;
-}
-
-double maxAbs(const Array& a) {
-  double m = 0;
-  for (int64_t i = 0; i < a.numel(); ++i) m = std::max(m, std::abs(spmd::testing::valueAt(a, i)));
-  return m;
-}
-
-// Worst relative error over a tree, as described at the top of the file.
-double treeError(const Tree& actual, const Tree& expected) {
-  double treeMax = 0, worst = 0;
-  for (const auto& [name, t] : expected) treeMax = std::max(treeMax, maxAbs(t.array()));
-  for (const auto& [name, t] : expected) {
-    const Array &b = t.array(), &a = actual.at(name).array();
-    double diff = 0;
-    for (int64_t i = 0; i < b.numel(); ++i)
-      diff = std::max(diff, std::abs(spmd::testing::valueAt(a, i) - spmd::testing::valueAt(b, i)));
-    // Conv biases here all feed a BatchNorm: their true gradient is zero, so only rounding
-    // noise is compared, on the scale of the whole tree.
-    bool zeroGradient = name.find("conv") != std::string::npos && name.ends_with(".bias");
-    double e = diff / (zeroGradient ? treeMax : std::max(maxAbs(b), 1e-2 * treeMax));
-    if (std::getenv("SPMD_TEST_VERBOSE") && e > 1e-6) std::printf("    %s: %.2e (max %.2e, tree %.2e)\n", name.c_str(), e, maxAbs(b), treeMax);
-    worst = std::max(worst, e);
-  }
-  return worst;
 }
 
 bool sameBits(const Tree& a, const Tree& b) {
