@@ -78,7 +78,7 @@ void saveCheckpoint(const std::string& path, const Flags& f, const std::string& 
   c.metadata = runIdentity(f);
   c.metadata.insert({{"format", kFormat}, {"devices", layout}, {"threads_per_replica", std::to_string(threads)},
                      {"epoch", std::to_string(at.epoch)}, {"batch_in_epoch", std::to_string(at.batch)},
-                     {"step", std::to_string(at.step)}, {"epoch_loss_sum", exact(at.lossSum)},
+                     {"step", std::to_string(at.step)}, {"epoch_example_loss_sum", exact(at.lossSum)},
                      {"epoch_correct", std::to_string(at.correct)}, {"epoch_seen", std::to_string(at.seen)},
                      {"epoch_batches", std::to_string(at.batches)}, {"epoch_seconds", exact(at.seconds)},
                      {"epoch_data_wait", exact(at.dataWait)}, {"metrics_csv", at.csv}});
@@ -110,7 +110,10 @@ Resumed loadCheckpoint(const Flags& f, Tree& params, Tree& state, Tree& opt) {
   at.correct = metaNumber<int64_t>(c, "epoch_correct", path);
   at.seen = metaNumber<int64_t>(c, "epoch_seen", path);
   at.batches = metaNumber<int64_t>(c, "epoch_batches", path);
-  at.lossSum = metaNumber<double>(c, "epoch_loss_sum", path);
+  // Checkpoints written before every example was seen summed batch means over full batches.
+  at.lossSum = c.metadata.count("epoch_example_loss_sum")
+                   ? metaNumber<double>(c, "epoch_example_loss_sum", path)
+                   : metaNumber<double>(c, "epoch_loss_sum", path) * double(f.batch);
   at.seconds = metaNumber<double>(c, "epoch_seconds", path);
   at.dataWait = metaNumber<double>(c, "epoch_data_wait", path);
   at.csv = c.metadata["metrics_csv"];

@@ -12,7 +12,8 @@
 namespace sample {
 
 // Where the training loop is: the next epoch (0-based) and batch to run, steps taken, and the
-// running sums of the epoch in progress.
+// running sums of the epoch in progress (lossSum: the loss summed over examples, so a short
+// last batch weighs by its examples).
 struct Position {
   int64_t epoch = 0, batch = 0, step = 0;
   double lossSum = 0, seconds = 0, dataWait = 0;

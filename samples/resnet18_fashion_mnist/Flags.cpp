@@ -16,7 +16,7 @@ std::optional<Flags> parseFlags(int argc, char** argv, int& exitStatus) {
             "cpu:N emulated devices, sim:N simulated accelerators, cuda:0*N, ... (default $SPMD_DEVICES, else cpu:2)",
             "LIST");
   cli::whole(app, "--epochs", f.epochs, 1, 1000000, "epochs to train");
-  cli::whole(app, "--batch", f.batch, 1, int64_t(1) << 30, "global batch, split over the devices");
+  cli::whole(app, "--batch", f.batch, 1, int64_t(1) << 30, "global batch, dealt over the devices (padded, masked, where it does not split)");
   cli::number(app, "--lr", f.lr, 0, 1e30, "learning rate");
   cli::number(app, "--momentum", f.momentum, 0, 1, "SGD momentum");
   cli::number(app, "--weight-decay", f.weightDecay, 0, 1e30, "L2 weight decay");
@@ -56,7 +56,8 @@ std::optional<Flags> parseFlags(int argc, char** argv, int& exitStatus) {
               "keep an exponential moving average of the parameters and BatchNorm statistics with this decay "
               "(AveragedModel's EMA, use_buffers=True) and evaluate it instead (0: off); it remembers about "
               "1 / (1 - decay) steps, so keep that well below the run's steps");
-  app.footer("The last incomplete training batch of each epoch is dropped (every step has one shape).");
+  app.footer("Every training image is seen each epoch: a batch that does not split over the devices, and the "
+             "epoch's last one, are padded to one shape with masked rows (every step compiles once).");
   if (auto status = cli::parse(app, argc, argv)) {
     exitStatus = *status;
     return std::nullopt;

@@ -294,7 +294,7 @@ bool Run::trainEpoch(Step& step) {
       std::fflush(stdout);
       compileReported = true;
     }
-    at.lossSum += stepLoss;
+    at.lossSum += double(stepLoss) * double(batch->examples);
     auto predicted = predictions.array().values<int32_t>();
     auto labels = batch->labels().values<int32_t>();
     auto examples = batch->mask.values<float>();
@@ -307,7 +307,7 @@ bool Run::trainEpoch(Step& step) {
     at.batch = batch->index + 1;
     at.seconds = carriedSeconds + std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (progress)
-      progress->update(at.batch, at.lossSum / double(at.batches), fraction(at.correct, at.seen),
+      progress->update(at.batch, at.lossSum / double(at.seen), fraction(at.correct, at.seen),
                        double(at.seen) / at.seconds);
     if (f.maxSteps > 0 && at.step >= f.maxSteps) {
       if (progress) progress->finish();
@@ -330,7 +330,7 @@ bool Run::trainEpoch(Step& step) {
 template <typename Evaluate>
 double Run::finishEpoch(Evaluate& evaluate) {
   auto [testLoss, testAccuracy] = test(evaluate);
-  EpochMetrics m{at.epoch + 1, at.lossSum / double(std::max<int64_t>(1, at.batches)), fraction(at.correct, at.seen),
+  EpochMetrics m{at.epoch + 1, at.lossSum / double(std::max<int64_t>(1, at.seen)), fraction(at.correct, at.seen),
                  testLoss, testAccuracy, at.seconds, double(at.seen) / std::max(1e-9, at.seconds), at.dataWait};
   if (lead)
     std::printf("epoch %lld/%lld: %lld images, train loss %.4f acc %.2f%% | test loss %.4f acc %.2f%% | %.1f s "
