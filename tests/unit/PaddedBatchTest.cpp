@@ -172,5 +172,26 @@ TEST(PaddedBatchTest, AccumulationOverPaddedBatchesIsTheSameBitsAsMoreDevices) {
   EXPECT_GT(treeError(four.params, initialVars(*model).params), 1e-3) << "the epoch must move the parameters";
 }
 
+// Bad masks and layouts say what is wrong, where (the caller's line) and what fits.
+TEST(PaddedBatchTest, BadMasksAndLayoutsAreClearErrors) {
+  auto model = models::resnet18({.width = 2, .bnAxisName = ""});
+  const Vars v = initialVars(*model);
+  auto step = jit([&](const Tree& params, const Tree& state, const Tensor& x, const Tensor& mask) {
+    return model->apply(params, state, x, {.training = true, .rng = {}, .mask = mask}).first;
+  });
+  const Array x = randomArray(DType::f64, {4, 1, kSize, kSize}, 3);
+  const std::string error = testing::errorOf([&] { step(v.params, v.state, x, Array::zeros(DType::f32, {5})); });
+  EXPECT_NE(error.find("PaddedBatchTest.cpp:"), std::string::npos) << error;
+  EXPECT_NE(error.find("apply: the mask must be [N] with one entry per example of the input f64[4, 1, 16, 16], got f32[5]"),
+            std::string::npos) << error;
+  const data::Dataset set(randomArray(DType::f32, {10, 2}, 4), Array::zeros(DType::i32, {10}));
+  EXPECT_EQ(testing::errorOf([&] { data::Prefetcher(set, 4, 0, 0, 0, 2, {.parts = 0}); }),
+            "a batch needs at least one part, got 0");
+  EXPECT_EQ(testing::errorOf([&] { data::Prefetcher(set, 4, 0, 0, 0, 2, {.parts = 2, .partRows = 1}); }),
+            "2 parts of 1 rows cannot hold a batch of 4");
+  EXPECT_EQ(testing::errorOf([&] { data::Prefetcher(set, 4, 0, 0, 0, 2, {.parts = 2, .firstPart = 2, .lastPart = 2}); }),
+            "parts [2, 2) are not parts of a batch in 2");
+}
+
 }  // namespace
 }  // namespace spmd
