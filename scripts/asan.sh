@@ -16,7 +16,9 @@ fi
 cmake --build "$build" --target spmd_unit_tests --parallel "${JOBS:-$(nproc)}"
 # allocator_may_return_null: an impossible allocation must reach our bad_alloc handling (tested).
 # Leak checking is off: MLIR's and oneDNN's process-lifetime singletons are never freed.
-export ASAN_OPTIONS="allocator_may_return_null=1:detect_leaks=0:abort_on_error=1:${ASAN_OPTIONS:-}"
+# allow_user_poisoning=0: see scripts/fuzz.sh (LLVM's header allocator poisons, libMLIR.so does not
+# unpoison: false reports).
+export ASAN_OPTIONS="allocator_may_return_null=1:detect_leaks=0:abort_on_error=1:allow_user_poisoning=0:${ASAN_OPTIONS:-}"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:${UBSAN_OPTIONS:-}"
 cd "$build"
 # The drift_* reruns repeat suites of this run under other thread counts / ISAs, and the dist_*
