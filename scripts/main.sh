@@ -6,18 +6,12 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$root/build}
-start=$SECONDS
-phase() { echo "== main: $1 took $((SECONDS - $2)) s"; }
-t=$SECONDS
-bash "$root/scripts/setup.sh" core
-phase "packages" "$t"
-t=$SECONDS
+phases_prefix=main
+source "$root/scripts/phases.sh"
+phase "packages" bash "$root/scripts/setup.sh" core
 # A build directory configured by test.sh keeps its tests; a new one gets the library and samples.
 options=()
 [[ -f $build/build.ninja ]] || options=(-DSPMD_BUILD_TESTS=OFF -DSPMD_BUILD_BENCHMARKS=OFF)
-TARGETS=resnet18_fashion_mnist bash "$root/scripts/build.sh" "${options[@]}"
-phase "build" "$t"
-t=$SECONDS
-"$build/samples/resnet18_fashion_mnist/resnet18_fashion_mnist" "$@"
-phase "training" "$t"
-echo "== main: $((SECONDS - start)) s in all"
+phase "build" env TARGETS=resnet18_fashion_mnist bash "$root/scripts/build.sh" "${options[@]}"
+phase "training" "$build/samples/resnet18_fashion_mnist/resnet18_fashion_mnist" "$@"
+phases_total

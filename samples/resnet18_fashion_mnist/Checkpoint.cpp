@@ -80,7 +80,7 @@ void saveCheckpoint(const std::string& path, const Flags& f, const std::string& 
                      {"epoch", std::to_string(at.epoch)}, {"batch_in_epoch", std::to_string(at.batch)},
                      {"step", std::to_string(at.step)}, {"epoch_example_loss_sum", exact(at.lossSum)},
                      {"epoch_correct", std::to_string(at.correct)}, {"epoch_seen", std::to_string(at.seen)},
-                     {"epoch_batches", std::to_string(at.batches)}, {"epoch_seconds", exact(at.seconds)},
+                     {"epoch_seconds", exact(at.seconds)},
                      {"epoch_data_wait", exact(at.dataWait)}, {"metrics_csv", at.csv}});
   spmd::io::saveSafetensors(path, c);
 }
@@ -109,7 +109,6 @@ Resumed loadCheckpoint(const Flags& f, Tree& params, Tree& state, Tree& opt) {
   at.step = metaNumber<int64_t>(c, "step", path);
   at.correct = metaNumber<int64_t>(c, "epoch_correct", path);
   at.seen = metaNumber<int64_t>(c, "epoch_seen", path);
-  at.batches = metaNumber<int64_t>(c, "epoch_batches", path);
   // Checkpoints written before every example was seen summed batch means over full batches.
   at.lossSum = c.metadata.count("epoch_example_loss_sum")
                    ? metaNumber<double>(c, "epoch_example_loss_sum", path)

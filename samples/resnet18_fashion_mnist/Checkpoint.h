@@ -17,7 +17,7 @@ namespace sample {
 struct Position {
   int64_t epoch = 0, batch = 0, step = 0;
   double lossSum = 0, seconds = 0, dataWait = 0;
-  int64_t correct = 0, seen = 0, batches = 0;
+  int64_t correct = 0, seen = 0;
   std::string csv;  // metrics rows of finished epochs
 };
 

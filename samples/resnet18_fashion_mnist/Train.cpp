@@ -303,7 +303,7 @@ bool Run::trainEpoch(Step& step) {
     if (processes > 1) spmd::processSum(correct, "correct predictions of a step");
     at.correct += int64_t(correct[0]);
     at.seen += batch->examples;
-    ++at.batches, ++at.step;
+    ++at.step;
     at.batch = batch->index + 1;
     at.seconds = carriedSeconds + std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (progress)

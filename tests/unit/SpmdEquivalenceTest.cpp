@@ -39,6 +39,7 @@ namespace {
 
 using spmd::testing::mapTree;
 using spmd::testing::randomArray;
+using spmd::testing::sameBits;
 using spmd::testing::treeError;
 
 constexpr int64_t kBatch = 24, kSize = 16, kSteps = 3;
@@ -164,12 +165,6 @@ Result runShardsOnOneDevice(const nn::Module& model, int shards, DType dtype) {
     result.losses.push_back(average(losses));
   }
   return result;
-}
-
-bool sameBits(const Tree& a, const Tree& b) {
-  for (const auto& [name, t] : a)
-    if (std::memcmp(t.array().data(), b.at(name).array().data(), t.array().bytes()) != 0) return false;
-  return true;
 }
 
 struct Mode {

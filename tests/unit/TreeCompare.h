@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <string>
 
@@ -58,5 +59,17 @@ inline double treeError(const Tree& actual, const Tree& expected) {
   }
   return worst;
 }
+
+// The first tensor (by name) of `a` whose bits differ from `b`'s, or "" when every tensor is the
+// same bits.
+inline std::string firstBitDifference(const Tree& a, const Tree& b) {
+  for (const auto& [name, t] : a)
+    if (t.array().bytes() != b.at(name).array().bytes() ||
+        std::memcmp(t.array().data(), b.at(name).array().data(), t.array().bytes()) != 0)
+      return name;
+  return "";
+}
+
+inline bool sameBits(const Tree& a, const Tree& b) { return firstBitDifference(a, b).empty(); }
 
 }  // namespace spmd::testing
