@@ -9,7 +9,9 @@
    binary, 4 KB to 64 MB, 2 processes (target: exact >= 0.8x MPI_Allreduce at >= 1 MB);
 4. gradient accumulation: the step time per image of cpu:1 --accumulate 2 against cpu:2 at the
    same global batch and one thread per replica, and the drift check's cost (the whole
-   replicated state compared across replicas and processes).
+   replicated state compared across replicas and processes);
+5. ZeRO-1 (--shard-update): the optimizer state one replica holds and the step time, sharded
+   against replicated, on cpu:2 and as 2 processes x cpu:1.
 
 --smoke runs tiny sizes once (CI runs it so the script cannot rot); it checks that every part
 runs and prints its ratio, not the targets.
@@ -96,6 +98,18 @@ def main():
     print("drift check of the whole replicated state: %.2f ms on cpu:2 (%.2f%% of its step), %.2f ms for "
           "2 processes x cpu:1" % (float(two["drift_check_ms"]), 100 * float(two["drift_check_ms"]) /
                                    float(two["median_ms"]), float(runs["1"]["drift_check_ms"])))
+
+    # ZeRO-1: the optimizer state each replica holds and the step time, sharded against replicated.
+    print("sharded update (ZeRO-1, --shard-update), global batch %d:" % args.batch)
+    layouts = [("cpu:2", step + ["--devices", "cpu:2"], dict(env, OMP_NUM_THREADS=str(cores), SPMD_OVERLAP="1")),
+               ("2 processes x cpu:1", mpirun + ["-np", "2"] + step + ["--devices", "cpu:1"],
+                dict(env, OMP_NUM_THREADS=str(max(1, cores // 2)), SPMD_OVERLAP="1"))]
+    for name, command, e in layouts:
+        plain = parse_result(run(command, e, 1800), "step")[0]
+        zero = parse_result(run(command + ["--shard-update"], e, 1800), "step")[0]
+        print("  %-20s state per replica %8.3f MB -> %8.3f MB, step %8.1f ms -> %8.1f ms (ratio %.3f)" % (
+            name, float(plain["opt_state_mb_per_replica"]), float(zero["opt_state_mb_per_replica"]),
+            float(plain["median_ms"]), float(zero["median_ms"]), float(zero["median_ms"]) / float(plain["median_ms"])))
     print("ratio %.3f" % ratio)
 
 

@@ -5,7 +5,8 @@
 //              prints the median step time and, across processes, how much of the all-reduce
 //              time of the communication thread the replicas did not wait for (hidden behind
 //              the backward pass), and the memory: the replicas' planned arenas and the peak
-//              resident set of the processes (both summed over processes).
+//              resident set of the processes (both summed over processes); --shard-update runs
+//              it with ZeRO-1 and reports the optimizer state one replica holds.
 //   allreduce  --max-bytes M --repeats R: one replica per process; for 4 KB .. M, the time of an
 //              f32 sum all-reduce in exact and fast mode (the runtime's communicator) and of a
 //              plain MPI_Allreduce in this binary, with the bus bandwidth 2(P-1)/P x bytes / time.
@@ -26,6 +27,7 @@
 #include "runtime/base/Timeout.h"
 #include "runtime/device/Communicator.h"
 #include "runtime/device/DeviceList.h"
+#include "runtime/exec/DeviceArray.h"
 #include "runtime/mpi/MpiEngine.h"
 #include "runtime/mpi/ProcessCommunicator.h"
 #include "frontend/models/ResNet.h"
@@ -45,6 +47,7 @@ struct StepFlags {
   std::string devices = "cpu:1";
   int64_t width = 64, batch = 64;
   int steps = 5, accumulate = 1;
+  bool shardUpdate = false;
 };
 
 struct AllreduceFlags {
@@ -64,7 +67,7 @@ int step(const StepFlags& f) {
   auto trainStep = spmd::pmap(bench::trainStep(*model, sgd),
                               {.inAxes = {spmd::replicated, spmd::replicated, spmd::replicated, spmd::split, spmd::split},
                                .devices = devices, .name = "train_step", .donateArguments = {0, 1, 2},
-                               .accumulate = accumulate});
+                               .accumulate = accumulate, .shardUpdate = f.shardUpdate});
   auto [x, y] = bench::syntheticBatch(batch);
   int64_t begin = batch * me / processes, end = batch * (me + 1) / processes;
   spmd::Tensor myX = spmd::Array::view(x.array(), begin * x.array().bytes() / batch,
@@ -89,6 +92,14 @@ int step(const StepFlags& f) {
     spmd::checkReplicasAgree(state, "state.", "drift check");
     checks.push_back(since(start));
   }
+  // Optimizer state one replica holds: the whole tree, or with --shard-update its slices.
+  double stateBytes = 0;
+  for (const auto& [name, value] : opt) {
+    const auto& resident = value.resident();
+    const bool sliced = resident && resident->layout() == spmd::runtime::DeviceArray::Layout::Sliced;
+    stateBytes += double(sliced ? spmd::numElements(resident->localShape()) : value.numel()) *
+                  double(spmd::dtypeSize(value.dtype()));
+  }
   auto t = spmd::runtime::collectiveTimes();
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);  // ru_maxrss: KiB on Linux
@@ -97,10 +108,11 @@ int step(const StepFlags& f) {
   spmd::processSum(sums, "collective times and memory");
   if (me == 0)
     std::printf("result step devices=%s processes=%d accumulate=%d batch=%lld width=%lld median_ms=%.2f "
-                "allreduce_s=%.4f waited_s=%.4f hidden=%.3f drift_check_ms=%.2f arena_mb=%.1f rss_mb=%.1f\n",
+                "allreduce_s=%.4f waited_s=%.4f hidden=%.3f drift_check_ms=%.2f arena_mb=%.1f rss_mb=%.1f "
+                "shard_update=%d opt_state_mb_per_replica=%.3f\n",
                 devices.c_str(), processes, accumulate, static_cast<long long>(batch), static_cast<long long>(width),
                 1e3 * median(times), sums[0], sums[1], sums[0] > 0 ? 1 - sums[1] / sums[0] : 0.0,
-                1e3 * median(checks), sums[2] / 1e6, sums[3] / 1e6);
+                1e3 * median(checks), sums[2] / 1e6, sums[3] / 1e6, int(f.shardUpdate), stateBytes / 1e6);
   return 0;
 }
 
@@ -167,6 +179,8 @@ int main(int argc, char** argv) {
     cli::whole(*stepMode, "--batch", s.batch, 1, int64_t(1) << 24, "global batch");
     cli::whole(*stepMode, "--steps", s.steps, 1, 1000000, "timed steps after one warm-up step");
     cli::whole(*stepMode, "--accumulate", s.accumulate, 1, 4096, "micro-batches per device and step");
+    stepMode->add_flag("--shard-update", s.shardUpdate,
+                       "ZeRO-1 (PmapOptions::shardUpdate): each replica updates and keeps 1/N of the optimizer state");
     AllreduceFlags r;
     CLI::App* allreduceMode = app.add_subcommand("allreduce", "f32 all-reduce times, exact and fast mode and "
                                                               "MPI_Allreduce, 4 KB up to --max-bytes (mpirun -np 2+)");

@@ -99,6 +99,7 @@ runtime::Program compile(mlir::ModuleOp module, const CompileOptions& options) {
   pipeline.run(passes::createAutodiff());
   pipeline.run(mlir::createCanonicalizerPass());
   pipeline.run(mlir::createCSEPass());
+  if (options.shardUpdate) pipeline.run(passes::createShardUpdate());
   pipeline.run(passes::createCombineAllReduce({options.bucketBytes}));
   pipeline.run(passes::createReplication());
   if (options.fuseElementwise) pipeline.run(passes::createFuseNormRelu());

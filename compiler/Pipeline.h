@@ -24,6 +24,9 @@ struct CompileOptions {
   std::string entry = "main";
   // Mapped functions (spmd::pmap): report each pmean the compiler would insert as an error.
   bool strict = false;
+  // ZeRO-1 (passes/ShardUpdate): the optimizer update runs on each replica's 1/N slice, its state
+  // and the parameters stay sharded between steps.
+  bool shardUpdate = false;
   // Largest combined gradient all-reduce, in bytes.
   int64_t bucketBytes = 25 << 20;
   // Place intermediate buffers in one arena by lifetime (compiler/PlanMemory). Off: every buffer

@@ -34,6 +34,9 @@ struct PmapCore::Entry {
   std::vector<Axis> outputAxes;                    // per output leaf
   std::vector<std::pair<DType, Shape>> outputs;    // one replica's output types
   std::vector<std::string> outputNames;            // per output leaf ("0.fc.weight")
+  // ZeRO-1 (PmapOptions::shardUpdate): the leaves the compiler made this replica's flat slice.
+  std::vector<bool> slicedIn, slicedOut;
+  std::vector<Shape> fullOutputShapes;  // the traced (unsliced) shape of each output leaf
   int64_t calls = 0;
 };
 
@@ -107,23 +110,38 @@ Shape localShape(const Tensor& leaf, Axis axis, int devices, const std::string& 
 // The inputs of every replica: a value already on these devices in the right layout is bound
 // in place (bound[i]); anything else comes from the host (replicated leaves shared, mapped ones
 // as views of each replica's chunk).
+// `sliced` (ZeRO-1): a leaf the step takes as this replica's flat slice (local[i] = {slice}) of
+// replica `firstReplica + r`.
 std::vector<std::vector<runtime::Input>> bindInputs(const std::vector<Tensor>& leaves, const std::vector<Axis>& axes,
                                                     const std::vector<Shape>& local,
                                                     const std::vector<std::shared_ptr<runtime::Device>>& deviceObjects,
-                                                    std::vector<bool>& bound) {
+                                                    std::vector<bool>& bound, const std::vector<bool>& sliced = {},
+                                                    int firstReplica = 0) {
   const int devices = int(deviceObjects.size());
   std::vector<std::vector<runtime::Input>> inputs(devices);
   for (size_t i = 0; i < leaves.size(); ++i) {
+    const bool slice = i < sliced.size() && sliced[i];
     const auto& resident = leaves[i].resident();
-    auto wanted = axes[i].kind == Axis::Kind::Replicated ? runtime::DeviceArray::Layout::Replicated
-                                                          : runtime::DeviceArray::Layout::Sharded;
+    auto wanted = slice ? runtime::DeviceArray::Layout::Sliced
+                  : axes[i].kind == Axis::Kind::Replicated ? runtime::DeviceArray::Layout::Replicated
+                                                           : runtime::DeviceArray::Layout::Sharded;
     if (resident && !resident->donated() && resident->livesOn(deviceObjects) && resident->layout() == wanted &&
-        resident->localShape() == local[i]) {
+        resident->localShape() == local[i] && (!slice || resident->slicing().firstReplica == firstReplica)) {
       for (int r = 0; r < devices; ++r) inputs[r].push_back({Array{}, resident->buffer(r)});
       bound[i] = true;
       continue;
     }
     const Array& array = leaves[i].array();
+    if (slice) {  // each replica's part of the flat tensor, the last ones padded with zeros
+      const size_t width = size_t(local[i][0]) * dtypeSize(array.dtype);
+      for (int r = 0; r < devices; ++r) {
+        Array part = Array::zeros(array.dtype, local[i]);
+        const size_t from = size_t(firstReplica + r) * width;
+        if (from < array.bytes()) std::memcpy(part.data(), array.data() + from, std::min(width, array.bytes() - from));
+        inputs[r].push_back({std::move(part), nullptr});
+      }
+      continue;
+    }
     size_t chunk = static_cast<size_t>(numElements(local[i])) * dtypeSize(array.dtype);
     for (int r = 0; r < devices; ++r)
       inputs[r].push_back({axes[i].kind == Axis::Kind::Replicated ? array : Array::view(array, r * chunk, local[i]),
@@ -165,6 +183,12 @@ PmapCore::PmapCore(PmapOptions options, bool jit) : state_(std::make_unique<Stat
                 "; give a power of two from 1 to 4096 (1: no accumulation), so that each replica's micro-batches "
                 "form one subtree of the all-reduce's fold tree");
   if (o.accumulate > 1 && jit) throw Error(jitPrefix(o) + "accumulate applies to pmap only");
+  if (o.shardUpdate && o.accumulate > 1)
+    throw Error(prefix(o) + "shardUpdate (ZeRO-1) with accumulate = " + std::to_string(o.accumulate) +
+                " is not supported yet; use one of the two");
+  if (o.shardUpdate && o.allReplicas)
+    throw Error(prefix(o) + "shardUpdate (ZeRO-1) with allReplicas is not supported: the sliced parameters and "
+                "optimizer state are not held per replica; turn one of them off");
   if (o.threadsPerReplica < 0)
     throw Error(prefix(o) + "threadsPerReplica is " + std::to_string(o.threadsPerReplica) +
                 "; give a positive thread count, or 0 for the default share of the cores");
@@ -291,13 +315,17 @@ std::pair<std::vector<Tensor>, std::shared_ptr<void>> PmapCore::call(
                            runtime::debugInfsFromEnvironment();
     runtime::Program program =
         compileTrace(trace,
-                     {.dumpDir = o.dumpDir, .entry = "main", .strict = o.strict, .bucketBytes = o.bucketBytes,
+                     {.dumpDir = o.dumpDir, .entry = "main", .strict = o.strict,
+                      .shardUpdate = o.shardUpdate && !state_->jit, .bucketBytes = o.bucketBytes,
                       .planMemory = o.planMemory && A == 1, .fuseElementwise = o.fuseElementwise && !debugging,
                       // the debug scan reports plain indices
                       .channelBlock = o.assignLayouts && !debugging ? state_->devices.driver().channelBlock() : 0},
                      o.name);
     for (int id : program.outputs)
       entry->outputs.emplace_back(program.buffers[id].dtype, program.buffers[id].shape);
+    entry->slicedIn = trace.slicedArguments();
+    entry->slicedOut = trace.slicedResults();
+    for (const Tensor& t : traced.outputs) entry->fullOutputShapes.push_back(t.shape());
     for (size_t i = 0; i < traced.outputs.size(); ++i)
       entry->outputNames.push_back(i < traced.names.size() && !traced.names[i].empty() ? traced.names[i]
                                                                                         : "output " + std::to_string(i));
@@ -339,7 +367,7 @@ std::pair<std::vector<Tensor>, std::shared_ptr<void>> PmapCore::call(
   if (o.driftCheckEvery > 0 && ++entry.calls % o.driftCheckEvery == 0) {
     std::vector<std::pair<std::string, Tensor>> replicatedOutputs;
     for (size_t k = 0; k < results.size(); ++k)
-      if (entry.outputAxes[k].kind == Axis::Kind::Replicated && !o.allReplicas)
+      if (entry.outputAxes[k].kind == Axis::Kind::Replicated && !o.allReplicas && !entry.slicedOut[k])
         replicatedOutputs.emplace_back(entry.outputNames[k], results[k]);
     checkReplicasAgree(replicatedOutputs, who() + "drift check after call " + std::to_string(entry.calls));
   }
@@ -381,8 +409,14 @@ std::vector<Tensor> PmapCore::run(Entry& entry, const std::vector<Tensor>& leave
   std::vector<std::shared_ptr<runtime::Device>> deviceObjects;
   for (int r = 0; r < devices; ++r) deviceObjects.push_back(group.device(r));
 
+  // ZeRO-1: a sliced leaf is bound as one flat slice per replica of the job.
+  const int firstReplica = runtime::processes().rank * devices;
+  std::vector<Shape> bindShape = local;
+  for (size_t i = 0; i < leaves.size(); ++i)
+    if (entry.slicedIn[i]) bindShape[i] = program.buffers[program.inputs[i]].shape;
   std::vector<bool> bound(leaves.size());
-  std::vector<std::vector<runtime::Input>> inputs = bindInputs(leaves, axes, local, deviceObjects, bound);
+  std::vector<std::vector<runtime::Input>> inputs =
+      bindInputs(leaves, axes, bindShape, deviceObjects, bound, entry.slicedIn, firstReplica);
 
   // Donation: each donated leaf bound in place gives its buffers to the first output not yet
   // taken with its dtype, shape and layout (jax's donate_argnums), except outputs that pass an
@@ -398,8 +432,9 @@ std::vector<Tensor> PmapCore::run(Entry& entry, const std::vector<Tensor>& leave
     if (!donated[i]) continue;
     for (size_t k = 0; k < entry.outputs.size(); ++k) {
       bool perReplica = entry.outputAxes[k].kind != Axis::Kind::Replicated || o.allReplicas;
-      if (outputTaken[k] || passthrough[k] || perReplica != (axes[i].kind != Axis::Kind::Replicated) ||
-          entry.outputs[k].first != leaves[i].dtype() || entry.outputs[k].second != local[i])
+      if (outputTaken[k] || passthrough[k] || entry.slicedOut[k] != entry.slicedIn[i] ||
+          (!entry.slicedIn[i] && perReplica != (axes[i].kind != Axis::Kind::Replicated)) ||
+          entry.outputs[k].first != leaves[i].dtype() || entry.outputs[k].second != bindShape[i])
         continue;
       donorOf[k] = static_cast<int>(i);
       outputTaken[k] = true;
@@ -432,6 +467,17 @@ Tensor PmapCore::result(const Entry& entry, size_t k, const std::vector<std::sha
                         std::vector<std::shared_ptr<std::byte>> buffers) const {
   const int devices = int(deviceObjects.size());
   auto [dtype, shape] = entry.outputs[k];
+  if (entry.slicedOut[k]) {  // ZeRO-1: the traced full shape, held as one slice per replica
+    runtime::DeviceArray::Slicing slicing;
+    slicing.firstReplica = runtime::processes().rank * devices;
+    slicing.totalReplicas = devices * runtime::processes().size;
+    slicing.gatherProcesses = [](const std::string& mine) {
+      return runtime::processAllGatherText(mine, "reading a sliced (ZeRO-1) tensor on the host");
+    };
+    return Tensor(std::make_shared<runtime::DeviceArray>(dtype, shape, entry.fullOutputShapes[k],
+                                                         runtime::DeviceArray::Layout::Sliced, deviceObjects,
+                                                         std::move(buffers), std::move(slicing)));
+  }
   Axis axis = entry.outputAxes[k];
   bool perReplica = axis.kind != Axis::Kind::Replicated || state_->options.allReplicas;
   Shape global = shape;

@@ -79,6 +79,14 @@ struct PmapOptions {
   // whose result feeds the batch's computation again (cross-replica BatchNorm) reduces over the
   // replicas of one micro-batch, so SyncBN with accumulation is not the same as more replicas.
   int accumulate = 1;
+  // ZeRO-1 (compiler pass spmd-shard-update): each replica runs the optimizer's update on its 1/N
+  // slice of every parameter and state tensor: the gradients' all-reduce becomes a reduce-scatter,
+  // and an all-gather at the top of the next step rebuilds the parameters for the forward pass.
+  // The parameters and optimizer state a step returns stay sliced across the replicas until read
+  // (each replica holds 1/N of the optimizer state); reading one on the host (a checkpoint)
+  // gathers it, under mpirun on every process at the same point. In exact reduction mode the
+  // results are bitwise the replicated update's. Not with accumulate > 1 or allReplicas yet.
+  bool shardUpdate = false;
   // A Chrome trace of every run from now on (every replica's steps, the collectives, compiles,
   // data waits): the file is written at exit, or by spmd::writeTrace(); also SPMD_TRACE=<file>.
   // Under mpirun each process writes <stem>.<process>.json. Graphs are off while tracing.

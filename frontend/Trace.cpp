@@ -115,6 +115,18 @@ void Trace::describeResult(unsigned index, bool mapped, const std::string& name)
   if (!name.empty()) function_.setResultAttr(index, ir::kNameAttr, builder_.getStringAttr(name));
 }
 
+std::vector<bool> Trace::slicedArguments() {
+  std::vector<bool> sliced(function_.getNumArguments());
+  for (unsigned i = 0; i < sliced.size(); ++i) sliced[i] = bool(function_.getArgAttr(i, ir::kShardOfAttr));
+  return sliced;
+}
+
+std::vector<bool> Trace::slicedResults() {
+  std::vector<bool> sliced(function_.getNumResults());
+  for (unsigned i = 0; i < sliced.size(); ++i) sliced[i] = bool(function_.getResultAttr(i, ir::kShardOfAttr));
+  return sliced;
+}
+
 int64_t Trace::checkAxis(const std::string& axis, const char* what, Loc loc) const {
   if (axisName_.empty())
     throw Error(where(loc) + ": spmd::" + what + " over axis '" + axis +

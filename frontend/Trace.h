@@ -49,6 +49,10 @@ class Trace {
   void bindAxis(const std::string& name, int64_t size);
   void markArgumentMapped(unsigned index);
   void describeResult(unsigned index, bool mapped, const std::string& name);
+  // After compile(): which arguments and results spmd-shard-update (ZeRO-1) turned into this
+  // replica's flat slice (attribute spmd.shard_of).
+  std::vector<bool> slicedArguments();
+  std::vector<bool> slicedResults();
   // Throws at the caller's line unless `axis` is the bound axis; returns its size.
   int64_t checkAxis(const std::string& axis, const char* what, Loc loc) const;
 

@@ -65,6 +65,25 @@ def CombineAllReduce : Pass<"spmd-combine-all-reduce", "mlir::ModuleOp"> {
   let dependentDialects = ["::spmd::ir::SpmdDialect"];
 }
 
+def ShardUpdate : Pass<"spmd-shard-update", "mlir::ModuleOp"> {
+  let summary = "ZeRO-1: each replica runs the optimizer update on its 1/N slice of every tensor";
+  let description = [{
+    Runs after autodiff (PmapOptions::shardUpdate). The update region is every invariant
+    elementwise op reached from an averaged gradient (a mean or sum all_reduce of a varying
+    tensor) through ops of its type, plus the invariant elementwise ops of that type feeding it.
+    Each region op is cloned onto tensor<chunk> (chunk = ceil(numel / N); replica r holds flat
+    elements [r * chunk, (r + 1) * chunk), the last slices padded with zeros): the gradient's
+    all_reduce becomes a reduce_scatter (divided by N for a mean, as the all_reduce divides
+    its fold's root), replicated arguments the region reads become the replica's slice
+    (spmd.mapped, spmd.shard_of = the full type) with an all_gather where the rest of the step
+    reads them, splat constants and broadcast scalars are rebuilt at the slice's shape, other
+    invariant operands are sliced at axis_index, and returned region values are returned as
+    slices. The fold of every element and every update op are the same, so the results are
+    bitwise the replicated update's.
+  }];
+  let dependentDialects = ["::spmd::ir::SpmdDialect"];
+}
+
 def FuseElementwise : Pass<"spmd-fuse-elementwise", "mlir::ModuleOp"> {
   let summary = "group chains of elementwise ops into spmd.fused ops (one generated kernel each)";
   let description = [{

@@ -1,15 +1,27 @@
 // DeviceArray: per-replica buffers, host read-back on demand, donation.
 #include "runtime/exec/DeviceArray.h"
 
+#include <cstring>
+
 namespace spmd::runtime {
 
 DeviceArray::DeviceArray(DType dtype, Shape local, Shape global, Layout layout,
-                         std::vector<std::shared_ptr<Device>> devices, std::vector<std::shared_ptr<std::byte>> buffers)
+                         std::vector<std::shared_ptr<Device>> devices, std::vector<std::shared_ptr<std::byte>> buffers,
+                         Slicing slicing)
     : dtype_(dtype), local_(std::move(local)), global_(std::move(global)), layout_(layout),
-      devices_(std::move(devices)), buffers_(std::move(buffers)) {
+      slicing_(std::move(slicing)), devices_(std::move(devices)), buffers_(std::move(buffers)) {
   if (devices_.empty() || devices_.size() != buffers_.size())
     throw Error("DeviceArray needs one buffer per device, got " + std::to_string(buffers_.size()) + " for " +
                 std::to_string(devices_.size()) + " devices");
+  if (layout_ == Layout::Sliced) {
+    const int64_t slice = numElements(local_), n = numElements(global_), total = slicing_.totalReplicas;
+    if (local_.size() != 1 || total < replicas() || slicing_.firstReplica < 0 ||
+        slicing_.firstReplica + replicas() > total || slice != (n + total - 1) / total)
+      throw Error("DeviceArray: " + shapeString(local_) + " is not the slice of " + shapeString(global_) +
+                  " for replicas " + std::to_string(slicing_.firstReplica) + ".." +
+                  std::to_string(slicing_.firstReplica + replicas() - 1) + " of " + std::to_string(total));
+    return;
+  }
   int64_t expected = numElements(local_) * (layout_ == Layout::Sharded ? replicas() : 1);
   if (numElements(global_) != expected)
     throw Error("DeviceArray: global shape " + shapeString(global_) + " does not hold " + std::to_string(replicas()) +
@@ -50,7 +62,9 @@ void DeviceArray::donate(const std::string& to) {
 const Array& DeviceArray::host() const {
   std::lock_guard lock(mutex_);
   checkUsable();
-  if (!host_) {
+  if (!host_ && layout_ == Layout::Sliced) {
+    host_ = gatherSlices();
+  } else if (!host_) {
     Array array = Array::zeros(dtype_, global_);
     size_t chunk = static_cast<size_t>(numElements(local_)) * dtypeSize(dtype_);
     int parts = layout_ == Layout::Sharded ? replicas() : 1;
@@ -66,7 +80,31 @@ const Array& DeviceArray::host() const {
 std::string DeviceArray::describe() const {
   std::string text = std::string(dtypeName(dtype_)) + shapeString(global_) + " on ";
   for (size_t r = 0; r < devices_.size(); ++r) text += (r ? ", " : "") + devices_[r]->name();
-  return text + (layout_ == Layout::Sharded ? " (sharded)" : " (replicated)");
+  return text + (layout_ == Layout::Sharded ? " (sharded)" : layout_ == Layout::Sliced ? " (sliced, ZeRO-1)" : " (replicated)");
+}
+
+// This process's slices, then (under several processes) everyone's, cut to the tensor's size.
+Array DeviceArray::gatherSlices() const {
+  const size_t slice = size_t(numElements(local_)) * dtypeSize(dtype_);
+  std::string mine(slice * replicas(), '\0');
+  for (int r = 0; r < replicas(); ++r) {
+    devices_[r]->activate();
+    devices_[r]->copyToHost(reinterpret_cast<std::byte*>(mine.data()) + r * slice, buffers_[r].get(), slice);
+  }
+  std::string all = mine;
+  if (replicas() < slicing_.totalReplicas) {
+    if (!slicing_.gatherProcesses)
+      throw Error("DeviceArray: " + describe() + " holds " + std::to_string(replicas()) + " of " +
+                  std::to_string(slicing_.totalReplicas) + " slices and cannot fetch the others");
+    all.clear();
+    for (const std::string& part : slicing_.gatherProcesses(mine)) all += part;
+  }
+  Array array = Array::zeros(dtype_, global_);
+  if (all.size() < array.bytes())
+    throw Error("DeviceArray: the processes sent " + std::to_string(all.size()) + " bytes of " + describe() +
+                ", fewer than its " + std::to_string(array.bytes()));
+  std::memcpy(array.data(), all.data(), array.bytes());
+  return array;
 }
 
 }  // namespace spmd::runtime

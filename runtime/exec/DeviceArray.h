@@ -3,10 +3,14 @@
 // sharded one holds each replica's chunk, the global value being the chunks concatenated in
 // replica order (a stacked [devices, ...] or a split [devices * n, ...] value). Passed to the
 // next call on the same devices it is bound in place; it is copied to the host only when read
-// (host(), once, then cached). A donated value gives its buffers to a call's output and can no
+// (host(), once, then cached). A sliced value (ZeRO-1's sharded parameters and optimizer state,
+// PmapOptions::shardUpdate) is a tensor of any shape flattened and split into equal slices, one
+// per replica of the whole job (the last padded with zeros); under several processes reading it
+// gathers the other processes' slices, so every process must read it at the same point. A donated value gives its buffers to a call's output and can no
 // longer be used.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -18,17 +22,26 @@
 
 namespace spmd::runtime {
 
+// For a sliced DeviceArray: where this process's replicas sit among the job's, and how to fetch
+// the other processes' bytes (this process's slices in, every process's out, in process order).
+struct SliceSpread {
+  int firstReplica = 0, totalReplicas = 1;
+  std::function<std::vector<std::string>(const std::string&)> gatherProcesses;
+};
+
 class DeviceArray {
  public:
-  enum class Layout { Replicated, Sharded };
+  enum class Layout { Replicated, Sharded, Sliced };
+  using Slicing = SliceSpread;
 
   DeviceArray(DType dtype, Shape local, Shape global, Layout layout, std::vector<std::shared_ptr<Device>> devices,
-              std::vector<std::shared_ptr<std::byte>> buffers);
+              std::vector<std::shared_ptr<std::byte>> buffers, Slicing slicing = {});
 
   DType dtype() const { return dtype_; }
   const Shape& localShape() const { return local_; }  // one replica's part
   const Shape& globalShape() const { return global_; }
   Layout layout() const { return layout_; }
+  const Slicing& slicing() const { return slicing_; }
   int replicas() const { return static_cast<int>(devices_.size()); }
   // Whether the buffers live on exactly these devices, replica by replica (same device names).
   bool livesOn(const std::vector<std::shared_ptr<Device>>& devices) const;
@@ -46,9 +59,11 @@ class DeviceArray {
 
  private:
   void checkUsable() const;
+  Array gatherSlices() const;
   DType dtype_;
   Shape local_, global_;
   Layout layout_;
+  Slicing slicing_;
   std::vector<std::shared_ptr<Device>> devices_;
   mutable std::mutex mutex_;
   std::vector<std::shared_ptr<std::byte>> buffers_;

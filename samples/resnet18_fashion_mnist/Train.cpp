@@ -46,7 +46,8 @@ void checkProcessesAgreeOnFlags(const Flags& f) {
   for (auto [key, value] : {std::pair<std::string, std::string>{"epochs", std::to_string(f.epochs)},
                             {"devices", f.devices}, {"layouts", f.layouts}, {"eval-batch", std::to_string(f.evalBatch)},
                             {"test-limit", std::to_string(f.testLimit)}, {"max-steps", std::to_string(f.maxSteps)},
-                            {"resume", f.resume}, {"accumulate", std::to_string(f.accumulate)}})
+                            {"resume", f.resume}, {"accumulate", std::to_string(f.accumulate)},
+                            {"shard-update", f.shardUpdate ? "on" : "off"}})
     flags.emplace_back("--" + key, value);
   spmd::checkProcessesAgree(flags, "resnet18_fashion_mnist's flags");
 }
@@ -194,6 +195,13 @@ void Run::printHeader(const std::string& threadsWhy) const {
                 f.noDecayNormBias ? "not on BatchNorm parameters and biases" : "on every parameter",
                 f.ema > 0 ? ("evaluating an EMA of the parameters and BatchNorm statistics, decay " + std::to_string(f.ema)).c_str()
                           : "evaluating the parameters");
+  if (f.shardUpdate) {
+    const double stateMb = double(opt.numElements()) * 4 / 1e6;
+    std::printf("ZeRO-1 (--shard-update): each of the %lld devices updates 1/%lld of the parameters and keeps 1/%lld "
+                "of the optimizer state (%.2f of %.2f MB)\n",
+                static_cast<long long>(devices), static_cast<long long>(devices), static_cast<long long>(devices),
+                stateMb / double(devices), stateMb);
+  }
   if (f.accumulate > 1)
     std::printf("gradient accumulation: %lld micro-batches of %lld images per device and step%s\n",
                 static_cast<long long>(f.accumulate), static_cast<long long>(partRows),
@@ -258,6 +266,11 @@ void Run::driftCheck(const std::string& when) {
 // between two barriers of the job.
 void Run::saveAt(const Position& position, bool withMetrics) {
   spmd::processBarrier("before the checkpoint");
+  // With --shard-update each process holds its devices' slices of the parameters and optimizer
+  // state: every process reads them (gathering the slices, in the same order everywhere) before
+  // process 0 writes them.
+  for (const Tree* tree : {&params, &state, &opt})
+    for (const auto& [name, value] : *tree) value.array();
   if (lead && withMetrics) writeFileAtomically(csvPath, csvHeader() + at.csv);
   if (lead) saveCheckpoint(checkpoint, f, layout, threads, params, state, opt, position);
   spmd::processBarrier("after the checkpoint");
@@ -383,7 +396,7 @@ auto compileSteps(const Flags& f, Run& run) {
        // Parameters, optimizer and BN state stay on the devices and are updated in place; only
        // the loss and predictions (printed) and checkpoints are read back to the host.
        .donateArguments = {0, 1, 2}, .threadsPerReplica = int(f.threadsPerReplica),
-       .accumulate = int(std::min<int64_t>(f.accumulate, 1 << 20)),
+       .accumulate = int(std::min<int64_t>(f.accumulate, 1 << 20)), .shardUpdate = f.shardUpdate,
        .trace = f.trace ? (std::filesystem::path(f.out) / "trace.json").string() : ""});
   auto evaluate = spmd::pmap(
       [&](const Tree& p, const Tree& s, const Tensor& x, const Tensor& y) {

@@ -12,7 +12,8 @@ faults     one process throws inside a step, one is killed, one hangs, one is st
            within the collective timeout, the message names the process (and the replica and
            collective when the process can still speak), and the checkpoint written before
            the fault is intact.
-sample     the training sample's first epoch on a small slice, 1x4, 2x2 and 4x1: the same
+sample     the training sample's first epoch on a small slice, 1x4, 2x2 and 4x1 (and 2x2 with
+           --shard-update, ZeRO-1): the same
            checkpoint tensors; metrics, checkpoints and plain progress lines (no bar, though
            Open MPI gives processes a pseudo-terminal) come from process 0 only.
 agreement  processes given different flags (--lr, --seed, --width, --batch), a different captured
@@ -368,8 +369,15 @@ def check_sample(args):
     if "gradient accumulation: 2 micro-batches" not in log:
         fail("the sample does not say it accumulates:\n%s" % log)
     same(reference, accumulated, "--accumulate 2 on cpu:1 vs cpu:2")
+    # ZeRO-1 across processes: the sharded update gives the replicated checkpoint's bits (the
+    # slices gathered from both processes for the save), and a replicated epoch resumes sharded.
+    zero, log = sample_run("zero_2x2", 2, 2, ["--shard-update"], environment(2))
+    if "ZeRO-1 (--shard-update)" not in log:
+        fail("the sample does not say it shards the update:\n%s" % log)
+    same(results["1x4"], zero, "--shard-update at 2 x cpu:2 vs 1 x cpu:4")
     two_epochs, _ = sample_run("two_epochs_1x2", 1, 2, ["--epochs", "2"], env)
-    for name, processes, per, extra in [("resume_2x1", 2, 1, []), ("resume_1x1x2", 1, 1, ["--accumulate", "2"])]:
+    for name, processes, per, extra in [("resume_2x1", 2, 1, []), ("resume_1x1x2", 1, 1, ["--accumulate", "2"]),
+                                        ("resume_zero_2x1", 2, 1, ["--shard-update"])]:
         sample_run(name, 1, 2, [], env)  # epoch 1 at 1 x cpu:2
         resumed, log = sample_run(name, processes, per, ["--epochs", "2", "--resume", os.path.join(args.scratch, name)] +
                                   extra, env)
