@@ -132,15 +132,17 @@ class Sharder {
     return NameLoc::get(StringAttr::get(function_.getContext(), "sharded update (ZeRO-1)"), at);
   }
 
-  // [shape] -> [N, chunk]: flattened and padded with zeros.
+  // [shape] -> [N, chunk]: flattened and padded with zeros (a reshape copies: one where the
+  // elements split evenly).
   Value rowsOf(OpBuilder& b, Location loc, Value full) {
     auto type = typeOf(full);
     const int64_t n = type.getNumElements(), c = chunk(type);
+    auto rows = RankedTensorType::get({replicas_, c}, type.getElementType());
+    if (c * replicas_ == n) return b.create<ir::ReshapeOp>(loc, rows, full);
     Value flat = type.getRank() == 1 ? full
                                      : b.create<ir::ReshapeOp>(loc, RankedTensorType::get({n}, type.getElementType()), full);
-    if (c * replicas_ != n)
-      flat = b.create<ir::PadOp>(loc, flat, SmallVector<int64_t>{0}, SmallVector<int64_t>{c * replicas_ - n});
-    return b.create<ir::ReshapeOp>(loc, RankedTensorType::get({replicas_, c}, type.getElementType()), flat);
+    flat = b.create<ir::PadOp>(loc, flat, SmallVector<int64_t>{0}, SmallVector<int64_t>{c * replicas_ - n});
+    return b.create<ir::ReshapeOp>(loc, rows, flat);
   }
 
   // This replica's slice of `full`, for every kind of region input; memoized in slices_.
@@ -154,10 +156,14 @@ class Sharder {
                                                        !function_.getArgAttr(arg.getArgNumber(), kMappedAttr)) {
       slice = shardArgument(b, arg);
     } else if (Operation* def = full.getDefiningOp(); def && isSeed(def) && onlyRegionUses(full)) {
-      b.setInsertionPointAfter(def);
+      // Right after the gradient is computed, so that it can run behind the rest of the
+      // backward pass (as spmd-combine-all-reduce places the all_reduce); the mean where it was.
       auto reduce = llvm::cast<ir::AllReduceOp>(def);
-      Value rows = rowsOf(b, loc, reduce.getInputs()[0]);
-      slice = b.create<ir::ReduceScatterOp>(loc, rows, axis_);
+      Value gradient = reduce.getInputs()[0];
+      if (Operation* producer = gradient.getDefiningOp()) b.setInsertionPointAfter(producer);
+      else b.setInsertionPointToStart(&block_);
+      slice = b.create<ir::ReduceScatterOp>(loc, rowsOf(b, loc, gradient), axis_);
+      b.setInsertionPointAfter(def);
       if (reduce.getReduction() == ir::Reduction::Mean) {
         auto splat = DenseElementsAttr::get(chunkType(type), b.getFloatAttr(type.getElementType(), double(replicas_)));
         slice = b.create<ir::DivOp>(loc, slice, b.create<ir::ConstantOp>(loc, splat));
@@ -205,10 +211,14 @@ class Sharder {
     const int64_t c = chunk(full);
     arg.setType(chunkType(full));  // its users are moved to `whole` below
     Value gathered = b.create<ir::AllGatherOp>(loc, arg, axis_, replicas_);
-    Value flat = b.create<ir::ReshapeOp>(loc, RankedTensorType::get({replicas_ * c}, full.getElementType()), gathered);
-    if (replicas_ * c != full.getNumElements())
+    Value whole;
+    if (replicas_ * c == full.getNumElements()) {
+      whole = b.create<ir::ReshapeOp>(loc, full, gathered);
+    } else {
+      Value flat = b.create<ir::ReshapeOp>(loc, RankedTensorType::get({replicas_ * c}, full.getElementType()), gathered);
       flat = b.create<ir::SliceOp>(loc, flat, SmallVector<int64_t>{0}, SmallVector<int64_t>{full.getNumElements()});
-    Value whole = flat.getType() == full ? flat : b.create<ir::ReshapeOp>(loc, full, flat).getResult();
+      whole = flat.getType() == full ? flat : b.create<ir::ReshapeOp>(loc, full, flat).getResult();
+    }
     arg.replaceAllUsesExcept(whole, gathered.getDefiningOp());
     function_.setArgAttr(arg.getArgNumber(), kMappedAttr, UnitAttr::get(function_.getContext()));
     function_.setArgAttr(arg.getArgNumber(), ir::kShardOfAttr, TypeAttr::get(full));

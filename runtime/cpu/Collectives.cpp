@@ -31,10 +31,16 @@ void all_gather(KernelCall& call) {
                                  what(call)).wait();
 }
 
-// Sums the whole [N, ...] input over replicas, then keeps this replica's row.
+// Sums the whole [N, ...] input over replicas, then keeps this replica's row; like all_reduce,
+// it may finish behind the following steps.
 void reduce_scatter(KernelCall& call) {
   const TensorView& in = call.in[0];
-  communicatorOf(call).reduceScatter(in.data, call.out[0].data, in.dtype, in.numel(), what(call)).wait();
+  Communicator::Pending pending = communicatorOf(call).reduceScatter(in.data, call.out[0].data, in.dtype, in.numel(),
+                                                                     what(call), call.later != nullptr);
+  if (call.later && !pending.done())
+    *call.later = [pending]() mutable { pending.wait(); };
+  else
+    pending.wait();
 }
 
 void axis_index(KernelCall& call) { *call.out[0].as<int32_t>() = communicatorOf(call).virtualRank(); }

@@ -383,7 +383,7 @@ def check_sample(args):
                                   extra, env)
         if "resumed" not in log:
             fail("sample %s did not resume:\n%s" % (name, log))
-        same(two_epochs, resumed, "epoch 1 at 1x2, epoch 2 at %s vs two epochs at 1x2" % name.split("_")[1])
+        same(two_epochs, resumed, "epoch 1 at 1x2, epoch 2 at %s vs two epochs at 1x2" % name.split("_", 1)[1])
 
 
 def check_two_hosts(args):

@@ -21,14 +21,21 @@ func.func @sgd(%w: tensor<5xf32>, %m: tensor<5xf32>, %b: tensor<4xf32>, %lr: ten
   %t = spmd.mul %w, %x : (tensor<5xf32>, tensor<5xf32>) -> tensor<5xf32>
   %s = spmd.reduce_sum %t {axes = array<i64: 0>} : (tensor<5xf32>) -> tensor<f32>
   %loss = spmd.all_reduce %s {axis_name = "batch", reduction = #spmd.reduction<mean>} : (tensor<f32>) -> tensor<f32>
-  // The averaged gradient of w: padded to [2, 3], reduce_scatter, / 2.
-  // CHECK: %[[PX:.*]] = spmd.pad %[[X]] {high = array<i64: 1>, low = array<i64: 0>}
+  // The gradient of w, padded to [2, 3] and reduce_scattered right where it is computed (so it
+  // can run behind the rest of the backward pass); divided by 2 (the mean) where the all_reduce was.
+  // CHECK: %[[DW:.*]] = spmd.mul %[[X]], %[[X]]
+  // CHECK-NEXT: %[[PX:.*]] = spmd.pad %[[DW]] {high = array<i64: 1>, low = array<i64: 0>}
   // CHECK-NEXT: %[[RX:.*]] = spmd.reshape %[[PX]] : (tensor<6xf32>) -> tensor<2x3xf32>
   // CHECK-NEXT: %[[SX:.*]] = spmd.reduce_scatter %[[RX]] {axis_name = "batch"} : (tensor<2x3xf32>) -> tensor<3xf32>
-  // CHECK-NEXT: %[[TWO:.*]] = spmd.constant dense<2.000000e+00> : tensor<3xf32>
+  %dw = spmd.mul %x, %x : (tensor<5xf32>, tensor<5xf32>) -> tensor<5xf32>
+  // CHECK-NEXT: %[[DB:.*]] = spmd.mul %[[Y]], %[[Y]]
+  // CHECK-NEXT: %[[RY:.*]] = spmd.reshape %[[DB]] : (tensor<4xf32>) -> tensor<2x2xf32>
+  // CHECK-NEXT: %[[SY:.*]] = spmd.reduce_scatter %[[RY]] {axis_name = "batch"} : (tensor<2x2xf32>) -> tensor<2xf32>
+  %db = spmd.mul %y, %y : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  // CHECK-NOT: spmd.all_reduce %[[DW]]
+  // CHECK: %[[TWO:.*]] = spmd.constant dense<2.000000e+00> : tensor<3xf32>
   // CHECK-NEXT: %[[GW:.*]] = spmd.div %[[SX]], %[[TWO]]
-  // CHECK-NOT: spmd.all_reduce %[[X]]
-  %gw = spmd.all_reduce %x {axis_name = "batch", reduction = #spmd.reduction<mean>} : (tensor<5xf32>) -> tensor<5xf32>
+  %gw = spmd.all_reduce %dw {axis_name = "batch", reduction = #spmd.reduction<mean>} : (tensor<5xf32>) -> tensor<5xf32>
   // CHECK: %[[WD:.*]] = spmd.constant dense<5.000000e-04> : tensor<3xf32>
   %wd = spmd.constant dense<5.0e-4> : tensor<5xf32>
   // CHECK: %[[DECAY:.*]] = spmd.mul %[[W]], %[[WD]] : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
@@ -47,11 +54,10 @@ func.func @sgd(%w: tensor<5xf32>, %m: tensor<5xf32>, %b: tensor<4xf32>, %lr: ten
   %step = spmd.mul %lrb, %nm : (tensor<5xf32>, tensor<5xf32>) -> tensor<5xf32>
   // CHECK: %[[NW:.*]] = spmd.sub %[[W]], %[[STEP]] : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
   %nw = spmd.sub %w, %step : (tensor<5xf32>, tensor<5xf32>) -> tensor<5xf32>
-  // b: 4 elements, 2 per replica, no padding; a sum all_reduce gets no division.
-  // CHECK: %[[RY:.*]] = spmd.reshape %{{.*}} : (tensor<4xf32>) -> tensor<2x2xf32>
-  // CHECK-NEXT: %[[SY:.*]] = spmd.reduce_scatter %[[RY]] {axis_name = "batch"} : (tensor<2x2xf32>) -> tensor<2xf32>
-  // CHECK-NEXT: %[[LRB:.*]] = spmd.broadcast_in_dim %[[LR]] {dims = array<i64>} : (tensor<f32>) -> tensor<2xf32>
-  %gb = spmd.all_reduce %y {axis_name = "batch", reduction = #spmd.reduction<sum>} : (tensor<4xf32>) -> tensor<4xf32>
+  // b: 4 elements, 2 per replica, no padding (one reshape); a sum all_reduce gets no division.
+  // CHECK: %[[LRB:.*]] = spmd.broadcast_in_dim %[[LR]] {dims = array<i64>} : (tensor<f32>) -> tensor<2xf32>
+  // CHECK-NEXT: %[[SB:.*]] = spmd.mul %[[LRB]], %[[SY]]
+  %gb = spmd.all_reduce %db {axis_name = "batch", reduction = #spmd.reduction<sum>} : (tensor<4xf32>) -> tensor<4xf32>
   %lrb4 = spmd.broadcast_in_dim %lr {dims = array<i64>} : (tensor<f32>) -> tensor<4xf32>
   %sb = spmd.mul %lrb4, %gb : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
   // CHECK: %[[NB:.*]] = spmd.sub %[[B]], %{{.*}} : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
