@@ -472,7 +472,9 @@ Tensor PmapCore::result(const Entry& entry, size_t k, const std::vector<std::sha
     slicing.firstReplica = runtime::processes().rank * devices;
     slicing.totalReplicas = devices * runtime::processes().size;
     slicing.gatherProcesses = [](const std::string& mine) {
-      return runtime::processAllGatherText(mine, "reading a sliced (ZeRO-1) tensor on the host");
+      return runtime::processAllGatherText(mine, "reading a sliced (shardUpdate, ZeRO-1) tensor on the host, which "
+                                                 "gathers its slices from every process: read it on every process at "
+                                                 "the same point (e.g. before process 0 saves a checkpoint)");
     };
     return Tensor(std::make_shared<runtime::DeviceArray>(dtype, shape, entry.fullOutputShapes[k],
                                                          runtime::DeviceArray::Layout::Sliced, deviceObjects,

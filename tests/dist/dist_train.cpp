@@ -49,7 +49,7 @@ std::optional<Flags> parse(int argc, char** argv, int& status) {
   cli::text(app, "--devices", f.devices, "this process's devices", "LIST");
   cli::text(app, "--out", f.out, "write <out>.<process> (raw state) and <out>.index", "PREFIX");
   cli::whole(app, "--steps", f.steps, 1, 1000, "training steps");
-  cli::oneOf(app, "--fault", f.fault, {"", "throw", "kill", "hang", "stop", "flip"}, "the fault to inject");
+  cli::oneOf(app, "--fault", f.fault, {"", "throw", "kill", "hang", "stop", "flip", "lone-read"}, "the fault to inject");
   cli::whole(app, "--fault-process", f.faultProcess, 0, 1 << 20, "the process that faults");
   cli::whole(app, "--fault-step", f.faultStep, 0, 1000, "the step at which it faults");
   cli::text(app, "--checkpoint", f.checkpoint, "process 0 saves the state here after every step", "PATH");
@@ -191,7 +191,10 @@ int run(const Flags& f) {
         return std::tuple{newParams, newState, newOpt, loss};
       },
       {.inAxes = {replicated, replicated, replicated, split, split}, .devices = f.devices, .name = "dist_step",
-       .driftCheckEvery = f.fault == "flip" ? 1 : 0, .accumulate = f.accumulate});
+       .driftCheckEvery = f.fault == "flip" ? 1 : 0, .accumulate = f.accumulate,
+       // lone-read: the parameters stay sliced across the processes (ZeRO-1), and the checkpoint
+       // below reads them on process 0 alone, which must stop the job naming the mistake.
+       .shardUpdate = f.fault == "lone-read"});
   std::string foldReport = "fold order: not checked (accumulation)";
   if (f.accumulate == 1) checkFoldOrder(f, foldReport);
   const int64_t global = step.globalDeviceCount();

@@ -11,7 +11,8 @@ layouts    N = 4 replicas as 1 process x 4 threads, 2 x 2 and 4 x 1, and N = 6 a
 faults     one process throws inside a step, one is killed, one hangs, one is stopped (SIGSTOP): mpirun ends non-zero
            within the collective timeout, the message names the process (and the replica and
            collective when the process can still speak), and the checkpoint written before
-           the fault is intact.
+           the fault is intact. With ZeRO-1, process 0 reading the sliced parameters alone stops
+           the job within the timeout, saying that every process must read them.
 sample     the training sample's first epoch on a small slice, 1x4, 2x2 and 4x1 (and 2x2 with
            --shard-update, ZeRO-1): the same
            checkpoint tensors; metrics, checkpoints and plain progress lines (no bar, though
@@ -238,6 +239,17 @@ def check_faults(args):
         if header.get("__metadata__", {}).get("step") != "2":
             fail("%s: the checkpoint written after step 2 is not intact: %s" % (fault, header.get("__metadata__")))
         print("%s: named as expected; checkpoint of step 2 intact (%d tensors)" % (fault, len(header) - 1))
+    # ZeRO-1: process 0 alone reads the sliced parameters (to save them) while process 1 goes on:
+    # the gather times out and says that every process must read them.
+    out = os.path.join(args.scratch, "fault_lone_read")
+    rc, log, seconds = launch(args, 2, 2, out, env, ["--fault", "lone-read", "--checkpoint", out + ".safetensors"])
+    print("lone-read: mpirun exited %d after %.1f s" % (rc, seconds))
+    if rc == 0 or seconds > TIMEOUT + 20:
+        fail("lone-read: expected the job to stop within the timeout, got exit %d after %.1f s:\n%s" % (rc, seconds, log))
+    for text in ["reading a sliced (shardUpdate, ZeRO-1) tensor", "read it on every process", "timed out"]:
+        if text not in log:
+            fail("lone-read: the output does not say '%s':\n%s" % (text, log))
+    print("lone-read: named as expected")
 
 
 def mpmd(args, env, first, second):
