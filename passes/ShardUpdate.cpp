@@ -53,7 +53,16 @@ class Sharder {
     // Clones in block order: every operand's slice is made right after its full value.
     SmallVector<Operation*> ordered(region_.begin(), region_.end());
     llvm::sort(ordered, [&](Operation* x, Operation* y) { return position_[x] < position_[y]; });
+    // A slice is needed where a sliced op reads it or the function returns it; ops kept whole
+    // that nothing sliced reads (cross-replica BatchNorm's statistics) get no clone.
+    llvm::DenseSet<Operation*> needed;
+    for (Operation* op : llvm::reverse(ordered))
+      if (!keepsFull_.contains(op) || llvm::any_of(op->getUsers(), [&](Operation* u) {
+            return needed.contains(u) || llvm::isa<func::ReturnOp>(u);
+          }))
+        needed.insert(op);
     for (Operation* op : ordered) {
+      if (!needed.contains(op)) continue;
       for (Value operand : op->getOperands()) sliceOf(operand);
       b.setInsertionPointAfter(op);
       Operation* clone = b.clone(*op, slices_);

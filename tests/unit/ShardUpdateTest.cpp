@@ -84,8 +84,9 @@ std::string difference(const Vars& a, const Vars& b) {
   return "";
 }
 
-void expectSameBitsAsReplicated(Optimizer kind, const std::string& devices, int replicas) {
-  auto model = models::resnet18({.width = 2, .bnAxisName = ""});
+void expectSameBitsAsReplicated(Optimizer kind, const std::string& devices, int replicas,
+                                const std::string& bnAxis = "") {
+  auto model = models::resnet18({.width = 2, .bnAxisName = bnAxis});
   auto replicatedStep = trainStep(*model, kind, devices, false);
   auto shardedStep = trainStep(*model, kind, devices, true);
   Vars plain = initialVars(*model, kind), sharded = plain;
@@ -118,6 +119,12 @@ TEST(ShardUpdateTest, SgdIsTheReplicatedUpdateBitForBit) {
   expectSameBitsAsReplicated(Optimizer::Sgd, "cpu:2", 2);
   expectSameBitsAsReplicated(Optimizer::Sgd, "cpu:3", 3);  // the mean's division by 3 is not exact
   expectSameBitsAsReplicated(Optimizer::Sgd, "cpu:4", 4);
+}
+
+// Cross-replica BatchNorm: its statistics' psums are all_reduces too; what is computed from them
+// stays whole where the normalization reads it (the running statistics become sliced state).
+TEST(ShardUpdateTest, CrossReplicaBatchNormIsTheReplicatedUpdateBitForBit) {
+  expectSameBitsAsReplicated(Optimizer::Sgd, "cpu:2", 2, "batch");
 }
 
 TEST(ShardUpdateTest, ClippedAdamWithEmaIsTheReplicatedUpdateBitForBit) {
