@@ -150,6 +150,9 @@ std::vector<std::vector<runtime::Input>> bindInputs(const std::vector<Tensor>& l
   return inputs;
 }
 
+// This process's first replica among the job's (global replica = process * devices + local).
+int firstReplicaOf(int devices) { return runtime::processes().rank * devices; }
+
 // Adds `from` into `to` elementwise (a node of the fold tree: runtime/device/Fold.h).
 void addInto(DType dtype, std::byte* to, const std::byte* from, int64_t count) {
   const void* sources[] = {to, from};
@@ -410,7 +413,7 @@ std::vector<Tensor> PmapCore::run(Entry& entry, const std::vector<Tensor>& leave
   for (int r = 0; r < devices; ++r) deviceObjects.push_back(group.device(r));
 
   // ZeRO-1: a sliced leaf is bound as one flat slice per replica of the job.
-  const int firstReplica = runtime::processes().rank * devices;
+  const int firstReplica = firstReplicaOf(devices);
   std::vector<Shape> bindShape = local;
   for (size_t i = 0; i < leaves.size(); ++i)
     if (entry.slicedIn[i]) bindShape[i] = program.buffers[program.inputs[i]].shape;
@@ -469,7 +472,7 @@ Tensor PmapCore::result(const Entry& entry, size_t k, const std::vector<std::sha
   auto [dtype, shape] = entry.outputs[k];
   if (entry.slicedOut[k]) {  // ZeRO-1: the traced full shape, held as one slice per replica
     runtime::DeviceArray::Slicing slicing;
-    slicing.firstReplica = runtime::processes().rank * devices;
+    slicing.firstReplica = firstReplicaOf(devices);
     slicing.totalReplicas = devices * runtime::processes().size;
     slicing.gatherProcesses = [](const std::string& mine) {
       return runtime::processAllGatherText(mine, "reading a sliced (shardUpdate, ZeRO-1) tensor on the host, which "
