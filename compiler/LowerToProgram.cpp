@@ -17,6 +17,7 @@ DType dtypeOf(mlir::Type element, mlir::Location loc) {
   if (element.isF32()) return DType::f32;
   if (element.isF64()) return DType::f64;
   if (element.isInteger(32)) return DType::i32;
+  if (element.isBF16()) return DType::bf16;
   std::string text;
   llvm::raw_string_ostream(text) << element;
   throw Error(sourceLine(loc) + ": element type " + text + " has no runtime dtype");
@@ -45,6 +46,14 @@ std::vector<std::byte> constantBytes(ir::ConstantOp op) {
   mlir::Type element = dense.getElementType();
   if (element.isF32()) return bytesOf<float>(dense);
   if (element.isF64()) return bytesOf<double>(dense);
+  if (element.isBF16()) {  // the bits, as the runtime stores bf16
+    std::vector<std::byte> bytes;
+    for (const llvm::APFloat& value : dense.getValues<llvm::APFloat>()) {
+      auto bits = static_cast<uint16_t>(value.bitcastToAPInt().getZExtValue());
+      bytes.push_back(std::byte(bits & 0xff)), bytes.push_back(std::byte(bits >> 8));
+    }
+    return bytes;
+  }
   return bytesOf<int32_t>(dense);
 }
 

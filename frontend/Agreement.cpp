@@ -46,6 +46,12 @@ std::string valueText(DType dtype, const std::byte* data, int64_t i) {
       std::snprintf(text, sizeof text, "%.17g", v);
       break;
     }
+    case DType::bf16: {
+      bf16 v;
+      std::memcpy(&v, data + i * 2, 2);
+      std::snprintf(text, sizeof text, "%.4g", double(fromBf16(v)));
+      break;
+    }
     case DType::i32: {
       int32_t v;
       std::memcpy(&v, data + i * 4, 4);

@@ -14,6 +14,7 @@ DType dtypeOf(mlir::Type element) {
   if (element.isF32()) return DType::f32;
   if (element.isF64()) return DType::f64;
   if (element.isInteger(32)) return DType::i32;
+  if (element.isBF16()) return DType::bf16;
   throw Error("internal: traced value has an element type with no runtime dtype");
 }
 
@@ -55,6 +56,7 @@ mlir::Type elementType(DType dtype) {
     case DType::f32: return mlir::Float32Type::get(ctx);
     case DType::f64: return mlir::Float64Type::get(ctx);
     case DType::i32: return mlir::IntegerType::get(ctx, 32);
+    case DType::bf16: return mlir::BFloat16Type::get(ctx);
   }
   return {};
 }

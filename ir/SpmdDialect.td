@@ -19,8 +19,8 @@ def Spmd_Dialect : Dialect {
   }];
 }
 
-def Spmd_FloatTensor : RankedTensorOf<[F32, F64]>;
+def Spmd_FloatTensor : RankedTensorOf<[F32, F64, BF16]>;
 def Spmd_IndexTensor : RankedTensorOf<[I32]>;
-def Spmd_AnyTensor : RankedTensorOf<[F32, F64, I32]>;
+def Spmd_AnyTensor : RankedTensorOf<[F32, F64, BF16, I32]>;
 
 #endif

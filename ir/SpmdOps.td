@@ -207,10 +207,12 @@ def Spmd_BroadcastInDimOp : Spmd_Op<"broadcast_in_dim", [Vjp]> {
 }
 
 def Spmd_ConvertOp : Spmd_Op<"convert", [Vjp]> {
-  let summary = "each element converted to the result's element type (f32, f64, i32), same shape";
+  let summary = "each element converted to the result's element type (f32, f64, bf16, i32), same shape";
   let description = [{
     Float to i32 rounds toward zero and saturates: NaN becomes 0, values beyond the i32 range
     become its bounds (C++ leaves these undefined; XLA and NumPy differ, so spmd fixes one).
+    To bf16 rounds to nearest, ties to even (f64 through f32, as PyTorch does); this is also
+    the rounding spmd-widen-bf16 puts after every op it widens.
     The gradient of a float-to-float conversion is converted back; integers have none.
   }];
   let arguments = (ins Spmd_AnyTensor:$input);

@@ -19,6 +19,7 @@ const char* codeOf(DType dtype) {
     case DType::f32: return "F32";
     case DType::f64: return "F64";
     case DType::i32: return "I32";
+    case DType::bf16: return "BF16";
   }
   return "";
 }
@@ -112,8 +113,9 @@ Checkpoint loadSafetensors(const std::string& path) {
     try {
       std::string code = entry.at("dtype").get<std::string>();
       DType dtype = code == "F32" ? DType::f32 : code == "F64" ? DType::f64 : code == "I32" ? DType::i32
+                  : code == "BF16" ? DType::bf16
                   : throw Error(fail(path, "tensor '" + name + "' has dtype " + code +
-                                               "; spmd reads F32, F64 and I32"));
+                                               "; spmd reads F32, F64, BF16 and I32"));
       const std::vector<uint64_t> dims = wholeNumbers(entry.at("shape"), path, "tensor '" + name + "' shape");
       const std::vector<uint64_t> offsets = wholeNumbers(entry.at("data_offsets"), path, "tensor '" + name + "' data_offsets");
       if (offsets.size() != 2 || offsets[0] > offsets[1] || offsets[1] > dataBytes)

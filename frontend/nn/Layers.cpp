@@ -14,8 +14,8 @@ void Conv2d::init(Rng& rng, Tree& params, Tree&) const {
 }
 
 Tensor Conv2d::forward(Context& ctx, const Tensor& x, Loc loc) const {
-  Tensor bias = c_.bias ? ctx.params.at(key("bias")) : Tensor();
-  return conv2d(x, ctx.params.at(key("weight")), bias,
+  Tensor bias = c_.bias ? ctx.toCompute(ctx.params.at(key("bias")), loc) : Tensor();
+  return conv2d(ctx.toCompute(x, loc), ctx.toCompute(ctx.params.at(key("weight")), loc), bias,
                 {{c_.stride, c_.stride}, {c_.padding, c_.padding}}, loc);
 }
 
@@ -32,6 +32,8 @@ Tensor BatchNorm2d::forward(Context& ctx, const Tensor& x, Loc loc) const {
                 std::to_string(channels_) + " channels) expects [N, " +
                 std::to_string(channels_) + ", H, W], got " + x.typeString());
   const Tensor &scale = ctx.params.at(key("weight")), &offset = ctx.params.at(key("bias"));
+  if (x.dtype() == DType::bf16 && scale.dtype() != DType::bf16)  // mixed precision: statistics in f32
+    return cast(forward(ctx, cast(x, scale.dtype(), loc), loc), x.dtype(), loc);
   const Tensor &runningMean = ctx.state.at(key("running_mean")),
                &runningVar = ctx.state.at(key("running_var"));
   if (!ctx.training)
@@ -104,7 +106,8 @@ Tensor Linear::forward(Context& ctx, const Tensor& x, Loc loc) const {
     out.back() = out_;
     return reshape(forward(ctx, reshape(x, {-1, x.shape().back()}, loc), loc), out, loc);
   }
-  return matmul(x, ctx.params.at(key("weight")), ctx.params.at(key("bias")),
+  return matmul(ctx.toCompute(x, loc), ctx.toCompute(ctx.params.at(key("weight")), loc),
+                ctx.toCompute(ctx.params.at(key("bias")), loc),
                 {.transposeLhs = false, .transposeRhs = true}, loc);
 }
 
@@ -114,13 +117,16 @@ void LayerNorm::init(Rng& rng, Tree& params, Tree&) const {
 }
 
 Tensor LayerNorm::forward(Context& ctx, const Tensor& x, Loc loc) const {
-  return layerNorm(x, ctx.params.at(key("weight")), ctx.params.at(key("bias")), epsilon_, loc);
+  const Tensor &scale = ctx.params.at(key("weight")), &offset = ctx.params.at(key("bias"));
+  if (x.dtype() == DType::bf16 && scale.dtype() != DType::bf16)  // mixed precision: statistics in f32
+    return cast(layerNorm(cast(x, scale.dtype(), loc), scale, offset, epsilon_, loc), x.dtype(), loc);
+  return layerNorm(x, scale, offset, epsilon_, loc);
 }
 
 void Embedding::init(Rng& rng, Tree& params, Tree&) const { params.set(key("weight"), init_(rng, {count_, dim_})); }
 
 Tensor Embedding::forward(Context& ctx, const Tensor& ids, Loc loc) const {
-  return embedding(ctx.params.at(key("weight")), ids, loc);
+  return embedding(ctx.toCompute(ctx.params.at(key("weight")), loc), ids, loc);
 }
 
 Dropout::Dropout(std::string path, double rate) : Module(std::move(path)), rate_(rate) {

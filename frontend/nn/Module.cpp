@@ -1,6 +1,7 @@
 // Module: scoping, initialization and the apply() entry point.
 #include "frontend/nn/Module.h"
 
+#include "frontend/Ops.h"
 #include "frontend/Trace.h"
 
 namespace spmd::nn {
@@ -32,11 +33,21 @@ std::pair<Tensor, Tree> Module::apply(const Tree& params, const Tree& state, con
   if (options.mask.defined() && (options.mask.rank() != 1 || x.rank() == 0 || options.mask.dim(0) != x.dim(0)))
     throw Error(detail::where(loc) + ": apply: the mask must be [N] with one entry per example of the input " +
                 x.typeString() + ", got " + options.mask.typeString());
-  Context ctx{params, state, options.training, {}, options.rng, options.mask};
+  if (options.compute != DType::f32 && options.compute != DType::bf16)
+    throw Error(detail::where(loc) + ": apply: the compute dtype must be bf16 (mixed precision) or f32 (none: every "
+                "op in its operands' dtype), got " + std::string(dtypeName(options.compute)));
+  Context ctx{params, state, options.training, {}, options.rng, options.mask, options.compute};
   Tensor y = (*this)(ctx, x, loc);
+  if (y.dtype() == DType::bf16 && options.compute == DType::bf16)  // the output (the loss's input) in f32 or f64
+    y = cast(y, x.dtype() == DType::f64 ? DType::f64 : DType::f32, loc);
   Tree newState = state;
   for (const auto& [name, value] : ctx.newState) newState.set(name, value);
   return {y, std::move(newState)};
+}
+
+Tensor Context::toCompute(const Tensor& t, Loc loc) const {
+  if (compute != DType::bf16 || !t.defined() || t.dtype() == DType::bf16 || t.dtype() == DType::i32) return t;
+  return cast(t, compute, loc);
 }
 
 std::string Module::key(const std::string& leaf) const {

@@ -21,6 +21,10 @@ struct Context {
   Tree newState;
   Tensor rng;
   Tensor mask;  // [N] 1 for an example, 0 for a padding row (ApplyOptions::mask)
+  DType compute = DType::f32;  // ApplyOptions::compute
+  // `t` (a parameter of a convolution or matmul, an activation) in bf16 when the compute dtype is
+  // bf16; else, and for i32, as it is.
+  Tensor toCompute(const Tensor& t, Loc loc) const;
 };
 
 // How apply() runs the model.
@@ -30,6 +34,13 @@ struct ApplyOptions {
   // [N] 1 for an example, 0 for a row that pads the batch to its compiled shape: BatchNorm takes
   // its statistics over the examples alone, so the padded batch normalizes as the unpadded one.
   Tensor mask;
+  // Mixed precision, as torch.autocast(dtype=...) and JAX's policies: with bf16, convolutions
+  // and matmuls take bf16 inputs (their f32 parameters converted as they are read: f32 master
+  // weights, f32 gradients), activations flow in bf16, BatchNorm and LayerNorm compute in their
+  // parameters' dtype (f32 statistics) and return bf16, and apply() returns the output in f32
+  // (f64 for an f64 input), so that the loss is f32. bf16 ops compute in f32 between bf16
+  // roundings (passes/WidenBf16.cpp). f32, the default, converts nothing.
+  DType compute = DType::f32;
 };
 
 class Module {

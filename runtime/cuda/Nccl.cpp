@@ -30,6 +30,7 @@ ncclDataType_t ncclType(DType dtype) {
     case DType::f32: return ncclFloat32;
     case DType::f64: return ncclFloat64;
     case DType::i32: return ncclInt32;
+    case DType::bf16: return ncclBfloat16;
   }
   return ncclUint8;
 }

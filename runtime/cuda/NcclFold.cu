@@ -23,6 +23,8 @@ void foldRows(const void* rows, int n, int64_t count, DType dtype, Reduction op,
       forEachKernel<<<blocks, l.threads, 0, stream>>>(
           count, kernels::FoldRowsFn<int32_t>{static_cast<const int32_t*>(rows), n, count, op, static_cast<int32_t*>(out)});
       break;
+    case DType::bf16:
+      throw bf16NotWidened("a collective");
   }
   check(cudaGetLastError(), "launch of the NCCL exact all-reduce's fold");
 }

@@ -84,6 +84,8 @@ void FoldPlan::run(DType dtype, const void* const* sources, int64_t begin, int64
       run<double>(reinterpret_cast<const double* const*>(sources), begin, end, op, divisor,
                   reinterpret_cast<double* const*>(out));
       break;
+    case DType::bf16:
+      throw bf16NotWidened("a collective");
     case DType::i32:
       run<int32_t>(reinterpret_cast<const int32_t* const*>(sources), begin, end, op, divisor,
                    reinterpret_cast<int32_t* const*>(out));

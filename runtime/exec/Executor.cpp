@@ -43,7 +43,7 @@ bool debugNansFromEnvironment() { return envFlag("SPMD_DEBUG_NANS"); }
 bool debugInfsFromEnvironment() { return envFlag("SPMD_DEBUG_INFS"); }
 
 void Executor::checkFinite(const TensorView& view, const std::string& what) {
-  if (view.dtype != DType::f32 && view.dtype != DType::f64) return;
+  if (view.dtype == DType::i32) return;
   size_t bytes = static_cast<size_t>(numElements(view.shape)) * dtypeSize(view.dtype);
   std::vector<std::byte> host;
   const std::byte* data = static_cast<const std::byte*>(view.data);
@@ -56,9 +56,11 @@ void Executor::checkFinite(const TensorView& view, const std::string& what) {
   for (bool nan : {true, false}) {
     if (!(nan ? debugNans_ : debugInfs_)) continue;
     auto bad = [nan](auto v) { return nan ? std::isnan(v) : std::isinf(v); };
-    auto [first, count] = view.dtype == DType::f32
-                              ? scan(reinterpret_cast<const float*>(data), numElements(view.shape), bad)
-                              : scan(reinterpret_cast<const double*>(data), numElements(view.shape), bad);
+    const int64_t n = numElements(view.shape);
+    auto [first, count] = view.dtype == DType::f32   ? scan(reinterpret_cast<const float*>(data), n, bad)
+                          : view.dtype == DType::f64 ? scan(reinterpret_cast<const double*>(data), n, bad)
+                                                     : scan(reinterpret_cast<const bf16*>(data), n,
+                                                            [&](bf16 v) { return bad(fromBf16(v)); });
     if (first < 0) continue;
     throw Error(what + " (" + std::string(dtypeName(view.dtype)) + shapeString(view.shape) + ") holds " +
                 (nan ? "NaN" : "an infinity") + " at " + indexString(first, view.shape) + " (" +

@@ -1,5 +1,6 @@
 // convert (element type conversion) for the CUDA backend, the simulator and the CPU backend:
-// one functor call per element. Float to i32 rounds toward zero and saturates (NaN -> 0).
+// one functor call per element. Float to i32 rounds toward zero and saturates (NaN -> 0); to
+// bf16 rounds to nearest even (runtime/base/BFloat16.h), f64 going through f32 as in PyTorch.
 #pragma once
 
 #include "runtime/kernels/Common.h"
@@ -8,7 +9,11 @@ namespace spmd::runtime::kernels {
 
 template <typename Out, typename In>
 SPMD_HOST_DEVICE inline Out convertValue(In v) {
-  if constexpr (sizeof(Out) == 4 && Out(0.5) == Out(0)) {  // to i32
+  if constexpr (sizeof(In) == 2) {  // from bf16: exact in f32
+    return convertValue<Out>(fromBf16(v));
+  } else if constexpr (sizeof(Out) == 2) {  // to bf16
+    return toBf16(static_cast<float>(v));
+  } else if constexpr (sizeof(Out) == 4 && Out(0.5) == Out(0)) {  // to i32
     if constexpr (In(0.5) == In(0)) return Out(v);        // i32 -> i32
     else {
       if (v != v) return Out(0);
@@ -36,6 +41,7 @@ void convertFrom(KernelCall& call) {
     case DType::f32: return Api::forEach(call, n, ConvertFn<float, In>{x, call.out[0].as<float>()});
     case DType::f64: return Api::forEach(call, n, ConvertFn<double, In>{x, call.out[0].as<double>()});
     case DType::i32: return Api::forEach(call, n, ConvertFn<int32_t, In>{x, call.out[0].as<int32_t>()});
+    case DType::bf16: return Api::forEach(call, n, ConvertFn<bf16, In>{x, call.out[0].as<bf16>()});
   }
 }
 
@@ -45,6 +51,7 @@ void convert(KernelCall& call) {
     case DType::f32: return convertFrom<Api, float>(call);
     case DType::f64: return convertFrom<Api, double>(call);
     case DType::i32: return convertFrom<Api, int32_t>(call);
+    case DType::bf16: return convertFrom<Api, bf16>(call);
   }
 }
 

@@ -58,7 +58,7 @@ Attr attrOf(const Json& j) {
 }
 
 DType dtypeNamed(const std::string& name) {
-  for (DType t : {DType::f32, DType::f64, DType::i32})
+  for (DType t : {DType::f32, DType::f64, DType::i32, DType::bf16})
     if (name == dtypeName(t)) return t;
   throw Error("unknown dtype '" + name + "'");
 }

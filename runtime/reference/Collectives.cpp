@@ -54,6 +54,7 @@ void reduceRows(const std::byte* rows, int n, const TensorView& out, Reduction o
     case DType::f32: reduceRows<float>(rows, n, out.numel(), op, out.as<float>()); break;
     case DType::f64: reduceRows<double>(rows, n, out.numel(), op, out.as<double>()); break;
     case DType::i32: reduceRows<int32_t>(rows, n, out.numel(), op, out.as<int32_t>()); break;
+    case DType::bf16: throw bf16NotWidened("a collective");
   }
 }
 

@@ -43,6 +43,8 @@ inline Array randomArray(DType dtype, const Shape& shape, uint64_t seed, double 
     for (float& v : a.values<float>()) v = static_cast<float>(dist(rng));
   else if (dtype == DType::f64)
     for (double& v : a.values<double>()) v = dist(rng);
+  else if (dtype == DType::bf16)
+    for (bf16& v : a.values<bf16>()) v = toBf16(static_cast<float>(dist(rng)));
   else
     for (int32_t& v : a.values<int32_t>())
       v = static_cast<int32_t>(std::floor(dist(rng)));
@@ -54,6 +56,7 @@ inline double valueAt(const Array& a, int64_t i) {
     case DType::f32: return a.values<float>()[i];
     case DType::f64: return a.values<double>()[i];
     case DType::i32: return a.values<int32_t>()[i];
+    case DType::bf16: return fromBf16(a.values<bf16>()[i]);
   }
   return 0;
 }

@@ -206,10 +206,14 @@ TEST(TorchReferenceTest, ResNet18FullWidthMatchesPyTorchAutograd) {
               within, gradients, moved.size(), kTieMoved, movedNames.c_str());
 }
 
+constexpr double kBf16Accuracy = 0.1, kBf16Slack = 0.02, kBf16Parity = 0.3;
+
 // The seeds' small CNNs at batch 8: the Flax CNN with the seed's loss (the batch's summed
 // cross-entropy of the log_softmax output) and d2l's multi-GPU LeNet with the mean
 // cross-entropy. The loss and every gradient equal PyTorch's to 1e-10 in f64 and to 1e-4 of
-// PyTorch's f32 ones in f32.
+// PyTorch's f32 ones in f32, and in bf16 (ApplyOptions::compute) to kBf16Parity of PyTorch's
+// under torch.autocast.
+
 void checkSmallCnn(const std::string& which) {
   bool flax = which == "flax";
   auto model = flax ? models::cnn() : models::lenet();
@@ -225,10 +229,11 @@ void checkSmallCnn(const std::string& which) {
       python() + " " SPMD_SOURCE_DIR "/tests/reference/torch_cnn.py " + exchange.dir() + " " + which;
   ASSERT_EQ(std::system(command.c_str()), 0) << "failed: " << command;
 
-  auto ours = [&](const Tree& p, const Array& xs) {
+  auto ours = [&](const Tree& p, const Array& xs, DType compute = DType::f32) {
     auto step = jit([&](const Tree& q, const Tensor& images, const Tensor& labels) {
       return value_and_grad([&](const Tree& r) {
-        Tensor losses = softmaxCrossEntropy(model->apply(r, Tree(), images, true).first, labels);
+        nn::ApplyOptions options{.training = true, .compute = compute};
+        Tensor losses = softmaxCrossEntropy(model->apply(r, Tree(), images, options).first, labels);
         return flax ? sum(losses, {0}) : mean(losses, {0});
       })(q);
     });
@@ -247,6 +252,31 @@ void checkSmallCnn(const std::string& which) {
   double e64 = f64.worst("", &worst64), e32 = f32.worst("", &worst32);
   std::printf("  %s vs torch: f64 worst %.2e (%s), f32 worst %.2e (%s) over %zu tensors\n", which.c_str(), e64,
               worst64.c_str(), e32, worst32.c_str(), f64.errors.size());
+  // Mixed precision against torch.autocast("cpu", bfloat16): bf16 convolutions, matmuls and
+  // activations, f32 parameters, gradients and loss. Both round every op's result to bf16 (8
+  // significant bits), so both land about 2^-8 x (the terms' size / the result's size) from the
+  // f64 step, and far more where a gradient is a sum whose terms cancel (fc1's). PyTorch's CPU
+  // path is the rougher one on this batch (its error is printed), so the checks are: spmd's bf16
+  // step within kBf16Accuracy of the f64 one, tensor by tensor; no tensor less accurate than
+  // PyTorch's autocast gives it (beyond kBf16Slack); within kBf16Parity of PyTorch's; and really
+  // in bf16 (further than 1e-3 from the f32 step).
+  StepResults oursBf16 = ours(params, x, DType::bf16);
+  for (const auto& [key, a] : oursBf16) EXPECT_EQ(a.dtype, DType::f32) << key << ": f32 master weights, f32 gradients";
+  StepResults torchBf16 = load(exchange, "torchbf16", ours32, DType::f32), torch64 = load(exchange, "torch64", ours32, DType::f64);
+  Comparison oursErr = compare(oursBf16, torch64), torchErr = compare(torchBf16, torch64);
+  Comparison parity = compare(oursBf16, torchBf16), fromF32 = compare(oursBf16, ours32);
+  for (const auto& [key, e] : oursErr.errors) {
+    EXPECT_LT(e, kBf16Accuracy) << "bf16 step vs f64 " << key;
+    EXPECT_LT(e, torchErr.errors.at(key) + kBf16Slack) << "bf16 step less accurate than torch.autocast's: " << key;
+    EXPECT_LT(parity.errors.at(key), kBf16Parity) << "bf16 vs torch.autocast " << key;
+    std::printf("    %-14s bf16 vs f64: spmd %.2e, torch.autocast %.2e; spmd vs torch %.2e\n", key.c_str(), e,
+                torchErr.errors.at(key), parity.errors.at(key));
+  }
+  std::string farthest;
+  double fromF32Worst = fromF32.worst("", &farthest);
+  EXPECT_GT(fromF32Worst, 1e-3) << "the bf16 step is the f32 step: ApplyOptions::compute did nothing";
+  std::printf("  %s bf16: worst vs f64 %.2e (torch.autocast %.2e), vs torch.autocast %.2e, vs the f32 step %.2e (%s)\n",
+              which.c_str(), oursErr.worst(""), torchErr.worst(""), parity.worst(""), fromF32Worst, farthest.c_str());
 }
 
 TEST(TorchReferenceTest, SeedCnnMatchesPyTorchAutograd) {

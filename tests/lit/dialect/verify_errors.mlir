@@ -145,7 +145,7 @@ func.func @relu(%a: tensor<2x3xf32>) {
 // -----
 
 func.func @int_relu(%a: tensor<2xi32>) {
-  // expected-error @+1 {{must be ranked tensor of 32-bit float or 64-bit float values}}
+  // expected-error @+1 {{must be ranked tensor of 32-bit float or 64-bit float or bfloat16 type values}}
   %r = spmd.relu %a : (tensor<2xi32>) -> tensor<2xi32>
   return
 }
@@ -258,7 +258,7 @@ func.func @xent_labels(%a: tensor<4x10xf32>, %l: tensor<4xf32>) {
 // -----
 
 func.func @constant() {
-  // expected-error @+1 {{must be ranked tensor of 32-bit float or 64-bit float or 32-bit signless integer values}}
+  // expected-error @+1 {{must be ranked tensor of 32-bit float or 64-bit float or bfloat16 type or 32-bit signless integer values}}
   %r = spmd.constant dense<1.0> : tensor<2xf16>
   return
 }

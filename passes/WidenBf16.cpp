@@ -1,0 +1,126 @@
+// spmd-widen-bf16: every op on bf16 tensors computes in f32 between bf16 roundings. Each bf16
+// operand is widened once (a convert to f32 right after it is defined: exact), the op is rebuilt
+// on f32, and each of its bf16 results is rounded back (a convert to bf16: to nearest even).
+// Kernels thus never see bf16 (only convert does), every backend runs it, and the results do not
+// depend on the machine beyond f32 rounding: what torch.autocast's bf16 ops give, up to the order
+// of their f32 accumulation. bf16 literals become f32 literals (exact). User converts stay.
+#include "llvm/ADT/DenseMap.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
+#include "passes/Passes.h"
+
+namespace spmd::passes {
+
+#define GEN_PASS_DEF_WIDENBF16
+#include "passes/Passes.h.inc"
+
+namespace {
+
+using namespace mlir;
+
+bool isBf16(Type type) {
+  auto tensor = llvm::dyn_cast<RankedTensorType>(type);
+  return tensor && tensor.getElementType().isBF16();
+}
+
+Type widened(Type type) {
+  if (!isBf16(type)) return type;
+  auto tensor = llvm::cast<RankedTensorType>(type);
+  return RankedTensorType::get(tensor.getShape(), Float32Type::get(type.getContext()), tensor.getEncoding());
+}
+
+bool touchesBf16(Operation* op) {
+  return llvm::any_of(op->getOperandTypes(), isBf16) || llvm::any_of(op->getResultTypes(), isBf16);
+}
+
+class Widener {
+ public:
+  explicit Widener(MLIRContext* ctx) : builder_(ctx) {}
+
+  LogicalResult run(FunctionOpInterface function) {
+    SmallVector<Operation*> ops;
+    function->walk([&](Operation* op) {
+      if (op != function.getOperation() && !llvm::isa<ir::ConvertOp>(op) && !op->hasTrait<OpTrait::IsTerminator>() &&
+          touchesBf16(op))
+        ops.push_back(op);
+    });
+    for (Operation* op : ops) {
+      auto constant = llvm::dyn_cast<ir::ConstantOp>(op);
+      if (failed(constant ? widenConstant(constant) : widenOp(op))) return failure();
+      if (constant && constant.getResult().use_empty()) constant.erase();
+    }
+    return success();
+  }
+
+ private:
+  OpBuilder builder_;
+  DenseMap<Value, Value> wide_;  // bf16 value -> the same values in f32
+
+  // The value in f32: one convert per value, right where it is defined.
+  Value widen(Value v) {
+    if (!isBf16(v.getType())) return v;
+    if (Value w = wide_.lookup(v)) return w;
+    OpBuilder::InsertionGuard guard(builder_);
+    if (Operation* def = v.getDefiningOp())
+      builder_.setInsertionPointAfter(def);
+    else
+      builder_.setInsertionPointToStart(llvm::cast<BlockArgument>(v).getOwner());
+    Value w = builder_.create<ir::ConvertOp>(v.getLoc(), widened(v.getType()), v);
+    wide_[v] = w;
+    return w;
+  }
+
+  // Readers of the literal read an f32 one; the bf16 literal stays only for readers that are not
+  // widened (a return, a user's convert).
+  LogicalResult widenConstant(ir::ConstantOp op) {
+    auto dense = llvm::dyn_cast<DenseFPElementsAttr>(op.getValue());
+    if (!dense) return op.emitOpError("spmd-widen-bf16 needs a dense bf16 literal");
+    auto type = llvm::cast<ShapedType>(widened(op.getType()));
+    DenseElementsAttr values = dense.mapValues(type.getElementType(), [](const APFloat& v) {
+      APFloat f = v;
+      bool lost = false;
+      f.convert(APFloat::IEEEsingle(), APFloat::rmNearestTiesToEven, &lost);  // exact: bf16 is a subset of f32
+      return f.bitcastToAPInt();
+    });
+    builder_.setInsertionPointAfter(op);
+    Value wide = builder_.create<ir::ConstantOp>(op.getLoc(), values.reshape(type));
+    op.getResult().replaceUsesWithIf(wide, [](OpOperand& use) {
+      return !llvm::isa<ir::ConvertOp>(use.getOwner()) && !use.getOwner()->hasTrait<OpTrait::IsTerminator>();
+    });
+    wide_[op.getResult()] = wide;
+    return success();
+  }
+
+  LogicalResult widenOp(Operation* op) {
+    if (op->getNumRegions() != 0)
+      return op->emitOpError("has regions and bf16 operands or results, which spmd-widen-bf16 does not rewrite");
+    OperationState state(op->getLoc(), op->getName());
+    for (Value operand : op->getOperands()) state.addOperands(widen(operand));
+    for (Type type : op->getResultTypes()) state.addTypes(widened(type));
+    state.addAttributes(op->getAttrs());
+    builder_.setInsertionPoint(op);
+    Operation* wide = builder_.create(state);
+    for (auto [before, after] : llvm::zip(op->getResults(), wide->getResults())) {
+      if (!isBf16(before.getType())) {
+        before.replaceAllUsesWith(after);
+        continue;
+      }
+      Value rounded = builder_.create<ir::ConvertOp>(op->getLoc(), before.getType(), after);
+      before.replaceAllUsesWith(rounded);  // readers widen the rounded value: the rounding is the point
+      wide_.erase(before);
+    }
+    op->erase();
+    return success();
+  }
+};
+
+struct WidenBf16Pass : impl::WidenBf16Base<WidenBf16Pass> {
+  void runOnOperation() override {
+    for (auto function : getOperation().getOps<FunctionOpInterface>())
+      if (failed(Widener(&getContext()).run(function))) return signalPassFailure();
+  }
+};
+
+}  // namespace
+}  // namespace spmd::passes

@@ -1,0 +1,49 @@
+// spmd-widen-bf16: bf16 ops compute in f32 between bf16 roundings. Each bf16 value is widened
+// once, right after its definition; each op is rebuilt on f32 and its bf16 results rounded back;
+// an op that reads another's bf16 result reads it rounded (convert to bf16, then to f32: the
+// round trip is the semantics, never folded). Literals become f32; user converts and f32 ops stay.
+// RUN: spmd-opt %s --spmd-widen-bf16 | FileCheck %s
+
+// CHECK-LABEL: func.func @chain
+// CHECK-SAME: (%[[X:.*]]: tensor<4xbf16>, %[[W:.*]]: tensor<4xf32>) -> (tensor<4xbf16>, tensor<4xf32>)
+func.func @chain(%x: tensor<4xbf16>, %w: tensor<4xf32>) -> (tensor<4xbf16>, tensor<4xf32>) {
+  // CHECK-NEXT: %[[XW:.*]] = spmd.convert %[[X]] : (tensor<4xbf16>) -> tensor<4xf32>
+  // CHECK-NEXT: %[[WB:.*]] = spmd.convert %[[W]] : (tensor<4xf32>) -> tensor<4xbf16>
+  // CHECK-NEXT: %[[WBW:.*]] = spmd.convert %[[WB]] : (tensor<4xbf16>) -> tensor<4xf32>
+  %wb = spmd.convert %w : (tensor<4xf32>) -> tensor<4xbf16>
+  // CHECK-NEXT: %[[C:.*]] = spmd.constant dense<{{\[}}1.000000e+00, 5.000000e-01, -2.000000e+00, 3.906250e-03]> : tensor<4xf32>
+  %c = spmd.constant dense<[1.0, 0.5, -2.0, 0.00390625]> : tensor<4xbf16>
+  // CHECK-NEXT: %[[M:.*]] = spmd.mul %[[XW]], %[[WBW]] : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  // CHECK-NEXT: %[[MB:.*]] = spmd.convert %[[M]] : (tensor<4xf32>) -> tensor<4xbf16>
+  // CHECK-NEXT: %[[MBW:.*]] = spmd.convert %[[MB]] : (tensor<4xbf16>) -> tensor<4xf32>
+  %m = spmd.mul %x, %wb : (tensor<4xbf16>, tensor<4xbf16>) -> tensor<4xbf16>
+  // The second reader of x widens nothing again; the literal is read in f32.
+  // CHECK-NEXT: %[[A:.*]] = spmd.add %[[MBW]], %[[XW]] : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  // CHECK-NEXT: %[[AB:.*]] = spmd.convert %[[A]] : (tensor<4xf32>) -> tensor<4xbf16>
+  // CHECK-NEXT: %[[ABW:.*]] = spmd.convert %[[AB]] : (tensor<4xbf16>) -> tensor<4xf32>
+  %a = spmd.add %m, %x : (tensor<4xbf16>, tensor<4xbf16>) -> tensor<4xbf16>
+  // CHECK-NEXT: %[[R:.*]] = spmd.mul %[[ABW]], %[[C]] : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  // CHECK-NEXT: %[[RB:.*]] = spmd.convert %[[R]] : (tensor<4xf32>) -> tensor<4xbf16>
+  %r = spmd.mul %a, %c : (tensor<4xbf16>, tensor<4xbf16>) -> tensor<4xbf16>
+  // An f32 op is left alone; a user's convert back to f32 stays as written.
+  // CHECK-NEXT: %[[F:.*]] = spmd.convert %[[RB]] : (tensor<4xbf16>) -> tensor<4xf32>
+  // CHECK-NEXT: %[[S:.*]] = spmd.add %[[F]], %[[W]] : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %f = spmd.convert %r : (tensor<4xbf16>) -> tensor<4xf32>
+  %s = spmd.add %f, %w : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  // CHECK-NEXT: return %[[RB]], %[[S]] : tensor<4xbf16>, tensor<4xf32>
+  return %r, %s : tensor<4xbf16>, tensor<4xf32>
+}
+
+// An op with an i32 operand and a bf16 result (embedding), and a reduction to a bf16 scalar.
+// CHECK-LABEL: func.func @mixed
+func.func @mixed(%table: tensor<5x3xbf16>, %ids: tensor<2xi32>) -> tensor<bf16> {
+  // CHECK-NEXT: %[[T:.*]] = spmd.convert %{{.*}} : (tensor<5x3xbf16>) -> tensor<5x3xf32>
+  // CHECK-NEXT: %[[E:.*]] = spmd.embedding %[[T]], %{{.*}} : (tensor<5x3xf32>, tensor<2xi32>) -> tensor<2x3xf32>
+  // CHECK-NEXT: %[[EB:.*]] = spmd.convert %[[E]] : (tensor<2x3xf32>) -> tensor<2x3xbf16>
+  %e = spmd.embedding %table, %ids : (tensor<5x3xbf16>, tensor<2xi32>) -> tensor<2x3xbf16>
+  // CHECK: spmd.reduce_sum %{{.*}} {axes = array<i64: 0, 1>} : (tensor<2x3xf32>) -> tensor<f32>
+  // CHECK-NEXT: %[[SB:.*]] = spmd.convert %{{.*}} : (tensor<f32>) -> tensor<bf16>
+  %s = spmd.reduce_sum %e {axes = array<i64: 0, 1>} : (tensor<2x3xbf16>) -> tensor<bf16>
+  // CHECK-NEXT: return %[[SB]] : tensor<bf16>
+  return %s : tensor<bf16>
+}

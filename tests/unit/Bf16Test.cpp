@@ -1,0 +1,336 @@
+// bf16: the rounding (runtime/base/BFloat16.h) against an oracle written from the definition;
+// convert on the reference, CPU and simulator backends; every op of the kernel cases compiled in
+// bf16 through the pipeline (passes/WidenBf16.cpp) on the CPU and the simulator against the
+// reference kernels in f32 on the bf16 inputs, rounded to bf16; and mixed-precision training
+// (nn::ApplyOptions::compute) on N devices against 1 device. The parity with torch.autocast is
+// in TorchReferenceTest (the seeds' CNNs).
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+
+#include "KernelCases.h"
+#include "TestUtil.h"
+#include "TreeCompare.h"
+#include "compiler/Pipeline.h"
+#include "compiler/Registration.h"
+#include "frontend/models/ResNet.h"
+#include "frontend/spmd.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "runtime/cpu/CpuDevice.h"
+#include "runtime/device/DeviceList.h"
+#include "runtime/device/Driver.h"
+#include "runtime/exec/Executor.h"
+
+namespace spmd {
+namespace {
+
+using namespace runtime;
+
+// The nearest bf16 to v by the definition: the two bf16 values around v (truncation, and one
+// step further from zero), the nearer one in exact (double) arithmetic, on a tie the one with an
+// even last bit; NaN stays NaN. Past the largest bf16 the next step is 2^128, as if the exponent
+// went on (IEEE's rule): a value nearer to it than to the largest bf16 overflows to infinity.
+float nearestBf16(float v) {
+  if (std::isnan(v)) return v;
+  uint32_t u;
+  std::memcpy(&u, &v, 4);
+  uint32_t down = u & 0xffff0000u, up = down + 0x10000u;
+  float lo, hi;
+  std::memcpy(&lo, &down, 4);
+  std::memcpy(&hi, &up, 4);
+  if (lo == v) return v;
+  double next = std::isinf(hi) ? std::copysign(std::ldexp(1.0, 128), double(v)) : double(hi);
+  double toLo = std::fabs(double(v) - double(lo)), toHi = std::fabs(next - double(v));
+  if (toLo != toHi) return toLo < toHi ? lo : hi;
+  return (down >> 16) & 1 ? hi : lo;
+}
+
+uint32_t bitsOf(float v) {
+  uint32_t u;
+  std::memcpy(&u, &v, 4);
+  return u;
+}
+
+std::vector<float> roundingCases() {
+  std::vector<float> values = {0.0f, -0.0f, 1.0f, -1.0f, 1.0f + 0x1p-8f /* tie: to 1 */, 1.0f + 0x3p-8f /* tie: up */,
+                               0x1.fep-1f, std::numeric_limits<float>::max() /* past the largest bf16: inf */,
+                               0x1.fefffep127f /* just below the tie: the largest bf16 */,
+                               std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                               std::numeric_limits<float>::denorm_min(), 0x1.008p-130f /* subnormal tie */,
+                               std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::quiet_NaN(),
+                               std::numeric_limits<float>::signaling_NaN(), 3.14159265f, -2.71828183f, 1e-40f};
+  std::mt19937 rng(7);
+  for (int i = 0; i < (1 << 18); ++i) {  // any bit pattern, and the ties (low half exactly 0x8000)
+    uint32_t u = rng();
+    if (i % 4 == 0) u = (u & 0xffff0000u) | 0x8000u;
+    float v;
+    std::memcpy(&v, &u, 4);
+    values.push_back(v);
+  }
+  return values;
+}
+
+TEST(Bf16Test, RoundsToNearestEvenAsTheDefinitionSays) {
+  int64_t checked = 0;
+  for (float v : roundingCases()) {
+    float got = fromBf16(toBf16(v)), want = nearestBf16(v);
+    if (std::isnan(want)) {
+      EXPECT_TRUE(std::isnan(got)) << "NaN must stay NaN: bits " << std::hex << bitsOf(v);
+      EXPECT_EQ(std::signbit(got), std::signbit(v)) << "NaN keeps its sign: bits " << std::hex << bitsOf(v);
+      continue;
+    }
+    ASSERT_EQ(bitsOf(got), bitsOf(want)) << "v = " << v << " (bits " << std::hex << bitsOf(v) << ")";
+    ++checked;
+  }
+  EXPECT_GT(checked, 200000);
+  // Every bf16 is an f32 that rounds to itself.
+  for (uint32_t b = 0; b < 0x10000; ++b) {
+    float v = fromBf16(bf16{uint16_t(b)});
+    if (!std::isnan(v)) ASSERT_EQ(toBf16(v).bits, b);
+  }
+}
+
+Array bf16Array(std::span<const float> values) {
+  Array a = Array::zeros(DType::bf16, {int64_t(values.size())});
+  for (size_t i = 0; i < values.size(); ++i) a.values<bf16>()[i] = toBf16(values[i]);
+  return a;
+}
+
+// convert to and from bf16 on the reference kernels, the CPU backend and the simulator: to bf16
+// rounds as toBf16 (f64 through f32, i32 too), from bf16 is exact, to i32 truncates and saturates.
+TEST(Bf16Test, ConvertRoundsTheSameOnEveryBackend) {
+  std::vector<float> floats = roundingCases();
+  floats.resize(4096);
+  std::vector<double> doubles = {0.1, -1e300, 1e-300, 3.0000000000000004, 1.00390625000001, 65535.5};
+  std::vector<int32_t> ints = {0, 1, -1, 257, 259, -65793, 16777217, std::numeric_limits<int32_t>::max()};
+  std::vector<float> toInt = {1.5f, -1.5f, 3e9f, -3e9f, std::numeric_limits<float>::quiet_NaN(), 255.9f, -0.5f};
+  std::vector<float> everyBf16;
+  for (uint32_t b = 0; b < 0x10000; ++b) everyBf16.push_back(fromBf16(bf16{uint16_t(b)}));
+  std::vector<KernelCase> cases = {
+      {"f32 to bf16", "convert", {Array::of<float>({int64_t(floats.size())}, floats)}, {{DType::bf16, {int64_t(floats.size())}}}},
+      {"f64 to bf16", "convert", {Array::of<double>({int64_t(doubles.size())}, doubles)}, {{DType::bf16, {int64_t(doubles.size())}}}},
+      {"i32 to bf16", "convert", {Array::of<int32_t>({int64_t(ints.size())}, ints)}, {{DType::bf16, {int64_t(ints.size())}}}},
+      {"bf16 to f32", "convert", {bf16Array(everyBf16)}, {{DType::f32, {0x10000}}}},
+      {"bf16 to f64", "convert", {bf16Array(everyBf16)}, {{DType::f64, {0x10000}}}},
+      {"bf16 to i32", "convert", {bf16Array(toInt)}, {{DType::i32, {int64_t(toInt.size())}}}},
+  };
+  // What each case must give, element by element, from the definitions.
+  auto expected = [&](const KernelCase& c, int64_t i) -> double {
+    const Array& in = c.inputs[0];
+    double v = in.dtype == DType::f32 ? in.values<float>()[i] : in.dtype == DType::f64 ? in.values<double>()[i]
+               : in.dtype == DType::i32 ? double(in.values<int32_t>()[i]) : double(fromBf16(in.values<bf16>()[i]));
+    switch (c.outputs[0].first) {
+      case DType::bf16: return nearestBf16(float(v));
+      case DType::i32: return std::isnan(v) ? 0 : std::trunc(std::clamp(v, -2147483648.0, 2147483647.0));
+      default: return v;
+    }
+  };
+  std::shared_ptr<Device> sim = makeDevice(parseDeviceList("sim"), 0), cpu = std::make_shared<CpuDevice>();
+  for (const KernelCase& c : cases) {
+    std::vector<std::pair<std::string, Array>> results = {{"reference", runKernel(referenceKernels(), c)[0]}};
+    for (auto& [name, device] : {std::pair{"cpu", cpu}, std::pair{"sim", sim}})
+      results.emplace_back(name, Executor(oneStepProgram(c, "Bf16Test"), device).run(c.inputs)[0]);
+    for (const auto& [backend, got] : results)
+      for (int64_t i = 0; i < got.numel(); ++i) {
+        double want = expected(c, i), have = testing::valueAt(got, i);
+        if (std::isnan(want)) {
+          ASSERT_TRUE(std::isnan(have)) << c.name << " on " << backend << " at " << i;
+          continue;
+        }
+        ASSERT_EQ(have, want) << c.name << " on " << backend << " at " << i;
+      }
+  }
+}
+
+// The kernel case as the body of a function on bf16 tensors (floats in bf16, i32 as it is), in
+// MLIR's generic form, for the compiler.
+std::string irOf(const KernelCase& c) {
+  auto typeOf = [](DType t, const Shape& shape) {
+    std::string s = "tensor<";
+    for (int64_t d : shape) s += std::to_string(d) + "x";
+    return s + (t == DType::i32 ? "i32" : "bf16") + ">";
+  };
+  std::vector<std::string> ins, outs;
+  for (const Array& a : c.inputs) ins.push_back(typeOf(a.dtype, a.shape));
+  for (const auto& [t, shape] : c.outputs) outs.push_back(typeOf(t, shape));
+  auto join = [](const std::vector<std::string>& v, const std::string& prefix = "") {
+    std::string s;
+    for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + prefix + v[i];
+    return s;
+  };
+  std::vector<std::string> attrs;
+  for (const auto& [name, value] : c.attrs) {
+    std::string text;
+    if (auto* b = std::get_if<bool>(&value)) text = *b ? "true" : "false";
+    else if (auto* i = std::get_if<int64_t>(&value)) text = std::to_string(*i) + " : i64";
+    else if (auto* d = std::get_if<double>(&value)) {
+      char buffer[64];
+      std::snprintf(buffer, sizeof buffer, "%.17e : f64", *d);
+      text = buffer;
+    } else if (auto* v = std::get_if<std::vector<int64_t>>(&value)) {
+      text = "array<i64";
+      for (size_t k = 0; k < v->size(); ++k) text += (k ? ", " : ": ") + std::to_string((*v)[k]);
+      text += ">";
+    } else if (auto* s = std::get_if<std::string>(&value)) {
+      text = name == "reduction" ? "#spmd.reduction<" + *s + ">" : "\"" + *s + "\"";
+    }
+    attrs.push_back(name + " = " + text);
+  }
+  // Ops whose last operand is optional: how many come before it.
+  const std::map<std::string, size_t> required = {{"conv2d", 2}, {"matmul", 2}, {"batch_norm_train", 3},
+                                                  {"batch_norm_train_backward", 5}, {"reduce_window_backward", 1}};
+  if (auto it = required.find(c.op); it != required.end()) {
+    std::string sizes = "operandSegmentSizes = array<i32";
+    for (size_t k = 0; k <= it->second; ++k) sizes += std::string(k ? ", " : ": ") + (k < c.inputs.size() ? "1" : "0");
+    attrs.push_back(sizes + ">");
+  }
+  std::vector<std::string> args, results;
+  for (size_t i = 0; i < ins.size(); ++i) args.push_back("%a" + std::to_string(i));
+  for (size_t i = 0; i < outs.size(); ++i) results.push_back("%r#" + std::to_string(i));
+  std::vector<std::string> params;
+  for (size_t i = 0; i < ins.size(); ++i) params.push_back(args[i] + ": " + ins[i]);
+  return "func.func @main(" + join(params) + ") -> (" + join(outs) + ") {\n  %r:" + std::to_string(outs.size()) +
+         " = \"spmd." + c.op + "\"(" + join(args) + ")" + (attrs.empty() ? "" : " <{" + join(attrs) + "}>") + " : (" + join(ins) + ") -> (" +
+         join(outs) + ")\n  return " + join(results) + " : " + join(outs) + "\n}\n";
+}
+
+Array rounded(const Array& a) {  // f32 values rounded to bf16, as bf16
+  Array out = Array::zeros(DType::bf16, a.shape);
+  for (int64_t i = 0; i < a.numel(); ++i) out.values<bf16>()[i] = toBf16(a.values<float>()[i]);
+  return out;
+}
+
+Array widened(const Array& a) {  // bf16 values as f32 (exact)
+  Array out = Array::zeros(DType::f32, a.shape);
+  for (int64_t i = 0; i < a.numel(); ++i) out.values<float>()[i] = fromBf16(a.values<bf16>()[i]);
+  return out;
+}
+
+// Every op of the f32 kernel cases (but the fused bodies, which the compiler makes, and the
+// blocked layouts, which it gives f32 alone), on bf16 tensors through the whole pipeline on the
+// CPU backend and the simulator: each output is the reference kernel's f32 result on the bf16
+// inputs, rounded to bf16, to the bit where the backends' f32 arithmetic agrees with the
+// reference's, else one bf16 step (2^-7 relative) away, where an f32 result that differs in
+// its last bits lies on the other side of a bf16 rounding boundary.
+TEST(Bf16Test, EveryOpComputesInF32BetweenBf16Roundings) {
+  mlir::DialectRegistry registry;
+  registerDialects(registry);
+  mlir::MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+  std::shared_ptr<Device> sim = makeDevice(parseDeviceList("sim"), 0), cpu = std::make_shared<CpuDevice>();
+  std::set<std::string> ops;
+  int64_t elements = 0, exact = 0;
+  for (const KernelCase& f32Case : kernelCases(DType::f32)) {
+    if (!f32Case.layouts.empty() || f32Case.op == "fused") continue;
+    KernelCase c = f32Case, reference = f32Case;  // c: on bf16; reference: f32 on the same values
+    for (size_t i = 0; i < c.inputs.size(); ++i)
+      if (c.inputs[i].dtype != DType::i32) {
+        c.inputs[i] = rounded(c.inputs[i]);
+        reference.inputs[i] = widened(c.inputs[i]);
+      }
+    for (size_t i = 0; i < c.outputs.size(); ++i)
+      if (c.outputs[i].first != DType::i32) c.outputs[i].first = DType::bf16, reference.outputs[i].first = DType::f32;
+    std::vector<Array> want = runKernel(referenceKernels(), reference);
+    std::string ir = irOf(c);
+    mlir::OwningOpRef<mlir::ModuleOp> module = mlir::parseSourceString<mlir::ModuleOp>(ir, &context);
+    ASSERT_TRUE(module) << c.name << ": the IR does not parse:\n" << ir;
+    Program program = compile(*module, {.fuseElementwise = false});
+    for (const Step& step : program.steps)
+      for (int id : step.inputs)
+        if (step.op != "convert") ASSERT_NE(program.buffers[id].dtype, DType::bf16) << c.name << ": " << step.op << " reads bf16";
+    for (auto& [backend, device] : {std::pair{"cpu", cpu}, std::pair{"sim", sim}}) {
+      std::vector<Array> got = Executor(program, device).run(c.inputs);
+      for (size_t o = 0; o < got.size(); ++o) {
+        ASSERT_EQ(got[o].dtype, c.outputs[o].first);
+        for (int64_t i = 0; i < got[o].numel(); ++i) {
+          double have = testing::valueAt(got[o], i);
+          double expect = want[o].dtype == DType::i32 ? testing::valueAt(want[o], i)
+                                                      : double(nearestBf16(want[o].values<float>()[i]));
+          ++elements;
+          if (have == expect || (std::isnan(have) && std::isnan(expect))) {
+            ++exact;
+            continue;
+          }
+          ASSERT_LE(std::fabs(have - expect), 0x1p-7 * std::fabs(expect) + 1e-6)
+              << c.name << " on " << backend << ", output " << o << " at " << i << ": " << have << " vs " << expect;
+        }
+      }
+    }
+    ops.insert(c.op);
+  }
+  EXPECT_GE(ops.size(), 40u) << "every op of the kernel cases";
+  EXPECT_GT(double(exact), 0.97 * double(elements)) << "most elements round to the reference's bits";
+  std::printf("  %zu ops, %lld elements: %.2f%% the reference's bits, the rest one bf16 step away\n", ops.size(),
+              static_cast<long long>(elements), 100.0 * double(exact) / double(elements));
+}
+
+// Mixed precision on N devices against 1 device: ResNet-18 (width 2, cross-replica BatchNorm, so
+// that every device count computes the same function) with bf16 activations, convolutions and
+// matmuls, 2 SGD steps at global batch 8. Each device count rounds other partial results to bf16
+// (each replica's gradients before their f32 pmean), so the runs agree to bf16 rounding, not to
+// the bit, and bf16 rounding is coarse here: most gradients of this small network are sums whose
+// terms cancel (BatchNorm's backward, the biases), so 2^-8 on each term is tens of percent of
+// the sum, and the bf16 updates lie 1.6 (tree-relative, tests/unit/TreeCompare.h) from the f32
+// ones. The bounds: cpu:2 and cpu:4's parameter updates (new - initial) within kNDevicesBf16 of
+// cpu:1's and within half the bf16-to-f32 distance; the new BatchNorm statistics within 1e-2;
+// the losses within 1e-3 relative. f32 on cpu:2 against cpu:1 is printed beside them.
+TEST(Bf16Test, MixedPrecisionOnNDevicesIsOneDeviceWithinBf16Rounding) {
+  constexpr double kNDevicesBf16 = 0.5;
+  const optim::SgdConfig sgd{.learningRate = 0.1, .momentum = 0.9};
+  auto model = models::resnet18({.width = 2, .bnAxisName = "batch"});
+  auto [params, state] = testing::kaimingInit(*model, DType::f32);
+  Array x = testing::randomArray(DType::f32, {8, 1, 16, 16}, 5, -1, 1), y = Array::zeros(DType::i32, {8});
+  for (int64_t i = 0; i < 8; ++i) y.values<int32_t>()[i] = int32_t((3 * i + 1) % 10);
+  auto run = [&](const std::string& devices, DType compute) {
+    auto step = pmap(
+        [&](const Tree& p, const Tree& s, const Tree& opt, const Tensor& xs, const Tensor& ys) {
+          auto [loss, grads, newState] = value_and_grad(
+              [&](const Tree& q) {
+                auto [logits, n] = model->apply(q, s, xs, {.training = true, .compute = compute});
+                return std::pair{mean(softmaxCrossEntropy(logits, ys), {0}), n};
+              },
+              has_aux)(p);
+          auto [newParams, newOpt] = optim::Sgd(sgd).update(p, grads, opt);
+          return std::tuple{newParams, newState, newOpt, loss};
+        },
+        {.inAxes = {replicated, replicated, replicated, split, split}, .devices = devices});
+    Tree p = params, s = state, opt = optim::Sgd(sgd).init(params);
+    std::vector<double> losses;
+    for (int t = 0; t < 2; ++t) {
+      auto [np, ns, nopt, loss] = step(p, s, opt, x, y);
+      p = np, s = ns, opt = nopt;
+      losses.push_back(testing::valueAt(loss.array(), 0));
+    }
+    Tree update = testing::mapTree(p, [&](const std::string& name, const Array& a) {
+      Array d = Array::zeros(DType::f64, a.shape);
+      for (int64_t i = 0; i < a.numel(); ++i)
+        d.values<double>()[i] = testing::valueAt(a, i) - testing::valueAt(params.at(name).array(), i);
+      return d;
+    });
+    for (const auto& [name, t] : p) EXPECT_EQ(t.dtype(), DType::f32) << name << ": the master weights stay f32";
+    return std::tuple{update, s, losses};
+  };
+  auto [update1, state1, losses1] = run("cpu:1", DType::bf16);
+  auto [update32, state32, losses32] = run("cpu:1", DType::f32);
+  const double fromF32 = testing::treeError(update1, update32);
+  EXPECT_GT(fromF32, 1e-3) << "the bf16 steps are the f32 steps: ApplyOptions::compute did nothing";
+  const double f32Devices = testing::treeError(std::get<0>(run("cpu:2", DType::f32)), update32);
+  for (const std::string devices : {"cpu:2", "cpu:4"}) {
+    auto [update, newState, losses] = run(devices, DType::bf16);
+    const double updateError = testing::treeError(update, update1), stateError = testing::treeError(newState, state1);
+    EXPECT_LT(updateError, kNDevicesBf16) << devices;
+    EXPECT_LT(updateError, fromF32 / 2) << devices;
+    EXPECT_LT(stateError, 1e-2) << devices;
+    for (size_t t = 0; t < losses.size(); ++t) EXPECT_NEAR(losses[t], losses1[t], 1e-3 * std::fabs(losses1[t])) << devices;
+    std::printf("  %s vs cpu:1 in bf16: updates %.2e, BatchNorm state %.2e, losses %.5f %.5f vs %.5f %.5f "
+                "(cpu:1 bf16 vs f32 updates %.2e; cpu:2 vs cpu:1 in f32 %.2e)\n", devices.c_str(), updateError,
+                stateError, losses[0], losses[1], losses1[0], losses1[1], fromF32, f32Devices);
+  }
+}
+
+}  // namespace
+}  // namespace spmd
