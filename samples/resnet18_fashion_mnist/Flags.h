@@ -33,6 +33,7 @@ struct Flags {
   int64_t accumulate = 1;       // --accumulate: micro-batches per device per step (gradient accumulation)
   double clipNorm = 0;          // --clip-norm: clip the gradients' global norm to this (0: off)
   bool noDecayNormBias = false; // --no-decay-norm-bias: no weight decay on BatchNorm parameters and biases
+  std::string precision = "f32";  // --precision f32|bf16: bf16 is mixed precision (nn::ApplyOptions::compute)
   bool shardUpdate = false;     // --shard-update: ZeRO-1, each device updates 1/N of the parameters and state
   double ema = 0;               // --ema: decay of an EMA of the parameters, evaluated instead (0: off)
 };

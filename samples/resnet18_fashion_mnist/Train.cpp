@@ -47,7 +47,7 @@ void checkProcessesAgreeOnFlags(const Flags& f) {
                             {"devices", f.devices}, {"layouts", f.layouts}, {"eval-batch", std::to_string(f.evalBatch)},
                             {"test-limit", std::to_string(f.testLimit)}, {"max-steps", std::to_string(f.maxSteps)},
                             {"resume", f.resume}, {"accumulate", std::to_string(f.accumulate)},
-                            {"shard-update", f.shardUpdate ? "on" : "off"}})
+                            {"shard-update", f.shardUpdate ? "on" : "off"}, {"precision", f.precision}})
     flags.emplace_back("--" + key, value);
   spmd::checkProcessesAgree(flags, "resnet18_fashion_mnist's flags");
 }
@@ -195,6 +195,10 @@ void Run::printHeader(const std::string& threadsWhy) const {
                 f.noDecayNormBias ? "not on BatchNorm parameters and biases" : "on every parameter",
                 f.ema > 0 ? ("evaluating an EMA of the parameters and BatchNorm statistics, decay " + std::to_string(f.ema)).c_str()
                           : "evaluating the parameters");
+  if (f.precision == "bf16")
+    std::printf("mixed precision (--precision bf16): bf16 activations, convolutions and matmuls; f32 parameters, "
+                "optimizer, BatchNorm statistics and loss; bf16 emulated: f32 arithmetic between bf16 roundings "
+                "(the same results on every CPU)\n");
   if (f.shardUpdate) {
     const double stateMb = double(opt.numElements()) * 4 / 1e6;
     std::printf("ZeRO-1 (--shard-update): each of the %lld devices updates 1/%lld of the parameters and keeps 1/%lld "
@@ -362,6 +366,8 @@ double Run::finishEpoch(Evaluate& evaluate) {
   return testAccuracy;
 }
 
+spmd::DType compute(const Flags& f) { return f.precision == "bf16" ? spmd::DType::bf16 : spmd::DType::f32; }
+
 // The pmap'ed training step (forward, loss, backward, optimizer, new BN statistics; the compiler
 // averages gradients, loss and statistics over devices) and evaluation step (BN in inference form).
 auto compileSteps(const Flags& f, Run& run) {
@@ -372,7 +378,8 @@ auto compileSteps(const Flags& f, Run& run) {
           const Tensor& scale) {
         auto [loss, grads, aux] = spmd::value_and_grad(
             [&](const Tree& q) {
-              auto [logits, newState] = run.model->apply(q, s, x, {.training = true, .rng = {}, .mask = mask});
+              auto [logits, newState] =
+                  run.model->apply(q, s, x, {.training = true, .rng = {}, .mask = mask, .compute = compute(f)});
               Tensor losses = spmd::mul(spmd::softmaxCrossEntropy(logits, y), mask);
               return std::pair{spmd::mul(spmd::sum(losses, {0}), scale),
                                std::pair{newState, spmd::argmax(logits, 1)}};
@@ -400,7 +407,7 @@ auto compileSteps(const Flags& f, Run& run) {
        .trace = f.trace ? (std::filesystem::path(f.out) / "trace.json").string() : ""});
   auto evaluate = spmd::pmap(
       [&](const Tree& p, const Tree& s, const Tensor& x, const Tensor& y) {
-        Tensor logits = run.model->apply(p, s, x, /*training=*/false).first;
+        Tensor logits = run.model->apply(p, s, x, {.training = false, .compute = compute(f)}).first;
         return std::tuple{spmd::softmaxCrossEntropy(logits, y), spmd::argmax(logits, 1)};
       },
       {.inAxes = {spmd::replicated, spmd::replicated, spmd::split, spmd::split},

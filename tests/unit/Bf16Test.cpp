@@ -14,6 +14,7 @@
 #include "TreeCompare.h"
 #include "compiler/Pipeline.h"
 #include "compiler/Registration.h"
+#include "frontend/io/Safetensors.h"
 #include "frontend/models/ResNet.h"
 #include "frontend/spmd.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -24,6 +25,7 @@
 #include "runtime/device/DeviceList.h"
 #include "runtime/device/Driver.h"
 #include "runtime/exec/Executor.h"
+#include "runtime/program/ProgramFile.h"
 
 namespace spmd {
 namespace {
@@ -266,6 +268,38 @@ TEST(Bf16Test, EveryOpComputesInF32BetweenBf16Roundings) {
   EXPECT_GT(double(exact), 0.97 * double(elements)) << "most elements round to the reference's bits";
   std::printf("  %zu ops, %lld elements: %.2f%% the reference's bits, the rest one bf16 step away\n", ops.size(),
               static_cast<long long>(elements), 100.0 * double(exact) / double(elements));
+}
+
+// bf16 in files: a safetensors checkpoint keeps the bits (dtype "BF16"), and a compiled bf16
+// program saved as a Program file and read back gives the same bits as the one compiled.
+TEST(Bf16Test, FilesKeepBf16) {
+  std::vector<float> values = roundingCases();
+  values.resize(1000);
+  io::Checkpoint checkpoint{{{"w", bf16Array(values)}}, {}};
+  const std::string path = ::testing::TempDir() + "bf16.safetensors";
+  io::saveSafetensors(path, checkpoint);
+  Array back = io::loadSafetensors(path).tensors.at("w");
+  ASSERT_EQ(back.dtype, DType::bf16);
+  EXPECT_EQ(std::memcmp(back.data(), checkpoint.tensors["w"].data(), back.bytes()), 0);
+  std::remove(path.c_str());
+
+  mlir::DialectRegistry registry;
+  registerDialects(registry);
+  mlir::MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+  KernelCase c = kernelCases(DType::f32)[0];  // conv 3x3 with bias
+  ASSERT_EQ(c.op, "conv2d");
+  for (Array& a : c.inputs) a = rounded(a);
+  c.outputs[0].first = DType::bf16;
+  mlir::OwningOpRef<mlir::ModuleOp> module = mlir::parseSourceString<mlir::ModuleOp>(irOf(c), &context);
+  ASSERT_TRUE(module);
+  Program compiled = compile(*module, {});
+  std::vector<std::byte> bytes = programFileBytes(compiled);
+  Program read = readProgramBytes(bytes, "bf16 program");
+  auto cpu = std::make_shared<CpuDevice>();
+  Array a = Executor(compiled, cpu).run(c.inputs)[0], b = Executor(read, cpu).run(c.inputs)[0];
+  ASSERT_EQ(b.dtype, DType::bf16);
+  EXPECT_EQ(std::memcmp(a.data(), b.data(), a.bytes()), 0);
 }
 
 // Mixed precision on N devices against 1 device: ResNet-18 (width 2, cross-replica BatchNorm, so

@@ -124,7 +124,7 @@ TEST_F(SafetensorsTest, CorruptFilesAreClearErrors) {
   std::string dtype = bytes;
   dtype.replace(dtype.find("F32"), 3, "F16");
   writeBytes(bad, dtype);
-  EXPECT_NE(errorOf(bad).find("tensor 'w' has dtype F16; spmd reads F32, F64 and I32"), std::string::npos);
+  EXPECT_NE(errorOf(bad).find("tensor 'w' has dtype F16; spmd reads F32, F64, BF16 and I32"), std::string::npos);
   // Numbers JSON holds but a shape cannot (found by fuzz_safetensors: a dimension past 2^64
   // parses as a float), and shapes whose bytes overflow or miss the range.
   for (auto [from, to, message] : {std::tuple{"[4,4]", "[2,44444444444444444444442]", "shape holds 4.4444444444444445e+22, not a whole number"},
