@@ -30,9 +30,7 @@ Tree Adam::init(const Tree& params) const {
     dtype = p.dtype();
   }
   for (const char* power : {"beta1_power", "beta2_power"}) {
-    Array one = Array::zeros(dtype, {});
-    visitFloat(dtype, [&](auto tag) { one.values<decltype(tag)>()[0] = 1; });
-    state.set(power, one);
+    state.set(power, Array::scalar(dtype, 1.0));
   }
   return state;
 }

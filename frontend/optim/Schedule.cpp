@@ -56,9 +56,8 @@ Array rateAt(const Schedule& schedule, int64_t step, DType dtype) {
   if (!(rate > 0) || !std::isfinite(rate))
     throw Error("optim::rateAt: the schedule gives " + std::to_string(rate) + " at step " + std::to_string(step) +
                 "; a learning rate must be a positive finite number");
-  Array out = Array::zeros(dtype, {});
-  visitFloat(dtype, [&](auto tag) { out.values<decltype(tag)>()[0] = static_cast<decltype(tag)>(rate); });
-  return out;
+  if (dtype == DType::i32) throw Error("optim::rateAt: the rate's dtype must be a float (the parameters'), got i32");
+  return Array::scalar(dtype, rate);
 }
 
 Tensor timesRate(const Tensor& x, const Tensor& rate, double constant, const char* who, Loc loc) {

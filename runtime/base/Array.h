@@ -41,6 +41,18 @@ struct Array {
     return a;
   }
 
+  // A rank-0 array holding `value` in `dtype` (rounded to nearest; to i32 toward zero).
+  static Array scalar(DType dtype, double value) {
+    Array a = zeros(dtype, {});
+    switch (dtype) {
+      case DType::f32: a.values<float>()[0] = static_cast<float>(value); break;
+      case DType::f64: a.values<double>()[0] = value; break;
+      case DType::bf16: a.values<bf16>()[0] = toBf16(static_cast<float>(value)); break;
+      case DType::i32: a.values<int32_t>()[0] = static_cast<int32_t>(value); break;
+    }
+    return a;
+  }
+
   // A view of `shape` starting `byteOffset` bytes into `base`, sharing its storage (no copy).
   static Array view(const Array& base, size_t byteOffset, Shape shape) {
     Array v{base.dtype, std::move(shape), base.storage, base.offset + byteOffset};
