@@ -25,7 +25,9 @@ Tree readTree(const Checkpoint& checkpoint, const std::string& prefix, const Tre
     // A NaN or infinity in saved state: a diverged run or damage, not something to train on.
     const Array& a = it->second;
     for (int64_t i = 0; i < a.numel() && a.dtype != DType::i32; ++i) {
-      double v = a.dtype == DType::f32 ? double(a.values<float>()[i]) : a.values<double>()[i];
+      double v = a.dtype == DType::f32    ? double(a.values<float>()[i])
+                 : a.dtype == DType::bf16 ? double(fromBf16(a.values<bf16>()[i]))
+                                          : a.values<double>()[i];
       if (!std::isfinite(v))
         throw Error(source + ": tensor '" + prefix + name + "' holds " + (std::isnan(v) ? "NaN" : "an infinity") +
                     " at element " + std::to_string(i) + "; the checkpoint was saved from a diverged run or is "

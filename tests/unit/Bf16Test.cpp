@@ -15,6 +15,7 @@
 #include "compiler/Pipeline.h"
 #include "compiler/Registration.h"
 #include "frontend/io/Safetensors.h"
+#include "frontend/io/TreeCheckpoint.h"
 #include "frontend/models/ResNet.h"
 #include "frontend/spmd.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -281,6 +282,12 @@ TEST(Bf16Test, FilesKeepBf16) {
   Array back = io::loadSafetensors(path).tensors.at("w");
   ASSERT_EQ(back.dtype, DType::bf16);
   EXPECT_EQ(std::memcmp(back.data(), checkpoint.tensors["w"].data(), back.bytes()), 0);
+  // A tree read back against a model's bf16 tree (finite values pass, a NaN is named).
+  Tree like;
+  like.set("w", Array::zeros(DType::bf16, {1000}));
+  io::Checkpoint finite{{{"w", bf16Array(std::vector<float>(1000, 0.5f))}}, {}};
+  EXPECT_EQ(io::readTree(finite, "", like, "test", "").at("w").dtype(), DType::bf16);
+  EXPECT_THROW(io::readTree(checkpoint, "", like, "test", ""), Error) << "the NaNs among the values";
   std::remove(path.c_str());
 
   mlir::DialectRegistry registry;
