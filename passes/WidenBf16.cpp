@@ -39,12 +39,11 @@ class Widener {
   explicit Widener(MLIRContext* ctx) : builder_(ctx) {}
 
   LogicalResult run(FunctionOpInterface function) {
-    SmallVector<Operation*> ops;
-    function->walk([&](Operation* op) {
-      if (op != function.getOperation() && !llvm::isa<ir::ConvertOp>(op) && !op->hasTrait<OpTrait::IsTerminator>() &&
-          touchesBf16(op))
-        ops.push_back(op);
-    });
+    SmallVector<Operation*> ops;  // the function's own ops: an op with regions on bf16 is refused whole
+    for (Block& block : function.getFunctionBody())
+      for (Operation& op : block)
+        if (!llvm::isa<ir::ConvertOp>(op) && !op.hasTrait<OpTrait::IsTerminator>() && touchesBf16(&op))
+          ops.push_back(&op);
     for (Operation* op : ops) {
       auto constant = llvm::dyn_cast<ir::ConstantOp>(op);
       if (failed(constant ? widenConstant(constant) : widenOp(op))) return failure();
@@ -94,7 +93,8 @@ class Widener {
 
   LogicalResult widenOp(Operation* op) {
     if (op->getNumRegions() != 0)
-      return op->emitOpError("has regions and bf16 operands or results, which spmd-widen-bf16 does not rewrite");
+      return op->emitOpError("has a region and bf16 operands or results, which spmd-widen-bf16 does not rewrite; "
+                             "it runs after spmd-autodiff (which expands value_and_grad) and before fusion");
     OperationState state(op->getLoc(), op->getName());
     for (Value operand : op->getOperands()) state.addOperands(widen(operand));
     for (Type type : op->getResultTypes()) state.addTypes(widened(type));
