@@ -271,8 +271,9 @@ TEST(Bf16Test, EveryOpComputesInF32BetweenBf16Roundings) {
               static_cast<long long>(elements), 100.0 * double(exact) / double(elements));
 }
 
-// bf16 in files: a safetensors checkpoint keeps the bits (dtype "BF16"), and a compiled bf16
-// program saved as a Program file and read back gives the same bits as the one compiled.
+// bf16 in files: a safetensors checkpoint keeps the bits (dtype "BF16"), a compiled bf16 program
+// saved as a Program file and read back gives the same bits as the one compiled, and spmd-run
+// runs the file.
 TEST(Bf16Test, FilesKeepBf16) {
   std::vector<float> values = roundingCases();
   values.resize(1000);
@@ -307,6 +308,12 @@ TEST(Bf16Test, FilesKeepBf16) {
   Array a = Executor(compiled, cpu).run(c.inputs)[0], b = Executor(read, cpu).run(c.inputs)[0];
   ASSERT_EQ(b.dtype, DType::bf16);
   EXPECT_EQ(std::memcmp(a.data(), b.data(), a.bytes()), 0);
+  // spmd-run runs the file on bf16 inputs of its own.
+  const std::string file = ::testing::TempDir() + "bf16.spmd";
+  saveProgram(compiled, file);
+  auto run = testing::runCommand(std::string(SPMD_RUN_PATH) + " " + file + " --devices cpu:1 --steps 1 --warmup 0");
+  EXPECT_EQ(run.status, 0) << run.output;
+  std::remove(file.c_str());
 }
 
 // Mixed precision on N devices against 1 device: ResNet-18 (width 2, cross-replica BatchNorm, so

@@ -34,6 +34,8 @@ Array synthetic(const runtime::BufferDesc& desc, uint64_t seed) {
     for (float& v : a.values<float>()) v = static_cast<float>(uniform(rng));
   if (desc.dtype == DType::f64)
     for (double& v : a.values<double>()) v = uniform(rng);
+  if (desc.dtype == DType::bf16)
+    for (bf16& v : a.values<bf16>()) v = toBf16(static_cast<float>(uniform(rng)));
   return a;  // i32 stays 0: a valid label and index
 }
 
