@@ -87,8 +87,7 @@ class Widener {
     op.getResult().replaceUsesWithIf(wide, [](OpOperand& use) {
       return !llvm::isa<ir::ConvertOp>(use.getOwner()) && !use.getOwner()->hasTrait<OpTrait::IsTerminator>();
     });
-    wide_[op.getResult()] = wide;
-    return success();
+    return success();  // (no entry in wide_: the literal may be erased, and its address reused)
   }
 
   LogicalResult widenOp(Operation* op) {
