@@ -244,7 +244,8 @@ void checkSmallCnn(const std::string& which) {
   };
   StepResults ours32 = ours(params, x), ours64 = ours(cast(params, DType::f64), cast(x, DType::f64));
   ASSERT_EQ(ours32.size(), 1 + params.size());
-  Comparison f64 = compare(ours64, load(exchange, "torch64", ours32, DType::f64));
+  const StepResults torch64 = load(exchange, "torch64", ours32, DType::f64);
+  Comparison f64 = compare(ours64, torch64);
   Comparison f32 = compare(ours32, load(exchange, "torch32", ours32, DType::f32));
   for (const auto& [key, e] : f64.errors) EXPECT_LT(e, 1e-10) << "f64 " << key;
   for (const auto& [key, e] : f32.errors) EXPECT_LT(e, 1e-4) << "f32 " << key;
@@ -262,7 +263,7 @@ void checkSmallCnn(const std::string& which) {
   // in bf16 (further than 1e-3 from the f32 step).
   StepResults oursBf16 = ours(params, x, DType::bf16);
   for (const auto& [key, a] : oursBf16) EXPECT_EQ(a.dtype, DType::f32) << key << ": f32 master weights, f32 gradients";
-  StepResults torchBf16 = load(exchange, "torchbf16", ours32, DType::f32), torch64 = load(exchange, "torch64", ours32, DType::f64);
+  StepResults torchBf16 = load(exchange, "torchbf16", ours32, DType::f32);
   Comparison oursErr = compare(oursBf16, torch64), torchErr = compare(torchBf16, torch64);
   Comparison parity = compare(oursBf16, torchBf16), fromF32 = compare(oursBf16, ours32);
   for (const auto& [key, e] : oursErr.errors) {
