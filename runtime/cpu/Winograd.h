@@ -14,9 +14,10 @@ namespace spmd::runtime::cpu::winograd {
 
 // Whether conv2d (x, w -> y), conv2d_backward_data (dy, w -> dx) or conv2d_backward_filter
 // (x, dy -> dw) with these operands runs here: f32, a 3x3 filter, stride 1, padding 1, the
-// activations in one blocked layout, and at least 128 channels in and out (below that the
-// transforms' memory traffic costs what the GEMMs save: measured on ResNet-18's 64-channel
-// stage). SPMD_WINOGRAD=0 in the environment turns it off (oneDNN's direct kernels everywhere).
+// activations in one blocked layout, and at least 128 channels in and out, 64 for the backward
+// filter (below that the transforms' memory traffic costs what the GEMMs save: measured on
+// ResNet-18's 64-channel stage, where only the backward filter gains). SPMD_WINOGRAD=0 in the
+// environment turns it off (oneDNN's direct kernels everywhere).
 bool applies(const KernelCall& call);
 
 // The most floats one chunk of transformed tiles may hold (runtime/cpu/Winograd.cpp: tiles go

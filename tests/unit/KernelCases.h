@@ -356,6 +356,9 @@ inline std::vector<KernelCase> kernelCases(DType t) {
                     {{t, {144, 128, 3, 3}}}, {{"stride", V{1, 1}}, {"padding", V{1, 1}}}, {b8, b8, ""}});
     list.push_back({"conv bwd filter winograd 16c", "conv2d_backward_filter", {rnd({3, 144, 3, 4}), rnd({3, 128, 3, 4})},
                     {{t, {128, 144, 3, 3}}}, {{"stride", V{1, 1}}, {"padding", V{1, 1}}}, {b16, b16, ""}});
+    // The backward filter runs as Winograd from 64 channels (the others from 128).
+    list.push_back({"conv bwd filter winograd 64c", "conv2d_backward_filter", {rnd({2, 64, 7, 5}), rnd({2, 80, 7, 5})},
+                    {{t, {80, 64, 3, 3}}}, {{"stride", V{1, 1}}, {"padding", V{1, 1}}}, {b8, b8, ""}});
     list.push_back({"bn train blocked", "batch_norm_train", {rnd({3, 16, 5, 4}), rnd({16}), rnd({16})},
                     {{t, {3, 16, 5, 4}}, {t, {16}}, {t, {16}}}, {{"epsilon", 1e-5}}, {b8, "", "", b8}});
     // Conv outputs with a mean far from 0: statistics must not cancel (E[x^2] - E[x]^2 would).
