@@ -1,10 +1,12 @@
 // CPU conv2d: oneDNN convolution (f32). oneDNN picks its preferred (blocked) layouts; an input or
 // result whose buffer lies in another layout is reordered around the call (none is when the
 // compiler's spmd-assign-layouts gave the buffers oneDNN's layout; the filter stays plain OIHW).
-// Wide 3x3 stride-1 convolutions on blocked activations run as Winograd (runtime/cpu/Winograd.h).
+// Wide 3x3 stride-1 convolutions on blocked activations run as Winograd (runtime/cpu/Winograd.h),
+// wide 3x3 stride-2 ones as GEMMs (runtime/cpu/StridedConv.h).
 // f64 runs the reference loops (oneDNN has no f64).
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cpu/Onednn.h"
+#include "runtime/cpu/StridedConv.h"
 #include "runtime/cpu/Winograd.h"
 #include "runtime/reference/Reference.h"
 
@@ -23,6 +25,7 @@ struct ConvState {
 void conv2d(KernelCall& call) {
   if (call.in[0].dtype != DType::f32) return reference::conv2d(call);
   if (winograd::applies(call)) return winograd::forward(call);
+  if (strided::applies(call)) return strided::forward(call);
   bool hasBias = call.in.size() > 2;
   ConvState& s = cachedState<ConvState>(call, [&] {
     using namespace dnnl;

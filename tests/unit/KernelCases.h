@@ -359,6 +359,20 @@ inline std::vector<KernelCase> kernelCases(DType t) {
     // The backward filter runs as Winograd from 64 channels (the others from 128).
     list.push_back({"conv bwd filter winograd 64c", "conv2d_backward_filter", {rnd({2, 64, 7, 5}), rnd({2, 80, 7, 5})},
                     {{t, {80, 64, 3, 3}}}, {{"stride", V{1, 1}}, {"padding", V{1, 1}}}, {b8, b8, ""}});
+    // Wide 3x3 stride-2 convolutions on blocked activations run as GEMMs over their windows
+    // (runtime/cpu/StridedConv.h): odd and even sizes (a window past the edge), both blocks.
+    list.push_back({"conv stride2 gemm", "conv2d", {rnd({2, 128, 7, 6}), rnd({136, 128, 3, 3}, -0.1, 0.1), rnd({136})},
+                    {{t, {2, 136, 4, 3}}}, {{"stride", V{2, 2}}, {"padding", V{1, 1}}}, {b8, "", "", b8}});
+    list.push_back({"conv stride2 gemm 16c, no bias", "conv2d", {rnd({3, 144, 6, 5}), rnd({128, 144, 3, 3}, -0.1, 0.1)},
+                    {{t, {3, 128, 3, 3}}}, {{"stride", V{2, 2}}, {"padding", V{1, 1}}}, {b16, "", b16}});
+    list.push_back({"conv bwd data stride2 gemm", "conv2d_backward_data", {rnd({2, 136, 4, 3}), rnd({136, 128, 3, 3}, -0.1, 0.1)},
+                    {{t, {2, 128, 7, 6}}}, {{"stride", V{2, 2}}, {"padding", V{1, 1}}}, {b8, "", b8}});
+    list.push_back({"conv bwd data stride2 gemm 16c", "conv2d_backward_data", {rnd({3, 128, 3, 3}), rnd({128, 144, 3, 3}, -0.1, 0.1)},
+                    {{t, {3, 144, 6, 5}}}, {{"stride", V{2, 2}}, {"padding", V{1, 1}}}, {b16, "", b16}});
+    list.push_back({"conv bwd filter stride2 gemm", "conv2d_backward_filter", {rnd({2, 128, 7, 6}), rnd({2, 136, 4, 3})},
+                    {{t, {136, 128, 3, 3}}}, {{"stride", V{2, 2}}, {"padding", V{1, 1}}}, {b8, b8, ""}});
+    list.push_back({"conv bwd filter stride2 gemm 16c", "conv2d_backward_filter", {rnd({3, 144, 6, 5}), rnd({3, 128, 3, 3})},
+                    {{t, {128, 144, 3, 3}}}, {{"stride", V{2, 2}}, {"padding", V{1, 1}}}, {b16, b16, ""}});
     list.push_back({"bn train blocked", "batch_norm_train", {rnd({3, 16, 5, 4}), rnd({16}), rnd({16})},
                     {{t, {3, 16, 5, 4}}, {t, {16}}, {t, {16}}}, {{"epsilon", 1e-5}}, {b8, "", "", b8}});
     // Conv outputs with a mean far from 0: statistics must not cancel (E[x^2] - E[x]^2 would).

@@ -15,6 +15,7 @@
 #include "TestUtil.h"
 #include "runtime/device/Kernel.h"
 #include "runtime/cpu/CpuDevice.h"
+#include "runtime/cpu/StridedConv.h"
 #include "runtime/cpu/Winograd.h"
 
 namespace spmd::runtime {
@@ -63,6 +64,20 @@ TEST(KernelTest, WinogradChunksMatchTheReference) {
     cpu::winograd::setChunkFloats(previous);
   }
   EXPECT_THROW(cpu::winograd::setChunkFloats(0), Error);
+}
+
+// The stride-2 GEMM convolutions (runtime/cpu/StridedConv.cpp) take their images in equal
+// chunks, the filter gradient adding each chunk's GEMM to the last; the kernel cases fit one.
+// With one or two images' windows per chunk they take 2 or 3 (3 images in chunks of 2: the last
+// one's second image past the end).
+TEST(KernelTest, StridedConvolutionChunksMatchTheReference) {
+  for (int64_t floats : {12 * 9 * 144, 2 * 12 * 9 * 144}) {
+    const int64_t previous = cpu::strided::setChunkFloats(floats);
+    for (const KernelCase& c : kernelCases(DType::f32))
+      if (c.name.find("stride2 gemm") != std::string::npos) checkAgainstReference(c);
+    cpu::strided::setChunkFloats(previous);
+  }
+  EXPECT_THROW(cpu::strided::setChunkFloats(0), Error);
 }
 
 // In f64 the CPU backend's conv, conv backward, matmul, BatchNorm and relayout run the reference

@@ -1,0 +1,308 @@
+// Stride-2 3x3 convolutions as GEMMs on nChw<B>c activations. With P = OH * OW output pixels per
+// image and K = 9 * C window columns (column (kh * 3 + kw) * C + c, so that each tap's channels
+// are contiguous, as in the blocked layout):
+//   forward:         col[p][k] = x at p's window tap k (zero outside),  Y = col Wt^T,  y = Y + bias
+//   backward data:   dcol = dY Wt,  dx = the sum of each dcol row at its window's taps (col2im)
+//   backward filter: dWt = dY^T col, summed over the chunks
+// where Wt[o][(kh * 3 + kw) * C + c] = w[o][c][kh][kw] and Y, dY are [P, O] row-major per image.
+// Images go through in equal chunks (the last one padded with zero rows); the GEMMs are oneDNN
+// matmuls, the gathers and scatters run on the OpenMP pool. The arithmetic outside the GEMMs is
+// the bias add and col2im's sums, each in a fixed order: the same bits for any thread count.
+#include "runtime/cpu/StridedConv.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <vector>
+
+#include "runtime/base/Parse.h"
+#include "runtime/cpu/Onednn.h"
+#include "runtime/program/Layouts.h"
+
+namespace spmd::runtime::cpu::strided {
+namespace {
+
+// One call's activations: input [N, C, H, W], output [N, O, OH, OW], both nChw<B>c.
+struct Shape {
+  int64_t N, C, H, W, O, OH, OW, B;
+  int64_t pixels() const { return OH * OW; }
+  int64_t columns() const { return 9 * C; }
+};
+
+Shape shapeOf(const TensorView& in, const TensorView& out) {
+  return {in.dim(0), in.dim(1), in.dim(2), in.dim(3),
+          out.dim(1), out.dim(2), out.dim(3), channelBlock(in.layout)};
+}
+
+std::atomic<int64_t> chunkFloats{int64_t{1} << 22};  // 16 MB of window matrix
+
+// Equal chunks of `images` images (count of them), `rows` = images * pixels matrix rows each.
+struct Chunks {
+  int64_t images, count, rows;
+  explicit Chunks(const Shape& s) {
+    const int64_t most = std::max<int64_t>(1, chunkFloats.load() / (s.pixels() * s.columns()));
+    count = (s.N + most - 1) / most;
+    images = (s.N + count - 1) / count;
+    rows = images * s.pixels();
+  }
+};
+
+// Per-thread scratch (each device runs its steps on one thread; the OpenMP teams share the
+// caller's buffers).
+float* scratch(int which, int64_t elements) {
+  thread_local std::vector<float> buffers[3];
+  auto& b = buffers[which];
+  if (static_cast<int64_t>(b.size()) < elements) b.resize(static_cast<size_t>(elements));
+  return b.data();
+}
+
+// Window matrix rows [r0, r1) of the chunk starting at image n0 (rows of images past the last
+// are zero).
+template <int B>
+void windowRows(const float* x, const Shape& s, int64_t n0, int64_t r0, int64_t r1, float* col) {
+  const int64_t P = s.pixels(), K = s.columns(), CB = s.C / B;
+  for (int64_t r = r0; r < r1; ++r) {
+    const int64_t n = n0 + r / P, oh = (r % P) / s.OW, ow = r % s.OW;
+    for (int kh = 0; kh < 3; ++kh)
+      for (int kw = 0; kw < 3; ++kw) {
+        float* dst = col + r * K + (kh * 3 + kw) * s.C;
+        const int64_t h = 2 * oh - 1 + kh, w = 2 * ow - 1 + kw;
+        if (n >= s.N || h < 0 || h >= s.H || w < 0 || w >= s.W) {
+          std::memset(dst, 0, sizeof(float) * s.C);
+          continue;
+        }
+        for (int64_t cb = 0; cb < CB; ++cb)
+          std::memcpy(dst + cb * B, x + (((n * CB + cb) * s.H + h) * s.W + w) * B, sizeof(float) * B);
+      }
+  }
+}
+
+// Rows [r0, r1) of the [rows, O] matrix of the chunk's output-shaped tensor y (zero past the
+// last image).
+template <int B>
+void gatherRows(const float* y, const Shape& s, int64_t n0, int64_t r0, int64_t r1, float* mat) {
+  const int64_t P = s.pixels(), OB = s.O / B;
+  for (int64_t r = r0; r < r1; ++r) {
+    const int64_t n = n0 + r / P, p = r % P;
+    float* row = mat + r * s.O;
+    if (n >= s.N) {
+      std::memset(row, 0, sizeof(float) * s.O);
+      continue;
+    }
+    for (int64_t ob = 0; ob < OB; ++ob)
+      std::memcpy(row + ob * B, y + ((n * OB + ob) * P + p) * B, sizeof(float) * B);
+  }
+}
+
+// y (+ bias) from rows [r0, r1) of the [rows, O] matrix (rows past the last image dropped).
+template <int B>
+void scatterRows(const float* mat, const float* bias, const Shape& s, int64_t n0, int64_t r0,
+                 int64_t r1, float* y) {
+  const int64_t P = s.pixels(), OB = s.O / B;
+  for (int64_t r = r0; r < r1; ++r) {
+    const int64_t n = n0 + r / P, p = r % P;
+    if (n >= s.N) break;
+    const float* row = mat + r * s.O;
+    for (int64_t ob = 0; ob < OB; ++ob) {
+      float* out = y + ((n * OB + ob) * P + p) * B;
+      for (int l = 0; l < B; ++l) out[l] = bias ? row[ob * B + l] + bias[ob * B + l] : row[ob * B + l];
+    }
+  }
+}
+
+// dx of chunk image i (if it exists): zeroed, then every output pixel's window gradient added at
+// its taps, pixels and taps in order.
+template <int B>
+void addWindows(const float* dcol, const Shape& s, int64_t n0, int64_t i, float* dx) {
+  const int64_t n = n0 + i;
+  if (n >= s.N) return;
+  const int64_t P = s.pixels(), K = s.columns(), CB = s.C / B, HW = s.H * s.W;
+  float* image = dx + n * s.C * HW;
+  std::memset(image, 0, sizeof(float) * s.C * HW);
+  for (int64_t p = 0; p < P; ++p) {
+    const int64_t oh = p / s.OW, ow = p % s.OW;
+    const float* row = dcol + (i * P + p) * K;
+    for (int kh = 0; kh < 3; ++kh)
+      for (int kw = 0; kw < 3; ++kw) {
+        const int64_t h = 2 * oh - 1 + kh, w = 2 * ow - 1 + kw;
+        if (h < 0 || h >= s.H || w < 0 || w >= s.W) continue;
+        const float* src = row + (kh * 3 + kw) * s.C;
+        for (int64_t cb = 0; cb < CB; ++cb) {
+          float* out = image + (cb * HW + h * s.W + w) * B;
+          for (int l = 0; l < B; ++l) out[l] += src[cb * B + l];
+        }
+      }
+  }
+}
+
+// Rows [0, rows) on the OpenMP pool, `grain` an iteration, with the chunk's B.
+template <typename Rows8, typename Rows16>
+void overRows(int64_t block, int64_t rows, int64_t grain, Rows8 rows8, Rows16 rows16) {
+#pragma omp parallel for schedule(static)
+  for (int64_t r0 = 0; r0 < rows; r0 += grain) {
+    const int64_t r1 = r0 + grain < rows ? r0 + grain : rows;
+    if (block == 16) rows16(r0, r1);
+    else rows8(r0, r1);
+  }
+}
+
+constexpr int64_t kGrain = 16;
+
+// Wt[o][(kh * 3 + kw) * C + c] = w[o][c][kh][kw], and back.
+void tapsMajor(const float* w, int64_t O, int64_t C, float* wt) {
+#pragma omp parallel for schedule(static)
+  for (int64_t o = 0; o < O; ++o)
+    for (int64_t c = 0; c < C; ++c)
+      for (int t = 0; t < 9; ++t) wt[(o * 9 + t) * C + c] = w[(o * C + c) * 9 + t];
+}
+
+void channelsMajor(const float* wt, int64_t O, int64_t C, float* w) {
+#pragma omp parallel for schedule(static)
+  for (int64_t o = 0; o < O; ++o)
+    for (int64_t c = 0; c < C; ++c)
+      for (int t = 0; t < 9; ++t) w[(o * C + c) * 9 + t] = wt[(o * 9 + t) * C + c];
+}
+
+// [r, c] matrices: row-major, or the transpose of a row-major [c, r] one.
+dnnl::memory::desc rowMajor(int64_t r, int64_t c) {
+  return {{r, c}, dnnl::memory::data_type::f32, dnnl::memory::dims{c, 1}};
+}
+dnnl::memory::desc transposed(int64_t r, int64_t c) {
+  return {{r, c}, dnnl::memory::data_type::f32, dnnl::memory::dims{1, r}};
+}
+
+// dst = src x weights (+= dst when `accumulate`).
+Prepared gemm(const dnnl::memory::desc& src, const dnnl::memory::desc& weights,
+              const dnnl::memory::desc& dst, bool accumulate = false) {
+  using namespace dnnl;
+  primitive_attr attr;
+  if (accumulate) {
+    post_ops sum;
+    sum.append_sum(1.f);
+    attr.set_post_ops(sum);
+  }
+  Prepared p{matmul(matmul::primitive_desc(matmul::desc(src, weights, dst), attr, engine())),
+             stream(engine()), {}};
+  p.bind(DNNL_ARG_SRC, src);
+  p.bind(DNNL_ARG_WEIGHTS, weights);
+  p.bind(DNNL_ARG_DST, dst);
+  return p;
+}
+
+struct State {
+  Chunks chunks;
+  Prepared first, rest;  // rest: the backward filter's accumulating GEMM
+};
+
+bool enabled() {
+  static const bool on = [] { return envSwitch("SPMD_STRIDED_GEMM").value_or(true); }();
+  return on;
+}
+
+}  // namespace
+
+bool applies(const KernelCall& call) {
+  if (!enabled() || call.in.size() < 2 || call.out.empty()) return false;
+  const std::string& op = call.step.op;
+  const bool data = op == "conv2d_backward_data", filter = op == "conv2d_backward_filter";
+  const TensorView& x = data ? call.out[0] : call.in[0];
+  const TensorView& y = op == "conv2d" ? call.out[0] : call.in[data ? 0 : 1];
+  const TensorView& w = filter ? call.out[0] : call.in[1];
+  if (x.dtype != DType::f32 || x.rank() != 4 || y.rank() != 4 || w.rank() != 4) return false;
+  if (x.layout.empty() || x.layout != y.layout) return false;
+  const int64_t block = channelBlock(x.layout);
+  if (x.dim(1) % block || y.dim(1) % block || w.dim(1) < 128) return false;
+  if (w.dim(0) != y.dim(1) || w.dim(1) != x.dim(1) || w.dim(2) != 3 || w.dim(3) != 3) return false;
+  const auto& stride = call.step.ints("stride");
+  const auto& padding = call.step.ints("padding");
+  return stride.size() == 2 && stride[0] == 2 && stride[1] == 2 && padding.size() == 2 &&
+         padding[0] == 1 && padding[1] == 1 && y.dim(2) == (x.dim(2) - 1) / 2 + 1 &&
+         y.dim(3) == (x.dim(3) - 1) / 2 + 1;
+}
+
+int64_t setChunkFloats(int64_t floats) {
+  if (floats < 1) throw Error("strided-convolution chunks need at least one float, got " + std::to_string(floats));
+  return chunkFloats.exchange(floats);
+}
+
+void forward(KernelCall& call) {
+  const TensorView &x = call.in[0], &w = call.in[1], &y = call.out[0];
+  const Shape s = shapeOf(x, y);
+  const int64_t K = s.columns();
+  auto& [chunks, gemms, unused] = cachedState<State>(call, [&] {
+    Chunks c(s);
+    return State{c, gemm(rowMajor(c.rows, K), transposed(K, s.O), rowMajor(c.rows, s.O)), {}};
+  });
+  float *col = scratch(0, chunks.rows * K), *mat = scratch(1, chunks.rows * s.O),
+        *wt = scratch(2, s.O * K);
+  const float* bias = call.in.size() > 2 ? call.in[2].as<const float>() : nullptr;
+  const float* in = x.as<const float>();
+  float* out = y.as<float>();
+  tapsMajor(w.as<const float>(), s.O, s.C, wt);
+  for (int64_t i = 0; i < chunks.count; ++i) {
+    const int64_t n0 = i * chunks.images;
+    overRows(
+        s.B, chunks.rows, kGrain, [&](int64_t a, int64_t b) { windowRows<8>(in, s, n0, a, b, col); },
+        [&](int64_t a, int64_t b) { windowRows<16>(in, s, n0, a, b, col); });
+    gemms.run({{DNNL_ARG_SRC, col}, {DNNL_ARG_WEIGHTS, wt}, {DNNL_ARG_DST, mat}});
+    overRows(
+        s.B, chunks.rows, kGrain, [&](int64_t a, int64_t b) { scatterRows<8>(mat, bias, s, n0, a, b, out); },
+        [&](int64_t a, int64_t b) { scatterRows<16>(mat, bias, s, n0, a, b, out); });
+  }
+}
+
+void backwardData(KernelCall& call) {
+  const TensorView &dy = call.in[0], &w = call.in[1], &dx = call.out[0];
+  const Shape s = shapeOf(dx, dy);
+  const int64_t K = s.columns();
+  auto& [chunks, gemms, unused] = cachedState<State>(call, [&] {
+    Chunks c(s);
+    return State{c, gemm(rowMajor(c.rows, s.O), rowMajor(s.O, K), rowMajor(c.rows, K)), {}};
+  });
+  float *col = scratch(0, chunks.rows * K), *mat = scratch(1, chunks.rows * s.O),
+        *wt = scratch(2, s.O * K);
+  const float* in = dy.as<const float>();
+  float* out = dx.as<float>();
+  tapsMajor(w.as<const float>(), s.O, s.C, wt);
+  for (int64_t i = 0; i < chunks.count; ++i) {
+    const int64_t n0 = i * chunks.images;
+    overRows(
+        s.B, chunks.rows, kGrain, [&](int64_t a, int64_t b) { gatherRows<8>(in, s, n0, a, b, mat); },
+        [&](int64_t a, int64_t b) { gatherRows<16>(in, s, n0, a, b, mat); });
+    gemms.run({{DNNL_ARG_SRC, mat}, {DNNL_ARG_WEIGHTS, wt}, {DNNL_ARG_DST, col}});
+    overRows(
+        s.B, chunks.images, 1, [&](int64_t a, int64_t) { addWindows<8>(col, s, n0, a, out); },
+        [&](int64_t a, int64_t) { addWindows<16>(col, s, n0, a, out); });
+  }
+}
+
+void backwardFilter(KernelCall& call) {
+  const TensorView &x = call.in[0], &dy = call.in[1], &dw = call.out[0];
+  const Shape s = shapeOf(x, dy);
+  const int64_t K = s.columns();
+  auto& [chunks, first, rest] = cachedState<State>(call, [&] {
+    Chunks c(s);
+    return State{c, gemm(transposed(s.O, c.rows), rowMajor(c.rows, K), rowMajor(s.O, K)),
+                 gemm(transposed(s.O, c.rows), rowMajor(c.rows, K), rowMajor(s.O, K), true)};
+  });
+  float *col = scratch(0, chunks.rows * K), *mat = scratch(1, chunks.rows * s.O),
+        *wt = scratch(2, s.O * K);
+  const float *in = x.as<const float>(), *grad = dy.as<const float>();
+  for (int64_t i = 0; i < chunks.count; ++i) {
+    const int64_t n0 = i * chunks.images;
+    overRows(
+        s.B, chunks.rows, kGrain,
+        [&](int64_t a, int64_t b) {
+          windowRows<8>(in, s, n0, a, b, col);
+          gatherRows<8>(grad, s, n0, a, b, mat);
+        },
+        [&](int64_t a, int64_t b) {
+          windowRows<16>(in, s, n0, a, b, col);
+          gatherRows<16>(grad, s, n0, a, b, mat);
+        });
+    (i == 0 ? first : rest).run({{DNNL_ARG_SRC, mat}, {DNNL_ARG_WEIGHTS, col}, {DNNL_ARG_DST, wt}});
+  }
+  channelsMajor(wt, s.O, s.C, dw.as<float>());
+}
+
+}  // namespace spmd::runtime::cpu::strided

@@ -1,0 +1,30 @@
+// 3x3 convolutions with stride 2 (ResNet's stage entries) on blocked activations as explicit
+// GEMMs (runtime/cpu/StridedConv.cpp): the input's 3x3 windows gathered into a matrix (im2col),
+// one oneDNN matmul per chunk of images, and the result written back in the blocked layout. On
+// AVX2 oneDNN's direct kernels run these shapes at 40-57% of the f32 peak (few output pixels per
+// image, 9 taps that stride over the input), a plain GEMM of the same sizes at 65-85%.
+#pragma once
+
+#include <cstdint>
+
+#include "runtime/device/Kernel.h"
+
+namespace spmd::runtime::cpu::strided {
+
+// Whether conv2d (x, w -> y), conv2d_backward_data (dy, w -> dx) or conv2d_backward_filter
+// (x, dy -> dw) with these operands runs here: f32, a 3x3 filter, stride 2, padding 1, the
+// activations in one blocked layout, and at least 128 channels in (below that, at ResNet-18's
+// 64-channel stage entry, the GEMM is no faster than oneDNN's direct kernel: measured).
+// SPMD_STRIDED_GEMM=0 in the environment turns it off.
+bool applies(const KernelCall& call);
+
+// The most floats one chunk's window matrix may hold (default 1 << 22, 16 MB); images go through
+// in equal chunks so that scratch does not grow with the batch. Tests lower it to run several
+// chunks on small shapes. Returns the previous value; takes effect for steps prepared after it.
+int64_t setChunkFloats(int64_t floats);
+
+void forward(KernelCall& call);         // inputs: x, filter[, bias]; output: y
+void backwardData(KernelCall& call);    // inputs: result_grad, filter; output: input_grad
+void backwardFilter(KernelCall& call);  // inputs: x, result_grad; output: filter_grad
+
+}  // namespace spmd::runtime::cpu::strided
