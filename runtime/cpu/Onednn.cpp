@@ -52,6 +52,22 @@ void Prepared::run(std::initializer_list<std::pair<int, void*>> pointers) {
 }
 
 
+Prepared preparedMatmul(const dnnl::memory::desc& src, const dnnl::memory::desc& weights,
+                        const dnnl::memory::desc& dst, bool accumulate) {
+  dnnl::primitive_attr attr;
+  if (accumulate) {
+    dnnl::post_ops sum;
+    sum.append_sum(1.f);
+    attr.set_post_ops(sum);
+  }
+  Prepared p{dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, weights, dst), attr, engine())),
+             dnnl::stream(engine()), {}};
+  p.bind(DNNL_ARG_SRC, src);
+  p.bind(DNNL_ARG_WEIGHTS, weights);
+  p.bind(DNNL_ARG_DST, dst);
+  return p;
+}
+
 dnnl::memory::desc anyDesc(std::span<const int64_t> shape) {
   return {dnnl::memory::dims(shape.begin(), shape.end()), dnnl::memory::data_type::f32,
           dnnl::memory::format_tag::any};

@@ -39,6 +39,11 @@ struct Prepared {
   void run(std::initializer_list<std::pair<int, void*>> pointers);
 };
 
+// dst = src x weights as a prepared oneDNN matmul on these descriptors (dst += when
+// `accumulate`: a sum post-op), its three arguments bound for run().
+Prepared preparedMatmul(const dnnl::memory::desc& src, const dnnl::memory::desc& weights,
+                        const dnnl::memory::desc& dst, bool accumulate = false);
+
 // A layout conversion between the step's buffer (plain, or the blocked layout the compiler gave
 // it) and the layout the primitive prefers; identity when they agree.
 struct Relayout {

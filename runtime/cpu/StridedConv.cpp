@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "runtime/base/Parse.h"
+#include "runtime/cpu/BlockedLoops.h"
 #include "runtime/cpu/Onednn.h"
 #include "runtime/program/Layouts.h"
 
@@ -46,15 +47,6 @@ struct Chunks {
     rows = images * s.pixels();
   }
 };
-
-// Per-thread scratch (each device runs its steps on one thread; the OpenMP teams share the
-// caller's buffers).
-float* scratch(int which, int64_t elements) {
-  thread_local std::vector<float> buffers[3];
-  auto& b = buffers[which];
-  if (static_cast<int64_t>(b.size()) < elements) b.resize(static_cast<size_t>(elements));
-  return b.data();
-}
 
 // Window matrix rows [r0, r1) of the chunk starting at image n0 (rows of images past the last
 // are zero).
@@ -135,17 +127,6 @@ void addWindows(const float* dcol, const Shape& s, int64_t n0, int64_t i, float*
   }
 }
 
-// Rows [0, rows) on the OpenMP pool, `grain` an iteration, with the chunk's B.
-template <typename Rows8, typename Rows16>
-void overRows(int64_t block, int64_t rows, int64_t grain, Rows8 rows8, Rows16 rows16) {
-#pragma omp parallel for schedule(static)
-  for (int64_t r0 = 0; r0 < rows; r0 += grain) {
-    const int64_t r1 = r0 + grain < rows ? r0 + grain : rows;
-    if (block == 16) rows16(r0, r1);
-    else rows8(r0, r1);
-  }
-}
-
 constexpr int64_t kGrain = 16;
 
 // Wt[o][(kh * 3 + kw) * C + c] = w[o][c][kh][kw], and back.
@@ -169,24 +150,6 @@ dnnl::memory::desc rowMajor(int64_t r, int64_t c) {
 }
 dnnl::memory::desc transposed(int64_t r, int64_t c) {
   return {{r, c}, dnnl::memory::data_type::f32, dnnl::memory::dims{1, r}};
-}
-
-// dst = src x weights (+= dst when `accumulate`).
-Prepared gemm(const dnnl::memory::desc& src, const dnnl::memory::desc& weights,
-              const dnnl::memory::desc& dst, bool accumulate = false) {
-  using namespace dnnl;
-  primitive_attr attr;
-  if (accumulate) {
-    post_ops sum;
-    sum.append_sum(1.f);
-    attr.set_post_ops(sum);
-  }
-  Prepared p{matmul(matmul::primitive_desc(matmul::desc(src, weights, dst), attr, engine())),
-             stream(engine()), {}};
-  p.bind(DNNL_ARG_SRC, src);
-  p.bind(DNNL_ARG_WEIGHTS, weights);
-  p.bind(DNNL_ARG_DST, dst);
-  return p;
 }
 
 struct State {
@@ -231,21 +194,21 @@ void forward(KernelCall& call) {
   const int64_t K = s.columns();
   auto& [chunks, gemms, unused] = cachedState<State>(call, [&] {
     Chunks c(s);
-    return State{c, gemm(rowMajor(c.rows, K), transposed(K, s.O), rowMajor(c.rows, s.O)), {}};
+    return State{c, preparedMatmul(rowMajor(c.rows, K), transposed(K, s.O), rowMajor(c.rows, s.O)), {}};
   });
-  float *col = scratch(0, chunks.rows * K), *mat = scratch(1, chunks.rows * s.O),
-        *wt = scratch(2, s.O * K);
+  float *col = threadScratch(0, chunks.rows * K), *mat = threadScratch(1, chunks.rows * s.O),
+        *wt = threadScratch(2, s.O * K);
   const float* bias = call.in.size() > 2 ? call.in[2].as<const float>() : nullptr;
   const float* in = x.as<const float>();
   float* out = y.as<float>();
   tapsMajor(w.as<const float>(), s.O, s.C, wt);
   for (int64_t i = 0; i < chunks.count; ++i) {
     const int64_t n0 = i * chunks.images;
-    overRows(
+    overBlockRows(
         s.B, chunks.rows, kGrain, [&](int64_t a, int64_t b) { windowRows<8>(in, s, n0, a, b, col); },
         [&](int64_t a, int64_t b) { windowRows<16>(in, s, n0, a, b, col); });
     gemms.run({{DNNL_ARG_SRC, col}, {DNNL_ARG_WEIGHTS, wt}, {DNNL_ARG_DST, mat}});
-    overRows(
+    overBlockRows(
         s.B, chunks.rows, kGrain, [&](int64_t a, int64_t b) { scatterRows<8>(mat, bias, s, n0, a, b, out); },
         [&](int64_t a, int64_t b) { scatterRows<16>(mat, bias, s, n0, a, b, out); });
   }
@@ -257,20 +220,20 @@ void backwardData(KernelCall& call) {
   const int64_t K = s.columns();
   auto& [chunks, gemms, unused] = cachedState<State>(call, [&] {
     Chunks c(s);
-    return State{c, gemm(rowMajor(c.rows, s.O), rowMajor(s.O, K), rowMajor(c.rows, K)), {}};
+    return State{c, preparedMatmul(rowMajor(c.rows, s.O), rowMajor(s.O, K), rowMajor(c.rows, K)), {}};
   });
-  float *col = scratch(0, chunks.rows * K), *mat = scratch(1, chunks.rows * s.O),
-        *wt = scratch(2, s.O * K);
+  float *col = threadScratch(0, chunks.rows * K), *mat = threadScratch(1, chunks.rows * s.O),
+        *wt = threadScratch(2, s.O * K);
   const float* in = dy.as<const float>();
   float* out = dx.as<float>();
   tapsMajor(w.as<const float>(), s.O, s.C, wt);
   for (int64_t i = 0; i < chunks.count; ++i) {
     const int64_t n0 = i * chunks.images;
-    overRows(
+    overBlockRows(
         s.B, chunks.rows, kGrain, [&](int64_t a, int64_t b) { gatherRows<8>(in, s, n0, a, b, mat); },
         [&](int64_t a, int64_t b) { gatherRows<16>(in, s, n0, a, b, mat); });
     gemms.run({{DNNL_ARG_SRC, mat}, {DNNL_ARG_WEIGHTS, wt}, {DNNL_ARG_DST, col}});
-    overRows(
+    overBlockRows(
         s.B, chunks.images, 1, [&](int64_t a, int64_t) { addWindows<8>(col, s, n0, a, out); },
         [&](int64_t a, int64_t) { addWindows<16>(col, s, n0, a, out); });
   }
@@ -282,15 +245,15 @@ void backwardFilter(KernelCall& call) {
   const int64_t K = s.columns();
   auto& [chunks, first, rest] = cachedState<State>(call, [&] {
     Chunks c(s);
-    return State{c, gemm(transposed(s.O, c.rows), rowMajor(c.rows, K), rowMajor(s.O, K)),
-                 gemm(transposed(s.O, c.rows), rowMajor(c.rows, K), rowMajor(s.O, K), true)};
+    return State{c, preparedMatmul(transposed(s.O, c.rows), rowMajor(c.rows, K), rowMajor(s.O, K)),
+                 preparedMatmul(transposed(s.O, c.rows), rowMajor(c.rows, K), rowMajor(s.O, K), true)};
   });
-  float *col = scratch(0, chunks.rows * K), *mat = scratch(1, chunks.rows * s.O),
-        *wt = scratch(2, s.O * K);
+  float *col = threadScratch(0, chunks.rows * K), *mat = threadScratch(1, chunks.rows * s.O),
+        *wt = threadScratch(2, s.O * K);
   const float *in = x.as<const float>(), *grad = dy.as<const float>();
   for (int64_t i = 0; i < chunks.count; ++i) {
     const int64_t n0 = i * chunks.images;
-    overRows(
+    overBlockRows(
         s.B, chunks.rows, kGrain,
         [&](int64_t a, int64_t b) {
           windowRows<8>(in, s, n0, a, b, col);

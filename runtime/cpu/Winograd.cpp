@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "runtime/base/Parse.h"
+#include "runtime/cpu/BlockedLoops.h"
 #include "runtime/cpu/Onednn.h"
 #include "runtime/cpu/VectorClones.h"
 #include "runtime/program/Layouts.h"
@@ -45,15 +46,6 @@ struct Tiled {
     return (((n * (C / B) + cb) * H + h) * W + w) * B;
   }
 };
-
-// Per-thread scratch (each device runs its steps on one thread; the transforms' OpenMP teams
-// share the caller's buffers).
-float* scratch(int which, int64_t elements) {
-  thread_local std::vector<float> buffers[3];
-  auto& b = buffers[which];
-  if (static_cast<int64_t>(b.size()) < elements) b.resize(static_cast<size_t>(elements));
-  return b.data();
-}
 
 // The transforms' per-tile work, compiled for AVX-512, AVX2 and the baseline (VectorClones.h) with
 // the channel block B fixed at compile time, so that each B-channel row is a vector operation.
@@ -197,39 +189,27 @@ void gradientTiles(const float* __restrict data, Grid g, int64_t t0, int64_t r0,
   }
 }
 
-// Runs `tiles<8>` or `tiles<16>` (the tensor's channel block) over rows [0, rows) on the OpenMP
-// pool, kGrain tiles an iteration.
-template <typename Tiles8, typename Tiles16>
-void overTiles(int64_t block, int64_t rows, Tiles8 tiles8, Tiles16 tiles16) {
-#pragma omp parallel for schedule(static)
-  for (int64_t r0 = 0; r0 < rows; r0 += kGrain) {
-    const int64_t r1 = r0 + kGrain < rows ? r0 + kGrain : rows;
-    if (block == 16) tiles16(r0, r1);
-    else tiles8(r0, r1);
-  }
-}
-
 void inputTransform(const Tiled& x, int64_t t0, int64_t rows, float* V) {
   const float* data = x.v.as<const float>();
   const Grid g = gridOf(x);
-  overTiles(
-      x.B, rows, [&](int64_t r0, int64_t r1) { inputTiles<8>(data, g, t0, r0, r1, rows, V); },
+  overBlockRows(
+      x.B, rows, kGrain, [&](int64_t r0, int64_t r1) { inputTiles<8>(data, g, t0, r0, r1, rows, V); },
       [&](int64_t r0, int64_t r1) { inputTiles<16>(data, g, t0, r0, r1, rows, V); });
 }
 
 void outputTransform(const float* M, int64_t t0, int64_t rows, const float* bias, const Tiled& y) {
   float* data = y.v.as<float>();
   const Grid g = gridOf(y);
-  overTiles(
-      y.B, rows, [&](int64_t r0, int64_t r1) { outputTiles<8>(M, g, t0, r0, r1, rows, bias, data); },
+  overBlockRows(
+      y.B, rows, kGrain, [&](int64_t r0, int64_t r1) { outputTiles<8>(M, g, t0, r0, r1, rows, bias, data); },
       [&](int64_t r0, int64_t r1) { outputTiles<16>(M, g, t0, r0, r1, rows, bias, data); });
 }
 
 void gradientTransform(const Tiled& dy, int64_t t0, int64_t rows, float* Z) {
   const float* data = dy.v.as<const float>();
   const Grid g = gridOf(dy);
-  overTiles(
-      dy.B, rows, [&](int64_t r0, int64_t r1) { gradientTiles<8>(data, g, t0, r0, r1, rows, Z); },
+  overBlockRows(
+      dy.B, rows, kGrain, [&](int64_t r0, int64_t r1) { gradientTiles<8>(data, g, t0, r0, r1, rows, Z); },
       [&](int64_t r0, int64_t r1) { gradientTiles<16>(data, g, t0, r0, r1, rows, Z); });
 }
 
@@ -321,18 +301,7 @@ Prepared batchedGemms(int64_t M, int64_t R, int64_t Nc, bool transposedSrc, bool
                        : memory::desc(dims{16, M, R}, memory::data_type::f32, memory::format_tag::abc);
   memory::desc b(dims{16, R, Nc}, memory::data_type::f32, memory::format_tag::abc);
   memory::desc c(dims{16, M, Nc}, memory::data_type::f32, memory::format_tag::abc);
-  primitive_attr attr;
-  if (accumulate) {
-    post_ops sum;
-    sum.append_sum(1.f);
-    attr.set_post_ops(sum);
-  }
-  Prepared p{dnnl::matmul(matmul::primitive_desc(matmul::desc(a, b, c), attr, engine())),
-             stream(engine()), {}};
-  p.bind(DNNL_ARG_SRC, a);
-  p.bind(DNNL_ARG_WEIGHTS, b);
-  p.bind(DNNL_ARG_DST, c);
-  return p;
+  return preparedMatmul(a, b, c, accumulate);
 }
 
 void runGemms(Prepared& gemms, const float* a, const float* b, float* c) {
@@ -378,8 +347,8 @@ void convolve(KernelCall& call, const TensorView& in, const TensorView& out, boo
     Chunks c(x.tiles(), std::max(C, K));
     return ConvolveState{c, batchedGemms(c.rows, C, K, false)};
   });
-  float *V = scratch(0, 16 * chunks.rows * C), *U = scratch(1, 16 * C * K),
-        *M = scratch(2, 16 * chunks.rows * K);
+  float *V = threadScratch(0, 16 * chunks.rows * C), *U = threadScratch(1, 16 * C * K),
+        *M = threadScratch(2, 16 * chunks.rows * K);
   const TensorView& w = call.in[1];  // OIHW of the forward convolution
   filterTransform(w.as<const float>(), w.dim(0), w.dim(1), backwardData, U);
   for (int64_t i = 0; i < chunks.count; ++i) {
@@ -437,8 +406,8 @@ void backwardFilter(KernelCall& call) {
     Chunks c(x.tiles(), std::max(C, K));
     return FilterState{c, batchedGemms(C, c.rows, K, true), batchedGemms(C, c.rows, K, true, true)};
   });
-  float *V = scratch(0, 16 * chunks.rows * C), *Z = scratch(1, 16 * chunks.rows * K),
-        *dU = scratch(2, 16 * C * K);
+  float *V = threadScratch(0, 16 * chunks.rows * C), *Z = threadScratch(1, 16 * chunks.rows * K),
+        *dU = threadScratch(2, 16 * C * K);
   for (int64_t i = 0; i < chunks.count; ++i) {
     inputTransform(x, i * chunks.rows, chunks.rows, V);
     gradientTransform(dy, i * chunks.rows, chunks.rows, Z);
