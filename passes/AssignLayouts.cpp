@@ -5,6 +5,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/TypeUtilities.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "passes/Passes.h"
 #include "runtime/program/Layouts.h"
@@ -29,7 +30,7 @@ class Assigner {
         requirePlain(&op);  // results leave plain: hosts, checkpoints and other backends read them
         continue;
       }
-      if (llvm::isa<ir::FusedOp>(op) || ir::isElementwise(&op))
+      if (llvm::isa<ir::FusedOp>(op) || ir::isElementwise(&op) || isBf16Rounding(op))
         assignElementwise(&op);
       else
         assignKernel(&op);
@@ -37,11 +38,22 @@ class Assigner {
   }
 
  private:
-  // The blocked layout for `type`, or "" where it has none (not an f32 NCHW activation whose
-  // channels fill whole blocks).
-  std::string blockedFor(Type type) const {
+  // A convert between f32 and bf16 (spmd-widen-bf16's widenings and roundings around every bf16
+  // op) reads and writes each element at one index: like an elementwise op, it runs in the layout
+  // its operand arrives in, so activations stay blocked through a bf16 step's roundings.
+  static bool isBf16Rounding(Operation& op) {
+    if (!llvm::isa<ir::ConvertOp>(op)) return false;
+    Type from = getElementTypeOrSelf(op.getOperand(0).getType()), to = getElementTypeOrSelf(op.getResult(0).getType());
+    return (from.isF32() && to.isBF16()) || (from.isBF16() && to.isF32());
+  }
+
+  // The blocked layout for `op`'s result `type`, or "" where it has none (not an f32 NCHW
+  // activation whose channels fill whole blocks; bf16 too for the roundings, which no other kernel reads).
+  std::string blockedFor(Type type, Operation* op = nullptr) const {
     auto tensor = llvm::dyn_cast<RankedTensorType>(type);
-    if (!tensor || !tensor.getElementType().isF32()) return "";
+    if (!tensor) return "";
+    Type element = tensor.getElementType();
+    if (!element.isF32() && !(element.isBF16() && op && isBf16Rounding(*op))) return "";
     return layouts_.blockedLayout(tensor.getShape());
   }
 
@@ -73,13 +85,13 @@ class Assigner {
   // blocked index to their coordinates (runtime/cpu/Fused.cpp).
   void assignElementwise(Operation* op) {
     Type space = op->getResultTypes().front();
-    std::string layout = blockedFor(space);
+    std::string layout = blockedFor(space, op);
     bool anyBlocked = llvm::any_of(op->getOperandTypes(), [](Type t) { return !ir::layoutOf(t).empty(); });
     if (layout.empty() || !anyBlocked) {
       requirePlain(op);
       return;
     }
-    auto full = [&](Type t) { return ir::withLayout(t, "") == ir::withLayout(space, ""); };
+    auto full = [&](Type t) { return ir::withLayout(t, "").getShape() == ir::withLayout(space, "").getShape(); };
     for (OpOperand& operand : op->getOpOperands()) {
       const std::string has = ir::layoutOf(operand.get().getType()).str();
       const std::string wanted = full(operand.get().getType()) ? layout : "";

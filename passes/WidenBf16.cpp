@@ -4,9 +4,15 @@
 // Kernels thus never see bf16 (only convert does), every backend runs it, and the results do not
 // depend on the machine beyond f32 rounding: what torch.autocast's bf16 ops give, up to the order
 // of their f32 accumulation. bf16 literals become f32 literals (exact). User converts stay.
+// Two roundings that cannot change a value are left out: an op that only moves, selects or
+// compares values (relu, max, a reshape...) gives a bf16 value on bf16 inputs, so its readers
+// read its f32 result as it is; and a relu of a rounded result is taken before the rounding
+// (relu commutes with rounding to nearest), which leaves batch_norm_train -> relu adjacent for
+// spmd-fuse-norm-relu. Roundings no reader needs any more are erased.
 #include "llvm/ADT/DenseMap.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/TypeUtilities.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "passes/Passes.h"
 
@@ -34,6 +40,13 @@ bool touchesBf16(Operation* op) {
   return llvm::any_of(op->getOperandTypes(), isBf16) || llvm::any_of(op->getResultTypes(), isBf16);
 }
 
+// Whether `op` on bf16 values gives bf16 values in f32 arithmetic: it moves, selects or compares.
+bool exactOnBf16(Operation* op) {
+  return llvm::isa<ir::ReluOp, ir::ReluBackwardOp, ir::NegOp, ir::AbsOp, ir::MaxOp, ir::MinOp, ir::GreaterEqualOp,
+                   ir::GreaterOp, ir::LessEqualOp, ir::LessOp, ir::EqualOp, ir::NotEqualOp, ir::BroadcastInDimOp,
+                   ir::ReshapeOp, ir::TransposeOp, ir::SliceOp, ir::PadOp, ir::ConcatenateOp, ir::ReduceMaxOp>(op);
+}
+
 class Widener {
  public:
   explicit Widener(MLIRContext* ctx) : builder_(ctx) {}
@@ -41,20 +54,34 @@ class Widener {
   LogicalResult run(FunctionOpInterface function) {
     SmallVector<Operation*> ops;  // the function's own ops: an op with regions on bf16 is refused whole
     for (Block& block : function.getFunctionBody())
-      for (Operation& op : block)
-        if (!llvm::isa<ir::ConvertOp>(op) && !op.hasTrait<OpTrait::IsTerminator>() && touchesBf16(&op))
+      for (Operation& op : block) {
+        if (auto convert = llvm::dyn_cast<ir::ConvertOp>(op)) {
+          if (isBf16(convert.getType()) && getElementTypeOrSelf(convert.getInput().getType()).isF32())
+            noteRounding(convert.getResult(), convert.getInput());  // a user's rounding is one too
+        } else if (!op.hasTrait<OpTrait::IsTerminator>() && touchesBf16(&op)) {
           ops.push_back(&op);
+        }
+      }
     for (Operation* op : ops) {
       auto constant = llvm::dyn_cast<ir::ConstantOp>(op);
       if (failed(constant ? widenConstant(constant) : widenOp(op))) return failure();
       if (constant && constant.getResult().use_empty()) constant.erase();
     }
+    for (Operation* rounding : roundings_)
+      if (rounding->use_empty()) rounding->erase();
     return success();
   }
 
  private:
   OpBuilder builder_;
-  DenseMap<Value, Value> wide_;  // bf16 value -> the same values in f32
+  DenseMap<Value, Value> wide_;       // bf16 value -> the same values in f32
+  DenseMap<Value, Value> unrounded_;  // a rounding made here -> the f32 value it rounds
+  SmallVector<Operation*> roundings_;
+
+  void noteRounding(Value rounded, Value unrounded) {
+    unrounded_[rounded] = unrounded;
+    roundings_.push_back(rounded.getDefiningOp());
+  }
 
   // The value in f32: one convert per value, right where it is defined.
   Value widen(Value v) {
@@ -95,7 +122,12 @@ class Widener {
       return op->emitOpError("has a region and bf16 operands or results, which spmd-widen-bf16 does not rewrite; "
                              "it runs after spmd-autodiff (which expands value_and_grad) and before fusion");
     OperationState state(op->getLoc(), op->getName());
-    for (Value operand : op->getOperands()) state.addOperands(widen(operand));
+    Value beforeRounding = llvm::isa<ir::ReluOp>(op) ? unrounded_.lookup(op->getOperand(0)) : Value();
+    const bool exact = !beforeRounding && exactOnBf16(op) && llvm::all_of(op->getOperandTypes(), isBf16);
+    if (beforeRounding)  // relu(round(v)) == round(relu(v)): the relu reads v
+      state.addOperands(beforeRounding);
+    else
+      for (Value operand : op->getOperands()) state.addOperands(widen(operand));
     for (Type type : op->getResultTypes()) state.addTypes(widened(type));
     state.addAttributes(op->getAttrs());
     builder_.setInsertionPoint(op);
@@ -108,6 +140,8 @@ class Widener {
       Value rounded = builder_.create<ir::ConvertOp>(op->getLoc(), before.getType(), after);
       before.replaceAllUsesWith(rounded);  // readers widen the rounded value: the rounding is the point
       wide_.erase(before);
+      noteRounding(rounded, after);
+      if (exact) wide_[rounded] = after;  // already a bf16 value: readers read it as it is
     }
     op->erase();
     return success();

@@ -27,6 +27,7 @@
   X(reduce_scatter, "the replica's Communicator (cpu/Collectives.cpp)")                             \
   X(axis_index, "the replica's Communicator (cpu/Collectives.cpp)")                                 \
   X(relayout, "oneDNN reorder (cpu/Relayout.cpp)")                                                  \
+  X(convert, "vectorized f32/bf16 loops, the library's for other types (cpu/Convert.cpp)")          \
   X(fused, "chunked loops over the fused body (cpu/Fused.cpp)")
 
 namespace spmd::runtime::cpu {

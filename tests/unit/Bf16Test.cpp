@@ -106,8 +106,9 @@ Array bf16Array(std::span<const float> values) {
 // convert to and from bf16 on the reference kernels, the CPU backend and the simulator: to bf16
 // rounds as toBf16 (f64 through f32, i32 too), from bf16 is exact, to i32 truncates and saturates.
 TEST(Bf16Test, ConvertRoundsTheSameOnEveryBackend) {
+  // Every rounding case (262k values: the CPU's vectorized loop runs them in 9 chunks, the last
+  // one partial), every bf16 widened (2 whole chunks).
   std::vector<float> floats = roundingCases();
-  floats.resize(4096);
   std::vector<double> doubles = {0.1, -1e300, 1e-300, 3.0000000000000004, 1.00390625000001, 65535.5};
   std::vector<int32_t> ints = {0, 1, -1, 257, 259, -65793, 16777217, std::numeric_limits<int32_t>::max()};
   std::vector<float> toInt = {1.5f, -1.5f, 3e9f, -3e9f, std::numeric_limits<float>::quiet_NaN(), 255.9f, -0.5f};

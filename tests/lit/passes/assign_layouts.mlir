@@ -91,3 +91,26 @@ func.func @fused(%x: tensor<2x8x2x2xf32>, %w: tensor<8x8x1x1xf32>, %b: tensor<8x
   } : (tensor<2x8x2x2xf32>) -> tensor<2x8x2x2xf32>
   return %f, %g : tensor<2x8x2x2xf32>, tensor<2x8x2x2xf32>
 }
+
+// -----
+
+// A bf16 step's roundings (spmd-widen-bf16: a convert to bf16 and back after each op) follow their
+// operand's layout like elementwise ops, bf16 included, so the batch norm after them reads the
+// convolution's blocked result as it is; a conversion to f64 is a kernel's and reads plain.
+// CHECK-LABEL: func.func @bf16_roundings
+func.func @bf16_roundings(%x: tensor<2x8x4x4xf32>, %w: tensor<8x8x1x1xf32>, %s: tensor<8xf32>) -> (tensor<2x8x4x4xf32>, tensor<2x8x4x4xf64>) {
+  // CHECK-NEXT: %[[C:.*]] = spmd.conv2d {{.*}} -> tensor<2x8x4x4xf32, "nChw8c">
+  // CHECK-NEXT: %[[N:.*]] = spmd.convert %[[C]] : (tensor<2x8x4x4xf32, "nChw8c">) -> tensor<2x8x4x4xbf16, "nChw8c">
+  // CHECK-NEXT: %[[W:.*]] = spmd.convert %[[N]] : (tensor<2x8x4x4xbf16, "nChw8c">) -> tensor<2x8x4x4xf32, "nChw8c">
+  // CHECK-NEXT: %[[Y:.*]], %{{.*}}, %{{.*}} = spmd.batch_norm_train %[[W]], {{.*}} -> (tensor<2x8x4x4xf32, "nChw8c">, tensor<8xf32>, tensor<8xf32>)
+  // CHECK-NEXT: %[[P:.*]] = spmd.relayout %[[W]] : (tensor<2x8x4x4xf32, "nChw8c">) -> tensor<2x8x4x4xf32>
+  // CHECK-NEXT: %[[D:.*]] = spmd.convert %[[P]] : (tensor<2x8x4x4xf32>) -> tensor<2x8x4x4xf64>
+  // CHECK-NEXT: %[[YP:.*]] = spmd.relayout %[[Y]]
+  // CHECK-NEXT: return %[[YP]], %[[D]]
+  %c = spmd.conv2d %x, %w {padding = array<i64: 0, 0>, stride = array<i64: 1, 1>} : (tensor<2x8x4x4xf32>, tensor<8x8x1x1xf32>) -> tensor<2x8x4x4xf32>
+  %n = spmd.convert %c : (tensor<2x8x4x4xf32>) -> tensor<2x8x4x4xbf16>
+  %wide = spmd.convert %n : (tensor<2x8x4x4xbf16>) -> tensor<2x8x4x4xf32>
+  %y, %m, %v = spmd.batch_norm_train %wide, %s, %s {epsilon = 1.0e-05 : f64} : (tensor<2x8x4x4xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<2x8x4x4xf32>, tensor<8xf32>, tensor<8xf32>)
+  %d = spmd.convert %wide : (tensor<2x8x4x4xf32>) -> tensor<2x8x4x4xf64>
+  return %y, %d : tensor<2x8x4x4xf32>, tensor<2x8x4x4xf64>
+}

@@ -47,3 +47,30 @@ func.func @mixed(%table: tensor<5x3xbf16>, %ids: tensor<2xi32>) -> tensor<bf16> 
   // CHECK-NEXT: return %[[SB]] : tensor<bf16>
   return %s : tensor<bf16>
 }
+
+// Roundings that change nothing are left out. A relu of a rounded value (here the user's rounding
+// of an f32 batch norm, as the mixed-precision policy writes it) reads the value before the
+// rounding, relu commuting with it, and is rounded after; the user's rounding, read by nothing
+// else, is erased, so batch_norm_train -> relu meet for spmd-fuse-norm-relu. Ops that only move
+// or select values (neg, reshape) give bf16 values on bf16 inputs: readers read their f32 result
+// as it is, and only a returned one is rounded (to its bf16 type, a no-op on the value).
+// CHECK-LABEL: func.func @exact
+func.func @exact(%x: tensor<2x8x2x2xf32>, %s: tensor<8xf32>) -> (tensor<2x8x2x2xbf16>, tensor<2x32xbf16>) {
+  // CHECK-NEXT: %[[Y:.*]], %{{.*}}, %{{.*}} = spmd.batch_norm_train %arg0
+  // CHECK-NEXT: %[[R:.*]] = spmd.relu %[[Y]] : (tensor<2x8x2x2xf32>) -> tensor<2x8x2x2xf32>
+  // CHECK-NEXT: %[[RB:.*]] = spmd.convert %[[R]] : (tensor<2x8x2x2xf32>) -> tensor<2x8x2x2xbf16>
+  // CHECK-NEXT: %[[RW:.*]] = spmd.convert %[[RB]] : (tensor<2x8x2x2xbf16>) -> tensor<2x8x2x2xf32>
+  // CHECK-NEXT: %[[N:.*]] = spmd.neg %[[RW]] : (tensor<2x8x2x2xf32>) -> tensor<2x8x2x2xf32>
+  // CHECK-NEXT: %[[T:.*]] = spmd.reshape %[[N]] : (tensor<2x8x2x2xf32>) -> tensor<2x32xf32>
+  // CHECK-NEXT: %[[TB:.*]] = spmd.convert %[[T]] : (tensor<2x32xf32>) -> tensor<2x32xbf16>
+  // CHECK-NEXT: %[[A:.*]] = spmd.add %[[RW]], %[[N]] : (tensor<2x8x2x2xf32>, tensor<2x8x2x2xf32>) -> tensor<2x8x2x2xf32>
+  // CHECK-NEXT: %[[AB:.*]] = spmd.convert %[[A]] : (tensor<2x8x2x2xf32>) -> tensor<2x8x2x2xbf16>
+  // CHECK-NEXT: return %[[AB]], %[[TB]]
+  %y, %m, %v = spmd.batch_norm_train %x, %s, %s {epsilon = 1.0e-05 : f64} : (tensor<2x8x2x2xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<2x8x2x2xf32>, tensor<8xf32>, tensor<8xf32>)
+  %yb = spmd.convert %y : (tensor<2x8x2x2xf32>) -> tensor<2x8x2x2xbf16>
+  %r = spmd.relu %yb : (tensor<2x8x2x2xbf16>) -> tensor<2x8x2x2xbf16>
+  %n = spmd.neg %r : (tensor<2x8x2x2xbf16>) -> tensor<2x8x2x2xbf16>
+  %t = spmd.reshape %n : (tensor<2x8x2x2xbf16>) -> tensor<2x32xbf16>
+  %a = spmd.add %r, %n : (tensor<2x8x2x2xbf16>, tensor<2x8x2x2xbf16>) -> tensor<2x8x2x2xbf16>
+  return %a, %t : tensor<2x8x2x2xbf16>, tensor<2x32xbf16>
+}
