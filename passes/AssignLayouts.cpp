@@ -47,13 +47,11 @@ class Assigner {
     return (from.isF32() && to.isBF16()) || (from.isBF16() && to.isF32());
   }
 
-  // The blocked layout for `op`'s result `type`, or "" where it has none (not an f32 NCHW
-  // activation whose channels fill whole blocks; bf16 too for the roundings, which no other kernel reads).
-  std::string blockedFor(Type type, Operation* op = nullptr) const {
+  // The blocked layout for `type`, or "" where it has none (not an f32 NCHW activation whose
+  // channels fill whole blocks; bf16 too where `bf16Too`: the roundings', which no other kernel reads).
+  std::string blockedFor(Type type, bool bf16Too = false) const {
     auto tensor = llvm::dyn_cast<RankedTensorType>(type);
-    if (!tensor) return "";
-    Type element = tensor.getElementType();
-    if (!element.isF32() && !(element.isBF16() && op && isBf16Rounding(*op))) return "";
+    if (!tensor || !(tensor.getElementType().isF32() || (bf16Too && tensor.getElementType().isBF16()))) return "";
     return layouts_.blockedLayout(tensor.getShape());
   }
 
@@ -85,7 +83,7 @@ class Assigner {
   // blocked index to their coordinates (runtime/cpu/Fused.cpp).
   void assignElementwise(Operation* op) {
     Type space = op->getResultTypes().front();
-    std::string layout = blockedFor(space, op);
+    std::string layout = blockedFor(space, isBf16Rounding(*op));
     bool anyBlocked = llvm::any_of(op->getOperandTypes(), [](Type t) { return !ir::layoutOf(t).empty(); });
     if (layout.empty() || !anyBlocked) {
       requirePlain(op);
