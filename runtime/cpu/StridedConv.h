@@ -1,8 +1,9 @@
-// 3x3 convolutions with stride 2 (ResNet's stage entries) on blocked activations as explicit
-// GEMMs (runtime/cpu/StridedConv.cpp): the input's 3x3 windows gathered into a matrix (im2col),
-// one oneDNN matmul per chunk of images, and the result written back in the blocked layout. On
-// AVX2 oneDNN's direct kernels run these shapes at 40-57% of the f32 peak (few output pixels per
-// image, 9 taps that stride over the input), a plain GEMM of the same sizes at 65-85%.
+// Convolutions with stride 2 (ResNet's stage entries and their 1x1 projections) on blocked
+// activations as explicit GEMMs (runtime/cpu/StridedConv.cpp): the input's windows gathered into
+// a matrix (im2col), one oneDNN matmul per chunk of images, and the result written back in the
+// blocked layout. On AVX2 oneDNN's direct kernels run the wide 3x3 shapes at 40-57% of the f32
+// peak (few output pixels per image, 9 taps that stride over the input), and a 1x1 one on an
+// odd-sized input at 15-20%; a plain GEMM of the same sizes runs at 65-85%.
 #pragma once
 
 #include <cstdint>
@@ -12,9 +13,11 @@
 namespace spmd::runtime::cpu::strided {
 
 // Whether conv2d (x, w -> y), conv2d_backward_data (dy, w -> dx) or conv2d_backward_filter
-// (x, dy -> dw) with these operands runs here: f32, a 3x3 filter, stride 2, padding 1, the
-// activations in one blocked layout, and at least 128 channels in (below that, at ResNet-18's
-// 64-channel stage entry, the GEMM is no faster than oneDNN's direct kernel: measured).
+// (x, dy -> dw) with these operands runs here: f32, stride 2, the activations in one blocked
+// layout, and either a 3x3 filter with padding 1 and at least 128 channels in (below that, at
+// ResNet-18's 64-channel stage entry, the GEMM is no faster than oneDNN's direct kernel:
+// measured) or a 1x1 filter without padding on an input that is not twice the output's size
+// (oneDNN's own 1x1 kernel takes the even ones).
 // SPMD_STRIDED_GEMM=0 in the environment turns it off.
 bool applies(const KernelCall& call);
 

@@ -373,6 +373,19 @@ inline std::vector<KernelCase> kernelCases(DType t) {
                     {{t, {136, 128, 3, 3}}}, {{"stride", V{2, 2}}, {"padding", V{1, 1}}}, {b8, b8, ""}});
     list.push_back({"conv bwd filter stride2 gemm 16c", "conv2d_backward_filter", {rnd({3, 144, 6, 5}), rnd({3, 128, 3, 3})},
                     {{t, {128, 144, 3, 3}}}, {{"stride", V{2, 2}}, {"padding", V{1, 1}}}, {b16, b16, ""}});
+    // 1x1 stride-2 projections on inputs that are not twice the output's size run there too.
+    list.push_back({"conv 1x1 stride2 gemm", "conv2d", {rnd({2, 64, 7, 6}), rnd({136, 64, 1, 1}, -0.2, 0.2), rnd({136})},
+                    {{t, {2, 136, 4, 3}}}, {{"stride", V{2, 2}}, {"padding", V{0, 0}}}, {b8, "", "", b8}});
+    list.push_back({"conv 1x1 stride2 gemm 16c, no bias", "conv2d", {rnd({3, 144, 7, 5}), rnd({128, 144, 1, 1}, -0.2, 0.2)},
+                    {{t, {3, 128, 4, 3}}}, {{"stride", V{2, 2}}, {"padding", V{0, 0}}}, {b16, "", b16}});
+    list.push_back({"conv bwd data 1x1 stride2 gemm", "conv2d_backward_data", {rnd({2, 136, 4, 3}), rnd({136, 64, 1, 1}, -0.2, 0.2)},
+                    {{t, {2, 64, 7, 6}}}, {{"stride", V{2, 2}}, {"padding", V{0, 0}}}, {b8, "", b8}});
+    list.push_back({"conv bwd data 1x1 stride2 gemm 16c", "conv2d_backward_data", {rnd({3, 128, 4, 3}), rnd({128, 144, 1, 1}, -0.2, 0.2)},
+                    {{t, {3, 144, 7, 5}}}, {{"stride", V{2, 2}}, {"padding", V{0, 0}}}, {b16, "", b16}});
+    list.push_back({"conv bwd filter 1x1 stride2 gemm", "conv2d_backward_filter", {rnd({2, 64, 7, 6}), rnd({2, 136, 4, 3})},
+                    {{t, {136, 64, 1, 1}}}, {{"stride", V{2, 2}}, {"padding", V{0, 0}}}, {b8, b8, ""}});
+    list.push_back({"conv bwd filter 1x1 stride2 gemm 16c", "conv2d_backward_filter", {rnd({3, 144, 7, 5}), rnd({3, 128, 4, 3})},
+                    {{t, {128, 144, 1, 1}}}, {{"stride", V{2, 2}}, {"padding", V{0, 0}}}, {b16, b16, ""}});
     list.push_back({"bn train blocked", "batch_norm_train", {rnd({3, 16, 5, 4}), rnd({16}), rnd({16})},
                     {{t, {3, 16, 5, 4}}, {t, {16}}, {t, {16}}}, {{"epsilon", 1e-5}}, {b8, "", "", b8}});
     // Conv outputs with a mean far from 0: statistics must not cancel (E[x^2] - E[x]^2 would).

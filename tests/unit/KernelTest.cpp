@@ -47,7 +47,9 @@ TEST_P(KernelTest, CpuMatchesReference) {
   // compared with their reference kernels in CommunicatorTest.
   const std::set<std::string> collectives = {"all_reduce", "all_gather", "reduce_scatter", "axis_index"};
   for (const auto& [op, _] : cpuKernels())
-    if (!collectives.count(op)) EXPECT_TRUE(covered.count(op)) << "no kernel case for " << op;
+    if (!collectives.count(op)) {
+      EXPECT_TRUE(covered.count(op)) << "no kernel case for " << op;
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(DTypes, KernelTest, ::testing::Values(DType::f32, DType::f64),
@@ -69,9 +71,10 @@ TEST(KernelTest, WinogradChunksMatchTheReference) {
 // The stride-2 GEMM convolutions (runtime/cpu/StridedConv.cpp) take their images in equal
 // chunks, the filter gradient adding each chunk's GEMM to the last; the kernel cases fit one.
 // With one or two images' windows per chunk they take 2 or 3 (3 images in chunks of 2: the last
-// one's second image past the end).
+// one's second image past the end); the first two sizes split the 1x1 cases' (12 pixels, 144
+// columns), the last two the 3x3 ones' (12 pixels, 9 x 144 columns).
 TEST(KernelTest, StridedConvolutionChunksMatchTheReference) {
-  for (int64_t floats : {12 * 9 * 144, 2 * 12 * 9 * 144}) {
+  for (int64_t floats : {12 * 144, 2 * 12 * 144, 12 * 9 * 144, 2 * 12 * 9 * 144}) {
     const int64_t previous = cpu::strided::setChunkFloats(floats);
     for (const KernelCase& c : kernelCases(DType::f32))
       if (c.name.find("stride2 gemm") != std::string::npos) checkAgainstReference(c);
