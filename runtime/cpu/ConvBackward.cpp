@@ -1,10 +1,12 @@
 // CPU conv2d gradients through oneDNN (f32): backward data (input gradient) and backward
 // weights (filter gradient), each in oneDNN's preferred layouts with reorders around the call
 // where a buffer lies in another layout, like the forward kernel; wide 3x3 stride-1 ones on
-// blocked activations run as Winograd (runtime/cpu/Winograd.h), wide 3x3 stride-2 ones as GEMMs
-// (runtime/cpu/StridedConv.h). f64 runs the reference loops.
+// blocked activations run as Winograd (runtime/cpu/Winograd.h), stride-2 ones as GEMMs
+// (runtime/cpu/StridedConv.h), and the filter gradient of a one-channel input in our own loops
+// (runtime/cpu/SingleChannelConv.h). f64 runs the reference loops.
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cpu/Onednn.h"
+#include "runtime/cpu/SingleChannelConv.h"
 #include "runtime/cpu/StridedConv.h"
 #include "runtime/cpu/Winograd.h"
 #include "runtime/reference/Reference.h"
@@ -72,6 +74,7 @@ void conv2d_backward_filter(KernelCall& call) {
   if (call.in[0].dtype != DType::f32) return reference::conv2d_backward_filter(call);
   if (winograd::applies(call)) return winograd::backwardFilter(call);
   if (strided::applies(call)) return strided::backwardFilter(call);
+  if (single_channel::applies(call)) return single_channel::backwardFilter(call);
   auto& s = cachedState<ConvBackwardState>(call, [&] {
     using namespace dnnl;
     ConvGeometry g(call.step);

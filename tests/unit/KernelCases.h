@@ -386,6 +386,14 @@ inline std::vector<KernelCase> kernelCases(DType t) {
                     {{t, {136, 64, 1, 1}}}, {{"stride", V{2, 2}}, {"padding", V{0, 0}}}, {b8, b8, ""}});
     list.push_back({"conv bwd filter 1x1 stride2 gemm 16c", "conv2d_backward_filter", {rnd({3, 144, 7, 5}), rnd({3, 128, 4, 3})},
                     {{t, {128, 144, 1, 1}}}, {{"stride", V{2, 2}}, {"padding", V{0, 0}}}, {b16, b16, ""}});
+    // The filter gradient of a one-channel input with a blocked result gradient (a grey-image
+    // stem; runtime/cpu/SingleChannelConv.h): both blocks, strides 1 and 2, padding 1 and 0.
+    list.push_back({"conv bwd filter 1 channel", "conv2d_backward_filter", {rnd({3, 1, 9, 7}), rnd({3, 16, 9, 7})},
+                    {{t, {16, 1, 3, 3}}}, {{"stride", V{1, 1}}, {"padding", V{1, 1}}}, {"", b8, ""}});
+    list.push_back({"conv bwd filter 1 channel 16c stride 2", "conv2d_backward_filter", {rnd({2, 1, 8, 7}), rnd({2, 32, 4, 4})},
+                    {{t, {32, 1, 3, 3}}}, {{"stride", V{2, 2}}, {"padding", V{1, 1}}}, {"", b16, ""}});
+    list.push_back({"conv bwd filter 1 channel, no padding", "conv2d_backward_filter", {rnd({2, 1, 6, 5}), rnd({2, 8, 4, 3})},
+                    {{t, {8, 1, 3, 3}}}, {{"stride", V{1, 1}}, {"padding", V{0, 0}}}, {"", b8, ""}});
     list.push_back({"bn train blocked", "batch_norm_train", {rnd({3, 16, 5, 4}), rnd({16}), rnd({16})},
                     {{t, {3, 16, 5, 4}}, {t, {16}}, {t, {16}}}, {{"epsilon", 1e-5}}, {b8, "", "", b8}});
     // Conv outputs with a mean far from 0: statistics must not cancel (E[x^2] - E[x]^2 would).
