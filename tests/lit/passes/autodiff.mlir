@@ -76,6 +76,25 @@ func.func @conv_bn_relu(%x: tensor<2x3x6x6xf32>, %w: tensor<4x3x3x3xf32>, %s: te
   return %l, %mean, %gw, %gs, %go, %gu : tensor<f32>, tensor<4xf32>, tensor<4x3x3x3xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
 }
 
+// A convolution's bias gradient comes first, so that it reads dy while dy is still in cache;
+// then the data and filter gradients, the results in the operands' order.
+// CHECK-LABEL: func.func @conv_bias
+// CHECK: %[[DB:.*]] = spmd.reduce_sum %[[DY:[^ ]*]] {axes = array<i64: 0, 2, 3>}
+// CHECK-NEXT: spmd.conv2d_backward_data %[[DY]], %arg1
+// CHECK-NEXT: %[[DW:.*]] = spmd.conv2d_backward_filter %arg0, %[[DY]]
+// CHECK: return %{{.*}}, %[[DW]], %[[DB]]
+func.func @conv_bias(%x: tensor<2x3x6x6xf32>, %w: tensor<4x3x3x3xf32>, %b: tensor<4xf32>)
+    -> (tensor<f32>, tensor<4x3x3x3xf32>, tensor<4xf32>) {
+  %l, %gw, %gb = spmd.value_and_grad %w, %b {
+  ^bb0(%pw: tensor<4x3x3x3xf32>, %pb: tensor<4xf32>):
+    %y = spmd.conv2d %x, %pw, %pb {padding = array<i64: 1, 1>, stride = array<i64: 1, 1>} : (tensor<2x3x6x6xf32>, tensor<4x3x3x3xf32>, tensor<4xf32>) -> tensor<2x4x6x6xf32>
+    %sq = spmd.mul %y, %y : (tensor<2x4x6x6xf32>, tensor<2x4x6x6xf32>) -> tensor<2x4x6x6xf32>
+    %sum = spmd.reduce_sum %sq {axes = array<i64: 0, 1, 2, 3>} : (tensor<2x4x6x6xf32>) -> tensor<f32>
+    spmd.yield %sum : tensor<f32>
+  } : (tensor<4x3x3x3xf32>, tensor<4xf32>) -> (tensor<f32>, tensor<4x3x3x3xf32>, tensor<4xf32>)
+  return %l, %gw, %gb : tensor<f32>, tensor<4x3x3x3xf32>, tensor<4xf32>
+}
+
 // argmax is marked ZeroGradient: its integer result used as labels sends nothing back, so the
 // only gradient is the one through the logits.
 // CHECK-LABEL: func.func @argmax_labels
