@@ -14,14 +14,18 @@
 // 2.2e-6 where oneDNN's direct kernels give 1.4e-6 to 5.7e-6). Tiles go through in chunks (see
 // Chunks); the transforms run on the OpenMP pool, kGrain tiles an iteration, B channels a vector
 // (compiled for AVX-512, AVX2 and the baseline, the same bits on each: see inputTiles);
-// the buffers are per-thread scratch reused across calls.
+// the buffers are per-thread scratch reused across calls. Up to 64 channels the forward and
+// backward data go a few tiles at a time through all three steps in L1 (convolveGrouped).
 #include "runtime/cpu/Winograd.h"
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
+
+#include <immintrin.h>
 
 #include "runtime/base/Parse.h"
 #include "runtime/cpu/BlockedLoops.h"
@@ -33,6 +37,7 @@ namespace spmd::runtime::cpu::winograd {
 namespace {
 
 constexpr int64_t kMaxBlock = 16;
+constexpr int64_t kMaxGroupedChannels = 64;  // the grouped convolutions' most channels in and out
 
 // An [N, C, H, W] tensor in nChw<B>c and its tiling.
 struct Tiled {
@@ -337,20 +342,177 @@ struct ConvolveState {
   Prepared gemms;
 };
 
-// Forward and backward data: `in` (C channels) convolved with the filter transform U into
-// `out` (K channels).
+// Up to 64 channels the 16 GEMMs are too thin for a library GEMM and the transformed tiles not
+// worth a trip through memory: the forward and backward-data convolutions take kGroup tiles at a
+// time through the input transform, the GEMMs and the output transform while they are in L1.
+constexpr int kGroup = 6;
+
+bool groupedFits(int64_t C, int64_t K) { return C <= kMaxGroupedChannels && K <= kMaxGroupedChannels && K % 16 == 0; }
+
+std::atomic<bool> vectorGroups{true};
+
+// The portable code of one group's GEMMs: M[a][r][k] = sum_c V[a][r][c] U[a][c][k], each sum in
+// c order with exact fused multiply-adds (std::fma), so that it gives groupFma's bits.
+void groupGemms(const float* V, const float* U, int64_t C, int64_t K, float* M) {
+  for (int a = 0; a < 16; ++a)
+    for (int r = 0; r < kGroup; ++r)
+      for (int64_t k = 0; k < K; ++k) {
+        float acc = 0.f;
+        for (int64_t c = 0; c < C; ++c) acc = std::fma(V[(a * kGroup + r) * C + c], U[(a * C + c) * K + k], acc);
+        M[(a * kGroup + r) * K + k] = acc;
+      }
+}
+
+// Tiles t0 .. t0 + kGroup - 1 whole on AVX2 with FMA: inputTiles, groupGemms and outputTiles with
+// the same operations in the same order (the same bits), B/8 vectors a pixel, the GEMMs as
+// kGroup x 16 register tiles, the tiles' positions walked without divisions. The activations
+// have g.C channels in and K out; V [16][kGroup][g.C] and M [16][kGroup][K] are scratch.
+template <int B>
+__attribute__((target("avx2,fma"))) void groupFma(const float* __restrict in, Grid g, int64_t K,
+                                                       const float* __restrict U, int64_t t0,
+                                                       const float* __restrict bias, float* __restrict out,
+                                                       float* __restrict V, float* __restrict M) {
+  const int64_t C = g.C, CB = C / B, KB = K / B, sv = kGroup * C, sm = kGroup * K;
+  const int64_t n0 = t0 / (g.th * g.tw), ty0 = (t0 / g.tw) % g.th, tx0 = t0 % g.tw;
+  int64_t n = n0, ty = ty0, tx = tx0;
+  auto next = [&] {
+    if (++tx == g.tw) {
+      tx = 0;
+      if (++ty == g.th) ty = 0, ++n;
+    }
+  };
+  for (int r = 0; r < kGroup; ++r, next()) {
+    const bool exists = t0 + r < g.T;  // past the last tile: zeros
+    const int64_t h0 = 2 * ty - 1, w0 = 2 * tx - 1;
+    const bool inside = exists && h0 >= 0 && h0 + 3 < g.H && w0 >= 0 && w0 + 3 < g.W;
+    for (int64_t cb = 0; cb < CB; ++cb) {
+      const float* plane = in + (n * CB + cb) * g.H * g.W * B;
+      for (int half = 0; half < B; half += 8) {
+        __m256 d[4][4], e[4][4];
+        for (int i = 0; i < 4; ++i)
+          for (int j = 0; j < 4; ++j) {
+            const int64_t h = h0 + i, w = w0 + j;
+            d[i][j] = inside || (exists && h >= 0 && h < g.H && w >= 0 && w < g.W)
+                          ? _mm256_loadu_ps(plane + (h * g.W + w) * B + half)
+                          : _mm256_setzero_ps();
+          }
+        for (int j = 0; j < 4; ++j) {
+          e[0][j] = _mm256_sub_ps(d[0][j], d[2][j]);
+          e[1][j] = _mm256_add_ps(d[1][j], d[2][j]);
+          e[2][j] = _mm256_sub_ps(d[2][j], d[1][j]);
+          e[3][j] = _mm256_sub_ps(d[1][j], d[3][j]);
+        }
+        float* v = V + r * C + cb * B + half;
+        for (int i = 0; i < 4; ++i) {
+          _mm256_storeu_ps(v + (i * 4 + 0) * sv, _mm256_sub_ps(e[i][0], e[i][2]));
+          _mm256_storeu_ps(v + (i * 4 + 1) * sv, _mm256_add_ps(e[i][1], e[i][2]));
+          _mm256_storeu_ps(v + (i * 4 + 2) * sv, _mm256_sub_ps(e[i][2], e[i][1]));
+          _mm256_storeu_ps(v + (i * 4 + 3) * sv, _mm256_sub_ps(e[i][1], e[i][3]));
+        }
+      }
+    }
+  }
+  for (int a = 0; a < 16; ++a) {
+    const float* Va = V + a * sv;
+    const float* Ua = U + a * C * K;
+    float* Ma = M + a * sm;
+    for (int64_t k0 = 0; k0 < K; k0 += 16) {
+      __m256 acc[kGroup][2];
+      for (int r = 0; r < kGroup; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+      for (int64_t c = 0; c < C; ++c) {
+        const __m256 u0 = _mm256_loadu_ps(Ua + c * K + k0), u1 = _mm256_loadu_ps(Ua + c * K + k0 + 8);
+        for (int r = 0; r < kGroup; ++r) {
+          const __m256 v = _mm256_broadcast_ss(Va + r * C + c);
+          acc[r][0] = _mm256_fmadd_ps(v, u0, acc[r][0]);
+          acc[r][1] = _mm256_fmadd_ps(v, u1, acc[r][1]);
+        }
+      }
+      for (int r = 0; r < kGroup; ++r) {
+        _mm256_storeu_ps(Ma + r * K + k0, acc[r][0]);
+        _mm256_storeu_ps(Ma + r * K + k0 + 8, acc[r][1]);
+      }
+    }
+  }
+  n = n0, ty = ty0, tx = tx0;
+  for (int r = 0; r < kGroup && t0 + r < g.T; ++r, next()) {
+    const int64_t h0 = 2 * ty, w0 = 2 * tx;
+    for (int64_t kb = 0; kb < KB; ++kb) {
+      float* plane = out + (n * KB + kb) * g.H * g.W * B;
+      for (int half = 0; half < B; half += 8) {
+        const float* m = M + r * K + kb * B + half;
+        __m256 e[2][4], o[2][2];
+        for (int j = 0; j < 4; ++j) {
+          const __m256 m0 = _mm256_loadu_ps(m + j * sm), m1 = _mm256_loadu_ps(m + (4 + j) * sm),
+                       m2 = _mm256_loadu_ps(m + (8 + j) * sm), m3 = _mm256_loadu_ps(m + (12 + j) * sm);
+          e[0][j] = _mm256_add_ps(_mm256_add_ps(m0, m1), m2);
+          e[1][j] = _mm256_sub_ps(_mm256_sub_ps(m1, m2), m3);
+        }
+        for (int i = 0; i < 2; ++i) {
+          o[i][0] = _mm256_add_ps(_mm256_add_ps(e[i][0], e[i][1]), e[i][2]);
+          o[i][1] = _mm256_sub_ps(_mm256_sub_ps(e[i][1], e[i][2]), e[i][3]);
+          if (bias) {
+            const __m256 b = _mm256_loadu_ps(bias + kb * B + half);
+            o[i][0] = _mm256_add_ps(o[i][0], b);
+            o[i][1] = _mm256_add_ps(o[i][1], b);
+          }
+        }
+        for (int i = 0; i < 2; ++i)
+          for (int j = 0; j < 2; ++j)
+            if (h0 + i < g.H && w0 + j < g.W)
+              _mm256_storeu_ps(plane + ((h0 + i) * g.W + w0 + j) * B + half, o[i][j]);
+      }
+    }
+  }
+}
+
+// `in` (C channels) convolved with the filter transform U into `out` (K channels), a group of
+// tiles an iteration on the OpenMP pool (each output from its own tile alone: any thread count
+// gives the same bits).
+void convolveGrouped(const Tiled& x, const Tiled& y, const float* U, const float* bias) {
+  const float* in = x.v.as<const float>();
+  float* out = y.v.as<float>();
+  const Grid gx = gridOf(x), gy = gridOf(y);
+  const int64_t groups = (x.tiles() + kGroup - 1) / kGroup;
+  static const bool fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  const bool vector = fma && vectorGroups.load();
+#pragma omp parallel
+  {
+    // Each thread's own scratch (buffer 1 holds the caller's U).
+    float* V = threadScratch(0, 16 * kGroup * x.C);
+    float* M = threadScratch(2, 16 * kGroup * y.C);
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < groups; ++i) {
+      const int64_t t0 = i * kGroup;
+      if (vector) {
+        if (x.B == 16) groupFma<16>(in, gx, y.C, U, t0, bias, out, V, M);
+        else groupFma<8>(in, gx, y.C, U, t0, bias, out, V, M);
+        continue;
+      }
+      if (x.B == 16) inputTiles<16>(in, gx, t0, 0, kGroup, kGroup, V);
+      else inputTiles<8>(in, gx, t0, 0, kGroup, kGroup, V);
+      groupGemms(V, U, x.C, y.C, M);
+      if (y.B == 16) outputTiles<16>(M, gy, t0, 0, kGroup, kGroup, bias, out);
+      else outputTiles<8>(M, gy, t0, 0, kGroup, kGroup, bias, out);
+    }
+  }
+}
+
+// Forward and backward data: `in` (C channels) convolved with the filter into `out` (K
+// channels): up to 64 channels a group of tiles at a time (convolveGrouped), from there in chunks
+// through one batched oneDNN GEMM.
 void convolve(KernelCall& call, const TensorView& in, const TensorView& out, bool backwardData,
               const float* bias) {
   Tiled x(in), y(out);
   const int64_t C = x.C, K = y.C;
+  const TensorView& w = call.in[1];  // OIHW of the forward convolution
+  float* U = threadScratch(1, 16 * C * K);
+  filterTransform(w.as<const float>(), w.dim(0), w.dim(1), backwardData, U);
+  if (groupedFits(C, K)) return convolveGrouped(x, y, U, bias);
   auto& [chunks, gemms] = cachedState<ConvolveState>(call, [&] {
     Chunks c(x.tiles(), std::max(C, K));
     return ConvolveState{c, batchedGemms(c.rows, C, K, false)};
   });
-  float *V = threadScratch(0, 16 * chunks.rows * C), *U = threadScratch(1, 16 * C * K),
-        *M = threadScratch(2, 16 * chunks.rows * K);
-  const TensorView& w = call.in[1];  // OIHW of the forward convolution
-  filterTransform(w.as<const float>(), w.dim(0), w.dim(1), backwardData, U);
+  float *V = threadScratch(0, 16 * chunks.rows * C), *M = threadScratch(2, 16 * chunks.rows * K);
   for (int64_t i = 0; i < chunks.count; ++i) {
     inputTransform(x, i * chunks.rows, chunks.rows, V);
     runGemms(gemms, V, U, M);
@@ -377,14 +539,16 @@ bool applies(const KernelCall& call) {
   if (a.layout.empty() || a.layout != other.layout) return false;
   const int64_t block = channelBlock(a.layout);
   if (block > kMaxBlock || a.dim(1) % block || other.dim(1) % block) return false;
-  // Below 128 channels the forward and backward-data transforms cost what their GEMMs save
-  // (ResNet-18's 64-channel stage: no faster than oneDNN's direct kernels); the backward filter
-  // pays from 64, where oneDNN's direct backward-weights kernel runs at ~40% of the AVX2 peak.
+  // The forward and backward data run here from 16 channels up to 64 (grouped, convolveGrouped:
+  // ResNet-18's 16-64-channel layers 10-35% faster than oneDNN's direct kernels) and from 128
+  // (chunked: between them the grouped GEMMs' filters leave L1 and the chunked transforms cost what
+  // the GEMMs save); the backward filter pays from 64, where oneDNN's direct backward-weights
+  // kernel runs at ~40% of the AVX2 peak.
   // From 64 to 127 channels it pays only on even sizes: on odd ones the 2x2 output tiles cover
   // padding too (7x7 takes 4x4 tiles, 31% more work), and at ResNet-18's width 16 stage 3 (64
   // channels, 7x7) the direct kernel is faster (median of 16 alternated runs 4.9 against 5.2 ms).
   const bool filter = op == "conv2d_backward_filter";
-  const int64_t least = filter ? 64 : 128;
+  const int64_t least = filter ? 64 : groupedFits(a.dim(1), other.dim(1)) ? 16 : 128;
   if (w.dim(2) != 3 || w.dim(3) != 3 || w.dim(0) < least || w.dim(1) < least) return false;
   if (filter && (w.dim(0) < 128 || w.dim(1) < 128) && (a.dim(2) % 2 || a.dim(3) % 2)) return false;
   const auto& stride = call.step.ints("stride");
@@ -392,6 +556,8 @@ bool applies(const KernelCall& call) {
   return stride.size() == 2 && stride[0] == 1 && stride[1] == 1 && padding.size() == 2 &&
          padding[0] == 1 && padding[1] == 1 && a.dim(2) == other.dim(2) && a.dim(3) == other.dim(3);
 }
+
+bool setVectorGroups(bool on) { return vectorGroups.exchange(on); }
 
 int64_t setChunkFloats(int64_t floats) {
   if (floats < 1) throw Error("Winograd chunks need at least one float, got " + std::to_string(floats));

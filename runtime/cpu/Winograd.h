@@ -3,7 +3,8 @@
 // AVX-512; on AVX2 its direct kernels spend 9 multiplies per output where this spends 4, and on
 // small feature maps (ResNet-18's stages 2-4 at 28x28 input) the direct kernels also lose time
 // at the borders. Each direction is: transforms of 4x4 input tiles and of the filters (adds and
-// halvings only), 16 batched GEMMs (oneDNN matmul), and a transform back.
+// halvings only), 16 GEMMs (a batched oneDNN matmul, or up to 64 channels register tiles of our
+// own on a few tiles at a time), and a transform back.
 #pragma once
 
 #include <cstdint>
@@ -14,10 +15,11 @@ namespace spmd::runtime::cpu::winograd {
 
 // Whether conv2d (x, w -> y), conv2d_backward_data (dy, w -> dx) or conv2d_backward_filter
 // (x, dy -> dw) with these operands runs here: f32, a 3x3 filter, stride 1, padding 1, the
-// activations in one blocked layout, and at least 128 channels in and out, 64 for the backward
-// filter (below that the transforms' memory traffic costs what the GEMMs save: measured on
-// ResNet-18's 64-channel stage, where only the backward filter gains). SPMD_WINOGRAD=0 in the
-// environment turns it off (oneDNN's direct kernels everywhere).
+// activations in one blocked layout, and channels in and out: forward and backward data 16 to 64
+// (the result's a multiple of 16: tiles a few at a time through transforms and GEMMs in L1) or
+// at least 128 (tiles in chunks, a oneDNN GEMM); backward filter at least 64, on even sizes below
+// 128 (below that its transforms' memory traffic costs what the GEMMs save). SPMD_WINOGRAD=0 in
+// the environment turns it off (oneDNN's direct kernels everywhere).
 bool applies(const KernelCall& call);
 
 // The most floats one chunk of transformed tiles may hold (runtime/cpu/Winograd.cpp: tiles go
@@ -25,6 +27,10 @@ bool applies(const KernelCall& call);
 // it to run several chunks on small shapes. Returns the previous value; takes effect for steps
 // prepared after the call.
 int64_t setChunkFloats(int64_t floats);
+
+// Whether the grouped convolutions use their AVX2+FMA code where the CPU has it (default true);
+// tests turn it off to compare the portable code's bits with it. Returns the previous value.
+bool setVectorGroups(bool on);
 
 void forward(KernelCall& call);         // inputs: x, filter[, bias]; output: y
 void backwardData(KernelCall& call);    // inputs: result_grad, filter; output: input_grad

@@ -356,6 +356,16 @@ inline std::vector<KernelCase> kernelCases(DType t) {
                     {{t, {144, 128, 3, 3}}}, {{"stride", V{1, 1}}, {"padding", V{1, 1}}}, {b8, b8, ""}});
     list.push_back({"conv bwd filter winograd 16c", "conv2d_backward_filter", {rnd({3, 144, 3, 4}), rnd({3, 128, 3, 4})},
                     {{t, {128, 144, 3, 3}}}, {{"stride", V{1, 1}}, {"padding", V{1, 1}}}, {b16, b16, ""}});
+    // From 16 to 64 channels the forward and backward data run as Winograd a group of 6 tiles at
+    // a time: groups across images and a last one part past the end, both blocks, C != K.
+    list.push_back({"conv grouped winograd", "conv2d", {rnd({2, 32, 7, 3}), rnd({48, 32, 3, 3}, -0.2, 0.2), rnd({48})},
+                    {{t, {2, 48, 7, 3}}}, {{"stride", V{1, 1}}, {"padding", V{1, 1}}}, {b16, "", "", b16}});
+    list.push_back({"conv grouped winograd 8c, no bias", "conv2d", {rnd({3, 16, 5, 6}), rnd({16, 16, 3, 3}, -0.2, 0.2)},
+                    {{t, {3, 16, 5, 6}}}, {{"stride", V{1, 1}}, {"padding", V{1, 1}}}, {b8, "", b8}});
+    list.push_back({"conv bwd data grouped winograd", "conv2d_backward_data", {rnd({2, 64, 5, 3}), rnd({64, 16, 3, 3}, -0.2, 0.2)},
+                    {{t, {2, 16, 5, 3}}}, {{"stride", V{1, 1}}, {"padding", V{1, 1}}}, {b8, "", b8}});
+    list.push_back({"conv bwd data grouped winograd 16c", "conv2d_backward_data", {rnd({2, 32, 6, 4}), rnd({32, 48, 3, 3}, -0.2, 0.2)},
+                    {{t, {2, 48, 6, 4}}}, {{"stride", V{1, 1}}, {"padding", V{1, 1}}}, {b16, "", b16}});
     // The backward filter runs as Winograd from 64 channels on even sizes (the others from 128).
     list.push_back({"conv bwd filter winograd 64c", "conv2d_backward_filter", {rnd({2, 64, 8, 6}), rnd({2, 80, 8, 6})},
                     {{t, {80, 64, 3, 3}}}, {{"stride", V{1, 1}}, {"padding", V{1, 1}}}, {b8, b8, ""}});
