@@ -15,7 +15,8 @@
 // Chunks); the transforms run on the OpenMP pool, kGrain tiles an iteration, B channels a vector
 // (compiled for AVX-512, AVX2 and the baseline, the same bits on each: see inputTiles);
 // the buffers are per-thread scratch reused across calls. Up to 64 channels the forward and
-// backward data go a few tiles at a time through all three steps in L1 (convolveGrouped).
+// backward data go a few tiles at a time through all three steps in L1 (convolveGrouped), and so
+// does the backward filter up to 32 (filterGrouped).
 #include "runtime/cpu/Winograd.h"
 
 #include <algorithm>
@@ -343,16 +344,27 @@ struct ConvolveState {
 };
 
 // Up to 64 channels the 16 GEMMs are too thin for a library GEMM and the transformed tiles not
-// worth a trip through memory: the forward and backward-data convolutions take kGroup tiles at a
-// time through the input transform, the GEMMs and the output transform while they are in L1.
+// worth a trip through memory: the convolutions take kGroup tiles at a time through the
+// transforms and the GEMMs while they are in L1 ("grouped").
 constexpr int kGroup = 6;
 
+// The forward and backward data run grouped up to 64 channels, the result's a multiple of 16.
 bool groupedFits(int64_t C, int64_t K) { return C <= kMaxGroupedChannels && K <= kMaxGroupedChannels && K % 16 == 0; }
+
+// The backward filter, up to 32 channels in and out (the filter's a multiple of 16 wide).
+bool groupedFilterFits(int64_t C, int64_t K) { return C <= 32 && K <= 32 && K % 16 == 0; }
 
 std::atomic<bool> vectorGroups{true};
 
-// The portable code of one group's GEMMs: M[a][r][k] = sum_c V[a][r][c] U[a][c][k], each sum in
-// c order with exact fused multiply-adds (std::fma), so that it gives groupFma's bits.
+// The grouped code is written twice: for AVX2 with FMA (the *Fma functions: B/8 vectors a pixel,
+// register-tiled GEMMs) and portably (the clones' transforms and the loops below with std::fma,
+// exact). Both do the same operations in the same order: the same bits.
+bool vectorCode() {
+  static const bool fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return fma && vectorGroups.load();
+}
+
+// M[a][r][k] = sum_c V[a][r][c] U[a][c][k] for the group's rows r: each sum in c order.
 void groupGemms(const float* V, const float* U, int64_t C, int64_t K, float* M) {
   for (int a = 0; a < 16; ++a)
     for (int r = 0; r < kGroup; ++r)
@@ -363,44 +375,61 @@ void groupGemms(const float* V, const float* U, int64_t C, int64_t K, float* M) 
       }
 }
 
-// Tiles t0 .. t0 + kGroup - 1 whole on AVX2 with FMA: inputTiles, groupGemms and outputTiles with
-// the same operations in the same order (the same bits), B/8 vectors a pixel, the GEMMs as
-// kGroup x 16 register tiles, the tiles' positions walked without divisions. The activations
-// have g.C channels in and K out; V [16][kGroup][g.C] and M [16][kGroup][K] are scratch.
-template <int B>
-__attribute__((target("avx2,fma"))) void groupFma(const float* __restrict in, Grid g, int64_t K,
-                                                       const float* __restrict U, int64_t t0,
-                                                       const float* __restrict bias, float* __restrict out,
-                                                       float* __restrict V, float* __restrict M) {
-  const int64_t C = g.C, CB = C / B, KB = K / B, sv = kGroup * C, sm = kGroup * K;
-  const int64_t n0 = t0 / (g.th * g.tw), ty0 = (t0 / g.tw) % g.th, tx0 = t0 % g.tw;
-  int64_t n = n0, ty = ty0, tx = tx0;
-  auto next = [&] {
-    if (++tx == g.tw) {
+// dU[a][c][k] += sum_r V[a][r][c] Z[a][r][k], r in group order.
+void groupFilterGemms(const float* V, const float* Z, int64_t C, int64_t K, float* dU) {
+  for (int a = 0; a < 16; ++a)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t k = 0; k < K; ++k) {
+        float acc = dU[(a * C + c) * K + k];
+        for (int r = 0; r < kGroup; ++r) acc = std::fma(V[(a * kGroup + r) * C + c], Z[(a * kGroup + r) * K + k], acc);
+        dU[(a * C + c) * K + k] = acc;
+      }
+}
+
+// The tiles t0 + r, r < kGroup, walked without divisions.
+struct TileWalk {
+  int64_t n, ty, tx, th, tw;
+  TileWalk(const Grid& g, int64_t t0)
+      : n(t0 / (g.th * g.tw)), ty((t0 / g.tw) % g.th), tx(t0 % g.tw), th(g.th), tw(g.tw) {}
+  void next() {
+    if (++tx == tw) {
       tx = 0;
-      if (++ty == g.th) ty = 0, ++n;
+      if (++ty == th) ty = 0, ++n;
     }
-  };
-  for (int r = 0; r < kGroup; ++r, next()) {
-    const bool exists = t0 + r < g.T;  // past the last tile: zeros
-    const int64_t h0 = 2 * ty - 1, w0 = 2 * tx - 1;
+  }
+};
+
+#define SPMD_FMA __attribute__((target("avx2,fma")))
+
+// inputTiles for the group's tiles (zeros from tile g.T on): V [16][kGroup][g.C].
+template <int B>
+SPMD_FMA void inputGroupFma(const float* __restrict in, const Grid& g, int64_t t0, float* __restrict V) {
+  const int64_t C = g.C, CB = C / B, sv = kGroup * C;
+  TileWalk at(g, t0);
+  for (int r = 0; r < kGroup; ++r, at.next()) {
+    const bool exists = t0 + r < g.T;
+    const int64_t h0 = 2 * at.ty - 1, w0 = 2 * at.tx - 1;
     const bool inside = exists && h0 >= 0 && h0 + 3 < g.H && w0 >= 0 && w0 + 3 < g.W;
     for (int64_t cb = 0; cb < CB; ++cb) {
-      const float* plane = in + (n * CB + cb) * g.H * g.W * B;
+      const float* plane = in + (at.n * CB + cb) * g.H * g.W * B;
       for (int half = 0; half < B; half += 8) {
-        __m256 d[4][4], e[4][4];
-        for (int i = 0; i < 4; ++i)
-          for (int j = 0; j < 4; ++j) {
-            const int64_t h = h0 + i, w = w0 + j;
-            d[i][j] = inside || (exists && h >= 0 && h < g.H && w >= 0 && w < g.W)
-                          ? _mm256_loadu_ps(plane + (h * g.W + w) * B + half)
-                          : _mm256_setzero_ps();
-          }
+        // Columns first: e[.][j] = B^T d[.][j] as column j is read.
+        __m256 e[4][4];
+        const float* p = plane + (h0 * g.W + w0) * B + half;  // pixel (h0, w0): may lie outside
         for (int j = 0; j < 4; ++j) {
-          e[0][j] = _mm256_sub_ps(d[0][j], d[2][j]);
-          e[1][j] = _mm256_add_ps(d[1][j], d[2][j]);
-          e[2][j] = _mm256_sub_ps(d[2][j], d[1][j]);
-          e[3][j] = _mm256_sub_ps(d[1][j], d[3][j]);
+          __m256 d[4];
+          if (inside) {
+            for (int i = 0; i < 4; ++i) d[i] = _mm256_loadu_ps(p + (i * g.W + j) * B);
+          } else {
+            const bool column = exists && w0 + j >= 0 && w0 + j < g.W;
+            for (int i = 0; i < 4; ++i)
+              d[i] = column && h0 + i >= 0 && h0 + i < g.H ? _mm256_loadu_ps(p + (i * g.W + j) * B)
+                                                          : _mm256_setzero_ps();
+          }
+          e[0][j] = _mm256_sub_ps(d[0], d[2]);
+          e[1][j] = _mm256_add_ps(d[1], d[2]);
+          e[2][j] = _mm256_sub_ps(d[2], d[1]);
+          e[3][j] = _mm256_sub_ps(d[1], d[3]);
         }
         float* v = V + r * C + cb * B + half;
         for (int i = 0; i < 4; ++i) {
@@ -412,10 +441,51 @@ __attribute__((target("avx2,fma"))) void groupFma(const float* __restrict in, Gr
       }
     }
   }
+}
+
+// gradientTiles for the group's tiles (zeros from tile g.T on): Z [16][kGroup][g.C].
+template <int B>
+SPMD_FMA void gradientGroupFma(const float* __restrict dy, const Grid& g, int64_t t0, float* __restrict Z) {
+  const int64_t K = g.C, KB = K / B, sz = kGroup * K;
+  const __m256 sign = _mm256_set1_ps(-0.f);
+  TileWalk at(g, t0);
+  for (int r = 0; r < kGroup; ++r, at.next()) {
+    const bool exists = t0 + r < g.T;
+    const int64_t h0 = 2 * at.ty, w0 = 2 * at.tx;
+    for (int64_t kb = 0; kb < KB; ++kb) {
+      const float* plane = dy + (at.n * KB + kb) * g.H * g.W * B;
+      for (int half = 0; half < B; half += 8) {
+        __m256 d[2][2], e[4][2];
+        for (int i = 0; i < 2; ++i)
+          for (int j = 0; j < 2; ++j)
+            d[i][j] = exists && h0 + i < g.H && w0 + j < g.W
+                          ? _mm256_loadu_ps(plane + ((h0 + i) * g.W + w0 + j) * B + half)
+                          : _mm256_setzero_ps();
+        for (int j = 0; j < 2; ++j) {
+          e[0][j] = d[0][j];
+          e[1][j] = _mm256_add_ps(d[0][j], d[1][j]);
+          e[2][j] = _mm256_sub_ps(d[0][j], d[1][j]);
+          e[3][j] = _mm256_xor_ps(d[1][j], sign);
+        }
+        float* z = Z + r * K + kb * B + half;
+        for (int i = 0; i < 4; ++i) {
+          _mm256_storeu_ps(z + (i * 4 + 0) * sz, e[i][0]);
+          _mm256_storeu_ps(z + (i * 4 + 1) * sz, _mm256_add_ps(e[i][0], e[i][1]));
+          _mm256_storeu_ps(z + (i * 4 + 2) * sz, _mm256_sub_ps(e[i][0], e[i][1]));
+          _mm256_storeu_ps(z + (i * 4 + 3) * sz, _mm256_xor_ps(e[i][1], sign));
+        }
+      }
+    }
+  }
+}
+
+// groupGemms as kGroup x 16 register tiles.
+SPMD_FMA void gemmsFma(const float* __restrict V, const float* __restrict U, int64_t C, int64_t K,
+                       float* __restrict M) {
   for (int a = 0; a < 16; ++a) {
-    const float* Va = V + a * sv;
+    const float* Va = V + a * kGroup * C;
     const float* Ua = U + a * C * K;
-    float* Ma = M + a * sm;
+    float* Ma = M + a * kGroup * K;
     for (int64_t k0 = 0; k0 < K; k0 += 16) {
       __m256 acc[kGroup][2];
       for (int r = 0; r < kGroup; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
@@ -433,11 +503,46 @@ __attribute__((target("avx2,fma"))) void groupFma(const float* __restrict in, Gr
       }
     }
   }
-  n = n0, ty = ty0, tx = tx0;
-  for (int r = 0; r < kGroup && t0 + r < g.T; ++r, next()) {
-    const int64_t h0 = 2 * ty, w0 = 2 * tx;
+}
+
+// groupFilterGemms with the group's 16 gradient columns of each point held in registers.
+SPMD_FMA void filterGemmsFma(const float* __restrict V, const float* __restrict Z, int64_t C, int64_t K,
+                             float* __restrict dU) {
+  for (int a = 0; a < 16; ++a) {
+    const float* Va = V + a * kGroup * C;
+    const float* Za = Z + a * kGroup * K;
+    float* dUa = dU + a * C * K;
+    for (int64_t k0 = 0; k0 < K; k0 += 16) {
+      __m256 z[kGroup][2];
+      for (int r = 0; r < kGroup; ++r) {
+        z[r][0] = _mm256_loadu_ps(Za + r * K + k0);
+        z[r][1] = _mm256_loadu_ps(Za + r * K + k0 + 8);
+      }
+      for (int64_t c = 0; c < C; ++c) {
+        float* d = dUa + c * K + k0;
+        __m256 acc0 = _mm256_loadu_ps(d), acc1 = _mm256_loadu_ps(d + 8);
+        for (int r = 0; r < kGroup; ++r) {
+          const __m256 v = _mm256_broadcast_ss(Va + r * C + c);
+          acc0 = _mm256_fmadd_ps(v, z[r][0], acc0);
+          acc1 = _mm256_fmadd_ps(v, z[r][1], acc1);
+        }
+        _mm256_storeu_ps(d, acc0);
+        _mm256_storeu_ps(d + 8, acc1);
+      }
+    }
+  }
+}
+
+// outputTiles for the group's tiles that exist, K channels: M [16][kGroup][K].
+template <int B>
+SPMD_FMA void outputGroupFma(const float* __restrict M, const Grid& g, int64_t K, int64_t t0,
+                             const float* __restrict bias, float* __restrict out) {
+  const int64_t KB = K / B, sm = kGroup * K;
+  TileWalk at(g, t0);
+  for (int r = 0; r < kGroup && t0 + r < g.T; ++r, at.next()) {
+    const int64_t h0 = 2 * at.ty, w0 = 2 * at.tx;
     for (int64_t kb = 0; kb < KB; ++kb) {
-      float* plane = out + (n * KB + kb) * g.H * g.W * B;
+      float* plane = out + (at.n * KB + kb) * g.H * g.W * B;
       for (int half = 0; half < B; half += 8) {
         const float* m = M + r * K + kb * B + half;
         __m256 e[2][4], o[2][2];
@@ -465,6 +570,24 @@ __attribute__((target("avx2,fma"))) void groupFma(const float* __restrict in, Gr
   }
 }
 
+template <int B>
+SPMD_FMA void convolveGroupFma(const float* in, const Grid& g, int64_t K, const float* U, int64_t t0,
+                               const float* bias, float* out, float* V, float* M) {
+  inputGroupFma<B>(in, g, t0, V);
+  gemmsFma(V, U, g.C, K, M);
+  outputGroupFma<B>(M, g, K, t0, bias, out);
+}
+
+template <int B>
+SPMD_FMA void filterGroupFma(const float* x, const Grid& gx, const float* dy, const Grid& gy, int64_t t0,
+                             float* V, float* Z, float* dU) {
+  inputGroupFma<B>(x, gx, t0, V);
+  gradientGroupFma<B>(dy, gy, t0, Z);
+  filterGemmsFma(V, Z, gx.C, gy.C, dU);
+}
+
+#undef SPMD_FMA
+
 // `in` (C channels) convolved with the filter transform U into `out` (K channels), a group of
 // tiles an iteration on the OpenMP pool (each output from its own tile alone: any thread count
 // gives the same bits).
@@ -473,8 +596,7 @@ void convolveGrouped(const Tiled& x, const Tiled& y, const float* U, const float
   float* out = y.v.as<float>();
   const Grid gx = gridOf(x), gy = gridOf(y);
   const int64_t groups = (x.tiles() + kGroup - 1) / kGroup;
-  static const bool fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  const bool vector = fma && vectorGroups.load();
+  const bool vector = vectorCode();
 #pragma omp parallel
   {
     // Each thread's own scratch (buffer 1 holds the caller's U).
@@ -484,8 +606,8 @@ void convolveGrouped(const Tiled& x, const Tiled& y, const float* U, const float
     for (int64_t i = 0; i < groups; ++i) {
       const int64_t t0 = i * kGroup;
       if (vector) {
-        if (x.B == 16) groupFma<16>(in, gx, y.C, U, t0, bias, out, V, M);
-        else groupFma<8>(in, gx, y.C, U, t0, bias, out, V, M);
+        if (x.B == 16) convolveGroupFma<16>(in, gx, y.C, U, t0, bias, out, V, M);
+        else convolveGroupFma<8>(in, gx, y.C, U, t0, bias, out, V, M);
         continue;
       }
       if (x.B == 16) inputTiles<16>(in, gx, t0, 0, kGroup, kGroup, V);
@@ -495,6 +617,52 @@ void convolveGrouped(const Tiled& x, const Tiled& y, const float* U, const float
       else outputTiles<8>(M, gy, t0, 0, kGroup, kGroup, bias, out);
     }
   }
+}
+
+// The filter gradient's dU (16 x C x K) grouped. The images go in at most 16 slices of equal
+// size (a count fixed by the batch alone); each slice sums its tiles' products in order into its
+// own dU, and the slices' dUs are added in slice order: the same bits on any thread count. Returns
+// the sum (in the caller's scratch buffer 1).
+float* filterGrouped(const Tiled& x, const Tiled& dy) {
+  const int64_t C = x.C, K = dy.C, per = 16 * C * K, tilesPerImage = x.th * x.tw;
+  const int64_t imagesPerSlice = (x.N + 15) / 16, slices = (x.N + imagesPerSlice - 1) / imagesPerSlice;
+  float* dU = threadScratch(1, slices * per);
+  std::memset(dU, 0, sizeof(float) * slices * per);
+  const float *xs = x.v.as<const float>(), *dys = dy.v.as<const float>();
+  const bool vector = vectorCode();
+#pragma omp parallel
+  {
+    float* V = threadScratch(0, 16 * kGroup * C);
+    float* Z = threadScratch(2, 16 * kGroup * K);
+#pragma omp for schedule(static)
+    for (int64_t s = 0; s < slices; ++s) {
+      // The slice's tiles [first, last): tiles past it read as zeros (Grid::T).
+      const int64_t first = s * imagesPerSlice * tilesPerImage;
+      const int64_t last = std::min(x.N, (s + 1) * imagesPerSlice) * tilesPerImage;
+      Grid gx = gridOf(x), gy = gridOf(dy);
+      gx.T = gy.T = last;
+      float* slice = dU + s * per;
+      for (int64_t t0 = first; t0 < last; t0 += kGroup) {
+        if (vector) {
+          if (x.B == 16) filterGroupFma<16>(xs, gx, dys, gy, t0, V, Z, slice);
+          else filterGroupFma<8>(xs, gx, dys, gy, t0, V, Z, slice);
+          continue;
+        }
+        if (x.B == 16) {
+          inputTiles<16>(xs, gx, t0, 0, kGroup, kGroup, V);
+          gradientTiles<16>(dys, gy, t0, 0, kGroup, kGroup, Z);
+        } else {
+          inputTiles<8>(xs, gx, t0, 0, kGroup, kGroup, V);
+          gradientTiles<8>(dys, gy, t0, 0, kGroup, kGroup, Z);
+        }
+        groupFilterGemms(V, Z, C, K, slice);
+      }
+    }
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < per; ++i)
+      for (int64_t s = 1; s < slices; ++s) dU[i] += dU[s * per + i];
+  }
+  return dU;
 }
 
 // Forward and backward data: `in` (C channels) convolved with the filter into `out` (K
@@ -548,7 +716,8 @@ bool applies(const KernelCall& call) {
   // padding too (7x7 takes 4x4 tiles, 31% more work), and at ResNet-18's width 16 stage 3 (64
   // channels, 7x7) the direct kernel is faster (median of 16 alternated runs 4.9 against 5.2 ms).
   const bool filter = op == "conv2d_backward_filter";
-  const int64_t least = filter ? 64 : groupedFits(a.dim(1), other.dim(1)) ? 16 : 128;
+  const bool grouped = filter ? groupedFilterFits(a.dim(1), other.dim(1)) : groupedFits(a.dim(1), other.dim(1));
+  const int64_t least = grouped ? 16 : filter ? 64 : 128;
   if (w.dim(2) != 3 || w.dim(3) != 3 || w.dim(0) < least || w.dim(1) < least) return false;
   if (filter && (w.dim(0) < 128 || w.dim(1) < 128) && (a.dim(2) % 2 || a.dim(3) % 2)) return false;
   const auto& stride = call.step.ints("stride");
@@ -573,6 +742,7 @@ void backwardData(KernelCall& call) { convolve(call, call.in[0], call.out[0], tr
 void backwardFilter(KernelCall& call) {
   Tiled x(call.in[0]), dy(call.in[1]);
   const int64_t C = x.C, K = dy.C;
+  if (groupedFilterFits(C, K)) return filterGradientTransform(filterGrouped(x, dy), C, K, call.out[0].as<float>());
   auto& [chunks, first, rest] = cachedState<FilterState>(call, [&] {
     Chunks c(x.tiles(), std::max(C, K));
     return FilterState{c, batchedGemms(C, c.rows, K, true), batchedGemms(C, c.rows, K, true, true)};

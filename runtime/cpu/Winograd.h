@@ -17,9 +17,10 @@ namespace spmd::runtime::cpu::winograd {
 // (x, dy -> dw) with these operands runs here: f32, a 3x3 filter, stride 1, padding 1, the
 // activations in one blocked layout, and channels in and out: forward and backward data 16 to 64
 // (the result's a multiple of 16: tiles a few at a time through transforms and GEMMs in L1) or
-// at least 128 (tiles in chunks, a oneDNN GEMM); backward filter at least 64, on even sizes below
-// 128 (below that its transforms' memory traffic costs what the GEMMs save). SPMD_WINOGRAD=0 in
-// the environment turns it off (oneDNN's direct kernels everywhere).
+// at least 128 (tiles in chunks, a oneDNN GEMM); backward filter 16 to 32 (grouped, the filter
+// a multiple of 16 wide) or at least 64, on even sizes below 128 (on odd ones the 2x2 tiles cover
+// padding too). SPMD_WINOGRAD=0 in the environment turns it off (oneDNN's direct kernels
+// everywhere).
 bool applies(const KernelCall& call);
 
 // The most floats one chunk of transformed tiles may hold (runtime/cpu/Winograd.cpp: tiles go

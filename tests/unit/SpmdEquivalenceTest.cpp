@@ -5,7 +5,10 @@
 //    new BN statistics, each computed one shard at a time on one device (spmd::jit), followed by
 //    the same SGD update.
 // Tolerance per tensor: max|a - b| / max(max|b|, 1e-2 * max|b| over its tree) <= 1e-10 (f64) or
-// 2e-5 (f32).
+// 4e-5 (f32). The f32 bound is f32's own error on this model: the momentum of a BN scale (its
+// gradient a cancelling sum) lies 1.3e-5 to 2.8e-5 from the f64 run's after 3 steps on cpu:1 and
+// cpu:3 (measured on AVX2 with the Winograd convolutions of stage 4; 1.5e-5 with oneDNN's direct
+// ones), and cpu:3 against cpu:1 differ by up to 2.2e-5.
 // The per-replica reference runs each shard with the OpenMP thread count a replica gets
 // (runtime::cpuThreadsPerReplica), so f32 kernels round the same way on both sides. Why: oneDNN's
 // f32 results move with the thread count by rounding only (conv backward filter on this test's
@@ -176,7 +179,7 @@ class SpmdEquivalenceTest : public ::testing::TestWithParam<Mode> {};
 
 TEST_P(SpmdEquivalenceTest, NDevicesMatchTheSingleDeviceReference) {
   const Mode mode = GetParam();
-  const double tolerance = mode.dtype == DType::f64 ? 1e-10 : 2e-5;
+  const double tolerance = mode.dtype == DType::f64 ? 1e-10 : 4e-5;
   auto model = models::resnet18({.width = 2, .bnAxisName = mode.crossReplicaBn ? "batch" : ""});
   std::optional<Result> single;
   if (mode.crossReplicaBn) single = runPmap(*model, "cpu:1", 1, mode.dtype);
