@@ -39,6 +39,7 @@ namespace {
 
 constexpr int64_t kMaxBlock = 16;
 constexpr int64_t kMaxGroupedChannels = 64;  // the grouped convolutions' most channels in and out
+constexpr int64_t kMaxGroupedFilterChannels = 32;  // the grouped backward filter's
 
 // An [N, C, H, W] tensor in nChw<B>c and its tiling.
 struct Tiled {
@@ -352,7 +353,9 @@ constexpr int kGroup = 6;
 bool groupedFits(int64_t C, int64_t K) { return C <= kMaxGroupedChannels && K <= kMaxGroupedChannels && K % 16 == 0; }
 
 // The backward filter, up to 32 channels in and out (the filter's a multiple of 16 wide).
-bool groupedFilterFits(int64_t C, int64_t K) { return C <= 32 && K <= 32 && K % 16 == 0; }
+bool groupedFilterFits(int64_t C, int64_t K) {
+  return C <= kMaxGroupedFilterChannels && K <= kMaxGroupedFilterChannels && K % 16 == 0;
+}
 
 std::atomic<bool> vectorGroups{true};
 
@@ -588,6 +591,26 @@ SPMD_FMA void filterGroupFma(const float* x, const Grid& gx, const float* dy, co
 
 #undef SPMD_FMA
 
+// One group of the forward or backward data: the AVX2+FMA code or the portable one.
+template <int B>
+void convolveGroup(bool vector, const float* in, const Grid& gx, const Grid& gy, const float* U, int64_t t0,
+                   const float* bias, float* out, float* V, float* M) {
+  if (vector) return convolveGroupFma<B>(in, gx, gy.C, U, t0, bias, out, V, M);
+  inputTiles<B>(in, gx, t0, 0, kGroup, kGroup, V);
+  groupGemms(V, U, gx.C, gy.C, M);
+  outputTiles<B>(M, gy, t0, 0, kGroup, kGroup, bias, out);
+}
+
+// One group of the backward filter, added into dU: the AVX2+FMA code or the portable one.
+template <int B>
+void filterGroup(bool vector, const float* x, const Grid& gx, const float* dy, const Grid& gy, int64_t t0,
+                 float* V, float* Z, float* dU) {
+  if (vector) return filterGroupFma<B>(x, gx, dy, gy, t0, V, Z, dU);
+  inputTiles<B>(x, gx, t0, 0, kGroup, kGroup, V);
+  gradientTiles<B>(dy, gy, t0, 0, kGroup, kGroup, Z);
+  groupFilterGemms(V, Z, gx.C, gy.C, dU);
+}
+
 // `in` (C channels) convolved with the filter transform U into `out` (K channels), a group of
 // tiles an iteration on the OpenMP pool (each output from its own tile alone: any thread count
 // gives the same bits).
@@ -604,17 +627,8 @@ void convolveGrouped(const Tiled& x, const Tiled& y, const float* U, const float
     float* M = threadScratch(2, 16 * kGroup * y.C);
 #pragma omp for schedule(static)
     for (int64_t i = 0; i < groups; ++i) {
-      const int64_t t0 = i * kGroup;
-      if (vector) {
-        if (x.B == 16) convolveGroupFma<16>(in, gx, y.C, U, t0, bias, out, V, M);
-        else convolveGroupFma<8>(in, gx, y.C, U, t0, bias, out, V, M);
-        continue;
-      }
-      if (x.B == 16) inputTiles<16>(in, gx, t0, 0, kGroup, kGroup, V);
-      else inputTiles<8>(in, gx, t0, 0, kGroup, kGroup, V);
-      groupGemms(V, U, x.C, y.C, M);
-      if (y.B == 16) outputTiles<16>(M, gy, t0, 0, kGroup, kGroup, bias, out);
-      else outputTiles<8>(M, gy, t0, 0, kGroup, kGroup, bias, out);
+      if (x.B == 16) convolveGroup<16>(vector, in, gx, gy, U, i * kGroup, bias, out, V, M);
+      else convolveGroup<8>(vector, in, gx, gy, U, i * kGroup, bias, out, V, M);
     }
   }
 }
@@ -643,19 +657,8 @@ float* filterGrouped(const Tiled& x, const Tiled& dy) {
       gx.T = gy.T = last;
       float* slice = dU + s * per;
       for (int64_t t0 = first; t0 < last; t0 += kGroup) {
-        if (vector) {
-          if (x.B == 16) filterGroupFma<16>(xs, gx, dys, gy, t0, V, Z, slice);
-          else filterGroupFma<8>(xs, gx, dys, gy, t0, V, Z, slice);
-          continue;
-        }
-        if (x.B == 16) {
-          inputTiles<16>(xs, gx, t0, 0, kGroup, kGroup, V);
-          gradientTiles<16>(dys, gy, t0, 0, kGroup, kGroup, Z);
-        } else {
-          inputTiles<8>(xs, gx, t0, 0, kGroup, kGroup, V);
-          gradientTiles<8>(dys, gy, t0, 0, kGroup, kGroup, Z);
-        }
-        groupFilterGemms(V, Z, C, K, slice);
+        if (x.B == 16) filterGroup<16>(vector, xs, gx, dys, gy, t0, V, Z, slice);
+        else filterGroup<8>(vector, xs, gx, dys, gy, t0, V, Z, slice);
       }
     }
 #pragma omp for schedule(static)
