@@ -1,44 +1,79 @@
 #!/usr/bin/env bash
 # Packs what the lent GPU machine needs into build/gpu-bundle (carry it with the device tool's
-# `carry: ["build/gpu-bundle"]`): stripped test, sample, benchmark and spmd-run binaries built
-# here (with nvcc), and the Debian packages of the shared libraries that machine lacks (LLVM,
-# MLIR, oneDNN, z3, Boost.Context: 51 MB of .deb files on 2026-11-25). There, `bash build/gpu-bundle/setup.sh` unpacks them
-# and reports any library still missing; then run binaries through build/gpu-bundle/run, and
-# every GPU check at once with build/gpu-bundle/report (one report file).
+# `carry: ["build/gpu-bundle"]`): the test, sample, benchmark and spmd-run binaries built here
+# (with nvcc), stripped, and every shared library they load that is not glibc, the C++ runtime
+# or CUDA's own (LLVM, MLIR, oneDNN, Open MPI, Google Benchmark, ...), copied from this machine
+# into one xz archive. Two of LLVM's dependencies are replaced by stubs that hold only their
+# data symbols and version names: Z3 (LLVM's SMT solver, 23 MB) and libxml2 (with ICU, 33 MB;
+# LLVM's Windows-manifest code), which nothing in spmd calls; a call would stop with "undefined
+# symbol". There, `bash build/gpu-bundle/setup.sh` unpacks it, prefers the machine's own copy of
+# every library it already has, finds cuDNN, NCCL, cuBLAS and NVRTC where that machine keeps them
+# and says what still does not resolve; build/gpu-bundle/run runs a binary with those libraries,
+# and build/gpu-bundle/report runs every GPU check in one go (one report file).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$root/build}
 bundle=$build/gpu-bundle
-[[ -x $build/tools/spmd-run/spmd-run ]] || { echo "gpu_bundle: build first (bash scripts/build.sh)" >&2; exit 1; }
-rm -rf "$bundle"
-mkdir -p "$bundle/bin" "$bundle/debs"
-for binary in tests/spmd_unit_tests tools/spmd-run/spmd-run samples/resnet18_fashion_mnist/resnet18_fashion_mnist \
-              benchmarks/bench_resnet18_train_step benchmarks/bench_resnet18_pmap_step benchmarks/bench_gpu_step; do
-  strip -o "$bundle/bin/$(basename "$binary")" "$build/$binary"
+binaries=(tests/spmd_unit_tests tools/spmd-run/spmd-run samples/resnet18_fashion_mnist/resnet18_fashion_mnist
+          benchmarks/bench_resnet18_train_step benchmarks/bench_resnet18_pmap_step benchmarks/bench_gpu_step)
+for binary in "${binaries[@]}"; do
+  [[ -x $build/$binary ]] || { echo "gpu_bundle: $build/$binary is missing: build first (bash scripts/build.sh)" >&2; exit 1; }
 done
-# Compressed, so binaries and libraries stay under the 64 MiB a device call carries; setup.sh
-# unpacks them (gzip is on every machine).
-gzip -9 "$bundle"/bin/*
-(cd "$bundle/debs" && apt-get download libllvm19 libmlir-19 libdnnl2 libz3-4 libboost-context1.74.0 2>/dev/null)
+rm -rf "$bundle"
+stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
+mkdir -p "$bundle" "$stage/bin" "$stage/lib"
+for binary in "${binaries[@]}"; do
+  strip -o "$stage/bin/$(basename "$binary")" "$build/$binary"
+done
+
+# The libraries: what ldd resolves, less what every Linux machine with CUDA has.
+provided='/(libc|libm|libpthread|libdl|librt|ld-linux-x86-64|libgcc_s|libstdc\+\+)\.so|^/usr/local/cuda'
+stubbed='/lib(z3|xml2|icuuc|icudata|icui18n)\.so'
+for binary in "${binaries[@]}"; do ldd "$build/$binary"; done | awk '$2 == "=>" && $3 ~ /^\// {print $3}' |
+  sort -u | grep -v -E "$provided" | grep -v -E "$stubbed" | while read -r library; do
+  cp -L "$library" "$stage/lib/"
+done
+cat > "$stage/stub.c" <<'STUB'
+/* Stands in for a library whose functions spmd never calls; holds the data symbols the loader
+   must bind when libLLVM is loaded. */
+void *xmlFree = 0;
+void xmlReadMemory(void) {}
+STUB
+printf 'LIBXML2_2.4.30 { global: xmlFree; local: *; };\nLIBXML2_2.6.0 { global: xmlReadMemory; } LIBXML2_2.4.30;\n' \
+  > "$stage/xml2.map"
+cc -shared -fPIC -o "$stage/lib/libxml2.so.2" -Wl,-soname,libxml2.so.2 -Wl,--version-script="$stage/xml2.map" "$stage/stub.c"
+echo 'void spmd_z3_stub(void) {}' | cc -shared -fPIC -x c -o "$stage/lib/libz3.so.4" -Wl,-soname,libz3.so.4 -
+touch "$stage/lib/.stubs" && printf 'libxml2.so.2\nlibz3.so.4\n' > "$stage/lib/.stubs"
+tar -C "$stage" -cf - bin lib | xz -9 -T0 > "$bundle/pack.tar.xz"
+
 cat > "$bundle/setup.sh" <<'SETUP'
 #!/usr/bin/env bash
-# On the GPU machine: unpack the carried libraries into lib/ and show what the binaries resolve.
-set -euo pipefail
+# On the GPU machine: unpack bin/ and lib/, use the machine's own copy of each library it has,
+# find CUDA's libraries, and say what the binaries resolve.
+set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-mkdir -p "$here/root"
-for packed in "$here"/bin/*.gz; do [[ -e $packed ]] && gzip -d "$packed" && chmod +x "${packed%.gz}"; done
-for deb in "$here"/debs/*.deb; do
-  if command -v dpkg-deb > /dev/null; then
-    dpkg-deb -x "$deb" "$here/root"
-  else  # a .deb is an ar archive holding data.tar.*
-    tmp=$(mktemp -d) && (cd "$tmp" && ar x "$deb" && tar -xf data.tar.* -C "$here/root") && rm -rf "$tmp"
-  fi
+if command -v xz > /dev/null; then
+  tar -C "$here" -xJf "$here/pack.tar.xz"
+else
+  python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$here/pack.tar.xz" "$here"
+fi
+mkdir -p "$here/lib/unused"
+for library in "$here"/lib/*.so*; do
+  name=$(basename "$library")
+  if ldconfig -p | grep -q -F " $name "; then mv "$library" "$here/lib/unused/"; fi
 done
-libs=$(find "$here/root" -name "*.so*" -printf "%h\n" | sort -u | tr '\n' ':')
-printf '%s\n' "$libs" > "$here/library_path"
-missing=$(LD_LIBRARY_PATH="$libs${LD_LIBRARY_PATH:-}" ldd "$here"/bin/* | grep "not found" | sort -u || true)
+# cuDNN and NCCL may live in the toolkit or in Python's nvidia-* wheels.
+cuda_dirs=$(find /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets /usr/lib /opt \
+                 \( -name 'libcudnn.so.9' -o -name 'libnccl.so.2' -o -name 'libcublas.so.13' -o -name 'libcublasLt.so.13' \
+                    -o -name 'libnvrtc.so.13' -o -name 'libcudart.so.13' \) -printf '%h\n' 2>/dev/null | sort -u | tr '\n' ':')
+printf '%s\n' "$here/lib:$cuda_dirs" > "$here/library_path"
+echo "gpu-bundle: carried and used: $(cd "$here/lib" && ls -- *.so* 2>/dev/null | tr '\n' ' ')"
+echo "gpu-bundle: the machine's own: $(cd "$here/lib/unused" && ls -- *.so* 2>/dev/null | tr '\n' ' ')"
+echo "gpu-bundle: CUDA libraries from: $cuda_dirs"
+missing=$(LD_LIBRARY_PATH="$(cat "$here/library_path")${LD_LIBRARY_PATH:-}" ldd "$here"/bin/* | grep "not found" | sort -u || true)
 if [[ -n $missing ]]; then echo "gpu-bundle: still missing:"; echo "$missing"; exit 1; fi
-echo "gpu-bundle: every library resolves ($(nproc) cores; $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null || echo 'no nvidia-smi'))"
+echo "gpu-bundle: every library resolves ($(nproc) cores; $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null || echo 'no nvidia-smi'))"
 SETUP
 cat > "$bundle/run" <<'RUN'
 #!/usr/bin/env bash
@@ -53,16 +88,20 @@ cat > "$bundle/report" <<'REPORT'
 # beside this script): the conformance suite on cuda:0 and cuda:0*4, every kernel case on the
 # GPU against the reference, the GPU against the CPU and replica counts (SpmdEquivalenceCuda),
 # the CUDA and NCCL tests, the step captured into CUDA graphs; then the GPU benchmarks (the
-# training step at batch 64, 256 and 1024, graphs on and off). Exits non-zero when a test fails.
+# training step at width 64, graphs on and off). Each part has a time limit (TEST_LIMIT_S,
+# BENCH_LIMIT_S), so a hang still leaves a report. Exits non-zero when a test fails.
 here=$(cd "$(dirname "$0")" && pwd)
 out=${1:-$here/report.txt}
 {
   echo "# spmd GPU report, $(date -u +%F' '%T) UTC"
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1
-  "$here/run" spmd_unit_tests --gtest_color=no \
+  timeout "${TEST_LIMIT_S:-300}" "$here/run" spmd_unit_tests --gtest_color=no \
     --gtest_filter='*Conformance*cuda*:*CudaKernelTest*cuda*:*SpmdEquivalenceCuda*:CudaTest*:Nccl*:StepGraphTest.OnAGpu*'
   tests=$?
-  "$here/run" bench_gpu_step --devices=cuda:0 --benchmark_filter='width:64' --benchmark_counters_tabular=true
+  echo "# tests: exit $tests"
+  timeout "${BENCH_LIMIT_S:-200}" "$here/run" bench_gpu_step --devices=cuda:0 --benchmark_filter='width:64' \
+    --benchmark_counters_tabular=true
+  echo "# benchmark: exit $?"
   exit $tests
 } 2>&1 | tee "$out"
 status=${PIPESTATUS[0]}

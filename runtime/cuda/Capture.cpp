@@ -48,7 +48,7 @@ void CudaDevice::refuseWhileCapturing(const std::string& what) const {
 void CudaDevice::begin() {
   check(cudaSetDevice(index_), "cudaSetDevice");
   marked_.clear();
-  check(cudaStreamBeginCapture(native(stream_), cudaStreamCaptureModeThreadLocal), "graph capture on " + name());
+  check(cudaStreamBeginCapture(native(stream_), cudaStreamCaptureModeThreadLocal), "graph capture begin on " + name());
 }
 
 size_t CudaDevice::recorded() const {
@@ -59,7 +59,7 @@ size_t CudaDevice::recorded() const {
 
 std::shared_ptr<const Graph> CudaDevice::end(size_t keep) {
   cudaGraph_t graph = nullptr;
-  check(cudaStreamEndCapture(native(stream_), &graph), "graph capture on " + name());
+  check(cudaStreamEndCapture(native(stream_), &graph), "graph capture end on " + name());
   auto result = std::make_shared<CudaGraph>();
   size_t count = 0;
   check(cudaGraphGetNodes(graph, nullptr, &count), "graph query on " + name());
@@ -75,7 +75,14 @@ std::shared_ptr<const Graph> CudaDevice::end(size_t keep) {
     std::sort(marked_.begin(), marked_.end());
     for (cudaGraphNode_t node : nodes)
       if (keep == 0 || !std::binary_search(marked_.begin(), marked_.end(), static_cast<void*>(node)))
-        check(cudaGraphDestroyNode(node), "graph edit on " + name());
+        if (cudaGraphDestroyNode(node) != cudaSuccess) {
+          // A graph holding memory allocation nodes (cuDNN or cuBLAS allocating in the capture)
+          // refuses deletions: none of it is kept, and the caller runs the work outside.
+          cudaGetLastError();
+          cudaGraphDestroy(graph);
+          marked_.clear();
+          throw CaptureBroken(name() + ": the graph cannot drop its last nodes");
+        }
     count = keep;
   }
   marked_.clear();

@@ -1,8 +1,13 @@
 // CUDA convolution and its two backward ops through cuDNN: descriptors built and the algorithm
-// found (cudnnFind*, timed once per step's shape) on the first call, then cached in the step.
-// f32 convolutions use FMA math (no TF32) unless SPMD_ALLOW_TF32=1.
+// chosen on the first call, then cached in the step. The choice is cuDNN's heuristic
+// (cudnnGet*Algorithm_v7: no timing), the first deterministic algorithm it ranks: a timed search
+// (cudnnFind*) picks by the clock, so two compilations of one step, or two processes of one
+// group, could pick different algorithms and their bits would differ (seen on an H100: the same
+// step compiled twice differed by 1e-5 relative in f32). f32 convolutions use FMA math (no TF32)
+// unless SPMD_ALLOW_TF32=1.
 #include <cudnn.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 
@@ -67,16 +72,22 @@ cudnnHandle_t handleOf(const KernelCall& call) { return static_cast<cudnnHandle_
 // The fastest algorithm that gives the same bits on every run (cuDNN sorts by time): the
 // nondeterministic ones (atomics in some backward-filter algorithms) would break the promise
 // that a step's bits depend on nothing but its inputs.
+// Without TF32, an f32 convolution takes no algorithm that runs on tensor cores.
+bool tensorCores(cudnnMathType_t math) {
+  return math == CUDNN_TENSOR_OP_MATH || math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
+}
+
 template <typename Perf>
-void choose(ConvPlan& p, const Perf* results, int found, const KernelCall& call) {
+void choose(ConvPlan& p, const Perf* results, int found, bool fmaOnly, const KernelCall& call) {
   for (int i = 0; i < found; ++i)
-    if (results[i].status == CUDNN_STATUS_SUCCESS && results[i].determinism == CUDNN_DETERMINISTIC) {
+    if (results[i].status == CUDNN_STATUS_SUCCESS && results[i].determinism == CUDNN_DETERMINISTIC &&
+        !(fmaOnly && tensorCores(results[i].mathType))) {
       p.algo = static_cast<int>(results[i].algo);
-      p.workspace = results[i].memory;
       return;
     }
-  throw Error("cuDNN found no deterministic algorithm for '" + call.step.op + "' (" + call.step.location +
-              "); this cuDNN offers " + std::to_string(found) + " for its shape, none of them deterministic");
+  throw Error("cuDNN offers no deterministic algorithm" + std::string(fmaOnly ? " without tensor cores" : "") +
+              " for '" + call.step.op + "' (" + call.step.location + "): " + std::to_string(found) +
+              " ranked for its shape" + (fmaOnly ? "; SPMD_ALLOW_TF32=1 allows TF32 ones" : ""));
 }
 
 // One and zero in the scaling type cuDNN expects for the data type.
@@ -87,17 +98,24 @@ struct Scale {
   const void* zero(DType t) const { return t == DType::f64 ? (const void*)&d0 : (const void*)&f0; }
 };
 
-// The step's plan, made on its first call: descriptors for (x, w, y) and the algorithm `find`
-// (a cudnnFind*Algorithm call filling Perf results) picks.
-template <typename Perf, typename Find>
+// The step's plan, made on its first call: descriptors for (x, w, y), the algorithm `rank` (a
+// cudnnGet*Algorithm_v7 call filling Perf results) puts first among the deterministic ones, and
+// its workspace (`size`, a cudnnGet*WorkspaceSize call).
+template <typename Perf, typename Rank, typename Size>
 ConvPlan& cachedPlan(KernelCall& call, const TensorView& x, const TensorView& w, const TensorView& y,
-                     const char* what, Find find) {
+                     const char* what, Rank rank, Size size) {
   if (!call.cache) {
     std::shared_ptr<ConvPlan> p = plan(call, x, w, y);
-    Perf results[8];
+    Perf results[16];
     int found = 0;
-    checkDnn(find(handleOf(call), *p, results, &found), what);
-    choose(*p, results, found, call);
+    checkDnn(rank(handleOf(call), *p, results, &found), what);
+    const bool fmaOnly = x.dtype == DType::f32 && !envSwitch("SPMD_ALLOW_TF32").value_or(false);
+    choose(*p, results, found, fmaOnly, call);
+    checkDnn(size(handleOf(call), *p, &p->workspace), std::string(what) + " workspace");
+    if (envSwitch("SPMD_LOG_COMPILES").value_or(false))
+      std::fprintf(stderr, "spmd: cuDNN %s for '%s' (%s), x %s, w %s: algorithm %d, workspace %zu bytes\n", what,
+                   call.step.op.c_str(), call.step.location.c_str(), shapeString(Shape(x.shape.begin(), x.shape.end())).c_str(),
+                   shapeString(Shape(w.shape.begin(), w.shape.end())).c_str(), p->algo, p->workspace);
     call.cache = p;
   }
   return *static_cast<ConvPlan*>(call.cache.get());
@@ -113,8 +131,13 @@ void* workspaceFor(const KernelCall& call, const ConvPlan& p) {
 void conv2d(KernelCall& call) {
   const TensorView &x = call.in[0], &w = call.in[1], &y = call.out[0];
   ConvPlan& p = cachedPlan<cudnnConvolutionFwdAlgoPerf_t>(
-      call, x, w, y, "forward algorithm search", [](cudnnHandle_t h, ConvPlan& p, auto* results, int* found) {
-        return cudnnFindConvolutionForwardAlgorithm(h, p.x, p.w, p.conv, p.y, 8, found, results);
+      call, x, w, y, "forward algorithm choice",
+      [](cudnnHandle_t h, ConvPlan& p, auto* results, int* found) {
+        return cudnnGetConvolutionForwardAlgorithm_v7(h, p.x, p.w, p.conv, p.y, 16, found, results);
+      },
+      [](cudnnHandle_t h, ConvPlan& p, size_t* bytes) {
+        return cudnnGetConvolutionForwardWorkspaceSize(h, p.x, p.w, p.conv, p.y,
+                                                       static_cast<cudnnConvolutionFwdAlgo_t>(p.algo), bytes);
       });
   if (call.in.size() > 2 && !p.bias) {
     checkDnn(cudnnCreateTensorDescriptor(&p.bias), "bias descriptor");
@@ -137,8 +160,13 @@ void conv2d(KernelCall& call) {
 void conv2d_backward_data(KernelCall& call) {
   const TensorView &dy = call.in[0], &w = call.in[1], &dx = call.out[0];
   ConvPlan& p = cachedPlan<cudnnConvolutionBwdDataAlgoPerf_t>(
-      call, dx, w, dy, "backward-data algorithm search", [](cudnnHandle_t h, ConvPlan& p, auto* results, int* found) {
-        return cudnnFindConvolutionBackwardDataAlgorithm(h, p.w, p.y, p.conv, p.x, 8, found, results);
+      call, dx, w, dy, "backward-data algorithm choice",
+      [](cudnnHandle_t h, ConvPlan& p, auto* results, int* found) {
+        return cudnnGetConvolutionBackwardDataAlgorithm_v7(h, p.w, p.y, p.conv, p.x, 16, found, results);
+      },
+      [](cudnnHandle_t h, ConvPlan& p, size_t* bytes) {
+        return cudnnGetConvolutionBackwardDataWorkspaceSize(h, p.w, p.y, p.conv, p.x,
+                                                            static_cast<cudnnConvolutionBwdDataAlgo_t>(p.algo), bytes);
       });
   Scale s;
   checkDnn(cudnnConvolutionBackwardData(handleOf(call), s.one(dy.dtype), p.w, w.data, p.y, dy.data, p.conv,
@@ -151,8 +179,13 @@ void conv2d_backward_data(KernelCall& call) {
 void conv2d_backward_filter(KernelCall& call) {
   const TensorView &x = call.in[0], &dy = call.in[1], &dw = call.out[0];
   ConvPlan& p = cachedPlan<cudnnConvolutionBwdFilterAlgoPerf_t>(
-      call, x, dw, dy, "backward-filter algorithm search", [](cudnnHandle_t h, ConvPlan& p, auto* results, int* found) {
-        return cudnnFindConvolutionBackwardFilterAlgorithm(h, p.x, p.y, p.conv, p.w, 8, found, results);
+      call, x, dw, dy, "backward-filter algorithm choice",
+      [](cudnnHandle_t h, ConvPlan& p, auto* results, int* found) {
+        return cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, p.x, p.y, p.conv, p.w, 16, found, results);
+      },
+      [](cudnnHandle_t h, ConvPlan& p, size_t* bytes) {
+        return cudnnGetConvolutionBackwardFilterWorkspaceSize(
+            h, p.x, p.y, p.conv, p.w, static_cast<cudnnConvolutionBwdFilterAlgo_t>(p.algo), bytes);
       });
   Scale s;
   checkDnn(cudnnConvolutionBackwardFilter(handleOf(call), s.one(x.dtype), p.x, x.data, p.y, dy.data, p.conv,

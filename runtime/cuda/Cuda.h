@@ -12,10 +12,13 @@
 
 namespace spmd::runtime::cuda {
 
+// Throws for a failed call; the thread's last-error slot is cleared first, so the next launch's
+// check (cudaGetLastError) does not report this error again.
 inline void check(cudaError_t result, const std::string& what) {
-  if (result != cudaSuccess)
-    throw Error("CUDA " + what + " failed: " + cudaGetErrorName(result) + " (" +
-                cudaGetErrorString(result) + ")");
+  if (result != cudaSuccess) {
+    cudaGetLastError();
+    throw Error("CUDA " + what + " failed: " + cudaGetErrorName(result) + " (" + cudaGetErrorString(result) + ")");
+  }
 }
 
 inline CudaDevice& deviceOf(const KernelCall& call) {

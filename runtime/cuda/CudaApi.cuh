@@ -56,10 +56,9 @@ struct CudaApi {
   static void zero(const KernelCall& call, void* dst, size_t bytes) {
     check(cudaMemsetAsync(dst, 0, bytes, streamOf(call)), call.step.op + " memset");
   }
+  // Through the device, which counts the bytes (Device::transfers) as the simulator's does.
   static void toHost(const KernelCall& call, void* dst, const void* src, size_t bytes) {
-    deviceOf(call).refuseWhileCapturing("'" + call.step.op + "' copying to host memory");
-    check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, streamOf(call)), call.step.op + " copy to host");
-    synchronize(call);
+    deviceOf(call).copyToHost(static_cast<std::byte*>(dst), static_cast<const std::byte*>(src), bytes);
   }
   static void synchronize(const KernelCall& call) {
     deviceOf(call).refuseWhileCapturing("'" + call.step.op + "' waiting for the stream");

@@ -32,8 +32,13 @@ CudaDevice::CudaDevice(int index, int replica) : index_(index), replica_(replica
   arch_ = "sm_" + std::to_string(props.major) + std::to_string(props.minor);
   cublasHandle_t blas;
   if (cublasCreate(&blas) != CUBLAS_STATUS_SUCCESS) throw Error("cuBLAS could not start on " + name());
-  cublasSetStream(blas, stream);
+  cublasSetStream(blas, stream);  // before the workspace: setting a stream resets it
   cublas_ = blas;
+  // cuBLAS's own workspace, given so that a GEMM never allocates (an allocation inside a graph
+  // capture becomes a node that keeps the graph from being cut at a step).
+  blasWorkspace_ = allocate(kBlasWorkspaceBytes);
+  if (cublasSetWorkspace(blas, blasWorkspace_.get(), kBlasWorkspaceBytes) != CUBLAS_STATUS_SUCCESS)
+    throw Error("cuBLAS refused its workspace on " + name());
   cudnnHandle_t dnn;
   if (cudnnCreate(&dnn) != CUDNN_STATUS_SUCCESS) throw Error("cuDNN could not start on " + name());
   cudnnSetStream(dnn, stream);

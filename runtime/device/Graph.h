@@ -30,6 +30,9 @@ class GraphCapture {
   virtual void begin() = 0;
   virtual size_t recorded() const = 0;  // work items recorded since begin()
   // Stops recording; the first `keep` items recorded become the graph, the rest are dropped.
+  // Throws CaptureBroken, the capture over, when the graph cannot drop its last items (CUDA
+  // cannot delete nodes from a graph that holds memory allocations): then nothing recorded since
+  // begin() has run or will, and the caller runs that work outside a graph.
   virtual std::shared_ptr<const Graph> end(size_t keep) = 0;
   virtual void launch(const Graph& graph) = 0;
 };

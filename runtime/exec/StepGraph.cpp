@@ -13,10 +13,20 @@ StepGraph StepGraph::record(GraphCapture& capture, size_t steps, std::vector<std
   plan.pointers_ = std::move(pointers);
   size_t begin = 0;
   bool capturing = false;
-  // The steps [begin, end) recorded so far become a graph, launched at once (this call runs them).
+  // The steps [begin, end) recorded so far become a graph, launched at once (this call runs them),
+  // or, where the graph cannot keep just them, run outside one at a time.
   auto close = [&](size_t end, size_t keep) {
-    std::shared_ptr<const Graph> graph = capture.end(keep);
-    capturing = false;
+    capturing = false;  // whatever end() does, the capture is over
+    std::shared_ptr<const Graph> graph;
+    try {
+      graph = capture.end(keep);
+    } catch (const CaptureBroken&) {
+      for (size_t s = begin; s < end; ++s) {
+        runStep(s);
+        plan.parts_.push_back({s, s + 1, nullptr});
+      }
+      return;
+    }
     if (end > begin && graph->launches() > 0) {
       capture.launch(*graph);
       plan.parts_.push_back({begin, end, graph});

@@ -61,4 +61,35 @@ SPMD_HOST_DEVICE inline bool indexValid(int32_t value, int64_t position, int64_t
   return false;
 }
 
+// Block-wide trees (the block kernels of the CUDA backend and the simulator): every thread's `v`
+// combined by `op` in a fixed tree over shared memory, returned to every thread. The block's
+// size must be a power of two (each round halves it); kBlockTreeThreads is the one they use, with
+// as many doubles of dynamic shared memory. The tree's order depends on the block size alone, so
+// the bits do not depend on timing.
+constexpr int kBlockTreeThreads = 256;
+
+template <class Block, class Op>
+SPMD_HOST_DEVICE double blockReduce(Block& b, double v, Op op) {
+  auto shared = b.template shared<double>();
+  const int t = b.thread();
+  shared[t] = v;
+  b.sync();
+  for (int width = b.blockSize() / 2; width > 0; width /= 2) {
+    if (t < width) shared[t] = op(shared[t], shared[t + width]);
+    b.sync();
+  }
+  double total = shared[0];
+  b.sync();
+  return total;
+}
+
+struct AddDoubles {
+  SPMD_HOST_DEVICE double operator()(double a, double b) const { return a + b; }
+};
+
+template <class Block>
+SPMD_HOST_DEVICE double blockSum(Block& b, double v) {
+  return blockReduce(b, v, AddDoubles{});
+}
+
 }  // namespace spmd::runtime::kernels

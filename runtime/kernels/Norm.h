@@ -14,7 +14,7 @@
 namespace spmd::runtime::kernels {
 
 // Threads of a per-channel block: a power of two, since blockSum halves the block each round.
-constexpr int kNormThreads = 256;
+constexpr int kNormThreads = kBlockTreeThreads;
 
 // One block per channel, reducing the channel's `elements` (N * H * W) in a double per thread.
 inline Launch normChannelLaunch(const char* kernel, int64_t channels, int64_t elements) {
@@ -30,22 +30,6 @@ struct NormLayout {
 
 inline NormLayout normLayoutOf(const TensorView& x) {
   return {x.dim(0), x.dim(1), x.numel() / (x.dim(0) * x.dim(1))};
-}
-
-// The sum of every thread's `v`, returned to every thread of the block.
-template <class Block>
-SPMD_HOST_DEVICE double blockSum(Block& b, double v) {
-  auto shared = b.template shared<double>();
-  const int t = b.thread();
-  shared[t] = v;
-  b.sync();
-  for (int width = b.blockSize() / 2; width > 0; width /= 2) {
-    if (t < width) shared[t] += shared[t + width];
-    b.sync();
-  }
-  double total = shared[0];
-  b.sync();
-  return total;
 }
 
 // The weight of element k of a channel (its row's mask entry; 1 without a mask), and the

@@ -136,8 +136,18 @@ size_t SimDevice::recorded() const {
   return recorded_.size();
 }
 
+void SimDevice::refusePartialGraphs(bool refuse) {
+  std::lock_guard lock(mutex_);
+  refusePartial_ = refuse;
+}
+
 std::shared_ptr<const Graph> SimDevice::end(size_t keep) {
   std::lock_guard lock(mutex_);
+  if (refusePartial_ && keep > 0 && keep < recorded_.size()) {
+    recorded_.clear();
+    capturer_.reset();
+    throw CaptureBroken(name() + ": this graph cannot drop its last items");
+  }
   auto graph = std::make_shared<SimGraph>();
   recorded_.resize(std::min(keep, recorded_.size()));
   graph->work = std::move(recorded_);

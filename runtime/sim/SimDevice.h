@@ -45,6 +45,9 @@ class SimDevice final : public Device, public GraphCapture {
 
   // Work items queued to run so far (a graph's launch counts each of its items).
   int64_t queued() const;
+  // For tests: end(keep) refuses to drop a graph's last items, as a CUDA graph holding memory
+  // allocations does.
+  void refusePartialGraphs(bool refuse);
   // Queues `work` on the stream; `what` names it in an error ("step 3 'add' (model.cpp:12)").
   void enqueue(std::string what, std::function<void()> work);
 
@@ -59,6 +62,7 @@ class SimDevice final : public Device, public GraphCapture {
   std::optional<std::thread::id> capturer_;  // the thread whose work is recorded, while it captures
   std::vector<std::pair<std::string, std::function<void()>>> recorded_;
   int64_t queued_ = 0;
+  bool refusePartial_ = false;
   void refuseWhileCapturing(const char* what) const;
   std::thread thread_;
 };

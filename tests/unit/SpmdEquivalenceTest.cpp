@@ -242,8 +242,11 @@ TEST(SpmdEquivalenceSimTest, SimReplicasMatchTheCpuInF64) {
 
 // On a GPU: replicas sharing GPU 0 (cuda:0*2, cuda:0*4, the on-device all-reduce) equal one
 // replica on it, and the GPU equals the CPU backend (cross-replica BN, so every N computes the
-// same function). Tolerances: f64 1e-10 as on the CPU; f32 1e-4 between CPU and GPU (different
-// convolution algorithms, no TF32) and 2e-5 between replica counts on the GPU.
+// same function). Tolerances: f64 1e-10 as on the CPU; f32 1e-4, between CPU and GPU (different
+// convolution algorithms, no TF32) and between replica counts on the GPU (other batch splits
+// sum in another order): measured on an H100, the momentum of a BN scale differs by 3.4e-5
+// (cuda:0*2) and 3.5e-5 (cuda:0*4) from cuda:0, and by 3.6e-5 from cpu:1, as two runs that
+// each carry f32's own error on that quantity (1.3e-5 .. 2.8e-5 against f64, top of the file).
 // (Cross-replica BN only, so one instance per dtype: none skips on a GPU machine.)
 class SpmdEquivalenceCudaTest : public ::testing::TestWithParam<DType> {};
 INSTANTIATE_TEST_SUITE_P(DTypes, SpmdEquivalenceCudaTest, ::testing::Values(DType::f64, DType::f32),
@@ -270,7 +273,7 @@ TEST_P(SpmdEquivalenceCudaTest, CudaReplicasMatchOneGpuAndTheCpu) {
   compare(gpu, cpu, f64 ? 1e-10 : 1e-4, "cuda:0 vs cpu:1");
   for (int replicas : {2, 4}) {
     std::string spec = "cuda:0*" + std::to_string(replicas);
-    compare(runPmap(*model, spec, replicas, mode.dtype), gpu, f64 ? 1e-10 : 2e-5, spec + " vs cuda:0");
+    compare(runPmap(*model, spec, replicas, mode.dtype), gpu, f64 ? 1e-10 : 1e-4, spec + " vs cuda:0");
   }
 }
 
