@@ -3,15 +3,21 @@
 // (cudnnGet*Algorithm_v7: no timing), the first deterministic algorithm it ranks: a timed search
 // (cudnnFind*) picks by the clock, so two compilations of one step, or two processes of one
 // group, could pick different algorithms and their bits would differ (seen on an H100: the same
-// step compiled twice differed by 1e-5 relative in f32). f32 convolutions use FMA math (no TF32)
-// unless SPMD_ALLOW_TF32=1.
+// step compiled twice differed by 1e-5 relative in f32). SPMD_CUDNN_SEARCH=1 times them instead
+// (cudnnFind*, as PyTorch's cudnn.benchmark), once per shape in a process: every replica and
+// compilation in the process takes that choice, and a job of several processes refuses the
+// switch, since their clocks could choose apart. f32 convolutions
+// use FMA math (no TF32) unless SPMD_ALLOW_TF32=1.
 #include <cudnn.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <memory>
+#include <mutex>
 
 #include "runtime/base/Parse.h"
+#include "runtime/mpi/Processes.h"
 #include "runtime/cuda/Cuda.h"
 #include "runtime/cuda/Kernels.h"
 
@@ -98,19 +104,51 @@ struct Scale {
   const void* zero(DType t) const { return t == DType::f64 ? (const void*)&d0 : (const void*)&f0; }
 };
 
+// The timed choices of this process (SPMD_CUDNN_SEARCH=1), by direction, shapes, attributes
+// and math.
+std::mutex searchedMutex;
+std::map<std::string, int> searched;
+
+std::string searchKey(const char* what, const KernelCall& call, const TensorView& x, const TensorView& w,
+                      const TensorView& y, bool fmaOnly) {
+  std::string key = std::string(what) + " " + std::string(dtypeName(x.dtype)) + (fmaOnly ? " fma" : "");
+  for (const TensorView* t : {&x, &w, &y}) key += " " + shapeString(Shape(t->shape.begin(), t->shape.end()));
+  for (const char* attr : {"stride", "padding"})
+    for (int64_t v : call.step.ints(attr)) key += " " + std::to_string(v);
+  return key;
+}
+
 // The step's plan, made on its first call: descriptors for (x, w, y), the algorithm `rank` (a
-// cudnnGet*Algorithm_v7 call filling Perf results) puts first among the deterministic ones, and
-// its workspace (`size`, a cudnnGet*WorkspaceSize call).
-template <typename Perf, typename Rank, typename Size>
+// cudnnGet*Algorithm_v7 call filling Perf results) puts first among the deterministic ones, or
+// with SPMD_CUDNN_SEARCH=1 the one `search` (cudnnFind*) times fastest, and its workspace
+// (`size`, a cudnnGet*WorkspaceSize call).
+template <typename Perf, typename Rank, typename Search, typename Size>
 ConvPlan& cachedPlan(KernelCall& call, const TensorView& x, const TensorView& w, const TensorView& y,
-                     const char* what, Rank rank, Size size) {
+                     const char* what, Rank rank, Search search, Size size) {
   if (!call.cache) {
     std::shared_ptr<ConvPlan> p = plan(call, x, w, y);
     Perf results[16];
     int found = 0;
-    checkDnn(rank(handleOf(call), *p, results, &found), what);
     const bool fmaOnly = x.dtype == DType::f32 && !envSwitch("SPMD_ALLOW_TF32").value_or(false);
-    choose(*p, results, found, fmaOnly, call);
+    if (envSwitch("SPMD_CUDNN_SEARCH").value_or(false)) {
+      if (const int count = processes().size; count > 1)
+        throw Error("SPMD_CUDNN_SEARCH=1 chooses cuDNN's convolution algorithms by timing them, which " +
+                    std::to_string(count) + " processes could do differently, and their replicas would then differ "
+                    "in bits; unset it for a job of several processes (cuDNN's heuristic then chooses, the same "
+                    "in every process)");
+      std::lock_guard lock(searchedMutex);
+      const std::string key = searchKey(what, call, x, w, y, fmaOnly);
+      if (auto it = searched.find(key); it != searched.end()) {
+        p->algo = it->second;
+      } else {
+        checkDnn(search(handleOf(call), *p, results, &found), what);
+        choose(*p, results, found, fmaOnly, call);
+        searched[key] = p->algo;
+      }
+    } else {
+      checkDnn(rank(handleOf(call), *p, results, &found), what);
+      choose(*p, results, found, fmaOnly, call);
+    }
     checkDnn(size(handleOf(call), *p, &p->workspace), std::string(what) + " workspace");
     if (envSwitch("SPMD_LOG_COMPILES").value_or(false))
       std::fprintf(stderr, "spmd: cuDNN %s for '%s' (%s), x %s, w %s: algorithm %d, workspace %zu bytes\n", what,
@@ -134,6 +172,9 @@ void conv2d(KernelCall& call) {
       call, x, w, y, "forward algorithm choice",
       [](cudnnHandle_t h, ConvPlan& p, auto* results, int* found) {
         return cudnnGetConvolutionForwardAlgorithm_v7(h, p.x, p.w, p.conv, p.y, 16, found, results);
+      },
+      [](cudnnHandle_t h, ConvPlan& p, auto* results, int* found) {
+        return cudnnFindConvolutionForwardAlgorithm(h, p.x, p.w, p.conv, p.y, 16, found, results);
       },
       [](cudnnHandle_t h, ConvPlan& p, size_t* bytes) {
         return cudnnGetConvolutionForwardWorkspaceSize(h, p.x, p.w, p.conv, p.y,
@@ -164,6 +205,9 @@ void conv2d_backward_data(KernelCall& call) {
       [](cudnnHandle_t h, ConvPlan& p, auto* results, int* found) {
         return cudnnGetConvolutionBackwardDataAlgorithm_v7(h, p.w, p.y, p.conv, p.x, 16, found, results);
       },
+      [](cudnnHandle_t h, ConvPlan& p, auto* results, int* found) {
+        return cudnnFindConvolutionBackwardDataAlgorithm(h, p.w, p.y, p.conv, p.x, 16, found, results);
+      },
       [](cudnnHandle_t h, ConvPlan& p, size_t* bytes) {
         return cudnnGetConvolutionBackwardDataWorkspaceSize(h, p.w, p.y, p.conv, p.x,
                                                             static_cast<cudnnConvolutionBwdDataAlgo_t>(p.algo), bytes);
@@ -182,6 +226,9 @@ void conv2d_backward_filter(KernelCall& call) {
       call, x, dw, dy, "backward-filter algorithm choice",
       [](cudnnHandle_t h, ConvPlan& p, auto* results, int* found) {
         return cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, p.x, p.y, p.conv, p.w, 16, found, results);
+      },
+      [](cudnnHandle_t h, ConvPlan& p, auto* results, int* found) {
+        return cudnnFindConvolutionBackwardFilterAlgorithm(h, p.x, p.y, p.conv, p.w, 16, found, results);
       },
       [](cudnnHandle_t h, ConvPlan& p, size_t* bytes) {
         return cudnnGetConvolutionBackwardFilterWorkspaceSize(
