@@ -88,7 +88,8 @@ cat > "$bundle/report" <<'REPORT'
 # beside this script): the conformance suite on cuda:0 and cuda:0*4, every kernel case on the
 # GPU against the reference, the GPU against the CPU and replica counts (SpmdEquivalenceCuda),
 # the CUDA and NCCL tests, the step captured into CUDA graphs; then the GPU benchmarks (the
-# training step at width 64, graphs on and off). Each part has a time limit (TEST_LIMIT_S,
+# training step at width 64, graphs on and off) and PyTorch's step beside them
+# (benchmarks/torch_gpu_step.py). Each part has a time limit (TEST_LIMIT_S,
 # BENCH_LIMIT_S), so a hang still leaves a report. Exits non-zero when a test fails.
 here=$(cd "$(dirname "$0")" && pwd)
 out=${1:-$here/report.txt}
@@ -102,6 +103,15 @@ out=${1:-$here/report.txt}
   timeout "${BENCH_LIMIT_S:-200}" "$here/run" bench_gpu_step --devices=cuda:0 --benchmark_filter='width:64' \
     --benchmark_counters_tabular=true
   echo "# benchmark: exit $?"
+  # PyTorch's step beside it (the machine's python3 with CUDA PyTorch), from the checkout the
+  # bundle sits in.
+  torch_step=$here/../../benchmarks/torch_gpu_step.py
+  if [[ -f $torch_step ]]; then
+    timeout "${BENCH_LIMIT_S:-200}" python3 "$torch_step"
+    echo "# PyTorch: exit $?"
+  else
+    echo "# PyTorch: $torch_step is not here; run benchmarks/torch_gpu_step.py from the checkout"
+  fi
   exit $tests
 } 2>&1 | tee "$out"
 status=${PIPESTATUS[0]}
