@@ -87,7 +87,8 @@ cat > "$bundle/report" <<'REPORT'
 # build/gpu-bundle/report [FILE]: every GPU check in one go, into one report (default report.txt
 # beside this script): the conformance suite on cuda:0 and cuda:0*4, every kernel case on the
 # GPU against the reference, the GPU against the CPU and replica counts (SpmdEquivalenceCuda),
-# the CUDA and NCCL tests, the step captured into CUDA graphs; then the GPU benchmarks (the
+# the CUDA and NCCL tests, the step captured into CUDA graphs, bf16 (Bf16Test, which adds
+# cuda:0 to its backends where a GPU is visible); then the GPU benchmarks (the
 # training step at width 64, graphs on and off) and PyTorch's step beside them
 # (benchmarks/torch_gpu_step.py). Each part has a time limit (TEST_LIMIT_S,
 # BENCH_LIMIT_S), so a hang still leaves a report. Exits non-zero when a test fails.
@@ -97,7 +98,7 @@ out=${1:-$here/report.txt}
   echo "# spmd GPU report, $(date -u +%F' '%T) UTC"
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1
   timeout "${TEST_LIMIT_S:-300}" "$here/run" spmd_unit_tests --gtest_color=no \
-    --gtest_filter='*Conformance*cuda*:*CudaKernelTest*cuda*:*SpmdEquivalenceCuda*:CudaTest*:Nccl*:StepGraphTest.OnAGpu*'
+    --gtest_filter='*Conformance*cuda*:*CudaKernelTest*cuda*:*SpmdEquivalenceCuda*:CudaTest*:Nccl*:StepGraphTest.OnAGpu*:Bf16Test.*'
   tests=$?
   echo "# tests: exit $tests"
   timeout "${BENCH_LIMIT_S:-200}" "$here/run" bench_gpu_step --devices=cuda:0 --benchmark_filter='width:64' \

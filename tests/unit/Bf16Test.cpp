@@ -1,6 +1,7 @@
 // bf16: the rounding (runtime/base/BFloat16.h) against an oracle written from the definition;
 // convert on the reference, CPU and simulator backends; every op of the kernel cases compiled in
-// bf16 through the pipeline (passes/WidenBf16.cpp) on the CPU and the simulator against the
+// bf16 through the pipeline (passes/WidenBf16.cpp) on the CPU and the simulator (and cuda:0 for
+// both, where a GPU is visible: the GPU report runs this file) against the
 // reference kernels in f32 on the bf16 inputs, rounded to bf16; and mixed-precision training
 // (nn::ApplyOptions::compute) on N devices against 1 device. The parity with torch.autocast is
 // in TorchReferenceTest (the seeds' CNNs).
@@ -32,6 +33,14 @@ namespace spmd {
 namespace {
 
 using namespace runtime;
+
+// The backends a bf16 test runs on: the CPU, the simulator and, where a GPU is visible, cuda:0.
+std::vector<std::pair<std::string, std::shared_ptr<Device>>> bf16Backends() {
+  std::vector<std::pair<std::string, std::shared_ptr<Device>>> backends = {
+      {"cpu", std::make_shared<CpuDevice>()}, {"sim", makeDevice(parseDeviceList("sim"), 0)}};
+  if (availableDevices("cuda") > 0) backends.emplace_back("cuda", makeDevice(parseDeviceList("cuda:0"), 0));
+  return backends;
+}
 
 // The nearest bf16 to v by the definition: the two bf16 values around v (truncation, and one
 // step further from zero), the nearer one in exact (double) arithmetic, on a tie the one with an
@@ -133,10 +142,10 @@ TEST(Bf16Test, ConvertRoundsTheSameOnEveryBackend) {
       default: return v;
     }
   };
-  std::shared_ptr<Device> sim = makeDevice(parseDeviceList("sim"), 0), cpu = std::make_shared<CpuDevice>();
+  const auto backends = bf16Backends();
   for (const KernelCase& c : cases) {
     std::vector<std::pair<std::string, Array>> results = {{"reference", runKernel(referenceKernels(), c)[0]}};
-    for (auto& [name, device] : {std::pair{"cpu", cpu}, std::pair{"sim", sim}})
+    for (auto& [name, device] : backends)
       results.emplace_back(name, Executor(oneStepProgram(c, "Bf16Test"), device).run(c.inputs)[0]);
     for (const auto& [backend, got] : results)
       for (int64_t i = 0; i < got.numel(); ++i) {
@@ -225,7 +234,7 @@ TEST(Bf16Test, EveryOpComputesInF32BetweenBf16Roundings) {
   registerDialects(registry);
   mlir::MLIRContext context(registry);
   context.loadAllAvailableDialects();
-  std::shared_ptr<Device> sim = makeDevice(parseDeviceList("sim"), 0), cpu = std::make_shared<CpuDevice>();
+  const auto backends = bf16Backends();
   std::set<std::string> ops;
   int64_t elements = 0, exact = 0;
   for (const KernelCase& f32Case : kernelCases(DType::f32)) {
@@ -246,7 +255,7 @@ TEST(Bf16Test, EveryOpComputesInF32BetweenBf16Roundings) {
     for (const Step& step : program.steps)
       for (int id : step.inputs)
         if (step.op != "convert") ASSERT_NE(program.buffers[id].dtype, DType::bf16) << c.name << ": " << step.op << " reads bf16";
-    for (auto& [backend, device] : {std::pair{"cpu", cpu}, std::pair{"sim", sim}}) {
+    for (auto& [backend, device] : backends) {
       std::vector<Array> got = Executor(program, device).run(c.inputs);
       for (size_t o = 0; o < got.size(); ++o) {
         ASSERT_EQ(got[o].dtype, c.outputs[o].first);
