@@ -54,7 +54,9 @@ cudnnTensorDescriptor_t tensor(const TensorView& t, cudnnDataType_t type) {
 }
 
 // x: NCHW input, w: OIHW filter, y: NCHW output of the forward convolution.
-std::unique_ptr<ConvPlan> plan(const KernelCall& call, const TensorView& x, const TensorView& w, const TensorView& y) {
+// `tf32`: f32 may run on tensor cores (SPMD_ALLOW_TF32=1).
+std::unique_ptr<ConvPlan> plan(const KernelCall& call, const TensorView& x, const TensorView& w, const TensorView& y,
+                               bool tf32) {
   auto p = std::make_unique<ConvPlan>();
   cudnnDataType_t type = x.dtype == DType::f64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
   p->x = tensor(x, type);
@@ -68,7 +70,7 @@ std::unique_ptr<ConvPlan> plan(const KernelCall& call, const TensorView& x, cons
   checkDnn(cudnnSetConvolution2dDescriptor(p->conv, int(pad[0]), int(pad[1]), int(stride[0]), int(stride[1]), 1, 1,
                                            CUDNN_CROSS_CORRELATION, type),
            "convolution descriptor");
-  bool allow = envSwitch("SPMD_ALLOW_TF32").value_or(false) && type == CUDNN_DATA_FLOAT;
+  bool allow = tf32 && type == CUDNN_DATA_FLOAT;
   checkDnn(cudnnSetConvolutionMathType(p->conv, allow ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH), "math type");
   return p;
 }
@@ -126,10 +128,10 @@ template <typename Perf, typename Rank, typename Search, typename Size>
 ConvPlan& cachedPlan(KernelCall& call, const TensorView& x, const TensorView& w, const TensorView& y,
                      const char* what, Rank rank, Search search, Size size) {
   if (!call.cache) {
-    std::shared_ptr<ConvPlan> p = plan(call, x, w, y);
+    const bool tf32 = envSwitch("SPMD_ALLOW_TF32").value_or(false), fmaOnly = x.dtype == DType::f32 && !tf32;
+    std::shared_ptr<ConvPlan> p = plan(call, x, w, y, tf32);
     Perf results[16];
     int found = 0;
-    const bool fmaOnly = x.dtype == DType::f32 && !envSwitch("SPMD_ALLOW_TF32").value_or(false);
     if (envSwitch("SPMD_CUDNN_SEARCH").value_or(false)) {
       if (const int count = processes().size; count > 1)
         throw Error("SPMD_CUDNN_SEARCH=1 chooses cuDNN's convolution algorithms by timing them, which " +

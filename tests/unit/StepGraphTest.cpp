@@ -47,6 +47,12 @@ std::pair<Program, std::vector<Array>> trainStepProgram() {
   return {step.lastProgram(), inputs};
 }
 
+// An executor of `program` on `device` with graphs off (SPMD_CUDA_GRAPHS=0 while it is made).
+std::unique_ptr<Executor> eagerExecutor(const Program& program, std::shared_ptr<Device> device) {
+  GraphsSwitch off("0");
+  return std::make_unique<Executor>(program, std::move(device));
+}
+
 // Runs `steps` calls, feeding the outputs before the loss back as the next inputs unless
 // `sameInputs`; returns every call's outputs and, on sim, the work each call queued.
 std::pair<std::vector<std::vector<Array>>, std::vector<int64_t>> run(Executor& executor, std::vector<Array> inputs,
@@ -76,11 +82,7 @@ TEST(StepGraphTest, TheTrainingStepReplayedFromItsGraphsGivesTheUnrecordedBits) 
   ASSERT_EQ(program.outputs.size() + 1, inputs.size()) << "outputs: params, momentum, BN state, loss";
   std::shared_ptr<Device> device = makeDevice(parseDeviceList("sim"), 0);
   Executor graphed(program, device);
-  std::unique_ptr<Executor> eager;
-  {
-    GraphsSwitch off("0");
-    eager = std::make_unique<Executor>(program, device);
-  }
+  std::unique_ptr<Executor> eager = eagerExecutor(program, device);
   auto [withGraphs, queuedWith] = run(graphed, inputs, 5);
   auto [without, queuedWithout] = run(*eager, inputs, 5);
   for (int s = 0; s < 5; ++s)
@@ -115,11 +117,7 @@ TEST(StepGraphTest, StepsAGraphCannotKeepRunOutsideWithTheSameBits) {
   std::shared_ptr<Device> device = makeDevice(parseDeviceList("sim"), 0);
   static_cast<SimDevice&>(*device).refusePartialGraphs(true);
   Executor graphed(program, device);
-  std::unique_ptr<Executor> eager;
-  {
-    GraphsSwitch off("0");
-    eager = std::make_unique<Executor>(program, device);
-  }
+  std::unique_ptr<Executor> eager = eagerExecutor(program, device);
   auto [withGraphs, queuedWith] = run(graphed, inputs, 4);
   auto [without, queuedWithout] = run(*eager, inputs, 4);
   for (int s = 0; s < 4; ++s)
@@ -147,11 +145,7 @@ TEST(StepGraphTest, OnAGpuTheStepCapturedIntoCudaGraphsReplaysTheUnrecordedBits)
   auto [program, inputs] = trainStepProgram();
   std::shared_ptr<Device> device = makeDevice(parseDeviceList("cuda:0"), 0);
   Executor graphed(program, device);
-  std::unique_ptr<Executor> eager;
-  {
-    GraphsSwitch off("0");
-    eager = std::make_unique<Executor>(program, device);
-  }
+  std::unique_ptr<Executor> eager = eagerExecutor(program, device);
   auto same = run(graphed, inputs, 4, /*sameInputs=*/true).first;
   for (int s = 1; s < 4; ++s)
     for (size_t o = 0; o < same[0].size(); ++o)
