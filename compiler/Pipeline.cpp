@@ -101,7 +101,7 @@ runtime::Program compile(mlir::ModuleOp module, const CompileOptions& options) {
   pipeline.run(mlir::createCSEPass());
   if (options.shardUpdate) pipeline.run(passes::createShardUpdate());
   pipeline.run(passes::createCombineAllReduce({options.bucketBytes}));
-  pipeline.run(passes::createWidenBf16());
+  pipeline.run(passes::createWidenBf16({options.bf16Kernels}));
   pipeline.run(passes::createReplication());
   if (options.fuseElementwise) pipeline.run(passes::createFuseNormRelu());
   if (options.fuseElementwise) pipeline.run(passes::createFuseElementwise());

@@ -38,6 +38,10 @@ struct CompileOptions {
   // 8 or 16 for the CPU backend): passes/AssignLayouts gives activations that layout where the
   // kernels take it. 0: every tensor stays plain.
   int64_t channelBlock = 0;
+  // Keep convolutions and matmuls on bf16 in bf16 for the backend's bf16 kernels
+  // (runtime::Driver::bf16Kernels; passes/WidenBf16's native-kernels). Off: they run in f32
+  // between roundings, as every other bf16 op, with the same bits on every backend and ISA.
+  bool bf16Kernels = false;
 };
 
 // Runs the pipeline on `module` in place and returns the lowered Program. Throws spmd::Error

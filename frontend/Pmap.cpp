@@ -19,7 +19,9 @@
 #include "runtime/device/Fold.h"
 #include "frontend/Trace.h"
 #include "runtime/exec/DeviceArray.h"
+#include "runtime/base/Parse.h"
 #include "runtime/base/Timeout.h"
+#include "runtime/device/DeviceList.h"
 #include "runtime/device/Driver.h"
 #include "runtime/mpi/Processes.h"
 #include "runtime/exec/ReplicaGroup.h"
@@ -161,6 +163,27 @@ void addInto(DType dtype, std::byte* to, const std::byte* from, int64_t count) {
 }
 
 }  // namespace
+
+// How the backend runs bf16 convolutions and matmuls for this compilation: its bf16 kernels where
+// it has them, unless SPMD_NATIVE_BF16=0 (f32 between roundings: the same bits on every ISA);
+// SPMD_NATIVE_BF16=1 requires them. `path` says which, in words (the drift fingerprint compares it).
+// `refusal`: the error for a program with bf16 ops when SPMD_NATIVE_BF16=1 and the backend has none.
+struct Bf16Choice {
+  bool native = false;
+  std::string path, refusal;
+};
+
+Bf16Choice bf16Choice(const runtime::Driver& driver) {
+  const std::optional<bool> wanted = runtime::envSwitch("SPMD_NATIVE_BF16");
+  const runtime::Bf16Kernels kernels = driver.bf16Kernels();
+  if (kernels.native && wanted.value_or(true)) return {true, kernels.path, ""};
+  Bf16Choice emulated{false, kernels.native ? "emulated: the f32 kernels between bf16 roundings (SPMD_NATIVE_BF16=0)"
+                                            : kernels.path, ""};
+  if (wanted.value_or(false))
+    emulated.refusal = "SPMD_NATIVE_BF16=1 asks for the " + driver.name() + " backend's bf16 kernels, but it runs " +
+                       kernels.path + "; unset it (bf16 convolutions and matmuls then run in f32 between roundings)";
+  return emulated;
+}
 
 PmapCore::PmapCore(PmapOptions options, bool jit) : state_(std::make_unique<State>()) {
   state_->options = std::move(options);
@@ -316,14 +339,22 @@ std::pair<std::vector<Tensor>, std::shared_ptr<void>> PmapCore::call(
     // The NaN/Inf debug mode runs op by op (no fusion), so it can name the op at fault.
     const bool debugging = o.debugNans || o.debugInfs || runtime::debugNansFromEnvironment() ||
                            runtime::debugInfsFromEnvironment();
+    const Bf16Choice bf16 = bf16Choice(state_->devices.driver());
     runtime::Program program =
         compileTrace(trace,
                      {.dumpDir = o.dumpDir, .entry = "main", .strict = o.strict,
                       .shardUpdate = o.shardUpdate && !state_->jit, .bucketBytes = o.bucketBytes,
                       .planMemory = o.planMemory && A == 1, .fuseElementwise = o.fuseElementwise && !debugging,
                       // the debug scan reports plain indices
-                      .channelBlock = o.assignLayouts && !debugging ? state_->devices.driver().channelBlock() : 0},
+                      .channelBlock = o.assignLayouts && !debugging ? state_->devices.driver().channelBlock() : 0,
+                      .bf16Kernels = bf16.native},
                      o.name);
+    const bool hasBf16 =
+        std::any_of(program.buffers.begin(), program.buffers.end(), [](const auto& b) { return b.dtype == DType::bf16; });
+    if (hasBf16 && !bf16.refusal.empty()) throw Error(who() + bf16.refusal);
+    if (hasBf16 && runtime::envSwitch("SPMD_LOG_COMPILES").value_or(false))
+      std::fprintf(stderr, "spmd: %sbf16 convolutions and matmuls on %s: %s\n", who().c_str(),
+                   state_->devices.spec.c_str(), bf16.path.c_str());
     for (int id : program.outputs)
       entry->outputs.emplace_back(program.buffers[id].dtype, program.buffers[id].shape);
     entry->slicedIn = trace.slicedArguments();
@@ -356,9 +387,12 @@ std::pair<std::vector<Tensor>, std::shared_ptr<void>> PmapCore::call(
     entry->group->enableDebugNonFinite(o.debugNans, o.debugInfs);
     if (entry->micro) entry->micro->enableDebugNonFinite(o.debugNans, o.debugInfs);
     entry->prototype = traced.prototype;
-    if (!state_->jit && runtime::processes().size > 1)
-      checkProcessesAgree(fingerprint(structure, names, leaves, axes, *entry->group),
-                          who() + "before the first step");
+    if (!state_->jit && runtime::processes().size > 1) {
+      auto facts = fingerprint(structure, names, leaves, axes, *entry->group);
+      if (hasBf16)  // processes on hosts of different ISAs could run different bf16 kernels
+        facts.emplace_back("bf16 convolutions and matmuls (SPMD_NATIVE_BF16)", bf16.native ? bf16.path : "emulated");
+      checkProcessesAgree(facts, who() + "before the first step");
+    }
     found = state_->cache.emplace(signature, std::move(entry)).first;
   }
   called(signature);
@@ -605,5 +639,11 @@ std::vector<Tensor> PmapCore::runAccumulated(Entry& entry, const std::vector<Ten
 namespace spmd {
 
 std::string writeTrace() { return runtime::timeline::write(); }
+
+std::string bf16KernelPath(const std::string& devices) {
+  const char* env = std::getenv("SPMD_DEVICES");
+  const std::string spec = !devices.empty() ? devices : env && *env ? env : "cpu:1";
+  return detail::bf16Choice(runtime::parseDeviceList(spec).driver()).path;
+}
 
 }  // namespace spmd

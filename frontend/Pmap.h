@@ -97,6 +97,11 @@ struct PmapOptions {
 // exit too), and returns its path; "" when no trace is being recorded.
 std::string writeTrace();
 
+// How bf16 convolutions and matmuls run on `devices` ("cpu:4"; empty: $SPMD_DEVICES, else cpu:1)
+// as pmap and jit compile them, in words: the backend's bf16 kernels (oneDNN on AVX512-BF16 or
+// AMX, cuDNN and cuBLAS) or its f32 kernels between bf16 roundings (SPMD_NATIVE_BF16).
+std::string bf16KernelPath(const std::string& devices = {});
+
 namespace detail {
 
 template <typename T> struct IsTuple : std::false_type {};

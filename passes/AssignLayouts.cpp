@@ -48,7 +48,8 @@ class Assigner {
   }
 
   // The blocked layout for `type`, or "" where it has none (not an f32 NCHW activation whose
-  // channels fill whole blocks; bf16 too where `bf16Too`: the roundings', which no other kernel reads).
+  // channels fill whole blocks; bf16 too where `bf16Too`: the roundings', and the results of the
+  // convolutions spmd-widen-bf16 kept in bf16 for a backend's bf16 kernels).
   std::string blockedFor(Type type, bool bf16Too = false) const {
     auto tensor = llvm::dyn_cast<RankedTensorType>(type);
     if (!tensor || !(tensor.getElementType().isF32() || (bf16Too && tensor.getElementType().isBF16()))) return "";
@@ -70,7 +71,7 @@ class Assigner {
     const Value data = followsInput ? op->getOperand(name == "batch_norm_train_backward" ? 1 : 0) : Value();
     for (OpResult result : op->getResults()) {
       if (!runtime::BlockedLayouts::writesBlocked(name, static_cast<int>(result.getResultNumber()))) continue;
-      std::string layout = blockedFor(result.getType());
+      std::string layout = blockedFor(result.getType(), /*bf16Too=*/true);  // bf16: a kernel kept in bf16
       if (followsInput && ir::layoutOf(data.getType()) != layout) continue;
       if (!layout.empty()) result.setType(ir::withLayout(result.getType(), layout));
     }

@@ -141,7 +141,15 @@ def WidenBf16 : Pass<"spmd-widen-bf16", "mlir::ModuleOp"> {
     f32 literals. Kernels then meet bf16 only in convert, on every backend, and a bf16 op's
     result is its f32 result on the bf16 inputs, rounded once: bf16 storage, f32 arithmetic, as
     oneDNN's and cuDNN's bf16 kernels accumulate, without depending on the machine's ISA.
+    With native-kernels, the ops with bf16 kernels (runtime/program/Bf16Kernels.h: convolutions
+    and matmuls) whose float operands and results are all bf16 stay in bf16, for the backend's
+    library to run (oneDNN on AVX512-BF16 or AMX, cuDNN and cuBLAS): the same roundings, the f32
+    sums in the library's order.
   }];
+  let options = [
+    Option<"nativeKernels", "native-kernels", "bool", "false",
+           "keep convolutions and matmuls on bf16 operands for the backend's bf16 kernels">
+  ];
   let dependentDialects = ["::spmd::ir::SpmdDialect"];
 }
 

@@ -8,13 +8,16 @@
 // compares values (relu, max, a reshape...) gives a bf16 value on bf16 inputs, so its readers
 // read its f32 result as it is; and a relu of a rounded result is taken before the rounding
 // (relu commutes with rounding to nearest), which leaves batch_norm_train -> relu adjacent for
-// spmd-fuse-norm-relu. Roundings no reader needs any more are erased.
+// spmd-fuse-norm-relu. Roundings no reader needs any more are erased. With native-kernels, a
+// convolution or matmul entirely on bf16 stays as it is (runtime/program/Bf16Kernels.h): the
+// backend's bf16 kernel reads the rounded operands and rounds its result once, as here.
 #include "llvm/ADT/DenseMap.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/TypeUtilities.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "passes/Passes.h"
+#include "runtime/program/Bf16Kernels.h"
 
 namespace spmd::passes {
 
@@ -47,9 +50,16 @@ bool exactOnBf16(Operation* op) {
                    ir::ReshapeOp, ir::TransposeOp, ir::SliceOp, ir::PadOp, ir::ConcatenateOp, ir::ReduceMaxOp>(op);
 }
 
+// Whether `op` is left to a backend's bf16 kernel: an op with one, all its float values bf16.
+bool keptInBf16(Operation* op) {
+  auto floatNotBf16 = [](Type t) { return llvm::isa<FloatType>(getElementTypeOrSelf(t)) && !isBf16(t); };
+  return runtime::hasBf16Kernel(op->getName().stripDialect()) &&
+         !llvm::any_of(op->getOperandTypes(), floatNotBf16) && !llvm::any_of(op->getResultTypes(), floatNotBf16);
+}
+
 class Widener {
  public:
-  explicit Widener(MLIRContext* ctx) : builder_(ctx) {}
+  Widener(MLIRContext* ctx, bool nativeKernels) : builder_(ctx), nativeKernels_(nativeKernels) {}
 
   LogicalResult run(FunctionOpInterface function) {
     SmallVector<Operation*> ops;  // the function's own ops: an op with regions on bf16 is refused whole
@@ -58,7 +68,7 @@ class Widener {
         if (auto convert = llvm::dyn_cast<ir::ConvertOp>(op)) {
           if (isBf16(convert.getType()) && getElementTypeOrSelf(convert.getInput().getType()).isF32())
             noteRounding(convert.getResult(), convert.getInput());  // a user's rounding is one too
-        } else if (!op.hasTrait<OpTrait::IsTerminator>() && touchesBf16(&op)) {
+        } else if (!op.hasTrait<OpTrait::IsTerminator>() && touchesBf16(&op) && !kept(&op)) {
           ops.push_back(&op);
         }
       }
@@ -73,7 +83,10 @@ class Widener {
   }
 
  private:
+  bool kept(Operation* op) const { return nativeKernels_ && keptInBf16(op); }
+
   OpBuilder builder_;
+  bool nativeKernels_;
   DenseMap<Value, Value> wide_;       // bf16 value -> the same values in f32
   DenseMap<Value, Value> unrounded_;  // a rounding made here -> the f32 value it rounds
   SmallVector<Operation*> roundings_;
@@ -98,7 +111,7 @@ class Widener {
   }
 
   // Readers of the literal read an f32 one; the bf16 literal stays only for readers that are not
-  // widened (a return, a user's convert).
+  // widened (a return, a user's convert, an op kept in bf16).
   LogicalResult widenConstant(ir::ConstantOp op) {
     auto dense = llvm::dyn_cast<DenseFPElementsAttr>(op.getValue());
     if (!dense) return op.emitOpError("spmd-widen-bf16 needs a dense bf16 literal");
@@ -111,9 +124,11 @@ class Widener {
     });
     builder_.setInsertionPointAfter(op);
     Value wide = builder_.create<ir::ConstantOp>(op.getLoc(), values.reshape(type));
-    op.getResult().replaceUsesWithIf(wide, [](OpOperand& use) {
-      return !llvm::isa<ir::ConvertOp>(use.getOwner()) && !use.getOwner()->hasTrait<OpTrait::IsTerminator>();
+    op.getResult().replaceUsesWithIf(wide, [&](OpOperand& use) {
+      Operation* user = use.getOwner();
+      return !llvm::isa<ir::ConvertOp>(user) && !user->hasTrait<OpTrait::IsTerminator>() && !kept(user);
     });
+    if (wide.use_empty()) wide.getDefiningOp()->erase();  // read only by ops kept in bf16
     return success();  // (no entry in wide_: the literal may be erased, and its address reused)
   }
 
@@ -149,9 +164,10 @@ class Widener {
 };
 
 struct WidenBf16Pass : impl::WidenBf16Base<WidenBf16Pass> {
+  using WidenBf16Base::WidenBf16Base;
   void runOnOperation() override {
     for (auto function : getOperation().getOps<FunctionOpInterface>())
-      if (failed(Widener(&getContext()).run(function))) return signalPassFailure();
+      if (failed(Widener(&getContext(), nativeKernels).run(function))) return signalPassFailure();
   }
 };
 

@@ -3,11 +3,14 @@
 // compiler's spmd-assign-layouts gave the buffers oneDNN's layout; the filter stays plain OIHW).
 // Wide 3x3 stride-1 convolutions on blocked activations run as Winograd (runtime/cpu/Winograd.h),
 // wide 3x3 stride-2 ones as GEMMs (runtime/cpu/StridedConv.h).
-// f64 runs the reference loops (oneDNN has no f64).
+// f64 runs the reference loops (oneDNN has no f64). bf16 (a step the compiler kept in bf16) runs
+// oneDNN's bf16 convolution where the ISA has one (onednnBf16), else the f32 kernel between
+// roundings (runtime/device/WidenedBf16.h).
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cpu/Onednn.h"
 #include "runtime/cpu/StridedConv.h"
 #include "runtime/cpu/Winograd.h"
+#include "runtime/device/WidenedBf16.h"
 #include "runtime/reference/Reference.h"
 
 namespace spmd::runtime::cpu {
@@ -23,20 +26,22 @@ struct ConvState {
 }  // namespace
 
 void conv2d(KernelCall& call) {
-  if (call.in[0].dtype != DType::f32) return reference::conv2d(call);
-  if (winograd::applies(call)) return winograd::forward(call);
-  if (strided::applies(call)) return strided::forward(call);
+  const DType type = call.in[0].dtype;
+  if (type == DType::bf16 && !onednnBf16()) return widenedBf16<conv2d>(call);
+  if (type == DType::f64) return reference::conv2d(call);
+  if (type == DType::f32 && winograd::applies(call)) return winograd::forward(call);
+  if (type == DType::f32 && strided::applies(call)) return strided::forward(call);
   bool hasBias = call.in.size() > 2;
   ConvState& s = cachedState<ConvState>(call, [&] {
     using namespace dnnl;
     ConvGeometry g(call.step);
     const auto& strides = g.strides;
     const auto& padding = g.padding;
-    auto src = anyDesc(call.in[0].shape), wei = anyDesc(call.in[1].shape),
-         dst = anyDesc(call.out[0].shape);
+    auto src = anyDesc(call.in[0].shape, type), wei = anyDesc(call.in[1].shape, type),
+         dst = anyDesc(call.out[0].shape, type);
     auto desc = hasBias ? convolution_forward::desc(prop_kind::forward_training,
                                                     algorithm::convolution_direct, src, wei,
-                                                    plainDesc(call.in[2].shape), dst, strides,
+                                                    plainDesc(call.in[2].shape, type), dst, strides,
                                                     padding, padding)
                         : convolution_forward::desc(prop_kind::forward_training,
                                                     algorithm::convolution_direct, src, wei, dst,
@@ -44,9 +49,9 @@ void conv2d(KernelCall& call) {
     convolution_forward::primitive_desc pd(desc, engine());
     ConvState state{convolution_forward(pd), stream(engine()), {}, {}, {}, {}};
     state.src.emplace(layoutDesc(call.in[0]), pd.src_desc(), false);
-    state.weights.emplace(plainDesc(call.in[1].shape), pd.weights_desc(), false);
+    state.weights.emplace(plainDesc(call.in[1].shape, type), pd.weights_desc(), false);
     state.dst.emplace(layoutDesc(call.out[0]), pd.dst_desc(), true);
-    if (hasBias) state.bias = memory(plainDesc(call.in[2].shape), engine(), nullptr);
+    if (hasBias) state.bias = memory(plainDesc(call.in[2].shape, type), engine(), nullptr);
     return state;
   });
   s.src->run(s.stream, call.in[0].data, false);

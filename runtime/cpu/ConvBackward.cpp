@@ -3,12 +3,14 @@
 // where a buffer lies in another layout, like the forward kernel; wide 3x3 stride-1 ones on
 // blocked activations run as Winograd (runtime/cpu/Winograd.h), stride-2 ones as GEMMs
 // (runtime/cpu/StridedConv.h), and the filter gradient of a one-channel input in our own loops
-// (runtime/cpu/SingleChannelConv.h). f64 runs the reference loops.
+// (runtime/cpu/SingleChannelConv.h). f64 runs the reference loops; bf16 oneDNN's bf16 primitives
+// where the ISA has them (onednnBf16), else the f32 kernels between roundings.
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cpu/Onednn.h"
 #include "runtime/cpu/SingleChannelConv.h"
 #include "runtime/cpu/StridedConv.h"
 #include "runtime/cpu/Winograd.h"
+#include "runtime/device/WidenedBf16.h"
 #include "runtime/reference/Reference.h"
 
 namespace spmd::runtime::cpu {
@@ -18,11 +20,11 @@ namespace {
 dnnl::convolution_forward::primitive_desc forwardHint(std::span<const int64_t> src,
                                                       std::span<const int64_t> weights,
                                                       std::span<const int64_t> dst,
-                                                      const ConvGeometry& g) {
+                                                      const ConvGeometry& g, DType type) {
   using namespace dnnl;
   convolution_forward::desc desc(prop_kind::forward_training, algorithm::convolution_direct,
-                                 anyDesc(src), anyDesc(weights), anyDesc(dst), g.strides,
-                                 g.padding, g.padding);
+                                 anyDesc(src, type), anyDesc(weights, type), anyDesc(dst, type),
+                                 g.strides, g.padding, g.padding);
   return {desc, engine()};
 }
 
@@ -49,20 +51,22 @@ struct ConvBackwardState {
 
 // inputs: result_grad, filter; output: input_grad
 void conv2d_backward_data(KernelCall& call) {
-  if (call.in[0].dtype != DType::f32) return reference::conv2d_backward_data(call);
-  if (winograd::applies(call)) return winograd::backwardData(call);
-  if (strided::applies(call)) return strided::backwardData(call);
+  const DType type = call.in[0].dtype;
+  if (type == DType::bf16 && !onednnBf16()) return widenedBf16<conv2d_backward_data>(call);
+  if (type == DType::f64) return reference::conv2d_backward_data(call);
+  if (type == DType::f32 && winograd::applies(call)) return winograd::backwardData(call);
+  if (type == DType::f32 && strided::applies(call)) return strided::backwardData(call);
   auto& s = cachedState<ConvBackwardState>(call, [&] {
     using namespace dnnl;
     ConvGeometry g(call.step);
     const auto &dy = call.in[0].shape, &w = call.in[1].shape, &dx = call.out[0].shape;
-    convolution_backward_data::desc desc(algorithm::convolution_direct, anyDesc(dx), anyDesc(w),
-                                         anyDesc(dy), g.strides, g.padding, g.padding);
-    convolution_backward_data::primitive_desc pd(desc, engine(), forwardHint(dx, w, dy, g));
+    convolution_backward_data::desc desc(algorithm::convolution_direct, anyDesc(dx, type), anyDesc(w, type),
+                                         anyDesc(dy, type), g.strides, g.padding, g.padding);
+    convolution_backward_data::primitive_desc pd(desc, engine(), forwardHint(dx, w, dy, g, type));
     ConvBackwardState state{convolution_backward_data(pd), stream(engine()),
                             {DNNL_ARG_DIFF_DST, DNNL_ARG_WEIGHTS}, DNNL_ARG_DIFF_SRC, {}, {}};
     state.in[0].emplace(layoutDesc(call.in[0]), pd.diff_dst_desc(), false);
-    state.in[1].emplace(plainDesc(w), pd.weights_desc(), false);
+    state.in[1].emplace(plainDesc(w, type), pd.weights_desc(), false);
     state.out.emplace(layoutDesc(call.out[0]), pd.diff_src_desc(), true);
     return state;
   });
@@ -71,23 +75,25 @@ void conv2d_backward_data(KernelCall& call) {
 
 // inputs: input, result_grad; output: filter_grad
 void conv2d_backward_filter(KernelCall& call) {
-  if (call.in[0].dtype != DType::f32) return reference::conv2d_backward_filter(call);
-  if (winograd::applies(call)) return winograd::backwardFilter(call);
-  if (strided::applies(call)) return strided::backwardFilter(call);
-  if (single_channel::applies(call)) return single_channel::backwardFilter(call);
+  const DType type = call.in[0].dtype;
+  if (type == DType::bf16 && !onednnBf16()) return widenedBf16<conv2d_backward_filter>(call);
+  if (type == DType::f64) return reference::conv2d_backward_filter(call);
+  if (type == DType::f32 && winograd::applies(call)) return winograd::backwardFilter(call);
+  if (type == DType::f32 && strided::applies(call)) return strided::backwardFilter(call);
+  if (type == DType::f32 && single_channel::applies(call)) return single_channel::backwardFilter(call);
   auto& s = cachedState<ConvBackwardState>(call, [&] {
     using namespace dnnl;
     ConvGeometry g(call.step);
     const auto &x = call.in[0].shape, &dy = call.in[1].shape, &dw = call.out[0].shape;
-    convolution_backward_weights::desc desc(algorithm::convolution_direct, anyDesc(x),
-                                            anyDesc(dw), anyDesc(dy), g.strides, g.padding,
+    convolution_backward_weights::desc desc(algorithm::convolution_direct, anyDesc(x, type),
+                                            anyDesc(dw, type), anyDesc(dy, type), g.strides, g.padding,
                                             g.padding);
-    convolution_backward_weights::primitive_desc pd(desc, engine(), forwardHint(x, dw, dy, g));
+    convolution_backward_weights::primitive_desc pd(desc, engine(), forwardHint(x, dw, dy, g, type));
     ConvBackwardState state{convolution_backward_weights(pd), stream(engine()),
                             {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST}, DNNL_ARG_DIFF_WEIGHTS, {}, {}};
     state.in[0].emplace(layoutDesc(call.in[0]), pd.src_desc(), false);
     state.in[1].emplace(layoutDesc(call.in[1]), pd.diff_dst_desc(), false);
-    state.out.emplace(plainDesc(dw), pd.diff_weights_desc(), true);
+    state.out.emplace(plainDesc(dw, type), pd.diff_weights_desc(), true);
     return state;
   });
   s.run(call);

@@ -8,6 +8,15 @@ namespace spmd::runtime {
 
 const KernelTable& cpuKernels();
 
+namespace cpu {
+// Whether oneDNN runs bf16 convolutions and matmuls natively on this machine: an ISA with
+// AVX512-BF16 (or AMX) within ONEDNN_MAX_CPU_ISA, and the primitives created; asked once.
+// Elsewhere a bf16 step runs the f32 kernel between roundings (runtime/device/WidenedBf16.h).
+bool onednnBf16();
+// What onednnBf16() found, in words: which kernels run bf16 steps, and why.
+const std::string& onednnBf16Path();
+}  // namespace cpu
+
 class CpuDevice final : public Device {
  public:
   explicit CpuDevice(int index = 0) : index_(index) {}

@@ -75,6 +75,7 @@ class CpuDriver final : public Driver {
   }
   const KernelTable& kernels() const override { return cpuKernels(); }
   int64_t channelBlock() const override { return CpuDevice(0).channelBlock(); }
+  Bf16Kernels bf16Kernels() const override { return {cpu::onednnBf16(), cpu::onednnBf16Path()}; }
   ThreadShare threadsPerReplica(const DeviceList& list, int requested, const ProcessInfo& job) const override {
     return cpuThreadShare(list.size(), requested, job);
   }

@@ -1,5 +1,6 @@
 // CPU matmul through oneDNN (f32, 2-D or batched; transposes as strided layouts, bias fused), softmax
-// cross-entropy and argmax as row loops. f64 matmul runs the reference loops.
+// cross-entropy and argmax as row loops. f64 matmul runs the reference loops; bf16 oneDNN's bf16
+// matmul where the ISA has one (onednnBf16), else the f32 kernel between roundings.
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -7,12 +8,15 @@
 #include "runtime/base/NanRules.h"
 #include "runtime/cpu/Onednn.h"
 #include "runtime/cpu/Kernels.h"
+#include "runtime/device/WidenedBf16.h"
 #include "runtime/reference/Reference.h"
 
 namespace spmd::runtime::cpu {
 
 void matmul(KernelCall& call) {
-  if (call.in[0].dtype != DType::f32) return reference::matmul(call);
+  const DType type = call.in[0].dtype;
+  if (type == DType::bf16 && !onednnBf16()) return widenedBf16<matmul>(call);
+  if (type == DType::f64) return reference::matmul(call);
   bool hasBias = call.in.size() > 2;
   Prepared& p = cachedState<Prepared>(call, [&] {
     using namespace dnnl;
@@ -22,12 +26,12 @@ void matmul(KernelCall& call) {
     int64_t m = call.out[0].dim(r), n = call.out[0].dim(r + 1);
     int64_t k = ta ? call.in[0].dim(r) : call.in[0].dim(r + 1);
     auto desc2 = [&](int64_t rows, int64_t cols, bool transposed) {
-      if (r == 0) return memory::desc({rows, cols}, memory::data_type::f32, transposed ? tag::ba : tag::ab);
-      return memory::desc({call.out[0].dim(0), rows, cols}, memory::data_type::f32, transposed ? tag::acb : tag::abc);
+      if (r == 0) return memory::desc({rows, cols}, dnnlType(type), transposed ? tag::ba : tag::ab);
+      return memory::desc({call.out[0].dim(0), rows, cols}, dnnlType(type), transposed ? tag::acb : tag::abc);
     };
     memory::desc a = desc2(m, k, ta), b = desc2(k, n, tb), c = desc2(m, n, false);
-    memory::desc bias = r == 0 ? memory::desc({1, n}, memory::data_type::f32, tag::ab)
-                               : memory::desc({1, 1, n}, memory::data_type::f32, tag::abc);
+    memory::desc bias = r == 0 ? memory::desc({1, n}, dnnlType(type), tag::ab)
+                               : memory::desc({1, 1, n}, dnnlType(type), tag::abc);
     auto desc = hasBias ? matmul::desc(a, b, bias, c) : matmul::desc(a, b, c);
     Prepared prepared{dnnl::matmul(dnnl::matmul::primitive_desc(desc, engine())),
                       stream(engine()), {}};

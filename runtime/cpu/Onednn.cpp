@@ -11,23 +11,31 @@ dnnl::engine& engine() {
   return instance;
 }
 
-dnnl::memory::desc plainDesc(std::span<const int64_t> shape) {
+dnnl::memory::data_type dnnlType(DType dtype) {
+  if (dtype == DType::f32) return dnnl::memory::data_type::f32;
+  if (dtype == DType::bf16) return dnnl::memory::data_type::bf16;
+  throw Error("oneDNN kernels take f32 or bf16 tensors, got " + std::string(dtypeName(dtype)));
+}
+
+dnnl::memory::desc plainDesc(std::span<const int64_t> shape, DType dtype) {
   using tag = dnnl::memory::format_tag;
   dnnl::memory::dims dims(shape.begin(), shape.end());
+  const auto type = dnnlType(dtype);
   switch (shape.size()) {
-    case 1: return {dims, dnnl::memory::data_type::f32, tag::a};
-    case 2: return {dims, dnnl::memory::data_type::f32, tag::ab};
-    case 4: return {dims, dnnl::memory::data_type::f32, tag::abcd};
+    case 1: return {dims, type, tag::a};
+    case 2: return {dims, type, tag::ab};
+    case 4: return {dims, type, tag::abcd};
     default: throw Error("oneDNN kernels take rank 1, 2 or 4 tensors, got " + shapeString(shape));
   }
 }
 
 dnnl::memory::desc layoutDesc(const TensorView& view) {
   using tag = dnnl::memory::format_tag;
+  const dnnl::memory::dims dims(view.shape.begin(), view.shape.end());
   switch (channelBlock(view.layout)) {
-    case 0: return plainDesc(view.shape);
-    case 8: return {dnnl::memory::dims(view.shape.begin(), view.shape.end()), dnnl::memory::data_type::f32, tag::nChw8c};
-    default: return {dnnl::memory::dims(view.shape.begin(), view.shape.end()), dnnl::memory::data_type::f32, tag::nChw16c};
+    case 0: return plainDesc(view.shape, view.dtype);
+    case 8: return {dims, dnnlType(view.dtype), tag::nChw8c};
+    default: return {dims, dnnlType(view.dtype), tag::nChw16c};
   }
 }
 
@@ -68,10 +76,47 @@ Prepared preparedMatmul(const dnnl::memory::desc& src, const dnnl::memory::desc&
   return p;
 }
 
-dnnl::memory::desc anyDesc(std::span<const int64_t> shape) {
-  return {dnnl::memory::dims(shape.begin(), shape.end()), dnnl::memory::data_type::f32,
-          dnnl::memory::format_tag::any};
+dnnl::memory::desc anyDesc(std::span<const int64_t> shape, DType dtype) {
+  return {dnnl::memory::dims(shape.begin(), shape.end()), dnnlType(dtype), dnnl::memory::format_tag::any};
 }
+
+namespace {
+
+struct Bf16Support {
+  bool native = false;
+  std::string path;
+};
+
+const Bf16Support& bf16Support() {
+  static const Bf16Support support = [] {
+    const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+    const auto bf16Isa = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_bf16);
+    const bool amx = (isa & static_cast<unsigned>(dnnl::cpu_isa::avx512_core_amx)) ==
+                     static_cast<unsigned>(dnnl::cpu_isa::avx512_core_amx);
+    const std::string emulated = "emulated: the f32 kernels between bf16 roundings (";
+    if ((isa & bf16Isa) != bf16Isa)
+      return Bf16Support{false, emulated + "oneDNN's effective ISA has no AVX512-BF16 or AMX)"};
+    try {  // the two primitives the bf16 kernels make, on a small shape
+      const std::vector<int64_t> act = {2, 16, 6, 6}, filter = {16, 16, 3, 3}, a = {4, 8}, b = {8, 4}, c = {4, 4};
+      dnnl::convolution_forward::desc conv(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
+                                           anyDesc(act, DType::bf16), anyDesc(filter, DType::bf16),
+                                           anyDesc(act, DType::bf16), {1, 1}, {1, 1}, {1, 1});
+      dnnl::convolution_forward::primitive_desc(conv, engine());
+      dnnl::matmul::primitive_desc(dnnl::matmul::desc(plainDesc(a, DType::bf16), plainDesc(b, DType::bf16),
+                                                      plainDesc(c, DType::bf16)),
+                                   engine());
+    } catch (const dnnl::error& e) {
+      return Bf16Support{false, emulated + "oneDNN refused a bf16 primitive: " + e.what() + ")"};
+    }
+    return Bf16Support{true, std::string("oneDNN's bf16 kernels (") + (amx ? "AMX" : "AVX512-BF16") + ")"};
+  }();
+  return support;
+}
+
+}  // namespace
+
+bool onednnBf16() { return bf16Support().native; }
+const std::string& onednnBf16Path() { return bf16Support().path; }
 
 ConvGeometry::ConvGeometry(const Step& step) {
   const auto& stride = step.ints("stride");

@@ -6,16 +6,19 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "runtime/cpu/CpuDevice.h"
 #include "runtime/device/Kernel.h"
 
 namespace spmd::runtime::cpu {
 
 dnnl::engine& engine();
 
-// A row-major f32 descriptor for a tensor of rank 1, 2 or 4 (x, ab, abcd).
-dnnl::memory::desc plainDesc(std::span<const int64_t> shape);
-// The descriptor of a buffer as it lies in memory: plainDesc, or its blocked layout's format
-// tag (runtime/program/Layouts.h).
+// oneDNN's data type for f32 or bf16 (throws for the others).
+dnnl::memory::data_type dnnlType(DType dtype);
+// A row-major descriptor for a tensor of rank 1, 2 or 4 (x, ab, abcd).
+dnnl::memory::desc plainDesc(std::span<const int64_t> shape, DType dtype = DType::f32);
+// The descriptor of a buffer as it lies in memory, in its dtype: plainDesc, or its blocked
+// layout's format tag (runtime/program/Layouts.h).
 dnnl::memory::desc layoutDesc(const TensorView& view);
 // Channels per block of the activation layout oneDNN's convolutions choose on this machine's ISA
 // (8 with AVX2, 16 with AVX-512), 0 when they choose plain; asked once.
@@ -68,7 +71,7 @@ struct Relayout {
 };
 
 // A memory descriptor with the given dims that lets the primitive choose the layout.
-dnnl::memory::desc anyDesc(std::span<const int64_t> shape);
+dnnl::memory::desc anyDesc(std::span<const int64_t> shape, DType dtype = DType::f32);
 
 // conv2d's stride and padding attributes as oneDNN dims.
 struct ConvGeometry {

@@ -7,7 +7,8 @@
 // (cudnnFind*, as PyTorch's cudnn.benchmark), once per shape in a process: every replica and
 // compilation in the process takes that choice, and a job of several processes refuses the
 // switch, since their clocks could choose apart. f32 convolutions
-// use FMA math (no TF32) unless SPMD_ALLOW_TF32=1.
+// use FMA math (no TF32) unless SPMD_ALLOW_TF32=1; bf16 ones (steps the compiler kept in bf16,
+// runtime/program/Bf16Kernels.h) accumulate in f32 and may use tensor cores.
 #include <cudnn.h>
 
 #include <cstdio>
@@ -53,12 +54,20 @@ cudnnTensorDescriptor_t tensor(const TensorView& t, cudnnDataType_t type) {
   return d;
 }
 
+cudnnDataType_t dataType(DType t) {
+  if (t == DType::f64) return CUDNN_DATA_DOUBLE;
+  if (t == DType::bf16) return CUDNN_DATA_BFLOAT16;
+  return CUDNN_DATA_FLOAT;
+}
+
 // x: NCHW input, w: OIHW filter, y: NCHW output of the forward convolution.
 // `tf32`: f32 may run on tensor cores (SPMD_ALLOW_TF32=1).
 std::unique_ptr<ConvPlan> plan(const KernelCall& call, const TensorView& x, const TensorView& w, const TensorView& y,
                                bool tf32) {
   auto p = std::make_unique<ConvPlan>();
-  cudnnDataType_t type = x.dtype == DType::f64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
+  // bf16 tensors accumulate in f32 (cuDNN's pseudo-bf16 configuration), on tensor cores: their
+  // products are exact in f32, so tensor cores change only the order of the f32 sums.
+  const cudnnDataType_t type = dataType(x.dtype), compute = x.dtype == DType::f64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
   p->x = tensor(x, type);
   p->y = tensor(y, type);
   checkDnn(cudnnCreateFilterDescriptor(&p->w), "filter descriptor");
@@ -68,9 +77,9 @@ std::unique_ptr<ConvPlan> plan(const KernelCall& call, const TensorView& x, cons
   const auto &stride = call.step.ints("stride"), &pad = call.step.ints("padding");
   checkDnn(cudnnCreateConvolutionDescriptor(&p->conv), "convolution descriptor");
   checkDnn(cudnnSetConvolution2dDescriptor(p->conv, int(pad[0]), int(pad[1]), int(stride[0]), int(stride[1]), 1, 1,
-                                           CUDNN_CROSS_CORRELATION, type),
+                                           CUDNN_CROSS_CORRELATION, compute),
            "convolution descriptor");
-  bool allow = tf32 && type == CUDNN_DATA_FLOAT;
+  bool allow = (tf32 && type == CUDNN_DATA_FLOAT) || type == CUDNN_DATA_BFLOAT16;
   checkDnn(cudnnSetConvolutionMathType(p->conv, allow ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH), "math type");
   return p;
 }
@@ -182,18 +191,19 @@ void conv2d(KernelCall& call) {
         return cudnnGetConvolutionForwardWorkspaceSize(h, p.x, p.w, p.conv, p.y,
                                                        static_cast<cudnnConvolutionFwdAlgo_t>(p.algo), bytes);
       });
-  if (call.in.size() > 2 && !p.bias) {
+  // A bf16 result is rounded once: the bias written first, the convolution added to it (beta = 1).
+  const bool biasFirst = call.in.size() > 2 && x.dtype == DType::bf16;
+  if (call.in.size() > 2 && !biasFirst && !p.bias) {
     checkDnn(cudnnCreateTensorDescriptor(&p.bias), "bias descriptor");
-    checkDnn(cudnnSetTensor4dDescriptor(p.bias, CUDNN_TENSOR_NCHW,
-                                        x.dtype == DType::f64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT, 1,
-                                        int(y.dim(1)), 1, 1),
+    checkDnn(cudnnSetTensor4dDescriptor(p.bias, CUDNN_TENSOR_NCHW, dataType(x.dtype), 1, int(y.dim(1)), 1, 1),
              "bias descriptor");
   }
+  if (biasFirst) writeChannelBias(call, call.in[2], y);
   cudnnHandle_t h = handleOf(call);
   Scale s;
   checkDnn(cudnnConvolutionForward(h, s.one(x.dtype), p.x, x.data, p.w, w.data, p.conv,
                                    static_cast<cudnnConvolutionFwdAlgo_t>(p.algo), workspaceFor(call, p),
-                                   p.workspace, s.zero(x.dtype), p.y, y.data),
+                                   p.workspace, biasFirst ? s.one(x.dtype) : s.zero(x.dtype), p.y, y.data),
            "convolution forward (" + call.step.location + ")");
   if (p.bias)
     checkDnn(cudnnAddTensor(h, s.one(x.dtype), p.bias, call.in[2].data, s.one(x.dtype), p.y, y.data), "bias add");

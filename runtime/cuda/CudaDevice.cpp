@@ -22,6 +22,24 @@ int cudaDeviceCount(std::string* why) {
   return count;
 }
 
+std::string cudaBf16Blocker() {
+  std::string why;
+  const int count = cudaDeviceCount(&why);
+  if (count == 0) return "no GPU (" + why + ")";
+  for (int i = 0; i < count; ++i) {
+    int major = 0, minor = 0;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, i) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, i) != cudaSuccess) {
+      cudaGetLastError();  // clear it
+      return "GPU " + std::to_string(i) + "'s compute capability could not be read";
+    }
+    if (major < 8)
+      return "GPU " + std::to_string(i) + " is sm_" + std::to_string(major) + std::to_string(minor) +
+             "; cuDNN's and cuBLAS's bf16 kernels need sm_80 or later";
+  }
+  return "";
+}
+
 CudaDevice::CudaDevice(int index, int replica) : index_(index), replica_(replica) {
   check(cudaSetDevice(index), "cudaSetDevice(" + std::to_string(index) + ")");
   cudaStream_t stream;

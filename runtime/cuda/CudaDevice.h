@@ -16,6 +16,8 @@ const KernelTable& cudaKernels();
 
 // How many GPUs the CUDA runtime sees; 0 with `why` set when there is none or no driver.
 int cudaDeviceCount(std::string* why = nullptr);
+// "" when every visible GPU runs cuDNN's and cuBLAS's bf16 kernels (sm_80 or later), else why not.
+std::string cudaBf16Blocker();
 
 class CudaDevice final : public Device, public GraphCapture {
  public:

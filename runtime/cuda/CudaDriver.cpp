@@ -22,6 +22,11 @@ class CudaDriver final : public Driver {
   std::string forms() const override { return "cuda (every GPU), cuda:0,1, cuda:0*4 (4 replicas on GPU 0)"; }
   int available(std::string* why) const override { return cudaDeviceCount(why); }
   const KernelTable& kernels() const override { return cudaKernels(); }
+  Bf16Kernels bf16Kernels() const override {
+    static const std::string blocker = cudaBf16Blocker();
+    if (blocker.empty()) return {true, "cuDNN's and cuBLAS's bf16 kernels (f32 accumulation)"};
+    return {false, "emulated: the f32 kernels between bf16 roundings (" + blocker + ")"};
+  }
 
   std::vector<int> parse(const std::string& spec, const std::string& rest, bool hasColon) const override {
     if (hasColon && rest.empty())

@@ -1,6 +1,7 @@
 // CUDA matmul, 2-D or batched, through cuBLAS (row-major operands passed as column-major transposes; f32 in
-// full precision unless SPMD_ALLOW_TF32=1, f64 with DGEMM), bias added by the GEMM's beta over a
-// broadcast of the bias rows (runtime/kernels/Dense.h).
+// full precision unless SPMD_ALLOW_TF32=1, f64 with DGEMM, bf16 operands and result with f32
+// accumulation), bias added by the GEMM's beta over a broadcast of the bias rows
+// (runtime/kernels/Dense.h).
 #include <cublas_v2.h>
 
 #include <cstdlib>
@@ -32,13 +33,22 @@ void matmul(KernelCall& call) {
   int64_t batch = r ? y.dim(0) : 1, m = y.dim(r), n = y.dim(r + 1), k = ta ? a.dim(r) : a.dim(r + 1);
   auto handle = static_cast<cublasHandle_t>(deviceOf(call).cublas());
   bool bias = call.in.size() > 2;
+  cublasOperation_t opB = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opA = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+  int ldb = tb ? int(k) : int(n), lda = ta ? int(m) : int(k);
+  long long strideA = m * k, strideB = k * n, strideC = m * n;
+  if (a.dtype == DType::bf16) {  // bf16 in and out, f32 accumulation: the result rounded once
+    if (bias) CudaApi::forEach(call, batch * m * n, kernels::RowBiasFn<bf16>{call.in[2].as<bf16>(), y.as<bf16>(), n});
+    float alpha = 1, beta = bias ? 1 : 0;
+    checkBlas(cublasGemmStridedBatchedEx(handle, opB, opA, int(n), int(m), int(k), &alpha, b.data, CUDA_R_16BF, ldb,
+                                         strideB, a.data, CUDA_R_16BF, lda, strideA, &beta, y.data, CUDA_R_16BF,
+                                         int(n), strideC, int(batch), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+              call);
+    return checkLaunch(call);
+  }
   visitFloat(a.dtype, [&](auto tag) {
     using T = decltype(tag);
     if (bias) CudaApi::forEach(call, batch * m * n, kernels::RowBiasFn<T>{call.in[2].as<T>(), y.as<T>(), n});
     T alpha = 1, beta = bias ? 1 : 0;
-    cublasOperation_t opB = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opA = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
-    int ldb = tb ? int(k) : int(n), lda = ta ? int(m) : int(k);
-    long long strideA = m * k, strideB = k * n, strideC = m * n;
     if constexpr (sizeof(T) == 8) {
       checkBlas(cublasDgemmStridedBatched(handle, opB, opA, int(n), int(m), int(k), &alpha, b.as<T>(), ldb, strideB,
                                           a.as<T>(), lda, strideA, &beta, y.as<T>(), int(n), strideC, int(batch)),
@@ -52,6 +62,18 @@ void matmul(KernelCall& call) {
                 call);
     }
   });
+  checkLaunch(call);
+}
+
+void writeChannelBias(KernelCall& call, const TensorView& bias, const TensorView& y) {
+  const int64_t plane = y.dim(2) * y.dim(3);
+  if (y.dtype == DType::bf16)
+    CudaApi::forEach(call, y.numel(), kernels::ChannelBiasFn<bf16>{bias.as<bf16>(), y.as<bf16>(), y.dim(1), plane});
+  else
+    visitFloat(y.dtype, [&](auto tag) {
+      using T = decltype(tag);
+      CudaApi::forEach(call, y.numel(), kernels::ChannelBiasFn<T>{bias.as<T>(), y.as<T>(), y.dim(1), plane});
+    });
   checkLaunch(call);
 }
 

@@ -19,6 +19,10 @@ namespace spmd::runtime::cuda {
 SPMD_CUDA_OPS(SPMD_DECLARE_KERNEL)
 #undef SPMD_DECLARE_KERNEL
 
+// y[n, c, h, w] = bias[c] (cuda/Dense.cu): a bf16 convolution's bias, which cuDNN then adds its
+// result to (beta = 1), one rounding as on the other backends.
+void writeChannelBias(KernelCall& call, const TensorView& bias, const TensorView& y);
+
 // Enters the kernel library compiled by nvcc (runtime/cuda/Library.cu) into `table`.
 void addLibrary(KernelTable& table);
 

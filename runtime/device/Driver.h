@@ -23,6 +23,14 @@ struct ThreadShare {
   std::string why;
 };
 
+// How a backend runs the ops with bf16 kernels (runtime/program/Bf16Kernels.h): `native`, its
+// library's bf16 kernels (the compiler then keeps those ops in bf16), else its f32 kernels between
+// bf16 roundings; `path` says which, and why, in words.
+struct Bf16Kernels {
+  bool native = false;
+  std::string path = "emulated: the f32 kernels between bf16 roundings";
+};
+
 struct DeviceList;
 
 class Driver {
@@ -46,6 +54,9 @@ class Driver {
   // Channels per block of the blocked activation layout its devices' kernels read and write
   // (Device::channelBlock), for the compiler's spmd-assign-layouts; 0: plain only.
   virtual int64_t channelBlock() const { return 0; }
+  // Whether its devices run bf16 convolutions and matmuls natively (the compiler's
+  // spmd-widen-bf16 native-kernels option), asked once per compilation.
+  virtual Bf16Kernels bf16Kernels() const { return {}; }
   // The host threads each replica of `list` runs its kernels with, when they change its results
   // (the cpu backend's OpenMP threads: oneDNN rounds differently per thread count); `requested`
   // > 0 asks for that many; `job`: the processes sharing the host's cores. threads 0: the

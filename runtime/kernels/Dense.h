@@ -17,6 +17,15 @@ struct RowBiasFn {
   SPMD_HOST_DEVICE void operator()(int64_t i) const { y[i] = bias[i % cols]; }
 };
 
+// y[n, c, ...] = bias[c] over an NCHW result of `channels` planes of `plane` elements.
+template <typename T>
+struct ChannelBiasFn {
+  const T* bias;
+  T* y;
+  int64_t channels, plane;
+  SPMD_HOST_DEVICE void operator()(int64_t i) const { y[i] = bias[(i / plane) % channels]; }
+};
+
 // y = product + y: a GEMM's alpha = 1, beta = 1.
 template <typename T>
 struct ProductAddFn {

@@ -1,9 +1,11 @@
 // Reference 2-D convolution: NCHW input, OIHW filter, optional bias, stride and zero padding.
+#include "runtime/device/WidenedBf16.h"
 #include "runtime/reference/Reference.h"
 
 namespace spmd::runtime::reference {
 
 void conv2d(KernelCall& call) {
+  if (call.in[0].dtype == DType::bf16) return widenedBf16<conv2d>(call);  // f32 between roundings
   visitFloat(call.in[0].dtype, [&](auto tag) {
     using T = decltype(tag);
     const TensorView &x = call.in[0], &w = call.in[1], &y = call.out[0];

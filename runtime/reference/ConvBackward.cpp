@@ -2,6 +2,7 @@
 // filter), the plain loops of the forward convolution run as scatters, in double.
 #include <vector>
 
+#include "runtime/device/WidenedBf16.h"
 #include "runtime/reference/Reference.h"
 
 namespace spmd::runtime::reference {
@@ -39,6 +40,7 @@ void store(const TensorView& out, const std::vector<double>& acc) {
 
 // inputs: result_grad [N, O, OH, OW], filter [O, C, KH, KW]; output: input_grad [N, C, H, W]
 void conv2d_backward_data(KernelCall& call) {
+  if (call.in[0].dtype == DType::bf16) return widenedBf16<conv2d_backward_data>(call);  // f32 between roundings
   visitFloat(call.in[0].dtype, [&](auto tag) {
     using T = decltype(tag);
     const TensorView &dy = call.in[0], &w = call.in[1], &dx = call.out[0];
@@ -52,6 +54,7 @@ void conv2d_backward_data(KernelCall& call) {
 
 // inputs: input [N, C, H, W], result_grad [N, O, OH, OW]; output: filter_grad [O, C, KH, KW]
 void conv2d_backward_filter(KernelCall& call) {
+  if (call.in[0].dtype == DType::bf16) return widenedBf16<conv2d_backward_filter>(call);  // f32 between roundings
   visitFloat(call.in[0].dtype, [&](auto tag) {
     using T = decltype(tag);
     const TensorView &x = call.in[0], &dy = call.in[1], &dw = call.out[0];

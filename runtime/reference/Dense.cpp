@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "runtime/base/NanRules.h"
+#include "runtime/device/WidenedBf16.h"
 #include "runtime/reference/Reference.h"
 
 namespace spmd::runtime::reference {
@@ -22,6 +23,7 @@ double logSumExp(const T* row, int64_t n) {
 }  // namespace
 
 void matmul(KernelCall& call) {
+  if (call.in[0].dtype == DType::bf16) return widenedBf16<matmul>(call);  // f32 between roundings
   visitFloat(call.in[0].dtype, [&](auto tag) {
     using T = decltype(tag);
     const TensorView &a = call.in[0], &b = call.in[1], &c = call.out[0];

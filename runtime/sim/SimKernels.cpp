@@ -38,7 +38,9 @@ struct BiasedMatmul {
 
 void matmul(KernelCall& call) {
   static const KernelFn cpu = cpuKernels().at("matmul").fn;
-  if (call.in.size() < 3) return queueCpu(call, cpu, {call.in.begin(), call.in.end()}, {call.out.begin(), call.out.end()}, &call.cache);
+  // Unbiased, or bf16 (the CPU's bf16 matmul, or its f32 one between roundings, bias and all: one rounding).
+  if (call.in.size() < 3 || call.in[0].dtype == DType::bf16)
+    return queueCpu(call, cpu, {call.in.begin(), call.in.end()}, {call.out.begin(), call.out.end()}, &call.cache);
   const TensorView& y = call.out[0];
   if (!call.cache) {
     auto state = std::make_shared<BiasedMatmul>();

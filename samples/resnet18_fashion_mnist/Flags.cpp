@@ -59,7 +59,8 @@ std::optional<Flags> parseFlags(int argc, char** argv, int& exitStatus) {
               "1 / (1 - decay) steps, so keep that well below the run's steps");
   cli::oneOf(app, "--precision", f.precision, {"f32", "bf16"},
              "bf16: mixed precision as torch.autocast (bf16 activations, convolutions and matmuls; f32 parameters, "
-             "optimizer, BatchNorm statistics and loss); computed in f32 between bf16 roundings on every machine");
+             "optimizer, BatchNorm statistics and loss); convolutions and matmuls in the backend's bf16 kernels where "
+             "it has them (SPMD_NATIVE_BF16), the rest in f32 between bf16 roundings");
   app.add_flag("--shard-update", f.shardUpdate,
                "ZeRO-1: each device updates its 1/N slice of the parameters and optimizer state and keeps only that "
                "slice of the state (PmapOptions::shardUpdate); the same bits as without, checkpoints alike");

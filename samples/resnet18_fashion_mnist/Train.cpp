@@ -197,8 +197,8 @@ void Run::printHeader(const std::string& threadsWhy) const {
                           : "evaluating the parameters");
   if (f.precision == "bf16")
     std::printf("mixed precision (--precision bf16): bf16 activations, convolutions and matmuls; f32 parameters, "
-                "optimizer, BatchNorm statistics and loss; bf16 emulated: f32 arithmetic between bf16 roundings "
-                "(the same results on every CPU)\n");
+                "optimizer, BatchNorm statistics and loss; convolutions and matmuls: %s; the rest in f32 between "
+                "bf16 roundings\n", spmd::bf16KernelPath(f.devices).c_str());
   if (f.shardUpdate) {
     const double stateMb = double(opt.numElements()) * 4 / 1e6;
     std::printf("ZeRO-1 (--shard-update): each of the %lld devices updates 1/%lld of the parameters and keeps 1/%lld "

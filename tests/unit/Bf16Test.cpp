@@ -3,7 +3,8 @@
 // bf16 through the pipeline (passes/WidenBf16.cpp) on the CPU and the simulator (and cuda:0 for
 // both, where a GPU is visible: the GPU report runs this file) against the
 // reference kernels in f32 on the bf16 inputs, rounded to bf16; and mixed-precision training
-// (nn::ApplyOptions::compute) on N devices against 1 device. The parity with torch.autocast is
+// (nn::ApplyOptions::compute) on N devices against 1 device; convolutions and matmuls kept in
+// bf16 for a backend's bf16 kernels against the same ops widened. The parity with torch.autocast is
 // in TorchReferenceTest (the seeds' CNNs).
 #include <cmath>
 #include <cstring>
@@ -27,6 +28,7 @@
 #include "runtime/device/DeviceList.h"
 #include "runtime/device/Driver.h"
 #include "runtime/exec/Executor.h"
+#include "runtime/program/Bf16Kernels.h"
 #include "runtime/program/ProgramFile.h"
 
 namespace spmd {
@@ -279,6 +281,116 @@ TEST(Bf16Test, EveryOpComputesInF32BetweenBf16Roundings) {
   EXPECT_GT(double(exact), 0.97 * double(elements)) << "most elements round to the reference's bits";
   std::printf("  %zu ops, %lld elements: %.2f%% the reference's bits, the rest one bf16 step away\n", ops.size(),
               static_cast<long long>(elements), 100.0 * double(exact) / double(elements));
+}
+
+// The convolutions and matmuls kept in bf16 (the compiler's native-kernels mode, pmap's default
+// where a backend has bf16 kernels: runtime/program/Bf16Kernels.h). A kernel without a library
+// bf16 kernel (the reference's; the CPU's without AVX512-BF16 or AMX, which the simulator runs
+// too) runs its f32 kernel between roundings (runtime/device/WidenedBf16.h): the rounded f32
+// kernel's bits, and the emulated program's bits through the whole pipeline. A library kernel
+// (oneDNN's bf16, cuDNN's, cuBLAS's) sums in its own order: within one bf16 step (2^-7) of them.
+TEST(Bf16Test, OpsKeptInBf16GiveTheEmulatedResults) {
+  mlir::DialectRegistry registry;
+  registerDialects(registry);
+  mlir::MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+  const bool cpuLibrary = cpu::onednnBf16();
+  std::printf("  cpu: %s\n", cpu::onednnBf16Path().c_str());
+  int64_t cases = 0, elements = 0, exact = 0;
+  auto compare = [&](const std::vector<Array>& got, const std::vector<Array>& want, bool bits, const std::string& what) {
+    ASSERT_EQ(got.size(), want.size()) << what;
+    for (size_t o = 0; o < got.size(); ++o) {
+      ASSERT_EQ(got[o].dtype, DType::bf16) << what;
+      for (int64_t i = 0; i < got[o].numel(); ++i) {
+        const double have = testing::valueAt(got[o], i), expect = testing::valueAt(want[o], i);
+        ++elements;
+        if (have == expect) {
+          ++exact;
+          continue;
+        }
+        ASSERT_FALSE(bits) << what << ", output " << o << " at " << i << ": " << have << " vs " << expect;
+        ASSERT_LE(std::fabs(have - expect), 0x1p-7 * std::fabs(expect) + 1e-6)
+            << what << ", output " << o << " at " << i << ": " << have << " vs " << expect;
+      }
+    }
+  };
+  for (const KernelCase& f32Case : kernelCases(DType::f32)) {
+    if (!hasBf16Kernel(f32Case.op)) continue;
+    KernelCase c = f32Case, wide = f32Case;  // c: on bf16; wide: f32 on the same values
+    for (size_t i = 0; i < c.inputs.size(); ++i) {
+      c.inputs[i] = rounded(c.inputs[i]);
+      wide.inputs[i] = widened(c.inputs[i]);
+    }
+    for (auto& output : c.outputs) output.first = DType::bf16;
+    // The kernels alone, on bf16 views (the CPU's in the blocked layouts too).
+    const bool plain = c.layouts.empty();
+    for (const auto& [name, table] : {std::pair{"reference", &referenceKernels()}, std::pair{"cpu", &cpuKernels()}}) {
+      if (!plain && std::string(name) == "reference") continue;
+      std::vector<Array> want = runKernel(*table, wide);
+      for (Array& a : want) a = rounded(a);
+      compare(runKernel(*table, c), want, std::string(name) == "reference" || !cpuLibrary,
+              c.name + ": the " + name + " kernel on bf16");
+    }
+    ++cases;
+    if (!plain) continue;  // through the pipeline the compiler chooses the layouts
+    // Through the pipeline, against the program that widens the op itself.
+    auto programOf = [&](bool native) {
+      mlir::OwningOpRef<mlir::ModuleOp> module = mlir::parseSourceString<mlir::ModuleOp>(irOf(c), &context);
+      EXPECT_TRUE(module) << c.name;
+      return compile(*module, {.fuseElementwise = false, .bf16Kernels = native});
+    };
+    const Program native = programOf(true), emulated = programOf(false);
+    auto readsBf16 = [&](const Program& p) {
+      for (const Step& step : p.steps)
+        if (step.op == c.op) return p.buffers[step.inputs[0]].dtype == DType::bf16;
+      return false;
+    };
+    ASSERT_TRUE(readsBf16(native)) << c.name << ": native-kernels did not keep the op in bf16";
+    ASSERT_FALSE(readsBf16(emulated)) << c.name << ": the emulated program runs the op in bf16";
+    for (auto& [backend, device] : bf16Backends())
+      compare(Executor(native, device).run(c.inputs), Executor(emulated, device).run(c.inputs),
+              backend != "cuda" && !cpuLibrary, c.name + " on " + backend + ", kept in bf16 vs widened");
+  }
+  EXPECT_GE(cases, 20) << "the convolution and matmul cases";
+  std::printf("  %lld cases, %lld elements: %.2f%% the same bits\n", static_cast<long long>(cases),
+              static_cast<long long>(elements), 100.0 * double(exact) / double(elements));
+}
+
+// SPMD_NATIVE_BF16 chooses the path, and spmd::bf16KernelPath (what the sample prints, and
+// SPMD_LOG_COMPILES) says which: unset, the backend's bf16 kernels where it has them; 0, the
+// emulation everywhere; 1, the kernels or, for a program with bf16 ops, an error saying why not.
+TEST(Bf16Test, NativeBf16SwitchChoosesThePathAndSaysWhich) {
+  struct Restore {
+    ~Restore() { unsetenv("SPMD_NATIVE_BF16"); }
+  } restore;
+  unsetenv("SPMD_NATIVE_BF16");
+  const std::string emulated = "emulated: the f32 kernels between bf16 roundings";
+  EXPECT_EQ(bf16KernelPath("cpu:1"), cpu::onednnBf16Path());
+  EXPECT_EQ(bf16KernelPath("cpu:1").rfind(emulated, 0) == 0, !cpu::onednnBf16()) << bf16KernelPath("cpu:1");
+  EXPECT_EQ(bf16KernelPath("sim:1"), emulated) << "the simulator has no bf16 library kernels";
+  setenv("SPMD_NATIVE_BF16", "0", 1);
+  EXPECT_EQ(bf16KernelPath("cpu:1").rfind(emulated, 0), 0u) << bf16KernelPath("cpu:1");
+  Array x = testing::randomArray(DType::f32, {4, 4}, 3, -1, 1);
+  auto product = [](DType compute) {
+    return jit([compute](const Tensor& a) { return cast(matmul(cast(a, compute), cast(a, compute)), DType::f32); },
+               {.devices = "cpu:1"});
+  };
+  setenv("SPMD_NATIVE_BF16", "1", 1);
+  EXPECT_NO_THROW(product(DType::f32)(x)) << "an f32 program needs no bf16 kernels";
+  if (cpu::onednnBf16()) {
+    EXPECT_NO_THROW(product(DType::bf16)(x));
+  } else {
+    try {
+      product(DType::bf16)(x);
+      ADD_FAILURE() << "SPMD_NATIVE_BF16=1 on a CPU without bf16 kernels compiled a bf16 program";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("SPMD_NATIVE_BF16=1 asks for the cpu backend's bf16 kernels"), std::string::npos)
+          << e.what();
+      EXPECT_NE(std::string(e.what()).find("AVX512-BF16"), std::string::npos) << e.what();
+    }
+  }
+  setenv("SPMD_NATIVE_BF16", "sometimes", 1);
+  EXPECT_THROW(bf16KernelPath("cpu:1"), Error) << "not a switch";
 }
 
 // bf16 in files: a safetensors checkpoint keeps the bits (dtype "BF16"), a compiled bf16 program
