@@ -641,9 +641,7 @@ namespace spmd {
 std::string writeTrace() { return runtime::timeline::write(); }
 
 std::string bf16KernelPath(const std::string& devices) {
-  const char* env = std::getenv("SPMD_DEVICES");
-  const std::string spec = !devices.empty() ? devices : env && *env ? env : "cpu:1";
-  return detail::bf16Choice(runtime::parseDeviceList(spec).driver()).path;
+  return detail::bf16Choice(runtime::parseDeviceList(devices).driver()).path;  // "": SPMD_DEVICES, else cpu:1
 }
 
 }  // namespace spmd

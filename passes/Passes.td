@@ -138,7 +138,7 @@ def WidenBf16 : Pass<"spmd-widen-bf16", "mlir::ModuleOp"> {
     Every op with a bf16 operand or result (but convert) is rebuilt on f32: each bf16 operand is
     widened by a convert right after its definition (exact, once per value), and each bf16
     result is rounded back to bf16 by a convert (to nearest, ties to even). bf16 literals become
-    f32 literals. Kernels then meet bf16 only in convert, on every backend, and a bf16 op's
+    f32 literals. Kernels then meet bf16 only in convert (and the kept ops below), on every backend, and a bf16 op's
     result is its f32 result on the bf16 inputs, rounded once: bf16 storage, f32 arithmetic, as
     oneDNN's and cuDNN's bf16 kernels accumulate, without depending on the machine's ISA.
     With native-kernels, the ops with bf16 kernels (runtime/program/Bf16Kernels.h: convolutions

@@ -41,7 +41,8 @@ inline Error bf16NotWidened(std::string_view what) {
 }
 
 // Calls fn(T{}) with T the C++ type of f32 or f64; throws for i32 and for bf16 (which kernels
-// never compute on: the compiler widens bf16 ops to f32, passes/WidenBf16.cpp).
+// compute on only in convert and the ops of runtime/program/Bf16Kernels.h: the compiler widens
+// the other bf16 ops to f32, passes/WidenBf16.cpp).
 template <typename Fn>
 decltype(auto) visitFloat(DType t, Fn&& fn) {
   if (t == DType::f32) return fn(float{});
