@@ -4,10 +4,15 @@
 //   bench_gpu_step [--devices=cuda:0] [Google Benchmark flags]
 // Without a GPU it stops with the reason (exit 2); ctest runs it on `sim` at batch 2, width 8
 // (--devices=sim --benchmark_filter=batch:2/width:8), so it cannot rot before the first GPU run.
+// The state is donated, as the sample's step is, so its buffers stay where the graphs recorded
+// them. Each row reports, from the executor's counters (runtime/exec/CallCounts.h), the graphs a
+// step launched, the kernels it called and the host waits inside it; a graphed step that is not
+// one graph per step with no host wait fails the run (exit 1), on sim as on a GPU.
 #include <benchmark/benchmark.h>
 
 #include "BenchMain.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -20,6 +25,7 @@
 namespace {
 
 std::string devices = "cuda:0";
+bool failed = false;  // a row whose step did not run as it should (see the header)
 
 void BM_AcceleratorTrainStep(benchmark::State& state) {
   const int64_t batch = state.range(0), width = state.range(1);
@@ -29,20 +35,34 @@ void BM_AcceleratorTrainStep(benchmark::State& state) {
   auto [params, bnState] = model->initialize(0);
   spmd::optim::Sgd sgd({.learningRate = 0.1, .momentum = 0.9});
   spmd::Tree opt = sgd.init(params);
-  auto step = spmd::jit(bench::trainStep(*model, sgd), {.devices = devices});
+  auto step = spmd::jit(bench::trainStep(*model, sgd), {.devices = devices, .donateArguments = {0, 1, 2}});
   auto [x, y] = bench::syntheticBatch(batch);
   // The first call compiles, the second records the graphs: both outside the timing.
   auto [p1, o1, s1, l1] = step(params, opt, bnState, x, y);
   const double compileSeconds = step.lastCompileSeconds();
   std::tie(p1, o1, s1, l1) = step(p1, o1, s1, x, y);
+  spmd::runtime::CallCounts total;
   for (auto _ : state) {
     auto [p2, o2, s2, loss] = step(p1, o1, s1, x, y);
     p1 = p2, o1 = o2, s1 = s2;
     benchmark::DoNotOptimize(loss.array().values<float>()[0]);  // the loss on the host: the step finished
+    total += step.lastCall();
   }
   unsetenv("SPMD_CUDA_GRAPHS");
   state.SetItemsProcessed(state.iterations() * batch);
   state.counters["compile_s"] = compileSeconds;
+  const double steps = double(std::max<int64_t>(state.iterations(), 1));
+  state.counters["graph_launches"] = double(total.graphLaunches) / steps;
+  state.counters["kernels_called"] = double(total.stepsCalled) / steps;
+  state.counters["host_waits"] = double(total.hostWaitsInSteps) / steps;
+  if (total.hostWaitsInSteps != 0 || (graphs && (total.graphLaunches != state.iterations() || total.stepsCalled != 0))) {
+    failed = true;
+    state.SkipWithError(("the step is not one graph without host waits: " + std::to_string(total.graphLaunches) +
+                         " graphs, " + std::to_string(total.stepsCalled) + " kernels called, " +
+                         std::to_string(total.hostWaitsInSteps) + " host waits over " +
+                         std::to_string(state.iterations()) + " steps")
+                            .c_str());
+  }
   state.SetLabel(devices);
 }
 BENCHMARK(BM_AcceleratorTrainStep)
@@ -59,7 +79,7 @@ BENCHMARK(BM_AcceleratorTrainStep)
 }  // namespace
 
 int main(int argc, char** argv) {
-  return bench::benchmarkMain(
+  const int status = bench::benchmarkMain(
       argc, argv, "bench_gpu_step",
       "The full-width ResNet-18 training step on an accelerator at batch 64, 256 and 1024, CUDA graphs on and off.",
       [](CLI::App& app) { spmd::cli::text(app, "--devices", devices, "the device to run on (sim runs the same code)", "DEVICE"); },
@@ -72,4 +92,5 @@ int main(int argc, char** argv) {
           return 2;
         }
       });
+  return status != 0 ? status : failed ? 1 : 0;
 }

@@ -11,6 +11,7 @@
 
 #include "compiler/Pipeline.h"
 #include "frontend/Tensor.h"
+#include "runtime/exec/CallCounts.h"
 
 namespace spmd::detail {
 
@@ -74,6 +75,10 @@ class CompiledFunction {
   // passes, lowering, the replica group, and the first run, which prepares the kernels (oneDNN
   // primitives, NVRTC modules). What a user waits for before training starts.
   double lastCompileSeconds() const { return core_->lastCompileSeconds(); }
+  // What the last call's step did on its devices, summed over the replicas: graphs launched,
+  // kernels called, host waits while the steps ran (runtime/exec/CallCounts.h). A training step
+  // replayed as one graph per replica: {replicas, 0, 0}.
+  runtime::CallCounts lastCall() const { return core_->lastCall(); }
 
  protected:
   explicit CompiledFunction(std::shared_ptr<Core> core) : core_(std::move(core)) {}

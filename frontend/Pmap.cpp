@@ -48,6 +48,7 @@ struct PmapCore::State {
   runtime::DeviceList devices;
   std::chrono::milliseconds timeout{0};
   std::map<std::string, std::unique_ptr<Entry>> cache;
+  runtime::CallCounts lastCall;  // of the last call's step program (PmapCore::lastCall)
   // Calls from several threads queue (tracing, the cache, the replica group's arenas).
   std::mutex mutex;
 };
@@ -66,6 +67,28 @@ std::vector<bool> donatedLeaves(const PmapOptions& options, const std::vector<si
     for (size_t i = first; i < first + argumentLeaves[a]; ++i) donated[i] = true;
   }
   return donated;
+}
+
+// Runs the group; each leaf with `donor[i]` set then gives its buffers to the call, whether the
+// call succeeded or not: a step that fails may have updated its donated state in place already
+// (its data checks are read at the step's end), so, as with jax's donation, the donated values
+// can no longer be used after a failed call either.
+// `counts` is set to what the run did.
+void runDonating(runtime::ReplicaGroup& group, const std::vector<std::vector<runtime::Input>>& in,
+                 std::vector<std::vector<runtime::Output>>& out, const std::vector<Tensor>& leaves,
+                 const std::vector<bool>& donor, const std::string& name, runtime::CallCounts& counts) {
+  auto donate = [&](bool failed) {
+    for (size_t i = 0; i < leaves.size(); ++i)
+      if (donor[i]) leaves[i].resident()->donate("pmap '" + name + "'", failed);
+  };
+  try {
+    group.run(in, out);
+  } catch (...) {
+    donate(true);
+    throw;
+  }
+  counts = group.lastCall();
+  donate(false);
 }
 
 const char* tagOf(Axis axis) {
@@ -226,6 +249,10 @@ std::string PmapCore::who() const {
   return state_->jit ? jitPrefix(state_->options) : prefix(state_->options);
 }
 int PmapCore::deviceCount() const { return state_->devices.size(); }
+runtime::CallCounts PmapCore::lastCall() const {
+  std::lock_guard lock(state_->mutex);
+  return state_->lastCall;
+}
 int PmapCore::threadsPerReplica(std::string* why) const {
   runtime::ThreadShare share = state_->devices.driver().threadsPerReplica(
       state_->devices, state_->options.threadsPerReplica, runtime::processes());
@@ -486,11 +513,9 @@ std::vector<Tensor> PmapCore::run(Entry& entry, const std::vector<Tensor>& leave
   for (size_t k = 0; k < entry.outputs.size(); ++k)
     for (int r = 0; r < devices; ++r)
       outputs[r].push_back({Array{}, true, donorOf[k] >= 0 ? inputs[r][donorOf[k]].device : nullptr});
-  group.run(inputs, outputs);
-
-  for (size_t i = 0; i < leaves.size(); ++i)
-    if (std::count(donorOf.begin(), donorOf.end(), static_cast<int>(i)))
-      leaves[i].resident()->donate("pmap '" + o.name + "'");
+  std::vector<bool> donor(leaves.size());
+  for (size_t i = 0; i < leaves.size(); ++i) donor[i] = std::count(donorOf.begin(), donorOf.end(), int(i)) > 0;
+  runDonating(group, inputs, outputs, leaves, donor, o.name, state_->lastCall);
   std::vector<Tensor> results;
   for (size_t k = 0; k < entry.outputs.size(); ++k) {
     std::vector<std::shared_ptr<std::byte>> buffers;
@@ -620,9 +645,7 @@ std::vector<Tensor> PmapCore::runAccumulated(Entry& entry, const std::vector<Ten
   for (int r = 0; r < devices; ++r)
     for (size_t k = 0; k < apply.outputs.size(); ++k)
       out[r].push_back({Array{}, true, donorOf[k] >= 0 ? inputs[r][donorOf[k]].device : nullptr});
-  entry.group->run(in, out);
-  for (size_t i = 0; i < leaves.size(); ++i)
-    if (taken[i]) leaves[i].resident()->donate("pmap '" + o.name + "'");
+  runDonating(*entry.group, in, out, leaves, taken, o.name, state_->lastCall);
 
   std::vector<Tensor> results;
   for (size_t k = 0; k < entry.outputs.size(); ++k) {

@@ -147,6 +147,7 @@ class PmapCore : public CompileLog {
       const PmapTraceFn& trace);
   int deviceCount() const;
   int globalDeviceCount() const;
+  runtime::CallCounts lastCall() const;
   int threadsPerReplica(std::string* why) const;
 
  private:

@@ -118,6 +118,7 @@ void CudaDevice::copyToHost(std::byte* dst, const std::byte* src, size_t bytes) 
 
 void CudaDevice::synchronize() {
   refuseWhileCapturing("a wait for the stream");
+  countHostWait();
   check(cudaStreamSynchronize(static_cast<cudaStream_t>(stream_)), "work on " + name());
 }
 

@@ -48,13 +48,18 @@ class Device {
   Transfers transfers() const {
     return {toDevice_.load(), toHost_.load(), bytesToDevice_.load(), bytesToHost_.load()};
   }
+  // Times the host waited for this device's queued work (synchronize, a copy to the host) since
+  // it was made; 0 on devices whose work runs when it is called. The executor counts those
+  // inside a step (Executor::lastCall).
+  int64_t hostWaits() const { return hostWaits_.load(); }
 
  protected:
   void countToDevice(size_t bytes) { ++toDevice_, bytesToDevice_ += int64_t(bytes); }
   void countToHost(size_t bytes) { ++toHost_, bytesToHost_ += int64_t(bytes); }
+  void countHostWait() { ++hostWaits_; }
 
  private:
-  std::atomic<int64_t> toDevice_{0}, toHost_{0}, bytesToDevice_{0}, bytesToHost_{0};
+  std::atomic<int64_t> toDevice_{0}, toHost_{0}, bytesToDevice_{0}, bytesToHost_{0}, hostWaits_{0};
 };
 
 }  // namespace spmd::runtime

@@ -29,6 +29,28 @@ struct TensorView {
 class Communicator;
 class Device;
 
+// A check of the user's data on the device (a bad label, a bad embedding id): one 64-bit word,
+// 0 when every index was good, else ~(position << 32 | index) of the bad index at the lowest
+// position (kernels keep the largest word: runtime/kernels/Common.h's indexValid).
+using BadIndexFlag = unsigned long long;
+// Its bad index and position, when it has one.
+inline bool decodeBadIndex(BadIndexFlag flag, int32_t* index, int64_t* position) {
+  if (flag == 0) return false;
+  const BadIndexFlag word = ~flag;
+  *position = int64_t(word >> 32);
+  *index = int32_t(uint32_t(word & 0xffffffffu));
+  return true;
+}
+
+// A check a kernel left on the device: `flag` (device memory) is read after the call's
+// end-of-step synchronisation, and `report(index, position)` throws the error when it holds a
+// bad index. So a step that checks its data waits on the host only where it would anyway, and
+// stays in one graph (runtime/exec/StepGraph.h).
+struct DeferredCheck {
+  const BadIndexFlag* flag = nullptr;
+  std::function<void(int32_t index, int64_t position)> report;
+};
+
 struct KernelCall {
   const Step& step;
   std::span<const TensorView> in;
@@ -39,6 +61,9 @@ struct KernelCall {
   // When set, a kernel may leave the rest of its work here (a collective running in the
   // background); the executor calls it before a later step reads the step's outputs.
   std::function<void()>* later = nullptr;
+  // When set, a kernel that checks the user's data on the device leaves the check here instead
+  // of waiting for its flag (the executor reads it after the step's end; null: check at once).
+  DeferredCheck* check = nullptr;
 };
 
 // The communicator a collective kernel needs; throws naming the op when there is none.

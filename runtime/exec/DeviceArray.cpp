@@ -38,7 +38,10 @@ bool DeviceArray::livesOn(const std::vector<std::shared_ptr<Device>>& devices) c
 void DeviceArray::checkUsable() const {
   if (!donatedTo_.empty())
     throw Error("the value " + std::string(dtypeName(dtype_)) + shapeString(global_) + " was donated to " +
-                donatedTo_ + " and can no longer be used; use that call's result instead");
+                donatedTo_ + " and can no longer be used; " +
+                (failedCall_ ? "that call failed after it may have written into its buffers: restore the value from a "
+                               "checkpoint or compute it again"
+                             : "use that call's result instead"));
 }
 
 std::shared_ptr<std::byte> DeviceArray::buffer(int r) const {
@@ -52,10 +55,11 @@ bool DeviceArray::donated() const {
   return !donatedTo_.empty();
 }
 
-void DeviceArray::donate(const std::string& to) {
+void DeviceArray::donate(const std::string& to, bool failedCall) {
   std::lock_guard lock(mutex_);
   checkUsable();
   donatedTo_ = to;
+  failedCall_ = failedCall;
   buffers_.clear();  // a host copy read before stays alive: references to it must not dangle
 }
 

@@ -51,8 +51,9 @@ class DeviceArray {
   std::vector<std::byte> replicaBytes(int r) const;
   // The global value on the host: copied from the devices on the first call, then kept.
   const Array& host() const;
-  // Gives the buffers away (to the output of `to`); every later use throws naming `to`.
-  void donate(const std::string& to);
+  // Gives the buffers away (to the output of `to`); every later use throws naming `to`, and,
+  // with `failedCall`, saying that call failed after it may have written into them.
+  void donate(const std::string& to, bool failedCall = false);
   bool donated() const;
   // "f32[4, 10] on sim:0, sim:1 (sharded)", for messages.
   std::string describe() const;
@@ -69,6 +70,7 @@ class DeviceArray {
   std::vector<std::shared_ptr<std::byte>> buffers_;
   mutable std::optional<Array> host_;
   std::string donatedTo_;
+  bool failedCall_ = false;
 };
 
 }  // namespace spmd::runtime

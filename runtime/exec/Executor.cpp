@@ -86,6 +86,7 @@ Executor::Executor(Program program, std::shared_ptr<Device> device)
                   program_.buffers[id].layout + ", which device " + device_->name() +
                   " does not read: compile the program for this device (the layout is the CPU backend's)");
   caches_.resize(program_.steps.size());
+  checks_.resize(program_.steps.size());
   profile_ = envFlag("SPMD_PROFILE");
   if (timeline::on()) traceTrack_ = timeline::track("replica " + device_->name());
   debugNans_ = debugNansFromEnvironment();
@@ -124,6 +125,27 @@ void Executor::turnGraphsOff(const std::string& why) {
   if (envSwitch("SPMD_LOG_COMPILES").value_or(false))
     std::fprintf(stderr, "spmd: graphs off for @%s on %s: %s\n", program_.name.c_str(), device_->name().c_str(),
                  why.c_str());
+}
+
+void Executor::readDeferredChecks() {
+  for (size_t s = 0; s < checks_.size(); ++s) {
+    const DeferredCheck& check = checks_[s];
+    if (!check.flag) continue;
+    BadIndexFlag flag = 0;
+    device_->copyToHost(reinterpret_cast<std::byte*>(&flag), reinterpret_cast<const std::byte*>(check.flag), sizeof flag);
+    int32_t index = 0;
+    int64_t position = 0;
+    if (!decodeBadIndex(flag, &index, &position)) continue;
+    const Step& step = program_.steps[s];
+    try {
+      check.report(index, position);
+    } catch (const std::exception& e) {
+      throw Error("step " + std::to_string(s) + " '" + step.op + "' (" + step.where() + ") failed on " +
+                  device_->name() + ": " + e.what());
+    }
+    throw Error("step " + std::to_string(s) + " '" + step.op + "' (" + step.where() + ") failed on " +
+                device_->name() + ": its data check found a bad value but did not report it");
+  }
 }
 
 void Executor::drain() noexcept {
@@ -255,7 +277,9 @@ void Executor::run(std::span<const Input> inputs, std::span<Output> outputs) {
     for (int id : step.inputs) ins.push_back(view(id));
     for (int id : step.outputs) outs.push_back(view(id));
     std::function<void()> later;
-    KernelCall call{step, ins, outs, caches_[s], comm_, device_.get(), &later};
+    checks_[s] = {};
+    // The debug mode checks every step as it runs, so its data checks report at once too.
+    KernelCall call{step, ins, outs, caches_[s], comm_, device_.get(), &later, debug ? nullptr : &checks_[s]};
     try {
       if (traceTrack_) {
         auto start = std::chrono::steady_clock::now();
@@ -292,16 +316,27 @@ void Executor::run(std::span<const Input> inputs, std::span<Output> outputs) {
     }
   };
   GraphCapture* graphs = graphsFor(debug);
-  if (!graphs) {
+  const int64_t waitsBefore = device_->hostWaits();
+  lastCall_ = {};
+  auto eager = [&] {
     for (size_t s = 0; s < program_.steps.size(); ++s) runStep(s);
+    lastCall_.stepsCalled = int64_t(program_.steps.size());
+  };
+  if (!graphs) {
+    eager();
   } else if (graph_ && graph_->pointers() == data) {
     graph_->replay(*graphs, runStep);
   } else if (graph_ && ++recaptures_ > 1) {  // buffers that move every call: graphs would not pay
     turnGraphsOff("its buffers moved between calls again (inputs that are not donated move every call)");
     graph_.reset();
-    for (size_t s = 0; s < program_.steps.size(); ++s) runStep(s);
+    eager();
   } else {
     graph_ = std::make_unique<StepGraph>(StepGraph::record(*graphs, program_.steps.size(), data, runStep));
+    lastCall_.stepsCalled = int64_t(program_.steps.size());  // recording calls every kernel
+  }
+  if (graphs && graph_) {
+    lastCall_.graphLaunches = int64_t(graph_->graphs());
+    if (lastCall_.stepsCalled == 0) lastCall_.stepsCalled = int64_t(graph_->splitters().size());
   }
 
   try {
@@ -310,6 +345,7 @@ void Executor::run(std::span<const Input> inputs, std::span<Output> outputs) {
     drain();
     throw;
   }
+  lastCall_.hostWaitsInSteps = device_->hostWaits() - waitsBefore;
   ++runs_;
   // Outputs that pass an input through are copied first: a later output may be written into
   // a donated input's buffer (the caller never donates into such a passthrough output).
@@ -324,6 +360,7 @@ void Executor::run(std::span<const Input> inputs, std::span<Output> outputs) {
       device_->copyOnDevice(outputs[i].device.get(), data[id], desc.bytes());
     }
   device_->synchronize();  // asynchronous devices: finish reading the caller's inputs, report errors
+  readDeferredChecks();
   for (size_t i = 0; i < outputs.size(); ++i) {
     const Array& host = outputs[i].host;
     if (!host.storage) continue;

@@ -12,6 +12,7 @@
 #include "runtime/base/Array.h"
 #include "runtime/device/Communicator.h"
 #include "runtime/device/Device.h"
+#include "runtime/exec/CallCounts.h"
 #include "runtime/exec/StepGraph.h"
 #include "runtime/program/Program.h"
 
@@ -80,6 +81,8 @@ class Executor {
   // and with SPMD_CUDA_GRAPHS=0), and why they are off when they are (runtime/exec/StepGraph.h).
   const StepGraph* stepGraph() const { return graph_.get(); }
   const std::string& graphsOff() const { return graphsOff_; }
+  // What the last call did (graphs launched, kernels called, host waits while the steps ran).
+  const CallCounts& lastCall() const { return lastCall_; }
 
  private:
   Program program_;
@@ -87,6 +90,12 @@ class Executor {
   std::vector<std::shared_ptr<std::byte>> buffers_;  // by buffer id; null for host-bound inputs
   std::vector<KernelFn> kernels_;                    // by step
   std::vector<std::shared_ptr<void>> caches_;        // by step
+  // By step: the data check its kernel left on the device when it last ran (kept for the graphs'
+  // replays, which do not call the kernel), read after each call's end-of-step synchronisation.
+  std::vector<DeferredCheck> checks_;
+  CallCounts lastCall_;
+  // Throws the first failed check of checks_, as the step's own error, after the call's steps.
+  void readDeferredChecks();
   Communicator* comm_ = nullptr;
   std::mutex runMutex_;
   bool profile_ = false;

@@ -55,6 +55,12 @@ class ReplicaGroup {
   void setVirtualStep(int step, int steps) {
     for (auto& c : comms_) c->setVirtualStep(step, steps);
   }
+  // What the last run did, summed over the replicas (Executor::lastCall).
+  CallCounts lastCall() const {
+    CallCounts total;
+    for (const auto& e : executors_) total += e->lastCall();
+    return total;
+  }
   // The device replica r runs on.
   const std::shared_ptr<Device>& device(int r) const { return deviceObjects_.at(r); }
 

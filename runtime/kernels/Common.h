@@ -23,16 +23,6 @@
 
 namespace spmd::runtime::kernels {
 
-// *p = desired if *p == expected; returns the old value (CUDA's atomicCAS on the device).
-SPMD_HOST_DEVICE inline int compareAndSwap(int* p, int expected, int desired) {
-#if defined(__CUDA_ARCH__)
-  return atomicCAS(p, expected, desired);
-#else
-  __atomic_compare_exchange_n(p, &expected, desired, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
-  return expected;
-#endif
-}
-
 // The step's cached device scratch of `bytes` (allocated on the first call).
 template <class Api>
 std::byte* scratch(KernelCall& call, size_t bytes) {
@@ -40,24 +30,41 @@ std::byte* scratch(KernelCall& call, size_t bytes) {
   return static_cast<std::shared_ptr<std::byte>*>(call.cache.get())->get();
 }
 
-// Index checks on the device: a kernel records the first bad index in `flag` (flag[0]: its
-// position + 1, 0 for none; flag[1]: the index). This clears the step's flag, queues
-// `launch(flag)`, waits for the step and calls `report(index, position)` (which throws) when
-// one was bad.
+// Index checks on the device: a kernel records its bad indices in `flag`, one 64-bit word
+// (BadIndexFlag) that keeps the one at the lowest position, so the error names the first bad
+// index whatever order the threads ran in. This clears the step's flag and queues
+// `launch(flag)`; where the executor takes deferred checks (KernelCall::check) it leaves the flag
+// and `report` there, read after the step's end, so nothing here waits on the host; otherwise it
+// waits for the step and calls `report(index, position)` (which throws) when one was bad.
+// `report` must own what it reads: it may run after this call has returned.
 template <class Api, typename Launch, typename Report>
 void withIndexCheck(KernelCall& call, Launch launch, Report report) {
-  int* flag = reinterpret_cast<int*>(scratch<Api>(call, 2 * sizeof(int)));
-  Api::zero(call, flag, 2 * sizeof(int));
+  auto* flag = reinterpret_cast<BadIndexFlag*>(scratch<Api>(call, sizeof(BadIndexFlag)));
+  Api::zero(call, flag, sizeof(BadIndexFlag));
   launch(flag);
-  int host[2] = {0, 0};
-  Api::toHost(call, host, flag, sizeof host);
-  if (host[0] != 0) report(host[1], int64_t(host[0]) - 1);
+  if (call.check) {
+    *call.check = DeferredCheck{flag, std::move(report)};
+    return;
+  }
+  BadIndexFlag host = 0;
+  Api::toHost(call, &host, flag, sizeof host);
+  int32_t index = 0;
+  int64_t position = 0;
+  if (decodeBadIndex(host, &index, &position)) report(index, position);
 }
 
 // Records index `value` at `position` in `flag` unless it is in [0, size); returns whether it is.
-SPMD_HOST_DEVICE inline bool indexValid(int32_t value, int64_t position, int64_t size, int* flag) {
+// The flag keeps the largest key, ~(position << 32 | value): the lowest position's (0: none).
+SPMD_HOST_DEVICE inline bool indexValid(int32_t value, int64_t position, int64_t size, BadIndexFlag* flag) {
   if (value >= 0 && value < size) return true;
-  if (compareAndSwap(flag, 0, int(position) + 1) == 0) flag[1] = value;
+  const BadIndexFlag key = ~((BadIndexFlag(uint32_t(position)) << 32) | BadIndexFlag(uint32_t(value)));
+#if defined(__CUDA_ARCH__)
+  atomicMax(flag, key);
+#else
+  BadIndexFlag old = __atomic_load_n(flag, __ATOMIC_RELAXED);
+  while (old < key && !__atomic_compare_exchange_n(flag, &old, key, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+  }
+#endif
   return false;
 }
 

@@ -14,7 +14,7 @@ struct EmbeddingFn {
   const int32_t* ids;
   T* out;
   int64_t rows, dim;
-  int* bad;
+  BadIndexFlag* bad;
   SPMD_HOST_DEVICE void operator()(int64_t i) const {
     int64_t position = i / dim;
     int32_t id = ids[position];
@@ -43,14 +43,14 @@ void embedding(KernelCall& call) {
   int64_t rows = call.in[0].dim(0), dim = call.in[0].dim(1);
   withIndexCheck<Api>(
       call,
-      [&](int* flag) {
+      [&](BadIndexFlag* flag) {
         visitFloat(call.in[0].dtype, [&](auto tag) {
           using T = decltype(tag);
           Api::forEach(call, call.out[0].numel(),
                        EmbeddingFn<T>{call.in[0].as<T>(), call.in[1].as<int32_t>(), call.out[0].as<T>(), rows, dim, flag});
         });
       },
-      [&](int id, int64_t position) { checkId(id, position, rows); });
+      [rows](int id, int64_t position) { checkId(id, position, rows); });
 }
 
 // inputs: result_grad [ids..., D], ids; output: table_grad [V, D].

@@ -1,7 +1,8 @@
 // Softmax cross-entropy and its backward for the CUDA backend and the simulator: one functor
 // call per row (10 classes in the flagship model), double accumulation as the reference. A
-// label out of range is recorded in a device flag and reported, after the step, as the same
-// error the CPU backend gives.
+// label out of range is recorded in a device flag and reported, after the step (by the executor,
+// at the end of the call, where it takes deferred checks), as the same error the CPU backend
+// gives; until then the row's loss and gradient are 0, never uninitialised memory.
 #pragma once
 
 #include <cmath>
@@ -19,7 +20,7 @@ SPMD_HOST_DEVICE inline double logSumExp(const T* row, int64_t classes) {
   return top + ::log(sum);
 }
 
-SPMD_HOST_DEVICE inline bool labelValid(int32_t label, int64_t row, int64_t classes, int* bad) {
+SPMD_HOST_DEVICE inline bool labelValid(int32_t label, int64_t row, int64_t classes, BadIndexFlag* bad) {
   return indexValid(label, row, classes, bad);
 }
 
@@ -29,7 +30,7 @@ struct LossFn {
   const int32_t* labels;
   T* loss;
   int64_t classes;
-  int* bad;
+  BadIndexFlag* bad;
   SPMD_HOST_DEVICE void operator()(int64_t r) const {
     if (!labelValid(labels[r], r, classes, bad)) {
       loss[r] = T(0);
@@ -47,10 +48,13 @@ struct LossBackwardFn {
   const T* dloss;
   T* dlogits;
   int64_t classes;
-  int* bad;
+  BadIndexFlag* bad;
   SPMD_HOST_DEVICE void operator()(int64_t r) const {
     int32_t label = labels[r];
-    if (!labelValid(label, r, classes, bad)) return;
+    if (!labelValid(label, r, classes, bad)) {  // reported after the step; the row's gradient is 0 until then
+      for (int64_t c = 0; c < classes; ++c) dlogits[r * classes + c] = T(0);
+      return;
+    }
     const T* row = logits + r * classes;
     double lse = logSumExp(row, classes);
     for (int64_t c = 0; c < classes; ++c)
@@ -63,13 +67,13 @@ struct LossBackwardFn {
 template <class Api, typename Launch>
 void withLabelCheck(KernelCall& call, Launch launch) {
   int64_t classes = call.in[0].dim(1);
-  withIndexCheck<Api>(call, launch, [&](int label, int64_t row) { checkLabel(label, row, classes); });
+  withIndexCheck<Api>(call, launch, [classes](int label, int64_t row) { checkLabel(label, row, classes); });
 }
 
 template <class Api>
 void softmax_cross_entropy(KernelCall& call) {
   int64_t rows = call.in[0].dim(0), classes = call.in[0].dim(1);
-  withLabelCheck<Api>(call, [&](int* flag) {
+  withLabelCheck<Api>(call, [&](BadIndexFlag* flag) {
     visitFloat(call.in[0].dtype, [&](auto tag) {
       using T = decltype(tag);
       Api::forEach(call, rows, LossFn<T>{call.in[0].as<T>(), call.in[1].as<int32_t>(), call.out[0].as<T>(), classes, flag});
@@ -80,7 +84,7 @@ void softmax_cross_entropy(KernelCall& call) {
 template <class Api>
 void softmax_cross_entropy_backward(KernelCall& call) {
   int64_t rows = call.in[0].dim(0), classes = call.in[0].dim(1);
-  withLabelCheck<Api>(call, [&](int* flag) {
+  withLabelCheck<Api>(call, [&](BadIndexFlag* flag) {
     visitFloat(call.in[0].dtype, [&](auto tag) {
       using T = decltype(tag);
       Api::forEach(call, rows, LossBackwardFn<T>{call.in[0].as<T>(), call.in[1].as<int32_t>(), call.in[2].as<T>(),

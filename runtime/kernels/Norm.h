@@ -1,6 +1,7 @@
 // Batch normalization (training, inference, backward) over N and the spatial dims per channel,
-// for the CUDA backend and the simulator: one block per channel reduces in double (a block-wide
-// tree in shared memory), then a grid-stride pass applies. Our own kernels rather than cuDNN's
+// for the CUDA backend and the simulator: per-channel sums in double as two-stage reductions
+// (runtime/kernels/Slices.h: blocks over (channel, slice), then a fold per channel), then a
+// grid-stride pass applies. Our own kernels rather than cuDNN's
 // because the dialect returns the biased batch variance (cuDNN returns the inverse standard
 // deviation and updates running statistics itself). The CPU backend has its own (cpu/Norm.cpp).
 #pragma once
@@ -10,21 +11,12 @@
 #include "runtime/base/NanRules.h"
 #include "runtime/kernels/Common.h"
 #include "runtime/kernels/Launch.h"
+#include "runtime/kernels/Slices.h"
 
 namespace spmd::runtime::kernels {
 
-// Threads of a per-channel block: a power of two, since blockSum halves the block each round.
-constexpr int kNormThreads = kBlockTreeThreads;
-
-// One block per channel, reducing the channel's `elements` (N * H * W) in a double per thread.
-inline Launch normChannelLaunch(const char* kernel, int64_t channels, int64_t elements) {
-  return {kernel, channels, kNormThreads, 0, kNormThreads * sizeof(double), elements, true, true};
-}
-
 struct NormLayout {
   int64_t outer, channels, inner;  // x viewed as [N, C, H*W]
-  // Element k (of N * H*W) of channel c.
-  SPMD_HOST_DEVICE int64_t at(int64_t c, int64_t k) const { return ((k / inner) * channels + c) * inner + k % inner; }
   SPMD_HOST_DEVICE int64_t channelOf(int64_t i) const { return (i / inner) % channels; }
 };
 
@@ -32,43 +24,58 @@ inline NormLayout normLayoutOf(const TensorView& x) {
   return {x.dim(0), x.dim(1), x.numel() / (x.dim(0) * x.dim(1))};
 }
 
-// The weight of element k of a channel (its row's mask entry; 1 without a mask), and the
-// weights' total W = sum(mask) * H * W (N * H * W without), summed by the block.
-template <typename T, class Block>
-SPMD_HOST_DEVICE double rowWeightTotal(Block& b, const T* mask, const NormLayout& l) {
+// The weights' total of a channel, W = sum(mask) * H * W (N * H * W without a mask).
+template <typename T>
+SPMD_HOST_DEVICE double weightTotal(const T* mask, const NormLayout& l) {
   if (!mask) return double(l.outer * l.inner);
   double w = 0;
-  for (int64_t n = b.thread(); n < l.outer; n += b.blockSize()) w += double(mask[n]);
-  return blockSum(b, w) * double(l.inner);
+  for (int64_t n = 0; n < l.outer; ++n) w += double(mask[n]);
+  return w * double(l.inner);
 }
 
-// Per channel (the block): mean and biased variance, two passes as the reference; with a mask,
-// rows weighted by it (no weight at all: mean 0, variance 1).
+// Stage 1 of the statistics, a block per (channel, slice): the slice's sum of w x, or, given the
+// means (`mean`, the second pass), of w (x - mean)^2; w is the row's mask entry (1 without).
 template <typename T>
-struct NormStatsFn {
+struct NormSliceFn {
   const T* x;
-  T *mean, *var;
   NormLayout l;
-  double* stats;  // [mean..., var...] in double for the apply pass
-  const T* mask = nullptr;
+  Slices sl;
+  const T* mask;
+  const double* mean;  // null: the first pass
+  double* partial;     // [channel][slice]
   template <class Block>
   SPMD_HOST_DEVICE void operator()(Block& b) const {
-    const int64_t c = b.block(), elements = l.outer * l.inner;
-    const double count = rowWeightTotal(b, mask, l);
-    auto weight = [&](int64_t k) { return mask ? double(mask[k / l.inner]) : 1.0; };
-    double sum = 0;
-    for (int64_t k = b.thread(); k < elements; k += b.blockSize()) sum += weight(k) * double(x[l.at(c, k)]);
-    const double total = blockSum(b, sum), m = count > 0 ? total / count : 0.0;
-    double sq = 0;
-    for (int64_t k = b.thread(); k < elements; k += b.blockSize()) {
-      double d = double(x[l.at(c, k)]) - m;
-      sq += weight(k) * d * d;
+    const int64_t c = b.block() / sl.slices, s = b.block() % sl.slices, end = sl.end(s);
+    const double m = mean ? mean[c] : 0.0;
+    double acc = 0;
+    ChannelCursor at(sl.begin(s) + b.thread(), b.blockSize(), l.inner);
+    for (int64_t k = sl.begin(s) + b.thread(); k < end; k += b.blockSize(), at.advance()) {
+      const double w = mask ? double(mask[at.row]) : 1.0, v = double(x[at.offset(c, l.channels)]);
+      acc += mean ? w * (v - m) * (v - m) : w * v;
     }
-    const double squares = blockSum(b, sq), v = count > 0 ? squares / count : 1.0;
-    if (b.thread() == 0) {
-      mean[c] = static_cast<T>(m), var[c] = static_cast<T>(v);
-      stats[c] = m, stats[l.channels + c] = v;
-    }
+    const double total = blockSum(b, acc);
+    if (b.thread() == 0) partial[b.block()] = total;
+  }
+};
+
+// Stage 2, a thread per channel: the mean (first pass) or the biased variance (second) from the
+// slices in order; no weight at all gives mean 0, variance 1.
+template <typename T>
+struct NormFinishFn {
+  const double* partial;
+  Slices sl;
+  NormLayout l;
+  const T* mask;
+  T* out;          // mean or var
+  double* stats;   // [mean..., var...] in double for the next pass and the apply pass
+  bool variance;
+  SPMD_HOST_DEVICE void operator()(int64_t c) const {
+    const double count = weightTotal(mask, l);
+    double total = 0;
+    for (int64_t s = 0; s < sl.slices; ++s) total += partial[c * sl.slices + s];
+    const double v = count > 0 ? total / count : (variance ? 1.0 : 0.0);
+    out[c] = static_cast<T>(v);
+    stats[(variance ? l.channels : 0) + c] = v;
   }
 };
 
@@ -91,30 +98,44 @@ struct NormApplyFn {
 };
 
 // Per channel: dscale = sum(dy * xhat), doffset = sum(dy) (over every row, masked or not).
+// Stage 1, a block per (channel, slice): the slice's two sums.
 template <typename T>
-struct NormBackwardSumsFn {
+struct NormBackwardSliceFn {
   const T *dy, *x, *mean, *var;
   double eps;
   NormLayout l;
-  T *dscale, *doffset;
-  double* sums;  // [dscale, doffset, W] per channel in double for the apply pass
-  const T* mask = nullptr;
+  Slices sl;
+  double* partial;  // [channel][slice][2]
   template <class Block>
   SPMD_HOST_DEVICE void operator()(Block& b) const {
-    const int64_t c = b.block(), count = l.outer * l.inner;
-    const double weights = rowWeightTotal(b, mask, l);
-    const double rstd = 1.0 / ::sqrt(double(var[c]) + eps);
+    const int64_t c = b.block() / sl.slices, s = b.block() % sl.slices, end = sl.end(s);
+    const double m = double(mean[c]), rstd = 1.0 / ::sqrt(double(var[c]) + eps);
     double s1 = 0, s2 = 0;
-    for (int64_t k = b.thread(); k < count; k += b.blockSize()) {
-      const int64_t i = l.at(c, k);
-      s1 += double(dy[i]) * (double(x[i]) - double(mean[c])) * rstd;
+    ChannelCursor at(sl.begin(s) + b.thread(), b.blockSize(), l.inner);
+    for (int64_t k = sl.begin(s) + b.thread(); k < end; k += b.blockSize(), at.advance()) {
+      const int64_t i = at.offset(c, l.channels);
+      s1 += double(dy[i]) * (double(x[i]) - m) * rstd;
       s2 += double(dy[i]);
     }
     const double ds = blockSum(b, s1), dof = blockSum(b, s2);
-    if (b.thread() == 0) {
-      dscale[c] = static_cast<T>(ds), doffset[c] = static_cast<T>(dof);
-      sums[3 * c] = ds, sums[3 * c + 1] = dof, sums[3 * c + 2] = weights;
-    }
+    if (b.thread() == 0) partial[2 * b.block()] = ds, partial[2 * b.block() + 1] = dof;
+  }
+};
+
+// Stage 2, a thread per channel: the slices' sums in order.
+template <typename T>
+struct NormBackwardFinishFn {
+  const double* partial;
+  Slices sl;
+  NormLayout l;
+  const T* mask;
+  T *dscale, *doffset;
+  double* sums;  // [dscale, doffset, W] per channel in double for the apply pass
+  SPMD_HOST_DEVICE void operator()(int64_t c) const {
+    double ds = 0, dof = 0;
+    for (int64_t s = 0; s < sl.slices; ++s) ds += partial[2 * (c * sl.slices + s)], dof += partial[2 * (c * sl.slices + s) + 1];
+    dscale[c] = static_cast<T>(ds), doffset[c] = static_cast<T>(dof);
+    sums[3 * c] = ds, sums[3 * c + 1] = dof, sums[3 * c + 2] = weightTotal(mask, l);
   }
 };
 
@@ -158,13 +179,18 @@ const T* rowMask(const KernelCall& call, size_t input) {
 template <class Api>
 void batch_norm_train(KernelCall& call) {
   const NormLayout l = normLayoutOf(call.in[0]);
+  const Slices sl = slicesOf(l.outer * l.inner);
   const double eps = call.step.real("epsilon");
-  double* stats = normScratch<Api>(call, 2 * l.channels);
+  double* stats = normScratch<Api>(call, 2 * l.channels + l.channels * sl.slices);
+  double* partial = stats + 2 * l.channels;
+  const Launch slices = sliceLaunch("NormSliceFn", l.channels, sl, call.in[0].numel());
   visitFloat(call.in[0].dtype, [&](auto tag) {
     using T = decltype(tag);
-    const T* x = call.in[0].as<T>();
-    Api::forBlocks(call, normChannelLaunch("NormStatsFn", l.channels, l.outer * l.inner),
-                   NormStatsFn<T>{x, call.out[1].as<T>(), call.out[2].as<T>(), l, stats, rowMask<T>(call, 3)});
+    const T *x = call.in[0].as<T>(), *mask = rowMask<T>(call, 3);
+    Api::forBlocks(call, slices, NormSliceFn<T>{x, l, sl, mask, nullptr, partial});
+    Api::forEach(call, l.channels, NormFinishFn<T>{partial, sl, l, mask, call.out[1].as<T>(), stats, false});
+    Api::forBlocks(call, slices, NormSliceFn<T>{x, l, sl, mask, stats, partial});
+    Api::forEach(call, l.channels, NormFinishFn<T>{partial, sl, l, mask, call.out[2].as<T>(), stats, true});
     Api::forEach(call, call.in[0].numel(),
                  NormApplyFn<T, double>{x, call.in[1].as<T>(), call.in[2].as<T>(), stats, stats + l.channels, eps, l,
                                         call.out[0].as<T>(), call.step.flag("relu")});
@@ -188,17 +214,20 @@ void batch_norm_infer(KernelCall& call) {
 template <class Api>
 void batch_norm_train_backward(KernelCall& call) {
   const NormLayout l = normLayoutOf(call.in[1]);
+  const Slices sl = slicesOf(l.outer * l.inner);
   const double eps = call.step.real("epsilon");
-  double* sums = normScratch<Api>(call, 3 * l.channels);
+  double* sums = normScratch<Api>(call, 3 * l.channels + 2 * l.channels * sl.slices);
+  double* partial = sums + 3 * l.channels;
   visitFloat(call.in[0].dtype, [&](auto tag) {
     using T = decltype(tag);
     const T *dy = call.in[0].as<T>(), *x = call.in[1].as<T>(), *scale = call.in[2].as<T>();
-    const T *mean = call.in[3].as<T>(), *var = call.in[4].as<T>();
-    Api::forBlocks(call, normChannelLaunch("NormBackwardSumsFn", l.channels, l.outer * l.inner),
-                   NormBackwardSumsFn<T>{dy, x, mean, var, eps, l, call.out[1].as<T>(), call.out[2].as<T>(), sums,
-                                         rowMask<T>(call, 5)});
+    const T *mean = call.in[3].as<T>(), *var = call.in[4].as<T>(), *mask = rowMask<T>(call, 5);
+    Api::forBlocks(call, sliceLaunch("NormBackwardSliceFn", l.channels, sl, call.in[0].numel()),
+                   NormBackwardSliceFn<T>{dy, x, mean, var, eps, l, sl, partial});
+    Api::forEach(call, l.channels,
+                 NormBackwardFinishFn<T>{partial, sl, l, mask, call.out[1].as<T>(), call.out[2].as<T>(), sums});
     Api::forEach(call, call.in[0].numel(),
-                 NormBackwardApplyFn<T>{dy, x, scale, mean, var, eps, l, sums, call.out[0].as<T>(), rowMask<T>(call, 5)});
+                 NormBackwardApplyFn<T>{dy, x, scale, mean, var, eps, l, sums, call.out[0].as<T>(), mask});
   });
 }
 

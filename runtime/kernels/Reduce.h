@@ -1,7 +1,10 @@
 // Reductions of the CUDA backend and the simulator, in double (as the reference), and argmax
-// along one axis. An output of at least kBlockTreeThreads reduced elements gets a block: each
-// thread sums a strided share, then the block's tree (a conv bias's gradient over N*H*W was a
-// single thread's loop: 8 ms of a 190 ms step on an H100). Smaller ones take a thread each.
+// along one axis. An output of at least kBlockTreeThreads reduced elements is a two-stage
+// reduction (runtime/kernels/Slices.h): blocks over (output, slice), each thread summing a strided
+// share of its slice and the block's tree combining them, then a thread per output folding its
+// slices in order (a conv bias's gradient over N*H*W was a single thread's loop: 8 ms of a 190 ms
+// step on an H100; then one block per output, 64 blocks for 64 channels). Smaller ones take a
+// thread each.
 // Adjacent dims that are reduced (or kept) together and contiguous merge into one first, so a
 // walk divides once per dim group. The order of the sums depends on the shape alone.
 #pragma once
@@ -11,6 +14,7 @@
 
 #include "runtime/kernels/Common.h"
 #include "runtime/kernels/Launch.h"
+#include "runtime/kernels/Slices.h"
 
 namespace spmd::runtime::kernels {
 
@@ -77,30 +81,51 @@ struct ReduceFn {
   }
 };
 
-// One block per output (a grid-stride loop over outputs): thread t sums elements t, t + B, ...
-// of its output's reduced elements, then the block's tree combines the B partial results.
+struct MaxOfDoubles {
+  SPMD_HOST_DEVICE double operator()(double a, double b) const { return nanMax(a, b); }
+};
+
+// Stage 1: a block per (output, slice) (a grid-stride loop over them): thread t combines elements
+// t, t + B, ... of its slice of the output's reduced elements, then the block's tree combines the
+// B results into partial[output * slices + slice].
 template <typename T>
-struct ReduceBlockFn {
+struct ReduceSliceFn {
   const T* x;
-  T* y;
   Split s;
+  Slices sl;
   ReduceKind kind;
   int64_t outputs;
-  struct MaxOfDoubles {
-    SPMD_HOST_DEVICE double operator()(double a, double b) const { return nanMax(a, b); }
-  };
+  double* partial;
   template <class Block>
   SPMD_HOST_DEVICE void operator()(Block& b) const {
-    for (int64_t o = b.block(); o < outputs; o += b.gridSize()) {
+    for (int64_t blk = b.block(); blk < outputs * sl.slices; blk += b.gridSize()) {
+      const int64_t o = blk / sl.slices, slice = blk % sl.slices, end = sl.end(slice);
       const int64_t base = offsetOf(s.keptDims, s.keptStrides, s.kept, o);
       double acc = kind == ReduceKind::Max ? -HUGE_VAL : 0.0;
-      for (int64_t r = b.thread(); r < s.reducedCount; r += b.blockSize()) {
+      for (int64_t r = sl.begin(slice) + b.thread(); r < end; r += b.blockSize()) {
         double v = x[base + offsetOf(s.reducedDims, s.reducedStrides, s.reduced, r)];
         acc = kind == ReduceKind::Max ? nanMax(acc, v) : acc + v;
       }
       acc = kind == ReduceKind::Max ? blockReduce(b, acc, MaxOfDoubles{}) : blockSum(b, acc);
-      if (b.thread() == 0) y[o] = static_cast<T>(kind == ReduceKind::Mean ? acc / double(s.reducedCount) : acc);
+      if (b.thread() == 0) partial[blk] = acc;
     }
+  }
+};
+
+// Stage 2: a thread per output combines its slices in order.
+template <typename T>
+struct ReduceFinishFn {
+  const double* partial;
+  T* y;
+  Slices sl;
+  ReduceKind kind;
+  SPMD_HOST_DEVICE void operator()(int64_t o) const {
+    double acc = kind == ReduceKind::Max ? -HUGE_VAL : 0.0;
+    for (int64_t slice = 0; slice < sl.slices; ++slice) {
+      const double v = partial[o * sl.slices + slice];
+      acc = kind == ReduceKind::Max ? nanMax(acc, v) : acc + v;
+    }
+    y[o] = static_cast<T>(kind == ReduceKind::Mean ? acc / double(sl.count) : acc);
   }
 };
 
@@ -127,17 +152,21 @@ void reduce(KernelCall& call, ReduceKind kind) {
   const int64_t outputs = call.out[0].numel();
   visitFloat(call.in[0].dtype, [&](auto tag) {
     using T = decltype(tag);
-    constexpr bool blocks = requires(KernelCall& c, const Launch& l, const ReduceBlockFn<T>& f) {
+    constexpr bool blocks = requires(KernelCall& c, const Launch& l, const ReduceSliceFn<T>& f) {
       Api::forBlocks(c, l, f);
     };  // the CPU backend's HostLoop has none: it takes the thread-per-output walk
     if (!blocks || s.reducedCount < kBlockTreeThreads) {
       Api::forEach(call, outputs, ReduceFn<T>{call.in[0].as<T>(), call.out[0].as<T>(), s, kind});
       return;
     }
-    [[maybe_unused]] const Launch launch{"ReduceBlockFn", std::min<int64_t>(outputs, 65535 * 8), kBlockTreeThreads, 0,
-                        kBlockTreeThreads * sizeof(double), call.in[0].numel(), true, true};
-    if constexpr (blocks)
-      Api::forBlocks(call, launch, ReduceBlockFn<T>{call.in[0].as<T>(), call.out[0].as<T>(), s, kind, outputs});
+    if constexpr (blocks) {
+      const Slices sl = slicesOf(s.reducedCount);
+      double* partial = reinterpret_cast<double*>(scratch<Api>(call, size_t(outputs * sl.slices) * sizeof(double)));
+      const Launch launch{"ReduceSliceFn", std::min<int64_t>(outputs * sl.slices, 65535 * 8), kBlockTreeThreads, 0,
+                          kBlockTreeThreads * sizeof(double), call.in[0].numel(), true, true};
+      Api::forBlocks(call, launch, ReduceSliceFn<T>{call.in[0].as<T>(), s, sl, kind, outputs, partial});
+      Api::forEach(call, outputs, ReduceFinishFn<T>{partial, call.out[0].as<T>(), sl, kind});
+    }
   });
 }
 

@@ -72,6 +72,7 @@ void SimDevice::refuseWhileCapturing(const char* what) const {
 
 void SimDevice::synchronize() {
   refuseWhileCapturing("a wait for the stream");
+  countHostWait();
   std::unique_lock lock(mutex_);
   idle_.wait(lock, [&] { return queue_.empty() && !busy_; });
   if (error_) {

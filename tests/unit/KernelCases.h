@@ -207,7 +207,20 @@ inline std::vector<KernelCase> kernelCases(DType t) {
     list.push_back({"conv bwd filter" + geometry, "conv2d_backward_filter", {rnd(g.x), rnd(g.y)},
                     {{t, g.w}}, {{"stride", g.stride}, {"padding", g.padding}}});
   }
-  for (Shape x : {Shape{3, 5, 7, 6}, Shape{9, 7}, Shape{3, 2, 16, 16}}) {
+  // Two-stage reductions (runtime/kernels/Slices.h): channels of more than 8192 elements take
+  // several slices: rows longer and shorter than a block, masked or not.
+  for (Shape x : {Shape{5, 3, 45, 41}, Shape{300, 2, 5, 6}}) {
+    const int64_t c = x[1];
+    list.push_back({"bn train sliced " + shapeString(x), "batch_norm_train", {rnd(x, -2, 3), rnd({c}), rnd({c})},
+                    {{t, x}, {t, {c}}, {t, {c}}}, {{"epsilon", 1e-5}}});
+    list.push_back({"bn train sliced masked " + shapeString(x), "batch_norm_train",
+                    {rnd(x, -2, 3), rnd({c}), rnd({c}), mask(x[0])}, {{t, x}, {t, {c}}, {t, {c}}}, {{"epsilon", 1e-5}}});
+    list.push_back({"reduce_sum per channel sliced " + shapeString(x), "reduce_sum", {rnd(x)}, {{t, {c}}},
+                    {{"axes", V{0, 2, 3}}}});
+  }
+  list.push_back({"reduce_max rows sliced", "reduce_max", {rnd({3, 20000})}, {{t, {3}}}, {{"axes", V{1}}}});
+  list.push_back({"reduce_mean first sliced", "reduce_mean", {rnd({17000, 2})}, {{t, {2}}}, {{"axes", V{0}}}});
+  for (Shape x : {Shape{3, 5, 7, 6}, Shape{9, 7}, Shape{3, 2, 16, 16}, Shape{5, 3, 45, 41}, Shape{300, 2, 5, 6}}) {
     int64_t c = x[1];
     list.push_back({"bn train bwd " + shapeString(x), "batch_norm_train_backward",
                     {rnd(x), rnd(x, -2, 3), rnd({c}), rnd({c}), rnd({c}, 0.5, 2)},

@@ -3,6 +3,8 @@
 // refuse, or one a kernel cannot run correctly with, fails here without a GPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "runtime/base/Error.h"
 #include "runtime/kernels/Norm.h"
 #include "runtime/kernels/Launch.h"
@@ -22,8 +24,8 @@ std::string errorOf(const Launch& launch) {
 }
 
 TEST(LaunchTest, LaunchesBeyondTheDevicesLimitsAreRefusedNamingKernelAndStep) {
-  const std::string at = "launch of kernel NormStatsFn ('batch_norm_train' at model.cpp:9): ";
-  Launch good = runtime::kernels::normChannelLaunch("NormStatsFn", 64, 64 * 28 * 28);
+  const std::string at = "launch of kernel NormSliceFn ('batch_norm_train' at model.cpp:9): ";
+  Launch good = runtime::kernels::sliceLaunch("NormSliceFn", 64, runtime::kernels::slicesOf(64 * 28 * 28), 64 * 64 * 28 * 28);
   EXPECT_EQ(errorOf(good), "no error");
   Launch l = good;
   l.threads = 2048;
@@ -47,7 +49,8 @@ TEST(LaunchTest, LaunchesBeyondTheDevicesLimitsAreRefusedNamingKernelAndStep) {
 }
 
 // The geometry every launch of a step uses: grid-stride loops of any length (capped blocks, the
-// rest strided) and BatchNorm's per-channel blocks at ResNet-18's widths and batch sizes.
+// rest strided) and the two-stage reductions' (channel, slice) blocks at ResNet-18's widths and
+// batch sizes and beyond, whose slices cover every element once.
 TEST(LaunchTest, EveryLaunchShapeTheBackendsUseFits) {
   for (int64_t n : {int64_t(1), int64_t(255), int64_t(256), int64_t(257), int64_t(1) << 20, int64_t(1) << 31,
                     int64_t(1) << 40}) {
@@ -56,8 +59,17 @@ TEST(LaunchTest, EveryLaunchShapeTheBackendsUseFits) {
     EXPECT_GE(l.blocks * l.threads, std::min<int64_t>(n, 65535 * 8 * 256)) << n;
   }
   for (int64_t channels : {16, 64, 128, 256, 512, 2048})
-    for (int64_t elements : {int64_t(1), int64_t(512) * 56 * 56, int64_t(1) << 33})
-      EXPECT_EQ(errorOf(runtime::kernels::normChannelLaunch("NormStatsFn", channels, elements)), "no error");
+    for (int64_t elements : {int64_t(1), int64_t(8191), int64_t(8193), int64_t(512) * 56 * 56, int64_t(1) << 33}) {
+      const runtime::kernels::Slices s = runtime::kernels::slicesOf(elements);
+      EXPECT_EQ(errorOf(runtime::kernels::sliceLaunch("NormSliceFn", channels, s, channels * elements)), "no error");
+      EXPECT_GE(s.slices, 1);
+      EXPECT_LE(s.slices, runtime::kernels::kMaxSlices);
+      EXPECT_EQ(s.begin(0), 0);
+      EXPECT_EQ(s.end(s.slices - 1), elements) << "the last slice ends at the last element";
+      EXPECT_LT(s.begin(s.slices - 1), elements) << "no slice is empty";
+      EXPECT_LE(s.per, std::max(runtime::kernels::kSliceElements, (elements + runtime::kernels::kMaxSlices - 1) /
+                                                                      runtime::kernels::kMaxSlices));
+    }
 }
 
 }  // namespace

@@ -100,7 +100,8 @@ TEST(SimCoverageTest, EveryKernelTheCudaBackendLaunchesExecutesOnTheSimulator) {
   // kernels, the matmul bias, and the fold of NCCL's exact all-reduce (runtime/cuda/NcclFold.cu),
   // which the in-process all-reduce folds with too.
   const std::set<std::string> kernels = sim::executedKernels();
-  for (const char* functor : {"NormStatsFn<", "NormApplyFn<", "NormBackwardSumsFn<", "NormBackwardApplyFn<",
+  for (const char* functor : {"NormSliceFn<", "NormFinishFn<", "NormApplyFn<", "NormBackwardSliceFn<", "NormBackwardFinishFn<",
+                              "NormBackwardApplyFn<", "ReduceSliceFn<", "ReduceFinishFn<",
                               "RowBiasFn<", "FoldRowsFn<"}) {
     bool ran = false;
     for (const std::string& k : kernels) ran |= k.find(std::string("spmd::runtime::kernels::") + functor) == 0;

@@ -1,8 +1,10 @@
 // Steps replayed as graphs (runtime/exec/StepGraph.h) on the simulator, which captures by the
-// rules a CUDA stream has (and on a GPU when there is one): the ResNet-18 training step replayed from its graphs gives the bits of
-// the step run kernel by kernel for 5 steps, each replay queues exactly the work the unrecorded
-// step queues, a step that needs the host splits the graph, and the modes that need the steps one
-// by one (the debug mode, SPMD_CUDA_GRAPHS=0) turn graphs off, saying why.
+// rules a CUDA stream has (and on a GPU when there is one): the ResNet-18 training step replays as
+// one graph per step with no host wait inside (its label checks are read at the step's end) and
+// gives the bits of the step run kernel by kernel for 5 steps, each replay queues exactly the work
+// the unrecorded step queues, a bad label after replay gives the eager step's error, a step that
+// needs the host (an in-process collective's rendezvous) splits the graph, and the modes that need
+// the steps one by one (the debug mode, SPMD_CUDA_GRAPHS=0) turn graphs off, saying why.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -13,6 +15,7 @@
 #include "frontend/spmd.h"
 #include "runtime/device/DeviceList.h"
 #include "runtime/device/Driver.h"
+#include "runtime/device/InProcessCommunicator.h"
 #include "runtime/exec/Executor.h"
 #include "runtime/sim/SimDevice.h"
 
@@ -24,8 +27,9 @@ struct GraphsSwitch {
   ~GraphsSwitch() { unsetenv("SPMD_CUDA_GRAPHS"); }
 };
 
-// The ResNet-18 training step (width 2, batch 4, f64) as a Program and its first inputs.
-std::pair<Program, std::vector<Array>> trainStepProgram() {
+// The ResNet-18 training step (width 2, batch 4, f64) as a Program and its first inputs; with
+// `pmapped`, compiled by pmap over one replica, so its gradients go through an all-reduce.
+std::pair<Program, std::vector<Array>> trainStepProgram(bool pmapped = false) {
   auto model = models::resnet18({.width = 2});
   optim::Sgd sgd({.learningRate = 0.05, .momentum = 0.9});
   auto [params32, state32] = model->initialize(3);
@@ -37,14 +41,29 @@ std::pair<Program, std::vector<Array>> trainStepProgram() {
   Tree params = toF64(params32), state = toF64(state32), opt = sgd.init(params);
   auto [x32, y] = bench::syntheticBatch(4);
   Tensor x = spmd::testing::convertArray(x32.array(), DType::f64);
-  auto step = jit(bench::trainStep(*model, sgd));
-  step(params, opt, state, x, y);
+  Program program;
+  if (pmapped) {
+    auto step = pmap(bench::trainStep(*model, sgd),
+                     {.inAxes = {replicated, replicated, replicated, split, split}, .devices = "sim:1"});
+    step(params, opt, state, x, y);
+    program = step.lastProgram();
+  } else {
+    auto step = jit(bench::trainStep(*model, sgd));
+    step(params, opt, state, x, y);
+    program = step.lastProgram();
+  }
   std::vector<Array> inputs;
   for (const Tree* tree : {&params, &opt, &state})
     for (const auto& [name, t] : *tree) inputs.push_back(t.array());
   inputs.push_back(x.array());
   inputs.push_back(y.array());
-  return {step.lastProgram(), inputs};
+  return {program, inputs};
+}
+
+bool hasOp(const Program& program, const std::string& op) {
+  for (const Step& step : program.steps)
+    if (step.op == op) return true;
+  return false;
 }
 
 // An executor of `program` on `device` with graphs off (SPMD_CUDA_GRAPHS=0 while it is made).
@@ -95,29 +114,69 @@ TEST(StepGraphTest, TheTrainingStepReplayedFromItsGraphsGivesTheUnrecordedBits) 
   EXPECT_EQ(eager->stepGraph(), nullptr);
   const StepGraph& graph = *graphed.stepGraph();
   // Recorded on the second call, replayed from the third: each replay queues what a call
-  // without graphs queues, most of it from the graphs.
+  // without graphs queues, all of it from the one graph.
   for (int s = 2; s < 5; ++s) EXPECT_EQ(queuedWith[s], queuedWithout[s]) << "call " << s;
   const int64_t work = queuedWithout[4] - int64_t(inputs.size());  // without the input copies
-  std::printf("  %zu graphs of %zu launches; the step queues %lld work items\n", graph.graphs(), graph.launches(),
+  std::printf("  %zu graph of %zu launches; the step queues %lld work items\n", graph.graphs(), graph.launches(),
               (long long)work);
-  // The loss's label checks copy a flag to the host: those steps run between the graphs, which
-  // hold every other kernel of the program.
-  std::vector<std::string> split = splitOps(program, graph);
-  EXPECT_EQ(split, (std::vector<std::string>{"softmax_cross_entropy", "softmax_cross_entropy_backward"}));
-  EXPECT_EQ(graph.graphs(), 3u);
-  // Each split step queues two items (its flag cleared, its kernel): the graphs hold the rest.
-  EXPECT_EQ(int64_t(graph.launches() + 2 * split.size()), work);
+  ASSERT_TRUE(hasOp(program, "softmax_cross_entropy")) << "the step checks its labels";
+  EXPECT_EQ(splitOps(program, graph), std::vector<std::string>{}) << "the label checks no longer wait on the host";
+  EXPECT_EQ(graph.graphs(), 1u);
+  EXPECT_EQ(int64_t(graph.launches()), work) << "the graph holds every kernel of the step";
+  // The executor's counters: a replay launches one graph, calls no kernel, never waits inside
+  // the step; without graphs every kernel is called, still without a wait.
+  EXPECT_EQ(graphed.lastCall().graphLaunches, 1);
+  EXPECT_EQ(graphed.lastCall().stepsCalled, 0);
+  EXPECT_EQ(graphed.lastCall().hostWaitsInSteps, 0);
+  EXPECT_EQ(eager->lastCall().graphLaunches, 0);
+  EXPECT_EQ(eager->lastCall().stepsCalled, int64_t(program.steps.size()));
+  EXPECT_EQ(eager->lastCall().hostWaitsInSteps, 0);
+}
+
+// A label out of range, met by a replayed graph: the same error as the step run kernel by kernel
+// (naming the step, its line and the device, and the first bad label), read at the step's end;
+// the executor then runs good steps again with the unrecorded bits.
+TEST(StepGraphTest, ABadLabelAfterReplayGivesTheEagerStepsError) {
+  auto [program, inputs] = trainStepProgram();
+  std::shared_ptr<Device> device = makeDevice(parseDeviceList("sim"), 0);
+  Executor graphed(program, device);
+  std::unique_ptr<Executor> eager = eagerExecutor(program, device);
+  for (int call = 0; call < 3; ++call) graphed.run(inputs);
+  ASSERT_NE(graphed.stepGraph(), nullptr) << graphed.graphsOff();
+  ASSERT_EQ(graphed.lastCall().graphLaunches, 1) << "replaying";
+  std::vector<Array> bad = inputs;
+  bad.back() = spmd::testing::cloneArray(inputs.back());
+  bad.back().values<int32_t>()[1] = 10;
+  bad.back().values<int32_t>()[3] = -2;
+  std::string fromGraph = spmd::testing::errorOf([&] { graphed.run(bad); });
+  std::string fromEager = spmd::testing::errorOf([&] { eager->run(bad); });
+  EXPECT_EQ(fromGraph, fromEager);
+  EXPECT_NE(fromGraph.find("'softmax_cross_entropy' ("), std::string::npos) << fromGraph;
+  EXPECT_NE(fromGraph.find(") failed on sim:0: label 10 at row 1 is out of range [0, 10)"), std::string::npos)
+      << fromGraph;
+  EXPECT_EQ(graphed.lastCall().graphLaunches, 1) << "the bad call replayed the graph";
+  auto again = graphed.run(inputs);
+  auto expected = eagerExecutor(program, device)->run(inputs);
+  EXPECT_EQ(graphed.lastCall().graphLaunches, 1);
+  for (size_t o = 0; o < expected.size(); ++o)
+    spmd::testing::expectClose(again[o], expected[o], 0, 0, "output " + std::to_string(o) + " after the error");
 }
 
 // A graph that cannot drop the nodes a host-synchronising step recorded before it broke the
 // capture (on CUDA, one holding memory allocation nodes): the steps recorded since the last graph
 // run outside one at a time, with the same bits, and the part after the last split is a graph.
+// The host-synchronising step: the in-process all-reduce of the step's gradients (one replica).
 TEST(StepGraphTest, StepsAGraphCannotKeepRunOutsideWithTheSameBits) {
-  auto [program, inputs] = trainStepProgram();
+  auto [program, inputs] = trainStepProgram(/*pmapped=*/true);
+  ASSERT_TRUE(hasOp(program, "all_reduce"));
   std::shared_ptr<Device> device = makeDevice(parseDeviceList("sim"), 0);
   static_cast<SimDevice&>(*device).refusePartialGraphs(true);
+  InProcessCommunicator comm(std::make_shared<InProcessGroup>(1, std::chrono::milliseconds(30000)), 0);
+  InProcessCommunicator eagerComm(std::make_shared<InProcessGroup>(1, std::chrono::milliseconds(30000)), 0);
   Executor graphed(program, device);
+  graphed.setCommunicator(&comm);
   std::unique_ptr<Executor> eager = eagerExecutor(program, device);
+  eager->setCommunicator(&eagerComm);
   auto [withGraphs, queuedWith] = run(graphed, inputs, 4);
   auto [without, queuedWithout] = run(*eager, inputs, 4);
   for (int s = 0; s < 4; ++s)
@@ -128,11 +187,13 @@ TEST(StepGraphTest, StepsAGraphCannotKeepRunOutsideWithTheSameBits) {
   ASSERT_NE(graphed.stepGraph(), nullptr) << graphed.graphsOff();
   const StepGraph& graph = *graphed.stepGraph();
   EXPECT_EQ(graph.graphs(), 1u);
-  // Every step up to the loss's backward ran outside; the graph holds the rest.
+  // Every step up to the last all-reduce ran outside; the graph holds the rest.
   std::vector<std::string> split = splitOps(program, graph);
   ASSERT_FALSE(split.empty());
-  EXPECT_EQ(split.back(), "softmax_cross_entropy_backward");
+  EXPECT_EQ(split.back(), "all_reduce");
   EXPECT_EQ(graph.splitters().back() + 1, graph.splitters().size()) << "the steps outside are 0, 1, 2, ...";
+  EXPECT_EQ(graphed.lastCall().stepsCalled, int64_t(split.size()));
+  EXPECT_GT(graphed.lastCall().hostWaitsInSteps, 0) << "the all-reduce's rendezvous waits for the device";
 }
 
 // The same on a GPU, captured into CUDA graphs (runtime/cuda/Capture.cpp); skipped without one.
@@ -152,9 +213,9 @@ TEST(StepGraphTest, OnAGpuTheStepCapturedIntoCudaGraphsReplaysTheUnrecordedBits)
       spmd::testing::expectClose(same[s][o], same[0][o], 0, 0,
                                  "call " + std::to_string(s) + " output " + std::to_string(o) + " vs call 0");
   ASSERT_NE(graphed.stepGraph(), nullptr) << graphed.graphsOff();
-  EXPECT_EQ(splitOps(program, *graphed.stepGraph()),
-            (std::vector<std::string>{"softmax_cross_entropy", "softmax_cross_entropy_backward"}));
-  EXPECT_EQ(graphed.stepGraph()->graphs(), 3u);
+  EXPECT_EQ(splitOps(program, *graphed.stepGraph()), std::vector<std::string>{});
+  EXPECT_EQ(graphed.stepGraph()->graphs(), 1u);
+  EXPECT_EQ(graphed.lastCall().hostWaitsInSteps, 0);
   auto withGraphs = run(graphed, inputs, 5).first;
   auto without = run(*eager, inputs, 5).first;
   for (int s = 0; s < 5; ++s)

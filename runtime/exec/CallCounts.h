@@ -1,0 +1,25 @@
+// What one call of a compiled step did on its device, from the executor's own counters: how many
+// graphs it launched, how many steps it ran by calling their kernels, and how often the host
+// waited for the device while the steps ran. A step replayed as one graph launches 1, calls 0
+// and waits 0 (runtime/exec/StepGraph.h); the benchmarks print these and the tests assert them.
+#pragma once
+
+#include <cstdint>
+
+namespace spmd::runtime {
+
+struct CallCounts {
+  int64_t graphLaunches = 0;
+  // Steps whose kernels were called: every step of a call without graphs (and of the call that
+  // records them), only the steps that split the graphs on a replay.
+  int64_t stepsCalled = 0;
+  // Device::hostWaits while the steps ran; the one wait at the end of the call, which reads the
+  // outputs and the data checks (DeferredCheck), is not counted.
+  int64_t hostWaitsInSteps = 0;
+  CallCounts& operator+=(const CallCounts& o) {
+    graphLaunches += o.graphLaunches, stepsCalled += o.stepsCalled, hostWaitsInSteps += o.hostWaitsInSteps;
+    return *this;
+  }
+};
+
+}  // namespace spmd::runtime
