@@ -10,10 +10,26 @@
 # every library it already has, finds cuDNN, NCCL, cuBLAS and NVRTC where that machine keeps them
 # and says what still does not resolve; build/gpu-bundle/run runs a binary with those libraries,
 # and build/gpu-bundle/report runs every GPU check in one go (one report file).
+#
+# `gpu_bundle.sh --dry-run` (ctest's gpu_bundle_dry_run, so the report cannot rot between GPU
+# runs): packs the same bundle at xz -1 (XZ_LEVEL; fast, and an upper bound of the -9 size)
+# into build/gpu-bundle-dry-run (a real bundle stays as it was), unpacks it with setup.sh, runs
+# the report there on the simulator
+# (SPMD_REPORT_DEVICE=sim: the graph and launch tests, bench_gpu_step on sim at batch 2,
+# PyTorch's step in its smoke form).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+dry_run=0
+case ${1:-} in
+  --dry-run) dry_run=1 ;;
+  "") ;;
+  *) echo "gpu_bundle.sh: unknown argument '$1' (the only one is --dry-run)" >&2; exit 2 ;;
+esac
+xz_level=${XZ_LEVEL:-$((dry_run ? 1 : 9))}
+[[ $xz_level =~ ^[0-9]$ ]] || { echo "gpu_bundle.sh: XZ_LEVEL must be 0 to 9, got '$xz_level'" >&2; exit 2; }
 build=${BUILD_DIR:-$root/build}
 bundle=$build/gpu-bundle
+if ((dry_run)); then bundle=$build/gpu-bundle-dry-run; fi  # never replaces a real bundle
 binaries=(tests/spmd_unit_tests tools/spmd-run/spmd-run samples/resnet18_fashion_mnist/resnet18_fashion_mnist
           benchmarks/bench_resnet18_train_step benchmarks/bench_resnet18_pmap_step benchmarks/bench_gpu_step)
 for binary in "${binaries[@]}"; do
@@ -45,7 +61,7 @@ printf 'LIBXML2_2.4.30 { global: xmlFree; local: *; };\nLIBXML2_2.6.0 { global: 
 cc -shared -fPIC -o "$stage/lib/libxml2.so.2" -Wl,-soname,libxml2.so.2 -Wl,--version-script="$stage/xml2.map" "$stage/stub.c"
 echo 'void spmd_z3_stub(void) {}' | cc -shared -fPIC -x c -o "$stage/lib/libz3.so.4" -Wl,-soname,libz3.so.4 -
 touch "$stage/lib/.stubs" && printf 'libxml2.so.2\nlibz3.so.4\n' > "$stage/lib/.stubs"
-tar -C "$stage" -cf - bin lib | xz -9 -T0 > "$bundle/pack.tar.xz"
+tar -C "$stage" -cf - bin lib | xz "-$xz_level" -T0 > "$bundle/pack.tar.xz"
 
 cat > "$bundle/setup.sh" <<'SETUP'
 #!/usr/bin/env bash
@@ -92,28 +108,38 @@ cat > "$bundle/report" <<'REPORT'
 # training step at width 64, graphs on and off) and PyTorch's step beside them
 # (benchmarks/torch_gpu_step.py). Each part has a time limit (TEST_LIMIT_S,
 # BENCH_LIMIT_S), so a hang still leaves a report. Exits non-zero when a test fails.
+# SPMD_REPORT_DEVICE=sim (gpu_bundle.sh --dry-run) runs the same parts on the simulator, small.
+# PYTHON names the python3 with PyTorch (default python3).
 here=$(cd "$(dirname "$0")" && pwd)
 out=${1:-$here/report.txt}
+device=${SPMD_REPORT_DEVICE:-cuda}
+case $device in
+  cuda) filter='*Conformance*cuda*:*CudaKernelTest*cuda*:*SpmdEquivalenceCuda*:CudaTest*:Nccl*:StepGraphTest.OnAGpu*:Bf16Test.*'
+        bench=(--devices=cuda:0 --benchmark_filter='width:64'); torch_args=() ;;
+  sim) filter='StepGraphTest.*:LaunchTest.*'
+       bench=(--devices=sim --benchmark_filter='batch:2/width:8'); torch_args=(--smoke) ;;
+  *) echo "report: SPMD_REPORT_DEVICE must be cuda or sim, got '$device'" >&2; exit 2 ;;
+esac
 {
-  echo "# spmd GPU report, $(date -u +%F' '%T) UTC"
+  echo "# spmd GPU report, $(date -u +%F' '%T) UTC, on $device"
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1
-  timeout "${TEST_LIMIT_S:-300}" "$here/run" spmd_unit_tests --gtest_color=no \
-    --gtest_filter='*Conformance*cuda*:*CudaKernelTest*cuda*:*SpmdEquivalenceCuda*:CudaTest*:Nccl*:StepGraphTest.OnAGpu*:Bf16Test.*'
+  timeout "${TEST_LIMIT_S:-300}" "$here/run" spmd_unit_tests --gtest_color=no --gtest_filter="$filter"
   tests=$?
   echo "# tests: exit $tests"
-  timeout "${BENCH_LIMIT_S:-200}" "$here/run" bench_gpu_step --devices=cuda:0 --benchmark_filter='width:64' \
-    --benchmark_counters_tabular=true
-  echo "# benchmark: exit $?"
+  timeout "${BENCH_LIMIT_S:-200}" "$here/run" bench_gpu_step "${bench[@]}" --benchmark_counters_tabular=true
+  bench_status=$?
+  echo "# benchmark: exit $bench_status"
   # PyTorch's step beside it (the machine's python3 with CUDA PyTorch), from the checkout the
   # bundle sits in.
   torch_step=$here/../../benchmarks/torch_gpu_step.py
   if [[ -f $torch_step ]]; then
-    timeout "${BENCH_LIMIT_S:-200}" python3 "$torch_step"
+    timeout "${BENCH_LIMIT_S:-200}" "${PYTHON:-python3}" "$torch_step" "${torch_args[@]}"
     echo "# PyTorch: exit $?"
   else
     echo "# PyTorch: $torch_step is not here; run benchmarks/torch_gpu_step.py from the checkout"
   fi
-  exit $tests
+  ((tests == 0)) || exit $tests
+  exit $bench_status
 } 2>&1 | tee "$out"
 status=${PIPESTATUS[0]}
 echo "gpu report: $out"
@@ -123,6 +149,18 @@ chmod +x "$bundle/setup.sh" "$bundle/run" "$bundle/report"
 du -sh "$bundle" | awk '{print "gpu_bundle: " $1 " in " $2 " (the device tool carries at most 64 MiB)"}'
 bytes=$(du -sb "$bundle" | cut -f1)
 if ((bytes > 64 * 1024 * 1024)); then
-  echo "gpu_bundle: $bundle is over the 64 MiB the device tool carries; leave a binary out or carry it separately" >&2
-  exit 1
+  if ((xz_level < 9)); then
+    echo "gpu_bundle: at xz -$xz_level the bundle is over the 64 MiB the device tool carries; -9 packs smaller (run without --dry-run to know)" >&2
+  else
+    echo "gpu_bundle: $bundle is over the 64 MiB the device tool carries; leave a binary out or carry it separately" >&2
+    exit 1
+  fi
+fi
+if ((dry_run)); then
+  # Unpack and report where it was packed (build/gpu-bundle-dry-run, placed as the real bundle
+  # is, so the report finds the checkout's benchmarks/ two levels up), then remove it.
+  bash "$bundle/setup.sh"
+  SPMD_REPORT_DEVICE=sim bash "$bundle/report" "$bundle/report.txt"
+  echo "gpu_bundle: dry run on sim passed"
+  rm -rf "$bundle"
 fi

@@ -2,8 +2,9 @@
 // used by hand and here automatically: the executor records the steps on a call after the first
 // (every cache filled, every pointer in the arena fixed), running them as it records, and on
 // later calls launches the recorded graphs instead of calling the kernels again. A step whose
-// kernel synchronises with the host (a collective's rendezvous, a label check) splits the graph:
-// it runs outside, between the graphs before and after it. Replayed only while every buffer is
+// kernel synchronises with the host (an in-process collective's rendezvous) splits the graph:
+// it runs outside, between the graphs before and after it. Data checks (labels) do not split it:
+// the executor reads their device flags at the call's end (DeferredCheck). Replayed only while every buffer is
 // where it was when recorded; SPMD_CUDA_GRAPHS=0 turns it off.
 #pragma once
 

@@ -2,14 +2,17 @@
 // work is asynchronous and in order on a stream, an error in queued work surfaces at the next
 // synchronize (naming the work) and the stream skips what was queued after it, the device is
 // usable again afterwards, and executors copy through its memory instead of reading host
-// pointers. jit runs on it (devices = "sim") and gives the cpu backend's bits.
+// pointers. jit runs on it (devices = "sim") and gives the cpu backend's bits. The two-stage
+// reductions give the same bits under every schedule the simulator draws.
 #include <atomic>
 #include <cstring>
 
+#include "KernelCases.h"
 #include "TestUtil.h"
 #include "frontend/spmd.h"
 #include "runtime/device/DeviceList.h"
 #include "runtime/exec/DeviceArray.h"
+#include "runtime/exec/Executor.h"
 #include "runtime/sim/SimDevice.h"
 
 namespace spmd::runtime {
@@ -68,6 +71,32 @@ TEST(SimDeviceTest, JitRunsOnTheSimulatorWithTheCpuBits) {
               "jit 'main': device list 'sim:2' has 2 devices but jit runs on one; use spmd::pmap to run one "
               "replica per device, or name one device (e.g. sim:1)");
   }
+}
+
+// The per-channel reductions (runtime/kernels/Slices.h: BatchNorm's statistics and backward
+// sums, reduce_*) cut their work by the shape alone and add the slices in order, so the blocks'
+// order, which each SPMD_SIM_SEED draws anew (as a GPU's scheduler would), changes no bit; the
+// cases with several slices per channel included. The race detector checks every launch.
+TEST(SimDeviceTest, TwoStageReductionsGiveTheSameBitsUnderEverySchedule) {
+  int checked = 0;
+  for (DType t : {DType::f32, DType::f64})
+    for (const KernelCase& c : kernelCases(t)) {
+      if (c.op.rfind("batch_norm_train", 0) != 0 && c.op.rfind("reduce_", 0) != 0) continue;
+      Program program = oneStepProgram(plainCase(c), "SimDeviceTest");
+      std::vector<std::vector<Array>> runs;
+      for (const char* seed : {"1", "2", "31337"}) {
+        setenv("SPMD_SIM_SEED", seed, 1);
+        Executor executor(program, makeDevice(parseDeviceList("sim"), 0));
+        runs.push_back(executor.run(c.inputs));
+        unsetenv("SPMD_SIM_SEED");
+      }
+      for (size_t r = 1; r < runs.size(); ++r)
+        for (size_t o = 0; o < runs[0].size(); ++o)
+          spmd::testing::expectClose(runs[r][o], runs[0][o], 0, 0, c.name + " output " + std::to_string(o) + ", seed " +
+                                                                      std::to_string(r) + " vs the first");
+      ++checked;
+    }
+  EXPECT_GE(checked, 40);
 }
 
 }  // namespace
