@@ -1,0 +1,217 @@
+// KernelChoices: pins, remembered and persisted choices, timing, process 0's choice for all.
+#include "runtime/device/KernelChoice.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <span>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "runtime/base/AtomicFile.h"
+#include "runtime/base/Error.h"
+#include "runtime/device/Job.h"
+
+namespace spmd::runtime {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+std::string namesOf(const std::vector<Variant>& variants) {
+  std::string text;
+  for (const Variant& v : variants) text += (text.empty() ? "" : ", ") + v.name;
+  return text.empty() ? "none" : text;
+}
+
+// Why `v` may not run: "" when it may.
+std::string refusal(const Variant& v, bool strictF32) {
+  if (!v.deterministic) return "its bits differ between runs (nondeterministic)";
+  if (strictF32 && v.tensorCores) return "it rounds f32 to TF32 on tensor cores (SPMD_ALLOW_TF32=1 allows it)";
+  return "";
+}
+
+const Variant* find(const std::vector<Variant>& variants, const std::string& name) {
+  for (const Variant& v : variants)
+    if (v.name == name) return &v;
+  return nullptr;
+}
+
+}  // namespace
+
+std::string keyText(const ChoiceKey& key) {
+  return key.device + " | " + key.library + " | " + key.op + " | " + key.shapes;
+}
+
+KernelChoices::KernelChoices(std::string path) : path_(std::move(path)) {
+  if (path_.empty()) return;
+  std::ifstream in(path_);
+  if (!in) return;  // written after the first choice
+  const std::string fix = "; delete it, or point SPMD_KERNEL_CACHE at another file";
+  Json file;
+  try {
+    file = Json::parse(in);
+  } catch (const std::exception& e) {
+    throw Error("kernel choices file " + path_ + " is not JSON (" + e.what() + ")" + fix);
+  }
+  try {
+    if (file.at("format").get<std::string>() != "spmd kernel choices 1")
+      throw Error("its format is '" + file.at("format").get<std::string>() + "', not 'spmd kernel choices 1'");
+    for (const Json& c : file.at("choices")) {
+      Entry e{{c.at("device").get<std::string>(), c.at("library").get<std::string>(), c.at("op").get<std::string>(),
+               c.at("shapes").get<std::string>()},
+              c.at("variant").get<std::string>(), c.at("seconds").get<double>()};
+      if (e.variant.empty()) throw Error("a choice names no variant");
+      entries_[keyText(e.key)] = e;
+    }
+  } catch (const std::exception& e) {
+    throw Error("kernel choices file " + path_ + " is not one spmd wrote (" + e.what() + ")" + fix);
+  }
+}
+
+void KernelChoices::pin(const std::string& text) {
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    if (item.empty()) continue;
+    const size_t colon = item.find(':');
+    if (colon == std::string::npos || colon == 0 || colon + 1 == item.size())
+      throw Error("SPMD_KERNELS: '" + item + "' is not op:variant (e.g. conv2d_forward:1); " +
+                  "spmd-run --kernels lists the ops and their variants");
+    pins_[item.substr(0, colon)] = item.substr(colon + 1);
+  }
+}
+
+Choice KernelChoices::choose(const ChoiceKey& key, const std::vector<Variant>& candidates, bool strictF32,
+                             const std::function<std::vector<double>(const std::vector<Variant>&)>& time,
+                             ChoiceExchange* exchange) {
+  std::lock_guard lock(mutex_);
+  const std::string where = key.op + " (" + key.shapes + ") on " + key.device;
+  std::vector<Variant> allowed;
+  std::string refused;
+  for (const Variant& v : candidates) {
+    const std::string why = refusal(v, strictF32);
+    if (why.empty())
+      allowed.push_back(v);
+    else
+      refused += "; " + v.name + ": " + why;
+  }
+  if (auto pinned = pins_.find(key.op); pinned != pins_.end()) {
+    const Variant* v = find(candidates, pinned->second);
+    if (!v)
+      throw Error("SPMD_KERNELS pins " + key.op + " to '" + pinned->second + "', which is not a variant of " + where +
+                  "; its variants: " + namesOf(candidates));
+    if (std::string why = refusal(*v, strictF32); !why.empty())
+      throw Error("SPMD_KERNELS pins " + key.op + " to '" + v->name + "', which may not run: " + why +
+                  "; the allowed variants of " + where + ": " + namesOf(allowed));
+    return {v->name, Choice::From::Pinned, key.op + ": " + v->name + ", pinned by SPMD_KERNELS"};
+  }
+  if (allowed.empty())
+    throw Error("no variant of " + where + " may run (" + std::to_string(candidates.size()) + " offered" + refused +
+                ")");
+  const std::string text = keyText(key);
+  if (exchange && exchange->rank() != 0) {
+    const std::string theirs = exchange->fromProcessZero("");
+    const size_t nl = theirs.find('\n');
+    const std::string device = theirs.substr(0, nl), variant = nl == std::string::npos ? "" : theirs.substr(nl + 1);
+    if (device != key.device)
+      throw Error("process 0 chose the kernel of " + key.op + " (" + key.shapes + ") on " + device +
+                  ", but this process runs " + key.device + ": a job's processes must run one device kind, or " +
+                  "their replicas' bits differ; run the job on GPUs of one kind");
+    if (!find(allowed, variant))
+      throw Error("process 0 chose variant '" + variant + "' of " + where + ", which this process does not offer " +
+                  "(allowed here: " + namesOf(allowed) + "); run every process with the same library versions");
+    entries_[text] = {key, variant, 0};
+    return {variant, Choice::From::ProcessZero, key.op + ": " + variant + ", process 0's choice"};
+  }
+  Choice choice;
+  if (auto it = entries_.find(text); it != entries_.end() && find(allowed, it->second.variant)) {
+    choice = {it->second.variant, Choice::From::Remembered,
+              key.op + ": " + it->second.variant + ", chosen before" + (path_.empty() ? "" : " (" + path_ + ")")};
+  } else {
+    std::string elsewhere;
+    for (const auto& [_, e] : entries_)
+      if (e.key.library == key.library && e.key.op == key.op && e.key.shapes == key.shapes && e.key.device != key.device)
+        elsewhere = "; the choice " + path_ + " holds was made on " + e.key.device + ", not on " + key.device +
+                    ", so it is not used";
+    const std::vector<double> seconds = time(allowed);
+    if (seconds.size() != allowed.size())
+      throw Error("timing " + where + " gave " + std::to_string(seconds.size()) + " times for " +
+                  std::to_string(allowed.size()) + " variants");
+    int best = -1;
+    for (size_t i = 0; i < allowed.size(); ++i)
+      if (std::isfinite(seconds[i]) && seconds[i] >= 0 && (best < 0 || seconds[i] < seconds[size_t(best)])) best = int(i);
+    if (best < 0)
+      throw Error("none of the allowed variants of " + where + " ran (" + namesOf(allowed) + ")");
+    entries_[text] = {key, allowed[size_t(best)].name, seconds[size_t(best)]};
+    save();
+    char ms[32];
+    std::snprintf(ms, sizeof ms, "%.3f", seconds[size_t(best)] * 1e3);
+    choice = {allowed[size_t(best)].name, Choice::From::Timed,
+              key.op + ": " + allowed[size_t(best)].name + ", the fastest of " + std::to_string(allowed.size()) +
+                  " timed (" + ms + " ms)" + elsewhere};
+  }
+  if (exchange) exchange->fromProcessZero(key.device + "\n" + choice.variant);
+  return choice;
+}
+
+void KernelChoices::save() const {
+  if (path_.empty()) return;
+  Json file{{"format", "spmd kernel choices 1"}, {"choices", Json::array()}};
+  for (const auto& [_, e] : entries_)
+    file["choices"].push_back({{"device", e.key.device}, {"library", e.key.library}, {"op", e.key.op},
+                               {"shapes", e.key.shapes}, {"variant", e.variant}, {"seconds", e.seconds}});
+  const std::string text = file.dump(1) + "\n";
+  writeFileAtomically(path_, {std::as_bytes(std::span(text.data(), text.size()))});
+}
+
+std::map<std::string, std::string> KernelChoices::remembered() const {
+  std::lock_guard lock(mutex_);
+  std::map<std::string, std::string> out;
+  for (const auto& [text, e] : entries_) out[text] = e.variant;
+  return out;
+}
+
+namespace {
+
+class JobExchange final : public ChoiceExchange {
+ public:
+  explicit JobExchange(const Job& job) : job_(job) {}
+  int rank() const override { return job_.info().rank; }
+  std::string fromProcessZero(const std::string& text) override {
+    std::vector<std::byte> size(sizeof(uint64_t));
+    const uint64_t mine = text.size();
+    std::memcpy(size.data(), &mine, sizeof mine);
+    job_.broadcast(size, "the size of process 0's kernel choice");
+    uint64_t bytes = 0;
+    std::memcpy(&bytes, size.data(), sizeof bytes);
+    std::vector<std::byte> data(bytes);
+    if (rank() == 0) std::memcpy(data.data(), text.data(), bytes);
+    if (bytes) job_.broadcast(data, "process 0's kernel choice");
+    return std::string(reinterpret_cast<const char*>(data.data()), data.size());
+  }
+
+ private:
+  const Job& job_;
+};
+
+}  // namespace
+
+std::unique_ptr<ChoiceExchange> exchangeOf(const Job& job) {
+  if (job.info().size <= 1) return nullptr;
+  return std::make_unique<JobExchange>(job);
+}
+
+KernelChoices& KernelChoices::process() {
+  static const std::unique_ptr<KernelChoices> choices = [] {
+    const char* path = std::getenv("SPMD_KERNEL_CACHE");
+    auto c = std::make_unique<KernelChoices>(path ? path : "");
+    if (const char* pins = std::getenv("SPMD_KERNELS")) c->pin(pins);
+    return c;
+  }();
+  return *choices;
+}
+
+}  // namespace spmd::runtime

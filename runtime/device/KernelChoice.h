@@ -1,0 +1,96 @@
+// Kernels chosen by measurement, the same in every process and in every run on one device kind,
+// as XLA's autotuner and cuDNN's benchmark mode choose, but reproducibly. For one op on one set
+// of shapes a backend offers variants (cuDNN's algorithms or engines, the CPU's oneDNN, Winograd,
+// strided kernels); the choice:
+//   - a variant pinned by name (SPMD_KERNELS=conv2d_forward:3,...) wins; an unknown name is
+//     refused, listing the valid ones;
+//   - only variants whose bits repeat run (cuDNN's nondeterministic ones never), and in strict
+//     f32 none that rounds to TF32 on tensor cores;
+//   - a choice made before for the same device kind, library version, op and shapes is taken
+//     without timing (kept in memory, and in SPMD_KERNEL_CACHE's file across runs); a choice the
+//     file holds for another device kind is not used, and the log says so;
+//   - else the allowed variants are timed and the fastest taken (the first of equals);
+//   - in a job of several processes process 0 chooses and every other process takes its choice
+//     (refused, naming both, when process 0 runs another device kind), so every replica runs the
+//     same kernels and the bits promise holds.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace spmd::runtime {
+
+struct Variant {
+  std::string name;           // as the backend lists and a pin names it ("1", "winograd")
+  bool deterministic = true;  // the same bits on every run (no atomics in its sums)
+  bool tensorCores = false;   // rounds f32 inputs to TF32
+};
+
+// What a choice is for: everything a kernel's speed depends on.
+struct ChoiceKey {
+  std::string device;   // "NVIDIA H100 80GB HBM3 (sm_90)"
+  std::string library;  // "cuDNN 91000"
+  std::string op;       // "conv2d_forward": what pins name
+  std::string shapes;   // dtypes, shapes and attributes, e.g. "f32 x[64, 1, 28, 28] w[...] stride 1 1"
+};
+
+// How process 0's choices reach the other processes of a job.
+class ChoiceExchange {
+ public:
+  virtual ~ChoiceExchange() = default;
+  virtual int rank() const = 0;
+  // Process 0's `text` on every process (every process calls it, in the same order).
+  virtual std::string fromProcessZero(const std::string& text) = 0;
+};
+
+class Job;
+// The processes of `job` as a ChoiceExchange (its broadcast); null for a job of one process.
+std::unique_ptr<ChoiceExchange> exchangeOf(const Job& job);
+
+struct Choice {
+  enum class From { Pinned, Remembered, Timed, ProcessZero };
+  std::string variant;
+  From from = From::Timed;
+  std::string why;  // one line for SPMD_LOG_COMPILES
+};
+
+class KernelChoices {
+ public:
+  // `path`: the file of persisted choices (read now when it exists, rewritten atomically after
+  // each new choice); empty: choices are kept for this process only. Throws naming the file when
+  // it is not one this class wrote.
+  explicit KernelChoices(std::string path = {});
+  // Pins from text "op:variant,op:variant" (SPMD_KERNELS); throws on a malformed entry.
+  void pin(const std::string& text);
+  // The variant to run for `key` among `candidates` (see the header). `time` gets the allowed
+  // candidates and returns their seconds (NaN or infinity: could not run). `exchange`: the job's
+  // processes, or null for this process alone.
+  Choice choose(const ChoiceKey& key, const std::vector<Variant>& candidates, bool strictF32,
+                const std::function<std::vector<double>(const std::vector<Variant>&)>& time,
+                ChoiceExchange* exchange = nullptr);
+  // The choices this process made or read, by key text (tests, spmd-run).
+  std::map<std::string, std::string> remembered() const;
+  // The process's choices: SPMD_KERNEL_CACHE's file and SPMD_KERNELS's pins, read on first use.
+  static KernelChoices& process();
+
+ private:
+  struct Entry {
+    ChoiceKey key;
+    std::string variant;
+    double seconds = 0;
+  };
+  void save() const;  // with mutex_ held
+  mutable std::mutex mutex_;
+  std::string path_;
+  std::map<std::string, std::string> pins_;  // op -> variant
+  std::map<std::string, Entry> entries_;     // by keyText
+};
+
+// "device | library | op | shapes": the key as one line.
+std::string keyText(const ChoiceKey& key);
+
+}  // namespace spmd::runtime

@@ -1,0 +1,199 @@
+// Kernel choices by measurement (runtime/device/KernelChoice.h), the host side without a GPU: a
+// stubbed variant list stands for cuDNN's algorithms. Nondeterministic variants (and, in strict
+// f32, TF32 ones) are never timed or chosen; a remembered or persisted choice is taken without
+// timing; process 0's choice is taken by every other process; a choice made on another device
+// kind is not used, and a process on another kind than process 0's is refused; pins win, and a
+// bad pin is refused listing the variants.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "TestUtil.h"
+#include "runtime/device/Job.h"
+#include "runtime/device/KernelChoice.h"
+
+namespace spmd::runtime {
+namespace {
+
+using spmd::testing::errorOf;
+
+const std::vector<Variant> kAlgorithms = {
+    {"0", true, false},   // deterministic, slow
+    {"1", false, false},  // nondeterministic (atomics), the fastest of all
+    {"2", true, true},    // TF32 on tensor cores
+    {"6", true, false},   // deterministic, the fastest allowed in strict f32
+};
+const ChoiceKey kH100{"NVIDIA H100 80GB HBM3 (sm_90)", "cuDNN 91000", "conv2d_forward",
+                      "f32 x[64, 64, 28, 28] w[64, 64, 3, 3] stride 1 1 padding 1 1"};
+
+// Times by name (ms), recording what it was asked to time.
+struct StubTimer {
+  std::map<std::string, double> ms = {{"0", 9}, {"1", 1}, {"2", 2}, {"6", 4}};
+  std::vector<std::string> asked;
+  std::function<std::vector<double>(const std::vector<Variant>&)> fn() {
+    return [this](const std::vector<Variant>& variants) {
+      std::vector<double> seconds;
+      for (const Variant& v : variants) asked.push_back(v.name), seconds.push_back(ms.at(v.name) * 1e-3);
+      return seconds;
+    };
+  }
+};
+
+auto noTiming() {
+  return [](const std::vector<Variant>&) -> std::vector<double> {
+    ADD_FAILURE() << "timed, but the choice should have been taken without timing";
+    return {};
+  };
+}
+
+std::string tempFile(const std::string& name) {
+  auto dir = std::filesystem::temp_directory_path() / ("spmd-kernel-choice-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::filesystem::remove(dir / name);
+  return (dir / name).string();
+}
+
+TEST(KernelChoiceTest, NondeterministicVariantsAreNeverTimedOrChosen) {
+  KernelChoices choices;
+  StubTimer timer;
+  Choice c = choices.choose(kH100, kAlgorithms, /*strictF32=*/true, timer.fn());
+  EXPECT_EQ(c.variant, "6");
+  EXPECT_EQ(c.from, Choice::From::Timed);
+  EXPECT_EQ(timer.asked, (std::vector<std::string>{"0", "6"})) << "neither the nondeterministic nor the TF32 one runs";
+  EXPECT_NE(c.why.find("the fastest of 2 timed (4.000 ms)"), std::string::npos) << c.why;
+  // With TF32 allowed, the tensor-core variant competes; the nondeterministic one still does not.
+  KernelChoices tf32;
+  StubTimer again;
+  EXPECT_EQ(tf32.choose(kH100, kAlgorithms, /*strictF32=*/false, again.fn()).variant, "2");
+  EXPECT_EQ(again.asked, (std::vector<std::string>{"0", "2", "6"}));
+  // Nothing allowed: an error naming each variant and why.
+  std::string message = errorOf([&] {
+    KernelChoices none;
+    none.choose(kH100, {{"1", false, false}, {"2", true, true}}, true, StubTimer().fn());
+  });
+  EXPECT_NE(message.find("no variant of conv2d_forward"), std::string::npos) << message;
+  EXPECT_NE(message.find("1: its bits differ between runs (nondeterministic)"), std::string::npos) << message;
+  EXPECT_NE(message.find("2: it rounds f32 to TF32 on tensor cores (SPMD_ALLOW_TF32=1 allows it)"), std::string::npos)
+      << message;
+  // A variant that fails to run (NaN) is passed over.
+  KernelChoices failing;
+  StubTimer broken;
+  broken.ms["6"] = std::nan("");
+  EXPECT_EQ(failing.choose(kH100, kAlgorithms, true, broken.fn()).variant, "0");
+}
+
+TEST(KernelChoiceTest, APersistedChoiceIsUsedWithoutTiming) {
+  const std::string path = tempFile("choices.json");
+  {
+    KernelChoices first(path);
+    StubTimer timer;
+    EXPECT_EQ(first.choose(kH100, kAlgorithms, true, timer.fn()).variant, "6");
+    EXPECT_EQ(first.choose(kH100, kAlgorithms, true, noTiming()).from, Choice::From::Remembered);
+  }
+  ASSERT_TRUE(std::filesystem::exists(path));
+  KernelChoices later(path);  // a later run on the same device kind
+  Choice c = later.choose(kH100, kAlgorithms, true, noTiming());
+  EXPECT_EQ(c.variant, "6");
+  EXPECT_EQ(c.from, Choice::From::Remembered);
+  EXPECT_NE(c.why.find(path), std::string::npos) << c.why;
+  EXPECT_EQ(later.remembered().size(), 1u);
+  // Another shape is a new choice, timed, and kept beside the first.
+  ChoiceKey other = kH100;
+  other.shapes = "f32 x[256, 64, 28, 28] w[64, 64, 3, 3] stride 1 1 padding 1 1";
+  StubTimer timer;
+  timer.ms["0"] = 3;
+  EXPECT_EQ(later.choose(other, kAlgorithms, true, timer.fn()).variant, "0");
+  EXPECT_EQ(KernelChoices(path).remembered().size(), 2u);
+  // A file that is not one: a clear error naming it and the fix.
+  std::ofstream(path) << "{\"format\": \"something else\", \"choices\": []}";
+  std::string message = errorOf([&] { KernelChoices bad(path); });
+  EXPECT_NE(message.find("kernel choices file " + path + " is not one spmd wrote"), std::string::npos) << message;
+  EXPECT_NE(message.find("delete it, or point SPMD_KERNEL_CACHE at another file"), std::string::npos) << message;
+  std::ofstream(path) << "not json";
+  EXPECT_NE(errorOf([&] { KernelChoices bad(path); }).find("is not JSON"), std::string::npos);
+}
+
+// Stands for the job's broadcast: process 0's text reaches the others.
+struct FakeJob {
+  std::string broadcast;
+  struct Process final : ChoiceExchange {
+    FakeJob* job;
+    int r;
+    Process(FakeJob* j, int rank) : job(j), r(rank) {}
+    int rank() const override { return r; }
+    std::string fromProcessZero(const std::string& text) override {
+      if (r == 0) job->broadcast = text;
+      return job->broadcast;
+    }
+  };
+};
+
+TEST(KernelChoiceTest, ProcessZerosChoiceIsTakenByEveryProcess) {
+  FakeJob job;
+  FakeJob::Process zero(&job, 0), one(&job, 1);
+  KernelChoices onZero, onOne;
+  StubTimer timer;
+  Choice c0 = onZero.choose(kH100, kAlgorithms, true, timer.fn(), &zero);
+  EXPECT_EQ(c0.variant, "6");
+  EXPECT_EQ(job.broadcast, kH100.device + "\n6");
+  // Process 1 would time "0" faster on its own clock; it takes process 0's choice untimed.
+  Choice c1 = onOne.choose(kH100, kAlgorithms, true, noTiming(), &one);
+  EXPECT_EQ(c1.variant, "6");
+  EXPECT_EQ(c1.from, Choice::From::ProcessZero);
+  // A choice process 1 does not offer (other library versions): refused, saying why.
+  job.broadcast = kH100.device + "\n7";
+  std::string message = errorOf([&] { KernelChoices fresh; fresh.choose(kH100, kAlgorithms, true, noTiming(), &one); });
+  EXPECT_NE(message.find("process 0 chose variant '7'"), std::string::npos) << message;
+  EXPECT_EQ(exchangeOf(Job::single()), nullptr) << "a job of one process needs no exchange";
+}
+
+TEST(KernelChoiceTest, AChoiceMadeOnAnotherGpuKindIsRefusedWithAMessage) {
+  const std::string path = tempFile("h100.json");
+  StubTimer timer;
+  KernelChoices(path).choose(kH100, kAlgorithms, true, timer.fn());
+  ChoiceKey h200 = kH100;
+  h200.device = "NVIDIA H200 (sm_90)";
+  KernelChoices onH200(path);
+  StubTimer again;
+  Choice c = onH200.choose(h200, kAlgorithms, true, again.fn());
+  EXPECT_EQ(c.from, Choice::From::Timed) << "the H100's choice is not used on an H200";
+  EXPECT_FALSE(again.asked.empty());
+  EXPECT_NE(c.why.find("was made on NVIDIA H100 80GB HBM3 (sm_90), not on NVIDIA H200 (sm_90), so it is not used"),
+            std::string::npos)
+      << c.why;
+  // In a job, a process on another kind than process 0's is refused, naming both.
+  FakeJob job;
+  job.broadcast = kH100.device + "\n6";
+  FakeJob::Process one(&job, 1);
+  std::string message = errorOf([&] { KernelChoices k; k.choose(h200, kAlgorithms, true, noTiming(), &one); });
+  EXPECT_NE(message.find("process 0 chose the kernel of conv2d_forward"), std::string::npos) << message;
+  EXPECT_NE(message.find("on NVIDIA H100 80GB HBM3 (sm_90), but this process runs NVIDIA H200 (sm_90)"),
+            std::string::npos)
+      << message;
+}
+
+TEST(KernelChoiceTest, APinnedVariantWinsAndABadPinIsRefusedListingTheVariants) {
+  KernelChoices pinned;
+  pinned.pin("conv2d_forward:0,conv2d_backward_data:3");
+  Choice c = pinned.choose(kH100, kAlgorithms, true, noTiming());
+  EXPECT_EQ(c.variant, "0");
+  EXPECT_EQ(c.from, Choice::From::Pinned);
+  KernelChoices unknown;
+  unknown.pin("conv2d_forward:winograd");
+  EXPECT_EQ(errorOf([&] { unknown.choose(kH100, kAlgorithms, true, noTiming()); }),
+            "SPMD_KERNELS pins conv2d_forward to 'winograd', which is not a variant of conv2d_forward (" + kH100.shapes +
+                ") on " + kH100.device + "; its variants: 0, 1, 2, 6");
+  KernelChoices nondeterministic;
+  nondeterministic.pin("conv2d_forward:1");
+  EXPECT_NE(errorOf([&] { nondeterministic.choose(kH100, kAlgorithms, true, noTiming()); })
+                .find("which may not run: its bits differ between runs (nondeterministic); the allowed variants"),
+            std::string::npos);
+  KernelChoices malformed;
+  EXPECT_NE(errorOf([&] { malformed.pin("conv2d_forward"); }).find("'conv2d_forward' is not op:variant"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace spmd::runtime
