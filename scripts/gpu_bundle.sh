@@ -11,7 +11,7 @@
 # and says what still does not resolve; build/gpu-bundle/run runs a binary with those libraries,
 # and build/gpu-bundle/report runs every GPU check in one go (one report file).
 #
-# `gpu_bundle.sh --dry-run` (ctest's gpu_bundle_dry_run, so the report cannot rot between GPU
+# `gpu_bundle.sh --dry-run` (ctest's bench_gpu_report_dry_run, so the report cannot rot between GPU
 # runs): packs the same bundle at xz -1 (XZ_LEVEL; fast, and an upper bound of the -9 size)
 # into build/gpu-bundle-dry-run (a real bundle stays as it was), unpacks it with setup.sh, runs
 # the report there on the simulator

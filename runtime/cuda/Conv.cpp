@@ -1,23 +1,27 @@
 // CUDA convolution and its two backward ops through cuDNN: descriptors built and the algorithm
 // chosen on the first call, then cached in the step. The choice is cuDNN's heuristic
-// (cudnnGet*Algorithm_v7: no timing), the first deterministic algorithm it ranks: a timed search
-// (cudnnFind*) picks by the clock, so two compilations of one step, or two processes of one
+// (cudnnGet*Algorithm_v7: no timing), the first deterministic algorithm it ranks: a search timed
+// afresh (cudnnFind*) picks by the clock, so two compilations of one step, or two processes of one
 // group, could pick different algorithms and their bits would differ (seen on an H100: the same
 // step compiled twice differed by 1e-5 relative in f32). SPMD_CUDNN_SEARCH=1 times them instead
-// (cudnnFind*, as PyTorch's cudnn.benchmark), once per shape in a process: every replica and
-// compilation in the process takes that choice, and a job of several processes refuses the
-// switch, since their clocks could choose apart. f32 convolutions
+// (cudnnFind*, as PyTorch's cudnn.benchmark) through the process's KernelChoices
+// (runtime/device/KernelChoice.h): the heuristic's deterministic algorithms are the candidates,
+// timed once per (GPU model, cuDNN version, shapes), the choice remembered for every replica and
+// compilation, persisted in SPMD_KERNEL_CACHE's file, and in a job of several processes made by
+// process 0 for all; SPMD_KERNELS=conv2d_forward:N (conv2d_backward_data, conv2d_backward_filter)
+// pins an algorithm. f32 convolutions
 // use FMA math (no TF32) unless SPMD_ALLOW_TF32=1; bf16 ones (steps the compiler kept in bf16,
 // runtime/program/Bf16Kernels.h) accumulate in f32 and may use tensor cores.
 #include <cudnn.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <map>
 #include <memory>
-#include <mutex>
+#include <vector>
 
 #include "runtime/base/Parse.h"
+#include "runtime/device/KernelChoice.h"
 #include "runtime/mpi/Processes.h"
 #include "runtime/cuda/Cuda.h"
 #include "runtime/cuda/Kernels.h"
@@ -115,56 +119,83 @@ struct Scale {
   const void* zero(DType t) const { return t == DType::f64 ? (const void*)&d0 : (const void*)&f0; }
 };
 
-// The timed choices of this process (SPMD_CUDNN_SEARCH=1), by direction, shapes, attributes
-// and math.
-std::mutex searchedMutex;
-std::map<std::string, int> searched;
-
-std::string searchKey(const char* what, const KernelCall& call, const TensorView& x, const TensorView& w,
-                      const TensorView& y, bool fmaOnly) {
-  std::string key = std::string(what) + " " + std::string(dtypeName(x.dtype)) + (fmaOnly ? " fma" : "");
+std::string shapesKey(const KernelCall& call, const TensorView& x, const TensorView& w, const TensorView& y,
+                      bool fmaOnly) {
+  std::string key = std::string(dtypeName(x.dtype)) + (fmaOnly ? " fma" : "");
   for (const TensorView* t : {&x, &w, &y}) key += " " + shapeString(Shape(t->shape.begin(), t->shape.end()));
-  for (const char* attr : {"stride", "padding"})
+  for (const char* attr : {"stride", "padding"}) {
+    key += std::string(" ") + attr;
     for (int64_t v : call.step.ints(attr)) key += " " + std::to_string(v);
+  }
   return key;
 }
 
+// "NVIDIA H100 80GB HBM3 (sm_90)": what a timed choice is valid for.
+std::string deviceKind(const KernelCall& call) {
+  cudaDeviceProp props;
+  check(cudaGetDeviceProperties(&props, deviceOf(call).index()), "device query");
+  return std::string(props.name) + " (" + deviceOf(call).arch() + ")";
+}
+
+// The algorithms a cuDNN ranking (or search) returned that can run, once each, in its order.
+template <typename Perf>
+std::vector<Variant> variantsOf(const Perf* results, int found) {
+  std::vector<Variant> variants;
+  for (int i = 0; i < found; ++i) {
+    if (results[i].status != CUDNN_STATUS_SUCCESS) continue;
+    const std::string name = std::to_string(static_cast<int>(results[i].algo));
+    bool seen = false;
+    for (const Variant& v : variants) seen |= v.name == name;
+    if (!seen)
+      variants.push_back({name, results[i].determinism == CUDNN_DETERMINISTIC, tensorCores(results[i].mathType)});
+  }
+  return variants;
+}
+
 // The step's plan, made on its first call: descriptors for (x, w, y), the algorithm `rank` (a
-// cudnnGet*Algorithm_v7 call filling Perf results) puts first among the deterministic ones, or
-// with SPMD_CUDNN_SEARCH=1 the one `search` (cudnnFind*) times fastest, and its workspace
-// (`size`, a cudnnGet*WorkspaceSize call).
+// cudnnGet*Algorithm_v7 call filling Perf results) puts first among the deterministic ones, or,
+// with SPMD_CUDNN_SEARCH=1 or a pin for `op`, the process's KernelChoices' choice among them
+// (timed by `search`, a cudnnFind* call), and its workspace (`size`, a cudnnGet*WorkspaceSize call).
 template <typename Perf, typename Rank, typename Search, typename Size>
 ConvPlan& cachedPlan(KernelCall& call, const TensorView& x, const TensorView& w, const TensorView& y,
-                     const char* what, Rank rank, Search search, Size size) {
+                     const char* op, const char* what, Rank rank, Search search, Size size) {
   if (!call.cache) {
     const bool tf32 = envSwitch("SPMD_ALLOW_TF32").value_or(false), fmaOnly = x.dtype == DType::f32 && !tf32;
     std::shared_ptr<ConvPlan> p = plan(call, x, w, y, tf32);
     Perf results[16];
     int found = 0;
-    if (envSwitch("SPMD_CUDNN_SEARCH").value_or(false)) {
-      if (const int count = processes().size; count > 1)
-        throw Error("SPMD_CUDNN_SEARCH=1 chooses cuDNN's convolution algorithms by timing them, which " +
-                    std::to_string(count) + " processes could do differently, and their replicas would then differ "
-                    "in bits; unset it for a job of several processes (cuDNN's heuristic then chooses, the same "
-                    "in every process)");
-      std::lock_guard lock(searchedMutex);
-      const std::string key = searchKey(what, call, x, w, y, fmaOnly);
-      if (auto it = searched.find(key); it != searched.end()) {
-        p->algo = it->second;
-      } else {
-        checkDnn(search(handleOf(call), *p, results, &found), what);
-        choose(*p, results, found, fmaOnly, call);
-        searched[key] = p->algo;
-      }
+    checkDnn(rank(handleOf(call), *p, results, &found), what);
+    KernelChoices& choices = KernelChoices::process();
+    std::string why;
+    if (envSwitch("SPMD_CUDNN_SEARCH").value_or(false) || choices.pinned(op)) {
+      const ChoiceKey key{deviceKind(call), "cuDNN " + std::to_string(cudnnGetVersion()), op,
+                          shapesKey(call, x, w, y, fmaOnly)};
+      auto time = [&](const std::vector<Variant>& allowed) {
+        Perf timed[16];
+        int count = 0;
+        checkDnn(search(handleOf(call), *p, timed, &count), what);
+        std::vector<double> seconds(allowed.size(), std::nan(""));
+        for (size_t i = 0; i < allowed.size(); ++i)
+          for (int j = 0; j < count; ++j)
+            if (timed[j].status == CUDNN_STATUS_SUCCESS && std::to_string(static_cast<int>(timed[j].algo)) == allowed[i].name &&
+                !(seconds[i] <= double(timed[j].time) * 1e-3))
+              seconds[i] = double(timed[j].time) * 1e-3;
+        return seconds;
+      };
+      // Process 0 chooses for a program whose replicas span the job's processes.
+      std::unique_ptr<ChoiceExchange> exchange = call.comm && processes().size > 1 ? exchangeOf(processJob()) : nullptr;
+      const Choice choice = choices.choose(key, variantsOf(results, found), fmaOnly, time, exchange.get());
+      p->algo = std::stoi(choice.variant);
+      why = choice.why;
     } else {
-      checkDnn(rank(handleOf(call), *p, results, &found), what);
       choose(*p, results, found, fmaOnly, call);
+      why = "cuDNN's heuristic";
     }
     checkDnn(size(handleOf(call), *p, &p->workspace), std::string(what) + " workspace");
     if (envSwitch("SPMD_LOG_COMPILES").value_or(false))
-      std::fprintf(stderr, "spmd: cuDNN %s for '%s' (%s), x %s, w %s: algorithm %d, workspace %zu bytes\n", what,
+      std::fprintf(stderr, "spmd: cuDNN %s for '%s' (%s), x %s, w %s: algorithm %d (%s), workspace %zu bytes\n", what,
                    call.step.op.c_str(), call.step.location.c_str(), shapeString(Shape(x.shape.begin(), x.shape.end())).c_str(),
-                   shapeString(Shape(w.shape.begin(), w.shape.end())).c_str(), p->algo, p->workspace);
+                   shapeString(Shape(w.shape.begin(), w.shape.end())).c_str(), p->algo, why.c_str(), p->workspace);
     call.cache = p;
   }
   return *static_cast<ConvPlan*>(call.cache.get());
@@ -180,7 +211,7 @@ void* workspaceFor(const KernelCall& call, const ConvPlan& p) {
 void conv2d(KernelCall& call) {
   const TensorView &x = call.in[0], &w = call.in[1], &y = call.out[0];
   ConvPlan& p = cachedPlan<cudnnConvolutionFwdAlgoPerf_t>(
-      call, x, w, y, "forward algorithm choice",
+      call, x, w, y, "conv2d_forward", "forward algorithm choice",
       [](cudnnHandle_t h, ConvPlan& p, auto* results, int* found) {
         return cudnnGetConvolutionForwardAlgorithm_v7(h, p.x, p.w, p.conv, p.y, 16, found, results);
       },
@@ -213,7 +244,7 @@ void conv2d(KernelCall& call) {
 void conv2d_backward_data(KernelCall& call) {
   const TensorView &dy = call.in[0], &w = call.in[1], &dx = call.out[0];
   ConvPlan& p = cachedPlan<cudnnConvolutionBwdDataAlgoPerf_t>(
-      call, dx, w, dy, "backward-data algorithm choice",
+      call, dx, w, dy, "conv2d_backward_data", "backward-data algorithm choice",
       [](cudnnHandle_t h, ConvPlan& p, auto* results, int* found) {
         return cudnnGetConvolutionBackwardDataAlgorithm_v7(h, p.w, p.y, p.conv, p.x, 16, found, results);
       },
@@ -235,7 +266,7 @@ void conv2d_backward_data(KernelCall& call) {
 void conv2d_backward_filter(KernelCall& call) {
   const TensorView &x = call.in[0], &dy = call.in[1], &dw = call.out[0];
   ConvPlan& p = cachedPlan<cudnnConvolutionBwdFilterAlgoPerf_t>(
-      call, x, dw, dy, "backward-filter algorithm choice",
+      call, x, dw, dy, "conv2d_backward_filter", "backward-filter algorithm choice",
       [](cudnnHandle_t h, ConvPlan& p, auto* results, int* found) {
         return cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, p.x, p.y, p.conv, p.w, 16, found, results);
       },

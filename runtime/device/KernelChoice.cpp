@@ -84,6 +84,11 @@ void KernelChoices::pin(const std::string& text) {
   }
 }
 
+bool KernelChoices::pinned(const std::string& op) const {
+  std::lock_guard lock(mutex_);
+  return pins_.count(op) > 0;
+}
+
 Choice KernelChoices::choose(const ChoiceKey& key, const std::vector<Variant>& candidates, bool strictF32,
                              const std::function<std::vector<double>(const std::vector<Variant>&)>& time,
                              ChoiceExchange* exchange) {
@@ -112,10 +117,24 @@ Choice KernelChoices::choose(const ChoiceKey& key, const std::vector<Variant>& c
     throw Error("no variant of " + where + " may run (" + std::to_string(candidates.size()) + " offered" + refused +
                 ")");
   const std::string text = keyText(key);
+  // What process 0 sends: the choice's key without the device, the device, the variant. Each key
+  // is exchanged once per process (agreed_), the first time one of its replicas meets it: every
+  // process meets its steps' keys in the same order, whatever its threads do.
+  const std::string what = key.library + " | " + key.op + " | " + key.shapes;
+  const bool agreed = agreed_.count(text) > 0;
   if (exchange && exchange->rank() != 0) {
+    if (agreed) {
+      const std::string& variant = entries_.at(text).variant;
+      return {variant, Choice::From::ProcessZero, key.op + ": " + variant + ", process 0's choice"};
+    }
     const std::string theirs = exchange->fromProcessZero("");
-    const size_t nl = theirs.find('\n');
-    const std::string device = theirs.substr(0, nl), variant = nl == std::string::npos ? "" : theirs.substr(nl + 1);
+    const size_t a = theirs.find('\n'), b = a == std::string::npos ? a : theirs.find('\n', a + 1);
+    if (b == std::string::npos) throw Error("process 0 sent no kernel choice for " + where);
+    const std::string choiceOf = theirs.substr(0, a), device = theirs.substr(a + 1, b - a - 1),
+                      variant = theirs.substr(b + 1);
+    if (choiceOf != what)
+      throw Error("process 0 sent its kernel choice for " + choiceOf + " while this process chose for " + what +
+                  ": the processes run different programs");
     if (device != key.device)
       throw Error("process 0 chose the kernel of " + key.op + " (" + key.shapes + ") on " + device +
                   ", but this process runs " + key.device + ": a job's processes must run one device kind, or " +
@@ -124,6 +143,7 @@ Choice KernelChoices::choose(const ChoiceKey& key, const std::vector<Variant>& c
       throw Error("process 0 chose variant '" + variant + "' of " + where + ", which this process does not offer " +
                   "(allowed here: " + namesOf(allowed) + "); run every process with the same library versions");
     entries_[text] = {key, variant, 0};
+    agreed_.insert(text);
     return {variant, Choice::From::ProcessZero, key.op + ": " + variant + ", process 0's choice"};
   }
   Choice choice;
@@ -153,7 +173,10 @@ Choice KernelChoices::choose(const ChoiceKey& key, const std::vector<Variant>& c
               key.op + ": " + allowed[size_t(best)].name + ", the fastest of " + std::to_string(allowed.size()) +
                   " timed (" + ms + " ms)" + elsewhere};
   }
-  if (exchange) exchange->fromProcessZero(key.device + "\n" + choice.variant);
+  if (exchange && !agreed) {
+    exchange->fromProcessZero(what + "\n" + key.device + "\n" + choice.variant);
+    agreed_.insert(text);
+  }
   return choice;
 }
 

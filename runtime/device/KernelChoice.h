@@ -19,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -66,6 +67,7 @@ class KernelChoices {
   explicit KernelChoices(std::string path = {});
   // Pins from text "op:variant,op:variant" (SPMD_KERNELS); throws on a malformed entry.
   void pin(const std::string& text);
+  bool pinned(const std::string& op) const;
   // The variant to run for `key` among `candidates` (see the header). `time` gets the allowed
   // candidates and returns their seconds (NaN or infinity: could not run). `exchange`: the job's
   // processes, or null for this process alone.
@@ -88,6 +90,7 @@ class KernelChoices {
   std::string path_;
   std::map<std::string, std::string> pins_;  // op -> variant
   std::map<std::string, Entry> entries_;     // by keyText
+  std::set<std::string> agreed_;             // keys exchanged with the job's processes
 };
 
 // "device | library | op | shapes": the key as one line.

@@ -137,13 +137,25 @@ TEST(KernelChoiceTest, ProcessZerosChoiceIsTakenByEveryProcess) {
   StubTimer timer;
   Choice c0 = onZero.choose(kH100, kAlgorithms, true, timer.fn(), &zero);
   EXPECT_EQ(c0.variant, "6");
-  EXPECT_EQ(job.broadcast, kH100.device + "\n6");
+  const std::string what = kH100.library + " | " + kH100.op + " | " + kH100.shapes;
+  EXPECT_EQ(job.broadcast, what + "\n" + kH100.device + "\n6");
   // Process 1 would time "0" faster on its own clock; it takes process 0's choice untimed.
   Choice c1 = onOne.choose(kH100, kAlgorithms, true, noTiming(), &one);
   EXPECT_EQ(c1.variant, "6");
   EXPECT_EQ(c1.from, Choice::From::ProcessZero);
+  // Each key is exchanged once per process: another replica of either process meets it again
+  // without a broadcast (which the other process would not match).
+  job.broadcast = "(not sent again)";
+  EXPECT_EQ(onZero.choose(kH100, kAlgorithms, true, noTiming(), &zero).variant, "6");
+  EXPECT_EQ(onOne.choose(kH100, kAlgorithms, true, noTiming(), &one).variant, "6");
+  EXPECT_EQ(job.broadcast, "(not sent again)");
+  // Process 0 choosing for another step than this process: a clear error, not a wrong kernel.
+  job.broadcast = kH100.library + " | conv2d_backward_data | " + kH100.shapes + "\n" + kH100.device + "\n6";
+  EXPECT_NE(errorOf([&] { KernelChoices fresh; fresh.choose(kH100, kAlgorithms, true, noTiming(), &one); })
+                .find("the processes run different programs"),
+            std::string::npos);
   // A choice process 1 does not offer (other library versions): refused, saying why.
-  job.broadcast = kH100.device + "\n7";
+  job.broadcast = what + "\n" + kH100.device + "\n7";
   std::string message = errorOf([&] { KernelChoices fresh; fresh.choose(kH100, kAlgorithms, true, noTiming(), &one); });
   EXPECT_NE(message.find("process 0 chose variant '7'"), std::string::npos) << message;
   EXPECT_EQ(exchangeOf(Job::single()), nullptr) << "a job of one process needs no exchange";
@@ -165,7 +177,7 @@ TEST(KernelChoiceTest, AChoiceMadeOnAnotherGpuKindIsRefusedWithAMessage) {
       << c.why;
   // In a job, a process on another kind than process 0's is refused, naming both.
   FakeJob job;
-  job.broadcast = kH100.device + "\n6";
+  job.broadcast = kH100.library + " | " + kH100.op + " | " + kH100.shapes + "\n" + kH100.device + "\n6";
   FakeJob::Process one(&job, 1);
   std::string message = errorOf([&] { KernelChoices k; k.choose(h200, kAlgorithms, true, noTiming(), &one); });
   EXPECT_NE(message.find("process 0 chose the kernel of conv2d_forward"), std::string::npos) << message;
