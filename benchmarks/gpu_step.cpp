@@ -7,7 +7,8 @@
 // The state is donated, as the sample's step is, so its buffers stay where the graphs recorded
 // them. Each row reports, from the executor's counters (runtime/exec/CallCounts.h), the graphs a
 // step launched, the kernels it called and the host waits inside it; a graphed step that is not
-// one graph per step with no host wait fails the run (exit 1), on sim as on a GPU.
+// one graph per step with no host wait fails the run (exit 1), on sim as on a GPU. A profiled row
+// (BM_AcceleratorStepProfile) prints the step's per-op device-time table.
 #include <benchmark/benchmark.h>
 
 #include "BenchMain.h"
@@ -73,6 +74,39 @@ BENCHMARK(BM_AcceleratorTrainStep)
     ->Args({256, 64, 0})
     ->Args({1024, 64, 1})
     ->Args({2, 8, 1})  // ctest's smoke run on sim
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+// The step's device profile (SPMD_PROFILE=device, runtime/exec/Executor.h): each step timed on the
+// device's own clock (CUDA events; sim's stream), by op and step with its GB/s and GFLOP/s, printed
+// to stderr when the step's executor goes, after the iterations (the first call, which prepares
+// every kernel, is not profiled). Graphs are off while profiling, so the times include the gaps
+// between launches.
+void BM_AcceleratorStepProfile(benchmark::State& state) {
+  const int64_t batch = state.range(0), width = state.range(1);
+  setenv("SPMD_PROFILE", "device", 1);  // read when the step's executor is made
+  {
+    auto model = spmd::models::resnet18({.width = width, .bnAxisName = ""});
+    auto [params, bnState] = model->initialize(0);
+    spmd::optim::Sgd sgd({.learningRate = 0.1, .momentum = 0.9});
+    spmd::Tree opt = sgd.init(params);
+    auto step = spmd::jit(bench::trainStep(*model, sgd), {.devices = devices, .donateArguments = {0, 1, 2}});
+    auto [x, y] = bench::syntheticBatch(batch);
+    auto [p1, o1, s1, l1] = step(params, opt, bnState, x, y);
+    for (auto _ : state) {
+      auto [p2, o2, s2, loss] = step(p1, o1, s1, x, y);
+      p1 = p2, o1 = o2, s1 = s2;
+      benchmark::DoNotOptimize(loss.array().values<float>()[0]);
+    }
+  }  // the executor goes: its profile is printed
+  unsetenv("SPMD_PROFILE");
+  state.SetLabel(devices + ", profiled");
+}
+BENCHMARK(BM_AcceleratorStepProfile)
+    ->ArgNames({"batch", "width"})
+    ->Args({256, 64})
+    ->Args({2, 8})  // ctest's smoke run on sim
+    ->Iterations(3)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 

@@ -122,6 +122,41 @@ void CudaDevice::synchronize() {
   check(cudaStreamSynchronize(static_cast<cudaStream_t>(stream_)), "work on " + name());
 }
 
+namespace {
+
+class CudaClock final : public DeviceClock {
+ public:
+  CudaClock(int index, void* stream) : index_(index), stream_(static_cast<cudaStream_t>(stream)) {}
+  ~CudaClock() override {
+    cudaSetDevice(index_);
+    for (cudaEvent_t e : events_) cudaEventDestroy(e);
+  }
+  void mark() override {
+    cudaEvent_t e;
+    check(cudaEventCreate(&e), "event creation on cuda:" + std::to_string(index_));
+    events_.push_back(e);
+    check(cudaEventRecord(e, stream_), "event record on cuda:" + std::to_string(index_));
+  }
+  std::vector<double> seconds() override {
+    std::vector<double> out;
+    for (cudaEvent_t e : events_) {
+      float ms = 0;
+      check(cudaEventElapsedTime(&ms, events_.front(), e), "event timing on cuda:" + std::to_string(index_));
+      out.push_back(double(ms) * 1e-3);
+    }
+    return out;
+  }
+
+ private:
+  int index_;
+  cudaStream_t stream_;
+  std::vector<cudaEvent_t> events_;
+};
+
+}  // namespace
+
+std::unique_ptr<DeviceClock> CudaDevice::clock() { return std::make_unique<CudaClock>(index_, stream_); }
+
 void CudaDevice::activate() { check(cudaSetDevice(index_), "cudaSetDevice(" + std::to_string(index_) + ")"); }
 
 void* CudaDevice::workspace(size_t bytes) {

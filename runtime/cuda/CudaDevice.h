@@ -34,6 +34,8 @@ class CudaDevice final : public Device, public GraphCapture {
   void synchronize() override;
   void activate() override;
   GraphCapture* graphs() override { return this; }
+  // CUDA events recorded on the stream.
+  std::unique_ptr<DeviceClock> clock() override;
   // Stream capture (cudaStreamBeginCapture, thread-local mode). A wait for the stream, a copy
   // between host and device or an allocation while this thread captures throws CaptureBroken
   // before CUDA sees it, so the capture stays valid and the executor runs that step outside.

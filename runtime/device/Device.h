@@ -7,11 +7,22 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "runtime/device/Graph.h"
 #include "runtime/device/Kernel.h"
 
 namespace spmd::runtime {
+
+// Timestamps on a device's own clock, queued with its work: mark() queues one behind everything
+// queued so far; after the device's synchronize(), seconds() gives every mark's time since the
+// first. CUDA: events on the stream; the simulator: its stream thread reads the host's clock.
+class DeviceClock {
+ public:
+  virtual ~DeviceClock() = default;
+  virtual void mark() = 0;
+  virtual std::vector<double> seconds() = 0;
+};
 
 class Device {
  public:
@@ -38,6 +49,9 @@ class Device {
   virtual void activate() {}
   // Stream capture into graphs (runtime/device/Graph.h); null where the device has none.
   virtual GraphCapture* graphs() { return nullptr; }
+  // A clock on the device's work (see DeviceClock); null where work runs when it is called (the
+  // host's clock times it).
+  virtual std::unique_ptr<DeviceClock> clock() { return nullptr; }
 
   // Copies between host and device since the device was made (tests count them to prove that
   // device-resident values make no round trip).

@@ -13,6 +13,7 @@
 #include "runtime/base/Timeline.h"
 #include "runtime/program/MemoryPlan.h"
 #include "runtime/program/ProgramCheck.h"
+#include "runtime/program/StepCost.h"
 
 namespace spmd::runtime {
 namespace {
@@ -87,7 +88,10 @@ Executor::Executor(Program program, std::shared_ptr<Device> device)
                   " does not read: compile the program for this device (the layout is the CPU backend's)");
   caches_.resize(program_.steps.size());
   checks_.resize(program_.steps.size());
-  profile_ = envFlag("SPMD_PROFILE");
+  if (const char* profile = std::getenv("SPMD_PROFILE"); profile && std::string(profile) == "device")
+    profileDevice_ = true, stepSeconds_.assign(program_.steps.size(), 0.0);
+  else
+    profile_ = envFlag("SPMD_PROFILE");
   if (timeline::on()) traceTrack_ = timeline::track("replica " + device_->name());
   debugNans_ = debugNansFromEnvironment();
   debugInfs_ = debugInfsFromEnvironment();
@@ -114,7 +118,7 @@ GraphCapture* Executor::graphsFor(bool debug) {
   GraphCapture* graphs = device_->graphs();
   if (!graphs || !graphsWanted_ || runs_ == 0 || !graphsOff_.empty()) return nullptr;  // the first call fills the caches
   if (debug) return turnGraphsOff("the debug mode checks every step's outputs on the host"), nullptr;
-  if (profile_ || events_ || traceTrack_) return nullptr;  // per-step timings and events need the steps one by one
+  if (profile_ || profileDevice_ || events_ || traceTrack_) return nullptr;  // per-step timings and events need the steps one by one
   if (comm_ && !comm_->pointers() && !comm_->deviceCollectives())
     return turnGraphsOff("its collectives cross processes and finish on the host"), nullptr;
   return graphs;
@@ -125,6 +129,46 @@ void Executor::turnGraphsOff(const std::string& why) {
   if (envSwitch("SPMD_LOG_COMPILES").value_or(false))
     std::fprintf(stderr, "spmd: graphs off for @%s on %s: %s\n", program_.name.c_str(), device_->name().c_str(),
                  why.c_str());
+}
+
+void Executor::printDeviceProfile() const {
+  const double runs = double(profiledRuns_);
+  double total = 0;
+  for (double t : stepSeconds_) total += t;
+  std::fprintf(stderr, "spmd device profile of @%s on %s (%s clock): %.3f ms per run over %lld runs\n",
+               program_.name.c_str(), device_->name().c_str(), deviceClock_ ? "the device's" : "the host's",
+               total * 1e3 / runs, static_cast<long long>(profiledRuns_));
+  if (total <= 0) return;
+  std::map<std::string, std::pair<double, int>> byOp;
+  for (size_t s = 0; s < stepSeconds_.size(); ++s) {
+    auto& slot = byOp[program_.steps[s].op];
+    slot.first += stepSeconds_[s], slot.second++;
+  }
+  std::vector<std::pair<std::string, std::pair<double, int>>> ops(byOp.begin(), byOp.end());
+  std::sort(ops.begin(), ops.end(), [](auto& a, auto& b) { return a.second.first > b.second.first; });
+  std::fprintf(stderr, "  by op:%27s %9s %6s %6s\n", "", "ms/run", "%", "steps");
+  for (const auto& [op, t] : ops)
+    std::fprintf(stderr, "    %-30s %9.3f %6.1f %6d\n", op.c_str(), t.first * 1e3 / runs, 100 * t.first / total, t.second);
+  std::vector<size_t> order(stepSeconds_.size());
+  for (size_t s = 0; s < order.size(); ++s) order[s] = s;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return stepSeconds_[a] > stepSeconds_[b]; });
+  const size_t shown = std::min<size_t>(order.size(), 40);
+  std::fprintf(stderr, "  steps, slowest first (%zu of %zu):\n    %5s %-26s %-28s %9s %6s %9s %9s\n", shown, order.size(),
+               "step", "op", "layer (or line)", "ms/run", "%", "GB/s", "GFLOP/s");
+  for (size_t k = 0; k < shown; ++k) {
+    const size_t s = order[k];
+    const Step& step = program_.steps[s];
+    const double seconds = stepSeconds_[s] / runs;
+    const StepCost cost = costOf(step, program_);
+    std::string where = step.layer.empty() ? step.location : step.layer;
+    if (where.size() > 28) where = "..." + where.substr(where.size() - 25);
+    std::fprintf(stderr, "    %5zu %-26s %-28s %9.3f %6.1f %9.1f ", s, step.op.substr(0, 26).c_str(), where.c_str(),
+                 seconds * 1e3, 100 * stepSeconds_[s] / total, seconds > 0 ? double(cost.bytes) / seconds * 1e-9 : 0.0);
+    if (cost.flops > 0 && seconds > 0)
+      std::fprintf(stderr, "%9.1f\n", cost.flops / seconds * 1e-9);
+    else
+      std::fprintf(stderr, "%9s\n", "");
+  }
 }
 
 void Executor::readDeferredChecks() {
@@ -158,6 +202,7 @@ void Executor::drain() noexcept {
 
 Executor::~Executor() {
   drain();  // queued work must not outlive the arena it reads
+  if (profileDevice_ && profiledRuns_ > 0) printDeviceProfile();
   if (!profile_ || runs_ == 0) return;
   std::vector<std::pair<std::string, std::pair<double, int64_t>>> rows(opTime_.begin(), opTime_.end());
   std::sort(rows.begin(), rows.end(), [](auto& a, auto& b) { return a.second.first > b.second.first; });
@@ -263,6 +308,17 @@ void Executor::run(std::span<const Input> inputs, std::span<Output> outputs) {
       slot.second++;
     }
   };
+  // SPMD_PROFILE=device: a mark before the first step and after each (the device's clock, else
+  // the host's), from the second call on (the first prepares every kernel).
+  const bool profiling = profileDevice_ && runs_ > 0;
+  std::unique_ptr<DeviceClock> clock = profiling ? device_->clock() : nullptr;
+  std::vector<std::chrono::steady_clock::time_point> hostMarks;
+  auto markStep = [&] {
+    if (clock)
+      clock->mark();
+    else
+      hostMarks.push_back(std::chrono::steady_clock::now());
+  };
   auto runStep = [&](size_t s) {
     const Step& step = program_.steps[s];
     for (size_t k = 0; k < pending.size();) {
@@ -297,6 +353,7 @@ void Executor::run(std::span<const Input> inputs, std::span<Output> outputs) {
         slot.second++;
       }
       if (events_) events_->push_back({Event::StepDone, s});
+      if (profiling) markStep();
       if (later) {
         if (events_) events_->push_back({Event::BackgroundStarted, s});
         pending.emplace_back(s, std::move(later));
@@ -316,6 +373,7 @@ void Executor::run(std::span<const Input> inputs, std::span<Output> outputs) {
     }
   };
   GraphCapture* graphs = graphsFor(debug);
+  if (profiling) markStep();  // the start of the first step
   const int64_t waitsBefore = device_->hostWaits();
   lastCall_ = {};
   auto eager = [&] {
@@ -361,6 +419,18 @@ void Executor::run(std::span<const Input> inputs, std::span<Output> outputs) {
     }
   device_->synchronize();  // asynchronous devices: finish reading the caller's inputs, report errors
   readDeferredChecks();
+  if (profiling) {
+    std::vector<double> t;
+    if (clock)
+      t = clock->seconds();
+    else
+      for (const auto& m : hostMarks) t.push_back(std::chrono::duration<double>(m - hostMarks.front()).count());
+    if (t.size() == program_.steps.size() + 1) {
+      for (size_t s = 0; s < program_.steps.size(); ++s) stepSeconds_[s] += t[s + 1] - t[s];
+      ++profiledRuns_;
+      deviceClock_ = clock != nullptr;
+    }
+  }
   for (size_t i = 0; i < outputs.size(); ++i) {
     const Array& host = outputs[i].host;
     if (!host.storage) continue;

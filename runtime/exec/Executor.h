@@ -42,7 +42,10 @@ class Executor {
  public:
   // Fails with a clear error when the device has no kernel for one of the program's ops.
   Executor(Program program, std::shared_ptr<Device> device);
-  // With SPMD_PROFILE set, prints the time spent per op over all runs to stderr.
+  // With SPMD_PROFILE set, prints the time spent per op over all runs to stderr; with
+  // SPMD_PROFILE=device, each step's time on the device's own clock (Device::clock: CUDA events,
+  // the simulator's stream; the host's clock where work runs when called), by op and step, with
+  // the GB/s and GFLOP/s it reached (runtime/program/StepCost.h).
   ~Executor();
 
   // run() is safe to call from several threads: calls queue (the arena and the per-step
@@ -108,6 +111,11 @@ class Executor {
   // Throws when `view` (on the device) holds a value the debug mode stops at; `what` names it.
   void checkFinite(const TensorView& view, const std::string& what);
   std::map<std::string, std::pair<double, int64_t>> opTime_;  // seconds, calls (SPMD_PROFILE)
+  bool profileDevice_ = false;        // SPMD_PROFILE=device
+  std::vector<double> stepSeconds_;   // by step, summed over the profiled runs
+  int64_t profiledRuns_ = 0;
+  bool deviceClock_ = false;          // the times are the device's own (else the host's)
+  void printDeviceProfile() const;
   int64_t runs_ = 0;
   bool graphsWanted_ = StepGraph::wanted();
   std::unique_ptr<StepGraph> graph_;

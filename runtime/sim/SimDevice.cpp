@@ -3,6 +3,8 @@
 
 #include <cstdlib>
 #include <algorithm>
+#include <chrono>
+#include <memory>
 #include <cstring>
 #include <vector>
 
@@ -113,12 +115,33 @@ void SimDevice::copyOnDevice(std::byte* dst, const std::byte* src, size_t bytes)
 
 namespace {
 
+// The stream thread reads the host's clock when it reaches each mark.
+class SimClock final : public DeviceClock {
+ public:
+  explicit SimClock(SimDevice& device) : device_(device), times_(std::make_shared<std::vector<Time>>()) {}
+  void mark() override {
+    device_.enqueue("clock mark on " + device_.name(), [times = times_] { times->push_back(std::chrono::steady_clock::now()); });
+  }
+  std::vector<double> seconds() override {
+    std::vector<double> out;
+    for (const Time& t : *times_) out.push_back(std::chrono::duration<double>(t - times_->front()).count());
+    return out;
+  }
+
+ private:
+  using Time = std::chrono::steady_clock::time_point;
+  SimDevice& device_;
+  std::shared_ptr<std::vector<Time>> times_;
+};
+
 struct SimGraph final : Graph {
   std::vector<std::pair<std::string, std::function<void()>>> work;
   size_t launches() const override { return work.size(); }
 };
 
 }  // namespace
+
+std::unique_ptr<DeviceClock> SimDevice::clock() { return std::make_unique<SimClock>(*this); }
 
 void SimDevice::begin() {
   std::lock_guard lock(mutex_);

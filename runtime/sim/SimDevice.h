@@ -36,6 +36,7 @@ class SimDevice final : public Device, public GraphCapture {
   void copyOnDevice(std::byte* dst, const std::byte* src, size_t bytes) override;
   void synchronize() override;
   GraphCapture* graphs() override { return this; }
+  std::unique_ptr<DeviceClock> clock() override;
   // Capture: only the capturing thread's work is recorded; a host synchronisation by that
   // thread while it captures throws CaptureBroken, as CUDA refuses it.
   void begin() override;

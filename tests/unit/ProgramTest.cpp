@@ -2,6 +2,7 @@
 // Program's text form (steps, constants, source lines).
 #include "TestUtil.h"
 #include "frontend/spmd.h"
+#include "runtime/program/StepCost.h"
 
 namespace spmd {
 namespace {
@@ -69,4 +70,26 @@ TEST(ProgramTest, ArgmaxAndTreesRoundTrip) {
 }
 
 }  // namespace
+// A step's cost for the device profile: bytes of its buffers, and a convolution's (each of its
+// three ops) and a matmul's multiply-adds counted twice.
+TEST(ProgramTest, StepCostsCountBytesAndTheFlopsOfConvolutionsAndMatmuls) {
+  runtime::Program p;
+  p.buffers = {{DType::f32, {2, 3, 8, 8}, {}}, {DType::f32, {4, 3, 3, 3}, {}}, {DType::f32, {2, 4, 8, 8}, {}},
+               {DType::f32, {5, 7}, {}},       {DType::f32, {7, 3}, {}},       {DType::f32, {5, 3}, {}},
+               {DType::f32, {7, 5}, {}}};
+  const double convFlops = 2.0 * (2 * 4 * 8 * 8) * (3 * 3 * 3);
+  runtime::Step forward{"conv2d", {0, 1}, {2}, {}, "t.cpp:1"};
+  runtime::Step data{"conv2d_backward_data", {2, 1}, {0}, {}, "t.cpp:2"};
+  runtime::Step filter{"conv2d_backward_filter", {0, 2}, {1}, {}, "t.cpp:3"};
+  for (const runtime::Step* step : {&forward, &data, &filter}) {
+    EXPECT_EQ(runtime::costOf(*step, p).flops, convFlops) << step->op;
+    EXPECT_EQ(runtime::costOf(*step, p).bytes, (2 * 3 * 8 * 8 + 4 * 3 * 3 * 3 + 2 * 4 * 8 * 8) * 4) << step->op;
+  }
+  EXPECT_EQ(runtime::costOf({"matmul", {3, 4}, {5}, {}, "t.cpp:4"}, p).flops, 2.0 * 5 * 3 * 7);
+  EXPECT_EQ(runtime::costOf({"matmul", {6, 4}, {5}, {{"transpose_lhs", true}}, "t.cpp:5"}, p).flops, 2.0 * 5 * 3 * 7);
+  runtime::Step add{"add", {3, 3}, {3}, {}, "t.cpp:6"};
+  EXPECT_EQ(runtime::costOf(add, p).flops, 0.0);
+  EXPECT_EQ(runtime::costOf(add, p).bytes, 3 * 35 * 4);
+}
+
 }  // namespace spmd
