@@ -7,12 +7,14 @@
 #include <cstring>
 #include <memory>
 #include <span>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "runtime/base/AtomicFile.h"
 #include "runtime/base/Error.h"
+#include "runtime/base/KernelCache.h"
 #include "runtime/device/Job.h"
 
 namespace spmd::runtime {
@@ -49,7 +51,7 @@ KernelChoices::KernelChoices(std::string path) : path_(std::move(path)) {
   if (path_.empty()) return;
   std::ifstream in(path_);
   if (!in) return;  // written after the first choice
-  const std::string fix = "; delete it, or point SPMD_KERNEL_CACHE at another file";
+  const std::string fix = "; delete it (its choices are timed again), or point SPMD_KERNEL_CACHE at another directory";
   Json file;
   try {
     file = Json::parse(in);
@@ -187,6 +189,8 @@ void KernelChoices::save() const {
     file["choices"].push_back({{"device", e.key.device}, {"library", e.key.library}, {"op", e.key.op},
                                {"shapes", e.key.shapes}, {"variant", e.variant}, {"seconds", e.seconds}});
   const std::string text = file.dump(1) + "\n";
+  std::error_code error;
+  std::filesystem::create_directories(std::filesystem::path(path_).parent_path(), error);  // a failure shows below
   writeFileAtomically(path_, {std::as_bytes(std::span(text.data(), text.size()))});
 }
 
@@ -229,8 +233,7 @@ std::unique_ptr<ChoiceExchange> exchangeOf(const Job& job) {
 
 KernelChoices& KernelChoices::process() {
   static const std::unique_ptr<KernelChoices> choices = [] {
-    const char* path = std::getenv("SPMD_KERNEL_CACHE");
-    auto c = std::make_unique<KernelChoices>(path ? path : "");
+    auto c = std::make_unique<KernelChoices>((kernelCacheDir() / "kernel-choices.json").string());
     if (const char* pins = std::getenv("SPMD_KERNELS")) c->pin(pins);
     return c;
   }();

@@ -7,8 +7,9 @@
 //   - only variants whose bits repeat run (cuDNN's nondeterministic ones never), and in strict
 //     f32 none that rounds to TF32 on tensor cores;
 //   - a choice made before for the same device kind, library version, op and shapes is taken
-//     without timing (kept in memory, and in SPMD_KERNEL_CACHE's file across runs); a choice the
-//     file holds for another device kind is not used, and the log says so;
+//     without timing (kept in memory, and across runs in kernel-choices.json in the kernel cache,
+//     $SPMD_KERNEL_CACHE, runtime/base/KernelCache.h); a choice the file holds for another device
+//     kind is not used, and the log says so;
 //   - else the allowed variants are timed and the fastest taken (the first of equals);
 //   - in a job of several processes process 0 chooses and every other process takes its choice
 //     (refused, naming both, when process 0 runs another device kind), so every replica runs the
@@ -76,7 +77,8 @@ class KernelChoices {
                 ChoiceExchange* exchange = nullptr);
   // The choices this process made or read, by key text (tests, spmd-run).
   std::map<std::string, std::string> remembered() const;
-  // The process's choices: SPMD_KERNEL_CACHE's file and SPMD_KERNELS's pins, read on first use.
+  // The process's choices: the kernel cache's kernel-choices.json and SPMD_KERNELS's pins, read on
+  // first use.
   static KernelChoices& process();
 
  private:

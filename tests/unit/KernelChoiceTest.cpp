@@ -110,7 +110,7 @@ TEST(KernelChoiceTest, APersistedChoiceIsUsedWithoutTiming) {
   std::ofstream(path) << "{\"format\": \"something else\", \"choices\": []}";
   std::string message = errorOf([&] { KernelChoices bad(path); });
   EXPECT_NE(message.find("kernel choices file " + path + " is not one spmd wrote"), std::string::npos) << message;
-  EXPECT_NE(message.find("delete it, or point SPMD_KERNEL_CACHE at another file"), std::string::npos) << message;
+  EXPECT_NE(message.find("delete it (its choices are timed again), or point SPMD_KERNEL_CACHE at another directory"), std::string::npos) << message;
   std::ofstream(path) << "not json";
   EXPECT_NE(errorOf([&] { KernelChoices bad(path); }).find("is not JSON"), std::string::npos);
 }
