@@ -7,6 +7,7 @@
 // the steps one by one (the debug mode, SPMD_CUDA_GRAPHS=0) turn graphs off, saying why.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 
 #include "TestUtil.h"
@@ -160,6 +161,31 @@ TEST(StepGraphTest, ABadLabelAfterReplayGivesTheEagerStepsError) {
   EXPECT_EQ(graphed.lastCall().graphLaunches, 1);
   for (size_t o = 0; o < expected.size(); ++o)
     spmd::testing::expectClose(again[o], expected[o], 0, 0, "output " + std::to_string(o) + " after the error");
+}
+
+// A call that fails after its step ran (a bad label, read at the step's end) may have updated its
+// donated state in place already, so, as JAX consumes donated buffers, the donated values are
+// gone after a failed call too, and using one says why; fresh values run again.
+TEST(StepGraphTest, AFailedCallConsumesItsDonatedArgumentsSayingWhy) {
+  auto model = models::resnet18({.width = 2});
+  optim::Sgd sgd({.learningRate = 0.05, .momentum = 0.9});
+  auto [params, state] = model->initialize(3);
+  Tree opt = sgd.init(params);
+  auto [x, y] = bench::syntheticBatch(4);
+  auto step = jit(bench::trainStep(*model, sgd), {.devices = "sim", .donateArguments = {0, 1, 2}});
+  auto [p1, o1, s1, l1] = step(params, opt, state, x, y);
+  ASSERT_TRUE(p1.begin()->second.onDevices());
+  Array bad = spmd::testing::cloneArray(y.array());
+  bad.values<int32_t>()[2] = 12;
+  std::string message = spmd::testing::errorOf([&] { step(p1, o1, s1, x, Tensor(bad)); });
+  EXPECT_NE(message.find("label 12 at row 2 is out of range [0, 10)"), std::string::npos) << message;
+  message = spmd::testing::errorOf([&] { step(p1, o1, s1, x, y); });
+  EXPECT_NE(message.find("can no longer be used; that call failed after it may have written into its buffers: restore "
+                         "the value from a checkpoint or compute it again"),
+            std::string::npos)
+      << message;
+  auto [p2, o2, s2, l2] = step(params, opt, state, x, y);  // host values: nothing was donated
+  EXPECT_TRUE(std::isfinite(l2.array().values<float>()[0]));
 }
 
 // A graph that cannot drop the nodes a host-synchronising step recorded before it broke the
