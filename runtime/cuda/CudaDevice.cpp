@@ -4,6 +4,9 @@
 #include <cublas_v2.h>
 #include <cudnn.h>
 
+#include <map>
+#include <mutex>
+
 #include "runtime/cuda/Cuda.h"
 
 namespace spmd::runtime {
@@ -76,12 +79,56 @@ std::string CudaDevice::name() const {
   return "cuda:" + std::to_string(index_) + (replica_ >= 0 ? "#" + std::to_string(replica_) : "");
 }
 
+// Freed blocks of up to kPooledBytes by rounded size, at most kPoolBytes in all; the rest go back
+// with cudaFree. Every block is used on its device's one stream, so reuse is ordered after the
+// work queued on the old one. Shared with the deleters, so it outlives buffers that outlive the
+// device; freed (cudaFree) when the last of them goes.
+struct BlockPool {
+  static constexpr size_t kPooledBytes = size_t(1) << 20, kPoolBytes = size_t(64) << 20;
+  int device = 0;
+  std::mutex mutex;
+  std::multimap<size_t, void*> free;
+  size_t kept = 0;
+  static size_t rounded(size_t bytes) { return bytes <= 256 ? 256 : (bytes + 511) / 512 * 512; }
+  void* take(size_t size) {
+    std::lock_guard lock(mutex);
+    auto it = free.find(size);
+    if (it == free.end()) return nullptr;
+    void* p = it->second;
+    free.erase(it);
+    kept -= size;
+    return p;
+  }
+  // Keeps `p` when it is small and the pool has room; false: the caller frees it.
+  bool give(void* p, size_t size) {
+    std::lock_guard lock(mutex);
+    if (size > kPooledBytes || kept + size > kPoolBytes) return false;
+    free.emplace(size, p), kept += size;
+    return true;
+  }
+  void release() {
+    std::lock_guard lock(mutex);
+    cudaSetDevice(device);
+    for (auto& [size, p] : free) cudaFree(p);
+    free.clear(), kept = 0;
+  }
+  ~BlockPool() { release(); }
+};
+
 std::shared_ptr<std::byte> CudaDevice::allocate(size_t bytes) {
   refuseWhileCapturing("an allocation");
-  void* memory = nullptr;
+  if (!pool_) pool_ = std::make_shared<BlockPool>(), pool_->device = index_;
+  const size_t size = BlockPool::rounded(bytes);
+  void* memory = size <= BlockPool::kPooledBytes ? pool_->take(size) : nullptr;
   check(cudaSetDevice(index_), "cudaSetDevice");
-  cudaError_t result = cudaMalloc(&memory, bytes ? bytes : 256);
+  cudaError_t result = memory ? cudaSuccess : cudaMalloc(&memory, size);
+  if (result == cudaErrorMemoryAllocation) {  // the pool's blocks back to the device, and once more
+    cudaGetLastError();
+    pool_->release();
+    result = cudaMalloc(&memory, size);
+  }
   if (result != cudaSuccess) {
+    cudaGetLastError();
     size_t free = 0, total = 0;
     cudaMemGetInfo(&free, &total);
     throw Error(name() + ": out of GPU memory allocating " + std::to_string(bytes) + " bytes (" +
@@ -89,7 +136,8 @@ std::shared_ptr<std::byte> CudaDevice::allocate(size_t bytes) {
                 " MiB); use a smaller batch or fewer replicas per GPU");
   }
   int device = index_;
-  return {static_cast<std::byte*>(memory), [device](std::byte* p) {
+  return {static_cast<std::byte*>(memory), [device, size, pool = pool_](std::byte* p) {
+            if (pool->give(p, size)) return;
             cudaSetDevice(device);
             cudaFree(p);
           }};

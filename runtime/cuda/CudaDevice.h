@@ -26,6 +26,9 @@ class CudaDevice final : public Device, public GraphCapture {
   ~CudaDevice() override;
   std::string name() const override;
   const KernelTable& kernels() const override { return cudaKernels(); }
+  // cudaMalloc; blocks of up to 1 MiB come back to a pool when freed and serve the next
+  // allocation of their size, so a step's small outputs (the loss) neither wait on cudaFree (which
+  // synchronises the device) nor move between calls.
   std::shared_ptr<std::byte> allocate(size_t bytes) override;
   bool hostAccessible() const override { return false; }
   void copyToDevice(std::byte* dst, const std::byte* src, size_t bytes) override;
@@ -65,6 +68,8 @@ class CudaDevice final : public Device, public GraphCapture {
   static constexpr size_t kBlasWorkspaceBytes = size_t(32) << 20;
   std::shared_ptr<std::byte> blasWorkspace_;
   mutable std::vector<void*> marked_;  // the capture's nodes at the last recorded() (cudaGraphNode_t)
+  // Small blocks given back, kept for the next allocation of their size (BlockPool in the .cpp).
+  std::shared_ptr<struct BlockPool> pool_;
 };
 
 }  // namespace spmd::runtime
