@@ -7,6 +7,7 @@
 
 #include "compiler/Diagnostics.h"
 #include "compiler/LowerToProgram.h"
+#include "compiler/BatchFused.h"
 #include "compiler/PlanMemory.h"
 #include "runtime/program/ProgramDot.h"
 #include "runtime/program/ProgramFile.h"
@@ -110,6 +111,7 @@ runtime::Program compile(mlir::ModuleOp module, const CompileOptions& options) {
   auto function = module.lookupSymbol<mlir::func::FuncOp>(options.entry);
   if (!function) throw Error("compile: the module has no function @" + options.entry);
   runtime::Program program = lowerToProgram(function);
+  if (options.fuseElementwise) batchFusedSteps(program);
   if (options.planMemory) planMemory(program);
   pipeline.dumpText("program.txt", program.toText());
   pipeline.dumpText("program.dot", runtime::programToDot(program));

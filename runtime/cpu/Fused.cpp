@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "runtime/base/Elementwise.h"
+#include "runtime/device/Segments.h"
 #include "runtime/program/FusedBody.h"
 #include "runtime/program/Layouts.h"
 #include "runtime/cpu/Kernels.h"
@@ -107,9 +108,8 @@ void evaluate(const Prepared& p, const KernelCall& call) {
   }
 }
 
-}  // namespace
-
-void fused(KernelCall& call) {
+// One segment (every fused step but those compiler/BatchFused made).
+void fusedOne(KernelCall& call) {
   if (!call.cache) {
     auto p = std::make_shared<Prepared>();
     p->body = FusedBody::parse(call.step.text("body"));
@@ -153,6 +153,14 @@ void fused(KernelCall& call) {
   }
   const auto& p = *static_cast<const Prepared*>(call.cache.get());
   visitFloat(call.out[0].dtype, [&](auto tag) { evaluate<decltype(tag)>(p, call); });
+}
+
+}  // namespace
+
+// A step of several segments runs each as its own call (runtime/device/Segments.h).
+void fused(KernelCall& call) {
+  if (segmentCount(call) > 1) return forEachSegment(call, [](KernelCall& one) { fusedOne(one); });
+  fusedOne(call);
 }
 
 }  // namespace spmd::runtime::cpu

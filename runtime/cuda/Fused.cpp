@@ -1,10 +1,11 @@
 // CUDA kernel of a fused step: the body's CUDA C (FusedSource) compiled by NVRTC for this GPU
 // on the first call (cached in memory and on disk), loaded with cudaLibraryLoadData, launched on
-// the device's stream every call.
+// the device's stream every call; a step of several segments is one launch over all of them.
 #include <memory>
 #include <vector>
 
 #include "runtime/cuda/Cuda.h"
+#include "runtime/device/Segments.h"
 #include "runtime/kernels/FusedSource.h"
 #include "runtime/cuda/Kernels.h"
 #include "runtime/cuda/Nvrtc.h"
@@ -34,10 +35,17 @@ void fused(KernelCall& call) {
   auto& loaded = *static_cast<Loaded*>(call.cache.get());
   long long n = call.out[0].numel();
   std::vector<void*> pointers, args;
-  for (const TensorView& in : call.in) pointers.push_back(in.data);
-  for (const TensorView& out : call.out) pointers.push_back(out.data);
-  for (void*& p : pointers) args.push_back(&p);
+  std::vector<std::byte> segments;  // a step of several segments: their struct, by value (FusedSource.h)
+  if (segmentCount(call) > 1) {
+    segments = kernels::segmentsArgument(call, &n);
+    args.push_back(segments.data());
+  } else {
+    for (const TensorView& in : call.in) pointers.push_back(in.data);
+    for (const TensorView& out : call.out) pointers.push_back(out.data);
+    for (void*& p : pointers) args.push_back(&p);
+  }
   args.push_back(&n);
+  if (n <= 0) return;
   const kernels::Launch l = checked(kernels::gridStride("fused", n), call);
   check(cudaLaunchKernel(reinterpret_cast<const void*>(loaded.kernel), dim3(unsigned(l.blocks)), dim3(l.threads),
                          args.data(), 0, streamOf(call)),

@@ -24,7 +24,21 @@ std::string fusedKernelSource(const FusedBody& body, DType dtype,
                               const std::vector<std::vector<int64_t>>& inputs,
                               std::span<const int64_t> space, size_t outputs);
 
-// The source for a `fused` step's call: its body, its outputs' dtype and its operands' shapes.
+// The source for a `fused` step's call: its body, its outputs' dtype and its operands' shapes;
+// the segmented kernel below for a step of several segments. The same for a step of a Program.
 std::string fusedKernelSource(const KernelCall& call);
+std::string fusedKernelSource(const Step& step, const Program& program);
+
+// A `fused` step of several segments (the optimizer's per-parameter updates batched by
+// compiler/BatchFused: one body, every load direct): one grid-stride kernel
+// `spmd_fused(spmd_segments s, long long n)` over the segments' elements end to end, the struct
+// passed by value (kSegmentsStruct: `long long start[segments + 1]; T* p[segments * (inputs +
+// outputs)]`, each segment's inputs then outputs); each element finds its segment by binary search.
+inline constexpr const char* kSegmentsStruct = "spmd_segments";
+std::string fusedSegmentsSource(const FusedBody& body, DType dtype, int64_t segments, size_t inputs, size_t outputs);
+// The number of segments of a fused step (1 without the attribute).
+int64_t fusedSegments(const Step& step);
+// The bytes of the spmd_segments struct of a call: the segments' starts, then their pointers.
+std::vector<std::byte> segmentsArgument(const KernelCall& call, long long* total);
 
 }  // namespace spmd::runtime::kernels

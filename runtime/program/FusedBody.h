@@ -43,6 +43,11 @@ struct FusedBody {
 };
 
 const char* fusedOpName(FusedOpKind kind);
+// The most segments a `fused` step may have (compiler/BatchFused) with `inputs` and `outputs`
+// tensors each: what keeps the GPU kernel's segment table (runtime/kernels/FusedSource.h: a start
+// and the pointers per segment, passed by value with the element count) within CUDA's 4 KiB of
+// kernel parameters.
+int64_t maxFusedSegments(size_t inputs, size_t outputs);
 int fusedArity(FusedOpKind kind);  // operands of an elementwise kind; 0 for load and constant
 
 // Element strides into `input` per dim of `space`, 0 along broadcast dims. Throws when the input

@@ -6,12 +6,16 @@
 #include <vector>
 
 #include "runtime/base/Elementwise.h"
+#include "runtime/device/Segments.h"
 #include "runtime/program/FusedBody.h"
 #include "runtime/reference/Reference.h"
 
 namespace spmd::runtime::reference {
 
-void fused(KernelCall& call) {
+namespace {
+
+// One segment (every fused step but those compiler/BatchFused made).
+void fusedOne(KernelCall& call) {
   FusedBody body = FusedBody::parse(call.step.text("body"));
   body.checkArity(call.in.size(), call.out.size());
   std::span<const int64_t> space = call.out[0].shape;
@@ -49,6 +53,14 @@ void fused(KernelCall& call) {
       for (size_t o = 0; o < call.out.size(); ++o) call.out[o].as<T>()[e] = static_cast<T>(v[body.results[o]]);
     }
   });
+}
+
+}  // namespace
+
+// A step of several segments runs each as its own call (runtime/device/Segments.h).
+void fused(KernelCall& call) {
+  if (segmentCount(call) > 1) return forEachSegment(call, [](KernelCall& one) { fusedOne(one); });
+  fusedOne(call);
 }
 
 }  // namespace spmd::runtime::reference

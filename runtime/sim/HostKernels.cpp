@@ -42,7 +42,7 @@ static inline float __int_as_float(int v) { float f; std::memcpy(&f, &v, sizeof 
 static inline double __longlong_as_double(long long v) { double d; std::memcpy(&d, &v, sizeof d); return d; }
 )";
 
-std::string launcher(const std::string& name, int pointers) {
+std::string launcher(const std::string& name, int pointers, const std::string& byValue) {
   std::ostringstream os;
   os << "extern \"C\" void spmd_host_launch(void* const* p, long long n, long long blocks, int threads,\n"
      << "                                  const long long* blockOrder, const int* threadOrder) {\n"
@@ -52,7 +52,8 @@ std::string launcher(const std::string& name, int pointers) {
      << "    for (int t = 0; t < threads; ++t) {\n"
      << "      threadIdx.x = unsigned(threadOrder[t]);\n"
      << "      " << name << "(";
-  for (int i = 0; i < pointers; ++i) os << "static_cast<T*>(p[" << i << "]), ";
+  if (!byValue.empty()) os << "*static_cast<const " << byValue << "*>(p[0]), ";
+  for (int i = byValue.empty() ? 0 : 1; i < pointers; ++i) os << "static_cast<T*>(p[" << i << "]), ";
   os << "n);\n    }\n  }\n}\n";
   return os.str();
 }
@@ -95,11 +96,11 @@ void compile(const std::string& cxx, const std::filesystem::path& source, const 
 
 }  // namespace
 
-HostLaunch hostKernel(const std::string& source, const std::string& name, int pointers) {
+HostLaunch hostKernel(const std::string& source, const std::string& name, int pointers, const std::string& byValue) {
   static std::mutex mutex;
   static std::map<std::string, HostLaunch> loaded;
   const std::string cxx = compilerPath();
-  const std::string text = kPrelude + source + launcher(name, pointers);
+  const std::string text = kPrelude + source + launcher(name, pointers, byValue);
   std::lock_guard lock(mutex);
   const std::string key = text + "\n// " + cxx;
   if (auto it = loaded.find(key); it != loaded.end()) return it->second;

@@ -16,7 +16,9 @@ using HostLaunch = void (*)(void* const* pointers, long long n, long long blocks
                             const long long* blockOrder, const int* threadOrder);
 
 // The launcher of `source`'s kernel `name(T* p0, ..., T* p{pointers-1}, long long n)`, compiling
-// and loading it on first use. Throws spmd::Error with the compiler's output when it fails.
-HostLaunch hostKernel(const std::string& source, const std::string& name, int pointers);
+// and loading it on first use. Throws spmd::Error with the compiler's output when it fails. With
+// `byValue` (a struct the source defines), the first parameter is that struct, passed by value
+// from the object pointers[0] points to (a fused step of several segments).
+HostLaunch hostKernel(const std::string& source, const std::string& name, int pointers, const std::string& byValue = "");
 
 }  // namespace spmd::runtime::sim

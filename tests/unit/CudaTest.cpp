@@ -112,15 +112,12 @@ TEST(CudaTest, EveryFusedStepOfATrainStepCompilesWithNvrtc) {
   auto step = jit(bench::trainStep(*model, sgd));
   step(params, sgd.init(params), state, x, y);
   const Program& program = step.lastProgram();
-  int compiled = 0;
+  int compiled = 0, segmented = 0;
   std::set<std::string> sources;
   for (const Step& s : program.steps) {
     if (s.op != "fused") continue;
-    std::vector<std::vector<int64_t>> inputs;
-    for (int id : s.inputs) inputs.push_back(program.buffers[id].shape);
-    const BufferDesc& out = program.buffers[s.outputs[0]];
-    std::string source = kernels::fusedKernelSource(FusedBody::parse(s.text("body")), out.dtype, inputs, out.shape,
-                                                 s.outputs.size());
+    segmented += s.attrs.count("segments") > 0;
+    std::string source = kernels::fusedKernelSource(s, program);  // the optimizer's update: one of several segments
     std::string ptx = cuda::compileCuda(source, "compute_90");
     EXPECT_NE(ptx.find(".entry spmd_fused"), std::string::npos) << source;
     sources.insert(source);
@@ -129,6 +126,7 @@ TEST(CudaTest, EveryFusedStepOfATrainStepCompilesWithNvrtc) {
   std::printf("  %d fused steps, %zu distinct kernels, compiled by NVRTC %s to PTX\n", compiled, sources.size(),
               cuda::nvrtcVersionString().c_str());
   EXPECT_GT(compiled, 20);
+  EXPECT_EQ(segmented, 1) << "the optimizer's update: one kernel of one segment per parameter";
   size_t files = std::distance(std::filesystem::directory_iterator(cache), {});
   EXPECT_EQ(files, sources.size()) << "one cached PTX per distinct kernel";
   EXPECT_NE(cuda::compileCuda(*sources.begin(), "compute_90").find(".entry spmd_fused"), std::string::npos);

@@ -33,12 +33,7 @@ namespace {
 std::set<std::string> fusedSources(const Program& program) {
   std::set<std::string> sources;
   for (const Step& s : program.steps) {
-    if (s.op != "fused") continue;
-    std::vector<std::vector<int64_t>> inputs;
-    for (int id : s.inputs) inputs.push_back(program.buffers[size_t(id)].shape);
-    const BufferDesc& out = program.buffers[size_t(s.outputs[0])];
-    sources.insert(kernels::fusedKernelSource(FusedBody::parse(s.text("body")), out.dtype, inputs, out.shape,
-                                              s.outputs.size()));
+    if (s.op == "fused") sources.insert(kernels::fusedKernelSource(s, program));
   }
   return sources;
 }
