@@ -71,6 +71,9 @@ void reduceInPlace(KernelCall& call, void* data, DType dtype, int64_t count, Red
     library->allReduce(data, dtype, count, op, Api::nativeStream(call), what);
     return;
   }
+  // One replica (a pmap over one device): the fold of its one row is the row itself (a mean
+  // divides by 1), so nothing waits on the host and the step stays in one graph.
+  if (comm.size() == 1) return;
   Api::synchronize(call);  // this replica's operand is ready
   std::vector<const void*> peers = pointersOf(comm, what).exchange(data, what);
   const int n = comm.size(), me = comm.rank();
@@ -127,6 +130,10 @@ void all_gather(KernelCall& call) {
   size_t bytes = call.in[0].numel() * dtypeSize(call.in[0].dtype);
   if (DeviceCollectives* library = comm.deviceCollectives()) {  // NCCL
     library->allGather(call.in[0].data, call.out[0].data, bytes, Api::nativeStream(call), what);
+    return;
+  }
+  if (comm.size() == 1) {  // one replica: its own value (no rendezvous, no host wait)
+    Api::copy(call, call.out[0].data, call.in[0].data, bytes);
     return;
   }
   Api::synchronize(call);

@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <thread>
 
 #include "TestUtil.h"
 #include "benchmarks/TrainStep.h"
@@ -29,8 +30,9 @@ struct GraphsSwitch {
 };
 
 // The ResNet-18 training step (width 2, batch 4, f64) as a Program and its first inputs; with
-// `pmapped`, compiled by pmap over one replica, so its gradients go through an all-reduce.
-std::pair<Program, std::vector<Array>> trainStepProgram(bool pmapped = false) {
+// `replicas`, compiled by pmap over that many devices (each replica's program and inputs, local
+// batch 4), so its gradients go through an all-reduce.
+std::pair<Program, std::vector<Array>> trainStepProgram(int replicas = 0) {
   auto model = models::resnet18({.width = 2});
   optim::Sgd sgd({.learningRate = 0.05, .momentum = 0.9});
   auto [params32, state32] = model->initialize(3);
@@ -43,10 +45,11 @@ std::pair<Program, std::vector<Array>> trainStepProgram(bool pmapped = false) {
   auto [x32, y] = bench::syntheticBatch(4);
   Tensor x = spmd::testing::convertArray(x32.array(), DType::f64);
   Program program;
-  if (pmapped) {
-    auto step = pmap(bench::trainStep(*model, sgd),
-                     {.inAxes = {replicated, replicated, replicated, split, split}, .devices = "sim:1"});
-    step(params, opt, state, x, y);
+  if (replicas > 0) {
+    auto [xs, ys] = bench::syntheticBatch(4 * replicas);
+    auto step = pmap(bench::trainStep(*model, sgd), {.inAxes = {replicated, replicated, replicated, split, split},
+                                                      .devices = "sim:" + std::to_string(replicas)});
+    step(params, opt, state, Tensor(spmd::testing::convertArray(xs.array(), DType::f64)), ys);
     program = step.lastProgram();
   } else {
     auto step = jit(bench::trainStep(*model, sgd));
@@ -191,35 +194,69 @@ TEST(StepGraphTest, AFailedCallConsumesItsDonatedArgumentsSayingWhy) {
 // A graph that cannot drop the nodes a host-synchronising step recorded before it broke the
 // capture (on CUDA, one holding memory allocation nodes): the steps recorded since the last graph
 // run outside one at a time, with the same bits, and the part after the last split is a graph.
-// The host-synchronising step: the in-process all-reduce of the step's gradients (one replica).
+// The host-synchronising step: the in-process all-reduce of two replicas' gradients.
 TEST(StepGraphTest, StepsAGraphCannotKeepRunOutsideWithTheSameBits) {
-  auto [program, inputs] = trainStepProgram(/*pmapped=*/true);
+  auto [program, inputs] = trainStepProgram(/*replicas=*/2);
   ASSERT_TRUE(hasOp(program, "all_reduce"));
-  std::shared_ptr<Device> device = makeDevice(parseDeviceList("sim"), 0);
-  static_cast<SimDevice&>(*device).refusePartialGraphs(true);
-  InProcessCommunicator comm(std::make_shared<InProcessGroup>(1, std::chrono::milliseconds(30000)), 0);
-  InProcessCommunicator eagerComm(std::make_shared<InProcessGroup>(1, std::chrono::milliseconds(30000)), 0);
-  Executor graphed(program, device);
-  graphed.setCommunicator(&comm);
-  std::unique_ptr<Executor> eager = eagerExecutor(program, device);
-  eager->setCommunicator(&eagerComm);
-  auto [withGraphs, queuedWith] = run(graphed, inputs, 4);
-  auto [without, queuedWithout] = run(*eager, inputs, 4);
+  const DeviceList list = parseDeviceList("sim:2");
+  std::vector<std::shared_ptr<Device>> devices = {makeDevice(list, 0), makeDevice(list, 1)};
+  for (auto& d : devices) static_cast<SimDevice&>(*d).refusePartialGraphs(true);
+  // Both replicas, on two threads, for `steps` calls; replica 0's outputs of each call.
+  auto runReplicas = [&](bool graphs, int steps) {
+    auto group = std::make_shared<InProcessGroup>(2, std::chrono::milliseconds(30000));
+    std::vector<std::unique_ptr<InProcessCommunicator>> comms;
+    std::vector<std::unique_ptr<Executor>> executors;
+    for (int r = 0; r < 2; ++r) {
+      comms.push_back(std::make_unique<InProcessCommunicator>(group, r));
+      executors.push_back(graphs ? std::make_unique<Executor>(program, devices[size_t(r)])
+                                 : eagerExecutor(program, devices[size_t(r)]));
+      executors.back()->setCommunicator(comms.back().get());
+    }
+    std::vector<std::vector<Array>> outputs;
+    std::vector<Array> in = inputs;
+    for (int s = 0; s < steps; ++s) {
+      std::vector<Array> other;
+      std::thread second([&] { other = executors[1]->run(in); });
+      outputs.push_back(executors[0]->run(in));
+      second.join();
+      for (size_t o = 0; o < other.size(); ++o)
+        spmd::testing::expectClose(other[o], outputs.back()[o], 0, 0, "replica 1 vs 0, output " + std::to_string(o));
+      for (size_t i = 0; i + 2 < in.size(); ++i) in[i] = outputs.back()[i];
+    }
+    return std::make_pair(outputs, std::move(executors));
+  };
+  auto [withGraphs, graphed] = runReplicas(true, 4);
+  auto [without, eager] = runReplicas(false, 4);
   for (int s = 0; s < 4; ++s)
     for (size_t o = 0; o < without[s].size(); ++o)
       spmd::testing::expectClose(withGraphs[s][o], without[s][o], 0, 0,
                                  "step " + std::to_string(s) + " output " + std::to_string(o));
-  for (int s = 2; s < 4; ++s) EXPECT_EQ(queuedWith[s], queuedWithout[s]) << "call " << s;
-  ASSERT_NE(graphed.stepGraph(), nullptr) << graphed.graphsOff();
-  const StepGraph& graph = *graphed.stepGraph();
+  ASSERT_NE(graphed[0]->stepGraph(), nullptr) << graphed[0]->graphsOff();
+  const StepGraph& graph = *graphed[0]->stepGraph();
   EXPECT_EQ(graph.graphs(), 1u);
   // Every step up to the last all-reduce ran outside; the graph holds the rest.
   std::vector<std::string> split = splitOps(program, graph);
   ASSERT_FALSE(split.empty());
   EXPECT_EQ(split.back(), "all_reduce");
   EXPECT_EQ(graph.splitters().back() + 1, graph.splitters().size()) << "the steps outside are 0, 1, 2, ...";
-  EXPECT_EQ(graphed.lastCall().stepsCalled, int64_t(split.size()));
-  EXPECT_GT(graphed.lastCall().hostWaitsInSteps, 0) << "the all-reduce's rendezvous waits for the device";
+  EXPECT_EQ(graphed[0]->lastCall().stepsCalled, int64_t(split.size()));
+  EXPECT_GT(graphed[0]->lastCall().hostWaitsInSteps, 0) << "the all-reduce's rendezvous waits for the device";
+}
+
+// A pmapped step over one device: its all-reduce of one replica needs no rendezvous, so the step
+// is one graph with no host wait, as jit's is.
+TEST(StepGraphTest, APmappedStepOnOneDeviceIsOneGraph) {
+  auto [program, inputs] = trainStepProgram(/*replicas=*/1);
+  ASSERT_TRUE(hasOp(program, "all_reduce"));
+  InProcessCommunicator comm(std::make_shared<InProcessGroup>(1, std::chrono::milliseconds(30000)), 0);
+  Executor executor(program, makeDevice(parseDeviceList("sim"), 0));
+  executor.setCommunicator(&comm);
+  run(executor, inputs, 3);
+  ASSERT_NE(executor.stepGraph(), nullptr) << executor.graphsOff();
+  EXPECT_EQ(executor.stepGraph()->graphs(), 1u);
+  EXPECT_TRUE(executor.stepGraph()->splitters().empty());
+  EXPECT_EQ(executor.lastCall().graphLaunches, 1);
+  EXPECT_EQ(executor.lastCall().hostWaitsInSteps, 0);
 }
 
 // The same on a GPU, captured into CUDA graphs (runtime/cuda/Capture.cpp); skipped without one.
