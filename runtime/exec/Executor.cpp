@@ -171,6 +171,21 @@ void Executor::printDeviceProfile() const {
   }
 }
 
+void Executor::traceOnDevice(const std::vector<double>& t) {
+  using Clock = std::chrono::steady_clock;
+  if (!deviceTrack_) deviceTrack_ = timeline::track("device " + device_->name());
+  // The device's clock placed on the host's: its last mark taken as now, when the call's
+  // synchronisation has just returned (a GPU's spans may start a little late by that much).
+  const Clock::time_point anchor = Clock::now();
+  auto at = [&](double seconds) {
+    return anchor - std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(t.back() - seconds));
+  };
+  for (size_t s = 0; s < program_.steps.size(); ++s) {
+    const Step& step = program_.steps[s];
+    timeline::span(deviceTrack_, step.op, "device", at(t[s]), at(t[s + 1]), step.where(), costOf(step, program_).bytes);
+  }
+}
+
 void Executor::readDeferredChecks() {
   for (size_t s = 0; s < checks_.size(); ++s) {
     const DeferredCheck& check = checks_[s];
@@ -308,10 +323,12 @@ void Executor::run(std::span<const Input> inputs, std::span<Output> outputs) {
       slot.second++;
     }
   };
-  // SPMD_PROFILE=device: a mark before the first step and after each (the device's clock, else
-  // the host's), from the second call on (the first prepares every kernel).
+  // SPMD_PROFILE=device (from the second call on: the first prepares every kernel), and tracing
+  // on a device with a clock (its own track): a mark before the first step and after each (the
+  // device's clock, else, profiling, the host's).
   const bool profiling = profileDevice_ && runs_ > 0;
-  std::unique_ptr<DeviceClock> clock = profiling ? device_->clock() : nullptr;
+  std::unique_ptr<DeviceClock> clock = profiling || traceTrack_ ? device_->clock() : nullptr;
+  const bool marking = profiling || clock != nullptr;
   std::vector<std::chrono::steady_clock::time_point> hostMarks;
   auto markStep = [&] {
     if (clock)
@@ -353,7 +370,7 @@ void Executor::run(std::span<const Input> inputs, std::span<Output> outputs) {
         slot.second++;
       }
       if (events_) events_->push_back({Event::StepDone, s});
-      if (profiling) markStep();
+      if (marking) markStep();
       if (later) {
         if (events_) events_->push_back({Event::BackgroundStarted, s});
         pending.emplace_back(s, std::move(later));
@@ -373,7 +390,7 @@ void Executor::run(std::span<const Input> inputs, std::span<Output> outputs) {
     }
   };
   GraphCapture* graphs = graphsFor(debug);
-  if (profiling) markStep();  // the start of the first step
+  if (marking) markStep();  // the start of the first step
   const int64_t waitsBefore = device_->hostWaits();
   lastCall_ = {};
   auto eager = [&] {
@@ -419,16 +436,19 @@ void Executor::run(std::span<const Input> inputs, std::span<Output> outputs) {
     }
   device_->synchronize();  // asynchronous devices: finish reading the caller's inputs, report errors
   readDeferredChecks();
-  if (profiling) {
+  if (marking) {
     std::vector<double> t;
     if (clock)
       t = clock->seconds();
     else
       for (const auto& m : hostMarks) t.push_back(std::chrono::duration<double>(m - hostMarks.front()).count());
     if (t.size() == program_.steps.size() + 1) {
-      for (size_t s = 0; s < program_.steps.size(); ++s) stepSeconds_[s] += t[s + 1] - t[s];
-      ++profiledRuns_;
-      deviceClock_ = clock != nullptr;
+      if (profiling) {
+        for (size_t s = 0; s < program_.steps.size(); ++s) stepSeconds_[s] += t[s + 1] - t[s];
+        ++profiledRuns_;
+        deviceClock_ = clock != nullptr;
+      }
+      if (traceTrack_ && clock) traceOnDevice(t);
     }
   }
   for (size_t i = 0; i < outputs.size(); ++i) {

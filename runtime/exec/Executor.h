@@ -103,6 +103,9 @@ class Executor {
   std::mutex runMutex_;
   bool profile_ = false;
   int traceTrack_ = 0;  // the timeline's track of this replica (runtime/base/Timeline.h); 0: not tracing
+  int deviceTrack_ = 0;  // its device's own track: each step on the device's clock (Device::clock)
+  // Spans on deviceTrack_ from the marks' times `t` (seconds since the first; one per step + 1).
+  void traceOnDevice(const std::vector<double>& t);
   bool debugNans_ = false, debugInfs_ = false;
   std::vector<Event>* events_ = nullptr;
   // Waits for work queued on an asynchronous device, dropping its errors (after a failure, and

@@ -1,0 +1,37 @@
+// The timeline's device track (runtime/exec/Executor.h): on a device with its own clock (the
+// simulator here; CUDA events on a GPU), a traced run puts every step on the device's track as
+// well as on the replica's, each span as long as the step took on the device. Its own suite and
+// file: starting the timeline lasts for the process, which no other suite should share.
+#include <fstream>
+#include <sstream>
+
+#include "TestUtil.h"
+#include "frontend/spmd.h"
+#include "runtime/base/Timeline.h"
+
+namespace spmd {
+namespace {
+
+size_t count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+TEST(DeviceTraceTest, EachStepIsASpanOnTheDevicesOwnTrack) {
+  const std::string path = ::testing::TempDir() + "spmd-device-trace.json";
+  runtime::timeline::start(path);
+  auto f = jit([](const Tensor& x) { return sum(tanh(x) * 2.0 + exp(x), {0}); }, {.devices = "sim"});
+  Array x = spmd::testing::randomArray(DType::f32, {64, 3}, 5);
+  for (int call = 0; call < 2; ++call) f(x).array();
+  const size_t steps = f.lastProgram().steps.size();
+  ASSERT_EQ(runtime::timeline::write(), path);
+  std::stringstream text;
+  text << std::ifstream(path).rdbuf();
+  EXPECT_NE(text.str().find("\"device sim:0\""), std::string::npos) << "the device's track is named";
+  EXPECT_EQ(count(text.str(), "\"cat\": \"device\""), 2 * steps) << "each step of both calls on the device's track";
+  EXPECT_EQ(count(text.str(), "\"cat\": \"step\""), 2 * steps) << "and on the replica's, as launched";
+}
+
+}  // namespace
+}  // namespace spmd
