@@ -105,8 +105,10 @@ cat > "$bundle/report" <<'REPORT'
 # GPU against the reference, the GPU against the CPU and replica counts (SpmdEquivalenceCuda),
 # the CUDA and NCCL tests, the step captured into CUDA graphs, bf16 (Bf16Test, which adds
 # cuda:0 to its backends where a GPU is visible); then the GPU benchmarks (the
-# training step at width 64, graphs on and off) and PyTorch's step beside them
-# (benchmarks/torch_gpu_step.py). Each part has a time limit (TEST_LIMIT_S,
+# training step at width 64, graphs on and off, with each step's graph launches and host waits,
+# and one profiled row: the per-op table on the GPU's clock) and PyTorch's step beside them
+# (benchmarks/torch_gpu_step.py: fastest, deterministic, channels-last and bf16 at batch 64 and
+# 256, the fastest at 1024). Each part has a time limit (TEST_LIMIT_S,
 # BENCH_LIMIT_S), so a hang still leaves a report. Exits non-zero when a test fails.
 # SPMD_REPORT_DEVICE=sim (gpu_bundle.sh --dry-run) runs the same parts on the simulator, small.
 # PYTHON names the python3 with PyTorch (default python3).
@@ -115,7 +117,7 @@ out=${1:-$here/report.txt}
 device=${SPMD_REPORT_DEVICE:-cuda}
 case $device in
   cuda) filter='*Conformance*cuda*:*CudaKernelTest*cuda*:*SpmdEquivalenceCuda*:CudaTest*:Nccl*:StepGraphTest.OnAGpu*:Bf16Test.*'
-        bench=(--devices=cuda:0 --benchmark_filter='width:64'); torch_args=() ;;
+        bench=(--devices=cuda:0 --benchmark_filter='width:64') ;;
   sim) filter='StepGraphTest.*:LaunchTest.*'
        bench=(--devices=sim --benchmark_filter='batch:2/width:8'); torch_args=(--smoke) ;;
   *) echo "report: SPMD_REPORT_DEVICE must be cuda or sim, got '$device'" >&2; exit 2 ;;
@@ -133,7 +135,13 @@ esac
   # bundle sits in.
   torch_step=$here/../../benchmarks/torch_gpu_step.py
   if [[ -f $torch_step ]]; then
-    timeout "${BENCH_LIMIT_S:-200}" "${PYTHON:-python3}" "$torch_step" "${torch_args[@]}"
+    if [[ $device == cuda ]]; then  # every mode at the targets' batches, then the fastest at 1024
+      timeout "${BENCH_LIMIT_S:-200}" "${PYTHON:-python3}" "$torch_step" --batches 64,256
+      echo "# PyTorch: exit $?"
+      timeout "${BENCH_LIMIT_S:-200}" "${PYTHON:-python3}" "$torch_step" --modes fastest --batches 1024
+    else
+      timeout "${BENCH_LIMIT_S:-200}" "${PYTHON:-python3}" "$torch_step" "${torch_args[@]}"
+    fi
     echo "# PyTorch: exit $?"
   else
     echo "# PyTorch: $torch_step is not here; run benchmarks/torch_gpu_step.py from the checkout"
