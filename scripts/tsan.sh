@@ -9,7 +9,9 @@
 # The simulator's emulated GPU blocks run each thread as a fiber, which TSan tracks as a thread
 # of its own: every fiber switch costs it a clock exchange over all of them, so the two longest
 # sim runs (SpmdEquivalenceSimTest and the donation test on sim, 100 s and more here) stay in the
-# release and ASan runs; the other sim tests and BlockEmulatorTest run here.
+# release and ASan runs, as does SimDeviceTest.TwoStageReductions... (every BatchNorm and reduce
+# kernel case three times on the emulated blocks, one thread of its own); the other sim tests and
+# BlockEmulatorTest run here.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$root/build-tsan}
@@ -21,7 +23,7 @@ fi
 cmake --build "$build" --target spmd_threaded_tests --parallel "${JOBS:-$(nproc)}"
 export OMP_NUM_THREADS=1 DNNL_PRIMITIVE_CACHE_CAPACITY=0 ONEDNN_PRIMITIVE_CACHE_CAPACITY=0
 export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 ${TSAN_OPTIONS:-}"
-filter='Pmap*:*SpmdEquivalence*:Communicator*:CollectiveGradCheck*:Loader*:Concurrency*:*Conformance*:SimDevice*:BlockEmulator*:-SpmdEquivalenceSimTest.*:*Donated*sim*'
+filter='Pmap*:*SpmdEquivalence*:Communicator*:CollectiveGradCheck*:Loader*:Concurrency*:*Conformance*:SimDevice*:BlockEmulator*:-SpmdEquivalenceSimTest.*:*Donated*sim*:SimDeviceTest.TwoStageReductions*'
 # The suites run as one process per core, each a GoogleTest shard of them (one process takes
 # ~220 s on 2 cores, 96 s of it the simulator's kernel cases on sim:4; the shards share nothing
 # but the kernel cache, which is written by rename). Every shard's log is printed.
