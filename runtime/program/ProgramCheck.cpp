@@ -7,6 +7,7 @@
 #include "runtime/base/ElementwiseTable.h"
 #include "runtime/base/Error.h"
 #include "runtime/program/Catalog.h"
+#include "runtime/program/FusedBody.h"
 #include "runtime/program/MemoryPlan.h"
 
 namespace spmd::runtime {
@@ -99,6 +100,17 @@ void checkProgram(const Program& p) {
       throw Error(prefix + at + ": no such op in this spmd's catalog (runtime/program/Catalog.h); was the program "
                   "written by another version of spmd? compile it again");
     checkAttributes(step, prefix + at);
+    if (auto it = step.attrs.find("segments"); it != step.attrs.end()) {  // compiler/BatchFused's steps
+      const int64_t k = std::get<int64_t>(it->second);
+      if (k < 1 || step.outputs.empty() || step.inputs.size() % size_t(k) != 0 || step.outputs.size() % size_t(k) != 0)
+        throw Error(prefix + at + ": " + std::to_string(k) + " segments do not split its " +
+                    std::to_string(step.inputs.size()) + " inputs and " + std::to_string(step.outputs.size()) +
+                    " outputs evenly");
+      const int64_t most = maxFusedSegments(step.inputs.size() / size_t(k), step.outputs.size() / size_t(k));
+      if (k > most)
+        throw Error(prefix + at + ": " + std::to_string(k) + " segments, more than the " + std::to_string(most) +
+                    " one kernel's parameters hold");
+    }
     for (int id : step.inputs) {
       valid(id, at + " input");
       if (!defined[id]) throw Error(prefix + at + " reads " + buffer(id) + " before any step writes it");

@@ -12,6 +12,7 @@
 #include "frontend/spmd.h"
 #include "runtime/device/DeviceList.h"
 #include "runtime/exec/Executor.h"
+#include "runtime/program/ProgramCheck.h"
 #include "runtime/sim/SimDevice.h"
 
 namespace spmd::runtime {
@@ -134,6 +135,14 @@ TEST(BatchFusedTest, OnlyIndependentAdjacentStepsWithOneDirectBodyMerge) {
   EXPECT_EQ(p.steps[0].outputs, (std::vector<int>{2, 5, 10}));
   for (size_t s = 1; s < 4; ++s) EXPECT_FALSE(p.steps[s].attrs.count("segments")) << s;
   EXPECT_EQ(p.steps[1].outputs, std::vector<int>{8});
+  // A Program from elsewhere (a file, a hand) whose segments do not split its operands: refused.
+  p.name = "p";
+  p.inputs = {0, 1, 3, 4, 6, 7};
+  p.steps.resize(1);
+  checkProgram(p);
+  p.steps[0].attrs["segments"] = int64_t(4);
+  EXPECT_NE(spmd::testing::errorOf([&] { checkProgram(p); }).find("4 segments do not split its 6 inputs and 3 outputs evenly"),
+            std::string::npos);
 }
 
 }  // namespace
