@@ -157,8 +157,4 @@ std::vector<int64_t> loadStrides(const FusedInstr& load, std::span<const int64_t
   return strides;
 }
 
-int64_t maxFusedSegments(size_t inputs, size_t outputs) {
-  return (4096 - 16) / int64_t(8 * (inputs + outputs + 1));
-}
-
 }  // namespace spmd::runtime

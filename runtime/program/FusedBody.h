@@ -5,6 +5,7 @@
 // broadcast_in_dim (input dim i is result dim dims[i]). Every backend evaluates the same parse.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -47,7 +48,9 @@ const char* fusedOpName(FusedOpKind kind);
 // tensors each: what keeps the GPU kernel's segment table (runtime/kernels/FusedSource.h: a start
 // and the pointers per segment, passed by value with the element count) within CUDA's 4 KiB of
 // kernel parameters.
-int64_t maxFusedSegments(size_t inputs, size_t outputs);
+inline int64_t maxFusedSegments(size_t inputs, size_t outputs) {
+  return (4096 - 16) / int64_t(8 * (inputs + outputs + 1));
+}
 int fusedArity(FusedOpKind kind);  // operands of an elementwise kind; 0 for load and constant
 
 // Element strides into `input` per dim of `space`, 0 along broadcast dims. Throws when the input
