@@ -456,6 +456,12 @@ std::vector<std::pair<std::string, std::string>> PmapCore::fingerprint(const std
   facts.emplace_back("threads per replica", std::to_string(group.threadsPerReplica()));
   facts.emplace_back("accumulation steps", std::to_string(state_->options.accumulate));
   facts.emplace_back("reduction mode (SPMD_REDUCE)", runtime::reduceModeName(runtime::reduceModeFromEnvironment()));
+  // How kernels are chosen: every process must take part in process 0's choices
+  // (runtime/device/KernelChoice.h), or wait for one that never comes, and run the same pins.
+  facts.emplace_back("cuDNN algorithms timed (SPMD_CUDNN_SEARCH)",
+                     runtime::envSwitch("SPMD_CUDNN_SEARCH").value_or(false) ? "yes" : "no");
+  const char* pins = std::getenv("SPMD_KERNELS");
+  facts.emplace_back("kernel pins (SPMD_KERNELS)", pins && *pins ? pins : "none");
   for (size_t i = 0; i < leaves.size(); ++i)
     if (axes[i].kind == Axis::Kind::Replicated) {
       const Array& a = leaves[i].array();
