@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <tuple>
 
 #include "TrainStep.h"
 #include "frontend/models/ResNet.h"
@@ -28,26 +29,41 @@ namespace {
 std::string devices = "cuda:0";
 bool failed = false;  // a row whose step did not run as it should (see the header)
 
+// The donated ResNet-18 training step on `devices`, after its first (compiling) call.
+struct DonatedStep {
+  decltype(spmd::models::resnet18({})) model;
+  spmd::optim::Sgd sgd{{.learningRate = 0.1, .momentum = 0.9}};
+  decltype(spmd::jit(bench::trainStep(*model, sgd), {})) step;
+  spmd::Tree params, opt, state;
+  spmd::Tensor x, y;
+  DonatedStep(int64_t batch, int64_t width)
+      : model(spmd::models::resnet18({.width = width, .bnAxisName = ""})),
+        step(spmd::jit(bench::trainStep(*model, sgd), {.devices = devices, .donateArguments = {0, 1, 2}})) {
+    auto [p, s] = model->initialize(0);
+    std::tie(x, y) = bench::syntheticBatch(batch);
+    spmd::Tensor loss;
+    std::tie(params, opt, state, loss) = step(p, sgd.init(p), s, x, y);
+  }
+  // One step on the state of the last; the loss read on the host (the step finished).
+  float next() {
+    auto [p, o, s, loss] = step(params, opt, state, x, y);
+    params = p, opt = o, state = s;
+    return loss.array().values<float>()[0];
+  }
+};
+
 void BM_AcceleratorTrainStep(benchmark::State& state) {
   const int64_t batch = state.range(0), width = state.range(1);
   const bool graphs = state.range(2) != 0;
   setenv("SPMD_CUDA_GRAPHS", graphs ? "1" : "0", 1);  // read when the step's executor is made
-  auto model = spmd::models::resnet18({.width = width, .bnAxisName = ""});
-  auto [params, bnState] = model->initialize(0);
-  spmd::optim::Sgd sgd({.learningRate = 0.1, .momentum = 0.9});
-  spmd::Tree opt = sgd.init(params);
-  auto step = spmd::jit(bench::trainStep(*model, sgd), {.devices = devices, .donateArguments = {0, 1, 2}});
-  auto [x, y] = bench::syntheticBatch(batch);
   // The first call compiles, the second records the graphs: both outside the timing.
-  auto [p1, o1, s1, l1] = step(params, opt, bnState, x, y);
-  const double compileSeconds = step.lastCompileSeconds();
-  std::tie(p1, o1, s1, l1) = step(p1, o1, s1, x, y);
+  DonatedStep run(batch, width);
+  const double compileSeconds = run.step.lastCompileSeconds();
+  run.next();
   spmd::runtime::CallCounts total;
   for (auto _ : state) {
-    auto [p2, o2, s2, loss] = step(p1, o1, s1, x, y);
-    p1 = p2, o1 = o2, s1 = s2;
-    benchmark::DoNotOptimize(loss.array().values<float>()[0]);  // the loss on the host: the step finished
-    total += step.lastCall();
+    benchmark::DoNotOptimize(run.next());
+    total += run.step.lastCall();
   }
   unsetenv("SPMD_CUDA_GRAPHS");
   state.SetItemsProcessed(state.iterations() * batch);
@@ -86,18 +102,8 @@ void BM_AcceleratorStepProfile(benchmark::State& state) {
   const int64_t batch = state.range(0), width = state.range(1);
   setenv("SPMD_PROFILE", "device", 1);  // read when the step's executor is made
   {
-    auto model = spmd::models::resnet18({.width = width, .bnAxisName = ""});
-    auto [params, bnState] = model->initialize(0);
-    spmd::optim::Sgd sgd({.learningRate = 0.1, .momentum = 0.9});
-    spmd::Tree opt = sgd.init(params);
-    auto step = spmd::jit(bench::trainStep(*model, sgd), {.devices = devices, .donateArguments = {0, 1, 2}});
-    auto [x, y] = bench::syntheticBatch(batch);
-    auto [p1, o1, s1, l1] = step(params, opt, bnState, x, y);
-    for (auto _ : state) {
-      auto [p2, o2, s2, loss] = step(p1, o1, s1, x, y);
-      p1 = p2, o1 = o2, s1 = s2;
-      benchmark::DoNotOptimize(loss.array().values<float>()[0]);
-    }
+    DonatedStep run(batch, width);
+    for (auto _ : state) benchmark::DoNotOptimize(run.next());
   }  // the executor goes: its profile is printed
   unsetenv("SPMD_PROFILE");
   state.SetLabel(devices + ", profiled");

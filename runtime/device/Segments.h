@@ -12,10 +12,13 @@
 
 namespace spmd::runtime {
 
-// The step's segment count (1 without the attribute); throws when it does not divide its operands.
+// A step's segment count (1 without the attribute).
+inline int64_t segmentsOf(const Step& step) { return step.attrs.count("segments") ? step.integer("segments") : 1; }
+
+// The call's segment count; throws when it does not divide its operands.
 inline int64_t segmentCount(const KernelCall& call) {
-  if (!call.step.attrs.count("segments")) return 1;
-  const int64_t k = call.step.integer("segments");
+  const int64_t k = segmentsOf(call.step);
+  if (k == 1) return 1;
   if (k < 1 || call.in.size() % size_t(k) != 0 || call.out.size() % size_t(k) != 0)
     throw Error("step '" + call.step.op + "' (" + call.step.where() + ") has " + std::to_string(k) + " segments but " +
                 std::to_string(call.in.size()) + " inputs and " + std::to_string(call.out.size()) +

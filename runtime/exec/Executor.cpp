@@ -401,17 +401,16 @@ void Executor::run(std::span<const Input> inputs, std::span<Output> outputs) {
     eager();
   } else if (graph_ && graph_->pointers() == data) {
     graph_->replay(*graphs, runStep);
+    lastCall_.graphLaunches = int64_t(graph_->graphs());
+    lastCall_.stepsCalled = int64_t(graph_->splitters().size());
   } else if (graph_ && ++recaptures_ > 1) {  // buffers that move every call: graphs would not pay
     turnGraphsOff("its buffers moved between calls again (inputs that are not donated move every call)");
     graph_.reset();
     eager();
   } else {
     graph_ = std::make_unique<StepGraph>(StepGraph::record(*graphs, program_.steps.size(), data, runStep));
-    lastCall_.stepsCalled = int64_t(program_.steps.size());  // recording calls every kernel
-  }
-  if (graphs && graph_) {
     lastCall_.graphLaunches = int64_t(graph_->graphs());
-    if (lastCall_.stepsCalled == 0) lastCall_.stepsCalled = int64_t(graph_->splitters().size());
+    lastCall_.stepsCalled = int64_t(program_.steps.size());  // recording calls every kernel
   }
 
   try {

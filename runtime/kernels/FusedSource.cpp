@@ -8,6 +8,7 @@
 
 #include "runtime/base/Error.h"
 #include "runtime/base/RealText.h"
+#include "runtime/device/Segments.h"
 #include "runtime/ElementwiseSource.inc"  // kElementwiseSource (generated)
 
 namespace spmd::runtime::kernels {
@@ -124,10 +125,8 @@ std::string fusedSegmentsSource(const FusedBody& body, DType dtype, int64_t segm
   return os.str();
 }
 
-int64_t fusedSegments(const Step& step) { return step.attrs.count("segments") ? step.integer("segments") : 1; }
-
 std::vector<std::byte> segmentsArgument(const KernelCall& call, long long* total) {
-  const int64_t segments = fusedSegments(call.step);
+  const int64_t segments = segmentCount(call);
   const size_t ni = call.in.size() / size_t(segments), no = call.out.size() / size_t(segments);
   std::vector<long long> start;
   std::vector<void*> pointers;
@@ -151,7 +150,7 @@ namespace {
 std::string sourceOf(const Step& step, DType dtype, const std::vector<std::vector<int64_t>>& inputs,
                      std::span<const int64_t> space, size_t outputs) {
   const FusedBody body = FusedBody::parse(step.text("body"));
-  if (const int64_t segments = fusedSegments(step); segments > 1)
+  if (const int64_t segments = segmentsOf(step); segments > 1)
     return fusedSegmentsSource(body, dtype, segments, inputs.size() / size_t(segments), outputs / size_t(segments));
   return fusedKernelSource(body, dtype, inputs, space, outputs);
 }

@@ -36,8 +36,6 @@ std::string fusedKernelSource(const Step& step, const Program& program);
 // outputs)]`, each segment's inputs then outputs); each element finds its segment by binary search.
 inline constexpr const char* kSegmentsStruct = "spmd_segments";
 std::string fusedSegmentsSource(const FusedBody& body, DType dtype, int64_t segments, size_t inputs, size_t outputs);
-// The number of segments of a fused step (1 without the attribute).
-int64_t fusedSegments(const Step& step);
 // The bytes of the spmd_segments struct of a call: the segments' starts, then their pointers.
 std::vector<std::byte> segmentsArgument(const KernelCall& call, long long* total);
 

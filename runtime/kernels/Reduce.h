@@ -64,6 +64,12 @@ SPMD_HOST_DEVICE inline int64_t offsetOf(const int64_t* dims, const int64_t* str
 
 enum class ReduceKind { Sum, Mean, Max };
 
+// The reduction's identity and one step of it, in double.
+SPMD_HOST_DEVICE inline double reduceIdentity(ReduceKind kind) { return kind == ReduceKind::Max ? -HUGE_VAL : 0.0; }
+SPMD_HOST_DEVICE inline double reduceStep(ReduceKind kind, double acc, double v) {
+  return kind == ReduceKind::Max ? nanMax(acc, v) : acc + v;
+}
+
 template <typename T>
 struct ReduceFn {
   const T* x;
@@ -72,11 +78,9 @@ struct ReduceFn {
   ReduceKind kind;
   SPMD_HOST_DEVICE void operator()(int64_t o) const {
     int64_t base = offsetOf(s.keptDims, s.keptStrides, s.kept, o);
-    double acc = kind == ReduceKind::Max ? -HUGE_VAL : 0.0;
-    for (int64_t r = 0; r < s.reducedCount; ++r) {
-      double v = x[base + offsetOf(s.reducedDims, s.reducedStrides, s.reduced, r)];
-      acc = kind == ReduceKind::Max ? nanMax(acc, v) : acc + v;
-    }
+    double acc = reduceIdentity(kind);
+    for (int64_t r = 0; r < s.reducedCount; ++r)
+      acc = reduceStep(kind, acc, x[base + offsetOf(s.reducedDims, s.reducedStrides, s.reduced, r)]);
     y[o] = static_cast<T>(kind == ReduceKind::Mean ? acc / double(s.reducedCount) : acc);
   }
 };
@@ -101,11 +105,9 @@ struct ReduceSliceFn {
     for (int64_t blk = b.block(); blk < outputs * sl.slices; blk += b.gridSize()) {
       const int64_t o = blk / sl.slices, slice = blk % sl.slices, end = sl.end(slice);
       const int64_t base = offsetOf(s.keptDims, s.keptStrides, s.kept, o);
-      double acc = kind == ReduceKind::Max ? -HUGE_VAL : 0.0;
-      for (int64_t r = sl.begin(slice) + b.thread(); r < end; r += b.blockSize()) {
-        double v = x[base + offsetOf(s.reducedDims, s.reducedStrides, s.reduced, r)];
-        acc = kind == ReduceKind::Max ? nanMax(acc, v) : acc + v;
-      }
+      double acc = reduceIdentity(kind);
+      for (int64_t r = sl.begin(slice) + b.thread(); r < end; r += b.blockSize())
+        acc = reduceStep(kind, acc, x[base + offsetOf(s.reducedDims, s.reducedStrides, s.reduced, r)]);
       acc = kind == ReduceKind::Max ? blockReduce(b, acc, MaxOfDoubles{}) : blockSum(b, acc);
       if (b.thread() == 0) partial[blk] = acc;
     }
@@ -120,11 +122,8 @@ struct ReduceFinishFn {
   Slices sl;
   ReduceKind kind;
   SPMD_HOST_DEVICE void operator()(int64_t o) const {
-    double acc = kind == ReduceKind::Max ? -HUGE_VAL : 0.0;
-    for (int64_t slice = 0; slice < sl.slices; ++slice) {
-      const double v = partial[o * sl.slices + slice];
-      acc = kind == ReduceKind::Max ? nanMax(acc, v) : acc + v;
-    }
+    double acc = reduceIdentity(kind);
+    for (int64_t slice = 0; slice < sl.slices; ++slice) acc = reduceStep(kind, acc, partial[o * sl.slices + slice]);
     y[o] = static_cast<T>(kind == ReduceKind::Mean ? acc / double(sl.count) : acc);
   }
 };

@@ -12,11 +12,7 @@
 namespace spmd {
 namespace {
 
-size_t count(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
-}
+using spmd::testing::countOccurrences;
 
 TEST(DeviceTraceTest, EachStepIsASpanOnTheDevicesOwnTrack) {
   const std::string path = ::testing::TempDir() + "spmd-device-trace.json";
@@ -29,8 +25,8 @@ TEST(DeviceTraceTest, EachStepIsASpanOnTheDevicesOwnTrack) {
   std::stringstream text;
   text << std::ifstream(path).rdbuf();
   EXPECT_NE(text.str().find("\"device sim:0\""), std::string::npos) << "the device's track is named";
-  EXPECT_EQ(count(text.str(), "\"cat\": \"device\""), 2 * steps) << "each step of both calls on the device's track";
-  EXPECT_EQ(count(text.str(), "\"cat\": \"step\""), 2 * steps) << "and on the replica's, as launched";
+  EXPECT_EQ(countOccurrences(text.str(), "\"cat\": \"device\""), 2 * steps) << "each step of both calls on the device's track";
+  EXPECT_EQ(countOccurrences(text.str(), "\"cat\": \"step\""), 2 * steps) << "and on the replica's, as launched";
 }
 
 }  // namespace

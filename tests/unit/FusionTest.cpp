@@ -11,11 +11,7 @@
 namespace spmd {
 namespace {
 
-size_t count(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
-}
+using spmd::testing::countOccurrences;
 
 TEST(FusionTest, ResNetTrainStepIsBitIdenticalFusedAndUnfused) {
   auto model = models::resnet18({.width = 4});
@@ -31,24 +27,24 @@ TEST(FusionTest, ResNetTrainStepIsBitIdenticalFusedAndUnfused) {
 
   const std::string& text = fused.lastProgramText();
   const std::string& unfused = plain.lastProgramText();
-  size_t fusedSteps = count(text, "  fused (");
-  std::printf("  steps: %zu unfused, %zu with fusion (%zu fused kernels)\n", count(unfused, ") -> ("),
-              count(text, ") -> ("), fusedSteps);
-  EXPECT_EQ(count(unfused, "  fused ("), 0u);
+  size_t fusedSteps = countOccurrences(text, "  fused (");
+  std::printf("  steps: %zu unfused, %zu with fusion (%zu fused kernels)\n", countOccurrences(unfused, ") -> ("),
+              countOccurrences(text, ") -> ("), fusedSteps);
+  EXPECT_EQ(countOccurrences(unfused, "  fused ("), 0u);
   // Every parameter's SGD update (weight decay, momentum, step) is one segment of one fused
   // kernel (compiler/BatchFused), and the bits above are the unfused step's.
-  EXPECT_EQ(count(text, "segments = " + std::to_string(std::get<0>(a).size()) + "}"), 1u) << text;
+  EXPECT_EQ(countOccurrences(text, "segments = " + std::to_string(std::get<0>(a).size()) + "}"), 1u) << text;
   EXPECT_GT(fusedSteps, 20u);
-  EXPECT_LT(count(text, ") -> ("), count(unfused, ") -> (")) << "fusion removes steps";
-  EXPECT_EQ(count(text, "  conv2d ("), count(unfused, "  conv2d ("));
-  EXPECT_EQ(count(text, "  batch_norm_train ("), count(unfused, "  batch_norm_train ("));
+  EXPECT_LT(countOccurrences(text, ") -> ("), countOccurrences(unfused, ") -> (")) << "fusion removes steps";
+  EXPECT_EQ(countOccurrences(text, "  conv2d ("), countOccurrences(unfused, "  conv2d ("));
+  EXPECT_EQ(countOccurrences(text, "  batch_norm_train ("), countOccurrences(unfused, "  batch_norm_train ("));
   // 17 ReLUs: the architecture's (the stem's and two per block of 8, as PyTorch's module has).
   // The 8 residual add + relu pairs are fused kernels; the relus right after a BN (the stem's
   // and each block's first) become the batch norm's relu (spmd-fuse-norm-relu): none is left.
-  EXPECT_EQ(count(unfused, "  relu ("), 17u);
-  EXPECT_EQ(count(text, "  relu ("), 0u);
-  EXPECT_EQ(count(text, "relu = true"), 9u);
-  EXPECT_EQ(count(unfused, "relu = true"), 0u);
+  EXPECT_EQ(countOccurrences(unfused, "  relu ("), 17u);
+  EXPECT_EQ(countOccurrences(text, "  relu ("), 0u);
+  EXPECT_EQ(countOccurrences(text, "relu = true"), 9u);
+  EXPECT_EQ(countOccurrences(unfused, "relu = true"), 0u);
   EXPECT_NE(text.find("relu_backward"), std::string::npos);
 }
 

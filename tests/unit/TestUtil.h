@@ -22,6 +22,13 @@
 
 namespace spmd::testing {
 
+// How often `what` occurs in `text` (overlapping occurrences counted).
+inline size_t countOccurrences(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
 // Runs fn and returns the message of the exception it throws (spmd::Error or another
 // std::exception), or "no error", which no expected message matches.
 template <typename Fn>
