@@ -23,6 +23,7 @@
 #include "runtime/base/Timeout.h"
 #include "runtime/device/DeviceList.h"
 #include "runtime/device/Driver.h"
+#include "runtime/device/Variants.h"
 #include "runtime/mpi/Processes.h"
 #include "runtime/exec/ReplicaGroup.h"
 
@@ -460,6 +461,7 @@ std::vector<std::pair<std::string, std::string>> PmapCore::fingerprint(const std
   // (runtime/device/KernelChoice.h), or wait for one that never comes, and run the same pins.
   facts.emplace_back("cuDNN algorithms timed (SPMD_CUDNN_SEARCH)",
                      runtime::envSwitch("SPMD_CUDNN_SEARCH").value_or(false) ? "yes" : "no");
+  facts.emplace_back("CPU kernels timed (SPMD_KERNEL_TIMING)", runtime::kernelTiming() ? "yes" : "no");
   const char* pins = std::getenv("SPMD_KERNELS");
   facts.emplace_back("kernel pins (SPMD_KERNELS)", pins && *pins ? pins : "none");
   for (size_t i = 0; i < leaves.size(); ++i)

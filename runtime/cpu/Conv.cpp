@@ -1,17 +1,14 @@
-// CPU conv2d: oneDNN convolution (f32). oneDNN picks its preferred (blocked) layouts; an input or
-// result whose buffer lies in another layout is reordered around the call (none is when the
-// compiler's spmd-assign-layouts gave the buffers oneDNN's layout; the filter stays plain OIHW).
-// Wide 3x3 stride-1 convolutions on blocked activations run as Winograd (runtime/cpu/Winograd.h),
-// wide 3x3 stride-2 ones as GEMMs (runtime/cpu/StridedConv.h).
-// f64 runs the reference loops (oneDNN has no f64). bf16 (a step the compiler kept in bf16) runs
-// oneDNN's bf16 convolution where the ISA has one (onednnBf16), else the f32 kernel between
-// roundings (runtime/device/WidenedBf16.h).
+// CPU conv2d: the step's variant (runtime/cpu/ConvVariants.h: Winograd, stride-2 GEMMs, oneDNN,
+// the reference loops for f64), and oneDNN's direct convolution, the variant for any shape.
+// oneDNN picks its preferred (blocked) layouts; an input or result whose buffer lies in another
+// layout is reordered around the call (none is when the compiler's spmd-assign-layouts gave the
+// buffers oneDNN's layout; the filter stays plain OIHW). bf16 (a step the compiler kept in bf16)
+// runs oneDNN's bf16 convolution where the ISA has one (onednnBf16), else the f32 variants
+// between roundings (runtime/device/WidenedBf16.h).
+#include "runtime/cpu/ConvVariants.h"
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cpu/Onednn.h"
-#include "runtime/cpu/StridedConv.h"
-#include "runtime/cpu/Winograd.h"
 #include "runtime/device/WidenedBf16.h"
-#include "runtime/reference/Reference.h"
 
 namespace spmd::runtime::cpu {
 namespace {
@@ -26,11 +23,12 @@ struct ConvState {
 }  // namespace
 
 void conv2d(KernelCall& call) {
+  if (call.in[0].dtype == DType::bf16 && !onednnBf16()) return widenedBf16<conv2d>(call);
+  runVariant(call, convVariants(call.step.op));
+}
+
+void onednnConv2d(KernelCall& call) {
   const DType type = call.in[0].dtype;
-  if (type == DType::bf16 && !onednnBf16()) return widenedBf16<conv2d>(call);
-  if (type == DType::f64) return reference::conv2d(call);
-  if (type == DType::f32 && winograd::applies(call)) return winograd::forward(call);
-  if (type == DType::f32 && strided::applies(call)) return strided::forward(call);
   bool hasBias = call.in.size() > 2;
   ConvState& s = cachedState<ConvState>(call, [&] {
     using namespace dnnl;

@@ -1,17 +1,12 @@
-// CPU conv2d gradients through oneDNN (f32): backward data (input gradient) and backward
-// weights (filter gradient), each in oneDNN's preferred layouts with reorders around the call
-// where a buffer lies in another layout, like the forward kernel; wide 3x3 stride-1 ones on
-// blocked activations run as Winograd (runtime/cpu/Winograd.h), stride-2 ones as GEMMs
-// (runtime/cpu/StridedConv.h), and the filter gradient of a one-channel input in our own loops
-// (runtime/cpu/SingleChannelConv.h). f64 runs the reference loops; bf16 oneDNN's bf16 primitives
-// where the ISA has them (onednnBf16), else the f32 kernels between roundings.
+// CPU conv2d gradients: the step's variant (runtime/cpu/ConvVariants.h), and oneDNN's direct
+// backward data (input gradient) and backward weights (filter gradient), the variants for any
+// shape, each in oneDNN's preferred layouts with reorders around the call where a buffer lies in
+// another layout, like the forward kernel. bf16: oneDNN's bf16 primitives where the ISA has them
+// (onednnBf16), else the f32 variants between roundings.
+#include "runtime/cpu/ConvVariants.h"
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cpu/Onednn.h"
-#include "runtime/cpu/SingleChannelConv.h"
-#include "runtime/cpu/StridedConv.h"
-#include "runtime/cpu/Winograd.h"
 #include "runtime/device/WidenedBf16.h"
-#include "runtime/reference/Reference.h"
 
 namespace spmd::runtime::cpu {
 namespace {
@@ -51,11 +46,12 @@ struct ConvBackwardState {
 
 // inputs: result_grad, filter; output: input_grad
 void conv2d_backward_data(KernelCall& call) {
+  if (call.in[0].dtype == DType::bf16 && !onednnBf16()) return widenedBf16<conv2d_backward_data>(call);
+  runVariant(call, convVariants(call.step.op));
+}
+
+void onednnConv2dBackwardData(KernelCall& call) {
   const DType type = call.in[0].dtype;
-  if (type == DType::bf16 && !onednnBf16()) return widenedBf16<conv2d_backward_data>(call);
-  if (type == DType::f64) return reference::conv2d_backward_data(call);
-  if (type == DType::f32 && winograd::applies(call)) return winograd::backwardData(call);
-  if (type == DType::f32 && strided::applies(call)) return strided::backwardData(call);
   auto& s = cachedState<ConvBackwardState>(call, [&] {
     using namespace dnnl;
     ConvGeometry g(call.step);
@@ -75,12 +71,12 @@ void conv2d_backward_data(KernelCall& call) {
 
 // inputs: input, result_grad; output: filter_grad
 void conv2d_backward_filter(KernelCall& call) {
+  if (call.in[0].dtype == DType::bf16 && !onednnBf16()) return widenedBf16<conv2d_backward_filter>(call);
+  runVariant(call, convVariants(call.step.op));
+}
+
+void onednnConv2dBackwardFilter(KernelCall& call) {
   const DType type = call.in[0].dtype;
-  if (type == DType::bf16 && !onednnBf16()) return widenedBf16<conv2d_backward_filter>(call);
-  if (type == DType::f64) return reference::conv2d_backward_filter(call);
-  if (type == DType::f32 && winograd::applies(call)) return winograd::backwardFilter(call);
-  if (type == DType::f32 && strided::applies(call)) return strided::backwardFilter(call);
-  if (type == DType::f32 && single_channel::applies(call)) return single_channel::backwardFilter(call);
   auto& s = cachedState<ConvBackwardState>(call, [&] {
     using namespace dnnl;
     ConvGeometry g(call.step);

@@ -6,9 +6,9 @@
 #include "runtime/device/Kernel.h"
 
 #define SPMD_CPU_OPS(X)                                                                             \
-  X(conv2d, "oneDNN convolution, Winograd for wide 3x3 (cpu/Conv.cpp)")                             \
-  X(conv2d_backward_data, "oneDNN convolution backward (cpu/ConvBackward.cpp)")                     \
-  X(conv2d_backward_filter, "oneDNN convolution backward (cpu/ConvBackward.cpp)")                   \
+  X(conv2d, "variants: Winograd, stride-2 GEMMs, oneDNN (cpu/ConvVariants.cpp)")                   \
+  X(conv2d_backward_data, "variants: Winograd, stride-2 GEMMs, oneDNN (cpu/ConvVariants.cpp)")      \
+  X(conv2d_backward_filter, "variants: Winograd, GEMMs, one-channel, oneDNN (cpu/ConvVariants.cpp)") \
   X(batch_norm_train, "oneDNN batch normalization (cpu/Norm.cpp)")                                  \
   X(batch_norm_infer, "oneDNN batch normalization (cpu/Norm.cpp)")                                  \
   X(batch_norm_train_backward, "double sums per channel (cpu/Norm.cpp)")                            \

@@ -68,7 +68,7 @@ void run(const float* x, const float* dy, const Geometry& g, float* dw) {
 
 }  // namespace
 
-bool applies(const KernelCall& call) {
+bool runs(const KernelCall& call) {
   if (call.in.size() != 2 || call.out.size() != 1) return false;
   const TensorView &x = call.in[0], &dy = call.in[1], &dw = call.out[0];
   if (x.dtype != DType::f32 || x.rank() != 4 || dy.rank() != 4 || dw.rank() != 4) return false;

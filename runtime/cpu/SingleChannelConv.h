@@ -12,7 +12,7 @@ namespace spmd::runtime::cpu::single_channel {
 
 // Whether conv2d_backward_filter (x, dy -> dw) runs here: f32, x plain with one channel, dy
 // nChw8c or nChw16c, a 3x3 filter, any stride and padding below the filter's size.
-bool applies(const KernelCall& call);
+bool runs(const KernelCall& call);
 
 // inputs: x, result_grad; output: filter_grad. Each image's sums in f32 (in pixel order, lane
 // by lane), the images' sums added in double in image order: the same bits for any thread count

@@ -16,7 +16,6 @@
 #include <cstring>
 #include <vector>
 
-#include "runtime/base/Parse.h"
 #include "runtime/cpu/BlockedLoops.h"
 #include "runtime/cpu/Onednn.h"
 #include "runtime/program/Layouts.h"
@@ -161,30 +160,41 @@ struct State {
   Prepared first, rest;  // rest: the backward filter's accumulating GEMM
 };
 
-bool enabled() {
-  static const bool on = [] { return envSwitch("SPMD_STRIDED_GEMM").value_or(true); }();
-  return on;
-}
 
 }  // namespace
 
-bool applies(const KernelCall& call) {
-  if (!enabled() || call.in.size() < 2 || call.out.empty()) return false;
+namespace {
+
+// The filter's size (3 or 1) when the step is a stride-2 convolution these GEMMs compute: f32,
+// activations in one blocked layout of whole channel blocks, padding (k - 1) / 2; else 0.
+int64_t filterSize(const KernelCall& call) {
+  if (call.in.size() < 2 || call.out.empty()) return 0;
   const std::string& op = call.step.op;
   const bool data = op == "conv2d_backward_data", filter = op == "conv2d_backward_filter";
   const TensorView& x = data ? call.out[0] : call.in[0];
   const TensorView& y = op == "conv2d" ? call.out[0] : call.in[data ? 0 : 1];
   const TensorView& w = filter ? call.out[0] : call.in[1];
-  if (x.dtype != DType::f32 || x.rank() != 4 || y.rank() != 4 || w.rank() != 4) return false;
-  if (x.layout.empty() || x.layout != y.layout) return false;
+  if (x.dtype != DType::f32 || x.rank() != 4 || y.rank() != 4 || w.rank() != 4) return 0;
+  if (x.layout.empty() || x.layout != y.layout) return 0;
   const int64_t block = channelBlock(x.layout);
-  if (x.dim(1) % block || y.dim(1) % block || w.dim(0) != y.dim(1) || w.dim(1) != x.dim(1)) return false;
+  if (x.dim(1) % block || y.dim(1) % block || w.dim(0) != y.dim(1) || w.dim(1) != x.dim(1)) return 0;
   const int64_t k = w.dim(2), pad = (k - 1) / 2;
   const auto& stride = call.step.ints("stride");
   const auto& padding = call.step.ints("padding");
   if (w.dim(3) != k || stride != std::vector<int64_t>{2, 2} || padding != std::vector<int64_t>{pad, pad} ||
       y.dim(2) != (x.dim(2) + 2 * pad - k) / 2 + 1 || y.dim(3) != (x.dim(3) + 2 * pad - k) / 2 + 1)
-    return false;
+    return 0;
+  return k == 3 || k == 1 ? k : 0;
+}
+
+}  // namespace
+
+bool runs(const KernelCall& call) { return filterSize(call) != 0; }
+
+bool pays(const KernelCall& call) {
+  const int64_t k = filterSize(call);
+  const TensorView& x = call.step.op == "conv2d_backward_data" ? call.out[0] : call.in[0];
+  const TensorView& y = call.step.op == "conv2d" ? call.out[0] : call.in[call.step.op == "conv2d_backward_data" ? 0 : 1];
   if (k == 3) return x.dim(1) >= 128;
   // 1x1: oneDNN's 1x1 kernel takes only inputs of twice the output's size; an odd one (7x7 -> 4x4,
   // ResNet-18's last projection at 28x28 inputs) falls to its generic direct kernel at 15-20% of

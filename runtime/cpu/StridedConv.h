@@ -14,12 +14,13 @@ namespace spmd::runtime::cpu::strided {
 
 // Whether conv2d (x, w -> y), conv2d_backward_data (dy, w -> dx) or conv2d_backward_filter
 // (x, dy -> dw) with these operands runs here: f32, stride 2, the activations in one blocked
-// layout, and either a 3x3 filter with padding 1 and at least 128 channels in (below that, at
-// ResNet-18's 64-channel stage entry, the GEMM is no faster than oneDNN's direct kernel:
-// measured) or a 1x1 filter without padding on an input that is not twice the output's size
-// (oneDNN's own 1x1 kernel takes the even ones).
-// SPMD_STRIDED_GEMM=0 in the environment turns it off.
-bool applies(const KernelCall& call);
+// layout, and a 3x3 filter with padding 1 or a 1x1 filter without padding.
+bool runs(const KernelCall& call);
+// Where it was measured to beat oneDNN's direct kernels on AVX2 (the order used untimed,
+// SPMD_KERNEL_TIMING=0): 3x3 with at least 128 channels in (below that, at ResNet-18's
+// 64-channel stage entry, the GEMM was no faster), 1x1 on an input that is not twice the
+// output's size (oneDNN's own 1x1 kernel takes the even ones).
+bool pays(const KernelCall& call);
 
 // The most floats one chunk's window matrix may hold (default 1 << 22, 16 MB); images go through
 // in equal chunks so that scratch does not grow with the batch. Tests lower it to run several

@@ -24,11 +24,11 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include <immintrin.h>
 
-#include "runtime/base/Parse.h"
 #include "runtime/cpu/BlockedLoops.h"
 #include "runtime/cpu/Onednn.h"
 #include "runtime/cpu/VectorClones.h"
@@ -316,12 +316,6 @@ void runGemms(Prepared& gemms, const float* a, const float* b, float* c) {
              {DNNL_ARG_DST, c}});
 }
 
-bool enabled() {
-  static const bool on = [] {
-    return envSwitch("SPMD_WINOGRAD").value_or(true);
-  }();
-  return on;
-}
 
 // Tiles go through the transforms and GEMMs in chunks of `rows`, so the transformed tiles (16 x
 // rows x channels floats, at most chunkFloats) stay in cache between a transform and its GEMM
@@ -672,13 +666,13 @@ float* filterGrouped(const Tiled& x, const Tiled& dy) {
 // channels): up to 64 channels a group of tiles at a time (convolveGrouped), from there in chunks
 // through one batched oneDNN GEMM.
 void convolve(KernelCall& call, const TensorView& in, const TensorView& out, bool backwardData,
-              const float* bias) {
+              const float* bias, Path path) {
   Tiled x(in), y(out);
   const int64_t C = x.C, K = y.C;
   const TensorView& w = call.in[1];  // OIHW of the forward convolution
   float* U = threadScratch(1, 16 * C * K);
   filterTransform(w.as<const float>(), w.dim(0), w.dim(1), backwardData, U);
-  if (groupedFits(C, K)) return convolveGrouped(x, y, U, bias);
+  if (path == Path::Grouped) return convolveGrouped(x, y, U, bias);
   auto& [chunks, gemms] = cachedState<ConvolveState>(call, [&] {
     Chunks c(x.tiles(), std::max(C, K));
     return ConvolveState{c, batchedGemms(c.rows, C, K, false)};
@@ -699,34 +693,64 @@ struct FilterState {
 
 }  // namespace
 
-bool applies(const KernelCall& call) {
-  if (!enabled() || call.in.size() < 2 || call.out.empty()) return false;
-  const TensorView& a = call.in[0];
-  const std::string& op = call.step.op;
-  // The two activations (x and y, dy and dx, x and dy) and the filter.
-  const TensorView& other = op == "conv2d_backward_filter" ? call.in[1] : call.out[0];
-  const TensorView& w = op == "conv2d_backward_filter" ? call.out[0] : call.in[1];
-  if (a.dtype != DType::f32 || a.rank() != 4 || other.rank() != 4 || w.rank() != 4) return false;
-  if (a.layout.empty() || a.layout != other.layout) return false;
+namespace {
+
+// The two activations (x and y, dy and dx, x and dy) and the filter of a step that Winograd can
+// compute: f32, a 3x3 filter, stride 1, padding 1, activations in one blocked layout of at most
+// kMaxBlock channels a block, whole blocks, the same size.
+struct Operands {
+  const TensorView *a = nullptr, *other = nullptr, *w = nullptr;
+  bool filter = false;
+};
+
+std::optional<Operands> operandsOf(const KernelCall& call) {
+  if (call.in.size() < 2 || call.out.empty()) return std::nullopt;
+  Operands o;
+  o.filter = call.step.op == "conv2d_backward_filter";
+  o.a = &call.in[0];
+  o.other = o.filter ? &call.in[1] : &call.out[0];
+  o.w = o.filter ? &call.out[0] : &call.in[1];
+  const TensorView &a = *o.a, &other = *o.other, &w = *o.w;
+  if (a.dtype != DType::f32 || a.rank() != 4 || other.rank() != 4 || w.rank() != 4) return std::nullopt;
+  if (a.layout.empty() || a.layout != other.layout) return std::nullopt;
   const int64_t block = channelBlock(a.layout);
-  if (block > kMaxBlock || a.dim(1) % block || other.dim(1) % block) return false;
-  // The forward and backward data run here from 16 channels up to 64 (grouped, convolveGrouped:
-  // ResNet-18's 16-64-channel layers 10-35% faster than oneDNN's direct kernels) and from 128
-  // (chunked: between them the grouped GEMMs' filters leave L1 and the chunked transforms cost what
-  // the GEMMs save); the backward filter pays from 64, where oneDNN's direct backward-weights
-  // kernel runs at ~40% of the AVX2 peak.
-  // From 64 to 127 channels it pays only on even sizes: on odd ones the 2x2 output tiles cover
-  // padding too (7x7 takes 4x4 tiles, 31% more work), and at ResNet-18's width 16 stage 3 (64
-  // channels, 7x7) the direct kernel is faster (median of 16 alternated runs 4.9 against 5.2 ms).
-  const bool filter = op == "conv2d_backward_filter";
-  const bool grouped = filter ? groupedFilterFits(a.dim(1), other.dim(1)) : groupedFits(a.dim(1), other.dim(1));
-  const int64_t least = grouped ? 16 : filter ? 64 : 128;
-  if (w.dim(2) != 3 || w.dim(3) != 3 || w.dim(0) < least || w.dim(1) < least) return false;
-  if (filter && (w.dim(0) < 128 || w.dim(1) < 128) && (a.dim(2) % 2 || a.dim(3) % 2)) return false;
+  if (block > kMaxBlock || a.dim(1) % block || other.dim(1) % block) return std::nullopt;
+  if (w.dim(2) != 3 || w.dim(3) != 3) return std::nullopt;
   const auto& stride = call.step.ints("stride");
   const auto& padding = call.step.ints("padding");
-  return stride.size() == 2 && stride[0] == 1 && stride[1] == 1 && padding.size() == 2 &&
-         padding[0] == 1 && padding[1] == 1 && a.dim(2) == other.dim(2) && a.dim(3) == other.dim(3);
+  if (stride != std::vector<int64_t>{1, 1} || padding != std::vector<int64_t>{1, 1} || a.dim(2) != other.dim(2) ||
+      a.dim(3) != other.dim(3))
+    return std::nullopt;
+  return o;
+}
+
+bool grouped(const Operands& o) {
+  return o.filter ? groupedFilterFits(o.a->dim(1), o.other->dim(1)) : groupedFits(o.a->dim(1), o.other->dim(1));
+}
+
+}  // namespace
+
+bool runs(const KernelCall& call, Path path) {
+  const auto o = operandsOf(call);
+  return o && (path == Path::Chunked || grouped(*o));
+}
+
+bool pays(const KernelCall& call, Path path) {
+  const auto o = operandsOf(call);
+  if (!o || (path == Path::Grouped && !grouped(*o))) return false;
+  // The forward and backward data paid from 16 channels up to 64 (grouped: ResNet-18's 16-64-
+  // channel layers 10-35% faster than oneDNN's direct kernels) and from 128 (chunked: between
+  // them the grouped GEMMs' filters leave L1 and the chunked transforms cost what the GEMMs
+  // save); the backward filter from 64, where oneDNN's direct backward-weights kernel ran at
+  // ~40% of the AVX2 peak. From 64 to 127 channels only on even sizes: on odd ones the 2x2 output
+  // tiles cover padding too (7x7 takes 4x4 tiles, 31% more work), and at ResNet-18's width 16
+  // stage 3 (64 channels, 7x7) the direct kernel was faster (4.9 against 5.2 ms). All measured
+  // on AMD Zen 3 (AVX2).
+  const TensorView &a = *o->a, &w = *o->w;
+  const int64_t least = path == Path::Grouped ? 16 : o->filter ? 64 : 128;
+  if (w.dim(0) < least || w.dim(1) < least) return false;
+  if (path == Path::Chunked && grouped(*o)) return false;  // the grouped path comes first
+  return !(o->filter && (w.dim(0) < 128 || w.dim(1) < 128) && (a.dim(2) % 2 || a.dim(3) % 2));
 }
 
 bool setVectorGroups(bool on) { return vectorGroups.exchange(on); }
@@ -736,16 +760,16 @@ int64_t setChunkFloats(int64_t floats) {
   return chunkFloats.exchange(floats);
 }
 
-void forward(KernelCall& call) {
-  convolve(call, call.in[0], call.out[0], false, call.in.size() > 2 ? call.in[2].as<const float>() : nullptr);
+void forward(KernelCall& call, Path path) {
+  convolve(call, call.in[0], call.out[0], false, call.in.size() > 2 ? call.in[2].as<const float>() : nullptr, path);
 }
 
-void backwardData(KernelCall& call) { convolve(call, call.in[0], call.out[0], true, nullptr); }
+void backwardData(KernelCall& call, Path path) { convolve(call, call.in[0], call.out[0], true, nullptr, path); }
 
-void backwardFilter(KernelCall& call) {
+void backwardFilter(KernelCall& call, Path path) {
   Tiled x(call.in[0]), dy(call.in[1]);
   const int64_t C = x.C, K = dy.C;
-  if (groupedFilterFits(C, K)) return filterGradientTransform(filterGrouped(x, dy), C, K, call.out[0].as<float>());
+  if (path == Path::Grouped) return filterGradientTransform(filterGrouped(x, dy), C, K, call.out[0].as<float>());
   auto& [chunks, first, rest] = cachedState<FilterState>(call, [&] {
     Chunks c(x.tiles(), std::max(C, K));
     return FilterState{c, batchedGemms(C, c.rows, K, true), batchedGemms(C, c.rows, K, true, true)};

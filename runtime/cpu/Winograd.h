@@ -13,15 +13,20 @@
 
 namespace spmd::runtime::cpu::winograd {
 
-// Whether conv2d (x, w -> y), conv2d_backward_data (dy, w -> dx) or conv2d_backward_filter
-// (x, dy -> dw) with these operands runs here: f32, a 3x3 filter, stride 1, padding 1, the
-// activations in one blocked layout, and channels in and out: forward and backward data 16 to 64
-// (the result's a multiple of 16: tiles a few at a time through transforms and GEMMs in L1) or
-// at least 128 (tiles in chunks, a oneDNN GEMM); backward filter 16 to 32 (grouped, the filter
-// a multiple of 16 wide) or at least 64, on even sizes below 128 (on odd ones the 2x2 tiles cover
-// padding too). SPMD_WINOGRAD=0 in the environment turns it off (oneDNN's direct kernels
-// everywhere).
-bool applies(const KernelCall& call);
+// Grouped: up to 64 channels in and out (the backward filter up to 32), the result's channels a
+// multiple of 16, kGroup tiles at a time through the transforms and GEMMs while they are in L1
+// (AVX2+FMA code, or portable code with the same bits). Chunked: any channel count, the tiles
+// in chunks through one batched oneDNN GEMM.
+enum class Path { Grouped, Chunked };
+
+// Whether `path` computes conv2d (x, w -> y), conv2d_backward_data (dy, w -> dx) or
+// conv2d_backward_filter (x, dy -> dw) with these operands: f32, a 3x3 filter, stride 1,
+// padding 1, the activations in one blocked layout, whole channel blocks.
+bool runs(const KernelCall& call, Path path);
+// Where `path` was measured to beat oneDNN's direct kernels on AVX2 (the order used untimed,
+// SPMD_KERNEL_TIMING=0): forward and backward data grouped from 16 channels, chunked from 128;
+// backward filter grouped from 16, chunked from 64, on even sizes below 128 channels.
+bool pays(const KernelCall& call, Path path);
 
 // The most floats one chunk of transformed tiles may hold (runtime/cpu/Winograd.cpp: tiles go
 // through in chunks so that scratch does not grow with the batch); default 1 << 20. Tests lower
@@ -33,8 +38,8 @@ int64_t setChunkFloats(int64_t floats);
 // tests turn it off to compare the portable code's bits with it. Returns the previous value.
 bool setVectorGroups(bool on);
 
-void forward(KernelCall& call);         // inputs: x, filter[, bias]; output: y
-void backwardData(KernelCall& call);    // inputs: result_grad, filter; output: input_grad
-void backwardFilter(KernelCall& call);  // inputs: x, result_grad; output: filter_grad
+void forward(KernelCall& call, Path path);         // inputs: x, filter[, bias]; output: y
+void backwardData(KernelCall& call, Path path);    // inputs: result_grad, filter; output: input_grad
+void backwardFilter(KernelCall& call, Path path);  // inputs: x, result_grad; output: filter_grad
 
 }  // namespace spmd::runtime::cpu::winograd

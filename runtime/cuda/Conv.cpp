@@ -8,7 +8,7 @@
 // (runtime/device/KernelChoice.h): the heuristic's deterministic algorithms are the candidates,
 // timed once per (GPU model, cuDNN version, shapes), the choice remembered for every replica and
 // compilation, persisted in SPMD_KERNEL_CACHE's file, and in a job of several processes made by
-// process 0 for all; SPMD_KERNELS=conv2d_forward:N (conv2d_backward_data, conv2d_backward_filter)
+// process 0 for all; SPMD_KERNELS=conv2d:N (conv2d_backward_data, conv2d_backward_filter)
 // pins an algorithm. f32 convolutions
 // use FMA math (no TF32) unless SPMD_ALLOW_TF32=1; bf16 ones (steps the compiler kept in bf16,
 // runtime/program/Bf16Kernels.h) accumulate in f32 and may use tensor cores.
@@ -211,7 +211,7 @@ void* workspaceFor(const KernelCall& call, const ConvPlan& p) {
 void conv2d(KernelCall& call) {
   const TensorView &x = call.in[0], &w = call.in[1], &y = call.out[0];
   ConvPlan& p = cachedPlan<cudnnConvolutionFwdAlgoPerf_t>(
-      call, x, w, y, "conv2d_forward", "forward algorithm choice",
+      call, x, w, y, "conv2d", "forward algorithm choice",
       [](cudnnHandle_t h, ConvPlan& p, auto* results, int* found) {
         return cudnnGetConvolutionForwardAlgorithm_v7(h, p.x, p.w, p.conv, p.y, 16, found, results);
       },

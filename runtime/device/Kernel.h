@@ -64,6 +64,9 @@ struct KernelCall {
   // When set, a kernel that checks the user's data on the device leaves the check here instead
   // of waiting for its flag (the executor reads it after the step's end; null: check at once).
   DeferredCheck* check = nullptr;
+  // When set, a kernel with variants (runtime/device/Variants.h) writes here, on its first call,
+  // the variant it runs and why ("winograd_grouped: the fastest of 3 timed (1.204 ms)").
+  std::string* variant = nullptr;
 };
 
 // The communicator a collective kernel needs; throws naming the op when there is none.
@@ -92,9 +95,17 @@ inline void checkId(int32_t id, int64_t position, int64_t rows) {
 
 // A table's kernel for one op and what serves it ("kernels/ (host loop)", "oneDNN (cpu/Conv.cpp)", ...),
 // which `spmd-run --kernels BACKEND` prints.
+class ChoiceExchange;
+struct VariantSet;
+
 struct Kernel {
   KernelFn fn = nullptr;
   std::string_view source;
+  // For an op with variants chosen by timing (runtime/device/Variants.h): chooses the step's
+  // variant on the buffers of `call`, with a job's processes taking process 0's choice. The
+  // executor calls it before a job's first call, when no collective is running.
+  void (*choose)(KernelCall& call, ChoiceExchange* exchange) = nullptr;
+  const VariantSet* variants = nullptr;  // its variants, for listings (spmd-run --kernels)
   void operator()(KernelCall& call) const { fn(call); }
 };
 using KernelTable = std::unordered_map<std::string, Kernel>;

@@ -1,7 +1,13 @@
 // KernelChoices: pins, remembered and persisted choices, timing, process 0's choice for all.
 #include "runtime/device/KernelChoice.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cmath>
+#include <optional>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -21,6 +27,12 @@ namespace spmd::runtime {
 namespace {
 
 using Json = nlohmann::ordered_json;
+
+std::string joined(const std::vector<std::string>& names) {
+  std::string text;
+  for (const std::string& n : names) text += (text.empty() ? "" : ", ") + n;
+  return text;
+}
 
 std::string namesOf(const std::vector<Variant>& variants) {
   std::string text;
@@ -48,7 +60,10 @@ std::string keyText(const ChoiceKey& key) {
 }
 
 KernelChoices::KernelChoices(std::string path) : path_(std::move(path)) {
-  if (path_.empty()) return;
+  if (!path_.empty()) readFile();
+}
+
+void KernelChoices::readFile() {
   std::ifstream in(path_);
   if (!in) return;  // written after the first choice
   const std::string fix = "; delete it (its choices are timed again), or point SPMD_KERNEL_CACHE at another directory";
@@ -66,12 +81,37 @@ KernelChoices::KernelChoices(std::string path) : path_(std::move(path)) {
                c.at("shapes").get<std::string>()},
               c.at("variant").get<std::string>(), c.at("seconds").get<double>()};
       if (e.variant.empty()) throw Error("a choice names no variant");
-      entries_[keyText(e.key)] = e;
+      entries_.emplace(keyText(e.key), e);  // what this process chose or was sent stays
     }
   } catch (const std::exception& e) {
     throw Error("kernel choices file " + path_ + " is not one spmd wrote (" + e.what() + ")" + fix);
   }
 }
+
+namespace {
+
+// An exclusive lock on `path`.lock while it lives (none where the file cannot be made: the
+// choices are then this process's own).
+class FileLock {
+ public:
+  explicit FileLock(const std::string& path) {
+    if (path.empty()) return;
+    std::error_code error;
+    std::filesystem::create_directories(std::filesystem::path(path).parent_path(), error);
+    fd_ = ::open((path + ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ >= 0 && ::flock(fd_, LOCK_EX) != 0) ::close(fd_), fd_ = -1;
+  }
+  ~FileLock() {
+    if (fd_ >= 0) ::close(fd_);  // releases the lock
+  }
+  FileLock(const FileLock&) = delete;
+  FileLock& operator=(const FileLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
+}  // namespace
 
 void KernelChoices::pin(const std::string& text) {
   std::stringstream in(text);
@@ -80,7 +120,7 @@ void KernelChoices::pin(const std::string& text) {
     if (item.empty()) continue;
     const size_t colon = item.find(':');
     if (colon == std::string::npos || colon == 0 || colon + 1 == item.size())
-      throw Error("SPMD_KERNELS: '" + item + "' is not op:variant (e.g. conv2d_forward:1); " +
+      throw Error("SPMD_KERNELS: '" + item + "' is not op:variant (e.g. conv2d:onednn); " +
                   "spmd-run --kernels lists the ops and their variants");
     pins_[item.substr(0, colon)] = item.substr(colon + 1);
   }
@@ -91,9 +131,29 @@ bool KernelChoices::pinned(const std::string& op) const {
   return pins_.count(op) > 0;
 }
 
+std::string KernelChoices::pinOf(const std::string& op) const {
+  std::lock_guard lock(mutex_);
+  auto it = pins_.find(op);
+  return it == pins_.end() ? "" : it->second;
+}
+
+std::string KernelChoices::pins() const {
+  std::lock_guard lock(mutex_);
+  std::string text;
+  for (const auto& [op, variant] : pins_) text += (text.empty() ? "" : ",") + op + ":" + variant;
+  return text;
+}
+
+void KernelChoices::setPins(const std::string& text) {
+  KernelChoices parsed;
+  parsed.pin(text);
+  std::lock_guard lock(mutex_);
+  pins_ = parsed.pins_;
+}
+
 Choice KernelChoices::choose(const ChoiceKey& key, const std::vector<Variant>& candidates, bool strictF32,
                              const std::function<std::vector<double>(const std::vector<Variant>&)>& time,
-                             ChoiceExchange* exchange) {
+                             ChoiceExchange* exchange, const std::vector<std::string>& known) {
   std::lock_guard lock(mutex_);
   const std::string where = key.op + " (" + key.shapes + ") on " + key.device;
   std::vector<Variant> allowed;
@@ -105,15 +165,19 @@ Choice KernelChoices::choose(const ChoiceKey& key, const std::vector<Variant>& c
     else
       refused += "; " + v.name + ": " + why;
   }
+  std::string pinPassed;
   if (auto pinned = pins_.find(key.op); pinned != pins_.end()) {
-    const Variant* v = find(candidates, pinned->second);
-    if (!v)
+    const bool elsewhere = std::find(known.begin(), known.end(), pinned->second) != known.end();
+    if (const Variant* v = find(candidates, pinned->second)) {
+      if (std::string why = refusal(*v, strictF32); !why.empty())
+        throw Error("SPMD_KERNELS pins " + key.op + " to '" + v->name + "', which may not run: " + why +
+                    "; the allowed variants of " + where + ": " + namesOf(allowed));
+      return {v->name, Choice::From::Pinned, key.op + ": " + v->name + ", pinned by SPMD_KERNELS"};
+    }
+    if (!elsewhere)
       throw Error("SPMD_KERNELS pins " + key.op + " to '" + pinned->second + "', which is not a variant of " + where +
-                  "; its variants: " + namesOf(candidates));
-    if (std::string why = refusal(*v, strictF32); !why.empty())
-      throw Error("SPMD_KERNELS pins " + key.op + " to '" + v->name + "', which may not run: " + why +
-                  "; the allowed variants of " + where + ": " + namesOf(allowed));
-    return {v->name, Choice::From::Pinned, key.op + ": " + v->name + ", pinned by SPMD_KERNELS"};
+                  "; its variants: " + (known.empty() ? namesOf(candidates) : joined(known)));
+    pinPassed = "; the pinned " + pinned->second + " does not run on this step";
   }
   if (allowed.empty())
     throw Error("no variant of " + where + " may run (" + std::to_string(candidates.size()) + " offered" + refused +
@@ -149,9 +213,17 @@ Choice KernelChoices::choose(const ChoiceKey& key, const std::vector<Variant>& c
     return {variant, Choice::From::ProcessZero, key.op + ": " + variant + ", process 0's choice"};
   }
   Choice choice;
+  // Not known here: another process sharing the file may have timed it meanwhile; look again
+  // under the file's lock, held until this process's choice is written.
+  std::optional<FileLock> fileLock;
+  if (auto it = entries_.find(text); it == entries_.end() || !find(allowed, it->second.variant)) {
+    fileLock.emplace(path_);
+    if (!path_.empty()) readFile();
+  }
   if (auto it = entries_.find(text); it != entries_.end() && find(allowed, it->second.variant)) {
     choice = {it->second.variant, Choice::From::Remembered,
-              key.op + ": " + it->second.variant + ", chosen before" + (path_.empty() ? "" : " (" + path_ + ")")};
+              key.op + ": " + it->second.variant + ", chosen before" + (path_.empty() ? "" : " (" + path_ + ")") +
+                  pinPassed};
   } else {
     std::string elsewhere;
     for (const auto& [_, e] : entries_)
@@ -173,7 +245,7 @@ Choice KernelChoices::choose(const ChoiceKey& key, const std::vector<Variant>& c
     std::snprintf(ms, sizeof ms, "%.3f", seconds[size_t(best)] * 1e3);
     choice = {allowed[size_t(best)].name, Choice::From::Timed,
               key.op + ": " + allowed[size_t(best)].name + ", the fastest of " + std::to_string(allowed.size()) +
-                  " timed (" + ms + " ms)" + elsewhere};
+                  " timed (" + ms + " ms)" + elsewhere + pinPassed};
   }
   if (exchange && !agreed) {
     exchange->fromProcessZero(what + "\n" + key.device + "\n" + choice.variant);
@@ -191,7 +263,16 @@ void KernelChoices::save() const {
   const std::string text = file.dump(1) + "\n";
   std::error_code error;
   std::filesystem::create_directories(std::filesystem::path(path_).parent_path(), error);  // a failure shows below
-  writeFileAtomically(path_, {std::as_bytes(std::span(text.data(), text.size()))});
+  try {
+    writeFileAtomically(path_, {std::as_bytes(std::span(text.data(), text.size()))});
+  } catch (const std::exception& e) {
+    // The choice holds for this process; the next run times it again.
+    static std::once_flag warned;
+    std::call_once(warned, [&] {
+      std::fprintf(stderr, "spmd: warning: kernel choices are not kept for later runs: %s; set SPMD_KERNEL_CACHE "
+                   "to a writable directory\n", e.what());
+    });
+  }
 }
 
 std::map<std::string, std::string> KernelChoices::remembered() const {

@@ -2,14 +2,16 @@
 // as XLA's autotuner and cuDNN's benchmark mode choose, but reproducibly. For one op on one set
 // of shapes a backend offers variants (cuDNN's algorithms or engines, the CPU's oneDNN, Winograd,
 // strided kernels); the choice:
-//   - a variant pinned by name (SPMD_KERNELS=conv2d_forward:3,...) wins; an unknown name is
-//     refused, listing the valid ones;
+//   - a variant pinned by name (SPMD_KERNELS=conv2d:onednn,...) wins where it runs (a backend
+//     with a fixed list names all its variants: a pinned one that does not run on this step
+//     leaves the step to the rules below); an unknown name is refused, listing the valid ones;
 //   - only variants whose bits repeat run (cuDNN's nondeterministic ones never), and in strict
 //     f32 none that rounds to TF32 on tensor cores;
 //   - a choice made before for the same device kind, library version, op and shapes is taken
 //     without timing (kept in memory, and across runs in kernel-choices.json in the kernel cache,
 //     $SPMD_KERNEL_CACHE, runtime/base/KernelCache.h); a choice the file holds for another device
-//     kind is not used, and the log says so;
+//     kind is not used, and the log says so; processes sharing the file take it under a lock
+//     and read it again before timing, so the first to time a key decides it for all of them;
 //   - else the allowed variants are timed and the fastest taken (the first of equals);
 //   - in a job of several processes process 0 chooses and every other process takes its choice
 //     (refused, naming both, when process 0 runs another device kind), so every replica runs the
@@ -36,7 +38,7 @@ struct Variant {
 struct ChoiceKey {
   std::string device;   // "NVIDIA H100 80GB HBM3 (sm_90)"
   std::string library;  // "cuDNN 91000"
-  std::string op;       // "conv2d_forward": what pins name
+  std::string op;       // "conv2d": the step's op, what pins name
   std::string shapes;   // dtypes, shapes and attributes, e.g. "f32 x[64, 1, 28, 28] w[...] stride 1 1"
 };
 
@@ -69,12 +71,19 @@ class KernelChoices {
   // Pins from text "op:variant,op:variant" (SPMD_KERNELS); throws on a malformed entry.
   void pin(const std::string& text);
   bool pinned(const std::string& op) const;
+  std::string pinOf(const std::string& op) const;  // "" when `op` has no pin
   // The variant to run for `key` among `candidates` (see the header). `time` gets the allowed
   // candidates and returns their seconds (NaN or infinity: could not run). `exchange`: the job's
-  // processes, or null for this process alone.
+  // processes, or null for this process alone. `known`: every variant the backend has for the
+  // op (empty: the candidates are all of them), so a pin naming one that does not run here is
+  // passed over instead of refused.
   Choice choose(const ChoiceKey& key, const std::vector<Variant>& candidates, bool strictF32,
                 const std::function<std::vector<double>(const std::vector<Variant>&)>& time,
-                ChoiceExchange* exchange = nullptr);
+                ChoiceExchange* exchange = nullptr, const std::vector<std::string>& known = {});
+  // The pins as "op:variant,..." (sorted by op), and all of them replaced by `text` (tests;
+  // `text` as pin() takes it).
+  std::string pins() const;
+  void setPins(const std::string& text);
   // The choices this process made or read, by key text (tests, spmd-run).
   std::map<std::string, std::string> remembered() const;
   // The process's choices: the kernel cache's kernel-choices.json and SPMD_KERNELS's pins, read on
@@ -87,7 +96,8 @@ class KernelChoices {
     std::string variant;
     double seconds = 0;
   };
-  void save() const;  // with mutex_ held
+  void save() const;     // with mutex_ held and the file's lock taken
+  void readFile();       // adds the file's entries this process does not have; with mutex_ held
   mutable std::mutex mutex_;
   std::string path_;
   std::map<std::string, std::string> pins_;  // op -> variant

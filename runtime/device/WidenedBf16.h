@@ -47,7 +47,7 @@ void widenedBf16(KernelCall& call) {
   }
   for (size_t i = 0; i < call.out.size(); ++i)
     if (call.out[i].dtype != DType::bf16) c.outViews[i].data = call.out[i].data;
-  KernelCall wide{call.step, c.inViews, c.outViews, c.cache, call.comm, call.device, nullptr};
+  KernelCall wide{call.step, c.inViews, c.outViews, c.cache, call.comm, call.device, nullptr, nullptr, call.variant};
   F32(wide);
   for (size_t i = 0; i < call.out.size(); ++i) {
     if (call.out[i].dtype != DType::bf16) continue;

@@ -87,6 +87,7 @@ Executor::Executor(Program program, std::shared_ptr<Device> device)
                   program_.buffers[id].layout + ", which device " + device_->name() +
                   " does not read: compile the program for this device (the layout is the CPU backend's)");
   caches_.resize(program_.steps.size());
+  variants_.resize(program_.steps.size());
   checks_.resize(program_.steps.size());
   if (const char* profile = std::getenv("SPMD_PROFILE"); profile && std::string(profile) == "device")
     profileDevice_ = true, stepSeconds_.assign(program_.steps.size(), 0.0);
@@ -111,6 +112,35 @@ Executor::Executor(Program program, std::shared_ptr<Device> device)
     buffers_[id] = device_->allocate(desc.bytes());
     if (!desc.constant.empty())
       device_->copyToDevice(buffers_[id].get(), desc.constant.data(), desc.bytes());
+  }
+}
+
+void Executor::chooseKernels(ChoiceExchange* exchange) {
+  const KernelTable& table = device_->kernels();
+  for (const Step& step : program_.steps) {
+    const Kernel& kernel = table.at(step.op);
+    if (!kernel.choose) continue;
+    // Host scratch: the kernels with variants are host kernels (cpu, and sim's queued cpu ones).
+    std::vector<std::unique_ptr<float[]>> scratch;
+    auto views = [&](const std::vector<int>& ids, bool fill) {
+      std::vector<TensorView> out;
+      for (int id : ids) {
+        const BufferDesc& desc = program_.buffers[id];
+        const size_t floats = (desc.bytes() + sizeof(float) - 1) / sizeof(float);
+        scratch.push_back(std::make_unique<float[]>(floats));
+        float* data = scratch.back().get();
+        // Small values of both signs (f32), else a fixed byte pattern: a variant's speed does not
+        // depend on them, and none is a NaN or a denormal.
+        for (size_t i = 0; i < floats; ++i)
+          data[i] = desc.dtype == DType::f32 && fill ? float(int(i * 2654435761u % 2001) - 1000) * 1e-3f : 0.f;
+        out.push_back(TensorView{data, desc.dtype, desc.shape, desc.layout});
+      }
+      return out;
+    };
+    std::vector<TensorView> ins = views(step.inputs, true), outs = views(step.outputs, false);
+    std::shared_ptr<void> cache;
+    KernelCall call{step, ins, outs, cache, comm_, device_.get()};
+    kernel.choose(call, exchange);
   }
 }
 
@@ -352,7 +382,7 @@ void Executor::run(std::span<const Input> inputs, std::span<Output> outputs) {
     std::function<void()> later;
     checks_[s] = {};
     // The debug mode checks every step as it runs, so its data checks report at once too.
-    KernelCall call{step, ins, outs, caches_[s], comm_, device_.get(), &later, debug ? nullptr : &checks_[s]};
+    KernelCall call{step, ins, outs, caches_[s], comm_, device_.get(), &later, debug ? nullptr : &checks_[s], &variants_[s]};
     try {
       if (traceTrack_) {
         auto start = std::chrono::steady_clock::now();

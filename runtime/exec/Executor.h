@@ -86,6 +86,13 @@ class Executor {
   const std::string& graphsOff() const { return graphsOff_; }
   // What the last call did (graphs launched, kernels called, host waits while the steps ran).
   const CallCounts& lastCall() const { return lastCall_; }
+  // Chooses the variant of every step whose kernel has variants (Kernel::choose), on scratch
+  // buffers of the steps' shapes filled with fixed values, with `exchange` (a job's processes,
+  // or null) deciding whose choice holds. The steps' first calls then take these choices. Run
+  // on the replica's thread (the variants' threads count), before any collective.
+  void chooseKernels(ChoiceExchange* exchange);
+  // For a step whose kernel has variants, the one it ran and why ("" before its first call).
+  const std::string& variantOf(size_t step) const { return variants_.at(step); }
 
  private:
   Program program_;
@@ -93,6 +100,7 @@ class Executor {
   std::vector<std::shared_ptr<std::byte>> buffers_;  // by buffer id; null for host-bound inputs
   std::vector<KernelFn> kernels_;                    // by step
   std::vector<std::shared_ptr<void>> caches_;        // by step
+  std::vector<std::string> variants_;                // by step: the variant its kernel ran, and why
   // By step: the data check its kernel left on the device when it last ran (kept for the graphs'
   // replays, which do not call the kernel), read after each call's end-of-step synchronisation.
   std::vector<DeferredCheck> checks_;

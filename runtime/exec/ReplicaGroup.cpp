@@ -4,6 +4,7 @@
 #include <atomic>
 
 #include "runtime/device/Driver.h"
+#include "runtime/device/KernelChoice.h"
 
 namespace spmd::runtime {
 
@@ -94,6 +95,16 @@ void ReplicaGroup::work(int rank) {
   }
 }
 
+void ReplicaGroup::dispatch(const std::function<void(int)>& task) {
+  if (workers_.empty()) return task(0);
+  std::unique_lock lock(mutex_);
+  task_ = task;
+  pending_ = size();
+  ++generation_;
+  start_.notify_all();
+  finished_.wait(lock, [&] { return pending_ == 0; });
+}
+
 void ReplicaGroup::run(const std::vector<std::vector<Array>>& inputs,
                        std::vector<std::vector<Array>>& outputs) {
   std::vector<std::vector<Input>> in(inputs.size());
@@ -117,6 +128,22 @@ void ReplicaGroup::run(const std::vector<std::vector<Input>>& inputs,
   std::unique_lock<std::mutex> orderLock;
   if (acrossProcesses_) orderLock = std::unique_lock(jobOrder);
   for (auto& comm : comms_) comm->reset();
+  if (acrossProcesses_ && !kernelsChosen_) {
+    // Kernels with variants are chosen before the first step, on replica 0's thread while no
+    // collective runs, each process taking process 0's choices (runtime/device/Variants.h).
+    kernelsChosen_ = true;
+    std::string error;
+    std::unique_ptr<ChoiceExchange> exchange = exchangeOf(job_);
+    dispatch([&](int r) {
+      if (r != 0) return;
+      try {
+        executors_[0]->chooseKernels(exchange.get());
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+    });
+    if (!error.empty()) throw Error(describeReplica(0) + " failed while choosing its kernels: " + error);
+  }
   std::vector<std::string> errors(size());
   std::atomic<int> firstFailed{-1};
   auto replica = [&](int r) {
@@ -131,16 +158,7 @@ void ReplicaGroup::run(const std::vector<std::vector<Input>>& inputs,
       comms_[r]->abort(describeReplica(r) + " failed: " + errors[r]);
     }
   };
-  if (workers_.empty()) {
-    replica(0);
-  } else {
-    std::unique_lock lock(mutex_);
-    task_ = replica;
-    pending_ = size();
-    ++generation_;
-    start_.notify_all();
-    finished_.wait(lock, [&] { return pending_ == 0; });
-  }
+  dispatch(replica);
   int r = firstFailed.load();
   if (r >= 0) throw Error(describeReplica(r) + " failed, so all replicas stopped: " + errors[r]);
 }

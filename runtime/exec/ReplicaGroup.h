@@ -39,6 +39,7 @@ class ReplicaGroup {
     for (auto& e : executors_) e->enableDebugNonFinite(nans, infs);
   }
   int size() const { return static_cast<int>(executors_.size()); }
+  const Executor& executor(int r) const { return *executors_.at(size_t(r)); }
   // Replica r runs on inputs[r] and writes outputs[r] (see Executor::run: outputs without
   // storage are not copied out). Throws spmd::Error with the failing replica's error.
   // Safe to call from several threads: calls queue and run one after another (each replica
@@ -73,6 +74,9 @@ class ReplicaGroup {
   DeviceList devices_;
   const Job& job_;
   bool acrossProcesses_ = false;  // the program's axis spans the replicas of several processes
+  bool kernelsChosen_ = false;    // across processes: process 0's kernel choices taken (first run)
+  // Runs `task(r)` for every replica r on its worker (or the calling thread), waiting for all.
+  void dispatch(const std::function<void(int)>& task);
   ThreadShare threads_;
   std::vector<std::shared_ptr<Device>> deviceObjects_;
   std::vector<std::unique_ptr<Executor>> executors_;

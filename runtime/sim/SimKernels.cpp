@@ -16,8 +16,9 @@ namespace {
 void queueCpu(KernelCall& call, KernelFn cpu, std::vector<TensorView> in, std::vector<TensorView> out,
               std::shared_ptr<void>* cache) {
   const Step* step = &call.step;
-  deviceOf(call).enqueue(stepName(call), [cpu, in = std::move(in), out = std::move(out), step, cache] {
-    KernelCall cpuCall{*step, in, out, *cache, nullptr, nullptr};
+  std::string* variant = call.variant;  // the executor's, which outlives the queued work
+  deviceOf(call).enqueue(stepName(call), [cpu, in = std::move(in), out = std::move(out), step, cache, variant] {
+    KernelCall cpuCall{*step, in, out, *cache, nullptr, nullptr, nullptr, nullptr, variant};
     cpu(cpuCall);
   });
 }
@@ -74,7 +75,8 @@ const KernelTable& simKernels() {
     KernelTable t;
     kernels::addLibrary<sim::SimApi>(t, "kernel library on the stream thread (runtime/kernels)");
     kernels::addBlockLibrary<sim::SimApi>(t, "kernel library's block kernels, emulated blocks (runtime/kernels)");
-#define SPMD_ON_STREAM(name) t[#name] = Kernel{&sim::onStream<sim::name##Name>, "the CPU backend's kernel on the stream thread"};
+#define SPMD_ON_STREAM(name) \
+  t[#name] = Kernel{&sim::onStream<sim::name##Name>, "the CPU backend's kernel on the stream thread", nullptr, cpuKernels().at(#name).variants};
     SPMD_SIM_CPU_OPS(SPMD_ON_STREAM)
 #undef SPMD_ON_STREAM
     t["fused"] = Kernel{&sim::fused, "the CUDA backend's generated kernel built for the host (sim/Fused.cpp)"};

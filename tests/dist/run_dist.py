@@ -290,9 +290,9 @@ def check_agreement(args):
     # How kernels are chosen must agree too (process 0 chooses for all, runtime/device/KernelChoice.h).
     out = os.path.join(args.scratch, "agree_pins")
     base = [args.worker, "--devices", "cpu:1", "--out", out]
-    rc, log, seconds = run(mpmd(args, env, base, ["-x", "SPMD_KERNELS=conv2d_forward:1"] + base), env, timeout=120)
-    print("worker, process 1 with SPMD_KERNELS=conv2d_forward:1: exit %d after %.1f s" % (rc, seconds))
-    if rc == 0 or seconds > 30 or "process 1 has kernel pins (SPMD_KERNELS) = conv2d_forward:1" not in log:
+    rc, log, seconds = run(mpmd(args, env, base, ["-x", "SPMD_KERNELS=conv2d:onednn"] + base), env, timeout=120)
+    print("worker, process 1 with SPMD_KERNELS=conv2d:onednn: exit %d after %.1f s" % (rc, seconds))
+    if rc == 0 or seconds > 30 or "process 1 has kernel pins (SPMD_KERNELS) = conv2d:onednn" not in log:
         fail("kernel pins that differ between processes were not named within 30 s (exit %d, %.1f s):\n%s" %
              (rc, seconds, log))
     rc, log, seconds = launch(args, 2, 2, os.path.join(args.scratch, "flip"), {"SPMD_THREADS_PER_REPLICA": 1},

@@ -10,6 +10,7 @@
 
 #include "TestUtil.h"
 #include "runtime/device/Kernel.h"
+#include "runtime/device/KernelChoice.h"
 #include "runtime/program/Program.h"
 
 namespace spmd::runtime {
@@ -92,7 +93,20 @@ inline Array poisoned(DType dtype, const Shape& shape) {
 
 // Runs a case's kernel from `table` twice on host memory (outputs poisoned first) and returns
 // the outputs of the second call, which reuses the cached state.
-inline std::vector<Array> runKernel(const KernelTable& table, const KernelCase& c) {
+// Kernel variants pinned (SPMD_KERNELS's text) for the guard's lifetime, the process's pins restored after.
+class PinnedKernels {
+ public:
+  explicit PinnedKernels(const std::string& pins) : previous_(KernelChoices::process().pins()) {
+    KernelChoices::process().setPins(pins);
+  }
+  ~PinnedKernels() { KernelChoices::process().setPins(previous_); }
+
+ private:
+  std::string previous_;
+};
+
+// `variant`: where a kernel with variants writes which one it ran and why.
+inline std::vector<Array> runKernel(const KernelTable& table, const KernelCase& c, std::string* variant = nullptr) {
   Step step{c.op, {}, {}, c.attrs, "KernelTest"};
   std::vector<TensorView> in, out;
   std::vector<Array> results;
@@ -102,7 +116,7 @@ inline std::vector<Array> runKernel(const KernelTable& table, const KernelCase& 
   for (size_t i = 0; i < results.size(); ++i)
     out.push_back({results[i].data(), results[i].dtype, results[i].shape, c.layout(inputs.size() + i)});
   std::shared_ptr<void> cache;
-  KernelCall call{step, in, out, cache};
+  KernelCall call{step, in, out, cache, nullptr, nullptr, nullptr, nullptr, variant};
   table.at(c.op)(call);
   table.at(c.op)(call);  // second call reuses the cached primitive
   outputsToPlain(c, results);

@@ -205,6 +205,38 @@ TEST(KernelChoiceTest, APinnedVariantWinsAndABadPinIsRefusedListingTheVariants) 
   KernelChoices malformed;
   EXPECT_NE(errorOf([&] { malformed.pin("conv2d_forward"); }).find("'conv2d_forward' is not op:variant"),
             std::string::npos);
+  // A backend with a fixed list names all its variants: a pin to one that does not run on this
+  // step is passed over (the step is timed), one it does not have is refused listing the list.
+  KernelChoices listed;
+  listed.pin("conv2d_forward:winograd");
+  const std::vector<std::string> all = {"winograd", "0", "1", "2", "6"};
+  StubTimer timer;
+  c = listed.choose(kH100, kAlgorithms, true, timer.fn(), nullptr, all);
+  EXPECT_EQ(c.variant, "6");
+  EXPECT_NE(c.why.find("the pinned winograd does not run on this step"), std::string::npos) << c.why;
+  listed.setPins("conv2d_forward:direct");
+  EXPECT_NE(errorOf([&] { listed.choose(kH100, kAlgorithms, true, noTiming(), nullptr, all); })
+                .find("its variants: winograd, 0, 1, 2, 6"),
+            std::string::npos);
+  EXPECT_EQ(listed.pins(), "conv2d_forward:direct");
+}
+
+// Processes sharing the choices file: one that meets a key another process timed since it read
+// the file takes that choice without timing (it reads the file again under its lock), so every
+// run on the machine after the first runs the same kernels.
+TEST(KernelChoiceTest, AChoiceAnotherProcessWroteMeanwhileIsTakenWithoutTiming) {
+  const std::string path = tempFile("shared.json");
+  KernelChoices first(path), second(path);  // both read the file before either chose
+  StubTimer timer;
+  EXPECT_EQ(first.choose(kH100, kAlgorithms, true, timer.fn()).variant, "6");
+  Choice c = second.choose(kH100, kAlgorithms, true, noTiming());
+  EXPECT_EQ(c.variant, "6");
+  EXPECT_EQ(c.from, Choice::From::Remembered);
+  // And a third key chosen by `second` keeps `first`'s in the file.
+  ChoiceKey other = kH100;
+  other.shapes += " (another)";
+  second.choose(other, kAlgorithms, true, StubTimer().fn());
+  EXPECT_EQ(KernelChoices(path).remembered().size(), 2u);
 }
 
 }  // namespace

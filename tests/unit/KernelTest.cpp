@@ -59,6 +59,7 @@ INSTANTIATE_TEST_SUITE_P(DTypes, KernelTest, ::testing::Values(DType::f32, DType
 // gradient adding each chunk's GEMMs to the last; the kernel cases' shapes fit one chunk. With
 // chunks of at most 5 or 3 tiles they take 2 to 4 (8 tiles in chunks of 3: the last part empty).
 TEST(KernelTest, WinogradChunksMatchTheReference) {
+  PinnedKernels pin("conv2d:winograd_chunked,conv2d_backward_data:winograd_chunked,conv2d_backward_filter:winograd_chunked");
   for (int64_t floats : {16 * 144 * 5, 16 * 144 * 3}) {
     const int64_t previous = cpu::winograd::setChunkFloats(floats);
     for (const KernelCase& c : kernelCases(DType::f32))
@@ -71,12 +72,15 @@ TEST(KernelTest, WinogradChunksMatchTheReference) {
 // The grouped Winograd convolutions (16-64 channels) run AVX2+FMA code where the CPU has it and
 // portable code elsewhere: the same operations in the same order, so the same bits.
 TEST(KernelTest, GroupedWinogradGivesTheSameBitsWithoutItsVectorCode) {
+  PinnedKernels pin("conv2d:winograd_grouped,conv2d_backward_data:winograd_grouped,conv2d_backward_filter:winograd_grouped");
   int grouped = 0;
   for (const KernelCase& c : kernelCases(DType::f32)) {
     if (c.name.find("grouped winograd") == std::string::npos) continue;
     SCOPED_TRACE(c.name);
     ++grouped;
-    std::vector<Array> vector = runKernel(cpuKernels(), c);
+    std::string ran;
+    std::vector<Array> vector = runKernel(cpuKernels(), c, &ran);
+    EXPECT_EQ(ran.rfind("winograd_grouped:", 0), 0u) << ran;
     const bool previous = cpu::winograd::setVectorGroups(false);
     std::vector<Array> portable = runKernel(cpuKernels(), c);
     cpu::winograd::setVectorGroups(previous);
@@ -92,6 +96,7 @@ TEST(KernelTest, GroupedWinogradGivesTheSameBitsWithoutItsVectorCode) {
 // one's second image past the end); the first two sizes split the 1x1 cases' (12 pixels, 144
 // columns), the last two the 3x3 ones' (12 pixels, 9 x 144 columns).
 TEST(KernelTest, StridedConvolutionChunksMatchTheReference) {
+  PinnedKernels pin("conv2d:strided_gemm,conv2d_backward_data:strided_gemm,conv2d_backward_filter:strided_gemm");
   for (int64_t floats : {12 * 144, 2 * 12 * 144, 12 * 9 * 144, 2 * 12 * 9 * 144}) {
     const int64_t previous = cpu::strided::setChunkFloats(floats);
     for (const KernelCase& c : kernelCases(DType::f32))
@@ -315,6 +320,9 @@ TEST(KernelTest, ReductionsGiveTheSameBitsOnAnyThreadCount) {
       continue;
     SCOPED_TRACE(c.name);
     chunked++;
+    // The convolutions' thread-invariant variants (others may be timed faster on one count).
+    PinnedKernels pin(c.name.find("1 channel") != std::string::npos ? "conv2d_backward_filter:single_channel"
+                                                                     : "conv2d_backward_filter:winograd_grouped");
     omp_set_num_threads(1);
     std::vector<Array> one = runKernel(cpuKernels(), c);
     omp_set_num_threads(3);

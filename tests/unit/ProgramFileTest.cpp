@@ -3,6 +3,7 @@
 // from, runs in the runtime-only tool spmd-run (no MLIR linked), and damaged files give clear
 // errors naming the file. The DOT view the pipeline writes beside the dumps renders with
 // Graphviz's dot, one node per step, input and output.
+#include <regex>
 #include <unistd.h>
 
 #include <filesystem>
@@ -112,10 +113,18 @@ TEST_F(ProgramFileTest, SavedTrainStepLoadsRunsAndRunsInSpmdRun) {
   }
 
   auto run = testing::runCommand(std::string(SPMD_RUN_PATH) + " " + (dumps / "program.spmd").string() +
-                                 " --devices cpu:1 --steps 2 --warmup 1 --items 4");
+                                 " --devices cpu:1 --steps 2 --warmup 1 --items 4 --kernels");
   EXPECT_EQ(run.status, 0) << run.output;
   EXPECT_NE(run.output.find("ms per run over 2 runs"), std::string::npos) << run.output;
   EXPECT_NE(run.output.find("items/s"), std::string::npos) << run.output;
+  // --kernels: each convolution step's variant and why (on plain layouts oneDNN's alone runs; on
+  // blocked 3x3 ones Winograd's paths and oneDNN's are timed, or a choice is remembered).
+  EXPECT_NE(run.output.find("step 0 conv2d (stem.conv, benchmarks/TrainStep.h:19): onednn: the only variant that runs here"),
+            std::string::npos)
+      << run.output;
+  EXPECT_TRUE(std::regex_search(run.output, std::regex(" conv2d_backward_filter \\(stage4[^)]*\\): [a-z_]+: "
+                                                       "(the fastest of [0-9] timed|chosen before)")))
+      << run.output;
   auto bad = testing::runCommand(std::string(SPMD_RUN_PATH) + " " + (dumps / "program.spmd").string() + " --steps 0");
   EXPECT_EQ(bad.status, 2);
   EXPECT_NE(bad.output.find("--steps is 0, out of range: give a whole number from 1 to 2147483647"), std::string::npos)

@@ -14,6 +14,7 @@
 
 #include "runtime/device/DeviceList.h"
 #include "runtime/device/Driver.h"
+#include "runtime/device/Variants.h"
 #include "runtime/program/ProgramFile.h"
 #include "runtime/base/Parse.h"
 #include "runtime/base/Timeout.h"
@@ -52,10 +53,15 @@ int listKernels(const std::string& only) {
     throw Error("--kernels: no backend '" + only + "' in this build (it has " + known + ")");
   }
   for (const auto& [backend, table] : tables) {
-    std::map<std::string, std::string_view> sorted;
-    for (const auto& [op, kernel] : *table) sorted.emplace(op, kernel.source);
+    std::map<std::string, const runtime::Kernel*> sorted;
+    for (const auto& [op, kernel] : *table) sorted.emplace(op, &kernel);
     std::printf("%s: %zu ops\n", backend.c_str(), sorted.size());
-    for (const auto& [op, source] : sorted) std::printf("  %-32s %.*s\n", op.c_str(), int(source.size()), source.data());
+    for (const auto& [op, kernel] : sorted) {
+      std::printf("  %-32s %.*s\n", op.c_str(), int(kernel->source.size()), kernel->source.data());
+      if (kernel->variants)
+        for (const runtime::KernelVariant& v : kernel->variants->variants)
+          std::printf("      %-18s %s%s\n", v.name, v.why, v.threadInvariant ? " [same bits on any thread count]" : "");
+    }
   }
   return 0;
 }
@@ -76,15 +82,16 @@ int run(int argc, char** argv) {
   cli::whole(app, "--items", items, 1, INT32_MAX, "items (images) per run, to print items/s");
   app.add_flag("--print", print, "print the Program's text first");
   CLI::Option* kernels = app.add_option("--kernels", kernelsOf,
-                                        "list each op's kernel and what serves it, on every backend or on BACKEND")
+                                        "list each op's kernel and its variants, on every backend or on BACKEND; "
+                                        "with PROGRAM, which variant each step ran and why")
                              ->type_name("[BACKEND]")
                              ->expected(0, 1);
   if (auto stop = cli::parse(app, argc, argv)) return *stop;
-  if (kernels->count() && !path.empty()) {
-    std::fprintf(stderr, "spmd-run: error: --kernels takes no program file (see --help)\n");
+  if (kernels->count() && !path.empty() && !kernelsOf.empty()) {
+    std::fprintf(stderr, "spmd-run: error: --kernels with a program file takes no backend: give it with --devices\n");
     return 2;
   }
-  if (kernels->count()) return listKernels(kernelsOf);
+  if (kernels->count() && path.empty()) return listKernels(kernelsOf);
   if (path.empty()) {
     std::fprintf(stderr, "spmd-run: error: no program file given (see --help)\n");
     return 2;
@@ -111,6 +118,13 @@ int run(int argc, char** argv) {
               first, warmup, seconds * 1e3, steps);
   if (items) std::printf(", %.1f items/s", double(items) / seconds);
   std::printf("\n");
+  if (kernels->count()) {
+    const runtime::Executor& replica = group.executor(0);
+    for (size_t s = 0; s < program.steps.size(); ++s)
+      if (!replica.variantOf(s).empty())
+        std::printf("  step %zu %s (%s): %s\n", s, program.steps[s].op.c_str(), program.steps[s].where().c_str(),
+                    replica.variantOf(s).c_str());
+  }
   return 0;
 }
 

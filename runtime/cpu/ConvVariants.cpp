@@ -1,0 +1,174 @@
+// The CPU's convolution variant lists and what a timed choice among them is valid for.
+#include "runtime/cpu/ConvVariants.h"
+
+#include <omp.h>
+
+#include <cstdlib>
+#include <fstream>
+
+#include "runtime/base/Error.h"
+#include "runtime/cpu/Onednn.h"
+#include "runtime/cpu/SingleChannelConv.h"
+#include "runtime/cpu/StridedConv.h"
+#include "runtime/cpu/Winograd.h"
+#include "runtime/reference/Reference.h"
+
+namespace spmd::runtime::cpu {
+namespace {
+
+// "AMD EPYC 9R14 96-Core Processor": the machine kind a timed choice holds for.
+std::string cpuModel() {
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("model name", 0) == 0) {
+      const size_t colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(line.find_first_not_of(' ', colon + 1));
+    }
+  return "unknown CPU";
+}
+
+std::string isaName(dnnl::cpu_isa isa) {
+  switch (isa) {
+    case dnnl::cpu_isa::sse41: return "sse41";
+    case dnnl::cpu_isa::avx: return "avx";
+    case dnnl::cpu_isa::avx2: return "avx2";
+    case dnnl::cpu_isa::avx2_vnni: return "avx2_vnni";
+    case dnnl::cpu_isa::avx512_core: return "avx512_core";
+    case dnnl::cpu_isa::avx512_core_vnni: return "avx512_core_vnni";
+    case dnnl::cpu_isa::avx512_core_bf16: return "avx512_core_bf16";
+    case dnnl::cpu_isa::avx512_core_amx: return "avx512_core_amx";
+    default: return "isa " + std::to_string(static_cast<unsigned>(isa));
+  }
+}
+
+std::string device() {
+  static const std::string kind = [] {
+    const bool fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    return cpuModel() + ", oneDNN " + isaName(dnnl::get_effective_cpu_isa()) + ", spmd " + (fma ? "avx2" : "portable");
+  }();
+  return kind;
+}
+
+std::string library() {
+  const dnnl_version_t* v = dnnl_version();
+  return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
+}
+
+// The threads a variant gets: its speed and (for oneDNN's) its bits depend on them.
+std::string setting() { return "threads " + std::to_string(omp_get_max_threads()); }
+
+bool isF64(const KernelCall& call) { return call.in[0].dtype == DType::f64; }
+bool notF64(const KernelCall& call) { return !isF64(call); }
+
+// The switches variants replaced: refused, naming what to set instead.
+void refuseOldSwitches() {
+  for (const char* old : {"SPMD_WINOGRAD", "SPMD_STRIDED_GEMM"})
+    if (std::getenv(old))
+      throw Error(std::string(old) + " is no longer read: the CPU's convolution kernels are variants chosen by " +
+                  "timing; pin them with SPMD_KERNELS (oneDNN's direct kernels everywhere: SPMD_KERNELS=conv2d:onednn," +
+                  "conv2d_backward_data:onednn,conv2d_backward_filter:onednn), and unset " + old +
+                  "; `spmd-run --kernels cpu` lists the variants");
+}
+
+using winograd::Path;
+
+const VariantSet& forwardSet() {
+  static const VariantSet set{
+      "conv2d",
+      "cpu",
+      {{"winograd_grouped", "Winograd F(2x2,3x3), 16-64 channels, tiles a few at a time in L1 (4 multiplies an output where direct takes 9)", true,
+        [](const KernelCall& c) { return winograd::runs(c, Path::Grouped); },
+        [](const KernelCall& c) { return winograd::pays(c, Path::Grouped); },
+        [](KernelCall& c) { winograd::forward(c, Path::Grouped); }},
+       {"winograd_chunked", "Winograd F(2x2,3x3), tiles in chunks through a batched oneDNN GEMM (wide layers)", false,
+        [](const KernelCall& c) { return winograd::runs(c, Path::Chunked); },
+        [](const KernelCall& c) { return winograd::pays(c, Path::Chunked); },
+        [](KernelCall& c) { winograd::forward(c, Path::Chunked); }},
+       {"strided_gemm", "stride 2 as im2col and a oneDNN GEMM (oneDNN's direct kernels are slow on few output pixels)", false,
+        &strided::runs, &strided::pays, &strided::forward},
+       {"onednn", "oneDNN's direct convolution, any shape, f32 and bf16", false, &notF64, nullptr, &onednnConv2d},
+       {"reference", "the reference loops in double, for f64 (oneDNN has no f64)", true, &isF64, nullptr,
+        &reference::conv2d}},
+      &device, &library, &setting};
+  return set;
+}
+
+const VariantSet& backwardDataSet() {
+  static const VariantSet set{
+      "conv2d_backward_data",
+      "cpu",
+      {{"winograd_grouped", "Winograd F(2x2,3x3) with the flipped filter, 16-64 channels, tiles in L1", true,
+        [](const KernelCall& c) { return winograd::runs(c, Path::Grouped); },
+        [](const KernelCall& c) { return winograd::pays(c, Path::Grouped); },
+        [](KernelCall& c) { winograd::backwardData(c, Path::Grouped); }},
+       {"winograd_chunked", "Winograd F(2x2,3x3) with the flipped filter, tiles in chunks through a oneDNN GEMM", false,
+        [](const KernelCall& c) { return winograd::runs(c, Path::Chunked); },
+        [](const KernelCall& c) { return winograd::pays(c, Path::Chunked); },
+        [](KernelCall& c) { winograd::backwardData(c, Path::Chunked); }},
+       {"strided_gemm", "stride 2 as a oneDNN GEMM and a scatter of the windows (col2im)", false, &strided::runs,
+        &strided::pays, &strided::backwardData},
+       {"onednn", "oneDNN's direct backward-data convolution, any shape, f32 and bf16", false, &notF64, nullptr,
+        &onednnConv2dBackwardData},
+       {"reference", "the reference loops in double, for f64", true, &isF64, nullptr, &reference::conv2d_backward_data}},
+      &device, &library, &setting};
+  return set;
+}
+
+const VariantSet& backwardFilterSet() {
+  static const VariantSet set{
+      "conv2d_backward_filter",
+      "cpu",
+      {{"winograd_grouped", "Winograd filter gradient, 16-32 channels, images in 16 fixed slices (any thread count: the same bits)", true,
+        [](const KernelCall& c) { return winograd::runs(c, Path::Grouped); },
+        [](const KernelCall& c) { return winograd::pays(c, Path::Grouped); },
+        [](KernelCall& c) { winograd::backwardFilter(c, Path::Grouped); }},
+       {"winograd_chunked", "Winograd filter gradient, tiles in chunks through an accumulating oneDNN GEMM", false,
+        [](const KernelCall& c) { return winograd::runs(c, Path::Chunked); },
+        [](const KernelCall& c) { return winograd::pays(c, Path::Chunked); },
+        [](KernelCall& c) { winograd::backwardFilter(c, Path::Chunked); }},
+       {"strided_gemm", "stride 2 as im2col and a oneDNN GEMM", false, &strided::runs, &strided::pays,
+        &strided::backwardFilter},
+       {"single_channel", "one input channel (a grey-image stem): the nine taps across a block's lanes (oneDNN vectorizes over input channels)", true,
+        &single_channel::runs, nullptr, &single_channel::backwardFilter},
+       {"onednn", "oneDNN's direct backward-weights convolution, any shape, f32 and bf16 (its sums split by thread)", false,
+        &notF64, nullptr, &onednnConv2dBackwardFilter},
+       {"reference", "the reference loops in double, for f64", true, &isF64, nullptr,
+        &reference::conv2d_backward_filter}},
+      &device, &library, &setting};
+  return set;
+}
+
+}  // namespace
+
+const VariantSet& convVariants(const std::string& op) {
+  static const bool checked = (refuseOldSwitches(), true);
+  (void)checked;
+  if (op == "conv2d") return forwardSet();
+  if (op == "conv2d_backward_data") return backwardDataSet();
+  if (op == "conv2d_backward_filter") return backwardFilterSet();
+  throw Error("the CPU backend has no variant list for '" + op + "'");
+}
+
+std::vector<const VariantSet*> cpuVariantSets() { return {&forwardSet(), &backwardDataSet(), &backwardFilterSet()}; }
+
+void chooseConv(KernelCall& call, ChoiceExchange* exchange) {
+  const VariantSet& set = convVariants(call.step.op);
+  if (call.in[0].dtype != DType::bf16 || onednnBf16()) return chooseVariant(call, set, exchange);
+  // Emulated bf16 runs the f32 kernels on f32 copies (runtime/device/WidenedBf16.h): choose there.
+  std::vector<std::vector<float>> copies;
+  auto widen = [&](std::span<const TensorView> views) {
+    std::vector<TensorView> wide(views.begin(), views.end());
+    for (TensorView& v : wide)
+      if (v.dtype == DType::bf16) {
+        copies.emplace_back(size_t(v.numel()), 0.5f);
+        v.data = copies.back().data(), v.dtype = DType::f32;
+      }
+    return wide;
+  };
+  std::vector<TensorView> in = widen(call.in), out = widen(call.out);
+  std::shared_ptr<void> cache;
+  KernelCall wide{call.step, in, out, cache, call.comm, call.device};
+  chooseVariant(wide, set, exchange);
+}
+
+}  // namespace spmd::runtime::cpu

@@ -1,0 +1,154 @@
+// runVariant and chooseVariant: one step's variant from pins, remembered choices, timing or the
+// list's order (runtime/device/Variants.h).
+#include "runtime/device/Variants.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <sstream>
+
+#include "runtime/base/Error.h"
+#include "runtime/base/Parse.h"
+#include "runtime/device/KernelChoice.h"
+
+namespace spmd::runtime {
+namespace {
+
+// What a step keeps: its variant and that variant's own cache slot.
+struct VariantState {
+  const KernelVariant* variant = nullptr;
+  std::shared_ptr<void> cache;
+  std::string why;
+};
+
+bool runsOn(const KernelVariant& v, const KernelCall& call) { return !v.runs || v.runs(call); }
+
+// Shapes, layouts, dtypes and the integer attributes of the step: what its kernels' speed and
+// bits depend on, with the backend's setting (threads).
+std::string shapesOf(const KernelCall& call, const VariantSet& set) {
+  std::ostringstream text;
+  auto views = [&](const char* what, std::span<const TensorView> vs) {
+    text << what;
+    for (const TensorView& v : vs) {
+      text << " " << dtypeName(v.dtype) << "[";
+      for (size_t i = 0; i < v.rank(); ++i) text << (i ? "," : "") << v.dim(i);
+      text << "]" << v.layout;
+    }
+  };
+  views("in", call.in);
+  views(" out", call.out);
+  for (const auto& [name, value] : call.step.attrs) {
+    if (const auto* i = std::get_if<int64_t>(&value)) text << " " << name << " " << *i;
+    if (const auto* list = std::get_if<std::vector<int64_t>>(&value)) {
+      text << " " << name;
+      for (int64_t v : *list) text << " " << v;
+    }
+  }
+  if (set.setting) text << ", " << set.setting();
+  return text.str();
+}
+
+std::vector<std::string> namesOf(const VariantSet& set) {
+  std::vector<std::string> names;
+  for (const KernelVariant& v : set.variants) names.push_back(v.name);
+  return names;
+}
+
+// Seconds for each variant in `allowed` on `call`'s buffers; their prepared states go to
+// `states` (the winner's is kept).
+std::vector<double> timeVariants(const KernelCall& call, const VariantSet& set, const std::vector<Variant>& allowed,
+                                 std::map<std::string, std::shared_ptr<void>>& states) {
+  using Clock = std::chrono::steady_clock;
+  std::vector<double> seconds;
+  double best = INFINITY;
+  for (const Variant& v : allowed) {
+    const KernelVariant* variant = nullptr;
+    for (const KernelVariant& k : set.variants)
+      if (v.name == k.name) variant = &k;
+    std::shared_ptr<void>& cache = states[v.name];
+    KernelCall trial{call.step, call.in, call.out, cache, call.comm, call.device, nullptr, nullptr};
+    auto once = [&] {
+      const auto start = Clock::now();
+      variant->fn(trial);
+      return std::chrono::duration<double>(Clock::now() - start).count();
+    };
+    const double warm = once();  // prepares the variant (primitives, scratch)
+    double least = INFINITY, spent = 0;
+    if (!(warm > 4 * best))
+      for (int rep = 0; rep < 3 && (rep == 0 || spent < 0.05); ++rep) {
+        const double t = once();
+        least = std::min(least, t), spent += t;
+      }
+    if (!std::isfinite(least)) least = warm;  // not timed further: its warm-up stands
+    seconds.push_back(least);
+    best = std::min(best, least);
+  }
+  return seconds;
+}
+
+VariantState choose(const KernelCall& call, const VariantSet& set, ChoiceExchange* exchange) {
+  std::vector<const KernelVariant*> running;
+  for (const KernelVariant& v : set.variants)
+    if (runsOn(v, call)) running.push_back(&v);
+  if (running.empty())
+    throw Error("no " + std::string(set.backend) + " kernel of '" + set.op + "' runs on step '" + call.step.op +
+                "' (" + call.step.where() + ") with these operands; this is a bug in spmd's kernel list");
+  KernelChoices& choices = KernelChoices::process();
+  if (running.size() == 1) {
+    // A pin still names a variant of the op.
+    if (std::string pin = choices.pinOf(set.op); !pin.empty()) {
+      const std::vector<std::string> names = namesOf(set);
+      if (std::find(names.begin(), names.end(), pin) == names.end())
+        choices.choose({set.device(), set.library(), set.op, shapesOf(call, set)}, {{running[0]->name, true, false}}, false,
+                       nullptr, nullptr, names);  // throws, listing the variants
+    }
+    return {running[0], nullptr, "the only variant that runs here"};
+  }
+  if (!kernelTiming() && !choices.pinned(set.op)) {
+    for (const KernelVariant* v : running)
+      if (!v->pays || v->pays(call)) return {v, nullptr, "the first that pays in the list's order (SPMD_KERNEL_TIMING=0)"};
+    return {running.back(), nullptr, "the last in the list's order (SPMD_KERNEL_TIMING=0)"};
+  }
+  std::vector<Variant> candidates;
+  for (const KernelVariant* v : running) candidates.push_back({v->name, true, false});
+  std::map<std::string, std::shared_ptr<void>> states;
+  const ChoiceKey key{set.device(), set.library(), set.op, shapesOf(call, set)};
+  const Choice choice = choices.choose(
+      key, candidates, false, [&](const std::vector<Variant>& allowed) { return timeVariants(call, set, allowed, states); },
+      exchange, namesOf(set));
+  // Choice::why starts "op: variant, ": said once already by whoever prints it.
+  const std::string said = std::string(set.op) + ": " + choice.variant + ", ";
+  const std::string why = choice.why.rfind(said, 0) == 0 ? choice.why.substr(said.size()) : choice.why;
+  for (const KernelVariant* v : running)
+    if (choice.variant == v->name) return {v, states[v->name], why};
+  throw Error("the kernel choice for '" + std::string(set.op) + "' named '" + choice.variant + "', which does not run here");
+}
+
+}  // namespace
+
+bool kernelTiming() {
+  static const bool on = envSwitch("SPMD_KERNEL_TIMING").value_or(true);
+  return on;
+}
+
+void runVariant(KernelCall& call, const VariantSet& set) {
+  if (!call.cache) {
+    auto state = std::make_shared<VariantState>(choose(call, set, nullptr));
+    if (envSwitch("SPMD_LOG_COMPILES").value_or(false))
+      std::fprintf(stderr, "spmd: %s kernel of '%s' (%s): %s, %s\n", set.backend, call.step.op.c_str(),
+                   call.step.where().c_str(), state->variant->name, state->why.c_str());
+    call.cache = std::move(state);
+  }
+  auto& state = *static_cast<VariantState*>(call.cache.get());
+  if (call.variant && call.variant->empty()) *call.variant = std::string(state.variant->name) + ": " + state.why;
+  KernelCall inner{call.step, call.in, call.out, state.cache, call.comm, call.device, call.later, call.check};
+  state.variant->fn(inner);
+}
+
+void chooseVariant(KernelCall& call, const VariantSet& set, ChoiceExchange* exchange) {
+  choose(call, set, exchange);
+}
+
+}  // namespace spmd::runtime

@@ -1,0 +1,50 @@
+// Kernel variants: the implementations a backend has for one op, as one ordered list of data
+// (name, where it runs, where it was found to pay, the function, why it exists), instead of a
+// chain of conditions inside the kernel. Which one a step runs is decided once per step:
+//   - SPMD_KERNELS pins a variant by name where it runs (runtime/device/KernelChoice.h);
+//   - else, when more than one runs, the fastest on the step's own shapes, timed on this machine
+//     (each variant once to warm up, then up to 3 times within 50 ms, the least time kept; one
+//     whose warm-up took over 4x the best so far is not timed further), remembered per machine
+//     kind in the kernel cache and, in a job of several processes, process 0's choice;
+//   - SPMD_KERNEL_TIMING=0: the list's order decides (the first variant that runs and `pays`,
+//     the hand-tuned rule each variant carries), as before variants were timed.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "runtime/device/Kernel.h"
+
+namespace spmd::runtime {
+
+class ChoiceExchange;
+
+struct KernelVariant {
+  const char* name;             // what SPMD_KERNELS, the logs and `spmd-run --kernels` call it
+  const char* why;              // one line: what it is and why it exists
+  bool threadInvariant = false;  // its bits do not depend on the number of threads
+  bool (*runs)(const KernelCall&) = nullptr;  // computes this step (null: every step)
+  bool (*pays)(const KernelCall&) = nullptr;  // taken untimed where it runs (null: always)
+  KernelFn fn = nullptr;
+};
+
+// One op's variants on one backend, in the untimed order of preference; the last one runs on
+// every step the op's kernel takes.
+struct VariantSet {
+  const char* op;
+  const char* backend;
+  std::vector<KernelVariant> variants;
+  std::string (*device)();   // what a timed choice is valid for: "AMD EPYC, oneDNN ISA avx512_core_bf16"
+  std::string (*library)();  // "oneDNN 2.7.3"
+  std::string (*setting)();  // what else a variant's speed or bits depend on: "threads 2"
+};
+
+// Runs the step's variant, choosing it on the step's first call (kept in call.cache).
+void runVariant(KernelCall& call, const VariantSet& set);
+// Chooses the step's variant without keeping it, on the buffers `call` points at (which it
+// overwrites): the executor's pass before a job's first call, with `exchange` its processes.
+void chooseVariant(KernelCall& call, const VariantSet& set, ChoiceExchange* exchange);
+// Whether steps are timed (SPMD_KERNEL_TIMING, default on); read once.
+bool kernelTiming();
+
+}  // namespace spmd::runtime

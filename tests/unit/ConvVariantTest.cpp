@@ -1,0 +1,106 @@
+// The CPU's convolution variants (runtime/cpu/ConvVariants.h): each one, pinned, runs exactly on
+// the kernel cases its list entry says it runs on (asserted by the name of the variant that
+// ran, never by timing) and matches the reference kernel there; elsewhere the pin is passed
+// over. An unpinned step is timed once and then remembered; pinning an unknown variant is a
+// clear error listing the valid ones.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+
+#include "KernelCases.h"
+#include "TestUtil.h"
+#include "runtime/cpu/ConvVariants.h"
+#include "runtime/cpu/CpuDevice.h"
+
+namespace spmd::runtime {
+namespace {
+
+bool isConv(const KernelCase& c) { return cpuKernels().count(c.op) && c.op.rfind("conv2d", 0) == 0; }
+
+// Whether the list entry `v` says it runs on case `c` (its operands as runKernel lays them out).
+bool claims(const KernelVariant& v, const KernelCase& c) {
+  Step step{c.op, {}, {}, c.attrs, "ConvVariantTest"};
+  std::vector<Array> inputs = inputsInLayout(c), outputs;
+  std::vector<TensorView> in, out;
+  for (size_t i = 0; i < inputs.size(); ++i) in.push_back({inputs[i].data(), inputs[i].dtype, inputs[i].shape, c.layout(i)});
+  for (auto& [dtype, shape] : c.outputs) outputs.push_back(Array::zeros(dtype, shape));
+  for (size_t i = 0; i < outputs.size(); ++i)
+    out.push_back({outputs[i].data(), outputs[i].dtype, outputs[i].shape, c.layout(inputs.size() + i)});
+  std::shared_ptr<void> cache;
+  KernelCall call{step, in, out, cache};
+  return !v.runs || v.runs(call);
+}
+
+std::string nameOf(const std::string& ran) { return ran.substr(0, ran.find(':')); }
+
+TEST(ConvVariantTest, EachVariantRunsExactlyWhereItsEntrySaysAndMatchesTheReference) {
+  std::map<std::string, int> ran;  // "op variant" -> cases it ran on
+  std::map<std::string, std::set<std::string>> byCase;
+  for (DType t : {DType::f32, DType::f64})
+    for (const KernelCase& c : kernelCases(t)) {
+      if (!isConv(c)) continue;
+      const std::vector<Array> expected = runKernel(referenceKernels(), plainCase(c));
+      for (const KernelVariant& v : cpu::convVariants(c.op).variants) {
+        SCOPED_TRACE(c.name + ", pinned " + v.name);
+        PinnedKernels pin(c.op + ":" + v.name);
+        std::string which;
+        const std::vector<Array> actual = runKernel(cpuKernels(), c, &which);
+        const bool claimed = claims(v, c);
+        EXPECT_EQ(nameOf(which) == v.name, claimed) << "ran " << which;
+        if (nameOf(which) != v.name) continue;
+        ++ran[c.op + " " + v.name];
+        byCase[c.name].insert(v.name);
+        const bool f64 = t == DType::f64;
+        spmd::testing::expectClose(actual[0], expected[0], f64 ? 1e-12 : 1e-4, f64 ? 1e-12 : 1e-5, c.name + " " + v.name);
+      }
+    }
+  // Every variant of every direction ran somewhere.
+  for (const VariantSet* set : cpu::cpuVariantSets())
+    for (const KernelVariant& v : set->variants)
+      EXPECT_GT(ran[std::string(set->op) + " " + v.name], 0) << set->op << " " << v.name << " ran on no case";
+  // Spot checks, written from the shapes alone: Winograd's paths on 3x3 stride-1 blocked steps
+  // (grouped up to 64 channels), the GEMMs on stride-2 blocked ones, the one-channel filter
+  // gradient on the stem, only oneDNN on plain f32 steps, only the reference loops in f64.
+  using Names = std::set<std::string>;
+  EXPECT_EQ(byCase["conv grouped winograd"], (Names{"winograd_grouped", "winograd_chunked", "onednn"}));
+  EXPECT_EQ(byCase["conv winograd"], (Names{"winograd_chunked", "onednn"}));
+  EXPECT_EQ(byCase["conv stride2 gemm"], (Names{"strided_gemm", "onednn"}));
+  EXPECT_EQ(byCase["conv bwd filter 1 channel"], (Names{"single_channel", "onednn"}));
+  EXPECT_EQ(byCase["conv 3x3 pad1 bias/f32"], (Names{"onednn"}));
+  EXPECT_EQ(byCase["conv 3x3 pad1 bias/f64"], (Names{"reference"}));
+}
+
+TEST(ConvVariantTest, AnUnpinnedStepIsTimedOnceThenRemembered) {
+  if (!kernelTiming()) GTEST_SKIP() << "SPMD_KERNEL_TIMING=0";
+  PinnedKernels none("");
+  for (const KernelCase& c : kernelCases(DType::f32)) {
+    if (c.name != "conv grouped winograd") continue;
+    std::string first, second;
+    runKernel(cpuKernels(), c, &first);
+    runKernel(cpuKernels(), c, &second);  // a new step of the same shapes
+    // The first may find a choice an earlier run left in the kernel cache.
+    EXPECT_TRUE(first.find("timed") != std::string::npos || first.find("chosen before") != std::string::npos) << first;
+    EXPECT_NE(second.find("chosen before"), std::string::npos) << second;
+    EXPECT_EQ(nameOf(first), nameOf(second));
+    return;
+  }
+  FAIL() << "no case 'conv grouped winograd'";
+}
+
+TEST(ConvVariantTest, PinningAnUnknownVariantIsAClearError) {
+  PinnedKernels pin("conv2d:fastest");
+  for (const KernelCase& c : kernelCases(DType::f32)) {
+    if (c.name != "conv 3x3 pad1 bias/f32") continue;  // one variant runs: the pin is still checked
+    const std::string message = spmd::testing::errorOf([&] { runKernel(cpuKernels(), c); });
+    EXPECT_NE(message.find("SPMD_KERNELS pins conv2d to 'fastest', which is not a variant"), std::string::npos)
+        << message;
+    EXPECT_NE(message.find("winograd_grouped, winograd_chunked, strided_gemm, onednn, reference"), std::string::npos)
+        << message;
+    return;
+  }
+  FAIL() << "no case 'conv 3x3 pad1 bias'";
+}
+
+}  // namespace
+}  // namespace spmd::runtime
