@@ -208,7 +208,7 @@ Choice KernelChoices::choose(const ChoiceKey& key, const std::vector<Variant>& c
     if (!find(allowed, variant))
       throw Error("process 0 chose variant '" + variant + "' of " + where + ", which this process does not offer " +
                   "(allowed here: " + namesOf(allowed) + "); run every process with the same library versions");
-    entries_[text] = {key, variant, 0};
+    entries_[text] = {key, variant, 0, true};
     agreed_.insert(text);
     return {variant, Choice::From::ProcessZero, key.op + ": " + variant + ", process 0's choice"};
   }
@@ -220,7 +220,9 @@ Choice KernelChoices::choose(const ChoiceKey& key, const std::vector<Variant>& c
     fileLock.emplace(path_);
     if (!path_.empty()) readFile();
   }
-  if (auto it = entries_.find(text); it != entries_.end() && find(allowed, it->second.variant)) {
+  if (auto it = entries_.find(text); it != entries_.end() && it->second.processZero) {
+    choice = {it->second.variant, Choice::From::ProcessZero, key.op + ": " + it->second.variant + ", process 0's choice"};
+  } else if (auto it = entries_.find(text); it != entries_.end() && find(allowed, it->second.variant)) {
     choice = {it->second.variant, Choice::From::Remembered,
               key.op + ": " + it->second.variant + ", chosen before" + (path_.empty() ? "" : " (" + path_ + ")") +
                   pinPassed};

@@ -95,6 +95,7 @@ class KernelChoices {
     ChoiceKey key;
     std::string variant;
     double seconds = 0;
+    bool processZero = false;  // sent by process 0 of this job
   };
   void save() const;     // with mutex_ held and the file's lock taken
   void readFile();       // adds the file's entries this process does not have; with mutex_ held

@@ -295,6 +295,24 @@ def check_agreement(args):
     if rc == 0 or seconds > 30 or "process 1 has kernel pins (SPMD_KERNELS) = conv2d:onednn" not in log:
         fail("kernel pins that differ between processes were not named within 30 s (exit %d, %.1f s):\n%s" %
              (rc, seconds, log))
+    # Kernel variants timed by process 0 are run by every process: process 1, with a kernel cache
+    # of its own (nothing remembered, so it would time and might choose otherwise), says it took
+    # process 0's choices, and the job gives the bits of one process on cpu:2 (which reads process
+    # 0's cache).
+    fresh = os.path.join(args.scratch, "fresh_kernel_cache")
+    shutil.rmtree(fresh, ignore_errors=True)
+    out = os.path.join(args.scratch, "choices_2x1")
+    base = [args.worker, "--devices", "cpu:1", "--out", out]
+    rc, log, seconds = run(mpmd(args, env, base, ["-x", "SPMD_KERNEL_CACHE=" + fresh, "-x", "SPMD_LOG_COMPILES=1"] + base),
+                           env, timeout=120)
+    if rc != 0 or "process 0's choice" not in log:
+        fail("process 1 with its own kernel cache did not report taking process 0's kernel choices (exit %d):\n%s" %
+             (rc, log))
+    reference = exact_run(args, 1, 2, "choices_1x2", [], {"SPMD_THREADS_PER_REPLICA": 1})[0]
+    if read_all(out, 2) != [reference, reference]:
+        fail("2 x cpu:1 with process 1's own kernel cache differs from 1 x cpu:2")
+    print("kernel choices: process 1 ran process 0's (%d steps said so); the bits of 1 x cpu:2" %
+          log.count("process 0's choice"))
     rc, log, seconds = launch(args, 2, 2, os.path.join(args.scratch, "flip"), {"SPMD_THREADS_PER_REPLICA": 1},
                               ["--fault", "flip", "--fault-process", "1", "--fault-step", "1"])
     print("a bit flipped in replica 2's fc.weight: exit %d after %.1f s" % (rc, seconds))
