@@ -189,6 +189,7 @@ Choice KernelChoices::choose(const ChoiceKey& key, const std::vector<Variant>& c
   const std::string what = key.library + " | " + key.op + " | " + key.shapes;
   const bool agreed = agreed_.count(text) > 0;
   if (exchange && exchange->rank() != 0) {
+    used_.insert(text);
     if (agreed) {
       const std::string& variant = entries_.at(text).variant;
       return {variant, Choice::From::ProcessZero, key.op + ": " + variant + ", process 0's choice"};
@@ -212,6 +213,7 @@ Choice KernelChoices::choose(const ChoiceKey& key, const std::vector<Variant>& c
     agreed_.insert(text);
     return {variant, Choice::From::ProcessZero, key.op + ": " + variant + ", process 0's choice"};
   }
+  used_.insert(text);
   Choice choice;
   // Not known here: another process sharing the file may have timed it meanwhile; look again
   // under the file's lock, held until this process's choice is written.
@@ -275,6 +277,65 @@ void KernelChoices::save() const {
                    "to a writable directory\n", e.what());
     });
   }
+}
+
+std::string KernelChoices::used() const {
+  std::lock_guard lock(mutex_);
+  Json list = Json::array();
+  for (const std::string& text : used_) {
+    const Entry& e = entries_.at(text);
+    list.push_back({{"device", e.key.device}, {"library", e.key.library}, {"op", e.key.op}, {"shapes", e.key.shapes},
+                    {"variant", e.variant}});
+  }
+  return list.dump();
+}
+
+namespace {
+
+// used()'s JSON text as entries by key text; throws naming `what`.
+std::map<std::string, std::pair<ChoiceKey, std::string>> parseUsed(const std::string& text, const std::string& what) {
+  std::map<std::string, std::pair<ChoiceKey, std::string>> out;
+  try {
+    const Json list = Json::parse(text);
+    if (!list.is_array()) throw Error("not a list");
+    for (const Json& c : list) {
+      ChoiceKey key{c.at("device").get<std::string>(), c.at("library").get<std::string>(), c.at("op").get<std::string>(),
+                    c.at("shapes").get<std::string>()};
+      out[keyText(key)] = {key, c.at("variant").get<std::string>()};
+    }
+  } catch (const std::exception& e) {
+    throw Error(what + " does not hold kernel choices spmd wrote (" + e.what() + ")");
+  }
+  return out;
+}
+
+}  // namespace
+
+int KernelChoices::adopt(const std::string& text, const std::string& what) {
+  const auto choices = parseUsed(text, what);
+  std::lock_guard lock(mutex_);
+  for (const auto& [keyText, choice] : choices) entries_[keyText] = Entry{choice.first, choice.second};
+  return int(choices.size());
+}
+
+std::string KernelChoices::differences(const std::string& before, const std::string& now, const std::string& what) {
+  const auto was = parseUsed(before, what), is = parseUsed(now, "this run's kernel choices");
+  std::string text;
+  int count = 0;
+  for (const auto& [keyText, choice] : is) {
+    auto it = was.find(keyText);
+    if (it != was.end() && it->second.second == choice.second) continue;
+    if (++count > 3) continue;
+    const ChoiceKey& k = choice.first;
+    std::string why = it != was.end() ? "the checkpoint's run ran " + it->second.second : "the checkpoint's run did not choose it";
+    if (it == was.end())
+      for (const auto& [_, old] : was)
+        if (old.first.op == k.op && old.first.shapes == k.shapes && old.first.device != k.device)
+          why = "the checkpoint's run chose it on " + old.first.device + ", this one runs " + k.device;
+    text += std::string(text.empty() ? "" : "; ") + k.op + " (" + k.shapes + ") ran " + choice.second + ", " + why;
+  }
+  if (count > 3) text += "; and " + std::to_string(count - 3) + " more";
+  return text;
 }
 
 std::map<std::string, std::string> KernelChoices::remembered() const {

@@ -86,6 +86,16 @@ class KernelChoices {
   void setPins(const std::string& text);
   // The choices this process made or read, by key text (tests, spmd-run).
   std::map<std::string, std::string> remembered() const;
+  // The timed, remembered and process-0 choices this process's steps ran, as JSON text (a
+  // checkpoint records them), and `text` of that form taken as this process's choices for those
+  // keys before any other (a resumed run runs the kernels the checkpoint's run ran; keys of
+  // another device kind are never looked up). adopt returns how many it took; both throw naming
+  // `what` when `text` is not of that form.
+  std::string used() const;
+  int adopt(const std::string& text, const std::string& what);
+  // Where the choices `now` (used()'s form) differ from `before`: "" when every key of `now` ran
+  // the variant `before` holds for it, else one line naming up to three keys and why.
+  static std::string differences(const std::string& before, const std::string& now, const std::string& what);
   // The process's choices: the kernel cache's kernel-choices.json and SPMD_KERNELS's pins, read on
   // first use.
   static KernelChoices& process();
@@ -104,6 +114,7 @@ class KernelChoices {
   std::map<std::string, std::string> pins_;  // op -> variant
   std::map<std::string, Entry> entries_;     // by keyText
   std::set<std::string> agreed_;             // keys exchanged with the job's processes
+  std::set<std::string> used_;               // keys whose choice a step of this process took
 };
 
 // "device | library | op | shapes": the key as one line.

@@ -7,6 +7,7 @@
 
 #include "frontend/io/Safetensors.h"
 #include "frontend/io/TreeCheckpoint.h"
+#include "runtime/device/KernelChoice.h"
 
 namespace sample {
 namespace {
@@ -81,7 +82,9 @@ void saveCheckpoint(const std::string& path, const Flags& f, const std::string& 
                      {"step", std::to_string(at.step)}, {"epoch_example_loss_sum", exact(at.lossSum)},
                      {"epoch_correct", std::to_string(at.correct)}, {"epoch_seen", std::to_string(at.seen)},
                      {"epoch_seconds", exact(at.seconds)},
-                     {"epoch_data_wait", exact(at.dataWait)}, {"metrics_csv", at.csv}});
+                     {"epoch_data_wait", exact(at.dataWait)}, {"metrics_csv", at.csv},
+                     // The kernels timed on this machine that the run ran: a resume runs them again.
+                     {"kernel_choices", spmd::runtime::KernelChoices::process().used()}});
   spmd::io::saveSafetensors(path, c);
 }
 
@@ -118,6 +121,7 @@ Resumed loadCheckpoint(const Flags& f, Tree& params, Tree& state, Tree& opt) {
   at.csv = c.metadata["metrics_csv"];
   r.layout = c.metadata["devices"];
   r.threads = c.metadata["threads_per_replica"];
+  r.kernelChoices = c.metadata.count("kernel_choices") ? c.metadata["kernel_choices"] : "";
   r.path = path;
   return r;
 }

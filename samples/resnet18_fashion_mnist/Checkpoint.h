@@ -33,6 +33,7 @@ void saveCheckpoint(const std::string& path, const Flags& f, const std::string& 
 struct Resumed {
   Position at;
   std::string layout, threads, path;
+  std::string kernelChoices;  // the timed kernel choices its run ran (KernelChoices::used); "" before they were kept
 };
 // Reads --resume's checkpoint (a file or an --out directory) into the trees, after checking it is
 // a checkpoint of this sample trained with the same flags and that every tensor fits the model.

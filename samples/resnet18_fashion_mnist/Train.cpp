@@ -14,6 +14,7 @@
 #include <optional>
 
 #include "Checkpoint.h"
+#include "runtime/device/KernelChoice.h"
 #include "Report.h"
 #include "runtime/base/Parse.h"
 #include "RunDirectory.h"
@@ -97,6 +98,7 @@ struct Run {
   Tree params, state, opt;
   Position at;
   std::string resumedThreads;  // threads per replica the resumed checkpoint ran with
+  std::string resumedKernels;  // its kernel choices (KernelChoices::used), compared after the first step
   int threads = 0;
   int64_t devices = 0, evalBatch = 0;
   int64_t parts = 0, partRows = 0;  // a step's parts (devices x accumulate) and rows in each
@@ -143,6 +145,13 @@ void Run::resume() {
   Resumed r = loadCheckpoint(f, params, state, opt);
   at = r.at;
   resumedThreads = r.threads;
+  if (!r.kernelChoices.empty()) {
+    // The kernels the checkpoint's run timed and ran, taken before this run times any: on the same
+    // machine kind the continuation runs the same kernels (checked after the first step).
+    resumedKernels = r.kernelChoices;
+    const int taken = spmd::runtime::KernelChoices::process().adopt(r.kernelChoices, r.path + "'s kernel_choices");
+    if (lead) std::printf("kernels: the checkpoint's %d timed kernel choices are taken\n", taken);
+  }
   if (r.layout != layout && lead)
     std::printf("note: the checkpoint ran on %s, this run on %s: with the same number of devices in all and the "
                 "same threads per replica it continues bit for bit, else training continues with other "
@@ -310,6 +319,15 @@ bool Run::trainEpoch(Step& step) {
                   step.lastCompileSeconds());
       std::fflush(stdout);
       compileReported = true;
+    }
+    if (!resumedKernels.empty()) {
+      const std::string differ = spmd::runtime::KernelChoices::differences(
+          resumedKernels, spmd::runtime::KernelChoices::process().used(), "the checkpoint's kernel_choices");
+      if (!differ.empty() && lead)
+        std::printf("warning: this run's kernels differ from the checkpoint's run (%s), so it continues but not bit "
+                    "for bit; resume on the machine kind that wrote the checkpoint, with the same threads per replica\n",
+                    differ.c_str());
+      resumedKernels.clear();
     }
     at.lossSum += double(stepLoss) * double(batch->examples);
     auto predicted = predictions.array().values<int32_t>();

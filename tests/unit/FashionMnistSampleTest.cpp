@@ -2,6 +2,7 @@
 // and a few hundred images): the loss falls; stopping and resuming gives bit-identical
 // parameters, BN statistics and optimizer state to an uninterrupted run; a corrupt checkpoint or
 // data file is a clear error that leaves the previous checkpoint untouched; bad flags are errors.
+#include <regex>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/file.h>
@@ -132,6 +133,9 @@ TEST_F(FashionMnistSampleTest, ResumingGivesBitIdenticalResults) {
   SampleRun second = runSample(small(root / "resumed") + " --resume " + (root / "resumed").string());
   ASSERT_EQ(second.status, 0) << second.output;
   EXPECT_NE(second.output.find("at epoch 1, batch 7 (step 7)"), std::string::npos) << second.output;
+  // The kernels timed by the first run ran again (the checkpoint keeps its choices).
+  EXPECT_NE(second.output.find("timed kernel choices are taken"), std::string::npos) << second.output;
+  EXPECT_EQ(second.output.find("kernels differ"), std::string::npos) << second.output;
 
   io::Checkpoint a = io::loadSafetensors((root / "straight" / "checkpoint.safetensors").string());
   io::Checkpoint b = io::loadSafetensors((root / "resumed" / "checkpoint.safetensors").string());
@@ -146,6 +150,23 @@ TEST_F(FashionMnistSampleTest, ResumingGivesBitIdenticalResults) {
   EXPECT_GT(compared, 100);  // params, BN state and momentum
   EXPECT_EQ(a.metadata.at("step"), "24");
   EXPECT_EQ(b.metadata.at("step"), "24");
+
+  // A checkpoint whose kernels were chosen on another machine kind: the resume says its kernels
+  // differ, naming both kinds, and continues.
+  SampleRun moved = runSample(small(root / "moved") + " --max-steps 7");
+  ASSERT_EQ(moved.status, 0) << moved.output;
+  const std::string path = (root / "moved" / "checkpoint.safetensors").string();
+  io::Checkpoint c = io::loadSafetensors(path);
+  ASSERT_NE(c.metadata.at("kernel_choices").find("winograd"), std::string::npos) << c.metadata.at("kernel_choices");
+  c.metadata["kernel_choices"] =
+      std::regex_replace(c.metadata.at("kernel_choices"), std::regex("\"device\":\"[^\"]*\""), "\"device\":\"Another CPU\"");
+  io::saveSafetensors(path, c);
+  SampleRun elsewhere = runSample(small(root / "moved") + " --resume " + (root / "moved").string());
+  EXPECT_EQ(elsewhere.status, 0) << elsewhere.output;
+  EXPECT_NE(elsewhere.output.find("warning: this run's kernels differ from the checkpoint's run ("), std::string::npos)
+      << elsewhere.output;
+  EXPECT_NE(elsewhere.output.find("the checkpoint's run chose it on Another CPU, this one runs "), std::string::npos)
+      << elsewhere.output;
 
   // Resuming a finished run with the same --epochs has nothing to do, and says so.
   SampleRun finished = runSample(small(root / "straight") + " --resume " + (root / "straight").string());
