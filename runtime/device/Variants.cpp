@@ -56,34 +56,41 @@ std::vector<std::string> namesOf(const VariantSet& set) {
   return names;
 }
 
-// Seconds for each variant in `allowed` on `call`'s buffers; their prepared states go to
-// `states` (the winner's is kept).
+// Seconds for each variant in `allowed` on `call`'s buffers, their prepared states left in
+// `states` (the winner's is kept). Each runs once to warm up (primitives, scratch); then rounds
+// time each remaining variant once, in turn, so that a burst of load on a shared machine falls
+// on all of them, and the least time of each is kept. After a round a variant over 1.5x the
+// best is dropped (its time stands); another round runs only while two are left within that,
+// at most 3 rounds in all and none after 50 ms of them.
 std::vector<double> timeVariants(const KernelCall& call, const VariantSet& set, const std::vector<Variant>& allowed,
                                  std::map<std::string, std::shared_ptr<void>>& states) {
   using Clock = std::chrono::steady_clock;
-  std::vector<double> seconds;
-  double best = INFINITY;
-  for (const Variant& v : allowed) {
-    const KernelVariant* variant = nullptr;
+  std::vector<KernelCall> trials;
+  for (const Variant& v : allowed)
+    trials.push_back(KernelCall{call.step, call.in, call.out, states[v.name], call.comm, call.device, nullptr, nullptr});
+  std::vector<KernelFn> fns;
+  for (const Variant& v : allowed)
     for (const KernelVariant& k : set.variants)
-      if (v.name == k.name) variant = &k;
-    std::shared_ptr<void>& cache = states[v.name];
-    KernelCall trial{call.step, call.in, call.out, cache, call.comm, call.device, nullptr, nullptr};
-    auto once = [&] {
-      const auto start = Clock::now();
-      variant->fn(trial);
-      return std::chrono::duration<double>(Clock::now() - start).count();
-    };
-    const double warm = once();  // prepares the variant (primitives, scratch)
-    double least = INFINITY, spent = 0;
-    if (!(warm > 4 * best))
-      for (int rep = 0; rep < 3 && (rep == 0 || spent < 0.05); ++rep) {
-        const double t = once();
-        least = std::min(least, t), spent += t;
+      if (v.name == k.name) fns.push_back(k.fn);
+  auto once = [&](size_t i) {
+    const auto start = Clock::now();
+    fns[i](trials[i]);
+    return std::chrono::duration<double>(Clock::now() - start).count();
+  };
+  std::vector<double> seconds(allowed.size(), INFINITY);
+  std::vector<bool> timing(allowed.size(), true);
+  for (size_t i = 0; i < allowed.size(); ++i) once(i);
+  double spent = 0;
+  for (int round = 0; round < 3; ++round) {
+    for (size_t i = 0; i < allowed.size(); ++i)
+      if (timing[i]) {
+        const double t = once(i);
+        seconds[i] = std::min(seconds[i], t), spent += t;
       }
-    if (!std::isfinite(least)) least = warm;  // not timed further: its warm-up stands
-    seconds.push_back(least);
-    best = std::min(best, least);
+    const double best = *std::min_element(seconds.begin(), seconds.end());
+    int close = 0;
+    for (size_t i = 0; i < allowed.size(); ++i) close += timing[i] = timing[i] && seconds[i] <= 1.5 * best;
+    if (close < 2 || spent >= 0.05) break;
   }
   return seconds;
 }

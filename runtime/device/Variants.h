@@ -3,9 +3,10 @@
 // chain of conditions inside the kernel. Which one a step runs is decided once per step:
 //   - SPMD_KERNELS pins a variant by name where it runs (runtime/device/KernelChoice.h);
 //   - else, when more than one runs, the fastest on the step's own shapes, timed on this machine
-//     (each variant once to warm up, then up to 3 times within 50 ms, the least time kept; one
-//     whose warm-up took over 4x the best so far is not timed further), remembered per machine
-//     kind in the kernel cache and, in a job of several processes, process 0's choice;
+//     (each variant once to warm up, then in turn, one run a round, while two are within 1.5x
+//     of each other, at most 3 rounds and none after 50 ms; the least time kept), remembered
+//     per machine kind in the kernel cache and, in a job of several processes, process 0's
+//     choice;
 //   - SPMD_KERNEL_TIMING=0: the list's order decides (the first variant that runs and `pays`,
 //     the hand-tuned rule each variant carries), as before variants were timed.
 #pragma once
