@@ -28,12 +28,31 @@ std::string fail(const std::string& path, const std::string& what) {
   return path + ": not a valid safetensors checkpoint: " + what;
 }
 
-// Each tensor's CRC-32 goes into the metadata as "crc32:<name>" (8 hex digits): other readers
-// (PyTorch's safetensors) ignore it, and loadSafetensors verifies it.
+// Each tensor's CRC-32 goes into the metadata as "crc32:<name>" (8 hex digits), each metadata
+// field's as "crc32-meta:<key>", and the tensor table's (names, dtypes, shapes, in order) as
+// "crc32-table": other readers (PyTorch's safetensors) ignore them, and loadSafetensors verifies
+// them, so an edited epoch or shape is refused naming what changed.
 const std::string kChecksumKey = "crc32:";
+const std::string kMetaChecksumKey = "crc32-meta:";
+const std::string kTableChecksumKey = "crc32-table";
 
 std::string checksumOf(const Array& array) {
   return runtime::crc32Text({array.data(), array.bytes()});
+}
+
+std::string checksumOf(const std::string& text) {
+  return runtime::crc32Text(std::as_bytes(std::span(text.data(), text.size())));
+}
+
+// The table a header's tensors make: "name dtype [d0,d1,...];" each, in name order.
+std::string tableText(const std::map<std::string, Array>& tensors) {
+  std::string text;
+  for (const auto& [name, array] : tensors) {
+    text += name + " " + codeOf(array.dtype) + " [";
+    for (size_t i = 0; i < array.shape.size(); ++i) text += (i ? "," : "") + std::to_string(array.shape[i]);
+    text += "];";
+  }
+  return text;
 }
 
 }  // namespace
@@ -41,7 +60,9 @@ std::string checksumOf(const Array& array) {
 void saveSafetensors(const std::string& path, const Checkpoint& checkpoint) {
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
   std::map<std::string, std::string> metadata = checkpoint.metadata;
+  for (const auto& [key, value] : checkpoint.metadata) metadata[kMetaChecksumKey + key] = checksumOf(value);
   for (const auto& [name, array] : checkpoint.tensors) metadata[kChecksumKey + name] = checksumOf(array);
+  metadata[kTableChecksumKey] = checksumOf(tableText(checkpoint.tensors));
   if (!metadata.empty()) header["__metadata__"] = metadata;
   size_t offset = 0;
   for (const auto& [name, array] : checkpoint.tensors) {
@@ -153,8 +174,39 @@ Checkpoint loadSafetensors(const std::string& path) {
   std::sort(ranges.begin(), ranges.end());
   for (size_t i = 1; i < ranges.size(); ++i)
     if (ranges[i].first < ranges[i - 1].second) throw Error(fail(path, "two tensors' byte ranges overlap"));
-  // Every tensor against its checksum (files from other writers may have none), then the
-  // checksums leave the metadata the caller sees.
+  // The header against its checksums where it has them (files from other writers, and spmd's
+  // before they were written, have none): the tensor table, then every metadata field.
+  const std::string changed = ": the file was changed or damaged after it was written; restore it from a copy, or "
+                              "train again";
+  if (auto table = checkpoint.metadata.find(kTableChecksumKey); table != checkpoint.metadata.end()) {
+    if (checksumOf(tableText(checkpoint.tensors)) != table->second)
+      throw Error(fail(path, "its tensor table (names, dtypes, shapes) does not match its checksum" + changed));
+    for (const auto& [name, _] : checkpoint.tensors)
+      if (!checkpoint.metadata.count(kChecksumKey + name))
+        throw Error(fail(path, "tensor '" + name + "' has no checksum" + changed));
+    checkpoint.metadata.erase(table);
+    std::map<std::string, std::string> fields;
+    for (const auto& [key, value] : checkpoint.metadata)
+      if (key.rfind(kChecksumKey, 0) != 0 && key.rfind(kMetaChecksumKey, 0) != 0) fields[key] = value;
+    for (const auto& [key, value] : fields) {
+      auto sum = checkpoint.metadata.find(kMetaChecksumKey + key);
+      if (sum == checkpoint.metadata.end())
+        throw Error(fail(path, "metadata '" + key + "' has no checksum" + changed));
+      if (checksumOf(value) != sum->second)
+        throw Error(fail(path, "metadata '" + key + "' (\"" + value.substr(0, 60) + "\") does not match its checksum" +
+                                   changed));
+    }
+    for (auto it = checkpoint.metadata.begin(); it != checkpoint.metadata.end();) {
+      if (it->first.rfind(kMetaChecksumKey, 0) != 0) {
+        ++it;
+        continue;
+      }
+      if (!fields.count(it->first.substr(kMetaChecksumKey.size())))
+        throw Error(fail(path, "metadata '" + it->first.substr(kMetaChecksumKey.size()) + "' is missing" + changed));
+      it = checkpoint.metadata.erase(it);
+    }
+  }
+  // Every tensor against its checksum, then the checksums leave the metadata the caller sees.
   for (auto it = checkpoint.metadata.begin(); it != checkpoint.metadata.end();) {
     if (it->first.rfind(kChecksumKey, 0) != 0) {
       ++it;

@@ -166,6 +166,19 @@ TEST_F(SafetensorsTest, ChangedTensorsNaNsAndStaleTemporariesAreCaught) {
   writeBytes(bad, bytes);
   EXPECT_NE(errorOf(bad).find("tensor 'params.w' does not match its checksum"), std::string::npos) << errorOf(bad);
   EXPECT_NE(errorOf(bad).find("the file was changed or damaged after it was written"), std::string::npos);
+  // The header is checked too: an edited metadata field is named with what it now reads, and a
+  // dtype edited to one of the same size (F32 -> I32) breaks the tensor table's checksum.
+  for (auto [from, to, expected] :
+       {std::tuple{"\"step\":\"7\"", "\"step\":\"8\"", "metadata 'step' (\"8\") does not match its checksum"},
+        {"\"dtype\":\"F32\"", "\"dtype\":\"I32\"", "its tensor table (names, dtypes, shapes) does not match"},
+        {"\"step\":\"7\"", "\"stop\":\"7\"", "metadata 'stop' has no checksum"}}) {
+    std::string header = readBytes(path);
+    const size_t where = header.find(from);
+    ASSERT_NE(where, std::string::npos) << from;
+    header.replace(where, std::strlen(from), to);
+    writeBytes(bad, header);
+    EXPECT_NE(errorOf(bad).find(expected), std::string::npos) << errorOf(bad);
+  }
   // A checkpoint saved with a NaN in it (a diverged run): named, tensor and element, on resume.
   io::Checkpoint nan = c;
   nan.tensors["params.w"] = testing::cloneArray(c.tensors["params.w"]);
