@@ -40,6 +40,8 @@ for i in "${!pids[@]}"; do
   wait "${pids[$i]}" || failed+=("$i")
   echo "== ThreadSanitizer shard $i of $shards"
   cat "$logs/$i.log"
+  # A filter (or a renamed suite) that leaves a shard nothing to run fails, not passes.
+  if grep -q "Running 0 tests" "$logs/$i.log"; then echo "ThreadSanitizer: shard $i ran no test"; failed+=("$i"); fi
 done
 rm -rf "$logs"
 if ((${#failed[@]})); then
