@@ -3,9 +3,14 @@
 // the recorder started) and one thread_name metadata event per track.
 #include "runtime/base/Timeline.h"
 
+#include <unistd.h>
+
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <mutex>
 #include <span>
 #include <vector>
@@ -82,6 +87,20 @@ bool on() {
 
 void start(const std::string& path) {
   if (path.empty()) throw Error("the trace file's path is empty: give a path such as trace.json");
+  // Checked now, not when the file is written at exit after the whole run.
+  namespace fs = std::filesystem;
+  const fs::path file(path);
+  const fs::path dir = file.has_parent_path() ? file.parent_path() : fs::path(".");
+  std::error_code error;
+  const std::string cannot = "the trace file " + path + " (SPMD_TRACE, PmapOptions::trace, --trace) cannot be written: ";
+  if (!fs::is_directory(dir, error))
+    throw Error(cannot + "its directory " + dir.string() + " does not exist; create it or give another path");
+  if (::access(dir.c_str(), W_OK) != 0)
+    throw Error(cannot + "its directory " + dir.string() + " is not writable (" + std::strerror(errno) +
+                "); give a path in a writable directory");
+  if (fs::is_directory(file, error)) throw Error(cannot + "it is a directory; give a file name such as trace.json");
+  if (fs::exists(file, error) && ::access(path.c_str(), W_OK) != 0)
+    throw Error(cannot + "the file exists and is not writable (" + std::strerror(errno) + ")");
   Recorder& r = recorder();
   {
     std::lock_guard lock(r.mutex);

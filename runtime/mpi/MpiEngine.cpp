@@ -51,6 +51,9 @@ void checkMpi(int code, const char* call, const std::string& what) {
 }
 
 void startMpiJob(ProcessInfo& info) {
+  // The switches the engine reads, checked before MPI starts: a junk value is our error on every
+  // process, not a half-started MPI.
+  envSwitch("SPMD_CHECK_COLLECTIVES");
   int provided = 0;
   int code = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
   if (code != MPI_SUCCESS)

@@ -1,6 +1,7 @@
 // Processes: is this a job of several processes, and the host-side collectives between them.
 #include "runtime/mpi/Processes.h"
 
+#include <variant>
 #include <unistd.h>
 
 #include <climits>
@@ -62,13 +63,20 @@ std::vector<std::unique_ptr<Communicator>> makeProcessCommunicators(int, std::ch
 #endif
 
 const ProcessInfo& processes() {
-  static const ProcessInfo info = [] {
-    ProcessInfo i = start();
-    started = i.size > 1;
-    timeline::setProcess(i.rank, i.size);  // the trace's pid and, with several processes, its file name
-    return i;
+  // Started once: a failed start is kept and thrown again by every later call (MPI may not be
+  // initialized twice, and a second try would end in Open MPI's own message instead of ours).
+  static const std::variant<ProcessInfo, std::string> state = []() -> std::variant<ProcessInfo, std::string> {
+    try {
+      ProcessInfo i = start();
+      started = i.size > 1;
+      timeline::setProcess(i.rank, i.size);  // the trace's pid and, with several processes, its file name
+      return i;
+    } catch (const std::exception& e) {
+      return std::string(e.what());
+    }
   }();
-  return info;
+  if (const std::string* failed = std::get_if<std::string>(&state)) throw Error(*failed);
+  return std::get<ProcessInfo>(state);
 }
 
 namespace {

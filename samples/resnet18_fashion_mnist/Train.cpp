@@ -104,6 +104,8 @@ struct Run {
   int64_t parts = 0, partRows = 0;  // a step's parts (devices x accumulate) and rows in each
   std::string checkpoint, csvPath, pngPath;
   bool compileReported = false;  // the train step's compile time is printed after its first step
+  // SPMD_LOG_DRIFT_CHECKS, read (and a junk value refused) before the first step.
+  bool logDriftChecks = spmd::runtime::envSwitch("SPMD_LOG_DRIFT_CHECKS").value_or(false);
 
   explicit Run(const Flags& flags);
   void resume();
@@ -270,7 +272,7 @@ void Run::driftCheck(const std::string& when) {
   spmd::checkReplicasAgree(params, "params.", what);
   spmd::checkReplicasAgree(opt, "opt.", what);
   spmd::checkReplicasAgree(state, "state.", what);
-  if (spmd::runtime::envSwitch("SPMD_LOG_DRIFT_CHECKS").value_or(false) && lead)
+  if (logDriftChecks && lead)
     std::printf("%s: every replica agrees (%.1f ms)\n", what.c_str(),
                 1e3 * std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
 }

@@ -295,6 +295,15 @@ def check_agreement(args):
     if rc == 0 or seconds > 30 or "process 1 has kernel pins (SPMD_KERNELS) = conv2d:onednn" not in log:
         fail("kernel pins that differ between processes were not named within 30 s (exit %d, %.1f s):\n%s" %
              (rc, seconds, log))
+    # A junk switch that MPI's start reads fails cleanly on every process with our message, not
+    # with Open MPI's "initialize MPI more than once" (a failed start was tried again).
+    out = os.path.join(args.scratch, "junk_switch")
+    command = mpirun_base(args, 2, 1, ["-x", "SPMD_CHECK_COLLECTIVES=maybe", "--mca", "btl", "self,vader,tcp"], env)
+    rc, log, seconds = run(command + [args.worker, "--devices", "cpu:1", "--out", out], env, timeout=120)
+    print("SPMD_CHECK_COLLECTIVES=maybe under mpirun: exit %d after %.1f s" % (rc, seconds))
+    if rc == 0 or seconds > 30 or "SPMD_CHECK_COLLECTIVES" not in log or "more than once" in log:
+        fail("a junk SPMD_CHECK_COLLECTIVES under mpirun did not stop every process with a message naming it "
+             "(exit %d, %.1f s):\n%s" % (rc, seconds, log))
     # Kernel variants timed by process 0 are run by every process: process 1, with a kernel cache
     # of its own (nothing remembered, so it would time and might choose otherwise), says it took
     # process 0's choices, and the job gives the bits of one process on cpu:2 (which reads process

@@ -14,6 +14,19 @@ namespace {
 
 using spmd::testing::countOccurrences;
 
+// A trace path that cannot be written is refused when tracing starts (before the first step),
+// not after the whole run when the file is written; a refused path starts nothing.
+TEST(DeviceTraceTest, AnUnwritableTracePathIsRefusedWhenTracingStarts) {
+  std::string message = testing::errorOf([] { runtime::timeline::start("/nonexistent-spmd-dir/trace.json"); });
+  EXPECT_NE(message.find("the trace file /nonexistent-spmd-dir/trace.json (SPMD_TRACE, PmapOptions::trace, --trace) "
+                         "cannot be written: its directory /nonexistent-spmd-dir does not exist"),
+            std::string::npos)
+      << message;
+  message = testing::errorOf([] { runtime::timeline::start(::testing::TempDir()); });
+  EXPECT_NE(message.find("it is a directory"), std::string::npos) << message;
+  EXPECT_FALSE(runtime::timeline::on());
+}
+
 TEST(DeviceTraceTest, EachStepIsASpanOnTheDevicesOwnTrack) {
   const std::string path = ::testing::TempDir() + "spmd-device-trace.json";
   runtime::timeline::start(path);

@@ -274,6 +274,25 @@ TEST_F(FashionMnistSampleTest, BadFlagsAreClearErrors) {
   EXPECT_EQ(version.output.rfind("resnet18_fashion_mnist (spmd ", 0), 0u) << version.output;
 }
 
+// Settings from the environment are read and checked before the first step: a junk switch or an
+// unwritable trace path stops the run at once, naming it, with no checkpoint written (before,
+// SPMD_LOG_DRIFT_CHECKS was read at the first checkpoint, after a whole epoch, and SPMD_TRACE's
+// file at exit, after the whole run).
+TEST_F(FashionMnistSampleTest, EnvironmentSettingsAreCheckedBeforeTheFirstStep) {
+  for (auto [name, value, expected] :
+       {std::tuple{"SPMD_LOG_DRIFT_CHECKS", "maybe", "SPMD_LOG_DRIFT_CHECKS"},
+        {"SPMD_TRACE", "/nonexistent-spmd-dir/trace.json",
+         "the trace file /nonexistent-spmd-dir/trace.json (SPMD_TRACE, PmapOptions::trace, --trace) cannot be written"}}) {
+    setenv(name, value, 1);
+    SampleRun run = runSample(small(root / name) + " --epochs 1");
+    unsetenv(name);
+    EXPECT_NE(run.status, 0) << name << ": " << run.output;
+    EXPECT_NE(run.output.find(expected), std::string::npos) << run.output;
+    EXPECT_EQ(run.output.find("epoch 1"), std::string::npos) << "it trained first:\n" << run.output;
+    EXPECT_FALSE(fs::exists(root / name / "checkpoint.safetensors"));
+  }
+}
+
 // --out is checked and locked before any training: a file, an unwritable place, or a directory
 // another run holds are clear errors at once; a hostile directory name is only ever a path.
 TEST_F(FashionMnistSampleTest, OutDirectoryIsCheckedAndLockedBeforeTraining) {
