@@ -8,6 +8,7 @@
 #include "frontend/io/Safetensors.h"
 #include "frontend/io/TreeCheckpoint.h"
 #include "runtime/device/KernelChoice.h"
+#include "runtime/mpi/Processes.h"
 
 namespace sample {
 namespace {
@@ -53,6 +54,13 @@ T metaNumber(const spmd::io::Checkpoint& c, const std::string& key, const std::s
 
 }  // namespace
 
+std::map<std::string, std::string> runBits(const Flags& f) {
+  return {{"backend", f.devices.substr(0, f.devices.find(':'))},
+          {"precision", f.precision},
+          {"layouts", f.layouts},
+          {"reduce", spmd::runtime::reduceModeName(spmd::runtime::reduceModeFromEnvironment())}};
+}
+
 // The flags a checkpoint must agree with to continue the same run.
 std::map<std::string, std::string> runIdentity(const Flags& f) {
   return {{"width", std::to_string(f.width)},       {"bn", f.bn},
@@ -77,6 +85,7 @@ void saveCheckpoint(const std::string& path, const Flags& f, const std::string& 
   spmd::io::addTree(c, "state.", state);
   spmd::io::addTree(c, "opt.", opt);
   c.metadata = runIdentity(f);
+  for (const auto& [key, value] : runBits(f)) c.metadata[key] = value;
   c.metadata.insert({{"format", kFormat}, {"devices", layout}, {"threads_per_replica", std::to_string(threads)},
                      {"epoch", std::to_string(at.epoch)}, {"batch_in_epoch", std::to_string(at.batch)},
                      {"step", std::to_string(at.step)}, {"epoch_example_loss_sum", exact(at.lossSum)},
@@ -122,6 +131,8 @@ Resumed loadCheckpoint(const Flags& f, Tree& params, Tree& state, Tree& opt) {
   r.layout = c.metadata["devices"];
   r.threads = c.metadata["threads_per_replica"];
   r.kernelChoices = c.metadata.count("kernel_choices") ? c.metadata["kernel_choices"] : "";
+  for (const auto& [key, _] : runBits(f))
+    if (c.metadata.count(key)) r.bits[key] = c.metadata[key];
   r.path = path;
   return r;
 }

@@ -34,7 +34,14 @@ struct Resumed {
   Position at;
   std::string layout, threads, path;
   std::string kernelChoices;  // the timed kernel choices its run ran (KernelChoices::used); "" before they were kept
+  // What else set its bits and may change on resume (runBits), as it recorded them; absent keys
+  // (older checkpoints) are missing.
+  std::map<std::string, std::string> bits;
 };
+
+// The settings besides the layout and threads that set a run's bits but not its model: the
+// backend, --precision, --layouts and the reduction mode (SPMD_REDUCE).
+std::map<std::string, std::string> runBits(const Flags& f);
 // Reads --resume's checkpoint (a file or an --out directory) into the trees, after checking it is
 // a checkpoint of this sample trained with the same flags and that every tensor fits the model.
 Resumed loadCheckpoint(const Flags& f, spmd::Tree& params, spmd::Tree& state, spmd::Tree& opt);

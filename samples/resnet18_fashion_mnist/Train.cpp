@@ -154,7 +154,15 @@ void Run::resume() {
     const int taken = spmd::runtime::KernelChoices::process().adopt(r.kernelChoices, r.path + "'s kernel_choices");
     if (lead) std::printf("kernels: the checkpoint's %d timed kernel choices are taken\n", taken);
   }
-  if (r.layout != layout && lead)
+  // What else sets the bits: named where it differs (the model is the same: runIdentity).
+  std::string differ;
+  for (const auto& [key, now] : runBits(f))
+    if (auto was = r.bits.find(key); was != r.bits.end() && was->second != now)
+      differ += std::string(differ.empty() ? "" : ", ") + key + " " + was->second + " -> " + now;
+  if (!differ.empty() && lead)
+    std::printf("warning: this run differs from the checkpoint's in what sets its bits (%s): training continues, "
+                "but not bit for bit\n", differ.c_str());
+  if (r.layout != layout && differ.empty() && lead)
     std::printf("note: the checkpoint ran on %s, this run on %s: with the same number of devices in all and the "
                 "same threads per replica it continues bit for bit, else training continues with other "
                 "roundings\n", r.layout.c_str(), layout.c_str());
@@ -168,7 +176,9 @@ template <typename Step>
 void Run::checkShapes(Step& step) {
   std::string threadsWhy;
   threads = step.threadsPerReplica(&threadsWhy);
-  if (!resumedThreads.empty() && resumedThreads != std::to_string(threads) && lead)
+  // 0: a backend without host threads (sim, cuda): nothing to compare, its backend is named above.
+  if (!resumedThreads.empty() && resumedThreads != "0" && threads != 0 && resumedThreads != std::to_string(threads) &&
+      lead)
     std::printf("warning: the checkpoint was trained with %s threads per replica, this run uses %d (%s): oneDNN "
                 "rounds differently per thread count, so the run continues but not bit for bit (set "
                 "SPMD_THREADS_PER_REPLICA=%s to continue exactly)\n",

@@ -174,6 +174,15 @@ TEST_F(FashionMnistSampleTest, ResumingGivesBitIdenticalResults) {
   EXPECT_NE(finished.output.find("the checkpoint has already trained 2 epochs, which --epochs 2 does "
                                  "not exceed: nothing to do"),
             std::string::npos) << finished.output;
+  // Resumed on another backend and precision: named, and no bit-for-bit promise.
+  SampleRun other = runSample(small(root / "straight") + " --epochs 3 --max-steps 1 --devices sim:2 --precision bf16" +
+                              " --resume " + (root / "straight").string());
+  EXPECT_EQ(other.status, 0) << other.output;
+  EXPECT_NE(other.output.find("warning: this run differs from the checkpoint's in what sets its bits (backend cpu -> "
+                              "sim, precision f32 -> bf16): training continues, but not bit for bit"),
+            std::string::npos)
+      << other.output;
+  EXPECT_EQ(other.output.find("bit for bit ("), std::string::npos) << "sim has no threads to compare:\n" << other.output;
 }
 
 // --clip-norm, --no-decay-norm-bias and --ema: the EMA rides in the checkpoint's optimizer
