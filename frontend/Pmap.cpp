@@ -256,7 +256,7 @@ runtime::CallCounts PmapCore::lastCall() const {
 }
 int PmapCore::threadsPerReplica(std::string* why) const {
   runtime::ThreadShare share = state_->devices.driver().threadsPerReplica(
-      state_->devices, state_->options.threadsPerReplica, runtime::processes());
+      state_->devices, state_->options.threadsPerReplica, runtime::processes(), state_->options.accumulate);
   if (why) *why = share.why;
   return share.threads;
 }
@@ -405,7 +405,7 @@ std::pair<std::vector<Tensor>, std::shared_ptr<void>> PmapCore::call(
       for (size_t k = 0; k < entry->outputs.size(); ++k)
         if (entry->split.outputs[k].micro && !entry->outputs[k].second.empty()) entry->outputs[k].second[0] *= A;
       entry->micro = std::make_unique<runtime::ReplicaGroup>(entry->split.micro, state_->devices, runtime::jobOf(entry->split.micro),
-                                                             state_->timeout, o.threadsPerReplica);
+                                                             state_->timeout, o.threadsPerReplica, 1, A);
       entry->group = std::make_unique<runtime::ReplicaGroup>(entry->split.apply, state_->devices, runtime::jobOf(entry->split.apply),
                                                              state_->timeout, o.threadsPerReplica, A);
     } else {

@@ -18,8 +18,13 @@ int emulatedCpuDeviceCount() {
   return int(envWhole("SPMD_CPU_DEVICE_COUNT", 1, 4096).value_or(8));
 }
 
-ThreadShare cpuThreadShare(int replicas, int requested, const ProcessInfo& job) {
-  replicas = std::max(1, replicas);
+ThreadShare cpuThreadShare(int replicas, int requested, const ProcessInfo& job, int microBatches) {
+  // Micro-batches count as replicas: cpu:1 with 4 micro-batches gets cpu:4's share, so every
+  // layout of N virtual replicas runs the same threads (and gives the same bits).
+  microBatches = std::max(1, microBatches);
+  const std::string perReplica =
+      microBatches > 1 ? " (" + std::to_string(replicas) + " x " + std::to_string(microBatches) + " micro-batches)" : "";
+  replicas = std::max(1, replicas) * microBatches;
   if (requested > 0) return {requested, true, "set in PmapOptions::threadsPerReplica"};
   // The OpenMP threads each replica's kernels use; unset, the cores are shared among the replicas.
   if (std::optional<int64_t> n = envWhole("SPMD_THREADS_PER_REPLICA", 1, 4096))
@@ -30,11 +35,12 @@ ThreadShare cpuThreadShare(int replicas, int requested, const ProcessInfo& job) 
     int all = replicas * std::max(1, job.localSize);
     return {std::max(1, int(cores / all)), false,
             std::to_string(cores) + " cores of host " + job.host + " / " + std::to_string(all) + " replicas on it (" +
-                std::to_string(job.localSize) + " processes x " + std::to_string(replicas) + ")"};
+                std::to_string(job.localSize) + " processes x " + std::to_string(replicas) + perReplica + ")"};
   }
   int threads = omp_get_max_threads();
   return {std::max(1, threads / replicas), false,
-          std::to_string(threads) + " OpenMP threads of this process / " + std::to_string(replicas) + " replicas"};
+          std::to_string(threads) + " OpenMP threads of this process / " + std::to_string(replicas) + " replicas" +
+              perReplica};
 }
 
 // Parses "N" of "<name>:N" as a count of emulated devices (shared with the sim backend).
@@ -76,8 +82,9 @@ class CpuDriver final : public Driver {
   const KernelTable& kernels() const override { return cpuKernels(); }
   int64_t channelBlock() const override { return CpuDevice(0).channelBlock(); }
   Bf16Kernels bf16Kernels() const override { return {cpu::onednnBf16(), cpu::onednnBf16Path()}; }
-  ThreadShare threadsPerReplica(const DeviceList& list, int requested, const ProcessInfo& job) const override {
-    return cpuThreadShare(list.size(), requested, job);
+  ThreadShare threadsPerReplica(const DeviceList& list, int requested, const ProcessInfo& job,
+                                int microBatches) const override {
+    return cpuThreadShare(list.size(), requested, job, microBatches);
   }
   void prepareReplicaThread(const DeviceList&, int, int threads) const override {
     // The replicas share the cores: each gets its part of the OpenMP threads oneDNN uses.

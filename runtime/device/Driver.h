@@ -59,9 +59,12 @@ class Driver {
   virtual Bf16Kernels bf16Kernels() const { return {}; }
   // The host threads each replica of `list` runs its kernels with, when they change its results
   // (the cpu backend's OpenMP threads: oneDNN rounds differently per thread count); `requested`
-  // > 0 asks for that many; `job`: the processes sharing the host's cores. threads 0: the
-  // backend's results do not depend on host threads.
-  virtual ThreadShare threadsPerReplica(const DeviceList& list, int requested, const ProcessInfo& job) const {
+  // > 0 asks for that many; `job`: the processes sharing the host's cores; `microBatches`: the
+  // virtual replicas each replica runs in turn (accumulation), counted as replicas so that every
+  // layout of one replica count gets the same threads. threads 0: the backend's results do not
+  // depend on host threads.
+  virtual ThreadShare threadsPerReplica(const DeviceList& list, int requested, const ProcessInfo& job,
+                                        int microBatches = 1) const {
     return {};
   }
   // Runs on the worker thread of replica `replica` of `list` before its first step, with

@@ -9,7 +9,8 @@
 namespace spmd::runtime {
 
 ReplicaGroup::ReplicaGroup(const Program& program, const DeviceList& devices, const Job& processes,
-                           std::chrono::milliseconds collectiveTimeout, int threadsPerReplica, int leavesPerReplica)
+                           std::chrono::milliseconds collectiveTimeout, int threadsPerReplica, int leavesPerReplica,
+                           int microBatches)
     : devices_(devices), job_(processes) {
   const ProcessInfo& job = processes.info();
   acrossProcesses_ = job.size > 1;
@@ -27,7 +28,8 @@ ReplicaGroup::ReplicaGroup(const Program& program, const DeviceList& devices, co
                 "; its collectives and pmean divisors assume " + std::to_string(program.replicas) + ", so run it on " +
                 std::to_string(program.replicas) + " devices or compile it again for " + std::to_string(replicas));
   const Driver& driver = devices.driver();
-  threads_ = driver.threadsPerReplica(devices, threadsPerReplica, job);
+  if (microBatches < 1) microBatches = leavesPerReplica;
+  threads_ = driver.threadsPerReplica(devices, threadsPerReplica, job, microBatches);
   Executor::checkFitsHost(program, devices.size(), devices.spec);
   comms_ = driver.makeCommunicators(devices, collectiveTimeout, processes, leavesPerReplica);
   for (int r = 0; r < devices.size(); ++r) {
@@ -40,9 +42,9 @@ ReplicaGroup::ReplicaGroup(const Program& program, const DeviceList& devices, co
     executors_.back()->setCommunicator(comms_[r].get());
   }
   // One replica runs on the calling thread (with the caller's OpenMP threads, which the default
-  // share of one replica is), unless the job has several processes or the threads per replica
-  // were set (the replica then gets its thread count like any other).
-  if (size() == 1 && !acrossProcesses_ && !threads_.chosen) return;
+  // share of one replica is), unless the job has several processes, the threads per replica were
+  // set, or it runs micro-batches (the replica then gets its thread count like any other).
+  if (size() == 1 && !acrossProcesses_ && !threads_.chosen && microBatches == 1) return;
   for (int r = 0; r < size(); ++r) workers_.emplace_back([this, r] { work(r); });
 }
 

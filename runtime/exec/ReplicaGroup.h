@@ -28,8 +28,12 @@ class ReplicaGroup {
   // all-reduces (gradient accumulation's steps, already reduced; the program's replica count is
   // devices x processes x this). `job`: the processes the program's axis spans (Job::single()
   // for a program without an axis, or one run by this process alone); it must outlive the group.
+  // `microBatches`: the micro-batches each replica runs in turn (default leavesPerReplica), which
+  // count as replicas in the default thread share, so every layout of one virtual replica count
+  // runs the same threads.
   ReplicaGroup(const Program& program, const DeviceList& devices, const Job& job,
-               std::chrono::milliseconds collectiveTimeout, int threadsPerReplica = 0, int leavesPerReplica = 1);
+               std::chrono::milliseconds collectiveTimeout, int threadsPerReplica = 0, int leavesPerReplica = 1,
+               int microBatches = 0);
   ~ReplicaGroup();
   ReplicaGroup(const ReplicaGroup&) = delete;
   ReplicaGroup& operator=(const ReplicaGroup&) = delete;

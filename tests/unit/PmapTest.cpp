@@ -120,6 +120,21 @@ TEST(PmapTest, InsertedPmeanAveragesLossAndGradientOverReplicas) {
   EXPECT_NEAR(values<double>(loss)[0], expected, 1e-15);
 }
 
+// The default threads per replica count micro-batches as replicas: cpu:1 with 4 micro-batches
+// runs cpu:4's share (before, the whole process's threads: on a 2-core host 2 against 1, and
+// oneDNN's f32 bits differ between thread counts), so every layout of one N agrees by default.
+TEST(PmapTest, MicroBatchesCountAsReplicasInTheDefaultThreadShare) {
+  auto f = [](const Tensor& x) { return pmean(x, "batch"); };
+  auto threads = [&](const std::string& devices, int accumulate, std::string* why) {
+    return pmap(f, {.devices = devices, .accumulate = accumulate}).threadsPerReplica(why);
+  };
+  std::string why4, why1;
+  const int four = threads("cpu:4", 1, &why4);
+  EXPECT_EQ(threads("cpu:2", 2, nullptr), four);
+  EXPECT_EQ(threads("cpu:1", 4, &why1), four) << why1;
+  EXPECT_NE(why1.find("(1 x 4 micro-batches)"), std::string::npos) << why1;
+}
+
 // Gradient accumulation: K devices x A micro-batches are the same bits as K * A devices, in
 // f64 on values that cancel (so a different fold order shows), including what axisIndex gives
 // each micro-batch (the virtual replica) and the mapped output assembled from the micro-batches.
