@@ -103,17 +103,16 @@ VariantState choose(const KernelCall& call, const VariantSet& set, ChoiceExchang
     throw Error("no " + std::string(set.backend) + " kernel of '" + set.op + "' runs on step '" + call.step.op +
                 "' (" + call.step.where() + ") with these operands; this is a bug in spmd's kernel list");
   KernelChoices& choices = KernelChoices::process();
-  if (running.size() == 1) {
-    // A pin still names a variant of the op.
-    if (std::string pin = choices.pinOf(set.op); !pin.empty()) {
-      const std::vector<std::string> names = namesOf(set);
-      if (std::find(names.begin(), names.end(), pin) == names.end())
-        choices.choose({set.device(), set.library(), set.op, shapesOf(call, set)}, {{running[0]->name, true, false}}, false,
-                       nullptr, nullptr, names);  // throws, listing the variants
-    }
-    return {running[0], nullptr, "the only variant that runs here"};
-  }
-  if (!kernelTiming() && !choices.pinned(set.op)) {
+  // A pin names a variant of the op, whether or not that one runs on this step.
+  const std::string pin = choices.pinOf(set.op);
+  if (const std::vector<std::string> names = namesOf(set);
+      !pin.empty() && std::find(names.begin(), names.end(), pin) == names.end())
+    choices.choose({set.device(), set.library(), set.op, shapesOf(call, set)}, {{running[0]->name, true, false}}, false,
+                   nullptr, nullptr, names);  // throws, listing the variants
+  if (running.size() == 1) return {running[0], nullptr, "the only variant that runs here"};
+  if (!kernelTiming()) {  // untimed: a pin where it runs, else the list's order
+    for (const KernelVariant* v : running)
+      if (pin == v->name) return {v, nullptr, "pinned by SPMD_KERNELS"};
     for (const KernelVariant* v : running)
       if (!v->pays || v->pays(call)) return {v, nullptr, "the first that pays in the list's order (SPMD_KERNEL_TIMING=0)"};
     return {running.back(), nullptr, "the last in the list's order (SPMD_KERNEL_TIMING=0)"};
