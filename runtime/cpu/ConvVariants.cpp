@@ -72,18 +72,23 @@ void refuseOldSwitches() {
 
 using winograd::Path;
 
+// A Winograd path of one direction (`F`: winograd::forward, backwardData or backwardFilter) as
+// a variant; the grouped path's bits do not depend on the thread count.
+template <void (*F)(KernelCall&, Path), Path P>
+KernelVariant winogradVariant(const char* why) {
+  return {P == Path::Grouped ? "winograd_grouped" : "winograd_chunked", why, P == Path::Grouped,
+          [](const KernelCall& c) { return winograd::runs(c, P); },
+          [](const KernelCall& c) { return winograd::pays(c, P); }, [](KernelCall& c) { F(c, P); }};
+}
+
 const VariantSet& forwardSet() {
   static const VariantSet set{
       "conv2d",
       "cpu",
-      {{"winograd_grouped", "Winograd F(2x2,3x3), 16-64 channels, tiles a few at a time in L1 (4 multiplies an output where direct takes 9)", true,
-        [](const KernelCall& c) { return winograd::runs(c, Path::Grouped); },
-        [](const KernelCall& c) { return winograd::pays(c, Path::Grouped); },
-        [](KernelCall& c) { winograd::forward(c, Path::Grouped); }},
-       {"winograd_chunked", "Winograd F(2x2,3x3), tiles in chunks through a batched oneDNN GEMM (wide layers)", false,
-        [](const KernelCall& c) { return winograd::runs(c, Path::Chunked); },
-        [](const KernelCall& c) { return winograd::pays(c, Path::Chunked); },
-        [](KernelCall& c) { winograd::forward(c, Path::Chunked); }},
+      {winogradVariant<&winograd::forward, Path::Grouped>(
+            "Winograd F(2x2,3x3), 16-64 channels, tiles a few at a time in L1 (4 multiplies an output where direct takes 9)"),
+       winogradVariant<&winograd::forward, Path::Chunked>(
+            "Winograd F(2x2,3x3), tiles in chunks through a batched oneDNN GEMM (wide layers)"),
        {"strided_gemm", "stride 2 as im2col and a oneDNN GEMM (oneDNN's direct kernels are slow on few output pixels)", false,
         &strided::runs, &strided::pays, &strided::forward},
        {"onednn", "oneDNN's direct convolution, any shape, f32 and bf16", false, &notF64, nullptr, &onednnConv2d},
@@ -97,14 +102,10 @@ const VariantSet& backwardDataSet() {
   static const VariantSet set{
       "conv2d_backward_data",
       "cpu",
-      {{"winograd_grouped", "Winograd F(2x2,3x3) with the flipped filter, 16-64 channels, tiles in L1", true,
-        [](const KernelCall& c) { return winograd::runs(c, Path::Grouped); },
-        [](const KernelCall& c) { return winograd::pays(c, Path::Grouped); },
-        [](KernelCall& c) { winograd::backwardData(c, Path::Grouped); }},
-       {"winograd_chunked", "Winograd F(2x2,3x3) with the flipped filter, tiles in chunks through a oneDNN GEMM", false,
-        [](const KernelCall& c) { return winograd::runs(c, Path::Chunked); },
-        [](const KernelCall& c) { return winograd::pays(c, Path::Chunked); },
-        [](KernelCall& c) { winograd::backwardData(c, Path::Chunked); }},
+      {winogradVariant<&winograd::backwardData, Path::Grouped>(
+            "Winograd F(2x2,3x3) with the flipped filter, 16-64 channels, tiles in L1"),
+       winogradVariant<&winograd::backwardData, Path::Chunked>(
+            "Winograd F(2x2,3x3) with the flipped filter, tiles in chunks through a oneDNN GEMM"),
        {"strided_gemm", "stride 2 as a oneDNN GEMM and a scatter of the windows (col2im)", false, &strided::runs,
         &strided::pays, &strided::backwardData},
        {"onednn", "oneDNN's direct backward-data convolution, any shape, f32 and bf16", false, &notF64, nullptr,
@@ -118,14 +119,10 @@ const VariantSet& backwardFilterSet() {
   static const VariantSet set{
       "conv2d_backward_filter",
       "cpu",
-      {{"winograd_grouped", "Winograd filter gradient, 16-32 channels, images in 16 fixed slices (any thread count: the same bits)", true,
-        [](const KernelCall& c) { return winograd::runs(c, Path::Grouped); },
-        [](const KernelCall& c) { return winograd::pays(c, Path::Grouped); },
-        [](KernelCall& c) { winograd::backwardFilter(c, Path::Grouped); }},
-       {"winograd_chunked", "Winograd filter gradient, tiles in chunks through an accumulating oneDNN GEMM", false,
-        [](const KernelCall& c) { return winograd::runs(c, Path::Chunked); },
-        [](const KernelCall& c) { return winograd::pays(c, Path::Chunked); },
-        [](KernelCall& c) { winograd::backwardFilter(c, Path::Chunked); }},
+      {winogradVariant<&winograd::backwardFilter, Path::Grouped>(
+            "Winograd filter gradient, 16-32 channels, images in 16 fixed slices (any thread count: the same bits)"),
+       winogradVariant<&winograd::backwardFilter, Path::Chunked>(
+            "Winograd filter gradient, tiles in chunks through an accumulating oneDNN GEMM"),
        {"strided_gemm", "stride 2 as im2col and a oneDNN GEMM", false, &strided::runs, &strided::pays,
         &strided::backwardFilter},
        {"single_channel", "one input channel (a grey-image stem): the nine taps across a block's lanes (oneDNN vectorizes over input channels)", true,
