@@ -11,6 +11,8 @@
 #include "runtime/base/HostMemory.h"
 #include "runtime/base/Parse.h"
 #include "runtime/base/Timeline.h"
+#include "runtime/device/KernelChoice.h"
+#include "runtime/device/Variants.h"
 #include "runtime/program/MemoryPlan.h"
 #include "runtime/program/ProgramCheck.h"
 #include "runtime/program/StepCost.h"
@@ -80,6 +82,9 @@ Executor::Executor(Program program, std::shared_ptr<Device> device)
       throw Error("device " + device_->name() + " has no kernel for op '" + step.op + "' (" +
                   step.location + ")");
     kernels_.push_back(it->second.fn);
+    // Kernels chosen among variants: their settings (SPMD_KERNEL_TIMING, SPMD_KERNELS) and the
+    // kernel cache's choices file are read and checked now, before the first step.
+    if (it->second.variants) kernelTiming(), KernelChoices::process();
   }
   for (size_t id = 0; id < program_.buffers.size(); ++id)
     if (!program_.buffers[id].layout.empty() && device_->channelBlock() == 0)
