@@ -1,11 +1,11 @@
-// CPU conv2d: the step's variant (runtime/cpu/ConvVariants.h: Winograd, stride-2 GEMMs, oneDNN,
+// CPU conv2d: the step's variant (runtime/cpu/CpuVariants.h: Winograd, stride-2 GEMMs, oneDNN,
 // the reference loops for f64), and oneDNN's direct convolution, the variant for any shape.
 // oneDNN picks its preferred (blocked) layouts; an input or result whose buffer lies in another
 // layout is reordered around the call (none is when the compiler's spmd-assign-layouts gave the
 // buffers oneDNN's layout; the filter stays plain OIHW). bf16 (a step the compiler kept in bf16)
 // runs oneDNN's bf16 convolution where the ISA has one (onednnBf16), else the f32 variants
 // between roundings (runtime/device/WidenedBf16.h).
-#include "runtime/cpu/ConvVariants.h"
+#include "runtime/cpu/CpuVariants.h"
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cpu/Onednn.h"
 #include "runtime/device/WidenedBf16.h"
@@ -24,7 +24,7 @@ struct ConvState {
 
 void conv2d(KernelCall& call) {
   if (call.in[0].dtype == DType::bf16 && !onednnBf16()) return widenedBf16<conv2d>(call);
-  runVariant(call, convVariants(call.step.op));
+  runVariant(call, cpuVariants(call.step.op));
 }
 
 void onednnConv2d(KernelCall& call) {

@@ -1,9 +1,9 @@
-// CPU conv2d gradients: the step's variant (runtime/cpu/ConvVariants.h), and oneDNN's direct
+// CPU conv2d gradients: the step's variant (runtime/cpu/CpuVariants.h), and oneDNN's direct
 // backward data (input gradient) and backward weights (filter gradient), the variants for any
 // shape, each in oneDNN's preferred layouts with reorders around the call where a buffer lies in
 // another layout, like the forward kernel. bf16: oneDNN's bf16 primitives where the ISA has them
 // (onednnBf16), else the f32 variants between roundings.
-#include "runtime/cpu/ConvVariants.h"
+#include "runtime/cpu/CpuVariants.h"
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cpu/Onednn.h"
 #include "runtime/device/WidenedBf16.h"
@@ -47,7 +47,7 @@ struct ConvBackwardState {
 // inputs: result_grad, filter; output: input_grad
 void conv2d_backward_data(KernelCall& call) {
   if (call.in[0].dtype == DType::bf16 && !onednnBf16()) return widenedBf16<conv2d_backward_data>(call);
-  runVariant(call, convVariants(call.step.op));
+  runVariant(call, cpuVariants(call.step.op));
 }
 
 void onednnConv2dBackwardData(KernelCall& call) {
@@ -72,7 +72,7 @@ void onednnConv2dBackwardData(KernelCall& call) {
 // inputs: input, result_grad; output: filter_grad
 void conv2d_backward_filter(KernelCall& call) {
   if (call.in[0].dtype == DType::bf16 && !onednnBf16()) return widenedBf16<conv2d_backward_filter>(call);
-  runVariant(call, convVariants(call.step.op));
+  runVariant(call, cpuVariants(call.step.op));
 }
 
 void onednnConv2dBackwardFilter(KernelCall& call) {

@@ -1,22 +1,27 @@
-// CPU matmul through oneDNN (f32, 2-D or batched; transposes as strided layouts, bias fused), softmax
-// cross-entropy and argmax as row loops. f64 matmul runs the reference loops; bf16 oneDNN's bf16
-// matmul where the ISA has one (onednnBf16), else the f32 kernel between roundings.
+// CPU matmul: the step's variant (runtime/cpu/CpuVariants.h: oneDNN's matmul, the same on fixed
+// one-thread slices, the reference loops for f64), and oneDNN's matmul itself (f32, 2-D or
+// batched; transposes as strided layouts, bias fused); bf16 oneDNN's bf16 matmul where the ISA
+// has one (onednnBf16), else the f32 variants between roundings. Softmax cross-entropy and
+// argmax as row loops.
 #include <algorithm>
 #include <cmath>
 #include <string>
 
 #include "runtime/base/NanRules.h"
+#include "runtime/cpu/CpuVariants.h"
 #include "runtime/cpu/Onednn.h"
 #include "runtime/cpu/Kernels.h"
 #include "runtime/device/WidenedBf16.h"
-#include "runtime/reference/Reference.h"
 
 namespace spmd::runtime::cpu {
 
 void matmul(KernelCall& call) {
+  if (call.in[0].dtype == DType::bf16 && !onednnBf16()) return widenedBf16<matmul>(call);
+  runVariant(call, cpuVariants(call.step.op));
+}
+
+void onednnMatmul(KernelCall& call) {
   const DType type = call.in[0].dtype;
-  if (type == DType::bf16 && !onednnBf16()) return widenedBf16<matmul>(call);
-  if (type == DType::f64) return reference::matmul(call);
   bool hasBias = call.in.size() > 2;
   Prepared& p = cachedState<Prepared>(call, [&] {
     using namespace dnnl;

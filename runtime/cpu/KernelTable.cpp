@@ -1,6 +1,6 @@
 // The CPU backend's kernel table: the kernel library on the replica's thread, then the CPU's own
 // kernels (runtime/cpu/Kernels.h) over it.
-#include "runtime/cpu/ConvVariants.h"
+#include "runtime/cpu/CpuVariants.h"
 #include "runtime/cpu/CpuDevice.h"
 #include "runtime/cpu/HostLoop.h"
 #include "runtime/cpu/Kernels.h"
@@ -19,7 +19,7 @@ const KernelTable& cpuKernels() {
     SPMD_ELEMENTWISE_OPS(SPMD_OWN_ELEMENTWISE)
 #undef SPMD_OWN_ELEMENTWISE
     for (const VariantSet* set : cpu::cpuVariantSets()) {
-      t.at(set->op).choose = &cpu::chooseConv;
+      t.at(set->op).choose = &cpu::chooseCpuVariant;
       t.at(set->op).variants = set;
     }
     return t;

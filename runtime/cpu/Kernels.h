@@ -6,13 +6,13 @@
 #include "runtime/device/Kernel.h"
 
 #define SPMD_CPU_OPS(X)                                                                             \
-  X(conv2d, "variants: Winograd, stride-2 GEMMs, oneDNN (cpu/ConvVariants.cpp)")                   \
-  X(conv2d_backward_data, "variants: Winograd, stride-2 GEMMs, oneDNN (cpu/ConvVariants.cpp)")      \
-  X(conv2d_backward_filter, "variants: Winograd, GEMMs, one-channel, oneDNN (cpu/ConvVariants.cpp)") \
+  X(conv2d, "variants: Winograd, stride-2 GEMMs, oneDNN, sliced (cpu/CpuVariants.cpp)")           \
+  X(conv2d_backward_data, "variants: Winograd, stride-2 GEMMs, oneDNN, sliced (cpu/CpuVariants.cpp)") \
+  X(conv2d_backward_filter, "variants: Winograd, GEMMs, one-channel, oneDNN, sliced (cpu/CpuVariants.cpp)") \
   X(batch_norm_train, "oneDNN batch normalization (cpu/Norm.cpp)")                                  \
   X(batch_norm_infer, "oneDNN batch normalization (cpu/Norm.cpp)")                                  \
   X(batch_norm_train_backward, "double sums per channel (cpu/Norm.cpp)")                            \
-  X(matmul, "oneDNN matmul (cpu/Dense.cpp)")                                                        \
+  X(matmul, "variants: oneDNN, sliced, reference for f64 (cpu/CpuVariants.cpp)")                  \
   X(softmax_cross_entropy, "row loops (cpu/Dense.cpp)")                                             \
   X(softmax_cross_entropy_backward, "row loops (cpu/Dense.cpp)")                                    \
   X(argmax, "row loops (cpu/Dense.cpp)")                                                            \

@@ -11,6 +11,7 @@
 #include "runtime/cpu/Onednn.h"
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cpu/VectorClones.h"
+#include "runtime/device/Variants.h"
 #include "runtime/program/Layouts.h"
 #include "runtime/reference/Reference.h"
 
@@ -21,6 +22,7 @@ namespace {
 struct NormState {
   Prepared p;
   std::unordered_map<int, Relayout> relaid;  // by DNNL_ARG_*
+  bool ownStatistics = false;                // batch_norm_train: ours, given to oneDNN (below)
 
   // Binds `arg` to `view`'s buffer, through a reorder when its layout is not `data`'s.
   void bindData(int arg, const TensorView& view, const dnnl::memory::desc& data, bool isOutput) {
@@ -108,7 +110,8 @@ void blockedStatistics(const TensorView& x, int64_t block, const RowMask& rows, 
   }
 }
 
-// The same for a plain [N, C, ...] tensor with a mask (oneDNN's own statistics take every row).
+// The same for a plain [N, C, ...] tensor (with a mask, which oneDNN's own statistics cannot take, or
+// for thread-invariant bits).
 void plainStatistics(const TensorView& x, const RowMask& rows, float* mean, float* variance) {
   const int64_t N = x.dim(0), C = x.dim(1), HW = x.numel() / (N * C);
   const float* data = x.as<float>();
@@ -128,9 +131,12 @@ void plainStatistics(const TensorView& x, const RowMask& rows, float* mean, floa
   }
 }
 
-// Whether batch_norm_train's statistics are ours (blocked input, or a mask) and go to oneDNN as
+// Whether batch_norm_train's statistics are ours (blocked input, a mask, or thread-invariant
+// kernels asked for: oneDNN's plain statistics split their sums by thread) and go to oneDNN as
 // given ones.
-bool ownStatistics(const KernelCall& call) { return channelBlock(call.in[0].layout) || call.in.size() > 3; }
+bool ownStatistics(const KernelCall& call) {
+  return channelBlock(call.in[0].layout) || call.in.size() > 3 || threadInvariantKernels();
+}
 
 // Whether oneDNN applies batch_norm_train's relu in its normalization pass: on a blocked input,
 // whose statistics are ours, as an inference with given statistics (fuse_norm_relu needs no
@@ -140,8 +146,9 @@ bool onednnRelu(const KernelCall& call) { return call.step.flag("relu") && chann
 NormState prepareBatchNorm(KernelCall& call, bool training) {
   using namespace dnnl;
   auto flags = normalization_flags::use_scale | normalization_flags::use_shift;
-  // Training on a blocked input or with a mask: our statistics, then oneDNN normalizes.
-  if (!training || ownStatistics(call)) flags = flags | normalization_flags::use_global_stats;
+  // Training with our statistics (ownStatistics): oneDNN only normalizes.
+  const bool own = training && ownStatistics(call);
+  if (!training || own) flags = flags | normalization_flags::use_global_stats;
   const bool relu = training && onednnRelu(call);
   if (relu) flags = flags | normalization_flags::fuse_norm_relu;
   auto data = layoutDesc(call.in[0]);
@@ -149,7 +156,7 @@ NormState prepareBatchNorm(KernelCall& call, bool training) {
       training && !relu ? prop_kind::forward_training : prop_kind::forward_inference, data,
       static_cast<float>(call.step.real("epsilon")), flags);
   NormState s{{batch_normalization_forward(batch_normalization_forward::primitive_desc(desc, engine())),
-               stream(engine()), {}}, {}};
+               stream(engine()), {}}, {}, own};
   s.p.bind(DNNL_ARG_SRC, data);
   s.bindData(DNNL_ARG_DST, call.out[0], data, true);
   for (int arg : {DNNL_ARG_SCALE, DNNL_ARG_SHIFT, DNNL_ARG_MEAN, DNNL_ARG_VARIANCE})
@@ -166,7 +173,7 @@ void batch_norm_train(KernelCall& call) {
   NormState& s = cachedState<NormState>(call, [&] { return prepareBatchNorm(call, true); });
   // Blocked or masked: our statistics go in as given ones (prepareBatchNorm); plain: oneDNN
   // writes them.
-  if (ownStatistics(call)) {
+  if (s.ownStatistics) {
     const RowMask rows = rowMask(call, 3, call.in[0]);
     if (int64_t block = channelBlock(call.in[0].layout))
       blockedStatistics(call.in[0], block, rows, call.out[1].as<float>(), call.out[2].as<float>());

@@ -3,6 +3,7 @@
 #include "runtime/device/Variants.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -96,12 +97,14 @@ std::vector<double> timeVariants(const KernelCall& call, const VariantSet& set, 
 }
 
 VariantState choose(const KernelCall& call, const VariantSet& set, ChoiceExchange* exchange) {
+  const bool invariant = threadInvariantKernels();
   std::vector<const KernelVariant*> running;
   for (const KernelVariant& v : set.variants)
-    if (runsOn(v, call)) running.push_back(&v);
+    if (runsOn(v, call) && (!invariant || v.threadInvariant)) running.push_back(&v);
   if (running.empty())
-    throw Error("no " + std::string(set.backend) + " kernel of '" + set.op + "' runs on step '" + call.step.op +
-                "' (" + call.step.where() + ") with these operands; this is a bug in spmd's kernel list");
+    throw Error("no " + std::string(set.backend) + " kernel of '" + set.op + "'" +
+                (invariant ? " whose bits do not depend on the thread count" : "") + " runs on step '" +
+                call.step.op + "' (" + call.step.where() + ") with these operands; this is a bug in spmd's kernel list");
   KernelChoices& choices = KernelChoices::process();
   // A pin names a variant of the op, whether or not that one runs on this step.
   const std::string pin = choices.pinOf(set.op);
@@ -109,6 +112,13 @@ VariantState choose(const KernelCall& call, const VariantSet& set, ChoiceExchang
       !pin.empty() && std::find(names.begin(), names.end(), pin) == names.end())
     choices.choose({set.device(), set.library(), set.op, shapesOf(call, set)}, {{running[0]->name, true, false}}, false,
                    nullptr, nullptr, names);  // throws, listing the variants
+  if (invariant && !pin.empty())
+    for (const KernelVariant& v : set.variants)
+      if (pin == v.name && !v.threadInvariant)
+        throw Error("SPMD_KERNELS pins " + std::string(set.op) + " to '" + pin +
+                    "', whose bits depend on the thread count, while SPMD_THREAD_INVARIANT=1 runs only variants " +
+                    "whose bits do not: pin one of those (`spmd-run --kernels " + set.backend +
+                    "` marks them) or unset one of the two");
   if (running.size() == 1) return {running[0], nullptr, "the only variant that runs here"};
   if (!kernelTiming()) {  // untimed: a pin where it runs, else the list's order
     for (const KernelVariant* v : running)
@@ -138,6 +148,18 @@ bool kernelTiming() {
   static const bool on = envSwitch("SPMD_KERNEL_TIMING").value_or(true);
   return on;
 }
+
+namespace {
+std::atomic<int> invariantOverride{-1};  // -1: the variable decides
+}  // namespace
+
+bool threadInvariantKernels() {
+  static const bool on = envSwitch("SPMD_THREAD_INVARIANT").value_or(false);
+  const int forced = invariantOverride.load();
+  return forced < 0 ? on : forced > 0;
+}
+
+void setThreadInvariantKernels(std::optional<bool> on) { invariantOverride = on ? int(*on) : -1; }
 
 void runVariant(KernelCall& call, const VariantSet& set) {
   if (!call.cache) {

@@ -8,9 +8,12 @@
 //     per machine kind in the kernel cache and, in a job of several processes, process 0's
 //     choice;
 //   - SPMD_KERNEL_TIMING=0: the list's order decides (the first variant that runs and `pays`,
-//     the hand-tuned rule each variant carries), as before variants were timed.
+//     the hand-tuned rule each variant carries), as before variants were timed;
+//   - SPMD_THREAD_INVARIANT=1: only variants whose bits do not depend on the thread count are
+//     candidates (pins included), so a run's bits do not depend on its threads per replica.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,5 +50,10 @@ void runVariant(KernelCall& call, const VariantSet& set);
 void chooseVariant(KernelCall& call, const VariantSet& set, ChoiceExchange* exchange);
 // Whether steps are timed (SPMD_KERNEL_TIMING, default on); read once.
 bool kernelTiming();
+// Whether only thread-invariant variants run (SPMD_THREAD_INVARIANT, default off); read once.
+// Kernels read it when a step's state is made (its first call).
+bool threadInvariantKernels();
+// Tests: sets it for the steps whose first call comes after (nullopt: the variable's value again).
+void setThreadInvariantKernels(std::optional<bool> on);
 
 }  // namespace spmd::runtime

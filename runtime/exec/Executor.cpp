@@ -84,7 +84,7 @@ Executor::Executor(Program program, std::shared_ptr<Device> device)
     kernels_.push_back(it->second.fn);
     // Kernels chosen among variants: their settings (SPMD_KERNEL_TIMING, SPMD_KERNELS) and the
     // kernel cache's choices file are read and checked now, before the first step.
-    if (it->second.variants) kernelTiming(), KernelChoices::process();
+    if (it->second.variants) kernelTiming(), threadInvariantKernels(), KernelChoices::process();
   }
   for (size_t id = 0; id < program_.buffers.size(); ++id)
     if (!program_.buffers[id].layout.empty() && device_->channelBlock() == 0)

@@ -1,22 +1,31 @@
-// The CPU's convolution variants (runtime/cpu/ConvVariants.h): each one, pinned, runs exactly on
-// the kernel cases its list entry says it runs on (asserted by the name of the variant that
-// ran, never by timing) and matches the reference kernel there; elsewhere the pin is passed
-// over. An unpinned step is timed once and then remembered; pinning an unknown variant is a
-// clear error listing the valid ones.
+// The CPU's kernel variants (runtime/cpu/CpuVariants.h: the convolutions' and matmul's): each
+// one, pinned, runs exactly on the kernel cases its list entry says it runs on (asserted by the
+// name of the variant that ran, never by timing) and matches the reference kernel there;
+// elsewhere the pin is passed over. Each variant that says its bits do not depend on the thread
+// count gives the same bits on 1 and 2 threads. An unpinned step is timed once and then
+// remembered; pinning an unknown variant is a clear error listing the valid ones, and so is
+// pinning a thread-dependent one under SPMD_THREAD_INVARIANT.
 #include <gtest/gtest.h>
 
+#include <omp.h>
+
+#include <cstring>
 #include <map>
 #include <set>
 
 #include "KernelCases.h"
 #include "TestUtil.h"
-#include "runtime/cpu/ConvVariants.h"
+#include "runtime/cpu/CpuVariants.h"
 #include "runtime/cpu/CpuDevice.h"
 
 namespace spmd::runtime {
 namespace {
 
-bool isConv(const KernelCase& c) { return cpuKernels().count(c.op) && c.op.rfind("conv2d", 0) == 0; }
+bool hasVariants(const KernelCase& c) {
+  for (const VariantSet* set : cpu::cpuVariantSets())
+    if (c.op == set->op) return true;
+  return false;
+}
 
 // Whether the list entry `v` says it runs on case `c` (its operands as runKernel lays them out).
 bool claims(const KernelVariant& v, const KernelCase& c) {
@@ -39,9 +48,9 @@ TEST(ConvVariantTest, EachVariantRunsExactlyWhereItsEntrySaysAndMatchesTheRefere
   std::map<std::string, std::set<std::string>> byCase;
   for (DType t : {DType::f32, DType::f64})
     for (const KernelCase& c : kernelCases(t)) {
-      if (!isConv(c)) continue;
+      if (!hasVariants(c)) continue;
       const std::vector<Array> expected = runKernel(referenceKernels(), plainCase(c));
-      for (const KernelVariant& v : cpu::convVariants(c.op).variants) {
+      for (const KernelVariant& v : cpu::cpuVariants(c.op).variants) {
         SCOPED_TRACE(c.name + ", pinned " + v.name);
         PinnedKernels pin(c.op + ":" + v.name);
         std::string which;
@@ -61,14 +70,59 @@ TEST(ConvVariantTest, EachVariantRunsExactlyWhereItsEntrySaysAndMatchesTheRefere
       EXPECT_GT(ran[std::string(set->op) + " " + v.name], 0) << set->op << " " << v.name << " ran on no case";
   // Spot checks, written from the shapes alone: Winograd's paths on 3x3 stride-1 blocked steps
   // (grouped up to 64 channels), the GEMMs on stride-2 blocked ones, the one-channel filter
-  // gradient on the stem, only oneDNN on plain f32 steps, only the reference loops in f64.
+  // gradient on the stem, only oneDNN (direct and sliced) on plain f32 steps, only the reference
+  // loops in f64.
   using Names = std::set<std::string>;
-  EXPECT_EQ(byCase["conv grouped winograd"], (Names{"winograd_grouped", "winograd_chunked", "onednn"}));
-  EXPECT_EQ(byCase["conv winograd"], (Names{"winograd_chunked", "onednn"}));
-  EXPECT_EQ(byCase["conv stride2 gemm"], (Names{"strided_gemm", "onednn"}));
-  EXPECT_EQ(byCase["conv bwd filter 1 channel"], (Names{"single_channel", "onednn"}));
-  EXPECT_EQ(byCase["conv 3x3 pad1 bias/f32"], (Names{"onednn"}));
+  EXPECT_EQ(byCase["conv grouped winograd"], (Names{"winograd_grouped", "winograd_chunked", "onednn", "onednn_sliced"}));
+  EXPECT_EQ(byCase["conv winograd"], (Names{"winograd_chunked", "onednn", "onednn_sliced"}));
+  EXPECT_EQ(byCase["conv stride2 gemm"], (Names{"strided_gemm", "onednn", "onednn_sliced"}));
+  EXPECT_EQ(byCase["conv bwd filter 1 channel"], (Names{"single_channel", "onednn", "onednn_sliced"}));
+  EXPECT_EQ(byCase["conv 3x3 pad1 bias/f32"], (Names{"onednn", "onednn_sliced"}));
   EXPECT_EQ(byCase["conv 3x3 pad1 bias/f64"], (Names{"reference"}));
+  EXPECT_EQ(byCase["matmul sliced A^T bias/f32"], (Names{"onednn", "onednn_sliced"}));
+  EXPECT_EQ(byCase["matmul sliced A^T bias/f64"], (Names{"reference"}));
+}
+
+// Each variant that says its bits do not depend on the thread count, pinned, on every case it
+// runs on: 1 and 2 OpenMP threads give the same bits (oneDNN's own backward weights, for one, do
+// not promise that).
+TEST(ConvVariantTest, ThreadInvariantVariantsGiveTheSameBitsOnOneAndTwoThreads) {
+  const int threads = omp_get_max_threads();
+  int compared = 0;
+  for (const KernelCase& c : kernelCases(DType::f32)) {
+    if (!hasVariants(c)) continue;
+    for (const KernelVariant& v : cpu::cpuVariants(c.op).variants) {
+      if (!v.threadInvariant || !claims(v, c)) continue;
+      SCOPED_TRACE(c.name + ", pinned " + v.name);
+      PinnedKernels pin(c.op + ":" + v.name);
+      omp_set_num_threads(1);
+      const std::vector<Array> one = runKernel(cpuKernels(), c);
+      omp_set_num_threads(2);
+      std::string which;
+      const std::vector<Array> two = runKernel(cpuKernels(), c, &which);
+      omp_set_num_threads(threads);
+      ASSERT_EQ(nameOf(which), v.name);
+      EXPECT_EQ(std::memcmp(one[0].data(), two[0].data(), one[0].bytes()), 0) << "the bits differ";
+      ++compared;
+    }
+  }
+  EXPECT_GT(compared, 40);
+}
+
+TEST(ConvVariantTest, PinningAThreadDependentVariantUnderThreadInvariantKernelsIsAClearError) {
+  PinnedKernels pin("conv2d_backward_filter:onednn");
+  setThreadInvariantKernels(true);
+  std::string message;
+  for (const KernelCase& c : kernelCases(DType::f32))
+    if (c.op == "conv2d_backward_filter") {
+      message = spmd::testing::errorOf([&] { runKernel(cpuKernels(), c); });
+      break;
+    }
+  setThreadInvariantKernels(std::nullopt);
+  EXPECT_NE(message.find("SPMD_KERNELS pins conv2d_backward_filter to 'onednn', whose bits depend on the thread "
+                         "count, while SPMD_THREAD_INVARIANT=1"),
+            std::string::npos)
+      << message;
 }
 
 TEST(ConvVariantTest, AnUnpinnedStepIsTimedOnceThenRemembered) {
@@ -95,7 +149,8 @@ TEST(ConvVariantTest, PinningAnUnknownVariantIsAClearError) {
     const std::string message = spmd::testing::errorOf([&] { runKernel(cpuKernels(), c); });
     EXPECT_NE(message.find("SPMD_KERNELS pins conv2d to 'fastest', which is not a variant"), std::string::npos)
         << message;
-    EXPECT_NE(message.find("winograd_grouped, winograd_chunked, strided_gemm, onednn, reference"), std::string::npos)
+    EXPECT_NE(message.find("winograd_grouped, winograd_chunked, strided_gemm, onednn, onednn_sliced, reference"),
+              std::string::npos)
         << message;
     return;
   }

@@ -1,5 +1,6 @@
-// The CPU's convolution variant lists and what a timed choice among them is valid for.
-#include "runtime/cpu/ConvVariants.h"
+// The CPU's variant lists (the convolutions' and matmul's) and what a timed choice among them is
+// valid for.
+#include "runtime/cpu/CpuVariants.h"
 
 #include <omp.h>
 
@@ -9,6 +10,7 @@
 #include "runtime/base/Error.h"
 #include "runtime/cpu/Onednn.h"
 #include "runtime/cpu/SingleChannelConv.h"
+#include "runtime/cpu/SlicedOnednn.h"
 #include "runtime/cpu/StridedConv.h"
 #include "runtime/cpu/Winograd.h"
 #include "runtime/reference/Reference.h"
@@ -54,8 +56,12 @@ std::string library() {
   return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
 }
 
-// The threads a variant gets: its speed and (for oneDNN's) its bits depend on them.
-std::string setting() { return "threads " + std::to_string(omp_get_max_threads()); }
+// What else a choice depends on: the threads a variant gets (its speed and, for oneDNN's own
+// threading, its bits); with thread-invariant kernels only, nothing else, so that one choice
+// holds for every thread count and the bits follow (timed with the threads of the first run).
+std::string setting() {
+  return threadInvariantKernels() ? std::string("thread-invariant") : "threads " + std::to_string(omp_get_max_threads());
+}
 
 bool isF64(const KernelCall& call) { return call.in[0].dtype == DType::f64; }
 bool notF64(const KernelCall& call) { return !isF64(call); }
@@ -69,6 +75,12 @@ void refuseOldSwitches() {
                   "conv2d_backward_data:onednn,conv2d_backward_filter:onednn), and unset " + old +
                   "; `spmd-run --kernels cpu` lists the variants");
 }
+
+// Never taken untimed: the list's order puts the variant before it first.
+bool never(const KernelCall&) { return false; }
+
+constexpr const char* kSlicedWhy =
+    "oneDNN's direct kernel on fixed slices of the images, one thread each (any thread count: the same bits)";
 
 using winograd::Path;
 
@@ -92,6 +104,7 @@ const VariantSet& forwardSet() {
        {"strided_gemm", "stride 2 as im2col and a oneDNN GEMM (oneDNN's direct kernels are slow on few output pixels)", false,
         &strided::runs, &strided::pays, &strided::forward},
        {"onednn", "oneDNN's direct convolution, any shape, f32 and bf16", false, &notF64, nullptr, &onednnConv2d},
+       {"onednn_sliced", kSlicedWhy, true, &sliced::runs, &never, &sliced::conv2d},
        {"reference", "the reference loops in double, for f64 (oneDNN has no f64)", true, &isF64, nullptr,
         &reference::conv2d}},
       &device, &library, &setting};
@@ -110,6 +123,7 @@ const VariantSet& backwardDataSet() {
         &strided::pays, &strided::backwardData},
        {"onednn", "oneDNN's direct backward-data convolution, any shape, f32 and bf16", false, &notF64, nullptr,
         &onednnConv2dBackwardData},
+       {"onednn_sliced", kSlicedWhy, true, &sliced::runs, &never, &sliced::backwardData},
        {"reference", "the reference loops in double, for f64", true, &isF64, nullptr, &reference::conv2d_backward_data}},
       &device, &library, &setting};
   return set;
@@ -129,27 +143,44 @@ const VariantSet& backwardFilterSet() {
         &single_channel::runs, nullptr, &single_channel::backwardFilter},
        {"onednn", "oneDNN's direct backward-weights convolution, any shape, f32 and bf16 (its sums split by thread)", false,
         &notF64, nullptr, &onednnConv2dBackwardFilter},
+       {"onednn_sliced", "oneDNN's direct backward weights on fixed slices of the images, one thread each, the slices' "
+        "gradients summed in order (at most 64 MiB of them)", true, &sliced::runs, &never, &sliced::backwardFilter},
        {"reference", "the reference loops in double, for f64", true, &isF64, nullptr,
         &reference::conv2d_backward_filter}},
       &device, &library, &setting};
   return set;
 }
 
+const VariantSet& matmulSet() {
+  static const VariantSet set{
+      "matmul",
+      "cpu",
+      {{"onednn", "oneDNN's matmul, f32 and bf16 (its sums may split by thread)", false, &notF64, nullptr, &onednnMatmul},
+       {"onednn_sliced", "oneDNN's matmul on fixed slices of the rows (the batch when batched), one thread each (any "
+        "thread count: the same bits)", true, &sliced::runs, &never, &sliced::matmul},
+       {"reference", "the reference loops in double, for f64", true, &isF64, nullptr, &reference::matmul}},
+      &device, &library, &setting};
+  return set;
+}
+
 }  // namespace
 
-const VariantSet& convVariants(const std::string& op) {
+const VariantSet& cpuVariants(const std::string& op) {
   static const bool checked = (refuseOldSwitches(), true);
   (void)checked;
   if (op == "conv2d") return forwardSet();
   if (op == "conv2d_backward_data") return backwardDataSet();
   if (op == "conv2d_backward_filter") return backwardFilterSet();
+  if (op == "matmul") return matmulSet();
   throw Error("the CPU backend has no variant list for '" + op + "'");
 }
 
-std::vector<const VariantSet*> cpuVariantSets() { return {&forwardSet(), &backwardDataSet(), &backwardFilterSet()}; }
+std::vector<const VariantSet*> cpuVariantSets() {
+  return {&forwardSet(), &backwardDataSet(), &backwardFilterSet(), &matmulSet()};
+}
 
-void chooseConv(KernelCall& call, ChoiceExchange* exchange) {
-  const VariantSet& set = convVariants(call.step.op);
+void chooseCpuVariant(KernelCall& call, ChoiceExchange* exchange) {
+  const VariantSet& set = cpuVariants(call.step.op);
   if (call.in[0].dtype != DType::bf16 || onednnBf16()) return chooseVariant(call, set, exchange);
   // Emulated bf16 runs the f32 kernels on f32 copies (runtime/device/WidenedBf16.h): choose there.
   std::vector<std::vector<float>> copies;
