@@ -462,6 +462,8 @@ std::vector<std::pair<std::string, std::string>> PmapCore::fingerprint(const std
   facts.emplace_back("cuDNN algorithms timed (SPMD_CUDNN_SEARCH)",
                      runtime::envSwitch("SPMD_CUDNN_SEARCH").value_or(false) ? "yes" : "no");
   facts.emplace_back("CPU kernels timed (SPMD_KERNEL_TIMING)", runtime::kernelTiming() ? "yes" : "no");
+  facts.emplace_back("thread-invariant kernels only (SPMD_THREAD_INVARIANT)",
+                     runtime::threadInvariantKernels() ? "yes" : "no");
   const char* pins = std::getenv("SPMD_KERNELS");
   facts.emplace_back("kernel pins (SPMD_KERNELS)", pins && *pins ? pins : "none");
   for (size_t i = 0; i < leaves.size(); ++i)

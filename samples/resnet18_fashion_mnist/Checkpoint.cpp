@@ -8,6 +8,7 @@
 #include "frontend/io/Safetensors.h"
 #include "frontend/io/TreeCheckpoint.h"
 #include "runtime/device/KernelChoice.h"
+#include "runtime/device/Variants.h"
 #include "runtime/mpi/Processes.h"
 
 namespace sample {
@@ -58,7 +59,8 @@ std::map<std::string, std::string> runBits(const Flags& f) {
   return {{"backend", f.devices.substr(0, f.devices.find(':'))},
           {"precision", f.precision},
           {"layouts", f.layouts},
-          {"reduce", spmd::runtime::reduceModeName(spmd::runtime::reduceModeFromEnvironment())}};
+          {"reduce", spmd::runtime::reduceModeName(spmd::runtime::reduceModeFromEnvironment())},
+          {"thread_invariant", spmd::runtime::threadInvariantKernels() ? "yes" : "no"}};
 }
 
 // The flags a checkpoint must agree with to continue the same run.

@@ -15,6 +15,7 @@
 
 #include "Checkpoint.h"
 #include "runtime/device/KernelChoice.h"
+#include "runtime/device/Variants.h"
 #include "Report.h"
 #include "runtime/base/Parse.h"
 #include "RunDirectory.h"
@@ -146,7 +147,11 @@ Run::Run(const Flags& flags)
 void Run::resume() {
   Resumed r = loadCheckpoint(f, params, state, opt);
   at = r.at;
-  resumedThreads = r.threads;
+  // Both runs on thread-invariant kernels: the threads do not change the bits.
+  const auto invariant = r.bits.find("thread_invariant");
+  resumedThreads = invariant != r.bits.end() && invariant->second == "yes" && spmd::runtime::threadInvariantKernels()
+                       ? ""
+                       : r.threads;
   if (!r.kernelChoices.empty()) {
     // The kernels the checkpoint's run timed and ran, taken before this run times any: on the same
     // machine kind the continuation runs the same kernels (checked after the first step).
@@ -235,7 +240,11 @@ void Run::printHeader(const std::string& threadsWhy) const {
                                  : " (the same bits as " + std::to_string(devices * f.accumulate) +
                                        " devices with threads per replica alike)")
                     .c_str());
-  if (threads > 0)
+  if (threads > 0 && spmd::runtime::threadInvariantKernels())
+    std::printf("threads per replica: %d (%s); thread-invariant kernels (SPMD_THREAD_INVARIANT=1): a run's bits "
+                "depend on the device count, not on this number\n",
+                threads, threadsWhy.c_str());
+  else if (threads > 0)
     std::printf("threads per replica: %d (%s); a run's bits depend on the device count and this number\n", threads,
                 threadsWhy.c_str());
 }
