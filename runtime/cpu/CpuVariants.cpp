@@ -85,10 +85,11 @@ constexpr const char* kSlicedWhy =
 using winograd::Path;
 
 // A Winograd path of one direction (`F`: winograd::forward, backwardData or backwardFilter) as
-// a variant; the grouped path's bits do not depend on the thread count.
+// a variant; neither path's bits depend on the thread count (the chunked one's GEMMs are
+// sliced::Gemm's).
 template <void (*F)(KernelCall&, Path), Path P>
 KernelVariant winogradVariant(const char* why) {
-  return {P == Path::Grouped ? "winograd_grouped" : "winograd_chunked", why, P == Path::Grouped,
+  return {P == Path::Grouped ? "winograd_grouped" : "winograd_chunked", why, true,
           [](const KernelCall& c) { return winograd::runs(c, P); },
           [](const KernelCall& c) { return winograd::pays(c, P); }, [](KernelCall& c) { F(c, P); }};
 }
@@ -100,8 +101,8 @@ const VariantSet& forwardSet() {
       {winogradVariant<&winograd::forward, Path::Grouped>(
             "Winograd F(2x2,3x3), 16-64 channels, tiles a few at a time in L1 (4 multiplies an output where direct takes 9)"),
        winogradVariant<&winograd::forward, Path::Chunked>(
-            "Winograd F(2x2,3x3), tiles in chunks through a batched oneDNN GEMM (wide layers)"),
-       {"strided_gemm", "stride 2 as im2col and a oneDNN GEMM (oneDNN's direct kernels are slow on few output pixels)", false,
+            "Winograd F(2x2,3x3), tiles in chunks through 16 one-thread oneDNN GEMMs (wide layers)"),
+       {"strided_gemm", "stride 2 as im2col and one-thread oneDNN GEMMs on row slices (oneDNN's direct kernels are slow on few output pixels)", true,
         &strided::runs, &strided::pays, &strided::forward},
        {"onednn", "oneDNN's direct convolution, any shape, f32 and bf16", false, &notF64, nullptr, &onednnConv2d},
        {"onednn_sliced", kSlicedWhy, true, &sliced::runs, &never, &sliced::conv2d},
@@ -118,8 +119,8 @@ const VariantSet& backwardDataSet() {
       {winogradVariant<&winograd::backwardData, Path::Grouped>(
             "Winograd F(2x2,3x3) with the flipped filter, 16-64 channels, tiles in L1"),
        winogradVariant<&winograd::backwardData, Path::Chunked>(
-            "Winograd F(2x2,3x3) with the flipped filter, tiles in chunks through a oneDNN GEMM"),
-       {"strided_gemm", "stride 2 as a oneDNN GEMM and a scatter of the windows (col2im)", false, &strided::runs,
+            "Winograd F(2x2,3x3) with the flipped filter, tiles in chunks through one-thread oneDNN GEMMs"),
+       {"strided_gemm", "stride 2 as one-thread oneDNN GEMMs on row slices and a scatter of the windows (col2im)", true, &strided::runs,
         &strided::pays, &strided::backwardData},
        {"onednn", "oneDNN's direct backward-data convolution, any shape, f32 and bf16", false, &notF64, nullptr,
         &onednnConv2dBackwardData},
@@ -136,8 +137,8 @@ const VariantSet& backwardFilterSet() {
       {winogradVariant<&winograd::backwardFilter, Path::Grouped>(
             "Winograd filter gradient, 16-32 channels, images in 16 fixed slices (any thread count: the same bits)"),
        winogradVariant<&winograd::backwardFilter, Path::Chunked>(
-            "Winograd filter gradient, tiles in chunks through an accumulating oneDNN GEMM"),
-       {"strided_gemm", "stride 2 as im2col and a oneDNN GEMM", false, &strided::runs, &strided::pays,
+            "Winograd filter gradient, tiles in chunks through accumulating one-thread oneDNN GEMMs"),
+       {"strided_gemm", "stride 2 as im2col and one-thread oneDNN GEMMs on row slices", true, &strided::runs, &strided::pays,
         &strided::backwardFilter},
        {"single_channel", "one input channel (a grey-image stem): the nine taps across a block's lanes (oneDNN vectorizes over input channels)", true,
         &single_channel::runs, nullptr, &single_channel::backwardFilter},

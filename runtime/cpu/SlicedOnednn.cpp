@@ -10,6 +10,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <exception>
 #include <optional>
 #include <vector>
@@ -20,6 +21,10 @@ namespace spmd::runtime::cpu::sliced {
 namespace {
 
 constexpr int64_t kMostSlices = 16;
+// The least multiply-adds a slice is given (about 0.2 ms on one core): a smaller slice costs more
+// in oneDNN's per-call work, and a filter gradient's in partial sums, than it spreads.
+constexpr int64_t kSliceWork = int64_t{8} << 20;
+std::atomic<int64_t> sliceWork{kSliceWork};
 // The most bytes a filter gradient's per-slice partial sums may take together.
 constexpr int64_t kPartialBytes = int64_t{64} << 20;
 
@@ -68,14 +73,14 @@ void* rowsOf(const TensorView& v, int64_t row) {
 
 // One slice's own stream, memory objects and scratchpad.
 struct SliceRun {
-  int primitive = 0;  // which of Plan::primitives
+  int primitive = 0;  // which of Slicing::primitives
   dnnl::stream stream;
   std::unordered_map<int, dnnl::memory> args;
   std::vector<std::byte> scratch;
 };
 
 // The slices' primitives (one for the full slices, one more when the last is shorter) and runs.
-struct Plan {
+struct Slicing {
   std::optional<Slices> slices;
   std::vector<dnnl::primitive> primitives;
   std::vector<SliceRun> runs;
@@ -134,6 +139,14 @@ dnnl::primitive_attr userScratchpad() {
   return attr;
 }
 
+// The slices of a convolution over `x` (input) and `y` (result) with filter `w`: enough
+// multiply-adds each (kSliceWork), at most `most`.
+Slices convSlices(const TensorView& x, const TensorView& w, const TensorView& y, int64_t most) {
+  const int64_t perImage = numElements(y.shape) / y.dim(0) * numElements(w.shape) / w.dim(0);
+  const int64_t work = std::max<int64_t>(1, perImage) * x.dim(0);
+  return Slices(x.dim(0), std::min(most, work / sliceWork.load()));
+}
+
 // The forward convolution of a slice of n images: the step's own (`bias`) or the hint a backward
 // primitive is derived from.
 dnnl::convolution_forward::desc forwardDesc(const Step& step, const TensorView& x, const dnnl::memory::desc& filter,
@@ -150,7 +163,7 @@ dnnl::convolution_forward::desc forwardDesc(const Step& step, const TensorView& 
 // A convolution's slices and its filter (the layout the first slice's primitive chose, given to
 // the last one's too).
 struct ConvState {
-  Plan plan;
+  Slicing plan;
   std::optional<dnnl::memory::desc> filter;
   std::optional<Relayout> relaid;  // the filter between its plain buffer and `filter`
 };
@@ -170,6 +183,8 @@ void* relaidFilter(ConvState& s, const TensorView& w) {
 
 }  // namespace
 
+void setSliceWork(int64_t multiplyAdds) { sliceWork = multiplyAdds > 0 ? multiplyAdds : kSliceWork; }
+
 bool runs(const KernelCall& call) { return call.in[0].dtype == DType::f32 || call.in[0].dtype == DType::bf16; }
 
 // inputs: input, filter, bias (optional); output: result
@@ -180,7 +195,7 @@ void conv2d(KernelCall& call) {
     ConvState state;
     std::vector<int> args = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST};
     if (bias) args.push_back(DNNL_ARG_BIAS);
-    state.plan.build<dnnl::convolution_forward>(Slices(x.dim(0), kMostSlices), args, [&](int64_t n) {
+    state.plan.build<dnnl::convolution_forward>(convSlices(x, w, y, kMostSlices), args, [&](int64_t n) {
       dnnl::convolution_forward::primitive_desc pd(
           forwardDesc(call.step, x, filterOf(state, w, w.dtype), y, n, bias), userScratchpad(), engine());
       if (!state.filter) state.filter = pd.weights_desc();
@@ -205,7 +220,7 @@ void backwardData(KernelCall& call) {
   auto& s = cachedState<ConvState>(call, [&] {
     ConvState state;
     state.plan.build<dnnl::convolution_backward_data>(
-        Slices(dy.dim(0), kMostSlices), {DNNL_ARG_DIFF_DST, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_SRC}, [&](int64_t n) {
+        convSlices(dx, w, dy, kMostSlices), {DNNL_ARG_DIFF_DST, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_SRC}, [&](int64_t n) {
           using namespace dnnl;
           const ConvGeometry g(call.step);
           const memory::desc filter = filterOf(state, w, w.dtype);
@@ -248,7 +263,7 @@ void backwardFilter(KernelCall& call) {
     FilterState state;
     ConvState& conv = state.conv;
     const int64_t filterBytes = numElements(dw.shape) * int64_t(sizeof(float));
-    const Slices slices(x.dim(0), std::max<int64_t>(1, kPartialBytes / std::max<int64_t>(filterBytes, 1)));
+    const Slices slices = convSlices(x, dw, dy, kPartialBytes / std::max<int64_t>(filterBytes, 1));
     conv.plan.build<dnnl::convolution_backward_weights>(
         slices, {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_WEIGHTS}, [&](int64_t n) {
           using namespace dnnl;
@@ -293,48 +308,105 @@ void backwardFilter(KernelCall& call) {
   stream.wait();
 }
 
+namespace {
+
+// A descriptor's dims and strides (plain: oneDNN's blocking strides), and its element size.
+struct Operand {
+  dnnl::memory::dims dims, strides;
+  dnnl::memory::data_type type;
+  explicit Operand(const dnnl::memory::desc& md) : type(static_cast<dnnl::memory::data_type>(md.data.data_type)) {
+    for (int i = 0; i < md.data.ndims; ++i) {
+      dims.push_back(md.data.dims[i]);
+      strides.push_back(md.data.format_desc.blocking.strides[i]);
+    }
+  }
+  // The first `n` of its outermost dimension, or all of it when `whole`.
+  dnnl::memory::desc slice(int64_t n, bool whole) const {
+    dnnl::memory::dims d = dims;
+    if (!whole) d[0] = n;
+    return {d, type, strides};
+  }
+  // Bytes from its start to outermost index `i`.
+  int64_t offset(int64_t i) const { return i * strides[0] * int64_t(dnnl::memory::data_type_size(type)); }
+};
+
+void* at(void* base, int64_t bytes) { return static_cast<std::byte*>(base) + bytes; }
+
+}  // namespace
+
+struct Gemm::Plan {
+  Slicing slicing;
+  Operand src, weights, dst;
+  bool batched, bias;
+};
+
+Gemm::Gemm(const dnnl::memory::desc& src, const dnnl::memory::desc& weights, const dnnl::memory::desc& dst,
+           bool accumulate, const dnnl::memory::desc* bias) {
+  plan_ = std::make_shared<Plan>(Plan{{}, Operand(src), Operand(weights), Operand(dst), dst.data.ndims == 3, bias != nullptr});
+  Plan& p = *plan_;
+  int64_t work = p.src.dims.back();  // the reduction
+  for (int64_t d : p.dst.dims) work *= d;
+  const Slices slices(p.dst.dims[0], work / sliceWork.load());
+  dnnl::primitive_attr attr = userScratchpad();
+  if (accumulate) {
+    dnnl::post_ops sum;
+    sum.append_sum(1.f);
+    attr.set_post_ops(sum);
+  }
+  std::vector<int> args = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST};
+  if (bias) args.push_back(DNNL_ARG_BIAS);
+  p.slicing.build<dnnl::matmul>(slices, args, [&](int64_t n) {
+    const auto a = p.src.slice(n, false), b = p.weights.slice(n, !p.batched), c = p.dst.slice(n, false);
+    const auto desc = bias ? dnnl::matmul::desc(a, b, *bias, c) : dnnl::matmul::desc(a, b, c);
+    return dnnl::matmul::primitive_desc(desc, attr, engine());
+  });
+}
+
+void Gemm::run(std::initializer_list<std::pair<int, void*>> pointers) {
+  Plan& p = *plan_;
+  void *src = nullptr, *weights = nullptr, *dst = nullptr, *bias = nullptr;
+  for (auto [arg, pointer] : pointers) {
+    if (arg == DNNL_ARG_SRC) src = pointer;
+    if (arg == DNNL_ARG_WEIGHTS) weights = pointer;
+    if (arg == DNNL_ARG_DST) dst = pointer;
+    if (arg == DNNL_ARG_BIAS) bias = pointer;
+  }
+  const Slices& slices = *p.slicing.slices;
+  p.slicing.execute([&](int64_t k, std::unordered_map<int, dnnl::memory>& args) {
+    const int64_t first = slices.begin(k);
+    args[DNNL_ARG_SRC].set_data_handle(at(src, p.src.offset(first)));
+    args[DNNL_ARG_WEIGHTS].set_data_handle(p.batched ? at(weights, p.weights.offset(first)) : weights);
+    args[DNNL_ARG_DST].set_data_handle(at(dst, p.dst.offset(first)));
+    if (p.bias) args[DNNL_ARG_BIAS].set_data_handle(bias);
+  });
+}
+
 // inputs: lhs, rhs, bias (optional); output: result. Rank 2 ([M, K] x [K, N]) is sliced by the
 // result's rows; batched ([B, M, K] x [B, K, N]) by the batch.
 void matmul(KernelCall& call) {
   const TensorView &a = call.in[0], &b = call.in[1], &c = call.out[0];
-  const TensorView* bias = call.in.size() > 2 ? &call.in[2] : nullptr;
-  const bool ta = call.step.flag("transpose_lhs"), tb = call.step.flag("transpose_rhs");
-  const size_t r = c.rank() - 2;
-  const int64_t m = c.dim(r), n = c.dim(r + 1), k = ta ? a.dim(r) : a.dim(r + 1), batch = r ? c.dim(0) : 1;
-  const int64_t size = int64_t(dtypeSize(a.dtype));
-  auto& s = cachedState<Plan>(call, [&] {
+  const bool hasBias = call.in.size() > 2;
+  auto& gemm = cachedState<Gemm>(call, [&] {
     using namespace dnnl;
     using dims = memory::dims;
+    const bool ta = call.step.flag("transpose_lhs"), tb = call.step.flag("transpose_rhs");
+    const size_t r = c.rank() - 2;
+    const int64_t m = c.dim(r), n = c.dim(r + 1), k = ta ? a.dim(r) : a.dim(r + 1);
     const auto type = dnnlType(a.dtype);
-    // Enough products a slice to pay for its call: about 64K multiply-adds.
-    const Slices slices(r ? batch : m, batch * m * n * k / (int64_t{1} << 16));
-    Plan plan;
-    std::vector<int> args = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST};
-    if (bias) args.push_back(DNNL_ARG_BIAS);
-    plan.build<dnnl::matmul>(slices, args, [&](int64_t len) {
-      memory::desc lhs = r ? memory::desc({len, m, k}, type, ta ? dims{m * k, 1, m} : dims{m * k, k, 1})
-                           : memory::desc({len, k}, type, ta ? dims{1, m} : dims{k, 1});
-      memory::desc rhs = r ? memory::desc({len, k, n}, type, tb ? dims{k * n, 1, k} : dims{k * n, n, 1})
-                           : memory::desc({k, n}, type, tb ? dims{1, k} : dims{n, 1});
-      memory::desc out = r ? memory::desc({len, m, n}, type, dims{m * n, n, 1}) : memory::desc({len, n}, type, dims{n, 1});
-      if (!bias) return dnnl::matmul::primitive_desc(dnnl::matmul::desc(lhs, rhs, out), userScratchpad(), engine());
-      memory::desc biasDesc = r ? memory::desc({1, 1, n}, type, memory::format_tag::abc)
+    const memory::desc lhs = r ? memory::desc({c.dim(0), m, k}, type, ta ? dims{m * k, 1, m} : dims{m * k, k, 1})
+                               : memory::desc({m, k}, type, ta ? dims{1, m} : dims{k, 1});
+    const memory::desc rhs = r ? memory::desc({c.dim(0), k, n}, type, tb ? dims{k * n, 1, k} : dims{k * n, n, 1})
+                               : memory::desc({k, n}, type, tb ? dims{1, k} : dims{n, 1});
+    const memory::desc out = r ? memory::desc({c.dim(0), m, n}, type, dims{m * n, n, 1})
+                               : memory::desc({m, n}, type, dims{n, 1});
+    const memory::desc bias = r ? memory::desc({1, 1, n}, type, memory::format_tag::abc)
                                 : memory::desc({1, n}, type, memory::format_tag::ab);
-      return dnnl::matmul::primitive_desc(dnnl::matmul::desc(lhs, rhs, biasDesc, out), userScratchpad(), engine());
-    });
-    return plan;
+    return Gemm(lhs, rhs, out, false, hasBias ? &bias : nullptr);
   });
-  const Slices& slices = *s.slices;
-  auto at = [](const TensorView& v, int64_t elements, int64_t bytes) {
-    return static_cast<void*>(static_cast<std::byte*>(v.data) + elements * bytes);
-  };
-  s.execute([&](int64_t i, std::unordered_map<int, dnnl::memory>& args) {
-    const int64_t first = slices.begin(i);
-    args[DNNL_ARG_SRC].set_data_handle(at(a, r ? first * m * k : (ta ? first : first * k), size));
-    args[DNNL_ARG_WEIGHTS].set_data_handle(at(b, r ? first * k * n : 0, size));
-    args[DNNL_ARG_DST].set_data_handle(at(c, r ? first * m * n : first * n, size));
-    if (bias) args[DNNL_ARG_BIAS].set_data_handle(bias->data);
-  });
+  if (hasBias)
+    gemm.run({{DNNL_ARG_SRC, a.data}, {DNNL_ARG_WEIGHTS, b.data}, {DNNL_ARG_DST, c.data}, {DNNL_ARG_BIAS, call.in[2].data}});
+  else
+    gemm.run({{DNNL_ARG_SRC, a.data}, {DNNL_ARG_WEIGHTS, b.data}, {DNNL_ARG_DST, c.data}});
 }
 
 }  // namespace spmd::runtime::cpu::sliced

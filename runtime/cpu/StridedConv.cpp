@@ -6,9 +6,10 @@
 //   backward data:   dcol = dY Wt,  dx = the sum of each dcol row at its window's taps (col2im)
 //   backward filter: dWt = dY^T col, summed over the chunks
 // where Wt[o][(kh * k + kw) * C + c] = w[o][c][kh][kw] and Y, dY are [P, O] row-major per image.
-// Images go through in equal chunks (the last one padded with zero rows); the GEMMs are oneDNN
-// matmuls, the gathers and scatters run on the OpenMP pool. The arithmetic outside the GEMMs is
-// the bias add and col2im's sums, each in a fixed order: the same bits for any thread count.
+// Images go through in equal chunks (the last one padded with zero rows); the GEMMs are one-thread
+// oneDNN matmuls on fixed slices of their result's rows (sliced::Gemm), the gathers and scatters
+// run on the OpenMP pool. The arithmetic outside the GEMMs is the bias add and col2im's sums,
+// each in a fixed order: the same bits for any thread count.
 #include "runtime/cpu/StridedConv.h"
 
 #include <algorithm>
@@ -18,6 +19,7 @@
 
 #include "runtime/cpu/BlockedLoops.h"
 #include "runtime/cpu/Onednn.h"
+#include "runtime/cpu/SlicedOnednn.h"
 #include "runtime/program/Layouts.h"
 
 namespace spmd::runtime::cpu::strided {
@@ -157,7 +159,7 @@ dnnl::memory::desc transposed(int64_t r, int64_t c) {
 
 struct State {
   Chunks chunks;
-  Prepared first, rest;  // rest: the backward filter's accumulating GEMM
+  sliced::Gemm first, rest;  // rest: the backward filter's accumulating GEMM
 };
 
 
@@ -213,7 +215,7 @@ void forward(KernelCall& call) {
   const int64_t K = s.columns();
   auto& [chunks, gemms, unused] = cachedState<State>(call, [&] {
     Chunks c(s);
-    return State{c, preparedMatmul(rowMajor(c.rows, K), transposed(K, s.O), rowMajor(c.rows, s.O)), {}};
+    return State{c, sliced::Gemm(rowMajor(c.rows, K), transposed(K, s.O), rowMajor(c.rows, s.O)), {}};
   });
   float *col = threadScratch(0, chunks.rows * K), *mat = threadScratch(1, chunks.rows * s.O),
         *wt = threadScratch(2, s.O * K);
@@ -239,7 +241,7 @@ void backwardData(KernelCall& call) {
   const int64_t K = s.columns();
   auto& [chunks, gemms, unused] = cachedState<State>(call, [&] {
     Chunks c(s);
-    return State{c, preparedMatmul(rowMajor(c.rows, s.O), rowMajor(s.O, K), rowMajor(c.rows, K)), {}};
+    return State{c, sliced::Gemm(rowMajor(c.rows, s.O), rowMajor(s.O, K), rowMajor(c.rows, K)), {}};
   });
   float *col = threadScratch(0, chunks.rows * K), *mat = threadScratch(1, chunks.rows * s.O),
         *wt = threadScratch(2, s.O * K);
@@ -264,8 +266,8 @@ void backwardFilter(KernelCall& call) {
   const int64_t K = s.columns();
   auto& [chunks, first, rest] = cachedState<State>(call, [&] {
     Chunks c(s);
-    return State{c, preparedMatmul(transposed(s.O, c.rows), rowMajor(c.rows, K), rowMajor(s.O, K)),
-                 preparedMatmul(transposed(s.O, c.rows), rowMajor(c.rows, K), rowMajor(s.O, K), true)};
+    return State{c, sliced::Gemm(transposed(s.O, c.rows), rowMajor(c.rows, K), rowMajor(s.O, K)),
+                 sliced::Gemm(transposed(s.O, c.rows), rowMajor(c.rows, K), rowMajor(s.O, K), true)};
   });
   float *col = threadScratch(0, chunks.rows * K), *mat = threadScratch(1, chunks.rows * s.O),
         *wt = threadScratch(2, s.O * K);

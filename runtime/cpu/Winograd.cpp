@@ -16,7 +16,8 @@
 // (compiled for AVX-512, AVX2 and the baseline, the same bits on each: see inputTiles);
 // the buffers are per-thread scratch reused across calls. Up to 64 channels the forward and
 // backward data go a few tiles at a time through all three steps in L1 (convolveGrouped), and so
-// does the backward filter up to 32 (filterGrouped).
+// does the backward filter up to 32 (filterGrouped); wider ones run the 16 GEMMs of a chunk as
+// one-thread oneDNN matmuls on slices of the 16 (sliced::Gemm): the same bits on any threads.
 #include "runtime/cpu/Winograd.h"
 
 #include <algorithm>
@@ -31,6 +32,7 @@
 
 #include "runtime/cpu/BlockedLoops.h"
 #include "runtime/cpu/Onednn.h"
+#include "runtime/cpu/SlicedOnednn.h"
 #include "runtime/cpu/VectorClones.h"
 #include "runtime/program/Layouts.h"
 
@@ -297,10 +299,11 @@ void filterGradientTransform(const float* dU, int64_t C, int64_t K, float* dw) {
     filterGradientRows(dU, C, K, c0, c0 + kGrain < C ? c0 + kGrain : C, dw);
 }
 
-// The 16 GEMMs dst[a] = src[a] x weights[a] as one batched oneDNN matmul: src [16, M, R] (or its
-// transpose, stored [16, R, M], when `transposedSrc`), weights [16, R, Nc], dst [16, M, Nc], all
-// row-major; `accumulate`: dst += instead of =.
-Prepared batchedGemms(int64_t M, int64_t R, int64_t Nc, bool transposedSrc, bool accumulate = false) {
+// The 16 GEMMs dst[a] = src[a] x weights[a] as one-thread oneDNN matmuls on slices of a
+// (sliced::Gemm: the same bits on any thread count): src [16, M, R] (or its transpose, stored
+// [16, R, M], when `transposedSrc`), weights [16, R, Nc], dst [16, M, Nc], all row-major;
+// `accumulate`: dst += instead of =.
+sliced::Gemm batchedGemms(int64_t M, int64_t R, int64_t Nc, bool transposedSrc, bool accumulate = false) {
   using namespace dnnl;
   using dims = memory::dims;
   memory::desc a = transposedSrc
@@ -308,10 +311,10 @@ Prepared batchedGemms(int64_t M, int64_t R, int64_t Nc, bool transposedSrc, bool
                        : memory::desc(dims{16, M, R}, memory::data_type::f32, memory::format_tag::abc);
   memory::desc b(dims{16, R, Nc}, memory::data_type::f32, memory::format_tag::abc);
   memory::desc c(dims{16, M, Nc}, memory::data_type::f32, memory::format_tag::abc);
-  return preparedMatmul(a, b, c, accumulate);
+  return sliced::Gemm(a, b, c, accumulate);
 }
 
-void runGemms(Prepared& gemms, const float* a, const float* b, float* c) {
+void runGemms(sliced::Gemm& gemms, const float* a, const float* b, float* c) {
   gemms.run({{DNNL_ARG_SRC, const_cast<float*>(a)}, {DNNL_ARG_WEIGHTS, const_cast<float*>(b)},
              {DNNL_ARG_DST, c}});
 }
@@ -335,7 +338,7 @@ struct Chunks {
 // The chunking is fixed when a step's kernel is prepared, with the GEMMs of that many rows.
 struct ConvolveState {
   Chunks chunks;
-  Prepared gemms;
+  sliced::Gemm gemms;
 };
 
 // Up to 64 channels the 16 GEMMs are too thin for a library GEMM and the transformed tiles not
@@ -688,7 +691,7 @@ void convolve(KernelCall& call, const TensorView& in, const TensorView& out, boo
 // Backward filter: the first chunk's GEMMs write dU, the others add to it.
 struct FilterState {
   Chunks chunks;
-  Prepared first, rest;
+  sliced::Gemm first, rest;
 };
 
 }  // namespace

@@ -3,8 +3,9 @@
 // AVX-512; on AVX2 its direct kernels spend 9 multiplies per output where this spends 4, and on
 // small feature maps (ResNet-18's stages 2-4 at 28x28 input) the direct kernels also lose time
 // at the borders. Each direction is: transforms of 4x4 input tiles and of the filters (adds and
-// halvings only), 16 GEMMs (a batched oneDNN matmul, or up to 64 channels register tiles of our
-// own on a few tiles at a time), and a transform back.
+// halvings only), 16 GEMMs (one-thread oneDNN matmuls on slices of the 16, or up to 64 channels
+// register tiles of our own on a few tiles at a time), and a transform back. Both paths give the
+// same bits on any thread count.
 #pragma once
 
 #include <cstdint>
@@ -16,7 +17,7 @@ namespace spmd::runtime::cpu::winograd {
 // Grouped: up to 64 channels in and out (the backward filter up to 32), the result's channels a
 // multiple of 16, kGroup tiles at a time through the transforms and GEMMs while they are in L1
 // (AVX2+FMA code, or portable code with the same bits). Chunked: any channel count, the tiles
-// in chunks through one batched oneDNN GEMM.
+// in chunks through the 16 GEMMs as one-thread oneDNN matmuls (sliced::Gemm).
 enum class Path { Grouped, Chunked };
 
 // Whether `path` computes conv2d (x, w -> y), conv2d_backward_data (dy, w -> dx) or

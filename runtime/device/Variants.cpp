@@ -130,7 +130,10 @@ VariantState choose(const KernelCall& call, const VariantSet& set, ChoiceExchang
   std::vector<Variant> candidates;
   for (const KernelVariant* v : running) candidates.push_back({v->name, true, false});
   std::map<std::string, std::shared_ptr<void>> states;
-  const ChoiceKey key{set.device(), set.library(), set.op, shapesOf(call, set)};
+  // The candidates belong to the key: a choice made before a variant existed is made again.
+  std::string among = ", among";
+  for (const KernelVariant* v : running) among += std::string(" ") + v->name;
+  const ChoiceKey key{set.device(), set.library(), set.op, shapesOf(call, set) + among};
   const Choice choice = choices.choose(
       key, candidates, false, [&](const std::vector<Variant>& allowed) { return timeVariants(call, set, allowed, states); },
       exchange, namesOf(set));

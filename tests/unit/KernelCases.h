@@ -202,13 +202,13 @@ inline std::vector<KernelCase> kernelCases(DType t) {
       {"batched matmul bias", "matmul", {rnd({3, 5, 7}), rnd({3, 7, 4}), rnd({4})}, {{t, {3, 5, 4}}}, {}},
       {"batched matmul A^T B^T", "matmul", {rnd({2, 6, 5}), rnd({2, 3, 6})}, {{t, {2, 5, 3}}},
        {{"transpose_lhs", true}, {"transpose_rhs", true}}},
-      // Large enough for the sliced matmul to cut them (runtime/cpu/SlicedOnednn.cpp): 5 slices
-      // of rows, the last shorter; 6 of the batch.
+      // Cut by the sliced matmul (runtime/cpu/SlicedOnednn.cpp) when ConvVariantTest gives a
+      // slice the least work: 16 slices of rows; 6 of the batch.
       {"matmul sliced A^T bias", "matmul", {rnd({128, 64}), rnd({128, 40}), rnd({40})}, {{t, {64, 40}}},
        {{"transpose_lhs", true}}},
       {"batched matmul sliced B^T", "matmul", {rnd({6, 32, 64}), rnd({6, 48, 64})}, {{t, {6, 32, 48}}},
        {{"transpose_rhs", true}}},
-      // 17 images: the sliced convolutions' last slice is shorter than the others.
+      // 17 images: the sliced convolutions' last slice (as ConvVariantTest cuts them) is shorter.
       {"conv 17 images", "conv2d", {rnd({17, 4, 5, 5}), rnd({6, 4, 3, 3}), rnd({6})}, {{t, {17, 6, 5, 5}}},
        {{"stride", V{1, 1}}, {"padding", V{1, 1}}}},
       {"softmax xent", "softmax_cross_entropy", {rnd({9, 10}, -4, 4), labels(9, 10)},
