@@ -7,6 +7,9 @@ compares them where the design promises equal bits:
                   set); across instruction sets not promised (oneDNN's kernels differ), so an
                   AVX-512 machine's default run may differ from its AVX2 run, and that is
                   reported, not failed.
+  thread-invariant  the same for 1 and 2 OpenMP threads, which are the replica's own here (cpu:1,
+                  default threads, SPMD_THREAD_INVARIANT's kernels): another thread count per
+                  replica, the same bits.
 
 usage: drift_bits.py SPMD_UNIT_TESTS SCRATCH_DIR
 """
@@ -41,7 +44,8 @@ def main():
             bits[name] = dict(line.rsplit(" ", 1) for line in f.read().splitlines())
         print("%s: %s" % (name, bits[name]))
     failed = False
-    for workload, envs in [("own kernels", ["omp1", "omp2", "avx2"]), ("pinned threads", ["omp1", "omp2"])]:
+    for workload, envs in [("own kernels", ["omp1", "omp2", "avx2"]), ("pinned threads", ["omp1", "omp2"]),
+                           ("thread-invariant", ["omp1", "omp2"])]:
         values = {e: bits[e][workload] for e in envs}
         if len(set(values.values())) != 1:
             print("FAIL: %s: the bits differ between %s" % (workload, values))

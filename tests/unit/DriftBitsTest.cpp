@@ -7,6 +7,9 @@
 //  - pinned threads: a ResNet-18 training step on cpu:2 with one thread per replica
 //    (PmapOptions::threadsPerReplica): oneDNN's kernels included, the bits depend on that
 //    setting and the instruction set, not on how many threads the process has.
+//  - thread-invariant: a ResNet-18 training step on cpu:1 with the default threads (1 under
+//    OMP_NUM_THREADS=1, 2 under 2) and thread-invariant kernels only (SPMD_THREAD_INVARIANT):
+//    the bits depend on the instruction set, not on the threads per replica.
 #include <cstdlib>
 #include <fstream>
 
@@ -14,6 +17,7 @@
 #include "benchmarks/TrainStep.h"
 #include "frontend/spmd.h"
 #include "frontend/models/ResNet.h"
+#include "runtime/device/Variants.h"
 
 namespace spmd {
 namespace {
@@ -56,9 +60,27 @@ std::vector<Array> pinnedThreads() {
   return out;
 }
 
+std::vector<Array> invariantThreads() {
+  runtime::setThreadInvariantKernels(true);
+  auto model = models::resnet18({.width = 4});
+  optim::Sgd sgd({.learningRate = 0.05, .momentum = 0.9});
+  auto [x, y] = bench::syntheticBatch(8);
+  auto step = pmap(bench::trainStep(*model, sgd),
+                   {.inAxes = {replicated, replicated, replicated, split, split}, .devices = "cpu:1"});
+  auto [params, state] = model->initialize(4);
+  Tree opt = sgd.init(params);
+  auto [p, o, s, loss] = step(params, opt, state, x, y);
+  runtime::setThreadInvariantKernels(std::nullopt);
+  std::vector<Array> out = {loss.array()};
+  for (const Tree* tree : {&p, &o, &s})
+    for (const auto& [name, t] : *tree) out.push_back(t.array());
+  return out;
+}
+
 TEST(DriftBitsTest, OwnKernelsAndPinnedThreadsGiveTheirBitsRunToRun) {
   const char* file = std::getenv("SPMD_DRIFT_BITS");
-  for (auto [name, workload] : {std::pair{"own kernels", &ownKernels}, std::pair{"pinned threads", &pinnedThreads}}) {
+  for (auto [name, workload] : {std::pair{"own kernels", &ownKernels}, std::pair{"pinned threads", &pinnedThreads},
+                                std::pair{"thread-invariant", &invariantThreads}}) {
     uint64_t first = hashOf(workload()), second = hashOf(workload());
     EXPECT_EQ(first, second) << name << ": two runs differ";
     if (file) std::ofstream(file, std::ios::app) << name << " " << std::hex << first << "\n";
