@@ -6,9 +6,11 @@ A folder may include its own files and those of the layers LAYERS lists for it, 
 a source folder missing from LAYERS is an error too, so a new folder must declare its place.
 Run: python3 tests/layering.py [ROOT]; exits 1 naming every include that breaks a rule.
 """
+import os
 import pathlib
 import re
 import sys
+import tempfile
 
 # Layer -> what it may include besides itself. The runtime's order: base -> program -> device ->
 # (kernels, mpi) -> exec -> backends; a backend builds on the kernel library and, for the CPU's
@@ -72,7 +74,16 @@ def check_includes(root: pathlib.Path):
             continue
         text = file.read_text(errors="replace")
         for match in INCLUDE.finditer(text):
-            target = layer_of_include(match.group(1))
+            included = match.group(1)
+            if included.startswith((".", "/")) or "/../" in included or "/./" in included:
+                # Relative to the including file: judged by where it lands in the tree.
+                landed = os.path.normpath(os.path.join(os.path.dirname(rel), included))
+                if landed.startswith("..") or os.path.isabs(landed):
+                    line = text.count("\n", 0, match.start()) + 1
+                    errors.append(f"{rel}:{line}: includes '{included}', which leaves the source tree")
+                    continue
+                included = landed
+            target = layer_of_include(included)
             if target is None or target == layer or target in LAYERS[layer]:
                 continue
             line = text.count("\n", 0, match.start()) + 1
@@ -99,7 +110,30 @@ def check_doc_paths(root: pathlib.Path):
     return errors
 
 
+def self_test():
+    """The rules on a tree made for them: a relative include that climbs into a higher layer is
+    caught as the plain one is (before, "../" includes were skipped)."""
+    with tempfile.TemporaryDirectory() as scratch:
+        root = pathlib.Path(scratch)
+        (root / "runtime/base").mkdir(parents=True)
+        (root / "runtime/exec").mkdir(parents=True)
+        (root / "runtime/exec/Executor.h").write_text("")
+        (root / "runtime/base/Plain.h").write_text('#include "runtime/exec/Executor.h"\n')
+        (root / "runtime/base/Relative.h").write_text('#include "../exec/Executor.h"\n#include "./Plain.h"\n')
+        (root / "runtime/base/Outside.h").write_text('#include "../../../elsewhere.h"\n')
+        errors = check_includes(root)
+    expected = ["runtime/base/Outside.h:1: includes '../../../elsewhere.h', which leaves the source tree",
+                "runtime/base/Plain.h:1: includes 'runtime/exec/Executor.h'",
+                "runtime/base/Relative.h:1: includes '../exec/Executor.h', but runtime/base"]
+    if len(errors) != len(expected) or not all(e.startswith(x) for e, x in zip(errors, expected)):
+        print("layering self-test failed; got:\n  " + "\n  ".join(errors))
+        return False
+    return True
+
+
 def main():
+    if not self_test():
+        return 1
     root = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else pathlib.Path(__file__).resolve().parents[1])
     errors = check_includes(root) + check_doc_paths(root)
     for error in errors:

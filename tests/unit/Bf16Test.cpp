@@ -7,7 +7,9 @@
 // bf16 for a backend's bf16 kernels against the same ops widened. The parity with torch.autocast is
 // in TorchReferenceTest (the seeds' CNNs).
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <limits>
 #include <random>
 
@@ -354,6 +356,31 @@ TEST(Bf16Test, OpsKeptInBf16GiveTheEmulatedResults) {
   EXPECT_GE(cases, 20) << "the convolution and matmul cases";
   std::printf("  %lld cases, %lld elements: %.2f%% the same bits\n", static_cast<long long>(cases),
               static_cast<long long>(elements), 100.0 * double(exact) / double(elements));
+}
+
+// Whether oneDNN should run bf16 kernels here, from the machine itself rather than from the
+// implementation's probe (cpu::onednnBf16): the CPU's flags (AVX512-BF16 or AMX-BF16, as
+// /proc/cpuinfo lists them) and oneDNN's ISA cap, if one is set, at or above AVX512_CORE_BF16.
+bool machineHasBf16Kernels() {
+  std::ifstream in("/proc/cpuinfo");
+  bool flag = false;
+  for (std::string line; std::getline(in, line) && !flag;)
+    if (line.rfind("flags", 0) == 0)
+      flag = line.find(" avx512_bf16") != std::string::npos || line.find(" amx_bf16") != std::string::npos;
+  for (const char* name : {"ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA"})
+    if (const char* cap = std::getenv(name); cap && *cap) {
+      const std::string isa = cap;
+      return flag && (isa == "ALL" || isa == "AVX512_CORE_BF16" || isa.rfind("AVX512_CORE_AMX", 0) == 0 ||
+                      isa == "AVX512_CORE_FP16");
+    }
+  return flag;
+}
+
+// The implementation's probe agrees with the machine: a probe that always said "no bf16 kernels"
+// would leave the kept-bf16 branches of cpu/Conv.cpp, ConvBackward.cpp and Dense.cpp untested
+// while OpsKeptInBf16GiveTheEmulatedResults passed.
+TEST(Bf16Test, TheCpuRunsOnednnBf16KernelsExactlyWhereTheMachineHasThem) {
+  EXPECT_EQ(cpu::onednnBf16(), machineHasBf16Kernels()) << cpu::onednnBf16Path();
 }
 
 // SPMD_NATIVE_BF16 chooses the path, and spmd::bf16KernelPath (what the sample prints, and
