@@ -80,7 +80,7 @@ void refuseOldSwitches() {
 bool never(const KernelCall&) { return false; }
 
 constexpr const char* kSlicedWhy =
-    "oneDNN's direct kernel on fixed slices of the images, one thread each (any thread count: the same bits)";
+    "oneDNN's direct kernel on fixed slices of the images, one thread each";
 
 using winograd::Path;
 
@@ -135,7 +135,7 @@ const VariantSet& backwardFilterSet() {
       "conv2d_backward_filter",
       "cpu",
       {winogradVariant<&winograd::backwardFilter, Path::Grouped>(
-            "Winograd filter gradient, 16-32 channels, images in 16 fixed slices (any thread count: the same bits)"),
+            "Winograd filter gradient, 16-32 channels, images in 16 fixed slices"),
        winogradVariant<&winograd::backwardFilter, Path::Chunked>(
             "Winograd filter gradient, tiles in chunks through accumulating one-thread oneDNN GEMMs"),
        {"strided_gemm", "stride 2 as im2col and one-thread oneDNN GEMMs on row slices", true, &strided::runs, &strided::pays,
@@ -157,8 +157,7 @@ const VariantSet& matmulSet() {
       "matmul",
       "cpu",
       {{"onednn", "oneDNN's matmul, f32 and bf16 (its sums may split by thread)", false, &notF64, nullptr, &onednnMatmul},
-       {"onednn_sliced", "oneDNN's matmul on fixed slices of the rows (the batch when batched), one thread each (any "
-        "thread count: the same bits)", true, &sliced::runs, &never, &sliced::matmul},
+       {"onednn_sliced", "oneDNN's matmul on fixed slices of the rows (the batch when batched), one thread each", true, &sliced::runs, &never, &sliced::matmul},
        {"reference", "the reference loops in double, for f64", true, &isF64, nullptr, &reference::matmul}},
       &device, &library, &setting};
   return set;
