@@ -43,7 +43,9 @@ TEST(ConcurrencyTest, OnePmapStepFromTwoThreadsNeverHangsAndIsRight) {
   auto worker = [&](int t) {
     int wrong = 0;
     for (int i = 0; i < kCalls; ++i) {
-      float a = float(t * 1000 + i), b = float(i);
+      // Both replicas' rows depend on the caller and the call, so a result assembled from another
+      // call's rows on either replica is wrong (before, replica 1 got the same rows from both).
+      float a = float(t * 1000 + i), b = float(t * 5000 + 2 * i + 1);
       std::vector<float> values(8, a);
       std::fill(values.begin() + 4, values.end(), b);
       Array out = step(Array::of<float>({8}, values)).array();

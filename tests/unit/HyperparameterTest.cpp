@@ -3,6 +3,7 @@
 // recompiles and the reason names it); AdamW's decoupled weight decay.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -27,13 +28,22 @@ TEST(HyperparameterTest, ScheduleOverTwentyStepsCompilesOnce) {
   auto step = jit([&](const Tree& p, const Tensor& rate) {
     return sgd.update(p, quadraticGrads(p), Tree(), rate).first;
   });
+  // The schedule written out here, not taken from rateAt: 3 warm-up steps to 0.1 (0.1 (t + 1) / 3),
+  // then a half cosine from 0.1 to 0.01 over 17 steps.
+  auto want = [](int64_t t) {
+    if (t < 3) return 0.1 * double(t + 1) / 3.0;
+    const double done = double(std::min<int64_t>(t - 3, 17)) / 17.0;
+    return 0.01 + 0.09 * 0.5 * (1.0 + std::cos(3.14159265358979323846 * done));
+  };
   std::vector<double> expected = {1.0, -2.0, 0.5};
   std::set<double> rates;
   for (int64_t t = 0; t < 20; ++t) {
     Array rate = optim::rateAt(schedule, t);
-    rates.insert(rate.values<float>()[0]);
+    const float r = rate.values<float>()[0];
+    EXPECT_EQ(r, float(want(t))) << "step " << t;
+    rates.insert(r);
     params = step(params, rate);
-    for (double& w : expected) w *= 1.0 - 2.0 * double(rate.values<float>()[0]);
+    for (double& w : expected) w *= 1.0 - 2.0 * double(float(want(t)));
   }
   EXPECT_EQ(step.compileCount(), 1) << step.lastCompileReason();
   EXPECT_GE(rates.size(), 18u) << "the schedule should give a different rate almost every step";

@@ -70,13 +70,20 @@ TEST(RandomTest, TracedAndHostKeysAgree) {
             std::string::npos);
 }
 
-// The dropout mask replica r draws at step t, computed on the host from the definition.
+// The dropout mask replica r draws at step t, computed on the host from the definitions written
+// out here (only the Philox block function itself is the library's, and it is checked against
+// Random123's known answers above): the replica's key is block (r, 0, 0, "fold") of the step
+// key, element i is word i % 4 of block (i / 4, 0, 0, 0), its top 24 bits over 2^24 the uniform
+// draw, kept (scaled by 1 / (1 - rate) in f32) where it is at least the rate.
 std::vector<double> expectedDropout(const Array& stepKey, int32_t replica, int64_t n, double rate) {
-  Array k = random::foldIn(stepKey, uint32_t(replica));
-  uint32_t k0 = uint32_t(k.values<int32_t>()[0]), k1 = uint32_t(k.values<int32_t>()[1]);
+  const uint32_t s0 = uint32_t(stepKey.values<int32_t>()[0]), s1 = uint32_t(stepKey.values<int32_t>()[1]);
+  const philox::Words k = philox::philox4x32(philox::Words{{uint32_t(replica), 0, 0, 0x666f6c64u}}, s0, s1);
   std::vector<double> out;
-  for (int64_t i = 0; i < n; ++i)
-    out.push_back(double(philox::uniformF32(k0, k1, uint64_t(i))) >= rate ? double(float(1.0 / (1.0 - rate))) : 0.0);
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t bits = philox::philox4x32(philox::Words{{uint32_t(i / 4), 0, 0, 0}}, k.w[0], k.w[1]).w[i % 4];
+    const double u = double(bits >> 8) / 16777216.0;
+    out.push_back(u >= rate ? double(float(1.0 / (1.0 - rate))) : 0.0);
+  }
   return out;
 }
 
