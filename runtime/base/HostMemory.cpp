@@ -27,8 +27,8 @@ size_t numberIn(const std::string& path) {
   return static_cast<size_t>(value);
 }
 
-size_t memAvailable() {
-  std::ifstream in("/proc/meminfo");
+size_t memAvailable(const std::string& root) {
+  std::ifstream in(root + "/proc/meminfo");
   std::string key;
   unsigned long long kib = 0;
   std::string unit;
@@ -118,9 +118,9 @@ size_t cgroupMemoryRoom(const std::string& root) {
 }
 
 
-size_t availableHostBytes() {
+size_t availableHostBytes(const std::string& root) {
   if (std::optional<int64_t> bytes = envWhole("SPMD_HOST_MEMORY_BYTES", 0, INT64_MAX)) return size_t(*bytes);
-  return std::min(memAvailable(), cgroupMemoryRoom());
+  return std::min(memAvailable(root), cgroupMemoryRoom(root));
 }
 
 std::string formatBytes(size_t bytes) {

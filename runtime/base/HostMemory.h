@@ -9,7 +9,8 @@ namespace spmd::runtime {
 
 // The smaller of MemAvailable (/proc/meminfo) and cgroupMemoryRoom(); SIZE_MAX when neither can
 // be read. SPMD_HOST_MEMORY_BYTES overrides it (for tests, or to leave room for other processes).
-size_t availableHostBytes();
+// `root` prefixes every path read, as cgroupMemoryRoom's does.
+size_t availableHostBytes(const std::string& root = "");
 
 // The room left under the tightest memory limit on the way from this process's own cgroup
 // (/proc/self/cgroup, v2 and v1's memory controller, found through /proc/self/mountinfo) up to

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -29,6 +30,7 @@ class CraftedTree {
     std::ofstream(root_ / path.substr(1)) << text;
   }
   size_t room() const { return cgroupMemoryRoom(root_.string()); }
+  size_t available() const { return availableHostBytes(root_.string()); }
 
  private:
   fs::path root_;
@@ -48,6 +50,21 @@ TEST(CgroupMemoryTest, V2TheTightestLimitOnTheWayUpBinds) {
   EXPECT_EQ(t.room(), GiB);
   t.write("/sys/fs/cgroup/user.slice/memory.max", "max\n");
   EXPECT_EQ(t.room(), 4 * GiB - GiB / 2);
+}
+
+// What the host-memory check uses (availableHostBytes) is the smaller of MemAvailable and the
+// cgroup's room: a 3 GiB cgroup on a host with 100 GiB free has 3 GiB, and the other way round.
+TEST(CgroupMemoryTest, TheHostMemoryCheckTakesTheCgroupsRoomWhereItIsSmaller) {
+  if (std::getenv("SPMD_HOST_MEMORY_BYTES")) GTEST_SKIP() << "SPMD_HOST_MEMORY_BYTES overrides the check";
+  CraftedTree t;
+  t.write("/proc/self/cgroup", "0::/job.scope\n");
+  t.write("/proc/self/mountinfo", "30 23 0:26 / /sys/fs/cgroup rw,nosuid shared:4 - cgroup2 cgroup2 rw\n");
+  t.write("/sys/fs/cgroup/job.scope/memory.max", std::to_string(4 * GiB) + "\n");
+  t.write("/sys/fs/cgroup/job.scope/memory.current", std::to_string(GiB) + "\n");
+  t.write("/proc/meminfo", "MemTotal: 134217728 kB\nMemFree: 104857600 kB\nMemAvailable: 104857600 kB\n");
+  EXPECT_EQ(t.available(), 3 * GiB) << "the cgroup's 4 GiB with 1 GiB used, not the host's 100 GiB";
+  t.write("/proc/meminfo", "MemTotal: 134217728 kB\nMemFree: 1048576 kB\nMemAvailable: 2097152 kB\n");
+  EXPECT_EQ(t.available(), 2 * GiB) << "the host's 2 GiB available, under the cgroup's 3";
 }
 
 TEST(CgroupMemoryTest, V1MemoryControllerInItsOwnHierarchy) {
@@ -121,15 +138,13 @@ fs::path ownV1MemoryCgroup() {
 TEST(CgroupMemoryTest, InsideARealCgroupItsLimitBinds) {
   fs::path own = ownV1MemoryCgroup();
   if (own.empty() || ::geteuid() != 0) {
-    std::printf("  no real cgroup here (%s): the crafted trees carry this check\n",
-                own.empty() ? "no cgroup v1 memory hierarchy" : "not root");
-    return;
+    GTEST_SKIP() << "no real cgroup here (" << (own.empty() ? "no cgroup v1 memory hierarchy" : "not root")
+                 << "): the crafted trees carry this check";
   }
   fs::path child = own / ("spmd_test_" + std::to_string(::getpid()));
   std::error_code error;
   if (!fs::create_directory(child, error)) {
-    std::printf("  cannot create %s (%s): the crafted trees carry this check\n", child.c_str(), error.message().c_str());
-    return;
+    GTEST_SKIP() << "cannot create " << child << " (" << error.message() << "): the crafted trees carry this check";
   }
   std::ofstream(child / "memory.limit_in_bytes") << 3 * GiB;
   std::ofstream(child / "cgroup.procs") << ::getpid();
