@@ -173,12 +173,22 @@ dnnl::memory::desc filterOf(const ConvState& s, const TensorView& w, DType type)
   return s.filter ? *s.filter : anyDesc(w.shape, type);
 }
 
-// The slices' filter, reordered from the step's plain one (a copy: the same bits on any threads).
-void* relaidFilter(ConvState& s, const TensorView& w) {
+// Runs a forward or backward-data convolution's slices: the filter reordered from the step's
+// plain one (a copy: the same bits on any threads), then slice k of `in` (DNNL_ARG `inArg`) into
+// slice k of `out` (`outArg`).
+void runFiltered(ConvState& s, const TensorView& w, int inArg, const TensorView& in, int outArg, const TensorView& out,
+                 const TensorView* bias = nullptr) {
   dnnl::stream stream(engine());
   s.relaid->run(stream, w.data, false);
   stream.wait();
-  return s.relaid->internal.get_data_handle();
+  void* filter = s.relaid->internal.get_data_handle();
+  const Slices& slices = *s.plan.slices;
+  s.plan.execute([&](int64_t k, std::unordered_map<int, dnnl::memory>& args) {
+    args[inArg].set_data_handle(rowsOf(in, slices.begin(k)));
+    args[DNNL_ARG_WEIGHTS].set_data_handle(filter);
+    if (bias) args[DNNL_ARG_BIAS].set_data_handle(bias->data);
+    args[outArg].set_data_handle(rowsOf(out, slices.begin(k)));
+  });
 }
 
 }  // namespace
@@ -204,14 +214,7 @@ void conv2d(KernelCall& call) {
     state.relaid.emplace(plainDesc(w.shape, w.dtype), *state.filter, false);
     return state;
   });
-  void* filter = relaidFilter(s, w);
-  const Slices& slices = *s.plan.slices;
-  s.plan.execute([&](int64_t k, std::unordered_map<int, dnnl::memory>& args) {
-    args[DNNL_ARG_SRC].set_data_handle(rowsOf(x, slices.begin(k)));
-    args[DNNL_ARG_WEIGHTS].set_data_handle(filter);
-    if (bias) args[DNNL_ARG_BIAS].set_data_handle(bias->data);
-    args[DNNL_ARG_DST].set_data_handle(rowsOf(y, slices.begin(k)));
-  });
+  runFiltered(s, w, DNNL_ARG_SRC, x, DNNL_ARG_DST, y, bias);
 }
 
 // inputs: result_grad, filter; output: input_grad
@@ -235,13 +238,7 @@ void backwardData(KernelCall& call) {
     state.relaid.emplace(plainDesc(w.shape, w.dtype), *state.filter, false);
     return state;
   });
-  void* filter = relaidFilter(s, w);
-  const Slices& slices = *s.plan.slices;
-  s.plan.execute([&](int64_t k, std::unordered_map<int, dnnl::memory>& args) {
-    args[DNNL_ARG_DIFF_DST].set_data_handle(rowsOf(dy, slices.begin(k)));
-    args[DNNL_ARG_WEIGHTS].set_data_handle(filter);
-    args[DNNL_ARG_DIFF_SRC].set_data_handle(rowsOf(dx, slices.begin(k)));
-  });
+  runFiltered(s, w, DNNL_ARG_DIFF_DST, dy, DNNL_ARG_DIFF_SRC, dx);
 }
 
 namespace {

@@ -14,9 +14,8 @@
 #include <fstream>
 
 #include "TestUtil.h"
-#include "benchmarks/TrainStep.h"
+#include "ResNetStep.h"
 #include "frontend/spmd.h"
-#include "frontend/models/ResNet.h"
 #include "runtime/device/Variants.h"
 
 namespace spmd {
@@ -46,34 +45,13 @@ std::vector<Array> ownKernels() {
 }
 
 std::vector<Array> pinnedThreads() {
-  auto model = models::resnet18({.width = 2});
-  optim::Sgd sgd({.learningRate = 0.05, .momentum = 0.9});
-  auto [x, y] = bench::syntheticBatch(8);
-  auto step = pmap(bench::trainStep(*model, sgd), {.inAxes = {replicated, replicated, replicated, split, split},
-                                                   .devices = "cpu:2", .threadsPerReplica = 1});
-  auto [params, state] = model->initialize(3);
-  Tree opt = sgd.init(params);
-  auto [p, o, s, loss] = step(params, opt, state, x, y);
-  std::vector<Array> out = {loss.array()};
-  for (const Tree* tree : {&p, &o, &s})
-    for (const auto& [name, t] : *tree) out.push_back(t.array());
-  return out;
+  return testing::resnetStepOutputs(2, 8, 3, {.devices = "cpu:2", .threadsPerReplica = 1});
 }
 
 std::vector<Array> invariantThreads() {
   runtime::setThreadInvariantKernels(true);
-  auto model = models::resnet18({.width = 4});
-  optim::Sgd sgd({.learningRate = 0.05, .momentum = 0.9});
-  auto [x, y] = bench::syntheticBatch(8);
-  auto step = pmap(bench::trainStep(*model, sgd),
-                   {.inAxes = {replicated, replicated, replicated, split, split}, .devices = "cpu:1"});
-  auto [params, state] = model->initialize(4);
-  Tree opt = sgd.init(params);
-  auto [p, o, s, loss] = step(params, opt, state, x, y);
+  std::vector<Array> out = testing::resnetStepOutputs(4, 8, 4, {.devices = "cpu:1"});
   runtime::setThreadInvariantKernels(std::nullopt);
-  std::vector<Array> out = {loss.array()};
-  for (const Tree* tree : {&p, &o, &s})
-    for (const auto& [name, t] : *tree) out.push_back(t.array());
   return out;
 }
 
