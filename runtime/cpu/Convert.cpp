@@ -1,7 +1,7 @@
 // CPU convert. f32 <-> bf16, the roundings and widenings around every op of a bf16 step
 // (passes/WidenBf16.cpp), run as loops compiled for AVX-512, AVX2 and the baseline and split over
 // the replica's OpenMP threads; the rounding is runtime/base/BFloat16.h's, integer arithmetic, so
-// every clone gives its bits. The buffer is read as it lies: the input and the result share a
+// every ISA copy (OwnIsa.h) gives its bits. The buffer is read as it lies: the input and the result share a
 // layout (plain or blocked, spmd-assign-layouts), so element i of one is element i of the other.
 // Other pairs of types run the kernel library's loop (runtime/kernels/Convert.h).
 #include <algorithm>
@@ -9,7 +9,7 @@
 #include "runtime/base/BFloat16.h"
 #include "runtime/cpu/HostLoop.h"
 #include "runtime/cpu/Kernels.h"
-#include "runtime/cpu/VectorClones.h"
+#include "runtime/cpu/OwnIsa.h"
 #include "runtime/kernels/Convert.h"
 
 namespace spmd::runtime::cpu {
@@ -17,11 +17,11 @@ namespace {
 
 constexpr int64_t kGrain = 1 << 15;  // elements per OpenMP iteration
 
-__attribute__((SPMD_VECTOR_CLONES)) void narrowRange(const float* __restrict x, bf16* __restrict y, int64_t n) {
+SPMD_ISA_BODY void narrowRange(const float* __restrict x, bf16* __restrict y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = toBf16(x[i]);
 }
 
-__attribute__((SPMD_VECTOR_CLONES)) void widenRange(const bf16* __restrict x, float* __restrict y, int64_t n) {
+SPMD_ISA_BODY void widenRange(const bf16* __restrict x, float* __restrict y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = fromBf16(x[i]);
 }
 
@@ -31,7 +31,7 @@ void chunked(KernelCall& call) {
   Out* y = call.out[0].as<Out>();
   const int64_t n = call.out[0].numel(), chunks = (n + kGrain - 1) / kGrain;
 #pragma omp parallel for if (chunks > 1) schedule(static)
-  for (int64_t c = 0; c < chunks; ++c) range(x + c * kGrain, y + c * kGrain, std::min(kGrain, n - c * kGrain));
+  for (int64_t c = 0; c < chunks; ++c) onOwnIsa<range>(x + c * kGrain, y + c * kGrain, std::min(kGrain, n - c * kGrain));
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 
 #include "runtime/base/Parse.h"
 #include "runtime/cpu/CpuDevice.h"
+#include "runtime/cpu/OwnIsa.h"
 #include "runtime/device/DeviceList.h"
 #include "runtime/device/Driver.h"
 
@@ -77,6 +78,7 @@ class CpuDriver final : public Driver {
   }
   int available(std::string*) const override { return emulatedCpuDeviceCount(); }
   std::shared_ptr<Device> makeDevice(const DeviceList& list, int replica) const override {
+    cpu::ownIsa();  // a junk SPMD_MAX_CPU_ISA stops the run here, before its first step
     return std::make_shared<CpuDevice>(list.devices.at(replica));
   }
   const KernelTable& kernels() const override { return cpuKernels(); }

@@ -9,6 +9,7 @@
 
 #include "runtime/base/Error.h"
 #include "runtime/cpu/Onednn.h"
+#include "runtime/cpu/OwnIsa.h"
 #include "runtime/cpu/SingleChannelConv.h"
 #include "runtime/cpu/SlicedOnednn.h"
 #include "runtime/cpu/StridedConv.h"
@@ -44,11 +45,8 @@ std::string isaName(dnnl::cpu_isa isa) {
 }
 
 std::string device() {
-  static const std::string kind = [] {
-    const bool fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    return cpuModel() + ", oneDNN " + isaName(dnnl::get_effective_cpu_isa()) + ", spmd " + (fma ? "avx2" : "portable");
-  }();
-  return kind;
+  static const std::string kind = cpuModel() + ", oneDNN " + isaName(dnnl::get_effective_cpu_isa());
+  return kind + ", spmd " + ownIsaName(ownIsa());
 }
 
 std::string library() {

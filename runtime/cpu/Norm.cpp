@@ -10,7 +10,7 @@
 #include "runtime/base/NanRules.h"
 #include "runtime/cpu/Onednn.h"
 #include "runtime/cpu/Kernels.h"
-#include "runtime/cpu/VectorClones.h"
+#include "runtime/cpu/OwnIsa.h"
 #include "runtime/device/Variants.h"
 #include "runtime/program/Layouts.h"
 #include "runtime/reference/Reference.h"
@@ -73,7 +73,7 @@ RowMask rowMask(const KernelCall& call, size_t input, const TensorView& x) {
 // kernel's error, enough to move ResNet-18's f32 gradients off PyTorch's by 0.4%); these
 // statistics then feed oneDNN's normalization as given statistics.
 template <int G>
-__attribute__((SPMD_VECTOR_CLONES optimize("fp-contract=off")))
+SPMD_ISA_BODY
 void statisticsGroup(const float* data, int64_t N, int64_t blocks, int64_t HW, int64_t cb, const RowMask& rows,
                      float* mean, float* variance) {
   const double count = rows.count;
@@ -105,8 +105,8 @@ void blockedStatistics(const TensorView& x, int64_t block, const RowMask& rows, 
   const float* data = x.as<float>();
 #pragma omp parallel for
   for (int64_t cb = 0; cb < blocks; ++cb) {
-    if (block == 16) statisticsGroup<16>(data, N, blocks, HW, cb, rows, mean, variance);
-    else statisticsGroup<8>(data, N, blocks, HW, cb, rows, mean, variance);
+    if (block == 16) onOwnIsa<statisticsGroup<16>>(data, N, blocks, HW, cb, rows, mean, variance);
+    else onOwnIsa<statisticsGroup<8>>(data, N, blocks, HW, cb, rows, mean, variance);
   }
 }
 
@@ -249,10 +249,10 @@ void reluAfterNorm(KernelCall& call) {
 // One group of G channels: the sums, then dx. `Contiguous`: all three buffers are nChw<G>c, so a
 // group's lanes are adjacent and the lane loops vectorize (each lane its own sum: no
 // reassociation, the same bits with or without vectors). Compiled for AVX-512, AVX2 and the
-// baseline (VectorClones.h), chosen at run time, without fused multiply-adds, so every machine
+// baseline (OwnIsa.h), chosen at run time, without fused multiply-adds, so every machine
 // gets the same bits.
 template <int G, bool Contiguous>
-__attribute__((SPMD_VECTOR_CLONES optimize("fp-contract=off")))
+SPMD_ISA_BODY
 void backwardGroup(const float* dy, const float* x, float* dx, const ChannelView& dyAt, const ChannelView& xAt,
                    const ChannelView& dxAt, int64_t N, int64_t c0, const float* scale, const float* mean,
                    const float* var, double epsilon, const RowMask& rows, float* dscale, float* doffset) {
@@ -345,7 +345,7 @@ void batch_norm_train_backward(KernelCall& call) {
     auto run = [&](auto group) {
       constexpr int g = decltype(group)::value;
       constexpr bool same = g > 1;
-      backwardGroup<g, same>(dy, x, dx, dyAt, xAt, dxAt, N, c0, scale, mean, var, epsilon, rows, dscale, doffset);
+      onOwnIsa<backwardGroup<g, same>>(dy, x, dx, dyAt, xAt, dxAt, N, c0, scale, mean, var, epsilon, rows, dscale, doffset);
     };
     if (G == 16) run(std::integral_constant<int, 16>{});
     else if (G == 8) run(std::integral_constant<int, 8>{});

@@ -12,7 +12,7 @@
 
 #include "runtime/base/NanRules.h"
 #include "runtime/cpu/Kernels.h"
-#include "runtime/cpu/VectorClones.h"
+#include "runtime/cpu/OwnIsa.h"
 #include "runtime/program/Layouts.h"
 
 namespace spmd::runtime::cpu {
@@ -80,10 +80,10 @@ void accumulate(const T* src, const Merged& m, const Shape& outStride, int64_t i
 
 // The per-channel sums of one channel block of an nChw<B>c tensor, viewed as [N, blocks, hw, B]:
 // its B sums held in registers (two sets, so consecutive adds do not wait on each other), the
-// lanes vectorized for AVX-512 / AVX2 / baseline (VectorClones.h; each lane's order fixed, so the
+// lanes vectorized for AVX-512 / AVX2 / baseline (OwnIsa.h; each lane's order fixed, so the
 // same bits everywhere).
 template <int B, typename T>
-__attribute__((SPMD_VECTOR_CLONES))
+SPMD_ISA_BODY
 void blockSums(const T* x, int64_t N, int64_t blocks, int64_t hw, int64_t cb, T* out) {
   double even[B] = {}, odd[B] = {};
   for (int64_t n = 0; n < N; ++n) {
@@ -101,7 +101,7 @@ void blockSums(const T* x, int64_t N, int64_t blocks, int64_t hw, int64_t cb, T*
 template <int B, typename T>
 void blockedChannelSums(const T* x, int64_t N, int64_t blocks, int64_t hw, T* out) {
 #pragma omp parallel for if (N * blocks * hw * B >= kChunkElements) schedule(static)
-  for (int64_t cb = 0; cb < blocks; ++cb) blockSums<B>(x, N, blocks, hw, cb, out);
+  for (int64_t cb = 0; cb < blocks; ++cb) onOwnIsa<blockSums<B, T>>(x, N, blocks, hw, cb, out);
 }
 
 template <Kind kind>

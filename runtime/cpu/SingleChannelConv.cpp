@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "runtime/cpu/BlockedLoops.h"
-#include "runtime/cpu/VectorClones.h"
+#include "runtime/cpu/OwnIsa.h"
 #include "runtime/program/Layouts.h"
 
 namespace spmd::runtime::cpu::single_channel {
@@ -24,7 +24,7 @@ struct Geometry {
 
 // out[ob][t][l]: image n's sums for output channel ob * B + l and tap t, in pixel order.
 template <int B>
-__attribute__((SPMD_VECTOR_CLONES optimize("fp-contract=off")))
+SPMD_ISA_BODY
 void imageSums(const float* plane, const float* dy, int64_t OB, int64_t OH, int64_t OW, int64_t PW, int64_t s,
                float* out) {
   for (int64_t ob = 0; ob < OB; ++ob) {
@@ -55,7 +55,7 @@ void run(const float* x, const float* dy, const Geometry& g, float* dw) {
     std::fill_n(plane, PH * PW, 0.0f);
     for (int64_t h = 0; h < g.H; ++h)
       std::memcpy(plane + (h + g.pad) * PW + g.pad, x + (n * g.H + h) * g.W, sizeof(float) * g.W);
-    imageSums<B>(plane, dy + n * g.O * g.OH * g.OW, OB, g.OH, g.OW, PW, g.stride, partial + n * perImage);
+    onOwnIsa<imageSums<B>>(plane, dy + n * g.O * g.OH * g.OW, OB, g.OH, g.OW, PW, g.stride, partial + n * perImage);
   }
   for (int64_t ob = 0; ob < OB; ++ob)
     for (int t = 0; t < 9; ++t)

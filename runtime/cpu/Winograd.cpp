@@ -33,7 +33,7 @@
 #include "runtime/cpu/BlockedLoops.h"
 #include "runtime/cpu/Onednn.h"
 #include "runtime/cpu/SlicedOnednn.h"
-#include "runtime/cpu/VectorClones.h"
+#include "runtime/cpu/OwnIsa.h"
 #include "runtime/program/Layouts.h"
 
 namespace spmd::runtime::cpu::winograd {
@@ -56,24 +56,23 @@ struct Tiled {
   }
 };
 
-// The transforms' per-tile work, compiled for AVX-512, AVX2 and the baseline (VectorClones.h) with
+// The transforms' per-tile work, compiled for AVX-512, AVX2 and the baseline (OwnIsa.h) with
 // the channel block B fixed at compile time, so that each B-channel row is a vector operation.
-// Adds, subtracts and halvings without contraction (fp-contract=off) round the same in every
-// clone: the same bits on every machine. The clones call nothing (no inlining across their
-// attributes): everything they need is written out in them.
-struct Grid {  // Tiled's numbers, for the clones
+// Adds, subtracts and halvings without contraction (this file builds with -ffp-contract=off)
+// round the same in every copy: the same bits on every machine, and under any SPMD_MAX_CPU_ISA.
+struct Grid {  // Tiled's numbers, for the copies
   int64_t C, H, W, th, tw, T;
 };
 
 Grid gridOf(const Tiled& x) { return {x.C, x.H, x.W, x.th, x.tw, x.tiles()}; }
 
-// Tiles per OpenMP iteration: enough work to amortize the clone's indirect call.
+// Tiles per OpenMP iteration: enough work to amortize the ISA dispatch's call.
 constexpr int64_t kGrain = 8;
 
 // V[a][r][c] = (B^T d B)[a] for the 4x4 input tiles d of tiles t0 + r, r in [r0, r1), of an
 // nChw<B>c tensor (zero outside the image and for tiles past the last); `rows` V's row count.
 template <int B>
-__attribute__((SPMD_VECTOR_CLONES optimize("fp-contract=off")))
+SPMD_ISA_BODY
 void inputTiles(const float* __restrict data, Grid g, int64_t t0, int64_t r0, int64_t r1,
                 int64_t rows, float* __restrict V) {
   const int64_t CB = g.C / B, stride = rows * g.C;
@@ -116,7 +115,7 @@ void inputTiles(const float* __restrict data, Grid g, int64_t t0, int64_t r0, in
 // y_t = A^T M_r A (+ bias) for tiles t = t0 + r, r in [r0, r1) (those that exist), written into
 // the nChw<B>c tensor `data` (K = g.C channels); `rows` M's row count.
 template <int B>
-__attribute__((SPMD_VECTOR_CLONES optimize("fp-contract=off")))
+SPMD_ISA_BODY
 void outputTiles(const float* __restrict M, Grid g, int64_t t0, int64_t r0, int64_t r1,
                  int64_t rows, const float* __restrict bias, float* __restrict data) {
   const int64_t KB = g.C / B, stride = rows * g.C;
@@ -158,7 +157,7 @@ void outputTiles(const float* __restrict M, Grid g, int64_t t0, int64_t r0, int6
 // Z[a][r][k] = (A dy_t A^T)[a] for the 2x2 tiles t = t0 + r, r in [r0, r1), of the nChw<B>c
 // gradient (zero past an odd edge and for tiles past the last); `rows` Z's row count.
 template <int B>
-__attribute__((SPMD_VECTOR_CLONES optimize("fp-contract=off")))
+SPMD_ISA_BODY
 void gradientTiles(const float* __restrict data, Grid g, int64_t t0, int64_t r0, int64_t r1,
                    int64_t rows, float* __restrict Z) {
   const int64_t KB = g.C / B, stride = rows * g.C;
@@ -202,24 +201,24 @@ void inputTransform(const Tiled& x, int64_t t0, int64_t rows, float* V) {
   const float* data = x.v.as<const float>();
   const Grid g = gridOf(x);
   overBlockRows(
-      x.B, rows, kGrain, [&](int64_t r0, int64_t r1) { inputTiles<8>(data, g, t0, r0, r1, rows, V); },
-      [&](int64_t r0, int64_t r1) { inputTiles<16>(data, g, t0, r0, r1, rows, V); });
+      x.B, rows, kGrain, [&](int64_t r0, int64_t r1) { onOwnIsa<inputTiles<8>>(data, g, t0, r0, r1, rows, V); },
+      [&](int64_t r0, int64_t r1) { onOwnIsa<inputTiles<16>>(data, g, t0, r0, r1, rows, V); });
 }
 
 void outputTransform(const float* M, int64_t t0, int64_t rows, const float* bias, const Tiled& y) {
   float* data = y.v.as<float>();
   const Grid g = gridOf(y);
   overBlockRows(
-      y.B, rows, kGrain, [&](int64_t r0, int64_t r1) { outputTiles<8>(M, g, t0, r0, r1, rows, bias, data); },
-      [&](int64_t r0, int64_t r1) { outputTiles<16>(M, g, t0, r0, r1, rows, bias, data); });
+      y.B, rows, kGrain, [&](int64_t r0, int64_t r1) { onOwnIsa<outputTiles<8>>(M, g, t0, r0, r1, rows, bias, data); },
+      [&](int64_t r0, int64_t r1) { onOwnIsa<outputTiles<16>>(M, g, t0, r0, r1, rows, bias, data); });
 }
 
 void gradientTransform(const Tiled& dy, int64_t t0, int64_t rows, float* Z) {
   const float* data = dy.v.as<const float>();
   const Grid g = gridOf(dy);
   overBlockRows(
-      dy.B, rows, kGrain, [&](int64_t r0, int64_t r1) { gradientTiles<8>(data, g, t0, r0, r1, rows, Z); },
-      [&](int64_t r0, int64_t r1) { gradientTiles<16>(data, g, t0, r0, r1, rows, Z); });
+      dy.B, rows, kGrain, [&](int64_t r0, int64_t r1) { onOwnIsa<gradientTiles<8>>(data, g, t0, r0, r1, rows, Z); },
+      [&](int64_t r0, int64_t r1) { onOwnIsa<gradientTiles<16>>(data, g, t0, r0, r1, rows, Z); });
 }
 
 // Filters go through the transforms kLanes at a time, one per lane, so the loops vectorize.
@@ -228,7 +227,7 @@ constexpr int64_t kLanes = 8;  // divides K and C: both are multiples of the cha
 // Forward: U[a][c][k] = (G w[k][c] G^T)[a] for c in [o0, o1). Backward data: U[a][k][c] from
 // w[k][c] turned 180 degrees, for k in [o0, o1) (the input gradient convolves dy, K channels in,
 // with the transposed filter). w is OIHW [K, C, 3, 3].
-__attribute__((SPMD_VECTOR_CLONES optimize("fp-contract=off")))
+SPMD_ISA_BODY
 void filterRows(const float* __restrict w, int64_t K, int64_t C, bool backwardData, int64_t o0,
                 int64_t o1, float* __restrict U) {
   const int64_t stride = K * C, inner = backwardData ? C : K;
@@ -262,11 +261,11 @@ void filterTransform(const float* w, int64_t K, int64_t C, bool backwardData, fl
   const int64_t outer = backwardData ? K : C;
 #pragma omp parallel for schedule(static)
   for (int64_t o0 = 0; o0 < outer; o0 += kGrain)
-    filterRows(w, K, C, backwardData, o0, o0 + kGrain < outer ? o0 + kGrain : outer, U);
+    onOwnIsa<filterRows>(w, K, C, backwardData, o0, o0 + kGrain < outer ? o0 + kGrain : outer, U);
 }
 
 // dw[k][c] = G^T dU[.][c][k] G (OIHW) for c in [c0, c1).
-__attribute__((SPMD_VECTOR_CLONES optimize("fp-contract=off")))
+SPMD_ISA_BODY
 void filterGradientRows(const float* __restrict dU, int64_t C, int64_t K, int64_t c0, int64_t c1,
                         float* __restrict dw) {
   const int64_t stride = C * K;
@@ -296,7 +295,7 @@ void filterGradientRows(const float* __restrict dU, int64_t C, int64_t K, int64_
 void filterGradientTransform(const float* dU, int64_t C, int64_t K, float* dw) {
 #pragma omp parallel for schedule(static)
   for (int64_t c0 = 0; c0 < C; c0 += kGrain)
-    filterGradientRows(dU, C, K, c0, c0 + kGrain < C ? c0 + kGrain : C, dw);
+    onOwnIsa<filterGradientRows>(dU, C, K, c0, c0 + kGrain < C ? c0 + kGrain : C, dw);
 }
 
 // The 16 GEMMs dst[a] = src[a] x weights[a] as one-thread oneDNN matmuls on slices of a
@@ -354,15 +353,9 @@ bool groupedFilterFits(int64_t C, int64_t K) {
   return C <= kMaxGroupedFilterChannels && K <= kMaxGroupedFilterChannels && K % 16 == 0;
 }
 
-std::atomic<bool> vectorGroups{true};
-
-// The grouped code is written twice: for AVX2 with FMA (the *Fma functions: B/8 vectors a pixel,
-// register-tiled GEMMs) and portably (the clones' transforms and the loops below with std::fma,
-// exact). Both do the same operations in the same order: the same bits.
-bool vectorCode() {
-  static const bool fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return fma && vectorGroups.load();
-}
+// The grouped code is written twice: as vector copies per ISA (WinogradGroups.inc: register-tiled
+// GEMMs) and portably (the transforms above and the loops below with std::fma, exact). Both do
+// the same operations in the same order: the same bits.
 
 // M[a][r][k] = sum_c V[a][r][c] U[a][c][k] for the group's rows r: each sum in c order.
 void groupGemms(const float* V, const float* U, int64_t C, int64_t K, float* M) {
@@ -399,212 +392,68 @@ struct TileWalk {
   }
 };
 
-#define SPMD_FMA __attribute__((target("avx2,fma")))
+// The grouped code's vector copies (WinogradGroups.inc): AVX2 with FMA (8 lanes, GEMM tiles of
+// 6 x 2 vectors in 16 registers) and AVX-512 (16 lanes, tiles up to 6 x 4 vectors in 32).
+#define SPMD_GROUP_LOAD _mm256_loadu_ps
+#define SPMD_GROUP_STORE _mm256_storeu_ps
+#define SPMD_GROUP_FMA _mm256_fmadd_ps
+#define SPMD_GROUP_NAMESPACE avx2
+#define SPMD_GROUP_TARGET SPMD_TARGET_AVX2
+#define SPMD_GROUP_VECTOR __m256
+#define SPMD_GROUP_TILE 2
+#include "runtime/cpu/WinogradGroups.inc"
+#undef SPMD_GROUP_LOAD
+#undef SPMD_GROUP_STORE
+#undef SPMD_GROUP_FMA
+#undef SPMD_GROUP_NAMESPACE
+#undef SPMD_GROUP_TARGET
+#undef SPMD_GROUP_VECTOR
+#undef SPMD_GROUP_TILE
+#define SPMD_GROUP_LOAD _mm512_loadu_ps
+#define SPMD_GROUP_STORE _mm512_storeu_ps
+#define SPMD_GROUP_FMA _mm512_fmadd_ps
+#define SPMD_GROUP_NAMESPACE avx512
+#define SPMD_GROUP_TARGET SPMD_TARGET_AVX512
+#define SPMD_GROUP_VECTOR __m512
+#define SPMD_GROUP_TILE 4
+#include "runtime/cpu/WinogradGroups.inc"
+#undef SPMD_GROUP_LOAD
+#undef SPMD_GROUP_STORE
+#undef SPMD_GROUP_FMA
+#undef SPMD_GROUP_NAMESPACE
+#undef SPMD_GROUP_TARGET
+#undef SPMD_GROUP_VECTOR
+#undef SPMD_GROUP_TILE
 
-// inputTiles for the group's tiles (zeros from tile g.T on): V [16][kGroup][g.C].
+// The widest copy whose vectors a channel block of B fills: nChw8c takes AVX2's under AVX-512.
 template <int B>
-SPMD_FMA void inputGroupFma(const float* __restrict in, const Grid& g, int64_t t0, float* __restrict V) {
-  const int64_t C = g.C, CB = C / B, sv = kGroup * C;
-  TileWalk at(g, t0);
-  for (int r = 0; r < kGroup; ++r, at.next()) {
-    const bool exists = t0 + r < g.T;
-    const int64_t h0 = 2 * at.ty - 1, w0 = 2 * at.tx - 1;
-    const bool inside = exists && h0 >= 0 && h0 + 3 < g.H && w0 >= 0 && w0 + 3 < g.W;
-    for (int64_t cb = 0; cb < CB; ++cb) {
-      const float* plane = in + (at.n * CB + cb) * g.H * g.W * B;
-      for (int half = 0; half < B; half += 8) {
-        // Columns first: e[.][j] = B^T d[.][j] as column j is read.
-        __m256 e[4][4];
-        const float* p = plane + (h0 * g.W + w0) * B + half;  // pixel (h0, w0): may lie outside
-        for (int j = 0; j < 4; ++j) {
-          __m256 d[4];
-          if (inside) {
-            for (int i = 0; i < 4; ++i) d[i] = _mm256_loadu_ps(p + (i * g.W + j) * B);
-          } else {
-            const bool column = exists && w0 + j >= 0 && w0 + j < g.W;
-            for (int i = 0; i < 4; ++i)
-              d[i] = column && h0 + i >= 0 && h0 + i < g.H ? _mm256_loadu_ps(p + (i * g.W + j) * B)
-                                                          : _mm256_setzero_ps();
-          }
-          e[0][j] = _mm256_sub_ps(d[0], d[2]);
-          e[1][j] = _mm256_add_ps(d[1], d[2]);
-          e[2][j] = _mm256_sub_ps(d[2], d[1]);
-          e[3][j] = _mm256_sub_ps(d[1], d[3]);
-        }
-        float* v = V + r * C + cb * B + half;
-        for (int i = 0; i < 4; ++i) {
-          _mm256_storeu_ps(v + (i * 4 + 0) * sv, _mm256_sub_ps(e[i][0], e[i][2]));
-          _mm256_storeu_ps(v + (i * 4 + 1) * sv, _mm256_add_ps(e[i][1], e[i][2]));
-          _mm256_storeu_ps(v + (i * 4 + 2) * sv, _mm256_sub_ps(e[i][2], e[i][1]));
-          _mm256_storeu_ps(v + (i * 4 + 3) * sv, _mm256_sub_ps(e[i][1], e[i][3]));
-        }
-      }
-    }
-  }
+OwnIsa widestFor(OwnIsa isa) {
+  return B == 8 ? std::min(isa, OwnIsa::avx2) : isa;
 }
 
-// gradientTiles for the group's tiles (zeros from tile g.T on): Z [16][kGroup][g.C].
+// One group of the forward or backward data: the widest vector copy, or the portable code.
 template <int B>
-SPMD_FMA void gradientGroupFma(const float* __restrict dy, const Grid& g, int64_t t0, float* __restrict Z) {
-  const int64_t K = g.C, KB = K / B, sz = kGroup * K;
-  const __m256 sign = _mm256_set1_ps(-0.f);
-  TileWalk at(g, t0);
-  for (int r = 0; r < kGroup; ++r, at.next()) {
-    const bool exists = t0 + r < g.T;
-    const int64_t h0 = 2 * at.ty, w0 = 2 * at.tx;
-    for (int64_t kb = 0; kb < KB; ++kb) {
-      const float* plane = dy + (at.n * KB + kb) * g.H * g.W * B;
-      for (int half = 0; half < B; half += 8) {
-        __m256 d[2][2], e[4][2];
-        for (int i = 0; i < 2; ++i)
-          for (int j = 0; j < 2; ++j)
-            d[i][j] = exists && h0 + i < g.H && w0 + j < g.W
-                          ? _mm256_loadu_ps(plane + ((h0 + i) * g.W + w0 + j) * B + half)
-                          : _mm256_setzero_ps();
-        for (int j = 0; j < 2; ++j) {
-          e[0][j] = d[0][j];
-          e[1][j] = _mm256_add_ps(d[0][j], d[1][j]);
-          e[2][j] = _mm256_sub_ps(d[0][j], d[1][j]);
-          e[3][j] = _mm256_xor_ps(d[1][j], sign);
-        }
-        float* z = Z + r * K + kb * B + half;
-        for (int i = 0; i < 4; ++i) {
-          _mm256_storeu_ps(z + (i * 4 + 0) * sz, e[i][0]);
-          _mm256_storeu_ps(z + (i * 4 + 1) * sz, _mm256_add_ps(e[i][0], e[i][1]));
-          _mm256_storeu_ps(z + (i * 4 + 2) * sz, _mm256_sub_ps(e[i][0], e[i][1]));
-          _mm256_storeu_ps(z + (i * 4 + 3) * sz, _mm256_xor_ps(e[i][1], sign));
-        }
-      }
-    }
-  }
-}
-
-// groupGemms as kGroup x 16 register tiles.
-SPMD_FMA void gemmsFma(const float* __restrict V, const float* __restrict U, int64_t C, int64_t K,
-                       float* __restrict M) {
-  for (int a = 0; a < 16; ++a) {
-    const float* Va = V + a * kGroup * C;
-    const float* Ua = U + a * C * K;
-    float* Ma = M + a * kGroup * K;
-    for (int64_t k0 = 0; k0 < K; k0 += 16) {
-      __m256 acc[kGroup][2];
-      for (int r = 0; r < kGroup; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
-      for (int64_t c = 0; c < C; ++c) {
-        const __m256 u0 = _mm256_loadu_ps(Ua + c * K + k0), u1 = _mm256_loadu_ps(Ua + c * K + k0 + 8);
-        for (int r = 0; r < kGroup; ++r) {
-          const __m256 v = _mm256_broadcast_ss(Va + r * C + c);
-          acc[r][0] = _mm256_fmadd_ps(v, u0, acc[r][0]);
-          acc[r][1] = _mm256_fmadd_ps(v, u1, acc[r][1]);
-        }
-      }
-      for (int r = 0; r < kGroup; ++r) {
-        _mm256_storeu_ps(Ma + r * K + k0, acc[r][0]);
-        _mm256_storeu_ps(Ma + r * K + k0 + 8, acc[r][1]);
-      }
-    }
-  }
-}
-
-// groupFilterGemms with the group's 16 gradient columns of each point held in registers.
-SPMD_FMA void filterGemmsFma(const float* __restrict V, const float* __restrict Z, int64_t C, int64_t K,
-                             float* __restrict dU) {
-  for (int a = 0; a < 16; ++a) {
-    const float* Va = V + a * kGroup * C;
-    const float* Za = Z + a * kGroup * K;
-    float* dUa = dU + a * C * K;
-    for (int64_t k0 = 0; k0 < K; k0 += 16) {
-      __m256 z[kGroup][2];
-      for (int r = 0; r < kGroup; ++r) {
-        z[r][0] = _mm256_loadu_ps(Za + r * K + k0);
-        z[r][1] = _mm256_loadu_ps(Za + r * K + k0 + 8);
-      }
-      for (int64_t c = 0; c < C; ++c) {
-        float* d = dUa + c * K + k0;
-        __m256 acc0 = _mm256_loadu_ps(d), acc1 = _mm256_loadu_ps(d + 8);
-        for (int r = 0; r < kGroup; ++r) {
-          const __m256 v = _mm256_broadcast_ss(Va + r * C + c);
-          acc0 = _mm256_fmadd_ps(v, z[r][0], acc0);
-          acc1 = _mm256_fmadd_ps(v, z[r][1], acc1);
-        }
-        _mm256_storeu_ps(d, acc0);
-        _mm256_storeu_ps(d + 8, acc1);
-      }
-    }
-  }
-}
-
-// outputTiles for the group's tiles that exist, K channels: M [16][kGroup][K].
-template <int B>
-SPMD_FMA void outputGroupFma(const float* __restrict M, const Grid& g, int64_t K, int64_t t0,
-                             const float* __restrict bias, float* __restrict out) {
-  const int64_t KB = K / B, sm = kGroup * K;
-  TileWalk at(g, t0);
-  for (int r = 0; r < kGroup && t0 + r < g.T; ++r, at.next()) {
-    const int64_t h0 = 2 * at.ty, w0 = 2 * at.tx;
-    for (int64_t kb = 0; kb < KB; ++kb) {
-      float* plane = out + (at.n * KB + kb) * g.H * g.W * B;
-      for (int half = 0; half < B; half += 8) {
-        const float* m = M + r * K + kb * B + half;
-        __m256 e[2][4], o[2][2];
-        for (int j = 0; j < 4; ++j) {
-          const __m256 m0 = _mm256_loadu_ps(m + j * sm), m1 = _mm256_loadu_ps(m + (4 + j) * sm),
-                       m2 = _mm256_loadu_ps(m + (8 + j) * sm), m3 = _mm256_loadu_ps(m + (12 + j) * sm);
-          e[0][j] = _mm256_add_ps(_mm256_add_ps(m0, m1), m2);
-          e[1][j] = _mm256_sub_ps(_mm256_sub_ps(m1, m2), m3);
-        }
-        for (int i = 0; i < 2; ++i) {
-          o[i][0] = _mm256_add_ps(_mm256_add_ps(e[i][0], e[i][1]), e[i][2]);
-          o[i][1] = _mm256_sub_ps(_mm256_sub_ps(e[i][1], e[i][2]), e[i][3]);
-          if (bias) {
-            const __m256 b = _mm256_loadu_ps(bias + kb * B + half);
-            o[i][0] = _mm256_add_ps(o[i][0], b);
-            o[i][1] = _mm256_add_ps(o[i][1], b);
-          }
-        }
-        for (int i = 0; i < 2; ++i)
-          for (int j = 0; j < 2; ++j)
-            if (h0 + i < g.H && w0 + j < g.W)
-              _mm256_storeu_ps(plane + ((h0 + i) * g.W + w0 + j) * B + half, o[i][j]);
-      }
-    }
-  }
-}
-
-template <int B>
-SPMD_FMA void convolveGroupFma(const float* in, const Grid& g, int64_t K, const float* U, int64_t t0,
-                               const float* bias, float* out, float* V, float* M) {
-  inputGroupFma<B>(in, g, t0, V);
-  gemmsFma(V, U, g.C, K, M);
-  outputGroupFma<B>(M, g, K, t0, bias, out);
-}
-
-template <int B>
-SPMD_FMA void filterGroupFma(const float* x, const Grid& gx, const float* dy, const Grid& gy, int64_t t0,
-                             float* V, float* Z, float* dU) {
-  inputGroupFma<B>(x, gx, t0, V);
-  gradientGroupFma<B>(dy, gy, t0, Z);
-  filterGemmsFma(V, Z, gx.C, gy.C, dU);
-}
-
-#undef SPMD_FMA
-
-// One group of the forward or backward data: the AVX2+FMA code or the portable one.
-template <int B>
-void convolveGroup(bool vector, const float* in, const Grid& gx, const Grid& gy, const float* U, int64_t t0,
+void convolveGroup(OwnIsa isa, const float* in, const Grid& gx, const Grid& gy, const float* U, int64_t t0,
                    const float* bias, float* out, float* V, float* M) {
-  if (vector) return convolveGroupFma<B>(in, gx, gy.C, U, t0, bias, out, V, M);
-  inputTiles<B>(in, gx, t0, 0, kGroup, kGroup, V);
+  const OwnIsa copy = widestFor<B>(isa);
+  if constexpr (B == 16)
+    if (copy == OwnIsa::avx512) return avx512::convolveGroup<B>(in, gx, gy.C, U, t0, bias, out, V, M);
+  if (copy == OwnIsa::avx2) return avx2::convolveGroup<B>(in, gx, gy.C, U, t0, bias, out, V, M);
+  onOwnIsa<inputTiles<B>>(in, gx, t0, 0, kGroup, kGroup, V);
   groupGemms(V, U, gx.C, gy.C, M);
-  outputTiles<B>(M, gy, t0, 0, kGroup, kGroup, bias, out);
+  onOwnIsa<outputTiles<B>>(M, gy, t0, 0, kGroup, kGroup, bias, out);
 }
 
-// One group of the backward filter, added into dU: the AVX2+FMA code or the portable one.
+// One group of the backward filter, added into dU: as convolveGroup.
 template <int B>
-void filterGroup(bool vector, const float* x, const Grid& gx, const float* dy, const Grid& gy, int64_t t0,
+void filterGroup(OwnIsa isa, const float* x, const Grid& gx, const float* dy, const Grid& gy, int64_t t0,
                  float* V, float* Z, float* dU) {
-  if (vector) return filterGroupFma<B>(x, gx, dy, gy, t0, V, Z, dU);
-  inputTiles<B>(x, gx, t0, 0, kGroup, kGroup, V);
-  gradientTiles<B>(dy, gy, t0, 0, kGroup, kGroup, Z);
+  const OwnIsa copy = widestFor<B>(isa);
+  if constexpr (B == 16)
+    if (copy == OwnIsa::avx512) return avx512::filterGroup<B>(x, gx, dy, gy, t0, V, Z, dU);
+  if (copy == OwnIsa::avx2) return avx2::filterGroup<B>(x, gx, dy, gy, t0, V, Z, dU);
+  onOwnIsa<inputTiles<B>>(x, gx, t0, 0, kGroup, kGroup, V);
+  onOwnIsa<gradientTiles<B>>(dy, gy, t0, 0, kGroup, kGroup, Z);
   groupFilterGemms(V, Z, gx.C, gy.C, dU);
 }
 
@@ -616,7 +465,7 @@ void convolveGrouped(const Tiled& x, const Tiled& y, const float* U, const float
   float* out = y.v.as<float>();
   const Grid gx = gridOf(x), gy = gridOf(y);
   const int64_t groups = (x.tiles() + kGroup - 1) / kGroup;
-  const bool vector = vectorCode();
+  const OwnIsa isa = ownIsa();
 #pragma omp parallel
   {
     // Each thread's own scratch (buffer 1 holds the caller's U).
@@ -624,8 +473,8 @@ void convolveGrouped(const Tiled& x, const Tiled& y, const float* U, const float
     float* M = threadScratch(2, 16 * kGroup * y.C);
 #pragma omp for schedule(static)
     for (int64_t i = 0; i < groups; ++i) {
-      if (x.B == 16) convolveGroup<16>(vector, in, gx, gy, U, i * kGroup, bias, out, V, M);
-      else convolveGroup<8>(vector, in, gx, gy, U, i * kGroup, bias, out, V, M);
+      if (x.B == 16) convolveGroup<16>(isa, in, gx, gy, U, i * kGroup, bias, out, V, M);
+      else convolveGroup<8>(isa, in, gx, gy, U, i * kGroup, bias, out, V, M);
     }
   }
 }
@@ -640,7 +489,7 @@ float* filterGrouped(const Tiled& x, const Tiled& dy) {
   float* dU = threadScratch(1, slices * per);
   std::memset(dU, 0, sizeof(float) * slices * per);
   const float *xs = x.v.as<const float>(), *dys = dy.v.as<const float>();
-  const bool vector = vectorCode();
+  const OwnIsa isa = ownIsa();
 #pragma omp parallel
   {
     float* V = threadScratch(0, 16 * kGroup * C);
@@ -654,8 +503,8 @@ float* filterGrouped(const Tiled& x, const Tiled& dy) {
       gx.T = gy.T = last;
       float* slice = dU + s * per;
       for (int64_t t0 = first; t0 < last; t0 += kGroup) {
-        if (x.B == 16) filterGroup<16>(vector, xs, gx, dys, gy, t0, V, Z, slice);
-        else filterGroup<8>(vector, xs, gx, dys, gy, t0, V, Z, slice);
+        if (x.B == 16) filterGroup<16>(isa, xs, gx, dys, gy, t0, V, Z, slice);
+        else filterGroup<8>(isa, xs, gx, dys, gy, t0, V, Z, slice);
       }
     }
 #pragma omp for schedule(static)
@@ -755,8 +604,6 @@ bool pays(const KernelCall& call, Path path) {
   if (path == Path::Chunked && grouped(*o)) return false;  // the grouped path comes first
   return !(o->filter && (w.dim(0) < 128 || w.dim(1) < 128) && (a.dim(2) % 2 || a.dim(3) % 2));
 }
-
-bool setVectorGroups(bool on) { return vectorGroups.exchange(on); }
 
 int64_t setChunkFloats(int64_t floats) {
   if (floats < 1) throw Error("Winograd chunks need at least one float, got " + std::to_string(floats));

@@ -35,10 +35,6 @@ bool pays(const KernelCall& call, Path path);
 // prepared after the call.
 int64_t setChunkFloats(int64_t floats);
 
-// Whether the grouped convolutions use their AVX2+FMA code where the CPU has it (default true);
-// tests turn it off to compare the portable code's bits with it. Returns the previous value.
-bool setVectorGroups(bool on);
-
 void forward(KernelCall& call, Path path);         // inputs: x, filter[, bias]; output: y
 void backwardData(KernelCall& call, Path path);    // inputs: result_grad, filter; output: input_grad
 void backwardFilter(KernelCall& call, Path path);  // inputs: x, result_grad; output: filter_grad

@@ -1,6 +1,7 @@
 // What must not drift between environments, as bits: each workload below runs twice here (the
 // same bits run to run), and with SPMD_DRIFT_BITS set its bits' hash is appended to that file,
-// which tests/drift_bits.py compares across OMP_NUM_THREADS=1, 2 and oneDNN held to AVX2.
+// which tests/drift_bits.py compares across OMP_NUM_THREADS=1, 2, oneDNN and our kernels held to AVX2,
+// and our kernels held to their portable code (SPMD_MAX_CPU_ISA).
 //  - own kernels: a pmap step on cpu:4 that only our own kernels run (elementwise, fused,
 //    reductions, softmax cross-entropy, the all-reduce's fold tree): their results depend on
 //    the shapes alone, not on threads or the instruction set.

@@ -290,6 +290,7 @@ TEST_F(FashionMnistSampleTest, BadFlagsAreClearErrors) {
 TEST_F(FashionMnistSampleTest, EnvironmentSettingsAreCheckedBeforeTheFirstStep) {
   for (auto [name, value, expected] :
        {std::tuple{"SPMD_LOG_DRIFT_CHECKS", "maybe", "SPMD_LOG_DRIFT_CHECKS"},
+        {"SPMD_MAX_CPU_ISA", "avx3", "SPMD_MAX_CPU_ISA='avx3' is not an instruction set of spmd's own CPU kernels"},
         {"SPMD_TRACE", "/nonexistent-spmd-dir/trace.json",
          "the trace file /nonexistent-spmd-dir/trace.json (SPMD_TRACE, PmapOptions::trace, --trace) cannot be written"}}) {
     setenv(name, value, 1);

@@ -69,26 +69,6 @@ TEST(KernelTest, WinogradChunksMatchTheReference) {
   EXPECT_THROW(cpu::winograd::setChunkFloats(0), Error);
 }
 
-// The grouped Winograd convolutions (16-64 channels) run AVX2+FMA code where the CPU has it and
-// portable code elsewhere: the same operations in the same order, so the same bits.
-TEST(KernelTest, GroupedWinogradGivesTheSameBitsWithoutItsVectorCode) {
-  PinnedKernels pin("conv2d:winograd_grouped,conv2d_backward_data:winograd_grouped,conv2d_backward_filter:winograd_grouped");
-  int grouped = 0;
-  for (const KernelCase& c : kernelCases(DType::f32)) {
-    if (c.name.find("grouped winograd") == std::string::npos) continue;
-    SCOPED_TRACE(c.name);
-    ++grouped;
-    std::string ran;
-    std::vector<Array> vector = runKernel(cpuKernels(), c, &ran);
-    EXPECT_EQ(ran.rfind("winograd_grouped:", 0), 0u) << ran;
-    const bool previous = cpu::winograd::setVectorGroups(false);
-    std::vector<Array> portable = runKernel(cpuKernels(), c);
-    cpu::winograd::setVectorGroups(previous);
-    ASSERT_EQ(vector[0].bytes(), portable[0].bytes());
-    EXPECT_EQ(std::memcmp(vector[0].data(), portable[0].data(), vector[0].bytes()), 0);
-  }
-  EXPECT_EQ(grouped, 9);
-}
 
 // The stride-2 GEMM convolutions (runtime/cpu/StridedConv.cpp) take their images in equal
 // chunks, the filter gradient adding each chunk's GEMM to the last; the kernel cases fit one.

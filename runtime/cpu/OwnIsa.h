@@ -1,0 +1,69 @@
+// Our own CPU kernels' instruction set, chosen by us rather than by the loader, so that one
+// machine can run and test each path: the widest of AVX-512, AVX2 (with FMA) and the portable
+// baseline this CPU has, capped by SPMD_MAX_CPU_ISA (`avx512`, `avx2` or `portable`), as
+// ONEDNN_MAX_CPU_ISA caps oneDNN's. Every path gives the same bits (each lane sums in its own
+// fixed order, without contracted multiply-adds: these files build with -ffp-contract=off), so
+// the cap changes the speed only.
+//
+// A kernel written once runs on all three: mark it SPMD_ISA_BODY (always inlined), and call it
+// through onOwnIsa<kernel>(args...), which inlines it into a copy compiled for each ISA and calls
+// the one ownIsa() names (a switch, not the loader's ifunc: ThreadSanitizer builds run every copy
+// too). What the body calls is compiled into the copy only where it inlines: keep its loops in it.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+namespace spmd::runtime::cpu {
+
+enum class OwnIsa { portable, avx2, avx512 };
+
+// The CPU's widest, capped by SPMD_MAX_CPU_ISA (read once; an unknown value throws, naming the
+// valid ones) or by setOwnIsaCap.
+OwnIsa ownIsa();
+const char* ownIsaName(OwnIsa isa);
+
+// Tests and benchmarks: cap our kernels (nullopt: SPMD_MAX_CPU_ISA's cap again); the previous cap.
+std::optional<OwnIsa> setOwnIsaCap(std::optional<OwnIsa> cap);
+
+// The CPU's widest, uncapped (what SPMD_MAX_CPU_ISA can lower).
+OwnIsa cpuOwnIsa();
+
+// Which copies ran: each copy counts its calls (in this process, all threads; tests read it to
+// show a path ran).
+void countOwnIsaCall(OwnIsa isa);
+uint64_t ownIsaCalls(OwnIsa isa);
+
+#define SPMD_ISA_BODY __attribute__((always_inline)) inline
+#define SPMD_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma")))
+#define SPMD_TARGET_AVX2 __attribute__((target("avx2,fma")))
+
+namespace isa_copies {
+template <auto Kernel, class... Args>
+SPMD_TARGET_AVX512 void avx512(Args&&... args) {
+  countOwnIsaCall(OwnIsa::avx512);
+  Kernel(static_cast<Args&&>(args)...);
+}
+template <auto Kernel, class... Args>
+SPMD_TARGET_AVX2 void avx2(Args&&... args) {
+  countOwnIsaCall(OwnIsa::avx2);
+  Kernel(static_cast<Args&&>(args)...);
+}
+template <auto Kernel, class... Args>
+void portable(Args&&... args) {
+  countOwnIsaCall(OwnIsa::portable);
+  Kernel(static_cast<Args&&>(args)...);
+}
+}  // namespace isa_copies
+
+template <auto Kernel, class... Args>
+void onOwnIsa(Args&&... args) {
+  switch (ownIsa()) {
+    case OwnIsa::avx512: return isa_copies::avx512<Kernel>(static_cast<Args&&>(args)...);
+    case OwnIsa::avx2: return isa_copies::avx2<Kernel>(static_cast<Args&&>(args)...);
+    case OwnIsa::portable: break;
+  }
+  isa_copies::portable<Kernel>(static_cast<Args&&>(args)...);
+}
+
+}  // namespace spmd::runtime::cpu
