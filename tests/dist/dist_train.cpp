@@ -37,6 +37,7 @@ struct Flags {
   std::string devices = "cpu:1", out, fault, checkpoint, bn = "cross", dtype = "f32";
   int steps = 3, faultProcess = 1, faultStep = 1, initSeed = 7, accumulate = 1;
   double lr = 0.05;
+  int64_t bucketBytes = 25 << 20;
 };
 
 // The flags through CLI11 (tools/cli); nullopt with `status` set when the program should stop.
@@ -58,6 +59,7 @@ std::optional<Flags> parse(int argc, char** argv, int& status) {
   cli::whole(app, "--init-seed", f.initSeed, 0, INT32_MAX, "initialization seed");
   cli::whole(app, "--accumulate", f.accumulate, 1, 4096, "micro-batches per device and step");
   cli::oneOf(app, "--dtype", f.dtype, {"f32", "f64"}, "the element type of the model and data");
+  cli::whole(app, "--bucket-bytes", f.bucketBytes, 4, int64_t(1) << 40, "the largest combined gradient all-reduce");
   if (auto stop = cli::parse(app, argc, argv)) {
     status = *stop;
     return std::nullopt;
@@ -190,8 +192,8 @@ int run(const Flags& f) {
         auto [newParams, newOpt] = sgd.update(p, grads, o);
         return std::tuple{newParams, newState, newOpt, loss};
       },
-      {.inAxes = {replicated, replicated, replicated, split, split}, .devices = f.devices, .name = "dist_step",
-       .driftCheckEvery = f.fault == "flip" ? 1 : 0, .accumulate = f.accumulate,
+      {.inAxes = {replicated, replicated, replicated, split, split}, .devices = f.devices,
+       .bucketBytes = f.bucketBytes, .name = "dist_step", .driftCheckEvery = f.fault == "flip" ? 1 : 0, .accumulate = f.accumulate,
        // lone-read: the parameters stay sliced across the processes (ZeRO-1), and the checkpoint
        // below reads them on process 0 alone, which must stop the job naming the mistake.
        .shardUpdate = f.fault == "lone-read"});

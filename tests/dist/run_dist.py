@@ -51,7 +51,7 @@ def fail(message):
 
 def mpirun_base(args, processes, threads, extra=(), env=None):
     env_vars = ["OMP_NUM_THREADS", "SPMD_COLLECTIVE_TIMEOUT", "SPMD_REDUCE", "SPMD_CPU_DEVICE_COUNT",
-                "SPMD_THREADS_PER_REPLICA"]
+                "SPMD_THREADS_PER_REPLICA", "SPMD_TRACE"]
     command = [args.mpirun, "--oversubscribe", "--bind-to", "none", "--timeout", "240",
                "--mca", "pml", "ob1", "-np", str(processes)]
     command += list(extra) or ["--mca", "btl", "self,vader,tcp"]
@@ -526,6 +526,32 @@ def check_trace_file(path, want_tracks, pid):
     return len(spans)
 
 
+def check_overlap(path):
+    """The gradient all-reduces ran behind the backward pass under mpirun, as the replica's event
+    order shows: an all_reduce step handed its buckets to the communication thread, other steps ran,
+    and only then did the replica wait for it ("wait for all_reduce"; with the collectives run in
+    the foreground there is no wait span at all). Returns how many all-reduces overlapped."""
+    with open(path) as f:
+        events = json.load(f)["traceEvents"]
+    names = {e["tid"]: e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
+    replica = sorted((e for e in events if e["ph"] == "X" and names.get(e["tid"]) == "replica cpu:0"),
+                     key=lambda e: e["ts"])
+    overlapped, handed, ran = 0, 0, 0  # all_reduces handed off, steps run since
+    for e in replica:
+        if e["cat"] == "step" and e["name"] == "all_reduce":
+            handed += 1
+        elif e["cat"] == "step" and handed:
+            ran += 1
+        elif e["cat"] == "wait" and e["name"] == "wait for all_reduce":
+            if handed and ran:
+                overlapped += 1
+            handed, ran = max(handed - 1, 0), 0
+    if not overlapped:
+        fail("trace %s: no all_reduce ran behind other steps (each was waited for before the next step, or "
+             "ran in the foreground): the communication thread's overlap is off" % path)
+    return overlapped
+
+
 def check_trace(args):
     flags = ["--epochs", "1", "--train-limit", "192", "--test-limit", "32", "--batch", "48", "--eval-batch", "32",
              "--width", "2", "--no-plot", "--max-steps", "3", "--trace"]
@@ -547,6 +573,18 @@ def check_trace(args):
         n = check_trace_file(os.path.join(out, "trace.%d.json" % process),
                              ["host", "replica cpu:0", "communication thread"], process)
         print("trace, process %d of 2: %d spans, every track present, well nested" % (process, n))
+    # The gradients in 4 KB buckets (the width-2 model's in one bucket would be read at once).
+    out = os.path.join(args.scratch, "overlap_2x1")
+    shutil.rmtree(out, ignore_errors=True)
+    os.makedirs(out)
+    rc, log, _ = run(mpirun_base(args, 2, 1, env=dict(env, SPMD_TRACE="x")) +
+                     [args.worker, "--devices", "cpu:1", "--out", os.path.join(out, "state"), "--steps", "2",
+                      "--bucket-bytes", "4096"], dict(env, SPMD_TRACE=os.path.join(out, "trace.json")))
+    if rc != 0:
+        fail("the worker under mpirun -np 2 with SPMD_TRACE exited %d:\n%s" % (rc, log))
+    for process in (0, 1):
+        overlapped = check_overlap(os.path.join(out, "trace.%d.json" % process))
+        print("trace, process %d of 2, 4 KB buckets: %d all-reduces ran behind later steps" % (process, overlapped))
 
 
 
