@@ -58,7 +58,8 @@ std::optional<Flags> parse(int argc, char** argv, int& status) {
   cli::number(app, "--lr", f.lr, 0, 1e30, "learning rate");
   cli::whole(app, "--init-seed", f.initSeed, 0, INT32_MAX, "initialization seed");
   cli::whole(app, "--accumulate", f.accumulate, 1, 4096, "micro-batches per device and step");
-  cli::oneOf(app, "--dtype", f.dtype, {"f32", "f64"}, "the element type of the model and data");
+  cli::oneOf(app, "--dtype", f.dtype, {"f32", "f64", "bf16"},
+             "the element type of the model and data (bf16: mixed precision, f32 parameters)");
   cli::whole(app, "--bucket-bytes", f.bucketBytes, 4, int64_t(1) << 40, "the largest combined gradient all-reduce");
   if (auto stop = cli::parse(app, argc, argv)) {
     status = *stop;
@@ -174,7 +175,8 @@ void checkFoldOrder(const Flags& f, std::string& report) {
 
 int run(const Flags& f) {
   const int process = processIndex(), processes = processCount();
-  const DType dtype = f.dtype == "f64" ? DType::f64 : DType::f32;
+  const DType dtype = f.dtype == "f64" ? DType::f64 : DType::f32;  // of the parameters and data
+  const DType compute = f.dtype == "bf16" ? DType::bf16 : DType::f32;  // mixed precision or none
   auto model = models::resnet18(
       {.inChannels = 1, .numClasses = 10, .width = 2, .bnAxisName = f.bn == "cross" ? "batch" : ""});
   auto [params32, state32] = model->initialize(f.initSeed);
@@ -185,7 +187,7 @@ int run(const Flags& f) {
       [&](const Tree& p, const Tree& s, const Tree& o, const Tensor& x, const Tensor& y) {
         auto [loss, grads, newState] = value_and_grad(
             [&](const Tree& q) {
-              auto [logits, ns] = model->apply(q, s, x, /*training=*/true);
+              auto [logits, ns] = model->apply(q, s, x, {.training = true, .compute = compute});
               return std::pair{mean(softmaxCrossEntropy(logits, y), {0}), ns};
             },
             has_aux)(p);

@@ -122,7 +122,7 @@ def check_layouts(args):
     # and in f64 (where a wrong fold order shows: an f32 fold of few values is often exact in any
     # order), with cross-replica and per-replica BatchNorm, at one thread per replica.
     layouts = {4: [(1, 4), (2, 2), (4, 1)], 6: [(1, 6), (2, 3), (3, 2)]}
-    reference = None
+    reference = reference_n4_f32 = None
     for n, splits in layouts.items():
         for dtype in ["f32", "f64"]:
             for bn in ["cross", "per"]:
@@ -137,6 +137,8 @@ def check_layouts(args):
                     print("%s: %d bytes of state, %.1f s" % (name, len(blob), seconds))
                     if n == 6 and dtype == "f32" and bn == "cross" and (processes, per) == (2, 3):
                         reference = blob
+                    if n == 4 and dtype == "f32" and bn == "cross" and (processes, per) == (1, 4):
+                        reference_n4_f32 = blob
                 first = results[splits[0]]
                 for split, blob in results.items():
                     if blob != first:
@@ -144,6 +146,20 @@ def check_layouts(args):
                              (n, dtype, bn, split[0], split[1], splits[0][0], splits[0][1]))
                 print("exact N = %d %s %s-replica BN: %s give the same bits" %
                       (n, dtype, bn, ", ".join("%dx%d" % s for s in splits)))
+    # Mixed precision (bf16 activations, f32 parameters and all-reduces) keeps the promise too.
+    splits = layouts[4]
+    results = {}
+    for processes, per in splits:
+        name = "exact_n4_bf16_cross_%dx%d" % (processes, per)
+        results[(processes, per)] = exact_run(args, processes, per, name, ["--dtype", "bf16", "--bn", "cross"],
+                                              {"SPMD_THREADS_PER_REPLICA": 1})[0]
+    for split, blob in results.items():
+        if blob != results[splits[0]]:
+            fail("exact mode, N = 4, bf16 activations: %d x %d differs from %d x %d" %
+                 (split[0], split[1], splits[0][0], splits[0][1]))
+    if results[splits[0]] == reference_n4_f32:
+        fail("exact mode, N = 4: the bf16 run's state equals the f32 run's: --dtype bf16 changed nothing")
+    print("exact N = 4 bf16 activations cross-replica BN: %s give the same bits" % ", ".join("%dx%d" % s for s in splits))
     # Gradient accumulation: P x K x A with per-replica BatchNorm is the same bits as P * K * A
     # replicas, in f32 and f64 (the micro-batches are virtual replicas of the same fold tree).
     accumulation = {4: [(1, 2, 2), (1, 1, 4), (2, 1, 2)], 6: [(1, 3, 2), (3, 1, 2)]}
