@@ -34,15 +34,46 @@ Program extract(const Program& p, const std::vector<int>& steps, const std::vect
   return out;
 }
 
+// Which buffers hold the same value on every replica of one micro-batch: replicated inputs,
+// constants, all-reduced and all-gathered results, and what is computed from those alone.
+std::vector<bool> replicatedBuffers(const Program& p, const std::vector<bool>& mappedInputs) {
+  std::vector<bool> replicated(p.buffers.size());
+  for (size_t b = 0; b < p.buffers.size(); ++b) replicated[b] = !p.buffers[b].constant.empty();
+  for (size_t i = 0; i < p.inputs.size(); ++i) replicated[p.inputs[i]] = !mappedInputs[i];
+  for (const runtime::Step& step : p.steps) {
+    bool r = step.op == "all_reduce" || step.op == "all_gather";
+    if (!r && step.op != "axis_index" && step.op != "reduce_scatter")
+      r = std::all_of(step.inputs.begin(), step.inputs.end(), [&](int b) { return bool(replicated[b]); });
+    for (int b : step.outputs) replicated[b] = r;
+  }
+  return replicated;
+}
+
+// `program` with each of `outputs` (buffers the same on every replica of a micro-batch, but not
+// across micro-batches: cross-replica BatchNorm's running statistics) replaced by its mean over
+// the virtual replicas, an all-reduce that accumulates like the gradients' pmean.
+Program averagedOverMicroBatches(const Program& program, const std::vector<int>& outputs) {
+  Program p = program;
+  for (int k : outputs) {
+    const int from = p.outputs[k], to = int(p.buffers.size());
+    p.buffers.push_back(p.buffers[from]);
+    runtime::Step mean{"all_reduce", {from}, {to}, {{"axis_name", p.axisName}, {"reduction", std::string("mean")}},
+                       "", ""};
+    // Where the value came from: its producer's place.
+    for (const runtime::Step& step : p.steps)
+      if (std::count(step.outputs.begin(), step.outputs.end(), from)) mean.location = step.location, mean.layer = step.layer;
+    p.steps.push_back(std::move(mean));
+    p.outputs[k] = to;
+  }
+  return p;
+}
+
 }  // namespace
 
 AccumulationSplit splitForAccumulation(const Program& program, const std::vector<bool>& mappedInputs,
                                        const std::vector<bool>& mappedOutputs,
                                        const std::vector<std::string>& outputNames) {
   const int steps = int(program.steps.size()), buffers = int(program.buffers.size());
-  std::vector<int> producer(buffers, -1);
-  for (int s = 0; s < steps; ++s)
-    for (int b : program.steps[s].outputs) producer[b] = s;
   std::vector<bool> accumulated(steps);
   for (int s = 0; s < steps; ++s) accumulated[s] = program.steps[s].op == "all_reduce";
   std::vector<bool> varying, stepVarying;
@@ -58,28 +89,58 @@ AccumulationSplit splitForAccumulation(const Program& program, const std::vector
       const runtime::Step& step = program.steps[s];
       bool v = step.op == "axis_index";
       for (int b : step.inputs) v = v || varying[b];
-      if (accumulated[s]) {
-        if (!v) accumulated[s] = false, changed = true;  // nothing to accumulate: an ordinary step
-        continue;
-      }
+      if (accumulated[s]) continue;  // its result is replicated
       stepVarying[s] = v;
       for (int b : step.outputs) varying[b] = varying[b] || v;
     }
-    for (int s = 0; s < steps; ++s)
-      if (stepVarying[s])
-        for (int b : program.steps[s].inputs)
-          if (int t = producer[b]; t >= 0 && accumulated[t]) accumulated[t] = false, changed = true;
+    // The accumulated all-reduces each buffer was computed from through replicated work (a
+    // scale of the reduced sums, say): varying work that reads one needs them per micro-batch.
+    std::vector<std::set<int>> from(buffers);
+    for (int s = 0; s < steps; ++s) {
+      const runtime::Step& step = program.steps[s];
+      if (accumulated[s]) {
+        for (int b : step.outputs) from[b] = {s};
+        continue;
+      }
+      if (stepVarying[s]) {
+        for (int b : step.inputs)
+          for (int t : from[b]) accumulated[t] = false, changed = true;
+        continue;
+      }
+      for (int b : step.inputs)
+        for (int t : from[b])
+          for (int o : step.outputs) from[o].insert(t);
+    }
   }
+  // An all-reduce of values that do not vary has nothing to accumulate: an ordinary step (decided
+  // at the end, since its operands may come to vary as other all-reduces are demoted).
+  for (int s = 0; s < steps; ++s)
+    if (accumulated[s] && std::none_of(program.steps[s].inputs.begin(), program.steps[s].inputs.end(),
+                                       [&](int b) { return bool(varying[b]); }))
+      accumulated[s] = false;
 
   AccumulationSplit split;
   // Outputs: mapped varying ones from the micro part, the rest from the apply part.
   std::vector<int> microOutputs, applyOutputs, accumulatedOperands;
+  // A replicated output that differs between micro-batches though not between the replicas of one
+  // (it came through an all-reduce inside the micro part: cross-replica BatchNorm's running
+  // statistics) is averaged over the micro-batches; one that differs between replicas is an error.
+  std::vector<int> perMicroBatch;
+  const std::vector<bool> replicated = replicatedBuffers(program, mappedInputs);
   for (size_t k = 0; k < program.outputs.size(); ++k) {
     int b = program.outputs[k];
-    if (varying[b] && !mappedOutputs[k])
+    if (!varying[b] || mappedOutputs[k]) continue;
+    if (!replicated[b])
       throw Error("output '" + outputNames[k] + "' varies with the batch but is not reduced over the axis (no pmean "
                   "or psum reaches it), so with gradient accumulation it would have a value per micro-batch; "
                   "reduce it (spmd::pmean) or return it mapped (outAxes 0 or spmd::split)");
+    perMicroBatch.push_back(int(k));
+  }
+  if (!perMicroBatch.empty())
+    return splitForAccumulation(averagedOverMicroBatches(program, perMicroBatch), mappedInputs, mappedOutputs,
+                                outputNames);
+  for (size_t k = 0; k < program.outputs.size(); ++k) {
+    int b = program.outputs[k];
     if (varying[b]) split.outputs.push_back({true, int(microOutputs.size())}), microOutputs.push_back(b);
     else split.outputs.push_back({false, int(applyOutputs.size())}), applyOutputs.push_back(b);
   }

@@ -10,7 +10,9 @@
 // gradients' pmean, the loss's, the BatchNorm statistics') is accumulated: its operands are the
 // micro part's outputs and the apply part's inputs. An all-reduce whose result feeds varying
 // work again (cross-replica BatchNorm in the forward pass) stays in the micro part and reduces
-// over the replicas of one micro-batch. Replicated work that varying work needs (weight
+// over the replicas of one micro-batch; a replicated output computed from it (cross-replica
+// BatchNorm's running statistics) gets an all-reduce of its own, accumulated: its mean over the
+// micro-batches. Replicated work that varying work needs (weight
 // reorders) runs in the micro part, repeated per micro-batch; replicated work after the
 // accumulated all-reduces (the optimizer update) in the apply part.
 #pragma once
@@ -40,7 +42,7 @@ struct AccumulationSplit {
 
 // `mappedInputs[i]` / `mappedOutputs[k]`: whether input i / output k is mapped over the axis
 // (split or stacked); `outputNames[k]` names output k in errors. Throws spmd::Error when a
-// replicated output varies with the batch without an all-reduce.
+// replicated output differs between replicas (it varies with the batch and reaches no all-reduce).
 AccumulationSplit splitForAccumulation(const runtime::Program& program, const std::vector<bool>& mappedInputs,
                                        const std::vector<bool>& mappedOutputs,
                                        const std::vector<std::string>& outputNames);

@@ -77,7 +77,8 @@ struct PmapOptions {
   // statistics (per-replica BN: each micro-batch starts from the same running statistics), the
   // fold of every all-reduce. A power of two; host-memory devices (cpu) only. An all-reduce
   // whose result feeds the batch's computation again (cross-replica BatchNorm) reduces over the
-  // replicas of one micro-batch, so SyncBN with accumulation is not the same as more replicas.
+  // replicas of one micro-batch, so SyncBN with accumulation is not the same as more replicas; a
+  // replicated output computed from it (the running statistics) is averaged over the micro-batches.
   int accumulate = 1;
   // ZeRO-1 (compiler pass spmd-shard-update): each replica runs the optimizer's update on its 1/N
   // slice of every parameter and state tensor: the gradients' all-reduce becomes a reduce-scatter,

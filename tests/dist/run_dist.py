@@ -176,6 +176,14 @@ def check_layouts(args):
                     fail("accumulation, %s: %d x %d x %d differs from 1 x %d x 1" % (dtype, processes, per, steps, n))
             print("exact N = %d %s per-replica BN: %s (P x K x A) give the bits of 1x%dx1" %
                   (n, dtype, ", ".join("%dx%dx%d" % s for s in splits), n))
+    # Cross-replica BatchNorm with accumulation: statistics over each micro-batch's P x K replicas,
+    # running statistics averaged over the micro-batches; 1 x 2 x 2 and 2 x 1 x 2 agree.
+    cross = {split: exact_run(args, split[0], split[1], "acc_cross_%dx%dx%d" % split,
+                              ["--bn", "cross", "--accumulate", str(split[2])], {"SPMD_THREADS_PER_REPLICA": 1})[0]
+             for split in [(1, 2, 2), (2, 1, 2)]}
+    if cross[(1, 2, 2)] != cross[(2, 1, 2)]:
+        fail("accumulation with cross-replica BatchNorm: 2 x 1 x 2 differs from 1 x 2 x 2")
+    print("exact N = 4 f32 cross-replica BN with accumulation: 1x2x2, 2x1x2 give the same bits")
     # The default thread share (no OMP_NUM_THREADS, no SPMD_THREADS_PER_REPLICA): the host's cores
     # over every replica on it, so 1 x 4, 2 x 2 and 4 x 1 agree without any setting.
     results, shares = {}, set()

@@ -386,3 +386,59 @@ TEST(PmapBadInputTest, AReplicaThatThrowsStopsAllReplicasAndIsNamed) {
 
 }  // namespace
 }  // namespace spmd
+
+namespace spmd {
+namespace {
+
+// Cross-replica statistics with gradient accumulation (as cross-replica BatchNorm with
+// PmapOptions::accumulate): each micro-batch takes its statistics over its own replicas, and a
+// replicated output computed from them (the running statistics) is averaged over the
+// micro-batches, as are the gradients and the loss. So A micro-batches on cpu:2 give the mean of
+// A separate cpu:2 steps, one per micro-batch.
+TEST(PmapTest, CrossReplicaStatisticsWithAccumulationAverageTheMicroBatches) {
+  auto step = [](const Tensor& w, const Tensor& running, const Tensor& x) {
+    auto [loss, grad, batchMean] = value_and_grad(
+        [&](const Tensor& wv) {
+          Tensor h = mul(x, broadcastTo(wv, x.shape()));
+          Tensor m = pmean(mean(h, {0}), "batch");  // the statistic over the micro-batch's replicas
+          Tensor centred = sub(h, broadcastTo(m, h.shape()));
+          return std::pair{mean(sum(mul(centred, centred), {1}), {0}), m};
+        },
+        has_aux)(w);
+    return std::tuple{loss, grad, add(mul(running, 0.9), mul(batchMean, 0.1))};
+  };
+  Array w = randomArray(DType::f64, {3}, 11), running = randomArray(DType::f64, {3}, 12),
+        x = randomArray(DType::f64, {8, 3}, 13, -2, 2);
+  auto run = [&](const Array& batch, int accumulate) {
+    auto f = pmap(step, {.inAxes = {replicated, replicated, split}, .devices = "cpu:2", .accumulate = accumulate});
+    auto [loss, grad, next] = f(w, running, batch);
+    return std::vector<std::vector<double>>{values<double>(loss), values<double>(grad), values<double>(next)};
+  };
+  const auto accumulated = run(x, 2);
+  // Micro-batch a: rows 2a, 2a + 1 of replica 0's half and of replica 1's.
+  std::vector<std::vector<double>> expected;
+  for (int a = 0; a < 2; ++a) {
+    Array part = Array::zeros(DType::f64, {4, 3});
+    int row = 0;
+    for (int r = 0; r < 2; ++r)
+      for (int i = 0; i < 2; ++i, ++row)
+        for (int j = 0; j < 3; ++j) part.values<double>()[row * 3 + j] = x.values<double>()[(r * 4 + a * 2 + i) * 3 + j];
+    const auto one = run(part, 1);
+    if (expected.empty()) expected.assign(one.size(), {});
+    for (size_t o = 0; o < one.size(); ++o) {
+      expected[o].resize(one[o].size());
+      for (size_t i = 0; i < one[o].size(); ++i) expected[o][i] += one[o][i] / 2;
+    }
+  }
+  const char* names[] = {"loss", "gradient", "running statistic"};
+  for (size_t o = 0; o < expected.size(); ++o)
+    for (size_t i = 0; i < expected[o].size(); ++i)
+      EXPECT_NEAR(accumulated[o][i], expected[o][i], 1e-14 * (1 + std::abs(expected[o][i]))) << names[o] << " " << i;
+  // And the statistics really were per micro-batch: over the whole batch, the running one differs.
+  auto whole = pmap(step, {.inAxes = {replicated, replicated, split}, .devices = "cpu:2"});
+  auto [l, g, next] = whole(w, running, x);
+  EXPECT_GT(std::abs(values<double>(next)[0] - expected[2][0]) + std::abs(values<double>(l)[0] - expected[0][0]), 1e-6);
+}
+
+}  // namespace
+}  // namespace spmd
