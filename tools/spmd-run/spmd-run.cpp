@@ -56,6 +56,12 @@ int listKernels(const std::string& only) {
     std::map<std::string, const runtime::Kernel*> sorted;
     for (const auto& [op, kernel] : *table) sorted.emplace(op, &kernel);
     std::printf("%s: %zu ops\n", backend.c_str(), sorted.size());
+    // The machine kind its variants are timed and kept for (CPU: model, oneDNN's ISA and ours).
+    for (const auto& [op, kernel] : sorted)
+      if (kernel->variants && kernel->variants->device) {
+        std::printf("  variants timed for: %s\n", kernel->variants->device().c_str());
+        break;
+      }
     for (const auto& [op, kernel] : sorted) {
       std::printf("  %-32s %.*s\n", op.c_str(), int(kernel->source.size()), kernel->source.data());
       if (kernel->variants)
