@@ -64,7 +64,7 @@ Tensor psumScatter(const Tensor& x, const std::string& axis, Loc loc) {
     throw Error(detail::where(loc) + ": spmd::psumScatter over axis '" + axis + "' needs a leading "
                 "axis of size " + std::to_string(size) + " (one row per replica), got " + x.typeString());
   return trace.wrap(trace.create<ir::ReduceScatterOp>(loc, trace.valueOf(x, loc),
-                                                      trace.builder().getStringAttr(axis))
+                                                      trace.builder().getStringAttr(axis), ir::Reduction::Sum)
                         ->getResult(0));
 }
 

@@ -99,6 +99,9 @@ LogicalResult AllGatherOp::verify() {
 
 LogicalResult ReduceScatterOp::verify() {
   if (failed(checkAxisBound(*this, getAxisName()))) return failure();
+  if (getReduction() != Reduction::Sum && getReduction() != Reduction::Mean)
+    return emitOpError() << "reduction " << stringifyReduction(getReduction()) << " is not one a reduce_scatter "
+                         << "takes (sum or mean)";
   if (typeOf(getInput()).getDimSize(0) != boundAxisSize(*this))
     return emitOpError() << "input " << typeOf(getInput()) << " must have a leading axis of size "
                          << boundAxisSize(*this) << " (the size of axis '" << getAxisName() << "')";
@@ -141,14 +144,20 @@ LogicalResult AllGatherOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads,
     out.push_back(Value());
     return success();
   }
-  out.push_back(b.create<ReduceScatterOp>(getLoc(), grads[0], getAxisName()));
+  out.push_back(b.create<ReduceScatterOp>(getLoc(), grads[0], getAxisName(), Reduction::Sum));
   return success();
 }
 
 LogicalResult ReduceScatterOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads,
                                         SmallVectorImpl<Value>& out) {
-  out.push_back(b.create<AllGatherOp>(getLoc(), grads[0], getAxisName(),
-                                      typeOf(getInput()).getDimSize(0)));
+  const int64_t replicas = typeOf(getInput()).getDimSize(0);
+  Value gathered = b.create<AllGatherOp>(getLoc(), grads[0], getAxisName(), replicas);
+  if (getReduction() == Reduction::Mean) {  // each replica's row took 1/N of every input's
+    auto type = llvm::cast<RankedTensorType>(gathered.getType());
+    auto n = DenseElementsAttr::get(type, b.getFloatAttr(type.getElementType(), double(replicas)));
+    gathered = b.create<DivOp>(getLoc(), gathered, b.create<ConstantOp>(getLoc(), n));
+  }
+  out.push_back(gathered);
   return success();
 }
 

@@ -414,9 +414,12 @@ def Spmd_AllGatherOp : Spmd_CollectiveOp<"all_gather", [Vjp, InferTypeOpAdaptor]
 def Spmd_ReduceScatterOp : Spmd_CollectiveOp<"reduce_scatter", [Vjp, InferTypeOpAdaptor]> {
   let summary = "sum [axis_size, ...] over replicas and keep this replica's row (psum_scatter)";
   let description = [{
-    The transpose of all_gather: replica r receives sum over replicas s of input_s[r].
+    The transpose of all_gather: replica r receives sum over replicas s of input_s[r], or, with
+    reduction mean, that sum divided by the replica count the job runs (as all_reduce's mean:
+    no divisor is written into the program).
   }];
-  let arguments = (ins Spmd_FloatTensor:$input, StrAttr:$axis_name);
+  let arguments = (ins Spmd_FloatTensor:$input, StrAttr:$axis_name,
+                       DefaultValuedAttr<Spmd_ReductionAttr, "::spmd::ir::Reduction::Sum">:$reduction);
   let results = (outs Spmd_FloatTensor:$result);
 }
 

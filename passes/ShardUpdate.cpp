@@ -4,8 +4,9 @@
 // elementwise ops of that type feeding it (weight decay's p * wd). Each region op is cloned
 // onto tensor<chunk> (chunk = ceil(numel / N); the flat tensor padded with zeros to N * chunk,
 // replica r holding elements [r * chunk, (r + 1) * chunk)):
-//   - the gradient's all_reduce becomes a reduce_scatter of the padded [N, chunk] gradient
-//     (divided by N for a mean, as the all_reduce divides its fold's root: the same bits);
+//   - the gradient's all_reduce becomes a reduce_scatter of the padded [N, chunk] gradient with
+//     its reduction (a mean divides its fold's root by the replicas the job runs, as the
+//     all_reduce does: the same bits, and no divisor written into the program);
 //   - a replicated argument the region reads (parameters, momentum, Adam's moments, an EMA) is
 //     passed as this replica's slice (spmd.mapped + spmd.shard_of = its full type); where the
 //     rest of the step reads it (the forward pass reads the parameters) an all_gather rebuilds it;
@@ -171,12 +172,9 @@ class Sharder {
       Value gradient = reduce.getInputs()[0];
       if (Operation* producer = gradient.getDefiningOp()) b.setInsertionPointAfter(producer);
       else b.setInsertionPointToStart(&block_);
-      slice = b.create<ir::ReduceScatterOp>(loc, rowsOf(b, loc, gradient), axis_);
+      // A mean stays a mean: the runtime divides by the replicas it runs (no divisor in the program).
+      slice = b.create<ir::ReduceScatterOp>(loc, rowsOf(b, loc, gradient), axis_, reduce.getReduction());
       b.setInsertionPointAfter(def);
-      if (reduce.getReduction() == ir::Reduction::Mean) {
-        auto splat = DenseElementsAttr::get(chunkType(type), b.getFloatAttr(type.getElementType(), double(replicas_)));
-        slice = b.create<ir::DivOp>(loc, slice, b.create<ir::ConstantOp>(loc, splat));
-      }
       seeds_.insert(def);
     } else if (auto constant = full.getDefiningOp<ir::ConstantOp>(); constant && splatOf(constant)) {
       b.setInsertionPointAfter(constant);

@@ -31,12 +31,13 @@ void all_gather(KernelCall& call) {
                                  what(call)).wait();
 }
 
-// Sums the whole [N, ...] input over replicas, then keeps this replica's row; like all_reduce,
+// Sums (or averages) the whole [N, ...] input over replicas, then keeps this replica's row; like all_reduce,
 // it may finish behind the following steps.
 void reduce_scatter(KernelCall& call) {
   const TensorView& in = call.in[0];
-  Communicator::Pending pending = communicatorOf(call).reduceScatter(in.data, call.out[0].data, in.dtype, in.numel(),
-                                                                     what(call), call.later != nullptr);
+  Communicator::Pending pending =
+      communicatorOf(call).reduceScatter(in.data, call.out[0].data, in.dtype, in.numel(),
+                                         parseReduction(call.step.text("reduction")), what(call), call.later != nullptr);
   if (call.later && !pending.done())
     *call.later = [pending]() mutable { pending.wait(); };
   else

@@ -6,10 +6,10 @@
 namespace spmd::runtime {
 
 Communicator::Pending Communicator::reduceScatter(const void* in, void* out, DType dtype, int64_t count,
-                                                  const std::string& what, bool background) {
+                                                  Reduction op, const std::string& what, bool background) {
   auto staging = std::make_shared<std::vector<std::byte>>(size_t(count) * dtypeSize(dtype));
   Segment operand{const_cast<void*>(in), count}, result{staging->data(), count};
-  Pending reduced = allReduce({&operand, 1}, {&result, 1}, dtype, Reduction::Sum, what, background);
+  Pending reduced = allReduce({&operand, 1}, {&result, 1}, dtype, op, what, background);
   const size_t row = staging->size() / size_t(size());
   const int mine = rank();
   return Pending([reduced, staging, out, row, mine]() mutable {

@@ -92,12 +92,12 @@ class Communicator {
                             const std::string& what, bool background = false) = 0;
   // out[r * bytes .. (r + 1) * bytes) = replica r's `in` (stacked in rank order).
   virtual Pending allGather(const void* in, void* out, size_t bytes, const std::string& what) = 0;
-  // The sum over the replicas of `in` (`count` elements: size() rows), this replica's row into
-  // `out`, each element folded as allReduce folds it (the same bits). By default an all-reduce
-  // of a copy (`background` as allReduce's); the in-process communicator folds this replica's row
-  // alone.
-  virtual Pending reduceScatter(const void* in, void* out, DType dtype, int64_t count, const std::string& what,
-                                bool background = false);
+  // The sum (or mean: `op`) over the replicas of `in` (`count` elements: size() rows), this
+  // replica's row into `out`, each element folded as allReduce folds it (the same bits). By
+  // default an all-reduce of a copy (`background` as allReduce's); the in-process communicator
+  // folds this replica's row alone.
+  virtual Pending reduceScatter(const void* in, void* out, DType dtype, int64_t count, Reduction op,
+                                const std::string& what, bool background = false);
   // Waits until every rank has arrived.
   virtual void barrier(const std::string& what) = 0;
   // Marks the group failed with this replica's error: every replica waiting in (or later

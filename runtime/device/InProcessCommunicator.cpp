@@ -135,12 +135,12 @@ void InProcessCommunicator::reduceInPlace(void* data, DType dtype, int64_t count
 // Every replica folds its own row straight from the others' inputs: the fold of each element is
 // the all-reduce's (the same plan and leaves), with no staging and no copies to the others.
 Communicator::Pending InProcessCommunicator::reduceScatter(const void* in, void* out, DType dtype, int64_t count,
-                                                           const std::string& what, bool) {
+                                                           Reduction op, const std::string& what, bool) {
   const int n = size();
   const int64_t row = count / n;
   const std::vector<const void*>& sources = group_->exchange(rank_, in, what);
   void* rows[] = {out};
-  group_->plan_->run(dtype, sources.data(), rank_ * row, (rank_ + 1) * row, Reduction::Sum, n * group_->leavesPerRank(),
+  group_->plan_->run(dtype, sources.data(), rank_ * row, (rank_ + 1) * row, op, n * group_->leavesPerRank(),
                      rows);
   group_->barrier(rank_, what);  // inputs stay alive until every replica has read its row
   return {};

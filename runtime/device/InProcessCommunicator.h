@@ -59,8 +59,8 @@ class InProcessCommunicator final : public Communicator, public PointerExchange 
   Pending allReduce(std::span<const Segment> in, std::span<const Segment> out, DType dtype, Reduction op,
                     const std::string& what, bool background = false) override;
   Pending allGather(const void* in, void* out, size_t bytes, const std::string& what) override;
-  Pending reduceScatter(const void* in, void* out, DType dtype, int64_t count, const std::string& what,
-                        bool background = false) override;
+  Pending reduceScatter(const void* in, void* out, DType dtype, int64_t count, Reduction op,
+                        const std::string& what, bool background = false) override;
   void abort(const std::string& error) override { group_->abort(error); }
   void barrier(const std::string& what) override { group_->barrier(rank_, what); }
   void reset() override { group_->reset(); }

@@ -143,14 +143,14 @@ void all_gather(KernelCall& call) {
   comm.barrier(what);  // inputs stay alive until every replica has copied them
 }
 
-// Sum over replicas of input[N, ...], keeping this replica's row (a full all-reduce of a copy).
+// Sum (or mean) over replicas of input[N, ...], keeping this replica's row (a full all-reduce of a copy).
 template <class Api>
 void reduce_scatter(KernelCall& call) {
   Communicator& comm = communicatorOf(call);
   size_t bytes = call.in[0].numel() * dtypeSize(call.in[0].dtype);
   auto* staging = static_cast<std::byte*>(collectiveScratch<Api>(call).staging(call, bytes));
   Api::copy(call, staging, call.in[0].data, bytes);
-  reduceInPlace<Api>(call, staging, call.in[0].dtype, call.in[0].numel(), Reduction::Sum);
+  reduceInPlace<Api>(call, staging, call.in[0].dtype, call.in[0].numel(), parseReduction(call.step.text("reduction")));
   size_t row = bytes / comm.size();
   Api::copy(call, call.out[0].data, staging + comm.rank() * row, row);
 }

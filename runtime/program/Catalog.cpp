@@ -43,9 +43,9 @@ const std::map<std::string_view, std::span<const AttrSpec>, std::less<>>& attrib
     for (const char* op : {"reduce_window", "reduce_window_backward"}) t[op] = kWindow;
     for (const char* op : {"softmax", "log_softmax", "concatenate", "argmax"}) t[op] = kAxis;
     for (const char* op : {"reduce_sum", "reduce_mean", "reduce_max"}) t[op] = kAxes;
-    for (const char* op : {"reduce_scatter", "axis_index"}) t[op] = kAxisName;
+    t["axis_index"] = kAxisName;
     t["broadcast_in_dim"] = dims, t["slice"] = slice, t["pad"] = pad, t["transpose"] = perm, t["matmul"] = matmul;
-    t["all_reduce"] = allReduce, t["all_gather"] = allGather, t["fused"] = body;
+    t["all_reduce"] = t["reduce_scatter"] = allReduce, t["all_gather"] = allGather, t["fused"] = body;
     return t;
   }();
   return table;

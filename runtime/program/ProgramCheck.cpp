@@ -148,6 +148,8 @@ void checkProgram(const Program& p) {
     if (step.op == "all_gather" || step.op == "reduce_scatter") {
       if (step.inputs.size() != 1 || step.outputs.size() != 1)
         throw Error(prefix + at + " needs one operand and one result");
+      if (step.op == "reduce_scatter" && step.text("reduction") != "sum" && step.text("reduction") != "mean")
+        throw Error(prefix + at + ": reduction '" + step.text("reduction") + "' is not one a reduce_scatter takes (sum or mean)");
       bool gather = step.op == "all_gather";
       int small = gather ? step.inputs[0] : step.outputs[0], large = gather ? step.outputs[0] : step.inputs[0];
       if (p.buffers[small].dtype != p.buffers[large].dtype ||

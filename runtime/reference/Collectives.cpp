@@ -85,7 +85,7 @@ void reduce_scatter(KernelCall& call) {
   std::vector<std::byte> mine(row * comm.size());  // row `rank` of every replica's input
   for (int r = 0; r < comm.size(); ++r)
     std::memcpy(mine.data() + r * row, all.data() + (r * comm.size() + comm.rank()) * row, row);
-  reduceRows(mine.data(), comm.size(), out, Reduction::Sum);
+  reduceRows(mine.data(), comm.size(), out, parseReduction(call.step.text("reduction")));
 }
 
 void axis_index(KernelCall& call) { *call.out[0].as<int32_t>() = communicatorOf(call).virtualRank(); }

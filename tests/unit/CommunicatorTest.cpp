@@ -70,7 +70,9 @@ TEST(CommunicatorTest, CpuCollectivesMatchReferenceAndAgreeBitwiseAcrossReplicas
       std::vector<CollectiveCase> all = cases;
       all.push_back({"all_gather", {{"axis_name", std::string("batch")}, {"axis_size", int64_t(n)}},
                      {{4, 2}}, {{n, 4, 2}}});
-      all.push_back({"reduce_scatter", {{"axis_name", std::string("batch")}}, {{n, 3}}, {{3}}});
+      for (const char* reduction : {"sum", "mean"})
+        all.push_back({"reduce_scatter", {{"axis_name", std::string("batch")}, {"reduction", std::string(reduction)}},
+                       {{n, 3}}, {{3}}});
       for (const CollectiveCase& c : all) {
         SCOPED_TRACE(c.op + " on " + std::to_string(n) + " replicas");
         auto cpu = runCollective(cpuKernels(), c, n, dtype);

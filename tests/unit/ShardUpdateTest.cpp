@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <sstream>
 
 #include "TestUtil.h"
 #include "TreeCompare.h"
@@ -110,8 +111,20 @@ void expectSameBitsAsReplicated(Optimizer kind, const std::string& devices, int 
   EXPECT_LE(perReplica, total / replicas + 4 * int64_t(sharded.opt.size()));
   EXPECT_NE(shardedStep.lastProgramText().find("all_gather"), std::string::npos);
   if (kind == Optimizer::Sgd) {  // clipping reads the whole gradient: Adam's keep their all_reduce
-    EXPECT_NE(shardedStep.lastProgramText().find("reduce_scatter"), std::string::npos);
+    const std::string text = shardedStep.lastProgramText();
+    EXPECT_NE(text.find("reduce_scatter"), std::string::npos);
     EXPECT_EQ(replicatedStep.lastProgramText().find("reduce_scatter"), std::string::npos);
+    // The gradients' mean stays a reduce_scatter's reduction, divided by the replicas the job
+    // runs: no divisor of N is written into the program (an edited replica count cannot leave a
+    // stale one behind).
+    std::istringstream lines(text);
+    int scatters = 0;
+    for (std::string line; std::getline(lines, line);)
+      if (line.rfind("  reduce_scatter ", 0) == 0) {
+        ++scatters;
+        EXPECT_NE(line.find("reduction = \"mean\""), std::string::npos) << line;
+      }
+    EXPECT_GT(scatters, 0);
   }
 }
 
