@@ -16,7 +16,7 @@ namespace spmd::runtime::cpu::winograd {
 
 // Grouped: up to 64 channels in and out (the backward filter up to 32), the result's channels a
 // multiple of 16, kGroup tiles at a time through the transforms and GEMMs while they are in L1
-// (AVX2+FMA code, or portable code with the same bits). Chunked: any channel count, the tiles
+// (AVX-512 or AVX2+FMA copies, or portable code, with the same bits: OwnIsa.h). Chunked: any channel count, the tiles
 // in chunks through the 16 GEMMs as one-thread oneDNN matmuls (sliced::Gemm).
 enum class Path { Grouped, Chunked };
 
