@@ -28,7 +28,7 @@ OwnIsa environmentCap() {
 }
 
 std::atomic<int> capOverride{-1};  // -1: SPMD_MAX_CPU_ISA decides
-std::atomic<uint64_t> calls[3];     // per OwnIsa
+std::atomic<bool> ran[3];           // per OwnIsa
 
 }  // namespace
 
@@ -65,8 +65,15 @@ std::optional<OwnIsa> setOwnIsaCap(std::optional<OwnIsa> cap) {
   return static_cast<OwnIsa>(previous);
 }
 
-void countOwnIsaCall(OwnIsa isa) { calls[static_cast<int>(isa)].fetch_add(1, std::memory_order_relaxed); }
+void markOwnIsaRun(OwnIsa isa) {
+  std::atomic<bool>& flag = ran[static_cast<int>(isa)];
+  if (!flag.load(std::memory_order_relaxed)) flag.store(true, std::memory_order_relaxed);
+}
 
-uint64_t ownIsaCalls(OwnIsa isa) { return calls[static_cast<int>(isa)].load(); }
+bool ownIsaRan(OwnIsa isa) { return ran[static_cast<int>(isa)].load(); }
+
+void clearOwnIsaRuns() {
+  for (std::atomic<bool>& flag : ran) flag.store(false);
+}
 
 }  // namespace spmd::runtime::cpu

@@ -11,7 +11,6 @@
 // too). What the body calls is compiled into the copy only where it inlines: keep its loops in it.
 #pragma once
 
-#include <cstdint>
 #include <optional>
 
 namespace spmd::runtime::cpu {
@@ -29,10 +28,12 @@ std::optional<OwnIsa> setOwnIsaCap(std::optional<OwnIsa> cap);
 // The CPU's widest, uncapped (what SPMD_MAX_CPU_ISA can lower).
 OwnIsa cpuOwnIsa();
 
-// Which copies ran: each copy counts its calls (in this process, all threads; tests read it to
-// show a path ran).
-void countOwnIsaCall(OwnIsa isa);
-uint64_t ownIsaCalls(OwnIsa isa);
+// Which copies ran since clearOwnIsaRuns (in this process, any thread; tests read it to show a
+// path ran). A copy marks itself on its first call only: once set, the flag is read, never
+// written, so the kernels' threads do not contend for it.
+void markOwnIsaRun(OwnIsa isa);
+bool ownIsaRan(OwnIsa isa);
+void clearOwnIsaRuns();
 
 #define SPMD_ISA_BODY __attribute__((always_inline)) inline
 #define SPMD_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma")))
@@ -41,17 +42,17 @@ uint64_t ownIsaCalls(OwnIsa isa);
 namespace isa_copies {
 template <auto Kernel, class... Args>
 SPMD_TARGET_AVX512 void avx512(Args&&... args) {
-  countOwnIsaCall(OwnIsa::avx512);
+  markOwnIsaRun(OwnIsa::avx512);
   Kernel(static_cast<Args&&>(args)...);
 }
 template <auto Kernel, class... Args>
 SPMD_TARGET_AVX2 void avx2(Args&&... args) {
-  countOwnIsaCall(OwnIsa::avx2);
+  markOwnIsaRun(OwnIsa::avx2);
   Kernel(static_cast<Args&&>(args)...);
 }
 template <auto Kernel, class... Args>
 void portable(Args&&... args) {
-  countOwnIsaCall(OwnIsa::portable);
+  markOwnIsaRun(OwnIsa::portable);
   Kernel(static_cast<Args&&>(args)...);
 }
 }  // namespace isa_copies

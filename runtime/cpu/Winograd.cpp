@@ -402,13 +402,6 @@ struct TileWalk {
 #define SPMD_GROUP_VECTOR __m256
 #define SPMD_GROUP_TILE 2
 #include "runtime/cpu/WinogradGroups.inc"
-#undef SPMD_GROUP_LOAD
-#undef SPMD_GROUP_STORE
-#undef SPMD_GROUP_FMA
-#undef SPMD_GROUP_NAMESPACE
-#undef SPMD_GROUP_TARGET
-#undef SPMD_GROUP_VECTOR
-#undef SPMD_GROUP_TILE
 #define SPMD_GROUP_LOAD _mm512_loadu_ps
 #define SPMD_GROUP_STORE _mm512_storeu_ps
 #define SPMD_GROUP_FMA _mm512_fmadd_ps
@@ -417,13 +410,6 @@ struct TileWalk {
 #define SPMD_GROUP_VECTOR __m512
 #define SPMD_GROUP_TILE 4
 #include "runtime/cpu/WinogradGroups.inc"
-#undef SPMD_GROUP_LOAD
-#undef SPMD_GROUP_STORE
-#undef SPMD_GROUP_FMA
-#undef SPMD_GROUP_NAMESPACE
-#undef SPMD_GROUP_TARGET
-#undef SPMD_GROUP_VECTOR
-#undef SPMD_GROUP_TILE
 
 // The widest copy whose vectors a channel block of B fills: nChw8c takes AVX2's under AVX-512.
 template <int B>

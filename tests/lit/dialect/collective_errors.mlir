@@ -37,6 +37,16 @@ func.func @scatter_rows(%x: tensor<3x5xf32>) -> tensor<5xf32>
 
 // -----
 
+// A reduce_scatter sums or averages (psumScatter, ZeRO-1's gradient mean); max and min are refused.
+func.func @scatter_max(%x: tensor<2x5xf32>) -> tensor<5xf32>
+    attributes {spmd.axis_name = "batch", spmd.axis_size = 2 : i64} {
+  // expected-error @+1 {{'spmd.reduce_scatter' op reduction max is not one a reduce_scatter takes (sum or mean)}}
+  %y = spmd.reduce_scatter %x {axis_name = "batch", reduction = #spmd.reduction<max>} : (tensor<2x5xf32>) -> tensor<5xf32>
+  return %y : tensor<5xf32>
+}
+
+// -----
+
 // A reduction is a typed attribute; the string the dialect once took is refused, naming the form.
 func.func @reduction(%x: tensor<3xf32>) -> tensor<3xf32>
     attributes {spmd.axis_name = "batch", spmd.axis_size = 2 : i64} {
