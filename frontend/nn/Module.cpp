@@ -8,7 +8,9 @@ namespace spmd::nn {
 
 Tensor Module::operator()(Context& ctx, const Tensor& x, Loc loc) const {
   detail::TraceScope scope(path_.empty() ? "model" : path_);
-  return forward(ctx, x, loc);
+  Tensor y = forward(ctx, x, loc);
+  if (ctx.intermediates) ctx.intermediates->set(path_.empty() ? "output" : path_, y);
+  return y;
 }
 
 std::pair<Tree, Tree> Module::initialize(uint64_t seed) const {
@@ -36,7 +38,9 @@ std::pair<Tensor, Tree> Module::apply(const Tree& params, const Tree& state, con
   if (options.compute != DType::f32 && options.compute != DType::bf16)
     throw Error(detail::where(loc) + ": apply: the compute dtype must be bf16 (mixed precision) or f32 (none: every "
                 "op in its operands' dtype), got " + std::string(dtypeName(options.compute)));
-  Context ctx{params, state, options.training, {}, options.rng, options.mask, options.compute};
+  if (options.intermediates) *options.intermediates = Tree();
+  Context ctx{params, state, options.training, {}, options.rng, options.mask, options.compute,
+              options.intermediates};
   Tensor y = (*this)(ctx, x, loc);
   if (y.dtype() == DType::bf16 && options.compute == DType::bf16)  // the output (the loss's input) in f32 or f64
     y = cast(y, x.dtype() == DType::f64 ? DType::f64 : DType::f32, loc);

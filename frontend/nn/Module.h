@@ -22,6 +22,7 @@ struct Context {
   Tensor rng;
   Tensor mask;  // [N] 1 for an example, 0 for a padding row (ApplyOptions::mask)
   DType compute = DType::f32;  // ApplyOptions::compute
+  Tree* intermediates = nullptr;  // ApplyOptions::intermediates
   // `t` (a parameter of a convolution or matmul, an activation) in bf16 when the compute dtype is
   // bf16; else, and for i32, as it is.
   Tensor toCompute(const Tensor& t, Loc loc) const;
@@ -41,6 +42,12 @@ struct ApplyOptions {
   // (f64 for an f64 input), so that the loss is f32. bf16 ops compute in f32 between bf16
   // roundings (passes/WidenBf16.cpp). f32, the default, converts nothing.
   DType compute = DType::f32;
+  // When set, apply() stores every layer's output here under the layer's path ("stem.bn",
+  // "stage1.0", ...; the whole model's under "output"), as Flax's capture_intermediates: return
+  // the Tree from the traced function to read activations (a ReLU's input is the output of the
+  // layer before it). Cleared first. Capturing makes them outputs of the compiled step, so it
+  // keeps them alive; it changes no value.
+  Tree* intermediates = nullptr;
 };
 
 class Module {

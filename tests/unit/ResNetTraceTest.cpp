@@ -75,6 +75,41 @@ TEST(ResNetTraceTest, OpCountsParametersAndLogits) {
   EXPECT_EQ(count(program, "  batch_norm_train ("), 17);
 }
 
+// ApplyOptions::intermediates (Flax's capture_intermediates): every layer's output under its
+// path, the same values the uncaptured step computes, readable back from a jit.
+TEST(ResNetTraceTest, CapturedIntermediatesAreEveryLayersOutput) {
+  auto model = models::resnet18({.width = 4});
+  auto [params, state] = model->initialize(5);
+  Array x = testing::randomArray(DType::f32, {3, 1, 28, 28}, 6);
+  auto plain = jit([&](const Tree& p, const Tree& s, const Tensor& xs) { return model->apply(p, s, xs, true).first; });
+  auto captured = jit([&](const Tree& p, const Tree& s, const Tensor& xs) {
+    Tree layers;
+    Tensor y = model->apply(p, s, xs, {.training = true, .intermediates = &layers}).first;
+    return std::pair{y, layers};
+  });
+  Array logits = plain(params, state, Tensor(x)).array();
+  auto [y, layers] = captured(params, state, Tensor(x));
+  // 20 convolutions, 17 BNs, the stem's ReLU, 8 blocks, 4 stages, stem, pool, flatten, fc, output.
+  EXPECT_EQ(layers.size(), 20u + 17 + 1 + 8 + 4 + 1 + 4);
+  EXPECT_EQ(layers.at("stage2.0").shape(), (Shape{3, 8, 14, 14}));
+  EXPECT_EQ(layers.at("stage2.0.conv3").shape(), (Shape{3, 8, 14, 14}));
+  EXPECT_EQ(layers.at("pool").shape(), (Shape{3, 4 << 3}));
+  auto bits = [](const Array& a) { return std::vector<float>(a.values<float>().begin(), a.values<float>().end()); };
+  EXPECT_EQ(bits(y.array()), bits(logits)) << "capturing changes no value";
+  EXPECT_EQ(bits(layers.at("output").array()), bits(logits));
+  EXPECT_EQ(bits(layers.at("fc").array()), bits(logits));
+  EXPECT_EQ(bits(layers.at("stem").array()), bits(layers.at("stem.relu").array()));
+  // The stem's ReLU applied to its BN's output, element by element; the BN's output has both signs.
+  auto bn = bits(layers.at("stem.bn").array()), relu = bits(layers.at("stem.relu").array());
+  int negative = 0;
+  for (size_t i = 0; i < bn.size(); ++i) {
+    negative += bn[i] < 0;
+    ASSERT_EQ(relu[i], std::max(bn[i], 0.0f)) << "element " << i;
+  }
+  EXPECT_GT(negative, 0);
+  EXPECT_LT(negative, int(bn.size()));
+}
+
 class ReferenceDevice final : public runtime::Device {
  public:
   std::string name() const override { return "reference"; }
