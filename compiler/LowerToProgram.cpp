@@ -1,6 +1,7 @@
 // lowerToProgram: func.func over `spmd` ops -> runtime::Program.
 #include "compiler/LowerToProgram.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 
@@ -113,6 +114,43 @@ std::string fusedBodyText(ir::FusedOp fused) {
   return text;
 }
 
+// What argument or result `index` is to the caller (spmd.mapped, spmd.shard_of).
+runtime::Placement placementOf(mlir::func::FuncOp function, unsigned index, bool result) {
+  auto attr = [&](const char* name) {
+    return result ? function.getResultAttr(index, name) : function.getArgAttr(index, name);
+  };
+  runtime::Placement placement;
+  if (auto full = llvm::dyn_cast_or_null<mlir::TypeAttr>(attr(ir::kShardOfAttr))) {
+    auto shape = llvm::cast<mlir::RankedTensorType>(full.getValue()).getShape();
+    placement.kind = runtime::Placement::Kind::Sliced;
+    placement.full.assign(shape.begin(), shape.end());
+  } else if (attr(ir::kMappedAttr)) {
+    placement.kind = runtime::Placement::Kind::Mapped;
+  }
+  return placement;
+}
+
+// Donation's pairs (Program::outputDonors): each donated argument, in order, gives its buffers to
+// the first output not yet taken with its dtype, shape and placement, except outputs that pass an
+// argument through unchanged (their copy must read the inputs before any is overwritten).
+std::vector<int> donorsOf(mlir::func::FuncOp function, const runtime::Program& program) {
+  std::vector<int> donors(program.outputs.size(), -1);
+  for (unsigned i = 0; i < program.inputs.size(); ++i) {
+    if (!function.getArgAttr(i, ir::kDonatedAttr)) continue;
+    const runtime::BufferDesc& from = program.buffers[program.inputs[i]];
+    for (size_t k = 0; k < program.outputs.size(); ++k) {
+      const runtime::BufferDesc& to = program.buffers[program.outputs[k]];
+      bool passthrough = std::count(program.inputs.begin(), program.inputs.end(), program.outputs[k]) > 0;
+      if (donors[k] >= 0 || passthrough || to.dtype != from.dtype || to.shape != from.shape ||
+          program.outputPlacements[k] != program.inputPlacements[i])
+        continue;
+      donors[k] = int(i);
+      break;
+    }
+  }
+  return donors;
+}
+
 }  // namespace
 
 runtime::Program lowerToProgram(mlir::func::FuncOp function) {
@@ -158,6 +196,9 @@ runtime::Program lowerToProgram(mlir::func::FuncOp function) {
         step.attrs[named.getName().str()] = convert(named, &op);
     program.steps.push_back(std::move(step));
   }
+  for (unsigned i = 0; i < program.inputs.size(); ++i) program.inputPlacements.push_back(placementOf(function, i, false));
+  for (unsigned k = 0; k < program.outputs.size(); ++k) program.outputPlacements.push_back(placementOf(function, k, true));
+  program.outputDonors = donorsOf(function, program);
   return program;
 }
 

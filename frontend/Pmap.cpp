@@ -26,6 +26,7 @@
 #include "runtime/device/Variants.h"
 #include "runtime/mpi/Processes.h"
 #include "runtime/exec/ReplicaGroup.h"
+#include "runtime/exec/ReplicatedCall.h"
 
 namespace spmd::detail {
 
@@ -37,9 +38,8 @@ struct PmapCore::Entry {
   std::vector<Axis> outputAxes;                    // per output leaf
   std::vector<std::pair<DType, Shape>> outputs;    // one replica's output types
   std::vector<std::string> outputNames;            // per output leaf ("0.fc.weight")
-  // ZeRO-1 (PmapOptions::shardUpdate): the leaves the compiler made this replica's flat slice.
-  std::vector<bool> slicedIn, slicedOut;
-  std::vector<Shape> fullOutputShapes;  // the traced (unsliced) shape of each output leaf
+  // The compiled step's call contract (with accumulation, the whole step's, before the split).
+  std::vector<runtime::Placement> inputPlacements, outputPlacements;
   int64_t calls = 0;
 };
 
@@ -68,28 +68,6 @@ std::vector<bool> donatedLeaves(const PmapOptions& options, const std::vector<si
     for (size_t i = first; i < first + argumentLeaves[a]; ++i) donated[i] = true;
   }
   return donated;
-}
-
-// Runs the group; each leaf with `donor[i]` set then gives its buffers to the call, whether the
-// call succeeded or not: a step that fails may have updated its donated state in place already
-// (its data checks are read at the step's end), so, as with jax's donation, the donated values
-// can no longer be used after a failed call either.
-// `counts` is set to what the run did.
-void runDonating(runtime::ReplicaGroup& group, const std::vector<std::vector<runtime::Input>>& in,
-                 std::vector<std::vector<runtime::Output>>& out, const std::vector<Tensor>& leaves,
-                 const std::vector<bool>& donor, const std::string& name, runtime::CallCounts& counts) {
-  auto donate = [&](bool failed) {
-    for (size_t i = 0; i < leaves.size(); ++i)
-      if (donor[i]) leaves[i].resident()->donate("pmap '" + name + "'", failed);
-  };
-  try {
-    group.run(in, out);
-  } catch (...) {
-    donate(true);
-    throw;
-  }
-  counts = group.lastCall();
-  donate(false);
 }
 
 const char* tagOf(Axis axis) {
@@ -133,51 +111,13 @@ Shape localShape(const Tensor& leaf, Axis axis, int devices, const std::string& 
   return local;
 }
 
-// The inputs of every replica: a value already on these devices in the right layout is bound
-// in place (bound[i]); anything else comes from the host (replicated leaves shared, mapped ones
-// as views of each replica's chunk).
-// `sliced` (ZeRO-1): a leaf the step takes as this replica's flat slice (local[i] = {slice}) of
-// replica `firstReplica + r`.
-std::vector<std::vector<runtime::Input>> bindInputs(const std::vector<Tensor>& leaves, const std::vector<Axis>& axes,
-                                                    const std::vector<Shape>& local,
-                                                    const std::vector<std::shared_ptr<runtime::Device>>& deviceObjects,
-                                                    std::vector<bool>& bound, const std::vector<bool>& sliced = {},
-                                                    int firstReplica = 0) {
-  const int devices = int(deviceObjects.size());
-  std::vector<std::vector<runtime::Input>> inputs(devices);
-  for (size_t i = 0; i < leaves.size(); ++i) {
-    const bool slice = i < sliced.size() && sliced[i];
-    const auto& resident = leaves[i].resident();
-    auto wanted = slice ? runtime::DeviceArray::Layout::Sliced
-                  : axes[i].kind == Axis::Kind::Replicated ? runtime::DeviceArray::Layout::Replicated
-                                                           : runtime::DeviceArray::Layout::Sharded;
-    if (resident && !resident->donated() && resident->livesOn(deviceObjects) && resident->layout() == wanted &&
-        resident->localShape() == local[i] && (!slice || resident->slicing().firstReplica == firstReplica)) {
-      for (int r = 0; r < devices; ++r) inputs[r].push_back({Array{}, resident->buffer(r)});
-      bound[i] = true;
-      continue;
-    }
-    const Array& array = leaves[i].array();
-    if (slice) {  // each replica's part of the flat tensor, the last ones padded with zeros
-      const size_t width = size_t(local[i][0]) * dtypeSize(array.dtype);
-      for (int r = 0; r < devices; ++r) {
-        Array part = Array::zeros(array.dtype, local[i]);
-        const size_t from = size_t(firstReplica + r) * width;
-        if (from < array.bytes()) std::memcpy(part.data(), array.data() + from, std::min(width, array.bytes() - from));
-        inputs[r].push_back({std::move(part), nullptr});
-      }
-      continue;
-    }
-    size_t chunk = static_cast<size_t>(numElements(local[i])) * dtypeSize(array.dtype);
-    for (int r = 0; r < devices; ++r)
-      inputs[r].push_back({axes[i].kind == Axis::Kind::Replicated ? array : Array::view(array, r * chunk, local[i]),
-                           nullptr});
-  }
-  return inputs;
+// The runtime's view of the leaves (runtime/exec/ReplicatedCall.h).
+std::vector<runtime::CallArgument> callArguments(const std::vector<Tensor>& leaves, const std::vector<bool>& donated) {
+  std::vector<runtime::CallArgument> arguments;
+  for (size_t i = 0; i < leaves.size(); ++i)
+    arguments.push_back({leaves[i].resident(), leaves[i].resident() ? nullptr : &leaves[i].array(), donated[i]});
+  return arguments;
 }
-
-// This process's first replica among the job's (global replica = process * devices + local).
-int firstReplicaOf(int devices) { return runtime::processes().rank * devices; }
 
 // Adds `from` into `to` elementwise (a node of the fold tree: runtime/device/Fold.h).
 void addInto(DType dtype, std::byte* to, const std::byte* from, int64_t count) {
@@ -334,8 +274,11 @@ std::pair<std::vector<Tensor>, std::shared_ptr<void>> PmapCore::call(
       }
       arguments.push_back(trace.addArgument(leaves[i].dtype(), traced));
     }
-    for (size_t i = 0; i < leaves.size(); ++i)  // after all arguments exist (attribute arrays)
+    const std::vector<bool> donatedLeaf = donatedLeaves(o, argumentLeaves, leaves.size());
+    for (size_t i = 0; i < leaves.size(); ++i) {  // after all arguments exist (attribute arrays)
       if (axes[i].kind != Axis::Kind::Replicated) trace.markArgumentMapped(i);
+      if (donatedLeaf[i]) trace.markArgumentDonated(i);
+    }
     PmapTraced traced;
     try {
       traced = traceFn(arguments);
@@ -385,9 +328,8 @@ std::pair<std::vector<Tensor>, std::shared_ptr<void>> PmapCore::call(
                    state_->devices.spec.c_str(), bf16.path.c_str());
     for (int id : program.outputs)
       entry->outputs.emplace_back(program.buffers[id].dtype, program.buffers[id].shape);
-    entry->slicedIn = trace.slicedArguments();
-    entry->slicedOut = trace.slicedResults();
-    for (const Tensor& t : traced.outputs) entry->fullOutputShapes.push_back(t.shape());
+    entry->inputPlacements = program.inputPlacements;
+    entry->outputPlacements = program.outputPlacements;
     for (size_t i = 0; i < traced.outputs.size(); ++i)
       entry->outputNames.push_back(i < traced.names.size() && !traced.names[i].empty() ? traced.names[i]
                                                                                         : "output " + std::to_string(i));
@@ -427,12 +369,13 @@ std::pair<std::vector<Tensor>, std::shared_ptr<void>> PmapCore::call(
   Entry& entry = *found->second;
 
   std::vector<Tensor> results = entry.micro ? runAccumulated(entry, leaves, axes, local, argumentLeaves)
-                                            : run(entry, leaves, axes, local, argumentLeaves);
+                                            : run(entry, leaves, argumentLeaves);
   firstStepDone();
   if (o.driftCheckEvery > 0 && ++entry.calls % o.driftCheckEvery == 0) {
     std::vector<std::pair<std::string, Tensor>> replicatedOutputs;
     for (size_t k = 0; k < results.size(); ++k)
-      if (entry.outputAxes[k].kind == Axis::Kind::Replicated && !o.allReplicas && !entry.slicedOut[k])
+      if (entry.outputAxes[k].kind == Axis::Kind::Replicated && !o.allReplicas &&
+          entry.outputPlacements[k].kind != runtime::Placement::Kind::Sliced)
         replicatedOutputs.emplace_back(entry.outputNames[k], results[k]);
     checkReplicasAgree(replicatedOutputs, who() + "drift check after call " + std::to_string(entry.calls));
   }
@@ -474,94 +417,17 @@ std::vector<std::pair<std::string, std::string>> PmapCore::fingerprint(const std
   return facts;
 }
 
-std::vector<Tensor> PmapCore::run(Entry& entry, const std::vector<Tensor>& leaves, const std::vector<Axis>& axes,
-                                  const std::vector<Shape>& local, const std::vector<size_t>& argumentLeaves) {
+// The runtime's replicated call carries out the compiled contract (runtime/exec/ReplicatedCall.h):
+// binding by placement, donation by the Program's pairs, outputs left on the devices.
+std::vector<Tensor> PmapCore::run(Entry& entry, const std::vector<Tensor>& leaves, const std::vector<size_t>& argumentLeaves) {
   const PmapOptions& o = state_->options;
-  const int devices = deviceCount();
-  runtime::ReplicaGroup& group = *entry.group;
-  const runtime::Program& program = group.program();
-  std::vector<std::shared_ptr<runtime::Device>> deviceObjects;
-  for (int r = 0; r < devices; ++r) deviceObjects.push_back(group.device(r));
-
-  // ZeRO-1: a sliced leaf is bound as one flat slice per replica of the job.
-  const int firstReplica = firstReplicaOf(devices);
-  std::vector<Shape> bindShape = local;
-  for (size_t i = 0; i < leaves.size(); ++i)
-    if (entry.slicedIn[i]) bindShape[i] = program.buffers[program.inputs[i]].shape;
-  std::vector<bool> bound(leaves.size());
-  std::vector<std::vector<runtime::Input>> inputs =
-      bindInputs(leaves, axes, bindShape, deviceObjects, bound, entry.slicedIn, firstReplica);
-
-  // Donation: each donated leaf bound in place gives its buffers to the first output not yet
-  // taken with its dtype, shape and layout (jax's donate_argnums), except outputs that pass an
-  // input through unchanged (their copy must read the inputs before any is overwritten).
-  std::vector<bool> donated = donatedLeaves(o, argumentLeaves, leaves.size());
-  for (size_t i = 0; i < leaves.size(); ++i) donated[i] = donated[i] && bound[i];
-  std::vector<bool> passthrough(program.outputs.size());
-  for (size_t k = 0; k < program.outputs.size(); ++k)
-    for (int id : program.inputs) passthrough[k] = passthrough[k] || id == program.outputs[k];
-  std::vector<int> donorOf(entry.outputs.size(), -1);
-  std::vector<bool> outputTaken(entry.outputs.size());
-  for (size_t i = 0; i < leaves.size(); ++i) {
-    if (!donated[i]) continue;
-    for (size_t k = 0; k < entry.outputs.size(); ++k) {
-      bool perReplica = entry.outputAxes[k].kind != Axis::Kind::Replicated || o.allReplicas;
-      if (outputTaken[k] || passthrough[k] || entry.slicedOut[k] != entry.slicedIn[i] ||
-          (!entry.slicedIn[i] && perReplica != (axes[i].kind != Axis::Kind::Replicated)) ||
-          entry.outputs[k].first != leaves[i].dtype() || entry.outputs[k].second != bindShape[i])
-        continue;
-      donorOf[k] = static_cast<int>(i);
-      outputTaken[k] = true;
-      break;
-    }
-  }
-
-  // Outputs stay on the devices: every replica keeps its own (a replicated output once per
-  // replica, a mapped one as that replica's chunk), written into a donor's buffers when there
-  // is one. Nothing is copied to the host until the caller reads a value.
-  std::vector<std::vector<runtime::Output>> outputs(devices);
-  for (size_t k = 0; k < entry.outputs.size(); ++k)
-    for (int r = 0; r < devices; ++r)
-      outputs[r].push_back({Array{}, true, donorOf[k] >= 0 ? inputs[r][donorOf[k]].device : nullptr});
-  std::vector<bool> donor(leaves.size());
-  for (size_t i = 0; i < leaves.size(); ++i) donor[i] = std::count(donorOf.begin(), donorOf.end(), int(i)) > 0;
-  runDonating(group, inputs, outputs, leaves, donor, o.name, state_->lastCall);
+  runtime::CallLayout layout{.stacked = {}, .perReplicaOutputs = o.allReplicas, .who = "pmap '" + o.name + "'"};
+  for (Axis axis : entry.outputAxes) layout.stacked.push_back(axis.kind == Axis::Kind::Stacked);
   std::vector<Tensor> results;
-  for (size_t k = 0; k < entry.outputs.size(); ++k) {
-    std::vector<std::shared_ptr<std::byte>> buffers;
-    for (int r = 0; r < devices; ++r) buffers.push_back(outputs[r][k].device);
-    results.push_back(result(entry, k, deviceObjects, std::move(buffers)));
-  }
+  for (auto& value : runtime::callReplicated(*entry.group, callArguments(leaves, donatedLeaves(o, argumentLeaves, leaves.size())),
+                                             layout, &state_->lastCall))
+    results.push_back(Tensor(std::move(value)));
   return results;
-}
-
-Tensor PmapCore::result(const Entry& entry, size_t k, const std::vector<std::shared_ptr<runtime::Device>>& deviceObjects,
-                        std::vector<std::shared_ptr<std::byte>> buffers) const {
-  const int devices = int(deviceObjects.size());
-  auto [dtype, shape] = entry.outputs[k];
-  if (entry.slicedOut[k]) {  // ZeRO-1: the traced full shape, held as one slice per replica
-    runtime::DeviceArray::Slicing slicing;
-    slicing.firstReplica = firstReplicaOf(devices);
-    slicing.totalReplicas = devices * runtime::processes().size;
-    slicing.gatherProcesses = [](const std::string& mine) {
-      return runtime::processAllGatherText(mine, "reading a sliced (shardUpdate, ZeRO-1) tensor on the host, which "
-                                                 "gathers its slices from every process: read it on every process at "
-                                                 "the same point (e.g. before process 0 saves a checkpoint)");
-    };
-    return Tensor(std::make_shared<runtime::DeviceArray>(dtype, shape, entry.fullOutputShapes[k],
-                                                         runtime::DeviceArray::Layout::Sliced, deviceObjects,
-                                                         std::move(buffers), std::move(slicing)));
-  }
-  Axis axis = entry.outputAxes[k];
-  bool perReplica = axis.kind != Axis::Kind::Replicated || state_->options.allReplicas;
-  Shape global = shape;
-  if (axis.kind == Axis::Kind::Split && !shape.empty())
-    global[0] *= devices;
-  else if (perReplica)
-    global.insert(global.begin(), devices);
-  return Tensor(std::make_shared<runtime::DeviceArray>(
-      dtype, shape, global, perReplica ? runtime::DeviceArray::Layout::Sharded : runtime::DeviceArray::Layout::Replicated,
-      deviceObjects, std::move(buffers)));
 }
 
 std::vector<Tensor> PmapCore::runAccumulated(Entry& entry, const std::vector<Tensor>& leaves,
@@ -572,8 +438,11 @@ std::vector<Tensor> PmapCore::runAccumulated(Entry& entry, const std::vector<Ten
   const AccumulationSplit& split = entry.split;
   std::vector<std::shared_ptr<runtime::Device>> deviceObjects;
   for (int r = 0; r < devices; ++r) deviceObjects.push_back(entry.group->device(r));
-  std::vector<bool> bound(leaves.size());
-  std::vector<std::vector<runtime::Input>> inputs = bindInputs(leaves, axes, local, deviceObjects, bound);
+  std::vector<bool> bound;
+  const std::vector<runtime::CallArgument> arguments =
+      callArguments(leaves, donatedLeaves(o, argumentLeaves, leaves.size()));
+  std::vector<std::vector<runtime::Input>> inputs =
+      runtime::bindArguments(arguments, entry.inputPlacements, local, *entry.group, bound);
 
   // Per replica and accumulated operand, the fold tree's stack of complete subtrees over the
   // micro-batches so far (level, buffer): log2(A) + 1 buffers at most, one extra for A = 2.
@@ -638,8 +507,9 @@ std::vector<Tensor> PmapCore::runAccumulated(Entry& entry, const std::vector<Ten
     for (int j = 0; j < split.accumulated; ++j) in[r].push_back({Array{}, stacks[r][j].front().data});
     for (size_t i = split.accumulated; i < split.applyInputs.size(); ++i) in[r].push_back(inputs[r][split.applyInputs[i]]);
   }
-  std::vector<bool> donated = donatedLeaves(o, argumentLeaves, leaves.size());
-  for (size_t i = 0; i < leaves.size(); ++i) donated[i] = donated[i] && bound[i] && axes[i].kind == Axis::Kind::Replicated;
+  std::vector<bool> donated(leaves.size());
+  for (size_t i = 0; i < leaves.size(); ++i)
+    donated[i] = arguments[i].donated && bound[i] && axes[i].kind == Axis::Kind::Replicated;
   std::vector<int> donorOf(apply.outputs.size(), -1);
   std::vector<bool> taken(leaves.size());
   for (size_t k = 0; k < apply.outputs.size(); ++k) {
@@ -655,14 +525,17 @@ std::vector<Tensor> PmapCore::runAccumulated(Entry& entry, const std::vector<Ten
   for (int r = 0; r < devices; ++r)
     for (size_t k = 0; k < apply.outputs.size(); ++k)
       out[r].push_back({Array{}, true, donorOf[k] >= 0 ? inputs[r][donorOf[k]].device : nullptr});
-  runDonating(*entry.group, in, out, leaves, taken, o.name, state_->lastCall);
+  runtime::runDonating(*entry.group, in, out, arguments, taken, "pmap '" + o.name + "'", &state_->lastCall);
 
   std::vector<Tensor> results;
   for (size_t k = 0; k < entry.outputs.size(); ++k) {
     std::vector<std::shared_ptr<std::byte>> buffers;
     const AccumulationSplit::Source& from = split.outputs[k];
     for (int r = 0; r < devices; ++r) buffers.push_back(from.micro ? mapped[r][from.index] : out[r][from.index].device);
-    results.push_back(result(entry, k, deviceObjects, std::move(buffers)));
+    results.push_back(Tensor(runtime::assembleOutput(entry.outputs[k].first, entry.outputs[k].second,
+                                                     entry.outputPlacements[k],
+                                                     entry.outputAxes[k].kind == Axis::Kind::Stacked, o.allReplicas,
+                                                     *entry.group, std::move(buffers))));
   }
   return results;
 }

@@ -112,21 +112,13 @@ void Trace::markArgumentMapped(unsigned index) {
   function_.setArgAttr(index, ir::kMappedAttr, builder_.getUnitAttr());
 }
 
+void Trace::markArgumentDonated(unsigned index) {
+  function_.setArgAttr(index, ir::kDonatedAttr, builder_.getUnitAttr());
+}
+
 void Trace::describeResult(unsigned index, bool mapped, const std::string& name) {
   if (mapped) function_.setResultAttr(index, ir::kMappedAttr, builder_.getUnitAttr());
   if (!name.empty()) function_.setResultAttr(index, ir::kNameAttr, builder_.getStringAttr(name));
-}
-
-std::vector<bool> Trace::slicedArguments() {
-  std::vector<bool> sliced(function_.getNumArguments());
-  for (unsigned i = 0; i < sliced.size(); ++i) sliced[i] = bool(function_.getArgAttr(i, ir::kShardOfAttr));
-  return sliced;
-}
-
-std::vector<bool> Trace::slicedResults() {
-  std::vector<bool> sliced(function_.getNumResults());
-  for (unsigned i = 0; i < sliced.size(); ++i) sliced[i] = bool(function_.getResultAttr(i, ir::kShardOfAttr));
-  return sliced;
 }
 
 int64_t Trace::checkAxis(const std::string& axis, const char* what, Loc loc) const {

@@ -48,11 +48,10 @@ class Trace {
   // spmd.axis_name / spmd.axis_size); mapped arguments and results carry spmd.mapped.
   void bindAxis(const std::string& name, int64_t size);
   void markArgumentMapped(unsigned index);
+  // The caller donates the argument (spmd.donated): lowering pairs it with an output that takes
+  // its buffers (runtime::Program::outputDonors).
+  void markArgumentDonated(unsigned index);
   void describeResult(unsigned index, bool mapped, const std::string& name);
-  // After compile(): which arguments and results spmd-shard-update (ZeRO-1) turned into this
-  // replica's flat slice (attribute spmd.shard_of).
-  std::vector<bool> slicedArguments();
-  std::vector<bool> slicedResults();
   // Throws at the caller's line unless `axis` is the bound axis; returns its size.
   int64_t checkAxis(const std::string& axis, const char* what, Loc loc) const;
 

@@ -3,7 +3,7 @@
 //    buffers, steps, constants, memory plan);
 //  - structure-aware (anything else): the bytes are edits of the numbers of a valid Program
 //    (replicas, arena size, dimensions, dtypes, offsets, operand and result ids, integer
-//    attributes, step order), saved as a valid file with its checksum, so that every field
+//    attributes, step order, the call contract's placements, full shapes and donors), saved as a valid file with its checksum, so that every field
 //    check (runtime/program/ProgramCheck.h) is reached with valid JSON and wrong numbers.
 // Either way the file must load (and print) or throw spmd::Error.
 #include <cstring>
@@ -35,7 +35,7 @@ Program edited(const uint8_t* data, size_t size) {
     int64_t value = (raw & 1) ? interesting[uint64_t(raw >> 1) % std::size(interesting)] : raw;
     auto& buffers = p.buffers;
     auto& steps = p.steps;
-    switch (kind % 12) {
+    switch (kind % 15) {
       case 0: p.replicas = value; break;
       case 1: p.arenaBytes = size_t(value); break;
       case 2:
@@ -76,6 +76,24 @@ Program edited(const uint8_t* data, size_t size) {
       case 10:
         if (!steps.empty() && !steps[index % steps.size()].inputs.empty()) steps[index % steps.size()].inputs.pop_back();
         break;
+      case 12:
+        if (!p.outputDonors.empty()) p.outputDonors[index % p.outputDonors.size()] = int(value);
+        break;
+      case 13: {
+        auto& placements = (index & 1) ? p.outputPlacements : p.inputPlacements;
+        if (!placements.empty())
+          placements[(index >> 1) % placements.size()].kind = spmd::runtime::Placement::Kind(uint64_t(value) % 3);
+        break;
+      }
+      case 14: {
+        auto& placements = (index & 1) ? p.outputPlacements : p.inputPlacements;
+        if (!placements.empty()) {
+          auto& full = placements[(index >> 1) % placements.size()].full;
+          if (full.empty()) full.push_back(value);
+          else full[(index >> 8) % full.size()] = value;
+        }
+        break;
+      }
       case 11:
         if (steps.size() > 1) std::swap(steps[index % steps.size()], steps[(index >> 8) % steps.size()]);
         break;

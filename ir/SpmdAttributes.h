@@ -12,6 +12,9 @@ inline constexpr const char* kMappedAttr = "spmd.mapped";
 // On arguments and results that spmd-shard-update (ZeRO-1) made this replica's flat slice: the
 // full tensor type (the slices of every replica, in order, padded with zeros, hold its elements).
 inline constexpr const char* kShardOfAttr = "spmd.shard_of";
+// On arguments: the caller donates the argument (PmapOptions::donateArguments, jax's
+// donate_argnums); lowering pairs it with an output that may take its buffers.
+inline constexpr const char* kDonatedAttr = "spmd.donated";
 // On results: the name an error message uses for the output ("0.fc.weight").
 inline constexpr const char* kNameAttr = "spmd.name";
 // Set by the replication analysis (passes/Replication.h) on every op with a varying result.

@@ -21,6 +21,7 @@ class SingleProcess final : public Job {
   }
   void broadcast(std::vector<std::byte>&, const std::string&) const override {}
   std::vector<int64_t> allGather(int64_t value, const std::string&) const override { return {value}; }
+  std::vector<std::string> allGatherText(const std::string& text, const std::string&) const override { return {text}; }
 
  private:
   ProcessInfo info_;

@@ -37,6 +37,8 @@ class Job {
   virtual void broadcast(std::vector<std::byte>& bytes, const std::string& what) const = 0;
   // Every process's `value`, in process order.
   virtual std::vector<int64_t> allGather(int64_t value, const std::string& what) const = 0;
+  // Every process's `text` (any length each), in process order.
+  virtual std::vector<std::string> allGatherText(const std::string& text, const std::string& what) const = 0;
 
   // A job of this process alone.
   static const Job& single();

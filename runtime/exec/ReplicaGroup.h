@@ -53,6 +53,8 @@ class ReplicaGroup {
   void run(const std::vector<std::vector<Input>>& inputs, std::vector<std::vector<Output>>& outputs);
   const Program& program() const { return executors_.front()->program(); }
   const DeviceList& devices() const { return devices_; }
+  // The processes the program's axis spans (Job::single() for one).
+  const Job& job() const { return job_; }
   // The host threads each replica's kernels run with (0: the backend's results do not depend on
   // them; Driver::threadsPerReplica).
   int threadsPerReplica() const { return threads_.threads; }

@@ -93,6 +93,9 @@ class ProcessJob final : public Job {
   std::vector<int64_t> allGather(int64_t value, const std::string& what) const override {
     return processAllGather(value, what);
   }
+  std::vector<std::string> allGatherText(const std::string& text, const std::string& what) const override {
+    return processAllGatherText(text, what);
+  }
 };
 
 }  // namespace

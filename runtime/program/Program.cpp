@@ -59,6 +59,15 @@ bool Step::flag(const std::string& name) const {
   return attrs.count(name) ? get<bool>(*this, name, "a bool") : false;
 }
 
+const char* placementName(Placement::Kind kind) {
+  switch (kind) {
+    case Placement::Kind::Replicated: return "replicated";
+    case Placement::Kind::Mapped: return "mapped";
+    case Placement::Kind::Sliced: return "sliced";
+  }
+  return "?";
+}
+
 std::string Program::toText() const {
   std::ostringstream os;
   auto ids = [&](const std::vector<int>& list) {
@@ -82,6 +91,18 @@ std::string Program::toText() const {
     os << '\n';
   }
   os << "  inputs (" << ids(inputs) << ")\n";
+  // The call contract: the inputs and outputs that are not plainly replicated, and donation's pairs.
+  auto contract = [&](const char* what, const std::vector<int>& list, const std::vector<Placement>& placements) {
+    for (size_t i = 0; i < placements.size() && i < list.size(); ++i) {
+      const bool donee = what[0] == 'o' && i < outputDonors.size() && outputDonors[i] >= 0;
+      if (placements[i].kind == Placement::Kind::Replicated && !donee) continue;
+      os << "  " << what << " " << i << " %" << list[i] << " " << placementName(placements[i].kind);
+      if (placements[i].kind == Placement::Kind::Sliced) os << " of " << shapeString(placements[i].full);
+      if (donee) os << ", takes input " << outputDonors[i] << "'s buffers when donated";
+      os << '\n';
+    }
+  };
+  contract("input", inputs, inputPlacements);
   for (const Step& step : steps) {
     os << "  " << step.op << " (" << ids(step.inputs) << ") -> (" << ids(step.outputs) << ")";
     if (!step.attrs.empty()) {
@@ -97,7 +118,9 @@ std::string Program::toText() const {
     if (!step.location.empty() || !step.layer.empty()) os << "  // " << step.where();
     os << '\n';
   }
-  os << "  outputs (" << ids(outputs) << ")\n}\n";
+  os << "  outputs (" << ids(outputs) << ")\n";
+  contract("output", outputs, outputPlacements);
+  os << "}\n";
   return os.str();
 }
 

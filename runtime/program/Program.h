@@ -47,6 +47,22 @@ struct Step {
   const std::string& text(const std::string& name) const;
 };
 
+// How one input or output of a replica stands to the value the caller passes or receives (the
+// call contract, as JAX's in/out shardings under pmap): the same value on every replica; the
+// replica's part of a value mapped over the axis (its leading dimension, split or stacked across
+// the replicas); or ZeRO-1's flat slice of a tensor of shape `full`, whose elements are cut into
+// `replicas` equal slices (the last padded with zeros).
+struct Placement {
+  enum class Kind { Replicated, Mapped, Sliced };
+  Kind kind = Kind::Replicated;
+  Shape full = {};  // Sliced: the whole tensor's shape; else empty
+
+  bool operator==(const Placement&) const = default;
+};
+
+// "replicated", "mapped", "sliced": the kind's word in text, files and errors.
+const char* placementName(Placement::Kind kind);
+
 struct Program {
   std::string name;
   // The pmap axis the program was compiled for (spmd.axis_name) and its size: the replica count
@@ -56,6 +72,14 @@ struct Program {
   int64_t replicas = 1;
   std::vector<BufferDesc> buffers;
   std::vector<int> inputs, outputs;  // buffer ids, in the function's argument/result order
+  // The call contract, one entry per input and per output (empty in the parts of an accumulated
+  // step, compiler/SplitAccumulation, which its micro-batch loop runs, not a caller).
+  std::vector<Placement> inputPlacements, outputPlacements;
+  // Per output: the input whose buffers it takes when the caller donates that input and passes
+  // it on these devices (jax's donate_argnums, input_output_aliases), or -1. The lowering pairs
+  // each donated input, in order, with the first free output of its dtype, shape and placement
+  // that is not an input passed through.
+  std::vector<int> outputDonors;
   std::vector<Step> steps;
   // Size of the one arena holding every planned buffer; 0 when nothing is planned.
   size_t arenaBytes = 0;

@@ -1,6 +1,7 @@
 // checkProgram: a Program's fields against each other (see ProgramCheck.h).
 #include "runtime/program/ProgramCheck.h"
 
+#include <algorithm>
 #include <set>
 #include <string>
 
@@ -55,6 +56,64 @@ void checkAttributes(const Step& step, const std::string& where) {
     bool known = false;
     for (const AttrSpec& spec : specs) known = known || spec.name == name;
     if (!known) throw Error(where + " has an attribute '" + name + "' that op " + step.op + " does not take");
+  }
+}
+
+// The call contract (Program::inputPlacements, outputPlacements, outputDonors) against the
+// inputs, outputs, buffers and replica count.
+template <typename Describe>
+void checkCallContract(const Program& p, const std::string& prefix, const Describe& buffer) {
+  const bool none = p.inputPlacements.empty() && p.outputPlacements.empty() && p.outputDonors.empty();
+  if (none) return;  // a part of an accumulated step: no caller
+  if (p.inputPlacements.size() != p.inputs.size() || p.outputPlacements.size() != p.outputs.size() ||
+      p.outputDonors.size() != p.outputs.size())
+    throw Error(prefix + "the call contract has " + std::to_string(p.inputPlacements.size()) + " input placements, " +
+                std::to_string(p.outputPlacements.size()) + " output placements and " +
+                std::to_string(p.outputDonors.size()) + " output donors for " + std::to_string(p.inputs.size()) +
+                " inputs and " + std::to_string(p.outputs.size()) + " outputs; it needs one of each per input and output");
+  auto check = [&](const std::string& what, int id, const Placement& placement) {
+    if (placement.kind != Placement::Kind::Sliced && !placement.full.empty())
+      throw Error(prefix + what + " " + buffer(id) + " is " + placementName(placement.kind) +
+                  " but names a full shape; only a sliced one has one");
+    if (placement.kind == Placement::Kind::Replicated) return;
+    if (p.axisName.empty())
+      throw Error(prefix + what + " " + buffer(id) + " is " + placementName(placement.kind) +
+                  ", but the program has no axis to map or slice it over");
+    if (placement.kind != Placement::Kind::Sliced) return;  // a mapped scalar stacks into [replicas]
+    int64_t elements = 1;
+    for (int64_t d : placement.full) {
+      if (d < 0 || (d > 0 && elements > kMaxElements / d))
+        throw Error(prefix + what + " " + buffer(id) + " is a slice of " + shapeString(placement.full) +
+                    ", which is not a valid shape");
+      elements *= d;
+    }
+    const int64_t slice = (elements + p.replicas - 1) / p.replicas;
+    if (p.buffers[id].shape != Shape{slice})
+      throw Error(prefix + what + " " + buffer(id) + " is a slice of " + shapeString(placement.full) + " over " +
+                  std::to_string(p.replicas) + " replicas, which is [" + std::to_string(slice) + "] elements");
+  };
+  for (size_t i = 0; i < p.inputs.size(); ++i) check("input " + std::to_string(i), p.inputs[i], p.inputPlacements[i]);
+  std::vector<bool> donating(p.inputs.size());
+  for (size_t k = 0; k < p.outputs.size(); ++k) {
+    const std::string what = "output " + std::to_string(k);
+    check(what, p.outputs[k], p.outputPlacements[k]);
+    const int donor = p.outputDonors[k];
+    if (donor == -1) continue;
+    if (donor < 0 || donor >= int(p.inputs.size()))
+      throw Error(prefix + what + " takes the buffers of input " + std::to_string(donor) + " of " +
+                  std::to_string(p.inputs.size()));
+    if (donating[donor])
+      throw Error(prefix + "input " + std::to_string(donor) + " gives its buffers to two outputs");
+    donating[donor] = true;
+    const int from = p.inputs[donor], to = p.outputs[k];
+    if (std::count(p.inputs.begin(), p.inputs.end(), to))
+      throw Error(prefix + what + " passes an input through, so it cannot take input " + std::to_string(donor) +
+                  "'s buffers (its copy reads the inputs)");
+    if (p.buffers[from].dtype != p.buffers[to].dtype || p.buffers[from].shape != p.buffers[to].shape ||
+        p.inputPlacements[donor] != p.outputPlacements[k])
+      throw Error(prefix + what + " " + buffer(to) + " (" + placementName(p.outputPlacements[k].kind) +
+                  ") takes the buffers of input " + std::to_string(donor) + " " + buffer(from) + " (" +
+                  placementName(p.inputPlacements[donor].kind) + "); they need the same dtype, shape and placement");
   }
 }
 
@@ -163,6 +222,7 @@ void checkProgram(const Program& p) {
     valid(id, "outputs");
     if (!defined[id]) throw Error(prefix + "output " + buffer(id) + " is never written");
   }
+  checkCallContract(p, prefix, buffer);
   checkMemoryPlan(p);
 }
 

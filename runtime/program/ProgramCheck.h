@@ -17,6 +17,9 @@ namespace spmd::runtime {
 //  - collectives against the replica count: all_gather's result is `replicas` times its
 //    operand, reduce_scatter's operand `replicas` times its result, all_reduce's results are
 //    its operands' shapes; a program without an axis has none and one replica;
+//  - the call contract, when there is one: a placement per input and output (mapped and sliced
+//    ones need an axis, a slice is ceil(full elements / replicas) long), each donor input paired
+//    with at most one output of its dtype, shape and placement that does not pass an input through;
 //  - the memory plan (checkMemoryPlan): planned buffers inside the arena, never overlapping
 //    while both are live.
 void checkProgram(const Program& program);

@@ -19,7 +19,8 @@ namespace {
 
 constexpr char kMagic[8] = {'S', 'P', 'M', 'D', 'P', 'R', 'O', 'G'};
 constexpr char kSumMagic[8] = {'S', 'P', 'M', 'D', 'C', 'R', 'C', '1'};
-constexpr int kVersion = 4;  // 3: buffers may carry a layout; 4: a checksum ends the file
+// 3: buffers may carry a layout; 4: a checksum ends the file; 5: the call contract (placements, donors)
+constexpr int kVersion = 5;
 
 
 using Json = nlohmann::ordered_json;
@@ -57,6 +58,31 @@ Attr attrOf(const Json& j) {
   throw Error("unknown attribute kind '" + kind + "'");
 }
 
+Json placementsJson(const std::vector<Placement>& placements) {
+  Json list = Json::array();
+  for (const Placement& p : placements) {
+    Json entry = {{"kind", placementName(p.kind)}};
+    if (p.kind == Placement::Kind::Sliced) entry["full"] = p.full;
+    list.push_back(entry);
+  }
+  return list;
+}
+
+std::vector<Placement> placementsOf(const Json& list) {
+  std::vector<Placement> placements;
+  for (const Json& entry : list) {
+    Placement p;
+    const std::string kind = entry.at("kind").get<std::string>();
+    if (kind == placementName(Placement::Kind::Mapped)) p.kind = Placement::Kind::Mapped;
+    else if (kind == placementName(Placement::Kind::Sliced)) p.kind = Placement::Kind::Sliced;
+    else if (kind != placementName(Placement::Kind::Replicated))
+      throw Error("placement '" + kind + "' is not replicated, mapped or sliced");
+    if (entry.contains("full")) p.full = entry.at("full").get<Shape>();
+    placements.push_back(std::move(p));
+  }
+  return placements;
+}
+
 DType dtypeNamed(const std::string& name) {
   for (DType t : {DType::f32, DType::f64, DType::i32, DType::bf16})
     if (name == dtypeName(t)) return t;
@@ -83,6 +109,9 @@ std::vector<std::byte> programFileBytes(const Program& program) {
   header["buffers"] = buffers;
   header["inputs"] = program.inputs;
   header["outputs"] = program.outputs;
+  header["input_placements"] = placementsJson(program.inputPlacements);
+  header["output_placements"] = placementsJson(program.outputPlacements);
+  header["output_donors"] = program.outputDonors;
   Json steps = Json::array();
   for (const Step& s : program.steps) {
     Json attrs = Json::object();
@@ -178,6 +207,9 @@ Program readProgramBytes(std::span<const std::byte> bytes, const std::string& pa
     auto ids = [](const Json& list) { return list.get<std::vector<int>>(); };
     program.inputs = ids(header.at("inputs"));
     program.outputs = ids(header.at("outputs"));
+    program.inputPlacements = placementsOf(header.at("input_placements"));
+    program.outputPlacements = placementsOf(header.at("output_placements"));
+    program.outputDonors = ids(header.at("output_donors"));
     for (const Json& s : header.at("steps")) {
       Step step;
       step.op = s.at("op").get<std::string>();

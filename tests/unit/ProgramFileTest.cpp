@@ -219,10 +219,10 @@ TEST_F(ProgramFileTest, DamagedFilesAreClearErrors) {
   write(resealed(edited));
   EXPECT_NE(errorOf(bad).find("inputs names buffer 7 of"), std::string::npos) << errorOf(bad);
   edited = bytes;
-  at = edited.find("\"version\": 4");
+  at = edited.find("\"version\": 5");
   edited[at + 11] = '9';
   write(resealed(edited));
-  EXPECT_NE(errorOf(bad).find("version 9 is not 4"), std::string::npos) << errorOf(bad);
+  EXPECT_NE(errorOf(bad).find("version 9 is not 5"), std::string::npos) << errorOf(bad);
   // A dimension whose element count overflows: refused before anything is allocated.
   write(withHeader(bytes, [](std::string& header) {
     size_t shape = header.find("\"shape\": [");
@@ -327,6 +327,62 @@ TEST_F(ProgramFileTest, AnEditedReplicaCountIsRefused) {
   write(resealed(edited));
   EXPECT_NE(errorOf(bad).find("'all_gather'"), std::string::npos) << errorOf(bad);
   EXPECT_NE(errorOf(bad).find("is not 8 (the program's replicas) times buffer"), std::string::npos) << errorOf(bad);
+}
+
+// The call contract (runtime::Program's placements and donation pairs) is filled by the lowering,
+// shown in the text form, saved, and checked at load: an edited one is refused naming the entry.
+TEST_F(ProgramFileTest, TheCallContractIsSavedAndEditsAreRefused) {
+  auto f = pmap([](const Tensor& w, const Tensor& x) { return std::tuple{sub(w, pmean(mean(x, {0}), "batch")), relu(x)}; },
+                {.inAxes = {replicated, 0}, .outAxes = {replicated, 0}, .devices = "cpu:2", .dumpDir = dir_.string(),
+                 .donateArguments = {0}});
+  f(Tensor(testing::randomArray(DType::f32, {3}, 1)), Tensor(testing::randomArray(DType::f32, {2, 4, 3}, 2)));
+  const std::string path = (std::filesystem::path(f.lastDumpDir()) / "program.spmd").string();
+  runtime::Program loaded = runtime::loadProgram(path);
+  using Kind = runtime::Placement::Kind;
+  ASSERT_EQ(loaded.inputPlacements.size(), 2u);
+  EXPECT_EQ(loaded.inputPlacements[0].kind, Kind::Replicated);
+  EXPECT_EQ(loaded.inputPlacements[1].kind, Kind::Mapped);
+  ASSERT_EQ(loaded.outputPlacements.size(), 2u);
+  EXPECT_EQ(loaded.outputPlacements[0].kind, Kind::Replicated);
+  EXPECT_EQ(loaded.outputPlacements[1].kind, Kind::Mapped);
+  EXPECT_EQ(loaded.outputDonors, (std::vector<int>{0, -1}));
+  const std::string text = loaded.toText();
+  EXPECT_NE(text.find("  input 1 %1 mapped\n"), std::string::npos) << text;
+  EXPECT_NE(text.find(" replicated, takes input 0's buffers when donated\n"), std::string::npos) << text;
+
+  // spmd-run calls it as the contract says: w the same on both replicas (else the replicated
+  // output, w less a mean over both, would differ between them), x split, w updated in place.
+  auto run = testing::runCommand(std::string(SPMD_RUN_PATH) + " " + path + " --devices cpu:2 --steps 3");
+  EXPECT_EQ(run.status, 0) << run.output;
+  EXPECT_NE(run.output.find("; 1 of 2 inputs updated in place (donated outputs)\n1 replicated outputs hold the same bits "
+                            "on every replica"), std::string::npos) << run.output;
+
+  std::string bytes = testing::readBytes(path), bad = (dir_ / "contract.spmd").string();
+  auto refused = [&](const std::string& from, const std::string& to) {
+    std::ofstream(bad, std::ios::binary | std::ios::trunc) << withHeader(bytes, [&](std::string& header) {
+      size_t at = header.find(from);
+      ASSERT_NE(at, std::string::npos) << from << " in " << header;
+      header.replace(at, from.size(), to);
+    });
+    return errorOf(bad);
+  };
+  EXPECT_NE(refused("\"output_donors\": [\n  0,", "\"output_donors\": [\n  1,")
+                .find("output 0 buffer %4 (f32[3]) (replicated) takes the buffers of input 1 buffer %1 (f32[4, 3]) "
+                      "(mapped); they need the same dtype, shape and placement"),
+            std::string::npos)
+      << errorOf(bad);
+  EXPECT_NE(refused("\"output_donors\": [\n  0,", "\"output_donors\": [\n  0,\n  0,")
+                .find("the call contract has 2 input placements, 2 output placements and 3 output donors for 2 inputs "
+                      "and 2 outputs"),
+            std::string::npos)
+      << errorOf(bad);
+  EXPECT_NE(refused("\"kind\": \"mapped\"", "\"kind\": \"sharded\"").find("placement 'sharded' is not replicated, mapped or sliced"),
+            std::string::npos)
+      << errorOf(bad);
+  EXPECT_NE(refused("\"kind\": \"mapped\"", "\"kind\": \"sliced\", \"full\": [7]")
+                .find("input 1 buffer %1 (f32[4, 3]) is a slice of [7] over 2 replicas, which is [4] elements"),
+            std::string::npos)
+      << errorOf(bad);
 }
 
 }  // namespace

@@ -2,7 +2,8 @@
 // spmd-run --kernels [BACKEND]: which code serves each op on each backend (or on BACKEND).
 // Loads a Program saved by the compiler (SPMD_DUMP_IR=<dir> writes <dir>/program.spmd), runs it
 // with one replica per device on deterministic synthetic inputs (floats in [-1, 1), integers 0)
-// and prints the time per step. Links only the runtime: this is how compiled steps run where
+// placed as the program's call contract says, feeding each donated output back in place of its
+// input as a training loop does, and prints the time per step. Links only the runtime: this is how compiled steps run where
 // LLVM/MLIR is not installed.
 #include <chrono>
 #include <cstdio>
@@ -19,6 +20,7 @@
 #include "runtime/base/Parse.h"
 #include "runtime/base/Timeout.h"
 #include "runtime/exec/ReplicaGroup.h"
+#include "runtime/exec/ReplicatedCall.h"
 #include "runtime/mpi/Processes.h"
 #include "tools/cli/Cli.h"
 
@@ -106,24 +108,58 @@ int run(int argc, char** argv) {
   if (print) std::fputs(program.toText().c_str(), stdout);
   runtime::DeviceList list = runtime::parseDeviceList(devices);
   runtime::ReplicaGroup group(program, list, runtime::jobOf(program), runtime::collectiveTimeoutFromEnvironment());
-  std::vector<std::vector<Array>> inputs(list.size()), outputs(list.size());
-  for (int r = 0; r < list.size(); ++r) {
-    for (size_t i = 0; i < program.inputs.size(); ++i)
-      inputs[r].push_back(synthetic(program.buffers[program.inputs[i]], 1000 * i + r));
-    for (int id : program.outputs) outputs[r].push_back(Array::zeros(program.buffers[id].dtype, program.buffers[id].shape));
+  // The call as the program's contract has it: a replicated input the same on every replica, a
+  // mapped one as each replica's chunk of one global value, a sliced one as the replicas' slices
+  // of its full shape. After each run, every output the contract pairs with an input takes that
+  // input's place, donated (parameters and optimizer state updated in place, as a training loop
+  // runs it); outputs stay on the devices.
+  const int devicesHere = list.size();
+  std::vector<Array> hostInputs;
+  std::vector<runtime::CallArgument> arguments;
+  for (size_t i = 0; i < program.inputs.size(); ++i) {
+    runtime::BufferDesc global = program.buffers[program.inputs[i]];
+    const runtime::Placement& placement = program.inputPlacements[i];
+    if (placement.kind == runtime::Placement::Kind::Sliced) global.shape = placement.full;
+    if (placement.kind == runtime::Placement::Kind::Mapped)
+      global.shape.insert(global.shape.begin(), devicesHere);  // stacked: [devices, one replica's shape]
+    hostInputs.push_back(synthetic(global, 1000 * i));
   }
+  for (const Array& a : hostInputs) arguments.push_back({nullptr, &a, false});
+  runtime::CallLayout layout{.stacked = {}, .perReplicaOutputs = false, .who = "spmd-run's previous step"};
+  for (const runtime::Placement& p : program.outputPlacements)
+    layout.stacked.push_back(p.kind == runtime::Placement::Kind::Mapped);
+  int donated = 0;
+  for (int i : program.outputDonors) donated += i >= 0;
+  std::vector<std::shared_ptr<runtime::DeviceArray>> results;
+  auto step = [&] {
+    results = runtime::callReplicated(group, arguments, layout);
+    for (size_t k = 0; k < results.size(); ++k)
+      if (int i = program.outputDonors[k]; i >= 0) arguments[size_t(i)] = {results[k], nullptr, true};
+  };
   auto start = std::chrono::steady_clock::now();
-  for (int s = 0; s < warmup; ++s) group.run(inputs, outputs);
+  for (int s = 0; s < warmup; ++s) step();
   double first = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   start = std::chrono::steady_clock::now();
-  for (int s = 0; s < steps; ++s) group.run(inputs, outputs);
+  for (int s = 0; s < steps; ++s) step();
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / steps;
   std::printf("@%s on %s: %zu steps in the program, arena %.1f MB per replica; warm-up %.3f s for %d runs; "
               "%.3f ms per run over %d runs",
               program.name.c_str(), list.spec.c_str(), program.steps.size(), double(program.arenaBytes) / 1e6,
               first, warmup, seconds * 1e3, steps);
   if (items) std::printf(", %.1f items/s", double(items) / seconds);
-  std::printf("\n");
+  std::printf("; %d of %zu inputs updated in place (donated outputs)\n", donated, program.inputs.size());
+  // A replicated output must hold the same bits on every replica (as pmap's drift check asks).
+  int replicated = 0;
+  for (size_t k = 0; k < results.size(); ++k) {
+    if (program.outputPlacements[k].kind != runtime::Placement::Kind::Replicated) continue;
+    replicated++;
+    for (int r = 1; r < results[k]->replicas(); ++r)
+      if (results[k]->replicaBytes(r) != results[k]->replicaBytes(0))
+        throw Error("replicated output " + std::to_string(k) + " (" + results[k]->describe() + ") differs between replica 0 and replica " +
+                    std::to_string(r) + " after the last step: the program's replicas diverged (a kernel whose "
+                    "result depends on the replica, or a collective that did not reduce every replica's value)");
+  }
+  if (list.size() > 1) std::printf("%d replicated outputs hold the same bits on every replica\n", replicated);
   if (kernels->count()) {
     const runtime::Executor& replica = group.executor(0);
     for (size_t s = 0; s < program.steps.size(); ++s)

@@ -1,0 +1,155 @@
+// The replicated call: binding by placement, donation by the Program's pairs, assembly of outputs.
+#include "runtime/exec/ReplicatedCall.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "runtime/base/Error.h"
+
+namespace spmd::runtime {
+namespace {
+
+DeviceArray::Layout layoutOf(const Placement& placement) {
+  switch (placement.kind) {
+    case Placement::Kind::Replicated: return DeviceArray::Layout::Replicated;
+    case Placement::Kind::Mapped: return DeviceArray::Layout::Sharded;
+    case Placement::Kind::Sliced: return DeviceArray::Layout::Sliced;
+  }
+  return DeviceArray::Layout::Replicated;
+}
+
+int firstReplica(const ReplicaGroup& group) { return group.job().info().rank * group.size(); }
+
+std::vector<std::shared_ptr<Device>> devicesOf(const ReplicaGroup& group) {
+  std::vector<std::shared_ptr<Device>> devices;
+  for (int r = 0; r < group.size(); ++r) devices.push_back(group.device(r));
+  return devices;
+}
+
+}  // namespace
+
+std::vector<std::vector<Input>> bindArguments(const std::vector<CallArgument>& arguments,
+                                              const std::vector<Placement>& placements,
+                                              const std::vector<Shape>& replicaShapes, const ReplicaGroup& group,
+                                              std::vector<bool>& bound) {
+  const int devices = group.size(), first = firstReplica(group);
+  const std::vector<std::shared_ptr<Device>> deviceObjects = devicesOf(group);
+  std::vector<std::vector<Input>> inputs(devices);
+  bound.assign(arguments.size(), false);
+  for (size_t i = 0; i < arguments.size(); ++i) {
+    const Placement& placement = placements[i];
+    const Shape& local = replicaShapes[i];
+    const bool slice = placement.kind == Placement::Kind::Sliced;
+    const auto& resident = arguments[i].resident;
+    if (resident && !resident->donated() && resident->livesOn(deviceObjects) &&
+        resident->layout() == layoutOf(placement) && resident->localShape() == local &&
+        (!slice || resident->slicing().firstReplica == first)) {
+      for (int r = 0; r < devices; ++r) inputs[r].push_back({Array{}, resident->buffer(r)});
+      bound[i] = true;
+      continue;
+    }
+    const Array& array = arguments[i].value();
+    if (slice) {  // each replica's part of the flat tensor, the last ones padded with zeros
+      const size_t width = size_t(local[0]) * dtypeSize(array.dtype);
+      for (int r = 0; r < devices; ++r) {
+        Array part = Array::zeros(array.dtype, local);
+        const size_t from = size_t(first + r) * width;
+        if (from < array.bytes()) std::memcpy(part.data(), array.data() + from, std::min(width, array.bytes() - from));
+        inputs[r].push_back({std::move(part), nullptr});
+      }
+      continue;
+    }
+    const size_t chunk = size_t(numElements(local)) * dtypeSize(array.dtype);
+    for (int r = 0; r < devices; ++r)
+      inputs[r].push_back(
+          {placement.kind == Placement::Kind::Replicated ? array : Array::view(array, r * chunk, local), nullptr});
+  }
+  return inputs;
+}
+
+std::shared_ptr<DeviceArray> assembleOutput(DType dtype, const Shape& shape, const Placement& placement, bool stacked,
+                                            bool perReplica, const ReplicaGroup& group,
+                                            std::vector<std::shared_ptr<std::byte>> buffers) {
+  const int devices = group.size();
+  if (placement.kind == Placement::Kind::Sliced) {  // ZeRO-1: the full shape, one slice per replica of the job
+    DeviceArray::Slicing slicing;
+    slicing.firstReplica = firstReplica(group);
+    slicing.totalReplicas = devices * group.job().info().size;
+    const Job* job = &group.job();
+    slicing.gatherProcesses = [job](const std::string& mine) {
+      return job->allGatherText(mine, "reading a sliced (shardUpdate, ZeRO-1) tensor on the host, which gathers its "
+                                      "slices from every process: read it on every process at the same point (e.g. "
+                                      "before process 0 saves a checkpoint)");
+    };
+    return std::make_shared<DeviceArray>(dtype, shape, placement.full, DeviceArray::Layout::Sliced, devicesOf(group),
+                                         std::move(buffers), std::move(slicing));
+  }
+  const bool mapped = placement.kind == Placement::Kind::Mapped;
+  perReplica = perReplica || mapped;
+  Shape global = shape;
+  if (mapped && !stacked && !shape.empty())
+    global[0] *= devices;
+  else if (perReplica)
+    global.insert(global.begin(), devices);
+  return std::make_shared<DeviceArray>(dtype, shape, global,
+                                       perReplica ? DeviceArray::Layout::Sharded : DeviceArray::Layout::Replicated,
+                                       devicesOf(group), std::move(buffers));
+}
+
+void runDonating(ReplicaGroup& group, const std::vector<std::vector<Input>>& inputs,
+                 std::vector<std::vector<Output>>& outputs, const std::vector<CallArgument>& arguments,
+                 const std::vector<bool>& donors, const std::string& who, CallCounts* counts) {
+  auto donate = [&](bool failed) {
+    for (size_t i = 0; i < arguments.size(); ++i)
+      if (donors[i]) arguments[i].resident->donate(who, failed);
+  };
+  try {
+    group.run(inputs, outputs);
+  } catch (...) {
+    donate(true);
+    throw;
+  }
+  if (counts) *counts = group.lastCall();
+  donate(false);
+}
+
+std::vector<std::shared_ptr<DeviceArray>> callReplicated(ReplicaGroup& group, const std::vector<CallArgument>& arguments,
+                                                         const CallLayout& layout, CallCounts* counts) {
+  const Program& program = group.program();
+  if (program.inputPlacements.size() != program.inputs.size())
+    throw Error("program @" + program.name + " has no call contract (a part of an accumulated step?); it cannot be "
+                "called with arguments");
+  if (arguments.size() != program.inputs.size())
+    throw Error("program @" + program.name + " takes " + std::to_string(program.inputs.size()) + " arguments, not " +
+                std::to_string(arguments.size()));
+  const int devices = group.size();
+  std::vector<Shape> shapes;
+  for (int id : program.inputs) shapes.push_back(program.buffers[id].shape);
+  std::vector<bool> bound;
+  std::vector<std::vector<Input>> inputs = bindArguments(arguments, program.inputPlacements, shapes, group, bound);
+
+  // Donation: an output takes its paired argument's buffers when that argument is donated and
+  // was bound in place.
+  std::vector<bool> donors(arguments.size());
+  std::vector<std::vector<Output>> outputs(devices);
+  for (size_t k = 0; k < program.outputs.size(); ++k) {
+    const int i = program.outputDonors[k];
+    const bool takes = i >= 0 && arguments[size_t(i)].donated && bound[size_t(i)] &&
+                       !(layout.perReplicaOutputs && program.outputPlacements[k].kind == Placement::Kind::Replicated);
+    if (takes) donors[size_t(i)] = true;
+    for (int r = 0; r < devices; ++r) outputs[r].push_back({Array{}, true, takes ? inputs[r][size_t(i)].device : nullptr});
+  }
+  runDonating(group, inputs, outputs, arguments, donors, layout.who, counts);
+  std::vector<std::shared_ptr<DeviceArray>> results;
+  for (size_t k = 0; k < program.outputs.size(); ++k) {
+    std::vector<std::shared_ptr<std::byte>> buffers;
+    for (int r = 0; r < devices; ++r) buffers.push_back(outputs[r][k].device);
+    const BufferDesc& b = program.buffers[program.outputs[k]];
+    results.push_back(assembleOutput(b.dtype, b.shape, program.outputPlacements[k],
+                                     k < layout.stacked.size() && layout.stacked[k], layout.perReplicaOutputs, group,
+                                     std::move(buffers)));
+  }
+  return results;
+}
+
+}  // namespace spmd::runtime
