@@ -70,9 +70,12 @@ Program averagedOverMicroBatches(const Program& program, const std::vector<int>&
 
 }  // namespace
 
-AccumulationSplit splitForAccumulation(const Program& program, const std::vector<bool>& mappedInputs,
-                                       const std::vector<bool>& mappedOutputs,
-                                       const std::vector<std::string>& outputNames) {
+AccumulationSplit splitForAccumulation(const Program& program, const std::vector<std::string>& outputNames) {
+  if (program.inputPlacements.size() != program.inputs.size() || program.outputPlacements.size() != program.outputs.size())
+    throw Error("program @" + program.name + " has no call contract to split for accumulation");
+  std::vector<bool> mappedInputs, mappedOutputs;
+  for (const runtime::Placement& p : program.inputPlacements) mappedInputs.push_back(p.kind != runtime::Placement::Kind::Replicated);
+  for (const runtime::Placement& p : program.outputPlacements) mappedOutputs.push_back(p.kind != runtime::Placement::Kind::Replicated);
   const int steps = int(program.steps.size()), buffers = int(program.buffers.size());
   std::vector<bool> accumulated(steps);
   for (int s = 0; s < steps; ++s) accumulated[s] = program.steps[s].op == "all_reduce";
@@ -137,8 +140,7 @@ AccumulationSplit splitForAccumulation(const Program& program, const std::vector
     perMicroBatch.push_back(int(k));
   }
   if (!perMicroBatch.empty())
-    return splitForAccumulation(averagedOverMicroBatches(program, perMicroBatch), mappedInputs, mappedOutputs,
-                                outputNames);
+    return splitForAccumulation(averagedOverMicroBatches(program, perMicroBatch), outputNames);
   for (size_t k = 0; k < program.outputs.size(); ++k) {
     int b = program.outputs[k];
     if (varying[b]) split.outputs.push_back({true, int(microOutputs.size())}), microOutputs.push_back(b);
@@ -199,6 +201,11 @@ AccumulationSplit splitForAccumulation(const Program& program, const std::vector
   split.apply = extract(program, applySteps, applyIn, applyOutputs);
   split.micro.name = program.name + ".micro";
   split.apply.name = program.name + ".apply";
+  split.inputPlacements = program.inputPlacements;
+  split.outputPlacements = program.outputPlacements;
+  split.outputDonors = program.outputDonors;
+  for (int b : program.inputs) split.inputTypes.push_back({program.buffers[b].dtype, program.buffers[b].shape});
+  for (int b : program.outputs) split.outputTypes.push_back({program.buffers[b].dtype, program.buffers[b].shape});
   return split;
 }
 

@@ -20,31 +20,15 @@
 #include <string>
 #include <vector>
 
-#include "runtime/program/Program.h"
+#include "runtime/program/Accumulation.h"
 
 namespace spmd {
 
-struct AccumulationSplit {
-  runtime::Program micro, apply;
-  // Original program input index of each micro / apply input; -1 for the apply part's leading
-  // inputs, the accumulated operands (apply.inputs[j] for j < accumulated is micro output
-  // microMapped + j, summed over the micro-batches).
-  std::vector<int> microInputs, applyInputs;
-  int accumulated = 0, microMapped = 0;
-  // Where each original output comes from: micro output (a mapped output: the micro-batches'
-  // parts one after another) or apply output.
-  struct Source {
-    bool micro = false;
-    int index = 0;
-  };
-  std::vector<Source> outputs;
-};
+using runtime::AccumulationSplit;
 
-// `mappedInputs[i]` / `mappedOutputs[k]`: whether input i / output k is mapped over the axis
-// (split or stacked); `outputNames[k]` names output k in errors. Throws spmd::Error when a
-// replicated output differs between replicas (it varies with the batch and reaches no all-reduce).
-AccumulationSplit splitForAccumulation(const runtime::Program& program, const std::vector<bool>& mappedInputs,
-                                       const std::vector<bool>& mappedOutputs,
-                                       const std::vector<std::string>& outputNames);
+// `program` has a call contract (which inputs and outputs are mapped over the axis);
+// `outputNames[k]` names output k in errors. Throws spmd::Error when a replicated output differs
+// between replicas (it varies with the batch and reaches no all-reduce).
+AccumulationSplit splitForAccumulation(const runtime::Program& program, const std::vector<std::string>& outputNames);
 
 }  // namespace spmd

@@ -16,7 +16,6 @@
 #include "compiler/PlanMemory.h"
 #include "compiler/SplitAccumulation.h"
 #include "frontend/Agreement.h"
-#include "runtime/device/Fold.h"
 #include "frontend/Trace.h"
 #include "runtime/exec/DeviceArray.h"
 #include "runtime/base/Parse.h"
@@ -26,7 +25,7 @@
 #include "runtime/device/Variants.h"
 #include "runtime/mpi/Processes.h"
 #include "runtime/exec/ReplicaGroup.h"
-#include "runtime/exec/ReplicatedCall.h"
+#include "runtime/exec/AccumulatedCall.h"
 
 namespace spmd::detail {
 
@@ -36,10 +35,9 @@ struct PmapCore::Entry {
   AccumulationSplit split;
   std::shared_ptr<void> prototype;
   std::vector<Axis> outputAxes;                    // per output leaf
-  std::vector<std::pair<DType, Shape>> outputs;    // one replica's output types
   std::vector<std::string> outputNames;            // per output leaf ("0.fc.weight")
-  // The compiled step's call contract (with accumulation, the whole step's, before the split).
-  std::vector<runtime::Placement> inputPlacements, outputPlacements;
+  // The compiled step's output placements (with accumulation, the whole step's, before the split).
+  std::vector<runtime::Placement> outputPlacements;
   int64_t calls = 0;
 };
 
@@ -47,6 +45,9 @@ struct PmapCore::State {
   PmapOptions options;
   bool jit = false;  // spmd::jit: one device, no axis, every argument and output replicated
   runtime::DeviceList devices;
+  // The processes the axis spans, taken once: this launch's (mpirun's, or this process alone)
+  // for pmap; this process alone for jit.
+  const runtime::Job* job = nullptr;
   std::chrono::milliseconds timeout{0};
   std::map<std::string, std::unique_ptr<Entry>> cache;
   runtime::CallCounts lastCall;  // of the last call's step program (PmapCore::lastCall)
@@ -119,13 +120,6 @@ std::vector<runtime::CallArgument> callArguments(const std::vector<Tensor>& leav
   return arguments;
 }
 
-// Adds `from` into `to` elementwise (a node of the fold tree: runtime/device/Fold.h).
-void addInto(DType dtype, std::byte* to, const std::byte* from, int64_t count) {
-  const void* sources[] = {to, from};
-  void* out[] = {to};
-  runtime::FoldPlan::leaves(2).run(dtype, sources, 0, count, runtime::Reduction::Sum, 1, out);
-}
-
 }  // namespace
 
 // How the backend runs bf16 convolutions and matmuls for this compilation: its bf16 kernels where
@@ -163,6 +157,7 @@ PmapCore::PmapCore(PmapOptions options, bool jit) : state_(std::make_unique<Stat
                     (axes == &o.inAxes ? "inAxes" : "outAxes") +
                     ": only the leading axis (0) can be mapped; transpose the data first");
   state_->devices = runtime::parseDeviceList(o.devices);
+  state_->job = jit ? &runtime::Job::single() : &runtime::processJob();
   if (jit && state_->devices.size() != 1)
     throw Error(jitPrefix(o) + "device list '" + state_->devices.spec + "' has " +
                 std::to_string(state_->devices.size()) + " devices but jit runs on one; use spmd::pmap to run " +
@@ -196,13 +191,13 @@ runtime::CallCounts PmapCore::lastCall() const {
 }
 int PmapCore::threadsPerReplica(std::string* why) const {
   runtime::ThreadShare share = state_->devices.driver().threadsPerReplica(
-      state_->devices, state_->options.threadsPerReplica, runtime::processes(), state_->options.accumulate);
+      state_->devices, state_->options.threadsPerReplica, state_->job->info(), state_->options.accumulate);
   if (why) *why = share.why;
   return share.threads;
 }
 
 int PmapCore::globalDeviceCount() const {
-  return state_->jit ? 1 : state_->devices.size() * runtime::processes().size;
+  return state_->devices.size() * state_->job->info().size;
 }
 
 std::pair<std::vector<Tensor>, std::shared_ptr<void>> PmapCore::call(
@@ -261,7 +256,7 @@ std::pair<std::vector<Tensor>, std::shared_ptr<void>> PmapCore::call(
     // The axis spans every process's devices (global replica = process * devices + local), and
     // with accumulation every replica's micro-batches (virtual replica = replica * A + step).
     const int A = o.accumulate;
-    if (!state_->jit) trace.bindAxis(o.axisName, devices * runtime::processes().size * A);
+    if (!state_->jit) trace.bindAxis(o.axisName, devices * state_->job->info().size * A);
     std::vector<Tensor> arguments;
     for (size_t i = 0; i < leaves.size(); ++i) {
       Shape traced = local[i];
@@ -326,9 +321,6 @@ std::pair<std::vector<Tensor>, std::shared_ptr<void>> PmapCore::call(
     if (hasBf16 && runtime::envSwitch("SPMD_LOG_COMPILES").value_or(false))
       std::fprintf(stderr, "spmd: %sbf16 convolutions and matmuls on %s: %s\n", who().c_str(),
                    state_->devices.spec.c_str(), bf16.path.c_str());
-    for (int id : program.outputs)
-      entry->outputs.emplace_back(program.buffers[id].dtype, program.buffers[id].shape);
-    entry->inputPlacements = program.inputPlacements;
     entry->outputPlacements = program.outputPlacements;
     for (size_t i = 0; i < traced.outputs.size(); ++i)
       entry->outputNames.push_back(i < traced.names.size() && !traced.names[i].empty() ? traced.names[i]
@@ -337,27 +329,21 @@ std::pair<std::vector<Tensor>, std::shared_ptr<void>> PmapCore::call(
       if (!state_->devices.driver().makeDevice(state_->devices, 0)->hostAccessible())
         throw Error(who() + "gradient accumulation runs on host-memory devices (cpu) only so far, not " +
                     state_->devices.spec);
-      std::vector<bool> mappedIn, mappedOut;
-      for (Axis a : axes) mappedIn.push_back(a.kind != Axis::Kind::Replicated);
-      for (Axis a : entry->outputAxes) mappedOut.push_back(a.kind != Axis::Kind::Replicated);
-      entry->split = splitForAccumulation(program, mappedIn, mappedOut, entry->outputNames);
+      entry->split = splitForAccumulation(program, entry->outputNames);
       entry->split.micro.replicas = program.replicas / A;  // its all-reduces span one micro-batch's replicas
       if (o.planMemory) planMemory(entry->split.micro), planMemory(entry->split.apply);
-      // Mapped outputs come out of the micro part a micro-batch at a time: the full local shape.
-      for (size_t k = 0; k < entry->outputs.size(); ++k)
-        if (entry->split.outputs[k].micro && !entry->outputs[k].second.empty()) entry->outputs[k].second[0] *= A;
-      entry->micro = std::make_unique<runtime::ReplicaGroup>(entry->split.micro, state_->devices, runtime::jobOf(entry->split.micro),
+      entry->micro = std::make_unique<runtime::ReplicaGroup>(entry->split.micro, state_->devices, *state_->job,
                                                              state_->timeout, o.threadsPerReplica, 1, A);
-      entry->group = std::make_unique<runtime::ReplicaGroup>(entry->split.apply, state_->devices, runtime::jobOf(entry->split.apply),
+      entry->group = std::make_unique<runtime::ReplicaGroup>(entry->split.apply, state_->devices, *state_->job,
                                                              state_->timeout, o.threadsPerReplica, A);
     } else {
-      entry->group = std::make_unique<runtime::ReplicaGroup>(program, state_->devices, runtime::jobOf(program), state_->timeout,
+      entry->group = std::make_unique<runtime::ReplicaGroup>(program, state_->devices, *state_->job, state_->timeout,
                                                              o.threadsPerReplica);
     }
     entry->group->enableDebugNonFinite(o.debugNans, o.debugInfs);
     if (entry->micro) entry->micro->enableDebugNonFinite(o.debugNans, o.debugInfs);
     entry->prototype = traced.prototype;
-    if (!state_->jit && runtime::processes().size > 1) {
+    if (state_->job->info().size > 1) {
       auto facts = fingerprint(structure, names, leaves, axes, *entry->group);
       if (hasBf16)  // processes on hosts of different ISAs could run different bf16 kernels
         facts.emplace_back("bf16 convolutions and matmuls (SPMD_NATIVE_BF16)", bf16.native ? bf16.path : "emulated");
@@ -368,8 +354,7 @@ std::pair<std::vector<Tensor>, std::shared_ptr<void>> PmapCore::call(
   called(signature);
   Entry& entry = *found->second;
 
-  std::vector<Tensor> results = entry.micro ? runAccumulated(entry, leaves, axes, local, argumentLeaves)
-                                            : run(entry, leaves, argumentLeaves);
+  std::vector<Tensor> results = run(entry, leaves, argumentLeaves);
   firstStepDone();
   if (o.driftCheckEvery > 0 && ++entry.calls % o.driftCheckEvery == 0) {
     std::vector<std::pair<std::string, Tensor>> replicatedOutputs;
@@ -423,120 +408,13 @@ std::vector<Tensor> PmapCore::run(Entry& entry, const std::vector<Tensor>& leave
   const PmapOptions& o = state_->options;
   runtime::CallLayout layout{.stacked = {}, .perReplicaOutputs = o.allReplicas, .who = "pmap '" + o.name + "'"};
   for (Axis axis : entry.outputAxes) layout.stacked.push_back(axis.kind == Axis::Kind::Stacked);
-  std::vector<Tensor> results;
-  for (auto& value : runtime::callReplicated(*entry.group, callArguments(leaves, donatedLeaves(o, argumentLeaves, leaves.size())),
-                                             layout, &state_->lastCall))
-    results.push_back(Tensor(std::move(value)));
-  return results;
-}
-
-std::vector<Tensor> PmapCore::runAccumulated(Entry& entry, const std::vector<Tensor>& leaves,
-                                             const std::vector<Axis>& axes, const std::vector<Shape>& local,
-                                             const std::vector<size_t>& argumentLeaves) {
-  const PmapOptions& o = state_->options;
-  const int devices = deviceCount(), A = o.accumulate;
-  const AccumulationSplit& split = entry.split;
-  std::vector<std::shared_ptr<runtime::Device>> deviceObjects;
-  for (int r = 0; r < devices; ++r) deviceObjects.push_back(entry.group->device(r));
-  std::vector<bool> bound;
   const std::vector<runtime::CallArgument> arguments =
       callArguments(leaves, donatedLeaves(o, argumentLeaves, leaves.size()));
-  std::vector<std::vector<runtime::Input>> inputs =
-      runtime::bindArguments(arguments, entry.inputPlacements, local, *entry.group, bound);
-
-  // Per replica and accumulated operand, the fold tree's stack of complete subtrees over the
-  // micro-batches so far (level, buffer): log2(A) + 1 buffers at most, one extra for A = 2.
-  const runtime::Program& micro = split.micro;
-  struct Subtree {
-    int level;
-    std::shared_ptr<std::byte> data;
-  };
-  std::vector<std::vector<std::vector<Subtree>>> stacks(devices, std::vector<std::vector<Subtree>>(split.accumulated));
-  // Mapped outputs: each replica's full local part, filled a micro-batch at a time.
-  std::vector<std::vector<std::shared_ptr<std::byte>>> mapped(devices);
-  for (int r = 0; r < devices; ++r)
-    for (int k = 0; k < split.microMapped; ++k) {
-      const runtime::BufferDesc& b = micro.buffers[micro.outputs[k]];
-      mapped[r].push_back(deviceObjects[r]->allocate(b.bytes() * A));
-    }
-  for (int a = 0; a < A; ++a) {
-    std::vector<std::vector<runtime::Input>> in(devices);
-    std::vector<std::vector<runtime::Output>> out(devices);
-    for (int r = 0; r < devices; ++r) {
-      for (int i : split.microInputs) {
-        runtime::Input input = inputs[r][i];
-        if (axes[i].kind != Axis::Kind::Replicated) {  // micro-batch a of this replica's rows
-          Shape part = local[i];
-          part[0] /= A;
-          size_t bytes = size_t(numElements(part)) * dtypeSize(leaves[i].dtype());
-          if (input.device) input.device = std::shared_ptr<std::byte>(input.device, input.device.get() + a * bytes);
-          else input.host = Array::view(input.host, a * bytes, part);
-        }
-        in[r].push_back(input);
-      }
-      out[r].assign(micro.outputs.size(), runtime::Output{Array{}, true, nullptr});
-    }
-    entry.micro->setVirtualStep(a, A);
-    entry.micro->run(in, out);
-    for (int r = 0; r < devices; ++r) {
-      for (int k = 0; k < split.microMapped; ++k) {
-        size_t bytes = micro.buffers[micro.outputs[k]].bytes();
-        std::memcpy(mapped[r][k].get() + a * bytes, out[r][k].device.get(), bytes);
-      }
-      for (int j = 0; j < split.accumulated; ++j) {
-        const runtime::BufferDesc& b = micro.buffers[micro.outputs[split.microMapped + j]];
-        auto& stack = stacks[r][j];
-        Subtree leaf{0, out[r][split.microMapped + j].device};
-        // Merge while the newest subtree is the right sibling of the one below it.
-        while (!stack.empty() && stack.back().level == leaf.level) {
-          addInto(b.dtype, stack.back().data.get(), leaf.data.get(), numElements(b.shape));
-          leaf = {stack.back().level + 1, stack.back().data};
-          stack.pop_back();
-        }
-        stack.push_back(leaf);
-      }
-    }
-  }
-  entry.micro->setVirtualStep(0, 1);
-
-  // The apply part: the replicas' subtrees (one each: A is a power of two), then the inputs it
-  // reads; donated replicated inputs give their buffers to its replicated outputs.
-  const runtime::Program& apply = split.apply;
-  std::vector<std::vector<runtime::Input>> in(devices);
-  for (int r = 0; r < devices; ++r) {
-    for (int j = 0; j < split.accumulated; ++j) in[r].push_back({Array{}, stacks[r][j].front().data});
-    for (size_t i = split.accumulated; i < split.applyInputs.size(); ++i) in[r].push_back(inputs[r][split.applyInputs[i]]);
-  }
-  std::vector<bool> donated(leaves.size());
-  for (size_t i = 0; i < leaves.size(); ++i)
-    donated[i] = arguments[i].donated && bound[i] && axes[i].kind == Axis::Kind::Replicated;
-  std::vector<int> donorOf(apply.outputs.size(), -1);
-  std::vector<bool> taken(leaves.size());
-  for (size_t k = 0; k < apply.outputs.size(); ++k) {
-    bool passthrough = std::count(apply.inputs.begin(), apply.inputs.end(), apply.outputs[k]) > 0;
-    const runtime::BufferDesc& b = apply.buffers[apply.outputs[k]];
-    for (size_t i = 0; i < leaves.size() && !passthrough && !o.allReplicas; ++i)
-      if (donated[i] && !taken[i] && leaves[i].dtype() == b.dtype && local[i] == b.shape) {
-        donorOf[k] = int(i), taken[i] = true;
-        break;
-      }
-  }
-  std::vector<std::vector<runtime::Output>> out(devices);
-  for (int r = 0; r < devices; ++r)
-    for (size_t k = 0; k < apply.outputs.size(); ++k)
-      out[r].push_back({Array{}, true, donorOf[k] >= 0 ? inputs[r][donorOf[k]].device : nullptr});
-  runtime::runDonating(*entry.group, in, out, arguments, taken, "pmap '" + o.name + "'", &state_->lastCall);
-
   std::vector<Tensor> results;
-  for (size_t k = 0; k < entry.outputs.size(); ++k) {
-    std::vector<std::shared_ptr<std::byte>> buffers;
-    const AccumulationSplit::Source& from = split.outputs[k];
-    for (int r = 0; r < devices; ++r) buffers.push_back(from.micro ? mapped[r][from.index] : out[r][from.index].device);
-    results.push_back(Tensor(runtime::assembleOutput(entry.outputs[k].first, entry.outputs[k].second,
-                                                     entry.outputPlacements[k],
-                                                     entry.outputAxes[k].kind == Axis::Kind::Stacked, o.allReplicas,
-                                                     *entry.group, std::move(buffers))));
-  }
+  for (auto& value : entry.micro ? runtime::callAccumulated(entry.split, o.accumulate, *entry.micro, *entry.group,
+                                                            arguments, layout, &state_->lastCall)
+                                 : runtime::callReplicated(*entry.group, arguments, layout, &state_->lastCall))
+    results.push_back(Tensor(std::move(value)));
   return results;
 }
 

@@ -160,12 +160,10 @@ class PmapCore : public CompileLog {
   std::vector<std::pair<std::string, std::string>> fingerprint(
       const std::string& structure, const std::vector<std::string>& names,
       const std::vector<Tensor>& leaves, const std::vector<Axis>& axes, const runtime::ReplicaGroup& group) const;
-  // Runs the compiled step on the leaves (runtime::callReplicated) and returns its outputs as
-  // device-resident tensors; donated inputs give their buffers to outputs.
+  // Runs the compiled step on the leaves (runtime::callReplicated, or callAccumulated with
+  // accumulation) and returns its outputs as device-resident tensors; donated inputs give their
+  // buffers to outputs.
   std::vector<Tensor> run(Entry& entry, const std::vector<Tensor>& leaves, const std::vector<size_t>& argumentLeaves);
-  // run() with gradient accumulation: the micro part per micro-batch, then the apply part.
-  std::vector<Tensor> runAccumulated(Entry& entry, const std::vector<Tensor>& leaves, const std::vector<Axis>& axes,
-                                     const std::vector<Shape>& local, const std::vector<size_t>& argumentLeaves);
   std::unique_ptr<State> state_;
 };
 

@@ -1,0 +1,135 @@
+// callAccumulated: the micro-batch loop, the fold of each accumulated operand, the apply part.
+#include "runtime/exec/AccumulatedCall.h"
+
+#include <cstring>
+
+#include "runtime/base/Error.h"
+#include "runtime/device/Fold.h"
+
+namespace spmd::runtime {
+namespace {
+
+// Adds `from` into `to` elementwise (a node of the fold tree).
+void addInto(DType dtype, std::byte* to, const std::byte* from, int64_t count) {
+  const void* sources[] = {to, from};
+  void* out[] = {to};
+  FoldPlan::leaves(2).run(dtype, sources, 0, count, Reduction::Sum, 1, out);
+}
+
+// One complete subtree of the fold tree over the micro-batches so far.
+struct Subtree {
+  int level;
+  std::shared_ptr<std::byte> data;
+};
+
+}  // namespace
+
+std::vector<std::shared_ptr<DeviceArray>> callAccumulated(const AccumulationSplit& split, int microBatches,
+                                                          ReplicaGroup& micro, ReplicaGroup& apply,
+                                                          const std::vector<CallArgument>& arguments,
+                                                          const CallLayout& layout, CallCounts* counts) {
+  const int devices = micro.size(), A = microBatches;
+  if (arguments.size() != split.inputTypes.size())
+    throw Error("program @" + split.micro.name + " takes " + std::to_string(split.inputTypes.size()) +
+                " arguments, not " + std::to_string(arguments.size()));
+  auto mapped = [](const Placement& p) { return p.kind != Placement::Kind::Replicated; };
+  // One replica's shapes: a mapped input or output holds all A micro-batches' rows.
+  std::vector<Shape> local;
+  for (size_t i = 0; i < split.inputTypes.size(); ++i) {
+    local.push_back(split.inputTypes[i].shape);
+    if (mapped(split.inputPlacements[i])) local.back()[0] *= A;
+  }
+  std::vector<bool> bound;
+  std::vector<std::vector<Input>> inputs = bindArguments(arguments, split.inputPlacements, local, micro, bound);
+
+  // Per replica and accumulated operand, the fold tree's stack of complete subtrees (level, buffer).
+  const Program& microPart = split.micro;
+  std::vector<std::vector<std::vector<Subtree>>> stacks(devices, std::vector<std::vector<Subtree>>(split.accumulated));
+  // Mapped outputs: each replica's full local part, filled a micro-batch at a time.
+  std::vector<std::vector<std::shared_ptr<std::byte>>> parts(devices);
+  for (int r = 0; r < devices; ++r)
+    for (int k = 0; k < split.microMapped; ++k)
+      parts[r].push_back(micro.device(r)->allocate(microPart.buffers[microPart.outputs[k]].bytes() * A));
+  for (int a = 0; a < A; ++a) {
+    std::vector<std::vector<Input>> in(devices);
+    std::vector<std::vector<Output>> out(devices);
+    for (int r = 0; r < devices; ++r) {
+      for (int i : split.microInputs) {
+        Input input = inputs[r][i];
+        if (mapped(split.inputPlacements[i])) {  // micro-batch a of this replica's rows
+          const BufferDesc& part = split.inputTypes[i];
+          const size_t bytes = part.bytes();
+          if (input.device) input.device = std::shared_ptr<std::byte>(input.device, input.device.get() + a * bytes);
+          else input.host = Array::view(input.host, a * bytes, part.shape);
+        }
+        in[r].push_back(input);
+      }
+      out[r].assign(microPart.outputs.size(), Output{Array{}, true, nullptr});
+    }
+    micro.setVirtualStep(a, A);
+    try {
+      micro.run(in, out);
+    } catch (...) {
+      micro.setVirtualStep(0, 1);
+      throw;
+    }
+    for (int r = 0; r < devices; ++r) {
+      for (int k = 0; k < split.microMapped; ++k) {
+        const size_t bytes = microPart.buffers[microPart.outputs[k]].bytes();
+        std::memcpy(parts[r][k].get() + a * bytes, out[r][k].device.get(), bytes);
+      }
+      for (int j = 0; j < split.accumulated; ++j) {
+        const BufferDesc& b = microPart.buffers[microPart.outputs[split.microMapped + j]];
+        auto& stack = stacks[r][j];
+        Subtree leaf{0, out[r][split.microMapped + j].device};
+        // Merge while the newest subtree is the right sibling of the one below it.
+        while (!stack.empty() && stack.back().level == leaf.level) {
+          addInto(b.dtype, stack.back().data.get(), leaf.data.get(), numElements(b.shape));
+          leaf = {stack.back().level + 1, stack.back().data};
+          stack.pop_back();
+        }
+        stack.push_back(leaf);
+      }
+    }
+  }
+  micro.setVirtualStep(0, 1);
+
+  // The apply part: the replicas' subtrees (one each: A is a power of two), then the inputs it
+  // reads. An output it computes takes the buffers of the input the whole step's contract pairs
+  // with it, when that input was donated and bound in place.
+  std::vector<std::vector<Input>> in(devices);
+  for (int r = 0; r < devices; ++r) {
+    for (int j = 0; j < split.accumulated; ++j) in[r].push_back({Array{}, stacks[r][j].front().data});
+    for (size_t i = split.accumulated; i < split.applyInputs.size(); ++i) in[r].push_back(inputs[r][split.applyInputs[i]]);
+  }
+  std::vector<int> donorOf(split.apply.outputs.size(), -1);
+  std::vector<bool> donors(arguments.size());
+  for (size_t k = 0; k < split.outputs.size(); ++k) {
+    const int i = split.outputDonors[k];
+    if (split.outputs[k].micro || i < 0 || !arguments[size_t(i)].donated || !bound[size_t(i)] ||
+        mapped(split.inputPlacements[size_t(i)]) || layout.perReplicaOutputs)
+      continue;
+    donorOf[size_t(split.outputs[k].index)] = i;
+    donors[size_t(i)] = true;
+  }
+  std::vector<std::vector<Output>> out(devices);
+  for (int r = 0; r < devices; ++r)
+    for (size_t k = 0; k < split.apply.outputs.size(); ++k)
+      out[r].push_back({Array{}, true, donorOf[k] >= 0 ? inputs[r][size_t(donorOf[k])].device : nullptr});
+  runDonating(apply, in, out, arguments, donors, layout.who, counts);
+
+  std::vector<std::shared_ptr<DeviceArray>> results;
+  for (size_t k = 0; k < split.outputs.size(); ++k) {
+    std::vector<std::shared_ptr<std::byte>> buffers;
+    const AccumulationSplit::Source& from = split.outputs[k];
+    for (int r = 0; r < devices; ++r) buffers.push_back(from.micro ? parts[r][from.index] : out[r][from.index].device);
+    Shape shape = split.outputTypes[k].shape;
+    if (from.micro && !shape.empty()) shape[0] *= A;
+    results.push_back(assembleOutput(split.outputTypes[k].dtype, shape, split.outputPlacements[k],
+                                     k < layout.stacked.size() && layout.stacked[k], layout.perReplicaOutputs, apply,
+                                     std::move(buffers)));
+  }
+  return results;
+}
+
+}  // namespace spmd::runtime
