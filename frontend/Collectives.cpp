@@ -1,17 +1,18 @@
 // The collective op functions: axis check, then one spmd collective op.
 #include "frontend/Collectives.h"
 
+#include <algorithm>
+
+#include "frontend/Ops.h"
 #include "ir/SpmdDialect.h"
 #include "frontend/Trace.h"
 
 namespace spmd {
 namespace {
 
-std::vector<Tensor> allReduce(const std::vector<Tensor>& xs, const std::string& axis,
-                              ir::Reduction reduction, const char* what, Loc loc) {
-  detail::Trace& trace = detail::Trace::current(what, loc, true);
-  trace.checkAxis(axis, what, loc);
-  if (xs.empty()) return {};
+// One all_reduce op over `xs` (all of one dtype).
+std::vector<Tensor> allReduceOp(detail::Trace& trace, const std::vector<Tensor>& xs, const std::string& axis,
+                                ir::Reduction reduction, Loc loc) {
   llvm::SmallVector<mlir::Value> values;
   for (const Tensor& x : xs) values.push_back(trace.valueOf(x, loc));
   mlir::Operation* op = trace.create<ir::AllReduceOp>(loc, mlir::ValueRange(values),
@@ -19,6 +20,37 @@ std::vector<Tensor> allReduce(const std::vector<Tensor>& xs, const std::string& 
                                                       reduction);
   std::vector<Tensor> results;
   for (mlir::Value v : op->getResults()) results.push_back(trace.wrap(v));
+  return results;
+}
+
+// The leaves reduced dtype by dtype, as JAX's collectives reduce a pytree leaf by leaf: one
+// combined all_reduce per dtype (in order of first appearance), results back in the leaves'
+// order. The mean of integers is a float, as jnp.mean's: the integers' sum, converted to f32
+// and divided by the axis size (JAX's pmean is psum / size).
+std::vector<Tensor> allReduce(const std::vector<Tensor>& xs, const std::string& axis,
+                              ir::Reduction reduction, const char* what, Loc loc) {
+  detail::Trace& trace = detail::Trace::current(what, loc, true);
+  const int64_t size = trace.checkAxis(axis, what, loc);
+  if (xs.empty()) return {};
+  std::vector<DType> order;
+  for (const Tensor& x : xs)
+    if (std::find(order.begin(), order.end(), x.dtype()) == order.end()) order.push_back(x.dtype());
+  std::vector<Tensor> results(xs.size());
+  for (DType dtype : order) {
+    const bool integerMean = reduction == ir::Reduction::Mean && dtype == DType::i32;
+    std::vector<Tensor> group;
+    std::vector<size_t> at;
+    for (size_t i = 0; i < xs.size(); ++i)
+      if (xs[i].dtype() == dtype) group.push_back(xs[i]), at.push_back(i);
+    std::vector<Tensor> reduced = allReduceOp(trace, group, axis, integerMean ? ir::Reduction::Sum : reduction, loc);
+    for (size_t j = 0; j < at.size(); ++j) {
+      if (integerMean) {
+        Tensor sum = cast(reduced[j], DType::f32, loc);
+        reduced[j] = div(sum, fill(sum, double(size), loc), loc);
+      }
+      results[at[j]] = reduced[j];
+    }
+  }
   return results;
 }
 

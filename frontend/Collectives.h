@@ -1,7 +1,9 @@
 // Collectives over the axis bound by spmd::pmap, as jax.lax's: psum, pmean, pmax, pmin,
 // allGather, psumScatter, axisIndex. Inside the mapped function they record spmd collective ops
 // at the caller's line; naming an axis that is not bound is an error there. A Tree (or a list)
-// reduces in one combined collective.
+// reduces in one combined collective per dtype of its leaves. Integers (i32) keep their dtype in
+// every collective but pmean, whose mean of integers is an f32 (as jnp.mean's): their exact sum,
+// wrapping on overflow as i32 does, divided by the axis size.
 #pragma once
 
 #include <string>

@@ -86,7 +86,22 @@ LogicalResult AxisIndexOp::inferReturnTypes(MLIRContext* context, OptLoc, Adapto
 
 //===--- verifiers: the axis must be bound ---------------------------------------------------===//
 
-LogicalResult AllReduceOp::verify() { return checkAxisBound(*this, getAxisName()); }
+namespace {
+// The mean of integers is not an integer: refused rather than truncated.
+LogicalResult checkIntegerMean(Operation* op, Reduction reduction, Value input) {
+  if (reduction != Reduction::Mean || llvm::isa<FloatType>(typeOf(input).getElementType())) return success();
+  return op->emitOpError() << "takes the mean of the integer tensor " << typeOf(input)
+                           << ", which is not an integer; reduce with sum and divide in a float type "
+                           << "(spmd::pmean of an i32 tensor does: it returns the f32 mean)";
+}
+}  // namespace
+
+LogicalResult AllReduceOp::verify() {
+  if (failed(checkAxisBound(*this, getAxisName()))) return failure();
+  for (Value input : getInputs())
+    if (failed(checkIntegerMean(*this, getReduction(), input))) return failure();
+  return success();
+}
 LogicalResult AxisIndexOp::verify() { return checkAxisBound(*this, getAxisName()); }
 
 LogicalResult AllGatherOp::verify() {
@@ -102,6 +117,7 @@ LogicalResult ReduceScatterOp::verify() {
   if (getReduction() != Reduction::Sum && getReduction() != Reduction::Mean)
     return emitOpError() << "reduction " << stringifyReduction(getReduction()) << " is not one a reduce_scatter "
                          << "takes (sum or mean)";
+  if (failed(checkIntegerMean(*this, getReduction(), getInput()))) return failure();
   if (typeOf(getInput()).getDimSize(0) != boundAxisSize(*this))
     return emitOpError() << "input " << typeOf(getInput()) << " must have a leading axis of size "
                          << boundAxisSize(*this) << " (the size of axis '" << getAxisName() << "')";

@@ -416,11 +416,11 @@ def Spmd_ReduceScatterOp : Spmd_CollectiveOp<"reduce_scatter", [Vjp, InferTypeOp
   let description = [{
     The transpose of all_gather: replica r receives sum over replicas s of input_s[r], or, with
     reduction mean, that sum divided by the replica count the job runs (as all_reduce's mean:
-    no divisor is written into the program).
+    no divisor is written into the program). Integers (i32) take sum only.
   }];
-  let arguments = (ins Spmd_FloatTensor:$input, StrAttr:$axis_name,
+  let arguments = (ins Spmd_AnyTensor:$input, StrAttr:$axis_name,
                        DefaultValuedAttr<Spmd_ReductionAttr, "::spmd::ir::Reduction::Sum">:$reduction);
-  let results = (outs Spmd_FloatTensor:$result);
+  let results = (outs Spmd_AnyTensor:$result);
 }
 
 def Spmd_AxisIndexOp : Spmd_CollectiveOp<"axis_index", [Spmd_ZeroGradient, InferTypeOpAdaptor]> {

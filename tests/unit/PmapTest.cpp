@@ -442,3 +442,54 @@ TEST(PmapTest, CrossReplicaStatisticsWithAccumulationAverageTheMicroBatches) {
 
 }  // namespace
 }  // namespace spmd
+
+namespace spmd {
+namespace {
+
+// Collectives as JAX's on integers and on trees of mixed dtypes (issue 54 item 3): psum, pmax,
+// pmin, allGather and psumScatter keep i32; pmean of an integer is a float mean (as jnp.mean);
+// a Tree reduces leaf by leaf whatever the leaves' dtypes.
+TEST(PmapTest, CollectivesOnIntegersAndMixedTrees) {
+  for (const char* devices : {"cpu:4", "sim:4"}) {
+  SCOPED_TRACE(devices);
+  const int n = 4;
+  auto f = pmap(
+      [](const Tensor& x, const Tensor& k) {
+        Tree tree;
+        tree.set("x", x);
+        tree.set("k", k);
+        Tree summed = psum(tree, "batch"), averaged = pmean(tree, "batch");
+        return std::tuple{summed.at("x"), summed.at("k"), averaged.at("x"), averaged.at("k"), pmax(k, "batch"),
+                          pmin(k, "batch"), psumScatter(allGather(k, "batch"), "batch")};
+      },
+      {.inAxes = {0, 0}, .outAxes = {replicated, replicated, replicated, replicated, replicated, replicated, 0},
+       .devices = devices});
+  Array x = randomArray(DType::f32, {n, 3}, 5);
+  Array k = Array::of<int32_t>({n, 3}, std::vector<int32_t>{1, -7, 100000, 2, 5, 3, -4, 0, 9, 6, 1, 7});
+  auto [sx, sk, mx, mk, hi, lo, scattered] = f(x, k);
+  EXPECT_EQ(sk.dtype(), DType::i32);
+  EXPECT_EQ(mk.dtype(), DType::f32) << "the mean of integers is a float, as jnp.mean's";
+  EXPECT_EQ(hi.dtype(), DType::i32);
+  EXPECT_EQ(scattered.dtype(), DType::i32);
+  auto kv = k.values<int32_t>();
+  auto xv = x.values<float>();
+  for (int i = 0; i < 3; ++i) {
+    int32_t s = 0, top = INT32_MIN, bottom = INT32_MAX;
+    float fs = 0;
+    for (int r = 0; r < n; ++r) {
+      s += kv[r * 3 + i], fs += xv[r * 3 + i];
+      top = std::max(top, kv[r * 3 + i]), bottom = std::min(bottom, kv[r * 3 + i]);
+    }
+    EXPECT_EQ(values<int32_t>(sk)[i], s);
+    EXPECT_FLOAT_EQ(values<float>(mk)[i], float(s) / n);
+    EXPECT_FLOAT_EQ(values<float>(sx)[i], fs);
+    EXPECT_FLOAT_EQ(values<float>(mx)[i], fs / n);
+    EXPECT_EQ(values<int32_t>(hi)[i], top);
+    EXPECT_EQ(values<int32_t>(lo)[i], bottom);
+    for (int r = 0; r < n; ++r) EXPECT_EQ(values<int32_t>(scattered)[r * 3 + i], n * kv[r * 3 + i]);
+  }
+  }
+}
+
+}  // namespace
+}  // namespace spmd

@@ -47,6 +47,26 @@ func.func @scatter_max(%x: tensor<2x5xf32>) -> tensor<5xf32>
 
 // -----
 
+// The mean of integers is refused (spmd::pmean of i32 sums, then divides in f32); their sum is kept.
+func.func @integer_mean(%x: tensor<2x5xi32>) -> (tensor<5xi32>, tensor<2x5xi32>)
+    attributes {spmd.axis_name = "batch", spmd.axis_size = 2 : i64} {
+  %s = spmd.reduce_scatter %x {axis_name = "batch"} : (tensor<2x5xi32>) -> tensor<5xi32>
+  // expected-error @+1 {{'spmd.all_reduce' op takes the mean of the integer tensor 'tensor<2x5xi32>', which is not an integer; reduce with sum and divide in a float type (spmd::pmean of an i32 tensor does: it returns the f32 mean)}}
+  %m = spmd.all_reduce %x {axis_name = "batch", reduction = #spmd.reduction<mean>} : (tensor<2x5xi32>) -> tensor<2x5xi32>
+  return %s, %m : tensor<5xi32>, tensor<2x5xi32>
+}
+
+// -----
+
+func.func @integer_scatter_mean(%x: tensor<2x5xi32>) -> tensor<5xi32>
+    attributes {spmd.axis_name = "batch", spmd.axis_size = 2 : i64} {
+  // expected-error @+1 {{'spmd.reduce_scatter' op takes the mean of the integer tensor 'tensor<2x5xi32>'}}
+  %y = spmd.reduce_scatter %x {axis_name = "batch", reduction = #spmd.reduction<mean>} : (tensor<2x5xi32>) -> tensor<5xi32>
+  return %y : tensor<5xi32>
+}
+
+// -----
+
 // A reduction is a typed attribute; the string the dialect once took is refused, naming the form.
 func.func @reduction(%x: tensor<3xf32>) -> tensor<3xf32>
     attributes {spmd.axis_name = "batch", spmd.axis_size = 2 : i64} {
