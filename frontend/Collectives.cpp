@@ -100,6 +100,18 @@ Tensor psumScatter(const Tensor& x, const std::string& axis, Loc loc) {
                         ->getResult(0));
 }
 
+Tensor pbroadcast(const Tensor& x, const std::string& axis, int64_t source, Loc loc) {
+  const int64_t size = detail::Trace::current("pbroadcast", loc, true).checkAxis(axis, "pbroadcast", loc);
+  if (source < 0 || source >= size)
+    throw Error(detail::where(loc) + ": spmd::pbroadcast over axis '" + axis + "' from replica " +
+                std::to_string(source) + ", but the axis has replicas 0.." + std::to_string(size - 1) +
+                "; name one of them");
+  Tensor all = allGather(x, axis, loc);
+  std::vector<int64_t> start(size_t(all.rank()), 0), limit(all.shape().begin(), all.shape().end());
+  start[0] = source, limit[0] = source + 1;
+  return reshape(slice(all, start, limit, loc), x.shape(), loc);
+}
+
 Tensor axisIndex(const std::string& axis, Loc loc) {
   detail::Trace& trace = detail::Trace::current("axisIndex", loc, true);
   trace.checkAxis(axis, "axisIndex", loc);

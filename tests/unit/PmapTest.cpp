@@ -491,5 +491,29 @@ TEST(PmapTest, CollectivesOnIntegersAndMixedTrees) {
   }
 }
 
+// pbroadcast: replica 2's bits on every replica, a replicated output with nothing inserted; its
+// gradient reaches replica 2 only, summed over the replicas' seeds (pmap semantics).
+TEST(PmapTest, PbroadcastGivesOneReplicasBitsToAll) {
+  const int n = 4;
+  auto f = pmap(
+      [](const Tensor& x) {
+        auto [loss, g] = value_and_grad([](const Tensor& v) { return sum(pbroadcast(v, "batch", 2), {0}); })(x);
+        return std::tuple{pbroadcast(x, "batch", 2), g};
+      },
+      {.inAxes = {0}, .outAxes = {replicated, 0}, .devices = "cpu:4", .strict = true});
+  Array x = randomArray(DType::f32, {n, 5}, 9);
+  auto [y, g] = f(x);
+  auto xv = x.values<float>();
+  EXPECT_EQ(values<float>(y), std::vector<float>(xv.begin() + 10, xv.begin() + 15));
+  for (int r = 0; r < n; ++r)
+    for (int i = 0; i < 5; ++i) EXPECT_EQ(values<float>(g)[r * 5 + i], r == 2 ? float(n) : 0.0f) << r << " " << i;
+  auto bad = pmap([](const Tensor& v) { return pbroadcast(v, "batch", 4); }, {.devices = "cpu:4"});
+  EXPECT_NE(errorOf([&] { bad(x); }).find("PmapTest.cpp:"), std::string::npos);
+  EXPECT_NE(errorOf([&] { bad(x); }).find("spmd::pbroadcast over axis 'batch' from replica 4, but the axis has replicas "
+                                          "0..3; name one of them"),
+            std::string::npos)
+      << errorOf([&] { bad(x); });
+}
+
 }  // namespace
 }  // namespace spmd
