@@ -383,6 +383,20 @@ TEST_F(ProgramFileTest, TheCallContractIsSavedAndEditsAreRefused) {
                 .find("input 1 buffer %1 (f32[4, 3]) is a slice of [7] over 2 replicas, which is [4] elements"),
             std::string::npos)
       << errorOf(bad);
+  // A contract that passes the checks but lies (the mapped relu(x) claimed replicated) is caught
+  // by spmd-run's agreement check: the replicas' values differ.
+  std::ofstream(bad, std::ios::binary | std::ios::trunc) << withHeader(bytes, [&](std::string& header) {
+    size_t at = header.find("\"kind\": \"mapped\"", header.find("\"output_placements\""));
+    ASSERT_NE(at, std::string::npos) << header;
+    header.replace(at, 16, "\"kind\": \"replicated\"");
+  });
+  EXPECT_EQ(errorOf(bad), "no error");
+  auto lying = testing::runCommand(std::string(SPMD_RUN_PATH) + " " + bad + " --devices cpu:2 --steps 1");
+  EXPECT_EQ(lying.status, 1) << lying.output;
+  EXPECT_NE(lying.output.find("replicated output 1 (f32[4, 3] on cpu:0, cpu:1 (replicated)) differs between replica 0 "
+                              "and replica 1 after the last step"),
+            std::string::npos)
+      << lying.output;
 }
 
 }  // namespace
