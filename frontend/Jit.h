@@ -30,11 +30,11 @@ namespace detail {
 // The pmap core in jit mode.
 class JitCore : public PmapCore {
  public:
-  explicit JitCore(const JitOptions& o)
+  JitCore(const JitOptions& o, Loc defined)
       : PmapCore({.devices = o.devices, .name = o.name, .dumpDir = o.dumpDir, .planMemory = o.planMemory,
                   .fuseElementwise = o.fuseElementwise, .assignLayouts = o.assignLayouts, .debugNans = o.debugNans, .debugInfs = o.debugInfs,
                   .donateArguments = o.donateArguments},
-                 /*jit=*/true) {}
+                 /*jit=*/true, defined) {}
 };
 
 }  // namespace detail
@@ -42,8 +42,8 @@ class JitCore : public PmapCore {
 template <typename F>
 class Jitted : public detail::CompiledFunction<detail::JitCore> {
  public:
-  Jitted(F f, const JitOptions& options)
-      : CompiledFunction(std::make_shared<detail::JitCore>(options)), f_(std::move(f)) {}
+  Jitted(F f, const JitOptions& options, Loc defined)
+      : CompiledFunction(std::make_shared<detail::JitCore>(options, defined)), f_(std::move(f)) {}
 
   template <typename... Args>
   auto operator()(const Args&... args) {
@@ -55,8 +55,8 @@ class Jitted : public detail::CompiledFunction<detail::JitCore> {
 };
 
 template <typename F>
-Jitted<F> jit(F f, JitOptions options = {}) {
-  return Jitted<F>(std::move(f), options);
+Jitted<F> jit(F f, JitOptions options = {}, Loc loc = Loc::current()) {
+  return Jitted<F>(std::move(f), options, loc);
 }
 
 }  // namespace spmd

@@ -48,6 +48,7 @@ struct PmapCore::State {
   // The processes the axis spans, taken once: this launch's (mpirun's, or this process alone)
   // for pmap; this process alone for jit.
   const runtime::Job* job = nullptr;
+  Loc defined = Loc::current();  // the user's spmd::pmap / spmd::jit line
   std::chrono::milliseconds timeout{0};
   std::map<std::string, std::unique_ptr<Entry>> cache;
   runtime::CallCounts lastCall;  // of the last call's step program (PmapCore::lastCall)
@@ -143,8 +144,9 @@ Bf16Choice bf16Choice(const runtime::Driver& driver) {
   return emulated;
 }
 
-PmapCore::PmapCore(PmapOptions options, bool jit) : state_(std::make_unique<State>()) {
+PmapCore::PmapCore(PmapOptions options, bool jit, Loc defined) : state_(std::make_unique<State>()) {
   state_->options = std::move(options);
+  state_->defined = defined;
   state_->jit = jit;
   const PmapOptions& o = state_->options;
   if (!o.trace.empty()) runtime::timeline::start(o.trace);
@@ -298,7 +300,7 @@ std::pair<std::vector<Tensor>, std::shared_ptr<void>> PmapCore::call(
     for (size_t e = 0; e < traced.elementLeaves.size(); ++e)
       entry->outputAxes.insert(entry->outputAxes.end(), traced.elementLeaves[e],
                                state_->jit || o.outAxes.empty() ? replicated : o.outAxes[e]);
-    trace.finish(traced.outputs, Loc::current());
+    trace.finish(traced.outputs, state_->defined);
     for (size_t i = 0; i < traced.outputs.size(); ++i)
       trace.describeResult(i, entry->outputAxes[i].kind != Axis::Kind::Replicated,
                            i < traced.names.size() ? traced.names[i] : "");

@@ -140,7 +140,9 @@ void describeOutputs(const Out& out, PmapTraced& traced) {
 class PmapCore : public CompileLog {
  public:
   // `jit`: spmd::jit's core (one device, no axis, everything replicated).
-  explicit PmapCore(PmapOptions options, bool jit = false);
+  // `defined`: the user's line that made the function (spmd::pmap / spmd::jit), which errors
+  // about its results as a whole name (the traced return's location).
+  PmapCore(PmapOptions options, bool jit, Loc defined);
   ~PmapCore();
   std::pair<std::vector<Tensor>, std::shared_ptr<void>> call(
       const std::vector<Tensor>& leaves, const std::vector<size_t>& argumentLeaves,
@@ -198,8 +200,8 @@ auto callCompiled(Core& core, F& f, const Args&... args) {
 template <typename F>
 class Pmapped : public detail::CompiledFunction<detail::PmapCore> {
  public:
-  Pmapped(F f, PmapOptions options)
-      : CompiledFunction(std::make_shared<detail::PmapCore>(std::move(options))), f_(std::move(f)) {}
+  Pmapped(F f, PmapOptions options, Loc defined)
+      : CompiledFunction(std::make_shared<detail::PmapCore>(std::move(options), false, defined)), f_(std::move(f)) {}
 
   template <typename... Args>
   auto operator()(const Args&... args) {
@@ -220,8 +222,8 @@ class Pmapped : public detail::CompiledFunction<detail::PmapCore> {
 
 // Bad options (device list, axes) are reported here, before the first call.
 template <typename F>
-Pmapped<F> pmap(F f, PmapOptions options = {}) {
-  return Pmapped<F>(std::move(f), std::move(options));
+Pmapped<F> pmap(F f, PmapOptions options = {}, Loc loc = Loc::current()) {
+  return Pmapped<F>(std::move(f), std::move(options), loc);
 }
 
 }  // namespace spmd

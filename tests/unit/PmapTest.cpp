@@ -356,6 +356,15 @@ TEST(PmapBadInputTest, VaryingNonScalarOutputWithoutOutAxesIsAnErrorAtItsLine) {
       total += expected;
     }
   EXPECT_NEAR(values<double>(loss)[0], total / 4, 1e-14) << "the scalar loss is averaged over replicas";
+
+  // A mapped argument returned as it is has no line of its own in the step: the error names the
+  // line that made the pmap (not spmd's).
+  const int pmapLine = __LINE__ + 1;
+  auto passthrough = pmap([](const Tensor& v) { return v; }, {.inAxes = {split}, .devices = "cpu:2"});
+  message = errorOf([&] { passthrough(x); });
+  EXPECT_NE(message.find("tests/unit/PmapTest.cpp:" + std::to_string(pmapLine)), std::string::npos) << message;
+  EXPECT_EQ(message.find("Pmap.cpp"), std::string::npos) << message;
+  EXPECT_NE(message.find("replicated output 0"), std::string::npos) << message;
 }
 
 TEST(PmapBadInputTest, AReplicaThatThrowsStopsAllReplicasAndIsNamed) {
