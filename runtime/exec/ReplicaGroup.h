@@ -70,6 +70,8 @@ class ReplicaGroup {
   }
   // The device replica r runs on.
   const std::shared_ptr<Device>& device(int r) const { return deviceObjects_.at(r); }
+  // Every replica's device, in replica order.
+  const std::vector<std::shared_ptr<Device>>& deviceObjects() const { return deviceObjects_; }
 
  private:
   void work(int rank);

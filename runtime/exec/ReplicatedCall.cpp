@@ -20,12 +20,6 @@ DeviceArray::Layout layoutOf(const Placement& placement) {
 
 int firstReplica(const ReplicaGroup& group) { return group.job().info().rank * group.size(); }
 
-std::vector<std::shared_ptr<Device>> devicesOf(const ReplicaGroup& group) {
-  std::vector<std::shared_ptr<Device>> devices;
-  for (int r = 0; r < group.size(); ++r) devices.push_back(group.device(r));
-  return devices;
-}
-
 }  // namespace
 
 std::vector<std::vector<Input>> bindArguments(const std::vector<CallArgument>& arguments,
@@ -33,7 +27,7 @@ std::vector<std::vector<Input>> bindArguments(const std::vector<CallArgument>& a
                                               const std::vector<Shape>& replicaShapes, const ReplicaGroup& group,
                                               std::vector<bool>& bound) {
   const int devices = group.size(), first = firstReplica(group);
-  const std::vector<std::shared_ptr<Device>> deviceObjects = devicesOf(group);
+  const std::vector<std::shared_ptr<Device>>& deviceObjects = group.deviceObjects();
   std::vector<std::vector<Input>> inputs(devices);
   bound.assign(arguments.size(), false);
   for (size_t i = 0; i < arguments.size(); ++i) {
@@ -81,7 +75,7 @@ std::shared_ptr<DeviceArray> assembleOutput(DType dtype, const Shape& shape, con
                                       "slices from every process: read it on every process at the same point (e.g. "
                                       "before process 0 saves a checkpoint)");
     };
-    return std::make_shared<DeviceArray>(dtype, shape, placement.full, DeviceArray::Layout::Sliced, devicesOf(group),
+    return std::make_shared<DeviceArray>(dtype, shape, placement.full, DeviceArray::Layout::Sliced, group.deviceObjects(),
                                          std::move(buffers), std::move(slicing));
   }
   const bool mapped = placement.kind == Placement::Kind::Mapped;
@@ -93,7 +87,7 @@ std::shared_ptr<DeviceArray> assembleOutput(DType dtype, const Shape& shape, con
     global.insert(global.begin(), devices);
   return std::make_shared<DeviceArray>(dtype, shape, global,
                                        perReplica ? DeviceArray::Layout::Sharded : DeviceArray::Layout::Replicated,
-                                       devicesOf(group), std::move(buffers));
+                                       group.deviceObjects(), std::move(buffers));
 }
 
 void runDonating(ReplicaGroup& group, const std::vector<std::vector<Input>>& inputs,
