@@ -28,6 +28,7 @@
 #include "runtime/device/Communicator.h"
 #include "runtime/device/DeviceList.h"
 #include "runtime/exec/DeviceArray.h"
+#include "runtime/exec/Executor.h"
 #include "runtime/mpi/MpiEngine.h"
 #include "runtime/mpi/ProcessCommunicator.h"
 #include "frontend/models/ResNet.h"
@@ -47,7 +48,7 @@ struct StepFlags {
   std::string devices = "cpu:1";
   int64_t width = 64, batch = 64;
   int steps = 5, accumulate = 1;
-  bool shardUpdate = false;
+  bool shardUpdate = false, fsdp = false;
 };
 
 struct AllreduceFlags {
@@ -67,7 +68,8 @@ int step(const StepFlags& f) {
   auto trainStep = spmd::pmap(bench::trainStep(*model, sgd),
                               {.inAxes = {spmd::replicated, spmd::replicated, spmd::replicated, spmd::split, spmd::split},
                                .devices = devices, .name = "train_step", .donateArguments = {0, 1, 2},
-                               .accumulate = accumulate, .shardUpdate = f.shardUpdate});
+                               .accumulate = accumulate, .shardUpdate = f.shardUpdate,
+                               .fullyShard = f.fsdp});
   auto [x, y] = bench::syntheticBatch(batch);
   int64_t begin = batch * me / processes, end = batch * (me + 1) / processes;
   spmd::Tensor myX = spmd::Array::view(x.array(), begin * x.array().bytes() / batch,
@@ -103,16 +105,22 @@ int step(const StepFlags& f) {
   auto t = spmd::runtime::collectiveTimes();
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);  // ru_maxrss: KiB on Linux
-  const double arena = double(trainStep.lastProgram().arenaBytes) * spmd::runtime::parseDeviceList(devices).size();
-  std::vector<double> sums{t.engineSeconds, t.waitSeconds, arena, double(usage.ru_maxrss) * 1024.0};
+  const double replicas = double(spmd::runtime::parseDeviceList(devices).size());
+  const double arena = double(trainStep.lastProgram().arenaBytes) * replicas;
+  // What the plan gives one replica during a step: the arena and every buffer outside it (the
+  // inputs: parameters, or with --shard-update / --fsdp their slices, and the batch).
+  const double planned = double(spmd::runtime::Executor::residentBytes(trainStep.lastProgram(), false)) * replicas;
+  std::vector<double> sums{t.engineSeconds, t.waitSeconds, arena, double(usage.ru_maxrss) * 1024.0, planned,
+                           replicas};
   spmd::processSum(sums, "collective times and memory");
   if (me == 0)
     std::printf("result step devices=%s processes=%d accumulate=%d batch=%lld width=%lld median_ms=%.2f "
                 "allreduce_s=%.4f waited_s=%.4f hidden=%.3f drift_check_ms=%.2f arena_mb=%.1f rss_mb=%.1f "
-                "shard_update=%d opt_state_mb_per_replica=%.3f\n",
+                "shard_update=%d fsdp=%d opt_state_mb_per_replica=%.3f planned_mb_per_replica=%.1f\n",
                 devices.c_str(), processes, accumulate, static_cast<long long>(batch), static_cast<long long>(width),
                 1e3 * median(times), sums[0], sums[1], sums[0] > 0 ? 1 - sums[1] / sums[0] : 0.0,
-                1e3 * median(checks), sums[2] / 1e6, sums[3] / 1e6, int(f.shardUpdate), stateBytes / 1e6);
+                1e3 * median(checks), sums[2] / 1e6, sums[3] / 1e6, int(f.shardUpdate), int(f.fsdp), stateBytes / 1e6,
+                sums[4] / sums[5] / 1e6);
   return 0;
 }
 
@@ -181,6 +189,8 @@ int main(int argc, char** argv) {
     cli::whole(*stepMode, "--accumulate", s.accumulate, 1, 4096, "micro-batches per device and step");
     stepMode->add_flag("--shard-update", s.shardUpdate,
                        "ZeRO-1 (PmapOptions::shardUpdate): each replica updates and keeps 1/N of the optimizer state");
+    stepMode->add_flag("--fsdp", s.fsdp,
+                       "FSDP (PmapOptions::fullyShard): also 1/N of the parameters, gathered right before each layer");
     AllreduceFlags r;
     CLI::App* allreduceMode = app.add_subcommand("allreduce", "f32 all-reduce times, exact and fast mode and "
                                                               "MPI_Allreduce, 4 KB up to --max-bytes (mpirun -np 2+)");

@@ -101,6 +101,7 @@ runtime::Program compile(mlir::ModuleOp module, const CompileOptions& options) {
   pipeline.run(mlir::createCanonicalizerPass());
   pipeline.run(mlir::createCSEPass());
   if (options.shardUpdate) pipeline.run(passes::createShardUpdate());
+  if (options.shardUpdate && options.gatherAtUse) pipeline.run(passes::createGatherAtUse());
   pipeline.run(passes::createCombineAllReduce({options.bucketBytes}));
   pipeline.run(passes::createWidenBf16({options.bf16Kernels}));
   pipeline.run(passes::createReplication());

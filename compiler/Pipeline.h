@@ -27,6 +27,10 @@ struct CompileOptions {
   // ZeRO-1 (passes/ShardUpdate): the optimizer update runs on each replica's 1/N slice, its state
   // and the parameters stay sharded between steps.
   bool shardUpdate = false;
+  // FSDP (passes/GatherAtUse, with shardUpdate): each sliced parameter is gathered right before
+  // each op that reads it instead of once at the top of the step, so the full tensor lives only
+  // while that op runs.
+  bool gatherAtUse = false;
   // Largest combined gradient all-reduce, in bytes.
   int64_t bucketBytes = 25 << 20;
   // Place intermediate buffers in one arena by lifetime (compiler/PlanMemory). Off: every buffer

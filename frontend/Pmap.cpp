@@ -169,11 +169,12 @@ PmapCore::PmapCore(PmapOptions options, bool jit, Loc defined) : state_(std::mak
                 "; give a power of two from 1 to 4096 (1: no accumulation), so that each replica's micro-batches "
                 "form one subtree of the all-reduce's fold tree");
   if (o.accumulate > 1 && jit) throw Error(jitPrefix(o) + "accumulate applies to pmap only");
-  if (o.shardUpdate && o.accumulate > 1)
-    throw Error(prefix(o) + "shardUpdate (ZeRO-1) with accumulate = " + std::to_string(o.accumulate) +
+  const std::string sharding = o.fullyShard ? "fullyShard (FSDP)" : "shardUpdate (ZeRO-1)";
+  if ((o.shardUpdate || o.fullyShard) && o.accumulate > 1)
+    throw Error(prefix(o) + sharding + " with accumulate = " + std::to_string(o.accumulate) +
                 " is not supported yet; use one of the two");
-  if (o.shardUpdate && o.allReplicas)
-    throw Error(prefix(o) + "shardUpdate (ZeRO-1) with allReplicas is not supported: the sliced parameters and "
+  if ((o.shardUpdate || o.fullyShard) && o.allReplicas)
+    throw Error(prefix(o) + sharding + " with allReplicas is not supported: the sliced parameters and "
                 "optimizer state are not held per replica; turn one of them off");
   if (o.threadsPerReplica < 0)
     throw Error(prefix(o) + "threadsPerReplica is " + std::to_string(o.threadsPerReplica) +
@@ -310,7 +311,8 @@ std::pair<std::vector<Tensor>, std::shared_ptr<void>> PmapCore::call(
     runtime::Program program =
         compileTrace(trace,
                      {.dumpDir = o.dumpDir, .entry = "main", .strict = o.strict,
-                      .shardUpdate = o.shardUpdate && !state_->jit, .bucketBytes = o.bucketBytes,
+                      .shardUpdate = (o.shardUpdate || o.fullyShard) && !state_->jit,
+                      .gatherAtUse = o.fullyShard && !state_->jit, .bucketBytes = o.bucketBytes,
                       .planMemory = o.planMemory && A == 1, .fuseElementwise = o.fuseElementwise && !debugging,
                       // the debug scan reports plain indices
                       .channelBlock = o.assignLayouts && !debugging ? state_->devices.driver().channelBlock() : 0,

@@ -88,6 +88,16 @@ struct PmapOptions {
   // gathers it, under mpirun on every process at the same point. In exact reduction mode the
   // results are bitwise the replicated update's. Not with accumulate > 1 or allReplicas yet.
   bool shardUpdate = false;
+  // FSDP (fully sharded data parallelism; also compiler pass spmd-gather-at-use): everything
+  // shardUpdate does (it implies it), and each parameter's slices are gathered right before each
+  // op that reads the parameter, in the forward pass and again in the backward pass, and freed
+  // after it, instead of once for the whole step. Between steps and layers each replica holds 1/N
+  // of the parameters and optimizer state; during a step, the full parameters of the op that
+  // runs, its layer's full gradient until it is reduce-scattered, and the activations. In exact
+  // reduction mode the results are bitwise the replicated step's. Not with accumulate > 1 or
+  // allReplicas yet; a step that clips by the global norm keeps its gradients whole until the
+  // update (as shardUpdate does).
+  bool fullyShard = false;
   // A Chrome trace of every run from now on (every replica's steps, the collectives, compiles,
   // data waits): the file is written at exit, or by spmd::writeTrace(); also SPMD_TRACE=<file>.
   // Under mpirun each process writes <stem>.<process>.json. Graphs are off while tracing.

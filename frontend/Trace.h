@@ -63,6 +63,8 @@ class Trace {
   // Layer scopes ("stage2.0.conv1") prefixed to op locations, pushed by nn::Module calls.
   void pushScope(const std::string& name) { scopes_.push_back(name); }
   void popScope() { scopes_.pop_back(); }
+  // spmd::checkpoint's segment numbers, counted per trace (so a retrace gives the same IR).
+  int64_t nextRematSegment() { return rematSegments_++; }
 
   // Creates OpTy with result types from its shape rule; a failing rule throws spmd::Error.
   template <typename OpTy, typename... Args>
@@ -105,6 +107,7 @@ class Trace {
   Trace* previous_;
   std::string axisName_;
   int64_t axisSize_ = 0;
+  int64_t rematSegments_ = 0;
 };
 
 // RAII scope for a layer's name while it records ops.

@@ -12,6 +12,7 @@
 #include "frontend/Ops.h"
 #include "frontend/Pmap.h"
 #include "frontend/Random.h"
+#include "frontend/Remat.h"
 #include "frontend/Processes.h"
 #include "frontend/Tensor.h"
 #include "frontend/Tree.h"

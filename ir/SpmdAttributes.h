@@ -20,6 +20,13 @@ inline constexpr const char* kNameAttr = "spmd.name";
 // Set by the replication analysis (passes/Replication.h) on every op with a varying result.
 inline constexpr const char* kVaryingAttr = "spmd.varying";
 // The prefix every attribute above shares; lowering leaves such analysis marks out of steps.
+// On a forward op traced inside spmd::checkpoint (jax.checkpoint): the segment it belongs to (an
+// integer, one per checkpoint call). spmd-autodiff recomputes the segment from its inputs in the
+// backward pass instead of keeping its values alive from the forward pass.
+inline constexpr const char* kRematAttr = "spmd.remat";
+// On the recomputed copy of a checkpointed op (spmd-autodiff), so that CSE does not merge it
+// back into the forward op it copies.
+inline constexpr const char* kRecomputedAttr = "spmd.recomputed";
 inline constexpr const char* kAttrPrefix = "spmd.";
 
 }  // namespace spmd::ir

@@ -1,5 +1,10 @@
 // spmd-autodiff: expands spmd.value_and_grad into the body's forward ops and the reverse sweep
 // of their VJP rules (reverse-mode autodiff on the IR, as JAX transforms a jaxpr).
+// Rematerialization (spmd::checkpoint, jax.checkpoint): ops marked with one spmd.remat segment
+// are copied, in forward order, right where the reverse sweep reaches the segment's last op, and
+// the segment's VJP rules read the copies instead of the forward values. The forward values of
+// the segment then die with the forward pass (only its inputs and outputs are kept), and the
+// copies recompute them from the segment's inputs with the same ops: the same bits.
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/IRMapping.h"
@@ -41,8 +46,11 @@ class ReverseSweep {
       auto one = SplatElementsAttr::get(type, builder_.getFloatAttr(type.getElementType(), 1.0));
       cotangents_[loss] = builder_.create<ir::ConstantOp>(yield.getLoc(), llvm::cast<ElementsAttr>(one));
     }
-    for (Operation* op : llvm::reverse(forward))
+    for (Operation* op : llvm::reverse(forward)) {
+      if (auto segment = op->getAttrOfType<IntegerAttr>(ir::kRematAttr); segment && !recomputed_.contains(op))
+        recompute(forward, segment.getInt());
       if (failed(visit(op))) return failure();
+    }
     return success();
   }
 
@@ -62,10 +70,29 @@ class ReverseSweep {
           if (isFloatTensor(result)) active_.insert(result);
   }
 
-  LogicalResult visit(Operation* op) {
+  // Copies every op of checkpoint segment `segment` (in forward order) to the sweep's insertion
+  // point; their copies stand in for them in the VJP rules (visit). Operands from outside the
+  // segment (its inputs) are read as they are; the copies are marked so CSE keeps them apart.
+  void recompute(ArrayRef<Operation*> forward, int64_t segment) {
+    IRMapping mapping;
+    builder_.setInsertionPoint(body_.getTerminator());
+    for (Operation* op : forward) {
+      auto mark = op->getAttrOfType<IntegerAttr>(ir::kRematAttr);
+      if (!mark || mark.getInt() != segment) continue;
+      Operation* copy = builder_.clone(*op, mapping);
+      copy->removeAttr(ir::kRematAttr);
+      copy->setAttr(ir::kRecomputedAttr, builder_.getUnitAttr());
+      recomputed_[op] = copy;
+    }
+  }
+
+  LogicalResult visit(Operation* original) {
+    // A checkpointed op's VJP reads its recomputed copy's operands and results.
+    Operation* op = recomputed_.lookup(original);
+    if (!op) op = original;
     SmallVector<Value> resultGrads;
     bool any = false;
-    for (Value result : op->getResults()) {
+    for (Value result : original->getResults()) {
       resultGrads.push_back(cotangents_.lookup(result));
       any |= bool(resultGrads.back());
     }
@@ -89,7 +116,7 @@ class ReverseSweep {
       return op->emitError() << "spmd-autodiff: internal error: the VJP rule of " << op->getName()
                              << " returned " << operandGrads.size() << " cotangents for "
                              << op->getNumOperands() << " operands";
-    for (auto [operand, grad] : llvm::zip(op->getOperands(), operandGrads)) {
+    for (auto [operand, grad] : llvm::zip(original->getOperands(), operandGrads)) {
       if (!grad || !active_.contains(operand)) continue;
       Value& total = cotangents_[operand];
       total = total ? builder_.create<ir::AddOp>(op->getLoc(), total, grad).getResult() : grad;
@@ -101,6 +128,7 @@ class ReverseSweep {
   OpBuilder builder_;
   llvm::DenseSet<Value> active_;
   llvm::DenseMap<Value, Value> cotangents_;
+  llvm::DenseMap<Operation*, Operation*> recomputed_;  // checkpointed op -> its copy
 };
 
 // Differentiates the body in place, then moves its ops before the op and replaces its results.

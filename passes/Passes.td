@@ -84,6 +84,20 @@ def ShardUpdate : Pass<"spmd-shard-update", "mlir::ModuleOp"> {
   let dependentDialects = ["::spmd::ir::SpmdDialect"];
 }
 
+def GatherAtUse : Pass<"spmd-gather-at-use", "mlir::ModuleOp"> {
+  let summary = "FSDP: gather each sliced parameter right before each op that reads it";
+  let description = [{
+    Runs after spmd-shard-update (PmapOptions::fullyShard). Every all_gather of a sliced
+    function argument (spmd.shard_of), with the reshape/slice chain that rebuilds the full
+    tensor, is cloned right before each op that reads the full tensor (one gather per reader,
+    in the forward and again in the backward pass), and the gather at the top of the step is
+    erased. The memory plan then keeps a layer's full parameters alive only while its op runs;
+    between layers and steps each replica holds its 1/N slice. Gathers copy bits, so the step's
+    results are unchanged.
+  }];
+  let dependentDialects = ["::spmd::ir::SpmdDialect"];
+}
+
 def FuseElementwise : Pass<"spmd-fuse-elementwise", "mlir::ModuleOp"> {
   let summary = "group chains of elementwise ops into spmd.fused ops (one generated kernel each)";
   let description = [{

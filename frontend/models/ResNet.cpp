@@ -1,15 +1,18 @@
 // ResNet-18 (seeds' variant): Residual block and model assembly.
 #include "frontend/models/ResNet.h"
 
+#include "frontend/Remat.h"
+
 namespace spmd::models {
 
 Residual::Residual(std::string path, int64_t in, int64_t out, int64_t stride, bool projection,
-                   const std::string& bnAxisName)
+                   const std::string& bnAxisName, bool checkpoint)
     : nn::Module(std::move(path)),
       conv1_(child("conv1"), {.in = in, .out = out, .kernel = 3, .stride = stride, .padding = 1}),
       conv2_(child("conv2"), {.in = out, .out = out, .kernel = 3, .stride = 1, .padding = 1}),
       bn1_(child("bn1"), out, 1e-5, 0.1, bnAxisName),
-      bn2_(child("bn2"), out, 1e-5, 0.1, bnAxisName) {
+      bn2_(child("bn2"), out, 1e-5, 0.1, bnAxisName),
+      checkpoint_(checkpoint) {
   if (projection)
     conv3_ = std::make_unique<nn::Conv2d>(
         child("conv3"), nn::Conv2dConfig{.in = in, .out = out, .kernel = 1, .stride = stride});
@@ -24,10 +27,13 @@ void Residual::init(Rng& rng, Tree& params, Tree& state) const {
 }
 
 Tensor Residual::forward(nn::Context& ctx, const Tensor& x, Loc loc) const {
-  Tensor y = relu(bn1_(ctx, conv1_(ctx, x, loc), loc), loc);
-  y = bn2_(ctx, conv2_(ctx, y, loc), loc);
-  Tensor shortcut = conv3_ ? (*conv3_)(ctx, x, loc) : x;
-  return relu(add(y, shortcut, loc), loc);
+  auto block = [&](const Tensor& in) {
+    Tensor y = relu(bn1_(ctx, conv1_(ctx, in, loc), loc), loc);
+    y = bn2_(ctx, conv2_(ctx, y, loc), loc);
+    Tensor shortcut = conv3_ ? (*conv3_)(ctx, in, loc) : in;
+    return relu(add(y, shortcut, loc), loc);
+  };
+  return checkpoint_ ? spmd::checkpoint(block, loc)(x) : block(x);
 }
 
 std::unique_ptr<nn::Sequential> resnet18(const ResNet18Config& config) {
@@ -43,8 +49,8 @@ std::unique_ptr<nn::Sequential> resnet18(const ResNet18Config& config) {
     int64_t out = w << stage;
     auto& blocks = net->addNamed<nn::Sequential>("stage" + std::to_string(stage + 1));
     bool first = stage == 0;
-    blocks.add<Residual>(in, out, first ? 1 : 2, !first, config.bnAxisName);
-    blocks.add<Residual>(out, out, 1, false, config.bnAxisName);
+    blocks.add<Residual>(in, out, first ? 1 : 2, !first, config.bnAxisName, config.checkpointBlocks);
+    blocks.add<Residual>(out, out, 1, false, config.bnAxisName, config.checkpointBlocks);
     in = out;
   }
   net->addNamed<nn::GlobalAvgPool>("pool");

@@ -15,7 +15,7 @@ namespace spmd::models {
 class Residual final : public nn::Module {
  public:
   Residual(std::string path, int64_t in, int64_t out, int64_t stride, bool projection,
-           const std::string& bnAxisName = "");
+           const std::string& bnAxisName = "", bool checkpoint = false);
   void init(Rng& rng, Tree& params, Tree& state) const override;
 
  protected:
@@ -25,6 +25,7 @@ class Residual final : public nn::Module {
   nn::Conv2d conv1_, conv2_;
   nn::BatchNorm2d bn1_, bn2_;
   std::unique_ptr<nn::Conv2d> conv3_;
+  bool checkpoint_ = false;  // the block is one spmd::checkpoint segment
 };
 
 struct ResNet18Config {
@@ -34,6 +35,9 @@ struct ResNet18Config {
   // Empty: BatchNorm statistics per replica (DDP's default). An axis name (inside spmd::pmap):
   // cross-replica statistics over that axis (SyncBatchNorm).
   std::string bnAxisName;
+  // Rematerialization: each residual block is one spmd::checkpoint segment, recomputed in the
+  // backward pass from its input instead of keeping its activations (same bits, less memory).
+  bool checkpointBlocks = false;
 };
 
 std::unique_ptr<nn::Sequential> resnet18(const ResNet18Config& config = {});

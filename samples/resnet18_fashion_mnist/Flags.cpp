@@ -64,15 +64,20 @@ std::optional<Flags> parseFlags(int argc, char** argv, int& exitStatus) {
   app.add_flag("--shard-update", f.shardUpdate,
                "ZeRO-1: each device updates its 1/N slice of the parameters and optimizer state and keeps only that "
                "slice of the state (PmapOptions::shardUpdate); the same bits as without, checkpoints alike");
+  app.add_flag("--fsdp", f.fsdp,
+               "FSDP (fully sharded data parallelism): as --shard-update, and each layer's parameters are gathered "
+               "from the devices' slices right before the layer runs, in the forward and again in the backward pass, "
+               "and freed after it (PmapOptions::fullyShard); the same bits as without, checkpoints alike");
   app.footer("Every training image is seen each epoch: a batch that does not split over the devices, and the "
              "epoch's last one, are padded to one shape with masked rows (every step compiles once).");
   if (auto status = cli::parse(app, argc, argv)) {
     exitStatus = *status;
     return std::nullopt;
   }
-  if (f.shardUpdate && f.accumulate > 1) {
-    std::fprintf(stderr, "--shard-update with --accumulate %lld: ZeRO-1 with gradient accumulation is not supported "
-                         "yet; drop one of the two\n", static_cast<long long>(f.accumulate));
+  if ((f.shardUpdate || f.fsdp) && f.accumulate > 1) {
+    std::fprintf(stderr, "%s with --accumulate %lld: %s with gradient accumulation is not supported yet; drop one of "
+                         "the two\n", f.fsdp ? "--fsdp" : "--shard-update", static_cast<long long>(f.accumulate),
+                 f.fsdp ? "FSDP" : "ZeRO-1");
     exitStatus = 2;
     return std::nullopt;
   }

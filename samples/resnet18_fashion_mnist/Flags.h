@@ -35,6 +35,7 @@ struct Flags {
   bool noDecayNormBias = false; // --no-decay-norm-bias: no weight decay on BatchNorm parameters and biases
   std::string precision = "f32";  // --precision f32|bf16: bf16 is mixed precision (nn::ApplyOptions::compute)
   bool shardUpdate = false;     // --shard-update: ZeRO-1, each device updates 1/N of the parameters and state
+  bool fsdp = false;            // --fsdp: FSDP, each parameter gathered right before each layer that reads it
   double ema = 0;               // --ema: decay of an EMA of the parameters, evaluated instead (0: off)
 };
 

@@ -49,7 +49,8 @@ void checkProcessesAgreeOnFlags(const Flags& f) {
                             {"devices", f.devices}, {"layouts", f.layouts}, {"eval-batch", std::to_string(f.evalBatch)},
                             {"test-limit", std::to_string(f.testLimit)}, {"max-steps", std::to_string(f.maxSteps)},
                             {"resume", f.resume}, {"accumulate", std::to_string(f.accumulate)},
-                            {"shard-update", f.shardUpdate ? "on" : "off"}, {"precision", f.precision}})
+                            {"shard-update", f.shardUpdate ? "on" : "off"}, {"fsdp", f.fsdp ? "on" : "off"},
+                            {"precision", f.precision}})
     flags.emplace_back("--" + key, value);
   spmd::checkProcessesAgree(flags, "resnet18_fashion_mnist's flags");
 }
@@ -225,12 +226,19 @@ void Run::printHeader(const std::string& threadsWhy) const {
     std::printf("mixed precision (--precision bf16): bf16 activations, convolutions and matmuls; f32 parameters, "
                 "optimizer, BatchNorm statistics and loss; convolutions and matmuls: %s; the rest in f32 between "
                 "bf16 roundings\n", spmd::bf16KernelPath(f.devices).c_str());
-  if (f.shardUpdate) {
+  if (f.shardUpdate && !f.fsdp) {
     const double stateMb = double(opt.numElements()) * 4 / 1e6;
     std::printf("ZeRO-1 (--shard-update): each of the %lld devices updates 1/%lld of the parameters and keeps 1/%lld "
                 "of the optimizer state (%.2f of %.2f MB)\n",
                 static_cast<long long>(devices), static_cast<long long>(devices), static_cast<long long>(devices),
                 stateMb / double(devices), stateMb);
+  }
+  if (f.fsdp) {
+    const double paramMb = double(params.numElements()) * 4 / 1e6, stateMb = double(opt.numElements()) * 4 / 1e6;
+    std::printf("FSDP (--fsdp): each of the %lld devices keeps 1/%lld of the parameters and optimizer state (%.2f of "
+                "%.2f MB) and gathers a layer's parameters right before the layer runs, forward and backward\n",
+                static_cast<long long>(devices), static_cast<long long>(devices), (paramMb + stateMb) / double(devices),
+                paramMb + stateMb);
   }
   if (f.accumulate > 1)
     std::printf("gradient accumulation: %lld micro-batches of %lld images per device and step%s\n",
@@ -300,7 +308,7 @@ void Run::driftCheck(const std::string& when) {
 // between two barriers of the job.
 void Run::saveAt(const Position& position, bool withMetrics) {
   spmd::processBarrier("before the checkpoint");
-  // With --shard-update each process holds its devices' slices of the parameters and optimizer
+  // With --shard-update or --fsdp each process holds its devices' slices of the parameters and optimizer
   // state: every process reads them (gathering the slices, in the same order everywhere) before
   // process 0 writes them.
   for (const Tree* tree : {&params, &state, &opt})
@@ -443,7 +451,7 @@ auto compileSteps(const Flags& f, Run& run) {
        // the loss and predictions (printed) and checkpoints are read back to the host.
        .donateArguments = {0, 1, 2}, .threadsPerReplica = int(f.threadsPerReplica),
        .accumulate = int(std::min<int64_t>(f.accumulate, 1 << 20)), .shardUpdate = f.shardUpdate,
-       .trace = f.trace ? (std::filesystem::path(f.out) / "trace.json").string() : ""});
+       .fullyShard = f.fsdp, .trace = f.trace ? (std::filesystem::path(f.out) / "trace.json").string() : ""});
   auto evaluate = spmd::pmap(
       [&](const Tree& p, const Tree& s, const Tensor& x, const Tensor& y) {
         Tensor logits = run.model->apply(p, s, x, {.training = false, .compute = compute(f)}).first;

@@ -14,7 +14,7 @@ faults     one process throws inside a step, one is killed, one hangs, one is st
            the fault is intact. With ZeRO-1, process 0 reading the sliced parameters alone stops
            the job within the timeout, saying that every process must read them.
 sample     the training sample's first epoch on a small slice, 1x4, 2x2 and 4x1 (and 2x2 with
-           --shard-update, ZeRO-1): the same
+           --shard-update, ZeRO-1, and with --fsdp): the same
            checkpoint tensors; metrics, checkpoints and plain progress lines (no bar, though
            Open MPI gives processes a pseudo-terminal) come from process 0 only.
 agreement  processes given different flags (--lr, --seed, --width, --batch), a different captured
@@ -446,9 +446,15 @@ def check_sample(args):
     if "ZeRO-1 (--shard-update)" not in log:
         fail("the sample does not say it shards the update:\n%s" % log)
     same(results["1x4"], zero, "--shard-update at 2 x cpu:2 vs 1 x cpu:4")
+    # FSDP across processes: parameters gathered per layer from both processes' slices.
+    fsdp, log = sample_run("fsdp_2x2", 2, 2, ["--fsdp"], environment(2))
+    if "FSDP (--fsdp)" not in log:
+        fail("the sample does not say it shards the parameters:\n%s" % log)
+    same(results["1x4"], fsdp, "--fsdp at 2 x cpu:2 vs 1 x cpu:4")
     two_epochs, _ = sample_run("two_epochs_1x2", 1, 2, ["--epochs", "2"], env)
     for name, processes, per, extra in [("resume_2x1", 2, 1, []), ("resume_1x1x2", 1, 1, ["--accumulate", "2"]),
-                                        ("resume_zero_2x1", 2, 1, ["--shard-update"])]:
+                                        ("resume_zero_2x1", 2, 1, ["--shard-update"]),
+                                        ("resume_fsdp_2x1", 2, 1, ["--fsdp"])]:
         sample_run(name, 1, 2, [], env)  # epoch 1 at 1 x cpu:2
         resumed, log = sample_run(name, processes, per, ["--epochs", "2", "--resume", os.path.join(args.scratch, name)] +
                                   extra, env)

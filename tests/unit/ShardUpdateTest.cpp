@@ -2,10 +2,13 @@
 // of the parameters and optimizer state, and the results are the same bits as the replicated
 // update, step after step: ResNet-18 at width 2 on 16x16 inputs in f32 with per-replica
 // BatchNorm, 5 steps on cpu:2, cpu:3 and cpu:4, SGD (momentum, Nesterov, weight decay) and Adam with a
-// scheduled rate, gradient clipping by global norm and a parameter EMA.
+// scheduled rate, gradient clipping by global norm and a parameter EMA. FSDP
+// (PmapOptions::fullyShard, passes/GatherAtUse.cpp) the same, in f32 and f64, with its memory
+// plan held to the bound the sharding promises.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <set>
 #include <sstream>
 
 #include "TestUtil.h"
@@ -13,6 +16,8 @@
 #include "frontend/models/ResNet.h"
 #include "frontend/spmd.h"
 #include "runtime/exec/DeviceArray.h"
+#include "runtime/exec/Executor.h"
+#include "runtime/program/MemoryPlan.h"
 
 namespace spmd {
 namespace {
@@ -25,19 +30,20 @@ const optim::SgdConfig kSgd{.learningRate = 0.05, .momentum = 0.9, .weightDecay 
 const optim::AdamConfig kAdam{.learningRate = 1e-3, .weightDecay = 1e-4};
 
 enum class Optimizer { Sgd, AdamClipped };
+enum class Sharding { None, Update, Full };  // replicated, ZeRO-1, FSDP
 
 struct Vars {
   Tree params, state, opt, ema;
   Tensor loss;
 };
 
-Vars initialVars(const nn::Module& model, Optimizer kind) {
-  auto [params, state] = spmd::testing::kaimingInit(model, DType::f32);
+Vars initialVars(const nn::Module& model, Optimizer kind, DType dtype = DType::f32) {
+  auto [params, state] = spmd::testing::kaimingInit(model, dtype);
   Tree opt = kind == Optimizer::Sgd ? optim::Sgd(kSgd).init(params) : optim::Adam(kAdam).init(params);
   return {params, state, opt, optim::Ema(0.9).init(params), Tensor()};
 }
 
-auto trainStep(const nn::Module& model, Optimizer kind, const std::string& devices, bool shard) {
+auto trainStep(const nn::Module& model, Optimizer kind, const std::string& devices, Sharding sharding) {
   return pmap(
       [&model, kind](const Tree& params, const Tree& state, const Tree& opt, const Tree& ema, const Tensor& x,
                      const Tensor& y, const Tensor& rate) {
@@ -56,10 +62,11 @@ auto trainStep(const nn::Module& model, Optimizer kind, const std::string& devic
       {.inAxes = {replicated, replicated, replicated, replicated, split, split, replicated},
        .devices = devices,
        .donateArguments = {0, 1, 2, 3},
-       .shardUpdate = shard});
+       .shardUpdate = sharding == Sharding::Update,
+       .fullyShard = sharding == Sharding::Full});
 }
 
-Array images(int step) { return randomArray(DType::f32, {kBatch, 1, kSize, kSize}, 100 + step, -1, 1); }
+Array images(int step, DType dtype) { return randomArray(dtype, {kBatch, 1, kSize, kSize}, 100 + step, -1, 1); }
 Array labels(int step) {
   Array y = Array::zeros(DType::i32, {kBatch});
   for (int64_t i = 0; i < kBatch; ++i) y.values<int32_t>()[i] = int32_t((i * 7 + step * 3) % 10);
@@ -67,12 +74,11 @@ Array labels(int step) {
 }
 
 template <typename Step>
-Vars step(Step& f, const Vars& v, int i) {
+Vars step(Step& f, const Vars& v, int i, DType dtype = DType::f32) {
   const double rate = 0.05 * std::pow(0.8, i);  // a schedule: the rate is an input, not a constant
   auto [params, state, opt, ema, loss] =
-      f(v.params, v.state, v.opt, v.ema, Tensor(images(i)), Tensor(labels(i)), Tensor(optim::rateAt([=](int64_t) {
-          return rate;
-        }, i)));
+      f(v.params, v.state, v.opt, v.ema, Tensor(images(i, dtype)), Tensor(labels(i)),
+        Tensor(optim::rateAt([=](int64_t) { return rate; }, i, dtype)));
   return {params, state, opt, ema, loss};
 }
 
@@ -85,17 +91,83 @@ std::string difference(const Vars& a, const Vars& b) {
   return "";
 }
 
-void expectSameBitsAsReplicated(Optimizer kind, const std::string& devices, int replicas,
-                                const std::string& bnAxis = "") {
+// What the memory plan of a sharded step holds at its fullest step: the most bytes of whole
+// parameters rebuilt from slices (an all_gather of a sliced input and the reshapes, slices and
+// relayouts after it) that are live at once, and the replica's resident bytes (arena and the
+// buffers outside it, runtime::Executor::residentBytes).
+struct PlannedParameters {
+  size_t gatheredAtOnce = 0, resident = 0;
+  int gathers = 0;
+  std::set<int> gatheredInputs;  // the sliced inputs gathered (the parameters, not the optimizer state)
+};
+
+PlannedParameters plannedParameters(const runtime::Program& program) {
+  PlannedParameters out;
+  std::vector<bool> gathered(program.buffers.size(), false);
+  auto slicedInput = [&](int id) {
+    for (size_t i = 0; i < program.inputs.size(); ++i)
+      if (program.inputs[i] == id) return program.inputPlacements[i].kind == runtime::Placement::Kind::Sliced;
+    return false;
+  };
+  for (const runtime::Step& step : program.steps) {
+    const bool gather = step.op == "all_gather" && slicedInput(step.inputs.at(0));
+    const bool rebuild = (step.op == "reshape" || step.op == "slice" || step.op == "relayout") &&
+                         gathered[size_t(step.inputs.at(0))];
+    if (gather) ++out.gathers, out.gatheredInputs.insert(step.inputs[0]);
+    if (gather || rebuild)
+      for (int id : step.outputs) gathered[size_t(id)] = true;
+  }
+  const std::vector<runtime::Lifetime> life = runtime::lifetimes(program);
+  for (int s = 0; s < int(program.steps.size()); ++s) {
+    size_t live = 0;
+    for (size_t id = 0; id < program.buffers.size(); ++id)
+      if (gathered[id] && life[id].first <= s && s <= life[id].last) live += program.buffers[id].bytes();
+    out.gatheredAtOnce = std::max(out.gatheredAtOnce, live);
+  }
+  out.resident = runtime::Executor::residentBytes(program, false);
+  return out;
+}
+
+size_t treeBytes(const Tree& tree) {
+  size_t bytes = 0;
+  for (const auto& [name, t] : tree) bytes += size_t(t.numel()) * dtypeSize(t.dtype());
+  return bytes;
+}
+
+size_t largestBytes(const Tree& tree) {
+  size_t bytes = 0;
+  for (const auto& [name, t] : tree) bytes = std::max(bytes, size_t(t.numel()) * dtypeSize(t.dtype()));
+  return bytes;
+}
+
+// FSDP gathers each sliced parameter right before each reader (the forward pass's and the
+// backward pass's), so there are more gathers than sliced inputs and at no step are more than
+// two layers' whole parameters live.
+void expectGatheredAtEachReader(const runtime::Program& program) {
+  const PlannedParameters planned = plannedParameters(program);
+  EXPECT_GT(planned.gathers, int(planned.gatheredInputs.size()) + 20) << program.toText();
+}
+
+struct Case {
+  Optimizer kind = Optimizer::Sgd;
+  std::string devices;
+  int replicas = 1;
+  std::string bnAxis = "";
+  Sharding sharding = Sharding::Update;
+  DType dtype = DType::f32;
+};
+
+void expectSameBitsAsReplicated(const Case& c) {
+  const auto [kind, devices, replicas, bnAxis, sharding, dtype] = c;
   auto model = models::resnet18({.width = 2, .bnAxisName = bnAxis});
-  auto replicatedStep = trainStep(*model, kind, devices, false);
-  auto shardedStep = trainStep(*model, kind, devices, true);
-  Vars plain = initialVars(*model, kind), sharded = plain;
+  auto replicatedStep = trainStep(*model, kind, devices, Sharding::None);
+  auto shardedStep = trainStep(*model, kind, devices, sharding);
+  Vars plain = initialVars(*model, kind, dtype), sharded = plain;
   for (int i = 0; i < 5; ++i) {
-    plain = step(replicatedStep, plain, i);
-    sharded = step(shardedStep, sharded, i);
+    plain = step(replicatedStep, plain, i, dtype);
+    sharded = step(shardedStep, sharded, i, dtype);
     EXPECT_EQ(difference(sharded, plain), "") << devices << ", step " << i + 1;
-    ASSERT_TRUE(std::isfinite(plain.loss.array().values<float>()[0]));
+    ASSERT_TRUE(std::isfinite(spmd::testing::convertArray(plain.loss.array(), DType::f64).values<double>()[0]));
   }
   // The state stayed sliced on the devices: each replica holds ceil(numel / N) of every tensor.
   int64_t total = 0, perReplica = 0;
@@ -110,6 +182,7 @@ void expectSameBitsAsReplicated(Optimizer kind, const std::string& devices, int 
   }
   EXPECT_LE(perReplica, total / replicas + 4 * int64_t(sharded.opt.size()));
   EXPECT_NE(shardedStep.lastProgramText().find("all_gather"), std::string::npos);
+  if (sharding == Sharding::Full) expectGatheredAtEachReader(shardedStep.lastProgram());
   if (kind == Optimizer::Sgd) {  // clipping reads the whole gradient: Adam's keep their all_reduce
     const std::string text = shardedStep.lastProgramText();
     EXPECT_NE(text.find("reduce_scatter"), std::string::npos);
@@ -129,19 +202,19 @@ void expectSameBitsAsReplicated(Optimizer kind, const std::string& devices, int 
 }
 
 TEST(ShardUpdateTest, SgdIsTheReplicatedUpdateBitForBit) {
-  expectSameBitsAsReplicated(Optimizer::Sgd, "cpu:2", 2);
-  expectSameBitsAsReplicated(Optimizer::Sgd, "cpu:3", 3);  // the mean's division by 3 is not exact
-  expectSameBitsAsReplicated(Optimizer::Sgd, "cpu:4", 4);
+  expectSameBitsAsReplicated({.devices = "cpu:2", .replicas = 2});
+  expectSameBitsAsReplicated({.devices = "cpu:3", .replicas = 3});  // the mean's division by 3 is not exact
+  expectSameBitsAsReplicated({.devices = "cpu:4", .replicas = 4});
 }
 
 // Cross-replica BatchNorm: its statistics' psums are all_reduces too; what is computed from them
 // stays whole where the normalization reads it (the running statistics become sliced state).
 TEST(ShardUpdateTest, CrossReplicaBatchNormIsTheReplicatedUpdateBitForBit) {
-  expectSameBitsAsReplicated(Optimizer::Sgd, "cpu:2", 2, "batch");
+  expectSameBitsAsReplicated({.devices = "cpu:2", .replicas = 2, .bnAxis = "batch"});
 }
 
 TEST(ShardUpdateTest, ClippedAdamWithEmaIsTheReplicatedUpdateBitForBit) {
-  expectSameBitsAsReplicated(Optimizer::AdamClipped, "cpu:4", 4);
+  expectSameBitsAsReplicated({.kind = Optimizer::AdamClipped, .devices = "cpu:4", .replicas = 4});
 }
 
 // Checkpoints stay layout-free: a run switches between sharded and replicated steps (sliced
@@ -149,14 +222,54 @@ TEST(ShardUpdateTest, ClippedAdamWithEmaIsTheReplicatedUpdateBitForBit) {
 // does) and still gives the replicated run's bits.
 TEST(ShardUpdateTest, ARunSwitchesBetweenShardedAndReplicatedSteps) {
   auto model = models::resnet18({.width = 2, .bnAxisName = ""});
-  auto replicatedStep = trainStep(*model, Optimizer::Sgd, "cpu:2", false);
-  auto shardedStep = trainStep(*model, Optimizer::Sgd, "cpu:2", true);
+  auto replicatedStep = trainStep(*model, Optimizer::Sgd, "cpu:2", Sharding::None);
+  auto shardedStep = trainStep(*model, Optimizer::Sgd, "cpu:2", Sharding::Update);
   Vars plain = initialVars(*model, Optimizer::Sgd), mixed = plain;
   for (int i = 0; i < 4; ++i) {
     plain = step(replicatedStep, plain, i);
     mixed = i % 2 == 0 ? step(shardedStep, mixed, i) : step(replicatedStep, mixed, i);
   }
   EXPECT_EQ(difference(mixed, plain), "");
+}
+
+// FSDP: gathered right before each reader, the same bits as the replicated step in f32 and f64,
+// with per-replica and cross-replica BatchNorm, SGD and clipped Adam with an EMA.
+TEST(ShardUpdateTest, FsdpIsTheReplicatedStepBitForBit) {
+  expectSameBitsAsReplicated({.devices = "cpu:2", .replicas = 2, .sharding = Sharding::Full});
+  expectSameBitsAsReplicated({.devices = "cpu:3", .replicas = 3, .sharding = Sharding::Full, .dtype = DType::f64});
+  expectSameBitsAsReplicated({.kind = Optimizer::AdamClipped, .devices = "cpu:4", .replicas = 4, .bnAxis = "batch",
+                              .sharding = Sharding::Full});
+}
+
+// The memory plan, not a measurement: full-width ResNet-18 (44.7 MB of f32 parameters) on 8x8
+// images and 3 rows per replica, where the parameters outweigh the activations. ZeRO-1 keeps
+// every gathered parameter alive from the top of the step to its reader in the backward pass;
+// FSDP holds at most the two largest layers' whole parameters at any step, and its resident
+// bytes are below ZeRO-1's by nearly the whole parameter set.
+TEST(ShardUpdateTest, FsdpPlanHoldsAtMostTwoLayersOfWholeParameters) {
+  auto model = models::resnet18({.width = 64, .bnAxisName = ""});
+  Vars start = initialVars(*model, Optimizer::Sgd);
+  const size_t params = treeBytes(start.params), largest = largestBytes(start.params);
+  const Array x = randomArray(DType::f32, {12, 1, 8, 8}, 7, -1, 1);
+  Array y = Array::zeros(DType::i32, {12});
+  for (int64_t i = 0; i < 12; ++i) y.values<int32_t>()[i] = int32_t(i % 10);
+  std::map<Sharding, PlannedParameters> planned;
+  for (Sharding sharding : {Sharding::Update, Sharding::Full}) {
+    auto f = trainStep(*model, Optimizer::Sgd, "cpu:4", sharding);
+    f(start.params, start.state, start.opt, start.ema, Tensor(x), Tensor(y), Tensor(optim::rateAt([](int64_t) {
+        return 0.01;
+      }, 0)));
+    planned[sharding] = plannedParameters(f.lastProgram());
+  }
+  const PlannedParameters& zero = planned[Sharding::Update];
+  const PlannedParameters& fsdp = planned[Sharding::Full];
+  std::printf("parameters %.1f MB (largest %.1f MB); whole parameters live at once: ZeRO-1 %.1f MB, FSDP %.1f MB; "
+              "resident per replica: ZeRO-1 %.1f MB, FSDP %.1f MB\n",
+              params / 1e6, largest / 1e6, zero.gatheredAtOnce / 1e6, fsdp.gatheredAtOnce / 1e6, zero.resident / 1e6,
+              fsdp.resident / 1e6);
+  EXPECT_LE(fsdp.gatheredAtOnce, 2 * largest);
+  EXPECT_GE(zero.gatheredAtOnce, params * 9 / 10);  // the check can fail: ZeRO-1 holds them all
+  EXPECT_LE(fsdp.resident + params - 4 * largest, zero.resident);
 }
 
 TEST(ShardUpdateTest, UnsupportedCombinationsAreClearErrors) {
