@@ -28,7 +28,7 @@
 #include "runtime/device/Communicator.h"
 #include "runtime/device/DeviceList.h"
 #include "runtime/exec/DeviceArray.h"
-#include "runtime/exec/Executor.h"
+#include "runtime/program/MemoryPlan.h"
 #include "runtime/mpi/MpiEngine.h"
 #include "runtime/mpi/ProcessCommunicator.h"
 #include "frontend/models/ResNet.h"
@@ -109,7 +109,7 @@ int step(const StepFlags& f) {
   const double arena = double(trainStep.lastProgram().arenaBytes) * replicas;
   // What the plan gives one replica during a step: the arena and every buffer outside it (the
   // inputs: parameters, or with --shard-update / --fsdp their slices, and the batch).
-  const double planned = double(spmd::runtime::Executor::residentBytes(trainStep.lastProgram(), false)) * replicas;
+  const double planned = double(spmd::runtime::residentBytes(trainStep.lastProgram(), false)) * replicas;
   std::vector<double> sums{t.engineSeconds, t.waitSeconds, arena, double(usage.ru_maxrss) * 1024.0, planned,
                            replicas};
   spmd::processSum(sums, "collective times and memory");

@@ -7,31 +7,6 @@
 
 namespace spmd {
 
-std::string sourceLine(mlir::Location loc) {
-  std::string found;
-  loc->walk([&](mlir::Location inner) {
-    if (auto file = llvm::dyn_cast<mlir::FileLineColLoc>(inner)) {
-      found = file.getFilename().str() + ":" + std::to_string(file.getLine());
-      return mlir::WalkResult::interrupt();
-    }
-    return mlir::WalkResult::advance();
-  });
-  return found;
-}
-
-std::string layerPath(mlir::Location loc) {
-  std::string found;
-  loc->walk([&](mlir::Location inner) {
-    auto name = llvm::dyn_cast<mlir::NameLoc>(inner);
-    if (name && llvm::isa<mlir::FileLineColLoc>(name.getChildLoc())) {
-      found = name.getName().str();
-      return mlir::WalkResult::interrupt();
-    }
-    return mlir::WalkResult::advance();
-  });
-  return found;
-}
-
 DiagnosticCollector::DiagnosticCollector(mlir::MLIRContext* context)
     : handler_(context, [this](mlir::Diagnostic& diag) {
         // "model.cpp:42: in layer 'stage2.0.conv1': spmd.conv2d: ..." (the layer when the op has one).

@@ -5,15 +5,10 @@
 #include <string>
 
 #include "mlir/IR/Diagnostics.h"
+#include "ir/Locations.h"
 #include "mlir/IR/Location.h"
 
 namespace spmd {
-
-// "file.cpp:42" for the first file location inside `loc`; "" when there is none.
-std::string sourceLine(mlir::Location loc);
-// The nn layer path of an op ("stage2.0.conv1": the name of the NameLoc around its file
-// location), or "" when it was not traced inside a layer.
-std::string layerPath(mlir::Location loc);
 
 class DiagnosticCollector {
  public:

@@ -18,9 +18,64 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Transforms/Passes.h"
 #include "passes/Passes.h"
+#include "passes/RematCandidates.h"
+#include "runtime/program/MemoryPlan.h"
 
 namespace spmd {
 namespace {
+
+std::string megabytes(size_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f MB", double(bytes) / 1e6);
+  return text;
+}
+
+// The compiler's remat choice in words, for the dump (memory-budget.txt).
+std::string describeRemat(mlir::ModuleOp module, const CompileOptions& options, const runtime::Program& program) {
+  std::string text = "memory budget " + megabytes(size_t(options.memoryBudget)) + " per replica; planned " +
+                     megabytes(runtime::residentBytes(program, false)) + "\nrecomputed in the backward pass:";
+  int count = 0;
+  module.walk([&](mlir::func::FuncOp function) {
+    if (auto chosen = function->getAttrOfType<mlir::ArrayAttr>("spmd.remat_chosen"))
+      for (mlir::Attribute layer : chosen) text += " " + llvm::cast<mlir::StringAttr>(layer).str(), ++count;
+  });
+  return text + (count ? "" : " nothing (the plan fits as it is)") + "\n";
+}
+
+// Why the budget cannot be met even with every candidate recomputed: the plan, and the largest
+// values live at its fullest step, where they come from.
+std::string budgetUnmet(const runtime::Program& program, const CompileOptions& options, int64_t candidates) {
+  const runtime::PeakLive peak = runtime::peakLive(program);
+  std::vector<int> producer(program.buffers.size(), -1);
+  for (size_t s = 0; s < program.steps.size(); ++s)
+    for (int id : program.steps[s].outputs) producer[size_t(id)] = int(s);
+  std::vector<bool> input(program.buffers.size(), false);
+  for (int id : program.inputs) input[size_t(id)] = true;
+  std::string text = "the memory budget of " + megabytes(size_t(options.memoryBudget)) +
+                     " per replica cannot be met: even recomputing all " + std::to_string(candidates) +
+                     " layers it may recompute in the backward pass, the plan needs " +
+                     megabytes(runtime::residentBytes(program, false)) + " (arena " + megabytes(program.arenaBytes) +
+                     ")";
+  if (peak.step >= 0) {
+    text += "; at its fullest step (" + std::to_string(peak.step) + " '" + program.steps[size_t(peak.step)].op +
+            "', " + program.steps[size_t(peak.step)].where() + ", " + megabytes(peak.bytes) +
+            " live) the largest values are:";
+    for (size_t i = 0; i < peak.buffers.size() && i < 5; ++i) {
+      const int id = peak.buffers[i];
+      const runtime::BufferDesc& b = program.buffers[size_t(id)];
+      text += "\n  " + megabytes(b.bytes()) + " " + std::string(dtypeName(b.dtype)) + shapeString(b.shape) + ", ";
+      if (input[size_t(id)])
+        text += "an input of the step";
+      else if (producer[size_t(id)] >= 0)
+        text += "from '" + program.steps[size_t(producer[size_t(id)])].op + "' at " +
+                program.steps[size_t(producer[size_t(id)])].where();
+      else
+        text += "a constant";
+    }
+  }
+  return text + "\nRaise the budget, lower the batch size, or shard the parameters and optimizer state "
+                "(PmapOptions::fullyShard)";
+}
 
 class PipelineRun {
  public:
@@ -93,9 +148,15 @@ std::string dumpDirectory(const CompileOptions& options) {
   return (std::filesystem::path(base) / options.dumpName).string();
 }
 
-runtime::Program compile(mlir::ModuleOp module, const CompileOptions& options) {
-  PipelineRun pipeline(module, dumpDirectory(options), options.dumpDir.empty() ? "SPMD_DUMP_IR" : "the dumpDir option");
+namespace {
+
+// One run of the pipeline on `module`; `rematSegments` >= 0: first mark that many of the
+// compiler's candidate segments for recomputation (spmd-mark-remat). `dumpDir` "": no dumps.
+runtime::Program compileOnce(mlir::ModuleOp module, const CompileOptions& options, const std::string& dumpDir,
+                             int64_t rematSegments) {
+  PipelineRun pipeline(module, dumpDir, options.dumpDir.empty() ? "SPMD_DUMP_IR" : "the dumpDir option");
   pipeline.verify("tracing");
+  if (rematSegments >= 0) pipeline.run(passes::createMarkRemat({rematSegments, 2}));
   pipeline.run(passes::createInsertPmean({options.strict}));
   pipeline.run(passes::createAutodiff());
   pipeline.run(mlir::createCanonicalizerPass());
@@ -117,7 +178,34 @@ runtime::Program compile(mlir::ModuleOp module, const CompileOptions& options) {
   pipeline.dumpText("program.txt", program.toText());
   pipeline.dumpText("program.dot", runtime::programToDot(program));
   pipeline.saveProgram(program);
+  if (rematSegments >= 0) pipeline.dumpText("memory-budget.txt", describeRemat(module, options, program));
   return program;
+}
+
+}  // namespace
+
+runtime::Program compile(mlir::ModuleOp module, const CompileOptions& options) {
+  if (options.memoryBudget <= 0) return compileOnce(module, options, dumpDirectory(options), -1);
+  const int64_t candidates = int64_t(passes::rematCandidates(module).size());
+  auto probe = [&](int64_t segments) {
+    mlir::OwningOpRef<mlir::ModuleOp> copy(module.clone());
+    return compileOnce(*copy, options, "", segments);
+  };
+  auto fits = [&](const runtime::Program& p) { return runtime::residentBytes(p, false) <= size_t(options.memoryBudget); };
+  // The fewest segments that fit, by bisection (the plan shrinks as segments are added, largest
+  // first); then the real compile, with dumps, on the module itself.
+  int64_t chosen = 0;
+  if (!fits(probe(0))) {
+    runtime::Program all = probe(candidates);
+    if (!fits(all)) throw Error(budgetUnmet(all, options, candidates));
+    int64_t lo = 0, hi = candidates;
+    while (hi - lo > 1) {
+      const int64_t mid = (lo + hi) / 2;
+      (fits(probe(mid)) ? hi : lo) = mid;
+    }
+    chosen = hi;
+  }
+  return compileOnce(module, options, dumpDirectory(options), chosen);
 }
 
 }  // namespace spmd

@@ -46,9 +46,16 @@ struct CompileOptions {
   // (runtime::Driver::bf16Kernels; passes/WidenBf16's native-kernels). Off: they run in f32
   // between roundings, as every other bf16 op, with the same bits on every backend and ISA.
   bool bf16Kernels = false;
+  // Bytes one replica may hold while the step runs (runtime::residentBytes of the planned
+  // Program). Over it, the compiler recomputes layers in the backward pass (passes/MarkRemat:
+  // the fewest of its candidate segments that make the plan fit, found by compiling each
+  // choice; the choice is in the dump's memory-budget.txt), or fails naming the largest values
+  // live at the plan's fullest step. 0: no budget.
+  int64_t memoryBudget = 0;
 };
 
-// Runs the pipeline on `module` in place and returns the lowered Program. Throws spmd::Error
+// Runs the pipeline on `module` in place and returns the lowered Program (with a memory budget,
+// after compiling copies of it to choose what to recompute). Throws spmd::Error
 // naming the pass, the op and the user's source line when a pass or the verifier fails.
 runtime::Program compile(mlir::ModuleOp module, const CompileOptions& options = {});
 

@@ -176,6 +176,9 @@ PmapCore::PmapCore(PmapOptions options, bool jit, Loc defined) : state_(std::mak
   if ((o.shardUpdate || o.fullyShard) && o.allReplicas)
     throw Error(prefix(o) + sharding + " with allReplicas is not supported: the sliced parameters and "
                 "optimizer state are not held per replica; turn one of them off");
+  if (o.memoryBudget < 0)
+    throw Error(prefix(o) + "memoryBudget is " + std::to_string(o.memoryBudget) +
+                "; give the bytes one replica may hold during a step, or 0 for no budget");
   if (o.threadsPerReplica < 0)
     throw Error(prefix(o) + "threadsPerReplica is " + std::to_string(o.threadsPerReplica) +
                 "; give a positive thread count, or 0 for the default share of the cores");
@@ -316,7 +319,7 @@ std::pair<std::vector<Tensor>, std::shared_ptr<void>> PmapCore::call(
                       .planMemory = o.planMemory && A == 1, .fuseElementwise = o.fuseElementwise && !debugging,
                       // the debug scan reports plain indices
                       .channelBlock = o.assignLayouts && !debugging ? state_->devices.driver().channelBlock() : 0,
-                      .bf16Kernels = bf16.native},
+                      .bf16Kernels = bf16.native, .memoryBudget = o.memoryBudget},
                      o.name);
     const bool hasBf16 =
         std::any_of(program.buffers.begin(), program.buffers.end(), [](const auto& b) { return b.dtype == DType::bf16; });

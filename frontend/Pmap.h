@@ -98,6 +98,12 @@ struct PmapOptions {
   // allReplicas yet; a step that clips by the global norm keeps its gradients whole until the
   // update (as shardUpdate does).
   bool fullyShard = false;
+  // Bytes one replica may hold during a step (its planned arena, inputs and other buffers). Over
+  // it, the compiler recomputes layers in the backward pass (the fewest nn layers, e.g. residual
+  // blocks, whose recomputation makes the plan fit; as spmd::checkpoint would, with the same
+  // bits), or compiling fails naming the largest values live at the plan's fullest step. The
+  // choice is in the IR dump (memory-budget.txt). 0: no budget.
+  int64_t memoryBudget = 0;
   // A Chrome trace of every run from now on (every replica's steps, the collectives, compiles,
   // data waits): the file is written at exit, or by spmd::writeTrace(); also SPMD_TRACE=<file>.
   // Under mpirun each process writes <stem>.<process>.json. Graphs are off while tracing.

@@ -84,6 +84,23 @@ def ShardUpdate : Pass<"spmd-shard-update", "mlir::ModuleOp"> {
   let dependentDialects = ["::spmd::ir::SpmdDialect"];
 }
 
+def MarkRemat : Pass<"spmd-mark-remat", "mlir::ModuleOp"> {
+  let summary = "mark the layers whose recomputation frees the most memory as checkpoint segments";
+  let description = [{
+    Runs before autodiff when the pipeline fits a memory budget (PmapOptions::memoryBudget).
+    Candidates are runs of consecutive forward ops in a value_and_grad body that share their nn
+    layer path up to `depth` components ("stage2.0": a residual block), scored by the bytes of
+    the values they define before their last op. The `segments` best are marked spmd.remat, as
+    spmd::checkpoint marks ops, for spmd-autodiff to recompute; the choice is recorded on each
+    function as spmd.remat_chosen (the layers, largest first).
+  }];
+  let options = [
+    Option<"segments", "segments", "int64_t", "-1", "how many candidates to mark (-1: all)">,
+    Option<"depth", "depth", "int", "2", "components of the layer path that make one segment">,
+  ];
+  let dependentDialects = ["::spmd::ir::SpmdDialect"];
+}
+
 def GatherAtUse : Pass<"spmd-gather-at-use", "mlir::ModuleOp"> {
   let summary = "FSDP: gather each sliced parameter right before each op that reads it";
   let description = [{

@@ -267,16 +267,6 @@ Executor::~Executor() {
                  static_cast<long long>(t.second / runs_));
 }
 
-size_t Executor::residentBytes(const Program& program, bool hostAccessible) {
-  std::vector<bool> isInput(program.buffers.size());
-  for (int id : program.inputs) isInput[id] = true;
-  size_t bytes = program.arenaBytes;
-  for (size_t id = 0; id < program.buffers.size(); ++id)
-    if (program.buffers[id].offset < 0 && !(isInput[id] && hostAccessible))
-      bytes += program.buffers[id].bytes();
-  return bytes;
-}
-
 void Executor::checkFitsHost(const Program& program, int replicas, const std::string& where) {
   size_t each = residentBytes(program, true);
   checkHostMemory(each * size_t(replicas),

@@ -73,9 +73,6 @@ class Executor {
     size_t step;
   };
   void recordEvents(std::vector<Event>* log) { events_ = log; }
-  // Bytes one replica of `program` allocates on `device` up front: the arena and every
-  // unplanned buffer that is not a host-bound input (kernel workspaces come on top).
-  static size_t residentBytes(const Program& program, bool hostAccessible);
   // Before any allocation: throws a clear error when `replicas` host replicas of `program`
   // (on `where`, e.g. "cpu:4") do not fit in the host memory that is available.
   static void checkFitsHost(const Program& program, int replicas, const std::string& where);

@@ -25,6 +25,37 @@ std::vector<Lifetime> lifetimes(const Program& program) {
   return life;
 }
 
+size_t residentBytes(const Program& program, bool hostAccessible) {
+  std::vector<bool> isInput(program.buffers.size());
+  for (int id : program.inputs) isInput[id] = true;
+  size_t bytes = program.arenaBytes;
+  for (size_t id = 0; id < program.buffers.size(); ++id)
+    if (program.buffers[id].offset < 0 && !(isInput[id] && hostAccessible)) bytes += program.buffers[id].bytes();
+  return bytes;
+}
+
+PeakLive peakLive(const Program& program) {
+  const std::vector<Lifetime> life = lifetimes(program);
+  std::vector<bool> always(program.buffers.size(), false);
+  for (int id : program.inputs) always[id] = true;
+  for (size_t id = 0; id < program.buffers.size(); ++id)
+    if (!program.buffers[id].constant.empty()) always[id] = true;
+  auto live = [&](size_t id, int s) { return always[id] || (life[id].first <= s && s <= life[id].last); };
+  PeakLive peak;
+  for (int s = 0; s < int(program.steps.size()); ++s) {
+    size_t bytes = 0;
+    for (size_t id = 0; id < program.buffers.size(); ++id)
+      if (live(id, s)) bytes += program.buffers[id].bytes();
+    if (peak.step < 0 || bytes > peak.bytes) peak.step = s, peak.bytes = bytes;
+  }
+  if (peak.step < 0) return peak;
+  for (size_t id = 0; id < program.buffers.size(); ++id)
+    if (live(id, peak.step)) peak.buffers.push_back(int(id));
+  std::stable_sort(peak.buffers.begin(), peak.buffers.end(),
+                   [&](int a, int b) { return program.buffers[a].bytes() > program.buffers[b].bytes(); });
+  return peak;
+}
+
 void checkMemoryPlan(const Program& program) {
   std::vector<Lifetime> life = lifetimes(program);
   std::vector<bool> fixed(program.buffers.size(), false);

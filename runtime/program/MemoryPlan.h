@@ -22,6 +22,21 @@ std::vector<Lifetime> lifetimes(const Program& program);
 // Arena offsets are multiples of this, enough for CPU vector loads and cuDNN/cuBLAS alignment.
 inline constexpr int64_t kArenaAlignment = 256;
 
+// The bytes one replica holds while the program runs: its arena and every buffer outside it
+// (inputs, constants, unplanned buffers; inputs left out where the device reads them in place
+// from the host: `hostAccessible`).
+size_t residentBytes(const Program& program, bool hostAccessible);
+
+// The step at which the most bytes are live (inputs and constants count throughout, a step's
+// inputs and outputs at that step), those bytes, and the buffers live there, largest first:
+// what a memory budget's error names.
+struct PeakLive {
+  int step = -1;
+  size_t bytes = 0;
+  std::vector<int> buffers;
+};
+PeakLive peakLive(const Program& program);
+
 // Throws an Error naming the buffers when a planned buffer lies outside the arena, is misaligned,
 // is an input or constant, or shares bytes with a buffer that is live at the same time.
 void checkMemoryPlan(const Program& program);

@@ -16,7 +16,6 @@
 #include "frontend/models/ResNet.h"
 #include "frontend/spmd.h"
 #include "runtime/exec/DeviceArray.h"
-#include "runtime/exec/Executor.h"
 #include "runtime/program/MemoryPlan.h"
 
 namespace spmd {
@@ -94,7 +93,7 @@ std::string difference(const Vars& a, const Vars& b) {
 // What the memory plan of a sharded step holds at its fullest step: the most bytes of whole
 // parameters rebuilt from slices (an all_gather of a sliced input and the reshapes, slices and
 // relayouts after it) that are live at once, and the replica's resident bytes (arena and the
-// buffers outside it, runtime::Executor::residentBytes).
+// buffers outside it, runtime::residentBytes).
 struct PlannedParameters {
   size_t gatheredAtOnce = 0, resident = 0;
   int gathers = 0;
@@ -124,7 +123,7 @@ PlannedParameters plannedParameters(const runtime::Program& program) {
       if (gathered[id] && life[id].first <= s && s <= life[id].last) live += program.buffers[id].bytes();
     out.gatheredAtOnce = std::max(out.gatheredAtOnce, live);
   }
-  out.resident = runtime::Executor::residentBytes(program, false);
+  out.resident = runtime::residentBytes(program, false);
   return out;
 }
 

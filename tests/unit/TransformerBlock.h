@@ -13,8 +13,9 @@ namespace spmd::testing {
 
 // A transformer block as tests/reference/torch_transformer.py builds it, in the DSL: embedding,
 // pre-norm causal self-attention with 2 heads (batched matmul, softmax, an additive mask),
-// a GELU MLP, residuals, a final layer norm and a linear head.
-inline Tensor transformerLogits(const Tree& p, const Tensor& ids, int64_t heads) {
+// a GELU MLP, residuals, a final layer norm and a linear head. `remat`: the attention and the MLP
+// sublayers are each one spmd::checkpoint segment (recomputed in the backward pass).
+inline Tensor transformerLogits(const Tree& p, const Tensor& ids, int64_t heads, bool remat = false) {
   Tensor x = embedding(p.at("embed.weight"), ids);
   int64_t b = x.dim(0), t = x.dim(1), d = x.dim(2), dh = d / heads;
   auto dense = [&](const Tensor& h, const std::string& name) {
@@ -31,14 +32,20 @@ inline Tensor transformerLogits(const Tree& p, const Tensor& ids, int64_t heads)
       if (x.dtype() == DType::f64) mask.values<double>()[i * t + j] = -1e9;
       else mask.values<float>()[i * t + j] = -1e9f;
     }
-  Tensor h = layerNorm(x, p.at("ln1.weight"), p.at("ln1.bias"));
-  Tensor q = split(dense(h, "q")), k = split(dense(h, "k")), v = split(dense(h, "v"));
-  Tensor scores = matmul(q, k, {}, {.transposeRhs = true}) * (1.0 / std::sqrt(double(dh))) + Tensor(mask);
-  Tensor attended = matmul(softmax(scores, -1), v);
-  attended = reshape(transpose(reshape(attended, {b, heads, t, dh}), {0, 2, 1, 3}), {b, t, d});
-  x = x + dense(attended, "proj");
-  h = layerNorm(x, p.at("ln2.weight"), p.at("ln2.bias"));
-  x = x + dense(gelu(dense(h, "fc1")), "fc2");
+  auto attention = [&](const Tensor& x) {
+    Tensor h = layerNorm(x, p.at("ln1.weight"), p.at("ln1.bias"));
+    Tensor q = split(dense(h, "q")), k = split(dense(h, "k")), v = split(dense(h, "v"));
+    Tensor scores = matmul(q, k, {}, {.transposeRhs = true}) * (1.0 / std::sqrt(double(dh))) + Tensor(mask);
+    Tensor attended = matmul(softmax(scores, -1), v);
+    attended = reshape(transpose(reshape(attended, {b, heads, t, dh}), {0, 2, 1, 3}), {b, t, d});
+    return x + dense(attended, "proj");
+  };
+  auto mlp = [&](const Tensor& x) {
+    Tensor h = layerNorm(x, p.at("ln2.weight"), p.at("ln2.bias"));
+    return x + dense(gelu(dense(h, "fc1")), "fc2");
+  };
+  x = remat ? checkpoint(attention)(x) : attention(x);
+  x = remat ? checkpoint(mlp)(x) : mlp(x);
   return dense(layerNorm(x, p.at("lnf.weight"), p.at("lnf.bias")), "head");
 }
 
