@@ -48,7 +48,8 @@ struct StepFlags {
   std::string devices = "cpu:1";
   int64_t width = 64, batch = 64;
   int steps = 5, accumulate = 1;
-  bool shardUpdate = false, fsdp = false;
+  bool shardUpdate = false, fsdp = false, remat = false;
+  double memoryBudgetMb = 0;
 };
 
 struct AllreduceFlags {
@@ -61,7 +62,8 @@ int step(const StepFlags& f) {
   const int64_t width = f.width, batch = f.batch;
   const int steps = f.steps, accumulate = f.accumulate;
   const int processes = spmd::processCount(), me = spmd::processIndex();
-  auto model = spmd::models::resnet18({.inChannels = 1, .numClasses = 10, .width = width, .bnAxisName = ""});
+  auto model = spmd::models::resnet18(
+      {.inChannels = 1, .numClasses = 10, .width = width, .bnAxisName = "", .checkpointBlocks = f.remat});
   auto [params, state] = model->initialize(1);
   spmd::optim::Sgd sgd({.learningRate = 0.01, .momentum = 0.9, .weightDecay = 0});
   spmd::Tree opt = sgd.init(params);
@@ -69,7 +71,7 @@ int step(const StepFlags& f) {
                               {.inAxes = {spmd::replicated, spmd::replicated, spmd::replicated, spmd::split, spmd::split},
                                .devices = devices, .name = "train_step", .donateArguments = {0, 1, 2},
                                .accumulate = accumulate, .shardUpdate = f.shardUpdate,
-                               .fullyShard = f.fsdp});
+                               .fullyShard = f.fsdp, .memoryBudget = int64_t(f.memoryBudgetMb * 1e6)});
   auto [x, y] = bench::syntheticBatch(batch);
   int64_t begin = batch * me / processes, end = batch * (me + 1) / processes;
   spmd::Tensor myX = spmd::Array::view(x.array(), begin * x.array().bytes() / batch,
@@ -116,10 +118,10 @@ int step(const StepFlags& f) {
   if (me == 0)
     std::printf("result step devices=%s processes=%d accumulate=%d batch=%lld width=%lld median_ms=%.2f "
                 "allreduce_s=%.4f waited_s=%.4f hidden=%.3f drift_check_ms=%.2f arena_mb=%.1f rss_mb=%.1f "
-                "shard_update=%d fsdp=%d opt_state_mb_per_replica=%.3f planned_mb_per_replica=%.1f\n",
+                "shard_update=%d fsdp=%d remat=%d opt_state_mb_per_replica=%.3f planned_mb_per_replica=%.1f\n",
                 devices.c_str(), processes, accumulate, static_cast<long long>(batch), static_cast<long long>(width),
                 1e3 * median(times), sums[0], sums[1], sums[0] > 0 ? 1 - sums[1] / sums[0] : 0.0,
-                1e3 * median(checks), sums[2] / 1e6, sums[3] / 1e6, int(f.shardUpdate), int(f.fsdp), stateBytes / 1e6,
+                1e3 * median(checks), sums[2] / 1e6, sums[3] / 1e6, int(f.shardUpdate), int(f.fsdp), int(f.remat), stateBytes / 1e6,
                 sums[4] / sums[5] / 1e6);
   return 0;
 }
@@ -191,6 +193,10 @@ int main(int argc, char** argv) {
                        "ZeRO-1 (PmapOptions::shardUpdate): each replica updates and keeps 1/N of the optimizer state");
     stepMode->add_flag("--fsdp", s.fsdp,
                        "FSDP (PmapOptions::fullyShard): also 1/N of the parameters, gathered right before each layer");
+    stepMode->add_flag("--remat", s.remat,
+                       "recompute every residual block in the backward pass (ResNet18Config::checkpointBlocks)");
+    cli::number(*stepMode, "--memory-budget", s.memoryBudgetMb, 0, 1e9,
+                "MB one replica may hold; over it the compiler recomputes layers (PmapOptions::memoryBudget; 0: none)");
     AllreduceFlags r;
     CLI::App* allreduceMode = app.add_subcommand("allreduce", "f32 all-reduce times, exact and fast mode and "
                                                               "MPI_Allreduce, 4 KB up to --max-bytes (mpirun -np 2+)");
