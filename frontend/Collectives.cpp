@@ -2,6 +2,7 @@
 #include "frontend/Collectives.h"
 
 #include <algorithm>
+#include <set>
 
 #include "frontend/Ops.h"
 #include "ir/SpmdDialect.h"
@@ -97,6 +98,31 @@ Tensor psumScatter(const Tensor& x, const std::string& axis, Loc loc) {
                 "axis of size " + std::to_string(size) + " (one row per replica), got " + x.typeString());
   return trace.wrap(trace.create<ir::ReduceScatterOp>(loc, trace.valueOf(x, loc),
                                                       trace.builder().getStringAttr(axis), ir::Reduction::Sum)
+                        ->getResult(0));
+}
+
+Tensor ppermute(const Tensor& x, const std::string& axis, const std::vector<std::pair<int64_t, int64_t>>& perm,
+                Loc loc) {
+  detail::Trace& trace = detail::Trace::current("ppermute", loc, true);
+  const int64_t size = trace.checkAxis(axis, "ppermute", loc);
+  std::set<int64_t> sources, destinations;
+  std::vector<int64_t> pairs;
+  for (auto [source, destination] : perm) {
+    const std::string pair = "(" + std::to_string(source) + ", " + std::to_string(destination) + ")";
+    for (int64_t replica : {source, destination})
+      if (replica < 0 || replica >= size)
+        throw Error(detail::where(loc) + ": spmd::ppermute over axis '" + axis + "': pair " + pair + " names replica " +
+                    std::to_string(replica) + ", but the axis has replicas 0.." + std::to_string(size - 1));
+    if (!sources.insert(source).second)
+      throw Error(detail::where(loc) + ": spmd::ppermute over axis '" + axis + "': replica " + std::to_string(source) +
+                  " is the source of two pairs; each replica sends its value once");
+    if (!destinations.insert(destination).second)
+      throw Error(detail::where(loc) + ": spmd::ppermute over axis '" + axis + "': replica " +
+                  std::to_string(destination) + " is the destination of two pairs; each replica receives at most once");
+    pairs.insert(pairs.end(), {source, destination});
+  }
+  return trace.wrap(trace.create<ir::PpermuteOp>(loc, trace.valueOf(x, loc), trace.builder().getStringAttr(axis),
+                                                 trace.builder().getDenseI64ArrayAttr(pairs))
                         ->getResult(0));
 }
 

@@ -1,5 +1,5 @@
 // Collectives over the axis bound by spmd::pmap, as jax.lax's: psum, pmean, pmax, pmin,
-// allGather, psumScatter, pbroadcast, axisIndex. Inside the mapped function they record spmd collective ops
+// allGather, psumScatter, ppermute, pbroadcast, axisIndex. Inside the mapped function they record spmd collective ops
 // at the caller's line; naming an axis that is not bound is an error there. A Tree (or a list)
 // reduces in one combined collective per dtype of its leaves. Integers (i32) keep their dtype in
 // every collective but pmean, whose mean of integers is an f32 (as jnp.mean's): their exact sum,
@@ -7,6 +7,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "frontend/Tree.h"
@@ -26,6 +27,12 @@ std::vector<Tensor> pmean(const std::vector<Tensor>& xs, const std::string& axis
 Tensor allGather(const Tensor& x, const std::string& axis, Loc loc = Loc::current());
 // [axis size, ..] -> [..]: replica r gets the sum over replicas of x[r] (allGather's transpose).
 Tensor psumScatter(const Tensor& x, const std::string& axis, Loc loc = Loc::current());
+// Sends each replica's x to another (jax.lax.ppermute): `perm` lists (source, destination) pairs;
+// replica d gets source s's x, a replica that is no destination gets zeros. No replica may
+// send or receive twice. Rings, shifts and halo exchanges: {{0, 1}, {1, 2}, ..., {N-1, 0}}.
+// Its gradient goes back along the inverted pairs.
+Tensor ppermute(const Tensor& x, const std::string& axis, const std::vector<std::pair<int64_t, int64_t>>& perm,
+                Loc loc = Loc::current());
 // Replica `source`'s x on every replica (jax.lax.pbroadcast): the same bits, replicated. Its
 // gradient flows to replica `source`, summed over the replicas (an all_gather and a slice).
 Tensor pbroadcast(const Tensor& x, const std::string& axis, int64_t source = 0, Loc loc = Loc::current());

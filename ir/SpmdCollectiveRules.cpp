@@ -1,4 +1,4 @@
-// The collective ops (all_reduce, all_gather, reduce_scatter, axis_index): shape rules, the
+// The collective ops (all_reduce, all_gather, reduce_scatter, ppermute, axis_index): shape rules, the
 // axis-binding verifier, and VJP rules. Collectives run over the axis a spmd::pmap binds; the
 // enclosing function records it as the attributes spmd.axis_name and spmd.axis_size.
 #include "ir/ShapeChecks.h"
@@ -78,6 +78,14 @@ LogicalResult ReduceScatterOp::inferReturnTypes(MLIRContext*, OptLoc loc, Adapto
   return success();
 }
 
+LogicalResult PpermuteOp::inferReturnTypes(MLIRContext*, OptLoc loc, Adaptor adaptor,
+                                           SmallVectorImpl<Type>& results) {
+  auto in = expectTensor(loc, "ppermute", "input", adaptor.getInput(), -1);
+  if (failed(in)) return failure();
+  results.push_back(*in);
+  return success();
+}
+
 LogicalResult AxisIndexOp::inferReturnTypes(MLIRContext* context, OptLoc, Adaptor,
                                             SmallVectorImpl<Type>& results) {
   results.push_back(RankedTensorType::get({}, IntegerType::get(context, 32)));
@@ -109,6 +117,28 @@ LogicalResult AllGatherOp::verify() {
   if (static_cast<int64_t>(getAxisSize()) != boundAxisSize(*this))
     return emitOpError() << "axis_size " << getAxisSize() << " differs from the size "
                          << boundAxisSize(*this) << " of axis '" << getAxisName() << "'";
+  return success();
+}
+
+LogicalResult PpermuteOp::verify() {
+  if (failed(checkAxisBound(*this, getAxisName()))) return failure();
+  ArrayRef<int64_t> pairs = getPairs();
+  if (pairs.size() % 2)
+    return emitOpError() << "pairs must be (source, destination) pairs, flattened, but has " << pairs.size()
+                         << " entries";
+  const int64_t size = boundAxisSize(*this);
+  llvm::SmallDenseSet<int64_t> sources, destinations;
+  for (size_t i = 0; i < pairs.size(); i += 2) {
+    for (int64_t replica : {pairs[i], pairs[i + 1]})
+      if (replica < 0 || replica >= size)
+        return emitOpError() << "pair (" << pairs[i] << ", " << pairs[i + 1] << ") names replica " << replica
+                             << ", but axis '" << getAxisName() << "' has replicas 0.." << size - 1;
+    if (!sources.insert(pairs[i]).second)
+      return emitOpError() << "replica " << pairs[i] << " is the source of two pairs; each replica sends once";
+    if (!destinations.insert(pairs[i + 1]).second)
+      return emitOpError() << "replica " << pairs[i + 1]
+                           << " is the destination of two pairs; each replica receives at most once";
+  }
   return success();
 }
 
@@ -161,6 +191,17 @@ LogicalResult AllGatherOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads,
     return success();
   }
   out.push_back(b.create<ReduceScatterOp>(getLoc(), grads[0], getAxisName(), Reduction::Sum));
+  return success();
+}
+
+LogicalResult PpermuteOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads, SmallVectorImpl<Value>& out) {
+  if (!llvm::isa<FloatType>(typeOf(getInput()).getElementType())) {
+    out.push_back(Value());
+    return success();
+  }
+  SmallVector<int64_t> inverse;  // (destination, source): the cotangent goes back where it came from
+  for (size_t i = 0; i < getPairs().size(); i += 2) inverse.append({getPairs()[i + 1], getPairs()[i]});
+  out.push_back(b.create<PpermuteOp>(getLoc(), grads[0], getAxisName(), inverse));
   return success();
 }
 

@@ -423,6 +423,18 @@ def Spmd_ReduceScatterOp : Spmd_CollectiveOp<"reduce_scatter", [Vjp, InferTypeOp
   let results = (outs Spmd_AnyTensor:$result);
 }
 
+def Spmd_PpermuteOp : Spmd_CollectiveOp<"ppermute", [Vjp, InferTypeOpAdaptor]> {
+  let summary = "send each replica's operand to another replica (lax.ppermute)";
+  let description = [{
+    `pairs` lists (source, destination) replica pairs, flattened: [s0, d0, s1, d1, ...]; no
+    source and no destination appears twice. Replica d receives source s's operand; a replica
+    that is no pair's destination receives zeros. Any permutation, partial ones included
+    (rings, shifts, halo exchanges). VJP: the cotangent sent back along the inverted pairs.
+  }];
+  let arguments = (ins Spmd_AnyTensor:$input, StrAttr:$axis_name, DenseI64ArrayAttr:$pairs);
+  let results = (outs Spmd_AnyTensor:$result);
+}
+
 def Spmd_AxisIndexOp : Spmd_CollectiveOp<"axis_index", [Spmd_ZeroGradient, InferTypeOpAdaptor]> {
   let summary = "this replica's index along the axis, as a scalar i32";
   let arguments = (ins StrAttr:$axis_name);

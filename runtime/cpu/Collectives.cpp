@@ -44,6 +44,17 @@ void reduce_scatter(KernelCall& call) {
     pending.wait();
 }
 
+// Through the communicator's all-gather (in-process or across processes), keeping the source's row.
+void ppermute(KernelCall& call) {
+  Communicator& comm = communicatorOf(call);
+  const size_t bytes = call.in[0].numel() * dtypeSize(call.in[0].dtype);
+  const int64_t source = ppermuteSource(call.step.ints("pairs"), comm.rank());
+  std::vector<std::byte> all(bytes * size_t(comm.size()));
+  comm.allGather(call.in[0].data, all.data(), bytes, what(call)).wait();
+  if (source < 0) std::memset(call.out[0].data, 0, bytes);
+  else std::memcpy(call.out[0].data, all.data() + size_t(source) * bytes, bytes);
+}
+
 void axis_index(KernelCall& call) { *call.out[0].as<int32_t>() = communicatorOf(call).virtualRank(); }
 
 }  // namespace spmd::runtime::cpu

@@ -25,6 +25,7 @@
   X(all_reduce, "the replica's Communicator (cpu/Collectives.cpp)")                                 \
   X(all_gather, "the replica's Communicator (cpu/Collectives.cpp)")                                 \
   X(reduce_scatter, "the replica's Communicator (cpu/Collectives.cpp)")                             \
+  X(ppermute, "the replica's Communicator's all-gather (cpu/Collectives.cpp)")                      \
   X(axis_index, "the replica's Communicator (cpu/Collectives.cpp)")                                 \
   X(relayout, "oneDNN reorder (cpu/Relayout.cpp)")                                                  \
   X(convert, "vectorized f32/bf16 loops, the library's for other types (cpu/Convert.cpp)")          \

@@ -155,6 +155,34 @@ void reduce_scatter(KernelCall& call) {
   Api::copy(call, call.out[0].data, staging + comm.rank() * row, row);
 }
 
+// The source's operand (or zeros): read straight from its device pointer, or with NCCL from
+// an all-gather into staging.
+template <class Api>
+void ppermute(KernelCall& call) {
+  Communicator& comm = communicatorOf(call);
+  std::string what = collectiveWhat(call);
+  const size_t bytes = call.in[0].numel() * dtypeSize(call.in[0].dtype);
+  const int64_t source = ppermuteSource(call.step.ints("pairs"), comm.rank());
+  if (DeviceCollectives* library = comm.deviceCollectives()) {  // NCCL
+    auto* staging = static_cast<std::byte*>(collectiveScratch<Api>(call).staging(call, bytes * size_t(comm.size())));
+    library->allGather(call.in[0].data, staging, bytes, Api::nativeStream(call), what);
+    if (source < 0) Api::zero(call, call.out[0].data, bytes);
+    else Api::copy(call, call.out[0].data, staging + size_t(source) * bytes, bytes);
+    return;
+  }
+  if (comm.size() == 1) {
+    if (source < 0) Api::zero(call, call.out[0].data, bytes);
+    else Api::copy(call, call.out[0].data, call.in[0].data, bytes);
+    return;
+  }
+  Api::synchronize(call);
+  std::vector<const void*> sources = pointersOf(comm, what).exchange(call.in[0].data, what);
+  if (source < 0) Api::zero(call, call.out[0].data, bytes);
+  else Api::copy(call, call.out[0].data, sources[size_t(source)], bytes);
+  Api::synchronize(call);
+  comm.barrier(what);  // inputs stay alive until every replica has copied its source's
+}
+
 struct FillFn {
   int32_t* y;
   int32_t value;
@@ -166,6 +194,6 @@ void axis_index(KernelCall& call) {
   Api::forEach(call, 1, FillFn{call.out[0].as<int32_t>(), communicatorOf(call).virtualRank()});
 }
 
-#define SPMD_LIBRARY_COLLECTIVE_OPS(X) X(all_reduce) X(all_gather) X(reduce_scatter) X(axis_index)
+#define SPMD_LIBRARY_COLLECTIVE_OPS(X) X(all_reduce) X(all_gather) X(reduce_scatter) X(ppermute) X(axis_index)
 
 }  // namespace spmd::runtime::kernels

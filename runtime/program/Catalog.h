@@ -22,7 +22,8 @@
   X(reduce_sum) X(reduce_mean) X(reduce_max) X(argmax) X(matmul) X(softmax_cross_entropy)        \
   X(conv2d_backward_data) X(conv2d_backward_filter) X(batch_norm_train_backward)                 \
   X(reduce_window_backward) X(embedding_backward)                                                \
-  X(softmax_cross_entropy_backward) X(all_reduce) X(all_gather) X(reduce_scatter) X(axis_index)  \
+  X(softmax_cross_entropy_backward) X(all_reduce) X(all_gather) X(reduce_scatter) X(ppermute)    \
+  X(axis_index)                                                                                  \
   X(random_uniform) X(random_fold_in) X(relayout) X(fused) SPMD_ELEMENTWISE_OPS(X)
 
 namespace spmd::runtime {
@@ -50,5 +51,13 @@ enum class Reduction { Sum, Mean, Max, Min };
 inline constexpr Reduction kReductions[] = {Reduction::Sum, Reduction::Mean, Reduction::Max, Reduction::Min};
 const char* reductionName(Reduction op);
 Reduction parseReduction(const std::string& name);
+
+// A ppermute step's `pairs` ([s0, d0, s1, d1, ...]): the replica whose operand `destination`
+// receives, or -1 when it is no pair's destination (it receives zeros).
+inline int64_t ppermuteSource(std::span<const int64_t> pairs, int64_t destination) {
+  for (size_t i = 0; i + 1 < pairs.size(); i += 2)
+    if (pairs[i + 1] == destination) return pairs[i];
+  return -1;
+}
 
 }  // namespace spmd::runtime

@@ -192,7 +192,7 @@ void checkProgram(const Program& p) {
           throw Error(prefix + at + ": operand " + buffer(id) + " does not match its result " + buffer(step.outputs[0]));
     }
     const bool collective = step.op == "all_reduce" || step.op == "all_gather" || step.op == "reduce_scatter" ||
-                            step.op == "axis_index";
+                            step.op == "ppermute" || step.op == "axis_index";
     if (collective && p.axisName.empty())
       throw Error(prefix + at + " is a collective, but the program has no axis");
     auto bytesOf = [&](int id) { return p.buffers[id].bytes(); };
@@ -203,6 +203,19 @@ void checkProgram(const Program& p) {
         if (!same(step.inputs[i], step.outputs[i]))
           throw Error(prefix + at + ": result " + buffer(step.outputs[i]) + " does not match its operand " +
                       buffer(step.inputs[i]));
+    }
+    if (step.op == "ppermute") {
+      if (step.inputs.size() != 1 || step.outputs.size() != 1 || !same(step.inputs[0], step.outputs[0]))
+        throw Error(prefix + at + " needs one operand and a result of its type");
+      const std::vector<int64_t>& pairs = step.ints("pairs");
+      std::set<int64_t> sources, destinations;
+      for (size_t i = 0; i + 1 < pairs.size(); i += 2)
+        if (pairs[i] < 0 || pairs[i] >= p.replicas || pairs[i + 1] < 0 || pairs[i + 1] >= p.replicas ||
+            !sources.insert(pairs[i]).second || !destinations.insert(pairs[i + 1]).second)
+          throw Error(prefix + at + ": pair (" + std::to_string(pairs[i]) + ", " + std::to_string(pairs[i + 1]) +
+                      ") is outside the program's " + std::to_string(p.replicas) +
+                      " replicas or repeats a source or destination");
+      if (pairs.size() % 2) throw Error(prefix + at + ": pairs has an odd number of entries");
     }
     if (step.op == "all_gather" || step.op == "reduce_scatter") {
       if (step.inputs.size() != 1 || step.outputs.size() != 1)

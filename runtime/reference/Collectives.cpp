@@ -77,6 +77,17 @@ void all_gather(KernelCall& call) {
   comm.allReduceInPlace(out.data, out.dtype, out.numel(), Reduction::Sum, what(call));
 }
 
+// Every replica's operand gathered; this replica keeps its source's (or zeros).
+void ppermute(KernelCall& call) {
+  Communicator& comm = communicatorOf(call);
+  const TensorView &in = call.in[0], &out = call.out[0];
+  const size_t bytes = in.numel() * dtypeSize(in.dtype);
+  std::vector<std::byte> all = gatherAll(comm, in, what(call));
+  const int64_t source = ppermuteSource(call.step.ints("pairs"), comm.rank());
+  if (source < 0) std::memset(out.data, 0, bytes);
+  else std::memcpy(out.data, all.data() + source * bytes, bytes);
+}
+
 void reduce_scatter(KernelCall& call) {
   Communicator& comm = communicatorOf(call);
   const TensorView &in = call.in[0], &out = call.out[0];

@@ -393,6 +393,54 @@ TEST(PmapBadInputTest, AReplicaThatThrowsStopsAllReplicasAndIsNamed) {
   EXPECT_NO_THROW(f(logits, Array::of<int32_t>({8}, std::vector<int32_t>{0, 1, 2, 3, 4, 0, 1, 2})));
 }
 
+// ppermute: a ring and a partial shift on cpu:4 and sim:4 (the library's pointer exchange),
+// f32 and i32; a replica no pair names receives zeros; its gradient goes back along the
+// inverted pairs; bad pairs are errors at the user's line.
+TEST(PmapTest, PpermuteSendsEachReplicasValueAlongThePairs) {
+  const int n = 4;
+  for (const char* devices : {"cpu:4", "sim:4"}) {
+    SCOPED_TRACE(devices);
+    auto f = pmap(
+        [](const Tensor& x, const Tensor& ids) {
+          const std::vector<std::pair<int64_t, int64_t>> ring = {{0, 1}, {1, 2}, {2, 3}, {3, 0}}, shift = {{0, 1}, {1, 2}};
+          auto [loss, g] = value_and_grad([&](const Tensor& v) { return sum(mul(ppermute(v, "batch", shift), v), {0}); })(x);
+          return std::tuple{ppermute(x, "batch", ring), ppermute(ids, "batch", shift), g};
+        },
+        {.inAxes = {0, 0}, .outAxes = {0, 0, 0}, .devices = devices});
+    Array x = randomArray(DType::f32, {n, 3}, 21, -1, 1);
+    Array ids = Array::zeros(DType::i32, {n, 2});
+    for (int64_t i = 0; i < n * 2; ++i) ids.values<int32_t>()[i] = int32_t(10 * (i / 2) + i % 2 + 1);
+    auto [ring, shifted, g] = f(x, ids);
+    auto xv = x.values<float>();
+    for (int r = 0; r < n; ++r)
+      for (int i = 0; i < 3; ++i) {
+        EXPECT_EQ(values<float>(ring)[r * 3 + i], xv[((r + n - 1) % n) * 3 + i]) << r;
+        // d/dx_r of sum_s sum(ppermute(x)_s * x_s): x_{r-1} (what r received) plus x_{r+1} (what
+        // r's value multiplied where it went), each only where the shift has that pair.
+        float want = (r >= 1 && r <= 2 ? xv[(r - 1) * 3 + i] : 0.0f) + (r <= 1 ? xv[(r + 1) * 3 + i] : 0.0f);
+        EXPECT_FLOAT_EQ(values<float>(g)[r * 3 + i], want) << r << " " << i;
+      }
+    const std::vector<int32_t> wantIds = {0, 0, 1, 2, 11, 12, 0, 0};
+    EXPECT_EQ(values<int32_t>(shifted), wantIds);
+  }
+  Array x = randomArray(DType::f32, {n, 3}, 22);
+  auto twice = pmap([](const Tensor& v) { return ppermute(v, "batch", {{0, 2}, {1, 2}}); }, {.devices = "cpu:4"});
+  const std::string error = errorOf([&] { twice(x); });
+  EXPECT_NE(error.find("PmapTest.cpp:"), std::string::npos) << error;
+  EXPECT_NE(error.find("spmd::ppermute over axis 'batch': replica 2 is the destination of two pairs; each replica "
+                       "receives at most once"),
+            std::string::npos)
+      << error;
+  auto outside = pmap([](const Tensor& v) { return ppermute(v, "batch", {{0, 4}}); }, {.devices = "cpu:4"});
+  EXPECT_NE(errorOf([&] { outside(x); }).find("pair (0, 4) names replica 4, but the axis has replicas 0..3"),
+            std::string::npos)
+      << errorOf([&] { outside(x); });
+  auto accumulated = pmap([](const Tensor& v) { return ppermute(v, "batch", {{0, 1}}); },
+                          {.inAxes = {split}, .outAxes = {split}, .devices = "cpu:2", .accumulate = 2});
+  EXPECT_NE(errorOf([&] { accumulated(x); }).find("with gradient accumulation is not supported"), std::string::npos)
+      << errorOf([&] { accumulated(x); });
+}
+
 }  // namespace
 }  // namespace spmd
 

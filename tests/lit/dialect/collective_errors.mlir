@@ -84,3 +84,41 @@ func.func @mixed_types(%x: tensor<3xf32>, %y: tensor<3xf64>) -> (tensor<3xf32>, 
   %a, %b = spmd.all_reduce %x, %y {axis_name = "batch", reduction = #spmd.reduction<sum>} : (tensor<3xf32>, tensor<3xf64>) -> (tensor<3xf32>, tensor<3xf64>)
   return %a, %b : tensor<3xf32>, tensor<3xf64>
 }
+
+// -----
+
+// ppermute's pairs: flattened (source, destination) pairs, replicas of the axis, each replica
+// sending once and receiving at most once.
+func.func @ppermute_odd(%x: tensor<3xf32>) -> tensor<3xf32>
+    attributes {spmd.axis_name = "batch", spmd.axis_size = 4 : i64} {
+  // expected-error @+1 {{'spmd.ppermute' op pairs must be (source, destination) pairs, flattened, but has 3 entries}}
+  %y = spmd.ppermute %x {axis_name = "batch", pairs = array<i64: 0, 1, 2>} : (tensor<3xf32>) -> tensor<3xf32>
+  return %y : tensor<3xf32>
+}
+
+// -----
+
+func.func @ppermute_range(%x: tensor<3xf32>) -> tensor<3xf32>
+    attributes {spmd.axis_name = "batch", spmd.axis_size = 4 : i64} {
+  // expected-error @+1 {{'spmd.ppermute' op pair (3, 4) names replica 4, but axis 'batch' has replicas 0..3}}
+  %y = spmd.ppermute %x {axis_name = "batch", pairs = array<i64: 3, 4>} : (tensor<3xf32>) -> tensor<3xf32>
+  return %y : tensor<3xf32>
+}
+
+// -----
+
+func.func @ppermute_two_sends(%x: tensor<3xf32>) -> tensor<3xf32>
+    attributes {spmd.axis_name = "batch", spmd.axis_size = 4 : i64} {
+  // expected-error @+1 {{'spmd.ppermute' op replica 0 is the source of two pairs; each replica sends once}}
+  %y = spmd.ppermute %x {axis_name = "batch", pairs = array<i64: 0, 1, 0, 2>} : (tensor<3xf32>) -> tensor<3xf32>
+  return %y : tensor<3xf32>
+}
+
+// -----
+
+func.func @ppermute_two_receives(%x: tensor<3xf32>) -> tensor<3xf32>
+    attributes {spmd.axis_name = "batch", spmd.axis_size = 4 : i64} {
+  // expected-error @+1 {{'spmd.ppermute' op replica 2 is the destination of two pairs; each replica receives at most once}}
+  %y = spmd.ppermute %x {axis_name = "batch", pairs = array<i64: 0, 2, 1, 2>} : (tensor<3xf32>) -> tensor<3xf32>
+  return %y : tensor<3xf32>
+}

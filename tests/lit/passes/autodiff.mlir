@@ -111,3 +111,19 @@ func.func @argmax_labels(%x: tensor<2x3xf32>) -> (tensor<f32>, tensor<2x3xf32>) 
   } : (tensor<2x3xf32>) -> (tensor<f32>, tensor<2x3xf32>)
   return %l, %g : tensor<f32>, tensor<2x3xf32>
 }
+
+// ppermute's VJP sends the cotangent back along the inverted pairs (a ring 0->1->2->0 over 3
+// replicas goes back 1->0, 2->1, 0->2; replica 3 received nothing, so it sends nothing back).
+// CHECK-LABEL: func.func @ppermute_ring
+// CHECK: %[[Y:.*]] = spmd.ppermute %arg0 {axis_name = "batch", pairs = array<i64: 0, 1, 1, 2, 2, 0>}
+// CHECK: spmd.ppermute %{{.*}} {axis_name = "batch", pairs = array<i64: 1, 0, 2, 1, 0, 2>}
+func.func @ppermute_ring(%x: tensor<3xf32> {spmd.mapped}) -> (tensor<f32>, tensor<3xf32>)
+    attributes {spmd.axis_name = "batch", spmd.axis_size = 4 : i64} {
+  %l, %g = spmd.value_and_grad %x {
+  ^bb0(%a: tensor<3xf32>):
+    %y = spmd.ppermute %a {axis_name = "batch", pairs = array<i64: 0, 1, 1, 2, 2, 0>} : (tensor<3xf32>) -> tensor<3xf32>
+    %s = spmd.reduce_sum %y {axes = array<i64: 0>} : (tensor<3xf32>) -> tensor<f32>
+    spmd.yield %s : tensor<f32>
+  } : (tensor<3xf32>) -> (tensor<f32>, tensor<3xf32>)
+  return %l, %g : tensor<f32>, tensor<3xf32>
+}
