@@ -34,8 +34,9 @@ struct ResNetRun {
   runtime::Program program;
 };
 
-ResNetRun trainResNet(bool remat, int64_t width, int64_t batch, int64_t size, int steps, int64_t budget = 0) {
-  auto model = models::resnet18({.width = width, .bnAxisName = "", .checkpointBlocks = remat});
+ResNetRun trainResNet(bool remat, int64_t width, int64_t batch, int64_t size, int steps, int64_t budget = 0,
+                      const std::string& bnAxis = "", bool fsdp = false) {
+  auto model = models::resnet18({.width = width, .bnAxisName = bnAxis, .checkpointBlocks = remat});
   auto [params, state] = spmd::testing::kaimingInit(*model, DType::f32);
   Tree opt = optim::Sgd(kSgd).init(params);
   auto f = pmap(
@@ -49,7 +50,8 @@ ResNetRun trainResNet(bool remat, int64_t width, int64_t batch, int64_t size, in
         auto [newParams, newOpt] = optim::Sgd(kSgd).update(p, grads, o);
         return std::tuple{newParams, newState, newOpt, loss};
       },
-      {.inAxes = {replicated, replicated, replicated, split, split}, .devices = "cpu:2", .memoryBudget = budget});
+      {.inAxes = {replicated, replicated, replicated, split, split}, .devices = "cpu:2", .fullyShard = fsdp,
+       .memoryBudget = budget});
   ResNetRun run;
   for (int i = 0; i < steps; ++i) {
     Array y = Array::zeros(DType::i32, {batch});
@@ -76,6 +78,17 @@ TEST(RematTest, CheckpointedResNetBlocksGiveTheSameBits) {
   // The forward convolutions of the blocks run again in the backward pass: 20 in the plain step
   // (stem, 16 in the blocks, 3 projections); every block's convolutions once more with remat.
   EXPECT_EQ(countSteps(plain.program, "conv2d"), 20);
+  EXPECT_EQ(countSteps(remat.program, "conv2d"), 20 + 19);
+}
+
+// Cross-replica BatchNorm recomputes its statistics' all-reduces too (the same folds, the same
+// bits), and FSDP gathers the parameters again for the recomputed convolutions.
+TEST(RematTest, CheckpointedBlocksWithCrossReplicaBatchNormAndFsdpGiveTheSameBits) {
+  ResNetRun plain = trainResNet(false, 4, 8, 16, 3, 0, "batch"), remat = trainResNet(true, 4, 8, 16, 3, 0, "batch", true);
+  EXPECT_EQ(firstBitDifference(remat.params, plain.params), "");
+  EXPECT_EQ(firstBitDifference(remat.state, plain.state), "");
+  EXPECT_EQ(firstBitDifference(remat.opt, plain.opt), "");
+  EXPECT_EQ(std::memcmp(remat.losses.data(), plain.losses.data(), plain.losses.size() * sizeof(float)), 0);
   EXPECT_EQ(countSteps(remat.program, "conv2d"), 20 + 19);
 }
 
