@@ -77,8 +77,8 @@ AccumulationSplit splitForAccumulation(const Program& program, const std::vector
   for (const runtime::Placement& p : program.inputPlacements) mappedInputs.push_back(p.kind != runtime::Placement::Kind::Replicated);
   for (const runtime::Placement& p : program.outputPlacements) mappedOutputs.push_back(p.kind != runtime::Placement::Kind::Replicated);
   for (const runtime::Step& step : program.steps)
-    if (step.op == "ppermute")
-      throw Error("ppermute at " + step.where() + " with gradient accumulation is not supported: a micro-batch's "
+    if (step.op == "ppermute" || step.op == "all_to_all")
+      throw Error(step.op + " at " + step.where() + " with gradient accumulation is not supported: a micro-batch's "
                   "replicas cannot send to the replicas of another micro-batch, which run at another time; "
                   "use accumulate = 1 for a step that permutes across replicas");
   const int steps = int(program.steps.size()), buffers = int(program.buffers.size());

@@ -126,6 +126,26 @@ Tensor ppermute(const Tensor& x, const std::string& axis, const std::vector<std:
                         ->getResult(0));
 }
 
+Tensor allToAll(const Tensor& x, const std::string& axis, int64_t splitAxis, int64_t concatAxis, Loc loc) {
+  detail::Trace& trace = detail::Trace::current("allToAll", loc, true);
+  const int64_t size = trace.checkAxis(axis, "allToAll", loc);
+  const int64_t rank = int64_t(x.rank());
+  if (splitAxis < 0) splitAxis += rank;
+  if (concatAxis < 0) concatAxis += rank;
+  if (splitAxis < 0 || splitAxis >= rank || concatAxis < 0 || concatAxis >= rank)
+    throw Error(detail::where(loc) + ": spmd::allToAll over axis '" + axis + "': split and concat axes must be axes of " +
+                x.typeString());
+  if (x.dim(size_t(splitAxis)) % size != 0)
+    throw Error(detail::where(loc) + ": spmd::allToAll over axis '" + axis + "': " + x.typeString() + " has " +
+                std::to_string(x.dim(size_t(splitAxis))) + " along split axis " + std::to_string(splitAxis) +
+                ", which does not split into " + std::to_string(size) + " equal chunks, one per replica");
+  mlir::OpBuilder& b = trace.builder();
+  return trace.wrap(trace.create<ir::AllToAllOp>(loc, trace.valueOf(x, loc), b.getStringAttr(axis),
+                                                 b.getI64IntegerAttr(size), b.getI64IntegerAttr(splitAxis),
+                                                 b.getI64IntegerAttr(concatAxis))
+                        ->getResult(0));
+}
+
 Tensor pbroadcast(const Tensor& x, const std::string& axis, int64_t source, Loc loc) {
   const int64_t size = detail::Trace::current("pbroadcast", loc, true).checkAxis(axis, "pbroadcast", loc);
   if (source < 0 || source >= size)

@@ -1,5 +1,5 @@
 // Collectives over the axis bound by spmd::pmap, as jax.lax's: psum, pmean, pmax, pmin,
-// allGather, psumScatter, ppermute, pbroadcast, axisIndex. Inside the mapped function they record spmd collective ops
+// allGather, psumScatter, ppermute, allToAll, pbroadcast, axisIndex. Inside the mapped function they record spmd collective ops
 // at the caller's line; naming an axis that is not bound is an error there. A Tree (or a list)
 // reduces in one combined collective per dtype of its leaves. Integers (i32) keep their dtype in
 // every collective but pmean, whose mean of integers is an f32 (as jnp.mean's): their exact sum,
@@ -32,6 +32,12 @@ Tensor psumScatter(const Tensor& x, const std::string& axis, Loc loc = Loc::curr
 // send or receive twice. Rings, shifts and halo exchanges: {{0, 1}, {1, 2}, ..., {N-1, 0}}.
 // Its gradient goes back along the inverted pairs.
 Tensor ppermute(const Tensor& x, const std::string& axis, const std::vector<std::pair<int64_t, int64_t>>& perm,
+                Loc loc = Loc::current());
+// jax.lax.all_to_all: x is cut into axis-size equal chunks along `splitAxis`; replica j gets
+// chunk j of every replica, concatenated in replica order along `concatAxis` (sequence or
+// expert parallelism: [tokens, experts, d] -> [tokens * N, experts / N, d]). Its gradient is the
+// all_to_all with the two axes swapped.
+Tensor allToAll(const Tensor& x, const std::string& axis, int64_t splitAxis, int64_t concatAxis,
                 Loc loc = Loc::current());
 // Replica `source`'s x on every replica (jax.lax.pbroadcast): the same bits, replicated. Its
 // gradient flows to replica `source`, summed over the replicas (an all_gather and a slice).

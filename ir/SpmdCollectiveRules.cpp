@@ -1,4 +1,4 @@
-// The collective ops (all_reduce, all_gather, reduce_scatter, ppermute, axis_index): shape rules, the
+// The collective ops (all_reduce, all_gather, reduce_scatter, ppermute, all_to_all, axis_index): shape rules, the
 // axis-binding verifier, and VJP rules. Collectives run over the axis a spmd::pmap binds; the
 // enclosing function records it as the attributes spmd.axis_name and spmd.axis_size.
 #include "ir/ShapeChecks.h"
@@ -86,6 +86,27 @@ LogicalResult PpermuteOp::inferReturnTypes(MLIRContext*, OptLoc loc, Adaptor ada
   return success();
 }
 
+LogicalResult AllToAllOp::inferReturnTypes(MLIRContext*, OptLoc loc, Adaptor adaptor,
+                                           SmallVectorImpl<Type>& results) {
+  auto in = expectTensor(loc, "all_to_all", "input", adaptor.getInput(), -1);
+  if (failed(in)) return failure();
+  const int64_t rank = in->getRank(), n = int64_t(adaptor.getAxisSize());
+  const int64_t split = int64_t(adaptor.getSplitAxis()), concat = int64_t(adaptor.getConcatAxis());
+  if (n < 1) return fail(loc, "all_to_all", "axis_size must be positive, got " + std::to_string(n));
+  if (split < 0 || split >= rank || concat < 0 || concat >= rank)
+    return fail(loc, "all_to_all", "split_axis " + std::to_string(split) + " and concat_axis " + std::to_string(concat) +
+                                       " must be axes of the input " + str(*in));
+  if (in->getDimSize(split) % n)
+    return fail(loc, "all_to_all", "the input " + str(*in) + " has " + std::to_string(in->getDimSize(split)) +
+                                       " along split_axis " + std::to_string(split) + ", which does not split into " +
+                                       std::to_string(n) + " equal chunks (one per replica)");
+  SmallVector<int64_t> shape(in->getShape());
+  shape[split] /= n;
+  shape[concat] *= n;
+  results.push_back(RankedTensorType::get(shape, in->getElementType()));
+  return success();
+}
+
 LogicalResult AxisIndexOp::inferReturnTypes(MLIRContext* context, OptLoc, Adaptor,
                                             SmallVectorImpl<Type>& results) {
   results.push_back(RankedTensorType::get({}, IntegerType::get(context, 32)));
@@ -117,6 +138,14 @@ LogicalResult AllGatherOp::verify() {
   if (static_cast<int64_t>(getAxisSize()) != boundAxisSize(*this))
     return emitOpError() << "axis_size " << getAxisSize() << " differs from the size "
                          << boundAxisSize(*this) << " of axis '" << getAxisName() << "'";
+  return success();
+}
+
+LogicalResult AllToAllOp::verify() {
+  if (failed(checkAxisBound(*this, getAxisName()))) return failure();
+  if (static_cast<int64_t>(getAxisSize()) != boundAxisSize(*this))
+    return emitOpError() << "axis_size " << getAxisSize() << " differs from the size " << boundAxisSize(*this)
+                         << " of axis '" << getAxisName() << "'";
   return success();
 }
 
@@ -202,6 +231,15 @@ LogicalResult PpermuteOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads, SmallVec
   SmallVector<int64_t> inverse;  // (destination, source): the cotangent goes back where it came from
   for (size_t i = 0; i < getPairs().size(); i += 2) inverse.append({getPairs()[i + 1], getPairs()[i]});
   out.push_back(b.create<PpermuteOp>(getLoc(), grads[0], getAxisName(), inverse));
+  return success();
+}
+
+LogicalResult AllToAllOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads, SmallVectorImpl<Value>& out) {
+  if (!llvm::isa<FloatType>(typeOf(getInput()).getElementType())) {
+    out.push_back(Value());
+    return success();
+  }
+  out.push_back(b.create<AllToAllOp>(getLoc(), grads[0], getAxisName(), getAxisSize(), getConcatAxis(), getSplitAxis()));
   return success();
 }
 

@@ -435,6 +435,19 @@ def Spmd_PpermuteOp : Spmd_CollectiveOp<"ppermute", [Vjp, InferTypeOpAdaptor]> {
   let results = (outs Spmd_AnyTensor:$result);
 }
 
+def Spmd_AllToAllOp : Spmd_CollectiveOp<"all_to_all", [Vjp, InferTypeOpAdaptor]> {
+  let summary = "split along split_axis, send chunk j to replica j, concatenate along concat_axis";
+  let description = [{
+    lax.all_to_all: each replica's operand is cut into axis_size equal chunks along
+    `split_axis`; replica j receives chunk j of every replica and concatenates them, in replica
+    order, along `concat_axis` (the same axis or another). The result's split_axis shrinks by
+    axis_size and its concat_axis grows by it. VJP: all_to_all with the two axes swapped.
+  }];
+  let arguments = (ins Spmd_AnyTensor:$input, StrAttr:$axis_name, I64Attr:$axis_size, I64Attr:$split_axis,
+                       I64Attr:$concat_axis);
+  let results = (outs Spmd_AnyTensor:$result);
+}
+
 def Spmd_AxisIndexOp : Spmd_CollectiveOp<"axis_index", [Spmd_ZeroGradient, InferTypeOpAdaptor]> {
   let summary = "this replica's index along the axis, as a scalar i32";
   let arguments = (ins StrAttr:$axis_name);

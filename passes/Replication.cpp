@@ -31,7 +31,7 @@ void ReplicationAnalysis::visit(Operation* op) {
       for (Value result : op->getResults()) varying_.insert(result);
   };
   if (llvm::isa<ir::AllReduceOp, ir::AllGatherOp>(op)) return markAll(false);
-  if (llvm::isa<ir::ReduceScatterOp, ir::PpermuteOp, ir::AxisIndexOp>(op)) return markAll(true);
+  if (llvm::isa<ir::ReduceScatterOp, ir::PpermuteOp, ir::AllToAllOp, ir::AxisIndexOp>(op)) return markAll(true);
   if (auto vg = llvm::dyn_cast<ir::ValueAndGradOp>(op)) {
     Block& body = vg.getBody().front();
     bool bodyVaries = false;

@@ -1,7 +1,7 @@
 // The replication analysis (shard_map's model): inside a function mapped over an axis, every
 // value is either invariant (the same on every replica) or varying. Mapped arguments vary;
-// all_reduce and all_gather results are invariant; axis_index, reduce_scatter and ppermute
-// vary; any other op varies when an operand does. A value_and_grad's yields follow its body, and its gradients
+// all_reduce and all_gather results are invariant; axis_index, reduce_scatter, ppermute and
+// all_to_all vary; any other op varies when an operand does. A value_and_grad's yields follow its body, and its gradients
 // vary when anything in the body does (the derivative then depends on per-replica data).
 #pragma once
 

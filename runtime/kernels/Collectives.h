@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "runtime/kernels/Common.h"
+#include "runtime/kernels/Shape.h"
 #include "runtime/device/Communicator.h"
 #include "runtime/device/Fold.h"
 
@@ -183,6 +184,51 @@ void ppermute(KernelCall& call) {
   comm.barrier(what);  // inputs stay alive until every replica has copied its source's
 }
 
+// Every replica's operand into staging ([replica, ...]: NCCL's all-gather, the device pointers,
+// or the host communicator's all-gather), then one strided gather: the result viewed with its
+// concat axis cut into (replica, block) reads staging at the replica's row, this replica's
+// chunk along the split axis.
+template <class Api>
+void all_to_all(KernelCall& call) {
+  Communicator& comm = communicatorOf(call);
+  std::string what = collectiveWhat(call);
+  const TensorView& in = call.in[0];
+  const size_t bytes = in.numel() * dtypeSize(in.dtype);
+  const int n = comm.size();
+  auto* staging = static_cast<std::byte*>(collectiveScratch<Api>(call).staging(call, bytes * size_t(n)));
+  if (DeviceCollectives* library = comm.deviceCollectives()) {  // NCCL
+    library->allGather(in.data, staging, bytes, Api::nativeStream(call), what);
+  } else if (n == 1) {
+    Api::copy(call, staging, in.data, bytes);
+  } else if (PointerExchange* exchange = comm.pointers()) {
+    Api::synchronize(call);
+    std::vector<const void*> sources = exchange->exchange(in.data, what);
+    for (int r = 0; r < n; ++r) Api::copy(call, staging + size_t(r) * bytes, sources[size_t(r)], bytes);
+    Api::synchronize(call);
+    comm.barrier(what);  // inputs stay alive until every replica has copied them
+  } else {  // a host communicator across processes (host-memory devices)
+    comm.allGather(in.data, staging, bytes, what).wait();
+  }
+  const int64_t split = call.step.integer("split_axis"), concat = call.step.integer("concat_axis");
+  const int64_t chunk = in.dim(size_t(split)) / n;
+  std::vector<int64_t> strides = rowMajorStrides(in);
+  if (in.rank() + 1 > size_t(kMaxRank))
+    throw Error("all_to_all supports rank <= " + std::to_string(kMaxRank - 1) + ", got rank " + std::to_string(in.rank()));
+  Gather g{0, {}, {}};
+  for (size_t d = 0; d < in.rank(); ++d) {
+    if (int64_t(d) == concat) g.dims[g.rank] = n, g.strides[g.rank++] = in.numel();
+    g.dims[g.rank] = int64_t(d) == split ? chunk : in.dim(d), g.strides[g.rank++] = strides[d];
+  }
+  const size_t base = size_t(comm.rank()) * size_t(chunk) * size_t(strides[size_t(split)]) * dtypeSize(in.dtype);
+  const int64_t count = call.out[0].numel();
+  if (dtypeSize(in.dtype) == 8)
+    Api::forEach(call, count, GatherFn<int64_t>{reinterpret_cast<const int64_t*>(staging + base), call.out[0].as<int64_t>(), g});
+  else if (dtypeSize(in.dtype) == 4)
+    Api::forEach(call, count, GatherFn<int32_t>{reinterpret_cast<const int32_t*>(staging + base), call.out[0].as<int32_t>(), g});
+  else
+    Api::forEach(call, count, GatherFn<int16_t>{reinterpret_cast<const int16_t*>(staging + base), call.out[0].as<int16_t>(), g});
+}
+
 struct FillFn {
   int32_t* y;
   int32_t value;
@@ -194,6 +240,6 @@ void axis_index(KernelCall& call) {
   Api::forEach(call, 1, FillFn{call.out[0].as<int32_t>(), communicatorOf(call).virtualRank()});
 }
 
-#define SPMD_LIBRARY_COLLECTIVE_OPS(X) X(all_reduce) X(all_gather) X(reduce_scatter) X(ppermute) X(axis_index)
+#define SPMD_LIBRARY_COLLECTIVE_OPS(X) X(all_reduce) X(all_gather) X(reduce_scatter) X(ppermute) X(all_to_all) X(axis_index)
 
 }  // namespace spmd::runtime::kernels

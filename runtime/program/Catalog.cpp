@@ -35,7 +35,10 @@ const std::map<std::string_view, std::span<const AttrSpec>, std::less<>>& attrib
                               matmul[] = {{"transpose_lhs", Flag, false}, {"transpose_rhs", Flag, false}},
                               allReduce[] = {{"axis_name", Text}, {"reduction", Text}},
                               allGather[] = {{"axis_name", Text}, {"axis_size", Int}},
-                              ppermute[] = {{"axis_name", Text}, {"pairs", Ints}}, body[] = {{"body", Text}, {"segments", Int, false}},
+                              ppermute[] = {{"axis_name", Text}, {"pairs", Ints}},
+                              allToAll[] = {{"axis_name", Text}, {"axis_size", Int}, {"split_axis", Int},
+                                            {"concat_axis", Int}},
+                              body[] = {{"body", Text}, {"segments", Int, false}},
                               normRelu[] = {{"epsilon", Real}, {"relu", Flag, false}};
     std::map<std::string_view, std::span<const AttrSpec>, std::less<>> t;
     for (const char* op : {"conv2d", "conv2d_backward_data", "conv2d_backward_filter"}) t[op] = kConv;
@@ -47,7 +50,7 @@ const std::map<std::string_view, std::span<const AttrSpec>, std::less<>>& attrib
     t["axis_index"] = kAxisName;
     t["broadcast_in_dim"] = dims, t["slice"] = slice, t["pad"] = pad, t["transpose"] = perm, t["matmul"] = matmul;
     t["all_reduce"] = t["reduce_scatter"] = allReduce, t["all_gather"] = allGather, t["fused"] = body;
-    t["ppermute"] = ppermute;
+    t["ppermute"] = ppermute, t["all_to_all"] = allToAll;
     return t;
   }();
   return table;

@@ -23,6 +23,7 @@
   X(conv2d_backward_data) X(conv2d_backward_filter) X(batch_norm_train_backward)                 \
   X(reduce_window_backward) X(embedding_backward)                                                \
   X(softmax_cross_entropy_backward) X(all_reduce) X(all_gather) X(reduce_scatter) X(ppermute)    \
+  X(all_to_all)                                                                                  \
   X(axis_index)                                                                                  \
   X(random_uniform) X(random_fold_in) X(relayout) X(fused) SPMD_ELEMENTWISE_OPS(X)
 

@@ -192,7 +192,7 @@ void checkProgram(const Program& p) {
           throw Error(prefix + at + ": operand " + buffer(id) + " does not match its result " + buffer(step.outputs[0]));
     }
     const bool collective = step.op == "all_reduce" || step.op == "all_gather" || step.op == "reduce_scatter" ||
-                            step.op == "ppermute" || step.op == "axis_index";
+                            step.op == "ppermute" || step.op == "all_to_all" || step.op == "axis_index";
     if (collective && p.axisName.empty())
       throw Error(prefix + at + " is a collective, but the program has no axis");
     auto bytesOf = [&](int id) { return p.buffers[id].bytes(); };
@@ -203,6 +203,20 @@ void checkProgram(const Program& p) {
         if (!same(step.inputs[i], step.outputs[i]))
           throw Error(prefix + at + ": result " + buffer(step.outputs[i]) + " does not match its operand " +
                       buffer(step.inputs[i]));
+    }
+    if (step.op == "all_to_all") {
+      if (step.inputs.size() != 1 || step.outputs.size() != 1)
+        throw Error(prefix + at + " needs one operand and one result");
+      const Shape& in = p.buffers[step.inputs[0]].shape;
+      Shape want = in;
+      const int64_t split = step.integer("split_axis"), concat = step.integer("concat_axis");
+      const bool axes = split >= 0 && split < int64_t(in.size()) && concat >= 0 && concat < int64_t(in.size());
+      if (axes && in[size_t(split)] % p.replicas == 0) want[size_t(split)] /= p.replicas, want[size_t(concat)] *= p.replicas;
+      if (!axes || in[size_t(split)] % p.replicas || step.integer("axis_size") != p.replicas ||
+          p.buffers[step.outputs[0]].shape != want || p.buffers[step.outputs[0]].dtype != p.buffers[step.inputs[0]].dtype)
+        throw Error(prefix + at + ": " + buffer(step.outputs[0]) + " is not " + buffer(step.inputs[0]) +
+                    " split along axis " + std::to_string(split) + " and concatenated along axis " +
+                    std::to_string(concat) + " over the program's " + std::to_string(p.replicas) + " replicas");
     }
     if (step.op == "ppermute") {
       if (step.inputs.size() != 1 || step.outputs.size() != 1 || !same(step.inputs[0], step.outputs[0]))

@@ -88,6 +88,27 @@ void ppermute(KernelCall& call) {
   else std::memcpy(out.data, all.data() + source * bytes, bytes);
 }
 
+// Every replica's operand gathered; output element by element from its source replica's chunk.
+void all_to_all(KernelCall& call) {
+  Communicator& comm = communicatorOf(call);
+  const TensorView &in = call.in[0], &out = call.out[0];
+  const size_t e = dtypeSize(in.dtype), rank = in.rank();
+  const int64_t n = comm.size(), me = comm.rank(), split = call.step.integer("split_axis"),
+                concat = call.step.integer("concat_axis");
+  std::vector<std::byte> all = gatherAll(comm, in, what(call));
+  const int64_t chunk = in.dim(size_t(split)) / n, block = split == concat ? chunk : in.dim(size_t(concat));
+  std::vector<int64_t> index(rank);
+  for (int64_t o = 0; o < out.numel(); ++o) {
+    for (size_t d = rank, rest = size_t(o); d-- > 0;) index[d] = int64_t(rest % size_t(out.dim(d))), rest /= size_t(out.dim(d));
+    const int64_t source = index[size_t(concat)] / block;  // which replica's chunk this is
+    index[size_t(concat)] %= block;
+    index[size_t(split)] += me * chunk;  // my chunk of that replica's operand
+    int64_t offset = 0;
+    for (size_t d = 0; d < rank; ++d) offset = offset * in.dim(d) + index[d];
+    std::memcpy(static_cast<std::byte*>(out.data) + size_t(o) * e, all.data() + (size_t(source) * size_t(in.numel()) + size_t(offset)) * e, e);
+  }
+}
+
 void reduce_scatter(KernelCall& call) {
   Communicator& comm = communicatorOf(call);
   const TensorView &in = call.in[0], &out = call.out[0];

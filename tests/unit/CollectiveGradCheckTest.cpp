@@ -38,6 +38,8 @@ TEST(CollectiveGradCheckTest, EveryCollectiveVjpMatchesFiniteDifferencesAcrossRe
       {"all_gather", "allGather", {2, 2}, [](const Tensor& x) { return allGather(x, "batch"); }},
       {"reduce_scatter", "psumScatter", {kReplicas, 2},
        [](const Tensor& x) { return psumScatter(x, "batch"); }},
+      {"all_to_all", "allToAll rows to columns", {kReplicas * 2, 2},
+       [](const Tensor& x) { return mul(allToAll(x, "batch", 0, 1), allToAll(x, "batch", 0, 1)); }},
       // A partial permutation: replica 0 receives nothing (zeros), replica 2 sends nothing.
       {"ppermute", "ppermute 0->1->2", {2, 2},
        [](const Tensor& x) { return mul(ppermute(x, "batch", {{0, 1}, {1, 2}}), x); }},
@@ -82,7 +84,7 @@ TEST(CollectiveGradCheckTest, EveryCollectiveVjpMatchesFiniteDifferencesAcrossRe
     EXPECT_LT(worst / scale, 1e-7);
     if (step.lastTracedIr().find("spmd." + c.op) != std::string::npos) exercised.insert(c.op);
   }
-  for (const char* op : {"all_reduce", "all_gather", "reduce_scatter", "ppermute"})
+  for (const char* op : {"all_reduce", "all_gather", "reduce_scatter", "ppermute", "all_to_all"})
     EXPECT_TRUE(exercised.count(op)) << "no finite-difference case exercises spmd." << op;
 }
 

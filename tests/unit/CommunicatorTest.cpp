@@ -73,6 +73,16 @@ TEST(CommunicatorTest, CpuCollectivesMatchReferenceAndAgreeBitwiseAcrossReplicas
       for (const char* reduction : {"sum", "mean"})
         all.push_back({"reduce_scatter", {{"axis_name", std::string("batch")}, {"reduction", std::string(reduction)}},
                        {{n, 3}}, {{3}}});
+      // A shift by one (the last replica's value goes nowhere, replica 0 receives zeros).
+      std::vector<int64_t> shift;
+      for (int r = 0; r + 1 < n; ++r) shift.insert(shift.end(), {r, r + 1});
+      all.push_back({"ppermute", {{"axis_name", std::string("batch")}, {"pairs", shift}}, {{4, 2}}, {{4, 2}}});
+      for (auto [split, concat] : {std::pair<int64_t, int64_t>{0, 1}, {1, 1}})
+        all.push_back({"all_to_all",
+                       {{"axis_name", std::string("batch")}, {"axis_size", int64_t(n)}, {"split_axis", split},
+                        {"concat_axis", concat}},
+                       {{2 * n, 3 * n}},
+                       {{split == 0 ? 2 : 2 * n, concat == split ? 3 * n : (split == 0 ? 3 * n * n : 3)}}});
       for (const CollectiveCase& c : all) {
         SCOPED_TRACE(c.op + " on " + std::to_string(n) + " replicas");
         auto cpu = runCollective(cpuKernels(), c, n, dtype);

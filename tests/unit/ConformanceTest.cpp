@@ -58,7 +58,7 @@ std::vector<Array> runOnDevice(const KernelCase& c, std::shared_ptr<Device> devi
 }
 
 TEST_P(ConformanceTest, EveryKernelMatchesTheReference) {
-  const std::set<std::string> collectives = {"all_reduce", "all_gather", "reduce_scatter", "ppermute", "axis_index"};
+  const std::set<std::string> collectives = {"all_reduce", "all_gather", "reduce_scatter", "ppermute", "all_to_all", "axis_index"};
   for (int r = 0; r < list_.size(); ++r) {
     std::shared_ptr<Device> device = makeDevice(list_, r);
     std::set<std::string> covered;

@@ -214,7 +214,7 @@ TEST(GradCheckTest, EveryVjpMatchesFiniteDifferencesInF64) {
   // Collectives need replicas: CollectiveGradCheckTest checks their VJPs across devices. A
   // convert to f32 and back loses more than the finite difference's step: OperatorTest checks
   // its VJP exactly.
-  const std::set<std::string> collectives = {"all_reduce", "all_gather", "reduce_scatter", "ppermute", "convert"};
+  const std::set<std::string> collectives = {"all_reduce", "all_gather", "reduce_scatter", "ppermute", "all_to_all", "convert"};
   for (const std::string& op : ir::opNames())
     if (ir::differentiation(op) == ir::Differentiation::Vjp && !collectives.count(op))
       EXPECT_TRUE(exercised.count(op)) << "no finite-difference case exercises spmd." << op;

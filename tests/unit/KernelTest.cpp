@@ -45,7 +45,7 @@ TEST_P(KernelTest, CpuMatchesReference) {
   }
   // Every op with a kernel has at least one case here; collectives need replicas and are
   // compared with their reference kernels in CommunicatorTest.
-  const std::set<std::string> collectives = {"all_reduce", "all_gather", "reduce_scatter", "ppermute", "axis_index"};
+  const std::set<std::string> collectives = {"all_reduce", "all_gather", "reduce_scatter", "ppermute", "all_to_all", "axis_index"};
   for (const auto& [op, _] : cpuKernels())
     if (!collectives.count(op)) {
       EXPECT_TRUE(covered.count(op)) << "no kernel case for " << op;

@@ -441,6 +441,56 @@ TEST(PmapTest, PpermuteSendsEachReplicasValueAlongThePairs) {
       << errorOf([&] { accumulated(x); });
 }
 
+// allToAll against its definition, computed here: replica j's result is chunk j (along the split
+// axis) of every replica's operand, concatenated in replica order along the concat axis; the
+// same axis and another, on cpu:4 and sim:4, f32 and i32; the gradient is all_to_all back.
+TEST(PmapTest, AllToAllExchangesChunksAsItsDefinitionSays) {
+  const int n = 4;
+  for (const char* devices : {"cpu:4", "sim:4"}) {
+    SCOPED_TRACE(devices);
+    auto f = pmap(
+        [](const Tensor& x, const Tensor& ids) {
+          auto [loss, g] = value_and_grad([](const Tensor& v) {
+            Tensor y = allToAll(v, "batch", 1, 0);
+            return sum(mul(y, y), {0, 1, 2});
+          })(x);
+          return std::tuple{allToAll(x, "batch", 1, 0), allToAll(x, "batch", 1, 1), allToAll(ids, "batch", 0, 0), g};
+        },
+        {.inAxes = {0, 0}, .outAxes = {0, 0, 0, 0}, .devices = devices});
+    // One replica's x: [2, 8, 3]; ids: [4].
+    Array x = randomArray(DType::f32, {n, 2, 8, 3}, 31, -1, 1);
+    Array ids = Array::zeros(DType::i32, {n, 4});
+    for (int64_t i = 0; i < n * 4; ++i) ids.values<int32_t>()[i] = int32_t(100 * (i / 4) + i % 4);
+    auto [across, along, idsOut, g] = f(x, ids);
+    auto xv = x.values<float>();
+    auto at = [&](int r, int64_t i, int64_t j, int64_t k) { return xv[((r * 2 + i) * 8 + j) * 3 + k]; };
+    // split 1 (8 -> chunks of 2), concat 0 (2 -> 8): result [8, 2, 3] per replica.
+    for (int me = 0; me < n; ++me)
+      for (int s = 0; s < n; ++s)
+        for (int64_t i = 0; i < 2; ++i)
+          for (int64_t j = 0; j < 2; ++j)
+            for (int64_t k = 0; k < 3; ++k) {
+              const float want = at(s, i, me * 2 + j, k);
+              EXPECT_EQ(values<float>(across)[((me * 8 + s * 2 + i) * 2 + j) * 3 + k], want) << me << s << i << j << k;
+              // split and concat both 1: [2, 8, 3] with axis 1 as (replica, chunk).
+              EXPECT_EQ(values<float>(along)[((me * 2 + i) * 8 + s * 2 + j) * 3 + k], want) << me << s << i << j << k;
+              // d/dx of sum(y * y), y = allToAll(x): 2 x, routed back to where each element came from.
+              EXPECT_FLOAT_EQ(values<float>(g)[((s * 2 + i) * 8 + me * 2 + j) * 3 + k], 2 * want);
+            }
+    // ids [4] per replica, split and concat 0: replica me gets element me of every replica.
+    for (int me = 0; me < n; ++me)
+      for (int s = 0; s < n; ++s) EXPECT_EQ(values<int32_t>(idsOut)[me * 4 + s], 100 * s + me) << me << " " << s;
+  }
+  Array x = randomArray(DType::f32, {n, 6}, 32);
+  auto uneven = pmap([](const Tensor& v) { return allToAll(v, "batch", 0, 0); }, {.devices = "cpu:4"});
+  const std::string error = errorOf([&] { uneven(x); });
+  EXPECT_NE(error.find("PmapTest.cpp:"), std::string::npos) << error;
+  EXPECT_NE(error.find("spmd::allToAll over axis 'batch': f32[6] has 6 along split axis 0, which does not split into 4 "
+                       "equal chunks, one per replica"),
+            std::string::npos)
+      << error;
+}
+
 }  // namespace
 }  // namespace spmd
 

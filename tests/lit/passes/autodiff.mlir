@@ -127,3 +127,18 @@ func.func @ppermute_ring(%x: tensor<3xf32> {spmd.mapped}) -> (tensor<f32>, tenso
   } : (tensor<3xf32>) -> (tensor<f32>, tensor<3xf32>)
   return %l, %g : tensor<f32>, tensor<3xf32>
 }
+
+// all_to_all's VJP is the all_to_all with split and concat axes swapped.
+// CHECK-LABEL: func.func @all_to_all
+// CHECK: spmd.all_to_all %arg0 {axis_name = "batch", axis_size = 2 : i64, concat_axis = 1 : i64, split_axis = 0 : i64} : (tensor<4x3xf32>) -> tensor<2x6xf32>
+// CHECK: spmd.all_to_all %{{.*}} {axis_name = "batch", axis_size = 2 : i64, concat_axis = 0 : i64, split_axis = 1 : i64} : (tensor<2x6xf32>) -> tensor<4x3xf32>
+func.func @all_to_all(%x: tensor<4x3xf32> {spmd.mapped}) -> (tensor<f32>, tensor<4x3xf32>)
+    attributes {spmd.axis_name = "batch", spmd.axis_size = 2 : i64} {
+  %l, %g = spmd.value_and_grad %x {
+  ^bb0(%a: tensor<4x3xf32>):
+    %y = spmd.all_to_all %a {axis_name = "batch", axis_size = 2 : i64, split_axis = 0 : i64, concat_axis = 1 : i64} : (tensor<4x3xf32>) -> tensor<2x6xf32>
+    %s = spmd.reduce_sum %y {axes = array<i64: 0, 1>} : (tensor<2x6xf32>) -> tensor<f32>
+    spmd.yield %s : tensor<f32>
+  } : (tensor<4x3xf32>) -> (tensor<f32>, tensor<4x3xf32>)
+  return %l, %g : tensor<f32>, tensor<4x3xf32>
+}
