@@ -173,6 +173,37 @@ void checkFoldOrder(const Flags& f, std::string& report) {
   if (fast && !differsFromOthers) report += " (the same sums as exact mode's for this split)";
 }
 
+// ppermute (a ring) and all_to_all across every replica of the job, against their definitions:
+// replica r's operand holds 1000 r + element, so each result names where it came from.
+void checkPermutations(const Flags& f, std::string& report) {
+  auto exchange = pmap(
+      [](const Tensor& x) {
+        const int64_t n = axisSize("batch");
+        std::vector<std::pair<int64_t, int64_t>> ring;
+        for (int64_t r = 0; r < n; ++r) ring.push_back({r, (r + 1) % n});
+        return std::tuple{ppermute(x, "batch", ring), allToAll(x, "batch", 1, 1)};
+      },
+      {.inAxes = {split}, .outAxes = {split, split}, .devices = f.devices, .name = "permutation_check"});
+  const int64_t n = exchange.globalDeviceCount(), local = exchange.deviceCount();
+  const int process = processIndex();
+  Array mine = Array::zeros(DType::f32, {local, n});  // one replica's operand: [1, n]
+  for (int64_t r = 0; r < local; ++r)
+    for (int64_t j = 0; j < n; ++j) mine.values<float>()[r * n + j] = float(1000 * (process * local + r) + j);
+  auto [ring, swapped] = exchange(mine);
+  for (int64_t r = 0; r < local; ++r) {
+    const int64_t me = process * local + r;
+    for (int64_t j = 0; j < n; ++j) {
+      const float fromRing = float(1000 * ((me + n - 1) % n) + j), fromAll = float(1000 * j + me);
+      if (ring.array().values<float>()[r * n + j] != fromRing || swapped.array().values<float>()[r * n + j] != fromAll)
+        throw Error("permutation check: replica " + std::to_string(me) + " element " + std::to_string(j) + " got " +
+                    std::to_string(ring.array().values<float>()[r * n + j]) + " / " +
+                    std::to_string(swapped.array().values<float>()[r * n + j]) + ", its definitions " +
+                    std::to_string(fromRing) + " / " + std::to_string(fromAll));
+    }
+  }
+  report = "ppermute and all_to_all: their definitions hold over " + std::to_string(n) + " replicas";
+}
+
 int run(const Flags& f) {
   const int process = processIndex(), processes = processCount();
   const DType dtype = f.dtype == "f64" ? DType::f64 : DType::f32;  // of the parameters and data
@@ -201,6 +232,8 @@ int run(const Flags& f) {
        .shardUpdate = f.fault == "lone-read"});
   std::string foldReport = "fold order: not checked (accumulation)";
   if (f.accumulate == 1) checkFoldOrder(f, foldReport);
+  std::string permutationReport = "ppermute and all_to_all: not checked (accumulation)";
+  if (f.accumulate == 1) checkPermutations(f, permutationReport);
   const int64_t global = step.globalDeviceCount();
   std::string why;
   const int threads = step.threadsPerReplica(&why);
@@ -247,7 +280,7 @@ int run(const Flags& f) {
                                     : reinterpret_cast<const double*>(losses.data())[f.steps - 1];
   std::printf("process %d of %d: %d steps on %s (%lld replicas in all, %d threads per replica: %s), loss %.6f; %s\n",
               process, processes, f.steps, f.devices.c_str(), static_cast<long long>(global), threads, why.c_str(),
-              last, foldReport.c_str());
+              last, (foldReport + "; " + permutationReport).c_str());
   return 0;
 }
 

@@ -6,8 +6,9 @@ layouts    N = 4 replicas as 1 process x 4 threads, 2 x 2 and 4 x 1, and N = 6 a
            losses) in exact mode, in f32 and f64, with cross- and per-replica BatchNorm, and
            every process holds them; so do 1x4, 2x2 and 4x1 with the default thread share (no
            thread settings at all); every run's psum folds in the order that defines exact mode
-           (dist_train's checkFoldOrder, f64 values that cancel); fast mode (2 x 3) runs its own
-           order and agrees to rounding.
+           (dist_train's checkFoldOrder, f64 values that cancel), and its ppermute (a ring) and
+           all_to_all give their definitions across the processes (checkPermutations); fast mode
+           (2 x 3) runs its own order and agrees to rounding.
 faults     one process throws inside a step, one is killed, one hangs, one is stopped (SIGSTOP): mpirun ends non-zero
            within the collective timeout, the message names the process (and the replica and
            collective when the process can still speak), and the checkpoint written before
@@ -112,6 +113,10 @@ def exact_run(args, processes, per, name, flags, env_extra, default_threads=Fals
         folds = [l for l in log.splitlines() if "fold order: exact mode's definition holds" in l]
         if len(folds) != processes:
             fail("%s: not every process reports the psum fold check (dist_train's checkFoldOrder):\n%s" % (name, log))
+        permutations = [l for l in log.splitlines() if "ppermute and all_to_all: their definitions hold" in l]
+        if len(permutations) != processes:
+            fail("%s: not every process reports the permutation check (dist_train's checkPermutations):\n%s" %
+                 (name, log))
     threads = sorted(set(l.split(" threads per replica")[0].rsplit(", ", 1)[-1] for l in log.splitlines()
                          if "threads per replica" in l))
     return blobs[0], threads, seconds
