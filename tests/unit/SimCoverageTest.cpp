@@ -61,9 +61,10 @@ TEST(SimCoverageTest, EveryKernelTheCudaBackendLaunchesExecutesOnTheSimulator) {
 
   auto collectives = pmap(
       [](const Tensor& v, const Tensor& s) {
-        return std::tuple{psum(v, "i"), pmax(v, "i"), allGather(v, "i"), psumScatter(s, "i"), axisIndex("i")};
+        return std::tuple{psum(v, "i"), pmax(v, "i"), allGather(v, "i"), psumScatter(s, "i"), axisIndex("i"),
+                          ppermute(v, "i", {{0, 1}}), allToAll(s, "i", 0, 1)};
       },
-      {.axisName = "i", .outAxes = {replicated, replicated, replicated, 0, 0}, .devices = "sim:2"});
+      {.axisName = "i", .outAxes = {replicated, replicated, replicated, 0, 0, 0, 0}, .devices = "sim:2"});
   collectives(spmd::testing::randomArray(DType::f32, {2, 5}, 11), spmd::testing::randomArray(DType::f32, {2, 2, 3}, 12));
 
   const int64_t vocab = 11, heads = 2;
