@@ -390,6 +390,10 @@ std::vector<std::pair<std::string, std::string>> PmapCore::fingerprint(const std
   facts.emplace_back("traced step (IR hash; a value the function captured, such as a flag, differs)", hex);
   facts.emplace_back("threads per replica", std::to_string(group.threadsPerReplica()));
   facts.emplace_back("accumulation steps", std::to_string(state_->options.accumulate));
+  // Both change which collectives a step runs (gathers, reduce-scatters, recomputed all-reduces).
+  facts.emplace_back("parameter sharding (shardUpdate, fullyShard)",
+                     state_->options.fullyShard ? "FSDP" : state_->options.shardUpdate ? "ZeRO-1" : "none");
+  facts.emplace_back("memory budget (memoryBudget, bytes per replica)", std::to_string(state_->options.memoryBudget));
   facts.emplace_back("reduction mode (SPMD_REDUCE)", runtime::reduceModeName(runtime::reduceModeFromEnvironment()));
   // How kernels are chosen: every process must take part in process 0's choices
   // (runtime/device/KernelChoice.h), or wait for one that never comes, and run the same pins.
