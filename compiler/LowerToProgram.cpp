@@ -61,6 +61,7 @@ std::vector<std::byte> constantBytes(ir::ConstantOp op) {
 runtime::Attr convert(mlir::NamedAttribute named, mlir::Operation* op) {
   mlir::Attribute attr = named.getValue();
   if (auto b = llvm::dyn_cast<mlir::BoolAttr>(attr)) return b.getValue();
+  if (llvm::isa<mlir::UnitAttr>(attr)) return true;  // a flag that is set (axis_index's of_device)
   if (auto i = llvm::dyn_cast<mlir::IntegerAttr>(attr)) return i.getInt();
   if (auto f = llvm::dyn_cast<mlir::FloatAttr>(attr)) return f.getValueAsDouble();
   if (auto a = llvm::dyn_cast<mlir::DenseI64ArrayAttr>(attr))
@@ -160,6 +161,8 @@ runtime::Program lowerToProgram(mlir::func::FuncOp function) {
     program.axisName = axis.str();
     if (auto size = function->getAttrOfType<mlir::IntegerAttr>(ir::kAxisSizeAttr))
       program.replicas = size.getInt();
+    if (auto micro = function->getAttrOfType<mlir::IntegerAttr>(ir::kMicroBatchesAttr))
+      program.microBatches = micro.getInt();
   }
   llvm::DenseMap<mlir::Value, int> ids;
   auto define = [&](mlir::Value value, runtime::BufferDesc desc) {

@@ -16,7 +16,7 @@ using runtime::Program;
 Program extract(const Program& p, const std::vector<int>& steps, const std::vector<int>& inputs,
                 const std::vector<int>& outputs) {
   Program out;
-  out.name = p.name, out.axisName = p.axisName, out.replicas = p.replicas;
+  out.name = p.name, out.axisName = p.axisName, out.replicas = p.replicas, out.microBatches = p.microBatches;
   std::map<int, int> ids;
   auto id = [&](int b) {
     auto [it, fresh] = ids.emplace(b, int(out.buffers.size()));
@@ -73,17 +73,33 @@ Program averagedOverMicroBatches(const Program& program, const std::vector<int>&
 AccumulationSplit splitForAccumulation(const Program& program, const std::vector<std::string>& outputNames) {
   if (program.inputPlacements.size() != program.inputs.size() || program.outputPlacements.size() != program.outputs.size())
     throw Error("program @" + program.name + " has no call contract to split for accumulation");
+  // Mapped inputs differ between micro-batches; sliced ones (ZeRO-1's and FSDP's parameters and
+  // state, cut over the devices) differ between devices only, like the replicated ones not at all.
   std::vector<bool> mappedInputs, mappedOutputs;
-  for (const runtime::Placement& p : program.inputPlacements) mappedInputs.push_back(p.kind != runtime::Placement::Kind::Replicated);
+  for (const runtime::Placement& p : program.inputPlacements) mappedInputs.push_back(p.kind == runtime::Placement::Kind::Mapped);
   for (const runtime::Placement& p : program.outputPlacements) mappedOutputs.push_back(p.kind != runtime::Placement::Kind::Replicated);
-  for (const runtime::Step& step : program.steps)
+  for (const runtime::Step& step : program.steps) {
     if (step.op == "ppermute" || step.op == "all_to_all")
       throw Error(step.op + " at " + step.where() + " with gradient accumulation is not supported: a micro-batch's "
                   "replicas cannot send to the replicas of another micro-batch, which run at another time; "
                   "use accumulate = 1 for a step that permutes across replicas");
+    // A gather or scatter over every replica would span micro-batches that run at other times;
+    // the sliced parameters' ones span the devices (program.deviceReplicas()).
+    const bool overReplicas = step.op == "all_gather" ? program.buffers[step.outputs[0]].bytes() ==
+                                                            program.buffers[step.inputs[0]].bytes() * size_t(program.replicas)
+                              : step.op == "reduce_scatter" && program.buffers[step.inputs[0]].shape[0] == program.replicas;
+    if (overReplicas && program.deviceReplicas() != program.replicas)
+      throw Error(step.op + " at " + step.where() + " over all " + std::to_string(program.replicas) +
+                  " replicas with gradient accumulation is not supported: the micro-batches' replicas run one after "
+                  "another on each device, not at once; use accumulate = 1 for a step that gathers or scatters across "
+                  "replicas");
+  }
   const int steps = int(program.steps.size()), buffers = int(program.buffers.size());
+  // The all-reduces, and the reduce-scatters of the sliced parameters' gradients, sum over the
+  // micro-batches too: their operands are accumulated, and they run once in the apply part.
+  auto accumulates = [&](int s) { return program.steps[s].op == "all_reduce" || program.steps[s].op == "reduce_scatter"; };
   std::vector<bool> accumulated(steps);
-  for (int s = 0; s < steps; ++s) accumulated[s] = program.steps[s].op == "all_reduce";
+  for (int s = 0; s < steps; ++s) accumulated[s] = accumulates(s);
   std::vector<bool> varying, stepVarying;
   // To a fixed point: an accumulated all-reduce's result is replicated; one whose result
   // feeds varying work is demoted to the micro part.
@@ -95,7 +111,7 @@ AccumulationSplit splitForAccumulation(const Program& program, const std::vector
       if (mappedInputs[i]) varying[program.inputs[i]] = true;
     for (int s = 0; s < steps; ++s) {
       const runtime::Step& step = program.steps[s];
-      bool v = step.op == "axis_index";
+      bool v = step.op == "axis_index" && !step.flag("of_device");  // a device's index is one per device
       for (int b : step.inputs) v = v || varying[b];
       if (accumulated[s]) continue;  // its result is replicated
       stepVarying[s] = v;
@@ -126,6 +142,15 @@ AccumulationSplit splitForAccumulation(const Program& program, const std::vector
     if (accumulated[s] && std::none_of(program.steps[s].inputs.begin(), program.steps[s].inputs.end(),
                                        [&](int b) { return bool(varying[b]); }))
       accumulated[s] = false;
+  // A reduce-scatter runs over the devices, so only once per step, on the accumulated sums.
+  for (int s = 0; s < steps; ++s)
+    if (program.steps[s].op == "reduce_scatter" && !accumulated[s])
+      throw Error("reduce_scatter at " + program.steps[s].where() + " (a sliced gradient, shardUpdate / fullyShard) " +
+                  (std::any_of(program.steps[s].inputs.begin(), program.steps[s].inputs.end(),
+                               [&](int b) { return bool(varying[b]); })
+                       ? "feeds work that differs between micro-batches"
+                       : "reduces a value that does not vary with the batch") +
+                  ", so gradient accumulation cannot run it once per step; use accumulate = 1 with this step");
 
   AccumulationSplit split;
   // Outputs: mapped varying ones from the micro part, the rest from the apply part.
@@ -148,6 +173,11 @@ AccumulationSplit splitForAccumulation(const Program& program, const std::vector
     return splitForAccumulation(averagedOverMicroBatches(program, perMicroBatch), outputNames);
   for (size_t k = 0; k < program.outputs.size(); ++k) {
     int b = program.outputs[k];
+    if (varying[b] && program.outputPlacements[k].kind == runtime::Placement::Kind::Sliced)
+      throw Error("output '" + outputNames[k] + "' is sliced (shardUpdate / fullyShard), but with gradient accumulation "
+                  "it differs between micro-batches: its update reads a value reduced over one micro-batch's replicas "
+                  "only (cross-replica BatchNorm's statistics, or a gradient norm computed from them); use "
+                  "accumulate = 1, per-replica BatchNorm, or no sharding for this step");
     if (varying[b]) split.outputs.push_back({true, int(microOutputs.size())}), microOutputs.push_back(b);
     else split.outputs.push_back({false, int(applyOutputs.size())}), applyOutputs.push_back(b);
   }
@@ -206,6 +236,10 @@ AccumulationSplit splitForAccumulation(const Program& program, const std::vector
   split.apply = extract(program, applySteps, applyIn, applyOutputs);
   split.micro.name = program.name + ".micro";
   split.apply.name = program.name + ".apply";
+  // The micro part runs one micro-batch on every device at once: its all-reduces (cross-replica
+  // BatchNorm's) and gathers span the devices.
+  split.micro.replicas = program.deviceReplicas();
+  split.micro.microBatches = 1;
   split.inputPlacements = program.inputPlacements;
   split.outputPlacements = program.outputPlacements;
   split.outputDonors = program.outputDonors;

@@ -170,9 +170,6 @@ PmapCore::PmapCore(PmapOptions options, bool jit, Loc defined) : state_(std::mak
                 "form one subtree of the all-reduce's fold tree");
   if (o.accumulate > 1 && jit) throw Error(jitPrefix(o) + "accumulate applies to pmap only");
   const std::string sharding = o.fullyShard ? "fullyShard (FSDP)" : "shardUpdate (ZeRO-1)";
-  if ((o.shardUpdate || o.fullyShard) && o.accumulate > 1)
-    throw Error(prefix(o) + sharding + " with accumulate = " + std::to_string(o.accumulate) +
-                " is not supported yet; use one of the two");
   if ((o.shardUpdate || o.fullyShard) && o.allReplicas)
     throw Error(prefix(o) + sharding + " with allReplicas is not supported: the sliced parameters and "
                 "optimizer state are not held per replica; turn one of them off");
@@ -261,7 +258,7 @@ std::pair<std::vector<Tensor>, std::shared_ptr<void>> PmapCore::call(
     // The axis spans every process's devices (global replica = process * devices + local), and
     // with accumulation every replica's micro-batches (virtual replica = replica * A + step).
     const int A = o.accumulate;
-    if (!state_->jit) trace.bindAxis(o.axisName, devices * state_->job->info().size * A);
+    if (!state_->jit) trace.bindAxis(o.axisName, devices * state_->job->info().size * A, A);
     std::vector<Tensor> arguments;
     for (size_t i = 0; i < leaves.size(); ++i) {
       Shape traced = local[i];
@@ -336,7 +333,6 @@ std::pair<std::vector<Tensor>, std::shared_ptr<void>> PmapCore::call(
         throw Error(who() + "gradient accumulation runs on host-memory devices (cpu) only so far, not " +
                     state_->devices.spec);
       entry->split = splitForAccumulation(program, entry->outputNames);
-      entry->split.micro.replicas = program.replicas / A;  // its all-reduces span one micro-batch's replicas
       if (o.planMemory) planMemory(entry->split.micro), planMemory(entry->split.apply);
       entry->micro = std::make_unique<runtime::ReplicaGroup>(entry->split.micro, state_->devices, *state_->job,
                                                              state_->timeout, o.threadsPerReplica, 1, A);

@@ -86,7 +86,9 @@ struct PmapOptions {
   // The parameters and optimizer state a step returns stay sliced across the replicas until read
   // (each replica holds 1/N of the optimizer state); reading one on the host (a checkpoint)
   // gathers it, under mpirun on every process at the same point. In exact reduction mode the
-  // results are bitwise the replicated update's. Not with accumulate > 1 or allReplicas yet.
+  // results are bitwise the replicated update's. With accumulate > 1 the slices are cut over the
+  // devices (each device's micro-batches share one), and the gradients summed over the
+  // micro-batches are reduce-scattered once a step. Not with allReplicas.
   bool shardUpdate = false;
   // FSDP (fully sharded data parallelism; also compiler pass spmd-gather-at-use): everything
   // shardUpdate does (it implies it), and each parameter's slices are gathered right before each
@@ -94,9 +96,9 @@ struct PmapOptions {
   // after it, instead of once for the whole step. Between steps and layers each replica holds 1/N
   // of the parameters and optimizer state; during a step, the full parameters of the op that
   // runs, its layer's full gradient until it is reduce-scattered, and the activations. In exact
-  // reduction mode the results are bitwise the replicated step's. Not with accumulate > 1 or
-  // allReplicas yet; a step that clips by the global norm keeps its gradients whole until the
-  // update (as shardUpdate does).
+  // reduction mode the results are bitwise the replicated step's, with accumulate > 1 too (each
+  // micro-batch gathers the parameters again, as PyTorch's FSDP does). Not with allReplicas; a step
+  // that clips by the global norm keeps its gradients whole until the update (as shardUpdate does).
   bool fullyShard = false;
   // Bytes one replica may hold during a step (its planned arena, inputs and other buffers). Over
   // it, the compiler recomputes layers in the backward pass (the fewest nn layers, e.g. residual

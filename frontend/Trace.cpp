@@ -101,11 +101,12 @@ void Trace::finish(const std::vector<Tensor>& outputs, Loc loc) {
       builder_.getFunctionType(body.getArgumentTypes(), mlir::ValueRange(values).getTypes()));
 }
 
-void Trace::bindAxis(const std::string& name, int64_t size) {
+void Trace::bindAxis(const std::string& name, int64_t size, int64_t microBatches) {
   axisName_ = name;
   axisSize_ = size;
   function_->setAttr(ir::kAxisNameAttr, builder_.getStringAttr(name));
   function_->setAttr(ir::kAxisSizeAttr, builder_.getI64IntegerAttr(size));
+  if (microBatches > 1) function_->setAttr(ir::kMicroBatchesAttr, builder_.getI64IntegerAttr(microBatches));
 }
 
 void Trace::markArgumentMapped(unsigned index) {

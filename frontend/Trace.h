@@ -46,7 +46,9 @@ class Trace {
 
   // spmd::pmap: the function is one replica of `size` over axis `name` (func attributes
   // spmd.axis_name / spmd.axis_size); mapped arguments and results carry spmd.mapped.
-  void bindAxis(const std::string& name, int64_t size);
+  // `microBatches` > 1: gradient accumulation, each device running that many of the `size`
+  // replicas in turn (spmd.micro_batches).
+  void bindAxis(const std::string& name, int64_t size, int64_t microBatches = 1);
   void markArgumentMapped(unsigned index);
   // The caller donates the argument (spmd.donated): lowering pairs it with an output that takes
   // its buffers (runtime::Program::outputDonors).

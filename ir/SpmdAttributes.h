@@ -7,6 +7,11 @@ namespace spmd::ir {
 // On the traced function: the pmap axis it is mapped over and that axis' size (P x K replicas).
 inline constexpr const char* kAxisNameAttr = "spmd.axis_name";
 inline constexpr const char* kAxisSizeAttr = "spmd.axis_size";
+// On the traced function, with gradient accumulation (PmapOptions::accumulate > 1): each device
+// runs this many of the axis' replicas one after another (replica d * micro_batches + step). The
+// parameters' slices (spmd-shard-update) are cut over the devices, axis_size / micro_batches, and
+// the all_gathers and reduce_scatters that move them span those.
+inline constexpr const char* kMicroBatchesAttr = "spmd.micro_batches";
 // On arguments and results: the value is mapped over the axis (absent: replicated).
 inline constexpr const char* kMappedAttr = "spmd.mapped";
 // On arguments and results that spmd-shard-update (ZeRO-1) made this replica's flat slice: the

@@ -37,6 +37,25 @@ int64_t boundAxisSize(Operation* op) {
       .getInt();
 }
 
+// The devices the axis' replicas run on: its size, or with gradient accumulation
+// (spmd.micro_batches) its size over the micro-batches each device runs in turn.
+int64_t boundDevices(Operation* op) {
+  auto function = op->getParentOfType<FunctionOpInterface>();
+  auto micro = function->getAttrOfType<IntegerAttr>(kMicroBatchesAttr);
+  const int64_t size = boundAxisSize(op);
+  return micro && micro.getInt() > 1 && size % micro.getInt() == 0 ? size / micro.getInt() : size;
+}
+
+// all_gather and reduce_scatter span the axis' replicas, or with accumulation its devices (the
+// parameters' slices of spmd-shard-update are cut over the devices, and their gathers and
+// reduce-scatters span those).
+bool spansAxis(Operation* op, int64_t size) { return size == boundAxisSize(op) || size == boundDevices(op); }
+// ", or 2 (its devices: ...)" where accumulation makes the devices fewer than the replicas.
+std::string orDevices(Operation* op) {
+  if (boundDevices(op) == boundAxisSize(op)) return "";
+  return " or " + std::to_string(boundDevices(op)) + " (its devices, over which accumulation's sliced parameters are cut)";
+}
+
 RankedTensorType typeOf(Value v) { return llvm::cast<RankedTensorType>(v.getType()); }
 
 }  // namespace
@@ -135,9 +154,9 @@ LogicalResult AxisIndexOp::verify() { return checkAxisBound(*this, getAxisName()
 
 LogicalResult AllGatherOp::verify() {
   if (failed(checkAxisBound(*this, getAxisName()))) return failure();
-  if (static_cast<int64_t>(getAxisSize()) != boundAxisSize(*this))
-    return emitOpError() << "axis_size " << getAxisSize() << " differs from the size "
-                         << boundAxisSize(*this) << " of axis '" << getAxisName() << "'";
+  if (!spansAxis(*this, static_cast<int64_t>(getAxisSize())))
+    return emitOpError() << "axis_size " << getAxisSize() << " differs from the size " << boundAxisSize(*this)
+                         << " of axis '" << getAxisName() << "'" << orDevices(*this);
   return success();
 }
 
@@ -177,9 +196,9 @@ LogicalResult ReduceScatterOp::verify() {
     return emitOpError() << "reduction " << stringifyReduction(getReduction()) << " is not one a reduce_scatter "
                          << "takes (sum or mean)";
   if (failed(checkIntegerMean(*this, getReduction(), getInput()))) return failure();
-  if (typeOf(getInput()).getDimSize(0) != boundAxisSize(*this))
+  if (!spansAxis(*this, typeOf(getInput()).getDimSize(0)))
     return emitOpError() << "input " << typeOf(getInput()) << " must have a leading axis of size "
-                         << boundAxisSize(*this) << " (the size of axis '" << getAxisName() << "')";
+                         << boundAxisSize(*this) << " (the size of axis '" << getAxisName() << "')" << orDevices(*this);
   return success();
 }
 

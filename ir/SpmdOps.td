@@ -450,7 +450,12 @@ def Spmd_AllToAllOp : Spmd_CollectiveOp<"all_to_all", [Vjp, InferTypeOpAdaptor]>
 
 def Spmd_AxisIndexOp : Spmd_CollectiveOp<"axis_index", [Spmd_ZeroGradient, InferTypeOpAdaptor]> {
   let summary = "this replica's index along the axis, as a scalar i32";
-  let arguments = (ins StrAttr:$axis_name);
+  let description = [{
+    With `of_device`, the index of the device that runs the replica: with gradient accumulation
+    (spmd.micro_batches = A) each device runs A replicas in turn and this is replica / A, the
+    same for all of them (spmd-shard-update slices a value at it); otherwise the replica's index.
+  }];
+  let arguments = (ins StrAttr:$axis_name, UnitAttr:$of_device);
   let results = (outs Spmd_IndexTensor:$result);
   let assemblyFormat = "attr-dict `:` type($result)";
 }

@@ -11,9 +11,14 @@
 //     passed as this replica's slice (spmd.mapped + spmd.shard_of = its full type); where the
 //     rest of the step reads it (the forward pass reads the parameters) an all_gather rebuilds it;
 //   - splat constants and broadcast scalars (a schedule's learning rate) are rebuilt at the
-//     slice's shape; any other invariant operand is sliced locally at axis_index;
+//     slice's shape; any other invariant operand is sliced locally at axis_index (of_device
+//     with accumulation);
 //   - a returned region value (the new parameters and state) is returned as the slice
 //     (spmd.mapped + spmd.shard_of), so state stays sharded between steps.
+// With gradient accumulation (spmd.micro_batches = A) the slices are cut over the axis' devices
+// (axis_size / A), not its replicas: each device's A micro-batches share one slice, and the
+// reduce_scatter (accumulated over the micro-batches by the runtime, as an all_reduce is) and the
+// all_gathers span the devices.
 // The original ops stay where something outside the region still reads them (computing the full
 // value from the gathered arguments) and are erased otherwise. Every region op is elementwise and
 // the reduce_scatter folds each element as the all_reduce did, so the result is bitwise the
@@ -42,6 +47,8 @@ class Sharder {
   explicit Sharder(func::FuncOp function)
       : function_(function), block_(function.getBody().front()), axis_(mappedAxis(function).str()),
         replicas_(function->getAttrOfType<IntegerAttr>(kAxisSizeAttr).getInt()), analysis_(function) {
+    if (auto micro = function->getAttrOfType<IntegerAttr>(ir::kMicroBatchesAttr); micro && micro.getInt() > 1)
+      microBatches_ = micro.getInt(), replicas_ /= microBatches_;
     int position = 0;
     for (Operation& op : block_) position_[&op] = position++;
   }
@@ -189,7 +196,9 @@ class Sharder {
       if (Operation* def = full.getDefiningOp()) b.setInsertionPointAfter(def);
       else b.setInsertionPointToStart(&block_);
       Value rows = rowsOf(b, loc, full);
-      Value index = b.create<ir::AxisIndexOp>(loc, RankedTensorType::get({}, b.getI32Type()), axis_);
+      // With accumulation the slice is the device's, whichever of its micro-batches runs.
+      auto index = b.create<ir::AxisIndexOp>(loc, RankedTensorType::get({}, b.getI32Type()), axis_);
+      if (microBatches_ > 1) index.setOfDevice(true);
       Value ids = b.create<ir::ReshapeOp>(loc, RankedTensorType::get({1}, b.getI32Type()), index);
       Value row = b.create<ir::EmbeddingOp>(loc, rows, ids);
       slice = b.create<ir::ReshapeOp>(loc, chunkType(type), row);
@@ -256,7 +265,8 @@ class Sharder {
   func::FuncOp function_;
   Block& block_;
   std::string axis_;
-  int64_t replicas_;
+  int64_t replicas_;  // the devices the slices are cut over
+  int64_t microBatches_ = 1;
   ReplicationAnalysis analysis_;
   llvm::DenseMap<Operation*, int> position_;
   llvm::SetVector<Operation*> region_;

@@ -55,6 +55,6 @@ void ppermute(KernelCall& call) {
   else std::memcpy(call.out[0].data, all.data() + size_t(source) * bytes, bytes);
 }
 
-void axis_index(KernelCall& call) { *call.out[0].as<int32_t>() = communicatorOf(call).virtualRank(); }
+void axis_index(KernelCall& call) { *call.out[0].as<int32_t>() = axisIndexOf(call); }
 
 }  // namespace spmd::runtime::cpu

@@ -1,9 +1,16 @@
-// Communicator::reduceScatter on top of the all-reduce.
+// Communicator::reduceScatter on top of the all-reduce; what axis_index returns.
 #include "runtime/device/Communicator.h"
 
 #include <cstring>
 
+#include "runtime/device/Kernel.h"
+
 namespace spmd::runtime {
+
+int axisIndexOf(const KernelCall& call) {
+  Communicator& comm = communicatorOf(call);
+  return call.step.flag("of_device") ? comm.rank() : comm.virtualRank();
+}
 
 Communicator::Pending Communicator::reduceScatter(const void* in, void* out, DType dtype, int64_t count,
                                                   Reduction op, const std::string& what, bool background) {

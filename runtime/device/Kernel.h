@@ -77,6 +77,10 @@ inline Communicator& communicatorOf(const KernelCall& call) {
   return *call.comm;
 }
 
+// What axis_index returns: the replica's index along the axis (with gradient accumulation a
+// virtual replica's, device * micro-batches + micro-batch), or with `of_device` the device's.
+int axisIndexOf(const KernelCall& call);
+
 using KernelFn = void (*)(KernelCall&);
 
 // Class labels index a row of `classes` logits; anything else is the user's data error.

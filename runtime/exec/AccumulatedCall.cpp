@@ -32,8 +32,10 @@ std::vector<std::shared_ptr<DeviceArray>> callAccumulated(const AccumulationSpli
   if (arguments.size() != split.inputTypes.size())
     throw Error("program @" + split.micro.name + " takes " + std::to_string(split.inputTypes.size()) +
                 " arguments, not " + std::to_string(arguments.size()));
-  auto mapped = [](const Placement& p) { return p.kind != Placement::Kind::Replicated; };
-  // One replica's shapes: a mapped input or output holds all A micro-batches' rows.
+  // A mapped input or output holds all A micro-batches' rows; a sliced one (ZeRO-1's and FSDP's
+  // parameters and state) is the device's slice, which every micro-batch reads whole.
+  auto mapped = [](const Placement& p) { return p.kind == Placement::Kind::Mapped; };
+  // One replica's shapes.
   std::vector<Shape> local;
   for (size_t i = 0; i < split.inputTypes.size(); ++i) {
     local.push_back(split.inputTypes[i].shape);

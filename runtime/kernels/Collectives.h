@@ -237,7 +237,7 @@ struct FillFn {
 
 template <class Api>
 void axis_index(KernelCall& call) {
-  Api::forEach(call, 1, FillFn{call.out[0].as<int32_t>(), communicatorOf(call).virtualRank()});
+  Api::forEach(call, 1, FillFn{call.out[0].as<int32_t>(), axisIndexOf(call)});
 }
 
 #define SPMD_LIBRARY_COLLECTIVE_OPS(X) X(all_reduce) X(all_gather) X(reduce_scatter) X(ppermute) X(all_to_all) X(axis_index)

@@ -47,7 +47,8 @@ const std::map<std::string_view, std::span<const AttrSpec>, std::less<>>& attrib
     for (const char* op : {"reduce_window", "reduce_window_backward"}) t[op] = kWindow;
     for (const char* op : {"softmax", "log_softmax", "concatenate", "argmax"}) t[op] = kAxis;
     for (const char* op : {"reduce_sum", "reduce_mean", "reduce_max"}) t[op] = kAxes;
-    t["axis_index"] = kAxisName;
+    static constexpr AttrSpec axisIndex[] = {{"axis_name", Text}, {"of_device", Flag, false}};
+    t["axis_index"] = axisIndex;
     t["broadcast_in_dim"] = dims, t["slice"] = slice, t["pad"] = pad, t["transpose"] = perm, t["matmul"] = matmul;
     t["all_reduce"] = t["reduce_scatter"] = allReduce, t["all_gather"] = allGather, t["fused"] = body;
     t["ppermute"] = ppermute, t["all_to_all"] = allToAll;

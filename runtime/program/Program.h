@@ -70,6 +70,11 @@ struct Program {
   // collectives; its replicas = 1 and any device count runs independent copies.
   std::string axisName;
   int64_t replicas = 1;
+  // Gradient accumulation (spmd.micro_batches): each device runs this many of the replicas one
+  // after another. Sliced values, and the all_gathers and reduce_scatters that move them, span
+  // the devices: deviceReplicas() of them.
+  int64_t microBatches = 1;
+  int64_t deviceReplicas() const { return replicas / microBatches; }
   std::vector<BufferDesc> buffers;
   std::vector<int> inputs, outputs;  // buffer ids, in the function's argument/result order
   // The call contract, one entry per input and per output (empty in the parts of an accumulated

@@ -87,10 +87,10 @@ void checkCallContract(const Program& p, const std::string& prefix, const Descri
                     ", which is not a valid shape");
       elements *= d;
     }
-    const int64_t slice = (elements + p.replicas - 1) / p.replicas;
+    const int64_t parts = p.deviceReplicas(), slice = (elements + parts - 1) / parts;
     if (p.buffers[id].shape != Shape{slice})
       throw Error(prefix + what + " " + buffer(id) + " is a slice of " + shapeString(placement.full) + " over " +
-                  std::to_string(p.replicas) + " replicas, which is [" + std::to_string(slice) + "] elements");
+                  std::to_string(parts) + " replicas, which is [" + std::to_string(slice) + "] elements");
   };
   for (size_t i = 0; i < p.inputs.size(); ++i) check("input " + std::to_string(i), p.inputs[i], p.inputPlacements[i]);
   std::vector<bool> donating(p.inputs.size());
@@ -152,6 +152,9 @@ void checkProgram(const Program& p) {
   if (p.replicas < 1 || (p.axisName.empty() && p.replicas != 1))
     throw Error(prefix + "replicas " + std::to_string(p.replicas) + " is not valid" +
                 (p.axisName.empty() ? " for a program without an axis (must be 1)" : " (must be >= 1)"));
+  if (p.microBatches < 1 || p.replicas % p.microBatches != 0)
+    throw Error(prefix + "micro_batches " + std::to_string(p.microBatches) + " does not divide its " +
+                std::to_string(p.replicas) + " replicas (gradient accumulation runs that many on each device)");
   for (size_t s = 0; s < p.steps.size(); ++s) {
     const Step& step = p.steps[s];
     const std::string at = "step " + std::to_string(s) + " '" + step.op + "' (" + step.where() + ")";
@@ -238,11 +241,16 @@ void checkProgram(const Program& p) {
         throw Error(prefix + at + ": reduction '" + step.text("reduction") + "' is not one a reduce_scatter takes (sum or mean)");
       bool gather = step.op == "all_gather";
       int small = gather ? step.inputs[0] : step.outputs[0], large = gather ? step.outputs[0] : step.inputs[0];
-      if (p.buffers[small].dtype != p.buffers[large].dtype ||
-          bytesOf(large) != bytesOf(small) * size_t(p.replicas) ||
-          (!gather && (p.buffers[large].shape.empty() || p.buffers[large].shape[0] != p.replicas)))
+      // Over the replicas, or with accumulation over the devices (the sliced parameters' parts).
+      auto spans = [&](int64_t parts) {
+        return bytesOf(large) == bytesOf(small) * size_t(parts) &&
+               (gather || (!p.buffers[large].shape.empty() && p.buffers[large].shape[0] == parts));
+      };
+      if (p.buffers[small].dtype != p.buffers[large].dtype || (!spans(p.replicas) && !spans(p.deviceReplicas())))
         throw Error(prefix + at + ": " + buffer(large) + " is not " + std::to_string(p.replicas) +
-                    " (the program's replicas) times " + buffer(small));
+                    " (the program's replicas)" +
+                    (p.microBatches > 1 ? " or " + std::to_string(p.deviceReplicas()) + " (its devices)" : "") +
+                    " times " + buffer(small));
     }
   }
   for (int id : p.outputs) {

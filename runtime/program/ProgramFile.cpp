@@ -95,6 +95,7 @@ std::vector<std::byte> programFileBytes(const Program& program) {
   Json header = {{"format", "spmd-program"}, {"version", kVersion}, {"name", program.name},
                  {"arena_bytes", program.arenaBytes},
                  {"axis_name", program.axisName}, {"replicas", program.replicas}};
+  if (program.microBatches != 1) header["micro_batches"] = program.microBatches;
   Json buffers = Json::array();
   size_t offset = 0;
   for (const BufferDesc& b : program.buffers) {
@@ -182,6 +183,7 @@ Program readProgramBytes(std::span<const std::byte> bytes, const std::string& pa
     program.arenaBytes = header.at("arena_bytes").get<size_t>();
     program.axisName = header.at("axis_name").get<std::string>();
     program.replicas = header.at("replicas").get<int64_t>();
+    if (header.contains("micro_batches")) program.microBatches = header.at("micro_batches").get<int64_t>();
     for (const Json& b : header.at("buffers")) {
       BufferDesc desc{dtypeNamed(b.at("dtype").get<std::string>()), b.at("shape").get<Shape>(), {},
                       b.at("offset").get<int64_t>()};

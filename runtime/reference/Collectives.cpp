@@ -120,6 +120,6 @@ void reduce_scatter(KernelCall& call) {
   reduceRows(mine.data(), comm.size(), out, parseReduction(call.step.text("reduction")));
 }
 
-void axis_index(KernelCall& call) { *call.out[0].as<int32_t>() = communicatorOf(call).virtualRank(); }
+void axis_index(KernelCall& call) { *call.out[0].as<int32_t>() = axisIndexOf(call); }
 
 }  // namespace spmd::runtime::reference

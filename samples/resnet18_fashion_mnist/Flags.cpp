@@ -74,13 +74,6 @@ std::optional<Flags> parseFlags(int argc, char** argv, int& exitStatus) {
     exitStatus = *status;
     return std::nullopt;
   }
-  if ((f.shardUpdate || f.fsdp) && f.accumulate > 1) {
-    std::fprintf(stderr, "%s with --accumulate %lld: %s with gradient accumulation is not supported yet; drop one of "
-                         "the two\n", f.fsdp ? "--fsdp" : "--shard-update", static_cast<long long>(f.accumulate),
-                 f.fsdp ? "FSDP" : "ZeRO-1");
-    exitStatus = 2;
-    return std::nullopt;
-  }
   if (f.devices.empty()) {
     const char* env = std::getenv("SPMD_DEVICES");
     f.devices = env && *env ? env : "cpu:2";

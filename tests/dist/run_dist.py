@@ -15,7 +15,7 @@ faults     one process throws inside a step, one is killed, one hangs, one is st
            the fault is intact. With ZeRO-1, process 0 reading the sliced parameters alone stops
            the job within the timeout, saying that every process must read them.
 sample     the training sample's first epoch on a small slice, 1x4, 2x2 and 4x1 (and 2x2 with
-           --shard-update, ZeRO-1, and with --fsdp): the same
+           --shard-update, ZeRO-1, and with --fsdp, also with --accumulate): the same
            checkpoint tensors; metrics, checkpoints and plain progress lines (no bar, though
            Open MPI gives processes a pseudo-terminal) come from process 0 only.
 agreement  processes given different flags (--lr, --seed, --width, --batch), a different captured
@@ -456,6 +456,12 @@ def check_sample(args):
     if "FSDP (--fsdp)" not in log:
         fail("the sample does not say it shards the parameters:\n%s" % log)
     same(results["1x4"], fsdp, "--fsdp at 2 x cpu:2 vs 1 x cpu:4")
+    # FSDP with gradient accumulation: 2 processes x cpu:1 x 2 micro-batches are 1 x cpu:4's four
+    # replicas; each device's micro-batches share its slice.
+    fsdp_acc, log = sample_run("fsdp_acc_2x1x2", 2, 1, ["--fsdp", "--accumulate", "2"], environment(1))
+    if "FSDP (--fsdp)" not in log or "gradient accumulation: 2 micro-batches" not in log:
+        fail("the sample does not say it shards the parameters and accumulates:\n%s" % log)
+    same(results["1x4"], fsdp_acc, "--fsdp --accumulate 2 at 2 x cpu:1 vs 1 x cpu:4")
     two_epochs, _ = sample_run("two_epochs_1x2", 1, 2, ["--epochs", "2"], env)
     for name, processes, per, extra in [("resume_2x1", 2, 1, []), ("resume_1x1x2", 1, 1, ["--accumulate", "2"]),
                                         ("resume_zero_2x1", 2, 1, ["--shard-update"]),

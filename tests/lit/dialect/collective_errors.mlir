@@ -28,6 +28,18 @@ func.func @gather_size(%x: tensor<3xf32>) -> tensor<4x3xf32>
 
 // -----
 
+// With gradient accumulation (2 micro-batches per device) a gather may span the axis' 4 replicas
+// or its 2 devices (the sliced parameters'), nothing else.
+func.func @gather_size_accumulated(%x: tensor<3xf32>) -> tensor<3x3xf32>
+    attributes {spmd.axis_name = "batch", spmd.axis_size = 4 : i64, spmd.micro_batches = 2 : i64} {
+  %ok = spmd.all_gather %x {axis_name = "batch", axis_size = 2 : i64} : (tensor<3xf32>) -> tensor<2x3xf32>
+  // expected-error @+1 {{'spmd.all_gather' op axis_size 3 differs from the size 4 of axis 'batch' or 2 (its devices, over which accumulation's sliced parameters are cut)}}
+  %y = spmd.all_gather %x {axis_name = "batch", axis_size = 3 : i64} : (tensor<3xf32>) -> tensor<3x3xf32>
+  return %y : tensor<3x3xf32>
+}
+
+// -----
+
 func.func @scatter_rows(%x: tensor<3x5xf32>) -> tensor<5xf32>
     attributes {spmd.axis_name = "batch", spmd.axis_size = 2 : i64} {
   // expected-error @+1 {{'spmd.reduce_scatter' op input 'tensor<3x5xf32>' must have a leading axis of size 2 (the size of axis 'batch')}}

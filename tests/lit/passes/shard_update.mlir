@@ -94,6 +94,43 @@ func.func @clipped(%w: tensor<3xf32>, %x: tensor<3xf32> {spmd.mapped}) -> tensor
 
 // -----
 
+// Gradient accumulation (spmd.micro_batches = 2 of the axis' 4 replicas): the slices are cut over
+// the 2 devices, so w (3 elements) splits into slices of 2; the gather and the reduce_scatter span
+// the devices, and a gradient kept whole is sliced at the device's index (of_device), the same
+// for each of its micro-batches.
+// CHECK-LABEL: func.func @accumulated
+// CHECK-SAME: (%[[W:.*]]: tensor<2xf32> {spmd.mapped, spmd.shard_of = tensor<3xf32>}
+// CHECK: spmd.reduce_scatter %{{.*}} {axis_name = "batch", reduction = #spmd.reduction<mean>} : (tensor<2x2xf32>) -> tensor<2xf32>
+// CHECK: return %{{.*}} : tensor<2xf32>
+func.func @accumulated(%w: tensor<3xf32>, %x: tensor<3xf32> {spmd.mapped}) -> tensor<3xf32>
+    attributes {spmd.axis_name = "batch", spmd.axis_size = 4 : i64, spmd.micro_batches = 2 : i64} {
+  %g = spmd.all_reduce %x {axis_name = "batch", reduction = #spmd.reduction<mean>} : (tensor<3xf32>) -> tensor<3xf32>
+  %nw = spmd.sub %w, %g : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  return %nw : tensor<3xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @accumulated_clipped
+// CHECK: spmd.all_gather %{{.*}} {axis_name = "batch", axis_size = 2 : i64} : (tensor<2xf32>) -> tensor<2x2xf32>
+// CHECK: %[[G:.*]] = spmd.all_reduce
+// CHECK: spmd.axis_index {axis_name = "batch", of_device} : tensor<i32>
+// CHECK-NOT: spmd.reduce_scatter
+// CHECK: return %{{.*}}, %{{.*}} : tensor<2xf32>, tensor<3xf32>
+func.func @accumulated_clipped(%w: tensor<3xf32>, %x: tensor<3xf32> {spmd.mapped}) -> (tensor<3xf32>, tensor<3xf32>)
+    attributes {spmd.axis_name = "batch", spmd.axis_size = 4 : i64, spmd.micro_batches = 2 : i64} {
+  %y = spmd.mul %w, %x : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  %g = spmd.all_reduce %x {axis_name = "batch", reduction = #spmd.reduction<mean>} : (tensor<3xf32>) -> tensor<3xf32>
+  %sq = spmd.mul %g, %g : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  %n = spmd.reduce_sum %sq {axes = array<i64: 0>} : (tensor<3xf32>) -> tensor<f32>
+  %nb = spmd.broadcast_in_dim %n {dims = array<i64>} : (tensor<f32>) -> tensor<3xf32>
+  %scaled = spmd.div %g, %nb : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  %nw = spmd.sub %w, %scaled : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  return %nw, %y : tensor<3xf32>, tensor<3xf32>
+}
+
+// -----
+
 // CHECK-LABEL: func.func @one_replica
 // CHECK-NOT: reduce_scatter
 // CHECK: return %{{.*}} : tensor<3xf32>
