@@ -3,6 +3,7 @@
 // rank's buffer, so all replicas hold the same bits and the order never depends on timing.
 #include "runtime/device/InProcessCommunicator.h"
 
+#include "runtime/base/PollBriefly.h"
 #include "runtime/base/Timeline.h"
 
 #include "runtime/device/Fold.h"
@@ -28,6 +29,7 @@ InProcessGroup::InProcessGroup(int size, std::chrono::milliseconds timeout, int 
 void InProcessGroup::reset() {
   std::lock_guard lock(mutex_);
   failure_.reset();
+  failed_ = false;
   waiting_ = 0;
   std::fill(arrived_.begin(), arrived_.end(), false);
 }
@@ -40,6 +42,7 @@ std::optional<std::string> InProcessGroup::failure() const {
 void InProcessGroup::abort(const std::string& error) {
   std::lock_guard lock(mutex_);
   if (!failure_) failure_ = error;
+  failed_ = true;
   wake_.notify_all();
 }
 
@@ -57,11 +60,19 @@ const std::vector<const void*>& InProcessGroup::exchange(int rank, const void* p
     published_ = pointers_;
     waiting_ = 0;
     std::fill(arrived_.begin(), arrived_.end(), false);
-    ++generation_;
+    generation_.fetch_add(1, std::memory_order_release);
     wake_.notify_all();
     return published_;
   }
-  uint64_t generation = generation_;
+  const uint64_t generation = generation_.load(std::memory_order_relaxed);
+  // published_ stays as it is until every rank, this one too, arrives at the next exchange.
+  lock.unlock();
+  if (pollBriefly([&] {
+        return generation_.load(std::memory_order_acquire) != generation || failed_.load(std::memory_order_relaxed);
+      }) &&
+      generation_.load(std::memory_order_acquire) != generation)
+    return published_;
+  lock.lock();
   bool done = wake_.wait_for(lock, timeout_, [&] { return generation_ != generation || failure_; });
   if (generation_ != generation) return published_;
   if (done) throw stopped();
@@ -72,6 +83,7 @@ const std::vector<const void*>& InProcessGroup::exchange(int rank, const void* p
              " s on replica " + std::to_string(rank) + ": replica(s) " + missing +
              " never reached it (stuck, or running a different sequence of collectives); raise "
              "the limit with SPMD_COLLECTIVE_TIMEOUT=<seconds> if a step is legitimately that slow";
+  failed_ = true;
   wake_.notify_all();
   throw Error(*failure_);
 }

@@ -3,6 +3,7 @@
 // timeout and wakes at once when any replica aborts, so a failing replica never hangs the rest.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -45,7 +46,11 @@ class InProcessGroup {
   std::vector<const void*> pointers_, published_;
   std::vector<bool> arrived_;
   int waiting_ = 0;
-  uint64_t generation_ = 0;
+  // Bumped (release) by the last rank to arrive, under the mutex; a waiting rank first polls it
+  // for a few microseconds before it sleeps on wake_ (the wake-up costs tens of microseconds on
+  // every collective, and a step has hundreds). `failed_` mirrors failure_ for the polling.
+  std::atomic<uint64_t> generation_ = 0;
+  std::atomic<bool> failed_ = false;
   std::optional<std::string> failure_;
 };
 
