@@ -50,6 +50,7 @@ struct StepFlags {
   int steps = 5, accumulate = 1;
   bool shardUpdate = false, fsdp = false, remat = false;
   double memoryBudgetMb = 0;
+  double shardedBucketMb = (4 << 20) / 1e6;  // PmapOptions' default (4 MiB)
 };
 
 struct AllreduceFlags {
@@ -69,7 +70,8 @@ int step(const StepFlags& f) {
   spmd::Tree opt = sgd.init(params);
   auto trainStep = spmd::pmap(bench::trainStep(*model, sgd),
                               {.inAxes = {spmd::replicated, spmd::replicated, spmd::replicated, spmd::split, spmd::split},
-                               .devices = devices, .name = "train_step", .donateArguments = {0, 1, 2},
+                               .devices = devices, .shardedBucketBytes = std::max<int64_t>(1, int64_t(f.shardedBucketMb * 1e6)),
+                               .name = "train_step", .donateArguments = {0, 1, 2},
                                .accumulate = accumulate, .shardUpdate = f.shardUpdate,
                                .fullyShard = f.fsdp, .memoryBudget = int64_t(f.memoryBudgetMb * 1e6)});
   auto [x, y] = bench::syntheticBatch(batch);
@@ -195,6 +197,9 @@ int main(int argc, char** argv) {
                        "FSDP (PmapOptions::fullyShard): also 1/N of the parameters, gathered right before each layer");
     stepMode->add_flag("--remat", s.remat,
                        "recompute every residual block in the backward pass (ResNet18Config::checkpointBlocks)");
+    cli::number(*stepMode, "--sharded-bucket-mb", s.shardedBucketMb, 1e-6, 1e9,
+                "largest combined reduce-scatter / all-gather of --shard-update and --fsdp, in MB "
+                "(PmapOptions::shardedBucketBytes; a value below the smallest tensor: one per tensor)");
     cli::number(*stepMode, "--memory-budget", s.memoryBudgetMb, 0, 1e9,
                 "MB one replica may hold; over it the compiler recomputes layers (PmapOptions::memoryBudget; 0: none)");
     AllreduceFlags r;

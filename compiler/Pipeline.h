@@ -33,6 +33,11 @@ struct CompileOptions {
   bool gatherAtUse = false;
   // Largest combined gradient all-reduce, in bytes.
   int64_t bucketBytes = 25 << 20;
+  // Largest combined reduce-scatter or all-gather of ZeRO-1 / FSDP (passes/
+  // CombineShardedCollectives), in bytes: smaller than the all-reduce's, since a bucket's
+  // gradients wait for its last one and its gathered parameters are live together, and memory is
+  // what sharding is for.
+  int64_t shardedBucketBytes = 4 << 20;
   // Place intermediate buffers in one arena by lifetime (compiler/PlanMemory). Off: every buffer
   // gets its own allocation (for comparing against the plan).
   bool planMemory = true;

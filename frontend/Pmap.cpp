@@ -313,6 +313,7 @@ std::pair<std::vector<Tensor>, std::shared_ptr<void>> PmapCore::call(
                      {.dumpDir = o.dumpDir, .entry = "main", .strict = o.strict,
                       .shardUpdate = (o.shardUpdate || o.fullyShard) && !state_->jit,
                       .gatherAtUse = o.fullyShard && !state_->jit, .bucketBytes = o.bucketBytes,
+                      .shardedBucketBytes = o.shardedBucketBytes,
                       .planMemory = o.planMemory && A == 1, .fuseElementwise = o.fuseElementwise && !debugging,
                       // the debug scan reports plain indices
                       .channelBlock = o.assignLayouts && !debugging ? state_->devices.driver().channelBlock() : 0,

@@ -47,6 +47,9 @@ struct PmapOptions {
   bool allReplicas = false;
   double collectiveTimeoutSeconds = 0;  // 0: $SPMD_COLLECTIVE_TIMEOUT, else 300 s
   int64_t bucketBytes = 25 << 20;       // largest combined gradient all-reduce
+  // Largest combined reduce-scatter or all-gather of shardUpdate / fullyShard (fewer collectives
+  // against a bucket's gradients or gathered parameters held together).
+  int64_t shardedBucketBytes = 4 << 20;
   std::string name = "main";
   std::string dumpDir = {};  // per-pass IR dumps; empty: SPMD_DUMP_IR
   bool planMemory = true;  // intermediates share one arena per replica by lifetime

@@ -115,6 +115,26 @@ def GatherAtUse : Pass<"spmd-gather-at-use", "mlir::ModuleOp"> {
   let dependentDialects = ["::spmd::ir::SpmdDialect"];
 }
 
+def CombineShardedCollectives : Pass<"spmd-combine-sharded-collectives", "mlir::ModuleOp"> {
+  let summary = "ZeRO-1's and FSDP's per-tensor reduce_scatters and all_gathers in buckets";
+  let description = [{
+    Runs after spmd-shard-update and spmd-gather-at-use. Reduce_scatters of [N, c] rows of one
+    axis, reduction, element type and N are grouped in the order their operands are produced
+    into buckets of at most `bucket-bytes`: each bucket is one reduce_scatter of the rows
+    concatenated along axis 1, placed right after its last operand, sliced back per member; an
+    op joins a bucket only if none of the bucket's results would then be used before it.
+    All_gathers of sliced function arguments that follow one another (the reshapes and slices
+    rebuilding their tensors in between) become one all_gather of the slices concatenated, where
+    the first of them was, sliced back per member. The same bits: every element is folded or
+    copied as before.
+  }];
+  let options = [
+    Option<"bucketBytes", "bucket-bytes", "int64_t", "4 << 20",
+           "largest combined collective, in bytes (a single larger tensor gets its own)">
+  ];
+  let dependentDialects = ["::spmd::ir::SpmdDialect"];
+}
+
 def FuseElementwise : Pass<"spmd-fuse-elementwise", "mlir::ModuleOp"> {
   let summary = "group chains of elementwise ops into spmd.fused ops (one generated kernel each)";
   let description = [{

@@ -18,6 +18,8 @@
   X(argmax, "row loops (cpu/Dense.cpp)")                                                            \
   X(broadcast_in_dim, "strided gathers (cpu/Shape.cpp)")                                            \
   X(reshape, "memcpy (cpu/Shape.cpp)")                                                              \
+  X(slice, "memcpy of contiguous runs (cpu/Shape.cpp)")                                             \
+  X(concatenate, "memcpy of contiguous runs (cpu/Shape.cpp)")                                       \
   X(transpose, "strided gathers (cpu/Shape.cpp)")                                                   \
   X(reduce_sum, "threaded double sums (cpu/Reduce.cpp)")                                            \
   X(reduce_mean, "threaded double sums (cpu/Reduce.cpp)")                                           \

@@ -1,5 +1,6 @@
 // CPU data movement: broadcast_in_dim and transpose as strided gathers over the output (inner
-// dimension as a tight loop), reshape as one memcpy.
+// dimension as a tight loop), reshape as one memcpy, slice and concatenate as memcpys of the
+// contiguous runs a box has in the larger tensor.
 #include <cstring>
 #include <vector>
 
@@ -34,6 +35,36 @@ void gatherAny(const TensorView& x, const TensorView& y, const Shape& sourceStri
   else gather<uint32_t>(x, y, sourceStrides);
 }
 
+// The box `box` (a tensor of its own) sits at `offset` in the row-major tensor `whole`: copies it
+// out of `whole` (slice) or into it (concatenate), one memcpy per contiguous run: the trailing
+// dims the box spans whole, and the one before them in part.
+void copyBox(const TensorView& box, const TensorView& whole, const std::vector<int64_t>& offset, bool intoWhole) {
+  const size_t rank = box.rank(), e = dtypeSize(box.dtype);
+  if (box.numel() == 0) return;
+  size_t k = rank;  // dims [k, rank) are spanned whole
+  while (k > 0 && box.dim(k - 1) == whole.dim(k - 1)) --k;
+  const size_t first = k == 0 ? 0 : k - 1;  // the run's outermost dim
+  int64_t run = 1;
+  for (size_t d = first; d < rank; ++d) run *= box.dim(d);
+  const Shape strides = rowMajorStrides(whole.shape);
+  const int64_t runs = box.numel() / run;
+  std::vector<int64_t> index(first, 0);
+  auto* boxBytes = static_cast<std::byte*>(box.data);
+  auto* wholeBytes = static_cast<std::byte*>(whole.data);
+  for (int64_t r = 0; r < runs; ++r) {
+    int64_t at = rank == 0 ? 0 : offset[first] * strides[first];
+    for (size_t d = 0; d < first; ++d) at += (index[d] + offset[d]) * strides[d];
+    std::byte* inBox = boxBytes + size_t(r * run) * e;
+    std::byte* inWhole = wholeBytes + size_t(at) * e;
+    if (intoWhole) std::memcpy(inWhole, inBox, size_t(run) * e);
+    else std::memcpy(inBox, inWhole, size_t(run) * e);
+    for (int64_t d = int64_t(first) - 1; d >= 0; --d) {
+      if (++index[size_t(d)] < box.dim(size_t(d))) break;
+      index[size_t(d)] = 0;
+    }
+  }
+}
+
 }  // namespace
 
 void broadcast_in_dim(KernelCall& call) {
@@ -43,6 +74,19 @@ void broadcast_in_dim(KernelCall& call) {
   for (size_t i = 0; i < dims.size(); ++i)
     if (x.dim(i) != 1) strides[dims[i]] = inStrides[i];
   gatherAny(x, y, strides);
+}
+
+void slice(KernelCall& call) { copyBox(call.out[0], call.in[0], call.step.ints("start"), false); }
+
+void concatenate(KernelCall& call) {
+  const int64_t axis = call.step.integer("axis");
+  int64_t at = 0;
+  for (const TensorView& x : call.in) {
+    std::vector<int64_t> offset(x.rank(), 0);
+    offset[size_t(axis)] = at;
+    at += x.dim(size_t(axis));
+    copyBox(x, call.out[0], offset, true);
+  }
 }
 
 void reshape(KernelCall& call) {
