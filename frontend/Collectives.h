@@ -1,5 +1,6 @@
 // Collectives over the axis bound by spmd::pmap, as jax.lax's: psum, pmean, pmax, pmin,
-// allGather, psumScatter, ppermute, allToAll, pbroadcast, axisIndex. Inside the mapped function they record spmd collective ops
+// allGather, psumScatter, ppermute, allToAll, pbroadcast, axisIndex, and psum / pmean / pmax / pmin /
+// allGather within groups of replicas (GroupedCollectives.cpp). Inside the mapped function they record spmd collective ops
 // at the caller's line; naming an axis that is not bound is an error there. A Tree (or a list)
 // reduces in one combined collective per dtype of its leaves. Integers (i32) keep their dtype in
 // every collective but pmean, whose mean of integers is an f32 (as jnp.mean's): their exact sum,
@@ -42,6 +43,20 @@ Tensor allToAll(const Tensor& x, const std::string& axis, int64_t splitAxis, int
 // Replica `source`'s x on every replica (jax.lax.pbroadcast): the same bits, replicated. Its
 // gradient flows to replica `source`, summed over the replicas (an all_gather and a slice).
 Tensor pbroadcast(const Tensor& x, const std::string& axis, int64_t source = 0, Loc loc = Loc::current());
+// Within groups of replicas (jax.lax's axis_index_groups): `groups` holds each of the axis' N
+// replicas once, in groups of one size G ({{0, 1}, {2, 3}}: pairs); each replica reduces over, or
+// gathers from, its own group only, in the group's order. The bits are those of the collective
+// over an axis of that group's G replicas (the same fold tree), and the result is no longer the
+// same on every replica of the axis. Float tensors; built from allGather and row selections (each
+// replica holds all N operands for a moment), so every backend runs it and its gradient is exact.
+using AxisGroups = std::vector<std::vector<int64_t>>;
+Tensor psum(const Tensor& x, const std::string& axis, const AxisGroups& groups, Loc loc = Loc::current());
+Tensor pmean(const Tensor& x, const std::string& axis, const AxisGroups& groups, Loc loc = Loc::current());
+Tensor pmax(const Tensor& x, const std::string& axis, const AxisGroups& groups, Loc loc = Loc::current());
+Tensor pmin(const Tensor& x, const std::string& axis, const AxisGroups& groups, Loc loc = Loc::current());
+// [..] -> [G, ..]: the group's operands stacked in the group's order.
+Tensor allGather(const Tensor& x, const std::string& axis, const AxisGroups& groups, Loc loc = Loc::current());
+
 // This replica's index along the axis, a scalar i32 tensor.
 Tensor axisIndex(const std::string& axis, Loc loc = Loc::current());
 // The number of replicas along the axis (known while tracing).

@@ -181,19 +181,27 @@ void checkPermutations(const Flags& f, std::string& report) {
         const int64_t n = axisSize("batch");
         std::vector<std::pair<int64_t, int64_t>> ring;
         for (int64_t r = 0; r < n; ++r) ring.push_back({r, (r + 1) % n});
-        return std::tuple{ppermute(x, "batch", ring), allToAll(x, "batch", 1, 1)};
+        AxisGroups pairs(n % 2 ? 1 : size_t(n / 2));  // {2k, 2k + 1}; one group of all for an odd count
+        for (int64_t r = 0; r < n; ++r) pairs[n % 2 ? 0 : size_t(r / 2)].push_back(r);
+        return std::tuple{ppermute(x, "batch", ring), allToAll(x, "batch", 1, 1), psum(x, "batch", pairs)};
       },
-      {.inAxes = {split}, .outAxes = {split, split}, .devices = f.devices, .name = "permutation_check"});
+      {.inAxes = {split}, .outAxes = {split, split, split}, .devices = f.devices, .name = "permutation_check"});
   const int64_t n = exchange.globalDeviceCount(), local = exchange.deviceCount();
   const int process = processIndex();
   Array mine = Array::zeros(DType::f32, {local, n});  // one replica's operand: [1, n]
   for (int64_t r = 0; r < local; ++r)
     for (int64_t j = 0; j < n; ++j) mine.values<float>()[r * n + j] = float(1000 * (process * local + r) + j);
-  auto [ring, swapped] = exchange(mine);
+  auto [ring, swapped, grouped] = exchange(mine);
   for (int64_t r = 0; r < local; ++r) {
     const int64_t me = process * local + r;
     for (int64_t j = 0; j < n; ++j) {
       const float fromRing = float(1000 * ((me + n - 1) % n) + j), fromAll = float(1000 * j + me);
+      // Integers below 2^24: every fold order gives them exactly.
+      const float groupSum = n % 2 ? float(1000 * n * (n - 1) / 2 + n * j) : float(1000 * (2 * (me - me % 2) + 1) + 2 * j);
+      if (grouped.array().values<float>()[r * n + j] != groupSum)
+        throw Error("permutation check: replica " + std::to_string(me) + " element " + std::to_string(j) +
+                    " got the grouped psum " + std::to_string(grouped.array().values<float>()[r * n + j]) +
+                    ", its definition " + std::to_string(groupSum));
       if (ring.array().values<float>()[r * n + j] != fromRing || swapped.array().values<float>()[r * n + j] != fromAll)
         throw Error("permutation check: replica " + std::to_string(me) + " element " + std::to_string(j) + " got " +
                     std::to_string(ring.array().values<float>()[r * n + j]) + " / " +
@@ -201,7 +209,8 @@ void checkPermutations(const Flags& f, std::string& report) {
                     std::to_string(fromRing) + " / " + std::to_string(fromAll));
     }
   }
-  report = "ppermute and all_to_all: their definitions hold over " + std::to_string(n) + " replicas";
+  report = "ppermute and all_to_all: their definitions hold over " + std::to_string(n) +
+           " replicas (and psum within groups of " + (n % 2 ? std::to_string(n) : std::string("2")) + ")";
 }
 
 int run(const Flags& f) {

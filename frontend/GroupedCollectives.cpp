@@ -1,0 +1,125 @@
+// Collectives within groups of replicas (jax.lax's axis_index_groups), composed from allGather,
+// axisIndex and row selections, so every backend runs them with the kernels it has and their
+// gradients come from those ops' VJPs. A group of G replicas folds its members' operands, in the
+// group's order, over the same fixed tree an all_reduce over G replicas folds
+// (runtime/device/Fold.h: node (h, i) is left op right, or left alone where the right is empty),
+// in the element type, and a mean divides the root by G: the bits of that collective over an axis
+// of the group's replicas.
+#include <set>
+
+#include "frontend/Collectives.h"
+#include "frontend/Ops.h"
+#include "frontend/Trace.h"
+
+namespace spmd {
+namespace {
+
+enum class Reduce { Sum, Mean, Max, Min };
+
+// Row r: the members of replica r's group, in the group's order ([N, G], f32: exact below 2^24).
+struct GroupTable {
+  int64_t replicas = 0, size = 0;
+  std::vector<float> members;
+};
+
+GroupTable groupTable(const AxisGroups& groups, const std::string& axis, const char* what, Loc loc) {
+  const int64_t n = detail::Trace::current(what, loc, true).checkAxis(axis, what, loc);
+  const std::string at = detail::where(loc) + ": spmd::" + what + " over axis '" + axis + "' with groups: ";
+  if (groups.empty() || groups[0].empty())
+    throw Error(at + "no groups given; give groups of replicas that together hold each of the axis' " +
+                std::to_string(n) + " replicas once, or call it without groups");
+  GroupTable table{n, int64_t(groups[0].size()), std::vector<float>(size_t(n * int64_t(groups[0].size())))};
+  std::vector<int64_t> groupOf(size_t(n), -1);
+  for (size_t g = 0; g < groups.size(); ++g) {
+    if (int64_t(groups[g].size()) != table.size)
+      throw Error(at + "group " + std::to_string(g) + " has " + std::to_string(groups[g].size()) +
+                  " replicas but group 0 has " + std::to_string(table.size) + "; every group needs the same size");
+    for (int64_t r : groups[g]) {
+      if (r < 0 || r >= n)
+        throw Error(at + "group " + std::to_string(g) + " names replica " + std::to_string(r) +
+                    ", but the axis has replicas 0.." + std::to_string(n - 1));
+      if (groupOf[size_t(r)] >= 0)
+        throw Error(at + "replica " + std::to_string(r) + " is in group " + std::to_string(groupOf[size_t(r)]) +
+                    " and in group " + std::to_string(g) + "; each replica belongs to one group");
+      groupOf[size_t(r)] = int64_t(g);
+    }
+  }
+  for (int64_t r = 0; r < n; ++r) {
+    if (groupOf[size_t(r)] < 0)
+      throw Error(at + "replica " + std::to_string(r) + " is in no group; the groups must hold every replica of the axis");
+    const auto& members = groups[size_t(groupOf[size_t(r)])];
+    for (int64_t k = 0; k < table.size; ++k) table.members[size_t(r * table.size + k)] = float(members[size_t(k)]);
+  }
+  return table;
+}
+
+void checkFloat(const Tensor& x, const std::string& axis, const char* what, Loc loc) {
+  if (x.dtype() != DType::f32 && x.dtype() != DType::f64 && x.dtype() != DType::bf16)
+    throw Error(detail::where(loc) + ": spmd::" + what + " over axis '" + axis + "' with groups takes float tensors, "
+                "got " + x.typeString() + "; cast it to f32 first, or reduce over the whole axis");
+}
+
+// [G, ...x]: the operands of this replica's group, in the group's order.
+Tensor groupRows(const Tensor& x, const std::string& axis, const GroupTable& t, Loc loc) {
+  const int64_t n = t.replicas, g = t.size, d = x.numel();
+  Tensor all = reshape(allGather(x, axis, loc), {n, d}, loc);
+  Tensor table = Tensor(Array::of<float>({n, g}, t.members));
+  Tensor me = reshape(axisIndex(axis, loc), {1}, loc);
+  Tensor ids = cast(reshape(embedding(table, me, loc), {g}, loc), DType::i32, loc);
+  Shape shape{g};
+  shape.insert(shape.end(), x.shape().begin(), x.shape().end());
+  return reshape(embedding(all, ids, loc), shape, loc);
+}
+
+Tensor combine(const Tensor& a, const Tensor& b, Reduce op, Loc loc) {
+  if (op == Reduce::Max) return maximum(a, b, loc);
+  if (op == Reduce::Min) return minimum(a, b, loc);
+  return add(a, b, loc);
+}
+
+// Node (h, i) of the fold tree over the rows' leaves.
+Tensor foldNode(const std::vector<Tensor>& leaves, int h, int64_t i, Reduce op, Loc loc) {
+  if (h == 0) return leaves[size_t(i)];
+  Tensor left = foldNode(leaves, h - 1, 2 * i, op, loc);
+  if (((2 * i + 1) << (h - 1)) >= int64_t(leaves.size())) return left;
+  return combine(left, foldNode(leaves, h - 1, 2 * i + 1, op, loc), op, loc);
+}
+
+Tensor groupReduce(const Tensor& x, const std::string& axis, const AxisGroups& groups, Reduce op,
+                   const char* what, Loc loc) {
+  const GroupTable t = groupTable(groups, axis, what, loc);
+  checkFloat(x, axis, what, loc);
+  Tensor rows = groupRows(x, axis, t, loc);
+  std::vector<Tensor> leaves;
+  for (int64_t k = 0; k < t.size; ++k) {
+    std::vector<int64_t> start(size_t(rows.rank()), 0), limit(rows.shape().begin(), rows.shape().end());
+    start[0] = k, limit[0] = k + 1;
+    leaves.push_back(reshape(slice(rows, start, limit, loc), x.shape(), loc));
+  }
+  int height = 0;
+  while ((int64_t(1) << height) < t.size) ++height;
+  Tensor root = foldNode(leaves, height, 0, op, loc);
+  return op == Reduce::Mean ? div(root, fill(root, double(t.size), loc), loc) : root;
+}
+
+}  // namespace
+
+Tensor psum(const Tensor& x, const std::string& axis, const AxisGroups& groups, Loc loc) {
+  return groupReduce(x, axis, groups, Reduce::Sum, "psum", loc);
+}
+Tensor pmean(const Tensor& x, const std::string& axis, const AxisGroups& groups, Loc loc) {
+  return groupReduce(x, axis, groups, Reduce::Mean, "pmean", loc);
+}
+Tensor pmax(const Tensor& x, const std::string& axis, const AxisGroups& groups, Loc loc) {
+  return groupReduce(x, axis, groups, Reduce::Max, "pmax", loc);
+}
+Tensor pmin(const Tensor& x, const std::string& axis, const AxisGroups& groups, Loc loc) {
+  return groupReduce(x, axis, groups, Reduce::Min, "pmin", loc);
+}
+Tensor allGather(const Tensor& x, const std::string& axis, const AxisGroups& groups, Loc loc) {
+  const GroupTable t = groupTable(groups, axis, "allGather", loc);
+  checkFloat(x, axis, "allGather", loc);
+  return groupRows(x, axis, t, loc);
+}
+
+}  // namespace spmd

@@ -1,0 +1,140 @@
+// Collectives within groups of replicas (jax.lax's axis_index_groups; frontend/GroupedCollectives.cpp):
+// psum, pmean, pmax, pmin and allGather over each replica's own group, against host arithmetic
+// folded in the group's order over the same tree as an all_reduce of G replicas (the same bits),
+// on several device counts and groups, cpu and the simulator; a group holding the whole axis is
+// the ungrouped collective bit for bit; the gradient flows back within the group; bad groups are
+// errors at the caller's line.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+
+#include "TestUtil.h"
+#include "frontend/spmd.h"
+
+namespace spmd {
+namespace {
+
+using spmd::testing::errorOf;
+using spmd::testing::randomArray;
+
+template <typename T>
+std::vector<T> values(const Tensor& t) {
+  auto v = t.array().values<T>();
+  return {v.begin(), v.end()};
+}
+
+// The fold tree of runtime/device/Fold.h over `leaves` (node (h, i): left op right, or left alone).
+template <typename T>
+T fold(const std::vector<T>& leaves, int h, size_t i, const std::function<T(T, T)>& op) {
+  if (h == 0) return leaves[i];
+  T left = fold(leaves, h - 1, 2 * i, op);
+  if (((2 * i + 1) << (h - 1)) >= leaves.size()) return left;
+  return op(left, fold(leaves, h - 1, 2 * i + 1, op));
+}
+
+template <typename T>
+T foldAll(const std::vector<T>& leaves, const std::function<T(T, T)>& op) {
+  int h = 0;
+  while ((size_t(1) << h) < leaves.size()) ++h;
+  return fold(leaves, h, 0, op);
+}
+
+template <typename T>
+void expectGroupedCollectives(const std::string& devices, int64_t n, const AxisGroups& groups, DType dtype) {
+  const int64_t width = 3, g = int64_t(groups[0].size());
+  auto f = pmap(
+      [&groups](const Tensor& x) {
+        return std::tuple{psum(x, "batch", groups), pmean(x, "batch", groups), pmax(x, "batch", groups),
+                          pmin(x, "batch", groups), allGather(x, "batch", groups)};
+      },
+      {.inAxes = {0}, .outAxes = {0, 0, 0, 0, 0}, .devices = devices, .strict = true});
+  Array x = randomArray(dtype, {n, width}, 17 + n, -2, 2);
+  auto [sums, means, maxes, mins, gathered] = f(x);
+  auto xv = x.values<T>();
+  for (const auto& group : groups)
+    for (int64_t r : group)
+      for (int64_t i = 0; i < width; ++i) {
+        std::vector<T> leaves;
+        for (int64_t m : group) leaves.push_back(xv[size_t(m * width + i)]);
+        const T sum = foldAll<T>(leaves, [](T a, T b) { return a + b; });
+        const size_t at = size_t(r * width + i);
+        const std::string where = devices + " replica " + std::to_string(r) + " element " + std::to_string(i);
+        EXPECT_EQ(values<T>(sums)[at], sum) << where;
+        EXPECT_EQ(values<T>(means)[at], T(sum / T(g))) << where;
+        EXPECT_EQ(values<T>(maxes)[at], foldAll<T>(leaves, [](T a, T b) { return std::max(a, b); })) << where;
+        EXPECT_EQ(values<T>(mins)[at], foldAll<T>(leaves, [](T a, T b) { return std::min(a, b); })) << where;
+        for (int64_t k = 0; k < g; ++k)  // [n, g, width]: replica r's rows of its group, in order
+          EXPECT_EQ(values<T>(gathered)[size_t((r * g + k) * width + i)], leaves[size_t(k)]) << where << " row " << k;
+      }
+}
+
+TEST(GroupedCollectivesTest, EachReplicaReducesAndGathersOverItsOwnGroup) {
+  expectGroupedCollectives<float>("cpu:4", 4, {{0, 1}, {2, 3}}, DType::f32);
+  expectGroupedCollectives<float>("cpu:4", 4, {{3, 0}, {2, 1}}, DType::f32);  // any order, any members
+  expectGroupedCollectives<double>("cpu:6", 6, {{0, 3, 5}, {1, 2, 4}}, DType::f64);
+  expectGroupedCollectives<float>("cpu:6", 6, {{5, 4}, {0, 1}, {3, 2}}, DType::f32);
+  expectGroupedCollectives<float>("sim:4", 4, {{0, 2}, {1, 3}}, DType::f32);
+}
+
+// A group of every replica in axis order folds as the all_reduce does: the same bits.
+TEST(GroupedCollectivesTest, OneGroupOfTheWholeAxisIsTheUngroupedCollective) {
+  const AxisGroups all = {{0, 1, 2, 3, 4}};
+  auto f = pmap(
+      [&all](const Tensor& x) {
+        return std::tuple{psum(x, "batch", all), psum(x, "batch"), pmean(x, "batch", all), pmean(x, "batch")};
+      },
+      {.inAxes = {0}, .outAxes = {0, replicated, 0, replicated}, .devices = "cpu:5"});
+  Array x = randomArray(DType::f32, {5, 7}, 3, -1e3, 1e3);
+  auto [groupSum, sum, groupMean, mean] = f(x);
+  for (int r = 0; r < 5; ++r)
+    for (int i = 0; i < 7; ++i) {
+      EXPECT_EQ(values<float>(groupSum)[size_t(r * 7 + i)], values<float>(sum)[size_t(i)]) << r << " " << i;
+      EXPECT_EQ(values<float>(groupMean)[size_t(r * 7 + i)], values<float>(mean)[size_t(i)]) << r << " " << i;
+    }
+}
+
+// Each replica seeds its own loss sum(psum_group(x) * (r + 1)): replica s's gradient is the sum
+// of r + 1 over the replicas r of its group, and nothing from the other groups.
+TEST(GroupedCollectivesTest, TheGradientFlowsBackWithinTheGroup) {
+  const AxisGroups groups = {{0, 3}, {1, 2}};
+  auto f = pmap(
+      [&groups](const Tensor& x) {
+        auto [loss, g] = value_and_grad([&](const Tensor& v) {
+          Tensor scale = cast(axisIndex("batch"), DType::f32) + 1.0;
+          return sum(psum(v, "batch", groups) * scale, {0});
+        })(x);
+        return g;
+      },
+      {.inAxes = {0}, .outAxes = {0}, .devices = "cpu:4"});
+  Array x = randomArray(DType::f32, {4, 3}, 5);
+  Tensor g = f(x);
+  const float expected[] = {1 + 4, 2 + 3, 2 + 3, 1 + 4};
+  for (int s = 0; s < 4; ++s)
+    for (int i = 0; i < 3; ++i) EXPECT_EQ(values<float>(g)[size_t(s * 3 + i)], expected[s]) << s << " " << i;
+}
+
+TEST(GroupedCollectivesTest, BadGroupsAreErrorsAtTheCallersLine) {
+  Array x = randomArray(DType::f32, {4, 2}, 1);
+  auto errorFor = [&](AxisGroups groups, DType dtype = DType::f32) {
+    auto f = pmap([&](const Tensor& v) { return psum(cast(v, dtype), "batch", groups); },
+                  {.inAxes = {0}, .outAxes = {0}, .devices = "cpu:4"});
+    return errorOf([&] { f(x); });
+  };
+  const std::pair<AxisGroups, std::string> cases[] = {
+      {{{0, 1}, {2}}, "group 1 has 1 replicas but group 0 has 2; every group needs the same size"},
+      {{{0, 1}, {1, 2}}, "replica 1 is in group 0 and in group 1; each replica belongs to one group"},
+      {{{0, 1}}, "replica 2 is in no group; the groups must hold every replica of the axis"},
+      {{{0, 1}, {2, 4}}, "group 1 names replica 4, but the axis has replicas 0..3"},
+      {{}, "no groups given"},
+  };
+  for (const auto& [groups, message] : cases) {
+    const std::string error = errorFor(groups);
+    EXPECT_NE(error.find("GroupedCollectivesTest.cpp:"), std::string::npos) << error;
+    EXPECT_NE(error.find("spmd::psum over axis 'batch' with groups: " + message), std::string::npos) << error;
+  }
+  EXPECT_NE(errorFor({{0, 1}, {2, 3}}, DType::i32).find("with groups takes float tensors"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace spmd
