@@ -112,6 +112,42 @@ Shape localShape(const Tensor& leaf, Axis axis, int devices, const std::string& 
   return local;
 }
 
+constexpr int kMaxMappedRank = 8;
+
+// `dim` (negative: from the last) of a tensor of `rank`, checked; `what` names the tensor.
+int mappedDim(int dim, int rank, const std::string& what, const char* option, const PmapOptions& options) {
+  const int d = dim < 0 ? dim + rank : dim;
+  if (d < 0 || d >= rank)
+    throw Error(prefix(options) + what + " is mapped over its dimension " + std::to_string(dim) + " (" + option +
+                "), but it has " + std::to_string(rank) + " dimension(s); give one of 0.." + std::to_string(rank - 1) +
+                " or -" + std::to_string(rank) + "..-1");
+  return d;
+}
+
+// `a` with its dimension `from` moved to position `to` (the others in order): a copy.
+Array moveAxis(const Array& a, int from, int to) {
+  const size_t rank = a.shape.size(), e = dtypeSize(a.dtype);
+  std::vector<size_t> order;  // order[k]: the source dimension of result dimension k
+  for (size_t d = 0; d < rank; ++d)
+    if (int(d) != from) order.push_back(d);
+  order.insert(order.begin() + to, size_t(from));
+  Shape shape(rank);
+  for (size_t k = 0; k < rank; ++k) shape[k] = a.shape[order[k]];
+  Array out = Array::zeros(a.dtype, shape);
+  const Shape strides = rowMajorStrides(a.shape);
+  std::vector<int64_t> index(rank, 0);
+  for (int64_t i = 0; i < out.numel(); ++i) {
+    int64_t at = 0;
+    for (size_t k = 0; k < rank; ++k) at += index[k] * strides[order[k]];
+    std::memcpy(out.data() + size_t(i) * e, a.data() + size_t(at) * e, e);
+    for (int64_t k = int64_t(rank) - 1; k >= 0; --k) {
+      if (++index[size_t(k)] < shape[size_t(k)]) break;
+      index[size_t(k)] = 0;
+    }
+  }
+  return out;
+}
+
 // The runtime's view of the leaves (runtime/exec/ReplicatedCall.h).
 std::vector<runtime::CallArgument> callArguments(const std::vector<Tensor>& leaves, const std::vector<bool>& donated) {
   std::vector<runtime::CallArgument> arguments;
@@ -153,10 +189,10 @@ PmapCore::PmapCore(PmapOptions options, bool jit, Loc defined) : state_(std::mak
     throw Error(prefix(o) + "axisName is empty; name the mapped axis (e.g. \"batch\")");
   for (const auto* axes : {&o.inAxes, &o.outAxes})
     for (Axis axis : *axes)
-      if (axis.kind == Axis::Kind::Stacked && axis.dim != 0)
+      if (axis.kind == Axis::Kind::Stacked && (axis.dim < -kMaxMappedRank || axis.dim >= kMaxMappedRank))
         throw Error(prefix(o) + "axis " + std::to_string(axis.dim) + " in " +
-                    (axes == &o.inAxes ? "inAxes" : "outAxes") +
-                    ": only the leading axis (0) can be mapped; transpose the data first");
+                    (axes == &o.inAxes ? "inAxes" : "outAxes") + " is not a dimension of any tensor; give a "
+                    "dimension of the tensor (negative ones count from the last)");
   state_->devices = runtime::parseDeviceList(o.devices);
   state_->job = jit ? &runtime::Job::single() : &runtime::processJob();
   if (jit && state_->devices.size() != 1)
@@ -203,7 +239,7 @@ int PmapCore::globalDeviceCount() const {
 }
 
 std::pair<std::vector<Tensor>, std::shared_ptr<void>> PmapCore::call(
-    const std::vector<Tensor>& leaves, const std::vector<size_t>& argumentLeaves,
+    const std::vector<Tensor>& given, const std::vector<size_t>& argumentLeaves,
     const std::vector<std::string>& names, const std::string& structure,
     const PmapTraceFn& traceFn) {
   const PmapOptions& o = state_->options;
@@ -221,6 +257,20 @@ std::pair<std::vector<Tensor>, std::shared_ptr<void>> PmapCore::call(
   for (size_t a = 0; a < argumentLeaves.size(); ++a)
     axes.insert(axes.end(), argumentLeaves[a],
                 state_->jit ? replicated : o.inAxes.empty() ? Axis(0) : o.inAxes[a]);
+  // A leaf stacked over another dimension (jax's in_axes = 1, -1) is moved to lead, on the host.
+  std::vector<Tensor> leaves = given;
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    if (axes[i].kind != Axis::Kind::Stacked || axes[i].dim == 0 || !leaves[i].defined() || leaves[i].isTraced())
+      continue;
+    const int d = mappedDim(axes[i].dim, int(leaves[i].rank()), names[i] + " (" + leaves[i].typeString() + ")",
+                            "inAxes", o);
+    if (leaves[i].dim(size_t(d)) != devices)
+      throw Error(who() + names[i] + " (" + leaves[i].typeString() + ") is mapped over its dimension " +
+                  std::to_string(axes[i].dim) + " (inAxes), which must equal the device count " +
+                  std::to_string(devices) + ", but it is " + std::to_string(leaves[i].dim(size_t(d))));
+    if (d != 0) leaves[i] = Tensor(moveAxis(leaves[i].array(), d, 0));
+    axes[i].dim = 0;
+  }
   // A donated device-resident tensor must be passed once: its buffers are overwritten by an
   // output, so a second use (donated or not) would read or write them after that (jax refuses
   // it too). Checked before anything runs, so the inputs stay intact.
@@ -359,6 +409,14 @@ std::pair<std::vector<Tensor>, std::shared_ptr<void>> PmapCore::call(
 
   std::vector<Tensor> results = run(entry, leaves, argumentLeaves);
   firstStepDone();
+  // An output stacked over another dimension (jax's out_axes = 1, -1): the replicas' axis moved
+  // there, on the host.
+  for (size_t k = 0; k < results.size(); ++k)
+    if (entry.outputAxes[k].kind == Axis::Kind::Stacked && entry.outputAxes[k].dim != 0) {
+      const int d = mappedDim(entry.outputAxes[k].dim, int(results[k].rank()),
+                              "output " + entry.outputNames[k] + " (" + results[k].typeString() + ")", "outAxes", o);
+      if (d != 0) results[k] = Tensor(moveAxis(results[k].array(), 0, d));
+    }
   if (o.driftCheckEvery > 0 && ++entry.calls % o.driftCheckEvery == 0) {
     std::vector<std::pair<std::string, Tensor>> replicatedOutputs;
     for (size_t k = 0; k < results.size(); ++k)

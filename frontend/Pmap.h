@@ -27,7 +27,8 @@ struct Axis {
   enum class Kind { Replicated, Stacked, Split };
   Kind kind = Kind::Replicated;
   int dim = 0;
-  // Stacked over dimension `dim` (jax.pmap's in_axes integer); only 0 is supported.
+  // Stacked over dimension `dim` (jax.pmap's in_axes / out_axes integer; negative: from the last).
+  // Another than 0 is moved to lead on the host (a copy), and such an output is a host tensor.
   constexpr Axis(int d) : kind(Kind::Stacked), dim(d) {}  // NOLINT: in_axes = {0, spmd::replicated}
   constexpr explicit Axis(Kind k) : kind(k) {}
 };

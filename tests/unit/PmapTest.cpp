@@ -622,5 +622,40 @@ TEST(PmapTest, PbroadcastGivesOneReplicasBitsToAll) {
       << errorOf([&] { bad(x); });
 }
 
+// jax's in_axes / out_axes on another dimension: a leaf stacked over dimension 1 (or -1) gives
+// replica r its slice there; an output stacked over dimension -1 puts the replicas last.
+TEST(PmapTest, InAndOutAxesOnOtherDimensions) {
+  auto f = pmap([](const Tensor& x, const Tensor& y) { return std::tuple{x * 2.0 + sum(y, {0}), psum(x, "batch")}; },
+                {.inAxes = {1, -1}, .outAxes = {-1, replicated}, .devices = "cpu:4"});
+  Array x = randomArray(DType::f32, {3, 4, 5}, 21), y = randomArray(DType::f32, {6, 4}, 22);
+  auto [stacked, total] = f(x, y);
+  ASSERT_EQ(stacked.shape(), (Shape{3, 5, 4}));
+  ASSERT_EQ(total.shape(), (Shape{3, 5}));
+  auto xv = x.values<float>(), yv = y.values<float>();
+  for (int r = 0; r < 4; ++r) {
+    float ySum = 0;  // replica r's y is y[:, r]
+    for (int k = 0; k < 6; ++k) ySum += yv[k * 4 + r];
+    for (int i = 0; i < 3; ++i)
+      for (int j = 0; j < 5; ++j)
+        EXPECT_NEAR(values<float>(stacked)[(i * 5 + j) * 4 + r], xv[(i * 4 + r) * 5 + j] * 2 + ySum, 1e-5) << r;
+  }
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 5; ++j) {
+      double expected = 0;
+      for (int r = 0; r < 4; ++r) expected += xv[(i * 4 + r) * 5 + j];
+      EXPECT_NEAR(values<float>(total)[i * 5 + j], expected, 1e-5) << i << " " << j;
+    }
+  auto bad = pmap([](const Tensor& x) { return x; }, {.inAxes = {3}, .outAxes = {0}, .devices = "cpu:4"});
+  EXPECT_NE(errorOf([&] { bad(x); }).find("is mapped over its dimension 3 (inAxes), but it has 3 dimension(s); give "
+                                          "one of 0..2 or -3..-1"),
+            std::string::npos)
+      << errorOf([&] { bad(x); });
+  auto wrongSize = pmap([](const Tensor& x) { return x; }, {.inAxes = {2}, .outAxes = {0}, .devices = "cpu:4"});
+  EXPECT_NE(errorOf([&] { wrongSize(x); }).find("is mapped over its dimension 2 (inAxes), which must equal the device "
+                                                "count 4, but it is 5"),
+            std::string::npos)
+      << errorOf([&] { wrongSize(x); });
+}
+
 }  // namespace
 }  // namespace spmd
