@@ -59,8 +59,10 @@ bool updatesReplicatedArgument(func::FuncOp function, Value value) {
   return false;
 }
 
-Value pmean(OpBuilder& b, Location loc, Value value, StringRef axis) {
-  Location inserted = NameLoc::get(b.getStringAttr("inserted pmean"), loc);
+// The inserted all_reduce is located at `loc` and named for why it is there (the IR dump and
+// the Program's step say "inserted pmean: <reason>").
+Value pmean(OpBuilder& b, Location loc, Value value, StringRef axis, const std::string& reason) {
+  Location inserted = NameLoc::get(b.getStringAttr("inserted pmean: " + reason), loc);
   return b.create<ir::AllReduceOp>(inserted, ValueRange{value}, axis, ir::Reduction::Mean).getResult(0);
 }
 
@@ -111,7 +113,9 @@ class Inserter {
                               << axis_ << "\") or return the output mapped (out_axes)";
       OpBuilder b(vg->getContext());
       b.setInsertionPointAfter(vg);
-      Value averaged = pmean(b, vg.getLoc(), gradient, axis_);
+      Value averaged = pmean(b, vg.getLoc(), gradient, axis_,
+                             "gradient of replicated parameter #" + std::to_string(parameter) + ", which " +
+                                 outputName(function_, reachedFrom.lookup(gradient)) + " needs averaged");
       gradient.replaceAllUsesExcept(averaged, averaged.getDefiningOp());
     }
 
@@ -142,7 +146,9 @@ class Inserter {
                                 "it would be a guess; return it per replica with outAxes = 0 "
                                 "(spmd::PmapOptions), or average it yourself with spmd::pmean(value, \""
                              << axis_ << "\")";
-      ret.setOperand(i, pmean(b, at, value, axis_));
+      ret.setOperand(i, pmean(b, at, value, axis_,
+                              outputName(function_, i) + (isScalar(value) ? ", a scalar that varies"
+                                                                          : ", a new value of a replicated input")));
     }
     ReplicationAnalysis(function_).annotate(function_);
     return success();
