@@ -48,7 +48,7 @@ struct StepFlags {
   std::string devices = "cpu:1";
   int64_t width = 64, batch = 64;
   int steps = 5, accumulate = 1;
-  bool shardUpdate = false, fsdp = false, remat = false;
+  bool shardUpdate = false, fsdp = false, remat = false, prefetch = false;
   double memoryBudgetMb = 0;
   double shardedBucketMb = (4 << 20) / 1e6;  // PmapOptions' default (4 MiB)
 };
@@ -73,7 +73,7 @@ int step(const StepFlags& f) {
                                .devices = devices, .shardedBucketBytes = std::max<int64_t>(1, int64_t(f.shardedBucketMb * 1e6)),
                                .name = "train_step", .donateArguments = {0, 1, 2},
                                .accumulate = accumulate, .shardUpdate = f.shardUpdate,
-                               .fullyShard = f.fsdp, .memoryBudget = int64_t(f.memoryBudgetMb * 1e6)});
+                               .fullyShard = f.fsdp, .prefetchGathers = f.prefetch, .memoryBudget = int64_t(f.memoryBudgetMb * 1e6)});
   auto [x, y] = bench::syntheticBatch(batch);
   int64_t begin = batch * me / processes, end = batch * (me + 1) / processes;
   spmd::Tensor myX = spmd::Array::view(x.array(), begin * x.array().bytes() / batch,
@@ -195,6 +195,8 @@ int main(int argc, char** argv) {
                        "ZeRO-1 (PmapOptions::shardUpdate): each replica updates and keeps 1/N of the optimizer state");
     stepMode->add_flag("--fsdp", s.fsdp,
                        "FSDP (PmapOptions::fullyShard): also 1/N of the parameters, gathered right before each layer");
+    stepMode->add_flag("--prefetch-gathers", s.prefetch,
+                       "with --fsdp: gather each layer's parameters one layer ahead (PmapOptions::prefetchGathers)");
     stepMode->add_flag("--remat", s.remat,
                        "recompute every residual block in the backward pass (ResNet18Config::checkpointBlocks)");
     cli::number(*stepMode, "--sharded-bucket-mb", s.shardedBucketMb, 1e-6, 1e9,

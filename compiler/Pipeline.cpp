@@ -163,7 +163,7 @@ runtime::Program compileOnce(mlir::ModuleOp module, const CompileOptions& option
   pipeline.run(mlir::createCSEPass());
   if (options.shardUpdate) pipeline.run(passes::createShardUpdate());
   if (options.shardUpdate && options.gatherAtUse) pipeline.run(passes::createGatherAtUse());
-  if (options.shardUpdate) pipeline.run(passes::createCombineShardedCollectives({options.shardedBucketBytes}));
+  if (options.shardUpdate) pipeline.run(passes::createCombineShardedCollectives({options.shardedBucketBytes, options.prefetchGathers}));
   pipeline.run(passes::createCombineAllReduce({options.bucketBytes}));
   pipeline.run(passes::createWidenBf16({options.bf16Kernels}));
   pipeline.run(passes::createReplication());

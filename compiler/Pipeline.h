@@ -38,6 +38,10 @@ struct CompileOptions {
   // gradients wait for its last one and its gathered parameters are live together, and memory is
   // what sharding is for.
   int64_t shardedBucketBytes = 4 << 20;
+  // FSDP: issue each layer's parameter gathers one layer ahead (passes/CombineShardedCollectives
+  // `prefetch`), so that a communicator with a thread of its own (across processes) gathers behind
+  // the previous layer; the plan holds one more layer's gathered parameters.
+  bool prefetchGathers = false;
   // Place intermediate buffers in one arena by lifetime (compiler/PlanMemory). Off: every buffer
   // gets its own allocation (for comparing against the plan).
   bool planMemory = true;

@@ -209,6 +209,12 @@ PmapCore::PmapCore(PmapOptions options, bool jit, Loc defined) : state_(std::mak
   if ((o.shardUpdate || o.fullyShard) && o.allReplicas)
     throw Error(prefix(o) + sharding + " with allReplicas is not supported: the sliced parameters and "
                 "optimizer state are not held per replica; turn one of them off");
+  if (o.shardedBucketBytes < 1)
+    throw Error(prefix(o) + "shardedBucketBytes is " + std::to_string(o.shardedBucketBytes) +
+                "; give the largest combined reduce-scatter or all-gather in bytes (1: one per tensor)");
+  if (o.prefetchGathers && !o.fullyShard)
+    throw Error(prefix(o) + "prefetchGathers applies to fullyShard (FSDP), which is off; turn it on, or drop "
+                "prefetchGathers");
   if (o.memoryBudget < 0)
     throw Error(prefix(o) + "memoryBudget is " + std::to_string(o.memoryBudget) +
                 "; give the bytes one replica may hold during a step, or 0 for no budget");
@@ -364,6 +370,7 @@ std::pair<std::vector<Tensor>, std::shared_ptr<void>> PmapCore::call(
                       .shardUpdate = (o.shardUpdate || o.fullyShard) && !state_->jit,
                       .gatherAtUse = o.fullyShard && !state_->jit, .bucketBytes = o.bucketBytes,
                       .shardedBucketBytes = o.shardedBucketBytes,
+                      .prefetchGathers = o.fullyShard && o.prefetchGathers,
                       .planMemory = o.planMemory && A == 1, .fuseElementwise = o.fuseElementwise && !debugging,
                       // the debug scan reports plain indices
                       .channelBlock = o.assignLayouts && !debugging ? state_->devices.driver().channelBlock() : 0,
@@ -449,6 +456,9 @@ std::vector<std::pair<std::string, std::string>> PmapCore::fingerprint(const std
   facts.emplace_back("parameter sharding (shardUpdate, fullyShard)",
                      state_->options.fullyShard ? "FSDP" : state_->options.shardUpdate ? "ZeRO-1" : "none");
   facts.emplace_back("memory budget (memoryBudget, bytes per replica)", std::to_string(state_->options.memoryBudget));
+  // Both change the collectives a step runs, or their order.
+  facts.emplace_back("sharded collectives' bucket (shardedBucketBytes) and prefetch (prefetchGathers)",
+                     std::to_string(state_->options.shardedBucketBytes) + (state_->options.prefetchGathers ? ", prefetch" : ""));
   facts.emplace_back("reduction mode (SPMD_REDUCE)", runtime::reduceModeName(runtime::reduceModeFromEnvironment()));
   // How kernels are chosen: every process must take part in process 0's choices
   // (runtime/device/KernelChoice.h), or wait for one that never comes, and run the same pins.

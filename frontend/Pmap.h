@@ -104,6 +104,11 @@ struct PmapOptions {
   // micro-batch gathers the parameters again, as PyTorch's FSDP does). Not with allReplicas; a step
   // that clips by the global norm keeps its gradients whole until the update (as shardUpdate does).
   bool fullyShard = false;
+  // With fullyShard: each layer's parameters are gathered one layer ahead (PyTorch FSDP's
+  // forward/backward prefetch), so that across processes the gather runs on the communication
+  // thread behind the previous layer's work; the memory plan holds one more layer's gathered
+  // parameters. In one process the gathers are synchronous and this only moves them. Same bits.
+  bool prefetchGathers = false;
   // Bytes one replica may hold during a step (its planned arena, inputs and other buffers). Over
   // it, the compiler recomputes layers in the backward pass (the fewest nn layers, e.g. residual
   // blocks, whose recomputation makes the plan fit; as spmd::checkpoint would, with the same

@@ -11,7 +11,8 @@
 //   - all_gathers of sliced function arguments that follow one another (with the reshapes and
 //     slices that rebuild each whole tensor between them: ZeRO-1's at the top of the step, FSDP's
 //     before each reader) become concatenate(slices...) -> one all_gather -> a column slice per
-//     member, where the first of them was, so FSDP still gathers a layer right before it runs.
+//     member, where the first of them was, so FSDP still gathers a layer right before it runs;
+//     with `prefetch`, one layer earlier: where the previous reader's rebuilding starts.
 // Every element is folded (or copied) as before, so the results are the same bits.
 #include <map>
 #include <tuple>
@@ -49,8 +50,8 @@ Location bucketLoc(Operation* last, const char* what) {
 
 class Combiner {
  public:
-  Combiner(func::FuncOp function, int64_t bucketBytes)
-      : function_(function), block_(function.getBody().front()), bucketBytes_(bucketBytes) {
+  Combiner(func::FuncOp function, int64_t bucketBytes, bool prefetch)
+      : function_(function), block_(function.getBody().front()), bucketBytes_(bucketBytes), prefetch_(prefetch) {
     int position = 0;
     for (Operation& op : block_) {
       position_[&op] = position++;
@@ -181,23 +182,41 @@ class Combiner {
       rebuilt.clear();
       runKey.reset();
     }
+    // Per run, after bucketing: the ops that gather (each bucket's concatenate and all_gather),
+    // and the op after the last of them, where the run's rebuilding starts.
+    SmallVector<SmallVector<Operation*>> issued;
+    SmallVector<Operation*> anchors;
     for (auto& run : runs) {
+      if (run.empty()) continue;
+      SmallVector<Operation*> ops;
       SmallVector<ir::AllGatherOp> bucket;
       int64_t bytes = 0;
       for (ir::AllGatherOp op : run) {
         const int64_t size = bytesOf(op.getResult());
-        if (!bucket.empty() && bytes + size > bucketBytes_) emitGathers(bucket), bucket.clear(), bytes = 0;
+        if (!bucket.empty() && bytes + size > bucketBytes_) emitGathers(bucket, ops), bucket.clear(), bytes = 0;
         bucket.push_back(op);
         bytes += size;
       }
-      emitGathers(bucket);
+      emitGathers(bucket, ops);
+      anchors.push_back(ops.back()->getNextNode());
+      issued.push_back(std::move(ops));
     }
+    // Prefetch: each run's gathers move to where the run before it starts rebuilding, so they are
+    // issued one reader (one layer) ahead and a communicator with a thread of its own gathers
+    // behind that layer's work; their results are live for that layer too.
+    if (prefetch_)
+      for (size_t k = 1; k < issued.size(); ++k)
+        for (Operation* op : issued[k]) op->moveBefore(anchors[k - 1]);
   }
 
   // slices [c_i] -> [sum c_i] -> all_gather -> [N, sum c_i] -> each member's [N, c_i], where the
   // first member was.
-  void emitGathers(SmallVector<ir::AllGatherOp>& bucket) {
-    if (bucket.size() < 2) return;
+  void emitGathers(SmallVector<ir::AllGatherOp>& bucket, SmallVector<Operation*>& issued) {
+    if (bucket.empty()) return;
+    if (bucket.size() < 2) {
+      issued.push_back(bucket.front());
+      return;
+    }
     OpBuilder b(function_.getContext());
     b.setInsertionPoint(bucket.front());
     Location loc = bucketLoc(bucket.front(), "all-gathers in one bucket (ZeRO-1 / FSDP)");
@@ -206,6 +225,7 @@ class Combiner {
     Value joined = b.create<ir::ConcatenateOp>(loc, slices, uint64_t{0});
     const int64_t n = int64_t(bucket.front().getAxisSize());
     Value gathered = b.create<ir::AllGatherOp>(loc, joined, bucket.front().getAxisName(), n);
+    issued.append({joined.getDefiningOp(), gathered.getDefiningOp()});
     int64_t offset = 0;
     SmallVector<Value> parts;  // all made before any member goes: the builder inserts before the first
     for (ir::AllGatherOp op : bucket) {
@@ -223,6 +243,7 @@ class Combiner {
   func::FuncOp function_;
   Block& block_;
   int64_t bucketBytes_;
+  bool prefetch_;
   llvm::DenseMap<Operation*, int> position_;  // of the ops before combining
   std::vector<Operation*> ops_;               // by position
 };
@@ -236,7 +257,7 @@ struct CombineShardedCollectivesPass : impl::CombineShardedCollectivesBase<Combi
       return signalPassFailure();
     }
     getOperation()->walk([&](func::FuncOp function) {
-      if (!function.getBody().empty()) Combiner(function, bucketBytes).run();
+      if (!function.getBody().empty()) Combiner(function, bucketBytes, prefetch).run();
     });
   }
 };

@@ -125,12 +125,16 @@ def CombineShardedCollectives : Pass<"spmd-combine-sharded-collectives", "mlir::
     op joins a bucket only if none of the bucket's results would then be used before it.
     All_gathers of sliced function arguments that follow one another (the reshapes and slices
     rebuilding their tensors in between) become one all_gather of the slices concatenated, where
-    the first of them was, sliced back per member. The same bits: every element is folded or
-    copied as before.
+    the first of them was, sliced back per member; with `prefetch`, each run's gathers move up to
+    where the run before it starts rebuilding (one layer ahead). The same bits: every element is
+    folded or copied as before.
   }];
   let options = [
     Option<"bucketBytes", "bucket-bytes", "int64_t", "4 << 20",
-           "largest combined collective, in bytes (a single larger tensor gets its own)">
+           "largest combined collective, in bytes (a single larger tensor gets its own)">,
+    Option<"prefetch", "prefetch", "bool", "false",
+           "issue each run of gathers one run earlier, where the previous one's rebuilding starts (FSDP "
+           "prefetching one layer ahead)">
   ];
   let dependentDialects = ["::spmd::ir::SpmdDialect"];
 }

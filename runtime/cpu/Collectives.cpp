@@ -26,9 +26,15 @@ void all_reduce(KernelCall& call) {
     pending.wait();
 }
 
+// Like all_reduce, it may finish behind the following steps (FSDP's prefetched gathers).
 void all_gather(KernelCall& call) {
-  communicatorOf(call).allGather(call.in[0].data, call.out[0].data, call.in[0].numel() * dtypeSize(call.in[0].dtype),
-                                 what(call)).wait();
+  Communicator::Pending pending =
+      communicatorOf(call).allGather(call.in[0].data, call.out[0].data,
+                                     call.in[0].numel() * dtypeSize(call.in[0].dtype), what(call), call.later != nullptr);
+  if (call.later && !pending.done())
+    *call.later = [pending]() mutable { pending.wait(); };
+  else
+    pending.wait();
 }
 
 // Sums (or averages) the whole [N, ...] input over replicas, then keeps this replica's row; like all_reduce,

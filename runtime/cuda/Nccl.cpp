@@ -65,8 +65,8 @@ class NcclCommunicator final : public Communicator, public DeviceCollectives {
                     const std::string& what, bool background) override {
     return host_->allReduce(in, out, dtype, op, what, background);
   }
-  Pending allGather(const void* in, void* out, size_t bytes, const std::string& what) override {
-    return host_->allGather(in, out, bytes, what);
+  Pending allGather(const void* in, void* out, size_t bytes, const std::string& what, bool background) override {
+    return host_->allGather(in, out, bytes, what, background);
   }
   PointerExchange* pointers() override { return host_->pointers(); }
   void barrier(const std::string& what) override { host_->barrier(what); }

@@ -90,8 +90,10 @@ class Communicator {
   // other work before wait(), so a communicator with a thread of its own may reduce behind it.
   virtual Pending allReduce(std::span<const Segment> in, std::span<const Segment> out, DType dtype, Reduction op,
                             const std::string& what, bool background = false) = 0;
-  // out[r * bytes .. (r + 1) * bytes) = replica r's `in` (stacked in rank order).
-  virtual Pending allGather(const void* in, void* out, size_t bytes, const std::string& what) = 0;
+  // out[r * bytes .. (r + 1) * bytes) = replica r's `in` (stacked in rank order). `in` may change
+  // once the call returns; `out` holds the result after wait(); `background` as allReduce's.
+  virtual Pending allGather(const void* in, void* out, size_t bytes, const std::string& what,
+                            bool background = false) = 0;
   // The sum (or mean: `op`) over the replicas of `in` (`count` elements: size() rows), this
   // replica's row into `out`, each element folded as allReduce folds it (the same bits). By
   // default an all-reduce of a copy (`background` as allReduce's); the in-process communicator

@@ -159,7 +159,7 @@ Communicator::Pending InProcessCommunicator::reduceScatter(const void* in, void*
 }
 
 Communicator::Pending InProcessCommunicator::allGather(const void* in, void* out, size_t bytes,
-                                                       const std::string& what) {
+                                                       const std::string& what, bool) {
   const std::vector<const void*>& sources = group_->exchange(rank_, in, what);
   for (int r = 0; r < size(); ++r)
     std::memcpy(static_cast<std::byte*>(out) + r * bytes, sources[r], bytes);

@@ -63,7 +63,7 @@ class InProcessCommunicator final : public Communicator, public PointerExchange 
   int size() const override { return group_->size(); }
   Pending allReduce(std::span<const Segment> in, std::span<const Segment> out, DType dtype, Reduction op,
                     const std::string& what, bool background = false) override;
-  Pending allGather(const void* in, void* out, size_t bytes, const std::string& what) override;
+  Pending allGather(const void* in, void* out, size_t bytes, const std::string& what, bool background = false) override;
   Pending reduceScatter(const void* in, void* out, DType dtype, int64_t count, Reduction op,
                         const std::string& what, bool background = false) override;
   void abort(const std::string& error) override { group_->abort(error); }

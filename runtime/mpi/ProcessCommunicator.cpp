@@ -372,11 +372,16 @@ class ProcessCommunicator final : public Communicator {
     group_->finish(*job, local_, out);
     return {};
   }
-  Pending allGather(const void* in, void* out, size_t bytes, const std::string& what) override {
+  // In the background (as allReduce's) the operand is copied into the job now and the
+  // communication thread gathers while the caller goes on (FSDP's prefetched gathers); wait()
+  // copies the result out.
+  Pending allGather(const void* in, void* out, size_t bytes, const std::string& what, bool background) override {
     Segment s{const_cast<void*>(in), int64_t(bytes)};
     auto job = group_->join(local_, Kind::AllGather, {&s, 1}, DType::f32, Reduction::Sum, int64_t(bytes),
                             what + " (" + std::to_string(bytes) + " bytes)");
     Segment o{out, int64_t(bytes) * size()};
+    if (background && group_->overlap())
+      return Pending([group = group_, job, l = local_, o] { group->finish(*job, l, {&o, 1}); });
     group_->finish(*job, local_, {&o, 1});
     return {};
   }

@@ -43,7 +43,7 @@ class BackgroundCommunicator final : public runtime::Communicator {
       }
     });
   }
-  Pending allGather(const void* in, void* out, size_t bytes, const std::string& what) override {
+  Pending allGather(const void* in, void* out, size_t bytes, const std::string& what, bool) override {
     return inner_.allGather(in, out, bytes, what);
   }
   void barrier(const std::string& what) override { inner_.barrier(what); }

@@ -44,7 +44,7 @@ Vars initialVars(const nn::Module& model, Optimizer kind, DType dtype = DType::f
 }
 
 auto trainStep(const nn::Module& model, Optimizer kind, const std::string& devices, Sharding sharding,
-               int accumulate = 1) {
+               int accumulate = 1, bool prefetch = false) {
   return pmap(
       [&model, kind](const Tree& params, const Tree& state, const Tree& opt, const Tree& ema, const Tensor& x,
                      const Tensor& y, const Tensor& rate) {
@@ -65,7 +65,8 @@ auto trainStep(const nn::Module& model, Optimizer kind, const std::string& devic
        .donateArguments = {0, 1, 2, 3},
        .accumulate = accumulate,
        .shardUpdate = sharding == Sharding::Update,
-       .fullyShard = sharding == Sharding::Full});
+       .fullyShard = sharding == Sharding::Full,
+       .prefetchGathers = prefetch});
 }
 
 Array images(int step, DType dtype) { return randomArray(dtype, {kBatch, 1, kSize, kSize}, 100 + step, -1, 1); }
@@ -160,6 +161,29 @@ void expectGatheredAtEachReader(const runtime::Program& program) {
   EXPECT_LT(planned.gathers, planned.gatheredMembers) << "no reader's parameters were gathered in one bucket";
 }
 
+// How many gathers have other work (not rebuilding parameters) between them and the first op
+// that reads what they gathered: with prefetch the previous layer's, one reader ahead.
+int gathersAhead(const runtime::Program& program) {
+  auto rebuilds = [](const std::string& op) {
+    return op == "reshape" || op == "slice" || op == "relayout" || op == "concatenate" || op == "all_gather";
+  };
+  int ahead = 0;
+  for (size_t g = 0; g < program.steps.size(); ++g) {
+    if (program.steps[g].op != "all_gather") continue;
+    std::set<int> derived(program.steps[g].outputs.begin(), program.steps[g].outputs.end());
+    int work = 0;
+    for (size_t s = g + 1; s < program.steps.size(); ++s) {
+      const runtime::Step& step = program.steps[s];
+      const bool reads = std::any_of(step.inputs.begin(), step.inputs.end(), [&](int id) { return derived.count(id); });
+      if (reads && !rebuilds(step.op)) break;  // the gathered parameter's reader
+      if (reads) derived.insert(step.outputs.begin(), step.outputs.end());
+      else if (!rebuilds(step.op)) ++work;
+    }
+    ahead += work > 0;
+  }
+  return ahead;
+}
+
 struct Case {
   Optimizer kind = Optimizer::Sgd;
   std::string devices;
@@ -168,13 +192,14 @@ struct Case {
   Sharding sharding = Sharding::Update;
   DType dtype = DType::f32;
   int accumulate = 1;  // micro-batches per replica (both steps)
+  bool prefetch = false;  // FSDP's gathers one layer ahead
 };
 
 void expectSameBitsAsReplicated(const Case& c) {
-  const auto [kind, devices, replicas, bnAxis, sharding, dtype, accumulate] = c;
+  const auto [kind, devices, replicas, bnAxis, sharding, dtype, accumulate, prefetch] = c;
   auto model = models::resnet18({.width = 2, .bnAxisName = bnAxis});
   auto replicatedStep = trainStep(*model, kind, devices, Sharding::None, accumulate);
-  auto shardedStep = trainStep(*model, kind, devices, sharding, accumulate);
+  auto shardedStep = trainStep(*model, kind, devices, sharding, accumulate, prefetch);
   Vars plain = initialVars(*model, kind, dtype), sharded = plain;
   for (int i = 0; i < 5; ++i) {
     plain = step(replicatedStep, plain, i, dtype);
@@ -196,6 +221,12 @@ void expectSameBitsAsReplicated(const Case& c) {
   EXPECT_LE(perReplica, total / replicas + 4 * int64_t(sharded.opt.size()));
   EXPECT_NE(shardedStep.lastProgramText().find("all_gather"), std::string::npos);
   if (sharding == Sharding::Full) expectGatheredAtEachReader(shardedStep.lastProgram());
+  if (prefetch) {  // most gathers moved ahead of the previous layer's work, against the same step without
+    auto plain = trainStep(*model, kind, devices, sharding, accumulate, false);
+    step(plain, initialVars(*model, kind, dtype), 0, dtype);
+    const int ahead = gathersAhead(shardedStep.lastProgram()), before = gathersAhead(plain.lastProgram());
+    EXPECT_GT(ahead, before + plannedParameters(plain.lastProgram()).gathers / 3) << ahead << " vs " << before;
+  }
   // Bucketed as the all-reduce is (spmd-combine-sharded-collectives): ZeRO-1's gathers at the top
   // of the step, all of these small parameters, are one; the gradients' reduce-scatters a few
   // (a bucket closes where a result is needed before the next gradient exists).
@@ -261,13 +292,15 @@ TEST(ShardUpdateTest, FsdpIsTheReplicatedStepBitForBit) {
   expectSameBitsAsReplicated({.devices = "cpu:3", .replicas = 3, .sharding = Sharding::Full, .dtype = DType::f64});
   expectSameBitsAsReplicated({.kind = Optimizer::AdamClipped, .devices = "cpu:4", .replicas = 4, .bnAxis = "batch",
                               .sharding = Sharding::Full});
+  expectSameBitsAsReplicated({.devices = "cpu:2", .replicas = 2, .sharding = Sharding::Full, .prefetch = true});
 }
 
 // The memory plan, not a measurement: full-width ResNet-18 (44.7 MB of f32 parameters) on 8x8
 // images and 3 rows per replica, where the parameters outweigh the activations. ZeRO-1 keeps
 // every gathered parameter alive from the top of the step to its reader in the backward pass;
 // FSDP holds at most the two largest layers' whole parameters at any step, and its resident
-// bytes are below ZeRO-1's by nearly the whole parameter set. Both with their collectives bucketed.
+// bytes are below ZeRO-1's by nearly the whole parameter set. Both with their collectives bucketed;
+// FSDP gathering one layer ahead holds one layer more.
 TEST(ShardUpdateTest, FsdpPlanHoldsAtMostTwoLayersOfWholeParameters) {
   auto model = models::resnet18({.width = 64, .bnAxisName = ""});
   Vars start = initialVars(*model, Optimizer::Sgd);
@@ -275,16 +308,17 @@ TEST(ShardUpdateTest, FsdpPlanHoldsAtMostTwoLayersOfWholeParameters) {
   const Array x = randomArray(DType::f32, {12, 1, 8, 8}, 7, -1, 1);
   Array y = Array::zeros(DType::i32, {12});
   for (int64_t i = 0; i < 12; ++i) y.values<int32_t>()[i] = int32_t(i % 10);
-  std::map<Sharding, PlannedParameters> planned;
-  for (Sharding sharding : {Sharding::Update, Sharding::Full}) {
-    auto f = trainStep(*model, Optimizer::Sgd, "cpu:4", sharding);
+  std::map<std::pair<Sharding, bool>, PlannedParameters> planned;
+  for (auto [sharding, prefetch] : {std::pair{Sharding::Update, false}, {Sharding::Full, false}, {Sharding::Full, true}}) {
+    auto f = trainStep(*model, Optimizer::Sgd, "cpu:4", sharding, 1, prefetch);
     f(start.params, start.state, start.opt, start.ema, Tensor(x), Tensor(y), Tensor(optim::rateAt([](int64_t) {
         return 0.01;
       }, 0)));
-    planned[sharding] = plannedParameters(f.lastProgram());
+    planned[{sharding, prefetch}] = plannedParameters(f.lastProgram());
   }
-  const PlannedParameters& zero = planned[Sharding::Update];
-  const PlannedParameters& fsdp = planned[Sharding::Full];
+  const PlannedParameters& zero = planned[{Sharding::Update, false}];
+  const PlannedParameters& fsdp = planned[{Sharding::Full, false}];
+  const PlannedParameters& prefetched = planned[{Sharding::Full, true}];
   std::printf("parameters %.1f MB (largest %.1f MB); whole parameters live at once: ZeRO-1 %.1f MB, FSDP %.1f MB; "
               "resident per replica: ZeRO-1 %.1f MB, FSDP %.1f MB; all-gathers / reduce-scatters: ZeRO-1 %d / %d, "
               "FSDP %d / %d\n",
@@ -298,6 +332,11 @@ TEST(ShardUpdateTest, FsdpPlanHoldsAtMostTwoLayersOfWholeParameters) {
   for (const PlannedParameters* p : {&zero, &fsdp}) EXPECT_LE(p->scatters, 16);
   EXPECT_LE(zero.gathers, 16);
   EXPECT_LT(fsdp.gathers, fsdp.gatheredMembers);
+  // Prefetching holds one more layer's gathered parameters, and still far less than ZeRO-1.
+  std::printf("FSDP with prefetch: whole parameters live at once %.1f MB, resident per replica %.1f MB\n",
+              prefetched.gatheredAtOnce / 1e6, prefetched.resident / 1e6);
+  EXPECT_LE(prefetched.gatheredAtOnce, 3 * largest);
+  EXPECT_LT(prefetched.resident, zero.resident);
 }
 
 // Gradient accumulation: each device's micro-batches share its slice; the gradients' sums over the

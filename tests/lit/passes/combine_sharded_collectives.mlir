@@ -57,3 +57,30 @@ func.func @used_early(%x: tensor<2x2xf32> {spmd.mapped}) -> tensor<2xf32>
   %b = spmd.reduce_scatter %z {axis_name = "batch"} : (tensor<2x2xf32>) -> tensor<2xf32>
   return %b : tensor<2xf32>
 }
+
+// -----
+
+// FSDP: each reader's gathers (one run each); with prefetch the second run's gather is issued
+// where the first run's rebuilding starts, before the first reader.
+// RUN: spmd-opt %s --spmd-combine-sharded-collectives="prefetch=true" --split-input-file | FileCheck %s --check-prefix=PREFETCH
+// CHECK-LABEL: func.func @fsdp
+// CHECK: spmd.all_gather %arg0
+// CHECK: spmd.mul
+// CHECK: spmd.all_gather %arg1
+// CHECK: spmd.mul
+// PREFETCH-LABEL: func.func @fsdp
+// PREFETCH: spmd.all_gather %arg0
+// PREFETCH-NEXT: spmd.all_gather %arg1
+// PREFETCH: spmd.mul
+// PREFETCH: spmd.mul
+func.func @fsdp(%w: tensor<2xf32> {spmd.mapped, spmd.shard_of = tensor<4xf32>},
+                %v: tensor<2xf32> {spmd.mapped, spmd.shard_of = tensor<4xf32>}, %x: tensor<4xf32> {spmd.mapped})
+    -> tensor<4xf32> attributes {spmd.axis_name = "batch", spmd.axis_size = 2 : i64} {
+  %g = spmd.all_gather %w {axis_name = "batch", axis_size = 2 : i64} : (tensor<2xf32>) -> tensor<2x2xf32>
+  %ww = spmd.reshape %g : (tensor<2x2xf32>) -> tensor<4xf32>
+  %y = spmd.mul %ww, %x : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %h = spmd.all_gather %v {axis_name = "batch", axis_size = 2 : i64} : (tensor<2xf32>) -> tensor<2x2xf32>
+  %vv = spmd.reshape %h : (tensor<2x2xf32>) -> tensor<4xf32>
+  %z = spmd.mul %vv, %y : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return %z : tensor<4xf32>
+}
