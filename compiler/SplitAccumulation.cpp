@@ -142,6 +142,18 @@ AccumulationSplit splitForAccumulation(const Program& program, const std::vector
     if (accumulated[s] && std::none_of(program.steps[s].inputs.begin(), program.steps[s].inputs.end(),
                                        [&](int b) { return bool(varying[b]); }))
       accumulated[s] = false;
+  // With sliced parameters (ZeRO-1, FSDP) an all-reduce inside the micro-batches (cross-replica
+  // BatchNorm's statistics) makes the replicated step average per-micro-batch updates, which a
+  // sharded update cannot reproduce bit for bit: refused rather than silently different.
+  const auto sliced = [](const runtime::Placement& p) { return p.kind == runtime::Placement::Kind::Sliced; };
+  if (std::any_of(program.inputPlacements.begin(), program.inputPlacements.end(), sliced))
+    for (int s = 0; s < steps; ++s)
+      if (program.steps[s].op == "all_reduce" && !accumulated[s] &&
+          std::any_of(program.steps[s].inputs.begin(), program.steps[s].inputs.end(), [&](int b) { return bool(varying[b]); }))
+        throw Error("all_reduce at " + program.steps[s].where() + " reduces within each micro-batch (cross-replica "
+                    "BatchNorm's statistics, say), so with gradient accumulation the replicated step averages the "
+                    "micro-batches' updates, which shardUpdate / fullyShard cannot give bit for bit; use per-replica "
+                    "BatchNorm, accumulate = 1, or no sharding for this step");
   // A reduce-scatter runs over the devices, so only once per step, on the accumulated sums.
   for (int s = 0; s < steps; ++s)
     if (program.steps[s].op == "reduce_scatter" && !accumulated[s])

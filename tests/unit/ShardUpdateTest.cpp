@@ -348,21 +348,26 @@ TEST(ShardUpdateTest, ShardedStepsWithAccumulationAreTheReplicatedStepBitForBit)
   expectSameBitsAsReplicated({.devices = "cpu:3", .replicas = 3, .accumulate = 2});  // ZeRO-1, a mean over 6
   expectSameBitsAsReplicated({.kind = Optimizer::AdamClipped, .devices = "cpu:3", .replicas = 3,
                               .sharding = Sharding::Full, .accumulate = 4});  // one row per micro-batch
+
 }
 
 // Cross-replica BatchNorm reduces over one micro-batch's replicas, so with accumulation the
-// parameter gradients it yields (and a global norm over them) differ between micro-batches: a
-// sliced update cannot read them once a step. Refused, naming an output, before anything runs.
-TEST(ShardUpdateTest, SlicedOutputsThatDifferBetweenMicroBatchesAreRefused) {
+// replicated step averages the micro-batches' updates (its parameters' gradients, and a global
+// norm over them, differ between micro-batches), which a sliced update cannot give bit for bit.
+// Refused before anything runs, naming the reduction and its layer, with SGD and clipped Adam.
+TEST(ShardUpdateTest, ShardingWithAccumulationAndCrossReplicaBatchNormIsRefused) {
   auto model = models::resnet18({.width = 2, .bnAxisName = "batch"});
-  auto f = trainStep(*model, Optimizer::AdamClipped, "cpu:2", Sharding::Full, 2);
-  Vars v = initialVars(*model, Optimizer::AdamClipped);
-  const std::string error = spmd::testing::errorOf([&] { step(f, v, 0); });
-  EXPECT_NE(error.find("is sliced (shardUpdate / fullyShard), but with gradient accumulation it differs between "
-                       "micro-batches"),
-            std::string::npos)
-      << error;
-  EXPECT_NE(error.find("output '"), std::string::npos) << error;
+  for (Optimizer kind : {Optimizer::Sgd, Optimizer::AdamClipped})
+    for (Sharding sharding : {Sharding::Update, Sharding::Full}) {
+      auto f = trainStep(*model, kind, "cpu:2", sharding, 2);
+      Vars v = initialVars(*model, kind);
+      const std::string error = spmd::testing::errorOf([&] { step(f, v, 0); });
+      EXPECT_NE(error.find("reduces within each micro-batch (cross-replica BatchNorm's statistics, say), so with "
+                           "gradient accumulation the replicated step averages the micro-batches' updates"),
+                std::string::npos)
+          << error;
+      EXPECT_NE(error.find("stem.bn"), std::string::npos) << error;
+    }
 }
 
 TEST(ShardUpdateTest, UnsupportedCombinationsAreClearErrors) {
