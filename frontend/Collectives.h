@@ -1,6 +1,6 @@
 // Collectives over the axis bound by spmd::pmap, as jax.lax's: psum, pmean, pmax, pmin,
 // allGather, psumScatter, ppermute, allToAll, pbroadcast, axisIndex, and psum / pmean / pmax / pmin /
-// allGather within groups of replicas (GroupedCollectives.cpp). Inside the mapped function they record spmd collective ops
+// allGather / psumScatter within groups of replicas (GroupedCollectives.cpp). Inside the mapped function they record spmd collective ops
 // at the caller's line; naming an axis that is not bound is an error there. A Tree (or a list)
 // reduces in one combined collective per dtype of its leaves. Integers (i32) keep their dtype in
 // every collective but pmean, whose mean of integers is an f32 (as jnp.mean's): their exact sum,
@@ -56,6 +56,8 @@ Tensor pmax(const Tensor& x, const std::string& axis, const AxisGroups& groups, 
 Tensor pmin(const Tensor& x, const std::string& axis, const AxisGroups& groups, Loc loc = Loc::current());
 // [..] -> [G, ..]: the group's operands stacked in the group's order.
 Tensor allGather(const Tensor& x, const std::string& axis, const AxisGroups& groups, Loc loc = Loc::current());
+// [G, ..] -> [..]: the replica at position p of its group gets the sum over the group of row p.
+Tensor psumScatter(const Tensor& x, const std::string& axis, const AxisGroups& groups, Loc loc = Loc::current());
 
 // This replica's index along the axis, a scalar i32 tensor.
 Tensor axisIndex(const std::string& axis, Loc loc = Loc::current());

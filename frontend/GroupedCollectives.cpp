@@ -16,10 +16,11 @@ namespace {
 
 enum class Reduce { Sum, Mean, Max, Min };
 
-// Row r: the members of replica r's group, in the group's order ([N, G], f32: exact below 2^24).
+// Row r: the members of replica r's group, in the group's order ([N, G], f32: exact below 2^24),
+// and r's position in it.
 struct GroupTable {
   int64_t replicas = 0, size = 0;
-  std::vector<float> members;
+  std::vector<float> members, positions;
 };
 
 GroupTable groupTable(const AxisGroups& groups, const std::string& axis, const char* what, Loc loc) {
@@ -28,7 +29,8 @@ GroupTable groupTable(const AxisGroups& groups, const std::string& axis, const c
   if (groups.empty() || groups[0].empty())
     throw Error(at + "no groups given; give groups of replicas that together hold each of the axis' " +
                 std::to_string(n) + " replicas once, or call it without groups");
-  GroupTable table{n, int64_t(groups[0].size()), std::vector<float>(size_t(n * int64_t(groups[0].size())))};
+  GroupTable table{n, int64_t(groups[0].size()), std::vector<float>(size_t(n * int64_t(groups[0].size()))),
+                   std::vector<float>(size_t(n))};
   std::vector<int64_t> groupOf(size_t(n), -1);
   for (size_t g = 0; g < groups.size(); ++g) {
     if (int64_t(groups[g].size()) != table.size)
@@ -48,7 +50,10 @@ GroupTable groupTable(const AxisGroups& groups, const std::string& axis, const c
     if (groupOf[size_t(r)] < 0)
       throw Error(at + "replica " + std::to_string(r) + " is in no group; the groups must hold every replica of the axis");
     const auto& members = groups[size_t(groupOf[size_t(r)])];
-    for (int64_t k = 0; k < table.size; ++k) table.members[size_t(r * table.size + k)] = float(members[size_t(k)]);
+    for (int64_t k = 0; k < table.size; ++k) {
+      table.members[size_t(r * table.size + k)] = float(members[size_t(k)]);
+      if (members[size_t(k)] == r) table.positions[size_t(r)] = float(k);
+    }
   }
   return table;
 }
@@ -85,21 +90,29 @@ Tensor foldNode(const std::vector<Tensor>& leaves, int h, int64_t i, Reduce op, 
   return combine(left, foldNode(leaves, h - 1, 2 * i + 1, op, loc), op, loc);
 }
 
+// Row k of `rows` ([G, ...]), shaped `shape`.
+Tensor rowOf(const Tensor& rows, int64_t k, const Shape& shape, Loc loc) {
+  std::vector<int64_t> start(size_t(rows.rank()), 0), limit(rows.shape().begin(), rows.shape().end());
+  start[0] = k, limit[0] = k + 1;
+  return reshape(slice(rows, start, limit, loc), shape, loc);
+}
+
+// The fold of the group's operands (`leaves`, in the group's order), a mean divided by G.
+Tensor foldGroup(const std::vector<Tensor>& leaves, Reduce op, Loc loc) {
+  int height = 0;
+  while ((size_t(1) << height) < leaves.size()) ++height;
+  Tensor root = foldNode(leaves, height, 0, op, loc);
+  return op == Reduce::Mean ? div(root, fill(root, double(leaves.size()), loc), loc) : root;
+}
+
 Tensor groupReduce(const Tensor& x, const std::string& axis, const AxisGroups& groups, Reduce op,
                    const char* what, Loc loc) {
   const GroupTable t = groupTable(groups, axis, what, loc);
   checkFloat(x, axis, what, loc);
   Tensor rows = groupRows(x, axis, t, loc);
   std::vector<Tensor> leaves;
-  for (int64_t k = 0; k < t.size; ++k) {
-    std::vector<int64_t> start(size_t(rows.rank()), 0), limit(rows.shape().begin(), rows.shape().end());
-    start[0] = k, limit[0] = k + 1;
-    leaves.push_back(reshape(slice(rows, start, limit, loc), x.shape(), loc));
-  }
-  int height = 0;
-  while ((int64_t(1) << height) < t.size) ++height;
-  Tensor root = foldNode(leaves, height, 0, op, loc);
-  return op == Reduce::Mean ? div(root, fill(root, double(t.size), loc), loc) : root;
+  for (int64_t k = 0; k < t.size; ++k) leaves.push_back(rowOf(rows, k, x.shape(), loc));
+  return foldGroup(leaves, op, loc);
 }
 
 }  // namespace
@@ -116,6 +129,26 @@ Tensor pmax(const Tensor& x, const std::string& axis, const AxisGroups& groups, 
 Tensor pmin(const Tensor& x, const std::string& axis, const AxisGroups& groups, Loc loc) {
   return groupReduce(x, axis, groups, Reduce::Min, "pmin", loc);
 }
+// [G, ..] -> [..]: the member at position p of a group gets the fold over the group of row p.
+Tensor psumScatter(const Tensor& x, const std::string& axis, const AxisGroups& groups, Loc loc) {
+  const GroupTable t = groupTable(groups, axis, "psumScatter", loc);
+  checkFloat(x, axis, "psumScatter", loc);
+  if (x.rank() < 1 || x.dim(0) != t.size)
+    throw Error(detail::where(loc) + ": spmd::psumScatter over axis '" + axis + "' with groups needs a leading axis "
+                "of the group size " + std::to_string(t.size) + " (one row per member), got " + x.typeString());
+  const Shape rowShape(x.shape().begin() + 1, x.shape().end());
+  const int64_t d = numElements(rowShape);
+  Tensor rows = groupRows(x, axis, t, loc);  // [G members, G rows, ...]
+  Tensor me = reshape(axisIndex(axis, loc), {1}, loc);
+  Tensor position = cast(reshape(embedding(Tensor(Array::of<float>({t.replicas, 1}, t.positions)), me, loc), {1}, loc),
+                         DType::i32, loc);
+  std::vector<Tensor> leaves;  // member k's row at this replica's position
+  for (int64_t k = 0; k < t.size; ++k)
+    leaves.push_back(reshape(embedding(reshape(rowOf(rows, k, x.shape(), loc), {t.size, d}, loc), position, loc),
+                             rowShape, loc));
+  return foldGroup(leaves, Reduce::Sum, loc);
+}
+
 Tensor allGather(const Tensor& x, const std::string& axis, const AxisGroups& groups, Loc loc) {
   const GroupTable t = groupTable(groups, axis, "allGather", loc);
   checkFloat(x, axis, "allGather", loc);

@@ -1,5 +1,5 @@
 // Collectives within groups of replicas (jax.lax's axis_index_groups; frontend/GroupedCollectives.cpp):
-// psum, pmean, pmax, pmin and allGather over each replica's own group, against host arithmetic
+// psum, pmean, pmax, pmin, allGather and psumScatter over each replica's own group, against host arithmetic
 // folded in the group's order over the same tree as an all_reduce of G replicas (the same bits),
 // on several device counts and groups, cpu and the simulator; a group holding the whole axis is
 // the ungrouped collective bit for bit; the gradient flows back within the group; bad groups are
@@ -75,6 +75,38 @@ TEST(GroupedCollectivesTest, EachReplicaReducesAndGathersOverItsOwnGroup) {
   expectGroupedCollectives<double>("cpu:6", 6, {{0, 3, 5}, {1, 2, 4}}, DType::f64);
   expectGroupedCollectives<float>("cpu:6", 6, {{5, 4}, {0, 1}, {3, 2}}, DType::f32);
   expectGroupedCollectives<float>("sim:4", 4, {{0, 2}, {1, 3}}, DType::f32);
+}
+
+// psumScatter within groups: x holds one row per group member; the replica at position p of its
+// group gets the fold over its group of row p.
+void expectGroupedScatter(const std::string& devices, int64_t n, const AxisGroups& groups) {
+  const int64_t g = int64_t(groups[0].size()), width = 3;
+  auto f = pmap([&groups](const Tensor& x) { return psumScatter(x, "batch", groups); },
+                {.inAxes = {0}, .outAxes = {0}, .devices = devices, .strict = true});
+  Array x = randomArray(DType::f32, {n, g, width}, 40 + n, -2, 2);
+  Tensor y = f(x);
+  auto xv = x.values<float>();
+  for (const auto& group : groups)
+    for (int64_t p = 0; p < g; ++p)
+      for (int64_t i = 0; i < width; ++i) {
+        std::vector<float> leaves;
+        for (int64_t m : group) leaves.push_back(xv[size_t((m * g + p) * width + i)]);
+        EXPECT_EQ(values<float>(y)[size_t(group[size_t(p)] * width + i)],
+                  foldAll<float>(leaves, [](float a, float b) { return a + b; }))
+            << devices << " replica " << group[size_t(p)] << " element " << i;
+      }
+}
+
+TEST(GroupedCollectivesTest, PsumScatterGivesEachMemberItsRowOfTheGroupsSum) {
+  expectGroupedScatter("cpu:4", 4, {{0, 2}, {3, 1}});
+  expectGroupedScatter("cpu:6", 6, {{5, 0, 3}, {1, 2, 4}});
+  auto bad = pmap([](const Tensor& x) { return psumScatter(x, "batch", {{0, 1}, {2, 3}}); },
+                  {.inAxes = {0}, .outAxes = {0}, .devices = "cpu:4"});
+  const std::string error = errorOf([&] { bad(randomArray(DType::f32, {4, 3, 2}, 1)); });
+  EXPECT_NE(error.find("spmd::psumScatter over axis 'batch' with groups needs a leading axis of the group size 2 (one "
+                       "row per member), got"),
+            std::string::npos)
+      << error;
 }
 
 // A group of every replica in axis order folds as the all_reduce does: the same bits.
