@@ -7,6 +7,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
+#include "passes/Buckets.h"
 #include "passes/Passes.h"
 
 namespace spmd::passes {
@@ -18,20 +19,9 @@ namespace {
 
 using namespace mlir;
 
-int64_t bytesOf(Value v) {
-  auto type = llvm::cast<RankedTensorType>(v.getType());
-  return type.getNumElements() * std::max<int64_t>(1, type.getElementTypeBitWidth() / 8);
-}
-
 class Combiner {
  public:
-  Combiner(Block& block, int64_t bucketBytes) : block_(block), bucketBytes_(bucketBytes) {
-    int position = 0;
-    for (Operation& op : block) {
-      position_[&op] = position++;
-      ops_.push_back(&op);
-    }
-  }
+  Combiner(Block& block, int64_t bucketBytes) : block_(block), bucketBytes_(bucketBytes), at_(block) {}
 
   void run() {
     // Candidates by (axis, reduction, element type), in the order their operands are ready.
@@ -49,67 +39,27 @@ class Combiner {
           reduce.getInputs()[0].getType()).getElementType();
       groups[{reduce.getAxisName().str(), ir::stringifyReduction(reduce.getReduction()).str(), type}].push_back(reduce);
     }
-    for (auto& [key, ops] : groups) {
-      llvm::stable_sort(ops, [&](ir::AllReduceOp a, ir::AllReduceOp b) {
-        return std::pair(ready(a), position_[a]) < std::pair(ready(b), position_[b]);
-      });
-      // The combined op sits right after `point`, the last operand of any member, so it fits
-      // only while every member's first use (`firstUse`) comes after that point.
-      Bucket bucket;
-      for (ir::AllReduceOp op : ops) {
+    // The combined op sits right after the last operand of any member, so it fits only while
+    // every member's first use comes after that point.
+    for (auto& [key, ops] : groups)
+      formBuckets(ops, at_, bucketBytes_, [](ir::AllReduceOp op) {
         int64_t size = 0;
         for (Value v : op.getInputs()) size += bytesOf(v);
-        int point = std::max(bucket.point, ready(op));
-        int first = std::min(bucket.firstUse, firstUse(op));
-        if (!bucket.ops.empty() && (bucket.bytes + size > bucketBytes_ || first <= point)) {
-          emit(bucket);
-          bucket = Bucket();
-          point = ready(op);
-          first = firstUse(op);
-        }
-        bucket.ops.push_back(op);
-        bucket.bytes += size;
-        bucket.point = point;
-        bucket.firstUse = first;
-      }
-      emit(bucket);
-    }
+        return size;
+      }, [&](const Bucket<ir::AllReduceOp>& bucket) { emit(bucket); });
   }
 
  private:
-  struct Bucket {
-    SmallVector<ir::AllReduceOp> ops;
-    int64_t bytes = 0;
-    int point = -1, firstUse = INT32_MAX;
-  };
-
-  // Position of the last op defining an operand (-1 for block arguments).
-  int ready(ir::AllReduceOp op) {
-    int last = -1;
-    for (Value v : op.getInputs())
-      if (Operation* def = v.getDefiningOp())
-        if (Operation* top = block_.findAncestorOpInBlock(*def)) last = std::max(last, position_[top]);
-    return last;
-  }
-
-  // First position at which a result of `op` is used.
-  int firstUse(ir::AllReduceOp op) {
-    int first = INT32_MAX;
-    for (Operation* user : op->getUsers())
-      if (Operation* top = block_.findAncestorOpInBlock(*user)) first = std::min(first, position_[top]);
-    return first;
-  }
-
   // The bucket's all_reduce goes right after `point`, so that it can start (in the background,
   // behind the rest of the backward pass) as soon as its last gradient exists; a bucket of one
   // is moved there too, not left where spmd-insert-pmean put it (at the end of the step).
-  void emit(const Bucket& bucket) {
+  void emit(const Bucket<ir::AllReduceOp>& bucket) {
     if (bucket.ops.size() == 1) {
       Operation* op = bucket.ops.front();
       if (bucket.point < 0)
         op->moveBefore(&block_.front());
       else
-        op->moveAfter(ops_[bucket.point]);
+        op->moveAfter(at_.at(bucket.point));
       return;
     }
     SmallVector<Value> inputs;
@@ -118,7 +68,7 @@ class Combiner {
     if (bucket.point < 0)
       b.setInsertionPointToStart(&block_);
     else
-      b.setInsertionPointAfter(ops_[bucket.point]);
+      b.setInsertionPointAfter(at_.at(bucket.point));
     ir::AllReduceOp last = bucket.ops.back(), first = bucket.ops.front();
     auto combined = b.create<ir::AllReduceOp>(last.getLoc(), inputs, first.getAxisName(),
                                               first.getReduction());
@@ -131,8 +81,7 @@ class Combiner {
 
   Block& block_;
   int64_t bucketBytes_;
-  llvm::DenseMap<Operation*, int> position_;  // of the ops before combining
-  std::vector<Operation*> ops_;               // by position
+  BlockPositions at_;  // of the ops before combining
 };
 
 struct CombineAllReducePass : impl::CombineAllReduceBase<CombineAllReducePass> {

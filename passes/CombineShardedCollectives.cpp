@@ -20,6 +20,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "passes/Buckets.h"
 #include "passes/Passes.h"
 
 namespace spmd::passes {
@@ -32,11 +33,6 @@ namespace {
 using namespace mlir;
 
 RankedTensorType typeOf(Value v) { return llvm::cast<RankedTensorType>(v.getType()); }
-
-int64_t bytesOf(Value v) {
-  auto type = typeOf(v);
-  return type.getNumElements() * std::max<int64_t>(1, type.getElementTypeBitWidth() / 8);
-}
 
 std::string typeText(Type t) {
   std::string text;
@@ -51,13 +47,8 @@ Location bucketLoc(Operation* last, const char* what) {
 class Combiner {
  public:
   Combiner(func::FuncOp function, int64_t bucketBytes, bool prefetch)
-      : function_(function), block_(function.getBody().front()), bucketBytes_(bucketBytes), prefetch_(prefetch) {
-    int position = 0;
-    for (Operation& op : block_) {
-      position_[&op] = position++;
-      ops_.push_back(&op);
-    }
-  }
+      : function_(function), block_(function.getBody().front()), bucketBytes_(bucketBytes), prefetch_(prefetch),
+        at_(block_) {}
 
   void run() {
     combineScatters();
@@ -66,24 +57,6 @@ class Combiner {
 
  private:
   // --- reduce_scatter ------------------------------------------------------------------------
-
-  struct Bucket {
-    SmallVector<ir::ReduceScatterOp> ops;
-    int64_t bytes = 0;
-    int point = -1, firstUse = INT32_MAX;
-  };
-
-  int ready(ir::ReduceScatterOp op) {
-    Operation* def = op.getInput().getDefiningOp();
-    return def ? position_[block_.findAncestorOpInBlock(*def)] : -1;
-  }
-
-  int firstUse(ir::ReduceScatterOp op) {
-    int first = INT32_MAX;
-    for (Operation* user : op->getUsers())
-      if (Operation* top = block_.findAncestorOpInBlock(*user)) first = std::min(first, position_[top]);
-    return first;
-  }
 
   void combineScatters() {
     using Key = std::tuple<std::string, std::string, std::string, int64_t>;
@@ -95,38 +68,19 @@ class Combiner {
                 typeText(type.getElementType()), type.getDimSize(0)}]
             .push_back(scatter);
       }
-    for (auto& [key, ops] : groups) {
-      llvm::stable_sort(ops, [&](ir::ReduceScatterOp a, ir::ReduceScatterOp b) {
-        return std::pair(ready(a), position_[a]) < std::pair(ready(b), position_[b]);
-      });
-      Bucket bucket;
-      for (ir::ReduceScatterOp op : ops) {
-        const int64_t size = bytesOf(op.getInput());
-        int point = std::max(bucket.point, ready(op));
-        int first = std::min(bucket.firstUse, firstUse(op));
-        if (!bucket.ops.empty() && (bucket.bytes + size > bucketBytes_ || first <= point)) {
-          emit(bucket);
-          bucket = Bucket();
-          point = ready(op);
-          first = firstUse(op);
-        }
-        bucket.ops.push_back(op);
-        bucket.bytes += size;
-        bucket.point = point;
-        bucket.firstUse = first;
-      }
-      emit(bucket);
-    }
+    for (auto& [key, ops] : groups)
+      formBuckets(ops, at_, bucketBytes_, [](ir::ReduceScatterOp op) { return bytesOf(op.getInput()); },
+                  [&](Bucket<ir::ReduceScatterOp>& bucket) { emit(bucket); });
   }
 
   // rows [N, c_i] -> [N, sum c_i] -> reduce_scatter -> [sum c_i] -> each member's [c_i].
-  void emit(Bucket& bucket) {
+  void emit(Bucket<ir::ReduceScatterOp>& bucket) {
     if (bucket.ops.size() < 2) return;  // left where spmd-shard-update placed it
     OpBuilder b(function_.getContext());
     if (bucket.point < 0)
       b.setInsertionPointToStart(&block_);
     else
-      b.setInsertionPointAfter(ops_[bucket.point]);
+      b.setInsertionPointAfter(at_.at(bucket.point));
     ir::ReduceScatterOp first = bucket.ops.front();
     Location loc = bucketLoc(bucket.ops.back(), "reduce-scatters in one bucket (ZeRO-1 / FSDP)");
     SmallVector<Value> rows;
@@ -244,8 +198,7 @@ class Combiner {
   Block& block_;
   int64_t bucketBytes_;
   bool prefetch_;
-  llvm::DenseMap<Operation*, int> position_;  // of the ops before combining
-  std::vector<Operation*> ops_;               // by position
+  BlockPositions at_;  // of the ops before combining
 };
 
 struct CombineShardedCollectivesPass : impl::CombineShardedCollectivesBase<CombineShardedCollectivesPass> {
