@@ -372,6 +372,12 @@ TEST(ShardUpdateTest, ShardingWithAccumulationAndCrossReplicaBatchNormIsRefused)
 
 TEST(ShardUpdateTest, UnsupportedCombinationsAreClearErrors) {
   auto f = [](const Tensor& x) { return x; };
+  EXPECT_NE(spmd::testing::errorOf([&] { pmap(f, {.devices = "cpu:2", .shardedBucketBytes = 0, .shardUpdate = true}); })
+                .find("shardedBucketBytes is 0; give the largest combined reduce-scatter or all-gather in bytes"),
+            std::string::npos);
+  EXPECT_NE(spmd::testing::errorOf([&] { pmap(f, {.devices = "cpu:2", .shardUpdate = true, .prefetchGathers = true}); })
+                .find("prefetchGathers applies to fullyShard (FSDP), which is off"),
+            std::string::npos);
   try {
     pmap(f, {.devices = "cpu:2", .allReplicas = true, .shardUpdate = true});
     FAIL() << "expected an error";
