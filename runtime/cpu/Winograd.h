@@ -14,8 +14,9 @@
 
 namespace spmd::runtime::cpu::winograd {
 
-// Grouped: up to 64 channels in and out (the backward filter up to 32), the result's channels a
-// multiple of 16, kGroup tiles at a time through the transforms and GEMMs while they are in L1
+// Grouped: up to 64 channels in and out (the backward filter up to 128, in blocks of up to 64),
+// the result's channels a multiple of 16, kGroup tiles at a time through the transforms and GEMMs
+// while they are in L1
 // (AVX-512 or AVX2+FMA copies, or portable code, with the same bits: OwnIsa.h). Chunked: any channel count, the tiles
 // in chunks through the 16 GEMMs as one-thread oneDNN matmuls (sliced::Gemm).
 enum class Path { Grouped, Chunked };
@@ -26,7 +27,7 @@ enum class Path { Grouped, Chunked };
 bool runs(const KernelCall& call, Path path);
 // Where `path` was measured to beat oneDNN's direct kernels on AVX2 (the order used untimed,
 // SPMD_KERNEL_TIMING=0): forward and backward data grouped from 16 channels, chunked from 128;
-// backward filter grouped from 16, chunked from 64, on even sizes below 128 channels.
+// backward filter grouped from 16 (to 128), chunked from 64, on even sizes below 128 channels.
 bool pays(const KernelCall& call, Path path);
 
 // The most floats one chunk of transformed tiles may hold (runtime/cpu/Winograd.cpp: tiles go

@@ -360,14 +360,17 @@ std::vector<KernelCase> kernelCases(DType t) {
                     {{t, {2, 16, 5, 3}}}, {{"stride", V{1, 1}}, {"padding", V{1, 1}}}, {b8, "", b8}});
     list.push_back({"conv bwd data grouped winograd 16c", "conv2d_backward_data", {rnd({2, 32, 6, 4}), rnd({32, 48, 3, 3}, -0.2, 0.2)},
                     {{t, {2, 48, 6, 4}}}, {{"stride", V{1, 1}}, {"padding", V{1, 1}}}, {b16, "", b16}});
-    // Backward filters up to 32 channels on even sizes too, their images in at most 16 slices
-    // (18 images: slices of 2), each slice's groups running past its last tile.
+    // Backward filters up to 128 channels on even sizes too, their images in at most 16 slices
+    // (18 images: slices of 2), each slice's groups running past its last tile; from 64 channels
+    // in blocks of up to 64 (128 x 96: 2 x 2 blocks of 64 x 48, 3 slices of one image).
     list.push_back({"conv bwd filter grouped winograd", "conv2d_backward_filter", {rnd({3, 16, 6, 6}), rnd({3, 32, 6, 6})},
                     {{t, {32, 16, 3, 3}}}, {{"stride", V{1, 1}}, {"padding", V{1, 1}}}, {b8, b8, ""}});
     list.push_back({"conv bwd filter grouped winograd 16c", "conv2d_backward_filter", {rnd({2, 32, 4, 8}), rnd({2, 16, 4, 8})},
                     {{t, {16, 32, 3, 3}}}, {{"stride", V{1, 1}}, {"padding", V{1, 1}}}, {b16, b16, ""}});
     list.push_back({"conv bwd filter grouped winograd 2x2", "conv2d_backward_filter", {rnd({5, 16, 2, 2}), rnd({5, 16, 2, 2})},
                     {{t, {16, 16, 3, 3}}}, {{"stride", V{1, 1}}, {"padding", V{1, 1}}}, {b8, b8, ""}});
+    list.push_back({"conv bwd filter grouped winograd 128c", "conv2d_backward_filter", {rnd({3, 128, 6, 4}), rnd({3, 96, 6, 4}, -0.1, 0.1)},
+                    {{t, {96, 128, 3, 3}}}, {{"stride", V{1, 1}}, {"padding", V{1, 1}}}, {b16, b16, ""}});
     list.push_back({"conv bwd filter grouped winograd, 18 images", "conv2d_backward_filter", {rnd({18, 16, 4, 2}), rnd({18, 16, 4, 2})},
                     {{t, {16, 16, 3, 3}}}, {{"stride", V{1, 1}}, {"padding", V{1, 1}}}, {b8, b8, ""}});
     // The backward filter runs as Winograd from 64 channels on even sizes (the others from 128).

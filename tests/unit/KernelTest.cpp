@@ -311,7 +311,7 @@ TEST(KernelTest, ReductionsGiveTheSameBitsOnAnyThreadCount) {
     ASSERT_EQ(one[0].bytes(), three[0].bytes());
     EXPECT_EQ(std::memcmp(one[0].data(), three[0].data(), one[0].bytes()), 0);
   }
-  EXPECT_EQ(chunked, 13);
+  EXPECT_EQ(chunked, 14);
 }
 
 TEST(KernelTest, ReferenceCatchesOutOfRangeLabel) {
