@@ -200,30 +200,6 @@ void gradientTiles(const float* __restrict data, Grid g, int64_t t0, int64_t r0,
   }
 }
 
-void inputTransform(const Tiled& x, int64_t t0, int64_t rows, float* V) {
-  const float* data = x.v.as<const float>();
-  const Grid g = gridOf(x);
-  overBlockRows(
-      x.B, rows, kGrain, [&](int64_t r0, int64_t r1) { onOwnIsa<inputTiles<8>>(data, g, t0, r0, r1, rows, V); },
-      [&](int64_t r0, int64_t r1) { onOwnIsa<inputTiles<16>>(data, g, t0, r0, r1, rows, V); });
-}
-
-void outputTransform(const float* M, int64_t t0, int64_t rows, const float* bias, const Tiled& y) {
-  float* data = y.v.as<float>();
-  const Grid g = gridOf(y);
-  overBlockRows(
-      y.B, rows, kGrain, [&](int64_t r0, int64_t r1) { onOwnIsa<outputTiles<8>>(M, g, t0, r0, r1, rows, bias, data); },
-      [&](int64_t r0, int64_t r1) { onOwnIsa<outputTiles<16>>(M, g, t0, r0, r1, rows, bias, data); });
-}
-
-void gradientTransform(const Tiled& dy, int64_t t0, int64_t rows, float* Z) {
-  const float* data = dy.v.as<const float>();
-  const Grid g = gridOf(dy);
-  overBlockRows(
-      dy.B, rows, kGrain, [&](int64_t r0, int64_t r1) { onOwnIsa<gradientTiles<8>>(data, g, t0, r0, r1, rows, Z); },
-      [&](int64_t r0, int64_t r1) { onOwnIsa<gradientTiles<16>>(data, g, t0, r0, r1, rows, Z); });
-}
-
 // Filters go through the transforms kLanes at a time, one per lane, so the loops vectorize.
 constexpr int64_t kLanes = 8;  // divides K and C: both are multiples of the channel block
 
@@ -433,6 +409,61 @@ struct TileWalk {
 template <int B>
 OwnIsa widestFor(OwnIsa isa) {
   return B == 8 ? std::min(isa, OwnIsa::avx2) : isa;
+}
+
+// The chunked path's transforms of `rows` tiles from t0 on the OpenMP pool, kGrain rows an
+// iteration: the widest vector copy of the grouped code's transforms, or the portable code.
+void inputTransform(const Tiled& x, int64_t t0, int64_t rows, float* V) {
+  const float* data = x.v.as<const float>();
+  const Grid g = gridOf(x);
+  const OwnIsa isa = ownIsa();
+  auto block = [&]<int B>(int64_t r0, int64_t r1) {
+    const OwnIsa copy = widestFor<B>(isa);
+    if (copy != OwnIsa::portable) markOwnIsaRun(copy);
+    if constexpr (B == 16)
+      if (copy == OwnIsa::avx512) return avx512::inputRows<B>(data, g, t0 + r0, r1 - r0, rows * g.C, V + r0 * g.C);
+    if (copy == OwnIsa::avx2) return avx2::inputRows<B>(data, g, t0 + r0, r1 - r0, rows * g.C, V + r0 * g.C);
+    onOwnIsa<inputTiles<B>>(data, g, t0, r0, r1, rows, V);
+  };
+  overBlockRows(
+      x.B, rows, kGrain, [&](int64_t r0, int64_t r1) { block.template operator()<8>(r0, r1); },
+      [&](int64_t r0, int64_t r1) { block.template operator()<16>(r0, r1); });
+}
+
+void outputTransform(const float* M, int64_t t0, int64_t rows, const float* bias, const Tiled& y) {
+  float* data = y.v.as<float>();
+  const Grid g = gridOf(y);
+  const OwnIsa isa = ownIsa();
+  auto block = [&]<int B>(int64_t r0, int64_t r1) {
+    const OwnIsa copy = widestFor<B>(isa);
+    if (copy != OwnIsa::portable) markOwnIsaRun(copy);
+    if constexpr (B == 16)
+      if (copy == OwnIsa::avx512)
+        return avx512::outputRows<B>(M + r0 * g.C, g, g.C, t0 + r0, r1 - r0, rows * g.C, bias, data);
+    if (copy == OwnIsa::avx2)
+      return avx2::outputRows<B>(M + r0 * g.C, g, g.C, t0 + r0, r1 - r0, rows * g.C, bias, data);
+    onOwnIsa<outputTiles<B>>(M, g, t0, r0, r1, rows, bias, data);
+  };
+  overBlockRows(
+      y.B, rows, kGrain, [&](int64_t r0, int64_t r1) { block.template operator()<8>(r0, r1); },
+      [&](int64_t r0, int64_t r1) { block.template operator()<16>(r0, r1); });
+}
+
+void gradientTransform(const Tiled& dy, int64_t t0, int64_t rows, float* Z) {
+  const float* data = dy.v.as<const float>();
+  const Grid g = gridOf(dy);
+  const OwnIsa isa = ownIsa();
+  auto block = [&]<int B>(int64_t r0, int64_t r1) {
+    const OwnIsa copy = widestFor<B>(isa);
+    if (copy != OwnIsa::portable) markOwnIsaRun(copy);
+    if constexpr (B == 16)
+      if (copy == OwnIsa::avx512) return avx512::gradientRows<B>(data, g, t0 + r0, r1 - r0, rows * g.C, Z + r0 * g.C);
+    if (copy == OwnIsa::avx2) return avx2::gradientRows<B>(data, g, t0 + r0, r1 - r0, rows * g.C, Z + r0 * g.C);
+    onOwnIsa<gradientTiles<B>>(data, g, t0, r0, r1, rows, Z);
+  };
+  overBlockRows(
+      dy.B, rows, kGrain, [&](int64_t r0, int64_t r1) { block.template operator()<8>(r0, r1); },
+      [&](int64_t r0, int64_t r1) { block.template operator()<16>(r0, r1); });
 }
 
 // One group of the forward or backward data: the widest vector copy, or the portable code.
