@@ -24,6 +24,7 @@
 #include "runtime/device/Kernel.h"
 #include "runtime/program/Layouts.h"
 #include "runtime/program/Program.h"
+#include "runtime/program/OpAttrs.h"
 
 namespace {
 
@@ -68,6 +69,7 @@ double timeKernel(const std::string& op, const std::vector<Array>& inputs, Array
                   const std::vector<std::string>& layouts, int64_t stride, int64_t pad, int reps) {
   Step step{op, {}, {}, {{"stride", std::vector<int64_t>{stride, stride}}, {"padding", std::vector<int64_t>{pad, pad}}},
             "bench_conv_layers"};
+  decodeAttributes(step);
   std::vector<TensorView> in;
   for (size_t i = 0; i < inputs.size(); ++i)
     in.push_back({const_cast<std::byte*>(inputs[i].data()), inputs[i].dtype, inputs[i].shape, layouts[i]});

@@ -4,6 +4,7 @@
 
 #include "runtime/device/Communicator.h"
 #include "runtime/cpu/Kernels.h"
+#include "runtime/program/OpAttrs.h"
 
 namespace spmd::runtime::cpu {
 namespace {
@@ -15,7 +16,7 @@ std::string what(const KernelCall& call) { return call.step.op + " at " + call.s
 // that reduces on its own thread runs behind the following steps.
 void all_reduce(KernelCall& call) {
   Communicator& comm = communicatorOf(call);
-  Reduction op = parseReduction(std::get<std::string>(call.step.attr("reduction")));
+  Reduction op = attrsOf<AllReduceAttrs>(call.step).reduction;
   std::vector<Communicator::Segment> in, out;
   for (const TensorView& v : call.in) in.push_back({v.data, v.numel()});
   for (const TensorView& v : call.out) out.push_back({v.data, v.numel()});
@@ -43,7 +44,7 @@ void reduce_scatter(KernelCall& call) {
   const TensorView& in = call.in[0];
   Communicator::Pending pending =
       communicatorOf(call).reduceScatter(in.data, call.out[0].data, in.dtype, in.numel(),
-                                         parseReduction(call.step.text("reduction")), what(call), call.later != nullptr);
+                                         attrsOf<AllReduceAttrs>(call.step).reduction, what(call), call.later != nullptr);
   if (call.later && !pending.done())
     *call.later = [pending]() mutable { pending.wait(); };
   else
@@ -54,7 +55,7 @@ void reduce_scatter(KernelCall& call) {
 void ppermute(KernelCall& call) {
   Communicator& comm = communicatorOf(call);
   const size_t bytes = call.in[0].numel() * dtypeSize(call.in[0].dtype);
-  const int64_t source = ppermuteSource(call.step.ints("pairs"), comm.rank());
+  const int64_t source = ppermuteSource(attrsOf<PpermuteAttrs>(call.step).pairs, comm.rank());
   std::vector<std::byte> all(bytes * size_t(comm.size()));
   comm.allGather(call.in[0].data, all.data(), bytes, what(call)).wait();
   if (source < 0) std::memset(call.out[0].data, 0, bytes);

@@ -12,6 +12,7 @@
 #include "runtime/cpu/Onednn.h"
 #include "runtime/cpu/Kernels.h"
 #include "runtime/device/WidenedBf16.h"
+#include "runtime/program/OpAttrs.h"
 
 namespace spmd::runtime::cpu {
 
@@ -26,7 +27,7 @@ void onednnMatmul(KernelCall& call) {
   Prepared& p = cachedState<Prepared>(call, [&] {
     using namespace dnnl;
     using tag = memory::format_tag;
-    bool ta = call.step.flag("transpose_lhs"), tb = call.step.flag("transpose_rhs");
+    bool ta = attrsOf<MatmulAttrs>(call.step).transpose_lhs, tb = attrsOf<MatmulAttrs>(call.step).transpose_rhs;
     size_t r = call.out[0].rank() - 2;  // batched: [B, M, N], one product per batch entry
     int64_t m = call.out[0].dim(r), n = call.out[0].dim(r + 1);
     int64_t k = ta ? call.in[0].dim(r) : call.in[0].dim(r + 1);
@@ -94,7 +95,7 @@ void argmax(KernelCall& call) {
   visitFloat(call.in[0].dtype, [&](auto tag) {
     using T = decltype(tag);
     const TensorView& x = call.in[0];
-    int64_t axis = call.step.integer("axis"), extent = x.dim(axis);
+    int64_t axis = attrsOf<AxisAttrs>(call.step).axis, extent = x.dim(axis);
     int64_t inner = numElements(x.shape.subspan(axis + 1)), outer = x.numel() / (extent * inner);
     for (int64_t o = 0; o < outer; ++o)
       for (int64_t i = 0; i < inner; ++i) {

@@ -10,6 +10,7 @@
 #include "runtime/program/FusedBody.h"
 #include "runtime/program/Layouts.h"
 #include "runtime/cpu/Kernels.h"
+#include "runtime/program/OpAttrs.h"
 
 namespace spmd::runtime::cpu {
 namespace {
@@ -112,7 +113,7 @@ void evaluate(const Prepared& p, const KernelCall& call) {
 void fusedOne(KernelCall& call) {
   if (!call.cache) {
     auto p = std::make_shared<Prepared>();
-    p->body = FusedBody::parse(call.step.text("body"));
+    p->body = FusedBody::parse(attrsOf<FusedAttrs>(call.step).body);
     p->body.checkArity(call.in.size(), call.out.size());
     p->shape.resize(p->body.instrs.size());
     p->strides.resize(p->body.instrs.size());

@@ -14,6 +14,7 @@
 #include "runtime/device/Variants.h"
 #include "runtime/program/Layouts.h"
 #include "runtime/reference/Reference.h"
+#include "runtime/program/OpAttrs.h"
 
 namespace spmd::runtime::cpu {
 namespace {
@@ -141,7 +142,7 @@ bool ownStatistics(const KernelCall& call) {
 // Whether oneDNN applies batch_norm_train's relu in its normalization pass: on a blocked input,
 // whose statistics are ours, as an inference with given statistics (fuse_norm_relu needs no
 // workspace there); a plain input gets the relu in a pass of its own after oneDNN's.
-bool onednnRelu(const KernelCall& call) { return call.step.flag("relu") && channelBlock(call.in[0].layout); }
+bool onednnRelu(const KernelCall& call) { return attrsOf<NormReluAttrs>(call.step).relu && channelBlock(call.in[0].layout); }
 
 NormState prepareBatchNorm(KernelCall& call, bool training) {
   using namespace dnnl;
@@ -154,7 +155,7 @@ NormState prepareBatchNorm(KernelCall& call, bool training) {
   auto data = layoutDesc(call.in[0]);
   batch_normalization_forward::desc desc(
       training && !relu ? prop_kind::forward_training : prop_kind::forward_inference, data,
-      static_cast<float>(call.step.real("epsilon")), flags);
+      static_cast<float>(normEpsilon(call.step)), flags);
   NormState s{{batch_normalization_forward(batch_normalization_forward::primitive_desc(desc, engine())),
                stream(engine()), {}}, {}, own};
   s.p.bind(DNNL_ARG_SRC, data);
@@ -183,7 +184,7 @@ void batch_norm_train(KernelCall& call) {
   s.run({{DNNL_ARG_SRC, call.in[0].data}, {DNNL_ARG_SCALE, call.in[1].data},
          {DNNL_ARG_SHIFT, call.in[2].data}, {DNNL_ARG_DST, call.out[0].data},
          {DNNL_ARG_MEAN, call.out[1].data}, {DNNL_ARG_VARIANCE, call.out[2].data}});
-  if (call.step.flag("relu")) reluAfterNorm(call);
+  if (attrsOf<NormReluAttrs>(call.step).relu) reluAfterNorm(call);
 }
 
 void batch_norm_infer(KernelCall& call) {
@@ -232,7 +233,7 @@ void reluAfterNorm(KernelCall& call) {
   const float *x = call.in[0].as<float>(), *scale = call.in[1].as<float>(), *shift = call.in[2].as<float>();
   const float *mean = call.out[1].as<float>(), *var = call.out[2].as<float>();
   const ChannelView xAt = channelView(call.in[0]), yAt = channelView(call.out[0]);
-  const double eps = call.step.real("epsilon");
+  const double eps = normEpsilon(call.step);
   for (int64_t c = 0; c < xAt.C; ++c) {
     if (std::isfinite(mean[c]) && std::isfinite(var[c]) && std::isfinite(scale[c]) && std::isfinite(shift[c])) continue;
     const double inv = 1.0 / std::sqrt(double(var[c]) + eps);
@@ -330,7 +331,7 @@ void batch_norm_train_backward(KernelCall& call) {
   const TensorView &dyView = call.in[0], &xView = call.in[1];
   const int64_t N = xView.dim(0), C = xView.dim(1);
   const ChannelView dyAt = channelView(dyView), xAt = channelView(xView), dxAt = channelView(call.out[0]);
-  const double epsilon = call.step.real("epsilon");
+  const double epsilon = normEpsilon(call.step);
   const float *dy = dyView.as<float>(), *x = xView.as<float>(), *scale = call.in[2].as<float>(),
               *mean = call.in[3].as<float>(), *var = call.in[4].as<float>();
   float *dx = call.out[0].as<float>(), *dscale = call.out[1].as<float>(), *doffset = call.out[2].as<float>();

@@ -3,6 +3,7 @@
 
 #include "runtime/cpu/CpuDevice.h"
 #include "runtime/program/Layouts.h"
+#include "runtime/program/OpAttrs.h"
 
 namespace spmd::runtime::cpu {
 
@@ -119,8 +120,8 @@ bool onednnBf16() { return bf16Support().native; }
 const std::string& onednnBf16Path() { return bf16Support().path; }
 
 ConvGeometry::ConvGeometry(const Step& step) {
-  const auto& stride = step.ints("stride");
-  const auto& pad = step.ints("padding");
+  const auto& stride = attrsOf<ConvAttrs>(step).stride;
+  const auto& pad = attrsOf<ConvAttrs>(step).padding;
   strides.assign(stride.begin(), stride.end());
   padding.assign(pad.begin(), pad.end());
 }

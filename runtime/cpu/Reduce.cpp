@@ -14,6 +14,7 @@
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cpu/OwnIsa.h"
 #include "runtime/program/Layouts.h"
+#include "runtime/program/OpAttrs.h"
 
 namespace spmd::runtime::cpu {
 namespace {
@@ -110,7 +111,7 @@ void reduce(KernelCall& call) {
     using T = decltype(tag);
     const TensorView& x = call.in[0];
     const TensorView& y = call.out[0];
-    const std::vector<int64_t>& axes = call.step.ints("axes");
+    const std::vector<int64_t>& axes = attrsOf<AxesAttrs>(call.step).axes;
     Merged m;
     if (int64_t block = channelBlock(x.layout)) {
       // A per-channel reduction of nChw<B>c (the only blocked one the compiler assigns, see

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "runtime/cpu/Kernels.h"
+#include "runtime/program/OpAttrs.h"
 
 namespace spmd::runtime::cpu {
 namespace {
@@ -69,17 +70,17 @@ void copyBox(const TensorView& box, const TensorView& whole, const std::vector<i
 
 void broadcast_in_dim(KernelCall& call) {
   const TensorView &x = call.in[0], &y = call.out[0];
-  const auto& dims = call.step.ints("dims");
+  const auto& dims = attrsOf<DimsAttrs>(call.step).dims;
   Shape inStrides = rowMajorStrides(x.shape), strides(y.rank(), 0);
   for (size_t i = 0; i < dims.size(); ++i)
     if (x.dim(i) != 1) strides[dims[i]] = inStrides[i];
   gatherAny(x, y, strides);
 }
 
-void slice(KernelCall& call) { copyBox(call.out[0], call.in[0], call.step.ints("start"), false); }
+void slice(KernelCall& call) { copyBox(call.out[0], call.in[0], attrsOf<SliceAttrs>(call.step).start, false); }
 
 void concatenate(KernelCall& call) {
-  const int64_t axis = call.step.integer("axis");
+  const int64_t axis = attrsOf<AxisAttrs>(call.step).axis;
   int64_t at = 0;
   for (const TensorView& x : call.in) {
     std::vector<int64_t> offset(x.rank(), 0);
@@ -95,7 +96,7 @@ void reshape(KernelCall& call) {
 
 void transpose(KernelCall& call) {
   const TensorView &x = call.in[0], &y = call.out[0];
-  const auto& perm = call.step.ints("perm");
+  const auto& perm = attrsOf<PermAttrs>(call.step).perm;
   Shape inStrides = rowMajorStrides(x.shape), strides(y.rank());
   for (size_t i = 0; i < perm.size(); ++i) strides[i] = inStrides[perm[i]];
   gatherAny(x, y, strides);

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "runtime/cpu/Onednn.h"
+#include "runtime/program/OpAttrs.h"
 
 namespace spmd::runtime::cpu::sliced {
 namespace {
@@ -386,7 +387,7 @@ void matmul(KernelCall& call) {
   auto& gemm = cachedState<Gemm>(call, [&] {
     using namespace dnnl;
     using dims = memory::dims;
-    const bool ta = call.step.flag("transpose_lhs"), tb = call.step.flag("transpose_rhs");
+    const bool ta = attrsOf<MatmulAttrs>(call.step).transpose_lhs, tb = attrsOf<MatmulAttrs>(call.step).transpose_rhs;
     const size_t r = c.rank() - 2;
     const int64_t m = c.dim(r), n = c.dim(r + 1), k = ta ? a.dim(r) : a.dim(r + 1);
     const auto type = dnnlType(a.dtype);

@@ -21,6 +21,7 @@
 #include "runtime/cpu/Onednn.h"
 #include "runtime/cpu/SlicedOnednn.h"
 #include "runtime/program/Layouts.h"
+#include "runtime/program/OpAttrs.h"
 
 namespace spmd::runtime::cpu::strided {
 namespace {
@@ -181,8 +182,8 @@ int64_t filterSize(const KernelCall& call) {
   const int64_t block = channelBlock(x.layout);
   if (x.dim(1) % block || y.dim(1) % block || w.dim(0) != y.dim(1) || w.dim(1) != x.dim(1)) return 0;
   const int64_t k = w.dim(2), pad = (k - 1) / 2;
-  const auto& stride = call.step.ints("stride");
-  const auto& padding = call.step.ints("padding");
+  const auto& stride = attrsOf<ConvAttrs>(call.step).stride;
+  const auto& padding = attrsOf<ConvAttrs>(call.step).padding;
   if (w.dim(3) != k || stride != std::vector<int64_t>{2, 2} || padding != std::vector<int64_t>{pad, pad} ||
       y.dim(2) != (x.dim(2) + 2 * pad - k) / 2 + 1 || y.dim(3) != (x.dim(3) + 2 * pad - k) / 2 + 1)
     return 0;

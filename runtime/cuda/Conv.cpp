@@ -25,6 +25,7 @@
 #include "runtime/mpi/Processes.h"
 #include "runtime/cuda/Cuda.h"
 #include "runtime/cuda/Kernels.h"
+#include "runtime/program/OpAttrs.h"
 
 namespace spmd::runtime::cuda {
 namespace {
@@ -78,7 +79,7 @@ std::unique_ptr<ConvPlan> plan(const KernelCall& call, const TensorView& x, cons
   checkDnn(cudnnSetFilter4dDescriptor(p->w, type, CUDNN_TENSOR_NCHW, int(w.dim(0)), int(w.dim(1)), int(w.dim(2)),
                                       int(w.dim(3))),
            "filter descriptor");
-  const auto &stride = call.step.ints("stride"), &pad = call.step.ints("padding");
+  const auto &stride = attrsOf<ConvAttrs>(call.step).stride, &pad = attrsOf<ConvAttrs>(call.step).padding;
   checkDnn(cudnnCreateConvolutionDescriptor(&p->conv), "convolution descriptor");
   checkDnn(cudnnSetConvolution2dDescriptor(p->conv, int(pad[0]), int(pad[1]), int(stride[0]), int(stride[1]), 1, 1,
                                            CUDNN_CROSS_CORRELATION, compute),

@@ -4,12 +4,13 @@
 #include <cstring>
 
 #include "runtime/device/Kernel.h"
+#include "runtime/program/OpAttrs.h"
 
 namespace spmd::runtime {
 
 int axisIndexOf(const KernelCall& call) {
   Communicator& comm = communicatorOf(call);
-  return call.step.flag("of_device") ? comm.rank() : comm.virtualRank();
+  return attrsOf<AxisIndexAttrs>(call.step).of_device ? comm.rank() : comm.virtualRank();
 }
 
 Communicator::Pending Communicator::reduceScatter(const void* in, void* out, DType dtype, int64_t count,

@@ -14,6 +14,7 @@
 #include "runtime/device/KernelChoice.h"
 #include "runtime/device/Variants.h"
 #include "runtime/program/MemoryPlan.h"
+#include "runtime/program/OpAttrs.h"
 #include "runtime/program/ProgramCheck.h"
 #include "runtime/program/StepCost.h"
 
@@ -103,6 +104,7 @@ Executor::Executor(Program program, std::shared_ptr<Device> device)
   debugInfs_ = debugInfsFromEnvironment();
   buffers_.resize(program_.buffers.size());
   checkProgram(program_);  // any Program, from the compiler, a file or a hand: fields agree
+  for (Step& step : program_.steps) decodeAttributes(step);  // once, for every call of the step
   std::shared_ptr<std::byte> arena;
   if (program_.arenaBytes) arena = device_->allocate(program_.arenaBytes);
   std::vector<bool> isInput(program_.buffers.size());

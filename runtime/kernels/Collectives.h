@@ -15,6 +15,7 @@
 #include "runtime/kernels/Shape.h"
 #include "runtime/device/Communicator.h"
 #include "runtime/device/Fold.h"
+#include "runtime/program/OpAttrs.h"
 
 namespace spmd::runtime::kernels {
 
@@ -101,7 +102,7 @@ void reduceInPlace(KernelCall& call, void* data, DType dtype, int64_t count, Red
 
 template <class Api>
 void all_reduce(KernelCall& call) {
-  Reduction op = parseReduction(call.step.text("reduction"));
+  Reduction op = attrsOf<AllReduceAttrs>(call.step).reduction;
   DType dtype = call.in[0].dtype;
   if (call.in.size() == 1) {
     Api::copy(call, call.out[0].data, call.in[0].data, call.in[0].numel() * dtypeSize(dtype));
@@ -151,7 +152,7 @@ void reduce_scatter(KernelCall& call) {
   size_t bytes = call.in[0].numel() * dtypeSize(call.in[0].dtype);
   auto* staging = static_cast<std::byte*>(collectiveScratch<Api>(call).staging(call, bytes));
   Api::copy(call, staging, call.in[0].data, bytes);
-  reduceInPlace<Api>(call, staging, call.in[0].dtype, call.in[0].numel(), parseReduction(call.step.text("reduction")));
+  reduceInPlace<Api>(call, staging, call.in[0].dtype, call.in[0].numel(), attrsOf<AllReduceAttrs>(call.step).reduction);
   size_t row = bytes / comm.size();
   Api::copy(call, call.out[0].data, staging + comm.rank() * row, row);
 }
@@ -163,7 +164,7 @@ void ppermute(KernelCall& call) {
   Communicator& comm = communicatorOf(call);
   std::string what = collectiveWhat(call);
   const size_t bytes = call.in[0].numel() * dtypeSize(call.in[0].dtype);
-  const int64_t source = ppermuteSource(call.step.ints("pairs"), comm.rank());
+  const int64_t source = ppermuteSource(attrsOf<PpermuteAttrs>(call.step).pairs, comm.rank());
   if (DeviceCollectives* library = comm.deviceCollectives()) {  // NCCL
     auto* staging = static_cast<std::byte*>(collectiveScratch<Api>(call).staging(call, bytes * size_t(comm.size())));
     library->allGather(call.in[0].data, staging, bytes, Api::nativeStream(call), what);
@@ -209,7 +210,8 @@ void all_to_all(KernelCall& call) {
   } else {  // a host communicator across processes (host-memory devices)
     comm.allGather(in.data, staging, bytes, what).wait();
   }
-  const int64_t split = call.step.integer("split_axis"), concat = call.step.integer("concat_axis");
+  const AllToAllAttrs& attrs = attrsOf<AllToAllAttrs>(call.step);
+  const int64_t split = attrs.split_axis, concat = attrs.concat_axis;
   const int64_t chunk = in.dim(size_t(split)) / n;
   std::vector<int64_t> strides = rowMajorStrides(in);
   if (in.rank() + 1 > size_t(kMaxRank))

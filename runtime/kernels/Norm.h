@@ -12,6 +12,7 @@
 #include "runtime/kernels/Common.h"
 #include "runtime/kernels/Launch.h"
 #include "runtime/kernels/Slices.h"
+#include "runtime/program/OpAttrs.h"
 
 namespace spmd::runtime::kernels {
 
@@ -180,7 +181,7 @@ template <class Api>
 void batch_norm_train(KernelCall& call) {
   const NormLayout l = normLayoutOf(call.in[0]);
   const Slices sl = slicesOf(l.outer * l.inner);
-  const double eps = call.step.real("epsilon");
+  const double eps = normEpsilon(call.step);
   double* stats = normScratch<Api>(call, 2 * l.channels + l.channels * sl.slices);
   double* partial = stats + 2 * l.channels;
   const Launch slices = sliceLaunch("NormSliceFn", l.channels, sl, call.in[0].numel());
@@ -193,7 +194,7 @@ void batch_norm_train(KernelCall& call) {
     Api::forEach(call, l.channels, NormFinishFn<T>{partial, sl, l, mask, call.out[2].as<T>(), stats, true});
     Api::forEach(call, call.in[0].numel(),
                  NormApplyFn<T, double>{x, call.in[1].as<T>(), call.in[2].as<T>(), stats, stats + l.channels, eps, l,
-                                        call.out[0].as<T>(), call.step.flag("relu")});
+                                        call.out[0].as<T>(), attrsOf<NormReluAttrs>(call.step).relu});
   });
 }
 
@@ -205,7 +206,7 @@ void batch_norm_infer(KernelCall& call) {
     using T = decltype(tag);
     Api::forEach(call, call.in[0].numel(),
                  NormApplyFn<T, T>{call.in[0].as<T>(), call.in[1].as<T>(), call.in[2].as<T>(), call.in[3].as<T>(),
-                                   call.in[4].as<T>(), call.step.real("epsilon"), l, call.out[0].as<T>()});
+                                   call.in[4].as<T>(), normEpsilon(call.step), l, call.out[0].as<T>()});
   });
 }
 
@@ -215,7 +216,7 @@ template <class Api>
 void batch_norm_train_backward(KernelCall& call) {
   const NormLayout l = normLayoutOf(call.in[1]);
   const Slices sl = slicesOf(l.outer * l.inner);
-  const double eps = call.step.real("epsilon");
+  const double eps = normEpsilon(call.step);
   double* sums = normScratch<Api>(call, 3 * l.channels + 2 * l.channels * sl.slices);
   double* partial = sums + 3 * l.channels;
   visitFloat(call.in[0].dtype, [&](auto tag) {

@@ -15,6 +15,7 @@
 #include "runtime/kernels/Common.h"
 #include "runtime/kernels/Launch.h"
 #include "runtime/kernels/Slices.h"
+#include "runtime/program/OpAttrs.h"
 
 namespace spmd::runtime::kernels {
 
@@ -147,7 +148,7 @@ struct ArgmaxFn {
 
 template <class Api>
 void reduce(KernelCall& call, ReduceKind kind) {
-  Split s = splitAxes(call.in[0], call.step.ints("axes"));
+  Split s = splitAxes(call.in[0], attrsOf<AxesAttrs>(call.step).axes);
   const int64_t outputs = call.out[0].numel();
   visitFloat(call.in[0].dtype, [&](auto tag) {
     using T = decltype(tag);
@@ -175,7 +176,7 @@ template <class Api> void reduce_max(KernelCall& call) { reduce<Api>(call, Reduc
 
 template <class Api>
 void argmax(KernelCall& call) {
-  Split s = splitAxes(call.in[0], {call.step.integer("axis")});
+  Split s = splitAxes(call.in[0], {attrsOf<AxisAttrs>(call.step).axis});
   visitFloat(call.in[0].dtype, [&](auto tag) {
     using T = decltype(tag);
     Api::forEach(call, call.out[0].numel(), ArgmaxFn<T>{call.in[0].as<T>(), call.out[0].as<int32_t>(), s});

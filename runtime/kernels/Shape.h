@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "runtime/kernels/Common.h"
+#include "runtime/program/OpAttrs.h"
 
 namespace spmd::runtime::kernels {
 
@@ -57,7 +58,7 @@ void gather(KernelCall& call, const Gather& g) {
 
 template <class Api>
 void broadcast_in_dim(KernelCall& call) {
-  const auto& dims = call.step.ints("dims");
+  const auto& dims = attrsOf<DimsAttrs>(call.step).dims;
   Gather g = resultShape(call.out[0]);
   std::vector<int64_t> strides = rowMajorStrides(call.in[0]);
   for (size_t i = 0; i < dims.size(); ++i)
@@ -67,7 +68,7 @@ void broadcast_in_dim(KernelCall& call) {
 
 template <class Api>
 void transpose(KernelCall& call) {
-  const auto& perm = call.step.ints("perm");
+  const auto& perm = attrsOf<PermAttrs>(call.step).perm;
   Gather g = resultShape(call.out[0]);
   std::vector<int64_t> strides = rowMajorStrides(call.in[0]);
   for (size_t i = 0; i < perm.size(); ++i) g.strides[i] = strides[perm[i]];

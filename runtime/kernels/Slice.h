@@ -4,6 +4,7 @@
 #pragma once
 
 #include "runtime/kernels/Shape.h"
+#include "runtime/program/OpAttrs.h"
 
 namespace spmd::runtime::kernels {
 
@@ -61,20 +62,20 @@ void moveBox(KernelCall& call, const TensorView& from, const TensorView& to, con
 
 template <class Api>
 void slice(KernelCall& call) {
-  moveBox<Api, false>(call, call.in[0], call.out[0], boxOf(call.out[0], call.in[0], call.step.ints("start")),
+  moveBox<Api, false>(call, call.in[0], call.out[0], boxOf(call.out[0], call.in[0], attrsOf<SliceAttrs>(call.step).start),
                       call.out[0].numel());
 }
 
 template <class Api>
 void pad(KernelCall& call) {
-  std::vector<int64_t> offset = call.step.ints("low");
+  std::vector<int64_t> offset = attrsOf<PadAttrs>(call.step).low;
   for (int64_t& o : offset) o = -o;
   moveBox<Api, false>(call, call.in[0], call.out[0], boxOf(call.out[0], call.in[0], offset), call.out[0].numel());
 }
 
 template <class Api>
 void concatenate(KernelCall& call) {
-  int64_t axis = call.step.integer("axis"), at = 0;
+  int64_t axis = attrsOf<AxisAttrs>(call.step).axis, at = 0;
   for (const TensorView& x : call.in) {
     std::vector<int64_t> offset(x.rank(), 0);
     offset[axis] = at;

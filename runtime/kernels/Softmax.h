@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "runtime/kernels/Common.h"
+#include "runtime/program/OpAttrs.h"
 
 namespace spmd::runtime::kernels {
 
@@ -33,7 +34,7 @@ template <class Api, bool Log>
 void axisSoftmax(KernelCall& call) {
   const TensorView& x = call.in[0];
   if (x.numel() == 0) return;
-  int64_t axis = call.step.integer("axis"), extent = x.dim(axis);
+  int64_t axis = attrsOf<AxisAttrs>(call.step).axis, extent = x.dim(axis);
   int64_t inner = numElements(x.shape.subspan(axis + 1));
   visitFloat(x.dtype, [&](auto tag) {
     using T = decltype(tag);

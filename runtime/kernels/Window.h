@@ -6,6 +6,7 @@
 #pragma once
 
 #include "runtime/kernels/Common.h"
+#include "runtime/program/OpAttrs.h"
 
 namespace spmd::runtime::kernels {
 
@@ -36,12 +37,10 @@ struct WindowShape {
 
 // `input` is the reduced tensor [N, C, H, W], `output` the result.
 inline WindowShape windowShape(const KernelCall& call, const TensorView& input, const TensorView& output) {
-  const auto &window = call.step.ints("window"), &stride = call.step.ints("stride"),
-             &padding = call.step.ints("padding"), &dilation = call.step.ints("dilation");
-  Reduction kind = parseReduction(call.step.text("reduction"));
+  const WindowAttrs& a = attrsOf<WindowAttrs>(call.step);
   return {input.dim(0) * input.dim(1), input.dim(2), input.dim(3), output.dim(2), output.dim(3),
-          window[0], window[1], stride[0], stride[1], padding[0], padding[1], dilation[0], dilation[1],
-          kind == Reduction::Mean, std::get<bool>(call.step.attr("count_include_pad"))};
+          a.window[0], a.window[1], a.stride[0], a.stride[1], a.padding[0], a.padding[1], a.dilation[0],
+          a.dilation[1], a.reduction == Reduction::Mean, a.count_include_pad};
 }
 
 // Flat index within the plane of the element a max window selects: the first largest element
@@ -128,7 +127,7 @@ struct WindowBackwardFn {
 template <class Api>
 void reduce_window(KernelCall& call) {
   WindowShape g = windowShape(call, call.in[0], call.out[0]);
-  const bool max = parseReduction(call.step.text("reduction")) == Reduction::Max;
+  const bool max = attrsOf<WindowAttrs>(call.step).reduction == Reduction::Max;
   visitFloat(call.in[0].dtype, [&](auto tag) {
     using T = decltype(tag);
     if (max)

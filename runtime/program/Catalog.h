@@ -34,7 +34,8 @@ bool isProgramOp(std::string_view op);
 
 // The attributes a step of each op carries, by name and kind (the dialect's ODS arguments, which
 // OpCoverageTest checks this against; `fused` steps get their `body` from lowering). An
-// optional one (a flag) reads as false when absent. checkProgram holds every step to it.
+// optional one (a flag) reads as false when absent. checkProgram holds every step to it. The
+// rows come from the typed attribute records' field lists (runtime/program/OpAttrs.h).
 enum class AttrKind { Int, Ints, Real, Flag, Text };
 struct AttrSpec {
   std::string_view name;

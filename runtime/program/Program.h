@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <map>
+#include <memory>
 #include <string>
 #include <variant>
 #include <vector>
@@ -14,6 +15,7 @@
 namespace spmd::runtime {
 
 using Attr = std::variant<bool, int64_t, double, std::vector<int64_t>, std::string>;
+struct OpRecord;  // runtime/program/OpAttrs.h
 
 struct BufferDesc {
   DType dtype = DType::f32;
@@ -35,6 +37,9 @@ struct Step {
   std::map<std::string, Attr> attrs;
   std::string location;                // user's "file:line", for errors
   std::string layer = {};              // the nn layer path ("stage2.0.conv1"); empty outside layers
+  // `attrs` decoded into the op's typed record (runtime/program/OpAttrs.h: decodeAttributes,
+  // which the executor runs on each step; kernels read it with attrsOf<Record>).
+  std::shared_ptr<const OpRecord> record = {};
 
   // "stage2.0.conv1, main.cpp:66" (or just the location): where the step came from.
   std::string where() const;

@@ -10,6 +10,7 @@
 #include "runtime/base/NanRules.h"
 #include "runtime/device/Communicator.h"
 #include "runtime/reference/Reference.h"
+#include "runtime/program/OpAttrs.h"
 
 namespace spmd::runtime::reference {
 namespace {
@@ -62,7 +63,7 @@ void reduceRows(const std::byte* rows, int n, const TensorView& out, Reduction o
 
 void all_reduce(KernelCall& call) {
   Communicator& comm = communicatorOf(call);
-  const Reduction op = parseReduction(call.step.text("reduction"));
+  const Reduction op = attrsOf<AllReduceAttrs>(call.step).reduction;
   for (size_t i = 0; i < call.in.size(); ++i)
     reduceRows(gatherAll(comm, call.in[i], what(call)).data(), comm.size(), call.out[i], op);
 }
@@ -83,7 +84,7 @@ void ppermute(KernelCall& call) {
   const TensorView &in = call.in[0], &out = call.out[0];
   const size_t bytes = in.numel() * dtypeSize(in.dtype);
   std::vector<std::byte> all = gatherAll(comm, in, what(call));
-  const int64_t source = ppermuteSource(call.step.ints("pairs"), comm.rank());
+  const int64_t source = ppermuteSource(attrsOf<PpermuteAttrs>(call.step).pairs, comm.rank());
   if (source < 0) std::memset(out.data, 0, bytes);
   else std::memcpy(out.data, all.data() + source * bytes, bytes);
 }
@@ -93,8 +94,8 @@ void all_to_all(KernelCall& call) {
   Communicator& comm = communicatorOf(call);
   const TensorView &in = call.in[0], &out = call.out[0];
   const size_t e = dtypeSize(in.dtype), rank = in.rank();
-  const int64_t n = comm.size(), me = comm.rank(), split = call.step.integer("split_axis"),
-                concat = call.step.integer("concat_axis");
+  const int64_t n = comm.size(), me = comm.rank(), split = attrsOf<AllToAllAttrs>(call.step).split_axis,
+                concat = attrsOf<AllToAllAttrs>(call.step).concat_axis;
   std::vector<std::byte> all = gatherAll(comm, in, what(call));
   const int64_t chunk = in.dim(size_t(split)) / n, block = split == concat ? chunk : in.dim(size_t(concat));
   std::vector<int64_t> index(rank);
@@ -117,7 +118,7 @@ void reduce_scatter(KernelCall& call) {
   std::vector<std::byte> mine(row * comm.size());  // row `rank` of every replica's input
   for (int r = 0; r < comm.size(); ++r)
     std::memcpy(mine.data() + r * row, all.data() + (r * comm.size() + comm.rank()) * row, row);
-  reduceRows(mine.data(), comm.size(), out, parseReduction(call.step.text("reduction")));
+  reduceRows(mine.data(), comm.size(), out, attrsOf<AllReduceAttrs>(call.step).reduction);
 }
 
 void axis_index(KernelCall& call) { *call.out[0].as<int32_t>() = axisIndexOf(call); }

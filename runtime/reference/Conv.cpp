@@ -1,6 +1,7 @@
 // Reference 2-D convolution: NCHW input, OIHW filter, optional bias, stride and zero padding.
 #include "runtime/device/WidenedBf16.h"
 #include "runtime/reference/Reference.h"
+#include "runtime/program/OpAttrs.h"
 
 namespace spmd::runtime::reference {
 
@@ -10,8 +11,8 @@ void conv2d(KernelCall& call) {
     using T = decltype(tag);
     const TensorView &x = call.in[0], &w = call.in[1], &y = call.out[0];
     const T* bias = call.in.size() > 2 ? call.in[2].as<T>() : nullptr;
-    const auto& stride = call.step.ints("stride");
-    const auto& pad = call.step.ints("padding");
+    const auto& stride = attrsOf<ConvAttrs>(call.step).stride;
+    const auto& pad = attrsOf<ConvAttrs>(call.step).padding;
     int64_t n = x.dim(0), c = x.dim(1), h = x.dim(2), wd = x.dim(3);
     int64_t o = w.dim(0), kh = w.dim(2), kw = w.dim(3), oh = y.dim(2), ow = y.dim(3);
     const T *xp = x.as<T>(), *wp = w.as<T>();

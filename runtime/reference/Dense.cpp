@@ -8,6 +8,7 @@
 #include "runtime/base/NanRules.h"
 #include "runtime/device/WidenedBf16.h"
 #include "runtime/reference/Reference.h"
+#include "runtime/program/OpAttrs.h"
 
 namespace spmd::runtime::reference {
 namespace {
@@ -28,7 +29,7 @@ void matmul(KernelCall& call) {
     using T = decltype(tag);
     const TensorView &a = call.in[0], &b = call.in[1], &c = call.out[0];
     const T* bias = call.in.size() > 2 ? call.in[2].as<T>() : nullptr;
-    bool ta = call.step.flag("transpose_lhs"), tb = call.step.flag("transpose_rhs");
+    bool ta = attrsOf<MatmulAttrs>(call.step).transpose_lhs, tb = attrsOf<MatmulAttrs>(call.step).transpose_rhs;
     size_t r = c.rank() - 2;  // batched: [B, M, N]
     int64_t batch = r ? c.dim(0) : 1, m = c.dim(r), n = c.dim(r + 1), k = ta ? a.dim(r) : a.dim(r + 1);
     for (int64_t s = 0; s < batch; ++s) {
@@ -53,7 +54,7 @@ void axisSoftmax(KernelCall& call, bool log) {
   visitFloat(call.in[0].dtype, [&](auto tag) {
     using T = decltype(tag);
     const TensorView& x = call.in[0];
-    int64_t axis = call.step.integer("axis"), extent = x.dim(axis);
+    int64_t axis = attrsOf<AxisAttrs>(call.step).axis, extent = x.dim(axis);
     int64_t inner = numElements(x.shape.subspan(axis + 1)), outer = numElements(x.shape.first(axis));
     std::vector<double> slice(extent);
     for (int64_t o = 0; o < outer; ++o)

@@ -9,6 +9,7 @@
 #include "runtime/device/Segments.h"
 #include "runtime/program/FusedBody.h"
 #include "runtime/reference/Reference.h"
+#include "runtime/program/OpAttrs.h"
 
 namespace spmd::runtime::reference {
 
@@ -16,7 +17,7 @@ namespace {
 
 // One segment (every fused step but those compiler/BatchFused made).
 void fusedOne(KernelCall& call) {
-  FusedBody body = FusedBody::parse(call.step.text("body"));
+  FusedBody body = FusedBody::parse(attrsOf<FusedAttrs>(call.step).body);
   body.checkArity(call.in.size(), call.out.size());
   std::span<const int64_t> space = call.out[0].shape;
   std::vector<std::vector<int64_t>> strides(body.instrs.size());

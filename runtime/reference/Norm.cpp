@@ -6,6 +6,7 @@
 
 #include "runtime/base/NanRules.h"
 #include "runtime/reference/Reference.h"
+#include "runtime/program/OpAttrs.h"
 
 namespace spmd::runtime::reference {
 namespace {
@@ -76,7 +77,7 @@ void batch_norm_train(KernelCall& call) {
       call.out[2].as<T>()[c] = static_cast<T>(var[c]);
     }
     normalize<T>(x, call.out[0], call.in[1].as<T>(), call.in[2].as<T>(), mean, var,
-                 call.step.real("epsilon"), call.step.flag("relu"));
+                 normEpsilon(call.step), attrsOf<NormReluAttrs>(call.step).relu);
   });
 }
 
@@ -87,7 +88,7 @@ void batch_norm_infer(KernelCall& call) {
     const T *m = call.in[3].as<T>(), *v = call.in[4].as<T>();
     std::vector<double> mean(m, m + channels), var(v, v + channels);
     normalize<T>(call.in[0], call.out[0], call.in[1].as<T>(), call.in[2].as<T>(), mean, var,
-                 call.step.real("epsilon"));
+                 normEpsilon(call.step));
   });
 }
 
@@ -103,7 +104,7 @@ void batch_norm_train_backward(KernelCall& call) {
     const T *scale = call.in[2].as<T>(), *mean = call.in[3].as<T>(), *var = call.in[4].as<T>();
     ChannelLayout l(x);
     const RowWeights<T> w = rowWeights<T>(call, 5);
-    const double count = w.count(l), eps = call.step.real("epsilon");
+    const double count = w.count(l), eps = normEpsilon(call.step);
     for (int64_t c = 0; c < l.channels; ++c) {
       double rstd = 1.0 / std::sqrt(double(var[c]) + eps), dscale = 0, doffset = 0;
       auto xhat = [&](int64_t at) { return (double(x.as<T>()[at]) - double(mean[c])) * rstd; };

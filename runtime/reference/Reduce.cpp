@@ -6,6 +6,7 @@
 #include "runtime/base/NanRules.h"
 #include "runtime/base/Index.h"
 #include "runtime/reference/Reference.h"
+#include "runtime/program/OpAttrs.h"
 
 namespace spmd::runtime::reference {
 namespace {
@@ -26,7 +27,7 @@ void reduce(KernelCall& call, Kind kind) {
   visitFloat(call.in[0].dtype, [&](auto tag) {
     using T = decltype(tag);
     const TensorView &x = call.in[0], &y = call.out[0];
-    const auto& axes = call.step.ints("axes");
+    const auto& axes = attrsOf<AxesAttrs>(call.step).axes;
     double init = kind == Kind::max ? -std::numeric_limits<double>::infinity() : 0.0;
     std::vector<double> acc(y.numel(), init);
     forEachIndex(x.shape, [&](std::span<const int64_t> index, int64_t linear) {
@@ -50,7 +51,7 @@ void argmax(KernelCall& call) {
   visitFloat(call.in[0].dtype, [&](auto tag) {
     using T = decltype(tag);
     const TensorView &x = call.in[0], &y = call.out[0];
-    int64_t axis = call.step.integer("axis");
+    int64_t axis = attrsOf<AxisAttrs>(call.step).axis;
     std::vector<double> best(y.numel(), -std::numeric_limits<double>::infinity());
     std::vector<int32_t> arg(y.numel(), -1);
     forEachIndex(x.shape, [&](std::span<const int64_t> index, int64_t linear) {

@@ -4,6 +4,7 @@
 
 #include "runtime/base/Index.h"
 #include "runtime/reference/Reference.h"
+#include "runtime/program/OpAttrs.h"
 
 namespace spmd::runtime::reference {
 namespace {
@@ -18,7 +19,7 @@ void copyElement(const TensorView& dst, int64_t to, const TensorView& src, int64
 
 void broadcast_in_dim(KernelCall& call) {
   const TensorView &x = call.in[0], &y = call.out[0];
-  const auto& dims = call.step.ints("dims");
+  const auto& dims = attrsOf<DimsAttrs>(call.step).dims;
   Shape strides = rowMajorStrides(x.shape);
   forEachIndex(y.shape, [&](std::span<const int64_t> index, int64_t linear) {
     int64_t from = 0;
@@ -34,7 +35,7 @@ void reshape(KernelCall& call) {
 
 void transpose(KernelCall& call) {
   const TensorView &x = call.in[0], &y = call.out[0];
-  const auto& perm = call.step.ints("perm");
+  const auto& perm = attrsOf<PermAttrs>(call.step).perm;
   Shape strides = rowMajorStrides(x.shape);
   forEachIndex(y.shape, [&](std::span<const int64_t> index, int64_t linear) {
     int64_t from = 0;

@@ -5,6 +5,7 @@
 
 #include "runtime/base/Index.h"
 #include "runtime/reference/Reference.h"
+#include "runtime/program/OpAttrs.h"
 
 namespace spmd::runtime::reference {
 namespace {
@@ -23,7 +24,7 @@ void copyElement(const TensorView& from, int64_t i, const TensorView& to, int64_
 }  // namespace
 
 void slice(KernelCall& call) {
-  const auto& start = call.step.ints("start");
+  const auto& start = attrsOf<SliceAttrs>(call.step).start;
   const TensorView &x = call.in[0], &y = call.out[0];
   std::vector<int64_t> at(x.rank());
   forEachIndex(y.shape, [&](std::span<const int64_t> index, int64_t linear) {
@@ -33,7 +34,7 @@ void slice(KernelCall& call) {
 }
 
 void pad(KernelCall& call) {
-  const auto& low = call.step.ints("low");
+  const auto& low = attrsOf<PadAttrs>(call.step).low;
   const TensorView &x = call.in[0], &y = call.out[0];
   std::memset(y.data, 0, size_t(y.numel()) * dtypeSize(y.dtype));
   std::vector<int64_t> at(x.rank());
@@ -44,7 +45,7 @@ void pad(KernelCall& call) {
 }
 
 void concatenate(KernelCall& call) {
-  int64_t axis = call.step.integer("axis"), offset = 0;
+  int64_t axis = attrsOf<AxisAttrs>(call.step).axis, offset = 0;
   const TensorView& y = call.out[0];
   for (const TensorView& x : call.in) {
     std::vector<int64_t> at(x.rank());

@@ -5,6 +5,7 @@
 
 #include "runtime/base/NanRules.h"
 #include "runtime/reference/Reference.h"
+#include "runtime/program/OpAttrs.h"
 
 namespace spmd::runtime::reference {
 namespace {
@@ -40,11 +41,11 @@ struct Windows {
 };
 
 Windows windows(const KernelCall& call, const TensorView& input, const TensorView& output) {
-  const auto &k = call.step.ints("window"), &s = call.step.ints("stride"), &pad = call.step.ints("padding"),
-             &d = call.step.ints("dilation");
+  const WindowAttrs& attrs = attrsOf<WindowAttrs>(call.step);
+  const auto &k = attrs.window, &s = attrs.stride, &pad = attrs.padding, &d = attrs.dilation;
   return {input.dim(0) * input.dim(1), input.dim(2), input.dim(3), output.dim(2), output.dim(3),
           k[0], k[1], s[0], s[1], pad[0], pad[1], d[0], d[1],
-          parseReduction(call.step.text("reduction")), std::get<bool>(call.step.attr("count_include_pad"))};
+          attrs.reduction, attrs.count_include_pad};
 }
 
 // For each output element, the input index its max window selects (first max, first NaN).

@@ -14,6 +14,7 @@
 #include "runtime/device/Fold.h"
 #include "runtime/device/InProcessCommunicator.h"
 #include "runtime/cpu/CpuDevice.h"
+#include "runtime/program/OpAttrs.h"
 
 namespace spmd::runtime {
 namespace {
@@ -42,6 +43,7 @@ std::vector<std::vector<Array>> runCollective(const KernelTable& table, const Co
   onReplicas(n, [&](int r) {
     InProcessCommunicator comm(group, r);
     Step step{c.op, {}, {}, c.attrs, "CommunicatorTest"};
+    decodeAttributes(step);
     std::vector<Array> ins;
     std::vector<TensorView> in, out;
     for (size_t i = 0; i < c.inputs.size(); ++i)
@@ -124,6 +126,7 @@ TEST(CommunicatorTest, AxisIndexIsTheRank) {
     onReplicas(3, [&](int r) {
       InProcessCommunicator comm(group, r);
       Step step{"axis_index", {}, {}, {{"axis_name", std::string("batch")}}, "CommunicatorTest"};
+      decodeAttributes(step);
       Array out = Array::zeros(DType::i32, {});
       std::vector<TensorView> in, outs{{out.data(), out.dtype, out.shape}};
       std::shared_ptr<void> cache;

@@ -18,6 +18,7 @@
 #include "runtime/cpu/CpuVariants.h"
 #include "runtime/cpu/CpuDevice.h"
 #include "runtime/cpu/SlicedOnednn.h"
+#include "runtime/program/OpAttrs.h"
 
 namespace spmd::runtime {
 namespace {
@@ -31,6 +32,7 @@ bool hasVariants(const KernelCase& c) {
 // Whether the list entry `v` says it runs on case `c` (its operands as runKernel lays them out).
 bool claims(const KernelVariant& v, const KernelCase& c) {
   Step step{c.op, {}, {}, c.attrs, "ConvVariantTest"};
+  decodeAttributes(step);
   std::vector<Array> inputs = inputsInLayout(c), outputs;
   std::vector<TensorView> in, out;
   for (size_t i = 0; i < inputs.size(); ++i) in.push_back({inputs[i].data(), inputs[i].dtype, inputs[i].shape, c.layout(i)});

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <limits>
 
+#include "runtime/program/OpAttrs.h"
+
 namespace spmd::runtime {
 
 Array relaid(const Array& a, const std::string& from, const std::string& to) {
@@ -63,6 +65,7 @@ Array poisoned(DType dtype, const Shape& shape) {
 
 std::vector<Array> runKernel(const KernelTable& table, const KernelCase& c, std::string* variant) {
   Step step{c.op, {}, {}, c.attrs, "KernelTest"};
+  decodeAttributes(step);
   std::vector<TensorView> in, out;
   std::vector<Array> results;
   std::vector<Array> inputs = inputsInLayout(c);

@@ -9,6 +9,8 @@
 #include "runtime/device/Kernel.h"
 #include "runtime/cpu/CpuDevice.h"
 #include "runtime/device/Driver.h"
+#include "runtime/program/OpAttrs.h"
+#include "TestUtil.h"
 
 namespace spmd {
 namespace {
@@ -81,11 +83,47 @@ TEST(OpCoverageTest, TheCatalogsAttributesAreTheDialects) {
     std::string d, c;
     for (const auto& n : dialect) d += n + " ";
     for (const auto& n : catalog) c += n + " ";
-    EXPECT_EQ(catalog, dialect) << "op " << op << ": the catalog (runtime/program/Catalog.cpp) has [" << c
+    EXPECT_EQ(catalog, dialect) << "op " << op << ": the catalog (runtime/program/OpAttrs.h) has [" << c
                                 << "], the dialect [" << d << "]";
     ++checked;
   }
   EXPECT_GE(checked, 40);
+}
+
+// A step's attributes decoded into its op's typed record: values as written (the reduction as
+// its enum, an absent optional flag false), and what cannot be decoded an error naming the
+// step, the attribute and what was wrong; a kernel reading an undecoded step is told it is a bug.
+TEST(OpCoverageTest, AttributesDecodeIntoTheOpsTypedRecord) {
+  using namespace runtime;
+  Step conv{"conv2d", {}, {}, {{"stride", std::vector<int64_t>{2, 1}}, {"padding", std::vector<int64_t>{1, 0}}}, "m.cpp:3"};
+  decodeAttributes(conv);
+  EXPECT_EQ(attrsOf<ConvAttrs>(conv).stride, (std::vector<int64_t>{2, 1}));
+  EXPECT_EQ(attrsOf<ConvAttrs>(conv).padding, (std::vector<int64_t>{1, 0}));
+  Step reduce{"all_reduce", {}, {}, {{"axis_name", std::string("batch")}, {"reduction", std::string("max")}}, "m.cpp:4"};
+  decodeAttributes(reduce);
+  EXPECT_EQ(attrsOf<AllReduceAttrs>(reduce).reduction, Reduction::Max);
+  EXPECT_EQ(attrsOf<AllReduceAttrs>(reduce).axis_name, "batch");
+  Step norm{"batch_norm_train", {}, {}, {{"epsilon", 1e-3}}, "m.cpp:5"};
+  decodeAttributes(norm);
+  EXPECT_FALSE(attrsOf<NormReluAttrs>(norm).relu);
+  EXPECT_EQ(normEpsilon(norm), 1e-3);
+  EXPECT_NE(spmd::testing::errorOf([&] { attrsOf<AllReduceAttrs>(conv); }).find("carries another op's attribute record"),
+            std::string::npos);
+  Step raw = conv;
+  raw.record = nullptr;
+  EXPECT_NE(spmd::testing::errorOf([&] { attrsOf<ConvAttrs>(raw); }).find("before its attributes were decoded"),
+            std::string::npos);
+  auto errorDecoding = [](Step step) { return spmd::testing::errorOf([&] { decodeAttributes(step); }); };
+  Step unknown = reduce;
+  unknown.attrs["reduction"] = std::string("avg");
+  EXPECT_NE(errorDecoding(unknown).find("step 'all_reduce' (m.cpp:4): attribute 'reduction': unknown reduction 'avg'"),
+            std::string::npos) << errorDecoding(unknown);
+  Step missing = conv;
+  missing.attrs.erase("padding");
+  EXPECT_NE(errorDecoding(missing).find("step 'conv2d' (m.cpp:3) has no attribute 'padding'"), std::string::npos);
+  Step mistyped = conv;
+  mistyped.attrs["stride"] = int64_t{2};
+  EXPECT_NE(errorDecoding(mistyped).find("attribute 'stride' is not a list of integers"), std::string::npos);
 }
 
 TEST(OpCoverageTest, EveryOpHasAVjpRuleOrSaysItHasNone) {
