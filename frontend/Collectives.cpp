@@ -4,12 +4,19 @@
 #include <algorithm>
 #include <set>
 
+#include "frontend/Mesh.h"
 #include "frontend/Ops.h"
 #include "ir/SpmdDialect.h"
 #include "frontend/Trace.h"
 
 namespace spmd {
 namespace {
+
+// The mesh bound by spmd::shardMap when `axis` is one of its axes (frontend/Mesh.h): the
+// collective then runs within that axis' groups of the mapped axis' replicas.
+const Mesh* meshAxis(const std::string& axis) { return detail::meshOf(axis); }
+
+std::string mappedAxis(const char* what, Loc loc) { return detail::Trace::current(what, loc, true).axisName(); }
 
 // One all_reduce op over `xs` (all of one dtype).
 std::vector<Tensor> allReduceOp(detail::Trace& trace, const std::vector<Tensor>& xs, const std::string& axis,
@@ -30,6 +37,18 @@ std::vector<Tensor> allReduceOp(detail::Trace& trace, const std::vector<Tensor>&
 // and divided by the axis size (JAX's pmean is psum / size).
 std::vector<Tensor> allReduce(const std::vector<Tensor>& xs, const std::string& axis,
                               ir::Reduction reduction, const char* what, Loc loc) {
+  if (const Mesh* mesh = meshAxis(axis)) {  // leaf by leaf, within the axis' groups
+    const std::string all = mappedAxis(what, loc);
+    const AxisGroups groups = mesh->groups(axis);
+    std::vector<Tensor> results;
+    for (const Tensor& x : xs) {
+      if (reduction == ir::Reduction::Sum) results.push_back(psum(x, all, groups, loc));
+      else if (reduction == ir::Reduction::Mean) results.push_back(pmean(x, all, groups, loc));
+      else if (reduction == ir::Reduction::Max) results.push_back(pmax(x, all, groups, loc));
+      else results.push_back(pmin(x, all, groups, loc));
+    }
+    return results;
+  }
   detail::Trace& trace = detail::Trace::current(what, loc, true);
   const int64_t size = trace.checkAxis(axis, what, loc);
   if (xs.empty()) return {};
@@ -82,6 +101,7 @@ std::vector<Tensor> pmean(const std::vector<Tensor>& xs, const std::string& axis
 }
 
 Tensor allGather(const Tensor& x, const std::string& axis, Loc loc) {
+  if (const Mesh* mesh = meshAxis(axis)) return allGather(x, mappedAxis("allGather", loc), mesh->groups(axis), loc);
   detail::Trace& trace = detail::Trace::current("allGather", loc, true);
   int64_t size = trace.checkAxis(axis, "allGather", loc);
   return trace.wrap(trace.create<ir::AllGatherOp>(loc, trace.valueOf(x, loc),
@@ -91,6 +111,7 @@ Tensor allGather(const Tensor& x, const std::string& axis, Loc loc) {
 }
 
 Tensor psumScatter(const Tensor& x, const std::string& axis, Loc loc) {
+  if (const Mesh* mesh = meshAxis(axis)) return psumScatter(x, mappedAxis("psumScatter", loc), mesh->groups(axis), loc);
   detail::Trace& trace = detail::Trace::current("psumScatter", loc, true);
   int64_t size = trace.checkAxis(axis, "psumScatter", loc);
   if (x.rank() < 1 || x.dim(0) != size)
@@ -104,7 +125,8 @@ Tensor psumScatter(const Tensor& x, const std::string& axis, Loc loc) {
 Tensor ppermute(const Tensor& x, const std::string& axis, const std::vector<std::pair<int64_t, int64_t>>& perm,
                 Loc loc) {
   detail::Trace& trace = detail::Trace::current("ppermute", loc, true);
-  const int64_t size = trace.checkAxis(axis, "ppermute", loc);
+  const Mesh* mesh = meshAxis(axis);
+  const int64_t size = mesh ? mesh->axisSize(axis) : trace.checkAxis(axis, "ppermute", loc);
   std::set<int64_t> sources, destinations;
   std::vector<int64_t> pairs;
   for (auto [source, destination] : perm) {
@@ -121,12 +143,22 @@ Tensor ppermute(const Tensor& x, const std::string& axis, const std::vector<std:
                   std::to_string(destination) + " is the destination of two pairs; each replica receives at most once");
     pairs.insert(pairs.end(), {source, destination});
   }
+  if (mesh) {  // the pairs are coordinates along the mesh axis: each group exchanges alike
+    std::vector<std::pair<int64_t, int64_t>> flat;
+    for (const std::vector<int64_t>& group : mesh->groups(axis))
+      for (auto [source, destination] : perm) flat.push_back({group[size_t(source)], group[size_t(destination)]});
+    return ppermute(x, trace.axisName(), flat, loc);
+  }
   return trace.wrap(trace.create<ir::PpermuteOp>(loc, trace.valueOf(x, loc), trace.builder().getStringAttr(axis),
                                                  trace.builder().getDenseI64ArrayAttr(pairs))
                         ->getResult(0));
 }
 
 Tensor allToAll(const Tensor& x, const std::string& axis, int64_t splitAxis, int64_t concatAxis, Loc loc) {
+  if (const Mesh* mesh = meshAxis(axis))
+    throw Error(detail::where(loc) + ": spmd::allToAll over axis '" + axis + "' of mesh " + mesh->describe() +
+                " is not supported yet; run it over the whole mesh ('" + mappedAxis("allToAll", loc) +
+                "') or with spmd::pmap over one axis");
   detail::Trace& trace = detail::Trace::current("allToAll", loc, true);
   const int64_t size = trace.checkAxis(axis, "allToAll", loc);
   const int64_t rank = int64_t(x.rank());
@@ -147,18 +179,27 @@ Tensor allToAll(const Tensor& x, const std::string& axis, int64_t splitAxis, int
 }
 
 Tensor pbroadcast(const Tensor& x, const std::string& axis, int64_t source, Loc loc) {
-  const int64_t size = detail::Trace::current("pbroadcast", loc, true).checkAxis(axis, "pbroadcast", loc);
+  const Mesh* mesh = meshAxis(axis);
+  const int64_t size =
+      mesh ? mesh->axisSize(axis) : detail::Trace::current("pbroadcast", loc, true).checkAxis(axis, "pbroadcast", loc);
   if (source < 0 || source >= size)
     throw Error(detail::where(loc) + ": spmd::pbroadcast over axis '" + axis + "' from replica " +
                 std::to_string(source) + ", but the axis has replicas 0.." + std::to_string(size - 1) +
                 "; name one of them");
-  Tensor all = allGather(x, axis, loc);
+  Tensor all = mesh ? allGather(x, mappedAxis("pbroadcast", loc), mesh->groups(axis), loc) : allGather(x, axis, loc);
   std::vector<int64_t> start(size_t(all.rank()), 0), limit(all.shape().begin(), all.shape().end());
   start[0] = source, limit[0] = source + 1;
   return reshape(slice(all, start, limit, loc), x.shape(), loc);
 }
 
 Tensor axisIndex(const std::string& axis, Loc loc) {
+  if (const Mesh* mesh = meshAxis(axis)) {  // the replica's coordinate, from a table by its index
+    std::vector<float> coordinates;
+    for (int64_t r = 0; r < mesh->size(); ++r) coordinates.push_back(float(mesh->coordinate(r, axis)));
+    Tensor table = Tensor(Array::of<float>({mesh->size(), 1}, coordinates));
+    Tensor me = reshape(axisIndex(mappedAxis("axisIndex", loc), loc), {1}, loc);
+    return cast(reshape(embedding(table, me, loc), {}, loc), DType::i32, loc);
+  }
   detail::Trace& trace = detail::Trace::current("axisIndex", loc, true);
   trace.checkAxis(axis, "axisIndex", loc);
   return trace.wrap(
@@ -166,6 +207,7 @@ Tensor axisIndex(const std::string& axis, Loc loc) {
 }
 
 int64_t axisSize(const std::string& axis, Loc loc) {
+  if (const Mesh* mesh = meshAxis(axis)) return mesh->axisSize(axis);
   return detail::Trace::current("axisSize", loc, true).checkAxis(axis, "axisSize", loc);
 }
 

@@ -2,6 +2,7 @@
 #include "frontend/Trace.h"
 
 #include "compiler/Registration.h"
+#include "frontend/Mesh.h"
 #include "ir/SpmdDialect.h"
 #include "mlir/IR/DialectRegistry.h"
 
@@ -101,6 +102,15 @@ void Trace::finish(const std::vector<Tensor>& outputs, Loc loc) {
       builder_.getFunctionType(body.getArgumentTypes(), mlir::ValueRange(values).getTypes()));
 }
 
+Trace* Trace::innermost() { return currentTrace; }
+
+void Trace::bindMesh(std::shared_ptr<const Mesh> mesh, Loc loc) {
+  if (axisName_.empty() || axisSize_ != mesh->size())
+    throw Error(where(loc) + ": spmd::shardMap's mesh " + mesh->describe() + " has " + std::to_string(mesh->size()) +
+                " replicas but the mapped axis has " + std::to_string(axisSize_));
+  mesh_ = std::move(mesh);
+}
+
 void Trace::bindAxis(const std::string& name, int64_t size, int64_t microBatches) {
   axisName_ = name;
   axisSize_ = size;
@@ -127,6 +137,13 @@ int64_t Trace::checkAxis(const std::string& axis, const char* what, Loc loc) con
     throw Error(where(loc) + ": spmd::" + what + " over axis '" + axis +
                 "': no axis is bound here; collectives need a function mapped by spmd::pmap "
                 "(spmd::jit binds none)");
+  if (axis != axisName_ && mesh_) {
+    std::string axes;
+    for (const MeshAxis& a : mesh_->axes()) axes += "'" + a.name + "', ";
+    throw Error(where(loc) + ": spmd::" + what + " over axis '" + axis + "', which is not bound; the enclosing "
+                "spmd::shardMap binds the axes " + axes + "of mesh " + mesh_->describe() + " and '" + axisName_ +
+                "' for the whole mesh" + (mesh_->has(axis) ? " (with groups, name the whole mesh's axis)" : ""));
+  }
   if (axis != axisName_)
     throw Error(where(loc) + ": spmd::" + what + " over axis '" + axis +
                 "', which is not bound; the enclosing spmd::pmap binds axis '" + axisName_ +

@@ -15,6 +15,10 @@
 #include "mlir/IR/OwningOpRef.h"
 #include "mlir/IR/Verifier.h"
 
+namespace spmd {
+class Mesh;
+}
+
 namespace spmd::detail {
 
 // The context of the innermost open trace (each trace has its own, with the spmd and func
@@ -56,6 +60,13 @@ class Trace {
   void describeResult(unsigned index, bool mapped, const std::string& name);
   // Throws at the caller's line unless `axis` is the bound axis; returns its size.
   int64_t checkAxis(const std::string& axis, const char* what, Loc loc) const;
+  const std::string& axisName() const { return axisName_; }
+  // spmd::shardMap: the bound axis is this mesh's replicas, whose axis names collectives take
+  // (frontend/Mesh.h); throws at `loc` unless an axis of the mesh's size is bound.
+  void bindMesh(std::shared_ptr<const Mesh> mesh, Loc loc);
+  const Mesh* mesh() const { return mesh_.get(); }
+  // The innermost open trace, or null.
+  static Trace* innermost();
 
   mlir::Value valueOf(const Tensor& tensor, Loc loc);
   Tensor wrap(mlir::Value value);
@@ -109,6 +120,7 @@ class Trace {
   Trace* previous_;
   std::string axisName_;
   int64_t axisSize_ = 0;
+  std::shared_ptr<const Mesh> mesh_;
   int64_t rematSegments_ = 0;
 };
 

@@ -9,6 +9,7 @@
 #include "frontend/Grad.h"
 #include "frontend/Init.h"
 #include "frontend/Jit.h"
+#include "frontend/Mesh.h"
 #include "frontend/Ops.h"
 #include "frontend/Pmap.h"
 #include "frontend/Random.h"

@@ -1,0 +1,162 @@
+// A named device mesh (jax.sharding.Mesh) and spmd::shardMap (jax's shard_map): the replicas of
+// one mapped axis seen as a grid of named axes, and a function mapped over it whose arguments and
+// results say, per dimension, which mesh axis splits them (PartitionSpec).
+//
+// Mesh({{"data", 2}, {"model", 2}}) is row-major, the last axis varying fastest: over 4 devices
+// replica r sits at data = r / 2, model = r % 2 (under mpirun the devices of every process, in
+// process order, are the replicas). Inside a shardMap-ped function every collective takes a mesh
+// axis name: psum(x, "model") folds over the replicas that share every other coordinate (the
+// collective within groups, GroupedCollectives.cpp: the same bits as that collective over an axis
+// of the group's replicas), axisIndex("model") is the replica's coordinate, ppermute's pairs are
+// coordinates along the axis; the mesh's own name (ShardMapOptions::pmap.axisName, default
+// "mesh") is the whole grid. As in jax's shard_map nothing is averaged behind the user's back:
+// the gradient of a parameter is the sum, over the replicas that hold a copy of it, of each
+// replica's gradient of its share of the objective (psum it over the axes its spec leaves whole).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "frontend/Pmap.h"
+
+namespace spmd {
+
+struct MeshAxis {
+  std::string name;
+  int64_t size = 1;
+};
+
+class Mesh {
+ public:
+  // Names must be distinct and non-empty, sizes at least 1; errors name the caller's line.
+  Mesh(std::vector<MeshAxis> axes, Loc loc = Loc::current());
+  const std::vector<MeshAxis>& axes() const { return axes_; }
+  int64_t size() const;  // the replicas: the product of the axis sizes
+  bool has(const std::string& axis) const;
+  int64_t axisSize(const std::string& axis) const;
+  // Replica `replica`'s coordinate along `axis`.
+  int64_t coordinate(int64_t replica, const std::string& axis) const;
+  // The replicas that share every coordinate but `axis`'s, each group in `axis` order: the
+  // groups a collective over `axis` reduces within.
+  AxisGroups groups(const std::string& axis) const;
+  // "{data: 2, model: 2}".
+  std::string describe() const;
+
+ private:
+  int64_t index(const std::string& axis) const;  // -1 when absent
+  std::vector<MeshAxis> axes_;
+};
+
+// How a value lies on the mesh (jax.sharding.PartitionSpec): per leading dimension, the mesh axis
+// that splits it ("" leaves that dimension whole); {} is the whole value on every replica. A
+// dimension split over an axis of size S is cut into S equal consecutive parts, part c going to
+// the replicas at coordinate c. An axis splits at most one dimension.
+using PartitionSpec = std::vector<std::string>;
+
+struct ShardMapOptions {
+  std::vector<PartitionSpec> inSpecs;   // one per argument, for every leaf of a Tree argument
+  std::vector<PartitionSpec> outSpecs;  // one per output (tuple element), for every leaf
+  // Devices, name, memory plan, threads...: the pmap the mesh runs on. Its axisName names the
+  // whole mesh (default here "mesh"); inAxes and outAxes come from the specs and must be empty.
+  PmapOptions pmap = {.axisName = "mesh"};
+};
+
+namespace detail {
+
+// The argument's per-replica parts stacked [mesh size, ...] (a host tensor), or the argument
+// itself when its spec is {}; errors name the argument, its spec and what to fix.
+Tensor shardArgument(const Tensor& x, const Mesh& mesh, const PartitionSpec& spec, const std::string& what);
+Tree shardArgument(const Tree& x, const Mesh& mesh, const PartitionSpec& spec, const std::string& what);
+// The whole value from the replicas' parts ([mesh size, ...]): the parts along split dimensions
+// put together, and each part of a dimension left whole checked to be the same bits on every
+// replica that holds it (else an error naming the output, the axis and two replicas).
+Tensor assembleResult(const Tensor& parts, const Mesh& mesh, const PartitionSpec& spec, const std::string& what);
+Tree assembleResult(const Tree& parts, const Mesh& mesh, const PartitionSpec& spec, const std::string& what);
+
+// Binds `mesh` to the trace being built (spmd::shardMap's body does so before the user's
+// function): collectives then take its axis names.
+void bindMesh(const std::shared_ptr<const Mesh>& mesh, Loc loc);
+// The mesh bound to the innermost trace when `axis` is one of its axes, else null.
+const Mesh* meshOf(const std::string& axis);
+
+template <typename F>
+struct MeshBody {
+  F f;
+  std::shared_ptr<const Mesh> mesh;
+  Loc defined;
+  template <typename... Args>
+  auto operator()(const Args&... args) const {
+    bindMesh(mesh, defined);
+    return f(args...);
+  }
+};
+
+template <typename Out, size_t... I>
+Out assembleTuple(const Out& out, const Mesh& mesh, const std::vector<PartitionSpec>& specs, const std::string& who,
+                  std::index_sequence<I...>) {
+  return Out{assembleResult(std::get<I>(out), mesh, specs[I], who + " output " + std::to_string(I))...};
+}
+
+template <typename Out>
+Out assembleOutputs(const Out& out, const Mesh& mesh, const std::vector<PartitionSpec>& specs, const std::string& who) {
+  if constexpr (IsTuple<Out>::value)
+    return assembleTuple(out, mesh, specs, who, std::make_index_sequence<std::tuple_size_v<Out>>());
+  else
+    return assembleResult(out, mesh, specs[0], who + " output 0");
+}
+
+void checkShardMapOptions(const Mesh& mesh, const ShardMapOptions& options, Loc loc);
+void checkShardMapCall(const Mesh& mesh, const ShardMapOptions& options, size_t arguments, size_t outputs,
+                       int globalDevices, const std::string& who);
+
+}  // namespace detail
+
+template <typename F>
+class ShardMapped {
+ public:
+  ShardMapped(F f, Mesh mesh, ShardMapOptions options, Loc defined)
+      : mesh_(std::make_shared<const Mesh>(std::move(mesh))), options_(std::move(options)),
+        pmapped_(detail::MeshBody<F>{std::move(f), mesh_, defined}, pmapOptions(*mesh_, options_, defined), defined) {}
+
+  template <typename... Args>
+  auto operator()(const Args&... args) {
+    using Out = std::decay_t<decltype(pmapped_(args...))>;
+    size_t outputs = 1;
+    if constexpr (detail::IsTuple<Out>::value) outputs = std::tuple_size_v<Out>;
+    const std::string who = "spmd::shardMap '" + options_.pmap.name + "'";
+    detail::checkShardMapCall(*mesh_, options_, sizeof...(Args), outputs, pmapped_.globalDeviceCount(), who);
+    Out out = callSharded(who, std::index_sequence_for<Args...>(), args...);
+    return detail::assembleOutputs(out, *mesh_, options_.outSpecs, who);
+  }
+
+  const Mesh& mesh() const { return *mesh_; }
+
+ private:
+  template <size_t... I, typename... Args>
+  auto callSharded(const std::string& who, std::index_sequence<I...>, const Args&... args) {
+    return pmapped_(detail::shardArgument(args, *mesh_, options_.inSpecs[I], who + " argument " + std::to_string(I))...);
+  }
+
+  static PmapOptions pmapOptions(const Mesh& mesh, const ShardMapOptions& options, Loc loc) {
+    detail::checkShardMapOptions(mesh, options, loc);
+    PmapOptions pmap = options.pmap;
+    for (const PartitionSpec& spec : options.inSpecs) pmap.inAxes.push_back(spec.empty() ? replicated : Axis(0));
+    pmap.outAxes.assign(options.outSpecs.size(), Axis(0));  // every replica's part, put together here
+    return pmap;
+  }
+
+  std::shared_ptr<const Mesh> mesh_;
+  ShardMapOptions options_;
+  Pmapped<detail::MeshBody<F>> pmapped_;
+};
+
+// Bad meshes and specs are reported here, at the caller's line, before the first call.
+template <typename F>
+ShardMapped<F> shardMap(F f, Mesh mesh, ShardMapOptions options, Loc loc = Loc::current()) {
+  return ShardMapped<F>(std::move(f), std::move(mesh), std::move(options), loc);
+}
+
+}  // namespace spmd
