@@ -135,24 +135,35 @@ Shape offsetOf(const Mesh& mesh, const PartitionSpec& spec, const Shape& local, 
 
 }  // namespace
 
-Tensor shardArgument(const Tensor& x, const Mesh& mesh, const PartitionSpec& spec, const std::string& what) {
+Tensor shardArgument(const Tensor& x, const Mesh& mesh, const PartitionSpec& spec, LocalReplicas replicas,
+                     const std::string& what) {
   if (spec.empty()) return x;
   const Array& whole = x.array();
   const std::vector<int64_t> parts = partsOf(mesh, spec, whole.shape, what, x.typeString());
   Shape local = whole.shape;
   for (size_t d = 0; d < local.size(); ++d) local[d] /= parts[d];
-  Shape stacked{mesh.size()};
+  Shape stacked{replicas.count};
   stacked.insert(stacked.end(), local.begin(), local.end());
   Array out = Array::zeros(whole.dtype, stacked);
   const size_t partBytes = size_t(numElements(local)) * dtypeSize(whole.dtype);
-  for (int64_t r = 0; r < mesh.size(); ++r)
-    copyBox(whole, offsetOf(mesh, spec, local, r), out.data() + size_t(r) * partBytes, local, true);
+  for (int64_t r = 0; r < replicas.count; ++r)
+    copyBox(whole, offsetOf(mesh, spec, local, replicas.first + r), out.data() + size_t(r) * partBytes, local, true);
   return Tensor(std::move(out));
 }
 
-Tree shardArgument(const Tree& x, const Mesh& mesh, const PartitionSpec& spec, const std::string& what) {
+Tree shardArgument(const Tree& x, const Mesh& mesh, const PartitionSpec& spec, LocalReplicas replicas,
+                   const std::string& what) {
   Tree out;
-  for (const auto& [name, leaf] : x) out.set(name, shardArgument(leaf, mesh, spec, what + " leaf '" + name + "'"));
+  for (const auto& [name, leaf] : x)
+    out.set(name, shardArgument(leaf, mesh, spec, replicas, what + " leaf '" + name + "'"));
+  return out;
+}
+
+Tensor gatherParts(const Tensor& part, const std::string& mapped, Loc loc) { return allGather(part, mapped, loc); }
+
+Tree gatherParts(const Tree& part, const std::string& mapped, Loc loc) {
+  Tree out;
+  for (const auto& [name, leaf] : part) out.set(name, allGather(leaf, mapped, loc));
   return out;
 }
 

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "frontend/Pmap.h"
+#include "frontend/Processes.h"
 
 namespace spmd {
 
@@ -66,13 +67,22 @@ struct ShardMapOptions {
 
 namespace detail {
 
-// The argument's per-replica parts stacked [mesh size, ...] (a host tensor), or the argument
-// itself when its spec is {}; errors name the argument, its spec and what to fix.
-Tensor shardArgument(const Tensor& x, const Mesh& mesh, const PartitionSpec& spec, const std::string& what);
-Tree shardArgument(const Tree& x, const Mesh& mesh, const PartitionSpec& spec, const std::string& what);
-// The whole value from the replicas' parts ([mesh size, ...]): the parts along split dimensions
-// put together, and each part of a dimension left whole checked to be the same bits on every
-// replica that holds it (else an error naming the output, the axis and two replicas).
+// Which replicas this process runs: replicas [first, first + count) of the mesh (processes in
+// order, each its devices).
+struct LocalReplicas {
+  int64_t first = 0, count = 0;
+};
+
+// The argument's parts for this process's replicas, stacked [count, ...] (a host tensor), or the
+// argument itself when its spec is {}; errors name the argument, its spec and what to fix.
+Tensor shardArgument(const Tensor& x, const Mesh& mesh, const PartitionSpec& spec, LocalReplicas local,
+                     const std::string& what);
+Tree shardArgument(const Tree& x, const Mesh& mesh, const PartitionSpec& spec, LocalReplicas local,
+                   const std::string& what);
+// The whole value from every replica's part ([mesh size, ...], gathered on the devices): the parts
+// along split dimensions put together, and each part of a dimension left whole checked to be the
+// same bits on every replica that holds it (else an error naming the output, the axis and two
+// replicas).
 Tensor assembleResult(const Tensor& parts, const Mesh& mesh, const PartitionSpec& spec, const std::string& what);
 Tree assembleResult(const Tree& parts, const Mesh& mesh, const PartitionSpec& spec, const std::string& what);
 
@@ -82,15 +92,25 @@ void bindMesh(const std::shared_ptr<const Mesh>& mesh, Loc loc);
 // The mesh bound to the innermost trace when `axis` is one of its axes, else null.
 const Mesh* meshOf(const std::string& axis);
 
+// Every replica's part of an output, gathered over the whole mesh ([mesh size, ...part]: the
+// same on every replica, so every process can put the whole value together).
+Tensor gatherParts(const Tensor& part, const std::string& mapped, Loc loc);
+Tree gatherParts(const Tree& part, const std::string& mapped, Loc loc);
+
 template <typename F>
 struct MeshBody {
   F f;
   std::shared_ptr<const Mesh> mesh;
+  std::string mapped;  // the whole mesh's axis
   Loc defined;
   template <typename... Args>
   auto operator()(const Args&... args) const {
     bindMesh(mesh, defined);
-    return f(args...);
+    auto out = f(args...);
+    if constexpr (IsTuple<decltype(out)>::value)
+      return std::apply([&](const auto&... e) { return decltype(out){gatherParts(e, mapped, defined)...}; }, out);
+    else
+      return decltype(out){gatherParts(out, mapped, defined)};
   }
 };
 
@@ -119,7 +139,8 @@ class ShardMapped {
  public:
   ShardMapped(F f, Mesh mesh, ShardMapOptions options, Loc defined)
       : mesh_(std::make_shared<const Mesh>(std::move(mesh))), options_(std::move(options)),
-        pmapped_(detail::MeshBody<F>{std::move(f), mesh_, defined}, pmapOptions(*mesh_, options_, defined), defined) {}
+        pmapped_(detail::MeshBody<F>{std::move(f), mesh_, options_.pmap.axisName, defined},
+                 pmapOptions(*mesh_, options_, defined), defined) {}
 
   template <typename... Args>
   auto operator()(const Args&... args) {
@@ -137,14 +158,18 @@ class ShardMapped {
  private:
   template <size_t... I, typename... Args>
   auto callSharded(const std::string& who, std::index_sequence<I...>, const Args&... args) {
-    return pmapped_(detail::shardArgument(args, *mesh_, options_.inSpecs[I], who + " argument " + std::to_string(I))...);
+    const detail::LocalReplicas local{int64_t(processIndex()) * pmapped_.deviceCount(), pmapped_.deviceCount()};
+    return pmapped_(
+        detail::shardArgument(args, *mesh_, options_.inSpecs[I], local, who + " argument " + std::to_string(I))...);
   }
 
   static PmapOptions pmapOptions(const Mesh& mesh, const ShardMapOptions& options, Loc loc) {
     detail::checkShardMapOptions(mesh, options, loc);
     PmapOptions pmap = options.pmap;
     for (const PartitionSpec& spec : options.inSpecs) pmap.inAxes.push_back(spec.empty() ? replicated : Axis(0));
-    pmap.outAxes.assign(options.outSpecs.size(), Axis(0));  // every replica's part, put together here
+    // Outputs: every replica's part, gathered on the devices (replicated), put together here. No
+    // value is averaged behind the user's back: a pmean the compiler would insert is an error.
+    pmap.strict = true;
     return pmap;
   }
 

@@ -24,6 +24,7 @@
 #include "frontend/io/Safetensors.h"
 #include "frontend/spmd.h"
 #include "frontend/models/ResNet.h"
+#include "frontend/models/TensorParallelMlp.h"
 #include "runtime/exec/DeviceArray.h"
 #include "tools/cli/Cli.h"
 
@@ -213,6 +214,43 @@ void checkPermutations(const Flags& f, std::string& report) {
            " replicas (and psum within groups of " + (n % 2 ? std::to_string(n) : std::string("2")) + ")";
 }
 
+// The tensor-parallel MLP (frontend/models/TensorParallelMlp.h) on a mesh of every replica of the
+// job, {data: N / 2, model: 2}, two SGD steps in f64: its parameters and losses join the state the
+// driver compares across layouts (the same mesh laid out as 1 x 4, 2 x 2 and 4 x 1 processes x
+// devices), and each is checked against the unsharded MLP on this process (1e-12).
+void checkMesh(const Flags& f, int64_t global, Tree& params, std::string& losses, std::string& report) {
+  const int64_t batch = 12, in = 6, hidden = 8, out = 4;
+  const double lr = 0.1;
+  Mesh mesh({{"data", global / 2}, {"model", 2}});
+  auto step = models::tensorParallelMlp(mesh, lr, {.axisName = "mesh", .devices = f.devices, .name = "mesh_check"});
+  auto reference = jit([&](const Tree& p, const Tensor& x, const Tensor& y) { return models::mlpStep(p, x, y, lr); },
+                       {.name = "mesh_reference"});
+  Array x = Array::zeros(DType::f64, {batch, in}), y = Array::zeros(DType::f64, {batch, out});
+  for (int64_t i = 0; i < x.numel(); ++i) x.values<double>()[i] = std::sin(0.7 * double(i));
+  for (int64_t i = 0; i < y.numel(); ++i) y.values<double>()[i] = std::cos(0.3 * double(i));
+  params = models::mlpInit(in, hidden, out, DType::f64, 11);
+  Tree whole = params;
+  for (int s = 0; s < 2; ++s) {
+    auto [w1, b1, w2, b2, loss] = step(params.at("w1"), params.at("b1"), params.at("w2"), params.at("b2"), x, y);
+    params = Tree();
+    params.set("w1", w1), params.set("b1", b1), params.set("w2", w2), params.set("b2", b2);
+    auto [next, wholeLoss] = reference(whole, x, y);
+    whole = next;
+    const double got = loss.array().values<double>()[0], want = wholeLoss.array().values<double>()[0];
+    if (std::abs(got - want) > 1e-12 * std::abs(want))
+      throw Error("mesh check: step " + std::to_string(s) + " loss " + std::to_string(got) + ", the unsharded MLP's " +
+                  std::to_string(want));
+    for (const auto& [name, t] : whole)
+      for (int64_t i = 0; i < t.numel(); ++i)
+        if (std::abs(params.at(name).array().values<double>()[i] - t.array().values<double>()[i]) > 1e-12)
+          throw Error("mesh check: step " + std::to_string(s) + " " + name + "[" + std::to_string(i) +
+                      "] differs from the unsharded MLP's");
+    const Array l = loss.array();
+    losses.append(reinterpret_cast<const char*>(l.data()), l.bytes());
+  }
+  report = "tensor-parallel MLP on mesh " + mesh.describe() + ": the unsharded MLP's within 1e-12";
+}
+
 int run(const Flags& f) {
   const int process = processIndex(), processes = processCount();
   const DType dtype = f.dtype == "f64" ? DType::f64 : DType::f32;  // of the parameters and data
@@ -244,6 +282,9 @@ int run(const Flags& f) {
   std::string permutationReport = "ppermute and all_to_all: not checked (accumulation)";
   if (f.accumulate == 1) checkPermutations(f, permutationReport);
   const int64_t global = step.globalDeviceCount();
+  std::string meshReport = "tensor-parallel MLP: not checked (accumulation or an odd replica count)", meshLosses;
+  Tree meshParams;
+  if (f.accumulate == 1 && global % 2 == 0) checkMesh(f, global, meshParams, meshLosses, meshReport);
   std::string why;
   const int threads = step.threadsPerReplica(&why);
   if (kBatch % global != 0) throw Error("the global batch of 24 does not split over " + std::to_string(global) + " devices");
@@ -283,13 +324,16 @@ int run(const Flags& f) {
   append(bytes, index, params, "params."), append(bytes, index, state, "state."), append(bytes, index, opt, "opt.");
   bytes += losses;
   index += "losses " + std::to_string(f.steps) + "\n";
+  append(bytes, index, meshParams, "mesh.");
+  bytes += meshLosses;
+  index += "mesh losses " + std::to_string(meshLosses.size() / sizeof(double)) + "\n";
   std::ofstream(f.out + "." + std::to_string(process), std::ios::binary) << bytes;
   if (process == 0) std::ofstream(f.out + ".index") << index;
   double last = dtype == DType::f32 ? double(reinterpret_cast<const float*>(losses.data())[f.steps - 1])
                                     : reinterpret_cast<const double*>(losses.data())[f.steps - 1];
   std::printf("process %d of %d: %d steps on %s (%lld replicas in all, %d threads per replica: %s), loss %.6f; %s\n",
               process, processes, f.steps, f.devices.c_str(), static_cast<long long>(global), threads, why.c_str(),
-              last, (foldReport + "; " + permutationReport).c_str());
+              last, (foldReport + "; " + permutationReport + "; " + meshReport).c_str());
   return 0;
 }
 

@@ -117,6 +117,9 @@ def exact_run(args, processes, per, name, flags, env_extra, default_threads=Fals
         if len(permutations) != processes:
             fail("%s: not every process reports the permutation check (dist_train's checkPermutations):\n%s" %
                  (name, log))
+        meshes = [l for l in log.splitlines() if "tensor-parallel MLP on mesh" in l]
+        if len(meshes) != processes:
+            fail("%s: not every process reports the tensor-parallel check (dist_train's checkMesh):\n%s" % (name, log))
     threads = sorted(set(l.split(" threads per replica")[0].rsplit(", ", 1)[-1] for l in log.splitlines()
                          if "threads per replica" in l))
     return blobs[0], threads, seconds
