@@ -3,6 +3,7 @@
 // them, and the mesh bound to the trace for the collectives.
 #include "frontend/Mesh.h"
 
+#include <algorithm>
 #include <cstring>
 #include <set>
 
@@ -71,6 +72,22 @@ std::string Mesh::describe() const {
   return text + "}";
 }
 
+Tree sumOverCopies(const Tree& grads, const Spec& spec, Loc loc) {
+  const detail::Trace& trace = detail::Trace::current("sumOverCopies", loc, true);
+  const Mesh* mesh = trace.mesh();
+  if (!mesh) throw Error(detail::where(loc) + ": spmd::sumOverCopies needs the mesh of an enclosing spmd::shardMap");
+  Tree out;
+  for (const auto& [name, g] : grads) {
+    auto it = spec.byLeaf.find(name);
+    const PartitionSpec& split = it == spec.byLeaf.end() ? spec.all : it->second;
+    Tensor sum = g;
+    for (const MeshAxis& a : mesh->axes())
+      if (std::find(split.begin(), split.end(), a.name) == split.end()) sum = psum(sum, a.name, loc);
+    out.set(name, sum);
+  }
+  return out;
+}
+
 namespace detail {
 namespace {
 
@@ -135,9 +152,29 @@ Shape offsetOf(const Mesh& mesh, const PartitionSpec& spec, const Shape& local, 
 
 }  // namespace
 
-Tensor shardArgument(const Tensor& x, const Mesh& mesh, const PartitionSpec& spec, LocalReplicas replicas,
-                     const std::string& what) {
-  if (spec.empty()) return x;
+namespace {
+
+// A Tensor's PartitionSpec: `all` (a per-leaf spec is for Trees).
+const PartitionSpec& tensorSpec(const Spec& spec, const std::string& what) {
+  if (!spec.byLeaf.empty())
+    throw Error(what + " is a tensor, but its spec names leaves (Spec::leaves, '" + spec.byLeaf.begin()->first +
+                "'); give it one PartitionSpec");
+  return spec.all;
+}
+
+// A Tree leaf's PartitionSpec; every leaf the spec names must be in the tree.
+const PartitionSpec& leafSpec(const Spec& spec, const Tree& tree, const std::string& leaf, const std::string& what) {
+  for (const auto& [name, s] : spec.byLeaf)
+    if (!tree.contains(name))
+      throw Error(what + ": its spec names leaf '" + name + "', which the tree does not have");
+  auto it = spec.byLeaf.find(leaf);
+  return it == spec.byLeaf.end() ? spec.all : it->second;
+}
+
+// `stack`: stacked even when whole (a leaf of a Tree other leaves of which are split).
+Tensor shardTensor(const Tensor& x, const Mesh& mesh, const PartitionSpec& spec, LocalReplicas replicas,
+                   const std::string& what, bool stack = false) {
+  if (spec.empty() && !stack) return x;
   const Array& whole = x.array();
   const std::vector<int64_t> parts = partsOf(mesh, spec, whole.shape, what, x.typeString());
   Shape local = whole.shape;
@@ -151,11 +188,22 @@ Tensor shardArgument(const Tensor& x, const Mesh& mesh, const PartitionSpec& spe
   return Tensor(std::move(out));
 }
 
-Tree shardArgument(const Tree& x, const Mesh& mesh, const PartitionSpec& spec, LocalReplicas replicas,
-                   const std::string& what) {
+}  // namespace
+
+Tensor shardArgument(const Tensor& x, const Mesh& mesh, const Spec& spec, LocalReplicas replicas,
+                     const std::string& what) {
+  return shardTensor(x, mesh, tensorSpec(spec, what), replicas, what);
+}
+
+// A Tree argument is stacked as a whole (pmap maps an argument's leaves alike): a leaf whose
+// spec is {} is repeated on every replica.
+Tree shardArgument(const Tree& x, const Mesh& mesh, const Spec& spec, LocalReplicas replicas, const std::string& what) {
   Tree out;
-  for (const auto& [name, leaf] : x)
-    out.set(name, shardArgument(leaf, mesh, spec, replicas, what + " leaf '" + name + "'"));
+  for (const auto& [name, leaf] : x) {
+    const std::string at = what + " leaf '" + name + "'";
+    const bool stacked = !spec.all.empty() || !spec.byLeaf.empty();
+    out.set(name, shardTensor(leaf, mesh, leafSpec(spec, x, name, what), replicas, at, stacked));
+  }
   return out;
 }
 
@@ -167,7 +215,9 @@ Tree gatherParts(const Tree& part, const std::string& mapped, Loc loc) {
   return out;
 }
 
-Tensor assembleResult(const Tensor& parts, const Mesh& mesh, const PartitionSpec& spec, const std::string& what) {
+namespace {
+
+Tensor assembleTensor(const Tensor& parts, const Mesh& mesh, const PartitionSpec& spec, const std::string& what) {
   const Array& all = parts.array();
   const Shape local(all.shape.begin() + 1, all.shape.end());
   for (size_t d = 0; d < spec.size() && d < local.size(); ++d)
@@ -216,9 +266,16 @@ Tensor assembleResult(const Tensor& parts, const Mesh& mesh, const PartitionSpec
   return Tensor(std::move(out));
 }
 
-Tree assembleResult(const Tree& parts, const Mesh& mesh, const PartitionSpec& spec, const std::string& what) {
+}  // namespace
+
+Tensor assembleResult(const Tensor& parts, const Mesh& mesh, const Spec& spec, const std::string& what) {
+  return assembleTensor(parts, mesh, tensorSpec(spec, what), what);
+}
+
+Tree assembleResult(const Tree& parts, const Mesh& mesh, const Spec& spec, const std::string& what) {
   Tree out;
-  for (const auto& [name, leaf] : parts) out.set(name, assembleResult(leaf, mesh, spec, what + " leaf '" + name + "'"));
+  for (const auto& [name, leaf] : parts)
+    out.set(name, assembleTensor(leaf, mesh, leafSpec(spec, parts, name, what), what + " leaf '" + name + "'"));
   return out;
 }
 
@@ -239,18 +296,22 @@ void checkShardMapOptions(const Mesh& mesh, const ShardMapOptions& options, Loc 
   if (mesh.has(options.pmap.axisName))
     throw Error(at + "pmap.axisName '" + options.pmap.axisName +
                 "' names the whole mesh and must differ from its axes' names");
-  auto check = [&](const std::vector<PartitionSpec>& specs, const char* which) {
+  auto checkOne = [&](const PartitionSpec& spec, const std::string& which) {
+    std::set<std::string> used;
+    for (const std::string& axis : spec) {
+      if (axis.empty()) continue;
+      if (!mesh.has(axis))
+        throw Error(at + which + " " + specText(spec) + " names axis '" + axis + "', which the mesh does not have");
+      if (!used.insert(axis).second)
+        throw Error(at + which + " " + specText(spec) + " splits two dimensions over axis '" + axis +
+                    "'; an axis splits at most one dimension");
+    }
+  };
+  auto check = [&](const std::vector<Spec>& specs, const char* which) {
     for (size_t i = 0; i < specs.size(); ++i) {
-      std::set<std::string> used;
-      for (const std::string& axis : specs[i]) {
-        if (axis.empty()) continue;
-        if (!mesh.has(axis))
-          throw Error(at + which + "[" + std::to_string(i) + "] " + specText(specs[i]) + " names axis '" + axis +
-                      "', which the mesh does not have");
-        if (!used.insert(axis).second)
-          throw Error(at + which + "[" + std::to_string(i) + "] " + specText(specs[i]) + " splits two dimensions over axis '" +
-                      axis + "'; an axis splits at most one dimension");
-      }
+      const std::string name = std::string(which) + "[" + std::to_string(i) + "]";
+      checkOne(specs[i].all, name);
+      for (const auto& [leaf, spec] : specs[i].byLeaf) checkOne(spec, name + " leaf '" + leaf + "'");
     }
   };
   check(options.inSpecs, "inSpecs");

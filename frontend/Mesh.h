@@ -14,6 +14,8 @@
 // replica's gradient of its share of the objective (psum it over the axes its spec leaves whole).
 #pragma once
 
+#include <initializer_list>
+#include <map>
 #include <memory>
 #include <string>
 #include <tuple>
@@ -57,13 +59,33 @@ class Mesh {
 // the replicas at coordinate c. An axis splits at most one dimension.
 using PartitionSpec = std::vector<std::string>;
 
+// An argument's or output's spec: one PartitionSpec for the value (every leaf of a Tree), or for
+// a Tree one per leaf by name (Spec::leaves({{"w1", {"", "model"}}, {"b1", {"model"}}}), the
+// leaves not named taking `rest`). A name that is no leaf of the Tree is an error.
+struct Spec {
+  PartitionSpec all;
+  std::map<std::string, PartitionSpec> byLeaf = {};
+  Spec(std::initializer_list<std::string> names) : all(names) {}  // NOLINT: {"data"}, {} (whole)
+  Spec(PartitionSpec spec) : all(std::move(spec)) {}              // NOLINT
+  static Spec leaves(std::map<std::string, PartitionSpec> byLeaf, PartitionSpec rest = {}) {
+    Spec s(std::move(rest));
+    s.byLeaf = std::move(byLeaf);
+    return s;
+  }
+};
+
 struct ShardMapOptions {
-  std::vector<PartitionSpec> inSpecs;   // one per argument, for every leaf of a Tree argument
-  std::vector<PartitionSpec> outSpecs;  // one per output (tuple element), for every leaf
+  std::vector<Spec> inSpecs;   // one per argument
+  std::vector<Spec> outSpecs;  // one per output (tuple element)
   // Devices, name, memory plan, threads...: the pmap the mesh runs on. Its axisName names the
   // whole mesh (default here "mesh"); inAxes and outAxes come from the specs and must be empty.
   PmapOptions pmap = {.axisName = "mesh"};
 };
+
+// Inside spmd::shardMap: each leaf of `grads` summed over the mesh axes its spec leaves whole,
+// i.e. over the replicas that hold a copy of that parameter: the gradient of the whole objective
+// when each replica differentiated its own share of it (the sum of the shares).
+Tree sumOverCopies(const Tree& grads, const Spec& spec, Loc loc = Loc::current());
 
 namespace detail {
 
@@ -75,16 +97,14 @@ struct LocalReplicas {
 
 // The argument's parts for this process's replicas, stacked [count, ...] (a host tensor), or the
 // argument itself when its spec is {}; errors name the argument, its spec and what to fix.
-Tensor shardArgument(const Tensor& x, const Mesh& mesh, const PartitionSpec& spec, LocalReplicas local,
-                     const std::string& what);
-Tree shardArgument(const Tree& x, const Mesh& mesh, const PartitionSpec& spec, LocalReplicas local,
-                   const std::string& what);
+Tensor shardArgument(const Tensor& x, const Mesh& mesh, const Spec& spec, LocalReplicas local, const std::string& what);
+Tree shardArgument(const Tree& x, const Mesh& mesh, const Spec& spec, LocalReplicas local, const std::string& what);
 // The whole value from every replica's part ([mesh size, ...], gathered on the devices): the parts
 // along split dimensions put together, and each part of a dimension left whole checked to be the
 // same bits on every replica that holds it (else an error naming the output, the axis and two
 // replicas).
-Tensor assembleResult(const Tensor& parts, const Mesh& mesh, const PartitionSpec& spec, const std::string& what);
-Tree assembleResult(const Tree& parts, const Mesh& mesh, const PartitionSpec& spec, const std::string& what);
+Tensor assembleResult(const Tensor& parts, const Mesh& mesh, const Spec& spec, const std::string& what);
+Tree assembleResult(const Tree& parts, const Mesh& mesh, const Spec& spec, const std::string& what);
 
 // Binds `mesh` to the trace being built (spmd::shardMap's body does so before the user's
 // function): collectives then take its axis names.
@@ -115,13 +135,13 @@ struct MeshBody {
 };
 
 template <typename Out, size_t... I>
-Out assembleTuple(const Out& out, const Mesh& mesh, const std::vector<PartitionSpec>& specs, const std::string& who,
+Out assembleTuple(const Out& out, const Mesh& mesh, const std::vector<Spec>& specs, const std::string& who,
                   std::index_sequence<I...>) {
   return Out{assembleResult(std::get<I>(out), mesh, specs[I], who + " output " + std::to_string(I))...};
 }
 
 template <typename Out>
-Out assembleOutputs(const Out& out, const Mesh& mesh, const std::vector<PartitionSpec>& specs, const std::string& who) {
+Out assembleOutputs(const Out& out, const Mesh& mesh, const std::vector<Spec>& specs, const std::string& who) {
   if constexpr (IsTuple<Out>::value)
     return assembleTuple(out, mesh, specs, who, std::make_index_sequence<std::tuple_size_v<Out>>());
   else
@@ -166,7 +186,8 @@ class ShardMapped {
   static PmapOptions pmapOptions(const Mesh& mesh, const ShardMapOptions& options, Loc loc) {
     detail::checkShardMapOptions(mesh, options, loc);
     PmapOptions pmap = options.pmap;
-    for (const PartitionSpec& spec : options.inSpecs) pmap.inAxes.push_back(spec.empty() ? replicated : Axis(0));
+    for (const Spec& spec : options.inSpecs)
+      pmap.inAxes.push_back(spec.all.empty() && spec.byLeaf.empty() ? replicated : Axis(0));
     // Outputs: every replica's part, gathered on the devices (replicated), put together here. No
     // value is averaged behind the user's back: a pmean the compiler would insert is an error.
     pmap.strict = true;
