@@ -2,7 +2,8 @@
 // inputs, global batch 24, cross-replica or per-replica BatchNorm, f32 or f64) on this
 // process's devices, each process passing the rows of its own replicas. Every process writes
 // its final parameters, BN state, optimizer state and losses as raw bytes (in name order) to
-// <out>.<process>, and process 0 their names and sizes to <out>.index, so a driver can compare layouts bit for bit (tests/dist/run_dist.py).
+// <out>.<process>, and process 0 their names and sizes to <out>.index, so a driver can compare layouts bit for bit (tests/dist/run_dist.py);
+// the tensor-parallel mesh check's parameters and losses go to <out>.mesh.<process>.
 // Faults for the failure tests: at step --fault-step, process --fault-process throws inside
 // the step (a bad label), kills itself, hangs, stops itself (SIGSTOP), or flips a bit of its first replica's copy of
 // fc.weight (caught by the drift check, which runs after every step then). With --checkpoint,
@@ -324,10 +325,12 @@ int run(const Flags& f) {
   append(bytes, index, params, "params."), append(bytes, index, state, "state."), append(bytes, index, opt, "opt.");
   bytes += losses;
   index += "losses " + std::to_string(f.steps) + "\n";
-  append(bytes, index, meshParams, "mesh.");
-  bytes += meshLosses;
-  index += "mesh losses " + std::to_string(meshLosses.size() / sizeof(double)) + "\n";
   std::ofstream(f.out + "." + std::to_string(process), std::ios::binary) << bytes;
+  if (!meshLosses.empty()) {  // the mesh check's state, compared across layouts of one mesh size
+    std::string meshBytes, meshIndex;
+    append(meshBytes, meshIndex, meshParams, "mesh.");
+    std::ofstream(f.out + ".mesh." + std::to_string(process), std::ios::binary) << meshBytes + meshLosses;
+  }
   if (process == 0) std::ofstream(f.out + ".index") << index;
   double last = dtype == DType::f32 ? double(reinterpret_cast<const float*>(losses.data())[f.steps - 1])
                                     : reinterpret_cast<const double*>(losses.data())[f.steps - 1];

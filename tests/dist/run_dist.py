@@ -94,6 +94,10 @@ def read_all(prefix, processes):
     return blobs
 
 
+# The mesh check's state (dist_train's checkMesh) of each exact run, by run name.
+MESH_BLOBS = {}
+
+
 def exact_run(args, processes, per, name, flags, env_extra, default_threads=False):
     out = os.path.join(args.scratch, name)
     env = environment(per, **env_extra)
@@ -118,8 +122,13 @@ def exact_run(args, processes, per, name, flags, env_extra, default_threads=Fals
             fail("%s: not every process reports the permutation check (dist_train's checkPermutations):\n%s" %
                  (name, log))
         meshes = [l for l in log.splitlines() if "tensor-parallel MLP on mesh" in l]
-        if len(meshes) != processes:
+        if (processes * per) % 2 == 0 and len(meshes) != processes:  # an even replica count: a mesh of 2 x N/2
             fail("%s: not every process reports the tensor-parallel check (dist_train's checkMesh):\n%s" % (name, log))
+        if meshes:
+            mesh = read_all(out + ".mesh", processes)
+            if any(m != mesh[0] for m in mesh):
+                fail("%s: the mesh check's state differs between processes" % name)
+            MESH_BLOBS[name] = mesh[0]
     threads = sorted(set(l.split(" threads per replica")[0].rsplit(", ", 1)[-1] for l in log.splitlines()
                          if "threads per replica" in l))
     return blobs[0], threads, seconds
@@ -154,6 +163,12 @@ def check_layouts(args):
                              (n, dtype, bn, split[0], split[1], splits[0][0], splits[0][1]))
                 print("exact N = %d %s %s-replica BN: %s give the same bits" %
                       (n, dtype, bn, ", ".join("%dx%d" % s for s in splits)))
+        meshes = {name: blob for name, blob in MESH_BLOBS.items() if name.startswith("exact_n%d_" % n)}
+        if len(set(meshes.values())) != 1:
+            fail("the tensor-parallel MLP on a mesh of %d replicas differs between layouts: %s" %
+                 (n, sorted(meshes)))
+        print("tensor-parallel MLP, mesh of %d replicas: %d runs (%s) give the same bits" %
+              (n, len(meshes), ", ".join("%dx%d" % s for s in splits)))
     # Mixed precision (bf16 activations, f32 parameters and all-reduces) keeps the promise too.
     splits = layouts[4]
     results = {}
