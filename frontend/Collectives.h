@@ -47,7 +47,8 @@ Tensor pbroadcast(const Tensor& x, const std::string& axis, int64_t source = 0, 
 // replicas once, in groups of one size G ({{0, 1}, {2, 3}}: pairs); each replica reduces over, or
 // gathers from, its own group only, in the group's order. The bits are those of the collective
 // over an axis of that group's G replicas (the same fold tree), and the result is no longer the
-// same on every replica of the axis. Float tensors; built from allGather and row selections (each
+// same on every replica of the axis. Float and i32 tensors (i32 through f64, exact, a sum wrapping
+// as the i32 all_reduce's; pmean an f32); built from allGather and row selections (each
 // replica holds all N operands for a moment), so every backend runs it and its gradient is exact.
 using AxisGroups = std::vector<std::vector<int64_t>>;
 Tensor psum(const Tensor& x, const std::string& axis, const AxisGroups& groups, Loc loc = Loc::current());

@@ -60,8 +60,20 @@ GroupTable groupTable(const AxisGroups& groups, const std::string& axis, const c
 
 void checkFloat(const Tensor& x, const std::string& axis, const char* what, Loc loc) {
   if (x.dtype() != DType::f32 && x.dtype() != DType::f64 && x.dtype() != DType::bf16)
-    throw Error(detail::where(loc) + ": spmd::" + what + " over axis '" + axis + "' with groups takes float tensors, "
-                "got " + x.typeString() + "; cast it to f32 first, or reduce over the whole axis");
+    throw Error(detail::where(loc) + ": spmd::" + what + " over axis '" + axis + "' with groups takes float or i32 "
+                "tensors, got " + x.typeString() + "; cast it to f32 first, or reduce over the whole axis");
+}
+
+// Integers (i32) go through f64, which holds every i32 and every sum of up to 2^21 of them
+// exactly (so the fold order does not matter), and a sum comes back wrapped into i32's range as
+// the i32 all_reduce wraps (two's complement): sum - 2^32 floor((sum + 2^31) / 2^32), exact in
+// f64 (floor from the truncating cast, one less where the quotient is below its truncation).
+Tensor wrappedToI32(const Tensor& sum, Loc loc) {
+  const double two32 = 4294967296.0;
+  Tensor q = mul(add(sum, fill(sum, 2147483648.0, loc), loc), 1 / two32, loc);
+  Tensor t = cast(cast(q, DType::i32, loc), DType::f64, loc);
+  Tensor down = sub(t, less(q, t, loc), loc);
+  return cast(sub(sum, mul(down, two32, loc), loc), DType::i32, loc);
 }
 
 // [G, ...x]: the operands of this replica's group, in the group's order.
@@ -107,6 +119,14 @@ Tensor foldGroup(const std::vector<Tensor>& leaves, Reduce op, Loc loc) {
 
 Tensor groupReduce(const Tensor& x, const std::string& axis, const AxisGroups& groups, Reduce op,
                    const char* what, Loc loc) {
+  if (x.dtype() == DType::i32) {  // as the i32 all_reduce: the sum wraps, the mean is an f32
+    Tensor wide = groupReduce(cast(x, DType::f64, loc), axis, groups, op == Reduce::Mean ? Reduce::Sum : op, what, loc);
+    if (op == Reduce::Max || op == Reduce::Min) return cast(wide, DType::i32, loc);
+    Tensor sum = wrappedToI32(wide, loc);
+    if (op == Reduce::Sum) return sum;
+    Tensor f = cast(sum, DType::f32, loc);
+    return div(f, fill(f, double(groups.empty() ? 1 : groups[0].size()), loc), loc);
+  }
   const GroupTable t = groupTable(groups, axis, what, loc);
   checkFloat(x, axis, what, loc);
   Tensor rows = groupRows(x, axis, t, loc);
@@ -131,6 +151,7 @@ Tensor pmin(const Tensor& x, const std::string& axis, const AxisGroups& groups, 
 }
 // [G, ..] -> [..]: the member at position p of a group gets the fold over the group of row p.
 Tensor psumScatter(const Tensor& x, const std::string& axis, const AxisGroups& groups, Loc loc) {
+  if (x.dtype() == DType::i32) return wrappedToI32(psumScatter(cast(x, DType::f64, loc), axis, groups, loc), loc);
   const GroupTable t = groupTable(groups, axis, "psumScatter", loc);
   checkFloat(x, axis, "psumScatter", loc);
   if (x.rank() < 1 || x.dim(0) != t.size)
@@ -150,6 +171,7 @@ Tensor psumScatter(const Tensor& x, const std::string& axis, const AxisGroups& g
 }
 
 Tensor allGather(const Tensor& x, const std::string& axis, const AxisGroups& groups, Loc loc) {
+  if (x.dtype() == DType::i32) return cast(allGather(cast(x, DType::f64, loc), axis, groups, loc), DType::i32, loc);
   const GroupTable t = groupTable(groups, axis, "allGather", loc);
   checkFloat(x, axis, "allGather", loc);
   return groupRows(x, axis, t, loc);

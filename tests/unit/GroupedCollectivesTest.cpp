@@ -165,7 +165,55 @@ TEST(GroupedCollectivesTest, BadGroupsAreErrorsAtTheCallersLine) {
     EXPECT_NE(error.find("GroupedCollectivesTest.cpp:"), std::string::npos) << error;
     EXPECT_NE(error.find("spmd::psum over axis 'batch' with groups: " + message), std::string::npos) << error;
   }
-  EXPECT_NE(errorFor({{0, 1}, {2, 3}}, DType::i32).find("with groups takes float tensors"), std::string::npos);
+  EXPECT_NE(errorFor({{0, 1}, {2}}, DType::i32).find("group 1 has 1 replicas but group 0 has 2"), std::string::npos);
+}
+
+// Integers keep i32 in every grouped collective but pmean (an f32: the group's wrapped sum over
+// G), and sums wrap as the ungrouped i32 all_reduce's do: against host arithmetic modulo 2^32,
+// with values near both ends of i32, and bit for bit against psum over the whole axis.
+TEST(GroupedCollectivesTest, IntegersWrapAsTheUngroupedCollectiveDoes) {
+  const AxisGroups groups = {{0, 3}, {1, 2}}, all = {{0, 1, 2, 3}};
+  auto f = pmap(
+      [&](const Tensor& x) {
+        return std::tuple{psum(x, "batch", groups), pmean(x, "batch", groups), pmax(x, "batch", groups),
+                          pmin(x, "batch", groups), allGather(x, "batch", groups), psumScatter(x, "batch", groups),
+                          psum(x, "batch", all), psum(x, "batch")};
+      },
+      {.inAxes = {0}, .outAxes = {0, 0, 0, 0, 0, 0, 0, replicated}, .devices = "cpu:4"});
+  const int64_t n = 4, rows = 2, cols = 3, d = rows * cols;
+  std::vector<int32_t> xv(size_t(n * d));
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t i = 0; i < d; ++i) {
+      const int64_t k = r * d + i;
+      xv[size_t(k)] = i % 3 == 0 ? int32_t(2147483000 + 97 * k) : i % 3 == 1 ? int32_t(-2147483000 - 89 * k) : int32_t(k * 7 - 20);
+    }
+  auto [sums, means, maxes, mins, gathered, scattered, whole, ungrouped] = f(Array::of<int32_t>({n, rows, cols}, xv));
+  auto wrap = [](int64_t v) { return int32_t(uint32_t(uint64_t(v))); };
+  for (const auto& group : groups)
+    for (int64_t r : group) {
+      for (int64_t i = 0; i < d; ++i) {
+        int64_t sum = 0, mx = INT64_MIN, mn = INT64_MAX;
+        for (int64_t m : group) sum += xv[size_t(m * d + i)], mx = std::max<int64_t>(mx, xv[size_t(m * d + i)]),
+                                mn = std::min<int64_t>(mn, xv[size_t(m * d + i)]);
+        EXPECT_EQ(values<int32_t>(sums)[size_t(r * d + i)], wrap(sum)) << r << " " << i;
+        EXPECT_EQ(values<float>(means)[size_t(r * d + i)], float(wrap(sum)) / 2.f) << r << " " << i;
+        EXPECT_EQ(values<int32_t>(maxes)[size_t(r * d + i)], int32_t(mx));
+        EXPECT_EQ(values<int32_t>(mins)[size_t(r * d + i)], int32_t(mn));
+        for (size_t k = 0; k < group.size(); ++k)
+          EXPECT_EQ(values<int32_t>(gathered)[size_t((r * 2 + int64_t(k)) * d + i)], xv[size_t(group[k] * d + i)]);
+      }
+      const int64_t position = group[0] == r ? 0 : 1;
+      for (int64_t j = 0; j < cols; ++j) {
+        int64_t sum = 0;
+        for (int64_t m : group) sum += xv[size_t(m * d + position * cols + j)];
+        EXPECT_EQ(values<int32_t>(scattered)[size_t(r * cols + j)], wrap(sum)) << r << " " << j;
+      }
+    }
+  EXPECT_EQ(sums.dtype(), DType::i32);
+  EXPECT_EQ(means.dtype(), DType::f32);
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t i = 0; i < d; ++i)
+      EXPECT_EQ(values<int32_t>(whole)[size_t(r * d + i)], values<int32_t>(ungrouped)[size_t(i)]) << r << " " << i;
 }
 
 }  // namespace
