@@ -124,6 +124,30 @@ int mappedDim(int dim, int rank, const std::string& what, const char* option, co
   return d;
 }
 
+// The axis of each leaf of one argument or output (`keys`: the leaves' paths within it, "" for a
+// Tensor): `axis` itself, or with spmd::perLeaf each named leaf's own; a name that is no leaf is
+// an error naming `what`.
+std::vector<Axis> leafAxes(const Axis& axis, const std::vector<std::string>& keys, const std::string& what) {
+  Axis rest = axis;
+  rest.leaves = nullptr;
+  if (!axis.leaves) return std::vector<Axis>(keys.size(), rest);
+  if (keys.size() == 1 && keys[0].empty())
+    throw Error(what + " is a tensor, but its axis names leaves (spmd::perLeaf); give it one Axis");
+  for (const auto& [name, a] : *axis.leaves)
+    if (std::find(keys.begin(), keys.end(), name) == keys.end()) {
+      std::string known;
+      for (const std::string& k : keys) known += (known.empty() ? "" : ", ") + k;
+      throw Error(what + " names leaf '" + name + "' (spmd::perLeaf), which the tree does not have; its leaves: " +
+                  known);
+    }
+  std::vector<Axis> out;
+  for (const std::string& key : keys) {
+    auto it = axis.leaves->find(key);
+    out.push_back(it == axis.leaves->end() ? rest : it->second);
+  }
+  return out;
+}
+
 // `a` with its dimension `from` moved to position `to` (the others in order): a copy.
 Array moveAxis(const Array& a, int from, int to) {
   const size_t rank = a.shape.size(), e = dtypeSize(a.dtype);
@@ -260,9 +284,14 @@ std::pair<std::vector<Tensor>, std::shared_ptr<void>> PmapCore::call(
       throw Error(who() + "donateArguments names argument " + std::to_string(a) +
                   " but the function is called with " + std::to_string(argumentLeaves.size()) + " arguments");
   std::vector<Axis> axes;
-  for (size_t a = 0; a < argumentLeaves.size(); ++a)
-    axes.insert(axes.end(), argumentLeaves[a],
-                state_->jit ? replicated : o.inAxes.empty() ? Axis(0) : o.inAxes[a]);
+  for (size_t a = 0, first = 0; a < argumentLeaves.size(); first += argumentLeaves[a++]) {
+    const Axis axis = state_->jit ? replicated : o.inAxes.empty() ? Axis(0) : o.inAxes[a];
+    const std::string prefix = "argument " + std::to_string(a);
+    std::vector<std::string> keys;
+    for (size_t i = first; i < first + argumentLeaves[a]; ++i)
+      keys.push_back(names[i].size() > prefix.size() ? names[i].substr(prefix.size() + 1) : "");
+    for (Axis& leaf : leafAxes(axis, keys, who() + prefix + " (inAxes)")) axes.push_back(std::move(leaf));
+  }
   // A leaf stacked over another dimension (jax's in_axes = 1, -1) is moved to lead, on the host.
   std::vector<Tensor> leaves = given;
   for (size_t i = 0; i < leaves.size(); ++i) {
@@ -353,9 +382,17 @@ std::pair<std::vector<Tensor>, std::shared_ptr<void>> PmapCore::call(
       throw Error(who() + "outAxes has " + std::to_string(o.outAxes.size()) +
                   " entries but the function returns " + std::to_string(traced.elementLeaves.size()) +
                   " outputs; give one per output (spmd::replicated, 0 or spmd::split)");
-    for (size_t e = 0; e < traced.elementLeaves.size(); ++e)
-      entry->outputAxes.insert(entry->outputAxes.end(), traced.elementLeaves[e],
-                               state_->jit || o.outAxes.empty() ? replicated : o.outAxes[e]);
+    for (size_t e = 0, first = 0; e < traced.elementLeaves.size(); first += traced.elementLeaves[e++]) {
+      const Axis axis = state_->jit || o.outAxes.empty() ? replicated : o.outAxes[e];
+      std::vector<std::string> keys;
+      for (size_t i = first; i < first + traced.elementLeaves[e]; ++i) {
+        const std::string& name = i < traced.names.size() ? traced.names[i] : "";
+        const std::string element = std::to_string(e);
+        keys.push_back(!traced.tuple ? name : name.size() > element.size() ? name.substr(element.size() + 1) : "");
+      }
+      for (Axis& leaf : leafAxes(axis, keys, who() + "output " + std::to_string(e) + " (outAxes)"))
+        entry->outputAxes.push_back(std::move(leaf));
+    }
     trace.finish(traced.outputs, state_->defined);
     for (size_t i = 0; i < traced.outputs.size(); ++i)
       trace.describeResult(i, entry->outputAxes[i].kind != Axis::Kind::Replicated,

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <tuple>
@@ -27,15 +28,26 @@ struct Axis {
   enum class Kind { Replicated, Stacked, Split };
   Kind kind = Kind::Replicated;
   int dim = 0;
+  // A Tree's leaves by name, each its own Axis (jax's in_axes / out_axes as a tree prefix); the
+  // leaves not named take this Axis' kind and dim. Made by spmd::perLeaf.
+  std::shared_ptr<const std::map<std::string, Axis>> leaves = {};
   // Stacked over dimension `dim` (jax.pmap's in_axes / out_axes integer; negative: from the last).
   // Another than 0 is moved to lead on the host (a copy), and such an output is a host tensor.
-  constexpr Axis(int d) : kind(Kind::Stacked), dim(d) {}  // NOLINT: in_axes = {0, spmd::replicated}
-  constexpr explicit Axis(Kind k) : kind(k) {}
+  Axis(int d) : kind(Kind::Stacked), dim(d) {}  // NOLINT: in_axes = {0, spmd::replicated}
+  explicit Axis(Kind k) : kind(k) {}
 };
 // The same value on every device (parameters, optimizer state).
-inline constexpr Axis replicated{Axis::Kind::Replicated};
+inline const Axis replicated{Axis::Kind::Replicated};
 // A global batch [devices * local_batch, ...], split into consecutive per-device chunks.
-inline constexpr Axis split{Axis::Kind::Split};
+inline const Axis split{Axis::Kind::Split};
+// A Tree argument's or output's axes leaf by leaf: perLeaf({{"bn.mean", spmd::replicated}}, 0)
+// stacks every leaf but bn.mean. A name that is no leaf of the Tree is an error at the call.
+inline Axis perLeaf(std::map<std::string, Axis> byLeaf, Axis rest = replicated) {
+  for (const auto& [name, axis] : byLeaf)
+    if (axis.leaves) throw Error("spmd::perLeaf: leaf '" + name + "' is given leaves of its own; give it one Axis");
+  rest.leaves = std::make_shared<const std::map<std::string, Axis>>(std::move(byLeaf));
+  return rest;
+}
 
 struct PmapOptions {
   std::string axisName = "batch";
@@ -137,6 +149,7 @@ template <typename... T> struct IsTuple<std::tuple<T...>> : std::true_type {};
 template <typename A, typename B> struct IsTuple<std::pair<A, B>> : std::true_type {};
 
 struct PmapTraced {
+  bool tuple = false;                   // the result is a tuple (its leaves' paths start "k.")
   std::vector<Tensor> outputs;          // traced leaves
   std::vector<size_t> elementLeaves;    // leaves per top-level output (out_axes entry)
   std::vector<std::string> names;       // per leaf
@@ -156,6 +169,7 @@ void describeOutputs(const Out& out, PmapTraced& traced) {
   };
   if constexpr (IsTuple<Out>::value) {
     size_t i = 0;
+    traced.tuple = true;
     std::apply([&](const auto&... e) { (one(e, std::to_string(i++)), ...); }, out);
   } else {
     one(out, "");

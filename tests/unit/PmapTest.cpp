@@ -622,6 +622,48 @@ TEST(PmapTest, PbroadcastGivesOneReplicasBitsToAll) {
       << errorOf([&] { bad(x); });
 }
 
+// jax's in_axes / out_axes as tree prefixes: a Tree argument's leaves each with their own axis
+// (spmd::perLeaf), the leaves not named taking the rest; outputs likewise; a name that is no
+// leaf, or leaves given for a tensor, is an error.
+TEST(PmapTest, AxesPerLeafOfATree) {
+  auto f = pmap(
+      [](const Tree& t) {
+        Tree out;
+        out.set("scaled", t.at("x") * t.at("w"));  // per replica: its row of x, the whole w
+        out.set("total", psum(t.at("x"), "batch"));
+        return std::tuple{out, t.at("w") + 1.0};
+      },
+      {.inAxes = {perLeaf({{"w", replicated}}, 0)},
+       .outAxes = {perLeaf({{"total", replicated}}, 0), replicated},
+       .devices = "cpu:4"});
+  Array x = randomArray(DType::f32, {4, 3}, 31), w = randomArray(DType::f32, {3}, 32);
+  Tree in;
+  in.set("x", x), in.set("w", w);
+  auto [out, w1] = f(in);
+  ASSERT_EQ(out.at("scaled").shape(), (Shape{4, 3}));
+  ASSERT_EQ(out.at("total").shape(), (Shape{3}));
+  ASSERT_EQ(w1.shape(), (Shape{3}));
+  auto xv = x.values<float>(), wv = w.values<float>();
+  for (int r = 0; r < 4; ++r)
+    for (int j = 0; j < 3; ++j) EXPECT_EQ(values<float>(out.at("scaled"))[r * 3 + j], xv[r * 3 + j] * wv[j]);
+  for (int j = 0; j < 3; ++j) {
+    double total = 0;
+    for (int r = 0; r < 4; ++r) total += xv[r * 3 + j];
+    EXPECT_NEAR(values<float>(out.at("total"))[j], total, 1e-5);
+    EXPECT_EQ(values<float>(w1)[j], wv[j] + 1.f);
+  }
+  auto typo = pmap([](const Tree& t) { return t.at("x"); },
+                   {.inAxes = {perLeaf({{"wieght", replicated}}, 0)}, .outAxes = {0}, .devices = "cpu:4"});
+  const std::string error = errorOf([&] { typo(in); });
+  EXPECT_NE(error.find("argument 0 (inAxes) names leaf 'wieght' (spmd::perLeaf), which the tree does not have; its "
+                       "leaves: w, x"),
+            std::string::npos)
+      << error;
+  auto onTensor = pmap([](const Tensor& t) { return t; },
+                       {.inAxes = {perLeaf({{"x", replicated}}, 0)}, .outAxes = {0}, .devices = "cpu:4"});
+  EXPECT_NE(errorOf([&] { onTensor(x); }).find("is a tensor, but its axis names leaves"), std::string::npos);
+}
+
 // jax's in_axes / out_axes on another dimension: a leaf stacked over dimension 1 (or -1) gives
 // replica r its slice there; an output stacked over dimension -1 puts the replicas last.
 TEST(PmapTest, InAndOutAxesOnOtherDimensions) {
