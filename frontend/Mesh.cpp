@@ -43,18 +43,20 @@ int64_t Mesh::axisSize(const std::string& axis) const {
   return axes_[size_t(i)].size;
 }
 
-int64_t Mesh::coordinate(int64_t replica, const std::string& axis) const {
+int64_t Mesh::stride(const std::string& axis) const {
   const int64_t i = index(axis);
   if (i < 0) throw Error("mesh " + describe() + " has no axis '" + axis + "'");
   int64_t stride = 1;
   for (size_t k = size_t(i) + 1; k < axes_.size(); ++k) stride *= axes_[k].size;
-  return replica / stride % axes_[size_t(i)].size;
+  return stride;
+}
+
+int64_t Mesh::coordinate(int64_t replica, const std::string& axis) const {
+  return replica / stride(axis) % axisSize(axis);
 }
 
 AxisGroups Mesh::groups(const std::string& axis) const {
-  const int64_t n = size(), s = axisSize(axis);
-  int64_t stride = 1;
-  for (size_t k = size_t(index(axis)) + 1; k < axes_.size(); ++k) stride *= axes_[k].size;
+  const int64_t n = size(), s = axisSize(axis), stride = this->stride(axis);
   AxisGroups groups;
   for (int64_t r = 0; r < n; ++r) {
     if (coordinate(r, axis) != 0) continue;  // r leads its group
@@ -220,8 +222,6 @@ namespace {
 Tensor assembleTensor(const Tensor& parts, const Mesh& mesh, const PartitionSpec& spec, const std::string& what) {
   const Array& all = parts.array();
   const Shape local(all.shape.begin() + 1, all.shape.end());
-  for (size_t d = 0; d < spec.size() && d < local.size(); ++d)
-    if (!spec[d].empty()) mesh.axisSize(spec[d]);  // a name the mesh has (checked up front too)
   if (spec.size() > local.size())
     throw Error(what + " " + parts.typeString() + ": its spec " + specText(spec) + " names " +
                 std::to_string(spec.size()) + " dimensions but each replica's part has " +
@@ -236,17 +236,8 @@ Tensor assembleTensor(const Tensor& parts, const Mesh& mesh, const PartitionSpec
   // value; the replicas that differ from it only there must hold the same bits.
   for (int64_t r = 0; r < mesh.size(); ++r) {
     int64_t owner = r;
-    for (const MeshAxis& a : mesh.axes()) {
-      if (split.count(a.name)) continue;
-      const int64_t c = mesh.coordinate(r, a.name);
-      int64_t stride = 1;
-      bool after = false;
-      for (const MeshAxis& b : mesh.axes()) {
-        if (after) stride *= b.size;
-        if (b.name == a.name) after = true;
-      }
-      owner -= c * stride;
-    }
+    for (const MeshAxis& a : mesh.axes())
+      if (!split.count(a.name)) owner -= mesh.coordinate(r, a.name) * mesh.stride(a.name);
     const std::byte* mine = all.data() + size_t(r) * partBytes;
     if (owner == r) {
       copyBox(out, offsetOf(mesh, spec, local, r), const_cast<std::byte*>(mine), local, false);

@@ -42,6 +42,8 @@ class Mesh {
   int64_t axisSize(const std::string& axis) const;
   // Replica `replica`'s coordinate along `axis`.
   int64_t coordinate(int64_t replica, const std::string& axis) const;
+  // Replicas between neighbours along `axis` (the product of the later axes' sizes).
+  int64_t stride(const std::string& axis) const;
   // The replicas that share every coordinate but `axis`'s, each group in `axis` order: the
   // groups a collective over `axis` reduces within.
   AxisGroups groups(const std::string& axis) const;

@@ -286,6 +286,10 @@ std::pair<std::vector<Tensor>, std::shared_ptr<void>> PmapCore::call(
   std::vector<Axis> axes;
   for (size_t a = 0, first = 0; a < argumentLeaves.size(); first += argumentLeaves[a++]) {
     const Axis axis = state_->jit ? replicated : o.inAxes.empty() ? Axis(0) : o.inAxes[a];
+    if (!axis.leaves) {  // the common case: every leaf alike
+      axes.insert(axes.end(), argumentLeaves[a], axis);
+      continue;
+    }
     const std::string prefix = "argument " + std::to_string(a);
     std::vector<std::string> keys;
     for (size_t i = first; i < first + argumentLeaves[a]; ++i)

@@ -413,58 +413,53 @@ OwnIsa widestFor(OwnIsa isa) {
 }
 
 // The chunked path's transforms of `rows` tiles from t0 on the OpenMP pool, kGrain rows an
-// iteration: the widest vector copy of the grouped code's transforms, or the portable code.
+// iteration: `run<B>(copy, r0, r1)` with the widest vector copy of the grouped code's transforms
+// for channel block B (marked as run), or portable for the portable code.
+template <typename Run>
+void transformRows(int64_t block, int64_t rows, const Run& run) {
+  const OwnIsa isa = ownIsa();
+  auto rowsOf = [&]<int B>(int64_t r0, int64_t r1) {
+    const OwnIsa copy = widestFor<B>(isa);
+    if (copy != OwnIsa::portable) markOwnIsaRun(copy);
+    run.template operator()<B>(copy, r0, r1);
+  };
+  overBlockRows(
+      block, rows, kGrain, [&](int64_t r0, int64_t r1) { rowsOf.template operator()<8>(r0, r1); },
+      [&](int64_t r0, int64_t r1) { rowsOf.template operator()<16>(r0, r1); });
+}
+
 void inputTransform(const Tiled& x, int64_t t0, int64_t rows, float* V) {
   const float* data = x.v.as<const float>();
   const Grid g = gridOf(x);
-  const OwnIsa isa = ownIsa();
-  auto block = [&]<int B>(int64_t r0, int64_t r1) {
-    const OwnIsa copy = widestFor<B>(isa);
-    if (copy != OwnIsa::portable) markOwnIsaRun(copy);
+  transformRows(x.B, rows, [&]<int B>(OwnIsa copy, int64_t r0, int64_t r1) {
     if constexpr (B == 16)
       if (copy == OwnIsa::avx512) return avx512::inputRows<B>(data, g, t0 + r0, r1 - r0, rows * g.C, V + r0 * g.C);
     if (copy == OwnIsa::avx2) return avx2::inputRows<B>(data, g, t0 + r0, r1 - r0, rows * g.C, V + r0 * g.C);
     onOwnIsa<inputTiles<B>>(data, g, t0, r0, r1, rows, V);
-  };
-  overBlockRows(
-      x.B, rows, kGrain, [&](int64_t r0, int64_t r1) { block.template operator()<8>(r0, r1); },
-      [&](int64_t r0, int64_t r1) { block.template operator()<16>(r0, r1); });
+  });
 }
 
 void outputTransform(const float* M, int64_t t0, int64_t rows, const float* bias, const Tiled& y) {
   float* data = y.v.as<float>();
   const Grid g = gridOf(y);
-  const OwnIsa isa = ownIsa();
-  auto block = [&]<int B>(int64_t r0, int64_t r1) {
-    const OwnIsa copy = widestFor<B>(isa);
-    if (copy != OwnIsa::portable) markOwnIsaRun(copy);
+  transformRows(y.B, rows, [&]<int B>(OwnIsa copy, int64_t r0, int64_t r1) {
+    const float* m = M + r0 * g.C;
     if constexpr (B == 16)
-      if (copy == OwnIsa::avx512)
-        return avx512::outputRows<B>(M + r0 * g.C, g, g.C, t0 + r0, r1 - r0, rows * g.C, bias, data);
-    if (copy == OwnIsa::avx2)
-      return avx2::outputRows<B>(M + r0 * g.C, g, g.C, t0 + r0, r1 - r0, rows * g.C, bias, data);
+      if (copy == OwnIsa::avx512) return avx512::outputRows<B>(m, g, g.C, t0 + r0, r1 - r0, rows * g.C, bias, data);
+    if (copy == OwnIsa::avx2) return avx2::outputRows<B>(m, g, g.C, t0 + r0, r1 - r0, rows * g.C, bias, data);
     onOwnIsa<outputTiles<B>>(M, g, t0, r0, r1, rows, bias, data);
-  };
-  overBlockRows(
-      y.B, rows, kGrain, [&](int64_t r0, int64_t r1) { block.template operator()<8>(r0, r1); },
-      [&](int64_t r0, int64_t r1) { block.template operator()<16>(r0, r1); });
+  });
 }
 
 void gradientTransform(const Tiled& dy, int64_t t0, int64_t rows, float* Z) {
   const float* data = dy.v.as<const float>();
   const Grid g = gridOf(dy);
-  const OwnIsa isa = ownIsa();
-  auto block = [&]<int B>(int64_t r0, int64_t r1) {
-    const OwnIsa copy = widestFor<B>(isa);
-    if (copy != OwnIsa::portable) markOwnIsaRun(copy);
+  transformRows(dy.B, rows, [&]<int B>(OwnIsa copy, int64_t r0, int64_t r1) {
     if constexpr (B == 16)
       if (copy == OwnIsa::avx512) return avx512::gradientRows<B>(data, g, t0 + r0, r1 - r0, rows * g.C, Z + r0 * g.C);
     if (copy == OwnIsa::avx2) return avx2::gradientRows<B>(data, g, t0 + r0, r1 - r0, rows * g.C, Z + r0 * g.C);
     onOwnIsa<gradientTiles<B>>(data, g, t0, r0, r1, rows, Z);
-  };
-  overBlockRows(
-      dy.B, rows, kGrain, [&](int64_t r0, int64_t r1) { block.template operator()<8>(r0, r1); },
-      [&](int64_t r0, int64_t r1) { block.template operator()<16>(r0, r1); });
+  });
 }
 
 // One group of the forward or backward data: the widest vector copy, or the portable code.

@@ -94,8 +94,8 @@ void all_to_all(KernelCall& call) {
   Communicator& comm = communicatorOf(call);
   const TensorView &in = call.in[0], &out = call.out[0];
   const size_t e = dtypeSize(in.dtype), rank = in.rank();
-  const int64_t n = comm.size(), me = comm.rank(), split = attrsOf<AllToAllAttrs>(call.step).split_axis,
-                concat = attrsOf<AllToAllAttrs>(call.step).concat_axis;
+  const AllToAllAttrs& attrs = attrsOf<AllToAllAttrs>(call.step);
+  const int64_t n = comm.size(), me = comm.rank(), split = attrs.split_axis, concat = attrs.concat_axis;
   std::vector<std::byte> all = gatherAll(comm, in, what(call));
   const int64_t chunk = in.dim(size_t(split)) / n, block = split == concat ? chunk : in.dim(size_t(concat));
   std::vector<int64_t> index(rank);
