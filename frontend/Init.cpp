@@ -1,7 +1,26 @@
-// Initializers: normal, Kaiming and LeCun normal, and constants, all f32.
+// Initializers: normal, Kaiming and LeCun normal, and constants, all f32; uniform arrays.
 #include "frontend/Init.h"
 
 #include <cmath>
+#include <string>
+
+#include "runtime/base/Error.h"
+
+namespace spmd {
+
+Array uniformArray(Rng& rng, const Shape& shape, double bound, DType dtype, const char* what) {
+  std::uniform_real_distribution<double> dist(-bound, bound);
+  Array out = Array::zeros(dtype, shape);
+  if (dtype == DType::f64)
+    for (double& v : out.values<double>()) v = dist(rng.engine());
+  else if (dtype == DType::f32)
+    for (float& v : out.values<float>()) v = float(dist(rng.engine()));
+  else
+    throw Error(std::string(what) + " makes f32 or f64 parameters, not " + std::string(dtypeName(dtype)));
+  return out;
+}
+
+}  // namespace spmd
 
 namespace spmd::init {
 namespace {

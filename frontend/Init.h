@@ -21,6 +21,10 @@ class Rng {
 // Makes an f32 array of the given shape. fanIn = product of all dims but the first.
 using Initializer = std::function<Array(Rng&, const Shape&)>;
 
+// Uniform in [-bound, bound], f32 or f64 (drawn in double, then rounded), one draw per element
+// in row-major order; throws for another dtype, naming `what` (the caller's name for it).
+Array uniformArray(Rng& rng, const Shape& shape, double bound, DType dtype, const char* what);
+
 namespace init {
 Initializer normal(double stddev);  // the seeds' Normal(0.01)
 Initializer kaimingNormal();        // He et al.: stddev sqrt(2 / fanIn)

@@ -2,7 +2,6 @@
 #include "frontend/models/TensorParallelMlp.h"
 
 #include <cmath>
-#include <random>
 
 #include "frontend/Grad.h"
 #include "frontend/Init.h"
@@ -10,19 +9,6 @@
 
 namespace spmd::models {
 namespace {
-
-// Uniform in [-a, a], f32 or f64, from one seeded generator.
-Array uniform(const Shape& shape, double a, Rng& rng, DType dtype) {
-  std::uniform_real_distribution<double> dist(-a, a);
-  Array out = Array::zeros(dtype, shape);
-  if (dtype == DType::f64)
-    for (double& v : out.values<double>()) v = dist(rng.engine());
-  else if (dtype == DType::f32)
-    for (float& v : out.values<float>()) v = float(dist(rng.engine()));
-  else
-    throw Error("models::mlpInit makes f32 or f64 parameters, not " + std::string(dtypeName(dtype)));
-  return out;
-}
 
 Tree sgd(const Tree& params, const Tree& grads, double lr) {
   Tree out;
@@ -35,10 +21,11 @@ Tree sgd(const Tree& params, const Tree& grads, double lr) {
 Tree mlpInit(int64_t in, int64_t hidden, int64_t out, DType dtype, uint64_t seed) {
   Tree p;
   Rng rng(seed);
-  p.set("w1", uniform({in, hidden}, 1 / std::sqrt(double(in)), rng, dtype));
-  p.set("b1", uniform({hidden}, 0.1, rng, dtype));
-  p.set("w2", uniform({hidden, out}, 1 / std::sqrt(double(hidden)), rng, dtype));
-  p.set("b2", uniform({out}, 0.1, rng, dtype));
+  const char* what = "models::mlpInit";
+  p.set("w1", uniformArray(rng, {in, hidden}, 1 / std::sqrt(double(in)), dtype, what));
+  p.set("b1", uniformArray(rng, {hidden}, 0.1, dtype, what));
+  p.set("w2", uniformArray(rng, {hidden, out}, 1 / std::sqrt(double(hidden)), dtype, what));
+  p.set("b2", uniformArray(rng, {out}, 0.1, dtype, what));
   return p;
 }
 

@@ -3,7 +3,8 @@
 // process's devices, each process passing the rows of its own replicas. Every process writes
 // its final parameters, BN state, optimizer state and losses as raw bytes (in name order) to
 // <out>.<process>, and process 0 their names and sizes to <out>.index, so a driver can compare layouts bit for bit (tests/dist/run_dist.py);
-// the tensor-parallel mesh check's parameters and losses go to <out>.mesh.<process>.
+// the tensor-parallel mesh checks' (an MLP's and a transformer block's) parameters and losses go
+// to <out>.mesh.<process>.
 // Faults for the failure tests: at step --fault-step, process --fault-process throws inside
 // the step (a bad label), kills itself, hangs, stops itself (SIGSTOP), or flips a bit of its first replica's copy of
 // fc.weight (caught by the drift check, which runs after every step then). With --checkpoint,
@@ -26,6 +27,7 @@
 #include "frontend/spmd.h"
 #include "frontend/models/ResNet.h"
 #include "frontend/models/TensorParallelMlp.h"
+#include "frontend/models/Transformer.h"
 #include "runtime/exec/DeviceArray.h"
 #include "tools/cli/Cli.h"
 
@@ -252,6 +254,64 @@ void checkMesh(const Flags& f, int64_t global, Tree& params, std::string& losses
   report = "tensor-parallel MLP on mesh " + mesh.describe() + ": the unsharded MLP's within 1e-12";
 }
 
+// The decoder block (frontend/models/Transformer.h) tensor-parallel on the same mesh: its two
+// heads and hidden units split over "model", its batch of 6 sequences over "data", two SGD
+// steps in f64, checked against the unsharded block on this process (1e-12); its parameters
+// and losses join the mesh state the driver compares across layouts.
+void checkMeshTransformer(const Flags& f, int64_t global, Tree& params, std::string& losses, std::string& report) {
+  const int64_t vocab = 11, dim = 8, hidden = 16, batch = 6, tokens = 5;
+  const double lr = 0.1;
+  Mesh mesh({{"data", global / 2}, {"model", 2}});
+  auto lossOf = [&](const Tree& p, const Tensor& ids, const Tensor& next, const std::string& axis) {
+    Tensor logits = models::transformerLogits(p, ids, {.heads = 2, .modelAxis = axis});
+    return mean(softmaxCrossEntropy(reshape(logits, {-1, vocab}), reshape(next, {-1})), {0});
+  };
+  auto sgd = [&](const Tree& p, const Tree& g) {
+    Tree out;
+    for (const auto& [name, t] : p) out.set(name, t - g.at(name) * lr);
+    return out;
+  };
+  const Spec spec = models::transformerSpec("model");
+  auto step = shardMap(
+      [&](const Tree& p, const Tensor& ids, const Tensor& next) {
+        const double replicas = double(axisSize("data") * axisSize("model"));
+        auto [share, g] = value_and_grad([&](const Tree& q) { return lossOf(q, ids, next, "model") / replicas; })(p);
+        return std::tuple{sgd(p, sumOverCopies(g, spec)), psum(share, "mesh")};
+      },
+      mesh, {.inSpecs = {spec, {"data"}, {"data"}}, .outSpecs = {spec, {}},
+             .pmap = {.axisName = "mesh", .devices = f.devices, .name = "mesh_transformer"}});
+  auto reference = jit(
+      [&](const Tree& p, const Tensor& ids, const Tensor& next) {
+        auto [loss, g] = value_and_grad([&](const Tree& q) { return lossOf(q, ids, next, ""); })(p);
+        return std::tuple{sgd(p, g), loss};
+      },
+      {.name = "mesh_transformer_reference"});
+  Array ids = Array::zeros(DType::i32, {batch, tokens}), next = Array::zeros(DType::i32, {batch, tokens});
+  for (int64_t i = 0; i < ids.numel(); ++i) {
+    ids.values<int32_t>()[i] = int32_t((i * 7 + 3) % vocab);
+    next.values<int32_t>()[i] = int32_t((i * 5 + 1) % vocab);
+  }
+  Tree sharded = models::transformerInit(vocab, dim, hidden, DType::f64, 23), whole = sharded;
+  for (int s = 0; s < 2; ++s) {
+    auto [p, loss] = step(sharded, Tensor(ids), Tensor(next));
+    auto [q, wholeLoss] = reference(whole, Tensor(ids), Tensor(next));
+    sharded = p, whole = q;
+    const double got = loss.array().values<double>()[0], want = wholeLoss.array().values<double>()[0];
+    if (std::abs(got - want) > 1e-12 * std::abs(want))
+      throw Error("mesh check: transformer step " + std::to_string(s) + " loss " + std::to_string(got) +
+                  ", the unsharded block's " + std::to_string(want));
+    for (const auto& [name, t] : whole)
+      for (int64_t i = 0; i < t.numel(); ++i)
+        if (std::abs(sharded.at(name).array().values<double>()[i] - t.array().values<double>()[i]) > 1e-12)
+          throw Error("mesh check: transformer step " + std::to_string(s) + " " + name + "[" + std::to_string(i) +
+                      "] differs from the unsharded block's");
+    const Array l = loss.array();
+    losses.append(reinterpret_cast<const char*>(l.data()), l.bytes());
+  }
+  for (const auto& [name, t] : sharded) params.set("transformer." + name, t);
+  report = "tensor-parallel transformer block on mesh " + mesh.describe() + ": the unsharded block's within 1e-12";
+}
+
 int run(const Flags& f) {
   const int process = processIndex(), processes = processCount();
   const DType dtype = f.dtype == "f64" ? DType::f64 : DType::f32;  // of the parameters and data
@@ -285,7 +345,12 @@ int run(const Flags& f) {
   const int64_t global = step.globalDeviceCount();
   std::string meshReport = "tensor-parallel MLP: not checked (accumulation or an odd replica count)", meshLosses;
   Tree meshParams;
-  if (f.accumulate == 1 && global % 2 == 0) checkMesh(f, global, meshParams, meshLosses, meshReport);
+  if (f.accumulate == 1 && global % 2 == 0) {
+    checkMesh(f, global, meshParams, meshLosses, meshReport);
+    std::string transformerReport;
+    checkMeshTransformer(f, global, meshParams, meshLosses, transformerReport);
+    meshReport += "; " + transformerReport;
+  }
   std::string why;
   const int threads = step.threadsPerReplica(&why);
   if (kBatch % global != 0) throw Error("the global batch of 24 does not split over " + std::to_string(global) + " devices");

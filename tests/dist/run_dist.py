@@ -122,8 +122,11 @@ def exact_run(args, processes, per, name, flags, env_extra, default_threads=Fals
             fail("%s: not every process reports the permutation check (dist_train's checkPermutations):\n%s" %
                  (name, log))
         meshes = [l for l in log.splitlines() if "tensor-parallel MLP on mesh" in l]
-        if (processes * per) % 2 == 0 and len(meshes) != processes:  # an even replica count: a mesh of 2 x N/2
-            fail("%s: not every process reports the tensor-parallel check (dist_train's checkMesh):\n%s" % (name, log))
+        blocks = [l for l in log.splitlines() if "tensor-parallel transformer block on mesh" in l]
+        if (processes * per) % 2 == 0 and (len(meshes) != processes or len(blocks) != processes):
+            # an even replica count: a mesh of 2 x N/2
+            fail("%s: not every process reports the tensor-parallel checks (dist_train's checkMesh and "
+                 "checkMeshTransformer):\n%s" % (name, log))
         if meshes:
             mesh = read_all(out + ".mesh", processes)
             if any(m != mesh[0] for m in mesh):
@@ -165,9 +168,9 @@ def check_layouts(args):
                       (n, dtype, bn, ", ".join("%dx%d" % s for s in splits)))
         meshes = {name: blob for name, blob in MESH_BLOBS.items() if name.startswith("exact_n%d_" % n)}
         if len(set(meshes.values())) != 1:
-            fail("the tensor-parallel MLP on a mesh of %d replicas differs between layouts: %s" %
+            fail("the tensor-parallel MLP and transformer block on a mesh of %d replicas differs between layouts: %s" %
                  (n, sorted(meshes)))
-        print("tensor-parallel MLP, mesh of %d replicas: %d runs (%s) give the same bits" %
+        print("tensor-parallel MLP and transformer block, mesh of %d replicas: %d runs (%s) give the same bits" %
               (n, len(meshes), ", ".join("%dx%d" % s for s in splits)))
     # Mixed precision (bf16 activations, f32 parameters and all-reduces) keeps the promise too.
     splits = layouts[4]
