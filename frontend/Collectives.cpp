@@ -42,10 +42,11 @@ std::vector<Tensor> allReduce(const std::vector<Tensor>& xs, const std::string& 
     const AxisGroups groups = mesh->groups(axis);
     std::vector<Tensor> results;
     for (const Tensor& x : xs) {
-      if (reduction == ir::Reduction::Sum) results.push_back(psum(x, all, groups, loc));
-      else if (reduction == ir::Reduction::Mean) results.push_back(pmean(x, all, groups, loc));
-      else if (reduction == ir::Reduction::Max) results.push_back(pmax(x, all, groups, loc));
-      else results.push_back(pmin(x, all, groups, loc));
+      Tensor r = reduction == ir::Reduction::Sum    ? psum(x, all, groups, loc)
+                 : reduction == ir::Reduction::Mean ? pmean(x, all, groups, loc)
+                 : reduction == ir::Reduction::Max  ? pmax(x, all, groups, loc)
+                                                    : pmin(x, all, groups, loc);
+      results.push_back(detail::markCollective(r, &x, axis, true, loc));
     }
     return results;
   }
@@ -101,7 +102,8 @@ std::vector<Tensor> pmean(const std::vector<Tensor>& xs, const std::string& axis
 }
 
 Tensor allGather(const Tensor& x, const std::string& axis, Loc loc) {
-  if (const Mesh* mesh = meshAxis(axis)) return allGather(x, mappedAxis("allGather", loc), mesh->groups(axis), loc);
+  if (const Mesh* mesh = meshAxis(axis))
+    return detail::markCollective(allGather(x, mappedAxis("allGather", loc), mesh->groups(axis), loc), &x, axis, true, loc);
   detail::Trace& trace = detail::Trace::current("allGather", loc, true);
   int64_t size = trace.checkAxis(axis, "allGather", loc);
   return trace.wrap(trace.create<ir::AllGatherOp>(loc, trace.valueOf(x, loc),
@@ -111,7 +113,9 @@ Tensor allGather(const Tensor& x, const std::string& axis, Loc loc) {
 }
 
 Tensor psumScatter(const Tensor& x, const std::string& axis, Loc loc) {
-  if (const Mesh* mesh = meshAxis(axis)) return psumScatter(x, mappedAxis("psumScatter", loc), mesh->groups(axis), loc);
+  if (const Mesh* mesh = meshAxis(axis))
+    return detail::markCollective(psumScatter(x, mappedAxis("psumScatter", loc), mesh->groups(axis), loc), &x, axis,
+                                  false, loc);
   detail::Trace& trace = detail::Trace::current("psumScatter", loc, true);
   int64_t size = trace.checkAxis(axis, "psumScatter", loc);
   if (x.rank() < 1 || x.dim(0) != size)
@@ -147,7 +151,7 @@ Tensor ppermute(const Tensor& x, const std::string& axis, const std::vector<std:
     std::vector<std::pair<int64_t, int64_t>> flat;
     for (const std::vector<int64_t>& group : mesh->groups(axis))
       for (auto [source, destination] : perm) flat.push_back({group[size_t(source)], group[size_t(destination)]});
-    return ppermute(x, trace.axisName(), flat, loc);
+    return detail::markCollective(ppermute(x, trace.axisName(), flat, loc), &x, axis, false, loc);
   }
   return trace.wrap(trace.create<ir::PpermuteOp>(loc, trace.valueOf(x, loc), trace.builder().getStringAttr(axis),
                                                  trace.builder().getDenseI64ArrayAttr(pairs))
@@ -189,7 +193,8 @@ Tensor pbroadcast(const Tensor& x, const std::string& axis, int64_t source, Loc 
   Tensor all = mesh ? allGather(x, mappedAxis("pbroadcast", loc), mesh->groups(axis), loc) : allGather(x, axis, loc);
   std::vector<int64_t> start(size_t(all.rank()), 0), limit(all.shape().begin(), all.shape().end());
   start[0] = source, limit[0] = source + 1;
-  return reshape(slice(all, start, limit, loc), x.shape(), loc);
+  Tensor one = reshape(slice(all, start, limit, loc), x.shape(), loc);
+  return mesh ? detail::markCollective(one, &x, axis, true, loc) : one;
 }
 
 Tensor axisIndex(const std::string& axis, Loc loc) {
@@ -198,7 +203,8 @@ Tensor axisIndex(const std::string& axis, Loc loc) {
     for (int64_t r = 0; r < mesh->size(); ++r) coordinates.push_back(float(mesh->coordinate(r, axis)));
     Tensor table = Tensor(Array::of<float>({mesh->size(), 1}, coordinates));
     Tensor me = reshape(axisIndex(mappedAxis("axisIndex", loc), loc), {1}, loc);
-    return cast(reshape(embedding(table, me, loc), {}, loc), DType::i32, loc);
+    return detail::markCollective(cast(reshape(embedding(table, me, loc), {}, loc), DType::i32, loc), nullptr, axis,
+                                  false, loc);
   }
   detail::Trace& trace = detail::Trace::current("axisIndex", loc, true);
   trace.checkAxis(axis, "axisIndex", loc);

@@ -8,6 +8,9 @@
 #include <set>
 
 #include "frontend/Trace.h"
+#include "ir/Locations.h"
+#include "ir/SpmdAttributes.h"
+#include "passes/MeshVariation.h"
 
 namespace spmd {
 
@@ -207,6 +210,73 @@ Tree shardArgument(const Tree& x, const Mesh& mesh, const Spec& spec, LocalRepli
     out.set(name, shardTensor(leaf, mesh, leafSpec(spec, x, name, what), replicas, at, stacked));
   }
   return out;
+}
+
+namespace {
+
+// The names of the axes `spec` splits a value over.
+std::vector<std::string> splitAxes(const PartitionSpec& spec) {
+  std::vector<std::string> axes;
+  for (const std::string& axis : spec)
+    if (!axis.empty()) axes.push_back(axis);
+  return axes;
+}
+
+void markTensor(const Tensor& x, const PartitionSpec& spec) {
+  Trace* trace = Trace::innermost();
+  if (!trace || !x.isTraced()) return;
+  auto arg = llvm::dyn_cast<mlir::BlockArgument>(trace->valueOf(x, Loc::current()));
+  mlir::func::FuncOp function = trace->function();
+  if (!arg || arg.getOwner() != &function.getBody().front()) return;  // not an argument: the analysis derives it
+  std::vector<mlir::Attribute> names;
+  for (const std::string& axis : splitAxes(spec)) names.push_back(trace->builder().getStringAttr(axis));
+  function.setArgAttr(arg.getArgNumber(), ir::kMeshVariesAttr, trace->builder().getArrayAttr(names));
+}
+
+void checkTensor(const Tensor& x, const PartitionSpec& spec, const std::string& what) {
+  Trace* trace = Trace::innermost();
+  if (!trace || !trace->mesh() || !x.isTraced()) return;
+  const passes::MeshVariation variation(trace->function());
+  mlir::Value value = trace->valueOf(x, Loc::current());
+  const uint64_t whole = ~variation.maskOf(splitAxes(spec)), bad = variation.of(value) & whole;
+  if (!bad) return;
+  const std::vector<std::string> axes = variation.namesOf(bad);
+  std::string named;
+  for (size_t i = 0; i < axes.size(); ++i) named += (i ? (i + 1 == axes.size() ? " and '" : ", '") : "'") + axes[i] + "'";
+  std::string line;
+  if (mlir::Operation* def = value.getDefiningOp()) line = sourceLine(def->getLoc());
+  const std::string axis = axes[0];
+  throw Error(what + " " + x.typeString() + (line.empty() ? "" : " (computed at " + line + ")") + " varies over mesh axis " +
+              named + ": it is computed from values that differ between replicas along it, but its spec " +
+              specText(spec) + " leaves it whole there. Reduce it over '" + axis + "' before returning it "
+              "(spmd::psum or pmean; spmd::sumOverCopies for gradients), or split a dimension of it over '" + axis +
+              "' in outSpecs; ShardMapOptions::checkVaries = false keeps only the check of the results' bits");
+}
+
+}  // namespace
+
+void markArgument(const Tensor& x, const Spec& spec, const std::string& what) { markTensor(x, tensorSpec(spec, what)); }
+
+void markArgument(const Tree& x, const Spec& spec, const std::string& what) {
+  for (const auto& [name, leaf] : x) markTensor(leaf, leafSpec(spec, x, name, what));
+}
+
+void checkOutput(const Tensor& x, const Spec& spec, const std::string& what) { checkTensor(x, tensorSpec(spec, what), what); }
+
+void checkOutput(const Tree& x, const Spec& spec, const std::string& what) {
+  for (const auto& [name, leaf] : x) checkTensor(leaf, leafSpec(spec, x, name, what), what + " leaf '" + name + "'");
+}
+
+Tensor markCollective(const Tensor& result, const Tensor* source, const std::string& axis, bool reduces, Loc loc) {
+  Trace& trace = Trace::current("a mesh collective", loc, true);
+  const passes::MeshVariation variation(trace.function());
+  const uint64_t bit = variation.maskOf(std::vector<std::string>{axis});
+  const uint64_t from = source ? variation.of(trace.valueOf(*source, loc)) : 0;
+  mlir::Value value = trace.valueOf(result, loc);
+  mlir::Operation* def = value.getDefiningOp();
+  if (!def || (source && trace.valueOf(*source, loc) == value)) return result;  // nothing composed: as the source
+  def->setAttr(ir::kMeshVariesAttr, variation.attrOf(&trace.context(), reduces ? from & ~bit : from | bit));
+  return result;
 }
 
 Tensor gatherParts(const Tensor& part, const std::string& mapped, Loc loc) { return allGather(part, mapped, loc); }

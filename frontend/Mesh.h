@@ -82,6 +82,11 @@ struct ShardMapOptions {
   // Devices, name, memory plan, threads...: the pmap the mesh runs on. Its axisName names the
   // whole mesh (default here "mesh"); inAxes and outAxes come from the specs and must be empty.
   PmapOptions pmap = {.axisName = "mesh"};
+  // While tracing, each output must be invariant over the mesh axes its spec leaves whole, by
+  // the per-axis replication analysis (passes/MeshVariation.h, jax's check_vma): an error at
+  // trace time naming the output, the axis and the line that computed it. Off: only the check
+  // of the results' bits on the host (which always runs).
+  bool checkVaries = true;
 };
 
 // Inside spmd::shardMap: each leaf of `grads` summed over the mesh axes its spec leaves whole,
@@ -114,6 +119,18 @@ void bindMesh(const std::shared_ptr<const Mesh>& mesh, Loc loc);
 // The mesh bound to the innermost trace when `axis` is one of its axes, else null.
 const Mesh* meshOf(const std::string& axis);
 
+// Marks the traced arguments' per-axis variation from their specs (the axes a spec splits a
+// value over), so the analysis starts from them.
+void markArgument(const Tensor& x, const Spec& spec, const std::string& what);
+void markArgument(const Tree& x, const Spec& spec, const std::string& what);
+// Throws (naming `what`, the axis and the line that computed it) when an output varies over a
+// mesh axis its spec leaves whole.
+void checkOutput(const Tensor& x, const Spec& spec, const std::string& what);
+void checkOutput(const Tree& x, const Spec& spec, const std::string& what);
+// Marks `result`, a collective over mesh axis `axis` just composed from `source`, with the axes
+// it varies over: `source`'s less `axis` (`reduces`: psum, allGather, ...) or plus it
+// (psumScatter, ppermute; a null `source`: axisIndex). Returns `result`.
+Tensor markCollective(const Tensor& result, const Tensor* source, const std::string& axis, bool reduces, Loc loc);
 // Every replica's part of an output, gathered over the whole mesh ([mesh size, ...part]: the
 // same on every replica, so every process can put the whole value together).
 Tensor gatherParts(const Tensor& part, const std::string& mapped, Loc loc);
@@ -125,14 +142,33 @@ struct MeshBody {
   std::shared_ptr<const Mesh> mesh;
   std::string mapped;  // the whole mesh's axis
   Loc defined;
+  std::vector<Spec> inSpecs, outSpecs;
+  bool checkVaries = true;
+  std::string who;  // "spmd::shardMap 'name'"
+
   template <typename... Args>
   auto operator()(const Args&... args) const {
     bindMesh(mesh, defined);
+    markArguments(std::index_sequence_for<Args...>(), args...);
     auto out = f(args...);
-    if constexpr (IsTuple<decltype(out)>::value)
+    if constexpr (IsTuple<decltype(out)>::value) {
+      if (checkVaries) checkOutputs(out, std::make_index_sequence<std::tuple_size_v<decltype(out)>>());
       return std::apply([&](const auto&... e) { return decltype(out){gatherParts(e, mapped, defined)...}; }, out);
-    else
+    } else {
+      if (checkVaries && !outSpecs.empty()) checkOutput(out, outSpecs[0], who + " output 0");
       return decltype(out){gatherParts(out, mapped, defined)};
+    }
+  }
+
+ private:
+  template <size_t... I, typename... Args>
+  void markArguments(std::index_sequence<I...>, const Args&... args) const {
+    if (inSpecs.size() == sizeof...(Args)) (markArgument(args, inSpecs[I], who + " argument " + std::to_string(I)), ...);
+  }
+  template <typename Out, size_t... I>
+  void checkOutputs(const Out& out, std::index_sequence<I...>) const {
+    if (outSpecs.size() == sizeof...(I))
+      (checkOutput(std::get<I>(out), outSpecs[I], who + " output " + std::to_string(I)), ...);
   }
 };
 
@@ -161,7 +197,9 @@ class ShardMapped {
  public:
   ShardMapped(F f, Mesh mesh, ShardMapOptions options, Loc defined)
       : mesh_(std::make_shared<const Mesh>(std::move(mesh))), options_(std::move(options)),
-        pmapped_(detail::MeshBody<F>{std::move(f), mesh_, options_.pmap.axisName, defined},
+        pmapped_(detail::MeshBody<F>{std::move(f), mesh_, options_.pmap.axisName, defined, options_.inSpecs,
+                                     options_.outSpecs, options_.checkVaries,
+                                     "spmd::shardMap '" + options_.pmap.name + "'"},
                  pmapOptions(*mesh_, options_, defined), defined) {}
 
   template <typename... Args>

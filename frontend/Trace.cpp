@@ -109,6 +109,11 @@ void Trace::bindMesh(std::shared_ptr<const Mesh> mesh, Loc loc) {
     throw Error(where(loc) + ": spmd::shardMap's mesh " + mesh->describe() + " has " + std::to_string(mesh->size()) +
                 " replicas but the mapped axis has " + std::to_string(axisSize_));
   mesh_ = std::move(mesh);
+  llvm::SmallVector<mlir::Attribute> names;
+  llvm::SmallVector<int64_t> sizes;
+  for (const MeshAxis& a : mesh_->axes()) names.push_back(builder_.getStringAttr(a.name)), sizes.push_back(a.size);
+  function_->setAttr(ir::kMeshAxesAttr, builder_.getArrayAttr(names));
+  function_->setAttr(ir::kMeshShapeAttr, builder_.getDenseI64ArrayAttr(sizes));
 }
 
 void Trace::bindAxis(const std::string& name, int64_t size, int64_t microBatches) {

@@ -46,6 +46,7 @@ class Trace {
   // Closes the function with `outputs` as its results.
   void finish(const std::vector<Tensor>& outputs, Loc loc);
   mlir::ModuleOp module() { return *module_; }
+  mlir::func::FuncOp function() { return function_; }
   mlir::MLIRContext& context() { return *context_; }
 
   // spmd::pmap: the function is one replica of `size` over axis `name` (func attributes

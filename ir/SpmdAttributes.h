@@ -24,6 +24,18 @@ inline constexpr const char* kDonatedAttr = "spmd.donated";
 inline constexpr const char* kNameAttr = "spmd.name";
 // Set by the replication analysis (passes/Replication.h) on every op with a varying result.
 inline constexpr const char* kVaryingAttr = "spmd.varying";
+// On a function spmd::shardMap traced: its mesh's axis names (an array of strings, row-major:
+// the last varies fastest over the mapped axis' replicas) and their sizes (i64 array).
+inline constexpr const char* kMeshAxesAttr = "spmd.mesh_axes";
+inline constexpr const char* kMeshShapeAttr = "spmd.mesh_shape";
+// Per-axis replication on a mesh (passes/MeshVariation.h), an array of mesh axis names. Set by
+// the frontend, and taken as given by the analysis: on an argument, the axes its spec splits it
+// over; on the op of a collective over a mesh axis (composed of several ops), the axes its
+// result varies over.
+inline constexpr const char* kMeshVariesAttr = "spmd.mesh_varies";
+// Set by the analysis on every other op of a mesh function whose results vary over some mesh
+// axes: those axes (dumps show where values vary, axis by axis).
+inline constexpr const char* kVariesOverAttr = "spmd.varies_over";
 // The prefix every attribute above shares; lowering leaves such analysis marks out of steps.
 // On a forward op traced inside spmd::checkpoint (jax.checkpoint): the segment it belongs to (an
 // integer, one per checkpoint call). spmd-autodiff recomputes the segment from its inputs in the

@@ -23,7 +23,9 @@ def Replication : Pass<"spmd-replication", "mlir::ModuleOp"> {
     In functions mapped over an axis (func attribute `spmd.axis_name`, set by spmd::pmap), puts
     `spmd.varying` on each op with a result that differs between replicas; unmarked ops are
     invariant. Arguments and results with `spmd.mapped` are mapped, the rest replicated.
-    Mapped arguments vary; all_reduce and all_gather make values invariant again.
+    Mapped arguments vary; all_reduce and all_gather make values invariant again. In a function
+    spmd::shardMap traced over a mesh (`spmd.mesh_axes`), also puts `spmd.varies_over` (the mesh
+    axes a result varies over, passes/MeshVariation.h) on each op whose results vary.
   }];
   let dependentDialects = ["::spmd::ir::SpmdDialect"];
 }

@@ -211,6 +211,59 @@ TEST(MeshTest, TensorParallelTransformerBlockMatchesTheUnshardedBlock) {
   expectTensorParallelTransformer(DType::f32, 1e-5);
 }
 
+// The per-axis replication analysis (passes/MeshVariation.h) while tracing: an output that
+// varies over an axis its spec leaves whole is refused at trace time, naming the output, the axis
+// and the user's line; reducing over the axis, or a spec splitting over it, is accepted; a
+// whole parameter's gradient varies only over the axes its derivative is built from.
+TEST(MeshTest, PerAxisVariationIsCheckedWhileTracing) {
+  Mesh mesh({{"data", 2}, {"model", 2}});
+  const PmapOptions cpu4{.axisName = "mesh", .devices = "cpu:4"};
+  Array x = randomArray(DType::f32, {4, 2}, 2);
+  auto varies = shardMap([](const Tensor& v) { return v + cast(axisIndex("model"), DType::f32); }, mesh,
+                         {.inSpecs = {{"data"}}, .outSpecs = {{"data"}}, .pmap = cpu4});
+  const std::string refused = errorOf([&] { varies(Tensor(x)); });
+  EXPECT_NE(refused.find("output 0 f32[2, 2] (computed at tests/unit/MeshTest.cpp:"), std::string::npos) << refused;
+  EXPECT_NE(refused.find("varies over mesh axis 'model'"), std::string::npos) << refused;
+  EXPECT_NE(refused.find("its spec {\"data\"} leaves it whole there"), std::string::npos) << refused;
+  // Reduced over "model", or split over it: accepted, and the values are the host's.
+  auto reduced = shardMap([](const Tensor& v) { return psum(v + cast(axisIndex("model"), DType::f32), "model"); }, mesh,
+                          {.inSpecs = {{"data"}}, .outSpecs = {{"data"}}, .pmap = cpu4});
+  Array r = reduced(Tensor(x)).array();
+  for (int64_t i = 0; i < x.numel(); ++i) EXPECT_EQ(r.values<float>()[i], 2 * x.values<float>()[i] + 1) << i;
+  auto split = shardMap([](const Tensor& v) { return v + cast(axisIndex("model"), DType::f32); }, mesh,
+                        {.inSpecs = {{}}, .outSpecs = {{"model"}}, .pmap = cpu4});
+  Array s = split(Tensor(x)).array();
+  ASSERT_EQ(s.shape, (Shape{8, 2}));
+  EXPECT_EQ(s.values<float>()[9], x.values<float>()[1] + 1);
+  // w (whole) meets only x (split over "data"): its gradient, summed over "data", is whole; a
+  // (split over "model") meets a model-varying value: its gradient summed over "data" too stays
+  // split over "model". Returning w's gradient without the sum over "data" is refused.
+  auto grads = [&](bool sumData) {
+    return shardMap(
+        [sumData](const Tensor& w, const Tensor& a, const Tensor& v) {
+          Tree params;
+          params.set("w", w), params.set("a", a);
+          auto [loss, g] = value_and_grad([&](const Tree& p) {
+            return sum(v * p.at("w"), {0, 1}) + psum(sum(p.at("a") * p.at("a"), {0}), "model");
+          })(params);
+          return std::tuple{sumData ? psum(g.at("w"), "data") : g.at("w"), psum(g.at("a"), "data")};
+        },
+        mesh, {.inSpecs = {{}, {"model"}, {"data"}}, .outSpecs = {{}, {"model"}}, .pmap = cpu4});
+  };
+  Array w = randomArray(DType::f32, {2}, 3), a = randomArray(DType::f32, {4}, 4);
+  auto [gw, ga] = grads(true)(Tensor(w), Tensor(a), Tensor(x));
+  for (int64_t j = 0; j < 2; ++j)  // d/dw of sum over all rows of v * w: the column sums of x
+    EXPECT_NEAR(gw.array().values<float>()[j], x.values<float>()[j] + x.values<float>()[2 + j] + x.values<float>()[4 + j] +
+                                                   x.values<float>()[6 + j], 1e-5);
+  // a's part enters the loss of both replicas of its "model" group through the psum, and the
+  // gradient is that of all replicas' losses summed (psum's transpose is psum): 2 x 2a per data
+  // replica, summed over the 2 of them.
+  for (int64_t i = 0; i < 4; ++i) EXPECT_NEAR(ga.array().values<float>()[i], 8 * a.values<float>()[i], 1e-5);
+  const std::string unsummed = errorOf([&] { grads(false)(Tensor(w), Tensor(a), Tensor(x)); });
+  EXPECT_NE(unsummed.find("output 0 f32[2]"), std::string::npos) << unsummed;
+  EXPECT_NE(unsummed.find("varies over mesh axis 'data'"), std::string::npos) << unsummed;
+}
+
 TEST(MeshTest, BadSpecsAndResultsAreClearErrors) {
   Mesh mesh({{"data", 2}, {"model", 2}});
   auto id = [](const Tensor& x) { return x; };
@@ -228,8 +281,10 @@ TEST(MeshTest, BadSpecsAndResultsAreClearErrors) {
   // from "model" coordinate 0 is right; a value that differs along "model" is refused.
   Array x = randomArray(DType::f32, {4, 2}, 2);
   EXPECT_EQ(f(Tensor(x)).array().values<float>()[7], x.values<float>()[7]);
+  // (With the static check off: it is the host's comparison of the bits that refuses it.)
   auto varies = shardMap([](const Tensor& v) { return v + cast(axisIndex("model"), DType::f32); }, mesh,
-                         {.inSpecs = {{"data"}}, .outSpecs = {{"data"}}, .pmap = {.axisName = "mesh", .devices = "cpu:4"}});
+                         {.inSpecs = {{"data"}}, .outSpecs = {{"data"}}, .pmap = {.axisName = "mesh", .devices = "cpu:4"},
+                          .checkVaries = false});
   const std::string differ = errorOf([&] { varies(Tensor(x)); });
   EXPECT_NE(differ.find("is whole over mesh axis 'model' by its spec {\"data\"}, but replicas 0 and 1"), std::string::npos)
       << differ;
