@@ -160,9 +160,8 @@ Tensor ppermute(const Tensor& x, const std::string& axis, const std::vector<std:
 
 Tensor allToAll(const Tensor& x, const std::string& axis, int64_t splitAxis, int64_t concatAxis, Loc loc) {
   if (const Mesh* mesh = meshAxis(axis))
-    throw Error(detail::where(loc) + ": spmd::allToAll over axis '" + axis + "' of mesh " + mesh->describe() +
-                " is not supported yet; run it over the whole mesh ('" + mappedAxis("allToAll", loc) +
-                "') or with spmd::pmap over one axis");
+    return detail::markCollective(allToAll(x, mappedAxis("allToAll", loc), splitAxis, concatAxis, mesh->groups(axis), loc),
+                                  &x, axis, false, loc);
   detail::Trace& trace = detail::Trace::current("allToAll", loc, true);
   const int64_t size = trace.checkAxis(axis, "allToAll", loc);
   const int64_t rank = int64_t(x.rank());

@@ -1,6 +1,6 @@
 // Collectives over the axis bound by spmd::pmap, as jax.lax's: psum, pmean, pmax, pmin,
 // allGather, psumScatter, ppermute, allToAll, pbroadcast, axisIndex, and psum / pmean / pmax / pmin /
-// allGather / psumScatter within groups of replicas (GroupedCollectives.cpp). Inside the mapped function they record spmd collective ops
+// allGather / psumScatter / allToAll within groups of replicas (GroupedCollectives.cpp). Inside the mapped function they record spmd collective ops
 // at the caller's line; naming an axis that is not bound is an error there. A Tree (or a list)
 // reduces in one combined collective per dtype of its leaves. Integers (i32) keep their dtype in
 // every collective but pmean, whose mean of integers is an f32 (as jnp.mean's): their exact sum,
@@ -59,6 +59,10 @@ Tensor pmin(const Tensor& x, const std::string& axis, const AxisGroups& groups, 
 Tensor allGather(const Tensor& x, const std::string& axis, const AxisGroups& groups, Loc loc = Loc::current());
 // [G, ..] -> [..]: the replica at position p of its group gets the sum over the group of row p.
 Tensor psumScatter(const Tensor& x, const std::string& axis, const AxisGroups& groups, Loc loc = Loc::current());
+// allToAll within each group: the member at position p gets chunk p of every member's x, in the
+// group's order.
+Tensor allToAll(const Tensor& x, const std::string& axis, int64_t splitAxis, int64_t concatAxis, const AxisGroups& groups,
+                Loc loc = Loc::current());
 
 // This replica's index along the axis, a scalar i32 tensor.
 Tensor axisIndex(const std::string& axis, Loc loc = Loc::current());

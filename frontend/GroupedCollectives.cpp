@@ -170,6 +170,55 @@ Tensor psumScatter(const Tensor& x, const std::string& axis, const AxisGroups& g
   return foldGroup(leaves, Reduce::Sum, loc);
 }
 
+// The member at position p gets chunk p (along splitAxis) of every member's x, concatenated in the
+// group's order along concatAxis: the group's rows [G, ...x], each cut along splitAxis into
+// [G chunks, c] with the chunk axis moved first, this replica's chunk taken by its position, and
+// the members' chunks merged into concatAxis (member-major).
+Tensor allToAll(const Tensor& x, const std::string& axis, int64_t splitAxis, int64_t concatAxis, const AxisGroups& groups,
+                Loc loc) {
+  if (x.dtype() == DType::i32)
+    return cast(allToAll(cast(x, DType::f64, loc), axis, splitAxis, concatAxis, groups, loc), DType::i32, loc);
+  const GroupTable t = groupTable(groups, axis, "allToAll", loc);
+  checkFloat(x, axis, "allToAll", loc);
+  const int64_t rank = int64_t(x.rank()), g = t.size;
+  if (splitAxis < 0) splitAxis += rank;
+  if (concatAxis < 0) concatAxis += rank;
+  const std::string at = detail::where(loc) + ": spmd::allToAll over axis '" + axis + "' with groups: ";
+  if (splitAxis < 0 || splitAxis >= rank || concatAxis < 0 || concatAxis >= rank)
+    throw Error(at + "split and concat axes must be axes of " + x.typeString());
+  if (x.dim(size_t(splitAxis)) % g != 0)
+    throw Error(at + x.typeString() + " has " + std::to_string(x.dim(size_t(splitAxis))) + " along split axis " +
+                std::to_string(splitAxis) + ", which does not split into " + std::to_string(g) +
+                " equal chunks, one per member of a group");
+  const size_t s = size_t(splitAxis);
+  Shape cut{g};  // [G members, x[:s], G chunks, c, x[s+1:]]
+  cut.insert(cut.end(), x.shape().begin(), x.shape().begin() + splitAxis);
+  cut.insert(cut.end(), {g, x.dim(s) / g});
+  cut.insert(cut.end(), x.shape().begin() + splitAxis + 1, x.shape().end());
+  std::vector<int64_t> chunksFirst{int64_t(s) + 1, 0};  // [G chunks, G members, x[:s], c, x[s+1:]]
+  for (int64_t d = 1; d < int64_t(cut.size()); ++d)
+    if (d != int64_t(s) + 1) chunksFirst.push_back(d);
+  Tensor byChunk = transpose(reshape(groupRows(x, axis, t, loc), cut, loc), chunksFirst, loc);
+  Shape chunk = x.shape();  // one member's chunk
+  chunk[s] /= g;
+  const int64_t perChunk = g * numElements(chunk);
+  Tensor me = reshape(axisIndex(axis, loc), {1}, loc);
+  Tensor position = cast(reshape(embedding(Tensor(Array::of<float>({t.replicas, 1}, t.positions)), me, loc), {1}, loc),
+                         DType::i32, loc);
+  Shape members{g};  // [G members, chunk...]
+  members.insert(members.end(), chunk.begin(), chunk.end());
+  Tensor mine = reshape(embedding(reshape(byChunk, {g, perChunk}, loc), position, loc), members, loc);
+  // Members just before concatAxis, then merged with it: member j's rows come j-th.
+  std::vector<int64_t> order;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (d == concatAxis) order.push_back(0);
+    order.push_back(d + 1);
+  }
+  Shape result = chunk;
+  result[size_t(concatAxis)] *= g;
+  return reshape(transpose(mine, order, loc), result, loc);
+}
+
 Tensor allGather(const Tensor& x, const std::string& axis, const AxisGroups& groups, Loc loc) {
   if (x.dtype() == DType::i32) return cast(allGather(cast(x, DType::f64, loc), axis, groups, loc), DType::i32, loc);
   const GroupTable t = groupTable(groups, axis, "allGather", loc);

@@ -146,6 +146,38 @@ TEST(GroupedCollectivesTest, TheGradientFlowsBackWithinTheGroup) {
     for (int i = 0; i < 3; ++i) EXPECT_EQ(values<float>(g)[size_t(s * 3 + i)], expected[s]) << s << " " << i;
 }
 
+// allToAll within groups: one group of the whole axis in order is the all_to_all op (the same
+// bits, either pair of axes); pairs {{0, 2}, {3, 1}} against the host; and its gradient is the
+// grouped allToAll with the axes swapped (all_to_all's transpose), each replica seeding
+// sum(allToAll(x) * c) with its own c.
+TEST(GroupedCollectivesTest, AllToAllWithinGroups) {
+  const AxisGroups all = {{0, 1, 2, 3}}, pairs = {{0, 2}, {3, 1}};
+  auto f = pmap(
+      [&](const Tensor& x, const Tensor& c) {
+        auto [loss, g] = value_and_grad([&](const Tensor& v) { return sum(allToAll(v, "batch", 0, 1, pairs) * c, {0, 1}); })(x);
+        return std::tuple{allToAll(x, "batch", 0, 1, all), allToAll(x, "batch", 0, 1), allToAll(x, "batch", 1, 0, all),
+                          allToAll(x, "batch", 1, 0), allToAll(x, "batch", 0, 1, pairs), g,
+                          allToAll(c, "batch", 1, 0, pairs)};
+      },
+      {.inAxes = {0, 0}, .outAxes = {0, 0, 0, 0, 0, 0, 0}, .devices = "cpu:4"});
+  Array x = randomArray(DType::f32, {4, 4, 4}, 7), c = randomArray(DType::f32, {4, 2, 8}, 8);
+  auto [group01, op01, group10, op10, byPairs, grad, swapped] = f(x, c);
+  for (size_t i = 0; i < 64; ++i) {
+    EXPECT_EQ(values<float>(group01)[i], values<float>(op01)[i]) << i;
+    EXPECT_EQ(values<float>(group10)[i], values<float>(op10)[i]) << i;
+    EXPECT_EQ(values<float>(grad)[i], values<float>(swapped)[i]) << i;
+  }
+  // Replica r at position p of its pair: [2 rows (chunk p of 4), 8 = 2 members x 4 columns].
+  for (const auto& group : pairs)
+    for (size_t p = 0; p < 2; ++p)
+      for (int64_t row = 0; row < 2; ++row)
+        for (size_t j = 0; j < 2; ++j)
+          for (int64_t col = 0; col < 4; ++col)
+            EXPECT_EQ(values<float>(byPairs)[size_t(group[p] * 16 + row * 8 + int64_t(j) * 4 + col)],
+                      x.values<float>()[size_t(group[j] * 16 + (int64_t(p) * 2 + row) * 4 + col)])
+                << group[p] << " " << row << " " << j << " " << col;
+}
+
 TEST(GroupedCollectivesTest, BadGroupsAreErrorsAtTheCallersLine) {
   Array x = randomArray(DType::f32, {4, 2}, 1);
   auto errorFor = [&](AxisGroups groups, DType dtype = DType::f32) {

@@ -82,7 +82,37 @@ void expectMeshCollectives(int64_t A, int64_t B) {
   }
 }
 
+// allToAll over mesh axis "b": the replica at coordinate b gets chunk b (2 elements) of the x of
+// every replica of its "b" group, in coordinate order; over "a" alike with chunk a.
+void expectMeshAllToAll(int64_t A, int64_t B) {
+  SCOPED_TRACE(std::to_string(A) + "x" + std::to_string(B) + " allToAll");
+  Mesh mesh({{"a", A}, {"b", B}});
+  const int64_t n = 2 * A * B;  // each replica's x: n values, 2 per chunk over either axis
+  auto f = shardMap([](const Tensor& x) { return std::tuple{allToAll(x, "b", 2, 2), allToAll(x, "a", 2, 2)}; }, mesh,
+                    {.inSpecs = {{"a", "b"}}, .outSpecs = {{"a", "b"}, {"a", "b"}},
+                     .pmap = {.axisName = "mesh", .devices = "cpu:" + std::to_string(A * B)}});
+  std::vector<float> xv;
+  for (int64_t r = 0; r < A * B; ++r)
+    for (int64_t k = 0; k < n; ++k) xv.push_back(float(100 * r + k));
+  auto [overB, overA] = f(Array::of<float>({A, B, n}, xv));
+  for (int64_t a = 0; a < A; ++a)
+    for (int64_t b = 0; b < B; ++b) {
+      const int64_t r = a * B + b;
+      for (int64_t j = 0; j < B; ++j)  // from (a, j): its chunk b of n / B
+        for (int64_t k = 0; k < n / B; ++k)
+          EXPECT_EQ(overB.array().values<float>()[size_t(r * n + j * (n / B) + k)],
+                    float(100 * (a * B + j) + b * (n / B) + k));
+      for (int64_t i = 0; i < A; ++i)  // from (i, b): its chunk a of n / A
+        for (int64_t k = 0; k < n / A; ++k)
+          EXPECT_EQ(overA.array().values<float>()[size_t(r * n + i * (n / A) + k)],
+                    float(100 * (i * B + b) + a * (n / A) + k));
+    }
+}
+
 TEST(MeshTest, CollectivesOverMeshAxesMatchTheHost) {
+  expectMeshAllToAll(2, 2);
+  expectMeshAllToAll(1, 4);
+  expectMeshAllToAll(2, 3);
   expectMeshCollectives(2, 2);
   expectMeshCollectives(1, 4);
   expectMeshCollectives(4, 1);
@@ -298,10 +328,14 @@ TEST(MeshTest, BadSpecsAndResultsAreClearErrors) {
   EXPECT_NE(unbound.find("binds the axes 'data', 'model', of mesh {data: 2, model: 2} and 'mesh' for the whole mesh"),
             std::string::npos)
       << unbound;
-  auto a2a = shardMap([](const Tensor& v) { return allToAll(v, "model", 0, 0); }, mesh,
-                      {.inSpecs = {{}}, .outSpecs = {{}}, .pmap = {.axisName = "mesh", .devices = "cpu:4"}});
-  EXPECT_NE(errorOf([&] { a2a(Tensor(x)); }).find("spmd::allToAll over axis 'model' of mesh {data: 2, model: 2} is not supported"),
-            std::string::npos);
+  auto a2a = shardMap([](const Tensor& v) { return allToAll(v, "model", 1, 1); }, mesh,
+                      {.inSpecs = {{}}, .outSpecs = {{"model"}}, .pmap = {.axisName = "mesh", .devices = "cpu:4"}});
+  const std::string chunks = errorOf([&] { a2a(Tensor(randomArray(DType::f32, {4, 3}, 2))); });
+  EXPECT_NE(chunks.find("MeshTest.cpp:"), std::string::npos) << chunks;
+  EXPECT_NE(chunks.find("spmd::allToAll over axis 'mesh' with groups: f32[4, 3] has 3 along split axis 1, which does not "
+                        "split into 2 equal chunks"),
+            std::string::npos)
+      << chunks;
 }
 
 }  // namespace
