@@ -44,6 +44,9 @@ inline constexpr const char* kRematAttr = "spmd.remat";
 // On the recomputed copy of a checkpointed op (spmd-autodiff), so that CSE does not merge it
 // back into the forward op it copies.
 inline constexpr const char* kRecomputedAttr = "spmd.recomputed";
+// While spmd-autodiff differentiates a body: on each op inlined from a custom_vjp's forward
+// region, that custom_vjp's number (its backward stands in for these ops' VJP rules).
+inline constexpr const char* kCustomForwardAttr = "spmd.custom_forward";
 inline constexpr const char* kAttrPrefix = "spmd.";
 
 }  // namespace spmd::ir

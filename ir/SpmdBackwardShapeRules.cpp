@@ -154,4 +154,30 @@ LogicalResult ValueAndGradOp::verify() {
   return success();
 }
 
+LogicalResult CustomVjpOp::verify() {
+  Block& forward = getForward().front();
+  Block& backward = getBackward().front();
+  if (SmallVector<Type>(forward.getArgumentTypes()) != SmallVector<Type>(getInputs().getTypes()))
+    return emitOpError() << "forward's arguments must have the inputs' types (" << getInputs().size() << ")";
+  auto yield = llvm::dyn_cast<YieldOp>(forward.getTerminator());
+  if (!yield) return emitOpError() << "forward must end with spmd.yield";
+  const unsigned results = getNumResults();
+  if (yield.getValues().size() < results)
+    return emitOpError() << "forward yields " << yield.getValues().size() << " values for " << results << " results";
+  SmallVector<Type> yielded(yield.getValues().getTypes());
+  if (SmallVector<Type>(yielded.begin(), yielded.begin() + results) != SmallVector<Type>(getResultTypes()))
+    return emitOpError() << "forward must yield the results' types first";
+  SmallVector<Type> expected(yielded.begin() + results, yielded.end());  // the residuals
+  llvm::append_range(expected, getResultTypes());                        // then the cotangents
+  if (SmallVector<Type>(backward.getArgumentTypes()) != expected)
+    return emitOpError() << "backward's arguments must be forward's residuals then one cotangent per result ("
+                         << expected.size() << " in all)";
+  auto back = llvm::dyn_cast<YieldOp>(backward.getTerminator());
+  if (!back) return emitOpError() << "backward must end with spmd.yield";
+  if (SmallVector<Type>(back.getValues().getTypes()) != SmallVector<Type>(getInputs().getTypes()))
+    return emitOpError() << "backward must yield one cotangent per input, of the input's type ("
+                         << getInputs().size() << ")";
+  return success();
+}
+
 }  // namespace spmd::ir

@@ -479,9 +479,27 @@ def Spmd_ValueAndGradOp : Op<Spmd_Dialect, "value_and_grad",
   let hasVerifier = 1;
 }
 
+def Spmd_CustomVjpOp : Op<Spmd_Dialect, "custom_vjp", [RecursiveMemoryEffects]> {
+  let summary = "a function with the user's own VJP (jax.custom_vjp)";
+  let description = [{
+    `forward` is a function of its block arguments, which stand for `inputs`: it yields the
+    op's results, then the residuals `backward` reads. `backward` takes the residuals, then one
+    cotangent per result, and yields one cotangent per input, of the input's type. spmd-autodiff
+    inlines `forward` where the op is and, in the reverse sweep, `backward` in place of the VJP
+    rules of forward's ops; where no gradient is taken only `forward` is inlined. Values forward
+    reads from outside that depend on the differentiated inputs are an error (their gradient
+    would be lost): pass them as inputs.
+  }];
+  let arguments = (ins Variadic<Spmd_FloatTensor>:$inputs);
+  let results = (outs Variadic<Spmd_FloatTensor>:$results);
+  let regions = (region SizedRegion<1>:$forward, SizedRegion<1>:$backward);
+  let assemblyFormat = "$inputs $forward $backward attr-dict `:` functional-type($inputs, results)";
+  let hasVerifier = 1;
+}
+
 def Spmd_YieldOp : Op<Spmd_Dialect, "yield",
-                      [Pure, Terminator, ParentOneOf<["ValueAndGradOp", "FusedOp"]>]> {
-  let summary = "ends a value_and_grad body (the loss, then auxiliary values) or a fused body";
+                      [Pure, Terminator, ParentOneOf<["ValueAndGradOp", "FusedOp", "CustomVjpOp"]>]> {
+  let summary = "ends a value_and_grad body (the loss, then auxiliary values), a fused body, or a custom_vjp region";
   let arguments = (ins Variadic<Spmd_AnyTensor>:$values);
   let assemblyFormat = "attr-dict ($values^ `:` type($values))?";
 }

@@ -31,10 +31,60 @@ Value zerosLike(OpBuilder& b, Location loc, Type type) {
   return b.create<ir::ConstantOp>(loc, llvm::cast<ElementsAttr>(attr));
 }
 
+// A custom_vjp whose forward was inlined: where its results now come from, and what its
+// backward reads.
+struct InlinedCustomVjp {
+  ir::CustomVjpOp op;
+  SmallVector<Value> outputs, residuals;
+};
+
+// Inlines `op`'s forward region right before it (every copied op marked with `group` when it is
+// not negative) and replaces the op's results with the copies' first yields. The op stays, its
+// results unused, until the sweep has emitted its backward.
+InlinedCustomVjp inlineForward(ir::CustomVjpOp op, int64_t group) {
+  OpBuilder b(op);
+  IRMapping mapping;
+  Block& forward = op.getForward().front();
+  for (auto [arg, input] : llvm::zip(forward.getArguments(), op.getInputs())) mapping.map(arg, input);
+  for (Operation& inner : forward.without_terminator()) {
+    Operation* copy = b.clone(inner, mapping);
+    if (group >= 0)
+      copy->walk([&](Operation* o) { o->setAttr(ir::kCustomForwardAttr, b.getI64IntegerAttr(group)); });
+  }
+  SmallVector<Value> yielded;
+  for (Value v : forward.getTerminator()->getOperands()) yielded.push_back(mapping.lookupOrDefault(v));
+  InlinedCustomVjp inlined{op, SmallVector<Value>(ArrayRef<Value>(yielded).take_front(op->getNumResults())),
+                           SmallVector<Value>(ArrayRef<Value>(yielded).drop_front(op->getNumResults()))};
+  op->replaceAllUsesWith(inlined.outputs);
+  return inlined;
+}
+
 // The reverse sweep over one value_and_grad body, emitted before its terminator.
 class ReverseSweep {
  public:
   explicit ReverseSweep(Block& body) : body_(body), builder_(body.getTerminator()) {}
+
+  // Inlines the forward of every custom_vjp of the body, in order; one its forward holds is
+  // inlined with the outer one's number (the outer backward stands for it).
+  void inlineCustomVjps() {
+    for (bool found = true; found;) {
+      found = false;
+      for (Operation& op : body_.without_terminator()) {
+        auto custom = llvm::dyn_cast<ir::CustomVjpOp>(&op);
+        if (!custom || inlinedOps_.contains(custom)) continue;
+        inlinedOps_.insert(custom);
+        found = true;
+        if (auto outer = custom->getAttrOfType<IntegerAttr>(ir::kCustomForwardAttr))
+          inlineForward(custom, outer.getInt());
+        else
+          customs_.push_back(inlineForward(custom, int64_t(customs_.size())));
+        break;  // the block changed: look again from the start
+      }
+    }
+  }
+
+  // The custom_vjp ops whose forward was inlined (erased once the sweep is done).
+  const llvm::DenseSet<Operation*>& inlinedCustomVjps() const { return inlinedOps_; }
 
   LogicalResult run(ir::YieldOp yield) {
     markActive();
@@ -49,6 +99,13 @@ class ReverseSweep {
     for (Operation* op : llvm::reverse(forward)) {
       if (auto segment = op->getAttrOfType<IntegerAttr>(ir::kRematAttr); segment && !recomputed_.contains(op))
         recompute(forward, segment.getInt());
+      // A custom_vjp's backward reads its residuals: recompute their checkpoint segments first.
+      for (const InlinedCustomVjp& custom : customs_)
+        if (custom.op == op)
+          for (Value residual : custom.residuals)
+            if (Operation* def = residual.getDefiningOp())
+              if (auto segment = def->getAttrOfType<IntegerAttr>(ir::kRematAttr); segment && !recomputed_.contains(def))
+                recompute(forward, segment.getInt());
       if (failed(visit(op))) return failure();
     }
     return success();
@@ -86,7 +143,65 @@ class ReverseSweep {
     }
   }
 
+  // The value the backward pass reads for forward value `v`: its recomputed copy's when a
+  // checkpoint segment made one.
+  Value recomputedValue(Value v) {
+    auto result = llvm::dyn_cast<OpResult>(v);
+    if (!result) return v;
+    Operation* copy = recomputed_.lookup(result.getOwner());
+    return copy ? copy->getResult(result.getResultNumber()) : v;
+  }
+
+  // A custom_vjp's backward, copied where the sweep is: its residuals (recomputed where a
+  // checkpoint recomputes them) and its outputs' cotangents (zeros where the loss does not
+  // depend on one) in, each input's cotangent added to it.
+  LogicalResult backwardOf(ir::CustomVjpOp op) {
+    const InlinedCustomVjp* custom = nullptr;
+    for (const InlinedCustomVjp& c : customs_)
+      if (c.op == op) custom = &c;
+    if (!custom) return success();  // inside another custom_vjp's forward: its backward covers it
+    const int64_t group = custom - customs_.data();
+    // Forward must not read, from outside its arguments, a value the loss is differentiated
+    // through: that value's gradient would be lost.
+    for (Operation& inner : body_.without_terminator()) {
+      auto mark = inner.getAttrOfType<IntegerAttr>(ir::kCustomForwardAttr);
+      if (!mark || mark.getInt() != group) continue;
+      for (Value operand : inner.getOperands()) {
+        Operation* def = operand.getDefiningOp();
+        auto defMark = def ? def->getAttrOfType<IntegerAttr>(ir::kCustomForwardAttr) : IntegerAttr();
+        if ((defMark && defMark.getInt() == group) || llvm::is_contained(op.getInputs(), operand)) continue;
+        if (active_.contains(operand))
+          return op.emitError() << "spmd-autodiff: the forward function of this customVjp reads a value from outside its "
+                                   "arguments that depends on what is differentiated, so its gradient would be lost; "
+                                   "pass that value to the customVjp function as an argument (its backward then "
+                                   "returns its cotangent)";
+      }
+    }
+    bool any = false;
+    for (Value output : custom->outputs) any |= bool(cotangents_.lookup(output));
+    if (!any) return success();
+    builder_.setInsertionPoint(body_.getTerminator());
+    IRMapping mapping;
+    Block& backward = op.getBackward().front();
+    const size_t residuals = custom->residuals.size();
+    for (size_t i = 0; i < residuals; ++i) mapping.map(backward.getArgument(unsigned(i)), recomputedValue(custom->residuals[i]));
+    for (auto [i, output] : llvm::enumerate(custom->outputs)) {
+      Value g = cotangents_.lookup(output);
+      mapping.map(backward.getArgument(unsigned(residuals + i)), g ? g : zerosLike(builder_, op.getLoc(), output.getType()));
+    }
+    for (Operation& inner : backward.without_terminator()) builder_.clone(inner, mapping);
+    for (auto [input, grad] : llvm::zip(op.getInputs(), backward.getTerminator()->getOperands())) {
+      if (!active_.contains(input)) continue;
+      Value g = mapping.lookupOrDefault(grad);
+      Value& total = cotangents_[input];
+      total = total ? builder_.create<ir::AddOp>(op.getLoc(), total, g).getResult() : g;
+    }
+    return success();
+  }
+
   LogicalResult visit(Operation* original) {
+    if (auto custom = llvm::dyn_cast<ir::CustomVjpOp>(original)) return backwardOf(custom);
+    if (original->hasAttr(ir::kCustomForwardAttr)) return success();  // a custom_vjp's backward stands for it
     // A checkpointed op's VJP reads its recomputed copy's operands and results.
     Operation* op = recomputed_.lookup(original);
     if (!op) op = original;
@@ -129,14 +244,24 @@ class ReverseSweep {
   llvm::DenseSet<Value> active_;
   llvm::DenseMap<Value, Value> cotangents_;
   llvm::DenseMap<Operation*, Operation*> recomputed_;  // checkpointed op -> its copy
+  SmallVector<InlinedCustomVjp> customs_;              // by number (spmd.custom_forward)
+  llvm::DenseSet<Operation*> inlinedOps_;
 };
+
+// Drops the sweep's marks from the ops inlined from custom_vjp forwards.
+void clearCustomMarks(Block& block) {
+  block.walk([](Operation* op) { op->removeAttr(ir::kCustomForwardAttr); });
+}
 
 // Differentiates the body in place, then moves its ops before the op and replaces its results.
 LogicalResult expand(ir::ValueAndGradOp op) {
   Block& body = op.getBody().front();
   auto yield = llvm::cast<ir::YieldOp>(body.getTerminator());
   ReverseSweep sweep(body);
+  sweep.inlineCustomVjps();
   if (failed(sweep.run(yield))) return failure();
+  for (Operation* custom : sweep.inlinedCustomVjps()) custom->erase();
+  clearCustomMarks(body);
 
   SmallVector<Value> results(yield.getValues());
   for (BlockArgument arg : body.getArguments()) results.push_back(sweep.gradient(arg, op.getLoc()));
@@ -157,6 +282,19 @@ struct AutodiffPass : impl::AutodiffBase<AutodiffPass> {
     getOperation()->walk([&](ir::ValueAndGradOp op) { ops.push_back(op); });
     for (ir::ValueAndGradOp op : ops)
       if (failed(expand(op))) return signalPassFailure();
+    // Where no gradient is taken a custom_vjp is its forward function (outermost first: an inner
+    // one inlined from it is met again by the walk after the outer's copies).
+    for (bool found = true; found;) {
+      ir::CustomVjpOp next;
+      getOperation()->walk([&](ir::CustomVjpOp op) {
+        if (!next) next = op;
+      });
+      found = bool(next);
+      if (next) {
+        inlineForward(next, -1);
+        next->erase();
+      }
+    }
   }
 };
 

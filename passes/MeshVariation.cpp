@@ -103,6 +103,19 @@ void MeshVariation::visit(Operation* op) {
     }
     return;
   }
+  if (auto custom = llvm::dyn_cast<ir::CustomVjpOp>(op)) {  // results follow forward's yields
+    Block& forward = custom.getForward().front();
+    for (auto [arg, input] : llvm::zip(forward.getArguments(), custom.getInputs())) masks_[arg] = masks_.lookup(input);
+    visitBlock(forward);
+    uint64_t any = 0;
+    for (auto [i, yielded] : llvm::enumerate(forward.getTerminator()->getOperands())) {
+      any |= masks_.lookup(yielded);
+      if (i < op->getNumResults()) masks_[op->getResult(unsigned(i))] = masks_.lookup(yielded);
+    }
+    Block& backward = custom.getBackward().front();  // conservatively: what forward yields, everywhere
+    for (Value arg : backward.getArguments()) masks_[arg] = any;
+    return visitBlock(backward);
+  }
   for (Region& region : op->getRegions())
     for (Block& block : region) {
       for (Value arg : block.getArguments()) masks_[arg] = unionOf(op->getOperands());

@@ -51,6 +51,22 @@ void ReplicationAnalysis::visit(Operation* op) {
         varying_.insert(vg->getResult(i));
     return;
   }
+  if (auto custom = llvm::dyn_cast<ir::CustomVjpOp>(op)) {  // results follow forward's yields
+    Block& forward = custom.getForward().front();
+    for (auto [arg, input] : llvm::zip(forward.getArguments(), custom.getInputs()))
+      if (varying_.contains(input)) varying_.insert(arg);
+    visitBlock(forward);
+    bool any = false;
+    for (auto [i, yielded] : llvm::enumerate(forward.getTerminator()->getOperands())) {
+      any |= varying_.contains(yielded);
+      if (i < op->getNumResults() && varying_.contains(yielded)) varying_.insert(op->getResult(unsigned(i)));
+    }
+    Block& backward = custom.getBackward().front();  // conservatively: everything it reads varies
+    if (any || llvm::any_of(op->getResults(), [&](Value v) { return varying_.contains(v); }))
+      for (Value arg : backward.getArguments()) varying_.insert(arg);
+    visitBlock(backward);
+    return;
+  }
   bool varies = llvm::any_of(op->getOperands(), [&](Value v) { return varying_.contains(v); });
   for (Region& region : op->getRegions())
     for (Block& block : region) visitBlock(block);

@@ -16,10 +16,10 @@ namespace spmd {
 namespace {
 
 // Ops that lower to something other than a kernel call: constants become initialized buffers;
-// value_and_grad and its yield are expanded by the autodiff pass before lowering.
-const std::set<std::string> kLoweredWithoutKernel = {"constant", "value_and_grad", "yield"};
+// value_and_grad, custom_vjp and their yields are expanded by the autodiff pass before lowering.
+const std::set<std::string> kLoweredWithoutKernel = {"constant", "value_and_grad", "custom_vjp", "yield"};
 // The autodiff structure itself, expanded (innermost first) before any reverse sweep sees it.
-const std::set<std::string> kAutodiffStructure = {"value_and_grad", "yield"};
+const std::set<std::string> kAutodiffStructure = {"value_and_grad", "custom_vjp", "yield"};
 
 // Every backend this build has (cpu, sim and, where nvcc was found, cuda) and the reference.
 TEST(OpCoverageTest, EveryOpHasAKernelOnEveryBackendThatSaysWhatServesIt) {

@@ -36,3 +36,43 @@ func.func @second_order(%dy: tensor<2x4xf32>, %y: tensor<2x4xf32>) -> (tensor<f3
   } : (tensor<2x4xf32>) -> (tensor<f32>, tensor<2x4xf32>)
   return %l, %g : tensor<f32>, tensor<2x4xf32>
 }
+
+// -----
+
+// A custom_vjp's backward must yield one cotangent per input, of the input's type.
+func.func @custom_vjp_backward_types(%x: tensor<3xf32>) -> tensor<3xf32> {
+  // expected-error @+1 {{backward must yield one cotangent per input, of the input's type (1)}}
+  %y = spmd.custom_vjp %x {
+  ^bb0(%a: tensor<3xf32>):
+    spmd.yield %a : tensor<3xf32>
+  } {
+  ^bb0(%c: tensor<3xf32>):
+    %s = spmd.reduce_sum %c {axes = array<i64: 0>} : (tensor<3xf32>) -> tensor<f32>
+    spmd.yield %s : tensor<f32>
+  } : (tensor<3xf32>) -> tensor<3xf32>
+  return %y : tensor<3xf32>
+}
+
+// -----
+
+// Forward reads a value that depends on the differentiated input without taking it as an
+// input: its gradient would be lost, so the sweep refuses it.
+func.func @custom_vjp_captures(%w: tensor<3xf32>) -> (tensor<f32>, tensor<3xf32>) {
+  %l, %g = spmd.value_and_grad %w {
+  ^bb0(%p: tensor<3xf32>):
+    %e = spmd.exp %p : (tensor<3xf32>) -> tensor<3xf32>
+    %k = spmd.constant dense<1.0> : tensor<3xf32>
+    // expected-error @+1 {{the forward function of this customVjp reads a value from outside its arguments that depends on what is differentiated}}
+    %y = spmd.custom_vjp %k {
+    ^bb0(%x: tensor<3xf32>):
+      %m = spmd.mul %x, %e : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+      spmd.yield %m : tensor<3xf32>
+    } {
+    ^bb0(%c: tensor<3xf32>):
+      spmd.yield %c : tensor<3xf32>
+    } : (tensor<3xf32>) -> tensor<3xf32>
+    %s = spmd.reduce_sum %y {axes = array<i64: 0>} : (tensor<3xf32>) -> tensor<f32>
+    spmd.yield %s : tensor<f32>
+  } : (tensor<3xf32>) -> (tensor<f32>, tensor<3xf32>)
+  return %l, %g : tensor<f32>, tensor<3xf32>
+}

@@ -46,3 +46,23 @@ func.func @not_mapped(%x: tensor<3xf32> {spmd.mapped}) -> tensor<3xf32> {
   %t = spmd.exp %x : (tensor<3xf32>) -> tensor<3xf32>
   return %t : tensor<3xf32>
 }
+
+// A custom_vjp's results follow its forward function's yields: invariant inputs, but forward
+// adds the replica's index.
+// CHECK-LABEL: func.func @custom_vjp
+func.func @custom_vjp(%w: tensor<f32>) -> tensor<f32>
+    attributes {spmd.axis_name = "batch", spmd.axis_size = 2 : i64} {
+  // CHECK: spmd.custom_vjp
+  // CHECK: } {spmd.varying}
+  %y = spmd.custom_vjp %w {
+  ^bb0(%x: tensor<f32>):
+    %i = spmd.axis_index {axis_name = "batch"} : tensor<i32>
+    %f = spmd.convert %i : (tensor<i32>) -> tensor<f32>
+    %s = spmd.add %x, %f : (tensor<f32>, tensor<f32>) -> tensor<f32>
+    spmd.yield %s : tensor<f32>
+  } {
+  ^bb0(%c: tensor<f32>):
+    spmd.yield %c : tensor<f32>
+  } : (tensor<f32>) -> tensor<f32>
+  return %y : tensor<f32>
+}

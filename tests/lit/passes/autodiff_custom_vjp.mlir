@@ -1,0 +1,50 @@
+// spmd-autodiff on spmd.custom_vjp: the forward region is inlined where the op was, and the
+// reverse sweep copies the backward region (residuals and the result's cotangent in) instead of
+// the VJP rules of the forward's ops; where no gradient is taken only the forward is inlined.
+// RUN: spmd-opt %s --spmd-autodiff | FileCheck %s
+
+// CHECK-LABEL: func.func @custom
+func.func @custom(%w: tensor<3xf32>) -> (tensor<f32>, tensor<3xf32>) {
+  // CHECK-NOT: spmd.custom_vjp
+  // Forward: exp(w), residual exp(w).
+  // CHECK: %[[E:.*]] = spmd.exp %arg0
+  // CHECK: %[[S:.*]] = spmd.reduce_sum %[[E]]
+  // Backward: g * 2 * residual (not exp's rule, g * exp(w), which would read no constant 2).
+  // CHECK: %[[G:.*]] = spmd.broadcast_in_dim
+  // CHECK: %[[TWO:.*]] = spmd.constant dense<2.000000e+00>
+  // CHECK: %[[T:.*]] = spmd.mul %[[G]], %[[TWO]]
+  // CHECK: %[[D:.*]] = spmd.mul %[[T]], %[[E]]
+  // CHECK: return %[[S]], %[[D]]
+  %l, %g = spmd.value_and_grad %w {
+  ^bb0(%p: tensor<3xf32>):
+    %y = spmd.custom_vjp %p {
+    ^bb0(%x: tensor<3xf32>):
+      %e = spmd.exp %x : (tensor<3xf32>) -> tensor<3xf32>
+      spmd.yield %e, %e : tensor<3xf32>, tensor<3xf32>
+    } {
+    ^bb0(%r: tensor<3xf32>, %c: tensor<3xf32>):
+      %two = spmd.constant dense<2.0> : tensor<3xf32>
+      %t = spmd.mul %c, %two : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+      %d = spmd.mul %t, %r : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+      spmd.yield %d : tensor<3xf32>
+    } : (tensor<3xf32>) -> tensor<3xf32>
+    %s = spmd.reduce_sum %y {axes = array<i64: 0>} : (tensor<3xf32>) -> tensor<f32>
+    spmd.yield %s : tensor<f32>
+  } : (tensor<3xf32>) -> (tensor<f32>, tensor<3xf32>)
+  return %l, %g : tensor<f32>, tensor<3xf32>
+}
+
+// CHECK-LABEL: func.func @no_gradient
+func.func @no_gradient(%w: tensor<3xf32>) -> tensor<3xf32> {
+  // CHECK-NEXT: %[[E:.*]] = spmd.exp %arg0
+  // CHECK-NEXT: return %[[E]]
+  %y = spmd.custom_vjp %w {
+  ^bb0(%x: tensor<3xf32>):
+    %e = spmd.exp %x : (tensor<3xf32>) -> tensor<3xf32>
+    spmd.yield %e, %e : tensor<3xf32>, tensor<3xf32>
+  } {
+  ^bb0(%r: tensor<3xf32>, %c: tensor<3xf32>):
+    spmd.yield %c : tensor<3xf32>
+  } : (tensor<3xf32>) -> tensor<3xf32>
+  return %y : tensor<3xf32>
+}
