@@ -135,7 +135,7 @@ class ReverseSweep {
     builder_.setInsertionPoint(body_.getTerminator());
     for (Operation* op : forward) {
       auto mark = op->getAttrOfType<IntegerAttr>(ir::kRematAttr);
-      if (!mark || mark.getInt() != segment) continue;
+      if (!mark || mark.getInt() != segment || llvm::isa<ir::CustomVjpOp>(op)) continue;  // its forward is inlined
       Operation* copy = builder_.clone(*op, mapping);
       copy->removeAttr(ir::kRematAttr);
       copy->setAttr(ir::kRecomputedAttr, builder_.getUnitAttr());

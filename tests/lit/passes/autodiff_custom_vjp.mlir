@@ -48,3 +48,29 @@ func.func @no_gradient(%w: tensor<3xf32>) -> tensor<3xf32> {
   } : (tensor<3xf32>) -> tensor<3xf32>
   return %y : tensor<3xf32>
 }
+
+// Inside a checkpoint segment (the forward's ops carry spmd.remat): the backward reads the
+// residual's recomputed copy, not the forward value.
+// CHECK-LABEL: func.func @remat
+func.func @remat(%w: tensor<3xf32>) -> (tensor<f32>, tensor<3xf32>) {
+  // CHECK: %[[E:.*]] = spmd.exp %arg0 {spmd.remat = 0 : i64}
+  // CHECK: %[[S:.*]] = spmd.reduce_sum %[[E]]
+  // CHECK: %[[E2:.*]] = spmd.exp %arg0 {spmd.recomputed}
+  // CHECK: %[[D:.*]] = spmd.mul %{{.*}}, %[[E2]]
+  // CHECK: return %[[S]], %[[D]]
+  %l, %g = spmd.value_and_grad %w {
+  ^bb0(%p: tensor<3xf32>):
+    %y = spmd.custom_vjp %p {
+    ^bb0(%x: tensor<3xf32>):
+      %e = spmd.exp %x {spmd.remat = 0 : i64} : (tensor<3xf32>) -> tensor<3xf32>
+      spmd.yield %e, %e : tensor<3xf32>, tensor<3xf32>
+    } {
+    ^bb0(%r: tensor<3xf32>, %c: tensor<3xf32>):
+      %d = spmd.mul %c, %r : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+      spmd.yield %d : tensor<3xf32>
+    } {spmd.remat = 0 : i64} : (tensor<3xf32>) -> tensor<3xf32>
+    %s = spmd.reduce_sum %y {axes = array<i64: 0>} : (tensor<3xf32>) -> tensor<f32>
+    spmd.yield %s : tensor<f32>
+  } : (tensor<3xf32>) -> (tensor<f32>, tensor<3xf32>)
+  return %l, %g : tensor<f32>, tensor<3xf32>
+}
