@@ -11,7 +11,7 @@ core=(
   cmake ninja-build ccache g++ pkg-config
   llvm-19-dev libmlir-19-dev mlir-19-tools llvm-19-tools libzstd-dev
   libdnnl-dev zlib1g-dev libboost-context-dev nlohmann-json3-dev libcli11-dev
-  libopenmpi-dev openmpi-bin dataset-fashion-mnist gnuplot-nox
+  libopenmpi-dev openmpi-bin dataset-fashion-mnist gnuplot-nox libdlpack-dev
 )
 # Tests (GoogleTest, lit's python3, PyTorch as the outside reference, clang for the sanitizers
 # and fuzzers, the multi-host and package checks' tools) and benchmarks (Google Benchmark).

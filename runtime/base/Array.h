@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <new>
 #include <string>
@@ -14,17 +15,39 @@
 
 namespace spmd {
 
+// The bytes Arrays share: their own, or memory another library lends (a DLPack tensor,
+// frontend/io/DLPack.h), given back through `release` when the last Array using it is gone.
+class ArrayStorage {
+ public:
+  explicit ArrayStorage(size_t bytes) : owned_(bytes) {}
+  ArrayStorage(std::byte* borrowed, size_t bytes, std::function<void()> release)
+      : borrowed_(borrowed), borrowedBytes_(bytes), release_(std::move(release)) {}
+  ~ArrayStorage() {
+    if (release_) release_();
+  }
+  ArrayStorage(const ArrayStorage&) = delete;
+  ArrayStorage& operator=(const ArrayStorage&) = delete;
+  std::byte* data() { return borrowed_ ? borrowed_ : owned_.data(); }
+  size_t size() const { return borrowed_ ? borrowedBytes_ : owned_.size(); }
+
+ private:
+  std::vector<std::byte> owned_;
+  std::byte* borrowed_ = nullptr;
+  size_t borrowedBytes_ = 0;
+  std::function<void()> release_;
+};
+
 struct Array {
   DType dtype = DType::f32;
   Shape shape;
-  std::shared_ptr<std::vector<std::byte>> storage;
+  std::shared_ptr<ArrayStorage> storage;
   size_t offset = 0;  // bytes into storage where this array starts (views share storage)
 
   static Array zeros(DType dtype, Shape shape) {
     size_t bytes = static_cast<size_t>(numElements(shape)) * dtypeSize(dtype);
-    std::shared_ptr<std::vector<std::byte>> storage;
+    std::shared_ptr<ArrayStorage> storage;
     try {
-      storage = std::make_shared<std::vector<std::byte>>(bytes);
+      storage = std::make_shared<ArrayStorage>(bytes);
     } catch (const std::bad_alloc&) {
       throw Error("cannot allocate an array " + std::string(dtypeName(dtype)) + shapeString(shape) +
                   " (" + std::to_string(bytes) + " bytes): out of host memory");

@@ -1,0 +1,118 @@
+// DLPack in and out of host Arrays (frontend/io/DLPack.h).
+#include "frontend/io/DLPack.h"
+
+#include <dlpack/dlpack.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace spmd::io {
+namespace {
+
+DLDataType dlType(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return {kDLFloat, 32, 1};
+    case DType::f64: return {kDLFloat, 64, 1};
+    case DType::bf16: return {kDLBfloat, 16, 1};
+    case DType::i32: return {kDLInt, 32, 1};
+  }
+  throw Error("toDLPack: unknown dtype");
+}
+
+std::string typeText(DLDataType t) {
+  const char* code = t.code == kDLInt ? "int" : t.code == kDLUInt ? "uint" : t.code == kDLFloat ? "float"
+                     : t.code == kDLBfloat ? "bfloat" : "code ";
+  std::string text = code + (t.code <= kDLBfloat ? "" : std::to_string(t.code)) + std::to_string(t.bits);
+  return t.lanes == 1 ? text : text + "x" + std::to_string(t.lanes);
+}
+
+DType ourType(DLDataType t) {
+  if (t.lanes == 1) {
+    if (t.code == kDLFloat && t.bits == 32) return DType::f32;
+    if (t.code == kDLFloat && t.bits == 64) return DType::f64;
+    if (t.code == kDLBfloat && t.bits == 16) return DType::bf16;
+    if (t.code == kDLInt && t.bits == 32) return DType::i32;
+  }
+  throw Error("fromDLPack: a tensor of " + typeText(t) +
+              " has no spmd dtype; give float32, float64, bfloat16 or int32 (torch: .to(torch.float32))");
+}
+
+std::string deviceText(DLDevice d) {
+  switch (d.device_type) {
+    case kDLCUDA: return "CUDA device " + std::to_string(d.device_id);
+    case kDLCUDAHost: return "CUDA pinned host memory";
+    case kDLROCM: return "ROCm device " + std::to_string(d.device_id);
+    case kDLVulkan: return "Vulkan device " + std::to_string(d.device_id);
+    case kDLMetal: return "Metal device " + std::to_string(d.device_id);
+    default: return "device type " + std::to_string(int(d.device_type));
+  }
+}
+
+// What keeps an exported Array alive until the consumer's deleter call.
+struct Exported {
+  Array array;
+  std::vector<int64_t> shape;
+};
+
+}  // namespace
+
+DLManagedTensor* toDLPack(const Array& array) {
+  auto* exported = new Exported{array, std::vector<int64_t>(array.shape.begin(), array.shape.end())};
+  auto* managed = new DLManagedTensor{};
+  managed->dl_tensor.data = array.data();
+  managed->dl_tensor.device = {kDLCPU, 0};
+  managed->dl_tensor.ndim = int32_t(array.shape.size());
+  managed->dl_tensor.dtype = dlType(array.dtype);
+  managed->dl_tensor.shape = exported->shape.data();
+  managed->dl_tensor.strides = nullptr;  // row-major, compact
+  managed->dl_tensor.byte_offset = 0;
+  managed->manager_ctx = exported;
+  managed->deleter = [](DLManagedTensor* self) {
+    delete static_cast<Exported*>(self->manager_ctx);
+    delete self;
+  };
+  return managed;
+}
+
+DLManagedTensor* toDLPack(const Tensor& tensor) { return toDLPack(tensor.array()); }
+
+Array fromDLPack(DLManagedTensor* managed) {
+  if (!managed) throw Error("fromDLPack: the tensor is null");
+  const DLTensor& t = managed->dl_tensor;
+  if (t.device.device_type != kDLCPU && t.device.device_type != kDLCUDAHost)
+    throw Error("fromDLPack: the tensor lives on " + deviceText(t.device) +
+                ", not in host memory; copy it to the CPU first (torch: .cpu())");
+  const DType dtype = ourType(t.dtype);
+  if (t.ndim < 0) throw Error("fromDLPack: the tensor has " + std::to_string(t.ndim) + " dimensions");
+  Shape shape;
+  for (int32_t d = 0; d < t.ndim; ++d) {
+    if (t.shape[d] < 0)
+      throw Error("fromDLPack: dimension " + std::to_string(d) + " has size " + std::to_string(t.shape[d]));
+    shape.push_back(t.shape[d]);
+  }
+  if (t.strides) {  // row-major compact, dimensions of size 1 aside
+    int64_t expected = 1;
+    for (int32_t d = t.ndim - 1; d >= 0; --d) {
+      if (shape[size_t(d)] != 1 && t.strides[d] != expected) {
+        std::string strides;
+        for (int32_t k = 0; k < t.ndim; ++k) strides += (k ? ", " : "") + std::to_string(t.strides[k]);
+        throw Error("fromDLPack: a tensor of shape " + shapeString(shape) + " with strides [" + strides +
+                    "] (in elements) is not row-major contiguous; make it so first (torch: .contiguous())");
+      }
+      expected *= shape[size_t(d)];
+    }
+  }
+  const size_t bytes = size_t(numElements(shape)) * dtypeSize(dtype);
+  auto* data = static_cast<std::byte*>(t.data) + t.byte_offset;
+  if (bytes > 0 && !t.data) throw Error("fromDLPack: a tensor of shape " + shapeString(shape) + " has no data");
+  if (reinterpret_cast<uintptr_t>(data) % dtypeSize(dtype) != 0)
+    throw Error("fromDLPack: the tensor's data is not aligned to its " + std::to_string(dtypeSize(dtype)) +
+                "-byte elements; copy it first");
+  auto storage = std::make_shared<ArrayStorage>(data, bytes, [managed] {
+    if (managed->deleter) managed->deleter(managed);
+  });
+  return Array{dtype, std::move(shape), std::move(storage)};
+}
+
+}  // namespace spmd::io

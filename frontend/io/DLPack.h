@@ -1,0 +1,28 @@
+// DLPack (dlpack.h 0.6, the exchange format of PyTorch's torch.utils.dlpack, JAX, CuPy and
+// NumPy): host arrays in and out without a copy.
+//
+//   DLManagedTensor* out = spmd::io::toDLPack(array);   // torch.utils.dlpack.from_dlpack(capsule of it)
+//   Array in = spmd::io::fromDLPack(torch_to_dlpack);   // takes it over; no copy
+//
+// toDLPack: the tensor points at the Array's bytes (f32, f64, bf16, i32; row-major, strides
+// null, device CPU); the Array's storage stays alive until the consumer calls the tensor's
+// deleter, exactly once, as the DLPack protocol says. Writing through either side is seen by
+// the other. A device-resident Tensor is read back to the host first (a copy).
+// fromDLPack: takes ownership of `tensor` when it returns: the Array (and every view of it)
+// reads the producer's memory in place, and the tensor's deleter runs once the last of them is
+// gone. A tensor not on the host (CUDA memory: copy it to the CPU first), of another dtype, not
+// row-major contiguous (torch: .contiguous()), or misaligned is refused with an error saying
+// which, and is then left to the caller (not consumed).
+#pragma once
+
+#include "frontend/Tensor.h"
+
+struct DLManagedTensor;  // dlpack/dlpack.h (libdlpack-dev): include it to read the struct
+
+namespace spmd::io {
+
+DLManagedTensor* toDLPack(const Array& array);
+DLManagedTensor* toDLPack(const Tensor& tensor);
+Array fromDLPack(DLManagedTensor* tensor);
+
+}  // namespace spmd::io
