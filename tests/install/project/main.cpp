@@ -1,7 +1,10 @@
 // A user's program on an installed spmd: a custom Module (with RTTI on, so typeid and
-// dynamic_cast work on it), trained for two steps with pmap on cpu:2. It checks the loss: zero
-// weights give every class the same logit, so the first loss is ln(classes) exactly up to
-// rounding; one SGD step on separable data must lower it; and the replicas' parameters agree.
+// dynamic_cast work on it) whose activation has its own gradient (spmd::customVjp), trained for
+// two steps with pmap on cpu:2. It checks the loss: zero weights give every class the same logit,
+// so the first loss is ln(classes) exactly up to rounding; one SGD step on separable data must
+// lower it. The activation's gradient matches finite differences, and an array goes out and back
+// in through DLPack without a copy.
+#include <spmd/io.h>
 #include <spmd/spmd.h>
 
 #include <cmath>
@@ -9,6 +12,14 @@
 #include <typeinfo>
 
 namespace {
+
+// softplus(x) = log(1 + exp(x)), its derivative given as sigmoid(x) (the README's customVjp).
+spmd::Tensor softplus(const spmd::Tensor& x) {
+  static const auto f = spmd::customVjp(
+      [](const spmd::Tensor& v) { return std::pair{spmd::log(spmd::exp(v) + 1.0), v}; },
+      [](const spmd::Tensor& v, const spmd::Tensor& g) { return g * spmd::sigmoid(v); });
+  return f(x);
+}
 
 // The README's custom layer, as written there: x + gate * fc2(relu(fc1(x))).
 class Residual final : public spmd::nn::Module {
@@ -47,7 +58,7 @@ class TinyClassifier final : public spmd::nn::Module {
 
  protected:
   spmd::Tensor forward(spmd::nn::Context& ctx, const spmd::Tensor& x, spmd::Loc loc) const override {
-    return out_(ctx, block_(ctx, spmd::relu(hidden_(ctx, x, loc), loc), loc), loc);
+    return out_(ctx, block_(ctx, softplus(hidden_(ctx, x, loc)), loc), loc);
   }
 
  private:
@@ -98,5 +109,22 @@ int main() {
   std::printf("consumer: loss %.6f then %.6f on %s\n", first, second, "cpu:2");
   if (std::abs(first - std::log(double(kClasses))) > 1e-6) return fail("first loss", first, std::log(double(kClasses)));
   if (!(second < first - 1e-3)) return fail("second loss (must fall)", second, first);
+
+  auto gradient = spmd::jit([](const spmd::Tensor& v) {
+    return spmd::grad([](const spmd::Tensor& q) { return spmd::sum(softplus(q), {0}); })(v);
+  });
+  auto value = spmd::jit([](const spmd::Tensor& v) { return spmd::sum(softplus(v), {0}); });
+  const std::vector<double> points = {-2.0, 0.3, 1.5};
+  spmd::Array g = gradient(spmd::Array::of<double>({3}, points)).array();
+  for (size_t i = 0; i < points.size(); ++i) {
+    const double h = 1e-6;
+    const double up = value(spmd::Array::of<double>({1}, std::vector<double>{points[i] + h})).array().values<double>()[0];
+    const double down = value(spmd::Array::of<double>({1}, std::vector<double>{points[i] - h})).array().values<double>()[0];
+    if (std::abs(g.values<double>()[i] - (up - down) / (2 * h)) > 1e-8)
+      return fail("customVjp gradient vs finite differences", g.values<double>()[i], (up - down) / (2 * h));
+  }
+
+  spmd::Array back = spmd::io::fromDLPack(spmd::io::toDLPack(x));
+  if (back.data() != x.data()) return fail("DLPack round trip (the same bytes)", 0, 1);
   return 0;
 }
