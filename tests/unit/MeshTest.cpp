@@ -112,6 +112,7 @@ void expectMeshAllToAll(int64_t A, int64_t B) {
 TEST(MeshTest, CollectivesOverMeshAxesMatchTheHost) {
   expectMeshAllToAll(2, 2);
   expectMeshAllToAll(1, 4);
+  expectMeshAllToAll(4, 1);
   expectMeshAllToAll(2, 3);
   expectMeshCollectives(2, 2);
   expectMeshCollectives(1, 4);
