@@ -74,3 +74,42 @@ func.func @remat(%w: tensor<3xf32>) -> (tensor<f32>, tensor<3xf32>) {
   } : (tensor<3xf32>) -> (tensor<f32>, tensor<3xf32>)
   return %l, %g : tensor<f32>, tensor<3xf32>
 }
+
+// A custom_vjp inside another's forward: the outer backward stands for both (the inner's
+// backward, which would add a constant 5, is never copied).
+// CHECK-LABEL: func.func @nested
+func.func @nested(%w: tensor<3xf32>) -> (tensor<f32>, tensor<3xf32>) {
+  // CHECK-NOT: spmd.custom_vjp
+  // CHECK-NOT: dense<5.0
+  // CHECK: %[[E:.*]] = spmd.exp %arg0
+  // CHECK: %[[T:.*]] = spmd.tanh %[[E]]
+  // CHECK: %[[S:.*]] = spmd.reduce_sum %[[T]]
+  // CHECK: %[[G:.*]] = spmd.broadcast_in_dim
+  // CHECK: %[[D:.*]] = spmd.mul %[[G]], %[[T]]
+  // CHECK: return %[[S]], %[[D]]
+  %l, %g = spmd.value_and_grad %w {
+  ^bb0(%p: tensor<3xf32>):
+    %y = spmd.custom_vjp %p {
+    ^bb0(%x: tensor<3xf32>):
+      %inner = spmd.custom_vjp %x {
+      ^bb0(%a: tensor<3xf32>):
+        %e = spmd.exp %a : (tensor<3xf32>) -> tensor<3xf32>
+        spmd.yield %e : tensor<3xf32>
+      } {
+      ^bb0(%c: tensor<3xf32>):
+        %five = spmd.constant dense<5.0> : tensor<3xf32>
+        %d = spmd.add %c, %five : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+        spmd.yield %d : tensor<3xf32>
+      } : (tensor<3xf32>) -> tensor<3xf32>
+      %t = spmd.tanh %inner : (tensor<3xf32>) -> tensor<3xf32>
+      spmd.yield %t, %t : tensor<3xf32>, tensor<3xf32>
+    } {
+    ^bb0(%r: tensor<3xf32>, %c: tensor<3xf32>):
+      %d = spmd.mul %c, %r : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+      spmd.yield %d : tensor<3xf32>
+    } : (tensor<3xf32>) -> tensor<3xf32>
+    %s = spmd.reduce_sum %y {axes = array<i64: 0>} : (tensor<3xf32>) -> tensor<f32>
+    spmd.yield %s : tensor<f32>
+  } : (tensor<3xf32>) -> (tensor<f32>, tensor<3xf32>)
+  return %l, %g : tensor<f32>, tensor<3xf32>
+}

@@ -72,3 +72,24 @@ func.func @one_axis(%x: tensor<3xf32> {spmd.mapped}) -> tensor<3xf32>
   %t = spmd.exp %x : (tensor<3xf32>) -> tensor<3xf32>
   return %t : tensor<3xf32>
 }
+
+// A custom_vjp's results take the axes of its forward's yields (here the argument's "model"
+// joined with a value varying over "data" that forward reads from outside).
+// CHECK-LABEL: func.func @custom_vjp
+func.func @custom_vjp(%w: tensor<3xf32> {spmd.mapped, spmd.mesh_varies = ["model"]},
+                      %x: tensor<3xf32> {spmd.mapped, spmd.mesh_varies = ["data"]}) -> tensor<3xf32>
+    attributes {spmd.axis_name = "mesh", spmd.axis_size = 4 : i64,
+                spmd.mesh_axes = ["data", "model"], spmd.mesh_shape = array<i64: 2, 2>} {
+  // CHECK: spmd.custom_vjp
+  // CHECK: spmd.mul %{{.*}}, %arg1 {spmd.varies_over = ["data", "model"], spmd.varying}
+  // CHECK: } {spmd.varies_over = ["data", "model"], spmd.varying}
+  %y = spmd.custom_vjp %w {
+  ^bb0(%a: tensor<3xf32>):
+    %m = spmd.mul %a, %x : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+    spmd.yield %m : tensor<3xf32>
+  } {
+  ^bb0(%c: tensor<3xf32>):
+    spmd.yield %c : tensor<3xf32>
+  } : (tensor<3xf32>) -> tensor<3xf32>
+  return %y : tensor<3xf32>
+}
