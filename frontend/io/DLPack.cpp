@@ -3,6 +3,8 @@
 
 #include <dlpack/dlpack.h>
 
+#include "runtime/exec/DeviceArray.h"
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -49,21 +51,21 @@ std::string deviceText(DLDevice d) {
   }
 }
 
-// What keeps an exported Array alive until the consumer's deleter call.
+// What keeps exported bytes alive until the consumer's deleter call: an Array, or a
+// device-resident value and its buffer.
 struct Exported {
   Array array;
   std::vector<int64_t> shape;
+  std::shared_ptr<runtime::DeviceArray> resident;
+  std::shared_ptr<std::byte> buffer;
 };
 
-}  // namespace
-
-DLManagedTensor* toDLPack(const Array& array) {
-  auto* exported = new Exported{array, std::vector<int64_t>(array.shape.begin(), array.shape.end())};
+DLManagedTensor* exportBytes(Exported* exported, void* data, DType dtype) {
   auto* managed = new DLManagedTensor{};
-  managed->dl_tensor.data = array.data();
+  managed->dl_tensor.data = data;
   managed->dl_tensor.device = {kDLCPU, 0};
-  managed->dl_tensor.ndim = int32_t(array.shape.size());
-  managed->dl_tensor.dtype = dlType(array.dtype);
+  managed->dl_tensor.ndim = int32_t(exported->shape.size());
+  managed->dl_tensor.dtype = dlType(dtype);
   managed->dl_tensor.shape = exported->shape.data();
   managed->dl_tensor.strides = nullptr;  // row-major, compact
   managed->dl_tensor.byte_offset = 0;
@@ -75,7 +77,23 @@ DLManagedTensor* toDLPack(const Array& array) {
   return managed;
 }
 
-DLManagedTensor* toDLPack(const Tensor& tensor) { return toDLPack(tensor.array()); }
+}  // namespace
+
+DLManagedTensor* toDLPack(const Array& array) {
+  return exportBytes(new Exported{array, std::vector<int64_t>(array.shape.begin(), array.shape.end()), nullptr, nullptr},
+                     array.data(), array.dtype);
+}
+
+DLManagedTensor* toDLPack(const Tensor& tensor) {
+  const std::shared_ptr<runtime::DeviceArray>& resident = tensor.resident();
+  if (!resident || resident->layout() != runtime::DeviceArray::Layout::Replicated || !resident->hostMemory())
+    return toDLPack(tensor.array());  // on the host already, or assembled there (a copy)
+  std::shared_ptr<std::byte> buffer = resident->buffer(0);  // replica 0's copy, in place
+  resident->lend("a DLPack consumer");
+  const Shape& shape = resident->globalShape();
+  return exportBytes(new Exported{Array{}, std::vector<int64_t>(shape.begin(), shape.end()), resident, buffer},
+                     buffer.get(), resident->dtype());
+}
 
 Array fromDLPack(DLManagedTensor* managed) {
   if (!managed) throw Error("fromDLPack: the tensor is null");

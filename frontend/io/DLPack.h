@@ -7,7 +7,10 @@
 // toDLPack: the tensor points at the Array's bytes (f32, f64, bf16, i32; row-major, strides
 // null, device CPU); the Array's storage stays alive until the consumer calls the tensor's
 // deleter, exactly once, as the DLPack protocol says. Writing through either side is seen by
-// the other. A device-resident Tensor is read back to the host first (a copy).
+// the other. A device-resident Tensor replicated on cpu devices is exported in place (replica
+// 0's buffer; the value can then no longer be donated to a call, which would write into it);
+// one split over the replicas, or on sim or cuda devices, is put together on the host first (a
+// copy).
 // fromDLPack: takes ownership of `tensor` when it returns: the Array (and every view of it)
 // reads the producer's memory in place, and the tensor's deleter runs once the last of them is
 // gone. A tensor not on the host (CUDA memory: copy it to the CPU first), of another dtype, not

@@ -63,6 +63,26 @@ void DeviceArray::donate(const std::string& to, bool failedCall) {
   buffers_.clear();  // a host copy read before stays alive: references to it must not dangle
 }
 
+bool DeviceArray::hostMemory() const {
+  for (const auto& device : devices_)
+    if (!device->hostAccessible()) return false;
+  return true;
+}
+
+void DeviceArray::lend(const std::string& to) {
+  std::lock_guard lock(mutex_);
+  checkUsable();
+  lentTo_ = to;
+}
+
+void DeviceArray::checkDonatable(const std::string& call) const {
+  std::lock_guard lock(mutex_);
+  if (!lentTo_.empty())
+    throw Error(describe() + " was lent to " + lentTo_ + " without a copy, so " + call +
+                " cannot write into its buffers (donateArguments): do not donate it, or export a copy instead "
+                "(io::toDLPack(tensor.array()))");
+}
+
 const Array& DeviceArray::host() const {
   std::lock_guard lock(mutex_);
   checkUsable();

@@ -55,6 +55,13 @@ class DeviceArray {
   // with `failedCall`, saying that call failed after it may have written into them.
   void donate(const std::string& to, bool failedCall = false);
   bool donated() const;
+  // Whether every replica's buffer is host memory (cpu devices), readable in place.
+  bool hostMemory() const;
+  // Lends replica 0's buffer to `to` (DLPack: another library reads it in place), after which
+  // donating the value is refused: a call writing into its buffers would change what `to` reads.
+  void lend(const std::string& to);
+  // Throws, naming `call` and the borrower, when the value was lent; before a call donates it.
+  void checkDonatable(const std::string& call) const;
   // "f32[4, 10] on sim:0, sim:1 (sharded)", for messages.
   std::string describe() const;
 
@@ -69,7 +76,7 @@ class DeviceArray {
   mutable std::mutex mutex_;
   std::vector<std::shared_ptr<std::byte>> buffers_;
   mutable std::optional<Array> host_;
-  std::string donatedTo_;
+  std::string donatedTo_, lentTo_;
   bool failedCall_ = false;
 };
 

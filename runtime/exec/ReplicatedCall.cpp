@@ -97,6 +97,8 @@ void runDonating(ReplicaGroup& group, const std::vector<std::vector<Input>>& inp
     for (size_t i = 0; i < arguments.size(); ++i)
       if (donors[i]) arguments[i].resident->donate(who, failed);
   };
+  for (size_t i = 0; i < arguments.size(); ++i)
+    if (donors[i]) arguments[i].resident->checkDonatable(who);
   try {
     group.run(inputs, outputs);
   } catch (...) {

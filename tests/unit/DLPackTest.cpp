@@ -10,6 +10,7 @@
 #include "TestUtil.h"
 #include "frontend/io/DLPack.h"
 #include "frontend/spmd.h"
+#include "runtime/exec/DeviceArray.h"
 
 namespace spmd {
 namespace {
@@ -98,6 +99,38 @@ TEST(DLPackTest, DtypesRoundTripWithoutACopy) {
   EXPECT_EQ(strided.shape, (Shape{3, 1, 5}));
   strided = Array();
   EXPECT_EQ(deleted, 1);
+}
+
+// A value replicated on cpu devices goes out in place (replica 0's buffer) and can then not be
+// donated (the call would write into what the consumer reads; undonated it still runs); a value
+// split over the replicas is put together on the host first (a copy).
+TEST(DLPackTest, DeviceResidentValuesOnCpuGoOutInPlace) {
+  auto step = pmap([](const Tensor& w, const Tensor& x) { return std::tuple{w * 2.0, x + 1.0}; },
+                   {.inAxes = {replicated, 0}, .outAxes = {replicated, 0}, .devices = "cpu:2"});
+  Array w = randomArray(DType::f32, {3}, 1), x = randomArray(DType::f32, {2, 3}, 2);
+  auto [doubled, shifted] = step(w, x);
+  ASSERT_TRUE(doubled.onDevices());
+  DLManagedTensor* m = io::toDLPack(doubled);
+  EXPECT_EQ(m->dl_tensor.data, static_cast<void*>(doubled.resident()->buffer(0).get()));
+  ASSERT_EQ(m->dl_tensor.ndim, 1);
+  EXPECT_EQ(m->dl_tensor.shape[0], 3);
+  for (int64_t i = 0; i < 3; ++i) EXPECT_EQ(static_cast<float*>(m->dl_tensor.data)[i], w.values<float>()[i] * 2.0f);
+  auto donating = pmap([](const Tensor& v) { return v * 3.0; },
+                       {.inAxes = {replicated}, .devices = "cpu:2", .name = "donating", .donateArguments = {0}});
+  const std::string refused = errorOf([&] { donating(doubled); });
+  EXPECT_NE(refused.find("f32[3] on cpu:0, cpu:1 (replicated) was lent to a DLPack consumer without a copy, so "),
+            std::string::npos)
+      << refused;
+  EXPECT_NE(refused.find("cannot write into its buffers (donateArguments): do not donate it"), std::string::npos) << refused;
+  auto keeping = pmap([](const Tensor& v) { return v * 3.0; }, {.inAxes = {replicated}, .devices = "cpu:2"});
+  EXPECT_EQ(keeping(doubled).array().values<float>()[2], w.values<float>()[2] * 2.0f * 3.0f);
+  EXPECT_EQ(static_cast<float*>(m->dl_tensor.data)[2], w.values<float>()[2] * 2.0f);  // unchanged
+  m->deleter(m);
+  DLManagedTensor* parts = io::toDLPack(shifted);
+  EXPECT_NE(parts->dl_tensor.data, static_cast<void*>(shifted.resident()->buffer(0).get()));
+  ASSERT_EQ(parts->dl_tensor.ndim, 2);
+  for (int64_t i = 0; i < 6; ++i) EXPECT_EQ(static_cast<float*>(parts->dl_tensor.data)[i], x.values<float>()[i] + 1.0f);
+  parts->deleter(parts);
 }
 
 TEST(DLPackTest, MisuseIsRefusedAndLeavesTheTensorToTheCaller) {
