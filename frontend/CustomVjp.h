@@ -39,9 +39,6 @@ std::vector<Tensor> customVjpLeaves(const std::vector<Tensor>& inputs, const std
                                     const LeafFunction& forward, const size_t& outputs, const LeafFunction& backward,
                                     Loc loc);
 
-template <typename T> struct IsStdPair : std::false_type {};
-template <typename A, typename B> struct IsStdPair<std::pair<A, B>> : std::true_type {};
-
 }  // namespace detail
 
 template <typename Forward, typename Backward>
@@ -53,7 +50,7 @@ class CustomVjp {
   template <typename... Args>
   auto operator()(const Args&... args) const {
     using Pair = std::decay_t<std::invoke_result_t<const Forward&, const Args&...>>;
-    static_assert(detail::IsStdPair<Pair>::value,
+    static_assert(detail::IsPair<Pair>::value,
                   "spmd::customVjp: the forward function must return std::pair{outputs, residuals}");
     using Out = typename Pair::first_type;
     detail::Flat in;

@@ -271,11 +271,12 @@ Tensor markCollective(const Tensor& result, const Tensor* source, const std::str
   Trace& trace = Trace::current("a mesh collective", loc, true);
   const passes::MeshVariation variation(trace.function());
   const uint64_t bit = variation.maskOf(std::vector<std::string>{axis});
-  const uint64_t from = source ? variation.of(trace.valueOf(*source, loc)) : 0;
+  const mlir::Value from = source ? trace.valueOf(*source, loc) : mlir::Value();
   mlir::Value value = trace.valueOf(result, loc);
   mlir::Operation* def = value.getDefiningOp();
-  if (!def || (source && trace.valueOf(*source, loc) == value)) return result;  // nothing composed: as the source
-  def->setAttr(ir::kMeshVariesAttr, variation.attrOf(&trace.context(), reduces ? from & ~bit : from | bit));
+  if (!def || from == value) return result;  // nothing composed: as the source
+  const uint64_t axes = from ? variation.of(from) : 0;
+  def->setAttr(ir::kMeshVariesAttr, variation.attrOf(&trace.context(), reduces ? axes & ~bit : axes | bit));
   return result;
 }
 

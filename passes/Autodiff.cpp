@@ -76,8 +76,10 @@ class ReverseSweep {
         found = true;
         if (auto outer = custom->getAttrOfType<IntegerAttr>(ir::kCustomForwardAttr))
           inlineForward(custom, outer.getInt());
-        else
+        else {
+          customIndex_[custom] = customs_.size();
           customs_.push_back(inlineForward(custom, int64_t(customs_.size())));
+        }
         break;  // the block changed: look again from the start
       }
     }
@@ -100,12 +102,11 @@ class ReverseSweep {
       if (auto segment = op->getAttrOfType<IntegerAttr>(ir::kRematAttr); segment && !recomputed_.contains(op))
         recompute(forward, segment.getInt());
       // A custom_vjp's backward reads its residuals: recompute their checkpoint segments first.
-      for (const InlinedCustomVjp& custom : customs_)
-        if (custom.op == op)
-          for (Value residual : custom.residuals)
-            if (Operation* def = residual.getDefiningOp())
-              if (auto segment = def->getAttrOfType<IntegerAttr>(ir::kRematAttr); segment && !recomputed_.contains(def))
-                recompute(forward, segment.getInt());
+      if (auto custom = customIndex_.find(op); custom != customIndex_.end())
+        for (Value residual : customs_[custom->second].residuals)
+          if (Operation* def = residual.getDefiningOp())
+            if (auto segment = def->getAttrOfType<IntegerAttr>(ir::kRematAttr); segment && !recomputed_.contains(def))
+              recompute(forward, segment.getInt());
       if (failed(visit(op))) return failure();
     }
     return success();
@@ -156,11 +157,10 @@ class ReverseSweep {
   // checkpoint recomputes them) and its outputs' cotangents (zeros where the loss does not
   // depend on one) in, each input's cotangent added to it.
   LogicalResult backwardOf(ir::CustomVjpOp op) {
-    const InlinedCustomVjp* custom = nullptr;
-    for (const InlinedCustomVjp& c : customs_)
-      if (c.op == op) custom = &c;
-    if (!custom) return success();  // inside another custom_vjp's forward: its backward covers it
-    const int64_t group = custom - customs_.data();
+    auto found = customIndex_.find(op);
+    if (found == customIndex_.end()) return success();  // inside another custom_vjp's forward: its backward covers it
+    const int64_t group = int64_t(found->second);
+    const InlinedCustomVjp* custom = &customs_[found->second];
     // Forward must not read, from outside its arguments, a value the loss is differentiated
     // through: that value's gradient would be lost.
     for (Operation& inner : body_.without_terminator()) {
@@ -245,6 +245,7 @@ class ReverseSweep {
   llvm::DenseMap<Value, Value> cotangents_;
   llvm::DenseMap<Operation*, Operation*> recomputed_;  // checkpointed op -> its copy
   SmallVector<InlinedCustomVjp> customs_;              // by number (spmd.custom_forward)
+  llvm::DenseMap<Operation*, size_t> customIndex_;     // a custom_vjp op -> its number
   llvm::DenseSet<Operation*> inlinedOps_;
 };
 

@@ -217,6 +217,24 @@ void checkPermutations(const Flags& f, std::string& report) {
            " replicas (and psum within groups of " + (n % 2 ? std::to_string(n) : std::string("2")) + ")";
 }
 
+// One step of a mesh check: the sharded model's loss and parameters against the unsharded
+// model's (f64, 1e-12), naming `what`, the step and the first differing element; the loss joins
+// `losses`.
+void expectUnsharded(const std::string& what, int s, const Tensor& loss, const Tensor& wholeLoss, const Tree& params,
+                     const Tree& whole, std::string& losses) {
+  const double got = loss.array().values<double>()[0], want = wholeLoss.array().values<double>()[0];
+  if (std::abs(got - want) > 1e-12 * std::abs(want))
+    throw Error("mesh check: " + what + " step " + std::to_string(s) + " loss " + std::to_string(got) + ", the unsharded " +
+                what + "'s " + std::to_string(want));
+  for (const auto& [name, t] : whole)
+    for (int64_t i = 0; i < t.numel(); ++i)
+      if (std::abs(params.at(name).array().values<double>()[i] - t.array().values<double>()[i]) > 1e-12)
+        throw Error("mesh check: " + what + " step " + std::to_string(s) + " " + name + "[" + std::to_string(i) +
+                    "] differs from the unsharded " + what + "'s");
+  const Array l = loss.array();
+  losses.append(reinterpret_cast<const char*>(l.data()), l.bytes());
+}
+
 // The tensor-parallel MLP (frontend/models/TensorParallelMlp.h) on a mesh of every replica of the
 // job, {data: N / 2, model: 2}, two SGD steps in f64: its parameters and losses join the state the
 // driver compares across layouts (the same mesh laid out as 1 x 4, 2 x 2 and 4 x 1 processes x
@@ -239,17 +257,7 @@ void checkMesh(const Flags& f, int64_t global, Tree& params, std::string& losses
     params.set("w1", w1), params.set("b1", b1), params.set("w2", w2), params.set("b2", b2);
     auto [next, wholeLoss] = reference(whole, x, y);
     whole = next;
-    const double got = loss.array().values<double>()[0], want = wholeLoss.array().values<double>()[0];
-    if (std::abs(got - want) > 1e-12 * std::abs(want))
-      throw Error("mesh check: step " + std::to_string(s) + " loss " + std::to_string(got) + ", the unsharded MLP's " +
-                  std::to_string(want));
-    for (const auto& [name, t] : whole)
-      for (int64_t i = 0; i < t.numel(); ++i)
-        if (std::abs(params.at(name).array().values<double>()[i] - t.array().values<double>()[i]) > 1e-12)
-          throw Error("mesh check: step " + std::to_string(s) + " " + name + "[" + std::to_string(i) +
-                      "] differs from the unsharded MLP's");
-    const Array l = loss.array();
-    losses.append(reinterpret_cast<const char*>(l.data()), l.bytes());
+    expectUnsharded("MLP", s, loss, wholeLoss, params, whole, losses);
   }
   report = "tensor-parallel MLP on mesh " + mesh.describe() + ": the unsharded MLP's within 1e-12";
 }
@@ -296,17 +304,7 @@ void checkMeshTransformer(const Flags& f, int64_t global, Tree& params, std::str
     auto [p, loss] = step(sharded, Tensor(ids), Tensor(next));
     auto [q, wholeLoss] = reference(whole, Tensor(ids), Tensor(next));
     sharded = p, whole = q;
-    const double got = loss.array().values<double>()[0], want = wholeLoss.array().values<double>()[0];
-    if (std::abs(got - want) > 1e-12 * std::abs(want))
-      throw Error("mesh check: transformer step " + std::to_string(s) + " loss " + std::to_string(got) +
-                  ", the unsharded block's " + std::to_string(want));
-    for (const auto& [name, t] : whole)
-      for (int64_t i = 0; i < t.numel(); ++i)
-        if (std::abs(sharded.at(name).array().values<double>()[i] - t.array().values<double>()[i]) > 1e-12)
-          throw Error("mesh check: transformer step " + std::to_string(s) + " " + name + "[" + std::to_string(i) +
-                      "] differs from the unsharded block's");
-    const Array l = loss.array();
-    losses.append(reinterpret_cast<const char*>(l.data()), l.bytes());
+    expectUnsharded("transformer block", s, loss, wholeLoss, sharded, whole, losses);
   }
   for (const auto& [name, t] : sharded) params.set("transformer." + name, t);
   report = "tensor-parallel transformer block on mesh " + mesh.describe() + ": the unsharded block's within 1e-12";
