@@ -1,13 +1,13 @@
 // Every convolution shape of the full-width ResNet-18 training step (batch 64, 1x28x28 input):
-// the CPU backend's conv2d, conv2d_backward_data and conv2d_backward_filter kernels, each timed
+// a backend's (--device: the CPU's by default, sim, cuda:N) conv2d, conv2d_backward_data and conv2d_backward_filter kernels, each timed
 // alone on that shape (median of --reps calls after two warm-up calls that build and cache the
-// oneDNN primitive), with the activations in the layouts the compiler gives them in the step
+// oneDNN primitive or cuDNN's plan; a GPU's on its own clock), with the activations in the layouts the compiler gives them in the step
 // (the backend's blocked layout where the channels fill whole blocks; --layouts plain: NCHW). compare_conv_layers.py runs this beside the same PyTorch primitives.
-// Prints this machine's measured f32 peak ("result peak_gflops=.. threads=.. isa=..") and one line
+// Prints the device's name ("result device=..") and, for the CPU, this machine's measured f32 peak ("result peak_gflops=.. threads=.. isa=..") and one line
 // per layer: "result layer=<name> count=<uses per step> fwd_ms=.. data_ms=.. filter_ms=.. flops=..",
 // flops counted as a direct convolution's (benchmarks/Flops.h), the same for all three kernels.
 //
-// usage: bench_conv_layers [--batch 64] [--width 64] [--reps 10] [--only <layer>] [--layouts backend|plain] (--help)
+// usage: bench_conv_layers [--device cpu] [--batch 64] [--width 64] [--reps 10] [--only <layer>] [--layouts backend|plain] (--help)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -20,7 +20,9 @@
 #include "Peak.h"
 #include "tools/cli/Cli.h"
 #include "runtime/base/Array.h"
-#include "runtime/cpu/CpuDevice.h"
+#include "runtime/base/Error.h"
+#include "runtime/device/Device.h"
+#include "runtime/device/DeviceList.h"
 #include "runtime/device/Kernel.h"
 #include "runtime/program/Layouts.h"
 #include "runtime/program/Program.h"
@@ -63,27 +65,48 @@ Array random(const Shape& shape, uint64_t seed) {
   return a;
 }
 
-// Median milliseconds of `reps` calls of kernel `op` (after two warm-up calls); `layouts`: the
-// inputs' then the output's.
-double timeKernel(const std::string& op, const std::vector<Array>& inputs, Array& output,
+// Median milliseconds of `reps` calls of kernel `op` on `device` (after two warm-up calls that
+// build and cache its plan), on the device's own clock where it has one (CUDA events), else the
+// host's around each call; `layouts`: the inputs' then the output's.
+double timeKernel(Device& device, const std::string& op, const std::vector<Array>& inputs, const Array& output,
                   const std::vector<std::string>& layouts, int64_t stride, int64_t pad, int reps) {
   Step step{op, {}, {}, {{"stride", std::vector<int64_t>{stride, stride}}, {"padding", std::vector<int64_t>{pad, pad}}},
             "bench_conv_layers"};
   decodeAttributes(step);
+  std::vector<std::shared_ptr<std::byte>> memory;
+  auto place = [&](const Array& a) {
+    memory.push_back(device.allocate(a.bytes()));
+    device.copyToDevice(memory.back().get(), a.data(), a.bytes());
+    return memory.back().get();
+  };
   std::vector<TensorView> in;
-  for (size_t i = 0; i < inputs.size(); ++i)
-    in.push_back({const_cast<std::byte*>(inputs[i].data()), inputs[i].dtype, inputs[i].shape, layouts[i]});
-  std::vector<TensorView> out{{output.data(), output.dtype, output.shape, layouts.back()}};
+  for (size_t i = 0; i < inputs.size(); ++i) in.push_back({place(inputs[i]), inputs[i].dtype, inputs[i].shape, layouts[i]});
+  std::vector<TensorView> out{{place(output), output.dtype, output.shape, layouts.back()}};
   std::shared_ptr<void> cache;
   KernelCall call{step, in, out, cache};
-  KernelFn fn = cpuKernels().at(op).fn;
+  call.device = &device;
+  KernelFn fn = device.kernels().at(op).fn;
+  device.activate();
   fn(call);
   fn(call);
+  device.synchronize();
   std::vector<double> times;
-  for (int r = 0; r < reps; ++r) {
-    auto start = std::chrono::steady_clock::now();
-    fn(call);
-    times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+  if (std::unique_ptr<DeviceClock> clock = device.clock()) {
+    clock->mark();
+    for (int r = 0; r < reps; ++r) {
+      fn(call);
+      clock->mark();
+    }
+    device.synchronize();
+    std::vector<double> marks = clock->seconds();
+    for (size_t r = 1; r < marks.size(); ++r) times.push_back((marks[r] - marks[r - 1]) * 1e3);
+  } else {
+    for (int r = 0; r < reps; ++r) {
+      auto start = std::chrono::steady_clock::now();
+      fn(call);
+      device.synchronize();
+      times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+    }
   }
   std::sort(times.begin(), times.end());
   return times[times.size() / 2];
@@ -94,7 +117,7 @@ double timeKernel(const std::string& op, const std::vector<Array>& inputs, Array
 int main(int argc, char** argv) {
   int64_t batch = 64, width = 64;
   int reps = 10;
-  std::string only, layoutMode = "backend";
+  std::string only, layoutMode = "backend", deviceName = "cpu";
   CLI::App app("Times every convolution shape of the ResNet-18 training step alone: forward, backward data and "
                "backward filter (compare_conv_layers.py runs it beside PyTorch).");
   namespace cli = spmd::cli;
@@ -105,7 +128,17 @@ int main(int argc, char** argv) {
   cli::text(app, "--only", only, "time only this layer (e.g. stage2.3x3)", "LAYER");
   cli::oneOf(app, "--layouts", layoutMode, {"backend", "plain"},
              "backend: the blocked layouts the step uses; plain: NCHW everywhere");
+  cli::text(app, "--device", deviceName, "the device whose kernels run: cpu, sim or cuda:N (one device)", "DEVICE");
   if (auto stop = cli::parse(app, argc, argv)) return *stop;
+  std::shared_ptr<Device> device;
+  try {
+    const DeviceList list = parseDeviceList(deviceName);
+    if (list.size() != 1) throw spmd::Error("--device names " + std::to_string(list.size()) + " devices; give one");
+    device = makeDevice(list, 0);
+  } catch (const spmd::Error& e) {
+    std::fprintf(stderr, "bench_conv_layers: error: --device %s: %s\n", deviceName.c_str(), e.what());
+    return 2;
+  }
   if (!only.empty()) {
     std::string names;
     bool known = false;
@@ -119,9 +152,12 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  const bench::Peak peak = bench::measurePeak();
-  std::printf("result peak_gflops=%.1f threads=%d isa=%s\n", peak.flops / 1e9, peak.threads, peak.isa.c_str());
-  const BlockedLayouts blocked(layoutMode == "plain" ? 0 : CpuDevice().channelBlock());
+  if (deviceName == "cpu" || deviceName.rfind("cpu:", 0) == 0) {  // the host's FMA peak, for the CPU's kernels
+    const bench::Peak peak = bench::measurePeak();
+    std::printf("result peak_gflops=%.1f threads=%d isa=%s\n", peak.flops / 1e9, peak.threads, peak.isa.c_str());
+  }
+  std::printf("result device=%s\n", device->name().c_str());
+  const BlockedLayouts blocked(layoutMode == "plain" ? 0 : device->channelBlock());
   for (const Layer& l : resnetLayers(width)) {
     if (!only.empty() && l.name != only) continue;
     const int64_t pad = l.kernel / 2, outSize = (l.size + 2 * pad - l.kernel) / l.stride + 1;
@@ -129,9 +165,9 @@ int main(int argc, char** argv) {
     Array input = random(x, 1), filter = random(w, 2), bias = random({l.out}, 3), dy = random(y, 4);
     Array outY = Array::zeros(DType::f32, y), outX = Array::zeros(DType::f32, x), outW = Array::zeros(DType::f32, w);
     const std::string lx = blocked.blockedLayout(x), ly = blocked.blockedLayout(y);
-    double forward = timeKernel("conv2d", {input, filter, bias}, outY, {lx, "", "", ly}, l.stride, pad, reps);
-    double data = timeKernel("conv2d_backward_data", {dy, filter}, outX, {ly, "", lx}, l.stride, pad, reps);
-    double weights = timeKernel("conv2d_backward_filter", {input, dy}, outW, {lx, ly, ""}, l.stride, pad, reps);
+    double forward = timeKernel(*device, "conv2d", {input, filter, bias}, outY, {lx, "", "", ly}, l.stride, pad, reps);
+    double data = timeKernel(*device, "conv2d_backward_data", {dy, filter}, outX, {ly, "", lx}, l.stride, pad, reps);
+    double weights = timeKernel(*device, "conv2d_backward_filter", {input, dy}, outW, {lx, ly, ""}, l.stride, pad, reps);
     std::printf("result layer=%s count=%d in=%lld out=%lld size=%lld kernel=%lld stride=%lld fwd_ms=%.4f data_ms=%.4f "
                 "filter_ms=%.4f flops=%.0f\n",
                 l.name.c_str(), l.count, static_cast<long long>(l.in), static_cast<long long>(l.out),

@@ -31,7 +31,8 @@ build=${BUILD_DIR:-$root/build}
 bundle=$build/gpu-bundle
 if ((dry_run)); then bundle=$build/gpu-bundle-dry-run; fi  # never replaces a real bundle
 binaries=(tests/spmd_unit_tests tools/spmd-run/spmd-run samples/resnet18_fashion_mnist/resnet18_fashion_mnist
-          benchmarks/bench_resnet18_train_step benchmarks/bench_resnet18_pmap_step benchmarks/bench_gpu_step)
+          benchmarks/bench_resnet18_train_step benchmarks/bench_resnet18_pmap_step benchmarks/bench_gpu_step
+          benchmarks/bench_conv_layers)
 for binary in "${binaries[@]}"; do
   [[ -x $build/$binary ]] || { echo "gpu_bundle: $build/$binary is missing: build first (bash scripts/build.sh)" >&2; exit 1; }
 done
@@ -106,7 +107,9 @@ cat > "$bundle/report" <<'REPORT'
 # the CUDA and NCCL tests, the step captured into CUDA graphs, bf16 (Bf16Test, which adds
 # cuda:0 to its backends where a GPU is visible); then the GPU benchmarks (the
 # training step at width 64, graphs on and off, with each step's graph launches and host waits,
-# and one profiled row: the per-op table on the GPU's clock) and PyTorch's step beside them
+# and one profiled row: the per-op table on the GPU's clock; cuDNN's algorithms timed, then the
+# graph rows again as its heuristic ranks them), each convolution shape alone beside PyTorch's
+# (benchmarks/compare_conv_layers.py at batch 256) and PyTorch's step beside them
 # (benchmarks/torch_gpu_step.py: fastest, deterministic, channels-last and bf16 at batch 64 and
 # 256, the fastest at 1024). Each part has a time limit (TEST_LIMIT_S,
 # BENCH_LIMIT_S), so a hang still leaves a report. Exits non-zero when a test fails.
@@ -117,9 +120,13 @@ out=${1:-$here/report.txt}
 device=${SPMD_REPORT_DEVICE:-cuda}
 case $device in
   cuda) filter='*Conformance*cuda*:*CudaKernelTest*cuda*:*SpmdEquivalenceCuda*:CudaTest*:Nccl*:StepGraphTest.OnAGpu*:Bf16Test.*'
-        bench=(--devices=cuda:0 --benchmark_filter='width:64') ;;
+        bench=(--devices=cuda:0 --benchmark_filter='width:64')
+        bench_untimed=(--devices=cuda:0 --benchmark_filter='Train.*width:64/graphs:1')
+        layers=(--device cuda:0 --batch 256 --reps 10) ;;
   sim) filter='StepGraphTest.*:LaunchTest.*'
-       bench=(--devices=sim --benchmark_filter='batch:2/width:8'); torch_args=(--smoke) ;;
+       bench=(--devices=sim --benchmark_filter='batch:2/width:8'); torch_args=(--smoke)
+       bench_untimed=(--devices=sim --benchmark_filter='Train.*batch:2/width:8/graphs:1')
+       layers=(--device sim --smoke) ;;
   *) echo "report: SPMD_REPORT_DEVICE must be cuda or sim, got '$device'" >&2; exit 2 ;;
 esac
 {
@@ -128,9 +135,25 @@ esac
   timeout "${TEST_LIMIT_S:-300}" "$here/run" spmd_unit_tests --gtest_color=no --gtest_filter="$filter"
   tests=$?
   echo "# tests: exit $tests"
-  timeout "${BENCH_LIMIT_S:-200}" "$here/run" bench_gpu_step "${bench[@]}" --benchmark_counters_tabular=true
-  bench_status=$?
-  echo "# benchmark: exit $bench_status"
+  # The step with cuDNN's algorithms timed (SPMD_CUDNN_SEARCH=1), then as its heuristic ranks
+  # them, untimed (=0): the graph rows of each, and the profile of the first.
+  for search in 1 0; do
+    echo "# benchmark, SPMD_CUDNN_SEARCH=$search"
+    rows=("${bench[@]}")
+    ((search)) || rows=("${bench_untimed[@]}")
+    SPMD_CUDNN_SEARCH=$search timeout "${BENCH_LIMIT_S:-200}" "$here/run" bench_gpu_step "${rows[@]}" \
+      --benchmark_counters_tabular=true
+    bench_status=$?
+    echo "# benchmark: exit $bench_status"
+    ((bench_status == 0)) || break
+  done
+  # Each convolution shape alone, spmd's kernels beside PyTorch's (fastest and deterministic).
+  if [[ -f $here/../../benchmarks/compare_conv_layers.py ]]; then
+    LD_LIBRARY_PATH="$(cat "$here/library_path")${LD_LIBRARY_PATH:-}" SPMD_CUDNN_SEARCH=1 \
+      timeout "${BENCH_LIMIT_S:-200}" "${PYTHON:-python3}" "$here/../../benchmarks/compare_conv_layers.py" \
+      --bench "$here/bin/bench_conv_layers" "${layers[@]}"
+    echo "# per-layer table: exit $?"
+  fi
   # PyTorch's step beside it (the machine's python3 with CUDA PyTorch), from the checkout the
   # bundle sits in.
   torch_step=$here/../../benchmarks/torch_gpu_step.py

@@ -14,6 +14,9 @@ namespace {
 struct CudaGraph final : Graph {
   cudaGraphExec_t exec = nullptr;
   size_t nodes = 0;
+  // The device's scratch memory when the graph was captured (its nodes hold that address): a
+  // later, larger workspace replaces the device's, and this one lives until the graph is gone.
+  std::shared_ptr<std::byte> workspace;
   ~CudaGraph() override {
     if (exec) cudaGraphExecDestroy(exec);
   }
@@ -87,6 +90,7 @@ std::shared_ptr<const Graph> CudaDevice::end(size_t keep) {
   }
   marked_.clear();
   result->nodes = count;
+  result->workspace = workspace_;
   if (count) {
     cudaError_t made = cudaGraphInstantiate(&result->exec, graph, 0);
     cudaGraphDestroy(graph);

@@ -53,7 +53,8 @@ class CudaDevice final : public Device, public GraphCapture {
   void* cublas() const { return cublas_; }  // cublasHandle_t
   void* cudnn() const { return cudnn_; }    // cudnnHandle_t
   std::string arch() const { return arch_; }  // "sm_90", for NVRTC
-  // Scratch memory for library calls (cuDNN workspaces), grown on demand and kept.
+  // Scratch memory for library calls (cuDNN workspaces, a bf16 GEMM's f32 result), grown on
+  // demand (outside a capture) and kept; a graph keeps the one it was captured with.
   void* workspace(size_t bytes);
 
  private:

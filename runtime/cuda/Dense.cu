@@ -1,6 +1,6 @@
 // CUDA matmul, 2-D or batched, through cuBLAS (row-major operands passed as column-major transposes; f32 in
-// full precision unless SPMD_ALLOW_TF32=1, f64 with DGEMM, bf16 operands and result with f32
-// accumulation), bias added by the GEMM's beta over a broadcast of the bias rows
+// full precision unless SPMD_ALLOW_TF32=1, f64 with DGEMM, bf16 operands with f32 accumulation
+// into an f32 scratch result rounded once to bf16), bias added by the GEMM's beta over a broadcast of the bias rows
 // (runtime/kernels/Dense.h).
 #include <cublas_v2.h>
 
@@ -8,6 +8,7 @@
 
 #include "runtime/cuda/CudaApi.cuh"
 #include "runtime/cuda/Kernels.h"
+#include "runtime/kernels/Convert.h"
 #include "runtime/kernels/Dense.h"
 
 namespace spmd::runtime::cuda {
@@ -24,6 +25,14 @@ bool allowTf32() {
   return env && std::string(env) == "1";
 }
 
+// y[i] = bias[i % cols], widened to f32: the start of a bf16 GEMM's f32 result.
+struct WidenedRowBiasFn {
+  const bf16* bias;
+  float* y;
+  int64_t cols;
+  SPMD_HOST_DEVICE void operator()(int64_t i) const { y[i] = fromBf16(bias[i % cols]); }
+};
+
 }  // namespace
 
 void matmul(KernelCall& call) {
@@ -36,13 +45,20 @@ void matmul(KernelCall& call) {
   cublasOperation_t opB = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opA = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
   int ldb = tb ? int(k) : int(n), lda = ta ? int(m) : int(k);
   long long strideA = m * k, strideB = k * n, strideC = m * n;
-  if (a.dtype == DType::bf16) {  // bf16 in and out, f32 accumulation: the result rounded once
-    if (bias) CudaApi::forEach(call, batch * m * n, kernels::RowBiasFn<bf16>{call.in[2].as<bf16>(), y.as<bf16>(), n});
+  if (a.dtype == DType::bf16) {
+    // bf16 operands, f32 accumulation, the result rounded once: cuBLAS computes into an f32
+    // scratch result that the bias rows start, then one pass rounds it to bf16. With a bf16 C,
+    // cuBLAS may split k and sum the partial products in bf16 (seen on an H200: 2 bf16 steps
+    // off on a 64x40 product over k = 128, where the widened product rounds once).
+    const int64_t count = batch * m * n;
+    auto* wide = static_cast<float*>(deviceOf(call).workspace(size_t(count) * sizeof(float)));
+    if (bias) CudaApi::forEach(call, count, WidenedRowBiasFn{call.in[2].as<bf16>(), wide, n});
     float alpha = 1, beta = bias ? 1 : 0;
     checkBlas(cublasGemmStridedBatchedEx(handle, opB, opA, int(n), int(m), int(k), &alpha, b.data, CUDA_R_16BF, ldb,
-                                         strideB, a.data, CUDA_R_16BF, lda, strideA, &beta, y.data, CUDA_R_16BF,
-                                         int(n), strideC, int(batch), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                                         strideB, a.data, CUDA_R_16BF, lda, strideA, &beta, wide, CUDA_R_32F, int(n),
+                                         strideC, int(batch), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
               call);
+    CudaApi::forEach(call, count, kernels::ConvertFn<bf16, float>{wide, y.as<bf16>()});
     return checkLaunch(call);
   }
   visitFloat(a.dtype, [&](auto tag) {

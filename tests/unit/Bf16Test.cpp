@@ -460,7 +460,7 @@ TEST(Bf16Test, FilesKeepBf16) {
   // spmd-run runs the file on bf16 inputs of its own.
   const std::string file = ::testing::TempDir() + "bf16.spmd";
   saveProgram(compiled, file);
-  auto run = testing::runCommand(std::string(SPMD_RUN_PATH) + " " + file + " --devices cpu:1 --steps 1 --warmup 0");
+  auto run = testing::runCommand(testing::spmdRunPath() + " " + file + " --devices cpu:1 --steps 1 --warmup 0");
   EXPECT_EQ(run.status, 0) << run.output;
   std::remove(file.c_str());
 }

@@ -112,7 +112,7 @@ TEST_F(ProgramFileTest, SavedTrainStepLoadsRunsAndRunsInSpmdRun) {
         << refused;
   }
 
-  auto run = testing::runCommand(std::string(SPMD_RUN_PATH) + " " + (dumps / "program.spmd").string() +
+  auto run = testing::runCommand(testing::spmdRunPath() + " " + (dumps / "program.spmd").string() +
                                  " --devices cpu:1 --steps 2 --warmup 1 --items 4 --kernels");
   EXPECT_EQ(run.status, 0) << run.output;
   EXPECT_NE(run.output.find("ms per run over 2 runs"), std::string::npos) << run.output;
@@ -125,13 +125,13 @@ TEST_F(ProgramFileTest, SavedTrainStepLoadsRunsAndRunsInSpmdRun) {
   EXPECT_TRUE(std::regex_search(run.output, std::regex(" conv2d_backward_filter \\(stage4[^)]*\\): [a-z_]+: "
                                                        "(the fastest of [0-9] timed|chosen before)")))
       << run.output;
-  auto bad = testing::runCommand(std::string(SPMD_RUN_PATH) + " " + (dumps / "program.spmd").string() + " --steps 0");
+  auto bad = testing::runCommand(testing::spmdRunPath() + " " + (dumps / "program.spmd").string() + " --steps 0");
   EXPECT_EQ(bad.status, 2);
   EXPECT_NE(bad.output.find("--steps is 0, out of range: give a whole number from 1 to 2147483647"), std::string::npos)
       << bad.output;
   // Past int's range: refused, not wrapped into a negative or zero number of runs.
   for (const char* steps : {"4294967296", "2147483648"}) {
-    auto huge = testing::runCommand(std::string(SPMD_RUN_PATH) + " " + (dumps / "program.spmd").string() + " --steps " + steps);
+    auto huge = testing::runCommand(testing::spmdRunPath() + " " + (dumps / "program.spmd").string() + " --steps " + steps);
     EXPECT_EQ(huge.status, 2) << huge.output;
     EXPECT_NE(huge.output.find(std::string("--steps is ") + steps + ", out of range"), std::string::npos) << huge.output;
   }
@@ -158,11 +158,11 @@ TEST_F(ProgramFileTest, AProgramKeepsItsReplicaCountAndRefusesAnother) {
   } catch (const Error& e) {
     EXPECT_EQ(std::string(e.what()), expected);
   }
-  auto wrong = testing::runCommand(std::string(SPMD_RUN_PATH) + " " + path + " --devices cpu:4 --steps 1");
+  auto wrong = testing::runCommand(testing::spmdRunPath() + " " + path + " --devices cpu:4 --steps 1");
   EXPECT_EQ(wrong.status, 1);
   EXPECT_NE(wrong.output.find(expected), std::string::npos) << wrong.output;
   for (const char* devices : {"cpu:2", "sim:2"}) {
-    auto right = testing::runCommand(std::string(SPMD_RUN_PATH) + " " + path + " --devices " + devices + " --steps 1");
+    auto right = testing::runCommand(testing::spmdRunPath() + " " + path + " --devices " + devices + " --steps 1");
     EXPECT_EQ(right.status, 0) << right.output;
   }
 }
@@ -352,7 +352,7 @@ TEST_F(ProgramFileTest, TheCallContractIsSavedAndEditsAreRefused) {
 
   // spmd-run calls it as the contract says: w the same on both replicas (else the replicated
   // output, w less a mean over both, would differ between them), x split, w updated in place.
-  auto run = testing::runCommand(std::string(SPMD_RUN_PATH) + " " + path + " --devices cpu:2 --steps 3");
+  auto run = testing::runCommand(testing::spmdRunPath() + " " + path + " --devices cpu:2 --steps 3");
   EXPECT_EQ(run.status, 0) << run.output;
   EXPECT_NE(run.output.find("; 1 of 2 inputs updated in place (donated outputs)\n1 replicated outputs hold the same bits "
                             "on every replica"), std::string::npos) << run.output;
@@ -391,7 +391,7 @@ TEST_F(ProgramFileTest, TheCallContractIsSavedAndEditsAreRefused) {
     header.replace(at, 16, "\"kind\": \"replicated\"");
   });
   EXPECT_EQ(errorOf(bad), "no error");
-  auto lying = testing::runCommand(std::string(SPMD_RUN_PATH) + " " + bad + " --devices cpu:2 --steps 1");
+  auto lying = testing::runCommand(testing::spmdRunPath() + " " + bad + " --devices cpu:2 --steps 1");
   EXPECT_EQ(lying.status, 1) << lying.output;
   EXPECT_NE(lying.output.find("replicated output 1 (f32[4, 3] on cpu:0, cpu:1 (replicated)) differs between replica 0 "
                               "and replica 1 after the last step"),

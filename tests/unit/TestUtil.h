@@ -13,6 +13,7 @@
 #include <fstream>
 #include <iterator>
 #include <random>
+#include <filesystem>
 #include <string>
 #include <tuple>
 
@@ -91,7 +92,6 @@ inline double expectClose(const Array& actual, const Array& expected, double rto
                     << worst;
   return worst;
 }
-
 }  // namespace spmd::testing
 
 namespace spmd::testing {
@@ -161,6 +161,15 @@ inline CommandRun runCommand(const std::string& command) {
   while (size_t n = fread(buffer, 1, sizeof buffer, pipe)) output.append(buffer, n);
   int status = pclose(pipe);
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
+}
+
+// spmd-run: beside the running test binary where it is there (the GPU bundle's bin/), else
+// where this build put it.
+inline std::string spmdRunPath() {
+  std::error_code error;
+  const std::filesystem::path beside = std::filesystem::read_symlink("/proc/self/exe", error).parent_path() / "spmd-run";
+  if (!error && std::filesystem::exists(beside, error)) return beside.string();
+  return SPMD_RUN_PATH;
 }
 
 }  // namespace spmd::testing
