@@ -152,6 +152,11 @@ bool kernelTiming() {
   return on;
 }
 
+bool cudnnSearch() {
+  static const bool on = envSwitch("SPMD_CUDNN_SEARCH").value_or(true);
+  return on;
+}
+
 namespace {
 std::atomic<int> invariantOverride{-1};  // -1: the variable decides
 }  // namespace

@@ -50,6 +50,9 @@ void runVariant(KernelCall& call, const VariantSet& set);
 void chooseVariant(KernelCall& call, const VariantSet& set, ChoiceExchange* exchange);
 // Whether steps are timed (SPMD_KERNEL_TIMING, default on); read once.
 bool kernelTiming();
+// Whether cuDNN's deterministic convolution algorithms are timed (SPMD_CUDNN_SEARCH, default on;
+// 0: its heuristic's first, untimed); read once.
+bool cudnnSearch();
 // Whether only thread-invariant variants run (SPMD_THREAD_INVARIANT, default off); read once.
 // Kernels read it when a step's state is made (its first call).
 bool threadInvariantKernels();
