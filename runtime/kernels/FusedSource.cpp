@@ -55,9 +55,18 @@ std::string fusedKernelSource(const FusedBody& body, DType dtype,
      << "extern \"C\" __global__ void " << kFusedKernelName << "(";
   for (size_t i = 0; i < inputs.size(); ++i) os << "const T* __restrict__ in" << i << ", ";
   for (size_t o = 0; o < outputs; ++o) os << "T* __restrict__ out" << o << ", ";
-  os << "long long n) {\n"
-     << "  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;\n"
-     << "       i += (long long)gridDim.x * blockDim.x) {\n";
+  // Below 2^31 elements the index and a broadcast operand's coordinates are 32-bit: a 64-bit
+  // division by a constant is a longer multiply-high sequence than a 32-bit one.
+  int64_t elements = 1;
+  for (int64_t d : space) elements *= d;
+  const bool narrow = elements < (int64_t(1) << 31);
+  const char* suffix = narrow ? "u" : "LL";
+  os << "long long n) {\n";
+  if (narrow)
+    os << "  for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < (unsigned)n; i += gridDim.x * blockDim.x) {\n";
+  else
+    os << "  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;\n"
+       << "       i += (long long)gridDim.x * blockDim.x) {\n";
   for (size_t k = 0; k < body.instrs.size(); ++k) {
     const FusedInstr& in = body.instrs[k];
     os << "    const T v" << k << " = ";
@@ -75,7 +84,7 @@ std::string fusedKernelSource(const FusedBody& body, DType dtype,
     int64_t inner = 1;
     for (size_t d = space.size(); d-- > 0;) {
       if (strides[d] != 0) {
-        os << " + ((i / " << inner << "LL) % " << space[d] << "LL) * " << strides[d] << "LL";
+        os << " + ((i / " << inner << suffix << ") % " << space[d] << suffix << ") * " << strides[d] << "LL";
       }
       inner *= space[d];
     }

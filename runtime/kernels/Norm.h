@@ -10,6 +10,7 @@
 
 #include "runtime/base/NanRules.h"
 #include "runtime/kernels/Common.h"
+#include "runtime/kernels/Divide.h"
 #include "runtime/kernels/Launch.h"
 #include "runtime/kernels/Slices.h"
 #include "runtime/program/OpAttrs.h"
@@ -18,11 +19,24 @@ namespace spmd::runtime::kernels {
 
 struct NormLayout {
   int64_t outer, channels, inner;  // x viewed as [N, C, H*W]
-  SPMD_HOST_DEVICE int64_t channelOf(int64_t i) const { return (i / inner) % channels; }
+  // Below 2^32 elements the channel of an index takes no division (runtime/kernels/Divide.h).
+  bool narrow = false;
+  Divider byInner, byChannels;
+  SPMD_HOST_DEVICE int64_t channelOf(int64_t i) const {
+    if (!narrow) return (i / inner) % channels;
+    const uint32_t row = byInner.quotient(uint32_t(i));
+    return int64_t(row - byChannels.quotient(row) * uint32_t(channels));
+  }
 };
 
 inline NormLayout normLayoutOf(const TensorView& x) {
-  return {x.dim(0), x.dim(1), x.numel() / (x.dim(0) * x.dim(1))};
+  NormLayout l{x.dim(0), x.dim(1), x.numel() / (x.dim(0) * x.dim(1))};
+  if (x.numel() > 0 && x.numel() <= int64_t(UINT32_MAX)) {
+    l.narrow = true;
+    l.byInner = dividerOf(uint32_t(l.inner));
+    l.byChannels = dividerOf(uint32_t(l.channels));
+  }
+  return l;
 }
 
 // The weights' total of a channel, W = sum(mask) * H * W (N * H * W without a mask).
@@ -68,8 +82,9 @@ struct NormFinishFn {
   NormLayout l;
   const T* mask;
   T* out;          // mean or var
-  double* stats;   // [mean..., var...] in double for the next pass and the apply pass
+  double* stats;   // [mean..., var..., 1 / sqrt(var + eps)...] in double for the next passes
   bool variance;
+  double eps;
   SPMD_HOST_DEVICE void operator()(int64_t c) const {
     const double count = weightTotal(mask, l);
     double total = 0;
@@ -77,11 +92,14 @@ struct NormFinishFn {
     const double v = count > 0 ? total / count : (variance ? 1.0 : 0.0);
     out[c] = static_cast<T>(v);
     stats[(variance ? l.channels : 0) + c] = v;
+    if (variance) stats[2 * l.channels + c] = 1.0 / ::sqrt(v + eps);
   }
 };
 
 // y = (x - mean) / sqrt(var + eps) * scale + offset, statistics in S (double when computed here);
-// with relu, max(0, y) (batch_norm_train's fused form).
+// with relu, max(0, y) (batch_norm_train's fused form). `invStd`: 1 / sqrt(var + eps) per channel
+// where the statistics pass left it (a double square root and division per element cost more
+// than the pass's memory traffic), else computed here.
 template <typename T, typename S>
 struct NormApplyFn {
   const T *x, *scale, *offset;
@@ -90,9 +108,10 @@ struct NormApplyFn {
   NormLayout l;
   T* y;
   bool relu = false;
+  const double* invStd = nullptr;
   SPMD_HOST_DEVICE void operator()(int64_t i) const {
     const int64_t c = l.channelOf(i);
-    const double inv = 1.0 / ::sqrt(double(var[c]) + eps);
+    const double inv = invStd ? invStd[c] : 1.0 / ::sqrt(double(var[c]) + eps);
     const double v = (double(x[i]) - double(mean[c])) * inv * double(scale[c]) + double(offset[c]);
     y[i] = relu ? reluOf(static_cast<T>(v)) : static_cast<T>(v);
   }
@@ -123,7 +142,9 @@ struct NormBackwardSliceFn {
   }
 };
 
-// Stage 2, a thread per channel: the slices' sums in order.
+// Stage 2, a thread per channel: the slices' sums in order, and the apply pass's per-channel
+// factors.
+constexpr int64_t kNormSums = 5;
 template <typename T>
 struct NormBackwardFinishFn {
   const double* partial;
@@ -131,12 +152,18 @@ struct NormBackwardFinishFn {
   NormLayout l;
   const T* mask;
   T *dscale, *doffset;
-  double* sums;  // [dscale, doffset, W] per channel in double for the apply pass
+  const T *scale, *var;
+  double eps;
+  // [dscale, doffset, W, rstd = 1 / sqrt(var + eps), scale rstd / (N H W)] per channel in double
+  // for the apply pass
+  double* sums;
   SPMD_HOST_DEVICE void operator()(int64_t c) const {
     double ds = 0, dof = 0;
     for (int64_t s = 0; s < sl.slices; ++s) ds += partial[2 * (c * sl.slices + s)], dof += partial[2 * (c * sl.slices + s) + 1];
     dscale[c] = static_cast<T>(ds), doffset[c] = static_cast<T>(dof);
-    sums[3 * c] = ds, sums[3 * c + 1] = dof, sums[3 * c + 2] = weightTotal(mask, l);
+    const double rstd = 1.0 / ::sqrt(double(var[c]) + eps);
+    sums[kNormSums * c] = ds, sums[kNormSums * c + 1] = dof, sums[kNormSums * c + 2] = weightTotal(mask, l);
+    sums[kNormSums * c + 3] = rstd, sums[kNormSums * c + 4] = double(scale[c]) * rstd / double(l.outer * l.inner);
   }
 };
 
@@ -144,17 +171,17 @@ struct NormBackwardFinishFn {
 // dx_n = scale * rstd * (dy_n - w_n / W (doffset + xhat dscale)), W = sum(w) * H * W.
 template <typename T>
 struct NormBackwardApplyFn {
-  const T *dy, *x, *scale, *mean, *var;
-  double eps;
+  const T *dy, *x, *scale, *mean;
   NormLayout l;
-  const double* sums;
+  const double* sums;  // NormBackwardFinishFn's
   T* dx;
   const T* mask = nullptr;
   SPMD_HOST_DEVICE void operator()(int64_t i) const {
     const int64_t c = l.channelOf(i);
-    const double count = double(l.outer * l.inner), rstd = 1.0 / ::sqrt(double(var[c]) + eps);
-    const double xhat = (double(x[i]) - double(mean[c])) * rstd, k = double(scale[c]) * rstd / count;
-    const double ds = sums[3 * c], dof = sums[3 * c + 1], weights = sums[3 * c + 2];
+    const double* at = sums + kNormSums * c;
+    const double count = double(l.outer * l.inner), rstd = at[3];
+    const double xhat = (double(x[i]) - double(mean[c])) * rstd, k = at[4];
+    const double ds = at[0], dof = at[1], weights = at[2];
     if (!mask) {
       dx[i] = static_cast<T>(k * (count * double(dy[i]) - dof - xhat * ds));
       return;
@@ -182,19 +209,20 @@ void batch_norm_train(KernelCall& call) {
   const NormLayout l = normLayoutOf(call.in[0]);
   const Slices sl = slicesOf(l.outer * l.inner);
   const double eps = normEpsilon(call.step);
-  double* stats = normScratch<Api>(call, 2 * l.channels + l.channels * sl.slices);
-  double* partial = stats + 2 * l.channels;
+  double* stats = normScratch<Api>(call, 3 * l.channels + l.channels * sl.slices);
+  double* partial = stats + 3 * l.channels;
   const Launch slices = sliceLaunch("NormSliceFn", l.channels, sl, call.in[0].numel());
   visitFloat(call.in[0].dtype, [&](auto tag) {
     using T = decltype(tag);
     const T *x = call.in[0].as<T>(), *mask = rowMask<T>(call, 3);
     Api::forBlocks(call, slices, NormSliceFn<T>{x, l, sl, mask, nullptr, partial});
-    Api::forEach(call, l.channels, NormFinishFn<T>{partial, sl, l, mask, call.out[1].as<T>(), stats, false});
+    Api::forEach(call, l.channels, NormFinishFn<T>{partial, sl, l, mask, call.out[1].as<T>(), stats, false, eps});
     Api::forBlocks(call, slices, NormSliceFn<T>{x, l, sl, mask, stats, partial});
-    Api::forEach(call, l.channels, NormFinishFn<T>{partial, sl, l, mask, call.out[2].as<T>(), stats, true});
+    Api::forEach(call, l.channels, NormFinishFn<T>{partial, sl, l, mask, call.out[2].as<T>(), stats, true, eps});
     Api::forEach(call, call.in[0].numel(),
                  NormApplyFn<T, double>{x, call.in[1].as<T>(), call.in[2].as<T>(), stats, stats + l.channels, eps, l,
-                                        call.out[0].as<T>(), attrsOf<NormReluAttrs>(call.step).relu});
+                                        call.out[0].as<T>(), attrsOf<NormReluAttrs>(call.step).relu,
+                                        stats + 2 * l.channels});
   });
 }
 
@@ -217,8 +245,8 @@ void batch_norm_train_backward(KernelCall& call) {
   const NormLayout l = normLayoutOf(call.in[1]);
   const Slices sl = slicesOf(l.outer * l.inner);
   const double eps = normEpsilon(call.step);
-  double* sums = normScratch<Api>(call, 3 * l.channels + 2 * l.channels * sl.slices);
-  double* partial = sums + 3 * l.channels;
+  double* sums = normScratch<Api>(call, kNormSums * l.channels + 2 * l.channels * sl.slices);
+  double* partial = sums + kNormSums * l.channels;
   visitFloat(call.in[0].dtype, [&](auto tag) {
     using T = decltype(tag);
     const T *dy = call.in[0].as<T>(), *x = call.in[1].as<T>(), *scale = call.in[2].as<T>();
@@ -226,9 +254,9 @@ void batch_norm_train_backward(KernelCall& call) {
     Api::forBlocks(call, sliceLaunch("NormBackwardSliceFn", l.channels, sl, call.in[0].numel()),
                    NormBackwardSliceFn<T>{dy, x, mean, var, eps, l, sl, partial});
     Api::forEach(call, l.channels,
-                 NormBackwardFinishFn<T>{partial, sl, l, mask, call.out[1].as<T>(), call.out[2].as<T>(), sums});
-    Api::forEach(call, call.in[0].numel(),
-                 NormBackwardApplyFn<T>{dy, x, scale, mean, var, eps, l, sums, call.out[0].as<T>(), mask});
+                 NormBackwardFinishFn<T>{partial, sl, l, mask, call.out[1].as<T>(), call.out[2].as<T>(), scale, var, eps,
+                                         sums});
+    Api::forEach(call, call.in[0].numel(), NormBackwardApplyFn<T>{dy, x, scale, mean, l, sums, call.out[0].as<T>(), mask});
   });
 }
 

@@ -45,8 +45,14 @@ TEST(CudaTest, GeneratedSourceBakesShapesAndBroadcastIndexing) {
   std::string source = kernels::fusedKernelSource(body, DType::f32, {{2, 3, 4}, {3}}, space, 2);
   EXPECT_NE(source.find("typedef float T;"), std::string::npos) << source;
   EXPECT_NE(source.find("const T v0 = in0[i];"), std::string::npos) << source;
-  // channel c of [2, 3, 4] is (i / 4) % 3; the [3] input has stride 1.
-  EXPECT_NE(source.find("const T v1 = in1[0 + ((i / 4LL) % 3LL) * 1LL];"), std::string::npos) << source;
+  // channel c of [2, 3, 4] is (i / 4) % 3; the [3] input has stride 1; 24 elements index in 32 bits.
+  EXPECT_NE(source.find("for (unsigned i = "), std::string::npos) << source;
+  EXPECT_NE(source.find("const T v1 = in1[0 + ((i / 4u) % 3u) * 1LL];"), std::string::npos) << source;
+  // 2^31 elements or more: 64-bit.
+  const std::string wide = kernels::fusedKernelSource(body, DType::f32, {{2, 3, int64_t(1) << 30}, {3}},
+                                                      std::vector<int64_t>{2, 3, int64_t(1) << 30}, 2);
+  EXPECT_NE(wide.find("for (long long i = "), std::string::npos) << wide;
+  EXPECT_NE(wide.find("const T v1 = in1[0 + ((i / 1073741824LL) % 3LL) * 1LL];"), std::string::npos) << wide;
   EXPECT_NE(source.find("const T v2 = T(0.5);"), std::string::npos) << source;
   EXPECT_NE(source.find("const T v5 = ew::Relu::apply(v4, v4);"), std::string::npos) << source;
   // The functors come with the source: the elementwise table's formulas, not a CUDA copy of them.
