@@ -71,15 +71,20 @@ inline double valueAt(const Array& a, int64_t i) {
 
 // |actual - expected| <= atol + rtol * |expected| everywhere (NaN fails); returns the largest
 // absolute difference for the report.
+// With `magnitude` (the same computation on the inputs' absolute values: the sum of its terms'
+// sizes, for a convolution or a matmul), `mtol` times it is allowed too: the error bound of an
+// algorithm that sums in another order or transforms (Winograd, FFT), where an output that
+// cancels is small beside its terms.
 inline double expectClose(const Array& actual, const Array& expected, double rtol, double atol,
-                          const std::string& what) {
+                          const std::string& what, const Array* magnitude = nullptr, double mtol = 0) {
   EXPECT_EQ(actual.dtype, expected.dtype) << what;
   EXPECT_EQ(actual.shape, expected.shape) << what;
   double worst = 0;
   int64_t bad = 0, firstBad = -1;
   for (int64_t i = 0; i < expected.numel() && i < actual.numel(); ++i) {
     double a = valueAt(actual, i), e = valueAt(expected, i), diff = std::fabs(a - e);
-    if (!(diff <= atol + rtol * std::fabs(e))) {
+    const double allowed = atol + rtol * std::fabs(e) + (magnitude ? mtol * std::fabs(valueAt(*magnitude, i)) : 0.0);
+    if (!(diff <= allowed)) {
       if (firstBad < 0) firstBad = i;
       ++bad;
     }
