@@ -11,12 +11,18 @@
 # and says what still does not resolve; build/gpu-bundle/run runs a binary with those libraries,
 # and build/gpu-bundle/report runs every GPU check in one go (one report file).
 #
+# The seeds' run (issue 50: full-width ResNet-18 on Fashion-MNIST, global batch 256 over
+# cuda:0*2, lr 0.1, 10 epochs, beside PyTorch's same run on that GPU) needs the data too: LLVM and
+# MLIR (35 MB packed) and the data (31 MB) do not fit the 64 MiB one call carries, so the data
+# goes into build/gpu-data, carried by a second call to the same warm machine (whose bundle the
+# first call unpacked): `carry: ["build/gpu-data"]`, `bash build/gpu-bundle/seeds build/gpu-data`.
+#
 # `gpu_bundle.sh --dry-run` (ctest's bench_gpu_report_dry_run, so the report cannot rot between GPU
 # runs): packs the same bundle at xz -1 (XZ_LEVEL; fast, and an upper bound of the -9 size)
 # into build/gpu-bundle-dry-run (a real bundle stays as it was), unpacks it with setup.sh, runs
 # the report there on the simulator
 # (SPMD_REPORT_DEVICE=sim: the graph and launch tests, bench_gpu_step on sim at batch 2,
-# PyTorch's step in its smoke form).
+# PyTorch's step in its smoke form), then the seeds' run on sim:2, small.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 dry_run=0
@@ -28,8 +34,13 @@ esac
 xz_level=${XZ_LEVEL:-$((dry_run ? 1 : 9))}
 [[ $xz_level =~ ^[0-9]$ ]] || { echo "gpu_bundle.sh: XZ_LEVEL must be 0 to 9, got '$xz_level'" >&2; exit 2; }
 build=${BUILD_DIR:-$root/build}
-bundle=$build/gpu-bundle
-if ((dry_run)); then bundle=$build/gpu-bundle-dry-run; fi  # never replaces a real bundle
+bundle=$build/gpu-bundle data=$build/gpu-data
+if ((dry_run)); then bundle=$build/gpu-bundle-dry-run data=$build/gpu-data-dry-run; fi  # never replaces a real bundle
+data_source=${SPMD_FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
+data_files=(train-images-idx3-ubyte.gz train-labels-idx1-ubyte.gz t10k-images-idx3-ubyte.gz t10k-labels-idx1-ubyte.gz)
+for file in "${data_files[@]}"; do
+  [[ -f $data_source/$file ]] || { echo "gpu_bundle: $data_source/$file is missing: install dataset-fashion-mnist (scripts/setup.sh) or set SPMD_FASHION_MNIST_DIR" >&2; exit 1; }
+done
 binaries=(tests/spmd_unit_tests tools/spmd-run/spmd-run samples/resnet18_fashion_mnist/resnet18_fashion_mnist
           benchmarks/bench_resnet18_train_step benchmarks/bench_resnet18_pmap_step benchmarks/bench_gpu_step
           benchmarks/bench_conv_layers)
@@ -176,7 +187,58 @@ status=${PIPESTATUS[0]}
 echo "gpu report: $out"
 exit "$status"
 REPORT
-chmod +x "$bundle/setup.sh" "$bundle/run" "$bundle/report"
+cat > "$bundle/seeds" <<'SEEDS'
+#!/usr/bin/env bash
+# build/gpu-bundle/seeds DATA_DIR [FILE]: the seeds' run, on the machine where setup.sh unpacked
+# this bundle: full-width ResNet-18 on Fashion-MNIST (DATA_DIR: the four *-ubyte.gz files,
+# build/gpu-data), global batch 256 over cuda:0*2, lr 0.1, plain SGD, cross-replica BatchNorm (the
+# function PyTorch's one model computes), SEEDS_EPOCHS epochs (10): each epoch's test accuracy and
+# time, then PyTorch's same run on that GPU (benchmarks/torch_fashion_mnist_epoch.py, fastest),
+# into FILE (default seeds.txt beside this script). SPMD_REPORT_DEVICE=sim: sim:2, width 2, 256
+# images, one epoch (the dry run). Each run has a time limit (SEEDS_LIMIT_S, 300).
+here=$(cd "$(dirname "$0")" && pwd)
+data=${1:?usage: seeds DATA_DIR [FILE] (DATA_DIR: build/gpu-data, carried by this call)}
+out=${2:-$here/seeds.txt}
+epochs=${SEEDS_EPOCHS:-10}
+[[ $epochs =~ ^[1-9][0-9]*$ ]] || { echo "seeds: SEEDS_EPOCHS must be a positive whole number, got '$epochs'" >&2; exit 2; }
+case ${SPMD_REPORT_DEVICE:-cuda} in
+  cuda) spmd=(--devices 'cuda:0*2' --width 64 --batch 256 --epochs "$epochs")
+        torch=(--device cuda --width 64 --batch 256 --epochs "$epochs") ;;
+  sim) spmd=(--devices sim:2 --width 2 --batch 32 --epochs 1 --train-limit 256 --test-limit 200)
+       torch=(--width 2 --batch 32 --epochs 1 --train-limit 256 --test-limit 200) ;;
+  *) echo "seeds: SPMD_REPORT_DEVICE must be cuda or sim, got '${SPMD_REPORT_DEVICE}'" >&2; exit 2 ;;
+esac
+for file in train-images-idx3-ubyte.gz train-labels-idx1-ubyte.gz t10k-images-idx3-ubyte.gz t10k-labels-idx1-ubyte.gz; do
+  [[ -f $data/$file ]] || { echo "seeds: $data/$file is missing: carry build/gpu-data in this call" >&2; exit 1; }
+done
+if [[ ! -x $here/bin/resnet18_fashion_mnist || ! -f $here/library_path ]]; then
+  echo "seeds: $here is not unpacked: run 'bash build/gpu-bundle/setup.sh' first (the report's call, on this same warm machine; a machine given back starts bare)" >&2
+  exit 1
+fi
+{
+  echo "# spmd seeds' run, $(date -u +%F' '%T) UTC, on ${SPMD_REPORT_DEVICE:-cuda}: ${spmd[*]}, lr 0.1, plain SGD, --bn cross"
+  start=$EPOCHREALTIME
+  timeout "${SEEDS_LIMIT_S:-300}" "$here/run" resnet18_fashion_mnist "${spmd[@]}" --lr 0.1 --momentum 0 --weight-decay 0 \
+    --bn cross --data-dir "$data" --out "$here/seeds-run" --no-plot > "$here/seeds-spmd.log" 2>&1
+  status=$?
+  grep -E "compiled and ran|^epoch [0-9]+/[0-9]+:|^done" "$here/seeds-spmd.log"
+  ((status == 0)) || tail -n 20 "$here/seeds-spmd.log"
+  echo "# spmd: exit $status, $(awk -v a="$start" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }') s wall (data loading and compilation included)"
+  start=$EPOCHREALTIME
+  timeout "${SEEDS_LIMIT_S:-300}" "${PYTHON:-python3}" "$here/../../benchmarks/torch_fashion_mnist_epoch.py" "${torch[@]}" \
+    --lr 0.1 --momentum 0 --data-dir "$data"
+  torch_status=$?
+  echo "# PyTorch: exit $torch_status, $(awk -v a="$start" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }') s wall"
+  ((status == 0)) || exit $status
+  exit $torch_status
+} 2>&1 | tee "$out"
+exit "${PIPESTATUS[0]}"
+SEEDS
+chmod +x "$bundle/setup.sh" "$bundle/run" "$bundle/report" "$bundle/seeds"
+rm -rf "$data"
+mkdir -p "$data"
+for file in "${data_files[@]}"; do cp "$data_source/$file" "$data/"; done
+du -sh "$data" | awk '{print "gpu_bundle: the seeds data, " $1 " in " $2 " (carried by a second call)"}'
 du -sh "$bundle" | awk '{print "gpu_bundle: " $1 " in " $2 " (the device tool carries at most 64 MiB)"}'
 bytes=$(du -sb "$bundle" | cut -f1)
 if ((bytes > 64 * 1024 * 1024)); then
@@ -192,6 +254,9 @@ if ((dry_run)); then
   # is, so the report finds the checkout's benchmarks/ two levels up), then remove it.
   bash "$bundle/setup.sh"
   SPMD_REPORT_DEVICE=sim bash "$bundle/report" "$bundle/report.txt"
+  SPMD_REPORT_DEVICE=sim bash "$bundle/seeds" "$data" "$bundle/seeds.txt"
+  grep -q "^done: test accuracy" "$bundle/seeds.txt" || { echo "gpu_bundle: the seeds' run printed no test accuracy" >&2; exit 1; }
+  grep -q "test accuracy [0-9.]*%" <(grep "^PyTorch" "$bundle/seeds.txt") || { echo "gpu_bundle: PyTorch's seeds' run printed no test accuracy" >&2; exit 1; }
   echo "gpu_bundle: dry run on sim passed"
-  rm -rf "$bundle"
+  rm -rf "$bundle" "$data"
 fi
