@@ -267,6 +267,13 @@ void checkOutput(const Tree& x, const Spec& spec, const std::string& what) {
   for (const auto& [name, leaf] : x) checkTensor(leaf, leafSpec(spec, x, name, what), what + " leaf '" + name + "'");
 }
 
+bool variesOver(const Tensor& x, const std::string& axis) {
+  Trace* trace = Trace::innermost();
+  if (!trace || !trace->mesh() || !trace->mesh()->has(axis) || !x.isTraced()) return false;
+  const passes::MeshVariation variation(trace->function());
+  return (variation.of(trace->valueOf(x, Loc::current())) & variation.maskOf(std::vector<std::string>{axis})) != 0;
+}
+
 Tensor markCollective(const Tensor& result, const Tensor* source, const std::string& axis, bool reduces, Loc loc) {
   Trace& trace = Trace::current("a mesh collective", loc, true);
   const passes::MeshVariation variation(trace.function());

@@ -127,6 +127,8 @@ void markArgument(const Tree& x, const Spec& spec, const std::string& what);
 // mesh axis its spec leaves whole.
 void checkOutput(const Tensor& x, const Spec& spec, const std::string& what);
 void checkOutput(const Tree& x, const Spec& spec, const std::string& what);
+// Whether `x`, traced in a function over a mesh, varies over mesh axis `axis` (false outside one).
+bool variesOver(const Tensor& x, const std::string& axis);
 // Marks `result`, a collective over mesh axis `axis` just composed from `source`, with the axes
 // it varies over: `source`'s less `axis` (`reduces`: psum, allGather, ...) or plus it
 // (psumScatter, ppermute; a null `source`: axisIndex). Returns `result`.

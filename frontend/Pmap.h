@@ -236,16 +236,50 @@ auto callCompiled(Core& core, F& f, const Args&... args) {
   return rebuild<Out>(prototype, outputs);
 }
 
+// A pmapped function called while another function is traced (jax's pmap inside a traced
+// function): the enclosing spmd::shardMap's mesh must have the axis it maps over; each replica
+// takes its slice of the arguments stacked over dimension 0 (in_axes 0; spmd::replicated ones
+// whole), the function's ops join the enclosing trace, and results come back stacked over the
+// axis (out_axes 0: an all_gather) or, spmd::replicated, checked invariant over it. Errors name
+// the pmap's line and what to change (frontend/NestedPmap.cpp).
+std::vector<Tensor> nestedArguments(const PmapOptions& options, Loc defined, const Flat& flat,
+                                    const std::vector<size_t>& argumentLeaves);
+std::vector<Tensor> nestedResults(const PmapOptions& options, Loc defined, const PmapTraced& traced);
+// Whether a function is being traced on this thread.
+bool tracing();
+
+template <typename F, typename... Args>
+auto callNested(const PmapOptions& options, Loc defined, F& f, const Args&... args) {
+  using Out = Result_t<F, Args...>;
+  Flat flat;
+  std::vector<size_t> argumentLeaves;
+  size_t index = 0;
+  auto add = [&](const auto& arg) {
+    size_t before = flat.leaves.size();
+    flatten(arg, flat, "argument " + std::to_string(index++));
+    argumentLeaves.push_back(flat.leaves.size() - before);
+  };
+  (add(args), ...);
+  auto out = callTraced(f, nestedArguments(options, defined, flat, argumentLeaves), args...);
+  PmapTraced traced;
+  describeOutputs(*out, traced);
+  return rebuild<Out>(out, nestedResults(options, defined, traced));
+}
+
 }  // namespace detail
 
 template <typename F>
 class Pmapped : public detail::CompiledFunction<detail::PmapCore> {
  public:
   Pmapped(F f, PmapOptions options, Loc defined)
-      : CompiledFunction(std::make_shared<detail::PmapCore>(std::move(options), false, defined)), f_(std::move(f)) {}
+      : CompiledFunction(std::make_shared<detail::PmapCore>(options, false, defined)), f_(std::move(f)),
+        options_(std::move(options)), defined_(defined) {}
 
+  // Called while another function is traced, the function joins that trace (detail::callNested);
+  // else it runs, compiled for these arguments' signature.
   template <typename... Args>
   auto operator()(const Args&... args) {
+    if (detail::tracing()) return detail::callNested(options_, defined_, f_, args...);
     return detail::callCompiled(*core_, f_, args...);
   }
 
@@ -259,6 +293,8 @@ class Pmapped : public detail::CompiledFunction<detail::PmapCore> {
 
  private:
   F f_;
+  PmapOptions options_;
+  Loc defined_;
 };
 
 // Bad options (device list, axes) are reported here, before the first call.

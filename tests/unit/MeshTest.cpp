@@ -2,7 +2,8 @@
 // cut and results put together by their PartitionSpecs; collectives over mesh axes against host
 // arithmetic on meshes 1x4, 2x2, 4x1 and 2x3; a tensor-parallel MLP (column- then row-parallel
 // matmuls, one psum over "model") on a 2x2 mesh, data-parallel over "data", trained for several
-// steps against the same MLP on one device in f64; bad meshes, specs and results are errors.
+// steps against the same MLP on one device in f64; a pmap inside a shardMap body over one of its
+// axes; bad meshes, specs and results are errors.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -293,6 +294,72 @@ TEST(MeshTest, PerAxisVariationIsCheckedWhileTracing) {
   const std::string unsummed = errorOf([&] { grads(false)(Tensor(w), Tensor(a), Tensor(x)); });
   EXPECT_NE(unsummed.find("output 0 f32[2]"), std::string::npos) << unsummed;
   EXPECT_NE(unsummed.find("varies over mesh axis 'data'"), std::string::npos) << unsummed;
+}
+
+// A pmapped function called inside a shardMap body maps over one of the mesh's axes (jax's pmap
+// inside a traced function; nested pmaps over two axes): each "cols" replica takes its row of
+// the stacked argument, a replicated argument whole; results come back stacked over "cols" or,
+// reduced, replicated. Values and gradients against the host on a 2x3 mesh; what cannot work
+// is refused naming the pmap's line.
+TEST(MeshTest, PmapInsideATracedFunctionMapsOverAMeshAxis) {
+  Mesh mesh({{"rows", 2}, {"cols", 3}});
+  const PmapOptions cpu6{.axisName = "mesh", .devices = "cpu:6"};
+  // g on one "cols" replica: its row times (its coordinate + 1) times s, plus the rows' sum.
+  auto inner = pmap(
+      [](const Tensor& row, const Tensor& s) {
+        return std::tuple{row * (cast(axisIndex("cols"), DType::f32) + 1) * s + psum(row, "cols"), pmean(sum(row, {0}), "cols")};
+      },
+      {.axisName = "cols", .inAxes = {0, spmd::replicated}, .outAxes = {0, spmd::replicated}});
+  const std::vector<float> half{0.5f};
+  Array x = randomArray(DType::f32, {2, 3, 4}, 5), s = Array::of<float>({}, half);
+  auto outer = shardMap(
+      [&](const Tensor& v, const Tensor& scale) {
+        auto [y, mean] = inner(reshape(v, {3, 4}), scale);
+        auto [loss, g] = value_and_grad([&](const Tensor& w) { return sum(std::get<0>(inner(w, scale)), {0, 1}); })(
+            reshape(v, {3, 4}));
+        return std::tuple{reshape(y, {1, 3, 4}), reshape(mean, {1}), reshape(psum(g, "cols"), {1, 3, 4})};
+      },
+      mesh, {.inSpecs = {{"rows"}, {}}, .outSpecs = {{"rows"}, {"rows"}, {"rows"}}, .pmap = cpu6});
+  auto [y, mean, grad] = outer(Tensor(x), Tensor(s));
+  const float* xv = x.values<float>().data();
+  for (int64_t r = 0; r < 2; ++r) {
+    double total = 0;
+    for (int64_t c = 0; c < 3; ++c)
+      for (int64_t k = 0; k < 4; ++k) {
+        const int64_t i = (r * 3 + c) * 4 + k;
+        float column = 0;
+        for (int64_t c2 = 0; c2 < 3; ++c2) column += xv[(r * 3 + c2) * 4 + k];
+        EXPECT_NEAR(y.array().values<float>()[i], xv[i] * float(c + 1) * 0.5f + column, 1e-5) << i;
+        // d/dx of every "cols" replica's loss (the same sum of the gathered rows) summed: 3 x
+        // ((c + 1) s + 3), the psum's 3 copies of each row included.
+        EXPECT_NEAR(grad.array().values<float>()[i], 3 * (float(c + 1) * 0.5f + 3), 1e-5) << i;
+        total += xv[i];
+      }
+    EXPECT_NEAR(mean.array().values<float>()[r], total / 3, 1e-5) << r;
+  }
+  // Refused: no mesh around it, a leading dimension that is not the axis' size, a result
+  // returned replicated that differs between the replicas, an option of the enclosing function.
+  auto plain = pmap([&](const Tensor& v) { return std::get<0>(inner(v, v)); }, {.devices = "cpu:1"});
+  const std::string noMesh = errorOf([&] { plain(Tensor(randomArray(DType::f32, {1, 3}, 1))); });
+  EXPECT_NE(noMesh.find("spmd::pmap over axis 'cols' (made at tests/unit/MeshTest.cpp:"), std::string::npos) << noMesh;
+  EXPECT_NE(noMesh.find("which is not traced over a mesh"), std::string::npos) << noMesh;
+  auto call = [&](auto f, const Array& a) {
+    return errorOf([&] {
+      shardMap(f, mesh, {.inSpecs = {{"rows"}}, .outSpecs = {{"rows"}}, .pmap = cpu6})(Tensor(a));
+    });
+  };
+  const std::string wrongSize = call([&](const Tensor& v) { return std::get<0>(inner(v, sum(v, {0, 1}))); },
+                                     randomArray(DType::f32, {4, 3}, 2));
+  EXPECT_NE(wrongSize.find("argument 0 f32[2, 3] is mapped over axis 'cols' of size 3"), std::string::npos) << wrongSize;
+  EXPECT_NE(wrongSize.find("its leading dimension must be 3"), std::string::npos) << wrongSize;
+  auto unreduced = pmap([](const Tensor& row) { return row; }, {.axisName = "cols", .outAxes = {spmd::replicated}});
+  const std::string varies = call([&](const Tensor& v) { return reshape(unreduced(reshape(v, {3})), {1}); },
+                                  randomArray(DType::f32, {2, 3}, 3));
+  EXPECT_NE(varies.find("is returned spmd::replicated, but it varies over axis 'cols'"), std::string::npos) << varies;
+  auto placed = pmap([](const Tensor& row) { return row; }, {.axisName = "cols", .devices = "cpu:3"});
+  const std::string devices = call([&](const Tensor& v) { return reshape(placed(reshape(v, {3})), {1, 3}); },
+                                   randomArray(DType::f32, {2, 3}, 4));
+  EXPECT_NE(devices.find("its option devices (it runs on the enclosing mesh's)"), std::string::npos) << devices;
 }
 
 TEST(MeshTest, BadSpecsAndResultsAreClearErrors) {
