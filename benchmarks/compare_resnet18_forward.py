@@ -44,10 +44,11 @@ def time_torch(batch, reps, threads):
     return ms, torch.get_num_threads(), torch.__version__
 
 
-def time_spmd(build, name, reps, threads, program, min_time=0.5):
+def time_spmd(build, name, reps, threads, program, min_time=0.5, binary=None):
     """Median real time (ms) of the Google Benchmark whose full name starts with `name` (e.g.
-    "BM_ResNet18Forward/batch:64/layouts:1/") in `program`; exits naming the registered ones when none matches."""
-    binary = os.path.join(build, "benchmarks", program)
+    "BM_ResNet18Forward/batch:64/layouts:1/") in `program` (`binary`, else the build's); exits
+    naming the registered ones when none matches."""
+    binary = binary or os.path.join(build, "benchmarks", program)
     if not os.path.exists(binary):
         sys.exit(f"missing {binary}: build first (bash scripts/build.sh)")
     listed = subprocess.run([binary, "--benchmark_list_tests"], check=True, capture_output=True, text=True)
@@ -68,6 +69,7 @@ def side_by_side(doc, title, program, name_of, torch_timer):
     `torch_timer` with the same batch and threads, and prints both with their ratio."""
     parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--build", default="build")
+    parser.add_argument("--bench", help=f"the {program} to run (default: the one in --build)")
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--threads", type=int, default=os.cpu_count(),
@@ -77,7 +79,7 @@ def side_by_side(doc, title, program, name_of, torch_timer):
     if args.smoke:
         args.batch, args.reps = 2, 1
     ours = time_spmd(args.build, name_of(args.batch), args.reps, args.threads, program,
-                     min_time=0.01 if args.smoke else 0.5)
+                     min_time=0.01 if args.smoke else 0.5, binary=args.bench)
     theirs, threads, version = torch_timer(args.batch, 1 if args.smoke else max(args.reps * 2, 10), args.threads)
     print(f"{title}, batch {args.batch}, CPU ({os.cpu_count()} cores)")
     print(f"  spmd (cpu:0, {args.threads} threads)    : {ours:8.2f} ms/step  {args.batch / ours * 1e3:8.1f} img/s")

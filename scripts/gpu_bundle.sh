@@ -43,7 +43,7 @@ for file in "${data_files[@]}"; do
 done
 binaries=(tests/spmd_unit_tests tools/spmd-run/spmd-run samples/resnet18_fashion_mnist/resnet18_fashion_mnist
           benchmarks/bench_resnet18_train_step benchmarks/bench_resnet18_pmap_step benchmarks/bench_gpu_step
-          benchmarks/bench_conv_layers)
+          benchmarks/bench_conv_layers benchmarks/bench_resnet18_forward)
 for binary in "${binaries[@]}"; do
   [[ -x $build/$binary ]] || { echo "gpu_bundle: $build/$binary is missing: build first (bash scripts/build.sh)" >&2; exit 1; }
 done
@@ -120,7 +120,8 @@ cat > "$bundle/report" <<'REPORT'
 # training step at width 64, graphs on and off, with each step's graph launches and host waits,
 # and one profiled row: the per-op table on the GPU's clock; cuDNN's algorithms timed, then the
 # graph rows again as its heuristic ranks them), each convolution shape alone beside PyTorch's
-# (benchmarks/compare_conv_layers.py at batch 256) and PyTorch's step beside them
+# (benchmarks/compare_conv_layers.py at batch 256) and PyTorch's step beside them; then the
+# host CPU's training step, forward (also capped to AVX2) and convolutions beside PyTorch's
 # (benchmarks/torch_gpu_step.py: fastest, deterministic, channels-last and bf16 at batch 64 and
 # 256, the fastest at 1024). Each part has a time limit (TEST_LIMIT_S,
 # BENCH_LIMIT_S), so a hang still leaves a report. Exits non-zero when a test fails.
@@ -133,11 +134,13 @@ case $device in
   cuda) filter='*Conformance*cuda*:*CudaKernelTest*cuda*:*SpmdEquivalenceCuda*:CudaTest*:Nccl*:StepGraphTest.OnAGpu*:Bf16Test.*'
         bench=(--devices=cuda:0 --benchmark_filter='width:64')
         bench_untimed=(--devices=cuda:0 --benchmark_filter='Train.*width:64/graphs:1')
-        layers=(--device cuda:0 --batch 256 --reps 10) ;;
+        layers=(--device cuda:0 --batch 256 --reps 10)
+        cpu_args=(--reps 3); cpu_layers=(--reps 5) ;;
   sim) filter='StepGraphTest.*:LaunchTest.*'
        bench=(--devices=sim --benchmark_filter='batch:2/width:8'); torch_args=(--smoke)
        bench_untimed=(--devices=sim --benchmark_filter='Train.*batch:2/width:8/graphs:1')
-       layers=(--device sim --smoke) ;;
+       layers=(--device sim --smoke)
+       cpu_args=(--smoke); cpu_layers=(--smoke) ;;
   *) echo "report: SPMD_REPORT_DEVICE must be cuda or sim, got '$device'" >&2; exit 2 ;;
 esac
 {
@@ -160,9 +163,8 @@ esac
   done
   # Each convolution shape alone, spmd's kernels beside PyTorch's (fastest and deterministic).
   if [[ -f $here/../../benchmarks/compare_conv_layers.py ]]; then
-    LD_LIBRARY_PATH="$(cat "$here/library_path")${LD_LIBRARY_PATH:-}" SPMD_CUDNN_SEARCH=1 \
-      timeout "${BENCH_LIMIT_S:-200}" "${PYTHON:-python3}" "$here/../../benchmarks/compare_conv_layers.py" \
-      --bench "$here/bin/bench_conv_layers" "${layers[@]}"
+    SPMD_CUDNN_SEARCH=1 timeout "${BENCH_LIMIT_S:-200}" "${PYTHON:-python3}" "$here/../../benchmarks/compare_conv_layers.py" \
+      --bench "$here/launch/bench_conv_layers" "${layers[@]}"
     echo "# per-layer table: exit $?"
   fi
   # PyTorch's step beside it (the machine's python3 with CUDA PyTorch), from the checkout the
@@ -179,6 +181,24 @@ esac
     echo "# PyTorch: exit $?"
   else
     echo "# PyTorch: $torch_step is not here; run benchmarks/torch_gpu_step.py from the checkout"
+  fi
+  # The GPU machine's own CPU (another CPU kind than this project's machines; issue 51): the
+  # training step and the forward beside PyTorch on its cores, at its widest ISA and capped to
+  # AVX2, then each convolution shape. Smoke-sized on sim.
+  if [[ -f $here/../../benchmarks/compare_resnet18_train_step.py ]]; then
+    lscpu | grep -E '^(Model name|CPU\(s\)):' | tr -s ' '
+    echo "ISA: $(grep -o -w -E 'avx2|avx512f|avx512_bf16|amx_bf16' /proc/cpuinfo | sort -u | tr '\n' ' ')"
+    for caps in "" "ONEDNN_MAX_CPU_ISA=AVX2 SPMD_MAX_CPU_ISA=avx2"; do
+      echo "# CPU step and forward${caps:+, $caps}"
+      for what in train_step forward; do
+        env $caps timeout "${BENCH_LIMIT_S:-200}" "${PYTHON:-python3}" \
+          "$here/../../benchmarks/compare_resnet18_$what.py" --bench "$here/launch/bench_resnet18_$what" "${cpu_args[@]}"
+        echo "# CPU $what: exit $?"
+      done
+    done
+    timeout "${BENCH_LIMIT_S:-200}" "${PYTHON:-python3}" "$here/../../benchmarks/compare_conv_layers.py" \
+      --bench "$here/launch/bench_conv_layers" "${cpu_layers[@]}"
+    echo "# CPU per-layer table: exit $?"
   fi
   ((tests == 0)) || exit $tests
   exit $bench_status
@@ -234,6 +254,14 @@ fi
 } 2>&1 | tee "$out"
 exit "${PIPESTATUS[0]}"
 SEEDS
+# One launcher per binary (with the carried libraries), for the scripts that run a binary they
+# are given: the libraries must not reach those scripts' own Python (the stubs would shadow the
+# real libxml2 PyTorch's dependencies load).
+mkdir -p "$bundle/launch"
+for binary in "${binaries[@]}"; do
+  printf '#!/usr/bin/env bash\nexec "$(dirname "$0")/../run" %s "$@"\n' "$(basename "$binary")" > "$bundle/launch/$(basename "$binary")"
+  chmod +x "$bundle/launch/$(basename "$binary")"
+done
 chmod +x "$bundle/setup.sh" "$bundle/run" "$bundle/report" "$bundle/seeds"
 rm -rf "$data"
 mkdir -p "$data"
@@ -254,6 +282,10 @@ if ((dry_run)); then
   # is, so the report finds the checkout's benchmarks/ two levels up), then remove it.
   bash "$bundle/setup.sh"
   SPMD_REPORT_DEVICE=sim bash "$bundle/report" "$bundle/report.txt"
+  if grep -E '^# .*exit [1-9]' "$bundle/report.txt"; then
+    echo "gpu_bundle: a part of the report failed on sim (above; the report is $bundle/report.txt)" >&2
+    exit 1
+  fi
   SPMD_REPORT_DEVICE=sim bash "$bundle/seeds" "$data" "$bundle/seeds.txt"
   grep -q "^done: test accuracy" "$bundle/seeds.txt" || { echo "gpu_bundle: the seeds' run printed no test accuracy" >&2; exit 1; }
   grep -q "test accuracy [0-9.]*%" <(grep "^PyTorch" "$bundle/seeds.txt") || { echo "gpu_bundle: PyTorch's seeds' run printed no test accuracy" >&2; exit 1; }
