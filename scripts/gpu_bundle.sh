@@ -135,12 +135,13 @@ case $device in
         bench=(--devices=cuda:0 --benchmark_filter='width:64')
         bench_untimed=(--devices=cuda:0 --benchmark_filter='Train.*width:64/graphs:1')
         layers=(--device cuda:0 --batch 256 --reps 10)
-        cpu_args=(--reps 3); cpu_layers=(--reps 5) ;;
+        cpu_args=(--reps 3); cpu_layers=(--reps 5); cpu_runs=(train_step forward)
+        cpu_caps=("" "ONEDNN_MAX_CPU_ISA=AVX2 SPMD_MAX_CPU_ISA=avx2") ;;
   sim) filter='StepGraphTest.*:LaunchTest.*'
        bench=(--devices=sim --benchmark_filter='batch:2/width:8'); torch_args=(--smoke)
        bench_untimed=(--devices=sim --benchmark_filter='Train.*batch:2/width:8/graphs:1')
        layers=(--device sim --smoke)
-       cpu_args=(--smoke); cpu_layers=(--smoke) ;;
+       cpu_args=(--smoke); cpu_layers=(--smoke); cpu_runs=(forward); cpu_caps=("SPMD_MAX_CPU_ISA=avx2") ;;
   *) echo "report: SPMD_REPORT_DEVICE must be cuda or sim, got '$device'" >&2; exit 2 ;;
 esac
 {
@@ -188,9 +189,9 @@ esac
   if [[ -f $here/../../benchmarks/compare_resnet18_train_step.py ]]; then
     lscpu | grep -E '^(Model name|CPU\(s\)):' | tr -s ' '
     echo "ISA: $(grep -o -w -E 'avx2|avx512f|avx512_bf16|amx_bf16' /proc/cpuinfo | sort -u | tr '\n' ' ')"
-    for caps in "" "ONEDNN_MAX_CPU_ISA=AVX2 SPMD_MAX_CPU_ISA=avx2"; do
+    for caps in "${cpu_caps[@]}"; do
       echo "# CPU step and forward${caps:+, $caps}"
-      for what in train_step forward; do
+      for what in "${cpu_runs[@]}"; do
         env $caps timeout "${BENCH_LIMIT_S:-200}" "${PYTHON:-python3}" \
           "$here/../../benchmarks/compare_resnet18_$what.py" --bench "$here/launch/bench_resnet18_$what" "${cpu_args[@]}"
         echo "# CPU $what: exit $?"
