@@ -93,14 +93,15 @@ BENCHMARK(BM_AcceleratorTrainStep)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
-// The step's device profile (SPMD_PROFILE=device, runtime/exec/Executor.h): each step timed on the
-// device's own clock (CUDA events; sim's stream), by op and step with its GB/s and GFLOP/s, printed
-// to stderr when the step's executor goes, after the iterations (the first call, which prepares
-// every kernel, is not profiled). Graphs are off while profiling, so the times include the gaps
-// between launches.
+// The step's device profile (SPMD_PROFILE=kernels, runtime/exec/Executor.h): each step timed on
+// the device's own clock (CUDA events; sim's stream), by op and step with its GB/s and GFLOP/s,
+// and each kernel the steps launch (BatchNorm's slice sums, folds and apply passes, cuDNN's
+// calls), printed to stderr when the step's executor goes, after the iterations (the first call,
+// which prepares every kernel, is not profiled). Graphs are off while profiling, so the times
+// include the gaps between launches.
 void BM_AcceleratorStepProfile(benchmark::State& state) {
   const int64_t batch = state.range(0), width = state.range(1);
-  setenv("SPMD_PROFILE", "device", 1);  // read when the step's executor is made
+  setenv("SPMD_PROFILE", "kernels", 1);  // read when the step's executor is made
   {
     DonatedStep run(batch, width);
     for (auto _ : state) benchmark::DoNotOptimize(run.next());

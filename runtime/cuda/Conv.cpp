@@ -238,8 +238,11 @@ void conv2d(KernelCall& call) {
                                    static_cast<cudnnConvolutionFwdAlgo_t>(p.algo), workspaceFor(call, p),
                                    p.workspace, biasFirst ? s.one(x.dtype) : s.zero(x.dtype), p.y, y.data),
            "convolution forward (" + call.step.location + ")");
-  if (p.bias)
+  deviceOf(call).markKernel("cuDNN forward, algorithm " + std::to_string(p.algo));
+  if (p.bias) {
     checkDnn(cudnnAddTensor(h, s.one(x.dtype), p.bias, call.in[2].data, s.one(x.dtype), p.y, y.data), "bias add");
+    deviceOf(call).markKernel("cuDNN bias add");
+  }
 }
 
 // inputs: result_grad (y), filter; output: input_grad (x)
@@ -262,6 +265,7 @@ void conv2d_backward_data(KernelCall& call) {
                                         static_cast<cudnnConvolutionBwdDataAlgo_t>(p.algo), workspaceFor(call, p),
                                         p.workspace, s.zero(dy.dtype), p.x, dx.data),
            "convolution backward data (" + call.step.location + ")");
+  deviceOf(call).markKernel("cuDNN backward data, algorithm " + std::to_string(p.algo));
 }
 
 // inputs: input (x), result_grad (y); output: filter_grad
@@ -284,6 +288,7 @@ void conv2d_backward_filter(KernelCall& call) {
                                           static_cast<cudnnConvolutionBwdFilterAlgo_t>(p.algo), workspaceFor(call, p),
                                           p.workspace, s.zero(x.dtype), p.w, dw.data),
            "convolution backward filter (" + call.step.location + ")");
+  deviceOf(call).markKernel("cuDNN backward filter, algorithm " + std::to_string(p.algo));
 }
 
 }  // namespace spmd::runtime::cuda

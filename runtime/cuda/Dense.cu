@@ -58,6 +58,7 @@ void matmul(KernelCall& call) {
                                          strideB, a.data, CUDA_R_16BF, lda, strideA, &beta, wide, CUDA_R_32F, int(n),
                                          strideC, int(batch), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
               call);
+    deviceOf(call).markKernel("cuBLAS GEMM (bf16)");
     CudaApi::forEach(call, count, kernels::ConvertFn<bf16, float>{wide, y.as<bf16>()});
     return checkLaunch(call);
   }
@@ -79,6 +80,7 @@ void matmul(KernelCall& call) {
     }
   });
   checkLaunch(call);
+  deviceOf(call).markKernel("cuBLAS GEMM");
 }
 
 void writeChannelBias(KernelCall& call, const TensorView& bias, const TensorView& y) {

@@ -50,6 +50,7 @@ void fused(KernelCall& call) {
   check(cudaLaunchKernel(reinterpret_cast<const void*>(loaded.kernel), dim3(unsigned(l.blocks)), dim3(l.threads),
                          args.data(), 0, streamOf(call)),
         "launch of the fused kernel of " + call.step.location);
+  deviceOf(call).markKernel("fused (NVRTC)");
 }
 
 }  // namespace spmd::runtime::cuda

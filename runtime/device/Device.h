@@ -52,6 +52,15 @@ class Device {
   // A clock on the device's work (see DeviceClock); null where work runs when it is called (the
   // host's clock times it).
   virtual std::unique_ptr<DeviceClock> clock() { return nullptr; }
+  // SPMD_PROFILE=kernels: while `clock` is set, every kernel a step launches on this device (our
+  // own, the fused ones, cuDNN's and cuBLAS's calls) marks it after the launch and appends its
+  // name to `names` (the executor's profiled runs; null: off).
+  void markKernelsOn(DeviceClock* clock, std::vector<std::string>* names) { kernelClock_ = clock, kernelNames_ = names; }
+  void markKernel(const std::string& name) {
+    if (!kernelClock_) return;
+    kernelNames_->push_back(name);
+    kernelClock_->mark();
+  }
 
   // Copies between host and device since the device was made (tests count them to prove that
   // device-resident values make no round trip).
@@ -74,6 +83,8 @@ class Device {
 
  private:
   std::atomic<int64_t> toDevice_{0}, toHost_{0}, bytesToDevice_{0}, bytesToHost_{0}, hostWaits_{0};
+  DeviceClock* kernelClock_ = nullptr;
+  std::vector<std::string>* kernelNames_ = nullptr;
 };
 
 }  // namespace spmd::runtime

@@ -2,6 +2,7 @@
 #include "runtime/exec/Executor.h"
 
 #include <algorithm>
+#include <cstring>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -95,8 +96,10 @@ Executor::Executor(Program program, std::shared_ptr<Device> device)
   caches_.resize(program_.steps.size());
   variants_.resize(program_.steps.size());
   checks_.resize(program_.steps.size());
-  if (const char* profile = std::getenv("SPMD_PROFILE"); profile && std::string(profile) == "device")
-    profileDevice_ = true, stepSeconds_.assign(program_.steps.size(), 0.0);
+  if (const char* profile = std::getenv("SPMD_PROFILE");
+      profile && (std::string(profile) == "device" || std::string(profile) == "kernels"))
+    profileDevice_ = true, profileKernels_ = std::string(profile) == "kernels",
+    stepSeconds_.assign(program_.steps.size(), 0.0);
   else
     profile_ = envFlag("SPMD_PROFILE");
   if (timeline::on()) traceTrack_ = timeline::track("replica " + device_->name());
@@ -168,6 +171,26 @@ void Executor::turnGraphsOff(const std::string& why) {
                  why.c_str());
 }
 
+// Each kernel mark's time since the mark before it, by the op of the step it falls in; a step's
+// time after its last kernel mark (work no mark covers) counts as "(between kernels)".
+void Executor::addKernelTimes(const std::vector<std::string>& labels, const std::vector<double>& t) {
+  int64_t step = -1;  // the step whose start was the last boundary
+  for (size_t i = 0; i < labels.size(); ++i) {
+    if (labels[i].empty()) {
+      if (step >= 0 && i > 0 && !labels[i - 1].empty() && t[i] > t[i - 1]) {
+        auto& slot = kernelSeconds_[{program_.steps[size_t(step)].op, "(between kernels)"}];
+        slot.first += t[i] - t[i - 1];
+      }
+      ++step;
+      continue;
+    }
+    if (step < 0 || step >= int64_t(program_.steps.size()) || i == 0) continue;  // outside the steps
+    auto& slot = kernelSeconds_[{program_.steps[size_t(step)].op, labels[i]}];
+    slot.first += t[i] - t[i - 1];
+    ++slot.second;
+  }
+}
+
 void Executor::printDeviceProfile() const {
   const double runs = double(profiledRuns_);
   double total = 0;
@@ -205,6 +228,22 @@ void Executor::printDeviceProfile() const {
       std::fprintf(stderr, "%9.1f\n", cost.flops / seconds * 1e-9);
     else
       std::fprintf(stderr, "%9s\n", "");
+  }
+  if (kernelSeconds_.empty()) return;
+  // SPMD_PROFILE=kernels: the kernels inside the ops, slowest first.
+  std::vector<std::pair<std::pair<std::string, std::string>, std::pair<double, int64_t>>> kernels(kernelSeconds_.begin(),
+                                                                                                   kernelSeconds_.end());
+  std::sort(kernels.begin(), kernels.end(), [](auto& a, auto& b) { return a.second.first > b.second.first; });
+  if (kernels.size() > 30) kernels.resize(30);
+  std::fprintf(stderr, "  kernels by op, slowest first (%zu of %zu):\n    %-30s %-48s %9s %6s %9s\n", kernels.size(),
+               kernelSeconds_.size(), "op", "kernel", "ms/run", "%", "launches");
+  for (const auto& [key, t] : kernels) {
+    std::string name = key.second;
+    for (const char* prefix : {"spmd::runtime::kernels::", "spmd::runtime::"})
+      for (size_t at; (at = name.find(prefix)) != std::string::npos;) name.erase(at, std::strlen(prefix));
+    if (name.size() > 48) name = name.substr(0, 45) + "...";
+    std::fprintf(stderr, "    %-30s %-48s %9.3f %6.1f %9.1f\n", key.first.substr(0, 30).c_str(), name.c_str(),
+                 t.first * 1e3 / runs, 100 * t.first / total, double(t.second) / runs);
   }
 }
 
@@ -357,11 +396,24 @@ void Executor::run(std::span<const Input> inputs, std::span<Output> outputs) {
   std::unique_ptr<DeviceClock> clock = profiling || traceTrack_ ? device_->clock() : nullptr;
   const bool marking = profiling || clock != nullptr;
   std::vector<std::chrono::steady_clock::time_point> hostMarks;
+  // SPMD_PROFILE=kernels: the device marks each kernel on the same clock, labelled ("": a step's
+  // end, or the first step's start).
+  std::vector<std::string> labels;
+  const bool kernelMarks = profiling && profileKernels_ && clock;
+  struct KernelMarks {
+    Device* device = nullptr;
+    ~KernelMarks() {
+      if (device) device->markKernelsOn(nullptr, nullptr);
+    }
+  } kernelMarksOff;
+  if (kernelMarks) device_->markKernelsOn(clock.get(), &labels), kernelMarksOff.device = device_.get();
   auto markStep = [&] {
-    if (clock)
+    if (clock) {
+      if (kernelMarks) labels.push_back("");
       clock->mark();
-    else
+    } else {
       hostMarks.push_back(std::chrono::steady_clock::now());
+    }
   };
   auto runStep = [&](size_t s) {
     const Step& step = program_.steps[s];
@@ -466,7 +518,15 @@ void Executor::run(std::span<const Input> inputs, std::span<Output> outputs) {
     std::vector<double> t;
     if (clock)
       t = clock->seconds();
-    else
+    if (kernelMarks) {
+      device_->markKernelsOn(nullptr, nullptr), kernelMarksOff.device = nullptr;
+      if (t.size() == labels.size()) addKernelTimes(labels, t);
+      std::vector<double> steps;  // the step boundaries alone
+      for (size_t i = 0; i < t.size() && i < labels.size(); ++i)
+        if (labels[i].empty()) steps.push_back(t[i]);
+      t = std::move(steps);
+    }
+    if (!clock)
       for (const auto& m : hostMarks) t.push_back(std::chrono::duration<double>(m - hostMarks.front()).count());
     if (t.size() == program_.steps.size() + 1) {
       if (profiling) {

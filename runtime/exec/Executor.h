@@ -45,7 +45,9 @@ class Executor {
   // With SPMD_PROFILE set, prints the time spent per op over all runs to stderr; with
   // SPMD_PROFILE=device, each step's time on the device's own clock (Device::clock: CUDA events,
   // the simulator's stream; the host's clock where work runs when called), by op and step, with
-  // the GB/s and GFLOP/s it reached (runtime/program/StepCost.h).
+  // the GB/s and GFLOP/s it reached (runtime/program/StepCost.h); with SPMD_PROFILE=kernels, that
+  // and each kernel a step launches on a device with a clock (Device::markKernel), by op and
+  // kernel.
   ~Executor();
 
   // run() is safe to call from several threads: calls queue (the arena and the per-step
@@ -123,6 +125,10 @@ class Executor {
   std::vector<double> stepSeconds_;   // by step, summed over the profiled runs
   int64_t profiledRuns_ = 0;
   bool deviceClock_ = false;          // the times are the device's own (else the host's)
+  bool profileKernels_ = false;       // SPMD_PROFILE=kernels
+  // (op, kernel) -> device seconds summed over the profiled runs, and launches.
+  std::map<std::pair<std::string, std::string>, std::pair<double, int64_t>> kernelSeconds_;
+  void addKernelTimes(const std::vector<std::string>& labels, const std::vector<double>& t);
   void printDeviceProfile() const;
   int64_t runs_ = 0;
   bool graphsWanted_ = StepGraph::wanted();

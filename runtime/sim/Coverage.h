@@ -7,6 +7,8 @@
 #include <set>
 #include <string>
 
+#include "runtime/kernels/FunctorName.h"
+
 namespace spmd::runtime::sim {
 
 void recordExecutedOp(const std::string& op);
@@ -16,18 +18,7 @@ std::set<std::string> executedOps();
 std::set<std::string> executedSources();
 std::set<std::string> executedKernels();
 
-// The type after "F = " in a function's signature text: "... [with F = ns::Fn<float>; ...]"
-// (GCC) or "... [F = ns::Fn<float>]" (clang).
-inline std::string typeAfterF(const std::string& pretty) {
-  const size_t at = pretty.find("F = ") + 4, end = pretty.find_first_of(";]", at);
-  return pretty.substr(at, end - at);
-}
-
-// The type of F as the compiler spells it, for recordExecutedKernel.
-template <typename F>
-const std::string& functorName() {
-  static const std::string name = typeAfterF(__PRETTY_FUNCTION__);
-  return name;
-}
+using kernels::functorName;
+using kernels::typeAfterF;
 
 }  // namespace spmd::runtime::sim

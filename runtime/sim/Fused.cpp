@@ -53,6 +53,7 @@ void fused(KernelCall& call) {
     const GridOrder order = gridStrideOrder(l);
     compiled->launch(pointers.data(), n, l.blocks, l.threads, order.blocks.data(), order.threads.data());
   });
+  deviceOf(call).markKernel("fused (host build)");
 }
 
 }  // namespace spmd::runtime::sim

@@ -37,6 +37,7 @@ struct SimApi {
         for (int t : order.threads)
           for (int64_t i = b * l.threads + t; i < n; i += grid) f(i);
     });
+    deviceOf(call).markKernel(functorName<F>());
   }
   // A block kernel: f(block) on every thread of every block of `launch`.
   template <typename F>
@@ -47,6 +48,7 @@ struct SimApi {
       recordExecutedKernel(op, functorName<F>());
       runBlocks(launch, where, [&f](SimBlock& b) { f(b); });
     });
+    deviceOf(call).markKernel(functorName<F>());
   }
   static void copy(const KernelCall& call, void* dst, const void* src, size_t bytes) {
     if (dst != src && bytes)

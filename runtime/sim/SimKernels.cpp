@@ -21,6 +21,7 @@ void queueCpu(KernelCall& call, KernelFn cpu, std::vector<TensorView> in, std::v
     KernelCall cpuCall{*step, in, out, *cache, nullptr, nullptr, nullptr, nullptr, variant};
     cpu(cpuCall);
   });
+  deviceOf(call).markKernel("the CPU's " + call.step.op + " (for a library kernel)");
 }
 
 // The CPU kernel of the call's op, queued.
