@@ -11,12 +11,13 @@
 namespace bench {
 
 // (params, opt, bn state, x, y) -> (new params, new opt, new bn state, loss); for jit or pmap.
-inline auto trainStep(const spmd::nn::Module& model, const spmd::optim::Sgd& sgd) {
-  return [&model, &sgd](const spmd::Tree& p, const spmd::Tree& o, const spmd::Tree& s,
-                        const spmd::Tensor& x, const spmd::Tensor& y) {
+// `compute` bf16: mixed precision (nn::ApplyOptions::compute, as the sample's --precision bf16).
+inline auto trainStep(const spmd::nn::Module& model, const spmd::optim::Sgd& sgd, spmd::DType compute = spmd::DType::f32) {
+  return [&model, &sgd, compute](const spmd::Tree& p, const spmd::Tree& o, const spmd::Tree& s,
+                                 const spmd::Tensor& x, const spmd::Tensor& y) {
     auto [loss, grads, newState] = spmd::value_and_grad(
         [&](const spmd::Tree& q) {
-          auto [logits, st] = model.apply(q, s, x, /*training=*/true);
+          auto [logits, st] = model.apply(q, s, x, {.training = true, .compute = compute});
           return std::pair{spmd::mean(spmd::softmaxCrossEntropy(logits, y), {0}), st};
         },
         spmd::has_aux)(p);

@@ -36,9 +36,9 @@ struct DonatedStep {
   decltype(spmd::jit(bench::trainStep(*model, sgd), {})) step;
   spmd::Tree params, opt, state;
   spmd::Tensor x, y;
-  DonatedStep(int64_t batch, int64_t width)
+  DonatedStep(int64_t batch, int64_t width, spmd::DType compute = spmd::DType::f32)
       : model(spmd::models::resnet18({.width = width, .bnAxisName = ""})),
-        step(spmd::jit(bench::trainStep(*model, sgd), {.devices = devices, .donateArguments = {0, 1, 2}})) {
+        step(spmd::jit(bench::trainStep(*model, sgd, compute), {.devices = devices, .donateArguments = {0, 1, 2}})) {
     auto [p, s] = model->initialize(0);
     std::tie(x, y) = bench::syntheticBatch(batch);
     spmd::Tensor loss;
@@ -54,10 +54,10 @@ struct DonatedStep {
 
 void BM_AcceleratorTrainStep(benchmark::State& state) {
   const int64_t batch = state.range(0), width = state.range(1);
-  const bool graphs = state.range(2) != 0;
+  const bool graphs = state.range(2) != 0, bf16 = state.range(3) != 0;
   setenv("SPMD_CUDA_GRAPHS", graphs ? "1" : "0", 1);  // read when the step's executor is made
   // The first call compiles, the second records the graphs: both outside the timing.
-  DonatedStep run(batch, width);
+  DonatedStep run(batch, width, bf16 ? spmd::DType::bf16 : spmd::DType::f32);
   const double compileSeconds = run.step.lastCompileSeconds();
   run.next();
   spmd::runtime::CallCounts total;
@@ -80,16 +80,22 @@ void BM_AcceleratorTrainStep(benchmark::State& state) {
                          std::to_string(state.iterations()) + " steps")
                             .c_str());
   }
-  state.SetLabel(devices);
+  state.SetLabel(devices + (bf16 ? ", bf16 mixed precision (" + spmd::bf16KernelPath(devices) + ")" : ""));
 }
+// bf16: mixed precision as the sample's --precision bf16 (bf16 activations, convolutions and
+// matmuls in the backend's bf16 kernels; f32 parameters, BatchNorm statistics and loss), beside
+// PyTorch's bf16 autocast rows.
 BENCHMARK(BM_AcceleratorTrainStep)
-    ->ArgNames({"batch", "width", "graphs"})
-    ->Args({64, 64, 1})
-    ->Args({64, 64, 0})
-    ->Args({256, 64, 1})
-    ->Args({256, 64, 0})
-    ->Args({1024, 64, 1})
-    ->Args({2, 8, 1})  // ctest's smoke run on sim
+    ->ArgNames({"batch", "width", "graphs", "bf16"})
+    ->Args({64, 64, 1, 0})
+    ->Args({64, 64, 0, 0})
+    ->Args({256, 64, 1, 0})
+    ->Args({256, 64, 0, 0})
+    ->Args({1024, 64, 1, 0})
+    ->Args({64, 64, 1, 1})
+    ->Args({256, 64, 1, 1})
+    ->Args({2, 8, 1, 0})  // ctest's smoke run on sim
+    ->Args({2, 8, 1, 1})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
