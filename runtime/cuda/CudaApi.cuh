@@ -43,14 +43,14 @@ struct CudaApi {
     const kernels::Launch l = checked(kernels::gridStride("forEach", n), call);
     forEachKernel<<<unsigned(l.blocks), l.threads, 0, streamOf(call)>>>(n, f);
     checkLaunch(call);
-    deviceOf(call).markKernel(kernels::functorName<F>());
+    deviceOf(call).markKernel(naming::functorName<F>());
   }
   template <typename F>
   static void forBlocks(const KernelCall& call, const kernels::Launch& launch, const F& f) {
     const kernels::Launch l = checked(launch, call);
     blockKernel<<<unsigned(l.blocks), l.threads, l.dynamicShared, streamOf(call)>>>(f);
     checkLaunch(call);
-    deviceOf(call).markKernel(kernels::functorName<F>());
+    deviceOf(call).markKernel(naming::functorName<F>());
   }
   static void copy(const KernelCall& call, void* dst, const void* src, size_t bytes) {
     if (dst != src && bytes)

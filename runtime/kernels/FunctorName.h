@@ -4,7 +4,8 @@
 
 #include <string>
 
-namespace spmd::runtime::kernels {
+// Outside the kernels' namespace, so that the compiler spells their types in full.
+namespace spmd::runtime::naming {
 
 // The type after "F = " in a function's signature text: "... [with F = ns::Fn<float>; ...]"
 // (GCC, nvcc) or "... [F = ns::Fn<float>]" (clang); the whole text where there is none.
@@ -21,4 +22,4 @@ const std::string& functorName() {
   return name;
 }
 
-}  // namespace spmd::runtime::kernels
+}  // namespace spmd::runtime::naming

@@ -18,7 +18,7 @@ std::set<std::string> executedOps();
 std::set<std::string> executedSources();
 std::set<std::string> executedKernels();
 
-using kernels::functorName;
-using kernels::typeAfterF;
+using naming::functorName;
+using naming::typeAfterF;
 
 }  // namespace spmd::runtime::sim
