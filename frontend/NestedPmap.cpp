@@ -1,5 +1,6 @@
 // spmd::pmap called while another function is traced: one replica's slice of each mapped
-// argument, the results stacked over the axis or checked invariant (frontend/Pmap.h, callNested).
+// argument (over any dimension, per leaf with spmd::perLeaf), the results stacked over the axis
+// at a dimension or checked invariant (frontend/Pmap.h, callNested).
 #include <string>
 #include <vector>
 
@@ -44,21 +45,43 @@ int64_t nestedAxisSize(const PmapOptions& options, Loc defined) {
   return mesh->axisSize(options.axisName);
 }
 
-// Axis `axis` of a nested pmap's in_axes / out_axes list, refused when it is not one it supports.
-Axis axisAt(const std::vector<Axis>& axes, size_t index, size_t count, const char* list, const PmapOptions& options,
-            Loc defined) {
+// The per-leaf axes of argument or output `index` of `count` (`list`: "inAxes" or "outAxes";
+// `keys`: its leaves' paths within it), each stacked over a dimension or replicated.
+std::vector<Axis> entryAxes(const std::vector<Axis>& axes, size_t index, size_t count, const std::string& list,
+                            const std::vector<std::string>& keys, const PmapOptions& options, Loc defined) {
+  const bool in = list == "inAxes";
   if (!axes.empty() && axes.size() != count)
     throw Error(who(options, defined) + ": " + list + " has " + std::to_string(axes.size()) + " entries for " +
-                std::to_string(count) + (std::string(list) == "inAxes" ? " arguments" : " outputs") +
-                "; give one per " + (std::string(list) == "inAxes" ? "argument" : "output") + ", or none");
-  Axis axis = axes.empty() ? (std::string(list) == "inAxes" ? Axis(0) : replicated) : axes[index];
-  const bool supported = !axis.leaves && (axis.kind == Axis::Kind::Replicated ||
-                                          (axis.kind == Axis::Kind::Stacked && axis.dim == 0));
-  if (!supported)
-    throw Error(who(options, defined) + ": " + list + " entry " + std::to_string(index) +
-                " is not supported inside a traced function: there an argument or output is stacked over dimension 0 "
-                "(0) or the same on every replica (spmd::replicated), one Axis for the whole value");
-  return axis;
+                std::to_string(count) + (in ? " arguments" : " outputs") + "; give one per " +
+                (in ? "argument" : "output") + ", or none");
+  const Axis axis = axes.empty() ? (in ? Axis(0) : replicated) : axes[index];
+  const std::string what = who(options, defined) + (in ? " argument " : " output ") + std::to_string(index) + " (" + list + ")";
+  std::vector<Axis> leaves = leafAxes(axis, keys, what);
+  for (const Axis& leaf : leaves)
+    if (leaf.kind == Axis::Kind::Split)
+      throw Error(what + " is spmd::split, which a pmap inside a traced function cannot take (there is no host batch "
+                  "to deal out): stack it over the axis, [size, ...], and pass 0");
+  return leaves;
+}
+
+// Dimension `dim` of a rank-`rank` value (negative: from the last), checked.
+int64_t dimension(int dim, int64_t rank, const std::string& what, const char* list) {
+  const int64_t d = dim < 0 ? dim + rank : dim;
+  if (d < 0 || d >= rank)
+    throw Error(what + " is mapped over its dimension " + std::to_string(dim) + " (" + list + "), but it has " +
+                std::to_string(rank) + " dimension(s)" +
+                (std::string(list) == "outAxes" ? " with the mapped one" : "") + "; give one of 0.." +
+                std::to_string(rank - 1) + " or -" + std::to_string(rank) + "..-1");
+  return d;
+}
+
+// The permutation moving dimension `from` of a rank-`rank` value to `to`, the others in order.
+std::vector<int64_t> moving(int64_t from, int64_t to, int64_t rank) {
+  std::vector<int64_t> perm;
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != from) perm.push_back(d);
+  perm.insert(perm.begin() + to, from);
+  return perm;
 }
 
 // x[axis index] of x [size, ...]: this replica's slice, gathered by its coordinate (a table
@@ -66,14 +89,22 @@ Axis axisAt(const std::vector<Axis>& axes, size_t index, size_t count, const cha
 Tensor replicaSlice(const Tensor& x, const std::string& axis, int64_t size, const std::string& what, Loc defined) {
   if (x.shape().empty() || x.shape()[0] != size)
     throw Error(what + " " + x.typeString() + " is mapped over axis '" + axis + "' of size " + std::to_string(size) +
-                " (the enclosing mesh's), so its leading dimension must be " + std::to_string(size) +
-                "; stack it [" + std::to_string(size) + ", ...] or pass it spmd::replicated in PmapOptions::inAxes");
+                " (the enclosing mesh's), so its mapped dimension must be " + std::to_string(size) +
+                "; stack it over the axis or pass it spmd::replicated in PmapOptions::inAxes");
   const Shape rest(x.shape().begin() + 1, x.shape().end());
   const bool integer = x.dtype() == DType::i32;  // the lookup takes floats: i32 goes through f64, exactly
   const Tensor table = reshape(integer ? cast(x, DType::f64, defined) : x, {size, -1}, defined);
   const Tensor me = reshape(axisIndex(axis, defined), {1}, defined);
   const Tensor row = reshape(embedding(table, me, defined), rest, defined);
   return integer ? cast(row, DType::i32, defined) : row;
+}
+
+// The leaves' paths within argument or output `prefix` ("argument 2"; "" for a whole result).
+std::vector<std::string> keysOf(const std::vector<std::string>& paths, size_t first, size_t count, const std::string& prefix) {
+  std::vector<std::string> keys;
+  for (size_t i = first; i < first + count; ++i)
+    keys.push_back(prefix.empty() ? paths[i] : paths[i].size() > prefix.size() ? paths[i].substr(prefix.size() + 1) : "");
+  return keys;
 }
 
 }  // namespace
@@ -86,12 +117,19 @@ std::vector<Tensor> nestedArguments(const PmapOptions& options, Loc defined, con
   std::vector<Tensor> inner;
   size_t leaf = 0;
   for (size_t a = 0; a < argumentLeaves.size(); ++a) {
-    const Axis axis = axisAt(options.inAxes, a, argumentLeaves.size(), "inAxes", options, defined);
+    const std::string prefix = "argument " + std::to_string(a);
+    const std::vector<Axis> axes = entryAxes(options.inAxes, a, argumentLeaves.size(), "inAxes",
+                                             keysOf(flat.paths, leaf, argumentLeaves[a], prefix), options, defined);
     for (size_t k = 0; k < argumentLeaves[a]; ++k, ++leaf) {
       const Tensor& x = flat.leaves[leaf];
-      inner.push_back(axis.kind == Axis::Kind::Replicated
-                          ? x
-                          : replicaSlice(x, options.axisName, size, who(options, defined) + " " + flat.paths[leaf], defined));
+      if (axes[k].kind == Axis::Kind::Replicated) {
+        inner.push_back(x);
+        continue;
+      }
+      const std::string what = who(options, defined) + " " + flat.paths[leaf];
+      const int64_t rank = int64_t(x.shape().size()), d = dimension(axes[k].dim, rank, what + " " + x.typeString(), "inAxes");
+      inner.push_back(replicaSlice(d == 0 ? x : transpose(x, moving(d, 0, rank), defined), options.axisName, size, what,
+                                   defined));
     }
   }
   return inner;
@@ -101,20 +139,24 @@ std::vector<Tensor> nestedResults(const PmapOptions& options, Loc defined, const
   std::vector<Tensor> results;
   size_t leaf = 0;
   for (size_t e = 0; e < traced.elementLeaves.size(); ++e) {
-    const Axis axis = axisAt(options.outAxes, e, traced.elementLeaves.size(), "outAxes", options, defined);
+    const std::string prefix = traced.tuple ? std::to_string(e) : "";
+    const std::vector<Axis> axes = entryAxes(options.outAxes, e, traced.elementLeaves.size(), "outAxes",
+                                             keysOf(traced.names, leaf, traced.elementLeaves[e], prefix), options, defined);
     for (size_t k = 0; k < traced.elementLeaves[e]; ++k, ++leaf) {
       const Tensor& y = traced.outputs[leaf];
       const std::string what = who(options, defined) + " output " + (traced.names[leaf].empty() ? "0" : traced.names[leaf]);
-      if (axis.kind == Axis::Kind::Replicated) {
+      if (axes[k].kind == Axis::Kind::Replicated) {
         if (variesOver(y, options.axisName))
           throw Error(what + " " + y.typeString() + " is returned spmd::replicated, but it varies over axis '" +
                       options.axisName + "' (it is computed from the replicas' slices). Reduce it over '" +
                       options.axisName + "' before returning it (spmd::pmean or psum), or return it stacked over "
                       "the axis (outAxes 0)");
         results.push_back(y);
-      } else {
-        results.push_back(allGather(y, options.axisName, defined));  // [size, ...y]
+        continue;
       }
+      const int64_t rank = int64_t(y.shape().size()) + 1, d = dimension(axes[k].dim, rank, what + " " + y.typeString(), "outAxes");
+      const Tensor stacked = allGather(y, options.axisName, defined);  // [size, ...y]
+      results.push_back(d == 0 ? stacked : transpose(stacked, moving(0, d, rank), defined));
     }
   }
   return results;

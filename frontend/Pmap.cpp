@@ -124,30 +124,6 @@ int mappedDim(int dim, int rank, const std::string& what, const char* option, co
   return d;
 }
 
-// The axis of each leaf of one argument or output (`keys`: the leaves' paths within it, "" for a
-// Tensor): `axis` itself, or with spmd::perLeaf each named leaf's own; a name that is no leaf is
-// an error naming `what`.
-std::vector<Axis> leafAxes(const Axis& axis, const std::vector<std::string>& keys, const std::string& what) {
-  Axis rest = axis;
-  rest.leaves = nullptr;
-  if (!axis.leaves) return std::vector<Axis>(keys.size(), rest);
-  if (keys.size() == 1 && keys[0].empty())
-    throw Error(what + " is a tensor, but its axis names leaves (spmd::perLeaf); give it one Axis");
-  for (const auto& [name, a] : *axis.leaves)
-    if (std::find(keys.begin(), keys.end(), name) == keys.end()) {
-      std::string known;
-      for (const std::string& k : keys) known += (known.empty() ? "" : ", ") + k;
-      throw Error(what + " names leaf '" + name + "' (spmd::perLeaf), which the tree does not have; its leaves: " +
-                  known);
-    }
-  std::vector<Axis> out;
-  for (const std::string& key : keys) {
-    auto it = axis.leaves->find(key);
-    out.push_back(it == axis.leaves->end() ? rest : it->second);
-  }
-  return out;
-}
-
 // `a` with its dimension `from` moved to position `to` (the others in order): a copy.
 Array moveAxis(const Array& a, int from, int to) {
   const size_t rank = a.shape.size(), e = dtypeSize(a.dtype);
@@ -181,6 +157,30 @@ std::vector<runtime::CallArgument> callArguments(const std::vector<Tensor>& leav
 }
 
 }  // namespace
+
+// The axis of each leaf of one argument or output (`keys`: the leaves' paths within it, "" for a
+// Tensor): `axis` itself, or with spmd::perLeaf each named leaf's own; a name that is no leaf is
+// an error naming `what`.
+std::vector<Axis> leafAxes(const Axis& axis, const std::vector<std::string>& keys, const std::string& what) {
+  Axis rest = axis;
+  rest.leaves = nullptr;
+  if (!axis.leaves) return std::vector<Axis>(keys.size(), rest);
+  if (keys.size() == 1 && keys[0].empty())
+    throw Error(what + " is a tensor, but its axis names leaves (spmd::perLeaf); give it one Axis");
+  for (const auto& [name, a] : *axis.leaves)
+    if (std::find(keys.begin(), keys.end(), name) == keys.end()) {
+      std::string known;
+      for (const std::string& k : keys) known += (known.empty() ? "" : ", ") + k;
+      throw Error(what + " names leaf '" + name + "' (spmd::perLeaf), which the tree does not have; its leaves: " +
+                  known);
+    }
+  std::vector<Axis> out;
+  for (const std::string& key : keys) {
+    auto it = axis.leaves->find(key);
+    out.push_back(it == axis.leaves->end() ? rest : it->second);
+  }
+  return out;
+}
 
 // How the backend runs bf16 convolutions and matmuls for this compilation: its bf16 kernels where
 // it has them, unless SPMD_NATIVE_BF16=0 (f32 between roundings: the same bits on every ISA);

@@ -236,11 +236,17 @@ auto callCompiled(Core& core, F& f, const Args&... args) {
   return rebuild<Out>(prototype, outputs);
 }
 
+// The axis of each leaf of one argument or output (`keys`: the leaves' paths within it, "" for a
+// Tensor): `axis` itself, or with spmd::perLeaf each named leaf's own; a name that is no leaf is
+// an error naming `what`.
+std::vector<Axis> leafAxes(const Axis& axis, const std::vector<std::string>& keys, const std::string& what);
+
 // A pmapped function called while another function is traced (jax's pmap inside a traced
 // function): the enclosing spmd::shardMap's mesh must have the axis it maps over; each replica
-// takes its slice of the arguments stacked over dimension 0 (in_axes 0; spmd::replicated ones
-// whole), the function's ops join the enclosing trace, and results come back stacked over the
-// axis (out_axes 0: an all_gather) or, spmd::replicated, checked invariant over it. Errors name
+// takes its slice of the arguments stacked over a dimension (in_axes, per leaf with
+// spmd::perLeaf; spmd::replicated ones whole), the function's ops join the enclosing trace, and
+// results come back stacked over the axis at a dimension (out_axes: an all_gather) or,
+// spmd::replicated, checked invariant over it. Errors name
 // the pmap's line and what to change (frontend/NestedPmap.cpp).
 std::vector<Tensor> nestedArguments(const PmapOptions& options, Loc defined, const Flat& flat,
                                     const std::vector<size_t>& argumentLeaves);

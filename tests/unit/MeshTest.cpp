@@ -298,9 +298,9 @@ TEST(MeshTest, PerAxisVariationIsCheckedWhileTracing) {
 
 // A pmapped function called inside a shardMap body maps over one of the mesh's axes (jax's pmap
 // inside a traced function; nested pmaps over two axes): each "cols" replica takes its row of
-// the stacked argument, a replicated argument whole; results come back stacked over "cols" or,
-// reduced, replicated. Values and gradients against the host on a 2x3 mesh; what cannot work
-// is refused naming the pmap's line.
+// the stacked argument (over any dimension, per leaf of a Tree), a replicated argument whole;
+// results come back stacked over "cols" (at any dimension) or, reduced, replicated. Values and
+// gradients against the host on a 2x3 mesh; what cannot work is refused naming the pmap's line.
 TEST(MeshTest, PmapInsideATracedFunctionMapsOverAMeshAxis) {
   Mesh mesh({{"rows", 2}, {"cols", 3}});
   const PmapOptions cpu6{.axisName = "mesh", .devices = "cpu:6"};
@@ -337,6 +337,31 @@ TEST(MeshTest, PmapInsideATracedFunctionMapsOverAMeshAxis) {
       }
     EXPECT_NEAR(mean.array().values<float>()[r], total / 3, 1e-5) << r;
   }
+  // in_axes / out_axes on another dimension, and per leaf of a Tree: v [4, 3] mapped over its
+  // dimension 1 and stacked back there; a Tree whose "a" is stacked and "b" whole.
+  auto columns = pmap([](const Tensor& column) { return column * (cast(axisIndex("cols"), DType::f32) + 1); },
+                      {.axisName = "cols", .inAxes = {1}, .outAxes = {1}});
+  auto weighted = pmap([](const Tree& t) { return sum(t.at("a") * t.at("b"), {0}); },
+                       {.axisName = "cols", .inAxes = {perLeaf({{"b", spmd::replicated}}, 0)}, .outAxes = {-1}});
+  Array v = randomArray(DType::f32, {2, 4, 3}, 6), b = randomArray(DType::f32, {4}, 7);
+  auto other = shardMap(
+      [&](const Tensor& part, const Tensor& bias) {
+        Tree t;
+        t.set("a", transpose(reshape(part, {4, 3}), {1, 0})), t.set("b", bias);
+        return std::tuple{reshape(columns(reshape(part, {4, 3})), {1, 4, 3}), reshape(weighted(t), {1, 3})};
+      },
+      mesh, {.inSpecs = {{"rows"}, {}}, .outSpecs = {{"rows"}, {"rows"}}, .pmap = cpu6});
+  auto [scaled, dots] = other(Tensor(v), Tensor(b));
+  for (int64_t r = 0; r < 2; ++r)
+    for (int64_t c = 0; c < 3; ++c) {
+      double dot = 0;
+      for (int64_t k = 0; k < 4; ++k) {
+        const int64_t i = (r * 4 + k) * 3 + c;
+        EXPECT_EQ(scaled.array().values<float>()[i], v.values<float>()[i] * float(c + 1)) << i;
+        dot += double(v.values<float>()[i]) * b.values<float>()[k];
+      }
+      EXPECT_NEAR(dots.array().values<float>()[r * 3 + c], dot, 1e-5) << r << " " << c;
+    }
   // Refused: no mesh around it, a leading dimension that is not the axis' size, a result
   // returned replicated that differs between the replicas, an option of the enclosing function.
   auto plain = pmap([&](const Tensor& v) { return std::get<0>(inner(v, v)); }, {.devices = "cpu:1"});
@@ -351,7 +376,7 @@ TEST(MeshTest, PmapInsideATracedFunctionMapsOverAMeshAxis) {
   const std::string wrongSize = call([&](const Tensor& v) { return std::get<0>(inner(v, sum(v, {0, 1}))); },
                                      randomArray(DType::f32, {4, 3}, 2));
   EXPECT_NE(wrongSize.find("argument 0 f32[2, 3] is mapped over axis 'cols' of size 3"), std::string::npos) << wrongSize;
-  EXPECT_NE(wrongSize.find("its leading dimension must be 3"), std::string::npos) << wrongSize;
+  EXPECT_NE(wrongSize.find("its mapped dimension must be 3"), std::string::npos) << wrongSize;
   auto unreduced = pmap([](const Tensor& row) { return row; }, {.axisName = "cols", .outAxes = {spmd::replicated}});
   const std::string varies = call([&](const Tensor& v) { return reshape(unreduced(reshape(v, {3})), {1}); },
                                   randomArray(DType::f32, {2, 3}, 3));
