@@ -168,6 +168,7 @@ inline CommandRun runCommand(const std::string& command) {
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
 }
 
+#ifdef SPMD_RUN_PATH  // the test binaries that run spmd-run (not the sanitizers' subsets)
 // spmd-run: beside the running test binary where it is there (the GPU bundle's bin/), else
 // where this build put it.
 inline std::string spmdRunPath() {
@@ -176,5 +177,6 @@ inline std::string spmdRunPath() {
   if (!error && std::filesystem::exists(beside, error)) return beside.string();
   return SPMD_RUN_PATH;
 }
+#endif
 
 }  // namespace spmd::testing
