@@ -2,7 +2,8 @@
 // and shifts (Granlund and Montgomery's method, "Division by invariant integers using
 // multiplication", 1994, Fig. 4.1): a 64-bit division is a subroutine of about 70 instructions on a
 // GPU, and two per element (the channel of an NCHW index) were most of BatchNorm's apply passes.
-// The same code runs on the host (the simulator), so both give the exact quotient.
+// The same code runs on the host (the simulator), so both give the exact quotient. Ours rather
+// than libdivide's: Debian's libdivide-dev (3.0) has no __device__ functions for a kernel to call.
 #pragma once
 
 #include <cstdint>
