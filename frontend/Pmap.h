@@ -210,12 +210,9 @@ class PmapCore : public CompileLog {
   std::unique_ptr<State> state_;
 };
 
-// Flattens the arguments, calls the core (tracing and compiling on a new signature) and
-// rebuilds the function's result from the output leaves: the body of every pmapped or jitted
-// call.
-template <typename Core, typename F, typename... Args>
-auto callCompiled(Core& core, F& f, const Args&... args) {
-  using Out = Result_t<F, Args...>;
+// The arguments' leaves ("argument 0.fc.weight", ...) and how many each argument has.
+template <typename... Args>
+std::pair<Flat, std::vector<size_t>> flattenArguments(const Args&... args) {
   Flat flat;
   std::vector<size_t> argumentLeaves;
   size_t index = 0;
@@ -225,6 +222,16 @@ auto callCompiled(Core& core, F& f, const Args&... args) {
     argumentLeaves.push_back(flat.leaves.size() - before);
   };
   (add(args), ...);
+  return {std::move(flat), std::move(argumentLeaves)};
+}
+
+// Flattens the arguments, calls the core (tracing and compiling on a new signature) and
+// rebuilds the function's result from the output leaves: the body of every pmapped or jitted
+// call.
+template <typename Core, typename F, typename... Args>
+auto callCompiled(Core& core, F& f, const Args&... args) {
+  using Out = Result_t<F, Args...>;
+  auto [flat, argumentLeaves] = flattenArguments(args...);
   auto trace = [&](const std::vector<Tensor>& traced) {
     auto out = callTraced(f, traced, args...);
     PmapTraced result;
@@ -246,8 +253,8 @@ std::vector<Axis> leafAxes(const Axis& axis, const std::vector<std::string>& key
 // takes its slice of the arguments stacked over a dimension (in_axes, per leaf with
 // spmd::perLeaf; spmd::replicated ones whole), the function's ops join the enclosing trace, and
 // results come back stacked over the axis at a dimension (out_axes: an all_gather) or,
-// spmd::replicated, checked invariant over it. Errors name
-// the pmap's line and what to change (frontend/NestedPmap.cpp).
+// spmd::replicated, checked invariant over it. Errors name the pmap's line and what to change
+// (frontend/NestedPmap.cpp).
 std::vector<Tensor> nestedArguments(const PmapOptions& options, Loc defined, const Flat& flat,
                                     const std::vector<size_t>& argumentLeaves);
 std::vector<Tensor> nestedResults(const PmapOptions& options, Loc defined, const PmapTraced& traced);
@@ -257,15 +264,7 @@ bool tracing();
 template <typename F, typename... Args>
 auto callNested(const PmapOptions& options, Loc defined, F& f, const Args&... args) {
   using Out = Result_t<F, Args...>;
-  Flat flat;
-  std::vector<size_t> argumentLeaves;
-  size_t index = 0;
-  auto add = [&](const auto& arg) {
-    size_t before = flat.leaves.size();
-    flatten(arg, flat, "argument " + std::to_string(index++));
-    argumentLeaves.push_back(flat.leaves.size() - before);
-  };
-  (add(args), ...);
+  auto [flat, argumentLeaves] = flattenArguments(args...);
   auto out = callTraced(f, nestedArguments(options, defined, flat, argumentLeaves), args...);
   PmapTraced traced;
   describeOutputs(*out, traced);
