@@ -23,6 +23,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from compare_resnet18_forward import median_ms  # noqa: E402
+from torch_gpu_step import set_mode  # noqa: E402
 
 
 def spmd_rows(binary, device, batch, width, reps, threads):
@@ -53,15 +54,6 @@ def cuda_median_ms(fn, reps, warmup=2):
         e.record()
     torch.cuda.synchronize()
     return sorted(a.elapsed_time(b) for a, b in zip(events, events[1:]))[len(events[1:]) // 2]
-
-
-def set_torch_mode(mode):
-    import torch
-    torch.use_deterministic_algorithms(mode == "deterministic")
-    torch.backends.cudnn.deterministic = mode == "deterministic"
-    torch.backends.cudnn.benchmark = mode != "deterministic"
-    torch.backends.cudnn.allow_tf32 = False  # f32 as spmd runs it unless SPMD_ALLOW_TF32=1
-    torch.backends.cuda.matmul.allow_tf32 = False
 
 
 def torch_times(row, batch, reps, device="cpu"):
@@ -145,6 +137,7 @@ def main():
     torch.set_num_threads(args.threads)
     if gpu and not torch.cuda.is_available():
         sys.exit(f"--device {args.device}: this PyTorch ({torch.__version__}) sees no GPU")
+    torch.backends.cudnn.allow_tf32 = False  # f32 as spmd runs it unless SPMD_ALLOW_TF32=1
     binary = args.bench or os.path.join(args.build, "benchmarks", "bench_conv_layers")
     peak, rows = spmd_rows(binary, args.device, args.batch, args.width, args.reps, args.threads)
     # PyTorch beside spmd: on the GPU spmd runs on (cuda:N); the simulator's smoke run beside the CPU's.
@@ -155,7 +148,7 @@ def main():
     ratio = None
     for mode in (modes if gpu else ["cpu"]):
         if gpu:
-            set_torch_mode(mode)
+            set_mode(torch, mode)
         ratio = print_ratios(rows, args.batch, args.reps, torch_device,
                              f"{title}{f' {mode}' if gpu else ''} (ms per call; x = spmd/PyTorch)")
         print(f"ratio spmd/PyTorch{f' {mode}' if gpu else ''} time, all convolutions of a step: {ratio:.3f}")

@@ -22,6 +22,8 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "reference"))
 from torch_resnet18 import ResNet18  # noqa: E402  (module names match spmd's parameter paths)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_gpu_step import set_mode  # noqa: E402
 
 
 def load(data_dir, split):
@@ -55,10 +57,11 @@ def main():
     if args.device == "cuda":
         if not torch.cuda.is_available():
             sys.exit(f"--device cuda: this PyTorch ({torch.__version__}) sees no GPU")
+        if args.mode == "deterministic":  # cuBLAS repeats its bits only with a fixed workspace
+            os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
-        torch.use_deterministic_algorithms(args.mode == "deterministic")
-        torch.backends.cudnn.benchmark = args.mode == "fastest"
+        set_mode(torch, args.mode)
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     x, y = load(args.data_dir, "train")
