@@ -9,11 +9,16 @@
 // and in a job of several processes made by process 0 for all. On an H200 timing took the
 // ResNet-18 step at batch 256 from 35.4 to 23.2 ms. SPMD_CUDNN_SEARCH=0 takes the first
 // deterministic algorithm the heuristic ranks, untimed; SPMD_KERNELS=conv2d:N
-// (conv2d_backward_data, conv2d_backward_filter) pins an algorithm. f32 convolutions
+// (conv2d_backward_data, conv2d_backward_filter) pins an algorithm. Beside cuDNN's algorithms
+// the choice times "gemm" (cuda/ConvGemm.cu: the input unfolded, one cuBLAS GEMM over the whole
+// batch) where its scratch is small, for the small strided layers whose deterministic cuDNN
+// algorithms are slow. f32 convolutions
 // use FMA math (no TF32) unless SPMD_ALLOW_TF32=1; bf16 ones (steps the compiler kept in bf16,
 // runtime/program/Bf16Kernels.h) accumulate in f32 and may use tensor cores.
+#include <cublas_v2.h>
 #include <cudnn.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -41,6 +46,7 @@ struct ConvPlan {
   cudnnFilterDescriptor_t w = nullptr;
   cudnnConvolutionDescriptor_t conv = nullptr;
   int algo = 0;
+  bool gemm = false;  // the GEMM variant instead of cuDNN
   size_t workspace = 0;
   ~ConvPlan() {
     if (x) cudnnDestroyTensorDescriptor(x);
@@ -139,6 +145,20 @@ std::string deviceKind(const KernelCall& call) {
   return std::string(props.name) + " (" + deviceOf(call).arch() + ")";
 }
 
+// The variant name of the GEMM convolution (cuda/ConvGemm.cu), beside cuDNN's algorithm numbers.
+constexpr const char* kGemm = "gemm";
+
+// What the variants' speed and bits depend on besides the GPU: "cuDNN 91000, cuBLAS 130000".
+std::string libraries() {
+  int blas = 0;
+  cublasGetProperty(MAJOR_VERSION, &blas);
+  int minor = 0, patch = 0;
+  cublasGetProperty(MINOR_VERSION, &minor);
+  cublasGetProperty(PATCH_LEVEL, &patch);
+  return "cuDNN " + std::to_string(cudnnGetVersion()) + ", cuBLAS " + std::to_string(blas) + "." +
+         std::to_string(minor) + "." + std::to_string(patch);
+}
+
 // The algorithms a cuDNN ranking (or search) returned that can run, once each, in its order.
 template <typename Perf>
 std::vector<Variant> variantsOf(const Perf* results, int found) {
@@ -169,35 +189,50 @@ ConvPlan& cachedPlan(KernelCall& call, const TensorView& x, const TensorView& w,
     checkDnn(rank(handleOf(call), *p, results, &found), what);
     KernelChoices& choices = KernelChoices::process();
     std::string why;
+    size_t gemmBytes = 0;
+    const bool gemmRuns = convGemmRuns(call, &gemmBytes);
     if (cudnnSearch() || choices.pinned(op)) {
-      const ChoiceKey key{deviceKind(call), "cuDNN " + std::to_string(cudnnGetVersion()), op,
-                          shapesKey(call, x, w, y, fmaOnly)};
+      const ChoiceKey key{deviceKind(call), libraries(), op, shapesKey(call, x, w, y, fmaOnly)};
+      std::vector<Variant> candidates = variantsOf(results, found);
+      std::vector<std::string> known = {kGemm};
+      for (const Variant& v : candidates) known.push_back(v.name);
+      if (gemmRuns) candidates.push_back({kGemm, true, x.dtype == DType::f32 && tf32});
       auto time = [&](const std::vector<Variant>& allowed) {
+        std::vector<double> seconds(allowed.size(), std::nan(""));
         Perf timed[16];
         int count = 0;
-        checkDnn(search(handleOf(call), *p, timed, &count), what);
-        std::vector<double> seconds(allowed.size(), std::nan(""));
-        for (size_t i = 0; i < allowed.size(); ++i)
+        if (std::any_of(allowed.begin(), allowed.end(), [](const Variant& v) { return v.name != kGemm; }))
+          checkDnn(search(handleOf(call), *p, timed, &count), what);
+        for (size_t i = 0; i < allowed.size(); ++i) {
+          if (allowed[i].name == kGemm) seconds[i] = timeConvGemm(call);
           for (int j = 0; j < count; ++j)
             if (timed[j].status == CUDNN_STATUS_SUCCESS && std::to_string(static_cast<int>(timed[j].algo)) == allowed[i].name &&
                 !(seconds[i] <= double(timed[j].time) * 1e-3))
               seconds[i] = double(timed[j].time) * 1e-3;
+        }
         return seconds;
       };
       // Process 0 chooses for a program whose replicas span the job's processes.
       std::unique_ptr<ChoiceExchange> exchange = call.comm && processes().size > 1 ? exchangeOf(processJob()) : nullptr;
-      const Choice choice = choices.choose(key, variantsOf(results, found), fmaOnly, time, exchange.get());
-      p->algo = std::stoi(choice.variant);
+      const Choice choice = choices.choose(key, candidates, fmaOnly, time, exchange.get(), known);
+      p->gemm = choice.variant == kGemm;
+      if (!p->gemm) p->algo = std::stoi(choice.variant);
       why = choice.why;
     } else {
       choose(*p, results, found, fmaOnly, call);
       why = "cuDNN's heuristic";
     }
-    checkDnn(size(handleOf(call), *p, &p->workspace), std::string(what) + " workspace");
+    if (p->gemm)
+      p->workspace = gemmBytes;
+    else
+      checkDnn(size(handleOf(call), *p, &p->workspace), std::string(what) + " workspace");
+    const std::string variant = p->gemm ? std::string(kGemm) : std::to_string(p->algo);
     if (envSwitch("SPMD_LOG_COMPILES").value_or(false))
-      std::fprintf(stderr, "spmd: cuDNN %s for '%s' (%s), x %s, w %s: algorithm %d (%s), workspace %zu bytes\n", what,
+      std::fprintf(stderr, "spmd: cuDNN %s for '%s' (%s), x %s, w %s: %s%s (%s), workspace %zu bytes\n", what,
                    call.step.op.c_str(), call.step.location.c_str(), shapeString(Shape(x.shape.begin(), x.shape.end())).c_str(),
-                   shapeString(Shape(w.shape.begin(), w.shape.end())).c_str(), p->algo, why.c_str(), p->workspace);
+                   shapeString(Shape(w.shape.begin(), w.shape.end())).c_str(), p->gemm ? "" : "algorithm ",
+                   variant.c_str(), why.c_str(), p->workspace);
+    if (call.variant && call.variant->empty()) *call.variant = variant + ": " + why;
     call.cache = p;
   }
   return *static_cast<ConvPlan*>(call.cache.get());
@@ -224,6 +259,7 @@ void conv2d(KernelCall& call) {
         return cudnnGetConvolutionForwardWorkspaceSize(h, p.x, p.w, p.conv, p.y,
                                                        static_cast<cudnnConvolutionFwdAlgo_t>(p.algo), bytes);
       });
+  if (p.gemm) return convGemm(call);
   // A bf16 result is rounded once: the bias written first, the convolution added to it (beta = 1).
   const bool biasFirst = call.in.size() > 2 && x.dtype == DType::bf16;
   if (call.in.size() > 2 && !biasFirst && !p.bias) {
@@ -260,6 +296,7 @@ void conv2d_backward_data(KernelCall& call) {
         return cudnnGetConvolutionBackwardDataWorkspaceSize(h, p.w, p.y, p.conv, p.x,
                                                             static_cast<cudnnConvolutionBwdDataAlgo_t>(p.algo), bytes);
       });
+  if (p.gemm) return convGemm(call);
   Scale s;
   checkDnn(cudnnConvolutionBackwardData(handleOf(call), s.one(dy.dtype), p.w, w.data, p.y, dy.data, p.conv,
                                         static_cast<cudnnConvolutionBwdDataAlgo_t>(p.algo), workspaceFor(call, p),
@@ -283,6 +320,7 @@ void conv2d_backward_filter(KernelCall& call) {
         return cudnnGetConvolutionBackwardFilterWorkspaceSize(
             h, p.x, p.y, p.conv, p.w, static_cast<cudnnConvolutionBwdFilterAlgo_t>(p.algo), bytes);
       });
+  if (p.gemm) return convGemm(call);
   Scale s;
   checkDnn(cudnnConvolutionBackwardFilter(handleOf(call), s.one(x.dtype), p.x, x.data, p.y, dy.data, p.conv,
                                           static_cast<cudnnConvolutionBwdFilterAlgo_t>(p.algo), workspaceFor(call, p),

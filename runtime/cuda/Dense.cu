@@ -9,6 +9,7 @@
 #include "runtime/cuda/CudaApi.cuh"
 #include "runtime/cuda/Kernels.h"
 #include "runtime/kernels/Convert.h"
+#include "runtime/kernels/ConvGemm.h"
 #include "runtime/kernels/Dense.h"
 
 namespace spmd::runtime::cuda {
@@ -80,6 +81,29 @@ void matmul(KernelCall& call) {
     }
   });
   checkLaunch(call);
+  deviceOf(call).markKernel("cuBLAS GEMM");
+}
+
+void rowMajorGemm(KernelCall& call, const kernels::GemmArgs& g) {
+  auto handle = static_cast<cublasHandle_t>(deviceOf(call).cublas());
+  // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T.
+  const cublasOperation_t opA = g.transA ? CUBLAS_OP_T : CUBLAS_OP_N, opB = g.transB ? CUBLAS_OP_T : CUBLAS_OP_N;
+  if (g.dtype == DType::f64) {
+    const double one = 1, zero = 0;
+    checkBlas(cublasDgemm(handle, opB, opA, int(g.n), int(g.m), int(g.k), &one, static_cast<const double*>(g.b),
+                          int(g.ldb), static_cast<const double*>(g.a), int(g.lda), &zero, static_cast<double*>(g.c),
+                          int(g.ldc)),
+              call);
+  } else if (g.dtype == DType::f32) {
+    const float one = 1, zero = 0;
+    checkBlas(cublasGemmEx(handle, opB, opA, int(g.n), int(g.m), int(g.k), &one, g.b, CUDA_R_32F, int(g.ldb), g.a,
+                           CUDA_R_32F, int(g.lda), &zero, g.c, CUDA_R_32F, int(g.ldc),
+                           allowTf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+              call);
+  } else {
+    throw Error("the GEMM of '" + call.step.op + "' (" + call.step.location + ") takes f32 or f64, not " +
+                std::string(dtypeName(g.dtype)));
+  }
   deviceOf(call).markKernel("cuBLAS GEMM");
 }
 

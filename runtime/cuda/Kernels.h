@@ -5,6 +5,10 @@
 
 #include "runtime/device/Kernel.h"
 
+namespace spmd::runtime::kernels {
+struct GemmArgs;
+}
+
 #define SPMD_CUDA_OPS(X)                                                   \
   X(conv2d, "cuDNN convolution (cuda/Conv.cpp)")                           \
   X(conv2d_backward_data, "cuDNN convolution backward (cuda/Conv.cpp)")    \
@@ -22,6 +26,22 @@ SPMD_CUDA_OPS(SPMD_DECLARE_KERNEL)
 // y[n, c, h, w] = bias[c] (cuda/Dense.cu): a bf16 convolution's bias, which cuDNN then adds its
 // result to (beta = 1), one rounding as on the other backends.
 void writeChannelBias(KernelCall& call, const TensorView& bias, const TensorView& y);
+
+// Row-major C = op(A) op(B) in f32 or f64 through cuBLAS (cuda/Dense.cu; TF32 only with
+// SPMD_ALLOW_TF32=1), queued on the step's stream.
+void rowMajorGemm(KernelCall& call, const kernels::GemmArgs& gemm);
+
+// The convolution variant "gemm" (runtime/kernels/ConvGemm.h through rowMajorGemm;
+// cuda/ConvGemm.cu), beside cuDNN's algorithms in cuda/Conv.cpp's choice:
+// whether it computes the step (f32 or f64, 32-bit indices, at most kConvGemmScratchBytes of
+// scratch), with the scratch it needs;
+bool convGemmRuns(const KernelCall& call, size_t* scratchBytes);
+// the step queued (its scratch the device's workspace);
+void convGemm(KernelCall& call);
+// its seconds a run on the step's buffers (which it overwrites): the least of 3 after a warm-up.
+double timeConvGemm(KernelCall& call);
+// Scratch above this (a large layer's unfolded input) leaves the step to cuDNN.
+constexpr size_t kConvGemmScratchBytes = size_t(256) << 20;
 
 // Enters the kernel library compiled by nvcc (runtime/cuda/Library.cu) into `table`.
 void addLibrary(KernelTable& table);

@@ -3,8 +3,13 @@
 // hands to a library (cuDNN convolutions, cuBLAS matmul), the CPU backend's kernel queued on the
 // stream thread, as the GPU would run its library call on its stream; a matmul's bias goes
 // through the CUDA backend's own kernel, as there, and fused steps run the CUDA backend's
-// generated kernels built for the host (sim/Fused.cpp).
+// generated kernels built for the host (sim/Fused.cpp). A convolution pinned to the CUDA
+// backend's "gemm" variant (SPMD_KERNELS=conv2d:gemm, ...; kernels/ConvGemm.h) runs it here,
+// with kernels::GemmFn standing in for cuBLAS, so its unfolding and GEMM arguments are tested
+// without a GPU; unpinned, a convolution is the CPU's, as cuDNN's stand-in.
 #include "runtime/cpu/CpuDevice.h"
+#include "runtime/device/KernelChoice.h"
+#include "runtime/kernels/ConvGemm.h"
 #include "runtime/kernels/Dense.h"
 #include "runtime/kernels/Library.h"
 #include "runtime/sim/SimApi.h"
@@ -66,6 +71,28 @@ void matmul(KernelCall& call) {
 SPMD_SIM_CPU_OPS(SPMD_OP_NAME)
 #undef SPMD_OP_NAME
 
+void gemm(KernelCall& call, const kernels::GemmArgs& g) {
+  visitFloat(g.dtype, [&](auto tag) { SimApi::forEach(call, g.m * g.n, kernels::GemmFn<decltype(tag)>{g}); });
+}
+
+// A convolution: the CPU's kernel, or the CUDA backend's GEMM variant where SPMD_KERNELS pins it.
+template <const char* Op>
+void conv(KernelCall& call) {
+  if (KernelChoices::process().pinOf(Op) != "gemm") return onStream<Op>(call);
+  kernels::ConvGeometry g;
+  const DType dtype = call.out[0].dtype;
+  if ((dtype != DType::f32 && dtype != DType::f64) || !kernels::convGeometryOf(call, &g))
+    throw Error("SPMD_KERNELS pins " + call.step.op + " to 'gemm', which computes f32 and f64 convolutions of " +
+                "fewer than 2^31 elements a tensor; " + stepName(call) + " is " + std::string(dtypeName(dtype)) + " " +
+                shapeString(Shape(call.out[0].shape.begin(), call.out[0].shape.end())) + "; unpin it on sim");
+  std::byte* scratch = kernels::scratch<SimApi>(call, size_t(kernels::convGemmScratchElements(g)) * dtypeSize(dtype));
+  visitFloat(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    kernels::convGemm<SimApi>(call, g, reinterpret_cast<T*>(scratch), gemm);
+  });
+  if (call.variant && call.variant->empty()) *call.variant = "gemm: pinned by SPMD_KERNELS";
+}
+
 }  // namespace
 }  // namespace spmd::runtime::sim
 
@@ -80,6 +107,11 @@ const KernelTable& simKernels() {
   t[#name] = Kernel{&sim::onStream<sim::name##Name>, "the CPU backend's kernel on the stream thread", nullptr, cpuKernels().at(#name).variants};
     SPMD_SIM_CPU_OPS(SPMD_ON_STREAM)
 #undef SPMD_ON_STREAM
+#define SPMD_CONV(name)                                                                                  \
+  t[#name] = Kernel{&sim::conv<sim::name##Name>, "the CPU backend's kernel on the stream thread, or pinned, " \
+                    "the CUDA backend's GEMM variant (kernels/ConvGemm.h)", nullptr, cpuKernels().at(#name).variants};
+    SPMD_CONV(conv2d) SPMD_CONV(conv2d_backward_data) SPMD_CONV(conv2d_backward_filter)
+#undef SPMD_CONV
     t["fused"] = Kernel{&sim::fused, "the CUDA backend's generated kernel built for the host (sim/Fused.cpp)"};
     t["matmul"] = Kernel{&sim::matmul, "the CPU backend's GEMM on the stream thread, bias as on CUDA (kernels/Dense.h)"};
     return t;

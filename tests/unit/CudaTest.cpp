@@ -1,8 +1,8 @@
 // The CUDA backend. Without a GPU (CI): the fused-kernel generator's CUDA C compiles with NVRTC
 // for sm_90 for every fused step of a ResNet-18 training step, NVRTC errors are clear, and cuda
 // device lists fail with a message saying why. Every kernel case of KernelCases.h against the
-// reference kernels on the host (f32 rtol 1e-4 / atol 1e-5 without TF32, f64 1e-12): on sim
-// always, on the GPU when there is one; with a GPU, a bad label reported as on the CPU. GPU tests skip, saying why, when none is seen.
+// reference kernels on the host (f32 rtol 1e-4 / atol 1e-5 without TF32, f64 1e-12), and the
+// convolutions again pinned to the GEMM variant: on sim always, on the GPU when there is one; with a GPU, a bad label reported as on the CPU. GPU tests skip, saying why, when none is seen.
 #include <algorithm>
 #include <filesystem>
 #include <limits>
@@ -233,6 +233,50 @@ TEST_P(CudaKernelTest, EveryKernelMatchesTheReference) {
   const std::set<std::string> skipped = {"all_reduce", "all_gather", "reduce_scatter", "ppermute", "all_to_all", "axis_index", "relayout"};
   for (const auto& [op, _] : device->kernels())
     if (!skipped.count(op)) EXPECT_TRUE(covered.count(op)) << "no kernel case for " << op;
+}
+
+// The convolution variant "gemm" (runtime/kernels/ConvGemm.h), pinned, on every convolution
+// case and on geometries the cases lack (unequal strides, padding and filter sides; a 1x1 stride-1
+// filter; one image): against the reference, and the step says it ran. On sim, the unfolding
+// kernels the GPU runs and the GEMM arguments it gives cuBLAS, with a stand-in GEMM; on cuda:0,
+// cuBLAS itself.
+TEST_P(CudaKernelTest, ConvolutionsPinnedToTheGemmVariantMatchTheReference) {
+  const auto& [backend, dtype] = GetParam();
+  if (backend == "cuda")
+    if (std::string why = gpuMissing(); !why.empty()) GTEST_SKIP() << "no GPU for the CUDA kernel tests: " << why;
+  std::shared_ptr<Device> device = makeDevice(parseDeviceList(backend), 0);
+  PinnedKernels pin("conv2d:gemm,conv2d_backward_data:gemm,conv2d_backward_filter:gemm");
+  std::vector<KernelCase> cases;
+  for (const KernelCase& c : kernelCases(dtype))
+    if (c.op.rfind("conv2d", 0) == 0) cases.push_back(plainCase(c));
+  uint64_t seed = 77;
+  auto rnd = [&](Shape s) { return spmd::testing::randomArray(dtype, s, seed++, -1, 1); };
+  using V = std::vector<int64_t>;
+  const std::map<std::string, Attr> odd = {{"stride", V{2, 1}}, {"padding", V{0, 2}}};
+  // x [2, 3, 8, 9], filter [4, 3, 2, 3]: y [2, 4, 4, 11].
+  cases.push_back({"conv 2x3 stride 2,1 pad 0,2", "conv2d", {rnd({2, 3, 8, 9}), rnd({4, 3, 2, 3}), rnd({4})},
+                   {{dtype, {2, 4, 4, 11}}}, odd});
+  cases.push_back({"conv bwd data 2x3 stride 2,1 pad 0,2", "conv2d_backward_data", {rnd({2, 4, 4, 11}), rnd({4, 3, 2, 3})},
+                   {{dtype, {2, 3, 8, 9}}}, odd});
+  cases.push_back({"conv bwd filter 2x3 stride 2,1 pad 0,2", "conv2d_backward_filter", {rnd({2, 3, 8, 9}), rnd({2, 4, 4, 11})},
+                   {{dtype, {4, 3, 2, 3}}}, odd});
+  const std::map<std::string, Attr> plain = {{"stride", V{1, 1}}, {"padding", V{0, 0}}};
+  cases.push_back({"conv 1x1 one image", "conv2d", {rnd({1, 5, 3, 4}), rnd({7, 5, 1, 1})}, {{dtype, {1, 7, 3, 4}}}, plain});
+  cases.push_back({"conv bwd data 1x1 one image", "conv2d_backward_data", {rnd({1, 7, 3, 4}), rnd({7, 5, 1, 1})},
+                   {{dtype, {1, 5, 3, 4}}}, plain});
+  int checked = 0;
+  for (const KernelCase& c : cases) {
+    SCOPED_TRACE(c.name + " on " + device->name());
+    Executor executor(oneStepProgram(c, "CudaTest"), device);
+    executor.run(c.inputs);
+    const std::vector<Array> actual = executor.run(c.inputs);
+    EXPECT_EQ(executor.variantOf(0).substr(0, 5), "gemm:") << executor.variantOf(0);
+    const std::vector<Array> expected = runKernel(referenceKernels(), c);
+    const bool f64 = dtype == DType::f64;
+    spmd::testing::expectClose(actual[0], expected[0], f64 ? 1e-12 : 1e-4, f64 ? 1e-12 : 1e-5, c.name);
+    ++checked;
+  }
+  EXPECT_GE(checked, 24);  // 19 convolution kernel cases in f64, more in f32
 }
 
 std::vector<KernelRun> kernelRuns() {
