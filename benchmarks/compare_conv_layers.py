@@ -96,6 +96,14 @@ def print_ratios(rows, batch, reps, torch_device, title):
     return sum(ours_total) / sum(theirs_total)
 
 
+def print_variants(rows):
+    print("the variant each spmd kernel ran (a cuDNN algorithm's number, gemm: ours, im2col + cuBLAS):")
+    print(f"  {'layer':16} | {'fwd':>16} | {'bwd data':>16} | {'bwd filter':>16}")
+    for row in rows:
+        cells = " | ".join(f"{row.get(k, '-'):>16}" for k in ("fwd_variant", "data_variant", "filter_variant"))
+        print(f"  {row['layer']:16} | {cells}")
+
+
 def print_peak_shares(rows, peak_gflops, what):
     print(f"spmd GFLOP/s (direct-convolution FLOPs) and % of {what}, {peak_gflops:.1f} GFLOP/s:")
     print(f"  {'layer':16} | {'fwd':>7} {'%':>5} | {'bwd data':>8} {'%':>5} | {'bwd filt':>8} {'%':>5}")
@@ -152,6 +160,7 @@ def main():
         ratio = print_ratios(rows, args.batch, args.reps, torch_device,
                              f"{title}{f' {mode}' if gpu else ''} (ms per call; x = spmd/PyTorch)")
         print(f"ratio spmd/PyTorch{f' {mode}' if gpu else ''} time, all convolutions of a step: {ratio:.3f}")
+    print_variants(rows)
     if peak:
         print_peak_shares(rows, float(peak["peak_gflops"]),
                           f"the measured f32 peak ({peak['threads']} threads, {peak['isa']} FMA loop)")

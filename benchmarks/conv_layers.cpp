@@ -4,8 +4,10 @@
 // oneDNN primitive or cuDNN's plan; a GPU's on its own clock), with the activations in the layouts the compiler gives them in the step
 // (the backend's blocked layout where the channels fill whole blocks; --layouts plain: NCHW). compare_conv_layers.py runs this beside the same PyTorch primitives.
 // Prints the device's name ("result device=..") and, for the CPU, this machine's measured f32 peak ("result peak_gflops=.. threads=.. isa=..") and one line
-// per layer: "result layer=<name> count=<uses per step> fwd_ms=.. data_ms=.. filter_ms=.. flops=..",
-// flops counted as a direct convolution's (benchmarks/Flops.h), the same for all three kernels.
+// per layer: "result layer=<name> count=<uses per step> fwd_ms=.. data_ms=.. filter_ms=.. flops=..
+// fwd_variant=.. data_variant=.. filter_variant=..", flops counted as a direct convolution's
+// (benchmarks/Flops.h), the same for all three kernels; a variant is the one the kernel chose
+// (a cuDNN algorithm's number, "gemm", "winograd_grouped"; "-" for a kernel without variants).
 //
 // usage: bench_conv_layers [--device cpu] [--batch 64] [--width 64] [--reps 10] [--only <layer>] [--layouts backend|plain] (--help)
 #include <algorithm>
@@ -65,10 +67,15 @@ Array random(const Shape& shape, uint64_t seed) {
   return a;
 }
 
+struct Timed {
+  double ms;
+  std::string variant;  // the name of the variant the kernel ran, or "-"
+};
+
 // Median milliseconds of `reps` calls of kernel `op` on `device` (after two warm-up calls that
 // build and cache its plan), on the device's own clock where it has one (CUDA events), else the
 // host's around each call; `layouts`: the inputs' then the output's.
-double timeKernel(Device& device, const std::string& op, const std::vector<Array>& inputs, const Array& output,
+Timed timeKernel(Device& device, const std::string& op, const std::vector<Array>& inputs, const Array& output,
                   const std::vector<std::string>& layouts, int64_t stride, int64_t pad, int reps) {
   Step step{op, {}, {}, {{"stride", std::vector<int64_t>{stride, stride}}, {"padding", std::vector<int64_t>{pad, pad}}},
             "bench_conv_layers"};
@@ -83,8 +90,10 @@ double timeKernel(Device& device, const std::string& op, const std::vector<Array
   for (size_t i = 0; i < inputs.size(); ++i) in.push_back({place(inputs[i]), inputs[i].dtype, inputs[i].shape, layouts[i]});
   std::vector<TensorView> out{{place(output), output.dtype, output.shape, layouts.back()}};
   std::shared_ptr<void> cache;
+  std::string variant;
   KernelCall call{step, in, out, cache};
   call.device = &device;
+  call.variant = &variant;
   KernelFn fn = device.kernels().at(op).fn;
   device.activate();
   fn(call);
@@ -109,7 +118,7 @@ double timeKernel(Device& device, const std::string& op, const std::vector<Array
     }
   }
   std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
+  return {times[times.size() / 2], variant.empty() ? "-" : variant.substr(0, variant.find(':'))};
 }
 
 }  // namespace
@@ -165,14 +174,15 @@ int main(int argc, char** argv) {
     Array input = random(x, 1), filter = random(w, 2), bias = random({l.out}, 3), dy = random(y, 4);
     Array outY = Array::zeros(DType::f32, y), outX = Array::zeros(DType::f32, x), outW = Array::zeros(DType::f32, w);
     const std::string lx = blocked.blockedLayout(x), ly = blocked.blockedLayout(y);
-    double forward = timeKernel(*device, "conv2d", {input, filter, bias}, outY, {lx, "", "", ly}, l.stride, pad, reps);
-    double data = timeKernel(*device, "conv2d_backward_data", {dy, filter}, outX, {ly, "", lx}, l.stride, pad, reps);
-    double weights = timeKernel(*device, "conv2d_backward_filter", {input, dy}, outW, {lx, ly, ""}, l.stride, pad, reps);
+    Timed forward = timeKernel(*device, "conv2d", {input, filter, bias}, outY, {lx, "", "", ly}, l.stride, pad, reps);
+    Timed data = timeKernel(*device, "conv2d_backward_data", {dy, filter}, outX, {ly, "", lx}, l.stride, pad, reps);
+    Timed weights = timeKernel(*device, "conv2d_backward_filter", {input, dy}, outW, {lx, ly, ""}, l.stride, pad, reps);
     std::printf("result layer=%s count=%d in=%lld out=%lld size=%lld kernel=%lld stride=%lld fwd_ms=%.4f data_ms=%.4f "
-                "filter_ms=%.4f flops=%.0f\n",
+                "filter_ms=%.4f flops=%.0f fwd_variant=%s data_variant=%s filter_variant=%s\n",
                 l.name.c_str(), l.count, static_cast<long long>(l.in), static_cast<long long>(l.out),
                 static_cast<long long>(l.size), static_cast<long long>(l.kernel), static_cast<long long>(l.stride),
-                forward, data, weights, bench::convFlops(double(spmd::numElements(y)), w));
+                forward.ms, data.ms, weights.ms, bench::convFlops(double(spmd::numElements(y)), w),
+                forward.variant.c_str(), data.variant.c_str(), weights.variant.c_str());
   }
   return 0;
 }
