@@ -10,29 +10,41 @@
 
 namespace spmd::runtime::cuda {
 
-bool convGemmRuns(const KernelCall& call, size_t* scratchBytes) {
+namespace {
+
+// The step's geometry and chunk, when the variant computes it.
+bool planOf(const KernelCall& call, kernels::ConvGeometry* g, uint32_t* chunk) {
   const DType dtype = call.out[0].dtype;
   if (dtype != DType::f32 && dtype != DType::f64) return false;
   for (const TensorView& t : call.in)
     if (!t.layout.empty()) return false;
+  if (!kernels::convGeometryOf(call, g)) return false;
+  *chunk = kernels::convGemmChunk(*g, dtypeSize(dtype), kConvGemmScratchBytes);
+  return size_t(kernels::convGemmScratchElements(*g, 1)) * dtypeSize(dtype) <= kConvGemmScratchBytes;
+}
+
+}  // namespace
+
+bool convGemmRuns(const KernelCall& call, size_t* scratchBytes) {
   kernels::ConvGeometry g;
-  if (!kernels::convGeometryOf(call, &g)) return false;
-  const size_t bytes = size_t(kernels::convGemmScratchElements(g)) * dtypeSize(dtype);
-  if (bytes > kConvGemmScratchBytes) return false;
-  *scratchBytes = bytes;
+  uint32_t chunk = 0;
+  if (!planOf(call, &g, &chunk)) return false;
+  *scratchBytes = size_t(kernels::convGemmScratchElements(g, chunk)) * dtypeSize(call.out[0].dtype);
   return true;
 }
 
 void convGemm(KernelCall& call) {
   kernels::ConvGeometry g;
-  size_t bytes = 0;
-  if (!convGemmRuns(call, &bytes) || !kernels::convGeometryOf(call, &g))
+  uint32_t chunk = 0;
+  if (!planOf(call, &g, &chunk))
     throw Error("the GEMM convolution does not compute '" + call.step.op + "' (" + call.step.location +
-                "): f32 or f64 and at most " + std::to_string(kConvGemmScratchBytes >> 20) + " MiB of scratch");
-  void* scratch = deviceOf(call).workspace(bytes);
-  visitFloat(call.out[0].dtype, [&](auto tag) {
+                "): it takes f32 or f64 tensors of fewer than 2^31 elements, one image's columns within " +
+                std::to_string(kConvGemmScratchBytes >> 20) + " MiB");
+  const DType dtype = call.out[0].dtype;
+  void* scratch = deviceOf(call).workspace(size_t(kernels::convGemmScratchElements(g, chunk)) * dtypeSize(dtype));
+  visitFloat(dtype, [&](auto tag) {
     using T = decltype(tag);
-    kernels::convGemm<CudaApi>(call, g, static_cast<T*>(scratch), rowMajorGemm);
+    kernels::convGemm<CudaApi>(call, g, chunk, static_cast<T*>(scratch), rowMajorGemm);
   });
 }
 

@@ -89,15 +89,15 @@ void rowMajorGemm(KernelCall& call, const kernels::GemmArgs& g) {
   // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T.
   const cublasOperation_t opA = g.transA ? CUBLAS_OP_T : CUBLAS_OP_N, opB = g.transB ? CUBLAS_OP_T : CUBLAS_OP_N;
   if (g.dtype == DType::f64) {
-    const double one = 1, zero = 0;
+    const double one = 1, beta = g.accumulate ? 1 : 0;
     checkBlas(cublasDgemm(handle, opB, opA, int(g.n), int(g.m), int(g.k), &one, static_cast<const double*>(g.b),
-                          int(g.ldb), static_cast<const double*>(g.a), int(g.lda), &zero, static_cast<double*>(g.c),
+                          int(g.ldb), static_cast<const double*>(g.a), int(g.lda), &beta, static_cast<double*>(g.c),
                           int(g.ldc)),
               call);
   } else if (g.dtype == DType::f32) {
-    const float one = 1, zero = 0;
+    const float one = 1, beta = g.accumulate ? 1 : 0;
     checkBlas(cublasGemmEx(handle, opB, opA, int(g.n), int(g.m), int(g.k), &one, g.b, CUDA_R_32F, int(g.ldb), g.a,
-                           CUDA_R_32F, int(g.lda), &zero, g.c, CUDA_R_32F, int(g.ldc),
+                           CUDA_R_32F, int(g.lda), &beta, g.c, CUDA_R_32F, int(g.ldc),
                            allowTf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
               call);
   } else {

@@ -33,14 +33,14 @@ void rowMajorGemm(KernelCall& call, const kernels::GemmArgs& gemm);
 
 // The convolution variant "gemm" (runtime/kernels/ConvGemm.h through rowMajorGemm;
 // cuda/ConvGemm.cu), beside cuDNN's algorithms in cuda/Conv.cpp's choice:
-// whether it computes the step (f32 or f64, 32-bit indices, at most kConvGemmScratchBytes of
-// scratch), with the scratch it needs;
+// whether it computes the step (f32 or f64, 32-bit indices, one image's columns within
+// kConvGemmScratchBytes), with the scratch it needs (the batch in chunks of at most that);
 bool convGemmRuns(const KernelCall& call, size_t* scratchBytes);
 // the step queued (its scratch the device's workspace);
 void convGemm(KernelCall& call);
 // its seconds a run on the step's buffers (which it overwrites): the least of 3 after a warm-up.
 double timeConvGemm(KernelCall& call);
-// Scratch above this (a large layer's unfolded input) leaves the step to cuDNN.
+// The most scratch a chunk of the batch takes (its images' columns and channel-major result).
 constexpr size_t kConvGemmScratchBytes = size_t(256) << 20;
 
 // Enters the kernel library compiled by nvcc (runtime/cuda/Library.cu) into `table`.

@@ -17,6 +17,7 @@
 // Index arithmetic is 32-bit (runs() refuses larger tensors) through Divide.h's dividers.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -28,7 +29,7 @@
 namespace spmd::runtime::kernels {
 
 // C[m, n] = op(A)[m, k] op(B)[k, n], row-major with leading dimensions (elements between rows)
-// lda, ldb, ldc; op(A) = A^T (A stored [k, m]) when transA. C is overwritten.
+// lda, ldb, ldc; op(A) = A^T (A stored [k, m]) when transA. C is overwritten, or added to.
 struct GemmArgs {
   bool transA = false, transB = false;
   int64_t m = 0, n = 0, k = 0;
@@ -39,6 +40,7 @@ struct GemmArgs {
   void* c = nullptr;
   int64_t ldc = 0;
   DType dtype = DType::f32;
+  bool accumulate = false;  // C += op(A) op(B)
 };
 
 // The simulator's GEMM: one element of C a call, summed in T in order of l.
@@ -52,7 +54,8 @@ struct GemmFn {
     T sum = 0;
     for (int64_t l = 0; l < g.k; ++l)
       sum += (g.transA ? a[l * g.lda + i] : a[i * g.lda + l]) * (g.transB ? b[j * g.ldb + l] : b[l * g.ldb + j]);
-    static_cast<T*>(g.c)[i * g.ldc + j] = sum;
+    T& c = static_cast<T*>(g.c)[i * g.ldc + j];
+    c = g.accumulate ? T(c + sum) : sum;
   }
 };
 
@@ -81,10 +84,15 @@ inline bool convGeometry(const Step& step, std::span<const int64_t> x, std::span
   return true;
 }
 
-// Scratch elements the GEMM path needs: the columns (K x NP) and the channel-major result or
-// gradient (co x NP), in every direction.
-inline int64_t convGemmScratchElements(const ConvGeometry& g) {
-  return (int64_t(g.taps()) + g.co) * int64_t(g.columns());
+// Images a chunk of the batch holds so that its scratch, the columns (K x chunk*P) and the
+// channel-major result or gradient (co x chunk*P), is at most `capBytes` (at least one image);
+// and that scratch's elements.
+inline uint32_t convGemmChunk(const ConvGeometry& g, size_t elementBytes, size_t capBytes) {
+  const size_t perImage = (size_t(g.taps()) + g.co) * g.positions() * elementBytes;
+  return uint32_t(std::clamp<size_t>(capBytes / perImage, 1, g.n));
+}
+inline int64_t convGemmScratchElements(const ConvGeometry& g, uint32_t chunk) {
+  return (int64_t(g.taps()) + g.co) * g.positions() * chunk;
 }
 
 // cols[K, NP] from x (zeros in the padding).
@@ -183,30 +191,40 @@ Col2imFn<T> col2im(const T* dcols, T* dx, const ConvGeometry& g) {
   return {dcols, dx, g, dividerOf(g.w), dividerOf(g.h), dividerOf(g.c)};
 }
 
-// The three directions on `Api`, the GEMM through `gemm(call, GemmArgs)`, in `scratch` of at least
-// convGemmScratchElements(g) elements of T. Operands as the op's kernels take them:
+// The three directions on `Api`, `chunk` images at a time (the last chunk may be shorter), the
+// GEMM through `gemm(call, GemmArgs)`, in `scratch` of convGemmScratchElements(whole, chunk)
+// elements of T. The filter gradient sums the chunks' products in order (the GEMM accumulates
+// from the second chunk on). Operands as the op's kernels take them:
 //   conv2d: in x, w[, bias], out y; conv2d_backward_data: in dy, w, out dx;
 //   conv2d_backward_filter: in x, dy, out dw.
 template <class Api, typename T, class Gemm>
-void convGemm(KernelCall& call, const ConvGeometry& g, T* scratch, Gemm gemm) {
+void convGemm(KernelCall& call, const ConvGeometry& whole, uint32_t chunk, T* scratch, Gemm gemm) {
   const std::string& op = call.step.op;
-  const int64_t k = g.taps(), np = g.columns();
-  T* cols = scratch;           // cols or dcols, [K, NP]
-  T* channelMajor = cols + k * np;  // yT or dyT, [co, NP]
   const DType dtype = call.out[0].dtype;
-  if (op == "conv2d") {
-    const T* bias = call.in.size() > 2 ? call.in[2].as<T>() : nullptr;
-    Api::forEach(call, k * np, im2col(call.in[0].as<T>(), cols, g));
-    gemm(call, GemmArgs{false, false, g.co, np, k, call.in[1].data, k, cols, np, channelMajor, np, dtype});
-    Api::forEach(call, int64_t(g.co) * np, fromChannelMajor(channelMajor, bias, call.out[0].as<T>(), g.n, g.co, g.positions()));
-  } else if (op == "conv2d_backward_data") {
-    Api::forEach(call, int64_t(g.co) * np, toChannelMajor(call.in[0].as<T>(), channelMajor, g.n, g.co, g.positions()));
-    gemm(call, GemmArgs{true, false, k, np, g.co, call.in[1].data, k, channelMajor, np, cols, np, dtype});
-    Api::forEach(call, int64_t(g.n) * g.c * g.h * g.w, col2im(cols, call.out[0].as<T>(), g));
-  } else {
-    Api::forEach(call, k * np, im2col(call.in[0].as<T>(), cols, g));
-    Api::forEach(call, int64_t(g.co) * np, toChannelMajor(call.in[1].as<T>(), channelMajor, g.n, g.co, g.positions()));
-    gemm(call, GemmArgs{false, true, g.co, k, np, channelMajor, np, cols, np, call.out[0].data, k, dtype});
+  const int64_t imageX = int64_t(whole.c) * whole.h * whole.w, imageY = int64_t(whole.co) * whole.positions();
+  for (uint32_t first = 0; first < whole.n; first += chunk) {
+    ConvGeometry g = whole;
+    g.n = whole.n - first < chunk ? whole.n - first : chunk;
+    const int64_t k = g.taps(), np = g.columns();
+    T* cols = scratch;                // cols or dcols, [K, NP]
+    T* channelMajor = cols + k * np;  // yT or dyT, [co, NP]
+    if (op == "conv2d") {
+      const T* bias = call.in.size() > 2 ? call.in[2].as<T>() : nullptr;
+      Api::forEach(call, k * np, im2col(call.in[0].as<T>() + first * imageX, cols, g));
+      gemm(call, GemmArgs{false, false, g.co, np, k, call.in[1].data, k, cols, np, channelMajor, np, dtype});
+      Api::forEach(call, int64_t(g.co) * np,
+                   fromChannelMajor(channelMajor, bias, call.out[0].as<T>() + first * imageY, g.n, g.co, g.positions()));
+    } else if (op == "conv2d_backward_data") {
+      Api::forEach(call, int64_t(g.co) * np,
+                   toChannelMajor(call.in[0].as<T>() + first * imageY, channelMajor, g.n, g.co, g.positions()));
+      gemm(call, GemmArgs{true, false, k, np, g.co, call.in[1].data, k, channelMajor, np, cols, np, dtype});
+      Api::forEach(call, int64_t(g.n) * imageX, col2im(cols, call.out[0].as<T>() + first * imageX, g));
+    } else {
+      Api::forEach(call, k * np, im2col(call.in[0].as<T>() + first * imageX, cols, g));
+      Api::forEach(call, int64_t(g.co) * np,
+                   toChannelMajor(call.in[1].as<T>() + first * imageY, channelMajor, g.n, g.co, g.positions()));
+      gemm(call, GemmArgs{false, true, g.co, k, np, channelMajor, np, cols, np, call.out[0].data, k, dtype, first > 0});
+    }
   }
 }
 

@@ -5,8 +5,8 @@
 // through the CUDA backend's own kernel, as there, and fused steps run the CUDA backend's
 // generated kernels built for the host (sim/Fused.cpp). A convolution pinned to the CUDA
 // backend's "gemm" variant (SPMD_KERNELS=conv2d:gemm, ...; kernels/ConvGemm.h) runs it here,
-// with kernels::GemmFn standing in for cuBLAS, so its unfolding and GEMM arguments are tested
-// without a GPU; unpinned, a convolution is the CPU's, as cuDNN's stand-in.
+// with kernels::GemmFn standing in for cuBLAS and the batch in chunks of 16 KiB of scratch, so its
+// unfolding, chunking and GEMM arguments are tested without a GPU; unpinned, a convolution is the CPU's, as cuDNN's stand-in.
 #include "runtime/cpu/CpuDevice.h"
 #include "runtime/device/KernelChoice.h"
 #include "runtime/kernels/ConvGemm.h"
@@ -75,6 +75,10 @@ void gemm(KernelCall& call, const kernels::GemmArgs& g) {
   visitFloat(g.dtype, [&](auto tag) { SimApi::forEach(call, g.m * g.n, kernels::GemmFn<decltype(tag)>{g}); });
 }
 
+// The simulator's chunk of the batch for the GEMM variant: small, so that the kernel cases run in
+// several chunks (a shorter last one included), as the GPU's large layers do.
+constexpr size_t kConvGemmScratchBytes = size_t(16) << 10;
+
 // A convolution: the CPU's kernel, or the CUDA backend's GEMM variant where SPMD_KERNELS pins it.
 template <const char* Op>
 void conv(KernelCall& call) {
@@ -85,10 +89,11 @@ void conv(KernelCall& call) {
     throw Error("SPMD_KERNELS pins " + call.step.op + " to 'gemm', which computes f32 and f64 convolutions of " +
                 "fewer than 2^31 elements a tensor; " + stepName(call) + " is " + std::string(dtypeName(dtype)) + " " +
                 shapeString(Shape(call.out[0].shape.begin(), call.out[0].shape.end())) + "; unpin it on sim");
-  std::byte* scratch = kernels::scratch<SimApi>(call, size_t(kernels::convGemmScratchElements(g)) * dtypeSize(dtype));
+  const uint32_t chunk = kernels::convGemmChunk(g, dtypeSize(dtype), kConvGemmScratchBytes);
+  std::byte* scratch = kernels::scratch<SimApi>(call, size_t(kernels::convGemmScratchElements(g, chunk)) * dtypeSize(dtype));
   visitFloat(dtype, [&](auto tag) {
     using T = decltype(tag);
-    kernels::convGemm<SimApi>(call, g, reinterpret_cast<T*>(scratch), gemm);
+    kernels::convGemm<SimApi>(call, g, chunk, reinterpret_cast<T*>(scratch), gemm);
   });
   if (call.variant && call.variant->empty()) *call.variant = "gemm: pinned by SPMD_KERNELS";
 }

@@ -238,8 +238,9 @@ TEST_P(CudaKernelTest, EveryKernelMatchesTheReference) {
 // The convolution variant "gemm" (runtime/kernels/ConvGemm.h), pinned, on every convolution
 // case and on geometries the cases lack (unequal strides, padding and filter sides; a 1x1 stride-1
 // filter; one image): against the reference, and the step says it ran. On sim, the unfolding
-// kernels the GPU runs and the GEMM arguments it gives cuBLAS, with a stand-in GEMM; on cuda:0,
-// cuBLAS itself.
+// kernels the GPU runs and the GEMM arguments it gives cuBLAS, with a stand-in GEMM, the batch in
+// chunks of 16 KiB of scratch (most cases in several, "conv 17 images" in 3-image chunks and a
+// shorter last one); on cuda:0, cuBLAS itself.
 TEST_P(CudaKernelTest, ConvolutionsPinnedToTheGemmVariantMatchTheReference) {
   const auto& [backend, dtype] = GetParam();
   if (backend == "cuda")
