@@ -24,6 +24,13 @@ struct HostLoop {
     return std::shared_ptr<std::byte>(new std::byte[bytes], std::default_delete<std::byte[]>());
   }
   static void* nativeStream(const KernelCall&) { return nullptr; }
+  static std::shared_ptr<std::byte> allocateHostVisible(const KernelCall& call, size_t bytes) {
+    std::shared_ptr<std::byte> memory = allocate(call, bytes);
+    std::memset(memory.get(), 0, bytes);
+    return memory;
+  }
+  // The replica's own thread runs its steps: in-process collectives meet on the host.
+  static constexpr int kDeviceRendezvousReplicas = 0;
 };
 
 }  // namespace spmd::runtime::cpu

@@ -2,6 +2,8 @@
 // run as a grid-stride kernel on the device's stream, copies are cudaMemcpyAsync on it.
 #pragma once
 
+#include <cstring>
+
 #include "runtime/cuda/Cuda.h"
 #include "runtime/kernels/FunctorName.h"
 
@@ -70,6 +72,26 @@ struct CudaApi {
   static std::shared_ptr<std::byte> allocate(const KernelCall& call, size_t bytes) {
     return deviceOf(call).allocate(bytes);
   }
+  // Pinned host memory mapped into every GPU's address space (the same pointer on host and device).
+  static std::shared_ptr<std::byte> allocateHostVisible(const KernelCall& call, size_t bytes) {
+    deviceOf(call).refuseWhileCapturing("an allocation of host-visible memory");
+    void* memory = nullptr;
+    check(cudaHostAlloc(&memory, bytes, cudaHostAllocMapped | cudaHostAllocPortable),
+          "cudaHostAlloc (" + call.step.op + ")");
+    std::memset(memory, 0, bytes);
+    void* onDevice = nullptr;
+    check(cudaHostGetDevicePointer(&onDevice, memory, 0), "cudaHostGetDevicePointer (" + call.step.op + ")");
+    if (onDevice != memory) {
+      cudaFreeHost(memory);
+      throw Error("mapped host memory has another address on " + deviceOf(call).name() +
+                  " (no unified addressing); set SPMD_DEVICE_RENDEZVOUS=0");
+    }
+    return std::shared_ptr<std::byte>(static_cast<std::byte*>(memory), [](std::byte* p) { cudaFreeHost(p); });
+  }
+  // In-process collectives of up to this many replicas meet on the device (kernels/Collectives.h's
+  // rendezvous): a replica's barrier kernel waits while the others' kernels run, which needs
+  // their streams on distinct hardware queues (CUDA_DEVICE_MAX_CONNECTIONS, 8 by default).
+  static constexpr int kDeviceRendezvousReplicas = 8;
   // The cudaStream_t a device library (NCCL) orders its collectives on.
   static void* nativeStream(const KernelCall& call) { return streamOf(call); }
 };

@@ -7,10 +7,10 @@
 
 #include <chrono>
 #include <cstddef>
-#include <memory>
-#include <span>
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -40,6 +40,15 @@ class DeviceCollectives {
   virtual void allGather(const void* in, void* out, size_t bytes, void* stream, const std::string& what) = 0;
 };
 
+// A replica's words of a device-side rendezvous (runtime/kernels/Collectives.h), in memory both
+// the host and the devices of the process read: how many times its kernels arrived at the
+// collective's barrier (written by its own kernels alone), and whether the group aborted (set by
+// the host, which the kernels waiting at the barrier read, so they stop instead of waiting).
+struct RendezvousWords {
+  uint32_t arrived = 0;
+  uint32_t aborted = 0;
+};
+
 // For backends whose collectives run as device kernels over every replica's memory (replicas
 // that share a process: sim:N, cuda:0*N): every rank's pointer.
 class PointerExchange {
@@ -47,6 +56,12 @@ class PointerExchange {
   virtual ~PointerExchange() = default;
   // Publishes `mine`, waits for all ranks, returns every rank's pointer in rank order.
   virtual std::vector<const void*> exchange(const void* mine, const std::string& what) = 0;
+  // Words of a device-side rendezvous of this rank, watched while the returned handle lives
+  // (it keeps the group alive): set aborted when the group aborts (at once if it has), cleared
+  // (both words) when the group is reset.
+  virtual std::shared_ptr<void> watch(RendezvousWords* words) = 0;
+  // How long a collective waits for the other replicas before it fails.
+  virtual std::chrono::milliseconds timeout() const = 0;
 };
 
 // The collective channel between the replicas: rank and size, three collectives that each

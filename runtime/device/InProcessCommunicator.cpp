@@ -32,6 +32,22 @@ void InProcessGroup::reset() {
   failed_ = false;
   waiting_ = 0;
   std::fill(arrived_.begin(), arrived_.end(), false);
+  for (RendezvousWords* words : watched_) {
+    __atomic_store_n(&words->arrived, 0u, __ATOMIC_RELEASE);
+    __atomic_store_n(&words->aborted, 0u, __ATOMIC_RELEASE);
+  }
+}
+
+// The words are host-visible memory a device kernel may be reading: atomic stores.
+void InProcessGroup::watch(RendezvousWords* words) {
+  std::lock_guard lock(mutex_);
+  watched_.push_back(words);
+  if (failure_) __atomic_store_n(&words->aborted, 1u, __ATOMIC_RELEASE);
+}
+
+void InProcessGroup::unwatch(RendezvousWords* words) {
+  std::lock_guard lock(mutex_);
+  watched_.erase(std::remove(watched_.begin(), watched_.end(), words), watched_.end());
 }
 
 std::optional<std::string> InProcessGroup::failure() const {
@@ -43,6 +59,7 @@ void InProcessGroup::abort(const std::string& error) {
   std::lock_guard lock(mutex_);
   if (!failure_) failure_ = error;
   failed_ = true;
+  for (RendezvousWords* words : watched_) __atomic_store_n(&words->aborted, 1u, __ATOMIC_RELEASE);
   wake_.notify_all();
 }
 

@@ -29,6 +29,9 @@ class InProcessGroup {
   void reset();
   // The first error passed to abort() since the last reset, if any.
   std::optional<std::string> failure() const;
+  // Device-side rendezvous words (PointerExchange::watch): aborted with the group, cleared by reset.
+  void watch(RendezvousWords* words);
+  void unwatch(RendezvousWords* words);
 
  private:
   friend class InProcessCommunicator;
@@ -52,6 +55,7 @@ class InProcessGroup {
   std::atomic<uint64_t> generation_ = 0;
   std::atomic<bool> failed_ = false;
   std::optional<std::string> failure_;
+  std::vector<RendezvousWords*> watched_;  // under mutex_
 };
 
 // Every collective completes before it returns (the replicas meet in it), so its Pending is done.
@@ -73,6 +77,11 @@ class InProcessCommunicator final : public Communicator, public PointerExchange 
   std::vector<const void*> exchange(const void* mine, const std::string& what) override {
     return group_->exchange(rank_, mine, what);
   }
+  std::shared_ptr<void> watch(RendezvousWords* words) override {
+    group_->watch(words);
+    return std::shared_ptr<void>(words, [group = group_](void* w) { group->unwatch(static_cast<RendezvousWords*>(w)); });
+  }
+  std::chrono::milliseconds timeout() const override { return group_->timeout(); }
 
  private:
   // Reduces one flat buffer of this rank in place over the ranks.

@@ -16,8 +16,12 @@ struct CallCounts {
   // Device::hostWaits while the steps ran; the one wait at the end of the call, which reads the
   // outputs and the data checks (DeferredCheck), is not counted.
   int64_t hostWaitsInSteps = 0;
+  // Words of data checks (DeferredCheck: labels, ids, the in-process collectives' rendezvous) read
+  // after the steps, in one copy to the host.
+  int64_t checkWords = 0;
   CallCounts& operator+=(const CallCounts& o) {
     graphLaunches += o.graphLaunches, stepsCalled += o.stepsCalled, hostWaitsInSteps += o.hostWaitsInSteps;
+    checkWords += o.checkWords;
     return *this;
   }
 };

@@ -263,17 +263,37 @@ void Executor::traceOnDevice(const std::vector<double>& t) {
 }
 
 void Executor::readDeferredChecks() {
-  for (size_t s = 0; s < checks_.size(); ++s) {
+  // Several words are gathered on the device first, so the host reads them in one copy (one wait).
+  std::vector<size_t> checked;
+  for (size_t s = 0; s < checks_.size(); ++s)
+    if (checks_[s].flag) checked.push_back(s);
+  lastCall_.checkWords = int64_t(checked.size());
+  if (checked.empty()) return;
+  std::vector<BadIndexFlag> words(checked.size());
+  if (checked.size() == 1) {
+    device_->copyToHost(reinterpret_cast<std::byte*>(words.data()),
+                        reinterpret_cast<const std::byte*>(checks_[checked[0]].flag), sizeof(BadIndexFlag));
+  } else {
+    if (checkWordsHeld_ < checked.size()) {
+      checkWords_ = device_->allocate(checked.size() * sizeof(BadIndexFlag));
+      checkWordsHeld_ = checked.size();
+    }
+    for (size_t k = 0; k < checked.size(); ++k)
+      device_->copyOnDevice(checkWords_.get() + k * sizeof(BadIndexFlag),
+                            reinterpret_cast<const std::byte*>(checks_[checked[k]].flag), sizeof(BadIndexFlag));
+    device_->copyToHost(reinterpret_cast<std::byte*>(words.data()), checkWords_.get(), words.size() * sizeof(BadIndexFlag));
+  }
+  for (size_t k = 0; k < checked.size(); ++k) {
+    const size_t s = checked[k];
     const DeferredCheck& check = checks_[s];
-    if (!check.flag) continue;
-    BadIndexFlag flag = 0;
-    device_->copyToHost(reinterpret_cast<std::byte*>(&flag), reinterpret_cast<const std::byte*>(check.flag), sizeof flag);
     int32_t index = 0;
     int64_t position = 0;
-    if (!decodeBadIndex(flag, &index, &position)) continue;
+    if (!decodeBadIndex(words[k], &index, &position)) continue;
     const Step& step = program_.steps[s];
     try {
       check.report(index, position);
+    } catch (const ReplicaAborted&) {
+      throw;  // another replica's failure stopped this one's collective; the group reports that one
     } catch (const std::exception& e) {
       throw Error("step " + std::to_string(s) + " '" + step.op + "' (" + step.where() + ") failed on " +
                   device_->name() + ": " + e.what());

@@ -103,6 +103,8 @@ class Executor {
   // By step: the data check its kernel left on the device when it last ran (kept for the graphs'
   // replays, which do not call the kernel), read after each call's end-of-step synchronisation.
   std::vector<DeferredCheck> checks_;
+  std::shared_ptr<std::byte> checkWords_;  // device: the checks' words gathered for one read
+  size_t checkWordsHeld_ = 0;
   CallCounts lastCall_;
   // Throws the first failed check of checks_, as the step's own error, after the call's steps.
   void readDeferredChecks();

@@ -1,14 +1,29 @@
-// Collectives for replicas that share one process (cuda:0*N, sim:N): every replica publishes a
-// device pointer through the communicator, then each replica gathers its own slice of the
-// elements from every replica into rows, folds them with the fold tree (FoldRowsFn, the kernel
-// NCCL's exact mode folds its received rows with, runtime/cuda/Nccl.cpp) and copies the result
-// into every replica's buffer: NCCL's exact algorithm with device copies for its sends and
-// receives, so every replica holds the same bits and one fold kernel serves both. A combined
-// all_reduce packs its operands into one flat device buffer first.
+// Collectives for replicas that share one process (cuda:0*N, sim:N): each replica gathers its
+// own slice of the elements from every replica into rows, folds them with the fold tree
+// (FoldRowsFn, the kernel NCCL's exact mode folds its received rows with,
+// runtime/cuda/Nccl.cpp) and copies the result into every replica's buffer: NCCL's exact
+// algorithm with device copies for its sends and receives, so every replica holds the same bits
+// and one fold kernel serves both. A combined all_reduce packs its operands into one flat device
+// buffer first.
+//
+// Where the replicas meet. On the devices (an Api with kDeviceRendezvousReplicas: the simulator,
+// CUDA up to 8 replicas):
+// each collective step owns, per replica, a staging buffer the others read and write and a
+// rendezvous barrier: a one-thread kernel that counts its arrival in host-visible memory and
+// waits until every replica's count has reached its own (Rendezvous below). Its addresses are
+// exchanged once, on the step's first call; after that the step queues copies and kernels only,
+// so nothing waits on the host and the training step of several replicas is one graph per step
+// (runtime/exec/StepGraph.h). A replica that does not arrive within the group's timeout, or an
+// aborted group, stops the waiting kernel, and the step's deferred check reports it after the
+// step. SPMD_DEVICE_RENDEZVOUS=0 meets on the host instead: publish the operand's pointer (after
+// waiting for the stream), copy, wait again, barrier; that splits the graphs at every collective.
 #pragma once
 
 #include <algorithm>
+#include <chrono>
+#include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "runtime/kernels/Common.h"
@@ -48,6 +63,7 @@ inline PointerExchange& pointersOf(Communicator& comm, const std::string& what) 
 // allocated on first use and grown when a call needs more.
 template <class Api>
 struct CollectiveScratch {
+  std::shared_ptr<void> rendezvous;  // the step's Rendezvous<Api>, made on its first call
   std::shared_ptr<std::byte> staged, folded;
   size_t stagedBytes = 0, foldedBytes = 0;
   void* staging(const KernelCall& call, size_t bytes) { return grown(call, staged, stagedBytes, bytes); }
@@ -64,6 +80,172 @@ CollectiveScratch<Api>& collectiveScratch(KernelCall& call) {
   return *static_cast<CollectiveScratch<Api>*>(call.cache.get());
 }
 
+// The most replicas a device-side rendezvous waits for (its kernel holds their addresses).
+constexpr int kMaxRendezvousReplicas = 64;
+// What the barrier records in the step's flag (decodeBadIndex's position; the index is the
+// replica it waited for): the lowest position is kept, so a timeout wins over an abort.
+constexpr int64_t kRendezvousTimedOut = 0, kRendezvousAborted = 1;
+
+#if defined(__CUDA_ARCH__)
+__device__ inline uint64_t globalNanoseconds() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+#endif
+
+// The barrier: this replica's arrival count goes up by one (its earlier work on the stream, the
+// staging copies, published first), then it waits for every replica's count to reach it. One
+// thread; the counts live in host-visible memory, each written by its replica's kernels alone.
+struct RendezvousFn {
+  RendezvousWords* mine;
+  const RendezvousWords* words[kMaxRendezvousReplicas];  // every replica's, this one's included
+  int replicas;
+  int64_t timeoutNs;
+  BadIndexFlag* flag;  // device memory: a replica that never came, or the group's abort
+  SPMD_HOST_DEVICE void operator()(int64_t i) const {
+    if (i != 0) return;
+#if defined(__CUDA_ARCH__)
+    volatile uint32_t* own = &mine->arrived;
+    const uint32_t count = *own + 1;
+    __threadfence_system();
+    *own = count;
+    const uint64_t start = globalNanoseconds();
+    for (int r = 0; r < replicas; ++r) {
+      const volatile uint32_t* theirs = &words[r]->arrived;
+      while (int32_t(*theirs - count) < 0) {
+        if (*reinterpret_cast<const volatile uint32_t*>(&mine->aborted)) return void(indexValid(r, kRendezvousAborted, 0, flag));
+        if (int64_t(globalNanoseconds() - start) > timeoutNs) return void(indexValid(r, kRendezvousTimedOut, 0, flag));
+        __nanosleep(256);
+      }
+    }
+    __threadfence_system();
+#else
+    const uint32_t count = __atomic_load_n(&mine->arrived, __ATOMIC_RELAXED) + 1;
+    __atomic_store_n(&mine->arrived, count, __ATOMIC_RELEASE);
+    const auto start = std::chrono::steady_clock::now();
+    for (int r = 0; r < replicas; ++r)
+      while (int32_t(__atomic_load_n(&words[r]->arrived, __ATOMIC_ACQUIRE) - count) < 0) {
+        if (__atomic_load_n(&mine->aborted, __ATOMIC_ACQUIRE)) return void(indexValid(r, kRendezvousAborted, 0, flag));
+        if (std::chrono::steady_clock::now() - start > std::chrono::nanoseconds(timeoutNs))
+          return void(indexValid(r, kRendezvousTimedOut, 0, flag));
+        std::this_thread::yield();
+      }
+#endif
+  }
+};
+
+// A collective step's meeting place on the devices: this replica's staging buffer and words,
+// every replica's addresses, the barrier and its flag.
+template <class Api>
+struct Rendezvous {
+  struct Addresses {
+    std::byte* staging;
+    RendezvousWords* words;
+  };
+  std::shared_ptr<std::byte> staging, words, flag;
+  std::shared_ptr<void> watching;  // the group's watch of `words` (released before them)
+  size_t bytes = 0;
+  Addresses mine{};
+  std::vector<std::byte*> stagingOf;  // by rank
+  RendezvousFn barrier{};
+  // Clears the flag: the first thing a call queues.
+  void begin(const KernelCall& call) const { Api::zero(call, flag.get(), sizeof(BadIndexFlag)); }
+  void meet(const KernelCall& call) const { Api::forEach(call, 1, barrier); }
+  // The flag read after the step (or now, where the executor takes no deferred checks).
+  void check(KernelCall& call, const std::string& what, int rank) const {
+    const double seconds = double(barrier.timeoutNs) * 1e-9;
+    auto report = [what, rank, seconds](int32_t replica, int64_t why) {
+      if (why == kRendezvousAborted)
+        throw ReplicaAborted("replica " + std::to_string(rank) + " stopped in " + what + " because the group failed");
+      throw Error(what + " timed out after " + std::to_string(seconds).substr(0, 6) + " s on replica " +
+                  std::to_string(rank) + ": replica " + std::to_string(replica) +
+                  " never reached it (stuck, or running a different sequence of collectives); raise the limit with "
+                  "SPMD_COLLECTIVE_TIMEOUT=<seconds> if a step is legitimately that slow");
+    };
+    const auto* f = reinterpret_cast<const BadIndexFlag*>(flag.get());
+    if (call.check) {
+      *call.check = DeferredCheck{f, report};
+      return;
+    }
+    BadIndexFlag host = 0;
+    Api::toHost(call, &host, f, sizeof host);
+    int32_t replica = 0;
+    int64_t why = 0;
+    if (decodeBadIndex(host, &replica, &why)) report(replica, why);
+  }
+};
+
+// Whether in-process collectives meet on the device where the Api can (SPMD_DEVICE_RENDEZVOUS,
+// default on; read once; Collectives.cpp). A step takes the setting on its first call.
+bool deviceRendezvousWanted();
+// Tests: sets it for the steps whose first call comes after (nullopt: the variable's value again).
+void setDeviceRendezvous(std::optional<bool> on);
+
+// The step's rendezvous for `bytes` of staging, made on its first call (allocations, then one
+// exchange of addresses on the host), or null where the replicas meet on the host instead.
+template <class Api>
+Rendezvous<Api>* rendezvousOf(KernelCall& call, Communicator& comm, size_t bytes, const std::string& what) {
+  static_assert(Api::kDeviceRendezvousReplicas <= kMaxRendezvousReplicas);
+  if constexpr (Api::kDeviceRendezvousReplicas == 0) {
+    return nullptr;
+  } else {
+    PointerExchange* exchange = comm.pointers();
+    if (!exchange || comm.size() > Api::kDeviceRendezvousReplicas || !deviceRendezvousWanted()) return nullptr;
+    std::shared_ptr<void>& slot = collectiveScratch<Api>(call).rendezvous;
+    if (slot) {
+      auto* r = static_cast<Rendezvous<Api>*>(slot.get());
+      if (r->bytes != bytes)
+        throw Error(what + ": its operand changed size between calls (" + std::to_string(r->bytes) + " then " +
+                    std::to_string(bytes) + " bytes)");
+      return r;
+    }
+    auto r = std::make_shared<Rendezvous<Api>>();
+    r->bytes = bytes;
+    r->staging = Api::allocate(call, std::max<size_t>(bytes, 1));
+    r->flag = Api::allocate(call, sizeof(BadIndexFlag));
+    r->words = Api::allocateHostVisible(call, sizeof(RendezvousWords));
+    r->mine = {r->staging.get(), reinterpret_cast<RendezvousWords*>(r->words.get())};
+    r->watching = exchange->watch(r->mine.words);
+    const std::vector<const void*> all = exchange->exchange(&r->mine, what);
+    r->barrier.mine = r->mine.words;
+    r->barrier.replicas = comm.size();
+    r->barrier.timeoutNs = int64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(exchange->timeout()).count());
+    r->barrier.flag = reinterpret_cast<BadIndexFlag*>(r->flag.get());
+    for (int k = 0; k < comm.size(); ++k) {
+      const auto* theirs = static_cast<const typename Rendezvous<Api>::Addresses*>(all[size_t(k)]);
+      r->stagingOf.push_back(theirs->staging);
+      r->barrier.words[k] = theirs->words;
+    }
+    // Every replica has copied the addresses before any `mine` could go (a later exchange).
+    slot = r;
+    return r.get();
+  }
+}
+
+// Every replica's `bytes` of `operand` made readable to all, `read(sources)` queued with their
+// addresses in rank order, and the replicas met again, so that none changes its operand's copy
+// (or frees the operand) while another reads it: on the devices, each operand copied into its
+// replica's staging between two barriers; on the host, the operands' own pointers exchanged
+// after waiting for the stream.
+template <class Api, class Read>
+void readEveryReplica(KernelCall& call, Communicator& comm, const void* operand, size_t bytes,
+                      const std::string& what, Read read) {
+  if (Rendezvous<Api>* meeting = rendezvousOf<Api>(call, comm, bytes, what)) {
+    meeting->begin(call);
+    Api::copy(call, meeting->mine.staging, operand, bytes);
+    meeting->meet(call);
+    read(std::vector<const void*>(meeting->stagingOf.begin(), meeting->stagingOf.end()));
+    meeting->meet(call);
+    meeting->check(call, what, comm.rank());
+    return;
+  }
+  Api::synchronize(call);
+  read(pointersOf(comm, what).exchange(operand, what));
+  Api::synchronize(call);
+  comm.barrier(what);  // operands stay alive until every replica has read them
+}
+
 // Reduces `count` elements at `data` (this replica's device memory) across the replicas.
 template <class Api>
 void reduceInPlace(KernelCall& call, void* data, DType dtype, int64_t count, Reduction op) {
@@ -76,17 +258,27 @@ void reduceInPlace(KernelCall& call, void* data, DType dtype, int64_t count, Red
   // One replica (a pmap over one device): the fold of its one row is the row itself (a mean
   // divides by 1), so nothing waits on the host and the step stays in one graph.
   if (comm.size() == 1) return;
-  Api::synchronize(call);  // this replica's operand is ready
-  std::vector<const void*> peers = pointersOf(comm, what).exchange(data, what);
   const int n = comm.size(), me = comm.rank();
   const size_t e = dtypeSize(dtype);
+  Rendezvous<Api>* meeting = rendezvousOf<Api>(call, comm, size_t(count) * e, what);
+  std::vector<const void*> peers;
+  if (meeting) {
+    meeting->begin(call);
+    Api::copy(call, meeting->mine.staging, data, size_t(count) * e);
+    meeting->meet(call);  // every replica's operand is in its staging
+    peers.assign(meeting->stagingOf.begin(), meeting->stagingOf.end());
+  } else {
+    Api::synchronize(call);  // this replica's operand is ready
+    peers = pointersOf(comm, what).exchange(data, what);
+  }
+  std::byte* target = meeting ? meeting->mine.staging : static_cast<std::byte*>(data);
   const int64_t per = (count + n - 1) / n;
   const int64_t begin = std::min<int64_t>(count, per * me), mine = std::min<int64_t>(count, begin + per) - begin;
   if (mine > 0) {
     auto* rows = static_cast<std::byte*>(collectiveScratch<Api>(call).rows(call, size_t(n) * mine * e));
     for (int r = 0; r < n; ++r)  // the receives: row r is replica r's values of this slice
       Api::copy(call, rows + size_t(r) * mine * e, static_cast<const std::byte*>(peers[r]) + begin * e, mine * e);
-    std::byte* out = static_cast<std::byte*>(data) + begin * e;
+    std::byte* out = target + begin * e;
     if (dtype == DType::f32)
       Api::forEach(call, mine, FoldRowsFn<float>{reinterpret_cast<const float*>(rows), n, mine, op, reinterpret_cast<float*>(out)});
     else if (dtype == DType::f64)
@@ -95,6 +287,12 @@ void reduceInPlace(KernelCall& call, void* data, DType dtype, int64_t count, Red
       Api::forEach(call, mine, FoldRowsFn<int32_t>{reinterpret_cast<const int32_t*>(rows), n, mine, op, reinterpret_cast<int32_t*>(out)});
     for (int r = 0; r < n; ++r)  // the sends: the folded slice into every other replica's buffer
       if (r != me) Api::copy(call, static_cast<std::byte*>(const_cast<void*>(peers[r])) + begin * e, out, mine * e);
+  }
+  if (meeting) {
+    meeting->meet(call);  // every slice is written before anyone reads or reuses the buffers
+    Api::copy(call, data, meeting->mine.staging, size_t(count) * e);
+    meeting->check(call, what, me);
+    return;
   }
   Api::synchronize(call);
   comm.barrier(what);  // every slice is written before anyone reads or reuses the buffers
@@ -138,11 +336,9 @@ void all_gather(KernelCall& call) {
     Api::copy(call, call.out[0].data, call.in[0].data, bytes);
     return;
   }
-  Api::synchronize(call);
-  std::vector<const void*> sources = pointersOf(comm, what).exchange(call.in[0].data, what);
-  for (int r = 0; r < comm.size(); ++r) Api::copy(call, call.out[0].as<std::byte>() + r * bytes, sources[r], bytes);
-  Api::synchronize(call);
-  comm.barrier(what);  // inputs stay alive until every replica has copied them
+  readEveryReplica<Api>(call, comm, call.in[0].data, bytes, what, [&](const std::vector<const void*>& sources) {
+    for (int r = 0; r < comm.size(); ++r) Api::copy(call, call.out[0].as<std::byte>() + r * bytes, sources[r], bytes);
+  });
 }
 
 // Sum (or mean) over replicas of input[N, ...], keeping this replica's row (a full all-reduce of a copy).
@@ -177,12 +373,10 @@ void ppermute(KernelCall& call) {
     else Api::copy(call, call.out[0].data, call.in[0].data, bytes);
     return;
   }
-  Api::synchronize(call);
-  std::vector<const void*> sources = pointersOf(comm, what).exchange(call.in[0].data, what);
-  if (source < 0) Api::zero(call, call.out[0].data, bytes);
-  else Api::copy(call, call.out[0].data, sources[size_t(source)], bytes);
-  Api::synchronize(call);
-  comm.barrier(what);  // inputs stay alive until every replica has copied its source's
+  readEveryReplica<Api>(call, comm, call.in[0].data, bytes, what, [&](const std::vector<const void*>& sources) {
+    if (source < 0) Api::zero(call, call.out[0].data, bytes);
+    else Api::copy(call, call.out[0].data, sources[size_t(source)], bytes);
+  });
 }
 
 // Every replica's operand into staging ([replica, ...]: NCCL's all-gather, the device pointers,
@@ -201,12 +395,10 @@ void all_to_all(KernelCall& call) {
     library->allGather(in.data, staging, bytes, Api::nativeStream(call), what);
   } else if (n == 1) {
     Api::copy(call, staging, in.data, bytes);
-  } else if (PointerExchange* exchange = comm.pointers()) {
-    Api::synchronize(call);
-    std::vector<const void*> sources = exchange->exchange(in.data, what);
-    for (int r = 0; r < n; ++r) Api::copy(call, staging + size_t(r) * bytes, sources[size_t(r)], bytes);
-    Api::synchronize(call);
-    comm.barrier(what);  // inputs stay alive until every replica has copied them
+  } else if (comm.pointers()) {
+    readEveryReplica<Api>(call, comm, in.data, bytes, what, [&](const std::vector<const void*>& sources) {
+      for (int r = 0; r < n; ++r) Api::copy(call, staging + size_t(r) * bytes, sources[size_t(r)], bytes);
+    });
   } else {  // a host communicator across processes (host-memory devices)
     comm.allGather(in.data, staging, bytes, what).wait();
   }

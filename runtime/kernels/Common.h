@@ -12,7 +12,10 @@
 //   toHost(call, dst, src, bytes)   waits for the stream, then copies to host memory
 //   synchronize(call)               waits for the stream; asynchronous errors surface here
 //   allocate(call, bytes)           device memory owned by the returned pointer
+//   allocateHostVisible(call, bytes)  zeroed memory the host and the process's devices all address
 //   nativeStream(call)              the stream a device library (NCCL) orders its work on
+//   kDeviceRendezvousReplicas       up to how many replicas in-process collectives meet on the
+//                                   device (Collectives.h) rather than on the host (0: never)
 #pragma once
 
 #include <cstdint>

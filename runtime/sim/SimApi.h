@@ -70,6 +70,15 @@ struct SimApi {
   static std::shared_ptr<std::byte> allocate(const KernelCall& call, size_t bytes) {
     return deviceOf(call).allocate(bytes);
   }
+  // Memory the host and every device of the process read and write (the simulator's is host memory).
+  static std::shared_ptr<std::byte> allocateHostVisible(const KernelCall& call, size_t bytes) {
+    std::shared_ptr<std::byte> memory = deviceOf(call).allocate(bytes);
+    std::memset(memory.get(), 0, bytes);  // no kernel holds it yet
+    return memory;
+  }
+  // In-process collectives of up to this many replicas meet on the device (kernels/Collectives.h's
+  // rendezvous), as on CUDA.
+  static constexpr int kDeviceRendezvousReplicas = 64;
   // No device library runs on the simulated device (its communicators offer no DeviceCollectives).
   static void* nativeStream(const KernelCall&) { return nullptr; }
 };

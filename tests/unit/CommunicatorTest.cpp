@@ -1,7 +1,8 @@
 // The in-process communicator and the collective kernels on N threads: the CPU kernels
 // (slice-per-rank reduction) against the reference kernels (all-gather, then reduce locally) on
 // random data, bit-identical results on every replica, a collective that times out naming the
-// missing replicas, and an abort that wakes every waiting replica at once.
+// missing replicas, and an abort that wakes every waiting replica at once; on the simulator, the
+// same two when the replicas wait on the device.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -14,6 +15,9 @@
 #include "runtime/device/Fold.h"
 #include "runtime/device/InProcessCommunicator.h"
 #include "runtime/cpu/CpuDevice.h"
+#include "runtime/device/DeviceList.h"
+#include "runtime/device/Driver.h"
+#include "runtime/sim/SimDevice.h"
 #include "runtime/program/OpAttrs.h"
 
 namespace spmd::runtime {
@@ -181,6 +185,76 @@ TEST(CommunicatorTest, AbortWakesEveryWaitingReplicaAtOnce) {
                              " stopped in all_reduce at step.cpp:7 because the group failed: "
                              "replica 3 failed: boom");
   EXPECT_EQ(group->failure(), "replica 3 failed: boom");
+}
+
+// The device-side rendezvous of replicas on the simulator (runtime/kernels/Collectives.h):
+// replica r of n calls the all_reduce kernel on sim:n's device r while `more(r, k, comm)` says
+// call k comes (the function may abort the group); returns each replica's error ("" when it
+// finished). The first call exchanges the addresses on the host; later calls meet on the devices.
+std::vector<std::string> simAllReduce(const std::shared_ptr<InProcessGroup>& group, int n,
+                                      const std::function<bool(int, int, InProcessCommunicator&)>& more) {
+  const DeviceList list = parseDeviceList("sim:" + std::to_string(n));
+  std::vector<std::string> errors(static_cast<size_t>(n));
+  // Every replica's device, buffers and step state outlive all the threads: a replica's kernels
+  // read the others' staging and words until they are done.
+  std::vector<std::shared_ptr<Device>> devices;
+  std::vector<std::shared_ptr<void>> caches(static_cast<size_t>(n));
+  std::vector<std::shared_ptr<std::byte>> buffers;
+  for (int r = 0; r < n; ++r) {
+    devices.push_back(makeDevice(list, r));
+    for (int b = 0; b < 2; ++b) buffers.push_back(devices.back()->allocate(5 * sizeof(float)));
+  }
+  Step step{"all_reduce", {}, {}, {{"axis_name", std::string("i")}, {"reduction", std::string("sum")}}, "step.cpp:7"};
+  decodeAttributes(step);
+  const Shape shape{5};
+  onReplicas(n, [&](int r) {
+    InProcessCommunicator comm(group, r);
+    Device& device = *devices[size_t(r)];
+    std::vector<TensorView> in{{buffers[size_t(2 * r)].get(), DType::f32, shape}},
+        out{{buffers[size_t(2 * r + 1)].get(), DType::f32, shape}};
+    KernelCall call{step, in, out, caches[size_t(r)], &comm, &device};
+    try {
+      for (int k = 0; more(r, k, comm); ++k) simKernels().at("all_reduce")(call);
+      device.synchronize();
+    } catch (const std::exception& e) {
+      errors[size_t(r)] = e.what();
+    }
+    device.synchronize();
+  });
+  return errors;
+}
+
+TEST(CommunicatorTest, OnTheSimulatorAReplicaThatNeverArrivesTimesOutOnTheDevice) {
+  auto group = std::make_shared<InProcessGroup>(3, std::chrono::milliseconds(300));
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::string> errors =
+      simAllReduce(group, 3, [](int r, int k, InProcessCommunicator&) { return k < (r == 2 ? 1 : 2); });
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  for (int r = 0; r < 2; ++r)
+    EXPECT_EQ(errors[size_t(r)], "all_reduce at step.cpp:7 timed out after 0.3000 s on replica " + std::to_string(r) +
+                                     ": replica 2 never reached it (stuck, or running a different sequence of "
+                                     "collectives); raise the limit with SPMD_COLLECTIVE_TIMEOUT=<seconds> if a step "
+                                     "is legitimately that slow");
+  EXPECT_EQ(errors[2], "");
+  EXPECT_GE(seconds, 0.3);
+  EXPECT_LT(seconds, 5.0);
+}
+
+TEST(CommunicatorTest, OnTheSimulatorAnAbortStopsTheReplicasWaitingOnTheDevice) {
+  auto group = std::make_shared<InProcessGroup>(3, std::chrono::seconds(60));
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::string> errors = simAllReduce(group, 3, [](int r, int k, InProcessCommunicator& comm) {
+    if (r < 2) return k < 2;
+    if (k == 1) {  // after the first call: the others wait on the device
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      comm.abort("replica 2 failed: boom");
+    }
+    return k < 1;
+  });
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 5.0);
+  for (int r = 0; r < 2; ++r)
+    EXPECT_EQ(errors[size_t(r)], "replica " + std::to_string(r) + " stopped in all_reduce at step.cpp:7 because the group failed");
+  EXPECT_EQ(group->failure(), "replica 2 failed: boom");
 }
 
 }  // namespace

@@ -2,8 +2,9 @@
 // rules a CUDA stream has (and on a GPU when there is one): the ResNet-18 training step replays as
 // one graph per step with no host wait inside (its label checks are read at the step's end) and
 // gives the bits of the step run kernel by kernel for 5 steps, each replay queues exactly the work
-// the unrecorded step queues, a bad label after replay gives the eager step's error, a step that
-// needs the host (an in-process collective's rendezvous) splits the graph, and the modes that need
+// the unrecorded step queues, a bad label after replay gives the eager step's error, two replicas
+// of one process meet on the devices and stay one graph each, a step that needs the host (their
+// collectives meeting on the host instead) splits the graph, and the modes that need
 // the steps one by one (the debug mode, SPMD_CUDA_GRAPHS=0) turn graphs off, saying why.
 #include <gtest/gtest.h>
 
@@ -19,6 +20,7 @@
 #include "runtime/device/Driver.h"
 #include "runtime/device/InProcessCommunicator.h"
 #include "runtime/exec/Executor.h"
+#include "runtime/kernels/Collectives.h"
 #include "runtime/sim/SimDevice.h"
 
 namespace spmd::runtime {
@@ -191,56 +193,95 @@ TEST(StepGraphTest, AFailedCallConsumesItsDonatedArgumentsSayingWhy) {
   EXPECT_TRUE(std::isfinite(l2.array().values<float>()[0]));
 }
 
-// A graph that cannot drop the nodes a host-synchronising step recorded before it broke the
-// capture (on CUDA, one holding memory allocation nodes): the steps recorded since the last graph
-// run outside one at a time, with the same bits, and the part after the last split is a graph.
-// The host-synchronising step: the in-process all-reduce of two replicas' gradients.
-TEST(StepGraphTest, StepsAGraphCannotKeepRunOutsideWithTheSameBits) {
-  auto [program, inputs] = trainStepProgram(/*replicas=*/2);
-  ASSERT_TRUE(hasOp(program, "all_reduce"));
+// Both replicas of a pmapped training step on sim:2, each on its own thread, for `steps`
+// calls: replica 0's outputs of each call (replica 1's asserted bit-equal to them) and the
+// executors. `graphs`: graphs on (else every executor is made with SPMD_CUDA_GRAPHS=0).
+struct TwoReplicas {
+  std::vector<std::vector<Array>> outputs;
+  std::vector<std::unique_ptr<Executor>> executors;
+};
+TwoReplicas runTwoReplicas(const Program& program, const std::vector<Array>& inputs, bool graphs, int steps) {
   const DeviceList list = parseDeviceList("sim:2");
   std::vector<std::shared_ptr<Device>> devices = {makeDevice(list, 0), makeDevice(list, 1)};
   for (auto& d : devices) static_cast<SimDevice&>(*d).refusePartialGraphs(true);
-  // Both replicas, on two threads, for `steps` calls; replica 0's outputs of each call.
-  auto runReplicas = [&](bool graphs, int steps) {
-    auto group = std::make_shared<InProcessGroup>(2, std::chrono::milliseconds(30000));
-    std::vector<std::unique_ptr<InProcessCommunicator>> comms;
-    std::vector<std::unique_ptr<Executor>> executors;
-    for (int r = 0; r < 2; ++r) {
-      comms.push_back(std::make_unique<InProcessCommunicator>(group, r));
-      executors.push_back(graphs ? std::make_unique<Executor>(program, devices[size_t(r)])
-                                 : eagerExecutor(program, devices[size_t(r)]));
-      executors.back()->setCommunicator(comms.back().get());
-    }
-    std::vector<std::vector<Array>> outputs;
-    std::vector<Array> in = inputs;
-    for (int s = 0; s < steps; ++s) {
-      std::vector<Array> other;
-      std::thread second([&] { other = executors[1]->run(in); });
-      outputs.push_back(executors[0]->run(in));
-      second.join();
-      for (size_t o = 0; o < other.size(); ++o)
-        spmd::testing::expectClose(other[o], outputs.back()[o], 0, 0, "replica 1 vs 0, output " + std::to_string(o));
-      for (size_t i = 0; i + 2 < in.size(); ++i) in[i] = outputs.back()[i];
-    }
-    return std::make_pair(outputs, std::move(executors));
-  };
-  auto [withGraphs, graphed] = runReplicas(true, 4);
-  auto [without, eager] = runReplicas(false, 4);
-  for (int s = 0; s < 4; ++s)
-    for (size_t o = 0; o < without[s].size(); ++o)
-      spmd::testing::expectClose(withGraphs[s][o], without[s][o], 0, 0,
-                                 "step " + std::to_string(s) + " output " + std::to_string(o));
-  ASSERT_NE(graphed[0]->stepGraph(), nullptr) << graphed[0]->graphsOff();
-  const StepGraph& graph = *graphed[0]->stepGraph();
+  auto group = std::make_shared<InProcessGroup>(2, std::chrono::milliseconds(30000));
+  std::vector<std::unique_ptr<InProcessCommunicator>> comms;
+  TwoReplicas result;
+  for (int r = 0; r < 2; ++r) {
+    comms.push_back(std::make_unique<InProcessCommunicator>(group, r));
+    result.executors.push_back(graphs ? std::make_unique<Executor>(program, devices[size_t(r)])
+                                      : eagerExecutor(program, devices[size_t(r)]));
+    result.executors.back()->setCommunicator(comms.back().get());
+  }
+  std::vector<Array> in = inputs;
+  for (int s = 0; s < steps; ++s) {
+    std::vector<Array> other;
+    std::thread second([&] { other = result.executors[1]->run(in); });
+    result.outputs.push_back(result.executors[0]->run(in));
+    second.join();
+    for (size_t o = 0; o < other.size(); ++o)
+      spmd::testing::expectClose(other[o], result.outputs.back()[o], 0, 0, "replica 1 vs 0, output " + std::to_string(o));
+    for (size_t i = 0; i + 2 < in.size(); ++i) in[i] = result.outputs.back()[i];
+  }
+  for (auto& e : result.executors) e->setCommunicator(nullptr);  // the communicators go with this scope
+  return result;
+}
+
+void expectSameBits(const std::vector<std::vector<Array>>& a, const std::vector<std::vector<Array>>& b,
+                    const std::string& what) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t s = 0; s < a.size(); ++s)
+    for (size_t o = 0; o < a[s].size(); ++o)
+      spmd::testing::expectClose(a[s][o], b[s][o], 0, 0, what + ", step " + std::to_string(s) + " output " + std::to_string(o));
+}
+
+// The in-process collectives of replicas on one device kind meet on the devices
+// (runtime/kernels/Collectives.h): the pmapped training step of two replicas replays as one graph
+// per step on each, with no host wait inside, and gives the bits of the step run kernel by kernel
+// and of the collectives meeting on the host (SPMD_DEVICE_RENDEZVOUS=0), which fold alike.
+TEST(StepGraphTest, TheStepOfTwoReplicasOnOneProcessIsOneGraphWithoutHostWaits) {
+  auto [program, inputs] = trainStepProgram(/*replicas=*/2);
+  ASSERT_TRUE(hasOp(program, "all_reduce"));
+  TwoReplicas graphed = runTwoReplicas(program, inputs, true, 4);
+  TwoReplicas eager = runTwoReplicas(program, inputs, false, 4);
+  kernels::setDeviceRendezvous(false);
+  TwoReplicas onHost = runTwoReplicas(program, inputs, false, 4);
+  kernels::setDeviceRendezvous(std::nullopt);
+  expectSameBits(graphed.outputs, eager.outputs, "graphs vs kernel by kernel");
+  expectSameBits(graphed.outputs, onHost.outputs, "meeting on the devices vs on the host");
+  for (int r = 0; r < 2; ++r) {
+    const Executor& e = *graphed.executors[size_t(r)];
+    ASSERT_NE(e.stepGraph(), nullptr) << e.graphsOff();
+    EXPECT_EQ(e.stepGraph()->graphs(), 1u);
+    EXPECT_TRUE(e.stepGraph()->splitters().empty()) << "no step runs outside the graph";
+    EXPECT_EQ(e.lastCall().graphLaunches, 1);
+    EXPECT_EQ(e.lastCall().stepsCalled, 0);
+    EXPECT_EQ(e.lastCall().hostWaitsInSteps, 0);
+  }
+  EXPECT_GT(onHost.executors[0]->lastCall().hostWaitsInSteps, 0) << "the host rendezvous waits for the device";
+}
+
+// A step the graph cannot hold because it waits on the host (the collectives meeting on the host,
+// SPMD_DEVICE_RENDEZVOUS=0), or allocates during capture (on CUDA, one holding memory allocation
+// nodes): the steps recorded since the last graph run outside one at a time, with the same bits,
+// and the part after the last split is a graph.
+TEST(StepGraphTest, StepsAGraphCannotKeepRunOutsideWithTheSameBits) {
+  auto [program, inputs] = trainStepProgram(/*replicas=*/2);
+  kernels::setDeviceRendezvous(false);
+  TwoReplicas graphed = runTwoReplicas(program, inputs, true, 4);
+  TwoReplicas eager = runTwoReplicas(program, inputs, false, 4);
+  kernels::setDeviceRendezvous(std::nullopt);
+  expectSameBits(graphed.outputs, eager.outputs, "graphs vs kernel by kernel");
+  ASSERT_NE(graphed.executors[0]->stepGraph(), nullptr) << graphed.executors[0]->graphsOff();
+  const StepGraph& graph = *graphed.executors[0]->stepGraph();
   EXPECT_EQ(graph.graphs(), 1u);
   // Every step up to the last all-reduce ran outside; the graph holds the rest.
   std::vector<std::string> split = splitOps(program, graph);
   ASSERT_FALSE(split.empty());
   EXPECT_EQ(split.back(), "all_reduce");
   EXPECT_EQ(graph.splitters().back() + 1, graph.splitters().size()) << "the steps outside are 0, 1, 2, ...";
-  EXPECT_EQ(graphed[0]->lastCall().stepsCalled, int64_t(split.size()));
-  EXPECT_GT(graphed[0]->lastCall().hostWaitsInSteps, 0) << "the all-reduce's rendezvous waits for the device";
+  EXPECT_EQ(graphed.executors[0]->lastCall().stepsCalled, int64_t(split.size()));
+  EXPECT_GT(graphed.executors[0]->lastCall().hostWaitsInSteps, 0) << "the all-reduce's rendezvous waits for the device";
 }
 
 // A pmapped step over one device: its all-reduce of one replica needs no rendezvous, so the step
