@@ -8,7 +8,8 @@
 // them. Each row reports, from the executor's counters (runtime/exec/CallCounts.h), the graphs a
 // step launched, the kernels it called and the host waits inside it; a graphed step that is not
 // one graph per step with no host wait fails the run (exit 1), on sim as on a GPU. A profiled row
-// (BM_AcceleratorStepProfile) prints the step's per-op device-time table.
+// (BM_AcceleratorStepProfile) prints the step's per-op device-time table; a pmapped row
+// (BM_AcceleratorPmapStep) runs two replicas sharing the device.
 #include <benchmark/benchmark.h>
 
 #include "BenchMain.h"
@@ -22,6 +23,7 @@
 
 #include "TrainStep.h"
 #include "frontend/models/ResNet.h"
+#include "frontend/spmd.h"
 #include "runtime/device/DeviceList.h"
 
 namespace {
@@ -96,6 +98,57 @@ BENCHMARK(BM_AcceleratorTrainStep)
     ->Args({256, 64, 1, 1})
     ->Args({2, 8, 1, 0})  // ctest's smoke run on sim
     ->Args({2, 8, 1, 1})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+// The step pmapped over `replicas` replicas sharing the device (cuda:0*2, sim:2), the global
+// batch split over them, BatchNorm per replica, the state donated: their gradients are
+// all-reduced in the process and the replicas meet on the device (runtime/kernels/Collectives.h),
+// so each replica's step is one graph with no host wait (the row fails otherwise). Counters per
+// step, over the replicas.
+void BM_AcceleratorPmapStep(benchmark::State& state) {
+  const int64_t batch = state.range(0), width = state.range(1), replicas = state.range(2);
+  const std::string list = devices.rfind("sim", 0) == 0 ? "sim:" + std::to_string(replicas)
+                                                         : devices + "*" + std::to_string(replicas);
+  setenv("SPMD_CUDA_GRAPHS", "1", 1);  // read when the replicas' executors are made
+  auto model = spmd::models::resnet18({.width = width, .bnAxisName = ""});
+  spmd::optim::Sgd sgd({.learningRate = 0.1, .momentum = 0.9});
+  auto step = spmd::pmap(bench::trainStep(*model, sgd),
+                         {.inAxes = {spmd::replicated, spmd::replicated, spmd::replicated, spmd::split, spmd::split},
+                          .devices = list,
+                          .donateArguments = {0, 1, 2}});
+  auto [p, s] = model->initialize(0);
+  auto [x, y] = bench::syntheticBatch(batch);
+  spmd::Tree params, opt, bn;
+  spmd::Tensor loss;
+  std::tie(params, opt, bn, loss) = step(p, sgd.init(p), s, x, y);  // compiles
+  std::tie(params, opt, bn, loss) = step(params, opt, bn, x, y);    // records the graphs
+  spmd::runtime::CallCounts total;
+  for (auto _ : state) {
+    std::tie(params, opt, bn, loss) = step(params, opt, bn, x, y);
+    benchmark::DoNotOptimize(loss.array().values<float>()[0]);
+    total += step.lastCall();
+  }
+  unsetenv("SPMD_CUDA_GRAPHS");
+  state.SetItemsProcessed(state.iterations() * batch);
+  const double steps = double(std::max<int64_t>(state.iterations(), 1));
+  state.counters["graph_launches"] = double(total.graphLaunches) / steps;
+  state.counters["kernels_called"] = double(total.stepsCalled) / steps;
+  state.counters["host_waits"] = double(total.hostWaitsInSteps) / steps;
+  if (total.hostWaitsInSteps != 0 || total.graphLaunches != state.iterations() * replicas || total.stepsCalled != 0) {
+    failed = true;
+    state.SkipWithError(("each replica's step is not one graph without host waits: " +
+                         std::to_string(total.graphLaunches) + " graphs, " + std::to_string(total.stepsCalled) +
+                         " kernels called, " + std::to_string(total.hostWaitsInSteps) + " host waits over " +
+                         std::to_string(state.iterations()) + " steps of " + std::to_string(replicas) + " replicas")
+                            .c_str());
+  }
+  state.SetLabel(list);
+}
+BENCHMARK(BM_AcceleratorPmapStep)
+    ->ArgNames({"batch", "width", "replicas"})
+    ->Args({256, 64, 2})
+    ->Args({2, 8, 2})  // ctest's smoke run on sim
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 

@@ -122,7 +122,10 @@ TEST(StepGraphTest, TheTrainingStepReplayedFromItsGraphsGivesTheUnrecordedBits) 
   // Recorded on the second call, replayed from the third: each replay queues what a call
   // without graphs queues, all of it from the one graph.
   for (int s = 2; s < 5; ++s) EXPECT_EQ(queuedWith[s], queuedWithout[s]) << "call " << s;
-  const int64_t work = queuedWithout[4] - int64_t(inputs.size());  // without the input copies
+  // Without the input copies, and the copies that gather the data checks' words after the steps.
+  const int64_t checkWords = eager->lastCall().checkWords;
+  EXPECT_EQ(checkWords, 2) << "the loss's label checks, forward and backward";
+  const int64_t work = queuedWithout[4] - int64_t(inputs.size()) - checkWords;
   std::printf("  %zu graph of %zu launches; the step queues %lld work items\n", graph.graphs(), graph.launches(),
               (long long)work);
   ASSERT_TRUE(hasOp(program, "softmax_cross_entropy")) << "the step checks its labels";
