@@ -134,13 +134,13 @@ case $device in
   cuda) filter='*Conformance*cuda*:*CudaKernelTest*cuda*:*SpmdEquivalenceCuda*:CudaTest*:Nccl*:StepGraphTest.OnAGpu*:Bf16Test.*'
         bench=(--devices=cuda:0 --benchmark_filter='width:64')
         bench_untimed=(--devices=cuda:0 --benchmark_filter='Train.*width:64/graphs:1')
-        layers=(--device cuda:0 --batch 256 --reps 10)
+        layers=(--device cuda:0 --batch 256 --reps 10); gemm_layers=(--device cuda:0 --batch 256 --reps 10)
         cpu_args=(--reps 3); cpu_layers=(--reps 5); cpu_runs=(train_step forward)
         cpu_caps=("" "ONEDNN_MAX_CPU_ISA=AVX2 SPMD_MAX_CPU_ISA=avx2") ;;
   sim) filter='StepGraphTest.*:LaunchTest.*'
        bench=(--devices=sim --benchmark_filter='batch:2/width:8'); torch_args=(--smoke)
        bench_untimed=(--devices=sim --benchmark_filter='Train.*batch:2/width:8/graphs:1')
-       layers=(--device sim --smoke)
+       layers=(--device sim --smoke); gemm_layers=(--device sim --batch 2 --width 4 --reps 1)
        cpu_args=(--smoke); cpu_layers=(--smoke); cpu_runs=(forward); cpu_caps=("SPMD_MAX_CPU_ISA=avx2") ;;
   *) echo "report: SPMD_REPORT_DEVICE must be cuda or sim, got '$device'" >&2; exit 2 ;;
 esac
@@ -168,6 +168,11 @@ esac
       --bench "$here/launch/bench_conv_layers" "${layers[@]}"
     echo "# per-layer table: exit $?"
   fi
+  # The GEMM convolution (im2col + cuBLAS, cuda/ConvGemm.cu) pinned on every layer: its times
+  # beside the choices above.
+  SPMD_KERNELS=conv2d:gemm,conv2d_backward_data:gemm,conv2d_backward_filter:gemm timeout "${BENCH_LIMIT_S:-200}" \
+    "$here/run" bench_conv_layers "${gemm_layers[@]}"
+  echo "# per-layer, gemm pinned: exit $?"
   # PyTorch's step beside it (the machine's python3 with CUDA PyTorch), from the checkout the
   # bundle sits in.
   torch_step=$here/../../benchmarks/torch_gpu_step.py

@@ -106,6 +106,7 @@ struct RendezvousFn {
   SPMD_HOST_DEVICE void operator()(int64_t i) const {
     if (i != 0) return;
 #if defined(__CUDA_ARCH__)
+    if (*reinterpret_cast<const volatile BadIndexFlag*>(flag)) return;  // an earlier barrier of this call failed
     volatile uint32_t* own = &mine->arrived;
     const uint32_t count = *own + 1;
     __threadfence_system();
@@ -121,6 +122,7 @@ struct RendezvousFn {
     }
     __threadfence_system();
 #else
+    if (__atomic_load_n(flag, __ATOMIC_RELAXED)) return;  // an earlier barrier of this call failed
     const uint32_t count = __atomic_load_n(&mine->arrived, __ATOMIC_RELAXED) + 1;
     __atomic_store_n(&mine->arrived, count, __ATOMIC_RELEASE);
     const auto start = std::chrono::steady_clock::now();
@@ -131,6 +133,22 @@ struct RendezvousFn {
           return void(indexValid(r, kRendezvousTimedOut, 0, flag));
         std::this_thread::yield();
       }
+#endif
+  }
+};
+
+// dst[i] = src[i] unless the call's barrier failed (`flag` set): after a failed barrier a
+// replica touches no other replica's memory, nor its own staging, which others may be writing.
+template <typename U>
+struct CopyIfMetFn {
+  const BadIndexFlag* flag;
+  U* dst;
+  const U* src;
+  SPMD_HOST_DEVICE void operator()(int64_t i) const {
+#if defined(__CUDA_ARCH__)
+    if (*reinterpret_cast<const volatile BadIndexFlag*>(flag) == 0) dst[i] = src[i];
+#else
+    if (__atomic_load_n(flag, __ATOMIC_RELAXED) == 0) dst[i] = src[i];
 #endif
   }
 };
@@ -152,6 +170,20 @@ struct Rendezvous {
   // Clears the flag: the first thing a call queues.
   void begin(const KernelCall& call) const { Api::zero(call, flag.get(), sizeof(BadIndexFlag)); }
   void meet(const KernelCall& call) const { Api::forEach(call, 1, barrier); }
+  // A copy after a barrier: done only if every barrier of the call so far was met (CopyIfMetFn),
+  // in the widest words the pointers and size allow.
+  void copy(const KernelCall& call, void* dst, const void* src, size_t bytes) const {
+    const auto* f = reinterpret_cast<const BadIndexFlag*>(flag.get());
+    auto run = [&](auto unit) {
+      using U = decltype(unit);
+      Api::forEach(call, int64_t(bytes / sizeof(U)), CopyIfMetFn<U>{f, static_cast<U*>(dst), static_cast<const U*>(src)});
+    };
+    const uintptr_t all = reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(src) | bytes;
+    if (all % 8 == 0) run(uint64_t{});
+    else if (all % 4 == 0) run(uint32_t{});
+    else if (all % 2 == 0) run(uint16_t{});
+    else run(uint8_t{});
+  }
   // The flag read after the step (or now, where the executor takes no deferred checks).
   void check(KernelCall& call, const std::string& what, int rank) const {
     const double seconds = double(barrier.timeoutNs) * 1e-9;
@@ -223,8 +255,8 @@ Rendezvous<Api>* rendezvousOf(KernelCall& call, Communicator& comm, size_t bytes
   }
 }
 
-// Every replica's `bytes` of `operand` made readable to all, `read(sources)` queued with their
-// addresses in rank order, and the replicas met again, so that none changes its operand's copy
+// Every replica's `bytes` of `operand` made readable to all, `read(sources, copy)` queued with
+// their addresses in rank order (it copies from them with copy(dst, src, bytes)), and the replicas met again, so that none changes its operand's copy
 // (or frees the operand) while another reads it: on the devices, each operand copied into its
 // replica's staging between two barriers; on the host, the operands' own pointers exchanged
 // after waiting for the stream.
@@ -235,13 +267,14 @@ void readEveryReplica(KernelCall& call, Communicator& comm, const void* operand,
     meeting->begin(call);
     Api::copy(call, meeting->mine.staging, operand, bytes);
     meeting->meet(call);
-    read(std::vector<const void*>(meeting->stagingOf.begin(), meeting->stagingOf.end()));
+    read(std::vector<const void*>(meeting->stagingOf.begin(), meeting->stagingOf.end()),
+         [&](void* dst, const void* src, size_t n) { meeting->copy(call, dst, src, n); });
     meeting->meet(call);
     meeting->check(call, what, comm.rank());
     return;
   }
   Api::synchronize(call);
-  read(pointersOf(comm, what).exchange(operand, what));
+  read(pointersOf(comm, what).exchange(operand, what), [&](void* dst, const void* src, size_t n) { Api::copy(call, dst, src, n); });
   Api::synchronize(call);
   comm.barrier(what);  // operands stay alive until every replica has read them
 }
@@ -276,8 +309,12 @@ void reduceInPlace(KernelCall& call, void* data, DType dtype, int64_t count, Red
   const int64_t begin = std::min<int64_t>(count, per * me), mine = std::min<int64_t>(count, begin + per) - begin;
   if (mine > 0) {
     auto* rows = static_cast<std::byte*>(collectiveScratch<Api>(call).rows(call, size_t(n) * mine * e));
+    auto copy = [&](void* dst, const void* src, size_t bytes) {
+      if (meeting) meeting->copy(call, dst, src, bytes);
+      else Api::copy(call, dst, src, bytes);
+    };
     for (int r = 0; r < n; ++r)  // the receives: row r is replica r's values of this slice
-      Api::copy(call, rows + size_t(r) * mine * e, static_cast<const std::byte*>(peers[r]) + begin * e, mine * e);
+      copy(rows + size_t(r) * mine * e, static_cast<const std::byte*>(peers[r]) + begin * e, mine * e);
     std::byte* out = target + begin * e;
     if (dtype == DType::f32)
       Api::forEach(call, mine, FoldRowsFn<float>{reinterpret_cast<const float*>(rows), n, mine, op, reinterpret_cast<float*>(out)});
@@ -286,11 +323,11 @@ void reduceInPlace(KernelCall& call, void* data, DType dtype, int64_t count, Red
     else
       Api::forEach(call, mine, FoldRowsFn<int32_t>{reinterpret_cast<const int32_t*>(rows), n, mine, op, reinterpret_cast<int32_t*>(out)});
     for (int r = 0; r < n; ++r)  // the sends: the folded slice into every other replica's buffer
-      if (r != me) Api::copy(call, static_cast<std::byte*>(const_cast<void*>(peers[r])) + begin * e, out, mine * e);
+      if (r != me) copy(static_cast<std::byte*>(const_cast<void*>(peers[r])) + begin * e, out, mine * e);
   }
   if (meeting) {
     meeting->meet(call);  // every slice is written before anyone reads or reuses the buffers
-    Api::copy(call, data, meeting->mine.staging, size_t(count) * e);
+    meeting->copy(call, data, meeting->mine.staging, size_t(count) * e);
     meeting->check(call, what, me);
     return;
   }
@@ -336,8 +373,8 @@ void all_gather(KernelCall& call) {
     Api::copy(call, call.out[0].data, call.in[0].data, bytes);
     return;
   }
-  readEveryReplica<Api>(call, comm, call.in[0].data, bytes, what, [&](const std::vector<const void*>& sources) {
-    for (int r = 0; r < comm.size(); ++r) Api::copy(call, call.out[0].as<std::byte>() + r * bytes, sources[r], bytes);
+  readEveryReplica<Api>(call, comm, call.in[0].data, bytes, what, [&](const std::vector<const void*>& sources, auto copy) {
+    for (int r = 0; r < comm.size(); ++r) copy(call.out[0].as<std::byte>() + r * bytes, sources[r], bytes);
   });
 }
 
@@ -373,9 +410,9 @@ void ppermute(KernelCall& call) {
     else Api::copy(call, call.out[0].data, call.in[0].data, bytes);
     return;
   }
-  readEveryReplica<Api>(call, comm, call.in[0].data, bytes, what, [&](const std::vector<const void*>& sources) {
+  readEveryReplica<Api>(call, comm, call.in[0].data, bytes, what, [&](const std::vector<const void*>& sources, auto copy) {
     if (source < 0) Api::zero(call, call.out[0].data, bytes);
-    else Api::copy(call, call.out[0].data, sources[size_t(source)], bytes);
+    else copy(call.out[0].data, sources[size_t(source)], bytes);
   });
 }
 
@@ -396,8 +433,8 @@ void all_to_all(KernelCall& call) {
   } else if (n == 1) {
     Api::copy(call, staging, in.data, bytes);
   } else if (comm.pointers()) {
-    readEveryReplica<Api>(call, comm, in.data, bytes, what, [&](const std::vector<const void*>& sources) {
-      for (int r = 0; r < n; ++r) Api::copy(call, staging + size_t(r) * bytes, sources[size_t(r)], bytes);
+    readEveryReplica<Api>(call, comm, in.data, bytes, what, [&](const std::vector<const void*>& sources, auto copy) {
+      for (int r = 0; r < n; ++r) copy(staging + size_t(r) * bytes, sources[size_t(r)], bytes);
     });
   } else {  // a host communicator across processes (host-memory devices)
     comm.allGather(in.data, staging, bytes, what).wait();
