@@ -1,7 +1,7 @@
 // Batch normalization (training, inference, backward) over N and the spatial dims per channel,
 // for the CUDA backend and the simulator: per-channel sums in double as two-stage reductions
-// (runtime/kernels/Slices.h: blocks over (channel, slice), then a fold per channel), then a
-// grid-stride pass applies. Our own kernels rather than cuDNN's
+// (runtime/kernels/Slices.h: blocks over (channel, slice), then a fold per channel; the
+// statistics in one pass, as shifted sums), then a grid-stride pass applies. Our own kernels rather than cuDNN's
 // because the dialect returns the biased batch variance (cuDNN returns the inverse standard
 // deviation and updates running statistics itself). The CPU backend has its own (cpu/Norm.cpp).
 #pragma once
@@ -48,51 +48,68 @@ SPMD_HOST_DEVICE double weightTotal(const T* mask, const NormLayout& l) {
   return w * double(l.inner);
 }
 
-// Stage 1 of the statistics, a block per (channel, slice): the slice's sum of w x, or, given the
-// means (`mean`, the second pass), of w (x - mean)^2; w is the row's mask entry (1 without).
+// The statistics in one pass over x, as shifted sums: with K the channel's first element (0 when
+// it is not finite) and w the row's mask entry (1 without), S1 = sum w (x - K) and
+// S2 = sum w (x - K)^2 in double give mean = K + S1 / W and the biased variance
+// (S2 - S1^2 / W) / W. Shifting by a value of the data keeps the subtraction's cancellation to
+// about (mean - K)^2 / var ulps of a double, far below an f32 ulp (and below f64 kernel cases'
+// 1e-12), where the unshifted sums would lose everything to a large mean; it saves the second
+// pass over x and two of the five launches the two-pass form took. NaN and infinities come out
+// as the two-pass form gives them (K is finite).
+template <typename T>
+SPMD_HOST_DEVICE double normShift(const T* x, const NormLayout& l, int64_t c) {
+  const double k = double(x[c * l.inner]);
+  return k - k == 0 ? k : 0.0;  // finite
+}
+
+// Stage 1, a block per (channel, slice): the slice's S1 and S2.
 template <typename T>
 struct NormSliceFn {
   const T* x;
   NormLayout l;
   Slices sl;
   const T* mask;
-  const double* mean;  // null: the first pass
-  double* partial;     // [channel][slice]
+  double* partial;  // [channel][slice][2]
   template <class Block>
   SPMD_HOST_DEVICE void operator()(Block& b) const {
     const int64_t c = b.block() / sl.slices, s = b.block() % sl.slices, end = sl.end(s);
-    const double m = mean ? mean[c] : 0.0;
-    double acc = 0;
+    const double k = normShift(x, l, c);
+    double s1 = 0, s2 = 0;
     ChannelCursor at(sl.begin(s) + b.thread(), b.blockSize(), l.inner);
-    for (int64_t k = sl.begin(s) + b.thread(); k < end; k += b.blockSize(), at.advance()) {
-      const double w = mask ? double(mask[at.row]) : 1.0, v = double(x[at.offset(c, l.channels)]);
-      acc += mean ? w * (v - m) * (v - m) : w * v;
+    for (int64_t e = sl.begin(s) + b.thread(); e < end; e += b.blockSize(), at.advance()) {
+      const double w = mask ? double(mask[at.row]) : 1.0, d = double(x[at.offset(c, l.channels)]) - k;
+      s1 += w * d;
+      s2 += w * d * d;
     }
-    const double total = blockSum(b, acc);
-    if (b.thread() == 0) partial[b.block()] = total;
+    const double t1 = blockSum(b, s1), t2 = blockSum(b, s2);
+    if (b.thread() == 0) partial[2 * b.block()] = t1, partial[2 * b.block() + 1] = t2;
   }
 };
 
-// Stage 2, a thread per channel: the mean (first pass) or the biased variance (second) from the
-// slices in order; no weight at all gives mean 0, variance 1.
+// Stage 2, a thread per channel: the slices' sums in order, then the mean and biased variance
+// (and 1 / sqrt(var + eps) for the apply pass); no weight at all gives mean 0, variance 1.
 template <typename T>
 struct NormFinishFn {
+  const T* x;
   const double* partial;
   Slices sl;
   NormLayout l;
   const T* mask;
-  T* out;          // mean or var
-  double* stats;   // [mean..., var..., 1 / sqrt(var + eps)...] in double for the next passes
-  bool variance;
+  T *mean, *var;
+  double* stats;  // [mean..., var..., 1 / sqrt(var + eps)...] in double for the apply pass
   double eps;
   SPMD_HOST_DEVICE void operator()(int64_t c) const {
     const double count = weightTotal(mask, l);
-    double total = 0;
-    for (int64_t s = 0; s < sl.slices; ++s) total += partial[c * sl.slices + s];
-    const double v = count > 0 ? total / count : (variance ? 1.0 : 0.0);
-    out[c] = static_cast<T>(v);
-    stats[(variance ? l.channels : 0) + c] = v;
-    if (variance) stats[2 * l.channels + c] = 1.0 / ::sqrt(v + eps);
+    double s1 = 0, s2 = 0;
+    for (int64_t s = 0; s < sl.slices; ++s) s1 += partial[2 * (c * sl.slices + s)], s2 += partial[2 * (c * sl.slices + s) + 1];
+    double m = 0, v = 1;
+    if (count > 0) {
+      m = normShift(x, l, c) + s1 / count;
+      v = (s2 - s1 * (s1 / count)) / count;
+      v = v < 0 ? 0.0 : v;  // rounding below a variance of 0 (NaN stays NaN)
+    }
+    mean[c] = static_cast<T>(m), var[c] = static_cast<T>(v);
+    stats[c] = m, stats[l.channels + c] = v, stats[2 * l.channels + c] = 1.0 / ::sqrt(v + eps);
   }
 };
 
@@ -209,16 +226,15 @@ void batch_norm_train(KernelCall& call) {
   const NormLayout l = normLayoutOf(call.in[0]);
   const Slices sl = slicesOf(l.outer * l.inner);
   const double eps = normEpsilon(call.step);
-  double* stats = normScratch<Api>(call, 3 * l.channels + l.channels * sl.slices);
+  double* stats = normScratch<Api>(call, 3 * l.channels + 2 * l.channels * sl.slices);
   double* partial = stats + 3 * l.channels;
   const Launch slices = sliceLaunch("NormSliceFn", l.channels, sl, call.in[0].numel());
   visitFloat(call.in[0].dtype, [&](auto tag) {
     using T = decltype(tag);
     const T *x = call.in[0].as<T>(), *mask = rowMask<T>(call, 3);
-    Api::forBlocks(call, slices, NormSliceFn<T>{x, l, sl, mask, nullptr, partial});
-    Api::forEach(call, l.channels, NormFinishFn<T>{partial, sl, l, mask, call.out[1].as<T>(), stats, false, eps});
-    Api::forBlocks(call, slices, NormSliceFn<T>{x, l, sl, mask, stats, partial});
-    Api::forEach(call, l.channels, NormFinishFn<T>{partial, sl, l, mask, call.out[2].as<T>(), stats, true, eps});
+    Api::forBlocks(call, slices, NormSliceFn<T>{x, l, sl, mask, partial});
+    Api::forEach(call, l.channels,
+                 NormFinishFn<T>{x, partial, sl, l, mask, call.out[1].as<T>(), call.out[2].as<T>(), stats, eps});
     Api::forEach(call, call.in[0].numel(),
                  NormApplyFn<T, double>{x, call.in[1].as<T>(), call.in[2].as<T>(), stats, stats + l.channels, eps, l,
                                         call.out[0].as<T>(), attrsOf<NormReluAttrs>(call.step).relu,

@@ -458,6 +458,13 @@ std::vector<KernelCase> kernelCases(DType t) {
   list.push_back({"relayout to 8c", "relayout", {rnd({2, 16, 3, 5})}, {{t, {2, 16, 3, 5}}}, {}, {"", b8}});
   list.push_back({"relayout from 8c", "relayout", {rnd({2, 16, 3, 5})}, {{t, {2, 16, 3, 5}}}, {}, {b8, ""}});
   list.push_back({"relayout 16c to 8c", "relayout", {rnd({1, 32, 4, 3})}, {{t, {1, 32, 4, 3}}}, {}, {b16, b8}});
+  // Statistics of a channel whose mean dwarfs its spread (1000 +- 1), in f64: one-pass sums
+  // without a shift would lose about 3e-10 of the variance to cancellation (mean^2 / var ulps),
+  // 300 times the f64 cases' tolerance. (In f32, y cannot be closer than ulp(mean) / std, 1e-4
+  // here, to the reference: the case would test f32 itself, not the kernels.)
+  if (t == DType::f64)
+    list.push_back({"bn train large mean", "batch_norm_train", {rnd({3, 4, 7, 6}, 999, 1001), rnd({4}), rnd({4})},
+                    {{t, {3, 4, 7, 6}}, {t, {4}}, {t, {4}}}, {{"epsilon", 1e-5}}});
   return list;
 }
 
