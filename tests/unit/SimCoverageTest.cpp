@@ -1,6 +1,7 @@
 // Every kernel the CUDA backend can launch from our own code executes on the simulator: the
 // kernel library's ops (grid-stride and block kernels), the matmul bias, the exact all-reduce's
-// fold (NCCL's too), and the generated
+// fold (NCCL's too), the in-process collectives' device barrier, the GEMM convolution's
+// unfolding, and the generated
 // kernel of every fused body of the ResNet-18 and transformer training steps. The workloads are
 // the sim suite's own (every kernel case, as CudaKernelTest runs them; a ResNet-18 training step
 // and the collectives on sim:2, as ConformanceTest; the transformer block of TorchReferenceTest), run here so that the
@@ -50,6 +51,11 @@ TEST(SimCoverageTest, EveryKernelTheCudaBackendLaunchesExecutesOnTheSimulator) {
       KernelCase c = plainCase(blocked);
       Executor(oneStepProgram(c, "SimCoverageTest"), sim).run(c.inputs);
     }
+  {  // the convolutions again through the CUDA backend's GEMM variant (kernels/ConvGemm.h)
+    PinnedKernels pin("conv2d:gemm,conv2d_backward_data:gemm,conv2d_backward_filter:gemm");
+    for (const KernelCase& c : kernelCases(DType::f32))
+      if (c.op.rfind("conv2d", 0) == 0) Executor(oneStepProgram(plainCase(c), "SimCoverageTest"), sim).run(plainCase(c).inputs);
+  }
 
   auto model = models::resnet18({.width = 2, .bnAxisName = "batch"});
   optim::Sgd sgd({.learningRate = 0.05, .momentum = 0.9});
@@ -93,12 +99,14 @@ TEST(SimCoverageTest, EveryKernelTheCudaBackendLaunchesExecutesOnTheSimulator) {
     }
   EXPECT_GT(generated, 20u);
   // The kernels the CUDA backend launches beside the library's table: BatchNorm's block and apply
-  // kernels, the matmul bias, and the fold of NCCL's exact all-reduce (runtime/cuda/NcclFold.cu),
-  // which the in-process all-reduce folds with too.
+  // kernels, the matmul bias, the fold of NCCL's exact all-reduce (runtime/cuda/NcclFold.cu),
+  // which the in-process all-reduce folds with too, the in-process collectives' device barrier
+  // and guarded copies, and the GEMM convolution's unfolding (GemmFn is the simulator's cuBLAS).
   const std::set<std::string> kernels = sim::executedKernels();
   for (const char* functor : {"NormSliceFn<", "NormFinishFn<", "NormApplyFn<", "NormBackwardSliceFn<", "NormBackwardFinishFn<",
                               "NormBackwardApplyFn<", "ReduceSliceFn<", "ReduceFinishFn<",
-                              "RowBiasFn<", "FoldRowsFn<"}) {
+                              "RowBiasFn<", "FoldRowsFn<", "RendezvousFn", "CopyIfMetFn<", "Im2colFn<", "Col2imFn<",
+                              "ToChannelMajorFn<", "FromChannelMajorFn<", "GemmFn<"}) {
     bool ran = false;
     for (const std::string& k : kernels) ran |= k.find(std::string("spmd::runtime::kernels::") + functor) == 0;
     EXPECT_TRUE(ran) << functor << " never executed on the simulator (" << kernels.size() << " kernels did)";
