@@ -6,7 +6,8 @@
 // (--devices=sim --benchmark_filter=batch:2/width:8), so it cannot rot before the first GPU run.
 // The state is donated, as the sample's step is, so its buffers stay where the graphs recorded
 // them. Each row reports, from the executor's counters (runtime/exec/CallCounts.h), the graphs a
-// step launched, the kernels it called and the host waits inside it; a graphed step that is not
+// step launched, the kernels it called and the host waits inside it, and its GFLOP/s and share of
+// the device's peak (--peak-f32, --peak-bf16 TFLOP/s); a graphed step that is not
 // one graph per step with no host wait fails the run (exit 1), on sim as on a GPU. A profiled row
 // (BM_AcceleratorStepProfile) prints the step's per-op device-time table; a pmapped row
 // (BM_AcceleratorPmapStep) runs two replicas sharing the device.
@@ -21,6 +22,7 @@
 #include <string>
 #include <tuple>
 
+#include "FlopCounters.h"
 #include "TrainStep.h"
 #include "frontend/models/ResNet.h"
 #include "frontend/spmd.h"
@@ -30,6 +32,16 @@ namespace {
 
 std::string devices = "cuda:0";
 bool failed = false;  // a row whose step did not run as it should (see the header)
+// The device's dense peaks, TFLOP/s (an H100's or H200's by default), for each row's share.
+double peakF32 = 66.9, peakBf16 = 989.4;
+
+// GFLOP/s of the row's steps (convolutions counted as direct ones and matmuls, benchmarks/Flops.h;
+// `flops` a step, over all replicas) and their share of the f32 or bf16 peak.
+void reportPeakShare(benchmark::State& state, double flops, double seconds, bool bf16) {
+  const double achieved = flops * double(state.iterations()) / seconds;
+  state.counters["GFLOP_s"] = achieved / 1e9;
+  state.counters["peak_pct"] = 100.0 * achieved / ((bf16 ? peakBf16 : peakF32) * 1e12);
+}
 
 // The donated ResNet-18 training step on `devices`, after its first (compiling) call.
 struct DonatedStep {
@@ -63,10 +75,12 @@ void BM_AcceleratorTrainStep(benchmark::State& state) {
   const double compileSeconds = run.step.lastCompileSeconds();
   run.next();
   spmd::runtime::CallCounts total;
+  const auto start = std::chrono::steady_clock::now();
   for (auto _ : state) {
     benchmark::DoNotOptimize(run.next());
     total += run.step.lastCall();
   }
+  reportPeakShare(state, bench::programFlops(run.step.lastProgram()), bench::secondsSince(start), bf16);
   unsetenv("SPMD_CUDA_GRAPHS");
   state.SetItemsProcessed(state.iterations() * batch);
   state.counters["compile_s"] = compileSeconds;
@@ -124,11 +138,13 @@ void BM_AcceleratorPmapStep(benchmark::State& state) {
   std::tie(params, opt, bn, loss) = step(p, sgd.init(p), s, x, y);  // compiles
   std::tie(params, opt, bn, loss) = step(params, opt, bn, x, y);    // records the graphs
   spmd::runtime::CallCounts total;
+  const auto start = std::chrono::steady_clock::now();
   for (auto _ : state) {
     std::tie(params, opt, bn, loss) = step(params, opt, bn, x, y);
     benchmark::DoNotOptimize(loss.array().values<float>()[0]);
     total += step.lastCall();
   }
+  reportPeakShare(state, double(replicas) * bench::programFlops(step.lastProgram()), bench::secondsSince(start), false);
   unsetenv("SPMD_CUDA_GRAPHS");
   state.SetItemsProcessed(state.iterations() * batch);
   const double steps = double(std::max<int64_t>(state.iterations(), 1));
@@ -182,7 +198,11 @@ int main(int argc, char** argv) {
   const int status = bench::benchmarkMain(
       argc, argv, "bench_gpu_step",
       "The full-width ResNet-18 training step on an accelerator at batch 64, 256 and 1024, CUDA graphs on and off.",
-      [](CLI::App& app) { spmd::cli::text(app, "--devices", devices, "the device to run on (sim runs the same code)", "DEVICE"); },
+      [](CLI::App& app) {
+        spmd::cli::text(app, "--devices", devices, "the device to run on (sim runs the same code)", "DEVICE");
+        spmd::cli::number(app, "--peak-f32", peakF32, 1e-3, 1e6, "the device's dense f32 TFLOP/s (the rows' peak_pct)");
+        spmd::cli::number(app, "--peak-bf16", peakBf16, 1e-3, 1e6, "the device's dense bf16 TFLOP/s (bf16 rows)");
+      },
       [] {
         try {
           spmd::runtime::parseDeviceList(devices);  // says what is wrong: no GPU, no driver, a bad form
