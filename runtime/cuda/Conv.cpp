@@ -196,7 +196,7 @@ ConvPlan& cachedPlan(KernelCall& call, const TensorView& x, const TensorView& w,
       std::vector<Variant> candidates = variantsOf(results, found);
       std::vector<std::string> known = {kGemm};
       for (const Variant& v : candidates) known.push_back(v.name);
-      if (gemmRuns) candidates.push_back({kGemm, true, x.dtype == DType::f32 && tf32});
+      if (gemmRuns) candidates.push_back({kGemm, true, x.dtype == DType::bf16 || (x.dtype == DType::f32 && tf32)});
       auto time = [&](const std::vector<Variant>& allowed) {
         std::vector<double> seconds(allowed.size(), std::nan(""));
         Perf timed[16];

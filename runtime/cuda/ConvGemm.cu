@@ -15,12 +15,13 @@ namespace {
 // The step's geometry and chunk, when the variant computes it.
 bool planOf(const KernelCall& call, kernels::ConvGeometry* g, uint32_t* chunk) {
   const DType dtype = call.out[0].dtype;
-  if (dtype != DType::f32 && dtype != DType::f64) return false;
+  if (dtype != DType::f32 && dtype != DType::f64 && dtype != DType::bf16) return false;
   for (const TensorView& t : call.in)
     if (!t.layout.empty()) return false;
   if (!kernels::convGeometryOf(call, g)) return false;
-  *chunk = kernels::convGemmChunk(*g, dtypeSize(dtype), kConvGemmScratchBytes);
-  return size_t(kernels::convGemmScratchElements(*g, 1)) * dtypeSize(dtype) <= kConvGemmScratchBytes;
+  const size_t sum = kernels::convGemmSumBytes(dtype);
+  *chunk = kernels::convGemmChunk(*g, sum, kConvGemmScratchBytes);
+  return kernels::convGemmScratchBytes(*g, 1, sum) <= kConvGemmScratchBytes;
 }
 
 }  // namespace
@@ -29,7 +30,7 @@ bool convGemmRuns(const KernelCall& call, size_t* scratchBytes) {
   kernels::ConvGeometry g;
   uint32_t chunk = 0;
   if (!planOf(call, &g, &chunk)) return false;
-  *scratchBytes = size_t(kernels::convGemmScratchElements(g, chunk)) * dtypeSize(call.out[0].dtype);
+  *scratchBytes = kernels::convGemmScratchBytes(g, chunk, kernels::convGemmSumBytes(call.out[0].dtype));
   return true;
 }
 
@@ -38,14 +39,10 @@ void convGemm(KernelCall& call) {
   uint32_t chunk = 0;
   if (!planOf(call, &g, &chunk))
     throw Error("the GEMM convolution does not compute '" + call.step.op + "' (" + call.step.location +
-                "): it takes f32 or f64 tensors of fewer than 2^31 elements, one image's columns within " +
+                "): it takes f32, f64 or bf16 tensors of fewer than 2^31 elements, one image's columns within " +
                 std::to_string(kConvGemmScratchBytes >> 20) + " MiB");
-  const DType dtype = call.out[0].dtype;
-  void* scratch = deviceOf(call).workspace(size_t(kernels::convGemmScratchElements(g, chunk)) * dtypeSize(dtype));
-  visitFloat(dtype, [&](auto tag) {
-    using T = decltype(tag);
-    kernels::convGemm<CudaApi>(call, g, chunk, static_cast<T*>(scratch), rowMajorGemm);
-  });
+  const size_t bytes = kernels::convGemmScratchBytes(g, chunk, kernels::convGemmSumBytes(call.out[0].dtype));
+  kernels::convGemmOf<CudaApi>(call, g, chunk, static_cast<std::byte*>(deviceOf(call).workspace(bytes)), rowMajorGemm);
 }
 
 double timeConvGemm(KernelCall& call) {

@@ -94,6 +94,12 @@ void rowMajorGemm(KernelCall& call, const kernels::GemmArgs& g) {
                           int(g.ldb), static_cast<const double*>(g.a), int(g.lda), &beta, static_cast<double*>(g.c),
                           int(g.ldc)),
               call);
+  } else if (g.dtype == DType::bf16 && g.output == DType::f32) {  // products of bf16 summed in f32
+    const float one = 1, beta = g.accumulate ? 1 : 0;
+    checkBlas(cublasGemmEx(handle, opB, opA, int(g.n), int(g.m), int(g.k), &one, g.b, CUDA_R_16BF, int(g.ldb), g.a,
+                           CUDA_R_16BF, int(g.lda), &beta, g.c, CUDA_R_32F, int(g.ldc), CUBLAS_COMPUTE_32F,
+                           CUBLAS_GEMM_DEFAULT),
+              call);
   } else if (g.dtype == DType::f32) {
     const float one = 1, beta = g.accumulate ? 1 : 0;
     checkBlas(cublasGemmEx(handle, opB, opA, int(g.n), int(g.m), int(g.k), &one, g.b, CUDA_R_32F, int(g.ldb), g.a,
@@ -101,8 +107,8 @@ void rowMajorGemm(KernelCall& call, const kernels::GemmArgs& g) {
                            allowTf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
               call);
   } else {
-    throw Error("the GEMM of '" + call.step.op + "' (" + call.step.location + ") takes f32 or f64, not " +
-                std::string(dtypeName(g.dtype)));
+    throw Error("the GEMM of '" + call.step.op + "' (" + call.step.location + ") takes f32 or f64 (or bf16 summed in "
+                "f32), not " + std::string(dtypeName(g.dtype)));
   }
   deviceOf(call).markKernel("cuBLAS GEMM");
 }

@@ -28,12 +28,12 @@ SPMD_CUDA_OPS(SPMD_DECLARE_KERNEL)
 void writeChannelBias(KernelCall& call, const TensorView& bias, const TensorView& y);
 
 // Row-major C = op(A) op(B) in f32 or f64 through cuBLAS (cuda/Dense.cu; TF32 only with
-// SPMD_ALLOW_TF32=1), queued on the step's stream.
+// SPMD_ALLOW_TF32=1), or bf16 operands into f32 sums (tensor cores), queued on the step's stream.
 void rowMajorGemm(KernelCall& call, const kernels::GemmArgs& gemm);
 
 // The convolution variant "gemm" (runtime/kernels/ConvGemm.h through rowMajorGemm;
 // cuda/ConvGemm.cu), beside cuDNN's algorithms in cuda/Conv.cpp's choice:
-// whether it computes the step (f32 or f64, 32-bit indices, one image's columns within
+// whether it computes the step (f32, f64 or bf16, 32-bit indices, one image's columns within
 // kConvGemmScratchBytes), with the scratch it needs (the batch in chunks of at most that);
 bool convGemmRuns(const KernelCall& call, size_t* scratchBytes);
 // the step queued (its scratch the device's workspace);

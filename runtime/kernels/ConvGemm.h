@@ -14,7 +14,10 @@
 //   backward filter  dyT, cols; dw[co, K] = dyT cols^T (one sum over the whole batch)
 // Every element is written by one thread, and dx sums its taps in a fixed order, so the bits
 // depend on the GEMM's alone (cuBLAS's are the same on every run on one GPU kind and version).
-// Index arithmetic is 32-bit (runs() refuses larger tensors) through Divide.h's dividers.
+// Index arithmetic is 32-bit (runs() refuses larger tensors) through Divide.h's dividers. f32
+// and f64 sum in their own type; bf16 operands go to the GEMM as they are (tensor cores on CUDA)
+// and their products are summed in f32, each result rounded to bf16 once, as cuDNN's bf16
+// convolutions do: a chance for bf16 steps where cuDNN's NCHW kernels transpose to NHWC.
 #pragma once
 
 #include <algorithm>
@@ -23,6 +26,7 @@
 #include <string>
 
 #include "runtime/kernels/Common.h"
+#include "runtime/kernels/Convert.h"
 #include "runtime/kernels/Divide.h"
 #include "runtime/program/OpAttrs.h"
 
@@ -39,23 +43,35 @@ struct GemmArgs {
   int64_t ldb = 0;
   void* c = nullptr;
   int64_t ldc = 0;
-  DType dtype = DType::f32;
+  DType dtype = DType::f32;  // A's and B's
   bool accumulate = false;  // C += op(A) op(B)
+  DType output = DType::f32;  // C's: A's, or f32 for bf16 operands (their products summed in f32)
 };
 
-// The simulator's GEMM: one element of C a call, summed in T in order of l.
+// The type a GEMM of T operands sums and writes in: T, or f32 for bf16.
 template <typename T>
+struct GemmSum {
+  using type = T;
+};
+template <>
+struct GemmSum<bf16> {
+  using type = float;
+};
+
+// The simulator's GEMM: one element of C a call, summed in S in order of l.
+template <typename T, typename S = typename GemmSum<T>::type>
 struct GemmFn {
   GemmArgs g;
   SPMD_HOST_DEVICE void operator()(int64_t e) const {
     const int64_t i = e / g.n, j = e % g.n;
     const T* a = static_cast<const T*>(g.a);
     const T* b = static_cast<const T*>(g.b);
-    T sum = 0;
+    S sum = 0;
     for (int64_t l = 0; l < g.k; ++l)
-      sum += (g.transA ? a[l * g.lda + i] : a[i * g.lda + l]) * (g.transB ? b[j * g.ldb + l] : b[l * g.ldb + j]);
-    T& c = static_cast<T*>(g.c)[i * g.ldc + j];
-    c = g.accumulate ? T(c + sum) : sum;
+      sum += convertValue<S>(g.transA ? a[l * g.lda + i] : a[i * g.lda + l]) *
+             convertValue<S>(g.transB ? b[j * g.ldb + l] : b[l * g.ldb + j]);
+    S& c = static_cast<S*>(g.c)[i * g.ldc + j];
+    c = g.accumulate ? S(c + sum) : sum;
   }
 };
 
@@ -84,15 +100,20 @@ inline bool convGeometry(const Step& step, std::span<const int64_t> x, std::span
   return true;
 }
 
-// Images a chunk of the batch holds so that its scratch, the columns (K x chunk*P) and the
-// channel-major result or gradient (co x chunk*P), is at most `capBytes` (at least one image);
-// and that scratch's elements.
-inline uint32_t convGemmChunk(const ConvGeometry& g, size_t elementBytes, size_t capBytes) {
-  const size_t perImage = (size_t(g.taps()) + g.co) * g.positions() * elementBytes;
-  return uint32_t(std::clamp<size_t>(capBytes / perImage, 1, g.n));
+// The scratch of a chunk of `chunk` images, with `sumBytes` a GEMM result element (GemmSum's):
+// the columns (K x chunk*P) and the channel-major result or gradient (co x chunk*P), counted at
+// the wider of the operands' and the sums' size, and the filter gradient's sums (co x K, when
+// they are wider than its elements), each region 256-byte aligned.
+inline size_t alignedScratch(size_t bytes) { return (bytes + 255) / 256 * 256; }
+inline size_t convGemmScratchBytes(const ConvGeometry& g, uint32_t chunk, size_t sumBytes) {
+  const size_t columns = size_t(g.positions()) * chunk;
+  return alignedScratch(size_t(g.taps()) * columns * sumBytes) + alignedScratch(size_t(g.co) * columns * sumBytes) +
+         alignedScratch(size_t(g.co) * g.taps() * sumBytes);
 }
-inline int64_t convGemmScratchElements(const ConvGeometry& g, uint32_t chunk) {
-  return (int64_t(g.taps()) + g.co) * g.positions() * chunk;
+// Images a chunk of the batch holds so that its scratch is at most `capBytes` (at least one).
+inline uint32_t convGemmChunk(const ConvGeometry& g, size_t sumBytes, size_t capBytes) {
+  const size_t fixed = convGemmScratchBytes(g, 0, sumBytes), perImage = convGemmScratchBytes(g, 1, sumBytes) - fixed;
+  return uint32_t(std::clamp<size_t>(capBytes > fixed ? (capBytes - fixed) / perImage : 0, 1, g.n));
 }
 
 // cols[K, NP] from x (zeros in the padding).
@@ -108,7 +129,7 @@ struct Im2colFn {
     const uint32_t b = byPositions.quotient(j), p = j - b * g.positions(), oy = byOutWidth.quotient(p),
                    ox = p - oy * g.ow;
     const int64_t iy = int64_t(oy) * g.sh - g.ph + ky, ix = int64_t(ox) * g.sw - g.pw + kx;
-    cols[i] = iy >= 0 && iy < g.h && ix >= 0 && ix < g.w ? x[((int64_t(b) * g.c + ci) * g.h + iy) * g.w + ix] : T(0);
+    cols[i] = iy >= 0 && iy < g.h && ix >= 0 && ix < g.w ? x[((int64_t(b) * g.c + ci) * g.h + iy) * g.w + ix] : T{};
   }
 };
 
@@ -137,10 +158,11 @@ ToChannelMajorFn<T> toChannelMajor(const T* src, T* dst, uint32_t n, uint32_t ch
   return {src, dst, n, channels, positions, dividerOf(n * positions), dividerOf(positions)};
 }
 
-// dst[b, ch, p] = src[ch, b*P + p] (+ bias[ch] when there is one): the forward's result back.
-template <typename T>
+// dst[b, ch, p] = src[ch, b*P + p] (+ bias[ch] when there is one): the forward's result back,
+// added in S (the GEMM's sums) and rounded to T once.
+template <typename S, typename T>
 struct FromChannelMajorFn {
-  const T* src;
+  const S* src;
   const T* bias;  // null: none
   T* dst;
   uint32_t n, channels, positions;
@@ -148,21 +170,21 @@ struct FromChannelMajorFn {
   SPMD_HOST_DEVICE void operator()(int64_t e) const {
     const uint32_t i = uint32_t(e), q = byPositions.quotient(i), p = i - q * positions, b = byChannels.quotient(q),
                    ch = q - b * channels;
-    const T v = src[int64_t(ch) * (n * positions) + int64_t(b) * positions + p];
-    dst[i] = bias ? T(v + bias[ch]) : v;
+    const S v = src[int64_t(ch) * (n * positions) + int64_t(b) * positions + p];
+    dst[i] = convertValue<T>(bias ? S(v + convertValue<S>(bias[ch])) : v);
   }
 };
 
-template <typename T>
-FromChannelMajorFn<T> fromChannelMajor(const T* src, const T* bias, T* dst, uint32_t n, uint32_t channels,
-                                       uint32_t positions) {
+template <typename S, typename T>
+FromChannelMajorFn<S, T> fromChannelMajor(const S* src, const T* bias, T* dst, uint32_t n, uint32_t channels,
+                                          uint32_t positions) {
   return {src, bias, dst, n, channels, positions, dividerOf(positions), dividerOf(channels)};
 }
 
 // dx[b, ci, iy, ix] = the sum of dcols over the taps that read it, in (ky, kx) order, in double.
-template <typename T>
+template <typename S, typename T>
 struct Col2imFn {
-  const T* dcols;
+  const S* dcols;
   T* dx;
   ConvGeometry g;
   Divider byWidth, byHeight, byChannels;  // w, h, c
@@ -182,49 +204,76 @@ struct Col2imFn {
         sum += double(dcols[row * g.columns() + column]);
       }
     }
-    dx[i] = T(sum);
+    dx[i] = convertValue<T>(sum);
   }
 };
 
-template <typename T>
-Col2imFn<T> col2im(const T* dcols, T* dx, const ConvGeometry& g) {
+template <typename S, typename T>
+Col2imFn<S, T> col2im(const S* dcols, T* dx, const ConvGeometry& g) {
   return {dcols, dx, g, dividerOf(g.w), dividerOf(g.h), dividerOf(g.c)};
 }
 
 // The three directions on `Api`, `chunk` images at a time (the last chunk may be shorter), the
-// GEMM through `gemm(call, GemmArgs)`, in `scratch` of convGemmScratchElements(whole, chunk)
-// elements of T. The filter gradient sums the chunks' products in order (the GEMM accumulates
-// from the second chunk on). Operands as the op's kernels take them:
+// GEMM through `gemm(call, GemmArgs)` with its sums in S = GemmSum<T> (f32 for bf16: the
+// products of bf16 operands summed in f32, each result rounded to bf16 once), in `scratch` of
+// convGemmScratchBytes(whole, chunk, sizeof(S)). The filter gradient sums the chunks' products in
+// order (the GEMM accumulates from the second chunk on). Operands as the op's kernels take them:
 //   conv2d: in x, w[, bias], out y; conv2d_backward_data: in dy, w, out dx;
 //   conv2d_backward_filter: in x, dy, out dw.
 template <class Api, typename T, class Gemm>
-void convGemm(KernelCall& call, const ConvGeometry& whole, uint32_t chunk, T* scratch, Gemm gemm) {
+void convGemm(KernelCall& call, const ConvGeometry& whole, uint32_t chunk, std::byte* scratch, Gemm gemm) {
+  using S = typename GemmSum<T>::type;
   const std::string& op = call.step.op;
-  const DType dtype = call.out[0].dtype;
+  const DType dtype = call.out[0].dtype, sums = sizeof(S) == sizeof(T) ? dtype : DType::f32;
   const int64_t imageX = int64_t(whole.c) * whole.h * whole.w, imageY = int64_t(whole.co) * whole.positions();
+  // The regions, as convGemmScratchBytes lays them out: [K, NP] columns (T, or S for dcols),
+  // [co, NP] channel-major (S for yT, T for dyT), [co, K] filter-gradient sums (S).
+  const size_t columns = size_t(whole.positions()) * chunk, columnsAt = 0,
+               channelsAt = alignedScratch(size_t(whole.taps()) * columns * sizeof(S)),
+               filterAt = channelsAt + alignedScratch(size_t(whole.co) * columns * sizeof(S));
+  const bool wideFilter = sizeof(S) != sizeof(T);
+  S* filterSums = wideFilter ? reinterpret_cast<S*>(scratch + filterAt) : call.out[0].as<S>();
   for (uint32_t first = 0; first < whole.n; first += chunk) {
     ConvGeometry g = whole;
     g.n = whole.n - first < chunk ? whole.n - first : chunk;
     const int64_t k = g.taps(), np = g.columns();
-    T* cols = scratch;                // cols or dcols, [K, NP]
-    T* channelMajor = cols + k * np;  // yT or dyT, [co, NP]
     if (op == "conv2d") {
+      T* cols = reinterpret_cast<T*>(scratch + columnsAt);
+      S* yT = reinterpret_cast<S*>(scratch + channelsAt);
       const T* bias = call.in.size() > 2 ? call.in[2].as<T>() : nullptr;
       Api::forEach(call, k * np, im2col(call.in[0].as<T>() + first * imageX, cols, g));
-      gemm(call, GemmArgs{false, false, g.co, np, k, call.in[1].data, k, cols, np, channelMajor, np, dtype});
+      gemm(call, GemmArgs{false, false, g.co, np, k, call.in[1].data, k, cols, np, yT, np, dtype, false, sums});
       Api::forEach(call, int64_t(g.co) * np,
-                   fromChannelMajor(channelMajor, bias, call.out[0].as<T>() + first * imageY, g.n, g.co, g.positions()));
+                   fromChannelMajor(yT, bias, call.out[0].as<T>() + first * imageY, g.n, g.co, g.positions()));
     } else if (op == "conv2d_backward_data") {
-      Api::forEach(call, int64_t(g.co) * np,
-                   toChannelMajor(call.in[0].as<T>() + first * imageY, channelMajor, g.n, g.co, g.positions()));
-      gemm(call, GemmArgs{true, false, k, np, g.co, call.in[1].data, k, channelMajor, np, cols, np, dtype});
-      Api::forEach(call, int64_t(g.n) * imageX, col2im(cols, call.out[0].as<T>() + first * imageX, g));
+      S* dcols = reinterpret_cast<S*>(scratch + columnsAt);
+      T* dyT = reinterpret_cast<T*>(scratch + channelsAt);
+      Api::forEach(call, int64_t(g.co) * np, toChannelMajor(call.in[0].as<T>() + first * imageY, dyT, g.n, g.co, g.positions()));
+      gemm(call, GemmArgs{true, false, k, np, g.co, call.in[1].data, k, dyT, np, dcols, np, dtype, false, sums});
+      Api::forEach(call, int64_t(g.n) * imageX, col2im(dcols, call.out[0].as<T>() + first * imageX, g));
     } else {
+      T* cols = reinterpret_cast<T*>(scratch + columnsAt);
+      T* dyT = reinterpret_cast<T*>(scratch + channelsAt);
       Api::forEach(call, k * np, im2col(call.in[0].as<T>() + first * imageX, cols, g));
-      Api::forEach(call, int64_t(g.co) * np,
-                   toChannelMajor(call.in[1].as<T>() + first * imageY, channelMajor, g.n, g.co, g.positions()));
-      gemm(call, GemmArgs{false, true, g.co, k, np, channelMajor, np, cols, np, call.out[0].data, k, dtype, first > 0});
+      Api::forEach(call, int64_t(g.co) * np, toChannelMajor(call.in[1].as<T>() + first * imageY, dyT, g.n, g.co, g.positions()));
+      gemm(call, GemmArgs{false, true, g.co, k, np, dyT, np, cols, np, filterSums, k, dtype, first > 0, sums});
     }
+  }
+  if (op == "conv2d_backward_filter" && wideFilter)
+    Api::forEach(call, int64_t(whole.co) * whole.taps(), ConvertFn<T, S>{filterSums, call.out[0].as<T>()});
+}
+
+// The bytes of one GEMM sum for operands of `dtype` (GemmSum's: f32 for bf16).
+inline size_t convGemmSumBytes(DType dtype) { return dtype == DType::bf16 ? sizeof(float) : dtypeSize(dtype); }
+
+// convGemm for the step's element type (f32, f64 or bf16).
+template <class Api, class Gemm>
+void convGemmOf(KernelCall& call, const ConvGeometry& whole, uint32_t chunk, std::byte* scratch, Gemm gemm) {
+  switch (call.out[0].dtype) {
+    case DType::f32: return convGemm<Api, float>(call, whole, chunk, scratch, gemm);
+    case DType::f64: return convGemm<Api, double>(call, whole, chunk, scratch, gemm);
+    case DType::bf16: return convGemm<Api, bf16>(call, whole, chunk, scratch, gemm);
+    default: throw Error("the GEMM convolution of '" + call.step.op + "' takes f32, f64 or bf16");
   }
 }
 

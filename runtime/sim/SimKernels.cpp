@@ -72,6 +72,7 @@ SPMD_SIM_CPU_OPS(SPMD_OP_NAME)
 #undef SPMD_OP_NAME
 
 void gemm(KernelCall& call, const kernels::GemmArgs& g) {
+  if (g.dtype == DType::bf16) return SimApi::forEach(call, g.m * g.n, kernels::GemmFn<bf16>{g});
   visitFloat(g.dtype, [&](auto tag) { SimApi::forEach(call, g.m * g.n, kernels::GemmFn<decltype(tag)>{g}); });
 }
 
@@ -85,16 +86,14 @@ void conv(KernelCall& call) {
   if (KernelChoices::process().pinOf(Op) != "gemm") return onStream<Op>(call);
   kernels::ConvGeometry g;
   const DType dtype = call.out[0].dtype;
-  if ((dtype != DType::f32 && dtype != DType::f64) || !kernels::convGeometryOf(call, &g))
-    throw Error("SPMD_KERNELS pins " + call.step.op + " to 'gemm', which computes f32 and f64 convolutions of " +
+  if (dtype == DType::i32 || !kernels::convGeometryOf(call, &g))
+    throw Error("SPMD_KERNELS pins " + call.step.op + " to 'gemm', which computes f32, f64 and bf16 convolutions of " +
                 "fewer than 2^31 elements a tensor; " + stepName(call) + " is " + std::string(dtypeName(dtype)) + " " +
                 shapeString(Shape(call.out[0].shape.begin(), call.out[0].shape.end())) + "; unpin it on sim");
-  const uint32_t chunk = kernels::convGemmChunk(g, dtypeSize(dtype), kConvGemmScratchBytes);
-  std::byte* scratch = kernels::scratch<SimApi>(call, size_t(kernels::convGemmScratchElements(g, chunk)) * dtypeSize(dtype));
-  visitFloat(dtype, [&](auto tag) {
-    using T = decltype(tag);
-    kernels::convGemm<SimApi>(call, g, chunk, reinterpret_cast<T*>(scratch), gemm);
-  });
+  const size_t sum = kernels::convGemmSumBytes(dtype);
+  const uint32_t chunk = kernels::convGemmChunk(g, sum, kConvGemmScratchBytes);
+  std::byte* scratch = kernels::scratch<SimApi>(call, kernels::convGemmScratchBytes(g, chunk, sum));
+  kernels::convGemmOf<SimApi>(call, g, chunk, scratch, gemm);
   if (call.variant && call.variant->empty()) *call.variant = "gemm: pinned by SPMD_KERNELS";
 }
 

@@ -280,6 +280,48 @@ TEST_P(CudaKernelTest, ConvolutionsPinnedToTheGemmVariantMatchTheReference) {
   EXPECT_GE(checked, 24);  // 19 convolution kernel cases in f64, more in f32
 }
 
+// The GEMM variant on bf16 operands (products summed in f32, each result rounded to bf16 once):
+// every f32 convolution case with its inputs rounded to bf16, against the same variant's f32
+// result on those inputs, rounded. On sim the stand-in GEMM sums alike in both, so the bits are
+// the rounded f32 result's; on a GPU cuBLAS's bf16 and f32 GEMMs sum in their own orders: within
+// one bf16 step (2^-7 of the value, and of 1e-3).
+TEST_P(CudaKernelTest, Bf16ConvolutionsPinnedToTheGemmVariantRoundTheF32ResultOnce) {
+  const auto& [backend, dtype] = GetParam();
+  if (dtype != DType::f32) GTEST_SKIP() << "bf16 runs once, with the f32 runs";
+  if (backend == "cuda")
+    if (std::string why = gpuMissing(); !why.empty()) GTEST_SKIP() << "no GPU for the CUDA kernel tests: " << why;
+  std::shared_ptr<Device> device = makeDevice(parseDeviceList(backend), 0);
+  PinnedKernels pin("conv2d:gemm,conv2d_backward_data:gemm,conv2d_backward_filter:gemm");
+  auto convert = [](const Array& a, DType to) {
+    Array out = Array::zeros(to, a.shape);
+    for (int64_t i = 0; i < a.numel(); ++i)
+      if (to == DType::bf16) out.values<bf16>()[i] = toBf16(a.values<float>()[i]);
+      else out.values<float>()[i] = fromBf16(a.values<bf16>()[i]);
+    return out;
+  };
+  int checked = 0;
+  for (const KernelCase& f32Case : kernelCases(DType::f32)) {
+    if (f32Case.op.rfind("conv2d", 0) != 0) continue;
+    KernelCase wide = plainCase(f32Case), narrow = wide;
+    for (size_t i = 0; i < wide.inputs.size(); ++i) {
+      narrow.inputs[i] = convert(wide.inputs[i], DType::bf16);
+      wide.inputs[i] = convert(narrow.inputs[i], DType::f32);  // the bf16 values, exactly
+    }
+    narrow.outputs[0].first = DType::bf16;
+    SCOPED_TRACE(narrow.name + " in bf16 on " + device->name());
+    Executor f32Run(oneStepProgram(wide, "CudaTest"), device), bf16Run(oneStepProgram(narrow, "CudaTest"), device);
+    const Array want = convert(convert(f32Run.run(wide.inputs)[0], DType::bf16), DType::f32);
+    const Array got = convert(bf16Run.run(narrow.inputs)[0], DType::f32);
+    EXPECT_EQ(bf16Run.variantOf(0).substr(0, 5), "gemm:") << bf16Run.variantOf(0);
+    if (backend == "sim")
+      spmd::testing::expectClose(got, want, 0, 0, narrow.name);
+    else
+      spmd::testing::expectClose(got, want, 0x1p-7, 1e-3, narrow.name);
+    ++checked;
+  }
+  EXPECT_GE(checked, 15);
+}
+
 std::vector<KernelRun> kernelRuns() {
   std::vector<KernelRun> runs;
   for (const char* backend : {"sim", "cuda"})
