@@ -76,11 +76,21 @@ struct NormSliceFn {
     const double k = normShift(x, l, c);
     double s1 = 0, s2 = 0;
     ChannelCursor at(sl.begin(s) + b.thread(), b.blockSize(), l.inner);
-    for (int64_t e = sl.begin(s) + b.thread(); e < end; e += b.blockSize(), at.advance()) {
-      const double w = mask ? double(mask[at.row]) : 1.0, d = double(x[at.offset(c, l.channels)]) - k;
+    auto add = [&](int64_t row, double v) {
+      const double w = mask ? double(mask[row]) : 1.0, d = v - k;
       s1 += w * d;
       s2 += w * d * d;
+    };
+    const int64_t step = b.blockSize();
+    int64_t e = sl.begin(s) + b.thread();
+    for (; e + 3 * step < end; e += 4 * step) {  // four loads in flight, added in the same order
+      int64_t rows[4], offsets[4];
+      for (int u = 0; u < 4; ++u) rows[u] = at.row, offsets[u] = at.offset(c, l.channels), at.advance();
+      const double v0 = double(x[offsets[0]]), v1 = double(x[offsets[1]]), v2 = double(x[offsets[2]]),
+                   v3 = double(x[offsets[3]]);
+      add(rows[0], v0), add(rows[1], v1), add(rows[2], v2), add(rows[3], v3);
     }
+    for (; e < end; e += step, at.advance()) add(at.row, double(x[at.offset(c, l.channels)]));
     const double t1 = blockSum(b, s1), t2 = blockSum(b, s2);
     if (b.thread() == 0) partial[2 * b.block()] = t1, partial[2 * b.block() + 1] = t2;
   }
@@ -149,10 +159,22 @@ struct NormBackwardSliceFn {
     const double m = double(mean[c]), rstd = 1.0 / ::sqrt(double(var[c]) + eps);
     double s1 = 0, s2 = 0;
     ChannelCursor at(sl.begin(s) + b.thread(), b.blockSize(), l.inner);
-    for (int64_t k = sl.begin(s) + b.thread(); k < end; k += b.blockSize(), at.advance()) {
+    auto add = [&](double g, double v) {
+      s1 += g * (v - m) * rstd;
+      s2 += g;
+    };
+    const int64_t step = b.blockSize();
+    int64_t k = sl.begin(s) + b.thread();
+    for (; k + 3 * step < end; k += 4 * step) {  // eight loads in flight, added in the same order
+      int64_t i[4];
+      for (int u = 0; u < 4; ++u) i[u] = at.offset(c, l.channels), at.advance();
+      const double g0 = double(dy[i[0]]), g1 = double(dy[i[1]]), g2 = double(dy[i[2]]), g3 = double(dy[i[3]]);
+      const double v0 = double(x[i[0]]), v1 = double(x[i[1]]), v2 = double(x[i[2]]), v3 = double(x[i[3]]);
+      add(g0, v0), add(g1, v1), add(g2, v2), add(g3, v3);
+    }
+    for (; k < end; k += step, at.advance()) {
       const int64_t i = at.offset(c, l.channels);
-      s1 += double(dy[i]) * (double(x[i]) - m) * rstd;
-      s2 += double(dy[i]);
+      add(double(dy[i]), double(x[i]));
     }
     const double ds = blockSum(b, s1), dof = blockSum(b, s2);
     if (b.thread() == 0) partial[2 * b.block()] = ds, partial[2 * b.block() + 1] = dof;
