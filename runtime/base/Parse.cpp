@@ -60,6 +60,14 @@ std::optional<bool> envSwitch(const char* name) {
   return parseSwitch(value, name);
 }
 
+bool EnvSwitch::get() {
+  const int forced = forced_.load();
+  if (forced >= 0) return forced > 0;
+  int read = read_.load();
+  if (read < 0) read_ = read = envSwitch(name_).value_or(fallback_) ? 1 : 0;  // the same value on every thread
+  return read > 0;
+}
+
 std::optional<int64_t> envWhole(const char* name, int64_t min, int64_t max) {
   const char* value = valueOf(name);
   if (!value) return std::nullopt;

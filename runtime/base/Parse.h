@@ -3,6 +3,7 @@
 // given and what is accepted (the switch words, the range), so no value is silently misread.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -20,5 +21,19 @@ double parseNumber(const std::string& text, const std::string& what, double min,
 std::optional<bool> envSwitch(const char* name);
 std::optional<int64_t> envWhole(const char* name, int64_t min, int64_t max);
 std::optional<double> envNumber(const char* name, double min, double max);
+
+// A switch read from the environment variable `name` once (on first use; `fallback` when unset),
+// which tests may override for what reads it afterwards (nullopt: the variable's value again).
+class EnvSwitch {
+ public:
+  EnvSwitch(const char* name, bool fallback) : name_(name), fallback_(fallback) {}
+  bool get();
+  void set(std::optional<bool> on) { forced_ = on ? int(*on) : -1; }
+
+ private:
+  const char* name_;
+  bool fallback_;
+  std::atomic<int> read_{-1}, forced_{-1};  // -1: not read yet / the variable decides
+};
 
 }  // namespace spmd::runtime

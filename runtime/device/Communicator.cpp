@@ -1,12 +1,21 @@
-// Communicator::reduceScatter on top of the all-reduce; what axis_index returns.
+// Communicator::reduceScatter on top of the all-reduce; what axis_index returns; the device
+// rendezvous switch.
 #include "runtime/device/Communicator.h"
 
 #include <cstring>
 
+#include "runtime/base/Parse.h"
 #include "runtime/device/Kernel.h"
 #include "runtime/program/OpAttrs.h"
 
 namespace spmd::runtime {
+
+namespace {
+EnvSwitch deviceRendezvous("SPMD_DEVICE_RENDEZVOUS", true);
+}  // namespace
+
+bool deviceRendezvousWanted() { return deviceRendezvous.get(); }
+void setDeviceRendezvous(std::optional<bool> on) { deviceRendezvous.set(on); }
 
 int axisIndexOf(const KernelCall& call) {
   Communicator& comm = communicatorOf(call);

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -63,6 +64,13 @@ class PointerExchange {
   // How long a collective waits for the other replicas before it fails.
   virtual std::chrono::milliseconds timeout() const = 0;
 };
+
+// Whether in-process collectives meet on the device where the backend's kernels can
+// (SPMD_DEVICE_RENDEZVOUS, default on; runtime/kernels/Collectives.h). Read once, by every
+// executor before its first step; a collective step takes the setting on its first call.
+bool deviceRendezvousWanted();
+// Tests: sets it for the steps whose first call comes after (nullopt: the variable's value again).
+void setDeviceRendezvous(std::optional<bool> on);
 
 // The collective channel between the replicas: rank and size, three collectives that each
 // return a handle to wait on, a barrier, and abort. `what` names the calling op for errors

@@ -158,16 +158,12 @@ bool cudnnSearch() {
 }
 
 namespace {
-std::atomic<int> invariantOverride{-1};  // -1: the variable decides
+EnvSwitch threadInvariant("SPMD_THREAD_INVARIANT", false);
 }  // namespace
 
-bool threadInvariantKernels() {
-  static const bool on = envSwitch("SPMD_THREAD_INVARIANT").value_or(false);
-  const int forced = invariantOverride.load();
-  return forced < 0 ? on : forced > 0;
-}
+bool threadInvariantKernels() { return threadInvariant.get(); }
 
-void setThreadInvariantKernels(std::optional<bool> on) { invariantOverride = on ? int(*on) : -1; }
+void setThreadInvariantKernels(std::optional<bool> on) { threadInvariant.set(on); }
 
 void runVariant(KernelCall& call, const VariantSet& set) {
   if (!call.cache) {

@@ -88,6 +88,7 @@ Executor::Executor(Program program, std::shared_ptr<Device> device)
     // kernel cache's choices file are read and checked now, before the first step.
     if (it->second.variants) kernelTiming(), threadInvariantKernels(), KernelChoices::process();
   }
+  deviceRendezvousWanted();  // SPMD_DEVICE_RENDEZVOUS checked before the first step, too
   for (size_t id = 0; id < program_.buffers.size(); ++id)
     if (!program_.buffers[id].layout.empty() && device_->channelBlock() == 0)
       throw Error("buffer %" + std::to_string(id) + " of @" + program_.name + " has the blocked layout " +

@@ -195,24 +195,9 @@ struct Rendezvous {
                   " never reached it (stuck, or running a different sequence of collectives); raise the limit with "
                   "SPMD_COLLECTIVE_TIMEOUT=<seconds> if a step is legitimately that slow");
     };
-    const auto* f = reinterpret_cast<const BadIndexFlag*>(flag.get());
-    if (call.check) {
-      *call.check = DeferredCheck{f, report};
-      return;
-    }
-    BadIndexFlag host = 0;
-    Api::toHost(call, &host, f, sizeof host);
-    int32_t replica = 0;
-    int64_t why = 0;
-    if (decodeBadIndex(host, &replica, &why)) report(replica, why);
+    deferOrCheck<Api>(call, reinterpret_cast<const BadIndexFlag*>(flag.get()), report);
   }
 };
-
-// Whether in-process collectives meet on the device where the Api can (SPMD_DEVICE_RENDEZVOUS,
-// default on; read once; Collectives.cpp). A step takes the setting on its first call.
-bool deviceRendezvousWanted();
-// Tests: sets it for the steps whose first call comes after (nullopt: the variable's value again).
-void setDeviceRendezvous(std::optional<bool> on);
 
 // The step's rendezvous for `bytes` of staging, made on its first call (allocations, then one
 // exchange of addresses on the host), or null where the replicas meet on the host instead.

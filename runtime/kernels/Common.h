@@ -40,11 +40,10 @@ std::byte* scratch(KernelCall& call, size_t bytes) {
 // and `report` there, read after the step's end, so nothing here waits on the host; otherwise it
 // waits for the step and calls `report(index, position)` (which throws) when one was bad.
 // `report` must own what it reads: it may run after this call has returned.
-template <class Api, typename Launch, typename Report>
-void withIndexCheck(KernelCall& call, Launch launch, Report report) {
-  auto* flag = reinterpret_cast<BadIndexFlag*>(scratch<Api>(call, sizeof(BadIndexFlag)));
-  Api::zero(call, flag, sizeof(BadIndexFlag));
-  launch(flag);
+// The check of `flag` (queued work fills it): left to the executor where it takes deferred
+// checks, else read now (waiting for the stream), calling `report` when it holds a bad index.
+template <class Api, typename Report>
+void deferOrCheck(KernelCall& call, const BadIndexFlag* flag, Report report) {
   if (call.check) {
     *call.check = DeferredCheck{flag, std::move(report)};
     return;
@@ -54,6 +53,14 @@ void withIndexCheck(KernelCall& call, Launch launch, Report report) {
   int32_t index = 0;
   int64_t position = 0;
   if (decodeBadIndex(host, &index, &position)) report(index, position);
+}
+
+template <class Api, typename Launch, typename Report>
+void withIndexCheck(KernelCall& call, Launch launch, Report report) {
+  auto* flag = reinterpret_cast<BadIndexFlag*>(scratch<Api>(call, sizeof(BadIndexFlag)));
+  Api::zero(call, flag, sizeof(BadIndexFlag));
+  launch(flag);
+  deferOrCheck<Api>(call, flag, std::move(report));
 }
 
 // Records index `value` at `position` in `flag` unless it is in [0, size); returns whether it is.

@@ -20,7 +20,6 @@
 #include "runtime/device/Driver.h"
 #include "runtime/device/InProcessCommunicator.h"
 #include "runtime/exec/Executor.h"
-#include "runtime/kernels/Collectives.h"
 #include "runtime/sim/SimDevice.h"
 
 namespace spmd::runtime {
@@ -247,9 +246,9 @@ TEST(StepGraphTest, TheStepOfTwoReplicasOnOneProcessIsOneGraphWithoutHostWaits) 
   ASSERT_TRUE(hasOp(program, "all_reduce"));
   TwoReplicas graphed = runTwoReplicas(program, inputs, true, 4);
   TwoReplicas eager = runTwoReplicas(program, inputs, false, 4);
-  kernels::setDeviceRendezvous(false);
+  setDeviceRendezvous(false);
   TwoReplicas onHost = runTwoReplicas(program, inputs, false, 4);
-  kernels::setDeviceRendezvous(std::nullopt);
+  setDeviceRendezvous(std::nullopt);
   expectSameBits(graphed.outputs, eager.outputs, "graphs vs kernel by kernel");
   expectSameBits(graphed.outputs, onHost.outputs, "meeting on the devices vs on the host");
   for (int r = 0; r < 2; ++r) {
@@ -270,10 +269,10 @@ TEST(StepGraphTest, TheStepOfTwoReplicasOnOneProcessIsOneGraphWithoutHostWaits) 
 // and the part after the last split is a graph.
 TEST(StepGraphTest, StepsAGraphCannotKeepRunOutsideWithTheSameBits) {
   auto [program, inputs] = trainStepProgram(/*replicas=*/2);
-  kernels::setDeviceRendezvous(false);
+  setDeviceRendezvous(false);
   TwoReplicas graphed = runTwoReplicas(program, inputs, true, 4);
   TwoReplicas eager = runTwoReplicas(program, inputs, false, 4);
-  kernels::setDeviceRendezvous(std::nullopt);
+  setDeviceRendezvous(std::nullopt);
   expectSameBits(graphed.outputs, eager.outputs, "graphs vs kernel by kernel");
   ASSERT_NE(graphed.executors[0]->stepGraph(), nullptr) << graphed.executors[0]->graphsOff();
   const StepGraph& graph = *graphed.executors[0]->stepGraph();
