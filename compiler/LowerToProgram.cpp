@@ -115,13 +115,27 @@ std::string fusedBodyText(ir::FusedOp fused) {
   return text;
 }
 
-// What argument or result `index` is to the caller (spmd.mapped, spmd.shard_of).
+// The mesh a shardMap-ped function runs over (spmd.mesh_axes, spmd.mesh_shape); empty without.
+runtime::MeshShape meshOf(mlir::func::FuncOp function) {
+  runtime::MeshShape mesh;
+  auto names = function->getAttrOfType<mlir::ArrayAttr>(ir::kMeshAxesAttr);
+  auto sizes = function->getAttrOfType<mlir::DenseI64ArrayAttr>(ir::kMeshShapeAttr);
+  if (!names || !sizes) return mesh;
+  for (mlir::Attribute name : names) mesh.names.push_back(llvm::cast<mlir::StringAttr>(name).str());
+  mesh.sizes.assign(sizes.asArrayRef().begin(), sizes.asArrayRef().end());
+  return mesh;
+}
+
+// What argument or result `index` is to the caller (spmd.mesh_spec, spmd.mapped, spmd.shard_of).
 runtime::Placement placementOf(mlir::func::FuncOp function, unsigned index, bool result) {
   auto attr = [&](const char* name) {
     return result ? function.getResultAttr(index, name) : function.getArgAttr(index, name);
   };
   runtime::Placement placement;
-  if (auto full = llvm::dyn_cast_or_null<mlir::TypeAttr>(attr(ir::kShardOfAttr))) {
+  if (auto spec = llvm::dyn_cast_or_null<mlir::ArrayAttr>(attr(ir::kMeshSpecAttr))) {
+    placement.kind = runtime::Placement::Kind::Mesh;
+    for (mlir::Attribute axis : spec) placement.spec.push_back(llvm::cast<mlir::StringAttr>(axis).str());
+  } else if (auto full = llvm::dyn_cast_or_null<mlir::TypeAttr>(attr(ir::kShardOfAttr))) {
     auto shape = llvm::cast<mlir::RankedTensorType>(full.getValue()).getShape();
     placement.kind = runtime::Placement::Kind::Sliced;
     placement.full.assign(shape.begin(), shape.end());
@@ -199,6 +213,7 @@ runtime::Program lowerToProgram(mlir::func::FuncOp function) {
         step.attrs[named.getName().str()] = convert(named, &op);
     program.steps.push_back(std::move(step));
   }
+  program.mesh = meshOf(function);
   for (unsigned i = 0; i < program.inputs.size(); ++i) program.inputPlacements.push_back(placementOf(function, i, false));
   for (unsigned k = 0; k < program.outputs.size(); ++k) program.outputPlacements.push_back(placementOf(function, k, true));
   program.outputDonors = donorsOf(function, program);

@@ -73,6 +73,10 @@ Program averagedOverMicroBatches(const Program& program, const std::vector<int>&
 AccumulationSplit splitForAccumulation(const Program& program, const std::vector<std::string>& outputNames) {
   if (program.inputPlacements.size() != program.inputs.size() || program.outputPlacements.size() != program.outputs.size())
     throw Error("program @" + program.name + " has no call contract to split for accumulation");
+  if (!program.mesh.empty())
+    throw Error("program @" + program.name + " runs on mesh " + program.mesh.describe() +
+                " (spmd::shardMap); gradient accumulation (accumulate > 1) on a mesh is not supported: give the data "
+                "axis more replicas, or accumulate in the function (a loop over micro-batches)");
   // Mapped inputs differ between micro-batches; sliced ones (ZeRO-1's and FSDP's parameters and
   // state, cut over the devices) differ between devices only, like the replicated ones not at all.
   std::vector<bool> mappedInputs, mappedOutputs;

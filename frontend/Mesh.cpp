@@ -1,16 +1,17 @@
 // spmd::Mesh and shardMap's host side (frontend/Mesh.h): the mesh's coordinates and groups, the
-// arguments cut into the replicas' parts by their PartitionSpecs, the results put together from
-// them, and the mesh bound to the trace for the collectives.
+// arguments checked against their PartitionSpecs and placed on the mesh by them (the runtime cuts
+// and puts together the blocks, runtime/exec/MeshParts.h), and the mesh bound to the trace for
+// the collectives.
 #include "frontend/Mesh.h"
 
 #include <algorithm>
-#include <cstring>
 #include <set>
 
 #include "frontend/Trace.h"
 #include "ir/Locations.h"
 #include "ir/SpmdAttributes.h"
 #include "passes/MeshVariation.h"
+#include "runtime/exec/MeshParts.h"
 
 namespace spmd {
 
@@ -23,39 +24,26 @@ Mesh::Mesh(std::vector<MeshAxis> axes, Loc loc) : axes_(std::move(axes)) {
     if (!names.insert(a.name).second) throw Error(at + "axis '" + a.name + "' is named twice; names must differ");
     if (a.size < 1)
       throw Error(at + "axis '" + a.name + "' has size " + std::to_string(a.size) + "; every axis needs at least 1");
+    shape_.names.push_back(a.name), shape_.sizes.push_back(a.size);
   }
 }
 
-int64_t Mesh::size() const {
-  int64_t n = 1;
-  for (const MeshAxis& a : axes_) n *= a.size;
-  return n;
-}
+int64_t Mesh::size() const { return shape_.replicas(); }
 
-int64_t Mesh::index(const std::string& axis) const {
-  for (size_t i = 0; i < axes_.size(); ++i)
-    if (axes_[i].name == axis) return int64_t(i);
-  return -1;
-}
-
-bool Mesh::has(const std::string& axis) const { return index(axis) >= 0; }
-
-int64_t Mesh::axisSize(const std::string& axis) const {
-  const int64_t i = index(axis);
+int Mesh::index(const std::string& axis) const {
+  const int i = shape_.index(axis);
   if (i < 0) throw Error("mesh " + describe() + " has no axis '" + axis + "'");
-  return axes_[size_t(i)].size;
+  return i;
 }
 
-int64_t Mesh::stride(const std::string& axis) const {
-  const int64_t i = index(axis);
-  if (i < 0) throw Error("mesh " + describe() + " has no axis '" + axis + "'");
-  int64_t stride = 1;
-  for (size_t k = size_t(i) + 1; k < axes_.size(); ++k) stride *= axes_[k].size;
-  return stride;
-}
+bool Mesh::has(const std::string& axis) const { return shape_.index(axis) >= 0; }
+
+int64_t Mesh::axisSize(const std::string& axis) const { return shape_.sizes[size_t(index(axis))]; }
+
+int64_t Mesh::stride(const std::string& axis) const { return shape_.stride(index(axis)); }
 
 int64_t Mesh::coordinate(int64_t replica, const std::string& axis) const {
-  return replica / stride(axis) % axisSize(axis);
+  return shape_.coordinate(replica, index(axis));
 }
 
 AxisGroups Mesh::groups(const std::string& axis) const {
@@ -71,7 +59,7 @@ AxisGroups Mesh::groups(const std::string& axis) const {
 }
 
 std::string Mesh::describe() const {
-  std::string text = "{";
+  std::string text = "{";  // also before shape_ is complete, for the constructor's errors
   for (size_t i = 0; i < axes_.size(); ++i)
     text += (i ? ", " : "") + axes_[i].name + ": " + std::to_string(axes_[i].size);
   return text + "}";
@@ -96,68 +84,7 @@ Tree sumOverCopies(const Tree& grads, const Spec& spec, Loc loc) {
 namespace detail {
 namespace {
 
-std::string specText(const PartitionSpec& spec) {
-  std::string text = "{";
-  for (size_t d = 0; d < spec.size(); ++d) text += (d ? ", " : "") + ("\"" + spec[d] + "\"");
-  return text + "}";
-}
-
-// The spec checked against the mesh and a value of `shape`; returns, per dimension, the size of
-// the axis splitting it (1 where whole).
-std::vector<int64_t> partsOf(const Mesh& mesh, const PartitionSpec& spec, const Shape& shape, const std::string& what,
-                             const std::string& type) {
-  const std::string at = what + " " + type + " with spec " + specText(spec) + " on mesh " + mesh.describe() + ": ";
-  if (spec.size() > shape.size())
-    throw Error(at + "the spec names " + std::to_string(spec.size()) + " dimensions but the value has " +
-                std::to_string(shape.size()) + "; give at most one entry per dimension");
-  std::vector<int64_t> parts(shape.size(), 1);
-  for (size_t d = 0; d < spec.size(); ++d) {
-    if (spec[d].empty()) continue;
-    const int64_t s = mesh.axisSize(spec[d]);
-    if (shape[d] % s != 0)
-      throw Error(at + "dimension " + std::to_string(d) + " (" + std::to_string(shape[d]) + ") does not split into " +
-                  std::to_string(s) + " equal parts over axis '" + spec[d] + "'; make it a multiple of " +
-                  std::to_string(s));
-    parts[d] = s;
-  }
-  return parts;
-}
-
-// Copies the box of `local` shape at `offset` in `whole` to or from `part`: row by row along the
-// last dimension (toPart: whole -> part).
-void copyBox(const Array& whole, const Shape& offset, std::byte* part, const Shape& local, bool toPart) {
-  const size_t e = dtypeSize(whole.dtype), rank = local.size();
-  if (numElements(local) == 0) return;
-  const Shape strides = rowMajorStrides(whole.shape);
-  const int64_t row = rank ? local[rank - 1] : 1;
-  std::vector<int64_t> index(rank, 0);
-  const int64_t rows = numElements(local) / row;
-  auto* base = const_cast<std::byte*>(whole.data());
-  for (int64_t r = 0; r < rows; ++r) {
-    int64_t at = 0;
-    for (size_t k = 0; k < rank; ++k) at += (index[k] + offset[k]) * strides[k];
-    std::byte* w = base + size_t(at) * e;
-    std::byte* p = part + size_t(r * row) * e;
-    if (toPart) std::memcpy(p, w, size_t(row) * e);
-    else std::memcpy(w, p, size_t(row) * e);
-    for (int64_t k = int64_t(rank) - 2; k >= 0; --k) {
-      if (++index[size_t(k)] < local[size_t(k)]) break;
-      index[size_t(k)] = 0;
-    }
-  }
-}
-
-// Where replica r's part starts in the whole value.
-Shape offsetOf(const Mesh& mesh, const PartitionSpec& spec, const Shape& local, int64_t r) {
-  Shape offset(local.size(), 0);
-  for (size_t d = 0; d < spec.size(); ++d)
-    if (!spec[d].empty()) offset[d] = mesh.coordinate(r, spec[d]) * local[d];
-  return offset;
-}
-
-}  // namespace
-
-namespace {
+std::string specText(const PartitionSpec& spec) { return runtime::specString(spec); }
 
 // A Tensor's PartitionSpec: `all` (a per-leaf spec is for Trees).
 const PartitionSpec& tensorSpec(const Spec& spec, const std::string& what) {
@@ -176,40 +103,42 @@ const PartitionSpec& leafSpec(const Spec& spec, const Tree& tree, const std::str
   return it == spec.byLeaf.end() ? spec.all : it->second;
 }
 
-// `stack`: stacked even when whole (a leaf of a Tree other leaves of which are split).
-Tensor shardTensor(const Tensor& x, const Mesh& mesh, const PartitionSpec& spec, LocalReplicas replicas,
-                   const std::string& what, bool stack = false) {
-  if (spec.empty() && !stack) return x;
-  const Array& whole = x.array();
-  const std::vector<int64_t> parts = partsOf(mesh, spec, whole.shape, what, x.typeString());
-  Shape local = whole.shape;
-  for (size_t d = 0; d < local.size(); ++d) local[d] /= parts[d];
-  Shape stacked{replicas.count};
-  stacked.insert(stacked.end(), local.begin(), local.end());
-  Array out = Array::zeros(whole.dtype, stacked);
-  const size_t partBytes = size_t(numElements(local)) * dtypeSize(whole.dtype);
-  for (int64_t r = 0; r < replicas.count; ++r)
-    copyBox(whole, offsetOf(mesh, spec, local, replicas.first + r), out.data() + size_t(r) * partBytes, local, true);
-  return Tensor(std::move(out));
+void checkTensorArgument(const Tensor& x, const Mesh& mesh, const PartitionSpec& spec, const std::string& what) {
+  if (!spec.empty()) runtime::meshPartShape(x.shape(), x.dtype(), mesh.shape(), spec, what);
 }
 
 }  // namespace
 
-Tensor shardArgument(const Tensor& x, const Mesh& mesh, const Spec& spec, LocalReplicas replicas,
-                     const std::string& what) {
-  return shardTensor(x, mesh, tensorSpec(spec, what), replicas, what);
+void checkArgument(const Tensor& x, const Mesh& mesh, const Spec& spec, const std::string& what) {
+  checkTensorArgument(x, mesh, tensorSpec(spec, what), what);
 }
 
-// A Tree argument is stacked as a whole (pmap maps an argument's leaves alike): a leaf whose
-// spec is {} is repeated on every replica.
-Tree shardArgument(const Tree& x, const Mesh& mesh, const Spec& spec, LocalReplicas replicas, const std::string& what) {
-  Tree out;
-  for (const auto& [name, leaf] : x) {
-    const std::string at = what + " leaf '" + name + "'";
-    const bool stacked = !spec.all.empty() || !spec.byLeaf.empty();
-    out.set(name, shardTensor(leaf, mesh, leafSpec(spec, x, name, what), replicas, at, stacked));
+void checkArgument(const Tree& x, const Mesh& mesh, const Spec& spec, const std::string& what) {
+  for (const auto& [name, leaf] : x) checkTensorArgument(leaf, mesh, leafSpec(spec, x, name, what), what + " leaf '" + name + "'");
+}
+
+void readResult(const Tensor& x, const std::string& what) {
+  try {
+    (void)x.array();
+  } catch (const Error& e) {
+    throw Error(what + ": " + e.what());
   }
-  return out;
+}
+
+void readResult(const Tree& x, const std::string& what) {
+  for (const auto& [name, leaf] : x) readResult(leaf, what + " leaf '" + name + "'");
+}
+
+Axis meshAxis(const Mesh& mesh, const Spec& spec) {
+  auto on = [&](const PartitionSpec& s) {
+    Axis axis(Axis::Kind::Mesh);
+    axis.mesh = std::make_shared<const AxisMesh>(AxisMesh{mesh.shape(), s});
+    return axis;
+  };
+  if (spec.byLeaf.empty()) return on(spec.all);
+  std::map<std::string, Axis> leaves;
+  for (const auto& [name, s] : spec.byLeaf) leaves.emplace(name, on(s));
+  return perLeaf(std::move(leaves), on(spec.all));
 }
 
 namespace {
@@ -287,67 +216,6 @@ Tensor markCollective(const Tensor& result, const Tensor* source, const std::str
   return result;
 }
 
-Tensor gatherParts(const Tensor& part, const std::string& mapped, Loc loc) { return allGather(part, mapped, loc); }
-
-Tree gatherParts(const Tree& part, const std::string& mapped, Loc loc) {
-  Tree out;
-  for (const auto& [name, leaf] : part) out.set(name, allGather(leaf, mapped, loc));
-  return out;
-}
-
-namespace {
-
-Tensor assembleTensor(const Tensor& parts, const Mesh& mesh, const PartitionSpec& spec, const std::string& what) {
-  const Array& all = parts.array();
-  const Shape local(all.shape.begin() + 1, all.shape.end());
-  if (spec.size() > local.size())
-    throw Error(what + " " + parts.typeString() + ": its spec " + specText(spec) + " names " +
-                std::to_string(spec.size()) + " dimensions but each replica's part has " +
-                std::to_string(local.size()) + "; give at most one entry per dimension");
-  Shape whole = local;
-  for (size_t d = 0; d < spec.size(); ++d)
-    if (!spec[d].empty()) whole[d] *= mesh.axisSize(spec[d]);
-  Array out = Array::zeros(all.dtype, whole);
-  const size_t partBytes = size_t(numElements(local)) * dtypeSize(all.dtype);
-  std::set<std::string> split(spec.begin(), spec.end());
-  // Each part is taken from the replica at coordinate 0 on every axis that does not split the
-  // value; the replicas that differ from it only there must hold the same bits.
-  for (int64_t r = 0; r < mesh.size(); ++r) {
-    int64_t owner = r;
-    for (const MeshAxis& a : mesh.axes())
-      if (!split.count(a.name)) owner -= mesh.coordinate(r, a.name) * mesh.stride(a.name);
-    const std::byte* mine = all.data() + size_t(r) * partBytes;
-    if (owner == r) {
-      copyBox(out, offsetOf(mesh, spec, local, r), const_cast<std::byte*>(mine), local, false);
-      continue;
-    }
-    const std::byte* theirs = all.data() + size_t(owner) * partBytes;
-    if (std::memcmp(mine, theirs, partBytes) != 0) {
-      std::string axes;
-      for (const MeshAxis& a : mesh.axes())
-        if (!split.count(a.name) && mesh.coordinate(r, a.name) != 0) axes += (axes.empty() ? "'" : ", '") + a.name + "'";
-      throw Error(what + " " + parts.typeString() + " (per replica) is whole over mesh axis " + axes + " by its spec " +
-                  specText(spec) + ", but replicas " + std::to_string(owner) + " and " + std::to_string(r) +
-                  " of mesh " + mesh.describe() + " hold different values; reduce it over that axis (psum, pmean) "
-                  "before returning it, or split a dimension over the axis in outSpecs");
-    }
-  }
-  return Tensor(std::move(out));
-}
-
-}  // namespace
-
-Tensor assembleResult(const Tensor& parts, const Mesh& mesh, const Spec& spec, const std::string& what) {
-  return assembleTensor(parts, mesh, tensorSpec(spec, what), what);
-}
-
-Tree assembleResult(const Tree& parts, const Mesh& mesh, const Spec& spec, const std::string& what) {
-  Tree out;
-  for (const auto& [name, leaf] : parts)
-    out.set(name, assembleTensor(leaf, mesh, leafSpec(spec, parts, name, what), what + " leaf '" + name + "'"));
-  return out;
-}
-
 void bindMesh(const std::shared_ptr<const Mesh>& mesh, Loc loc) { Trace::current("shardMap", loc, true).bindMesh(mesh, loc); }
 
 const Mesh* meshOf(const std::string& axis) {
@@ -360,6 +228,13 @@ void checkShardMapOptions(const Mesh& mesh, const ShardMapOptions& options, Loc 
   const std::string at = where(loc) + ": spmd::shardMap on mesh " + mesh.describe() + ": ";
   if (!options.pmap.inAxes.empty() || !options.pmap.outAxes.empty())
     throw Error(at + "pmap.inAxes and pmap.outAxes come from inSpecs and outSpecs; leave them empty");
+  if (options.pmap.accumulate != 1)
+    throw Error(at + "gradient accumulation (pmap.accumulate = " + std::to_string(options.pmap.accumulate) +
+                ") on a mesh is not supported; give the data axis more replicas, or loop over micro-batches in the "
+                "function");
+  if (options.pmap.allReplicas || options.pmap.shardUpdate || options.pmap.fullyShard)
+    throw Error(at + "pmap.allReplicas, shardUpdate and fullyShard do not apply on a mesh (its values lie by their "
+                "specs); leave them off");
   if (options.outSpecs.empty())
     throw Error(at + "outSpecs is empty; give one PartitionSpec per output ({} for a whole value)");
   if (mesh.has(options.pmap.axisName))

@@ -24,6 +24,7 @@
 
 #include "frontend/Pmap.h"
 #include "frontend/Processes.h"
+#include "runtime/program/Program.h"
 
 namespace spmd {
 
@@ -49,10 +50,13 @@ class Mesh {
   AxisGroups groups(const std::string& axis) const;
   // "{data: 2, model: 2}".
   std::string describe() const;
+  // The axes' names and sizes, as a Program's call contract records them.
+  const runtime::MeshShape& shape() const { return shape_; }
 
  private:
-  int64_t index(const std::string& axis) const;  // -1 when absent
+  int index(const std::string& axis) const;  // throws naming the mesh when absent
   std::vector<MeshAxis> axes_;
+  runtime::MeshShape shape_;
 };
 
 // How a value lies on the mesh (jax.sharding.PartitionSpec): per leading dimension, the mesh axis
@@ -82,6 +86,14 @@ struct ShardMapOptions {
   // Devices, name, memory plan, threads...: the pmap the mesh runs on. Its axisName names the
   // whole mesh (default here "mesh"); inAxes and outAxes come from the specs and must be empty.
   PmapOptions pmap = {.axisName = "mesh"};
+  // Results stay on the devices, each replica holding its block (a Program's mesh placement);
+  // passed to a shardMap over the same mesh and devices with the same spec they are bound in
+  // place (donated too, with pmap.donateArguments), so a training loop's parameters and state
+  // never leave the devices. Reading one (Tensor::array()) puts the whole value together, checks
+  // the blocks a spec leaves whole are the same bits on every replica holding them, and, under
+  // mpirun, gathers the other processes' blocks (every process reads it at the same point).
+  // Off: every call reads its results so (the check's error comes from the call).
+  bool keepOnDevices = false;
   // While tracing, each output must be invariant over the mesh axes its spec leaves whole, by
   // the per-axis replication analysis (passes/MeshVariation.h, jax's check_vma): an error at
   // trace time naming the output, the axis and the line that computed it. Off: only the check
@@ -96,22 +108,21 @@ Tree sumOverCopies(const Tree& grads, const Spec& spec, Loc loc = Loc::current()
 
 namespace detail {
 
-// Which replicas this process runs: replicas [first, first + count) of the mesh (processes in
-// order, each its devices).
-struct LocalReplicas {
-  int64_t first = 0, count = 0;
+// A shardMap argument's or result's place on the mesh (Axis::Kind::Mesh).
+struct AxisMesh {
+  runtime::MeshShape mesh;
+  PartitionSpec spec;
 };
 
-// The argument's parts for this process's replicas, stacked [count, ...] (a host tensor), or the
-// argument itself when its spec is {}; errors name the argument, its spec and what to fix.
-Tensor shardArgument(const Tensor& x, const Mesh& mesh, const Spec& spec, LocalReplicas local, const std::string& what);
-Tree shardArgument(const Tree& x, const Mesh& mesh, const Spec& spec, LocalReplicas local, const std::string& what);
-// The whole value from every replica's part ([mesh size, ...], gathered on the devices): the parts
-// along split dimensions put together, and each part of a dimension left whole checked to be the
-// same bits on every replica that holds it (else an error naming the output, the axis and two
-// replicas).
-Tensor assembleResult(const Tensor& parts, const Mesh& mesh, const Spec& spec, const std::string& what);
-Tree assembleResult(const Tree& parts, const Mesh& mesh, const Spec& spec, const std::string& what);
+// Checks an argument against its spec before the call: a Tensor's spec names no leaves, a Tree's
+// names only its leaves, and every dimension the spec splits divides into equal parts; errors
+// name `what`, the spec and what to fix.
+void checkArgument(const Tensor& x, const Mesh& mesh, const Spec& spec, const std::string& what);
+void checkArgument(const Tree& x, const Mesh& mesh, const Spec& spec, const std::string& what);
+// Reads a result on the mesh now (the whole value put together and checked, kept with the
+// tensor); errors are prefixed with `what`.
+void readResult(const Tensor& x, const std::string& what);
+void readResult(const Tree& x, const std::string& what);
 
 // Binds `mesh` to the trace being built (spmd::shardMap's body does so before the user's
 // function): collectives then take its axis names.
@@ -133,16 +144,10 @@ bool variesOver(const Tensor& x, const std::string& axis);
 // it varies over: `source`'s less `axis` (`reduces`: psum, allGather, ...) or plus it
 // (psumScatter, ppermute; a null `source`: axisIndex). Returns `result`.
 Tensor markCollective(const Tensor& result, const Tensor* source, const std::string& axis, bool reduces, Loc loc);
-// Every replica's part of an output, gathered over the whole mesh ([mesh size, ...part]: the
-// same on every replica, so every process can put the whole value together).
-Tensor gatherParts(const Tensor& part, const std::string& mapped, Loc loc);
-Tree gatherParts(const Tree& part, const std::string& mapped, Loc loc);
-
 template <typename F>
 struct MeshBody {
   F f;
   std::shared_ptr<const Mesh> mesh;
-  std::string mapped;  // the whole mesh's axis
   Loc defined;
   std::vector<Spec> inSpecs, outSpecs;
   bool checkVaries = true;
@@ -155,11 +160,10 @@ struct MeshBody {
     auto out = f(args...);
     if constexpr (IsTuple<decltype(out)>::value) {
       if (checkVaries) checkOutputs(out, std::make_index_sequence<std::tuple_size_v<decltype(out)>>());
-      return std::apply([&](const auto&... e) { return decltype(out){gatherParts(e, mapped, defined)...}; }, out);
     } else {
       if (checkVaries && !outSpecs.empty()) checkOutput(out, outSpecs[0], who + " output 0");
-      return decltype(out){gatherParts(out, mapped, defined)};
     }
+    return out;  // each replica's block; the caller receives the whole (a mesh placement)
   }
 
  private:
@@ -175,19 +179,12 @@ struct MeshBody {
 };
 
 template <typename Out, size_t... I>
-Out assembleTuple(const Out& out, const Mesh& mesh, const std::vector<Spec>& specs, const std::string& who,
-                  std::index_sequence<I...>) {
-  return Out{assembleResult(std::get<I>(out), mesh, specs[I], who + " output " + std::to_string(I))...};
+void readResults(const Out& out, const std::string& who, std::index_sequence<I...>) {
+  (readResult(std::get<I>(out), who + " output " + std::to_string(I)), ...);
 }
 
-template <typename Out>
-Out assembleOutputs(const Out& out, const Mesh& mesh, const std::vector<Spec>& specs, const std::string& who) {
-  if constexpr (IsTuple<Out>::value)
-    return assembleTuple(out, mesh, specs, who, std::make_index_sequence<std::tuple_size_v<Out>>());
-  else
-    return assembleResult(out, mesh, specs[0], who + " output 0");
-}
-
+// The pmap axis of an argument or result with `spec` (per leaf with Spec::leaves).
+Axis meshAxis(const Mesh& mesh, const Spec& spec);
 void checkShardMapOptions(const Mesh& mesh, const ShardMapOptions& options, Loc loc);
 void checkShardMapCall(const Mesh& mesh, const ShardMapOptions& options, size_t arguments, size_t outputs,
                        int globalDevices, const std::string& who);
@@ -199,8 +196,8 @@ class ShardMapped {
  public:
   ShardMapped(F f, Mesh mesh, ShardMapOptions options, Loc defined)
       : mesh_(std::make_shared<const Mesh>(std::move(mesh))), options_(std::move(options)),
-        pmapped_(detail::MeshBody<F>{std::move(f), mesh_, options_.pmap.axisName, defined, options_.inSpecs,
-                                     options_.outSpecs, options_.checkVaries,
+        pmapped_(detail::MeshBody<F>{std::move(f), mesh_, defined, options_.inSpecs, options_.outSpecs,
+                                     options_.checkVaries,
                                      "spmd::shardMap '" + options_.pmap.name + "'"},
                  pmapOptions(*mesh_, options_, defined), defined) {}
 
@@ -211,27 +208,39 @@ class ShardMapped {
     if constexpr (detail::IsTuple<Out>::value) outputs = std::tuple_size_v<Out>;
     const std::string who = "spmd::shardMap '" + options_.pmap.name + "'";
     detail::checkShardMapCall(*mesh_, options_, sizeof...(Args), outputs, pmapped_.globalDeviceCount(), who);
-    Out out = callSharded(who, std::index_sequence_for<Args...>(), args...);
-    return detail::assembleOutputs(out, *mesh_, options_.outSpecs, who);
+    checkArguments(who, std::index_sequence_for<Args...>(), args...);
+    Out out = pmapped_(args...);
+    if (!options_.keepOnDevices) {
+      if constexpr (detail::IsTuple<Out>::value)
+        detail::readResults(out, who, std::make_index_sequence<std::tuple_size_v<Out>>());
+      else
+        detail::readResult(out, who + " output 0");
+    }
+    return out;
   }
 
   const Mesh& mesh() const { return *mesh_; }
+  // The last call's counts (arguments bound in place, graphs, ...) and compiled Program (its
+  // call contract shows each argument's and result's mesh placement).
+  runtime::CallCounts lastCall() const { return pmapped_.lastCall(); }
+  const runtime::Program& lastProgram() const { return pmapped_.lastProgram(); }
 
  private:
   template <size_t... I, typename... Args>
-  auto callSharded(const std::string& who, std::index_sequence<I...>, const Args&... args) {
-    const detail::LocalReplicas local{int64_t(processIndex()) * pmapped_.deviceCount(), pmapped_.deviceCount()};
-    return pmapped_(
-        detail::shardArgument(args, *mesh_, options_.inSpecs[I], local, who + " argument " + std::to_string(I))...);
+  void checkArguments(const std::string& who, std::index_sequence<I...>, const Args&... args) const {
+    (detail::checkArgument(args, *mesh_, options_.inSpecs[I], who + " argument " + std::to_string(I)), ...);
   }
 
   static PmapOptions pmapOptions(const Mesh& mesh, const ShardMapOptions& options, Loc loc) {
     detail::checkShardMapOptions(mesh, options, loc);
     PmapOptions pmap = options.pmap;
-    for (const Spec& spec : options.inSpecs)
-      pmap.inAxes.push_back(spec.all.empty() && spec.byLeaf.empty() ? replicated : Axis(0));
-    // Outputs: every replica's part, gathered on the devices (replicated), put together here. No
-    // value is averaged behind the user's back: a pmean the compiler would insert is an error.
+    // Arguments and results on the mesh by their specs (the Program's mesh placements): the
+    // runtime cuts each replica's block from the whole, and puts results together when read. A
+    // whole value ({}) is a copy on every replica, so a result kept on the devices is bound in
+    // place as the same argument. No value is averaged behind the user's back: a pmean the
+    // compiler would insert is an error.
+    for (const Spec& spec : options.inSpecs) pmap.inAxes.push_back(detail::meshAxis(mesh, spec));
+    for (const Spec& spec : options.outSpecs) pmap.outAxes.push_back(detail::meshAxis(mesh, spec));
     pmap.strict = true;
     return pmap;
   }

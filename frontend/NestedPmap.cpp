@@ -58,8 +58,8 @@ std::vector<Axis> entryAxes(const std::vector<Axis>& axes, size_t index, size_t 
   const std::string what = who(options, defined) + (in ? " argument " : " output ") + std::to_string(index) + " (" + list + ")";
   std::vector<Axis> leaves = leafAxes(axis, keys, what);
   for (const Axis& leaf : leaves)
-    if (leaf.kind == Axis::Kind::Split)
-      throw Error(what + " is spmd::split, which a pmap inside a traced function cannot take (there is no host batch "
+    if (leaf.kind == Axis::Kind::Split || leaf.kind == Axis::Kind::Mesh)
+      throw Error(what + " is " + (leaf.kind == Axis::Kind::Split ? "spmd::split" : "placed on a mesh") + ", which a pmap inside a traced function cannot take (there is no host batch "
                   "to deal out): stack it over the axis, [size, ...], and pass 0");
   return leaves;
 }

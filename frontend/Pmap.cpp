@@ -15,8 +15,10 @@
 #include "compiler/PlanMemory.h"
 #include "compiler/SplitAccumulation.h"
 #include "frontend/Agreement.h"
+#include "frontend/Mesh.h"
 #include "frontend/Trace.h"
 #include "runtime/exec/DeviceArray.h"
+#include "runtime/exec/MeshParts.h"
 #include "runtime/base/Parse.h"
 #include "runtime/base/Timeout.h"
 #include "runtime/device/DeviceList.h"
@@ -71,11 +73,12 @@ std::vector<bool> donatedLeaves(const PmapOptions& options, const std::vector<si
   return donated;
 }
 
-const char* tagOf(Axis axis) {
+std::string tagOf(const Axis& axis) {
   switch (axis.kind) {
     case Axis::Kind::Replicated: return "replicated:";
     case Axis::Kind::Stacked: return "stacked:";
     case Axis::Kind::Split: return "split:";
+    case Axis::Kind::Mesh: return "mesh " + axis.mesh->mesh.describe() + " " + runtime::specString(axis.mesh->spec) + ":";
   }
   return "";
 }
@@ -85,6 +88,8 @@ Shape localShape(const Tensor& leaf, Axis axis, int devices, const std::string& 
                  const PmapOptions& options) {
   const Shape& shape = leaf.shape();
   if (axis.kind == Axis::Kind::Replicated) return shape;
+  if (axis.kind == Axis::Kind::Mesh)
+    return runtime::meshPartShape(shape, leaf.dtype(), axis.mesh->mesh, axis.mesh->spec, prefix(options) + name);
   if (shape.empty())
     throw Error(prefix(options) + name + " (" + leaf.typeString() + ") is a scalar, so it cannot be "
                 "mapped over devices; mark it spmd::replicated in inAxes");
@@ -363,6 +368,7 @@ std::pair<std::vector<Tensor>, std::shared_ptr<void>> PmapCore::call(
     const std::vector<bool> donatedLeaf = donatedLeaves(o, argumentLeaves, leaves.size());
     for (size_t i = 0; i < leaves.size(); ++i) {  // after all arguments exist (attribute arrays)
       if (axes[i].kind != Axis::Kind::Replicated) trace.markArgumentMapped(i);
+      if (axes[i].kind == Axis::Kind::Mesh) trace.markArgumentOnMesh(i, axes[i].mesh->spec);
       if (donatedLeaf[i]) trace.markArgumentDonated(i);
     }
     PmapTraced traced;
@@ -398,9 +404,11 @@ std::pair<std::vector<Tensor>, std::shared_ptr<void>> PmapCore::call(
         entry->outputAxes.push_back(std::move(leaf));
     }
     trace.finish(traced.outputs, state_->defined);
-    for (size_t i = 0; i < traced.outputs.size(); ++i)
+    for (size_t i = 0; i < traced.outputs.size(); ++i) {
       trace.describeResult(i, entry->outputAxes[i].kind != Axis::Kind::Replicated,
                            i < traced.names.size() ? traced.names[i] : "");
+      if (entry->outputAxes[i].kind == Axis::Kind::Mesh) trace.markResultOnMesh(i, entry->outputAxes[i].mesh->spec);
+    }
     // The NaN/Inf debug mode runs op by op (no fusion), so it can name the op at fault.
     const bool debugging = o.debugNans || o.debugInfs || runtime::debugNansFromEnvironment() ||
                            runtime::debugInfsFromEnvironment();
@@ -487,7 +495,7 @@ std::vector<std::pair<std::string, std::string>> PmapCore::fingerprint(const std
     facts.emplace_back(structure.substr(at, equals - at), structure.substr(equals + 3, end - equals - 3));
   }
   for (size_t i = 0; i < leaves.size(); ++i)
-    facts.emplace_back("argument " + names[i], std::string(tagOf(axes[i])) + leaves[i].typeString());
+    facts.emplace_back("argument " + names[i], tagOf(axes[i]) + leaves[i].typeString());
   char hex[20];  // of the traced IR, constants a closure captured included
   std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(fnv1a(lastTracedIr())));
   facts.emplace_back("traced step (IR hash; a value the function captured, such as a flag, differs)", hex);

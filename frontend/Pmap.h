@@ -23,11 +23,18 @@ class Device;
 class ReplicaGroup;
 }
 
+namespace detail {
+struct AxisMesh;  // frontend/Mesh.h
+}
+
 // How an argument or output is spread over the devices.
 struct Axis {
-  enum class Kind { Replicated, Stacked, Split };
+  enum class Kind { Replicated, Stacked, Split, Mesh };
   Kind kind = Kind::Replicated;
   int dim = 0;
+  // Kind::Mesh (spmd::shardMap's arguments and results): the whole value, each replica holding
+  // the block its coordinates on this mesh select by this PartitionSpec.
+  std::shared_ptr<const detail::AxisMesh> mesh = {};
   // A Tree's leaves by name, each its own Axis (jax's in_axes / out_axes as a tree prefix); the
   // leaves not named take this Axis' kind and dim. Made by spmd::perLeaf.
   std::shared_ptr<const std::map<std::string, Axis>> leaves = {};

@@ -128,6 +128,22 @@ void Trace::markArgumentMapped(unsigned index) {
   function_.setArgAttr(index, ir::kMappedAttr, builder_.getUnitAttr());
 }
 
+namespace {
+mlir::ArrayAttr specAttr(mlir::OpBuilder& builder, const std::vector<std::string>& spec) {
+  std::vector<mlir::Attribute> axes;
+  for (const std::string& axis : spec) axes.push_back(builder.getStringAttr(axis));
+  return builder.getArrayAttr(axes);
+}
+}  // namespace
+
+void Trace::markArgumentOnMesh(unsigned index, const std::vector<std::string>& spec) {
+  function_.setArgAttr(index, ir::kMeshSpecAttr, specAttr(builder_, spec));
+}
+
+void Trace::markResultOnMesh(unsigned index, const std::vector<std::string>& spec) {
+  function_.setResultAttr(index, ir::kMeshSpecAttr, specAttr(builder_, spec));
+}
+
 void Trace::markArgumentDonated(unsigned index) {
   function_.setArgAttr(index, ir::kDonatedAttr, builder_.getUnitAttr());
 }

@@ -55,6 +55,9 @@ class Trace {
   // replicas in turn (spmd.micro_batches).
   void bindAxis(const std::string& name, int64_t size, int64_t microBatches = 1);
   void markArgumentMapped(unsigned index);
+  // Argument / result `index` lies on the bound mesh by `spec` (spmd.mesh_spec).
+  void markArgumentOnMesh(unsigned index, const std::vector<std::string>& spec);
+  void markResultOnMesh(unsigned index, const std::vector<std::string>& spec);
   // The caller donates the argument (spmd.donated): lowering pairs it with an output that takes
   // its buffers (runtime::Program::outputDonors).
   void markArgumentDonated(unsigned index);

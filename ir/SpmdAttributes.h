@@ -28,6 +28,10 @@ inline constexpr const char* kVaryingAttr = "spmd.varying";
 // the last varies fastest over the mapped axis' replicas) and their sizes (i64 array).
 inline constexpr const char* kMeshAxesAttr = "spmd.mesh_axes";
 inline constexpr const char* kMeshShapeAttr = "spmd.mesh_shape";
+// On an argument or result of such a function: it lies on the mesh by this PartitionSpec (an
+// array of strings, per leading dimension the mesh axis splitting it, "" whole); the caller
+// passes and receives the whole value, each replica holds its block (runtime::Placement::Mesh).
+inline constexpr const char* kMeshSpecAttr = "spmd.mesh_spec";
 // Per-axis replication on a mesh (passes/MeshVariation.h), an array of mesh axis names. Set by
 // the frontend, and taken as given by the analysis: on an argument, the axes its spec splits it
 // over; on the op of a collective over a mesh axis (composed of several ops), the axes its

@@ -1,6 +1,7 @@
 // callAccumulated: the micro-batch loop, the fold of each accumulated operand, the apply part.
 #include "runtime/exec/AccumulatedCall.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "runtime/base/Error.h"
@@ -42,7 +43,7 @@ std::vector<std::shared_ptr<DeviceArray>> callAccumulated(const AccumulationSpli
     if (mapped(split.inputPlacements[i])) local.back()[0] *= A;
   }
   std::vector<bool> bound;
-  std::vector<std::vector<Input>> inputs = bindArguments(arguments, split.inputPlacements, local, micro, bound);
+  std::vector<std::vector<Input>> inputs = bindArguments(arguments, split.inputPlacements, local, MeshShape{}, micro, bound);
 
   // Per replica and accumulated operand, the fold tree's stack of complete subtrees (level, buffer).
   const Program& microPart = split.micro;
@@ -119,6 +120,7 @@ std::vector<std::shared_ptr<DeviceArray>> callAccumulated(const AccumulationSpli
     for (size_t k = 0; k < split.apply.outputs.size(); ++k)
       out[r].push_back({Array{}, true, donorOf[k] >= 0 ? inputs[r][size_t(donorOf[k])].device : nullptr});
   runDonating(apply, in, out, arguments, donors, layout.who, counts);
+  if (counts) counts->argumentsInPlace = std::count(bound.begin(), bound.end(), true);
 
   std::vector<std::shared_ptr<DeviceArray>> results;
   for (size_t k = 0; k < split.outputs.size(); ++k) {
@@ -128,8 +130,8 @@ std::vector<std::shared_ptr<DeviceArray>> callAccumulated(const AccumulationSpli
     Shape shape = split.outputTypes[k].shape;
     if (from.micro && !shape.empty()) shape[0] *= A;
     results.push_back(assembleOutput(split.outputTypes[k].dtype, shape, split.outputPlacements[k],
-                                     k < layout.stacked.size() && layout.stacked[k], layout.perReplicaOutputs, apply,
-                                     std::move(buffers)));
+                                     k < layout.stacked.size() && layout.stacked[k], layout.perReplicaOutputs,
+                                     MeshShape{}, apply, std::move(buffers)));
   }
   return results;
 }

@@ -19,9 +19,12 @@ struct CallCounts {
   // Words of data checks (DeferredCheck: labels, ids, the in-process collectives' rendezvous) read
   // after the steps, in one copy to the host.
   int64_t checkWords = 0;
+  // Arguments bound in place: values already on the devices in the placement the call takes,
+  // copied neither from nor to the host (runtime/exec/ReplicatedCall.h).
+  int64_t argumentsInPlace = 0;
   CallCounts& operator+=(const CallCounts& o) {
     graphLaunches += o.graphLaunches, stepsCalled += o.stepsCalled, hostWaitsInSteps += o.hostWaitsInSteps;
-    checkWords += o.checkWords;
+    checkWords += o.checkWords, argumentsInPlace += o.argumentsInPlace;
     return *this;
   }
 };

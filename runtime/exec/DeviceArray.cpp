@@ -3,6 +3,8 @@
 
 #include <cstring>
 
+#include "runtime/exec/MeshParts.h"
+
 namespace spmd::runtime {
 
 DeviceArray::DeviceArray(DType dtype, Shape local, Shape global, Layout layout,
@@ -20,6 +22,15 @@ DeviceArray::DeviceArray(DType dtype, Shape local, Shape global, Layout layout,
       throw Error("DeviceArray: " + shapeString(local_) + " is not the slice of " + shapeString(global_) +
                   " for replicas " + std::to_string(slicing_.firstReplica) + ".." +
                   std::to_string(slicing_.firstReplica + replicas() - 1) + " of " + std::to_string(total));
+    return;
+  }
+  if (layout_ == Layout::Mesh) {
+    const int total = slicing_.totalReplicas;
+    if (slicing_.mesh.replicas() != total || slicing_.firstReplica < 0 || slicing_.firstReplica + replicas() > total ||
+        global_ != meshWholeShape(local_, slicing_.mesh, slicing_.spec))
+      throw Error("DeviceArray: " + shapeString(local_) + " is not the block of " + shapeString(global_) + " by " +
+                  specString(slicing_.spec) + " for replicas " + std::to_string(slicing_.firstReplica) + ".." +
+                  std::to_string(slicing_.firstReplica + replicas() - 1) + " of mesh " + slicing_.mesh.describe());
     return;
   }
   int64_t expected = numElements(local_) * (layout_ == Layout::Sharded ? replicas() : 1);
@@ -87,7 +98,13 @@ const Array& DeviceArray::host() const {
   std::lock_guard lock(mutex_);
   checkUsable();
   if (!host_ && layout_ == Layout::Sliced) {
-    host_ = gatherSlices();
+    const std::string all = everyReplicasBytes();
+    Array array = Array::zeros(dtype_, global_);
+    std::memcpy(array.data(), all.data(), array.bytes());
+    host_ = std::move(array);
+  } else if (!host_ && layout_ == Layout::Mesh) {
+    host_ = assembleMeshParts(reinterpret_cast<const std::byte*>(everyReplicasBytes().data()), dtype_, local_,
+                              slicing_.mesh, slicing_.spec, describe());
   } else if (!host_) {
     Array array = Array::zeros(dtype_, global_);
     size_t chunk = static_cast<size_t>(numElements(local_)) * dtypeSize(dtype_);
@@ -104,31 +121,28 @@ const Array& DeviceArray::host() const {
 std::string DeviceArray::describe() const {
   std::string text = std::string(dtypeName(dtype_)) + shapeString(global_) + " on ";
   for (size_t r = 0; r < devices_.size(); ++r) text += (r ? ", " : "") + devices_[r]->name();
+  if (layout_ == Layout::Mesh) return text + " (mesh " + slicing_.mesh.describe() + ", spec " + specString(slicing_.spec) + ")";
   return text + (layout_ == Layout::Sharded ? " (sharded)" : layout_ == Layout::Sliced ? " (sliced, ZeRO-1)" : " (replicated)");
 }
 
-// This process's slices, then (under several processes) everyone's, cut to the tensor's size.
-Array DeviceArray::gatherSlices() const {
-  const size_t slice = size_t(numElements(local_)) * dtypeSize(dtype_);
-  std::string mine(slice * replicas(), '\0');
+std::string DeviceArray::everyReplicasBytes() const {
+  const size_t part = size_t(numElements(local_)) * dtypeSize(dtype_);
+  std::string mine(part * replicas(), '\0');
   for (int r = 0; r < replicas(); ++r) {
     devices_[r]->activate();
-    devices_[r]->copyToHost(reinterpret_cast<std::byte*>(mine.data()) + r * slice, buffers_[r].get(), slice);
+    devices_[r]->copyToHost(reinterpret_cast<std::byte*>(mine.data()) + r * part, buffers_[r].get(), part);
   }
-  std::string all = mine;
-  if (replicas() < slicing_.totalReplicas) {
-    if (!slicing_.gatherProcesses)
-      throw Error("DeviceArray: " + describe() + " holds " + std::to_string(replicas()) + " of " +
-                  std::to_string(slicing_.totalReplicas) + " slices and cannot fetch the others");
-    all.clear();
-    for (const std::string& part : slicing_.gatherProcesses(mine)) all += part;
-  }
-  Array array = Array::zeros(dtype_, global_);
-  if (all.size() < array.bytes())
-    throw Error("DeviceArray: the processes sent " + std::to_string(all.size()) + " bytes of " + describe() +
-                ", fewer than its " + std::to_string(array.bytes()));
-  std::memcpy(array.data(), all.data(), array.bytes());
-  return array;
+  if (replicas() == slicing_.totalReplicas) return mine;
+  if (!slicing_.gatherProcesses)
+    throw Error("DeviceArray: " + describe() + " holds " + std::to_string(replicas()) + " of " +
+                std::to_string(slicing_.totalReplicas) + " replicas' parts and cannot fetch the others");
+  std::string all;
+  for (const std::string& theirs : slicing_.gatherProcesses(mine)) all += theirs;
+  if (all.size() != part * size_t(slicing_.totalReplicas))
+    throw Error("DeviceArray: the processes sent " + std::to_string(all.size()) + " bytes of " + describe() + ", not the " +
+                std::to_string(part * size_t(slicing_.totalReplicas)) + " of its " +
+                std::to_string(slicing_.totalReplicas) + " replicas' parts");
+  return all;
 }
 
 }  // namespace spmd::runtime

@@ -3,7 +3,10 @@
 // sharded one holds each replica's chunk, the global value being the chunks concatenated in
 // replica order (a stacked [devices, ...] or a split [devices * n, ...] value). Passed to the
 // next call on the same devices it is bound in place; it is copied to the host only when read
-// (host(), once, then cached). A sliced value (ZeRO-1's sharded parameters and optimizer state,
+// (host(), once, then cached). A mesh value (spmd::shardMap's results) holds in each replica the
+// block of the whole value its mesh coordinates select (runtime/exec/MeshParts.h); its global
+// shape is the whole value's, and reading it puts the whole together from every replica's block,
+// under several processes gathering theirs (every process reads it at the same point). A sliced value (ZeRO-1's sharded parameters and optimizer state,
 // PmapOptions::shardUpdate) is a tensor of any shape flattened and split into equal slices, one
 // per replica of the whole job (the last padded with zeros); under several processes reading it
 // gathers the other processes' slices, so every process must read it at the same point. A donated value gives its buffers to a call's output and can no
@@ -19,19 +22,23 @@
 
 #include "runtime/base/Array.h"
 #include "runtime/device/Device.h"
+#include "runtime/program/Program.h"
 
 namespace spmd::runtime {
 
-// For a sliced DeviceArray: where this process's replicas sit among the job's, and how to fetch
-// the other processes' bytes (this process's slices in, every process's out, in process order).
+// For a sliced or mesh DeviceArray: where this process's replicas sit among the job's, and how to
+// fetch the other processes' bytes (this process's parts in, every process's out, in process
+// order); for a mesh value also the mesh and the value's spec.
 struct SliceSpread {
   int firstReplica = 0, totalReplicas = 1;
   std::function<std::vector<std::string>(const std::string&)> gatherProcesses;
+  MeshShape mesh = {};
+  std::vector<std::string> spec = {};
 };
 
 class DeviceArray {
  public:
-  enum class Layout { Replicated, Sharded, Sliced };
+  enum class Layout { Replicated, Sharded, Sliced, Mesh };
   using Slicing = SliceSpread;
 
   DeviceArray(DType dtype, Shape local, Shape global, Layout layout, std::vector<std::shared_ptr<Device>> devices,
@@ -67,7 +74,9 @@ class DeviceArray {
 
  private:
   void checkUsable() const;
-  Array gatherSlices() const;
+  // Every replica's part of the job in replica order: this process's, then (under several
+  // processes) everyone's, gathered.
+  std::string everyReplicasBytes() const;
   DType dtype_;
   Shape local_, global_;
   Layout layout_;

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "runtime/base/Error.h"
+#include "runtime/exec/MeshParts.h"
 
 namespace spmd::runtime {
 namespace {
@@ -14,18 +15,33 @@ DeviceArray::Layout layoutOf(const Placement& placement) {
     case Placement::Kind::Replicated: return DeviceArray::Layout::Replicated;
     case Placement::Kind::Mapped: return DeviceArray::Layout::Sharded;
     case Placement::Kind::Sliced: return DeviceArray::Layout::Sliced;
+    case Placement::Kind::Mesh: return DeviceArray::Layout::Mesh;
   }
   return DeviceArray::Layout::Replicated;
 }
 
 int firstReplica(const ReplicaGroup& group) { return group.job().info().rank * group.size(); }
 
+// Whether `resident` is, on these devices, the value `placement` asks for in one replica's
+// `local` shape: then it is bound in place.
+bool bindsInPlace(const DeviceArray& resident, const Placement& placement, const Shape& local, const MeshShape& mesh,
+                  const ReplicaGroup& group) {
+  if (resident.donated() || !resident.livesOn(group.deviceObjects()) || resident.layout() != layoutOf(placement) ||
+      resident.localShape() != local)
+    return false;
+  if (placement.kind == Placement::Kind::Sliced) return resident.slicing().firstReplica == firstReplica(group);
+  if (placement.kind == Placement::Kind::Mesh)
+    return resident.slicing().firstReplica == firstReplica(group) && resident.slicing().mesh == mesh &&
+           resident.slicing().spec == placement.spec;
+  return true;
+}
+
 }  // namespace
 
 std::vector<std::vector<Input>> bindArguments(const std::vector<CallArgument>& arguments,
                                               const std::vector<Placement>& placements,
-                                              const std::vector<Shape>& replicaShapes, const ReplicaGroup& group,
-                                              std::vector<bool>& bound) {
+                                              const std::vector<Shape>& replicaShapes, const MeshShape& mesh,
+                                              const ReplicaGroup& group, std::vector<bool>& bound) {
   const int devices = group.size(), first = firstReplica(group);
   const std::vector<std::shared_ptr<Device>>& deviceObjects = group.deviceObjects();
   std::vector<std::vector<Input>> inputs(devices);
@@ -35,9 +51,7 @@ std::vector<std::vector<Input>> bindArguments(const std::vector<CallArgument>& a
     const Shape& local = replicaShapes[i];
     const bool slice = placement.kind == Placement::Kind::Sliced;
     const auto& resident = arguments[i].resident;
-    if (resident && !resident->donated() && resident->livesOn(deviceObjects) &&
-        resident->layout() == layoutOf(placement) && resident->localShape() == local &&
-        (!slice || resident->slicing().firstReplica == first)) {
+    if (resident && bindsInPlace(*resident, placement, local, mesh, group)) {
       for (int r = 0; r < devices; ++r) inputs[r].push_back({Array{}, resident->buffer(r)});
       bound[i] = true;
       continue;
@@ -53,6 +67,19 @@ std::vector<std::vector<Input>> bindArguments(const std::vector<CallArgument>& a
       }
       continue;
     }
+    if (placement.kind == Placement::Kind::Mesh) {  // each replica's block of the whole value
+      const Shape part = meshPartShape(array.shape, array.dtype, mesh, placement.spec, "argument " + std::to_string(i));
+      if (part != local)
+        throw Error("argument " + std::to_string(i) + " " + std::string(dtypeName(array.dtype)) + shapeString(array.shape) +
+                    " on mesh " + mesh.describe() + " by " + specString(placement.spec) + " gives each replica " +
+                    shapeString(part) + ", but the program takes " + shapeString(local));
+      for (int r = 0; r < devices; ++r) {
+        Array block = Array::zeros(array.dtype, local);
+        copyMeshPart(array, mesh, placement.spec, first + r, block.data());
+        inputs[r].push_back({std::move(block), nullptr});
+      }
+      continue;
+    }
     const size_t chunk = size_t(numElements(local)) * dtypeSize(array.dtype);
     for (int r = 0; r < devices; ++r)
       inputs[r].push_back(
@@ -62,9 +89,24 @@ std::vector<std::vector<Input>> bindArguments(const std::vector<CallArgument>& a
 }
 
 std::shared_ptr<DeviceArray> assembleOutput(DType dtype, const Shape& shape, const Placement& placement, bool stacked,
-                                            bool perReplica, const ReplicaGroup& group,
+                                            bool perReplica, const MeshShape& mesh, const ReplicaGroup& group,
                                             std::vector<std::shared_ptr<std::byte>> buffers) {
   const int devices = group.size();
+  if (placement.kind == Placement::Kind::Mesh) {  // the whole value, put together when read
+    DeviceArray::Slicing spread;
+    spread.firstReplica = firstReplica(group);
+    spread.totalReplicas = devices * group.job().info().size;
+    spread.mesh = mesh;
+    spread.spec = placement.spec;
+    const Job* job = &group.job();
+    spread.gatherProcesses = [job](const std::string& mine) {
+      return job->allGatherText(mine, "reading a value on a mesh (spmd::shardMap's result) on the host, which gathers "
+                                      "its blocks from every process: read it on every process at the same point");
+    };
+    return std::make_shared<DeviceArray>(dtype, shape, meshWholeShape(shape, mesh, placement.spec),
+                                         DeviceArray::Layout::Mesh, group.deviceObjects(), std::move(buffers),
+                                         std::move(spread));
+  }
   if (placement.kind == Placement::Kind::Sliced) {  // ZeRO-1: the full shape, one slice per replica of the job
     DeviceArray::Slicing slicing;
     slicing.firstReplica = firstReplica(group);
@@ -122,7 +164,8 @@ std::vector<std::shared_ptr<DeviceArray>> callReplicated(ReplicaGroup& group, co
   std::vector<Shape> shapes;
   for (int id : program.inputs) shapes.push_back(program.buffers[id].shape);
   std::vector<bool> bound;
-  std::vector<std::vector<Input>> inputs = bindArguments(arguments, program.inputPlacements, shapes, group, bound);
+  std::vector<std::vector<Input>> inputs =
+      bindArguments(arguments, program.inputPlacements, shapes, program.mesh, group, bound);
 
   // Donation: an output takes its paired argument's buffers when that argument is donated and
   // was bound in place.
@@ -136,14 +179,15 @@ std::vector<std::shared_ptr<DeviceArray>> callReplicated(ReplicaGroup& group, co
     for (int r = 0; r < devices; ++r) outputs[r].push_back({Array{}, true, takes ? inputs[r][size_t(i)].device : nullptr});
   }
   runDonating(group, inputs, outputs, arguments, donors, layout.who, counts);
+  if (counts) counts->argumentsInPlace = std::count(bound.begin(), bound.end(), true);
   std::vector<std::shared_ptr<DeviceArray>> results;
   for (size_t k = 0; k < program.outputs.size(); ++k) {
     std::vector<std::shared_ptr<std::byte>> buffers;
     for (int r = 0; r < devices; ++r) buffers.push_back(outputs[r][k].device);
     const BufferDesc& b = program.buffers[program.outputs[k]];
     results.push_back(assembleOutput(b.dtype, b.shape, program.outputPlacements[k],
-                                     k < layout.stacked.size() && layout.stacked[k], layout.perReplicaOutputs, group,
-                                     std::move(buffers)));
+                                     k < layout.stacked.size() && layout.stacked[k], layout.perReplicaOutputs,
+                                     program.mesh, group, std::move(buffers)));
   }
   return results;
 }

@@ -3,7 +3,8 @@
 // ResultsHandler are for pmap. Each argument is bound by its placement: a value already on the
 // group's devices in that placement and shape is bound in place; anything else comes from the
 // host (a replicated value shared by the replicas, a mapped one as each replica's chunk, a
-// sliced one as this process's replicas' slices of the flat value). Outputs stay on the devices
+// sliced one as this process's replicas' slices of the flat value, a mesh one as each replica's
+// block of the whole value, runtime/exec/MeshParts.h). Outputs stay on the devices
 // as DeviceArrays; a donated argument bound in place gives its buffers to the output the Program
 // pairs it with, and can no longer be used after the call, whether it succeeded or not.
 #pragma once
@@ -42,13 +43,13 @@ struct CallLayout {
 // sliced one's is its slice). bound[i] is set for an argument bound in place.
 std::vector<std::vector<Input>> bindArguments(const std::vector<CallArgument>& arguments,
                                               const std::vector<Placement>& placements,
-                                              const std::vector<Shape>& replicaShapes, const ReplicaGroup& group,
-                                              std::vector<bool>& bound);
+                                              const std::vector<Shape>& replicaShapes, const MeshShape& mesh,
+                                              const ReplicaGroup& group, std::vector<bool>& bound);
 
 // Output k of one replica's `dtype` and `shape`, held in `buffers` (one per replica), as the
 // value the caller receives.
 std::shared_ptr<DeviceArray> assembleOutput(DType dtype, const Shape& shape, const Placement& placement, bool stacked,
-                                            bool perReplica, const ReplicaGroup& group,
+                                            bool perReplica, const MeshShape& mesh, const ReplicaGroup& group,
                                             std::vector<std::shared_ptr<std::byte>> buffers);
 
 // Runs `group`'s program (which must have a call contract) on `arguments`, one per input;

@@ -64,8 +64,40 @@ const char* placementName(Placement::Kind kind) {
     case Placement::Kind::Replicated: return "replicated";
     case Placement::Kind::Mapped: return "mapped";
     case Placement::Kind::Sliced: return "sliced";
+    case Placement::Kind::Mesh: return "mesh";
   }
   return "?";
+}
+
+int64_t MeshShape::replicas() const {
+  int64_t n = 1;
+  for (int64_t s : sizes) n *= s;
+  return n;
+}
+
+int MeshShape::index(const std::string& axis) const {
+  for (size_t i = 0; i < names.size(); ++i)
+    if (names[i] == axis) return int(i);
+  return -1;
+}
+
+int64_t MeshShape::stride(int axis) const {
+  int64_t stride = 1;
+  for (size_t k = size_t(axis) + 1; k < sizes.size(); ++k) stride *= sizes[k];
+  return stride;
+}
+
+std::string MeshShape::describe() const {
+  std::string text = "{";
+  for (size_t i = 0; i < names.size() && i < sizes.size(); ++i)
+    text += (i ? ", " : "") + names[i] + ": " + std::to_string(sizes[i]);
+  return text + "}";
+}
+
+std::string specString(const std::vector<std::string>& spec) {
+  std::string text = "{";
+  for (size_t d = 0; d < spec.size(); ++d) text += (d ? ", " : "") + ("\"" + spec[d] + "\"");
+  return text + "}";
 }
 
 std::string Program::toText() const {
@@ -98,6 +130,7 @@ std::string Program::toText() const {
       if (placements[i].kind == Placement::Kind::Replicated && !donee) continue;
       os << "  " << what << " " << i << " %" << list[i] << " " << placementName(placements[i].kind);
       if (placements[i].kind == Placement::Kind::Sliced) os << " of " << shapeString(placements[i].full);
+      if (placements[i].kind == Placement::Kind::Mesh) os << " " << specString(placements[i].spec) << " on " << mesh.describe();
       if (donee) os << ", takes input " << outputDonors[i] << "'s buffers when donated";
       os << '\n';
     }

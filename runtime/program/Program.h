@@ -52,21 +52,43 @@ struct Step {
   const std::string& text(const std::string& name) const;
 };
 
+// The named device mesh a shardMap-ped program runs over (spmd.mesh_axes, spmd.mesh_shape): the
+// replicas of the program's axis as a row-major grid, the last axis varying fastest (over
+// {data: 2, model: 2}, replica r sits at data = r / 2, model = r % 2). Empty for other programs.
+struct MeshShape {
+  std::vector<std::string> names;
+  std::vector<int64_t> sizes;
+
+  bool empty() const { return names.empty(); }
+  int64_t replicas() const;                  // the product of the sizes
+  int index(const std::string& axis) const;  // -1 when the mesh has no such axis
+  int64_t stride(int axis) const;            // replicas between neighbours along axis `axis`
+  int64_t coordinate(int64_t replica, int axis) const { return replica / stride(axis) % sizes[size_t(axis)]; }
+  std::string describe() const;              // "{data: 2, model: 2}"
+  bool operator==(const MeshShape&) const = default;
+};
+
 // How one input or output of a replica stands to the value the caller passes or receives (the
 // call contract, as JAX's in/out shardings under pmap): the same value on every replica; the
 // replica's part of a value mapped over the axis (its leading dimension, split or stacked across
-// the replicas); or ZeRO-1's flat slice of a tensor of shape `full`, whose elements are cut into
-// `replicas` equal slices (the last padded with zeros).
+// the replicas); ZeRO-1's flat slice of a tensor of shape `full`, whose elements are cut into
+// `replicas` equal slices (the last padded with zeros); or, on a mesh, the block of the whole
+// value that the replica's mesh coordinates select by `spec` (jax's PartitionSpec: per leading
+// dimension the mesh axis that splits it into equal consecutive parts, "" whole; the replicas
+// that differ only in the coordinates of axes the spec does not name hold the same block).
 struct Placement {
-  enum class Kind { Replicated, Mapped, Sliced };
+  enum class Kind { Replicated, Mapped, Sliced, Mesh };
   Kind kind = Kind::Replicated;
-  Shape full = {};  // Sliced: the whole tensor's shape; else empty
+  Shape full = {};                     // Sliced: the whole tensor's shape; else empty
+  std::vector<std::string> spec = {};  // Mesh: per dimension, the axis splitting it ("" whole)
 
   bool operator==(const Placement&) const = default;
 };
 
-// "replicated", "mapped", "sliced": the kind's word in text, files and errors.
+// "replicated", "mapped", "sliced", "mesh": the kind's word in text, files and errors.
 const char* placementName(Placement::Kind kind);
+// {"", "model"}: a Mesh placement's spec as messages and the program text show it.
+std::string specString(const std::vector<std::string>& spec);
 
 struct Program {
   std::string name;
@@ -85,6 +107,8 @@ struct Program {
   // The call contract, one entry per input and per output (empty in the parts of an accumulated
   // step, compiler/SplitAccumulation, which its micro-batch loop runs, not a caller).
   std::vector<Placement> inputPlacements, outputPlacements;
+  // The mesh that Mesh placements refer to (empty when none does).
+  MeshShape mesh;
   // Per output: the input whose buffers it takes when the caller donates that input and passes
   // it on these devices (jax's donate_argnums, input_output_aliases), or -1. The lowering pairs
   // each donated input, in order, with the first free output of its dtype, shape and placement

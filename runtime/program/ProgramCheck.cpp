@@ -59,6 +59,26 @@ void checkAttributes(const Step& step, const std::string& where) {
   }
 }
 
+// A mesh placement against the program's mesh and the buffer's rank: every axis the spec names
+// is the mesh's, and splits one dimension.
+void checkMeshPlacement(const Program& p, const std::string& what, const Placement& placement, size_t rank) {
+  if (placement.spec.size() > rank)
+    throw Error(what + " has " + std::to_string(rank) + " dimension(s) but its spec " + specString(placement.spec) +
+                " names " + std::to_string(placement.spec.size()));
+  if (p.mesh.empty() || p.mesh.names.size() != p.mesh.sizes.size() || p.mesh.replicas() != p.replicas)
+    throw Error(what + " lies on a mesh, but the program's mesh " + p.mesh.describe() + " is not one of its " +
+                std::to_string(p.replicas) + " replicas");
+  for (size_t d = 0; d < placement.spec.size(); ++d) {
+    const std::string& axis = placement.spec[d];
+    if (axis.empty()) continue;
+    if (p.mesh.index(axis) < 0)
+      throw Error(what + " is split by " + specString(placement.spec) + " over axis '" + axis + "', which mesh " +
+                  p.mesh.describe() + " does not have");
+    if (std::count(placement.spec.begin(), placement.spec.end(), axis) > 1)
+      throw Error(what + " is split twice over axis '" + axis + "' by " + specString(placement.spec));
+  }
+}
+
 // The call contract (Program::inputPlacements, outputPlacements, outputDonors) against the
 // inputs, outputs, buffers and replica count.
 template <typename Describe>
@@ -75,10 +95,14 @@ void checkCallContract(const Program& p, const std::string& prefix, const Descri
     if (placement.kind != Placement::Kind::Sliced && !placement.full.empty())
       throw Error(prefix + what + " " + buffer(id) + " is " + placementName(placement.kind) +
                   " but names a full shape; only a sliced one has one");
+    if (placement.kind != Placement::Kind::Mesh && !placement.spec.empty())
+      throw Error(prefix + what + " " + buffer(id) + " is " + placementName(placement.kind) +
+                  " but names a mesh spec; only a mesh one has one");
     if (placement.kind == Placement::Kind::Replicated) return;
     if (p.axisName.empty())
       throw Error(prefix + what + " " + buffer(id) + " is " + placementName(placement.kind) +
                   ", but the program has no axis to map or slice it over");
+    if (placement.kind == Placement::Kind::Mesh) return checkMeshPlacement(p, prefix + what + " " + buffer(id), placement, p.buffers[id].shape.size());
     if (placement.kind != Placement::Kind::Sliced) return;  // a mapped scalar stacks into [replicas]
     int64_t elements = 1;
     for (int64_t d : placement.full) {

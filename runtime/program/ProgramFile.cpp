@@ -63,6 +63,7 @@ Json placementsJson(const std::vector<Placement>& placements) {
   for (const Placement& p : placements) {
     Json entry = {{"kind", placementName(p.kind)}};
     if (p.kind == Placement::Kind::Sliced) entry["full"] = p.full;
+    if (p.kind == Placement::Kind::Mesh) entry["spec"] = p.spec;
     list.push_back(entry);
   }
   return list;
@@ -75,9 +76,11 @@ std::vector<Placement> placementsOf(const Json& list) {
     const std::string kind = entry.at("kind").get<std::string>();
     if (kind == placementName(Placement::Kind::Mapped)) p.kind = Placement::Kind::Mapped;
     else if (kind == placementName(Placement::Kind::Sliced)) p.kind = Placement::Kind::Sliced;
+    else if (kind == placementName(Placement::Kind::Mesh)) p.kind = Placement::Kind::Mesh;
     else if (kind != placementName(Placement::Kind::Replicated))
-      throw Error("placement '" + kind + "' is not replicated, mapped or sliced");
+      throw Error("placement '" + kind + "' is not replicated, mapped, sliced or mesh");
     if (entry.contains("full")) p.full = entry.at("full").get<Shape>();
+    if (entry.contains("spec")) p.spec = entry.at("spec").get<std::vector<std::string>>();
     placements.push_back(std::move(p));
   }
   return placements;
@@ -96,6 +99,7 @@ std::vector<std::byte> programFileBytes(const Program& program) {
                  {"arena_bytes", program.arenaBytes},
                  {"axis_name", program.axisName}, {"replicas", program.replicas}};
   if (program.microBatches != 1) header["micro_batches"] = program.microBatches;
+  if (!program.mesh.empty()) header["mesh"] = {{"axes", program.mesh.names}, {"sizes", program.mesh.sizes}};
   Json buffers = Json::array();
   size_t offset = 0;
   for (const BufferDesc& b : program.buffers) {
@@ -211,6 +215,10 @@ Program readProgramBytes(std::span<const std::byte> bytes, const std::string& pa
     program.outputs = ids(header.at("outputs"));
     program.inputPlacements = placementsOf(header.at("input_placements"));
     program.outputPlacements = placementsOf(header.at("output_placements"));
+    if (header.contains("mesh")) {
+      program.mesh.names = header.at("mesh").at("axes").get<std::vector<std::string>>();
+      program.mesh.sizes = header.at("mesh").at("sizes").get<std::vector<int64_t>>();
+    }
     program.outputDonors = ids(header.at("output_donors"));
     for (const Json& s : header.at("steps")) {
       Step step;

@@ -12,6 +12,7 @@
 #include "TransformerBlock.h"
 #include "frontend/models/TensorParallelMlp.h"
 #include "frontend/spmd.h"
+#include "runtime/exec/DeviceArray.h"
 
 namespace spmd {
 namespace {
@@ -159,6 +160,65 @@ void expectTensorParallelMatches(DType dtype, double tolerance) {
 TEST(MeshTest, TensorParallelMlpMatchesTheUnshardedMlp) {
   expectTensorParallelMatches(DType::f64, 1e-12);
   expectTensorParallelMatches(DType::f32, 1e-5);
+}
+
+std::vector<std::byte> bytesOf(const Tensor& t) {
+  const Array& a = t.array();
+  return std::vector<std::byte>(a.data(), a.data() + a.bytes());
+}
+
+// The tensor-parallel MLP's parameters kept on the devices between steps (keepOnDevices, each
+// replica its block, donated back into the next step): bound in place on every step after the
+// first (the call's count), the same bits as the step that reads its results every call, and
+// read whole only when asked. The Program's contract shows the mesh placements.
+TEST(MeshTest, ResultsKeptOnTheDevicesAreBoundInPlaceWithTheSameBits) {
+  const int64_t batch = 8, in = 6, hidden = 8, out = 4;
+  const double lr = 0.1;
+  const Mesh mesh({{"data", 2}, {"model", 2}});
+  Array x = randomArray(DType::f32, {batch, in}, 5), y = randomArray(DType::f32, {batch, out}, 6);
+  auto read = models::tensorParallelMlp(mesh, lr, {.axisName = "mesh", .devices = "cpu:4"});
+  auto kept = shardMap(models::TensorParallelMlpBody{lr}, mesh,
+                       {.inSpecs = {{"", "model"}, {"model"}, {"model"}, {}, {"data"}, {"data"}},
+                        .outSpecs = {{"", "model"}, {"model"}, {"model"}, {}, {}},
+                        .pmap = {.axisName = "mesh", .devices = "cpu:4", .donateArguments = {0, 1, 2, 3}},
+                        .keepOnDevices = true});
+  Tree init = models::mlpInit(in, hidden, out, DType::f32, 1);
+  std::vector<Tensor> a{init.at("w1"), init.at("b1"), init.at("w2"), init.at("b2")}, b = a;
+  for (int step = 0; step < 3; ++step) {
+    SCOPED_TRACE("step " + std::to_string(step));
+    auto [w1, b1, w2, b2, loss] = read(a[0], a[1], a[2], a[3], Tensor(x), Tensor(y));
+    auto [v1, c1, v2, c2, keptLoss] = kept(b[0], b[1], b[2], b[3], Tensor(x), Tensor(y));
+    EXPECT_EQ(kept.lastCall().argumentsInPlace, step == 0 ? 0 : 4);
+    for (const Tensor& t : {v1, c1, v2, c2, keptLoss}) {
+      ASSERT_TRUE(t.onDevices());
+      EXPECT_EQ(t.resident()->layout(), runtime::DeviceArray::Layout::Mesh);
+    }
+    a = {w1, b1, w2, b2}, b = {v1, c1, v2, c2};
+    EXPECT_EQ(bytesOf(keptLoss), bytesOf(loss));
+    EXPECT_EQ(v1.shape(), (Shape{in, hidden}));  // the whole value's shape; each replica holds [6, 4]
+    EXPECT_EQ(v1.resident()->localShape(), (Shape{in, hidden / 2}));
+  }
+  // Read after the loop: the same bits as the parameters read every step.
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(bytesOf(b[i]), bytesOf(a[i])) << i;
+  const std::string text = kept.lastProgram().toText();
+  EXPECT_NE(text.find("input 0 %0 mesh {\"\", \"model\"} on {data: 2, model: 2}"), std::string::npos) << text;
+  EXPECT_NE(text.find("mesh {\"data\"} on {data: 2, model: 2}"), std::string::npos) << text;
+  EXPECT_NE(text.find("mesh {} on {data: 2, model: 2}"), std::string::npos) << text;
+  // A value kept on the mesh passed where another spec is asked for is put together and cut
+  // again (not bound in place): the same values as the host's.
+  auto transpose = shardMap([](const Tensor& w) { return w; }, mesh,
+                            {.inSpecs = {{"model"}}, .outSpecs = {{"model"}}, .pmap = {.axisName = "mesh", .devices = "cpu:4"}});
+  Tensor again = transpose(b[0]);
+  EXPECT_EQ(transpose.lastCall().argumentsInPlace, 0);
+  EXPECT_EQ(bytesOf(again), bytesOf(a[0]));
+  // A result whose blocks differ where its spec says whole is refused when read.
+  auto varies = shardMap([](const Tensor& v) { return v + cast(axisIndex("model"), DType::f32); }, mesh,
+                         {.inSpecs = {{"data"}}, .outSpecs = {{"data"}}, .pmap = {.axisName = "mesh", .devices = "cpu:4"},
+                          .keepOnDevices = true, .checkVaries = false});
+  Tensor bad = varies(Tensor(x));
+  const std::string differ = errorOf([&] { (void)bad.array(); });
+  EXPECT_NE(differ.find("is whole over mesh axis 'model' by its spec {\"data\"}, but replicas 0 and 1"), std::string::npos)
+      << differ;
 }
 
 Tree inDType(const Tree& tree, DType dtype) {

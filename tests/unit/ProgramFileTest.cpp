@@ -376,7 +376,7 @@ TEST_F(ProgramFileTest, TheCallContractIsSavedAndEditsAreRefused) {
                       "and 2 outputs"),
             std::string::npos)
       << errorOf(bad);
-  EXPECT_NE(refused("\"kind\": \"mapped\"", "\"kind\": \"sharded\"").find("placement 'sharded' is not replicated, mapped or sliced"),
+  EXPECT_NE(refused("\"kind\": \"mapped\"", "\"kind\": \"sharded\"").find("placement 'sharded' is not replicated, mapped, sliced or mesh"),
             std::string::npos)
       << errorOf(bad);
   EXPECT_NE(refused("\"kind\": \"mapped\"", "\"kind\": \"sliced\", \"full\": [7]")
