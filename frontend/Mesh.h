@@ -224,6 +224,7 @@ class ShardMapped {
   // call contract shows each argument's and result's mesh placement).
   runtime::CallCounts lastCall() const { return pmapped_.lastCall(); }
   const runtime::Program& lastProgram() const { return pmapped_.lastProgram(); }
+  std::string lastDumpDir() const { return pmapped_.lastDumpDir(); }  // with pmap.dumpDir
 
  private:
   template <size_t... I, typename... Args>

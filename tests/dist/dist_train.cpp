@@ -259,7 +259,32 @@ void checkMesh(const Flags& f, int64_t global, Tree& params, std::string& losses
     whole = next;
     expectUnsharded("MLP", s, loss, wholeLoss, params, whole, losses);
   }
-  report = "tensor-parallel MLP on mesh " + mesh.describe() + ": the unsharded MLP's within 1e-12";
+  // The same steps with the parameters kept on the devices (each replica its block, bound in
+  // place and donated), read once at the end, every process gathering the others' blocks: the
+  // same bits.
+  auto kept = shardMap(models::TensorParallelMlpBody{lr}, mesh,
+                       {.inSpecs = {{"", "model"}, {"model"}, {"model"}, {}, {"data"}, {"data"}},
+                        .outSpecs = {{"", "model"}, {"model"}, {"model"}, {}, {}},
+                        .pmap = {.axisName = "mesh", .devices = f.devices, .name = "mesh_kept",
+                                 .donateArguments = {0, 1, 2, 3}},
+                        .keepOnDevices = true});
+  Tree first = models::mlpInit(in, hidden, out, DType::f64, 11);
+  std::vector<Tensor> onDevices{first.at("w1"), first.at("b1"), first.at("w2"), first.at("b2")};
+  for (int s = 0; s < 2; ++s) {
+    auto [w1, b1, w2, b2, loss] = kept(onDevices[0], onDevices[1], onDevices[2], onDevices[3], x, y);
+    if (s == 1 && kept.lastCall().argumentsInPlace != 4)
+      throw Error("mesh check: the kept parameters were bound in place " +
+                  std::to_string(kept.lastCall().argumentsInPlace) + " times of 4");
+    onDevices = {w1, b1, w2, b2};
+  }
+  const char* names[] = {"w1", "b1", "w2", "b2"};
+  for (size_t k = 0; k < onDevices.size(); ++k) {
+    const Array &a = onDevices[k].array(), &b = params.at(names[k]).array();
+    if (a.bytes() != b.bytes() || std::memcmp(a.data(), b.data(), a.bytes()) != 0)
+      throw Error(std::string("mesh check: ") + names[k] + " kept on the devices differs from the one read every step");
+  }
+  report = "tensor-parallel MLP on mesh " + mesh.describe() + ": the unsharded MLP's within 1e-12, and the same bits "
+           "kept on the devices";
 }
 
 // The decoder block (frontend/models/Transformer.h) tensor-parallel on the same mesh: its two

@@ -399,5 +399,50 @@ TEST_F(ProgramFileTest, TheCallContractIsSavedAndEditsAreRefused) {
       << lying.output;
 }
 
+// A shardMap-ped function's contract: each argument and result on the mesh by its spec, the mesh
+// with the program; saved, loaded and run by spmd-run from whole values; edits that name an axis
+// the mesh lacks, or drop the mesh, are refused naming them.
+TEST_F(ProgramFileTest, AMeshContractIsSavedAndRunAndEditsAreRefused) {
+  auto f = shardMap([](const Tensor& w, const Tensor& x) { return std::tuple{w * 2.0, psum(x, "data")}; },
+                    Mesh({{"data", 2}, {"model", 2}}),
+                    {.inSpecs = {{"", "model"}, {"data"}}, .outSpecs = {{"", "model"}, {}},
+                     .pmap = {.axisName = "mesh", .devices = "cpu:4", .dumpDir = dir_.string()}});
+  auto [w, x] = f(Tensor(testing::randomArray(DType::f32, {3, 4}, 1)), Tensor(testing::randomArray(DType::f32, {4, 5}, 2)));
+  EXPECT_EQ(w.shape(), (Shape{3, 4}));
+  const std::string path = (std::filesystem::path(f.lastDumpDir()) / "program.spmd").string();
+  runtime::Program loaded = runtime::loadProgram(path);
+  using Kind = runtime::Placement::Kind;
+  EXPECT_EQ(loaded.mesh.describe(), "{data: 2, model: 2}");
+  ASSERT_EQ(loaded.inputPlacements.size(), 2u);
+  EXPECT_EQ(loaded.inputPlacements[0], (runtime::Placement{Kind::Mesh, {}, {"", "model"}}));
+  EXPECT_EQ(loaded.inputPlacements[1], (runtime::Placement{Kind::Mesh, {}, {"data"}}));
+  EXPECT_EQ(loaded.outputPlacements[1], (runtime::Placement{Kind::Mesh, {}, {}}));
+  EXPECT_EQ(loaded.buffers[size_t(loaded.inputs[0])].shape, (Shape{3, 2}));  // one replica's block
+  const std::string text = loaded.toText();
+  EXPECT_NE(text.find("  input 1 %1 mesh {\"data\"} on {data: 2, model: 2}\n"), std::string::npos) << text;
+
+  auto run = testing::runCommand(testing::spmdRunPath() + " " + path + " --devices cpu:4 --steps 2");
+  EXPECT_EQ(run.status, 0) << run.output;
+  EXPECT_NE(run.output.find("2 mesh outputs put together on {data: 2, model: 2}: their copies agree"), std::string::npos)
+      << run.output;
+
+  std::string bytes = testing::readBytes(path), bad = (dir_ / "mesh.spmd").string();
+  auto refused = [&](const std::string& from, const std::string& to) {
+    std::ofstream(bad, std::ios::binary | std::ios::trunc) << withHeader(bytes, [&](std::string& header) {
+      size_t at = header.find(from);
+      ASSERT_NE(at, std::string::npos) << from << " in " << header;
+      header.replace(at, from.size(), to);
+    });
+    return errorOf(bad);
+  };
+  EXPECT_NE(refused("\"spec\": [\n    \"data\"", "\"spec\": [\n    \"rows\"").find("is split by {\"rows\"} over axis 'rows', which mesh "
+                                                             "{data: 2, model: 2} does not have"),
+            std::string::npos)
+      << errorOf(bad);
+  EXPECT_NE(refused("\"mesh\": {", "\"unused\": {").find("lies on a mesh, but the program's mesh {} is not one of its 4 replicas"),
+            std::string::npos)
+      << errorOf(bad);
+}
+
 }  // namespace
 }  // namespace spmd

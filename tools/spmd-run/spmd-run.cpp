@@ -20,6 +20,7 @@
 #include "runtime/base/Parse.h"
 #include "runtime/base/Timeout.h"
 #include "runtime/exec/ReplicaGroup.h"
+#include "runtime/exec/MeshParts.h"
 #include "runtime/exec/ReplicatedCall.h"
 #include "runtime/mpi/Processes.h"
 #include "tools/cli/Cli.h"
@@ -110,7 +111,7 @@ int run(int argc, char** argv) {
   runtime::ReplicaGroup group(program, list, runtime::jobOf(program), runtime::collectiveTimeoutFromEnvironment());
   // The call as the program's contract has it: a replicated input the same on every replica, a
   // mapped one as each replica's chunk of one global value, a sliced one as the replicas' slices
-  // of its full shape. After each run, every output the contract pairs with an input takes that
+  // of its full shape, a mesh one as each replica's block of the whole value. After each run, every output the contract pairs with an input takes that
   // input's place, donated (parameters and optimizer state updated in place, as a training loop
   // runs it); outputs stay on the devices.
   const int devicesHere = list.size();
@@ -122,6 +123,8 @@ int run(int argc, char** argv) {
     if (placement.kind == runtime::Placement::Kind::Sliced) global.shape = placement.full;
     if (placement.kind == runtime::Placement::Kind::Mapped)
       global.shape.insert(global.shape.begin(), devicesHere);  // stacked: [devices, one replica's shape]
+    if (placement.kind == runtime::Placement::Kind::Mesh)  // the whole value; each replica takes its block
+      global.shape = runtime::meshWholeShape(global.shape, program.mesh, placement.spec);
     hostInputs.push_back(synthetic(global, 1000 * i));
   }
   for (const Array& a : hostInputs) arguments.push_back({nullptr, &a, false});
@@ -160,6 +163,11 @@ int run(int argc, char** argv) {
                     "result depends on the replica, or a collective that did not reduce every replica's value)");
   }
   if (list.size() > 1) std::printf("%d replicated outputs hold the same bits on every replica\n", replicated);
+  // A mesh output's blocks must agree where its spec leaves it whole: reading it checks that.
+  int onMesh = 0;
+  for (size_t k = 0; k < results.size(); ++k)
+    if (program.outputPlacements[k].kind == runtime::Placement::Kind::Mesh) onMesh++, (void)results[k]->host();
+  if (onMesh) std::printf("%d mesh outputs put together on %s: their copies agree\n", onMesh, program.mesh.describe().c_str());
   if (kernels->count()) {
     const runtime::Executor& replica = group.executor(0);
     for (size_t s = 0; s < program.steps.size(); ++s)
