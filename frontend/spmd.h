@@ -6,6 +6,7 @@
 
 #include "frontend/Agreement.h"
 #include "frontend/Collectives.h"
+#include "frontend/CustomOp.h"
 #include "frontend/CustomVjp.h"
 #include "frontend/Grad.h"
 #include "frontend/Init.h"

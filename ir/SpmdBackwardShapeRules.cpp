@@ -154,6 +154,12 @@ LogicalResult ValueAndGradOp::verify() {
   return success();
 }
 
+LogicalResult CustomCallOp::verify() {
+  if (getTarget().empty()) return emitOpError() << "needs the name of a registered custom op in `target`";
+  if (getResults().empty()) return emitOpError() << "'" << getTarget() << "' must have at least one result";
+  return success();
+}
+
 LogicalResult CustomVjpOp::verify() {
   Block& forward = getForward().front();
   Block& backward = getBackward().front();

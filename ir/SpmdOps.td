@@ -497,6 +497,22 @@ def Spmd_CustomVjpOp : Op<Spmd_Dialect, "custom_vjp", [RecursiveMemoryEffects]> 
   let hasVerifier = 1;
 }
 
+def Spmd_CustomCallOp : Spmd_Op<"custom_call", [Spmd_FirstOrderOnly]> {
+  let summary = "a user's op, registered by name (spmd::registerCustomOp, frontend/CustomOp.h)";
+  let description = [{
+    Runs the kernel registered for `target` on its inputs; `config` is the call's attributes,
+    "name=value;name=value" (runtime/device/CustomKernels.h), which the kernel reads. Result types come from the registration's
+    shape rule when the call is traced. Pure: the kernel must compute its results from its
+    inputs and attributes alone. A registration with a VJP is traced inside a custom_vjp whose
+    backward is that VJP, so gradients never reach this op; without one, spmd-autodiff refuses
+    to differentiate through it. A Program using it runs only where `target` is registered.
+  }];
+  let arguments = (ins Variadic<Spmd_AnyTensor>:$inputs, StrAttr:$target, DefaultValuedStrAttr<StrAttr, "">:$config);
+  let results = (outs Variadic<Spmd_AnyTensor>:$results);
+  let assemblyFormat = "$target `(` $inputs `)` attr-dict `:` functional-type($inputs, results)";
+  let hasVerifier = 1;
+}
+
 def Spmd_YieldOp : Op<Spmd_Dialect, "yield",
                       [Pure, Terminator, ParentOneOf<["ValueAndGradOp", "FusedOp", "CustomVjpOp"]>]> {
   let summary = "ends a value_and_grad body (the loss, then auxiliary values), a fused body, or a custom_vjp region";

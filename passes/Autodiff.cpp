@@ -212,6 +212,10 @@ class ReverseSweep {
       any |= bool(resultGrads.back());
     }
     if (!any) return success();
+    if (auto call = llvm::dyn_cast<ir::CustomCallOp>(op))
+      return op->emitError() << "spmd-autodiff: custom op '" << call.getTarget()
+                             << "' has no VJP, so gradients cannot flow through it; give its registration one "
+                                "(spmd::CustomOp::vjp) or stop the gradient before it";
     switch (ir::differentiation(op)) {
       case Differentiation::ZeroGradient: return success();
       case Differentiation::FirstOrderOnly:

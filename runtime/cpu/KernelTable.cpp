@@ -4,9 +4,12 @@
 #include "runtime/cpu/CpuDevice.h"
 #include "runtime/cpu/HostLoop.h"
 #include "runtime/cpu/Kernels.h"
+#include "runtime/device/CustomKernels.h"
 #include "runtime/kernels/Library.h"
 
 namespace spmd::runtime {
+
+void cpu::custom_call(KernelCall& call) { runCustomCall(call); }
 
 const KernelTable& cpuKernels() {
   static const KernelTable table = [] {

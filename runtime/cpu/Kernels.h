@@ -31,7 +31,8 @@
   X(axis_index, "the replica's Communicator (cpu/Collectives.cpp)")                                 \
   X(relayout, "oneDNN reorder (cpu/Relayout.cpp)")                                                  \
   X(convert, "vectorized f32/bf16 loops, the library's for other types (cpu/Convert.cpp)")          \
-  X(fused, "chunked loops over the fused body (cpu/Fused.cpp)")
+  X(fused, "chunked loops over the fused body (cpu/Fused.cpp)")                                    \
+  X(custom_call, "the user's registered host kernel (device/CustomKernels.cpp)")
 
 namespace spmd::runtime::cpu {
 

@@ -15,7 +15,8 @@ struct GemmArgs;
   X(conv2d_backward_filter, "cuDNN convolution backward (cuda/Conv.cpp)")  \
   X(matmul, "cuBLAS (cuda/Dense.cu)")                                      \
   X(fused, "NVRTC-compiled fused kernels (cuda/Fused.cpp)")                \
-  X(relayout, "refuses: cuda keeps every tensor plain (cuda/KernelTable.cpp)")
+  X(relayout, "refuses: cuda keeps every tensor plain (cuda/KernelTable.cpp)") \
+  X(custom_call, "refuses: custom ops have host kernels only so far (cuda/KernelTable.cpp)")
 
 namespace spmd::runtime::cuda {
 

@@ -10,6 +10,7 @@
 #include <exception>
 
 #include "runtime/base/HostMemory.h"
+#include "runtime/device/CustomKernels.h"
 #include "runtime/base/Parse.h"
 #include "runtime/base/Timeline.h"
 #include "runtime/device/KernelChoice.h"
@@ -108,7 +109,10 @@ Executor::Executor(Program program, std::shared_ptr<Device> device)
   debugInfs_ = debugInfsFromEnvironment();
   buffers_.resize(program_.buffers.size());
   checkProgram(program_);  // any Program, from the compiler, a file or a hand: fields agree
-  for (Step& step : program_.steps) decodeAttributes(step);  // once, for every call of the step
+  for (Step& step : program_.steps) {
+    decodeAttributes(step);  // once, for every call of the step
+    if (step.op == "custom_call") checkCustomCall(step);  // its target registered in this process
+  }
   std::shared_ptr<std::byte> arena;
   if (program_.arenaBytes) arena = device_->allocate(program_.arenaBytes);
   std::vector<bool> isInput(program_.buffers.size());

@@ -25,7 +25,7 @@
   X(softmax_cross_entropy_backward) X(all_reduce) X(all_gather) X(reduce_scatter) X(ppermute)    \
   X(all_to_all)                                                                                  \
   X(axis_index)                                                                                  \
-  X(random_uniform) X(random_fold_in) X(relayout) X(fused) SPMD_ELEMENTWISE_OPS(X)
+  X(random_uniform) X(random_fold_in) X(relayout) X(fused) X(custom_call) SPMD_ELEMENTWISE_OPS(X)
 
 namespace spmd::runtime {
 

@@ -50,6 +50,7 @@ using ReductionKind = Reduction;  // text in a Program ("sum"), the enum in the 
   F(Text, axis_name, true) F(Int, axis_size, true) F(Int, split_axis, true) F(Int, concat_axis, true)
 #define SPMD_AXIS_INDEX_ATTRS(F) F(Text, axis_name, true) F(Flag, of_device, false)
 #define SPMD_FUSED_ATTRS(F) F(Text, body, true) F(Int, segments, false)
+#define SPMD_CUSTOM_CALL_ATTRS(F) F(Text, target, true) F(Text, config, false)
 
 // The records: X(Record, FIELD_LIST).
 #define SPMD_ATTR_RECORDS(X)                                                                     \
@@ -58,7 +59,8 @@ using ReductionKind = Reduction;  // text in a Program ("sum"), the enum in the 
   X(DimsAttrs, SPMD_DIMS_ATTRS) X(SliceAttrs, SPMD_SLICE_ATTRS) X(PadAttrs, SPMD_PAD_ATTRS)                \
   X(PermAttrs, SPMD_PERM_ATTRS) X(MatmulAttrs, SPMD_MATMUL_ATTRS) X(AllReduceAttrs, SPMD_ALL_REDUCE_ATTRS) \
   X(AllGatherAttrs, SPMD_ALL_GATHER_ATTRS) X(PpermuteAttrs, SPMD_PPERMUTE_ATTRS)                           \
-  X(AllToAllAttrs, SPMD_ALL_TO_ALL_ATTRS) X(AxisIndexAttrs, SPMD_AXIS_INDEX_ATTRS) X(FusedAttrs, SPMD_FUSED_ATTRS)
+  X(AllToAllAttrs, SPMD_ALL_TO_ALL_ATTRS) X(AxisIndexAttrs, SPMD_AXIS_INDEX_ATTRS) X(FusedAttrs, SPMD_FUSED_ATTRS) \
+  X(CustomCallAttrs, SPMD_CUSTOM_CALL_ATTRS)
 
 // Which record each op's steps carry: X(op, Record). Ops not named have no attributes.
 #define SPMD_OP_ATTR_RECORDS(X)                                                                   \
@@ -70,7 +72,7 @@ using ReductionKind = Reduction;  // text in a Program ("sum"), the enum in the 
   X(broadcast_in_dim, DimsAttrs) X(slice, SliceAttrs) X(pad, PadAttrs) X(transpose, PermAttrs)       \
   X(matmul, MatmulAttrs) X(all_reduce, AllReduceAttrs) X(reduce_scatter, AllReduceAttrs)             \
   X(all_gather, AllGatherAttrs) X(ppermute, PpermuteAttrs) X(all_to_all, AllToAllAttrs)              \
-  X(axis_index, AxisIndexAttrs) X(fused, FusedAttrs)
+  X(axis_index, AxisIndexAttrs) X(fused, FusedAttrs) X(custom_call, CustomCallAttrs)
 
 #define SPMD_ATTR_MEMBER(type, name, required) attr_field::type name{};
 #define SPMD_ATTR_RECORD(Record, FIELDS) \

@@ -66,7 +66,7 @@ void matmul(KernelCall& call) {
 }
 
 #define SPMD_SIM_CPU_OPS(X)                                                                          \
-  X(conv2d) X(conv2d_backward_data) X(conv2d_backward_filter) X(relayout)
+  X(conv2d) X(conv2d_backward_data) X(conv2d_backward_filter) X(relayout) X(custom_call)
 #define SPMD_OP_NAME(name) constexpr char name##Name[] = #name;
 SPMD_SIM_CPU_OPS(SPMD_OP_NAME)
 #undef SPMD_OP_NAME

@@ -137,3 +137,14 @@ func.func @fused(%x: tensor<2x3xf32>, %b: tensor<3xf32>) -> (tensor<2x3xf32>, te
   } : (tensor<2x3xf32>, tensor<3xf32>) -> (tensor<2x3xf32>, tensor<2x3xf32>)
   return %r#0, %r#1 : tensor<2x3xf32>, tensor<2x3xf32>
 }
+
+// A user's op (frontend/CustomOp.h): its registered name, its attributes as text, any number of
+// inputs and results; it parses and prints without the registration.
+// CHECK-LABEL: func.func @custom_call
+func.func @custom_call(%x: tensor<2x3xf32>, %i: tensor<2xi32>) -> (tensor<2x3xf32>, tensor<3xf32>) {
+  // CHECK: %{{.*}}:2 = spmd.custom_call "mylib.split"(%arg0, %arg1) {config = "axis=1;mode=fast%3Bsafe"} : (tensor<2x3xf32>, tensor<2xi32>) -> (tensor<2x3xf32>, tensor<3xf32>)
+  %r:2 = spmd.custom_call "mylib.split"(%x, %i) {config = "axis=1;mode=fast%3Bsafe"} : (tensor<2x3xf32>, tensor<2xi32>) -> (tensor<2x3xf32>, tensor<3xf32>)
+  // CHECK: spmd.custom_call "mylib.id"(%{{.*}}) : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %s = spmd.custom_call "mylib.id"(%r#0) : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  return %s, %r#1 : tensor<2x3xf32>, tensor<3xf32>
+}

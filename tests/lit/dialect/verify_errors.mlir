@@ -407,3 +407,19 @@ func.func @relayout_shape(%x: tensor<2x16x4x4xf32>) {
   %r = spmd.relayout %x : (tensor<2x16x4x4xf32>) -> tensor<2x16x4x8xf32, "nChw8c">
   return
 }
+
+// -----
+
+func.func @custom_call_unnamed(%x: tensor<2xf32>) {
+  // expected-error @+1 {{needs the name of a registered custom op in `target`}}
+  %r = spmd.custom_call ""(%x) : (tensor<2xf32>) -> tensor<2xf32>
+  return
+}
+
+// -----
+
+func.func @custom_call_no_result(%x: tensor<2xf32>) {
+  // expected-error @+1 {{'mylib.sink' must have at least one result}}
+  spmd.custom_call "mylib.sink"(%x) : (tensor<2xf32>) -> ()
+  return
+}

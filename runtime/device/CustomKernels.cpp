@@ -1,0 +1,151 @@
+// The registry of users' op kernels and the custom_call kernel every host backend runs
+// (runtime/device/CustomKernels.h).
+#include "runtime/device/CustomKernels.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "runtime/base/Error.h"
+#include "runtime/program/OpAttrs.h"
+
+namespace spmd::runtime {
+namespace {
+
+struct Registry {
+  std::mutex mutex;
+  std::map<std::string, std::shared_ptr<const CustomCpuKernel>> kernels;
+};
+
+Registry& registry() {
+  static Registry r;
+  return r;
+}
+
+std::shared_ptr<const CustomCpuKernel> kernelOf(const std::string& target) {
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  auto it = r.kernels.find(target);
+  return it == r.kernels.end() ? nullptr : it->second;
+}
+
+std::string registeredList() {
+  std::string list;
+  for (const std::string& name : customKernelNames()) list += (list.empty() ? "" : ", ") + name;
+  return list.empty() ? "none" : list;
+}
+
+// What a step keeps: its kernel and its attributes, parsed once.
+struct CustomCallState {
+  std::shared_ptr<const CustomCpuKernel> kernel;
+  CustomAttributes attributes;
+};
+
+bool keyChar(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+
+}  // namespace
+
+std::string encodeCustomAttributes(const CustomAttributes& attributes) {
+  std::string text;
+  for (const auto& [key, value] : attributes) {
+    if (key.empty() || !std::all_of(key.begin(), key.end(), keyChar))
+      throw Error("custom op attribute '" + key + "': a name is letters, digits and '_'");
+    text += (text.empty() ? "" : ";") + key + "=";
+    for (unsigned char c : value) {
+      if (c == '%' || c == ';' || c == '=' || c < 0x20 || c == 0x7f) {
+        char hex[4];
+        std::snprintf(hex, sizeof hex, "%%%02X", c);
+        text += hex;
+      } else {
+        text += char(c);
+      }
+    }
+  }
+  return text;
+}
+
+CustomAttributes decodeCustomAttributes(const std::string& config) {
+  CustomAttributes attributes;
+  size_t at = 0;
+  while (at < config.size()) {
+    const size_t end = std::min(config.find(';', at), config.size()), equals = config.find('=', at);
+    if (equals == std::string::npos || equals >= end)
+      throw Error("custom op config '" + config + "': '" + config.substr(at, end - at) + "' is not name=value");
+    const std::string key = config.substr(at, equals - at);
+    std::string value;
+    for (size_t i = equals + 1; i < end; ++i) {
+      if (config[i] != '%') {
+        value += config[i];
+        continue;
+      }
+      if (i + 2 >= end || !std::isxdigit(static_cast<unsigned char>(config[i + 1])) ||
+          !std::isxdigit(static_cast<unsigned char>(config[i + 2])))
+        throw Error("custom op config '" + config + "': attribute '" + key + "' has a '%' not followed by two hex digits");
+      value += char(std::stoi(config.substr(i + 1, 2), nullptr, 16));
+      i += 2;
+    }
+    if (!attributes.emplace(key, std::move(value)).second)
+      throw Error("custom op config '" + config + "': attribute '" + key + "' is given twice");
+    at = end + 1;
+  }
+  return attributes;
+}
+
+void registerCustomKernel(const std::string& target, CustomCpuKernel kernel) {
+  if (!kernel) throw Error("custom op '" + target + "': its CPU kernel is empty");
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  if (!r.kernels.emplace(target, std::make_shared<const CustomCpuKernel>(std::move(kernel))).second)
+    throw Error("custom op '" + target + "' is registered already; register each op once per process");
+}
+
+bool customKernelRegistered(const std::string& target) { return kernelOf(target) != nullptr; }
+
+std::vector<std::string> customKernelNames() {
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  std::vector<std::string> names;
+  for (const auto& [name, _] : r.kernels) names.push_back(name);
+  return names;
+}
+
+void checkCustomCall(const Step& step) {
+  const std::string& target = attrsOf<CustomCallAttrs>(step).target;
+  if (!customKernelRegistered(target))
+    throw Error("step 'custom_call' (" + step.where() + ") runs custom op '" + target +
+                "', which is not registered in this process (registered: " + registeredList() +
+                "); call spmd::registerCustomOp for it before the program is loaded (link the library that "
+                "defines it and run its registration)");
+}
+
+void runCustomCall(KernelCall& call) {
+  if (!call.cache) {
+    const CustomCallAttrs& attrs = attrsOf<CustomCallAttrs>(call.step);
+    auto state = std::make_shared<CustomCallState>();
+    state->kernel = kernelOf(attrs.target);
+    if (!state->kernel) checkCustomCall(call.step);
+    try {
+      state->attributes = decodeCustomAttributes(attrs.config);
+    } catch (const Error& e) {
+      throw Error("step 'custom_call' (" + call.step.where() + ") of custom op '" + attrs.target + "': " + e.what());
+    }
+    call.cache = std::move(state);
+  }
+  const auto& state = *static_cast<const CustomCallState*>(call.cache.get());
+  auto views = [&](std::span<const TensorView> from, const char* what) {
+    std::vector<CustomTensorView> to;
+    for (size_t i = 0; i < from.size(); ++i) {
+      if (!from[i].layout.empty())
+        throw Error("step 'custom_call' (" + call.step.where() + "): " + what + " " + std::to_string(i) + " is in layout " +
+                    std::string(from[i].layout) + "; custom ops take plain tensors (this is a bug in spmd's layout pass)");
+      to.push_back({from[i].data, from[i].dtype, from[i].shape});
+    }
+    return to;
+  };
+  const std::vector<CustomTensorView> in = views(call.in, "input"), out = views(call.out, "output");
+  (*state.kernel)(CustomKernelArgs{in, out, state.attributes});
+}
+
+}  // namespace spmd::runtime

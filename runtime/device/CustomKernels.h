@@ -1,0 +1,30 @@
+// The kernels of users' ops by name (registered by spmd::registerCustomOp, frontend/CustomOp.h):
+// every backend's custom_call kernel looks its step's target up here. A Program whose steps name
+// a target that is not registered in this process is refused before it runs.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "runtime/base/CustomKernel.h"
+#include "runtime/device/Kernel.h"
+
+namespace spmd::runtime {
+
+// A call's attributes as the step's `config` text, "a=2.5;mode=fast" (keys: letters, digits and
+// '_'; in values '%', ';' and '=' and control characters as %XX), and back; both throw naming
+// what is malformed.
+std::string encodeCustomAttributes(const CustomAttributes& attributes);
+CustomAttributes decodeCustomAttributes(const std::string& config);
+
+// Registers `kernel` for `target`; throws when `target` has one already.
+void registerCustomKernel(const std::string& target, CustomCpuKernel kernel);
+bool customKernelRegistered(const std::string& target);
+std::vector<std::string> customKernelNames();  // sorted
+// Throws, naming the step and what to do, when a custom_call step's target is not registered.
+void checkCustomCall(const Step& step);
+// A custom_call step on host memory: the target's kernel on the step's views (plain layouts
+// only), its attributes parsed from the step's `config` once (kept in call.cache).
+void runCustomCall(KernelCall& call);
+
+}  // namespace spmd::runtime

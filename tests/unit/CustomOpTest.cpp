@@ -1,0 +1,161 @@
+// The user's own ops (frontend/CustomOp.h, spmd.custom_call, runtime/device/CustomKernels.h):
+// a registered host kernel runs as one step on every replica of cpu and sim devices, its VJP in
+// the DSL gives gradients that match finite differences (under jit and pmap alike), its attributes
+// reach the kernel, and misuse is an error naming the user's line or the op.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "TestUtil.h"
+#include "frontend/spmd.h"
+#include "runtime/program/ProgramFile.h"
+
+namespace spmd {
+namespace {
+
+using spmd::testing::errorOf;
+using spmd::testing::randomArray;
+using spmd::testing::valueAt;
+
+// softsign(x) = x / (1 + |x|), f32 or f64, with its derivative 1 / (1 + |x|)^2 as the VJP; and
+// "test.affine2": (a x, x + b) with a and b attributes, no VJP. Registered once per process.
+void registerTestOps() {
+  static const bool done = [] {
+    registerCustomOp({.name = "test.softsign",
+                      .shape = [](const std::vector<TensorType>& in, const CustomAttributes&) {
+                        if (in.size() != 1 || in[0].dtype == DType::i32 || in[0].dtype == DType::bf16)
+                          throw Error("softsign takes one f32 or f64 tensor");
+                        return std::vector{in[0]};
+                      },
+                      .cpu = [](const CustomKernelArgs& a) {
+                        const CustomTensorView &x = a.inputs[0], &y = a.outputs[0];
+                        for (int64_t i = 0; i < y.numel(); ++i) {
+                          if (x.dtype == DType::f64) y.as<double>()[i] = x.as<double>()[i] / (1 + std::abs(x.as<double>()[i]));
+                          else y.as<float>()[i] = x.as<float>()[i] / (1 + std::abs(x.as<float>()[i]));
+                        }
+                      },
+                      .vjp = [](const std::vector<Tensor>& in, const std::vector<Tensor>&, const std::vector<Tensor>& g,
+                                const CustomAttributes&) {
+                        Tensor d = abs(in[0]) + 1.0;
+                        return std::vector{g[0] / (d * d)};
+                      }});
+    registerCustomOp({.name = "test.affine2",
+                      .shape = [](const std::vector<TensorType>& in, const CustomAttributes& attrs) {
+                        if (!attrs.count("a") || !attrs.count("b")) throw Error("affine2 needs attributes a and b");
+                        return std::vector{in[0], in[0]};
+                      },
+                      .cpu = [](const CustomKernelArgs& a) {
+                        const double s = std::stod(a.attributes.at("a")), t = std::stod(a.attributes.at("b"));
+                        for (int64_t i = 0; i < a.inputs[0].numel(); ++i) {
+                          a.outputs[0].as<float>()[i] = float(s * a.inputs[0].as<float>()[i]);
+                          a.outputs[1].as<float>()[i] = float(a.inputs[0].as<float>()[i] + t);
+                        }
+                      }});
+    return true;
+  }();
+  (void)done;
+}
+
+Tensor softsign(const Tensor& x) { return customCall("test.softsign", {x})[0]; }
+
+// The kernel's values, the attributes through the call's config, and the op in the IR and the
+// Program by name.
+TEST(CustomOpTest, TheRegisteredKernelRunsWithItsAttributes) {
+  registerTestOps();
+  auto f = jit([](const Tensor& x) {
+    auto both = customCall("test.affine2", {x}, {{"a", "2.5"}, {"b", "-1"}});
+    return std::tuple{softsign(x), both[0], both[1]};
+  });
+  Array x = randomArray(DType::f32, {3, 4}, 1);
+  auto [y, scaled, shifted] = f(Tensor(x));
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    const float v = x.values<float>()[i];
+    EXPECT_EQ(y.array().values<float>()[i], v / (1 + std::abs(v))) << i;
+    EXPECT_EQ(scaled.array().values<float>()[i], float(2.5 * v)) << i;
+    EXPECT_EQ(shifted.array().values<float>()[i], v - 1.0f) << i;
+  }
+  EXPECT_NE(f.lastTracedIr().find("spmd.custom_call \"test.softsign\""), std::string::npos) << f.lastTracedIr();
+  EXPECT_NE(f.lastTracedIr().find("spmd.custom_call \"test.affine2\"(%arg0) {config = \"a=2.5;b=-1\"}"), std::string::npos)
+      << f.lastTracedIr();
+  EXPECT_NE(f.lastProgramText().find("custom_call (%0) -> (%1, %2) {config = \"a=2.5;b=-1\", target = \"test.affine2\"}"),
+            std::string::npos)
+      << f.lastProgramText();
+}
+
+// f64: the VJP against central finite differences of the kernel's values; under pmap on cpu:2
+// and sim:2 (the pmean of the gradients inserted as for any op) the step equals jit on the whole
+// batch (1e-12).
+TEST(CustomOpTest, GradientsMatchFiniteDifferencesAndPmapMatchesJit) {
+  registerTestOps();
+  auto lossOf = [](const Tensor& w, const Tensor& x) { return mean(softsign(matmul(x, w)), {0, 1}); };
+  auto gradOf = jit([&](const Tensor& w, const Tensor& x) { return value_and_grad([&](const Tensor& v) { return lossOf(v, x); })(w); });
+  Array w = randomArray(DType::f64, {3, 2}, 2), x = randomArray(DType::f64, {8, 3}, 3);
+  auto [loss, g] = gradOf(Tensor(w), Tensor(x));
+  auto valueOf = jit([&](const Tensor& v, const Tensor& xs) { return lossOf(v, xs); });
+  const double h = 1e-6;
+  for (int64_t i = 0; i < w.numel(); ++i) {
+    std::vector<double> at(w.values<double>().begin(), w.values<double>().end()), above = at, below = at;
+    above[size_t(i)] += h, below[size_t(i)] -= h;
+    const Array up = Array::of<double>(w.shape, above), down = Array::of<double>(w.shape, below);
+    const double fd = (valueAt(valueOf(Tensor(up), Tensor(x)).array(), 0) - valueAt(valueOf(Tensor(down), Tensor(x)).array(), 0)) / (2 * h);
+    EXPECT_NEAR(valueAt(g.array(), i), fd, 1e-8) << i;
+  }
+  for (const char* devices : {"cpu:2", "sim:2"}) {
+    SCOPED_TRACE(devices);
+    auto step = pmap([&](const Tensor& v, const Tensor& xs) { return value_and_grad([&](const Tensor& p) { return lossOf(p, xs); })(v); },
+                     {.inAxes = {replicated, split}, .devices = devices});
+    auto [pl, pg] = step(Tensor(w), Tensor(x));
+    EXPECT_NEAR(valueAt(pl.array(), 0), valueAt(loss.array(), 0), 1e-12);
+    for (int64_t i = 0; i < w.numel(); ++i) EXPECT_NEAR(valueAt(pg.array(), i), valueAt(g.array(), i), 1e-12) << i;
+  }
+}
+
+// Misuse: a bad or taken name, a missing shape rule, an unknown op, inputs the shape rule refuses,
+// a gradient through an op without a VJP, and a Program loaded where its op is not registered.
+TEST(CustomOpTest, MisuseIsAClearError) {
+  registerTestOps();
+  const auto noKernel = [](const CustomKernelArgs&) {};
+  const auto same = [](const std::vector<TensorType>& in, const CustomAttributes&) { return in; };
+  EXPECT_NE(errorOf([&] { registerCustomOp({.name = "bad name", .shape = same, .cpu = noKernel}); })
+                .find("a custom op's name is letters, digits"),
+            std::string::npos);
+  const std::string taken = errorOf([&] { registerCustomOp({.name = "test.softsign", .shape = same, .cpu = noKernel}); });
+  EXPECT_NE(taken.find("CustomOpTest.cpp:"), std::string::npos) << taken;
+  EXPECT_NE(taken.find("'test.softsign': it is registered already"), std::string::npos) << taken;
+  EXPECT_NE(errorOf([&] { registerCustomOp({.name = "test.noshape", .cpu = noKernel}); }).find("it has no shape rule"),
+            std::string::npos);
+  Array x = randomArray(DType::f32, {4}, 4);
+  const std::string unknown = errorOf([&] { jit([](const Tensor& v) { return customCall("test.nothing", {v})[0]; })(Tensor(x)); });
+  EXPECT_NE(unknown.find("spmd::customCall 'test.nothing': no custom op of that name is registered (registered: "),
+            std::string::npos) << unknown;
+  EXPECT_NE(unknown.find("test.softsign"), std::string::npos) << unknown;
+  const std::string refused = errorOf([&] {
+    jit([](const Tensor& v) { return customCall("test.affine2", {v}, {{"a", "1"}})[0]; })(Tensor(x));
+  });
+  EXPECT_NE(refused.find("CustomOpTest.cpp:"), std::string::npos) << refused;
+  EXPECT_NE(refused.find("its shape rule refused the inputs: affine2 needs attributes a and b"), std::string::npos) << refused;
+  const std::string noVjp = errorOf([&] {
+    jit([](const Tensor& v) {
+      return grad([](const Tensor& p) { return sum(customCall("test.affine2", {p}, {{"a", "2"}, {"b", "0"}})[0], {0}); })(v);
+    })(Tensor(x));
+  });
+  EXPECT_NE(noVjp.find("custom op 'test.affine2' has no VJP, so gradients cannot flow through it"), std::string::npos)
+      << noVjp;
+
+  // The Program saved, its target renamed: loading it for a run is refused naming the op.
+  auto plain = jit([](const Tensor& v) { return softsign(v); });
+  plain(Tensor(x));
+  runtime::Program program = plain.lastProgram();
+  for (runtime::Step& step : program.steps)
+    if (step.op == "custom_call") step.attrs["target"] = std::string("test.elsewhere");
+  const std::string path = ::testing::TempDir() + "/custom_op.spmd";
+  runtime::saveProgram(program, path);
+  auto run = testing::runCommand(testing::spmdRunPath() + " " + path + " --devices cpu:1 --steps 1");
+  EXPECT_EQ(run.status, 1) << run.output;
+  EXPECT_NE(run.output.find("runs custom op 'test.elsewhere', which is not registered in this process (registered: none)"),
+            std::string::npos)
+      << run.output;
+}
+
+}  // namespace
+}  // namespace spmd
