@@ -208,6 +208,12 @@ TEST_P(CudaKernelTest, EveryKernelMatchesTheReference) {
     KernelCase c = plainCase(blocked);
     SCOPED_TRACE(c.name + " on " + device->name());
     Executor executor(oneStepProgram(c, "CudaTest"), device);
+    if (c.op == "custom_call" && backend == "cuda") {  // host kernels only: refused, saying so
+      const std::string error = spmd::testing::errorOf([&] { executor.run(c.inputs); });
+      EXPECT_NE(error.find("custom ops have host kernels only so far"), std::string::npos) << error;
+      covered.insert(c.op);
+      continue;
+    }
     executor.run(c.inputs);
     std::vector<Array> actual = executor.run(c.inputs);
     std::vector<Array> expected = runKernel(referenceKernels(), c);

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "runtime/device/CustomKernels.h"
 #include "runtime/program/OpAttrs.h"
 
 namespace spmd::runtime {
@@ -270,6 +271,27 @@ std::vector<KernelCase> kernelCases(DType t) {
     list.push_back({op + " first axis", op, {rnd({5, 3, 4}, -3, 3)}, {{t, {5, 3, 4}}}, {{"axis", int64_t{0}}}});
     list.push_back({op + " middle axis", op, {rnd({3, 9, 4})}, {{t, {3, 9, 4}}}, {{"axis", int64_t{1}}}});
   }
+  // A user's op (runtime/device/CustomKernels.h), registered here: y = a x + x * x and the
+  // integer input's sum, with `a` from the step's attributes; every backend runs the registered
+  // kernel on its device's memory (sim: on the stream thread).
+  static const bool registered = [] {
+    registerCustomKernel("kernel_case.poly", [](const CustomKernelArgs& args) {
+      const double a = std::stod(args.attributes.at("a"));
+      const CustomTensorView &x = args.inputs[0], &n = args.inputs[1], &y = args.outputs[0];
+      int64_t total = 0;
+      for (int64_t i = 0; i < n.numel(); ++i) total += n.as<int32_t>()[i];
+      for (int64_t i = 0; i < y.numel(); ++i) {
+        if (x.dtype == DType::f64) y.as<double>()[i] = a * x.as<double>()[i] + x.as<double>()[i] * x.as<double>()[i];
+        else y.as<float>()[i] = float(a * x.as<float>()[i] + x.as<float>()[i] * x.as<float>()[i]);
+      }
+      args.outputs[1].as<int32_t>()[0] = int32_t(total);
+    });
+    return true;
+  }();
+  (void)registered;
+  list.push_back({"custom_call", "custom_call", {rnd({3, 5}), Array::of<int32_t>({3}, std::vector<int32_t>{4, -1, 9})},
+                  {{t, {3, 5}}, {DType::i32, {1}}},
+                  {{"target", std::string("kernel_case.poly")}, {"config", std::string("a=2.5")}}});
   // Ids with repeats (rows 3 and 0 twice), so the backward's sums are exercised.
   Array ids = Array::of<int32_t>({2, 4}, std::vector<int32_t>{3, 0, 6, 3, 1, 0, 2, 5});
   list.push_back({"embedding", "embedding", {rnd({7, 5}), ids}, {{t, {2, 4, 5}}}, {}});
