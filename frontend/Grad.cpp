@@ -1,7 +1,10 @@
 // value_and_grad: records the spmd.value_and_grad op with the loss function traced as its body.
 #include "frontend/Grad.h"
 
+#include <algorithm>
+
 #include "ir/SpmdDialect.h"
+#include "frontend/Mesh.h"
 #include "frontend/Trace.h"
 
 namespace spmd::detail {
@@ -49,6 +52,12 @@ std::vector<Tensor> valueAndGradLeaves(const std::vector<Tensor>& primals,
 
   std::vector<Tensor> results;
   for (mlir::Value result : op.getResults()) results.push_back(trace.wrap(result));
+  if (trace.mesh() && trace.sumsGradients()) {  // shardMap's sumGradients: each over its copies' axes
+    const size_t first = results.size() - primals.size();
+    std::vector<Tensor> grads(results.begin() + std::ptrdiff_t(first), results.end());
+    grads = sumGradientsOverCopies(primals, std::move(grads), loc);
+    std::copy(grads.begin(), grads.end(), results.begin() + std::ptrdiff_t(first));
+  }
   return results;
 }
 

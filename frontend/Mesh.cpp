@@ -216,7 +216,18 @@ Tensor markCollective(const Tensor& result, const Tensor* source, const std::str
   return result;
 }
 
-void bindMesh(const std::shared_ptr<const Mesh>& mesh, Loc loc) { Trace::current("shardMap", loc, true).bindMesh(mesh, loc); }
+void bindMesh(const std::shared_ptr<const Mesh>& mesh, Loc loc, bool sumGradients) {
+  Trace::current("shardMap", loc, true).bindMesh(mesh, loc, sumGradients);
+}
+
+std::vector<Tensor> sumGradientsOverCopies(const std::vector<Tensor>& primals, std::vector<Tensor> grads, Loc loc) {
+  const Trace* trace = Trace::innermost();
+  if (!trace || !trace->mesh() || !trace->sumsGradients()) return grads;
+  for (size_t i = 0; i < primals.size() && i < grads.size(); ++i)
+    for (const MeshAxis& a : trace->mesh()->axes())
+      if (a.size > 1 && !variesOver(primals[i], a.name)) grads[i] = psum(grads[i], a.name, loc);
+  return grads;
+}
 
 const Mesh* meshOf(const std::string& axis) {
   const Trace* trace = Trace::innermost();

@@ -99,6 +99,12 @@ struct ShardMapOptions {
   // trace time naming the output, the axis and the line that computed it. Off: only the check
   // of the results' bits on the host (which always runs).
   bool checkVaries = true;
+  // value_and_grad inside the function returns each gradient summed over the mesh axes its
+  // primal does not vary over (the replicas holding a copy of it, by the per-axis analysis): the
+  // gradient of the whole objective when each replica differentiates its share of it, as
+  // sumOverCopies gives by hand (and jax's shard_map through pvary's transpose). Off: each
+  // replica's own gradient, summed by the user.
+  bool sumGradients = false;
 };
 
 // Inside spmd::shardMap: each leaf of `grads` summed over the mesh axes its spec leaves whole,
@@ -126,7 +132,7 @@ void readResult(const Tree& x, const std::string& what);
 
 // Binds `mesh` to the trace being built (spmd::shardMap's body does so before the user's
 // function): collectives then take its axis names.
-void bindMesh(const std::shared_ptr<const Mesh>& mesh, Loc loc);
+void bindMesh(const std::shared_ptr<const Mesh>& mesh, Loc loc, bool sumGradients);
 // The mesh bound to the innermost trace when `axis` is one of its axes, else null.
 const Mesh* meshOf(const std::string& axis);
 
@@ -138,6 +144,9 @@ void markArgument(const Tree& x, const Spec& spec, const std::string& what);
 // mesh axis its spec leaves whole.
 void checkOutput(const Tensor& x, const Spec& spec, const std::string& what);
 void checkOutput(const Tree& x, const Spec& spec, const std::string& what);
+// With ShardMapOptions::sumGradients in the innermost trace: each of `grads` (value_and_grad's,
+// one per primal) psum-ed over the mesh axes its primal does not vary over; else `grads`.
+std::vector<Tensor> sumGradientsOverCopies(const std::vector<Tensor>& primals, std::vector<Tensor> grads, Loc loc);
 // Whether `x`, traced in a function over a mesh, varies over mesh axis `axis` (false outside one).
 bool variesOver(const Tensor& x, const std::string& axis);
 // Marks `result`, a collective over mesh axis `axis` just composed from `source`, with the axes
@@ -151,11 +160,12 @@ struct MeshBody {
   Loc defined;
   std::vector<Spec> inSpecs, outSpecs;
   bool checkVaries = true;
+  bool sumGradients = false;
   std::string who;  // "spmd::shardMap 'name'"
 
   template <typename... Args>
   auto operator()(const Args&... args) const {
-    bindMesh(mesh, defined);
+    bindMesh(mesh, defined, sumGradients);
     markArguments(std::index_sequence_for<Args...>(), args...);
     auto out = f(args...);
     if constexpr (IsTuple<decltype(out)>::value) {
@@ -197,7 +207,7 @@ class ShardMapped {
   ShardMapped(F f, Mesh mesh, ShardMapOptions options, Loc defined)
       : mesh_(std::make_shared<const Mesh>(std::move(mesh))), options_(std::move(options)),
         pmapped_(detail::MeshBody<F>{std::move(f), mesh_, defined, options_.inSpecs, options_.outSpecs,
-                                     options_.checkVaries,
+                                     options_.checkVaries, options_.sumGradients,
                                      "spmd::shardMap '" + options_.pmap.name + "'"},
                  pmapOptions(*mesh_, options_, defined), defined) {}
 

@@ -104,11 +104,12 @@ void Trace::finish(const std::vector<Tensor>& outputs, Loc loc) {
 
 Trace* Trace::innermost() { return currentTrace; }
 
-void Trace::bindMesh(std::shared_ptr<const Mesh> mesh, Loc loc) {
+void Trace::bindMesh(std::shared_ptr<const Mesh> mesh, Loc loc, bool sumGradients) {
   if (axisName_.empty() || axisSize_ != mesh->size())
     throw Error(where(loc) + ": spmd::shardMap's mesh " + mesh->describe() + " has " + std::to_string(mesh->size()) +
                 " replicas but the mapped axis has " + std::to_string(axisSize_));
   mesh_ = std::move(mesh);
+  sumGradients_ = sumGradients;
   llvm::SmallVector<mlir::Attribute> names;
   llvm::SmallVector<int64_t> sizes;
   for (const MeshAxis& a : mesh_->axes()) names.push_back(builder_.getStringAttr(a.name)), sizes.push_back(a.size);

@@ -67,8 +67,10 @@ class Trace {
   const std::string& axisName() const { return axisName_; }
   // spmd::shardMap: the bound axis is this mesh's replicas, whose axis names collectives take
   // (frontend/Mesh.h); throws at `loc` unless an axis of the mesh's size is bound.
-  void bindMesh(std::shared_ptr<const Mesh> mesh, Loc loc);
+  void bindMesh(std::shared_ptr<const Mesh> mesh, Loc loc, bool sumGradients = false);
   const Mesh* mesh() const { return mesh_.get(); }
+  // ShardMapOptions::sumGradients: value_and_grad sums each gradient over its copies' axes.
+  bool sumsGradients() const { return sumGradients_; }
   // The innermost open trace, or null.
   static Trace* innermost();
 
@@ -125,6 +127,7 @@ class Trace {
   std::string axisName_;
   int64_t axisSize_ = 0;
   std::shared_ptr<const Mesh> mesh_;
+  bool sumGradients_ = false;
   int64_t rematSegments_ = 0;
 };
 

@@ -221,6 +221,72 @@ TEST(MeshTest, ResultsKeptOnTheDevicesAreBoundInPlaceWithTheSameBits) {
       << differ;
 }
 
+// ShardMapOptions::sumGradients: value_and_grad's gradients come summed over the axes their
+// primals do not vary over, the bits of the hand-written sums (TensorParallelMlpBody's psums, and
+// sumOverCopies for the transformer block's Tree); without it the same code gives each replica's
+// own gradient, which the output check refuses.
+TEST(MeshTest, SumGradientsSumsEachGradientOverItsCopiesAsWrittenByHand) {
+  const Mesh mesh({{"data", 2}, {"model", 2}});
+  const double lr = 0.1;
+  auto body = [lr](const Tensor& w1, const Tensor& b1, const Tensor& w2, const Tensor& b2, const Tensor& x, const Tensor& y) {
+    Tree p;
+    p.set("w1", w1), p.set("b1", b1), p.set("w2", w2), p.set("b2", b2);
+    const double replicas = double(axisSize("data") * axisSize("model"));
+    auto [share, g] = value_and_grad([&](const Tree& q) {
+      Tensor e = psum(matmul(relu(matmul(x, q.at("w1")) + q.at("b1")), q.at("w2")), "model") + q.at("b2") - y;
+      return mean(e * e, {0, 1}) / replicas;
+    })(p);
+    Tree next;
+    for (const auto& [name, t] : p) next.set(name, t - g.at(name) * lr);
+    return std::tuple{next.at("w1"), next.at("b1"), next.at("w2"), next.at("b2"), psum(psum(share, "data"), "model")};
+  };
+  auto options = [](bool sum) {
+    return ShardMapOptions{.inSpecs = {{"", "model"}, {"model"}, {"model"}, {}, {"data"}, {"data"}},
+                           .outSpecs = {{"", "model"}, {"model"}, {"model"}, {}, {}},
+                           .pmap = {.axisName = "mesh", .devices = "cpu:4"},
+                           .sumGradients = sum};
+  };
+  auto automatic = shardMap(body, mesh, options(true));
+  auto byHand = models::tensorParallelMlp(mesh, lr, {.axisName = "mesh", .devices = "cpu:4"});
+  Array x = randomArray(DType::f32, {8, 6}, 5), y = randomArray(DType::f32, {8, 4}, 6);
+  Tree init = models::mlpInit(6, 8, 4, DType::f32, 1);
+  std::vector<Tensor> a{init.at("w1"), init.at("b1"), init.at("w2"), init.at("b2")}, b = a;
+  for (int step = 0; step < 2; ++step) {
+    auto [w1, b1, w2, b2, loss] = automatic(a[0], a[1], a[2], a[3], Tensor(x), Tensor(y));
+    auto [v1, c1, v2, c2, handLoss] = byHand(b[0], b[1], b[2], b[3], Tensor(x), Tensor(y));
+    a = {w1, b1, w2, b2}, b = {v1, c1, v2, c2};
+    EXPECT_EQ(bytesOf(loss), bytesOf(handLoss));
+    for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(bytesOf(a[i]), bytesOf(b[i])) << "step " << step << " parameter " << i;
+  }
+  // The transformer block's Tree, split leaf by leaf (transformerSpec): the gradients bit-equal to
+  // sumOverCopies(g, spec)'s.
+  const int64_t vocab = 11;
+  Tree params = spmd::testing::transformerParams(vocab, 8, 32, 40);
+  Array ids = Array::of<int32_t>({4, 5}, std::vector<int32_t>{1, 4, 4, 9, 0, 10, 3, 3, 7, 2, 5, 5, 1, 8, 6, 2, 9, 0, 4, 3});
+  Array next = Array::of<int32_t>({4, 5}, std::vector<int32_t>{4, 4, 9, 0, 6, 3, 3, 7, 2, 5, 5, 1, 8, 6, 2, 9, 0, 4, 3, 7});
+  const Spec spec = spmd::testing::transformerSpec("model");
+  auto gradients = [&](bool automatic) {
+    return shardMap(
+        [&, automatic](const Tree& p, const Tensor& tokens, const Tensor& targets) {
+          auto [share, g] = value_and_grad([&](const Tree& q) {
+            Tensor logits = spmd::testing::transformerLogits(q, tokens, 2, false, "model");
+            return mean(softmaxCrossEntropy(reshape(logits, {-1, vocab}), reshape(targets, {-1})), {0}) / 4.0;
+          })(p);
+          return std::tuple{psum(share, "mesh"), automatic ? g : sumOverCopies(g, spec)};
+        },
+        mesh,
+        {.inSpecs = {spec, {"data"}, {"data"}}, .outSpecs = {{}, spec}, .pmap = {.axisName = "mesh", .devices = "cpu:4"},
+         .sumGradients = automatic});
+  };
+  auto [autoLoss, autoGrads] = gradients(true)(params, Tensor(ids), Tensor(next));
+  auto [handLoss, handGrads] = gradients(false)(params, Tensor(ids), Tensor(next));
+  EXPECT_EQ(bytesOf(autoLoss), bytesOf(handLoss));
+  for (const auto& [name, t] : handGrads) EXPECT_EQ(bytesOf(autoGrads.at(name)), bytesOf(t)) << name;
+  // Off, each replica's own gradient: w1's differs between the "data" replicas holding it.
+  const std::string unsummed = errorOf([&] { shardMap(body, mesh, options(false))(a[0], a[1], a[2], a[3], Tensor(x), Tensor(y)); });
+  EXPECT_NE(unsummed.find("varies over mesh axis 'data'"), std::string::npos) << unsummed;
+}
+
 Tree inDType(const Tree& tree, DType dtype) {
   Tree out;
   for (const auto& [name, t] : tree) {
