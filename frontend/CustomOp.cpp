@@ -70,7 +70,7 @@ void registerCustomOp(CustomOp op, Loc loc) {
   std::lock_guard lock(r.mutex);
   if (r.ops.count(op.name)) throw Error(at + "it is registered already; register each op once per process");
   const std::string name = op.name;
-  runtime::registerCustomKernel(name, op.cpu);
+  runtime::registerCustomKernel(name, op.cpu, op.cuda);
   r.ops.emplace(name, std::make_shared<const CustomOp>(std::move(op)));
 }
 

@@ -19,10 +19,11 @@
 //       }});
 //   Tensor y = spmd::customCall("mylib.softsign", {x})[0];
 //
-// The kernel runs on cpu and sim devices (on sim on its stream thread), in every replica; it
-// must fill every output element from its inputs and attributes alone (no state: a step may run
-// again, on any thread). A Program that calls a custom op runs only in a process that registered
-// it (refused before its first step otherwise, naming the op); cuda devices refuse it.
+// The host kernel runs on cpu devices (and on sim when there is no CUDA kernel), in every replica;
+// it must fill every output element from its inputs and attributes alone (no state: a step may
+// run again, on any thread). A CUDA kernel runs on cuda and sim devices. A Program that calls a
+// custom op runs only in a process that registered it (refused before its first step otherwise,
+// naming the op).
 #pragma once
 
 #include <functional>
@@ -47,6 +48,10 @@ struct CustomOp {
   // message is prefixed with the call's line) for inputs the op does not take.
   std::function<std::vector<TensorType>(const std::vector<TensorType>& inputs, const CustomAttributes& attributes)> shape;
   CustomCpuKernel cpu;
+  // Optional: the kernel as CUDA C source for cuda devices (NVRTC) and sim (built for the host
+  // and run in two orders of its threads, which catches races); runtime/base/CustomKernel.h says
+  // how it is declared and launched. Without one, cuda devices refuse the op.
+  CustomCudaKernel cuda = {};
   // Optional, in the DSL: the inputs' cotangents from the inputs, the outputs and the outputs'
   // cotangents (one per input, in order; a default Tensor for zeros, and for integer inputs).
   std::function<std::vector<Tensor>(const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,

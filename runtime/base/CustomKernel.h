@@ -36,4 +36,21 @@ struct CustomKernelArgs {
 // again, in any replica, on any thread). Throws spmd::Error to stop the call with a message.
 using CustomCpuKernel = std::function<void(const CustomKernelArgs&)>;
 
+// A kernel as CUDA C source, compiled by NVRTC on cuda devices and by the host compiler on sim
+// (every thread of the launch emulated, run twice in two orders: a result that depends on the
+// order, or an output element left unwritten, stops the step naming the op). The source defines
+//   extern "C" __global__ void <entry>(spmd_custom_args a, long long n)
+// where a.in[i] / a.out[k] point at input i / output k (plain row-major, at most
+// kCustomMaxTensors each) and n is output 0's element count; it is launched one thread per
+// element in a grid-stride geometry (256 threads a block, at most 524280 blocks), so it walks
+//   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+//        i += (long long)blockDim.x * gridDim.x)
+// A thread may write only elements no other thread reads or writes.
+struct CustomCudaKernel {
+  std::string source;
+  std::string entry;
+  bool defined() const { return !source.empty(); }
+};
+inline constexpr int kCustomMaxTensors = 16;
+
 }  // namespace spmd

@@ -13,13 +13,6 @@ void relayout(KernelCall& call) {
               "this program was compiled for the CPU backend's blocked layouts");
 }
 
-// A user's op has a host kernel only (frontend/CustomOp.h); refused rather than copied through the
-// host behind the user's back.
-void custom_call(KernelCall& call) {
-  throw Error("custom_call (" + call.step.where() + "): custom ops have host kernels only so far; run the program "
-              "on cpu or sim devices");
-}
-
 }  // namespace cuda
 
 const KernelTable& cudaKernels() {

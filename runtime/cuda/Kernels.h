@@ -16,7 +16,7 @@ struct GemmArgs;
   X(matmul, "cuBLAS (cuda/Dense.cu)")                                      \
   X(fused, "NVRTC-compiled fused kernels (cuda/Fused.cpp)")                \
   X(relayout, "refuses: cuda keeps every tensor plain (cuda/KernelTable.cpp)") \
-  X(custom_call, "refuses: custom ops have host kernels only so far (cuda/KernelTable.cpp)")
+  X(custom_call, "the user's CUDA kernel compiled by NVRTC (cuda/CustomCall.cpp)")
 
 namespace spmd::runtime::cuda {
 

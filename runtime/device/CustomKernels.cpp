@@ -16,7 +16,7 @@ namespace {
 
 struct Registry {
   std::mutex mutex;
-  std::map<std::string, std::shared_ptr<const CustomCpuKernel>> kernels;
+  std::map<std::string, std::shared_ptr<const CustomKernels>> kernels;
 };
 
 Registry& registry() {
@@ -24,7 +24,7 @@ Registry& registry() {
   return r;
 }
 
-std::shared_ptr<const CustomCpuKernel> kernelOf(const std::string& target) {
+std::shared_ptr<const CustomKernels> kernelOf(const std::string& target) {
   Registry& r = registry();
   std::lock_guard lock(r.mutex);
   auto it = r.kernels.find(target);
@@ -39,7 +39,7 @@ std::string registeredList() {
 
 // What a step keeps: its kernel and its attributes, parsed once.
 struct CustomCallState {
-  std::shared_ptr<const CustomCpuKernel> kernel;
+  std::shared_ptr<const CustomKernels> kernels;
   CustomAttributes attributes;
 };
 
@@ -93,11 +93,14 @@ CustomAttributes decodeCustomAttributes(const std::string& config) {
   return attributes;
 }
 
-void registerCustomKernel(const std::string& target, CustomCpuKernel kernel) {
-  if (!kernel) throw Error("custom op '" + target + "': its CPU kernel is empty");
+void registerCustomKernel(const std::string& target, CustomCpuKernel cpu, CustomCudaKernel cuda) {
+  if (!cpu) throw Error("custom op '" + target + "': its CPU kernel is empty");
+  if (cuda.defined() && cuda.entry.empty())
+    throw Error("custom op '" + target + "': its CUDA kernel has source but no entry (the __global__ function's name)");
   Registry& r = registry();
   std::lock_guard lock(r.mutex);
-  if (!r.kernels.emplace(target, std::make_shared<const CustomCpuKernel>(std::move(kernel))).second)
+  auto kernels = std::make_shared<const CustomKernels>(CustomKernels{std::move(cpu), std::move(cuda)});
+  if (!r.kernels.emplace(target, std::move(kernels)).second)
     throw Error("custom op '" + target + "' is registered already; register each op once per process");
 }
 
@@ -120,12 +123,32 @@ void checkCustomCall(const Step& step) {
                 "defines it and run its registration)");
 }
 
+std::shared_ptr<const CustomKernels> customKernelsOf(const Step& step) {
+  checkCustomCall(step);
+  return kernelOf(attrsOf<CustomCallAttrs>(step).target);
+}
+
+std::string customCudaSource(const CustomCudaKernel& kernel) {
+  return "// spmd: a custom op's CUDA kernel (frontend/CustomOp.h)\nstruct spmd_custom_args {\n  const void* in[" +
+         std::to_string(kCustomMaxTensors) + "];\n  void* out[" + std::to_string(kCustomMaxTensors) + "];\n};\n" +
+         kernel.source + "\n";
+}
+
+CustomCudaArgs customCudaArgs(const KernelCall& call) {
+  if (call.in.size() > size_t(kCustomMaxTensors) || call.out.size() > size_t(kCustomMaxTensors))
+    throw Error("step 'custom_call' (" + call.step.where() + "): a CUDA kernel takes at most " +
+                std::to_string(kCustomMaxTensors) + " inputs and outputs");
+  CustomCudaArgs args{};
+  for (size_t i = 0; i < call.in.size(); ++i) args.in[i] = call.in[i].data;
+  for (size_t k = 0; k < call.out.size(); ++k) args.out[k] = call.out[k].data;
+  return args;
+}
+
 void runCustomCall(KernelCall& call) {
   if (!call.cache) {
     const CustomCallAttrs& attrs = attrsOf<CustomCallAttrs>(call.step);
     auto state = std::make_shared<CustomCallState>();
-    state->kernel = kernelOf(attrs.target);
-    if (!state->kernel) checkCustomCall(call.step);
+    state->kernels = customKernelsOf(call.step);
     try {
       state->attributes = decodeCustomAttributes(attrs.config);
     } catch (const Error& e) {
@@ -145,7 +168,7 @@ void runCustomCall(KernelCall& call) {
     return to;
   };
   const std::vector<CustomTensorView> in = views(call.in, "input"), out = views(call.out, "output");
-  (*state.kernel)(CustomKernelArgs{in, out, state.attributes});
+  state.kernels->cpu(CustomKernelArgs{in, out, state.attributes});
 }
 
 }  // namespace spmd::runtime

@@ -3,6 +3,7 @@
 // a target that is not registered in this process is refused before it runs.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -17,9 +18,25 @@ namespace spmd::runtime {
 std::string encodeCustomAttributes(const CustomAttributes& attributes);
 CustomAttributes decodeCustomAttributes(const std::string& config);
 
-// Registers `kernel` for `target`; throws when `target` has one already.
-void registerCustomKernel(const std::string& target, CustomCpuKernel kernel);
+// What is registered for one target: its host kernel, and its CUDA kernel when it has one.
+struct CustomKernels {
+  CustomCpuKernel cpu;
+  CustomCudaKernel cuda;
+};
+
+// Registers `kernels` for `target`; throws when `target` has them already.
+void registerCustomKernel(const std::string& target, CustomCpuKernel cpu, CustomCudaKernel cuda = {});
 bool customKernelRegistered(const std::string& target);
+// The kernels registered for the step's target, or an error naming the step (checkCustomCall's).
+std::shared_ptr<const CustomKernels> customKernelsOf(const Step& step);
+// What a CUDA kernel's source is compiled with: the spmd_custom_args struct, then the source.
+std::string customCudaSource(const CustomCudaKernel& kernel);
+// The by-value argument of a launch over the step's views: pointers and n (output 0's elements).
+struct CustomCudaArgs {
+  const void* in[kCustomMaxTensors];
+  void* out[kCustomMaxTensors];
+};
+CustomCudaArgs customCudaArgs(const KernelCall& call);
 std::vector<std::string> customKernelNames();  // sorted
 // Throws, naming the step and what to do, when a custom_call step's target is not registered.
 void checkCustomCall(const Step& step);

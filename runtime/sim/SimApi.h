@@ -85,5 +85,11 @@ struct SimApi {
 
 // The simulator's own kernel for generated code (runtime/sim/Fused.cpp).
 void fused(KernelCall& call);
+// A custom op's step: its CUDA kernel built for the host, or its host kernel (sim/CustomCall.cpp).
+void customCall(KernelCall& call);
+// `cpu` run on the stream thread with copies of the views, its cache in `cache` (a slot the
+// executor keeps for this step, which outlives the run).
+void queueCpu(KernelCall& call, KernelFn cpu, std::vector<TensorView> in, std::vector<TensorView> out,
+              std::shared_ptr<void>* cache);
 
 }  // namespace spmd::runtime::sim

@@ -14,10 +14,7 @@
 #include "runtime/kernels/Library.h"
 #include "runtime/sim/SimApi.h"
 namespace spmd::runtime::sim {
-namespace {
 
-// `cpu` run on the stream thread with copies of the views, its cache in `cache` (a slot the
-// executor keeps for this step, which outlives the run).
 void queueCpu(KernelCall& call, KernelFn cpu, std::vector<TensorView> in, std::vector<TensorView> out,
               std::shared_ptr<void>* cache) {
   const Step* step = &call.step;
@@ -28,6 +25,8 @@ void queueCpu(KernelCall& call, KernelFn cpu, std::vector<TensorView> in, std::v
   });
   deviceOf(call).markKernel("the CPU's " + call.step.op + " (for a library kernel)");
 }
+
+namespace {
 
 // The CPU kernel of the call's op, queued.
 template <const char* Op>
@@ -66,7 +65,7 @@ void matmul(KernelCall& call) {
 }
 
 #define SPMD_SIM_CPU_OPS(X)                                                                          \
-  X(conv2d) X(conv2d_backward_data) X(conv2d_backward_filter) X(relayout) X(custom_call)
+  X(conv2d) X(conv2d_backward_data) X(conv2d_backward_filter) X(relayout)
 #define SPMD_OP_NAME(name) constexpr char name##Name[] = #name;
 SPMD_SIM_CPU_OPS(SPMD_OP_NAME)
 #undef SPMD_OP_NAME
@@ -117,6 +116,8 @@ const KernelTable& simKernels() {
     SPMD_CONV(conv2d) SPMD_CONV(conv2d_backward_data) SPMD_CONV(conv2d_backward_filter)
 #undef SPMD_CONV
     t["fused"] = Kernel{&sim::fused, "the CUDA backend's generated kernel built for the host (sim/Fused.cpp)"};
+    t["custom_call"] = Kernel{&sim::customCall, "the user's CUDA kernel built for the host and run in two orders, "
+                                                "or their host kernel on the stream thread (sim/CustomCall.cpp)"};
     t["matmul"] = Kernel{&sim::matmul, "the CPU backend's GEMM on the stream thread, bias as on CUDA (kernels/Dense.h)"};
     return t;
   }();

@@ -9,6 +9,10 @@
 #include "TestUtil.h"
 #include "frontend/spmd.h"
 #include "runtime/program/ProgramFile.h"
+#ifdef SPMD_WITH_CUDA
+#include "runtime/cuda/Nvrtc.h"
+#include "runtime/device/CustomKernels.h"
+#endif
 
 namespace spmd {
 namespace {
@@ -108,6 +112,75 @@ TEST(CustomOpTest, GradientsMatchFiniteDifferencesAndPmapMatchesJit) {
     EXPECT_NEAR(valueAt(pl.array(), 0), valueAt(loss.array(), 0), 1e-12);
     for (int64_t i = 0; i < w.numel(); ++i) EXPECT_NEAR(valueAt(pg.array(), i), valueAt(g.array(), i), 1e-12) << i;
   }
+}
+
+// A float kernel over every element of output 0 whose loop body is `body` (x: input 0, y: output 0).
+CustomCudaKernel cudaLoop(const std::string& name, const std::string& body) {
+  return {"extern \"C\" __global__ void " + name + "(spmd_custom_args a, long long n) {\n"
+          "  const float* x = (const float*)a.in[0];\n  float* y = (float*)a.out[0];\n"
+          "  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;\n"
+          "       i += (long long)blockDim.x * gridDim.x) {\n    " + body + "\n  }\n}\n",
+          name};
+}
+constexpr const char* kSoftsignBody = "y[i] = x[i] / (1.0f + fabsf(x[i]));";
+
+// A CUDA kernel (runtime/base/CustomKernel.h): on sim, built for the host and run in two orders,
+// it gives the host kernel's bits (the same formula), gradients included (its VJP in the DSL);
+// NVRTC compiles it for a GPU; a racy kernel and one that leaves elements unwritten are caught by
+// name.
+TEST(CustomOpTest, ACudaKernelRunsOnTheSimulatorAndRacesAreCaught) {
+  registerTestOps();
+  static const bool registered = [] {
+    auto same = [](const std::vector<TensorType>& in, const CustomAttributes&) { return std::vector{in[0]}; };
+    auto cpuSoftsign = [](const CustomKernelArgs& a) {
+      for (int64_t i = 0; i < a.outputs[0].numel(); ++i)
+        a.outputs[0].as<float>()[i] = a.inputs[0].as<float>()[i] / (1.0f + std::fabs(a.inputs[0].as<float>()[i]));
+    };
+    registerCustomOp({.name = "test.softsign_cuda", .shape = same, .cpu = cpuSoftsign,
+                      .cuda = cudaLoop("test_softsign", kSoftsignBody),
+                      .vjp = [](const std::vector<Tensor>& in, const std::vector<Tensor>&, const std::vector<Tensor>& g,
+                                const CustomAttributes&) {
+                        Tensor d = abs(in[0]) + 1.0;
+                        return std::vector{g[0] / (d * d)};
+                      }});
+    registerCustomOp({.name = "test.racy", .shape = same, .cpu = cpuSoftsign,
+                      .cuda = cudaLoop("test_racy", "y[i / 2] = x[i];")});
+    registerCustomOp({.name = "test.half_written", .shape = same, .cpu = cpuSoftsign,
+                      .cuda = cudaLoop("test_half", "if (i % 2 == 0) y[i] = x[i];")});
+    return true;
+  }();
+  (void)registered;
+  auto stepOn = [](const char* devices) {
+    return pmap([](const Tensor& w, const Tensor& x) {
+      return value_and_grad([&](const Tensor& p) { return mean(customCall("test.softsign_cuda", {matmul(x, p)})[0], {0, 1}); })(w);
+    }, {.inAxes = {replicated, split}, .devices = devices});
+  };
+  Array w = randomArray(DType::f32, {3, 2}, 7), x = randomArray(DType::f32, {8, 3}, 8);
+  auto [simLoss, simGrad] = stepOn("sim:2")(Tensor(w), Tensor(x));
+  auto [cpuLoss, cpuGrad] = stepOn("cpu:2")(Tensor(w), Tensor(x));
+  EXPECT_NEAR(valueAt(simLoss.array(), 0), valueAt(cpuLoss.array(), 0), 1e-6);
+  for (int64_t i = 0; i < w.numel(); ++i) EXPECT_NEAR(valueAt(simGrad.array(), i), valueAt(cpuGrad.array(), i), 1e-6) << i;
+  auto alone = [](const char* name) {
+    return pmap([name](const Tensor& v) { return customCall(name, {v})[0]; },
+                {.inAxes = {split}, .outAxes = {split}, .devices = "sim:1"});
+  };
+  Array v = randomArray(DType::f32, {600}, 9);
+  Array viaCuda = alone("test.softsign_cuda")(Tensor(v)).array();
+  for (int64_t i = 0; i < v.numel(); ++i)
+    EXPECT_EQ(viaCuda.values<float>()[i], v.values<float>()[i] / (1.0f + std::fabs(v.values<float>()[i]))) << i;
+  const std::string race = errorOf([&] { alone("test.racy")(Tensor(v)); });
+  EXPECT_NE(race.find("custom op 'test.racy': its CUDA kernel gave element 0 of output 0 different values when its "
+                      "threads ran in another order: a race"),
+            std::string::npos)
+      << race;
+  const std::string unwritten = errorOf([&] { alone("test.half_written")(Tensor(v)); });
+  EXPECT_NE(unwritten.find("custom op 'test.half_written': its CUDA kernel left element 1 of output 0 unwritten"),
+            std::string::npos)
+      << unwritten;
+#ifdef SPMD_WITH_CUDA
+  const std::string ptx = runtime::cuda::compileCuda(runtime::customCudaSource(cudaLoop("test_softsign", kSoftsignBody)), "compute_90");
+  EXPECT_NE(ptx.find(".entry test_softsign"), std::string::npos) << ptx;
+#endif
 }
 
 // Misuse: a bad or taken name, a missing shape rule, an unknown op, inputs the shape rule refuses,

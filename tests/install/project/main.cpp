@@ -4,8 +4,9 @@
 // so the first loss is ln(classes) exactly up to rounding; one SGD step on separable data must
 // lower it. The activation's gradient matches finite differences, and an array goes out and back
 // in through DLPack without a copy. A custom op of its own (spmd::registerCustomOp: softsign with
-// a host kernel and a VJP) trains under pmap on cpu:2 and sim:2, its gradient against finite
-// differences.
+// a host kernel, a CUDA kernel and a VJP) trains under pmap on cpu:2 (the host kernel) and sim:2
+// (the CUDA kernel, run in two orders of its threads), with the same loss, its gradient against
+// finite differences.
 #include <spmd/io.h>
 #include <spmd/spmd.h>
 
@@ -82,6 +83,14 @@ void registerSoftsign() {
                else y.as<float>()[i] = x.as<float>()[i] / (1 + std::abs(x.as<float>()[i]));
              }
            },
+       // f64 on devices (this program's data): on sim built for the host, on a GPU by NVRTC.
+       .cuda = {.source = R"(extern "C" __global__ void consumer_softsign(spmd_custom_args a, long long n) {
+  const double* x = (const double*)a.in[0];
+  double* y = (double*)a.out[0];
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)blockDim.x * gridDim.x)
+    y[i] = x[i] / (1 + fabs(x[i]));
+})",
+                .entry = "consumer_softsign"},
        .vjp = [](const std::vector<spmd::Tensor>& in, const std::vector<spmd::Tensor>&,
                  const std::vector<spmd::Tensor>& g, const spmd::CustomAttributes&) {
          spmd::Tensor d = spmd::abs(in[0]) + 1.0;
