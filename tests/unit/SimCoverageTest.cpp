@@ -86,7 +86,8 @@ TEST(SimCoverageTest, EveryKernelTheCudaBackendLaunchesExecutesOnTheSimulator) {
   const std::set<std::string> ops = sim::executedOps(), sources = sim::executedSources();
   int checked = 0;
   for (const auto& [op, kernel] : simKernels()) {
-    if (libraryStandIn(kernel) || op == "fused") continue;
+    // custom_call runs the user's kernel (CustomOpTest runs its CUDA path on sim, races and all).
+    if (libraryStandIn(kernel) || op == "fused" || op == "custom_call") continue;
     EXPECT_TRUE(ops.count(op)) << op << " (" << kernel.source << ") never executed on the simulator";
     ++checked;
   }
