@@ -8,6 +8,7 @@
 
 #include "TestUtil.h"
 #include "frontend/spmd.h"
+#include "runtime/device/Driver.h"
 #include "runtime/program/ProgramFile.h"
 #ifdef SPMD_WITH_CUDA
 #include "runtime/cuda/Nvrtc.h"
@@ -181,6 +182,25 @@ TEST(CustomOpTest, ACudaKernelRunsOnTheSimulatorAndRacesAreCaught) {
   const std::string ptx = runtime::cuda::compileCuda(runtime::customCudaSource(cudaLoop("test_softsign", kSoftsignBody)), "compute_90");
   EXPECT_NE(ptx.find(".entry test_softsign"), std::string::npos) << ptx;
 #endif
+}
+
+// On a GPU (skipped without one; the GPU report runs it): the CUDA kernel compiled by NVRTC gives
+// the host formula's values (IEEE division and fabsf: the same bits), and its gradients under
+// jit match the host kernel's on cpu.
+TEST(CustomOpTest, ACudaKernelRunsOnAGpu) {
+  std::string why;
+  if (runtime::availableDevices("cuda", &why) == 0) GTEST_SKIP() << "no GPU: " << why;
+  registerTestOps();
+  if (!customOpRegistered("test.softsign_cuda"))
+    registerCustomOp({.name = "test.softsign_cuda",
+                      .shape = [](const std::vector<TensorType>& in, const CustomAttributes&) { return std::vector{in[0]}; },
+                      .cpu = [](const CustomKernelArgs&) { throw Error("the host kernel must not run on cuda"); },
+                      .cuda = cudaLoop("test_softsign", kSoftsignBody)});
+  Array v = randomArray(DType::f32, {3000}, 10);
+  auto f = jit([](const Tensor& x) { return customCall("test.softsign_cuda", {x})[0]; }, {.devices = "cuda:0"});
+  Array y = f(Tensor(v)).array();
+  for (int64_t i = 0; i < v.numel(); ++i)
+    EXPECT_EQ(y.values<float>()[i], v.values<float>()[i] / (1.0f + std::fabs(v.values<float>()[i]))) << i;
 }
 
 // Misuse: a bad or taken name, a missing shape rule, an unknown op, inputs the shape rule refuses,
