@@ -42,4 +42,14 @@ inline void checkLaunch(const KernelCall& call) {
   check(cudaGetLastError(), "launch of '" + call.step.op + "' (" + call.step.location + ")");
 }
 
+// A kernel NVRTC compiled, loaded from its binary (the fused kernels', a custom op's); unloaded
+// with the step's cache.
+struct LoadedKernel {
+  cudaLibrary_t library = nullptr;
+  cudaKernel_t kernel = nullptr;
+  ~LoadedKernel() {
+    if (library) cudaLibraryUnload(library);
+  }
+};
+
 }  // namespace spmd::runtime::cuda

@@ -11,18 +11,6 @@
 #include "runtime/program/OpAttrs.h"
 
 namespace spmd::runtime::cuda {
-namespace {
-
-struct Loaded {
-  cudaLibrary_t library = nullptr;
-  cudaKernel_t kernel = nullptr;
-  ~Loaded() {
-    if (library) cudaLibraryUnload(library);
-  }
-};
-
-}  // namespace
-
 void custom_call(KernelCall& call) {
   if (!call.cache) {
     const std::shared_ptr<const CustomKernels> kernels = customKernelsOf(call.step);
@@ -37,7 +25,7 @@ void custom_call(KernelCall& call) {
       throw Error("custom op '" + target + "' (" + call.step.where() + "): its CUDA kernel '" + kernels->cuda.entry +
                   "' does not build: " + e.what());
     }
-    auto loaded = std::make_shared<Loaded>();
+    auto loaded = std::make_shared<LoadedKernel>();
     check(cudaLibraryLoadData(&loaded->library, binary.data(), nullptr, nullptr, 0, nullptr, nullptr, 0),
           "loading custom op '" + target + "''s CUDA kernel");
     check(cudaLibraryGetKernel(&loaded->kernel, loaded->library, kernels->cuda.entry.c_str()),
@@ -45,7 +33,7 @@ void custom_call(KernelCall& call) {
               "' (declare it extern \"C\" __global__)");
     call.cache = loaded;
   }
-  auto& loaded = *static_cast<Loaded*>(call.cache.get());
+  auto& loaded = *static_cast<LoadedKernel*>(call.cache.get());
   CustomCudaArgs args = customCudaArgs(call);
   long long n = call.out[0].numel();
   if (n <= 0) return;

@@ -11,28 +11,16 @@
 #include "runtime/cuda/Nvrtc.h"
 
 namespace spmd::runtime::cuda {
-namespace {
-
-struct Loaded {
-  cudaLibrary_t library = nullptr;
-  cudaKernel_t kernel = nullptr;
-  ~Loaded() {
-    if (library) cudaLibraryUnload(library);
-  }
-};
-
-}  // namespace
-
 void fused(KernelCall& call) {
   if (!call.cache) {
     std::string binary = compileCuda(kernels::fusedKernelSource(call), deviceOf(call).arch());
-    auto loaded = std::make_shared<Loaded>();
+    auto loaded = std::make_shared<LoadedKernel>();
     check(cudaLibraryLoadData(&loaded->library, binary.data(), nullptr, nullptr, 0, nullptr, nullptr, 0),
           "loading the fused kernel of " + call.step.location);
     check(cudaLibraryGetKernel(&loaded->kernel, loaded->library, kernels::kFusedKernelName), "fused kernel lookup");
     call.cache = loaded;
   }
-  auto& loaded = *static_cast<Loaded*>(call.cache.get());
+  auto& loaded = *static_cast<LoadedKernel*>(call.cache.get());
   long long n = call.out[0].numel();
   std::vector<void*> pointers, args;
   std::vector<std::byte> segments;  // a step of several segments: their struct, by value (FusedSource.h)
