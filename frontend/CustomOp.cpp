@@ -93,6 +93,7 @@ std::vector<Tensor> customCall(const std::string& name, const std::vector<Tensor
   std::string configText;
   try {
     configText = runtime::encodeCustomAttributes(attributes);
+    if (op->cuda.defined()) runtime::customCudaAttributeValues(name, op->cuda, attributes);  // its CUDA kernel's numbers
   } catch (const Error& e) {
     throw Error(at + e.what());
   }

@@ -8,6 +8,7 @@
 #include <map>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "runtime/base/DType.h"
 #include "runtime/base/Shape.h"
@@ -40,17 +41,25 @@ using CustomCpuKernel = std::function<void(const CustomKernelArgs&)>;
 // (every thread of the launch emulated, run twice in two orders: a result that depends on the
 // order, or an output element left unwritten, stops the step naming the op). The source defines
 //   extern "C" __global__ void <entry>(spmd_custom_args a, long long n)
-// where a.in[i] / a.out[k] point at input i / output k (plain row-major, at most
-// kCustomMaxTensors each) and n is output 0's element count; it is launched one thread per
-// element in a grid-stride geometry (256 threads a block, at most 524280 blocks), so it walks
+// where, for input i and output k (at most kCustomMaxTensors each, plain row-major):
+//   a.in[i], a.out[k]                     their data
+//   a.in_rank[i], a.in_shape[i][d]        their shapes (a.out_rank, a.out_shape likewise;
+//                                         at most kCustomMaxRank dimensions)
+//   a.attr[spmd_attr_<name>]              the call's attribute <name> as a double, for each
+//                                         name in `attributes` (the call must give each one,
+//                                         as a number)
+// and n is output 0's element count; it is launched one thread per element in a grid-stride
+// geometry (256 threads a block, at most 524280 blocks), so it walks
 //   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
 //        i += (long long)blockDim.x * gridDim.x)
 // A thread may write only elements no other thread reads or writes.
 struct CustomCudaKernel {
   std::string source;
   std::string entry;
+  std::vector<std::string> attributes = {};  // the numeric attributes it reads, as a.attr[spmd_attr_<name>]
   bool defined() const { return !source.empty(); }
 };
 inline constexpr int kCustomMaxTensors = 16;
+inline constexpr int kCustomMaxRank = 8;
 
 }  // namespace spmd

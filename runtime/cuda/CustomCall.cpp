@@ -3,6 +3,7 @@
 // with the step's pointers by value; an op without one is refused (its host kernel would need
 // copies through the host behind the user's back).
 #include <memory>
+#include <vector>
 
 #include "runtime/cuda/Cuda.h"
 #include "runtime/cuda/Kernels.h"
@@ -11,6 +12,13 @@
 #include "runtime/program/OpAttrs.h"
 
 namespace spmd::runtime::cuda {
+namespace {
+struct Compiled {
+  LoadedKernel loaded;
+  std::vector<double> attributes;  // the values of those its CUDA kernel reads
+};
+}  // namespace
+
 void custom_call(KernelCall& call) {
   if (!call.cache) {
     const std::shared_ptr<const CustomKernels> kernels = customKernelsOf(call.step);
@@ -18,6 +26,8 @@ void custom_call(KernelCall& call) {
     if (!kernels->cuda.defined())
       throw Error("custom_call (" + call.step.where() + "): custom op '" + target + "' has a host kernel only; give "
                   "its registration a CUDA kernel (CustomOp::cuda) or run the program on cpu or sim devices");
+    auto compiled = std::make_shared<Compiled>();
+    compiled->attributes = customCudaAttributeValues(call.step, kernels->cuda);
     std::string binary;
     try {
       binary = compileCuda(customCudaSource(kernels->cuda), deviceOf(call).arch());
@@ -25,16 +35,17 @@ void custom_call(KernelCall& call) {
       throw Error("custom op '" + target + "' (" + call.step.where() + "): its CUDA kernel '" + kernels->cuda.entry +
                   "' does not build: " + e.what());
     }
-    auto loaded = std::make_shared<LoadedKernel>();
+    LoadedKernel* loaded = &compiled->loaded;
     check(cudaLibraryLoadData(&loaded->library, binary.data(), nullptr, nullptr, 0, nullptr, nullptr, 0),
           "loading custom op '" + target + "''s CUDA kernel");
     check(cudaLibraryGetKernel(&loaded->kernel, loaded->library, kernels->cuda.entry.c_str()),
           "custom op '" + target + "': its CUDA kernel '" + kernels->cuda.entry +
               "' (declare it extern \"C\" __global__)");
-    call.cache = loaded;
+    call.cache = compiled;
   }
-  auto& loaded = *static_cast<LoadedKernel*>(call.cache.get());
-  CustomCudaArgs args = customCudaArgs(call);
+  const auto& compiled = *static_cast<const Compiled*>(call.cache.get());
+  const LoadedKernel& loaded = compiled.loaded;
+  CustomCudaArgs args = customCudaArgs(call, compiled.attributes);
   long long n = call.out[0].numel();
   if (n <= 0) return;
   void* params[] = {&args, &n};

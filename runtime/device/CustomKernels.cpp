@@ -3,6 +3,8 @@
 #include "runtime/device/CustomKernels.h"
 
 #include <algorithm>
+#include <cctype>
+#include <charconv>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -97,6 +99,16 @@ void registerCustomKernel(const std::string& target, CustomCpuKernel cpu, Custom
   if (!cpu) throw Error("custom op '" + target + "': its CPU kernel is empty");
   if (cuda.defined() && cuda.entry.empty())
     throw Error("custom op '" + target + "': its CUDA kernel has source but no entry (the __global__ function's name)");
+  if (cuda.attributes.size() > size_t(kCustomMaxAttributes))
+    throw Error("custom op '" + target + "': its CUDA kernel reads " + std::to_string(cuda.attributes.size()) +
+                " attributes; it can read at most " + std::to_string(kCustomMaxAttributes));
+  for (size_t i = 0; i < cuda.attributes.size(); ++i) {
+    const std::string& name = cuda.attributes[i];
+    if (name.empty() || !std::all_of(name.begin(), name.end(), keyChar))
+      throw Error("custom op '" + target + "': its CUDA kernel's attribute '" + name + "' is not a name (letters, digits and '_')");
+    if (std::find(cuda.attributes.begin(), cuda.attributes.begin() + long(i), name) != cuda.attributes.begin() + long(i))
+      throw Error("custom op '" + target + "': its CUDA kernel names attribute '" + name + "' twice");
+  }
   Registry& r = registry();
   std::lock_guard lock(r.mutex);
   auto kernels = std::make_shared<const CustomKernels>(CustomKernels{std::move(cpu), std::move(cuda)});
@@ -129,18 +141,69 @@ std::shared_ptr<const CustomKernels> customKernelsOf(const Step& step) {
 }
 
 std::string customCudaSource(const CustomCudaKernel& kernel) {
-  return "// spmd: a custom op's CUDA kernel (frontend/CustomOp.h)\nstruct spmd_custom_args {\n  const void* in[" +
-         std::to_string(kCustomMaxTensors) + "];\n  void* out[" + std::to_string(kCustomMaxTensors) + "];\n};\n" +
-         kernel.source + "\n";
+  const std::string tensors = std::to_string(kCustomMaxTensors), rank = std::to_string(kCustomMaxRank);
+  std::string text = "// spmd: a custom op's CUDA kernel (frontend/CustomOp.h)\nstruct spmd_custom_args {\n"
+                     "  const void* in[" + tensors + "];\n  void* out[" + tensors + "];\n"
+                     "  long long in_shape[" + tensors + "][" + rank + "];\n  long long out_shape[" + tensors + "][" + rank + "];\n"
+                     "  int in_rank[" + tensors + "];\n  int out_rank[" + tensors + "];\n"
+                     "  double attr[" + std::to_string(kCustomMaxAttributes) + "];\n};\n";
+  for (size_t i = 0; i < kernel.attributes.size(); ++i)
+    text += "enum { spmd_attr_" + kernel.attributes[i] + " = " + std::to_string(i) + " };\n";
+  return text + kernel.source + "\n";
 }
 
-CustomCudaArgs customCudaArgs(const KernelCall& call) {
+std::vector<double> customCudaAttributeValues(const std::string& target, const CustomCudaKernel& kernel,
+                                              const CustomAttributes& attributes) {
+  std::vector<double> values;
+  for (const std::string& name : kernel.attributes) {
+    auto it = attributes.find(name);
+    if (it == attributes.end())
+      throw Error("custom op '" + target + "': its CUDA kernel reads attribute '" + name +
+                  "', which the call does not give; pass it as a number (customCall(..., {{\"" + name + "\", \"1.5\"}}))");
+    double value = 0;
+    const char* end = it->second.data() + it->second.size();
+    auto [at, error] = std::from_chars(it->second.data(), end, value);
+    if (it->second.empty() || error != std::errc() || at != end)
+      throw Error("custom op '" + target + "': its CUDA kernel reads attribute '" + name + "' as a number, but the call gives '" +
+                  it->second + "'; give a decimal number such as 0.25 or -3 (a text attribute only the host kernel can read)");
+    values.push_back(value);
+  }
+  return values;
+}
+
+std::vector<double> customCudaAttributeValues(const Step& step, const CustomCudaKernel& kernel) {
+  const CustomCallAttrs& attrs = attrsOf<CustomCallAttrs>(step);
+  try {
+    return customCudaAttributeValues(attrs.target, kernel, decodeCustomAttributes(attrs.config));
+  } catch (const Error& e) {
+    throw Error("step 'custom_call' (" + step.where() + "): " + e.what());
+  }
+}
+
+static_assert(sizeof(CustomCudaArgs) == 2560, "spmd_custom_args in customCudaSource must match CustomCudaArgs");
+
+CustomCudaArgs customCudaArgs(const KernelCall& call, std::span<const double> attributes) {
   if (call.in.size() > size_t(kCustomMaxTensors) || call.out.size() > size_t(kCustomMaxTensors))
     throw Error("step 'custom_call' (" + call.step.where() + "): a CUDA kernel takes at most " +
                 std::to_string(kCustomMaxTensors) + " inputs and outputs");
   CustomCudaArgs args{};
-  for (size_t i = 0; i < call.in.size(); ++i) args.in[i] = call.in[i].data;
-  for (size_t k = 0; k < call.out.size(); ++k) args.out[k] = call.out[k].data;
+  auto shape = [&](const TensorView& view, long long* to, int& rank, const char* what, size_t i) {
+    if (view.shape.size() > size_t(kCustomMaxRank))
+      throw Error("step 'custom_call' (" + call.step.where() + "): " + what + " " + std::to_string(i) + " has " +
+                  std::to_string(view.shape.size()) + " dimensions; a CUDA kernel takes at most " +
+                  std::to_string(kCustomMaxRank) + " (reshape it before the call)");
+    rank = int(view.shape.size());
+    for (size_t d = 0; d < view.shape.size(); ++d) to[d] = view.shape[d];
+  };
+  for (size_t i = 0; i < call.in.size(); ++i) {
+    args.in[i] = call.in[i].data;
+    shape(call.in[i], args.in_shape[i], args.in_rank[i], "input", i);
+  }
+  for (size_t k = 0; k < call.out.size(); ++k) {
+    args.out[k] = call.out[k].data;
+    shape(call.out[k], args.out_shape[k], args.out_rank[k], "output", k);
+  }
+  for (size_t a = 0; a < attributes.size() && a < size_t(kCustomMaxAttributes); ++a) args.attr[a] = attributes[a];
   return args;
 }
 

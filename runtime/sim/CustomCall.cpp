@@ -20,6 +20,7 @@ namespace {
 struct Compiled {
   HostLaunch launch = nullptr;
   std::string target;
+  std::vector<double> attributes;  // the values of those its CUDA kernel reads
 };
 
 struct Output {
@@ -61,6 +62,7 @@ void customCall(KernelCall& call) {
   if (!call.cache) {
     auto compiled = std::make_shared<Compiled>();
     compiled->target = attrsOf<CustomCallAttrs>(call.step).target;
+    compiled->attributes = customCudaAttributeValues(call.step, kernels->cuda);
     try {
       compiled->launch = hostKernel(customCudaSource(kernels->cuda), kernels->cuda.entry, 1, "spmd_custom_args");
     } catch (const Error& e) {
@@ -70,7 +72,7 @@ void customCall(KernelCall& call) {
     call.cache = compiled;
   }
   const auto compiled = std::static_pointer_cast<Compiled>(call.cache);
-  auto args = std::make_shared<CustomCudaArgs>(customCudaArgs(call));
+  auto args = std::make_shared<CustomCudaArgs>(customCudaArgs(call, compiled->attributes));
   const long long n = call.out[0].numel();
   const kernels::Launch l = kernels::gridStride("custom_call", n);
   kernels::checkLaunch(l, stepName(call));

@@ -184,6 +184,86 @@ TEST(CustomOpTest, ACudaKernelRunsOnTheSimulatorAndRacesAreCaught) {
 #endif
 }
 
+// "test.rowscale": y[r] = alpha * (x[r, 0] + ... + x[r, c-1]) + beta for f32 x[rows, c], one
+// thread a row: its CUDA kernel reads the input's shape and two numeric attributes; the host
+// kernel sums in the same order.
+CustomCudaKernel rowScaleCuda() {
+  return {"extern \"C\" __global__ void test_rowscale(spmd_custom_args a, long long n) {\n"
+          "  const float* x = (const float*)a.in[0];\n  float* y = (float*)a.out[0];\n"
+          "  const long long cols = a.in_shape[0][1];\n"
+          "  const float alpha = (float)a.attr[spmd_attr_alpha], beta = (float)a.attr[spmd_attr_beta];\n"
+          "  for (long long r = blockIdx.x * (long long)blockDim.x + threadIdx.x; r < n;\n"
+          "       r += (long long)blockDim.x * gridDim.x) {\n"
+          "    float s = 0;\n    for (long long c = 0; c < cols; ++c) s += x[r * cols + c];\n"
+          "    y[r] = alpha * s + beta;\n  }\n}\n",
+          "test_rowscale", {"alpha", "beta"}};
+}
+
+void registerRowScale() {
+  static const bool done = [] {
+    registerCustomOp(
+        {.name = "test.rowscale",
+         .shape = [](const std::vector<TensorType>& in, const CustomAttributes&) {
+           if (in.size() != 1 || in[0].shape.size() != 2) throw Error("rowscale takes one matrix");
+           return std::vector{TensorType{in[0].dtype, {in[0].shape[0]}}};
+         },
+         .cpu = [](const CustomKernelArgs& a) {
+           const float alpha = float(std::stod(a.attributes.at("alpha"))), beta = float(std::stod(a.attributes.at("beta")));
+           const int64_t cols = a.inputs[0].shape[1];
+           for (int64_t r = 0; r < a.outputs[0].numel(); ++r) {
+             float s = 0;
+             for (int64_t c = 0; c < cols; ++c) s += a.inputs[0].as<float>()[r * cols + c];
+             a.outputs[0].as<float>()[r] = alpha * s + beta;
+           }
+         },
+         .cuda = rowScaleCuda()});
+    return true;
+  }();
+  (void)done;
+}
+
+Array rowScaleOn(const char* devices, const Array& x, const CustomAttributes& attributes) {
+  return jit([&](const Tensor& v) { return customCall("test.rowscale", {v}, attributes)[0]; }, {.devices = devices})(Tensor(x))
+      .array();
+}
+
+// A CUDA kernel reads its input's shape (a.in_shape) and its numeric attributes
+// (a.attr[spmd_attr_<name>]): on sim it gives the host kernel's bits; a call missing an attribute
+// the CUDA kernel reads, or giving it as text, is refused at the call's line; bad registrations
+// are refused naming the attribute.
+TEST(CustomOpTest, ACudaKernelReadsShapesAndAttributes) {
+  registerRowScale();
+  Array x = randomArray(DType::f32, {300, 7}, 11);
+  const CustomAttributes attributes = {{"alpha", "-0.75"}, {"beta", "2.5e-1"}};
+  Array onSim = rowScaleOn("sim:1", x, attributes), onCpu = rowScaleOn("cpu:1", x, attributes);
+  ASSERT_EQ(onSim.shape, (Shape{300}));
+  for (int64_t r = 0; r < 300; ++r) {
+    float s = 0;
+    for (int64_t c = 0; c < 7; ++c) s += x.values<float>()[r * 7 + c];
+    EXPECT_EQ(onCpu.values<float>()[r], -0.75f * s + 0.25f) << r;
+    EXPECT_EQ(onSim.values<float>()[r], onCpu.values<float>()[r]) << r;
+  }
+  const std::string missing = errorOf([&] { rowScaleOn("sim:1", x, {{"alpha", "1"}}); });
+  EXPECT_NE(missing.find("CustomOpTest.cpp:"), std::string::npos) << missing;
+  EXPECT_NE(missing.find("its CUDA kernel reads attribute 'beta', which the call does not give"), std::string::npos) << missing;
+  const std::string text = errorOf([&] { rowScaleOn("sim:1", x, {{"alpha", "1"}, {"beta", "fast"}}); });
+  EXPECT_NE(text.find("reads attribute 'beta' as a number, but the call gives 'fast'"), std::string::npos) << text;
+  const auto same = [](const std::vector<TensorType>& in, const CustomAttributes&) { return in; };
+  const auto none = [](const CustomKernelArgs&) {};
+  EXPECT_NE(errorOf([&] {
+              registerCustomOp({.name = "test.twice", .shape = same, .cpu = none, .cuda = {"x", "f", {"a", "a"}}});
+            }).find("its CUDA kernel names attribute 'a' twice"),
+            std::string::npos);
+  EXPECT_NE(errorOf([&] {
+              registerCustomOp({.name = "test.badattr", .shape = same, .cpu = none, .cuda = {"x", "f", {"a-b"}}});
+            }).find("its CUDA kernel's attribute 'a-b' is not a name"),
+            std::string::npos);
+#ifdef SPMD_WITH_CUDA
+  const std::string ptx = runtime::cuda::compileCuda(runtime::customCudaSource(rowScaleCuda()), "compute_90");
+  EXPECT_NE(ptx.find(".entry test_rowscale"), std::string::npos) << ptx;
+#endif
+}
+
 // On a GPU (skipped without one; the GPU report runs it): the CUDA kernel compiled by NVRTC gives
 // the host formula's values (IEEE division and fabsf: the same bits), and its gradients under
 // jit match the host kernel's on cpu.
@@ -201,6 +281,12 @@ TEST(CustomOpTest, ACudaKernelRunsOnAGpu) {
   Array y = f(Tensor(v)).array();
   for (int64_t i = 0; i < v.numel(); ++i)
     EXPECT_EQ(y.values<float>()[i], v.values<float>()[i] / (1.0f + std::fabs(v.values<float>()[i]))) << i;
+  // Shapes and attributes reach the kernel (NVRTC may fuse alpha * s + beta: within 1e-5).
+  registerRowScale();
+  Array x = randomArray(DType::f32, {3000, 5}, 12);
+  const CustomAttributes attributes = {{"alpha", "1.5"}, {"beta", "-2"}};
+  Array onGpu = rowScaleOn("cuda:0", x, attributes), onCpu = rowScaleOn("cpu:1", x, attributes);
+  for (int64_t r = 0; r < 3000; ++r) EXPECT_NEAR(onGpu.values<float>()[r], onCpu.values<float>()[r], 1e-5) << r;
 }
 
 // Misuse: a bad or taken name, a missing shape rule, an unknown op, inputs the shape rule refuses,
