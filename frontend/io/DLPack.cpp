@@ -3,6 +3,7 @@
 
 #include <dlpack/dlpack.h>
 
+#include "runtime/device/DeviceList.h"
 #include "runtime/exec/DeviceArray.h"
 
 #include <cstdint>
@@ -60,10 +61,10 @@ struct Exported {
   std::shared_ptr<std::byte> buffer;
 };
 
-DLManagedTensor* exportBytes(Exported* exported, void* data, DType dtype) {
+DLManagedTensor* exportBytes(Exported* exported, void* data, DType dtype, DLDevice device = {kDLCPU, 0}) {
   auto* managed = new DLManagedTensor{};
   managed->dl_tensor.data = data;
-  managed->dl_tensor.device = {kDLCPU, 0};
+  managed->dl_tensor.device = device;
   managed->dl_tensor.ndim = int32_t(exported->shape.size());
   managed->dl_tensor.dtype = dlType(dtype);
   managed->dl_tensor.shape = exported->shape.data();
@@ -86,27 +87,34 @@ DLManagedTensor* toDLPack(const Array& array) {
 
 DLManagedTensor* toDLPack(const Tensor& tensor) {
   const std::shared_ptr<runtime::DeviceArray>& resident = tensor.resident();
-  if (!resident || resident->layout() != runtime::DeviceArray::Layout::Replicated || !resident->hostMemory())
+  const bool replicated = resident && resident->layout() == runtime::DeviceArray::Layout::Replicated;
+  const int gpu = replicated ? resident->device(0)->cudaOrdinal() : -1;
+  if (!replicated || (!resident->hostMemory() && gpu < 0))
     return toDLPack(tensor.array());  // on the host already, or assembled there (a copy)
   std::shared_ptr<std::byte> buffer = resident->buffer(0);  // replica 0's copy, in place
+  if (gpu >= 0) resident->device(0)->synchronize();       // what the calls queued on it, written
   resident->lend("a DLPack consumer");
   const Shape& shape = resident->globalShape();
   return exportBytes(new Exported{Array{}, std::vector<int64_t>(shape.begin(), shape.end()), resident, buffer},
-                     buffer.get(), resident->dtype());
+                     buffer.get(), resident->dtype(), gpu >= 0 ? DLDevice{kDLCUDA, gpu} : DLDevice{kDLCPU, 0});
 }
 
-Array fromDLPack(DLManagedTensor* managed) {
-  if (!managed) throw Error("fromDLPack: the tensor is null");
-  const DLTensor& t = managed->dl_tensor;
-  if (t.device.device_type != kDLCPU && t.device.device_type != kDLCUDAHost)
-    throw Error("fromDLPack: the tensor lives on " + deviceText(t.device) +
-                ", not in host memory; copy it to the CPU first (torch: .cpu())");
+namespace {
+
+// What a producer's tensor holds, checked: its dtype, shape and first byte.
+struct Checked {
+  DType dtype;
+  Shape shape;
+  std::byte* data;
+};
+
+Checked checkedTensor(const DLTensor& t, const char* what) {
   const DType dtype = ourType(t.dtype);
-  if (t.ndim < 0) throw Error("fromDLPack: the tensor has " + std::to_string(t.ndim) + " dimensions");
+  if (t.ndim < 0) throw Error(std::string(what) + ": the tensor has " + std::to_string(t.ndim) + " dimensions");
   Shape shape;
   for (int32_t d = 0; d < t.ndim; ++d) {
     if (t.shape[d] < 0)
-      throw Error("fromDLPack: dimension " + std::to_string(d) + " has size " + std::to_string(t.shape[d]));
+      throw Error(std::string(what) + ": dimension " + std::to_string(d) + " has size " + std::to_string(t.shape[d]));
     shape.push_back(t.shape[d]);
   }
   if (t.strides) {  // row-major compact, dimensions of size 1 aside
@@ -115,7 +123,7 @@ Array fromDLPack(DLManagedTensor* managed) {
       if (shape[size_t(d)] != 1 && t.strides[d] != expected) {
         std::string strides;
         for (int32_t k = 0; k < t.ndim; ++k) strides += (k ? ", " : "") + std::to_string(t.strides[k]);
-        throw Error("fromDLPack: a tensor of shape " + shapeString(shape) + " with strides [" + strides +
+        throw Error(std::string(what) + ": a tensor of shape " + shapeString(shape) + " with strides [" + strides +
                     "] (in elements) is not row-major contiguous; make it so first (torch: .contiguous())");
       }
       expected *= shape[size_t(d)];
@@ -123,14 +131,55 @@ Array fromDLPack(DLManagedTensor* managed) {
   }
   const size_t bytes = size_t(numElements(shape)) * dtypeSize(dtype);
   auto* data = static_cast<std::byte*>(t.data) + t.byte_offset;
-  if (bytes > 0 && !t.data) throw Error("fromDLPack: a tensor of shape " + shapeString(shape) + " has no data");
+  if (bytes > 0 && !t.data) throw Error(std::string(what) + ": a tensor of shape " + shapeString(shape) + " has no data");
   if (reinterpret_cast<uintptr_t>(data) % dtypeSize(dtype) != 0)
-    throw Error("fromDLPack: the tensor's data is not aligned to its " + std::to_string(dtypeSize(dtype)) +
+    throw Error(std::string(what) + ": the tensor's data is not aligned to its " + std::to_string(dtypeSize(dtype)) +
                 "-byte elements; copy it first");
-  auto storage = std::make_shared<ArrayStorage>(data, bytes, [managed] {
+  return {dtype, std::move(shape), data};
+}
+
+bool inHostMemory(DLDevice d) { return d.device_type == kDLCPU || d.device_type == kDLCUDAHost; }
+
+}  // namespace
+
+Array fromDLPack(DLManagedTensor* managed) {
+  if (!managed) throw Error("fromDLPack: the tensor is null");
+  const DLTensor& t = managed->dl_tensor;
+  if (!inHostMemory(t.device))
+    throw Error("fromDLPack: the tensor lives on " + deviceText(t.device) + ", not in host memory; " +
+                (t.device.device_type == kDLCUDA ? "io::tensorFromDLPack takes it onto that GPU in place, or copy it to "
+                                                   "the CPU first (torch: .cpu())"
+                                                 : "copy it to the CPU first (torch: .cpu())"));
+  Checked c = checkedTensor(t, "fromDLPack");
+  const size_t bytes = size_t(numElements(c.shape)) * dtypeSize(c.dtype);
+  auto storage = std::make_shared<ArrayStorage>(c.data, bytes, [managed] {
     if (managed->deleter) managed->deleter(managed);
   });
-  return Array{dtype, std::move(shape), std::move(storage)};
+  return Array{c.dtype, std::move(c.shape), std::move(storage)};
+}
+
+Tensor tensorFromDLPack(DLManagedTensor* managed) {
+  if (!managed) throw Error("tensorFromDLPack: the tensor is null");
+  const DLTensor& t = managed->dl_tensor;
+  if (inHostMemory(t.device)) return Tensor(fromDLPack(managed));
+  if (t.device.device_type != kDLCUDA)
+    throw Error("tensorFromDLPack: the tensor lives on " + deviceText(t.device) +
+                ", which spmd does not run on; copy it to the CPU first");
+  Checked c = checkedTensor(t, "tensorFromDLPack");
+  const std::string devices = "cuda:" + std::to_string(t.device.device_id);
+  std::shared_ptr<runtime::Device> device;
+  try {
+    device = runtime::makeDevice(runtime::parseDeviceList(devices), 0);
+  } catch (const Error& e) {
+    throw Error("tensorFromDLPack: the tensor lives on " + deviceText(t.device) + ", which this process cannot use: " +
+                e.what());
+  }
+  std::shared_ptr<std::byte> buffer(c.data, [managed](std::byte*) {
+    if (managed->deleter) managed->deleter(managed);
+  });
+  auto resident = std::make_shared<runtime::DeviceArray>(c.dtype, c.shape, c.shape, runtime::DeviceArray::Layout::Replicated,
+                                                         std::vector{std::move(device)}, std::vector{std::move(buffer)});
+  return Tensor(std::move(resident));
 }
 
 }  // namespace spmd::io

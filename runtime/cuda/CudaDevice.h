@@ -31,6 +31,7 @@ class CudaDevice final : public Device, public GraphCapture {
   // synchronises the device) nor move between calls.
   std::shared_ptr<std::byte> allocate(size_t bytes) override;
   bool hostAccessible() const override { return false; }
+  int cudaOrdinal() const override { return index_; }
   void copyToDevice(std::byte* dst, const std::byte* src, size_t bytes) override;
   void copyToHost(std::byte* dst, const std::byte* src, size_t bytes) override;
   void copyOnDevice(std::byte* dst, const std::byte* src, size_t bytes) override;

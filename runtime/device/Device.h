@@ -42,6 +42,9 @@ class Device {
   // Channels per block of the blocked layout (runtime/program/Layouts.h) this device's kernels
   // read and write, which the compiler may then assign; 0: every tensor stays plain.
   virtual int64_t channelBlock() const { return 0; }
+  // The CUDA device ordinal whose memory allocate() returns (DLPack's kDLCUDA device_id), or -1
+  // when this device's memory is not a GPU's.
+  virtual int cudaOrdinal() const { return -1; }
   // Waits for all work queued on the device (asynchronous backends); errors surface here.
   virtual void synchronize() {}
   // Makes this device current for the calling thread (CUDA: cudaSetDevice); the executor calls

@@ -52,6 +52,8 @@ class DeviceArray {
   int replicas() const { return static_cast<int>(devices_.size()); }
   // Whether the buffers live on exactly these devices, replica by replica (same device names).
   bool livesOn(const std::vector<std::shared_ptr<Device>>& devices) const;
+  // The device replica r's buffer lives on.
+  const std::shared_ptr<Device>& device(int r) const { return devices_.at(size_t(r)); }
   // Replica r's buffer; throws when the value was donated.
   std::shared_ptr<std::byte> buffer(int r) const;
   // Replica r's bytes on the host (one replica's part; copied from its device).
@@ -64,8 +66,9 @@ class DeviceArray {
   bool donated() const;
   // Whether every replica's buffer is host memory (cpu devices), readable in place.
   bool hostMemory() const;
-  // Lends replica 0's buffer to `to` (DLPack: another library reads it in place), after which
-  // donating the value is refused: a call writing into its buffers would change what `to` reads.
+  // Lends replica 0's buffer to `to` (DLPack: another library reads it in place, on the host or
+  // on its GPU), after which donating the value is refused: a call writing into its buffers would
+  // change what `to` reads.
   void lend(const std::string& to);
   // Throws, naming `call` and the borrower, when the value was lent; before a call donates it.
   void checkDonatable(const std::string& call) const;

@@ -1,7 +1,7 @@
 // DLPack in and out of host Arrays (frontend/io/DLPack.h): zero-copy both ways (the same data
 // pointer), the dtypes round-trip, the producer's deleter runs exactly once when the last Array
 // using its memory is gone (ASan sees any use after that), and misuse is refused without
-// consuming the tensor.
+// consuming the tensor. CUDA memory goes out and in place on a GPU (run by the GPU report).
 #include <dlpack/dlpack.h>
 #include <gtest/gtest.h>
 
@@ -10,6 +10,7 @@
 #include "TestUtil.h"
 #include "frontend/io/DLPack.h"
 #include "frontend/spmd.h"
+#include "runtime/device/Driver.h"
 #include "runtime/exec/DeviceArray.h"
 
 namespace spmd {
@@ -148,6 +149,63 @@ TEST(DLPackTest, MisuseIsRefusedAndLeavesTheTensorToTheCaller) {
   refused(produce({kDLUInt, 8, 1}, {4}, &deleted), "a tensor of uint8 has no spmd dtype");
   refused(produce({kDLFloat, 32, 1}, {4}, &deleted, {}, kDLCPU, 2), "not aligned to its 4-byte elements");
   EXPECT_NE(errorOf([] { io::fromDLPack(nullptr); }).find("the tensor is null"), std::string::npos);
+  auto refusedOnDevices = [&](DLManagedTensor* m, const std::string& expected) {
+    const std::string error = errorOf([&] { io::tensorFromDLPack(m); });
+    EXPECT_NE(error.find(expected), std::string::npos) << error;
+    EXPECT_EQ(deleted, 0) << "a refused tensor is not consumed";
+    m->deleter(m);
+    deleted = 0;
+  };
+  DLManagedTensor* absent = produce({kDLFloat, 32, 1}, {2}, &deleted, {}, kDLCUDA);
+  absent->dl_tensor.device.device_id = 63;  // no machine has it
+  refusedOnDevices(absent, "tensorFromDLPack: the tensor lives on CUDA device 63, which this process cannot use: ");
+  refusedOnDevices(produce({kDLFloat, 32, 1}, {2}, &deleted, {}, kDLROCM), "lives on ROCm device 0, which spmd does not run on");
+  refusedOnDevices(produce({kDLFloat, 32, 1}, {2, 3}, &deleted, {1, 2}, kDLCUDA), "tensorFromDLPack: a tensor of shape [2, 3] with strides");
+  EXPECT_NE(errorOf([] { io::tensorFromDLPack(nullptr); }).find("the tensor is null"), std::string::npos);
+}
+
+// Host memory through tensorFromDLPack: a Tensor over the producer's bytes (no copy), deleted
+// once when the last use is gone.
+TEST(DLPackTest, TensorFromHostMemoryIsTheProducersBytes) {
+  int deleted = 0;
+  DLManagedTensor* m = produce({kDLFloat, 32, 1}, {2, 2}, &deleted);
+  void* data = m->dl_tensor.data;
+  {
+    Tensor t = io::tensorFromDLPack(m);
+    EXPECT_FALSE(t.onDevices());
+    EXPECT_EQ(static_cast<void*>(t.array().data()), data);
+    EXPECT_EQ(deleted, 0);
+  }
+  EXPECT_EQ(deleted, 1);
+}
+
+// On a GPU (skipped without one; the GPU report runs it): a value replicated on cuda:0 goes out
+// as kDLCUDA at replica 0's device pointer; taken back in it is a value on cuda:0 whose call binds
+// it in place (no copy), reads the same values, and outlives the value it came from.
+TEST(DLPackTest, CudaValuesGoOutAndComeBackInPlace) {
+  std::string why;
+  if (runtime::availableDevices("cuda", &why) == 0) GTEST_SKIP() << "no GPU: " << why;
+  Array w = randomArray(DType::f32, {1000}, 3);
+  Tensor doubled =
+      pmap([](const Tensor& v) { return v * 2.0; }, {.inAxes = {replicated}, .outAxes = {replicated}, .devices = "cuda:0"})(w);
+  ASSERT_TRUE(doubled.onDevices());
+  DLManagedTensor* m = io::toDLPack(doubled);
+  EXPECT_EQ(m->dl_tensor.device.device_type, kDLCUDA);
+  EXPECT_EQ(m->dl_tensor.device.device_id, 0);
+  EXPECT_EQ(m->dl_tensor.data, static_cast<void*>(doubled.resident()->buffer(0).get()));
+  Tensor back = io::tensorFromDLPack(m);
+  ASSERT_TRUE(back.onDevices());
+  EXPECT_EQ(static_cast<void*>(back.resident()->buffer(0).get()), static_cast<void*>(doubled.resident()->buffer(0).get()));
+  doubled = Tensor();  // the exported memory stays alive in `back`
+  auto tripled =
+      pmap([](const Tensor& v) { return v * 3.0; }, {.inAxes = {replicated}, .outAxes = {replicated}, .devices = "cuda:0"});
+  Array six = tripled(back).array();
+  EXPECT_EQ(tripled.lastCall().argumentsInPlace, 1);
+  Array two = back.array();
+  for (int64_t i = 0; i < w.numel(); ++i) {
+    EXPECT_EQ(two.values<float>()[i], w.values<float>()[i] * 2.0f) << i;
+    EXPECT_EQ(six.values<float>()[i], w.values<float>()[i] * 2.0f * 3.0f) << i;
+  }
 }
 
 }  // namespace
