@@ -16,7 +16,7 @@ core=(
 # Tests (GoogleTest, lit's python3, PyTorch as the outside reference, clang for the sanitizers
 # and fuzzers, the multi-host and package checks' tools) and benchmarks (Google Benchmark).
 testing=(
-  libgtest-dev libgmock-dev libbenchmark-dev python3 python3-torch
+  libgtest-dev libgmock-dev libbenchmark-dev python3 python3-torch libtorch-dev
   clang libclang-rt-dev util-linux iproute2 graphviz dpkg-dev file
 )
 case $set_name in

@@ -40,6 +40,7 @@ RULES = [
      ([(r"^mpirun ", "mpirun " + MPI_ROOT + " ")], SAMPLE_SMOKE)),
     (r"^build/benchmarks/bench_gpu_step", "covered", "bench_gpu_step_smoke"),
     (r"^bash tests/install/check_package\.sh ", "covered", "package_outside_project"),
+    (r"^build/samples/libtorch_dlpack/libtorch_dlpack$", "covered", "sample_libtorch_dlpack"),
     (r"^build/benchmarks/bench_", "run", ([], "--benchmark_list_tests=true")),
     (r"^(/usr/bin/)?python3 benchmarks/(\w+)\.py", "covered", "bench_{script}_smoke"),
 ]
