@@ -6,12 +6,13 @@
 // in through DLPack without a copy. A custom op of its own (spmd::registerCustomOp: softsign with
 // a host kernel, a CUDA kernel and a VJP) trains under pmap on cpu:2 (the host kernel) and sim:2
 // (the CUDA kernel, run in two orders of its threads), with the same loss, its gradient against
-// finite differences.
+// finite differences; a racy CUDA kernel is caught on sim by name.
 #include <spmd/io.h>
 #include <spmd/spmd.h>
 
 #include <cmath>
 #include <cstdio>
+#include <string>
 #include <typeinfo>
 
 namespace {
@@ -202,5 +203,30 @@ int main() {
     if (std::abs(gw.values<double>()[i] - (fu - fd) / (2 * h)) > 1e-8)
       return fail("custom op gradient vs finite differences", gw.values<double>()[i], (fu - fd) / (2 * h));
   }
+
+  // A racy CUDA kernel (every thread writes element 0 too) is caught on sim, naming the op.
+  spmd::registerCustomOp(
+      {.name = "consumer.racy",
+       .shape = [](const std::vector<spmd::TensorType>& in, const spmd::CustomAttributes&) { return std::vector{in.at(0)}; },
+       .cpu = [](const spmd::CustomKernelArgs&) {},
+       .cuda = {.source = R"(extern "C" __global__ void consumer_racy(spmd_custom_args a, long long n) {
+  const double* x = (const double*)a.in[0];
+  double* y = (double*)a.out[0];
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)blockDim.x * gridDim.x) {
+    y[i] = x[i];
+    y[0] = x[i];
+  }
+})",
+                .entry = "consumer_racy"}});
+  std::string caught;
+  try {
+    spmd::jit([](const spmd::Tensor& v) { return spmd::customCall("consumer.racy", {v})[0]; }, {.devices = "sim:1"})(xd);
+  } catch (const spmd::Error& e) {
+    caught = e.what();
+  }
+  if (caught.find("custom op 'consumer.racy': its CUDA kernel gave element 0 of output 0 different values") ==
+      std::string::npos)
+    return fail(("a racy kernel caught by name (got: " + caught + ")").c_str(), 0, 1);
+  std::printf("consumer: a racy CUDA kernel was caught on sim\n");
   return 0;
 }
