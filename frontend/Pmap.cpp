@@ -513,6 +513,7 @@ std::vector<std::pair<std::string, std::string>> PmapCore::fingerprint(const std
   // (runtime/device/KernelChoice.h), or wait for one that never comes, and run the same pins.
   facts.emplace_back("cuDNN algorithms timed (SPMD_CUDNN_SEARCH)",
                      runtime::cudnnSearch() ? "yes" : "no");
+  facts.emplace_back("cuDNN graph engines offered (SPMD_CUDNN_GRAPH)", runtime::cudnnGraphEngines() ? "yes" : "no");
   facts.emplace_back("CPU kernels timed (SPMD_KERNEL_TIMING)", runtime::kernelTiming() ? "yes" : "no");
   facts.emplace_back("thread-invariant kernels only (SPMD_THREAD_INVARIANT)",
                      runtime::threadInvariantKernels() ? "yes" : "no");

@@ -134,12 +134,14 @@ case $device in
   cuda) filter='*Conformance*cuda*:*CudaKernelTest*cuda*:*SpmdEquivalenceCuda*:CudaTest*:Nccl*:StepGraphTest.OnAGpu*:Bf16Test.*:CustomOpTest.*OnAGpu*:DLPackTest.Cuda*'
         bench=(--devices=cuda:0 --benchmark_filter='width:64')
         bench_untimed=(--devices=cuda:0 --benchmark_filter='Train.*width:64/graphs:1')
+        graph_rows=(--devices=cuda:0 --benchmark_filter='Train.*batch:(64|256)/width:64/graphs:1/bf16:0')
         layers=(--device cuda:0 --batch 256 --reps 10); gemm_layers=(--device cuda:0 --batch 256 --reps 10)
         cpu_args=(--reps 3); cpu_layers=(--reps 5); cpu_runs=(train_step forward)
         cpu_caps=("" "ONEDNN_MAX_CPU_ISA=AVX2 SPMD_MAX_CPU_ISA=avx2") ;;
   sim) filter='StepGraphTest.*:LaunchTest.*'
        bench=(--devices=sim --benchmark_filter='batch:2/width:8'); torch_args=(--smoke)
        bench_untimed=(--devices=sim --benchmark_filter='Train.*batch:2/width:8/graphs:1')
+       graph_rows=(--devices=sim --benchmark_filter='Train.*batch:2/width:8/graphs:1/bf16:0')
        layers=(--device sim --smoke); gemm_layers=(--device sim --batch 2 --width 4 --reps 1)
        cpu_args=(--smoke); cpu_layers=(--smoke); cpu_runs=(forward); cpu_caps=("SPMD_MAX_CPU_ISA=avx2") ;;
   *) echo "report: SPMD_REPORT_DEVICE must be cuda or sim, got '$device'" >&2; exit 2 ;;
@@ -173,6 +175,14 @@ esac
   SPMD_KERNELS=conv2d:gemm,conv2d_backward_data:gemm,conv2d_backward_filter:gemm timeout "${BENCH_LIMIT_S:-200}" \
     "$here/run" bench_conv_layers "${gemm_layers[@]}"
   echo "# per-layer, gemm pinned: exit $?"
+  # cuDNN's graph API (SPMD_CUDNN_GRAPH=1, cuda/CudnnGraph.h): its deterministic engine
+  # configurations timed beside the legacy algorithms, per layer (the log names each choice) and
+  # in the step's graph row.
+  SPMD_CUDNN_GRAPH=1 SPMD_LOG_COMPILES=1 timeout "${BENCH_LIMIT_S:-200}" "$here/run" bench_conv_layers "${gemm_layers[@]}" 2>&1 |
+    grep -v '^spmd: cpu kernel'
+  echo "# per-layer, graph engines offered: exit ${PIPESTATUS[0]}"
+  SPMD_CUDNN_GRAPH=1 timeout "${BENCH_LIMIT_S:-200}" "$here/run" bench_gpu_step "${graph_rows[@]}" --benchmark_counters_tabular=true
+  echo "# benchmark, graph engines offered: exit $?"
   # PyTorch's step beside it (the machine's python3 with CUDA PyTorch), from the checkout the
   # bundle sits in.
   torch_step=$here/../../benchmarks/torch_gpu_step.py

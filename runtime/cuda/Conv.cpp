@@ -19,6 +19,7 @@
 #include <cudnn.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -30,6 +31,7 @@
 #include "runtime/device/Variants.h"
 #include "runtime/mpi/Processes.h"
 #include "runtime/cuda/Cuda.h"
+#include "runtime/cuda/CudnnGraph.h"
 #include "runtime/cuda/Kernels.h"
 #include "runtime/program/OpAttrs.h"
 
@@ -47,6 +49,9 @@ struct ConvPlan {
   cudnnConvolutionDescriptor_t conv = nullptr;
   int algo = 0;
   bool gemm = false;  // the GEMM variant instead of cuDNN
+  // A configuration of cuDNN's graph API (cuda/CudnnGraph.h) instead of a legacy algorithm.
+  std::shared_ptr<GraphConv> graph;
+  std::string engine;
   size_t workspace = 0;
   ~ConvPlan() {
     if (x) cudnnDestroyTensorDescriptor(x);
@@ -155,8 +160,8 @@ std::string libraries() {
   int minor = 0, patch = 0;
   cublasGetProperty(MINOR_VERSION, &minor);
   cublasGetProperty(PATCH_LEVEL, &patch);
-  return "cuDNN " + std::to_string(cudnnGetVersion()) + ", cuBLAS " + std::to_string(blas) + "." +
-         std::to_string(minor) + "." + std::to_string(patch);
+  return "cuDNN " + std::to_string(cudnnGetVersion()) + (cudnnGraphEngines() ? " with graph engines" : "") +
+         ", cuBLAS " + std::to_string(blas) + "." + std::to_string(minor) + "." + std::to_string(patch);
 }
 
 // The algorithms a cuDNN ranking (or search) returned that can run, once each, in its order.
@@ -172,6 +177,66 @@ std::vector<Variant> variantsOf(const Perf* results, int found) {
       variants.push_back({name, results[i].determinism == CUDNN_DETERMINISTIC, tensorCores(results[i].mathType)});
   }
   return variants;
+}
+
+// Whether a variant's name is a graph configuration's ("g12.k3=1"): not a legacy algorithm's
+// number nor "gemm".
+bool isGraphEngine(const std::string& name) { return name.size() > 1 && name[0] == 'g' && std::isdigit(name[1]); }
+
+// The graph API's configurations for the step (SPMD_CUDNN_GRAPH=1), its bias fused where cuDNN
+// builds that graph (else added after, except in bf16, whose bias is rounded in once); null, said
+// on stderr, where cuDNN builds neither, so the legacy algorithms run alone.
+std::shared_ptr<GraphConv> graphConv(const KernelCall& call, const TensorView& x, const TensorView& w,
+                                     const TensorView& y, const std::string& op) {
+  ConvShapes s{};
+  for (int d = 0; d < 4; ++d) s.x[d] = x.dim(d), s.w[d] = w.dim(d), s.y[d] = y.dim(d);
+  const ConvAttrs& attrs = attrsOf<ConvAttrs>(call.step);
+  for (int d = 0; d < 2; ++d) s.stride[d] = attrs.stride[size_t(d)], s.padding[d] = attrs.padding[size_t(d)];
+  const ConvRole role = op == "conv2d" ? ConvRole::Forward
+                        : op == "conv2d_backward_data" ? ConvRole::BackwardData
+                                                        : ConvRole::BackwardFilter;
+  const bool bias = role == ConvRole::Forward && call.in.size() > 2;
+  std::string why;
+  for (bool fused : {true, false}) {
+    if (!fused && (!bias || x.dtype == DType::bf16)) break;
+    try {
+      auto graph = std::make_shared<GraphConv>(deviceOf(call).cudnn(), role, x.dtype, s, bias && fused);
+      if (!graph->variants().empty()) return graph;
+      why = "its heuristics offer no engine configuration";
+    } catch (const Error& e) {
+      why = e.what();
+    }
+  }
+  std::fprintf(stderr, "spmd: cuDNN's graph API for '%s' (%s): %s; its legacy algorithms run instead\n", op.c_str(),
+               call.step.location.c_str(), why.c_str());
+  return nullptr;
+}
+
+// The least of three runs of `name` (after one to warm up) on the device's clock, or NaN, said on
+// stderr, when its plan does not finalize or run.
+double timeGraph(KernelCall& call, GraphConv& graph, const std::string& name, const TensorView& x, const TensorView& w,
+                 const TensorView& y) {
+  try {
+    const size_t bytes = graph.prepare(name);
+    void* workspace = bytes ? deviceOf(call).workspace(bytes) : nullptr;
+    const void* bias = graph.fusesBias() ? call.in[2].data : nullptr;
+    graph.run(name, x.data, w.data, y.data, bias, workspace);
+    std::unique_ptr<DeviceClock> clock = deviceOf(call).clock();
+    clock->mark();
+    for (int run = 0; run < 3; ++run) {
+      graph.run(name, x.data, w.data, y.data, bias, workspace);
+      clock->mark();
+    }
+    deviceOf(call).synchronize();
+    const std::vector<double> at = clock->seconds();
+    double least = INFINITY;
+    for (size_t i = 1; i < at.size(); ++i) least = std::min(least, at[i] - at[i - 1]);
+    return least;
+  } catch (const Error& e) {
+    std::fprintf(stderr, "spmd: cuDNN graph configuration %s for '%s' (%s) does not run: %s\n", name.c_str(),
+                 call.step.op.c_str(), call.step.location.c_str(), e.what());
+    return std::nan("");
+  }
 }
 
 // The step's plan, made on its first call: descriptors for (x, w, y), the process's
@@ -197,14 +262,19 @@ ConvPlan& cachedPlan(KernelCall& call, const TensorView& x, const TensorView& w,
       std::vector<std::string> known = {kGemm};
       for (const Variant& v : candidates) known.push_back(v.name);
       if (gemmRuns) candidates.push_back({kGemm, true, x.dtype == DType::bf16 || (x.dtype == DType::f32 && tf32)});
+      std::shared_ptr<GraphConv> graph = cudnnGraphEngines() ? graphConv(call, x, w, y, op) : nullptr;
+      if (graph)
+        for (const Variant& v : graph->variants()) candidates.push_back(v), known.push_back(v.name);
       auto time = [&](const std::vector<Variant>& allowed) {
         std::vector<double> seconds(allowed.size(), std::nan(""));
         Perf timed[16];
         int count = 0;
-        if (std::any_of(allowed.begin(), allowed.end(), [](const Variant& v) { return v.name != kGemm; }))
+        if (std::any_of(allowed.begin(), allowed.end(),
+                        [](const Variant& v) { return v.name != kGemm && !isGraphEngine(v.name); }))
           checkDnn(search(handleOf(call), *p, timed, &count), what);
         for (size_t i = 0; i < allowed.size(); ++i) {
           if (allowed[i].name == kGemm) seconds[i] = timeConvGemm(call);
+          if (graph && isGraphEngine(allowed[i].name)) seconds[i] = timeGraph(call, *graph, allowed[i].name, x, w, y);
           for (int j = 0; j < count; ++j)
             if (timed[j].status == CUDNN_STATUS_SUCCESS && std::to_string(static_cast<int>(timed[j].algo)) == allowed[i].name &&
                 !(seconds[i] <= double(timed[j].time) * 1e-3))
@@ -215,8 +285,14 @@ ConvPlan& cachedPlan(KernelCall& call, const TensorView& x, const TensorView& w,
       // Process 0 chooses for a program whose replicas span the job's processes.
       std::unique_ptr<ChoiceExchange> exchange = call.comm && processes().size > 1 ? exchangeOf(processJob()) : nullptr;
       const Choice choice = choices.choose(key, candidates, fmaOnly, time, exchange.get(), known);
-      p->gemm = choice.variant == kGemm;
-      if (!p->gemm) p->algo = std::stoi(choice.variant);
+      if (isGraphEngine(choice.variant)) {
+        if (!graph) throw Error("'" + std::string(op) + "' (" + call.step.location + ") is to run cuDNN graph "
+                                "configuration " + choice.variant + ", but cuDNN's graph API built none here");
+        p->graph = graph, p->engine = choice.variant;
+      } else {
+        p->gemm = choice.variant == kGemm;
+        if (!p->gemm) p->algo = std::stoi(choice.variant);
+      }
       why = choice.why;
     } else {
       choose(*p, results, found, fmaOnly, call);
@@ -224,13 +300,16 @@ ConvPlan& cachedPlan(KernelCall& call, const TensorView& x, const TensorView& w,
     }
     if (p->gemm)
       p->workspace = gemmBytes;
+    else if (p->graph)
+      p->workspace = p->graph->prepare(p->engine);
     else
       checkDnn(size(handleOf(call), *p, &p->workspace), std::string(what) + " workspace");
-    const std::string variant = p->gemm ? std::string(kGemm) : std::to_string(p->algo);
+    const std::string variant = p->gemm ? std::string(kGemm) : p->graph ? p->engine : std::to_string(p->algo);
     if (envSwitch("SPMD_LOG_COMPILES").value_or(false))
       std::fprintf(stderr, "spmd: cuDNN %s for '%s' (%s), x %s, w %s: %s%s (%s), workspace %zu bytes\n", what,
                    call.step.op.c_str(), call.step.location.c_str(), shapeString(Shape(x.shape.begin(), x.shape.end())).c_str(),
-                   shapeString(Shape(w.shape.begin(), w.shape.end())).c_str(), p->gemm ? "" : "algorithm ",
+                   shapeString(Shape(w.shape.begin(), w.shape.end())).c_str(),
+                   p->gemm ? "" : p->graph ? "graph configuration " : "algorithm ",
                    variant.c_str(), why.c_str(), p->workspace);
     if (call.variant && call.variant->empty()) *call.variant = variant + ": " + why;
     call.cache = p;
@@ -240,6 +319,12 @@ ConvPlan& cachedPlan(KernelCall& call, const TensorView& x, const TensorView& w,
 
 void* workspaceFor(const KernelCall& call, const ConvPlan& p) {
   return p.workspace ? deviceOf(call).workspace(p.workspace) : nullptr;
+}
+
+// The chosen graph configuration on the step's tensors (x, w, y as the forward convolution names them).
+void runGraph(const KernelCall& call, const ConvPlan& p, const TensorView& x, const TensorView& w, const TensorView& y) {
+  p.graph->run(p.engine, x.data, w.data, y.data, p.graph->fusesBias() ? call.in[2].data : nullptr, workspaceFor(call, p));
+  deviceOf(call).markKernel("cuDNN graph configuration " + p.engine);
 }
 
 }  // namespace
@@ -261,7 +346,7 @@ void conv2d(KernelCall& call) {
       });
   if (p.gemm) return convGemm(call);
   // A bf16 result is rounded once: the bias written first, the convolution added to it (beta = 1).
-  const bool biasFirst = call.in.size() > 2 && x.dtype == DType::bf16;
+  const bool biasFirst = call.in.size() > 2 && x.dtype == DType::bf16 && !p.graph;
   if (call.in.size() > 2 && !biasFirst && !p.bias) {
     checkDnn(cudnnCreateTensorDescriptor(&p.bias), "bias descriptor");
     checkDnn(cudnnSetTensor4dDescriptor(p.bias, CUDNN_TENSOR_NCHW, dataType(x.dtype), 1, int(y.dim(1)), 1, 1),
@@ -270,6 +355,14 @@ void conv2d(KernelCall& call) {
   if (biasFirst) writeChannelBias(call, call.in[2], y);
   cudnnHandle_t h = handleOf(call);
   Scale s;
+  if (p.graph) {
+    runGraph(call, p, x, w, y);
+    if (p.bias && !p.graph->fusesBias()) {
+      checkDnn(cudnnAddTensor(h, s.one(x.dtype), p.bias, call.in[2].data, s.one(x.dtype), p.y, y.data), "bias add");
+      deviceOf(call).markKernel("cuDNN bias add");
+    }
+    return;
+  }
   checkDnn(cudnnConvolutionForward(h, s.one(x.dtype), p.x, x.data, p.w, w.data, p.conv,
                                    static_cast<cudnnConvolutionFwdAlgo_t>(p.algo), workspaceFor(call, p),
                                    p.workspace, biasFirst ? s.one(x.dtype) : s.zero(x.dtype), p.y, y.data),
@@ -297,6 +390,7 @@ void conv2d_backward_data(KernelCall& call) {
                                                             static_cast<cudnnConvolutionBwdDataAlgo_t>(p.algo), bytes);
       });
   if (p.gemm) return convGemm(call);
+  if (p.graph) return runGraph(call, p, dx, w, dy);
   Scale s;
   checkDnn(cudnnConvolutionBackwardData(handleOf(call), s.one(dy.dtype), p.w, w.data, p.y, dy.data, p.conv,
                                         static_cast<cudnnConvolutionBwdDataAlgo_t>(p.algo), workspaceFor(call, p),
@@ -321,6 +415,7 @@ void conv2d_backward_filter(KernelCall& call) {
             h, p.x, p.y, p.conv, p.w, static_cast<cudnnConvolutionBwdFilterAlgo_t>(p.algo), bytes);
       });
   if (p.gemm) return convGemm(call);
+  if (p.graph) return runGraph(call, p, x, dw, dy);
   Scale s;
   checkDnn(cudnnConvolutionBackwardFilter(handleOf(call), s.one(x.dtype), p.x, x.data, p.y, dy.data, p.conv,
                                           static_cast<cudnnConvolutionBwdFilterAlgo_t>(p.algo), workspaceFor(call, p),

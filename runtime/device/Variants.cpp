@@ -157,6 +157,8 @@ bool cudnnSearch() {
   return on;
 }
 
+bool cudnnGraphEngines() { return envSwitch("SPMD_CUDNN_GRAPH").value_or(false); }
+
 namespace {
 EnvSwitch threadInvariant("SPMD_THREAD_INVARIANT", false);
 }  // namespace

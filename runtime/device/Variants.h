@@ -53,6 +53,10 @@ bool kernelTiming();
 // Whether cuDNN's deterministic convolution algorithms are timed (SPMD_CUDNN_SEARCH, default on;
 // 0: its heuristic's first, untimed); read once.
 bool cudnnSearch();
+// Whether cuDNN's graph API offers its engine configurations beside the legacy algorithms
+// (SPMD_CUDNN_GRAPH, default off until it has run on a GPU; runtime/cuda/CudnnGraph.h); read at
+// each step's first call.
+bool cudnnGraphEngines();
 // Whether only thread-invariant variants run (SPMD_THREAD_INVARIANT, default off); read once.
 // Kernels read it when a step's state is made (its first call).
 bool threadInvariantKernels();

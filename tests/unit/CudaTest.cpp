@@ -19,6 +19,7 @@
 #include "runtime/kernels/FusedSource.h"
 #ifdef SPMD_WITH_CUDA
 #include "runtime/cuda/CudaDevice.h"
+#include "runtime/cuda/CudnnGraph.h"
 #include "runtime/cuda/Nvrtc.h"
 #include "frontend/models/ResNet.h"
 #endif
@@ -346,6 +347,59 @@ std::vector<Array> runOnGpu(const KernelCase& c) {
   Executor gpu(p, std::make_shared<CudaDevice>(0));
   gpu.run(c.inputs);  // first run: algorithm search, NVRTC
   return gpu.run(c.inputs);
+}
+
+// cuDNN's graph API (SPMD_CUDNN_GRAPH=1, cuda/CudnnGraph.h) on every f32 convolution case: the
+// first configuration its heuristics rank that is deterministic and strict f32, pinned, runs (the
+// step says so) and gives the reference's values (f32 rtol 1e-4 / atol 1e-5); cases it has no such
+// configuration for are counted, and most must have one.
+TEST(CudaTest, OnAGpuCudnnGraphConfigurationsMatchTheReference) {
+  if (std::string why = gpuMissing(); !why.empty()) GTEST_SKIP() << "no GPU: " << why;
+  ::setenv("SPMD_CUDNN_GRAPH", "1", 1);
+  struct Restore {
+    ~Restore() { ::unsetenv("SPMD_CUDNN_GRAPH"); }
+  } restore;
+  auto device = std::make_shared<CudaDevice>(0);
+  int checked = 0, without = 0;
+  for (const KernelCase& plain : kernelCases(DType::f32)) {
+    if (plain.op.rfind("conv2d", 0) != 0) continue;
+    const KernelCase c = plainCase(plain);
+    SCOPED_TRACE(c.name);
+    const bool data = c.op == "conv2d_backward_data", filter = c.op == "conv2d_backward_filter";
+    const Shape& x = data ? c.outputs[0].second : c.inputs[0].shape;
+    const Shape& w = filter ? c.outputs[0].second : c.inputs[1].shape;
+    const Shape& y = c.op == "conv2d" ? c.outputs[0].second : c.inputs[data ? 0 : 1].shape;
+    cuda::ConvShapes shapes{};
+    for (int d = 0; d < 4; ++d) shapes.x[d] = x[size_t(d)], shapes.w[d] = w[size_t(d)], shapes.y[d] = y[size_t(d)];
+    const auto& stride = std::get<std::vector<int64_t>>(c.attrs.at("stride"));
+    const auto& padding = std::get<std::vector<int64_t>>(c.attrs.at("padding"));
+    for (int d = 0; d < 2; ++d) shapes.stride[d] = stride[size_t(d)], shapes.padding[d] = padding[size_t(d)];
+    const cuda::ConvRole role = data ? cuda::ConvRole::BackwardData
+                                : filter ? cuda::ConvRole::BackwardFilter
+                                         : cuda::ConvRole::Forward;
+    std::string name;
+    try {
+      cuda::GraphConv graph(device->cudnn(), role, DType::f32, shapes, c.inputs.size() > 2);
+      for (const Variant& v : graph.variants())
+        if (name.empty() && v.deterministic && !v.tensorCores) name = v.name;
+    } catch (const Error& e) {
+      ADD_FAILURE() << "the graph did not build: " << e.what();
+    }
+    if (name.empty()) {
+      ++without;
+      continue;
+    }
+    PinnedKernels pin(c.op + ":" + name);
+    Executor executor(oneStepProgram(c, "CudaTest"), device);
+    executor.run(c.inputs);
+    const std::vector<Array> actual = executor.run(c.inputs);
+    EXPECT_EQ(executor.variantOf(0).substr(0, name.size()), name) << executor.variantOf(0);
+    spmd::testing::expectClose(actual[0], runKernel(referenceKernels(), c)[0], 1e-4, 1e-5, c.name);
+    ++checked;
+  }
+  std::printf("cuDNN graph configurations: %d convolution cases checked, %d without a deterministic strict-f32 one\n",
+              checked, without);
+  EXPECT_GE(checked, 2 * without);
 }
 
 TEST(CudaTest, BadLabelIsReportedAsOnTheCpu) {
