@@ -223,7 +223,7 @@ GraphConv::GraphConv(void* handle, ConvRole role, DType dtype, const ConvShapes&
   d_->graph = std::make_unique<Handle>(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
   d_->graph->set(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, int64_t(ops.size()), ops.data(),
                  "the graph's operations");
-  d_->graph->set(kGraphHandle, CUDNN_TYPE_HANDLE, 1, &d_->handle, "the graph's handle");
+  if (d_->handle) d_->graph->set(kGraphHandle, CUDNN_TYPE_HANDLE, 1, &d_->handle, "the graph's handle");
   d_->graph->finalize("the operation graph");
 
   // Each heuristic mode's ranking, deterministic configurations first, each name once.
@@ -267,6 +267,24 @@ GraphConv::GraphConv(void* handle, ConvRole role, DType dtype, const ConvShapes&
 GraphConv::~GraphConv() = default;
 
 bool GraphConv::fusesBias() const { return d_->bias; }
+
+std::string devicePropertiesJson(void* handle) {
+  Handle properties(CUDNN_BACKEND_DEVICEPROP_DESCRIPTOR);
+  properties.set(CUDNN_ATTR_DEVICEPROP_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle, "the device's handle");
+  properties.finalize("the device properties");
+  int64_t size = 0;
+  checkDnn(cudnnBackendGetAttribute(properties.get(), CUDNN_ATTR_DEVICEPROP_JSON_REPRESENTATION, CUDNN_TYPE_CHAR, 0, &size,
+                                    nullptr),
+           "sizing the device properties' JSON");
+  std::string json(size_t(std::max<int64_t>(size, 0)), '\0');
+  int64_t written = 0;
+  checkDnn(cudnnBackendGetAttribute(properties.get(), CUDNN_ATTR_DEVICEPROP_JSON_REPRESENTATION, CUDNN_TYPE_CHAR, size,
+                                    &written, json.data()),
+           "reading the device properties' JSON");
+  json.resize(size_t(std::clamp<int64_t>(written, 0, size)));
+  while (!json.empty() && json.back() == '\0') json.pop_back();
+  return json;
+}
 
 size_t GraphConv::prepare(const std::string& name) {
   if (auto it = d_->plans.find(name); it != d_->plans.end()) return it->second.workspace;

@@ -29,12 +29,17 @@ struct ConvShapes {
   int64_t stride[2], padding[2];
 };
 
+// The device's properties as cuDNN writes them (a DEVICEPROP descriptor's JSON, cuDNN >= 9.8),
+// from a cudnnHandle_t: what lets a later process rank and plan without the device.
+std::string devicePropertiesJson(void* handle);
+
 class GraphConv {
  public:
   // Builds the operation graph and ranks its engine configurations (at most `most`, the
   // deterministic ones first); `bias`: a forward convolution adds a per-channel bias in the graph.
-  // `handle`: a cudnnHandle_t. Throws spmd::Error naming cuDNN's status when the graph does not
-  // finalize.
+  // `handle`: a cudnnHandle_t; null builds the graph without a device (its descriptors are
+  // checked, and no configuration is ranked). Throws spmd::Error naming cuDNN's status when the
+  // graph does not finalize.
   GraphConv(void* handle, ConvRole role, DType dtype, const ConvShapes& shapes, bool bias, int most = 10);
   ~GraphConv();
   GraphConv(const GraphConv&) = delete;

@@ -349,6 +349,40 @@ std::vector<Array> runOnGpu(const KernelCase& c) {
   return gpu.run(c.inputs);
 }
 
+// A convolution kernel case's tensors as the forward convolution names them, and its role.
+std::pair<cuda::ConvShapes, cuda::ConvRole> graphShapes(const KernelCase& c) {
+  const bool data = c.op == "conv2d_backward_data", filter = c.op == "conv2d_backward_filter";
+  const Shape& x = data ? c.outputs[0].second : c.inputs[0].shape;
+  const Shape& w = filter ? c.outputs[0].second : c.inputs[1].shape;
+  const Shape& y = c.op == "conv2d" ? c.outputs[0].second : c.inputs[data ? 0 : 1].shape;
+  cuda::ConvShapes shapes{};
+  for (int d = 0; d < 4; ++d) shapes.x[d] = x[size_t(d)], shapes.w[d] = w[size_t(d)], shapes.y[d] = y[size_t(d)];
+  const auto& stride = std::get<std::vector<int64_t>>(c.attrs.at("stride"));
+  const auto& padding = std::get<std::vector<int64_t>>(c.attrs.at("padding"));
+  for (int d = 0; d < 2; ++d) shapes.stride[d] = stride[size_t(d)], shapes.padding[d] = padding[size_t(d)];
+  return {shapes, data ? cuda::ConvRole::BackwardData : filter ? cuda::ConvRole::BackwardFilter : cuda::ConvRole::Forward};
+}
+
+// Without a GPU: cuDNN's graph API takes every convolution case's tensors, convolution and
+// operations (a forward bias as a fused pointwise add), in f32, f64 and bf16, and finalizes the
+// operation graph (no configuration is ranked without a device); so the descriptors the GPU runs
+// are checked in CI.
+TEST(CudaTest, CudnnGraphsOfEveryConvolutionCaseFinalizeWithoutAGpu) {
+  int built = 0;
+  for (DType dtype : {DType::f32, DType::f64, DType::bf16})
+    for (const KernelCase& plain : kernelCases(dtype == DType::bf16 ? DType::f32 : dtype)) {
+      if (plain.op.rfind("conv2d", 0) != 0) continue;
+      SCOPED_TRACE(plain.name + " " + std::string(dtypeName(dtype)));
+      const auto [shapes, role] = graphShapes(plainCase(plain));
+      for (bool bias : {false, true}) {
+        if (bias && role != cuda::ConvRole::Forward) continue;
+        EXPECT_NO_THROW(cuda::GraphConv(nullptr, role, dtype, shapes, bias));
+        ++built;
+      }
+    }
+  EXPECT_GE(built, 40);
+}
+
 // cuDNN's graph API (SPMD_CUDNN_GRAPH=1, cuda/CudnnGraph.h) on every f32 convolution case: the
 // first configuration its heuristics rank that is deterministic and strict f32, pinned, runs (the
 // step says so) and gives the reference's values (f32 rtol 1e-4 / atol 1e-5); cases it has no such
@@ -360,23 +394,18 @@ TEST(CudaTest, OnAGpuCudnnGraphConfigurationsMatchTheReference) {
     ~Restore() { ::unsetenv("SPMD_CUDNN_GRAPH"); }
   } restore;
   auto device = std::make_shared<CudaDevice>(0);
+  // The GPU's properties as cuDNN serializes them, for a later deviceless test of the ranking.
+  try {
+    std::printf("cuDNN device properties of GPU 0 (JSON): %s\n", cuda::devicePropertiesJson(device->cudnn()).c_str());
+  } catch (const Error& e) {
+    std::printf("cuDNN device properties of GPU 0: %s\n", e.what());
+  }
   int checked = 0, without = 0;
   for (const KernelCase& plain : kernelCases(DType::f32)) {
     if (plain.op.rfind("conv2d", 0) != 0) continue;
     const KernelCase c = plainCase(plain);
     SCOPED_TRACE(c.name);
-    const bool data = c.op == "conv2d_backward_data", filter = c.op == "conv2d_backward_filter";
-    const Shape& x = data ? c.outputs[0].second : c.inputs[0].shape;
-    const Shape& w = filter ? c.outputs[0].second : c.inputs[1].shape;
-    const Shape& y = c.op == "conv2d" ? c.outputs[0].second : c.inputs[data ? 0 : 1].shape;
-    cuda::ConvShapes shapes{};
-    for (int d = 0; d < 4; ++d) shapes.x[d] = x[size_t(d)], shapes.w[d] = w[size_t(d)], shapes.y[d] = y[size_t(d)];
-    const auto& stride = std::get<std::vector<int64_t>>(c.attrs.at("stride"));
-    const auto& padding = std::get<std::vector<int64_t>>(c.attrs.at("padding"));
-    for (int d = 0; d < 2; ++d) shapes.stride[d] = stride[size_t(d)], shapes.padding[d] = padding[size_t(d)];
-    const cuda::ConvRole role = data ? cuda::ConvRole::BackwardData
-                                : filter ? cuda::ConvRole::BackwardFilter
-                                         : cuda::ConvRole::Forward;
+    const auto [shapes, role] = graphShapes(c);
     std::string name;
     try {
       cuda::GraphConv graph(device->cudnn(), role, DType::f32, shapes, c.inputs.size() > 2);
