@@ -250,7 +250,12 @@ GraphConv::GraphConv(void* handle, ConvRole role, DType dtype, const ConvShapes&
                                         &got, raw.data()),
                "reading the heuristic's results");
     for (int64_t i = 0; i < got && i < count; ++i) {
-      Variant v = describe(raw[size_t(i)]);
+      Variant v;
+      try {
+        v = describe(raw[size_t(i)]);
+      } catch (const Error&) {
+        continue;  // a configuration that cannot say what it is is not offered
+      }
       bool seen = false;
       for (const auto& [known, _] : ranked) seen = seen || known.name == v.name;
       if (!seen) ranked.emplace_back(std::move(v), std::move(configs[size_t(i)]));
