@@ -212,7 +212,7 @@ std::shared_ptr<GraphConv> graphConv(const KernelCall& call, const TensorView& x
   return nullptr;
 }
 
-// The least of three runs of `name` (after one to warm up) on the device's clock, or NaN, said on
+// `name`'s time (leastOfThreeRuns), or NaN, said on
 // stderr, when its plan does not finalize or run.
 double timeGraph(KernelCall& call, GraphConv& graph, const std::string& name, const TensorView& x, const TensorView& w,
                  const TensorView& y) {
@@ -220,18 +220,7 @@ double timeGraph(KernelCall& call, GraphConv& graph, const std::string& name, co
     const size_t bytes = graph.prepare(name);
     void* workspace = bytes ? deviceOf(call).workspace(bytes) : nullptr;
     const void* bias = graph.fusesBias() ? call.in[2].data : nullptr;
-    graph.run(name, x.data, w.data, y.data, bias, workspace);
-    std::unique_ptr<DeviceClock> clock = deviceOf(call).clock();
-    clock->mark();
-    for (int run = 0; run < 3; ++run) {
-      graph.run(name, x.data, w.data, y.data, bias, workspace);
-      clock->mark();
-    }
-    deviceOf(call).synchronize();
-    const std::vector<double> at = clock->seconds();
-    double least = INFINITY;
-    for (size_t i = 1; i < at.size(); ++i) least = std::min(least, at[i] - at[i - 1]);
-    return least;
+    return leastOfThreeRuns(call, [&] { graph.run(name, x.data, w.data, y.data, bias, workspace); });
   } catch (const Error& e) {
     std::fprintf(stderr, "spmd: cuDNN graph configuration %s for '%s' (%s) does not run: %s\n", name.c_str(),
                  call.step.op.c_str(), call.step.location.c_str(), e.what());

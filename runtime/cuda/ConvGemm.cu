@@ -46,18 +46,7 @@ void convGemm(KernelCall& call) {
 }
 
 double timeConvGemm(KernelCall& call) {
-  convGemm(call);  // warm-up: cuBLAS's first call of a shape chooses its kernel
-  std::unique_ptr<DeviceClock> clock = deviceOf(call).clock();
-  clock->mark();
-  for (int run = 0; run < 3; ++run) {
-    convGemm(call);
-    clock->mark();
-  }
-  deviceOf(call).synchronize();
-  const std::vector<double> at = clock->seconds();
-  double least = INFINITY;
-  for (size_t i = 1; i < at.size(); ++i) least = std::min(least, at[i] - at[i - 1]);
-  return least;
+  return leastOfThreeRuns(call, [&] { convGemm(call); });  // the warm-up: cuBLAS chooses its kernel for the shape
 }
 
 }  // namespace spmd::runtime::cuda

@@ -4,7 +4,12 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "runtime/device/Kernel.h"
 #include "runtime/cuda/CudaDevice.h"
@@ -40,6 +45,23 @@ inline kernels::Launch checked(const kernels::Launch& launch, const KernelCall& 
 // After a launch: a bad configuration is reported at once, naming the step.
 inline void checkLaunch(const KernelCall& call) {
   check(cudaGetLastError(), "launch of '" + call.step.op + "' (" + call.step.location + ")");
+}
+
+// The least time of three runs of `run` on the device's clock, after one to warm up (a variant's
+// timing for KernelChoices).
+inline double leastOfThreeRuns(const KernelCall& call, const std::function<void()>& run) {
+  run();
+  std::unique_ptr<DeviceClock> clock = deviceOf(call).clock();
+  clock->mark();
+  for (int i = 0; i < 3; ++i) {
+    run();
+    clock->mark();
+  }
+  deviceOf(call).synchronize();
+  const std::vector<double> at = clock->seconds();
+  double least = INFINITY;
+  for (size_t i = 1; i < at.size(); ++i) least = std::min(least, at[i] - at[i - 1]);
+  return least;
 }
 
 // A kernel NVRTC compiled, loaded from its binary (the fused kernels', a custom op's); unloaded

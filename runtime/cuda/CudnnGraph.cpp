@@ -42,6 +42,16 @@ class Handle {
 
 using Owned = std::unique_ptr<Handle>;
 
+// `count` new descriptors of `type` for cuDNN to fill (a GetAttribute of descriptors), and their raw handles.
+std::vector<cudnnBackendDescriptor_t> blanks(cudnnBackendDescriptorType_t type, int64_t count, std::vector<Owned>& owned) {
+  std::vector<cudnnBackendDescriptor_t> raw;
+  for (int64_t i = 0; i < count; ++i) {
+    owned.push_back(std::make_unique<Handle>(type));
+    raw.push_back(owned.back()->get());
+  }
+  return raw;
+}
+
 // The handle attributes are marked deprecated in cuDNN 9 headers, and still what binds a graph
 // and a plan to a device without device-property descriptors.
 #pragma GCC diagnostic push
@@ -103,11 +113,7 @@ Variant describe(cudnnBackendDescriptor_t config) {
       v.tensorCores = true;
   }
   std::vector<Owned> knobs;
-  std::vector<cudnnBackendDescriptor_t> raw;
-  for (int i = 0; i < CUDNN_KNOB_TYPE_COUNTS; ++i) {
-    knobs.push_back(std::make_unique<Handle>(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR));
-    raw.push_back(knobs.back()->get());
-  }
+  std::vector<cudnnBackendDescriptor_t> raw = blanks(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR, CUDNN_KNOB_TYPE_COUNTS, knobs);
   int64_t knobCount = 0;
   checkDnn(cudnnBackendGetAttribute(config, CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR,
                                     CUDNN_KNOB_TYPE_COUNTS, &knobCount, raw.data()),
@@ -239,11 +245,7 @@ GraphConv::GraphConv(void* handle, ConvRole role, DType dtype, const ConvShapes&
                                       nullptr),
              "counting the heuristic's results");
     std::vector<Owned> configs;
-    std::vector<cudnnBackendDescriptor_t> raw;
-    for (int64_t i = 0; i < count; ++i) {
-      configs.push_back(std::make_unique<Handle>(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR));
-      raw.push_back(configs.back()->get());
-    }
+    std::vector<cudnnBackendDescriptor_t> raw = blanks(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, count, configs);
     int64_t got = 0;
     if (count > 0)
       checkDnn(cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, count,

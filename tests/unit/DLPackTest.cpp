@@ -136,26 +136,22 @@ TEST(DLPackTest, DeviceResidentValuesOnCpuGoOutInPlace) {
 
 TEST(DLPackTest, MisuseIsRefusedAndLeavesTheTensorToTheCaller) {
   int deleted = 0;
-  auto refused = [&](DLManagedTensor* m, const std::string& expected) {
-    const std::string error = errorOf([&] { io::fromDLPack(m); });
+  // `m` refused by `import` (fromDLPack, or tensorFromDLPack with onDevices) with `expected`, and not consumed.
+  auto refusedBy = [&](bool onDevices, DLManagedTensor* m, const std::string& expected) {
+    const std::string error = errorOf([&] { onDevices ? (void)io::tensorFromDLPack(m) : (void)io::fromDLPack(m); });
     EXPECT_NE(error.find(expected), std::string::npos) << error;
     EXPECT_EQ(deleted, 0) << "a refused tensor is not consumed";
     m->deleter(m);
     deleted = 0;
   };
+  auto refused = [&](DLManagedTensor* m, const std::string& expected) { refusedBy(false, m, expected); };
   refused(produce({kDLFloat, 32, 1}, {2}, &deleted, {}, kDLCUDA), "lives on CUDA device 0, not in host memory");
   refused(produce({kDLFloat, 32, 1}, {2, 3}, &deleted, {1, 2}),
           "a tensor of shape [2, 3] with strides [1, 2] (in elements) is not row-major contiguous");
   refused(produce({kDLUInt, 8, 1}, {4}, &deleted), "a tensor of uint8 has no spmd dtype");
   refused(produce({kDLFloat, 32, 1}, {4}, &deleted, {}, kDLCPU, 2), "not aligned to its 4-byte elements");
   EXPECT_NE(errorOf([] { io::fromDLPack(nullptr); }).find("the tensor is null"), std::string::npos);
-  auto refusedOnDevices = [&](DLManagedTensor* m, const std::string& expected) {
-    const std::string error = errorOf([&] { io::tensorFromDLPack(m); });
-    EXPECT_NE(error.find(expected), std::string::npos) << error;
-    EXPECT_EQ(deleted, 0) << "a refused tensor is not consumed";
-    m->deleter(m);
-    deleted = 0;
-  };
+  auto refusedOnDevices = [&](DLManagedTensor* m, const std::string& expected) { refusedBy(true, m, expected); };
   DLManagedTensor* absent = produce({kDLFloat, 32, 1}, {2}, &deleted, {}, kDLCUDA);
   absent->dl_tensor.device.device_id = 63;  // no machine has it
   refusedOnDevices(absent, "tensorFromDLPack: the tensor lives on CUDA device 63, which this process cannot use: ");
