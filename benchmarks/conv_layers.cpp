@@ -25,6 +25,7 @@
 #include "runtime/base/Error.h"
 #include "runtime/device/Device.h"
 #include "runtime/device/DeviceList.h"
+#include "runtime/device/Driver.h"
 #include "runtime/device/Kernel.h"
 #include "runtime/program/Layouts.h"
 #include "runtime/program/Program.h"
@@ -140,10 +141,12 @@ int main(int argc, char** argv) {
   cli::text(app, "--device", deviceName, "the device whose kernels run: cpu, sim or cuda:N (one device)", "DEVICE");
   if (auto stop = cli::parse(app, argc, argv)) return *stop;
   std::shared_ptr<Device> device;
+  std::string activations;  // the backend's activation layout (SPMD_CHANNELS_LAST=1: nhwc on cuda, sim)
   try {
     const DeviceList list = parseDeviceList(deviceName);
     if (list.size() != 1) throw spmd::Error("--device names " + std::to_string(list.size()) + " devices; give one");
     device = makeDevice(list, 0);
+    activations = list.driver().activationLayout();
   } catch (const spmd::Error& e) {
     std::fprintf(stderr, "bench_conv_layers: error: --device %s: %s\n", deviceName.c_str(), e.what());
     return 2;
@@ -166,7 +169,7 @@ int main(int argc, char** argv) {
     std::printf("result peak_gflops=%.1f threads=%d isa=%s\n", peak.flops / 1e9, peak.threads, peak.isa.c_str());
   }
   std::printf("result device=%s\n", device->name().c_str());
-  const BlockedLayouts blocked(layoutMode == "plain" ? 0 : device->channelBlock());
+  const BlockedLayouts blocked(layoutMode == "plain" ? "" : activations);
   for (const Layer& l : resnetLayers(width)) {
     if (!only.empty() && l.name != only) continue;
     const int64_t pad = l.kernel / 2, outSize = (l.size + 2 * pad - l.kernel) / l.stride + 1;

@@ -169,7 +169,7 @@ runtime::Program compileOnce(mlir::ModuleOp module, const CompileOptions& option
   pipeline.run(passes::createReplication());
   if (options.fuseElementwise) pipeline.run(passes::createFuseNormRelu());
   if (options.fuseElementwise) pipeline.run(passes::createFuseElementwise());
-  if (options.channelBlock) pipeline.run(passes::createAssignLayouts({options.channelBlock}));
+  if (!options.activationLayout.empty()) pipeline.run(passes::createAssignLayouts({options.activationLayout}));
 
   auto function = module.lookupSymbol<mlir::func::FuncOp>(options.entry);
   if (!function) throw Error("compile: the module has no function @" + options.entry);

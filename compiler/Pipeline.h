@@ -47,10 +47,10 @@ struct CompileOptions {
   bool planMemory = true;
   // Fuse elementwise chains into spmd.fused ops (passes/FuseElementwise), one kernel each.
   bool fuseElementwise = true;
-  // Channels per block of the backend's blocked activation layout (runtime::Driver::channelBlock;
-  // 8 or 16 for the CPU backend): passes/AssignLayouts gives activations that layout where the
-  // kernels take it. 0: every tensor stays plain.
-  int64_t channelBlock = 0;
+  // The backend's activation layout (runtime::Driver::activationLayout: "nChw8c" or "nChw16c"
+  // for the CPU backend, "nhwc" for CUDA with SPMD_CHANNELS_LAST=1): passes/AssignLayouts gives
+  // activations that layout where the kernels take it. "": every tensor stays plain.
+  std::string activationLayout;
   // Keep convolutions and matmuls on bf16 in bf16 for the backend's bf16 kernels
   // (runtime::Driver::bf16Kernels; passes/WidenBf16's native-kernels). Off: they run in f32
   // between roundings, as every other bf16 op, with the same bits on every backend and ISA.

@@ -422,7 +422,7 @@ std::pair<std::vector<Tensor>, std::shared_ptr<void>> PmapCore::call(
                       .prefetchGathers = o.fullyShard && o.prefetchGathers,
                       .planMemory = o.planMemory && A == 1, .fuseElementwise = o.fuseElementwise && !debugging,
                       // the debug scan reports plain indices
-                      .channelBlock = o.assignLayouts && !debugging ? state_->devices.driver().channelBlock() : 0,
+                      .activationLayout = o.assignLayouts && !debugging ? state_->devices.driver().activationLayout() : "",
                       .bf16Kernels = bf16.native, .memoryBudget = o.memoryBudget},
                      o.name);
     const bool hasBf16 =
@@ -514,6 +514,9 @@ std::vector<std::pair<std::string, std::string>> PmapCore::fingerprint(const std
   facts.emplace_back("cuDNN algorithms timed (SPMD_CUDNN_SEARCH)",
                      runtime::cudnnSearch() ? "yes" : "no");
   facts.emplace_back("cuDNN graph engines offered (SPMD_CUDNN_GRAPH)", runtime::cudnnGraphEngines() ? "yes" : "no");
+  // Which layout the compiler gives activations on cuda and sim, so which cuDNN kernels run.
+  facts.emplace_back("channels-last activations on cuda and sim (SPMD_CHANNELS_LAST)",
+                     runtime::cudaChannelsLast() ? "yes" : "no");
   facts.emplace_back("CPU kernels timed (SPMD_KERNEL_TIMING)", runtime::kernelTiming() ? "yes" : "no");
   facts.emplace_back("thread-invariant kernels only (SPMD_THREAD_INVARIANT)",
                      runtime::threadInvariantKernels() ? "yes" : "no");

@@ -36,15 +36,13 @@ LogicalResult RelayoutOp::verify() {
   llvm::StringRef from = layoutOf(in), to = layoutOf(out);
   if (from == to) return emitOpError() << "converts a tensor to the layout it has (" << in << ")";
   for (llvm::StringRef layout : {from, to}) {
-    int64_t block;
+    std::string problem;
     try {
-      block = runtime::channelBlock(layout.str());
+      problem = runtime::layoutProblem(layout.str(), in.getShape());
     } catch (const std::exception& e) {
       return emitOpError() << e.what();
     }
-    if (block && (in.getRank() != 4 || in.getDimSize(1) % block != 0))
-      return emitOpError() << "layout " << layout << " needs a rank-4 NCHW tensor with channels a multiple of "
-                           << block << ", got " << in;
+    if (!problem.empty()) return emitOpError() << problem << ", got " << in;
   }
   return success();
 }

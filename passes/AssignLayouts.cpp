@@ -1,5 +1,6 @@
-// spmd-assign-layouts: give activations the backend's blocked layout where its kernels read and
-// write it, and insert spmd.relayout where a value must change layout.
+// spmd-assign-layouts: give activations the backend's layout (blocked on the CPU, channels-last
+// on CUDA) where its kernels read and write it, and insert spmd.relayout where a value must
+// change layout.
 #include <map>
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -21,7 +22,7 @@ using namespace mlir;
 
 class Assigner {
  public:
-  Assigner(Block& block, int64_t channelBlock) : block_(block), layouts_(channelBlock) {}
+  Assigner(Block& block, const std::string& layout) : block_(block), layouts_(layout) {}
 
   void run() {
     for (Operation& op : llvm::make_early_inc_range(block_)) {
@@ -47,12 +48,17 @@ class Assigner {
     return (from.isF32() && to.isBF16()) || (from.isBF16() && to.isF32());
   }
 
-  // The blocked layout for `type`, or "" where it has none (not an f32 NCHW activation whose
+  // The backend's layout for `type`, or "" where it has none (not an f32 NCHW activation whose
   // channels fill whole blocks; bf16 too where `bf16Too`: the roundings', and the results of the
-  // convolutions spmd-widen-bf16 kept in bf16 for a backend's bf16 kernels).
+  // convolutions spmd-widen-bf16 kept in bf16 for a backend's bf16 kernels; channels-last takes
+  // every float type: the CUDA kernels that read it are written for each).
   std::string blockedFor(Type type, bool bf16Too = false) const {
     auto tensor = llvm::dyn_cast<RankedTensorType>(type);
-    if (!tensor || !(tensor.getElementType().isF32() || (bf16Too && tensor.getElementType().isBF16()))) return "";
+    if (!tensor) return "";
+    const Type element = tensor.getElementType();
+    const bool takes = layouts_.channelsLast() ? llvm::isa<FloatType>(element)
+                                               : element.isF32() || (bf16Too && element.isBF16());
+    if (!takes) return "";
     return layouts_.blockedLayout(tensor.getShape());
   }
 
@@ -65,12 +71,12 @@ class Assigner {
     if (auto attr = op->getAttrOfType<DenseI64ArrayAttr>("axes")) axes = attr.asArrayRef();
     for (OpOperand& operand : op->getOpOperands())
       if (!ir::layoutOf(operand.get().getType()).empty() &&
-          !runtime::BlockedLayouts::readsBlocked(name, static_cast<int>(operand.getOperandNumber()), axes))
+          !layouts_.readsBlocked(name, static_cast<int>(operand.getOperandNumber()), axes))
         operand.set(relaid(operand.get(), "", op));
     const bool followsInput = name.starts_with("batch_norm");
     const Value data = followsInput ? op->getOperand(name == "batch_norm_train_backward" ? 1 : 0) : Value();
     for (OpResult result : op->getResults()) {
-      if (!runtime::BlockedLayouts::writesBlocked(name, static_cast<int>(result.getResultNumber()))) continue;
+      if (!layouts_.writesBlocked(name, static_cast<int>(result.getResultNumber()))) continue;
       std::string layout = blockedFor(result.getType(), /*bf16Too=*/true);  // bf16: a kernel kept in bf16
       if (followsInput && ir::layoutOf(data.getType()) != layout) continue;
       if (!layout.empty()) result.setType(ir::withLayout(result.getType(), layout));
@@ -134,14 +140,14 @@ struct AssignLayoutsPass : impl::AssignLayoutsBase<AssignLayoutsPass> {
   using AssignLayoutsBase::AssignLayoutsBase;
   void runOnOperation() override {
     try {
-      runtime::BlockedLayouts check(block);
+      runtime::BlockedLayouts check(layout);
     } catch (const std::exception& e) {
       getOperation()->emitError() << "spmd-assign-layouts: " << e.what();
       return signalPassFailure();
     }
-    if (block == 0) return;
+    if (layout.empty()) return;
     getOperation()->walk([&](FunctionOpInterface function) {
-      if (!function.isExternal()) Assigner(function.getFunctionBody().front(), block).run();
+      if (!function.isExternal()) Assigner(function.getFunctionBody().front(), layout).run();
     });
   }
 };

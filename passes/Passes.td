@@ -170,21 +170,21 @@ def FuseNormRelu : Pass<"spmd-fuse-norm-relu", "mlir::ModuleOp"> {
 }
 
 def AssignLayouts : Pass<"spmd-assign-layouts", "mlir::ModuleOp"> {
-  let summary = "blocked layouts for activations where the backend's kernels take them";
+  let summary = "the backend's activation layout (blocked, channels-last) where its kernels take it";
   let description = [{
     Runs last, after fusion. Walking each function in order: a result an op's kernel writes in
-    the backend's blocked layout (conv2d, conv2d_backward_data: `block` channels innermost,
-    "nChw8c" / "nChw16c", oneDNN's format tags) gets that layout in its tensor type's encoding;
+    the backend's `layout` (conv2d, conv2d_backward_data: "nChw8c" / "nChw16c", oneDNN's blocked
+    format tags on the CPU, or "nhwc", channels-last for cuDNN) gets it in its tensor type's encoding;
     batch norm's results follow its data input; elementwise ops and fused bodies that read every
     operand at the result's index run in the layout an operand arrives in. An operand in a layout
     its consumer's kernel does not read (runtime/program/Layouts.h lists the ports that read
     blocked), and every function result, gets an spmd.relayout to plain, one per value, before
     its first such user. Values are never blocked unless their channels fill whole blocks, so
-    sizes (and the memory plan) do not change. `block` 0 leaves the IR as it is.
+    sizes (and the memory plan) do not change. An empty `layout` leaves the IR as it is.
   }];
   let options = [
-    Option<"block", "block", "int64_t", "0",
-           "channels per block of the backend's layout: 8 (AVX2 oneDNN), 16 (AVX-512), 0 (plain only)">
+    Option<"layout", "layout", "std::string", "\"\"",
+           "the backend's activation layout: nChw8c (AVX2 oneDNN), nChw16c (AVX-512), nhwc (cuDNN), empty (plain only)">
   ];
   let dependentDialects = ["::spmd::ir::SpmdDialect"];
 }

@@ -119,7 +119,8 @@ cat > "$bundle/report" <<'REPORT'
 # cuda:0 to its backends where a GPU is visible); then the GPU benchmarks (the
 # training step at width 64, graphs on and off, with each step's graph launches and host waits,
 # and one profiled row: the per-op table on the GPU's clock; cuDNN's algorithms timed, then the
-# graph rows again as its heuristic ranks them), each convolution shape alone beside PyTorch's
+# graph rows again as its heuristic ranks them; with cuDNN's graph engines offered; with
+# channels-last activations), each convolution shape alone beside PyTorch's
 # (benchmarks/compare_conv_layers.py at batch 256) and PyTorch's step beside them; then the
 # host CPU's training step, forward (also capped to AVX2) and convolutions beside PyTorch's
 # (benchmarks/torch_gpu_step.py: fastest, deterministic, channels-last and bf16 at batch 64 and
@@ -135,6 +136,7 @@ case $device in
         bench=(--devices=cuda:0 --benchmark_filter='width:64')
         bench_untimed=(--devices=cuda:0 --benchmark_filter='Train.*width:64/graphs:1')
         graph_rows=(--devices=cuda:0 --benchmark_filter='Train.*batch:(64|256)/width:64/graphs:1/bf16:0')
+        last_rows=(--devices=cuda:0 --benchmark_filter='Train.*batch:(64|256)/width:64/graphs:1')
         layers=(--device cuda:0 --batch 256 --reps 10); gemm_layers=(--device cuda:0 --batch 256 --reps 10)
         cpu_args=(--reps 3); cpu_layers=(--reps 5); cpu_runs=(train_step forward)
         cpu_caps=("" "ONEDNN_MAX_CPU_ISA=AVX2 SPMD_MAX_CPU_ISA=avx2") ;;
@@ -142,6 +144,7 @@ case $device in
        bench=(--devices=sim --benchmark_filter='batch:2/width:8'); torch_args=(--smoke)
        bench_untimed=(--devices=sim --benchmark_filter='Train.*batch:2/width:8/graphs:1')
        graph_rows=(--devices=sim --benchmark_filter='Train.*batch:2/width:8/graphs:1/bf16:0')
+       last_rows=(--devices=sim --benchmark_filter='Train.*batch:2/width:8/graphs:1')
        layers=(--device sim --smoke); gemm_layers=(--device sim --batch 2 --width 4 --reps 1)
        cpu_args=(--smoke); cpu_layers=(--smoke); cpu_runs=(forward); cpu_caps=("SPMD_MAX_CPU_ISA=avx2") ;;
   *) echo "report: SPMD_REPORT_DEVICE must be cuda or sim, got '$device'" >&2; exit 2 ;;
@@ -183,6 +186,14 @@ esac
   echo "# per-layer, graph engines offered: exit ${PIPESTATUS[0]}"
   SPMD_CUDNN_GRAPH=1 timeout "${BENCH_LIMIT_S:-200}" "$here/run" bench_gpu_step "${graph_rows[@]}" --benchmark_counters_tabular=true
   echo "# benchmark, graph engines offered: exit $?"
+  # Channels-last activations (SPMD_CHANNELS_LAST=1: cuDNN's NHWC convolutions, the tensor cores'
+  # layout for bf16): each layer (the log names each choice), then the step's graph rows in f32
+  # and bf16.
+  SPMD_CHANNELS_LAST=1 SPMD_LOG_COMPILES=1 timeout "${BENCH_LIMIT_S:-200}" "$here/run" bench_conv_layers "${gemm_layers[@]}" 2>&1 |
+    grep -v '^spmd: cpu kernel'
+  echo "# per-layer, channels-last: exit ${PIPESTATUS[0]}"
+  SPMD_CHANNELS_LAST=1 timeout "${BENCH_LIMIT_S:-200}" "$here/run" bench_gpu_step "${last_rows[@]}" --benchmark_counters_tabular=true
+  echo "# benchmark, channels-last: exit $?"
   # PyTorch's step beside it (the machine's python3 with CUDA PyTorch), from the checkout the
   # bundle sits in.
   torch_step=$here/../../benchmarks/torch_gpu_step.py

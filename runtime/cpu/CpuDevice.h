@@ -24,7 +24,8 @@ class CpuDevice final : public Device {
   const KernelTable& kernels() const override { return cpuKernels(); }
   std::shared_ptr<std::byte> allocate(size_t bytes) override;
   bool hostAccessible() const override { return true; }
-  int64_t channelBlock() const override;  // what oneDNN's convolutions prefer on this ISA
+  int64_t channelBlock() const;  // what oneDNN's convolutions prefer on this ISA (0: plain)
+  bool readsLayout(std::string_view layout) const override;  // plain, nChw8c and nChw16c
   void copyToDevice(std::byte* dst, const std::byte* src, size_t bytes) override;
   void copyToHost(std::byte* dst, const std::byte* src, size_t bytes) override;
   void copyOnDevice(std::byte* dst, const std::byte* src, size_t bytes) override;

@@ -82,7 +82,10 @@ class CpuDriver final : public Driver {
     return std::make_shared<CpuDevice>(list.devices.at(replica));
   }
   const KernelTable& kernels() const override { return cpuKernels(); }
-  int64_t channelBlock() const override { return CpuDevice(0).channelBlock(); }
+  std::string activationLayout() const override {
+    const int64_t block = CpuDevice(0).channelBlock();
+    return block ? "nChw" + std::to_string(block) + "c" : "";
+  }
   Bf16Kernels bf16Kernels() const override { return {cpu::onednnBf16(), cpu::onednnBf16Path()}; }
   ThreadShare threadsPerReplica(const DeviceList& list, int requested, const ProcessInfo& job,
                                 int microBatches) const override {

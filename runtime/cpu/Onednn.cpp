@@ -130,4 +130,8 @@ ConvGeometry::ConvGeometry(const Step& step) {
 
 namespace spmd::runtime {
 int64_t CpuDevice::channelBlock() const { return cpu::preferredChannelBlock(); }
+
+bool CpuDevice::readsLayout(std::string_view layout) const {
+  return layout.empty() || layout == "nChw8c" || layout == "nChw16c";
+}
 }  // namespace spmd::runtime

@@ -33,6 +33,7 @@
 #include "runtime/cuda/Cuda.h"
 #include "runtime/cuda/CudnnGraph.h"
 #include "runtime/cuda/Kernels.h"
+#include "runtime/program/Layouts.h"
 #include "runtime/program/OpAttrs.h"
 
 namespace spmd::runtime::cuda {
@@ -62,10 +63,17 @@ struct ConvPlan {
   }
 };
 
+// Whether `t` lies channels-last ("nhwc", SPMD_CHANNELS_LAST=1) rather than plain NCHW.
+bool channelsLast(const TensorView& t) {
+  if (!t.layout.empty() && t.layout != kChannelsLast)
+    throw Error("cuDNN convolutions read plain and nhwc tensors, not " + std::string(t.layout));
+  return t.layout == kChannelsLast;
+}
+
 cudnnTensorDescriptor_t tensor(const TensorView& t, cudnnDataType_t type) {
   cudnnTensorDescriptor_t d;
   checkDnn(cudnnCreateTensorDescriptor(&d), "tensor descriptor");
-  checkDnn(cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, type, int(t.dim(0)), int(t.dim(1)), int(t.dim(2)),
+  checkDnn(cudnnSetTensor4dDescriptor(d, channelsLast(t) ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, type, int(t.dim(0)), int(t.dim(1)), int(t.dim(2)),
                                       int(t.dim(3))),
            "tensor descriptor " + shapeString(Shape(t.shape.begin(), t.shape.end())));
   return d;
@@ -134,7 +142,8 @@ struct Scale {
 
 std::string shapesKey(const KernelCall& call, const TensorView& x, const TensorView& w, const TensorView& y,
                       bool fmaOnly) {
-  std::string key = std::string(dtypeName(x.dtype)) + (fmaOnly ? " fma" : "");
+  std::string key = std::string(dtypeName(x.dtype)) + (fmaOnly ? " fma" : "") + (channelsLast(x) ? " x nhwc" : "") +
+                    (channelsLast(y) ? " y nhwc" : "");
   for (const TensorView* t : {&x, &w, &y}) key += " " + shapeString(Shape(t->shape.begin(), t->shape.end()));
   for (const char* attr : {"stride", "padding"}) {
     key += std::string(" ") + attr;
@@ -192,6 +201,7 @@ std::shared_ptr<GraphConv> graphConv(const KernelCall& call, const TensorView& x
   for (int d = 0; d < 4; ++d) s.x[d] = x.dim(d), s.w[d] = w.dim(d), s.y[d] = y.dim(d);
   const ConvAttrs& attrs = attrsOf<ConvAttrs>(call.step);
   for (int d = 0; d < 2; ++d) s.stride[d] = attrs.stride[size_t(d)], s.padding[d] = attrs.padding[size_t(d)];
+  s.xLast = channelsLast(x), s.yLast = channelsLast(y);
   const ConvRole role = op == "conv2d" ? ConvRole::Forward
                         : op == "conv2d_backward_data" ? ConvRole::BackwardData
                                                         : ConvRole::BackwardFilter;
@@ -338,7 +348,8 @@ void conv2d(KernelCall& call) {
   const bool biasFirst = call.in.size() > 2 && x.dtype == DType::bf16 && !p.graph;
   if (call.in.size() > 2 && !biasFirst && !p.bias) {
     checkDnn(cudnnCreateTensorDescriptor(&p.bias), "bias descriptor");
-    checkDnn(cudnnSetTensor4dDescriptor(p.bias, CUDNN_TENSOR_NCHW, dataType(x.dtype), 1, int(y.dim(1)), 1, 1),
+    checkDnn(cudnnSetTensor4dDescriptor(p.bias, channelsLast(y) ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW,
+                                        dataType(x.dtype), 1, int(y.dim(1)), 1, 1),
              "bias descriptor");
   }
   if (biasFirst) writeChannelBias(call, call.in[2], y);

@@ -16,9 +16,7 @@ namespace {
 bool planOf(const KernelCall& call, kernels::ConvGeometry* g, uint32_t* chunk) {
   const DType dtype = call.out[0].dtype;
   if (dtype != DType::f32 && dtype != DType::f64 && dtype != DType::bf16) return false;
-  for (const TensorView& t : call.in)
-    if (!t.layout.empty()) return false;
-  if (!kernels::convGeometryOf(call, g)) return false;
+  if (!kernels::convGeometryOf(call, g)) return false;  // plain NCHW operands only
   const size_t sum = kernels::convGemmSumBytes(dtype);
   *chunk = kernels::convGemmChunk(*g, sum, kConvGemmScratchBytes);
   return kernels::convGemmScratchBytes(*g, 1, sum) <= kConvGemmScratchBytes;
@@ -39,7 +37,7 @@ void convGemm(KernelCall& call) {
   uint32_t chunk = 0;
   if (!planOf(call, &g, &chunk))
     throw Error("the GEMM convolution does not compute '" + call.step.op + "' (" + call.step.location +
-                "): it takes f32, f64 or bf16 tensors of fewer than 2^31 elements, one image's columns within " +
+                "): it takes plain NCHW f32, f64 or bf16 tensors of fewer than 2^31 elements, one image's columns within " +
                 std::to_string(kConvGemmScratchBytes >> 20) + " MiB");
   const size_t bytes = kernels::convGemmScratchBytes(g, chunk, kernels::convGemmSumBytes(call.out[0].dtype));
   kernels::convGemmOf<CudaApi>(call, g, chunk, static_cast<std::byte*>(deviceOf(call).workspace(bytes)), rowMajorGemm);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "runtime/device/Device.h"
+#include "runtime/program/Layouts.h"
 
 namespace spmd::runtime {
 
@@ -32,6 +33,7 @@ class CudaDevice final : public Device, public GraphCapture {
   std::shared_ptr<std::byte> allocate(size_t bytes) override;
   bool hostAccessible() const override { return false; }
   int cudaOrdinal() const override { return index_; }
+  bool readsLayout(std::string_view layout) const override { return layout.empty() || layout == kChannelsLast; }
   void copyToDevice(std::byte* dst, const std::byte* src, size_t bytes) override;
   void copyToHost(std::byte* dst, const std::byte* src, size_t bytes) override;
   void copyOnDevice(std::byte* dst, const std::byte* src, size_t bytes) override;

@@ -9,6 +9,7 @@
 #include "runtime/cuda/CudaDevice.h"
 #include "runtime/device/DeviceList.h"
 #include "runtime/device/Driver.h"
+#include "runtime/device/Variants.h"
 #if SPMD_WITH_NCCL
 #include "runtime/cuda/Nccl.h"
 #endif
@@ -22,6 +23,7 @@ class CudaDriver final : public Driver {
   std::string forms() const override { return "cuda (every GPU), cuda:0,1, cuda:0*4 (4 replicas on GPU 0)"; }
   int available(std::string* why) const override { return cudaDeviceCount(why); }
   const KernelTable& kernels() const override { return cudaKernels(); }
+  std::string activationLayout() const override { return cudaChannelsLast() ? kChannelsLast : ""; }
   Bf16Kernels bf16Kernels() const override {
     static const std::string blocker = cudaBf16Blocker();
     if (blocker.empty()) return {true, "cuDNN's and cuBLAS's bf16 kernels (f32 accumulation)"};

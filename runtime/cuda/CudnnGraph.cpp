@@ -72,9 +72,13 @@ cudnnDataType_t dataType(DType t) {
   return CUDNN_DATA_FLOAT;
 }
 
-Owned tensor(const int64_t (&dims)[4], int64_t id, cudnnDataType_t type, bool isVirtual = false) {
+// An [N, C, H, W] tensor, packed NCHW, or NHWC where `channelsLast` (the strides say which).
+Owned tensor(const int64_t (&dims)[4], int64_t id, cudnnDataType_t type, bool isVirtual = false,
+             bool channelsLast = false) {
   auto t = std::make_unique<Handle>(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
-  const int64_t strides[4] = {dims[1] * dims[2] * dims[3], dims[2] * dims[3], dims[3], 1};
+  const int64_t C = dims[1], H = dims[2], W = dims[3];
+  int64_t strides[4] = {C * H * W, H * W, W, 1};
+  if (channelsLast) strides[0] = H * W * C, strides[1] = 1, strides[2] = W * C, strides[3] = C;
   t->set(CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &type, "tensor dtype");
   t->set(CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dims, "tensor dimensions");
   t->set(CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, strides, "tensor strides");
@@ -153,10 +157,10 @@ GraphConv::GraphConv(void* handle, ConvRole role, DType dtype, const ConvShapes&
   d_->handle = static_cast<cudnnHandle_t>(handle);
   d_->bias = bias && role == ConvRole::Forward;
   const cudnnDataType_t type = dataType(dtype), compute = dtype == DType::f64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
-  Handle* x = d_->parts.emplace_back(tensor(s.x, kX, type)).get();
+  Handle* x = d_->parts.emplace_back(tensor(s.x, kX, type, false, s.xLast)).get();
   Handle* w = d_->parts.emplace_back(tensor(s.w, kW, type)).get();
   // With a fused bias the convolution writes a virtual f32 tensor the bias is added to (one rounding).
-  Handle* y = d_->parts.emplace_back(tensor(s.y, kY, type)).get();
+  Handle* y = d_->parts.emplace_back(tensor(s.y, kY, type, false, s.yLast)).get();
   Handle* conv = d_->parts.emplace_back(std::make_unique<Handle>(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR)).get();
   const int64_t spatial = 2, dilation[2] = {1, 1};
   const cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
@@ -192,7 +196,7 @@ GraphConv::GraphConv(void* handle, ConvRole role, DType dtype, const ConvShapes&
   };
   if (role == ConvRole::Forward) {
     Handle* out = y;
-    if (d_->bias) out = d_->parts.emplace_back(tensor(s.y, kConvOut, compute, true)).get();
+    if (d_->bias) out = d_->parts.emplace_back(tensor(s.y, kConvOut, compute, true, s.yLast)).get();
     operation(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X,
               CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y,
               CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA,

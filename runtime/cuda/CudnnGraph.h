@@ -1,6 +1,6 @@
 // One convolution (forward, with its bias fused where cuDNN offers it, backward data or backward
 // filter) through cuDNN's graph (backend) API, beside the legacy cudnnConvolution* calls of
-// cuda/Conv.cpp: an operation graph of the step's tensors (NCHW, packed), the engine
+// cuda/Conv.cpp: an operation graph of the step's tensors (NCHW or NHWC, packed), the engine
 // configurations cuDNN's heuristics rank for it (modes A, then fallback), each with what its
 // numerical notes say (nondeterministic; tensor cores or inputs converted down, which strict f32
 // refuses), and an execution plan per configuration that is timed or run. A configuration is
@@ -23,10 +23,12 @@ namespace spmd::runtime::cuda {
 
 enum class ConvRole { Forward, BackwardData, BackwardFilter };
 
-// The forward convolution's shapes: x [N, C, H, W], w [O, C, KH, KW], y [N, O, OH, OW].
+// The forward convolution's shapes: x [N, C, H, W], w [O, C, KH, KW], y [N, O, OH, OW]; x and y
+// packed NCHW, or NHWC where `xLast` / `yLast` (channels-last; the filter stays OIHW).
 struct ConvShapes {
   int64_t x[4], w[4], y[4];
   int64_t stride[2], padding[2];
+  bool xLast = false, yLast = false;
 };
 
 // The device's properties as cuDNN writes them (a DEVICEPROP descriptor's JSON, cuDNN >= 9.8),

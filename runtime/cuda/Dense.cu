@@ -11,6 +11,7 @@
 #include "runtime/kernels/Convert.h"
 #include "runtime/kernels/ConvGemm.h"
 #include "runtime/kernels/Dense.h"
+#include "runtime/program/Layouts.h"
 
 namespace spmd::runtime::cuda {
 namespace {
@@ -114,7 +115,7 @@ void rowMajorGemm(KernelCall& call, const kernels::GemmArgs& g) {
 }
 
 void writeChannelBias(KernelCall& call, const TensorView& bias, const TensorView& y) {
-  const int64_t plane = y.dim(2) * y.dim(3);
+  const int64_t plane = y.layout == kChannelsLast ? 1 : y.dim(2) * y.dim(3);  // channels innermost: 1
   if (y.dtype == DType::bf16)
     CudaApi::forEach(call, y.numel(), kernels::ChannelBiasFn<bf16>{bias.as<bf16>(), y.as<bf16>(), y.dim(1), plane});
   else

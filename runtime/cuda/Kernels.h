@@ -15,7 +15,6 @@ struct GemmArgs;
   X(conv2d_backward_filter, "cuDNN convolution backward (cuda/Conv.cpp)")  \
   X(matmul, "cuBLAS (cuda/Dense.cu)")                                      \
   X(fused, "NVRTC-compiled fused kernels (cuda/Fused.cpp)")                \
-  X(relayout, "refuses: cuda keeps every tensor plain (cuda/KernelTable.cpp)") \
   X(custom_call, "the user's CUDA kernel compiled by NVRTC (cuda/CustomCall.cpp)")
 
 namespace spmd::runtime::cuda {

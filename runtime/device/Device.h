@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "runtime/device/Graph.h"
@@ -39,9 +40,9 @@ class Device {
   virtual void copyToHost(std::byte* dst, const std::byte* src, size_t bytes) = 0;
   // Between two buffers of this device, queued like a kernel.
   virtual void copyOnDevice(std::byte* dst, const std::byte* src, size_t bytes) = 0;
-  // Channels per block of the blocked layout (runtime/program/Layouts.h) this device's kernels
-  // read and write, which the compiler may then assign; 0: every tensor stays plain.
-  virtual int64_t channelBlock() const { return 0; }
+  // Whether this device's kernels read and write buffers in `layout` (runtime/program/
+  // Layouts.h; "" plain): the executor refuses a program with buffers in any other.
+  virtual bool readsLayout(std::string_view layout) const { return layout.empty(); }
   // The CUDA device ordinal whose memory allocate() returns (DLPack's kDLCUDA device_id), or -1
   // when this device's memory is not a GPU's.
   virtual int cudaOrdinal() const { return -1; }

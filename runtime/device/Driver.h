@@ -51,9 +51,10 @@ class Driver {
   // The kernel table its devices run (Device::kernels), by op, with what serves each op; needs
   // no device (`spmd-run --kernels` prints it).
   virtual const KernelTable& kernels() const = 0;
-  // Channels per block of the blocked activation layout its devices' kernels read and write
-  // (Device::channelBlock), for the compiler's spmd-assign-layouts; 0: plain only.
-  virtual int64_t channelBlock() const { return 0; }
+  // The activation layout its devices' kernels prefer (runtime/program/Layouts.h: "nChw8c" or
+  // "nChw16c", "nhwc"; Device::readsLayout holds for it), for the compiler's
+  // spmd-assign-layouts; "": plain only.
+  virtual std::string activationLayout() const { return ""; }
   // Whether its devices run bf16 convolutions and matmuls natively (the compiler's
   // spmd-widen-bf16 native-kernels option), asked once per compilation.
   virtual Bf16Kernels bf16Kernels() const { return {}; }

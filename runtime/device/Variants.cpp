@@ -159,6 +159,8 @@ bool cudnnSearch() {
 
 bool cudnnGraphEngines() { return envSwitch("SPMD_CUDNN_GRAPH").value_or(false); }
 
+bool cudaChannelsLast() { return envSwitch("SPMD_CHANNELS_LAST").value_or(false); }
+
 namespace {
 EnvSwitch threadInvariant("SPMD_THREAD_INVARIANT", false);
 }  // namespace

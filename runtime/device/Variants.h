@@ -57,6 +57,11 @@ bool cudnnSearch();
 // (SPMD_CUDNN_GRAPH, default off until it has run on a GPU; runtime/cuda/CudnnGraph.h); read at
 // each step's first call.
 bool cudnnGraphEngines();
+// Whether the CUDA backend (and the simulator, which stands in for it) gives 4-D activations the
+// channels-last layout "nhwc" (SPMD_CHANNELS_LAST, default off until it has run on a GPU;
+// runtime/program/Layouts.h): cuDNN's tensor-core convolutions read it without transposing, our
+// batch norms and fused kernels in place; read at each compilation.
+bool cudaChannelsLast();
 // Whether only thread-invariant variants run (SPMD_THREAD_INVARIANT, default off); read once.
 // Kernels read it when a step's state is made (its first call).
 bool threadInvariantKernels();

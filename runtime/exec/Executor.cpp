@@ -15,6 +15,7 @@
 #include "runtime/base/Timeline.h"
 #include "runtime/device/KernelChoice.h"
 #include "runtime/device/Variants.h"
+#include "runtime/program/Layouts.h"
 #include "runtime/program/MemoryPlan.h"
 #include "runtime/program/OpAttrs.h"
 #include "runtime/program/ProgramCheck.h"
@@ -91,10 +92,11 @@ Executor::Executor(Program program, std::shared_ptr<Device> device)
   }
   deviceRendezvousWanted();  // SPMD_DEVICE_RENDEZVOUS checked before the first step, too
   for (size_t id = 0; id < program_.buffers.size(); ++id)
-    if (!program_.buffers[id].layout.empty() && device_->channelBlock() == 0)
-      throw Error("buffer %" + std::to_string(id) + " of @" + program_.name + " has the blocked layout " +
-                  program_.buffers[id].layout + ", which device " + device_->name() +
-                  " does not read: compile the program for this device (the layout is the CPU backend's)");
+    if (const std::string& layout = program_.buffers[id].layout; !device_->readsLayout(layout))
+      throw Error("buffer %" + std::to_string(id) + " of @" + program_.name + " has the layout " + layout +
+                  ", which device " + device_->name() + " does not read: compile the program for this device (" +
+                  (layout == kChannelsLast ? "nhwc is the CUDA backend's, with SPMD_CHANNELS_LAST=1"
+                                           : "the layout is the CPU backend's") + ")");
   caches_.resize(program_.steps.size());
   variants_.resize(program_.steps.size());
   checks_.resize(program_.steps.size());

@@ -279,6 +279,9 @@ void convGemmOf(KernelCall& call, const ConvGeometry& whole, uint32_t chunk, std
 
 // The geometry of a convolution step from its operands (any direction; see convGemm).
 inline bool convGeometryOf(const KernelCall& call, ConvGeometry* g) {
+  for (std::span<const TensorView> views : {call.in, call.out})
+    for (const TensorView& v : views)
+      if (!v.layout.empty()) return false;  // the unfolding reads plain NCHW
   const std::string& op = call.step.op;
   if (op == "conv2d") return convGeometry(call.step, call.in[0].shape, call.in[1].shape, call.out[0].shape, g);
   if (op == "conv2d_backward_data")

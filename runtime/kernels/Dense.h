@@ -17,7 +17,8 @@ struct RowBiasFn {
   SPMD_HOST_DEVICE void operator()(int64_t i) const { y[i] = bias[i % cols]; }
 };
 
-// y[n, c, ...] = bias[c] over an NCHW result of `channels` planes of `plane` elements.
+// y[n, c, ...] = bias[c] over an NCHW result of `channels` planes of `plane` elements (plane 1:
+// channels-last, "nhwc").
 template <typename T>
 struct ChannelBiasFn {
   const T* bias;

@@ -9,6 +9,7 @@
 #include "runtime/base/Error.h"
 #include "runtime/base/RealText.h"
 #include "runtime/device/Segments.h"
+#include "runtime/program/Layouts.h"
 #include "runtime/ElementwiseSource.inc"  // kElementwiseSource (generated)
 
 namespace spmd::runtime::kernels {
@@ -44,7 +45,14 @@ std::string expression(const FusedInstr& in, DType dtype) {
 
 std::string fusedKernelSource(const FusedBody& body, DType dtype,
                               const std::vector<std::vector<int64_t>>& inputs,
-                              std::span<const int64_t> space, size_t outputs) {
+                              std::span<const int64_t> space, size_t outputs, bool channelsLast) {
+  if (channelsLast && space.size() != 4)
+    throw Error("fused body: channels-last outputs need a rank-4 NCHW iteration space, got " +
+                shapeString(Shape(space.begin(), space.end())));
+  // The space's dims from outermost to innermost as they lie in memory: N, H, W, C channels-last.
+  std::vector<size_t> order(space.size());
+  for (size_t d = 0; d < order.size(); ++d) order[d] = d;
+  if (channelsLast) order = {0, 2, 3, 1};
   if (dtype == DType::i32) throw Error("fused body: i32 tensors cannot be fused");
   body.checkArity(inputs.size(), outputs);
   std::ostringstream os;
@@ -79,10 +87,12 @@ std::string fusedKernelSource(const FusedBody& body, DType dtype,
       os << "in" << in.input << "[i];\n";
       continue;
     }
-    // offset = sum over result dims d of coordinate_d * stride_d (0 along broadcast dims)
+    // offset = sum over result dims d of coordinate_d * stride_d (0 along broadcast dims), the
+    // coordinates taken from the index in the dims' memory order
     os << "in" << in.input << "[0";
     int64_t inner = 1;
-    for (size_t d = space.size(); d-- > 0;) {
+    for (size_t k = order.size(); k-- > 0;) {
+      const size_t d = order[k];
       if (strides[d] != 0) {
         os << " + ((i / " << inner << suffix << ") % " << space[d] << suffix << ") * " << strides[d] << "LL";
       }
@@ -157,11 +167,14 @@ std::vector<std::byte> segmentsArgument(const KernelCall& call, long long* total
 namespace {
 
 std::string sourceOf(const Step& step, DType dtype, const std::vector<std::vector<int64_t>>& inputs,
-                     std::span<const int64_t> space, size_t outputs) {
+                     std::span<const int64_t> space, size_t outputs, std::string_view layout) {
   const FusedBody body = FusedBody::parse(step.text("body"));
   if (const int64_t segments = segmentsOf(step); segments > 1)
     return fusedSegmentsSource(body, dtype, segments, inputs.size() / size_t(segments), outputs / size_t(segments));
-  return fusedKernelSource(body, dtype, inputs, space, outputs);
+  if (!layout.empty() && layout != kChannelsLast)
+    throw Error("fused step (" + step.where() + "): the device's fused kernels write plain and nhwc tensors, not " +
+                std::string(layout));
+  return fusedKernelSource(body, dtype, inputs, space, outputs, layout == kChannelsLast);
 }
 
 }  // namespace
@@ -169,14 +182,14 @@ std::string sourceOf(const Step& step, DType dtype, const std::vector<std::vecto
 std::string fusedKernelSource(const KernelCall& call) {
   std::vector<std::vector<int64_t>> inputs;
   for (const TensorView& in : call.in) inputs.emplace_back(in.shape.begin(), in.shape.end());
-  return sourceOf(call.step, call.out[0].dtype, inputs, call.out[0].shape, call.out.size());
+  return sourceOf(call.step, call.out[0].dtype, inputs, call.out[0].shape, call.out.size(), call.out[0].layout);
 }
 
 std::string fusedKernelSource(const Step& step, const Program& program) {
   std::vector<std::vector<int64_t>> inputs;
   for (int id : step.inputs) inputs.push_back(program.buffers.at(size_t(id)).shape);
   const BufferDesc& out = program.buffers.at(size_t(step.outputs.at(0)));
-  return sourceOf(step, out.dtype, inputs, out.shape, step.outputs.size());
+  return sourceOf(step, out.dtype, inputs, out.shape, step.outputs.size(), out.layout);
 }
 
 }  // namespace spmd::runtime::kernels

@@ -20,9 +20,12 @@ inline constexpr const char* kFusedKernelName = "spmd_fused";
 // One grid-stride kernel `spmd_fused(const T* in0, ..., T* out0, ..., long long n)`: each thread
 // evaluates the body for its elements in registers; broadcast loads become index arithmetic
 // with the shapes baked in as constants. `inputs` are the input shapes, `space` the outputs'.
+// `channelsLast`: the outputs and full-size inputs are an NCHW space laid out "nhwc"
+// (runtime/program/Layouts.h), so a broadcast load takes its coordinates from the index in
+// N, H, W, C order; broadcast inputs (per-channel vectors, a pooled [N, C]) are plain.
 std::string fusedKernelSource(const FusedBody& body, DType dtype,
                               const std::vector<std::vector<int64_t>>& inputs,
-                              std::span<const int64_t> space, size_t outputs);
+                              std::span<const int64_t> space, size_t outputs, bool channelsLast = false);
 
 // The source for a `fused` step's call: its body, its outputs' dtype and its operands' shapes;
 // the segmented kernel below for a step of several segments. The same for a step of a Program.

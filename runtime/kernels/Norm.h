@@ -7,18 +7,26 @@
 #pragma once
 
 #include <cmath>
+#include <initializer_list>
+#include <string>
 
 #include "runtime/base/NanRules.h"
 #include "runtime/kernels/Common.h"
 #include "runtime/kernels/Divide.h"
 #include "runtime/kernels/Launch.h"
 #include "runtime/kernels/Slices.h"
+#include "runtime/program/Layouts.h"
 #include "runtime/program/OpAttrs.h"
 
 namespace spmd::runtime::kernels {
 
+// x viewed as [outer, C, inner]: [N, C, H*W] plain, [N*H*W, C, 1] channels-last ("nhwc"). Either
+// way a channel's k-th element is (n, hw) = (k / (H*W), k % (H*W)), so the sums run in one order
+// and give the same bits in both layouts. `rowsPerSample`: rows per mask entry (1 plain, H*W
+// channels-last).
 struct NormLayout {
-  int64_t outer, channels, inner;  // x viewed as [N, C, H*W]
+  int64_t outer, channels, inner;
+  int64_t rowsPerSample = 1;
   // Below 2^32 elements the channel of an index takes no division (runtime/kernels/Divide.h).
   bool narrow = false;
   Divider byInner, byChannels;
@@ -30,7 +38,11 @@ struct NormLayout {
 };
 
 inline NormLayout normLayoutOf(const TensorView& x) {
-  NormLayout l{x.dim(0), x.dim(1), x.numel() / (x.dim(0) * x.dim(1))};
+  const int64_t spatial = x.numel() / (x.dim(0) * x.dim(1));
+  NormLayout l{x.dim(0), x.dim(1), spatial};
+  if (x.layout == kChannelsLast) l = NormLayout{x.dim(0) * spatial, x.dim(1), 1, spatial};
+  else if (!x.layout.empty())
+    throw Error("batch norm on the device reads plain and nhwc tensors, not " + std::string(x.layout));
   if (x.numel() > 0 && x.numel() <= int64_t(UINT32_MAX)) {
     l.narrow = true;
     l.byInner = dividerOf(uint32_t(l.inner));
@@ -39,13 +51,22 @@ inline NormLayout normLayoutOf(const TensorView& x) {
   return l;
 }
 
+// A batch norm's data, gradient and result are read and written at one index: one layout.
+inline void checkOneLayout(const KernelCall& call, std::initializer_list<TensorView> views) {
+  for (const TensorView& v : views)
+    if (v.layout != views.begin()->layout)
+      throw Error(call.step.op + " (" + call.step.where() + ") on the device needs its data, gradient and result in "
+                  "one layout, got " + (views.begin()->layout.empty() ? "plain" : std::string(views.begin()->layout)) +
+                  " and " + (v.layout.empty() ? "plain" : std::string(v.layout)));
+}
+
 // The weights' total of a channel, W = sum(mask) * H * W (N * H * W without a mask).
 template <typename T>
 SPMD_HOST_DEVICE double weightTotal(const T* mask, const NormLayout& l) {
   if (!mask) return double(l.outer * l.inner);
   double w = 0;
-  for (int64_t n = 0; n < l.outer; ++n) w += double(mask[n]);
-  return w * double(l.inner);
+  for (int64_t n = 0; n < l.outer / l.rowsPerSample; ++n) w += double(mask[n]);
+  return w * double(l.inner * l.rowsPerSample);
 }
 
 // The statistics in one pass over x, as shifted sums: with K the channel's first element (0 when
@@ -77,7 +98,7 @@ struct NormSliceFn {
     double s1 = 0, s2 = 0;
     ChannelCursor at(sl.begin(s) + b.thread(), b.blockSize(), l.inner);
     auto add = [&](int64_t row, double v) {
-      const double w = mask ? double(mask[row]) : 1.0, d = v - k;
+      const double w = mask ? double(mask[row / l.rowsPerSample]) : 1.0, d = v - k;
       s1 += w * d;
       s2 += w * d * d;
     };
@@ -225,7 +246,7 @@ struct NormBackwardApplyFn {
       dx[i] = static_cast<T>(k * (count * double(dy[i]) - dof - xhat * ds));
       return;
     }
-    const double share = weights > 0 ? double(mask[i / (l.channels * l.inner)]) / weights : 0.0;
+    const double share = weights > 0 ? double(mask[i / (l.channels * l.inner * l.rowsPerSample)]) / weights : 0.0;
     dx[i] = static_cast<T>(double(scale[c]) * rstd * (double(dy[i]) - share * (dof + xhat * ds)));
   }
 };
@@ -245,6 +266,7 @@ const T* rowMask(const KernelCall& call, size_t input) {
 // attribute relu
 template <class Api>
 void batch_norm_train(KernelCall& call) {
+  checkOneLayout(call, {call.in[0], call.out[0]});
   const NormLayout l = normLayoutOf(call.in[0]);
   const Slices sl = slicesOf(l.outer * l.inner);
   const double eps = normEpsilon(call.step);
@@ -267,6 +289,7 @@ void batch_norm_train(KernelCall& call) {
 // inputs: x, scale, offset, mean, variance
 template <class Api>
 void batch_norm_infer(KernelCall& call) {
+  checkOneLayout(call, {call.in[0], call.out[0]});
   const NormLayout l = normLayoutOf(call.in[0]);
   visitFloat(call.in[0].dtype, [&](auto tag) {
     using T = decltype(tag);
@@ -280,6 +303,7 @@ void batch_norm_infer(KernelCall& call) {
 // outputs: dx, dscale, doffset
 template <class Api>
 void batch_norm_train_backward(KernelCall& call) {
+  checkOneLayout(call, {call.in[1], call.in[0], call.out[0]});
   const NormLayout l = normLayoutOf(call.in[1]);
   const Slices sl = slicesOf(l.outer * l.inner);
   const double eps = normEpsilon(call.step);

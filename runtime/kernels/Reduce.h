@@ -6,7 +6,9 @@
 // step on an H100; then one block per output, 64 blocks for 64 channels). Smaller ones take a
 // thread each.
 // Adjacent dims that are reduced (or kept) together and contiguous merge into one first, so a
-// walk divides once per dim group. The order of the sums depends on the shape alone.
+// walk divides once per dim group. The order of the sums depends on the shape alone: a
+// channels-last input ("nhwc") is walked by its dims' strides in the same logical order, so it
+// gives the plain input's bits.
 #pragma once
 
 #include <algorithm>
@@ -16,6 +18,7 @@
 #include "runtime/kernels/Divide.h"
 #include "runtime/kernels/Launch.h"
 #include "runtime/kernels/Slices.h"
+#include "runtime/program/Layouts.h"
 #include "runtime/program/OpAttrs.h"
 
 namespace spmd::runtime::kernels {
@@ -38,15 +41,14 @@ inline Split splitAxes(const TensorView& x, const std::vector<int64_t>& axes) {
   if (x.rank() > static_cast<size_t>(kMaxReduceRank))
     throw Error("GPU reductions support rank <= 8, got rank " + std::to_string(x.rank()));
   Split s{0, 0, {}, {}, {}, {}, 1, false, {}};
-  std::vector<int64_t> strides(x.rank(), 1);
-  for (size_t d = x.rank(); d-- > 1;) strides[d - 1] = strides[d] * x.dim(d);
+  const std::vector<int64_t> strides = layoutStrides(x.layout, x.shape);
   int last = -1;  // whether the previous dim was reduced (1) or kept (0)
   for (size_t d = 0; d < x.rank(); ++d) {
     const bool reduced = std::find(axes.begin(), axes.end(), int64_t(d)) != axes.end();
     int64_t* dims = reduced ? s.reducedDims : s.keptDims;
     int64_t* dimStrides = reduced ? s.reducedStrides : s.keptStrides;
     int& count = reduced ? s.reduced : s.kept;
-    if (last == int(reduced)) {  // the dim before is in the same group, and row-major: merge
+    if (last == int(reduced) && dimStrides[count - 1] == strides[d] * x.dim(d)) {  // same group, contiguous: merge
       dims[count - 1] *= x.dim(d);
       dimStrides[count - 1] = strides[d];
     } else {

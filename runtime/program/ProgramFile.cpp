@@ -193,11 +193,10 @@ Program readProgramBytes(std::span<const std::byte> bytes, const std::string& pa
                       b.at("offset").get<int64_t>()};
       if (b.contains("layout")) {
         desc.layout = b.at("layout").get<std::string>();
-        int64_t block = channelBlock(desc.layout);  // throws naming an unknown layout
-        if (block && (desc.shape.size() != 4 || desc.shape[1] % block != 0))
+        // throws naming an unknown layout
+        if (std::string problem = layoutProblem(desc.layout, desc.shape); !problem.empty())
           throw Error("buffer " + std::to_string(program.buffers.size()) + " has layout " + desc.layout +
-                      " but shape " + shapeString(desc.shape) + " (needs rank 4 with channels a multiple of " +
-                      std::to_string(block) + ")");
+                      " but shape " + shapeString(desc.shape) + " (" + problem + ")");
       }
       if (b.contains("constant")) {
         auto range = b.at("constant").get<std::vector<uint64_t>>();

@@ -10,15 +10,16 @@ namespace spmd::runtime::reference {
 
 void relayout(KernelCall& call) {
   const TensorView &x = call.in[0], &y = call.out[0];
-  const int64_t from = channelBlock(x.layout), to = channelBlock(y.layout);
-  if (x.rank() != 4 && (from || to))
-    throw Error("relayout: a blocked layout needs a rank-4 NCHW tensor, got " + shapeString(x.shape));
   const size_t bytes = dtypeSize(x.dtype);
-  if (from == to) {
+  if (x.layout == y.layout) {
     std::memcpy(y.data, x.data, static_cast<size_t>(x.numel()) * bytes);
     return;
   }
+  for (const TensorView* t : {&x, &y})
+    if (std::string problem = layoutProblem(t->layout, t->shape); !problem.empty())
+      throw Error("relayout: " + problem + ", got " + shapeString(x.shape));
   const int64_t N = x.dim(0), C = x.dim(1), H = x.dim(2), W = x.dim(3);
+  const int64_t from = innerBlock(x.layout, C), to = innerBlock(y.layout, C);
   for (int64_t n = 0; n < N; ++n)
     for (int64_t c = 0; c < C; ++c)
       for (int64_t h = 0; h < H; ++h)

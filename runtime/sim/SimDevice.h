@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "runtime/device/Device.h"
+#include "runtime/program/Layouts.h"
 
 namespace spmd::runtime {
 
@@ -31,6 +32,7 @@ class SimDevice final : public Device, public GraphCapture {
   const KernelTable& kernels() const override { return simKernels(); }
   std::shared_ptr<std::byte> allocate(size_t bytes) override;
   bool hostAccessible() const override { return false; }
+  bool readsLayout(std::string_view layout) const override { return layout.empty() || layout == kChannelsLast; }
   void copyToDevice(std::byte* dst, const std::byte* src, size_t bytes) override;
   void copyToHost(std::byte* dst, const std::byte* src, size_t bytes) override;
   void copyOnDevice(std::byte* dst, const std::byte* src, size_t bytes) override;

@@ -6,6 +6,7 @@
 #include "runtime/cpu/CpuDriver.h"
 #include "runtime/device/DeviceList.h"
 #include "runtime/device/Driver.h"
+#include "runtime/device/Variants.h"
 #include "runtime/sim/SimDevice.h"
 
 namespace spmd::runtime {
@@ -20,6 +21,8 @@ class SimDriver final : public Driver {
   }
   int available(std::string*) const override { return emulatedCpuDeviceCount(); }
   const KernelTable& kernels() const override { return simKernels(); }
+  // The CUDA backend's layouts, so that their kernels run here first.
+  std::string activationLayout() const override { return cudaChannelsLast() ? kChannelsLast : ""; }
   std::shared_ptr<Device> makeDevice(const DeviceList& list, int replica) const override {
     int index = list.devices.at(replica);
     std::lock_guard lock(mutex_);

@@ -7,6 +7,9 @@
 // backend's "gemm" variant (SPMD_KERNELS=conv2d:gemm, ...; kernels/ConvGemm.h) runs it here,
 // with kernels::GemmFn standing in for cuBLAS and the batch in chunks of 16 KiB of scratch, so its
 // unfolding, chunking and GEMM arguments are tested without a GPU; unpinned, a convolution is the CPU's, as cuDNN's stand-in.
+#include <algorithm>
+#include <span>
+
 #include "runtime/cpu/CpuDevice.h"
 #include "runtime/device/KernelChoice.h"
 #include "runtime/kernels/ConvGemm.h"
@@ -65,7 +68,7 @@ void matmul(KernelCall& call) {
 }
 
 #define SPMD_SIM_CPU_OPS(X)                                                                          \
-  X(conv2d) X(conv2d_backward_data) X(conv2d_backward_filter) X(relayout)
+  X(conv2d) X(conv2d_backward_data) X(conv2d_backward_filter)
 #define SPMD_OP_NAME(name) constexpr char name##Name[] = #name;
 SPMD_SIM_CPU_OPS(SPMD_OP_NAME)
 #undef SPMD_OP_NAME
@@ -79,15 +82,58 @@ void gemm(KernelCall& call, const kernels::GemmArgs& g) {
 // several chunks (a shorter last one included), as the GPU's large layers do.
 constexpr size_t kConvGemmScratchBytes = size_t(16) << 10;
 
+// A convolution with channels-last ("nhwc") operands, as cuDNN reads them: the CPU's kernel
+// (plain and blocked layouts only) on plain copies, relaid by the kernel library's relayout
+// before and after, all queued on the stream.
+struct PlainCopies {
+  std::vector<std::shared_ptr<std::byte>> buffers;  // one per channels-last view, in and out
+  std::shared_ptr<void> cpuCache;
+};
+
+bool channelsLast(const KernelCall& call) {
+  auto any = [](std::span<const TensorView> views) {
+    return std::any_of(views.begin(), views.end(), [](const TensorView& v) { return v.layout == kChannelsLast; });
+  };
+  return any(call.in) || any(call.out);
+}
+
+void throughPlain(KernelCall& call, KernelFn cpu) {
+  if (!call.cache) {
+    auto state = std::make_shared<PlainCopies>();
+    for (std::span<const TensorView> views : {std::span<const TensorView>(call.in), std::span<const TensorView>(call.out)})
+      for (const TensorView& v : views)
+        if (v.layout == kChannelsLast) state->buffers.push_back(SimApi::allocate(call, size_t(v.numel()) * dtypeSize(v.dtype)));
+    call.cache = state;
+  }
+  auto& state = *static_cast<PlainCopies*>(call.cache.get());
+  std::vector<TensorView> in(call.in.begin(), call.in.end()), out(call.out.begin(), call.out.end());
+  size_t next = 0;
+  auto plain = [&](TensorView& v) {
+    if (v.layout != kChannelsLast) return false;
+    v.layout = "", v.data = state.buffers.at(next++).get();
+    return true;
+  };
+  for (size_t i = 0; i < in.size(); ++i)
+    if (plain(in[i])) kernels::relayoutInto<SimApi>(call, call.in[i], in[i]);
+  std::vector<size_t> relaid;
+  for (size_t i = 0; i < out.size(); ++i)
+    if (plain(out[i])) relaid.push_back(i);
+  queueCpu(call, cpu, in, out, &state.cpuCache);
+  for (size_t i : relaid) kernels::relayoutInto<SimApi>(call, out[i], call.out[i]);
+}
+
 // A convolution: the CPU's kernel, or the CUDA backend's GEMM variant where SPMD_KERNELS pins it.
 template <const char* Op>
 void conv(KernelCall& call) {
-  if (KernelChoices::process().pinOf(Op) != "gemm") return onStream<Op>(call);
+  if (KernelChoices::process().pinOf(Op) != "gemm") {
+    if (channelsLast(call)) return throughPlain(call, cpuKernels().at(Op).fn);
+    return onStream<Op>(call);
+  }
   kernels::ConvGeometry g;
   const DType dtype = call.out[0].dtype;
   if (dtype == DType::i32 || !kernels::convGeometryOf(call, &g))
-    throw Error("SPMD_KERNELS pins " + call.step.op + " to 'gemm', which computes f32, f64 and bf16 convolutions of " +
-                "fewer than 2^31 elements a tensor; " + stepName(call) + " is " + std::string(dtypeName(dtype)) + " " +
+    throw Error("SPMD_KERNELS pins " + call.step.op + " to 'gemm', which computes plain NCHW f32, f64 and bf16 "
+                "convolutions of fewer than 2^31 elements a tensor; " + stepName(call) + " is " + std::string(dtypeName(dtype)) + " " +
                 shapeString(Shape(call.out[0].shape.begin(), call.out[0].shape.end())) + "; unpin it on sim");
   const size_t sum = kernels::convGemmSumBytes(dtype);
   const uint32_t chunk = kernels::convGemmChunk(g, sum, kConvGemmScratchBytes);

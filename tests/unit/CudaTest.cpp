@@ -106,8 +106,9 @@ TEST(CudaTest, EveryElementwiseOpCompilesWithNvrtc) {
   }
 }
 
-// Every fused step of a reduced-width ResNet-18 SGD step compiles to PTX for sm_90 (NVRTC needs
-// no GPU), and the second compile of a source comes from the cache.
+// Every fused step of a reduced-width ResNet-18 SGD step, as compiled for the CUDA backend (on
+// sim), with plain and with channels-last activations (SPMD_CHANNELS_LAST=1), compiles to PTX for
+// sm_90 (NVRTC needs no GPU), and the second compile of a source comes from the cache.
 TEST(CudaTest, EveryFusedStepOfATrainStepCompilesWithNvrtc) {
   auto cache = std::filesystem::temp_directory_path() / "spmd_cuda_test_kernels";
   std::filesystem::remove_all(cache);
@@ -116,24 +117,30 @@ TEST(CudaTest, EveryFusedStepOfATrainStepCompilesWithNvrtc) {
   auto [params, state] = model->initialize(3);
   optim::Sgd sgd({.learningRate = 0.05, .momentum = 0.9, .weightDecay = 5e-4});
   auto [x, y] = bench::syntheticBatch(4);
-  auto step = jit(bench::trainStep(*model, sgd));
-  step(params, sgd.init(params), state, x, y);
-  const Program& program = step.lastProgram();
-  int compiled = 0, segmented = 0;
   std::set<std::string> sources;
-  for (const Step& s : program.steps) {
-    if (s.op != "fused") continue;
-    segmented += s.attrs.count("segments") > 0;
-    std::string source = kernels::fusedKernelSource(s, program);  // the optimizer's update: one of several segments
-    std::string ptx = cuda::compileCuda(source, "compute_90");
-    EXPECT_NE(ptx.find(".entry spmd_fused"), std::string::npos) << source;
-    sources.insert(source);
-    ++compiled;
+  for (bool channelsLast : {false, true}) {
+    if (channelsLast) setenv("SPMD_CHANNELS_LAST", "1", 1);  // read when the first call compiles
+    auto step = jit(bench::trainStep(*model, sgd), {.devices = "sim"});
+    step(params, sgd.init(params), state, x, y);
+    unsetenv("SPMD_CHANNELS_LAST");
+    const Program& program = step.lastProgram();
+    int compiled = 0, segmented = 0, nhwc = 0;
+    for (const Step& s : program.steps) {
+      if (s.op != "fused") continue;
+      segmented += s.attrs.count("segments") > 0;
+      nhwc += program.buffers.at(size_t(s.outputs.at(0))).layout == "nhwc";
+      std::string source = kernels::fusedKernelSource(s, program);  // the optimizer's update: one of several segments
+      std::string ptx = cuda::compileCuda(source, "compute_90");
+      EXPECT_NE(ptx.find(".entry spmd_fused"), std::string::npos) << source;
+      sources.insert(source);
+      ++compiled;
+    }
+    std::printf("  %d fused steps (%d channels-last), compiled by NVRTC %s to PTX\n", compiled, nhwc,
+                cuda::nvrtcVersionString().c_str());
+    EXPECT_GT(compiled, 20);
+    EXPECT_EQ(segmented, 1) << "the optimizer's update: one kernel of one segment per parameter";
+    EXPECT_EQ(nhwc > 10, channelsLast) << nhwc << " fused steps write channels-last";
   }
-  std::printf("  %d fused steps, %zu distinct kernels, compiled by NVRTC %s to PTX\n", compiled, sources.size(),
-              cuda::nvrtcVersionString().c_str());
-  EXPECT_GT(compiled, 20);
-  EXPECT_EQ(segmented, 1) << "the optimizer's update: one kernel of one segment per parameter";
   size_t files = 0;  // beside them: the CPU's kernel choices (kernel-choices.json)
   for (const auto& entry : std::filesystem::directory_iterator(cache)) files += entry.path().extension() == ".ptx";
   EXPECT_EQ(files, sources.size()) << "one cached PTX per distinct kernel";
@@ -202,11 +209,14 @@ TEST_P(CudaKernelTest, EveryKernelMatchesTheReference) {
   if (backend == "cuda")
     if (std::string why = gpuMissing(); !why.empty()) GTEST_SKIP() << "no GPU for the CUDA kernel tests: " << why;
   std::shared_ptr<Device> device = makeDevice(parseDeviceList(backend), 0);
-  ASSERT_EQ(device->channelBlock(), 0) << "the CUDA kernels keep every tensor plain";
+  ASSERT_FALSE(device->readsLayout("nChw8c")) << "the CUDA kernels read plain and channels-last tensors only";
+  ASSERT_TRUE(device->readsLayout("nhwc"));
   std::set<std::string> covered;
-  for (const KernelCase& blocked : kernelCases(dtype)) {
-    if (blocked.op == "relayout") continue;
-    KernelCase c = plainCase(blocked);
+  for (const KernelCase& given : everyKernelCase(dtype)) {
+    // Channels-last cases as they are (cuDNN's NHWC convolutions on cuda), the CPU's blocked ones plain.
+    const bool asGiven = given.readBy(*device);
+    if (given.op == "relayout" && !asGiven) continue;
+    KernelCase c = asGiven ? given : plainCase(given);
     SCOPED_TRACE(c.name + " on " + device->name());
     Executor executor(oneStepProgram(c, "CudaTest"), device);
     if (c.op == "custom_call" && backend == "cuda") {  // host kernels only: refused, saying so
@@ -215,14 +225,16 @@ TEST_P(CudaKernelTest, EveryKernelMatchesTheReference) {
       covered.insert(c.op);
       continue;
     }
-    executor.run(c.inputs);
-    std::vector<Array> actual = executor.run(c.inputs);
-    std::vector<Array> expected = runKernel(referenceKernels(), c);
+    const std::vector<Array> inputs = inputsInLayout(c);
+    executor.run(inputs);
+    std::vector<Array> actual = executor.run(inputs);
+    outputsToPlain(c, actual);
+    std::vector<Array> expected = runKernel(referenceKernels(), plainCase(c));
     // cuDNN's timed choice may transform (Winograd, FFT): f32 convolutions are held to 1e-5 of
     // the sum of their terms' sizes as well.
     std::vector<Array> magnitude;
     if (c.op.rfind("conv2d", 0) == 0 && dtype == DType::f32) {
-      KernelCase sizes = c;
+      KernelCase sizes = plainCase(c);
       for (Array& a : sizes.inputs)
         for (float& v : a.values<float>()) v = std::fabs(v);
       magnitude = runKernel(referenceKernels(), sizes);
@@ -237,7 +249,7 @@ TEST_P(CudaKernelTest, EveryKernelMatchesTheReference) {
     }
     covered.insert(c.op);
   }
-  const std::set<std::string> skipped = {"all_reduce", "all_gather", "reduce_scatter", "ppermute", "all_to_all", "axis_index", "relayout"};
+  const std::set<std::string> skipped = {"all_reduce", "all_gather", "reduce_scatter", "ppermute", "all_to_all", "axis_index"};
   for (const auto& [op, _] : device->kernels())
     if (!skipped.count(op)) EXPECT_TRUE(covered.count(op)) << "no kernel case for " << op;
 }
@@ -360,20 +372,27 @@ std::pair<cuda::ConvShapes, cuda::ConvRole> graphShapes(const KernelCase& c) {
   const auto& stride = std::get<std::vector<int64_t>>(c.attrs.at("stride"));
   const auto& padding = std::get<std::vector<int64_t>>(c.attrs.at("padding"));
   for (int d = 0; d < 2; ++d) shapes.stride[d] = stride[size_t(d)], shapes.padding[d] = padding[size_t(d)];
+  const size_t out = c.inputs.size();  // the first output's buffer index
+  shapes.xLast = c.layout(data ? out : 0) == "nhwc";
+  shapes.yLast = c.layout(c.op == "conv2d" ? out : data ? 0 : 1) == "nhwc";
   return {shapes, data ? cuda::ConvRole::BackwardData : filter ? cuda::ConvRole::BackwardFilter : cuda::ConvRole::Forward};
 }
 
 // Without a GPU: cuDNN's graph API takes every convolution case's tensors, convolution and
-// operations (a forward bias as a fused pointwise add), in f32, f64 and bf16, and finalizes the
-// operation graph (no configuration is ranked without a device); so the descriptors the GPU runs
-// are checked in CI.
+// operations (a forward bias as a fused pointwise add), in f32, f64 and bf16, plain and
+// channels-last (NHWC strides), and finalizes the operation graph (no configuration is ranked
+// without a device); so the descriptors the GPU runs are checked in CI.
 TEST(CudaTest, CudnnGraphsOfEveryConvolutionCaseFinalizeWithoutAGpu) {
-  int built = 0;
+  int built = 0, channelsLast = 0;
   for (DType dtype : {DType::f32, DType::f64, DType::bf16})
-    for (const KernelCase& plain : kernelCases(dtype == DType::bf16 ? DType::f32 : dtype)) {
-      if (plain.op.rfind("conv2d", 0) != 0) continue;
-      SCOPED_TRACE(plain.name + " " + std::string(dtypeName(dtype)));
-      const auto [shapes, role] = graphShapes(plainCase(plain));
+    for (const KernelCase& given : everyKernelCase(dtype == DType::bf16 ? DType::f32 : dtype)) {
+      if (given.op.rfind("conv2d", 0) != 0) continue;
+      SCOPED_TRACE(given.name + " " + std::string(dtypeName(dtype)));
+      // The CPU's blocked cases as plain ones; channels-last ones as given.
+      const bool cudaReads = std::all_of(given.layouts.begin(), given.layouts.end(),
+                                         [](const std::string& l) { return l.empty() || l == "nhwc"; });
+      const auto [shapes, role] = graphShapes(cudaReads ? given : plainCase(given));
+      channelsLast += shapes.xLast || shapes.yLast;
       for (bool bias : {false, true}) {
         if (bias && role != cuda::ConvRole::Forward) continue;
         EXPECT_NO_THROW(cuda::GraphConv(nullptr, role, dtype, shapes, bias));
@@ -381,6 +400,7 @@ TEST(CudaTest, CudnnGraphsOfEveryConvolutionCaseFinalizeWithoutAGpu) {
       }
     }
   EXPECT_GE(built, 40);
+  EXPECT_GE(channelsLast, 12);
 }
 
 // cuDNN's graph API (SPMD_CUDNN_GRAPH=1, cuda/CudnnGraph.h) on every f32 convolution case: the
@@ -401,9 +421,9 @@ TEST(CudaTest, OnAGpuCudnnGraphConfigurationsMatchTheReference) {
     std::printf("cuDNN device properties of GPU 0: %s\n", e.what());
   }
   int checked = 0, without = 0;
-  for (const KernelCase& plain : kernelCases(DType::f32)) {
-    if (plain.op.rfind("conv2d", 0) != 0) continue;
-    const KernelCase c = plainCase(plain);
+  for (const KernelCase& given : everyKernelCase(DType::f32)) {
+    if (given.op.rfind("conv2d", 0) != 0) continue;
+    const KernelCase c = given.readBy(*device) ? given : plainCase(given);  // channels-last as given
     SCOPED_TRACE(c.name);
     const auto [shapes, role] = graphShapes(c);
     std::string name;
@@ -420,10 +440,11 @@ TEST(CudaTest, OnAGpuCudnnGraphConfigurationsMatchTheReference) {
     }
     PinnedKernels pin(c.op + ":" + name);
     Executor executor(oneStepProgram(c, "CudaTest"), device);
-    executor.run(c.inputs);
-    const std::vector<Array> actual = executor.run(c.inputs);
+    executor.run(inputsInLayout(c));
+    std::vector<Array> actual = executor.run(inputsInLayout(c));
+    outputsToPlain(c, actual);
     EXPECT_EQ(executor.variantOf(0).substr(0, name.size()), name) << executor.variantOf(0);
-    spmd::testing::expectClose(actual[0], runKernel(referenceKernels(), c)[0], 1e-4, 1e-5, c.name);
+    spmd::testing::expectClose(actual[0], runKernel(referenceKernels(), plainCase(c))[0], 1e-4, 1e-5, c.name);
     ++checked;
   }
   std::printf("cuDNN graph configurations: %d convolution cases checked, %d without a deterministic strict-f32 one\n",

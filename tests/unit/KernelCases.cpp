@@ -82,6 +82,24 @@ std::vector<Array> runKernel(const KernelTable& table, const KernelCase& c, std:
   return results;
 }
 
+namespace {
+
+// A fused body over [N, C, H, W] broadcasting plain inputs: a per-channel vector, a [1, C, 1, 1]
+// and a pooled [N, C] (the pooling gradient); the blocked and channels-last cases walk them in
+// their layout's order.
+constexpr const char* kBroadcastBody =
+    "%0 = load 0; %1 = load 1 dims [1]; %2 = mul %0 %1; %3 = load 2 dims [0, 1, 2, 3]; %4 = add %2 %3; "
+    "%5 = load 3 dims [0, 1]; %6 = relu_backward %5 %4; %7 = sub %4 %5; yield %6 %7";
+
+// batch_norm_train's mask of n rows: 1 for an example, 0 for a padding row (rows 1 and n - 1).
+Array paddingMask(DType t, int64_t n) {
+  std::vector<double> m(size_t(n), 1.0);
+  m[1] = m[size_t(n) - 1] = 0.0;
+  return t == DType::f32 ? Array::of<float>({n}, std::vector<float>(m.begin(), m.end())) : Array::of<double>({n}, m);
+}
+
+}  // namespace
+
 std::vector<KernelCase> kernelCases(DType t) {
   std::string suffix = t == DType::f32 ? "/f32" : "/f64";
   uint64_t seed = t == DType::f32 ? 1 : 1001;
@@ -89,12 +107,7 @@ std::vector<KernelCase> kernelCases(DType t) {
   auto labels = [&](int64_t n, int64_t classes) {
     return spmd::testing::randomArray(DType::i32, {n}, seed++, 0, double(classes) - 1e-9);
   };
-  // batch_norm_train's mask: 1 for an example, 0 for a padding row (rows 1 and n - 1 padded).
-  auto mask = [&](int64_t n) {
-    std::vector<double> m(n, 1.0);
-    m[1] = m[n - 1] = 0.0;
-    return t == DType::f32 ? Array::of<float>({n}, std::vector<float>(m.begin(), m.end())) : Array::of<double>({n}, m);
-  };
+  auto mask = [&](int64_t n) { return paddingMask(t, n); };
   using V = std::vector<int64_t>;
   std::vector<KernelCase> list = {
       {"conv 3x3 pad1 bias", "conv2d", {rnd({2, 3, 9, 7}), rnd({5, 3, 3, 3}), rnd({5})},
@@ -353,10 +366,7 @@ std::vector<KernelCase> kernelCases(DType t) {
     for (const std::string& b : {b8, b16})
       list.push_back({"fused broadcast " + b, "fused", {rnd({3, 32, 5, 7}), rnd({32}), rnd({1, 32, 1, 1}), rnd({3, 32})},
                       {{t, {3, 32, 5, 7}}, {t, {3, 32, 5, 7}}},
-                      {{"body", std::string("%0 = load 0; %1 = load 1 dims [1]; %2 = mul %0 %1; "
-                                            "%3 = load 2 dims [0, 1, 2, 3]; %4 = add %2 %3; "
-                                            "%5 = load 3 dims [0, 1]; %6 = relu_backward %5 %4; "
-                                            "%7 = sub %4 %5; yield %6 %7")}},
+                      {{"body", std::string(kBroadcastBody)}},
                       {b, "", "", "", b, b}});
     // Wide 3x3 stride-1 convolutions on blocked activations run as Winograd F(2x2, 3x3)
     // (runtime/cpu/Winograd.h): channels in and out differ (a transposed transform shows), odd
@@ -487,6 +497,55 @@ std::vector<KernelCase> kernelCases(DType t) {
   if (t == DType::f64)
     list.push_back({"bn train large mean", "batch_norm_train", {rnd({3, 4, 7, 6}, 999, 1001), rnd({4}), rnd({4})},
                     {{t, {3, 4, 7, 6}}, {t, {4}}, {t, {4}}}, {{"epsilon", 1e-5}}});
+  return list;
+}
+
+std::vector<KernelCase> channelsLastCases(DType t) {
+  std::string suffix = t == DType::f32 ? "/f32" : "/f64";
+  uint64_t seed = t == DType::f32 ? 5001 : 6001;
+  auto rnd = [&](Shape s, double lo = -1, double hi = 1) { return spmd::testing::randomArray(t, s, seed++, lo, hi); };
+  auto mask = [&](int64_t n) { return paddingMask(t, n); };
+  using V = std::vector<int64_t>;
+  const std::string cl = "nhwc";
+  std::vector<KernelCase> list;
+  list.push_back({"bn train nhwc", "batch_norm_train", {rnd({3, 6, 5, 4}), rnd({6}), rnd({6})},
+                  {{t, {3, 6, 5, 4}}, {t, {6}}, {t, {6}}}, {{"epsilon", 1e-5}, {"relu", true}}, {cl, "", "", cl}});
+  list.push_back({"bn train masked nhwc", "batch_norm_train", {rnd({4, 6, 5, 4}, 9, 11), rnd({6}), rnd({6}), mask(4)},
+                  {{t, {4, 6, 5, 4}}, {t, {6}}, {t, {6}}}, {{"epsilon", 1e-5}}, {cl, "", "", "", cl}});
+  list.push_back({"bn infer nhwc", "batch_norm_infer", {rnd({3, 6, 5, 4}), rnd({6}), rnd({6}), rnd({6}), rnd({6}, 0.5, 2)},
+                  {{t, {3, 6, 5, 4}}}, {{"epsilon", 1e-5}}, {cl, "", "", "", "", cl}});
+  list.push_back({"bn train bwd masked nhwc", "batch_norm_train_backward",
+                  {rnd({4, 6, 5, 4}), rnd({4, 6, 5, 4}), rnd({6}), rnd({6}), rnd({6}, 0.5, 2), mask(4)},
+                  {{t, {4, 6, 5, 4}}, {t, {6}}, {t, {6}}}, {{"epsilon", 1e-5}}, {cl, cl, "", "", "", "", cl}});
+  list.push_back({"fused broadcast nhwc", "fused", {rnd({3, 6, 5, 7}), rnd({6}), rnd({1, 6, 1, 1}), rnd({3, 6})},
+                  {{t, {3, 6, 5, 7}}, {t, {3, 6, 5, 7}}},
+                  {{"body", std::string(kBroadcastBody)}},
+                  {cl, "", "", "", cl, cl}});
+  list.push_back({"conv nhwc in/out", "conv2d", {rnd({2, 6, 6, 5}), rnd({10, 6, 3, 3}), rnd({10})},
+                  {{t, {2, 10, 6, 5}}}, {{"stride", V{1, 1}}, {"padding", V{1, 1}}}, {cl, "", "", cl}});
+  list.push_back({"conv plain in, nhwc out", "conv2d", {rnd({2, 1, 9, 9}), rnd({8, 1, 3, 3})},
+                  {{t, {2, 8, 5, 5}}}, {{"stride", V{2, 2}}, {"padding", V{1, 1}}}, {"", "", cl}});
+  list.push_back({"conv bwd data nhwc", "conv2d_backward_data", {rnd({2, 10, 3, 3}), rnd({10, 6, 3, 3})},
+                  {{t, {2, 6, 6, 5}}}, {{"stride", V{2, 2}}, {"padding", V{1, 1}}}, {cl, "", cl}});
+  list.push_back({"conv bwd filter nhwc", "conv2d_backward_filter", {rnd({2, 6, 6, 5}), rnd({2, 10, 6, 5})},
+                  {{t, {10, 6, 3, 3}}}, {{"stride", V{1, 1}}, {"padding", V{1, 1}}}, {cl, cl, ""}});
+  list.push_back({"conv bwd filter plain x, nhwc dy", "conv2d_backward_filter", {rnd({2, 1, 8, 7}), rnd({2, 8, 4, 4})},
+                  {{t, {8, 1, 3, 3}}}, {{"stride", V{2, 2}}, {"padding", V{1, 1}}}, {"", cl, ""}});
+  // Reductions walk the channels-last dims by their strides (a bias gradient, global pooling, a
+  // maximum over channels, everything): large enough for the two-stage kernels.
+  list.push_back({"reduce_sum per channel nhwc", "reduce_sum", {rnd({8, 6, 19, 17})}, {{t, {6}}}, {{"axes", V{0, 2, 3}}}, {cl}});
+  list.push_back({"reduce_mean pool nhwc", "reduce_mean", {rnd({3, 6, 5, 7})}, {{t, {3, 6}}}, {{"axes", V{2, 3}}}, {cl}});
+  list.push_back({"reduce_max channels nhwc", "reduce_max", {rnd({3, 6, 5, 7})}, {{t, {3, 5, 7}}}, {{"axes", V{1}}}, {cl}});
+  list.push_back({"reduce_sum all nhwc", "reduce_sum", {rnd({4, 6, 9, 7})}, {{t, {}}}, {{"axes", V{0, 1, 2, 3}}}, {cl}});
+  list.push_back({"relayout to nhwc", "relayout", {rnd({2, 6, 3, 5})}, {{t, {2, 6, 3, 5}}}, {}, {"", cl}});
+  list.push_back({"relayout from nhwc", "relayout", {rnd({2, 6, 3, 5})}, {{t, {2, 6, 3, 5}}}, {}, {cl, ""}});
+  for (auto& c : list) c.name += suffix;
+  return list;
+}
+
+std::vector<KernelCase> everyKernelCase(DType t) {
+  std::vector<KernelCase> list = kernelCases(t), last = channelsLastCases(t);
+  list.insert(list.end(), last.begin(), last.end());
   return list;
 }
 

@@ -2,11 +2,13 @@
 // inputs (several shapes, odd sizes, f32 or f64), with the attributes the compiler would give.
 #pragma once
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "TestUtil.h"
+#include "runtime/device/Device.h"
 #include "runtime/device/Kernel.h"
 #include "runtime/device/KernelChoice.h"
 #include "runtime/program/Program.h"
@@ -27,6 +29,10 @@ struct KernelCase {
   const std::string& layout(size_t i) const {
     static const std::string plain;
     return i < layouts.size() ? layouts[i] : plain;
+  }
+  // Whether `device` reads every layout the case gives its buffers (Device::readsLayout).
+  bool readBy(const Device& device) const {
+    return std::all_of(layouts.begin(), layouts.end(), [&](const std::string& l) { return device.readsLayout(l); });
   }
 };
 
@@ -63,5 +69,13 @@ std::vector<Array> runKernel(const KernelTable& table, const KernelCase& c, std:
 // KernelCases.cpp, compiled once: the list is large, and compiling it in every suite that runs
 // it cost each of them ~20 s (and more under the sanitizers).
 std::vector<KernelCase> kernelCases(DType t);
+// The channels-last cases ("nhwc", the CUDA backend's layout with SPMD_CHANNELS_LAST=1), any
+// channel count: batch norm (masked too: a mask entry covers H*W rows) and its backward, a fused
+// body broadcasting plain inputs, convolutions in both layouts (the stem's plain input into an
+// nhwc result, a filter gradient of a plain input), relayouts both ways. Backends that do not
+// read the layout (cpu) refuse their programs.
+std::vector<KernelCase> channelsLastCases(DType t);
+// Both lists: what the suites that run every backend's executor run (ConformanceTest, CudaKernelTest).
+std::vector<KernelCase> everyKernelCase(DType t);
 
 }  // namespace spmd::runtime

@@ -96,6 +96,42 @@ TEST(LayoutTest, BlockedStepEqualsThePlainStep) {
     std::printf("  %zu tensors beyond the bound in one draw (a flipped ReLU tie)\n", offIn.size());
 }
 
+// Channels-last (SPMD_CHANNELS_LAST=1: "nhwc", the CUDA backend's layout) on sim, which runs the
+// CUDA backend's own kernels (batch norm, fused, relayout) and the CPU's convolutions on plain
+// copies: the ResNet-18 step gives the plain step's bits, in f32 and with bf16 compute, because
+// batch norm and the reductions sum each channel's elements in the same order in both layouts
+// and every other kernel computes each element alone. Two steps, the second from the first's
+// results. Mutation: the fused kernels' broadcast coordinates taken in NCHW order fail it.
+TEST(LayoutTest, ChannelsLastOnSimGivesThePlainStepsBits) {
+  auto model = models::resnet18({.inChannels = 1, .numClasses = 10, .width = 4});
+  optim::Sgd sgd({.learningRate = 0.1, .momentum = 0.9});
+  auto [x, y] = bench::syntheticBatch(3);
+  struct Restore {
+    ~Restore() { ::unsetenv("SPMD_CHANNELS_LAST"); }
+  } restore;
+  for (DType compute : {DType::f32, DType::bf16}) {
+    SCOPED_TRACE(dtypeName(compute));
+    auto channelsLast = jit(bench::trainStep(*model, sgd, compute), {.name = "nhwc", .devices = "sim"});
+    auto plain = jit(bench::trainStep(*model, sgd, compute), {.name = "plain", .devices = "sim"});
+    auto [params, state] = model->initialize(7);
+    Tree opt = sgd.init(params);
+    ::setenv("SPMD_CHANNELS_LAST", "1", 1);  // read when the first call compiles
+    auto last1 = channelsLast(params, opt, state, x, y);
+    auto last2 = channelsLast(std::get<0>(last1), std::get<1>(last1), std::get<2>(last1), x, y);
+    ::unsetenv("SPMD_CHANNELS_LAST");
+    auto plain1 = plain(params, opt, state, x, y);
+    auto plain2 = plain(std::get<0>(plain1), std::get<1>(plain1), std::get<2>(plain1), x, y);
+    const std::string text = channelsLast.lastProgram().toText(), plainText = plain.lastProgram().toText();
+    // Every activation channels-last, and not one copy between layouts: the stem convolution
+    // reads the plain images, pooling and the bias gradients' sums read nhwc as it is.
+    EXPECT_GT(spmd::testing::countOccurrences(text, "nhwc"), 20u) << text.substr(0, 2000);
+    EXPECT_EQ(text.find("relayout"), std::string::npos) << text;
+    EXPECT_EQ(plainText.find("nhwc"), std::string::npos);
+    spmd::testing::expectSameTrainStepBits(last1, plain1);
+    spmd::testing::expectSameTrainStepBits(last2, plain2);
+  }
+}
+
 // The IR dump after spmd-assign-layouts shows the layouts in the tensor types.
 // Inference at a batch large enough that the Winograd convolutions of stage 4 (128 channels at
 // width 16, runtime/cpu/Winograd.cpp) take their tiles in two chunks, with running statistics

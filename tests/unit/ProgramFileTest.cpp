@@ -247,7 +247,7 @@ TEST_F(ProgramFileTest, DamagedFilesAreClearErrors) {
   tiny.inputs = tiny.outputs = {0};
   tiny.buffers[0].layout = "nChw4c";
   runtime::saveProgram(tiny, bad);
-  EXPECT_NE(errorOf(bad).find("unknown tensor layout 'nChw4c' (known: plain, nChw8c, nChw16c)"), std::string::npos)
+  EXPECT_NE(errorOf(bad).find("unknown tensor layout 'nChw4c' (known: plain, nChw8c, nChw16c, nhwc)"), std::string::npos)
       << errorOf(bad);
   tiny.buffers[0] = {DType::f32, {2, 12, 3, 3}, {}};
   tiny.buffers[0].layout = "nChw8c";

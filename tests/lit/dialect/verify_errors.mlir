@@ -387,7 +387,7 @@ func.func @relayout_same(%x: tensor<2x16x4x4xf32>) {
 // -----
 
 func.func @relayout_channels(%x: tensor<2x12x4x4xf32>) {
-  // expected-error @+1 {{layout nChw8c needs a rank-4 NCHW tensor with channels a multiple of 8}}
+  // expected-error @+1 {{layout nChw8c needs channels a multiple of 8, got}}
   %r = spmd.relayout %x : (tensor<2x12x4x4xf32>) -> tensor<2x12x4x4xf32, "nChw8c">
   return
 }
@@ -395,8 +395,16 @@ func.func @relayout_channels(%x: tensor<2x12x4x4xf32>) {
 // -----
 
 func.func @relayout_unknown(%x: tensor<2x16x4x4xf32>) {
-  // expected-error @+1 {{unknown tensor layout 'nhwc'}}
-  %r = spmd.relayout %x : (tensor<2x16x4x4xf32>) -> tensor<2x16x4x4xf32, "nhwc">
+  // expected-error @+1 {{unknown tensor layout 'NHWC'}}
+  %r = spmd.relayout %x : (tensor<2x16x4x4xf32>) -> tensor<2x16x4x4xf32, "NHWC">
+  return
+}
+
+// -----
+
+func.func @relayout_channels_last_rank(%x: tensor<6x16xf32>) {
+  // expected-error @+1 {{layout nhwc needs a rank-4 NCHW tensor, got}}
+  %r = spmd.relayout %x : (tensor<6x16xf32>) -> tensor<6x16xf32, "nhwc">
   return
 }
 

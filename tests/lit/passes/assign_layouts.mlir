@@ -1,11 +1,12 @@
 // spmd-assign-layouts: convolutions write the backend's blocked layout, elementwise ops and
 // normalization backward follow their operands, and a relayout to plain is inserted where a
-// consumer reads plain only (a reduction over H, W; a function result); block=0 changes nothing.
-// RUN: spmd-opt %s --spmd-assign-layouts=block=8 --split-input-file | FileCheck %s
-// RUN: spmd-opt %s --spmd-assign-layouts=block=0 --split-input-file | FileCheck %s --check-prefix=PLAIN
-// RUN: not spmd-opt %s --spmd-assign-layouts=block=4 --split-input-file 2>&1 | FileCheck %s --check-prefix=BAD
+// consumer reads plain only (a reduction over H, W; a function result); no layout changes nothing.
+// (Channels-last, the CUDA backend's: assign_layouts_channels_last.mlir.)
+// RUN: spmd-opt %s --spmd-assign-layouts=layout=nChw8c --split-input-file | FileCheck %s
+// RUN: spmd-opt %s --spmd-assign-layouts --split-input-file | FileCheck %s --check-prefix=PLAIN
+// RUN: not spmd-opt %s --spmd-assign-layouts=layout=nChw4c --split-input-file 2>&1 | FileCheck %s --check-prefix=BAD
 
-// BAD: spmd-assign-layouts: blocked layouts have 8 or 16 channels per block, not 4
+// BAD: spmd-assign-layouts: activation layouts are nChw8c, nChw16c (the CPU's channel blocks) or nhwc (channels-last), not 'nChw4c'
 
 // A block: the stem conv (3 channels in, plain input) writes nChw8c; relu and the residual add
 // run blocked; global pooling reads plain, so one relayout feeds it and the returned value.

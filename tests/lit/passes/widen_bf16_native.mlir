@@ -4,7 +4,7 @@
 // bf16 result its readers widen; every other bf16 op is widened as without the option. Then spmd-assign-layouts gives the kept convolution's bf16 result the
 // blocked layout, so its widening and the batch norm after it stay blocked.
 // RUN: spmd-opt %s --spmd-widen-bf16=native-kernels=true | FileCheck %s
-// RUN: spmd-opt %s --spmd-widen-bf16=native-kernels=true --spmd-assign-layouts=block=8 | FileCheck %s --check-prefix=LAYOUT
+// RUN: spmd-opt %s --spmd-widen-bf16=native-kernels=true --spmd-assign-layouts=layout=nChw8c | FileCheck %s --check-prefix=LAYOUT
 // RUN: spmd-opt %s --spmd-widen-bf16 | FileCheck %s --check-prefix=EMULATED
 
 // CHECK-LABEL: func.func @policy
