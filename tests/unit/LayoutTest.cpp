@@ -22,6 +22,7 @@
 #include "frontend/models/ResNet.h"
 #include "frontend/spmd.h"
 #include "runtime/cpu/CpuDevice.h"
+#include "runtime/device/Driver.h"
 
 namespace spmd {
 namespace {
@@ -130,6 +131,54 @@ TEST(LayoutTest, ChannelsLastOnSimGivesThePlainStepsBits) {
     spmd::testing::expectSameTrainStepBits(last1, plain1);
     spmd::testing::expectSameTrainStepBits(last2, plain2);
   }
+}
+
+// The same on a GPU (skipped without one): cuDNN's NHWC convolutions round differently from its
+// NCHW ones, so the f32 step (TF32 off) is held to the plain step's loss within 1e-5 and to
+// every tensor within 1e-3 of its tree's largest entry (a flipped ReLU tie moves gradients by
+// ~1e-2 of it; LayoutTest.BlockedStepEqualsThePlainStep); and the donated step still replays as
+// one graph without host waits, relayouts none.
+TEST(LayoutTest, OnAGpuChannelsLastStepMatchesThePlainStep) {
+  std::string why;
+  if (runtime::availableDevices("cuda", &why) == 0) GTEST_SKIP() << "no GPU: " << why;
+  auto model = models::resnet18({.inChannels = 1, .numClasses = 10, .width = 16});
+  optim::Sgd sgd({.learningRate = 0.1, .momentum = 0.9});
+  auto [x, y] = bench::syntheticBatch(16);
+  struct Restore {
+    ~Restore() { ::unsetenv("SPMD_CHANNELS_LAST"); }
+  } restore;
+  // Donated as the sample does, so the step's buffers stay put and its graphs replay.
+  auto channelsLast = jit(bench::trainStep(*model, sgd), {.name = "nhwc_gpu", .devices = "cuda:0", .donateArguments = {0, 1, 2}});
+  auto plain = jit(bench::trainStep(*model, sgd), {.name = "plain_gpu", .devices = "cuda:0"});
+  auto [params, state] = model->initialize(11);
+  Tree opt = sgd.init(params);
+  auto base = plain(params, opt, state, x, y);
+  ::setenv("SPMD_CHANNELS_LAST", "1", 1);
+  auto last = channelsLast(params, opt, state, x, y);
+  ::unsetenv("SPMD_CHANNELS_LAST");
+  EXPECT_EQ(channelsLast.lastProgram().toText().find("relayout"), std::string::npos);
+  EXPECT_LT(relativeError(std::get<3>(last).array(), std::get<3>(base).array(), 0), 1e-5) << "loss";
+  double worst = 0;
+  for (auto [a, b, what] : {std::tuple{&std::get<0>(last), &std::get<0>(base), "params"},
+                            {&std::get<1>(last), &std::get<1>(base), "momentum"},
+                            {&std::get<2>(last), &std::get<2>(base), "bn state"}}) {
+    double largest = 0;
+    for (const auto& [name, t] : *b) largest = std::max(largest, maxAbs(t.array()));
+    for (const auto& [name, t] : *b) {
+      const double e = relativeError(a->at(name).array(), t.array(), largest);
+      worst = std::max(worst, e);
+      EXPECT_LT(e, 1e-3) << what << " " << name;
+    }
+  }
+  std::printf("  channels-last vs plain step on %s: worst difference %.2e of a tree's largest entry\n",
+              "cuda:0", worst);
+  for (int call = 0; call < 3; ++call) {  // graphs from the third call
+    ::setenv("SPMD_CHANNELS_LAST", "1", 1);
+    last = channelsLast(std::get<0>(last), std::get<1>(last), std::get<2>(last), x, y);
+    ::unsetenv("SPMD_CHANNELS_LAST");
+  }
+  EXPECT_EQ(channelsLast.lastCall().graphLaunches, 1);
+  EXPECT_EQ(channelsLast.lastCall().hostWaitsInSteps, 0);
 }
 
 // The IR dump after spmd-assign-layouts shows the layouts in the tensor types.
