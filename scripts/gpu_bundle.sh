@@ -125,7 +125,9 @@ cat > "$bundle/report" <<'REPORT'
 # host CPU's training step, forward (also capped to AVX2) and convolutions beside PyTorch's
 # (benchmarks/torch_gpu_step.py: fastest, deterministic, channels-last and bf16 at batch 64 and
 # 256, the fastest at 1024). Each part has a time limit (TEST_LIMIT_S,
-# BENCH_LIMIT_S), so a hang still leaves a report. Exits non-zero when a test fails.
+# BENCH_LIMIT_S) within the whole report's (REPORT_LIMIT_S, 420 s; the parts past it say they were
+# skipped), so a hang still leaves a report, PyTorch's rows right after spmd's first. Exits
+# non-zero when a test fails.
 # SPMD_REPORT_DEVICE=sim (gpu_bundle.sh --dry-run) runs the same parts on the simulator, small.
 # PYTHON names the python3 with PyTorch (default python3).
 here=$(cd "$(dirname "$0")" && pwd)
@@ -149,10 +151,25 @@ case $device in
        cpu_args=(--smoke); cpu_layers=(--smoke); cpu_runs=(forward); cpu_caps=("SPMD_MAX_CPU_ISA=avx2") ;;
   *) echo "report: SPMD_REPORT_DEVICE must be cuda or sim, got '$device'" >&2; exit 2 ;;
 esac
+budget=${REPORT_LIMIT_S:-420} start=$SECONDS
+[[ $budget =~ ^[0-9]+$ ]] || { echo "report: REPORT_LIMIT_S must be a whole number of seconds, got '$budget'" >&2; exit 2; }
+# part LIMIT COMMAND...: COMMAND under `timeout`, at most LIMIT seconds and what is left of the
+# report's budget (REPORT_LIMIT_S, 420: the device tool's call limit less setup), so the parts
+# after a slow one still run or say they were skipped; with under 15 s left it only says so.
+part() {
+  local cap=$1 left=$((budget - (SECONDS - start)))
+  shift
+  ((left < cap)) && cap=$left
+  if ((cap < 15)); then
+    echo "# skipped, the report's budget of ${budget} s is spent: $*"
+    return 124
+  fi
+  timeout "$cap" "$@"
+}
 {
   echo "# spmd GPU report, $(date -u +%F' '%T) UTC, on $device"
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1
-  timeout "${TEST_LIMIT_S:-300}" "$here/run" spmd_unit_tests --gtest_color=no --gtest_filter="$filter"
+  part "${TEST_LIMIT_S:-300}" "$here/run" spmd_unit_tests --gtest_color=no --gtest_filter="$filter"
   tests=$?
   echo "# tests: exit $tests"
   # The step with cuDNN's algorithms timed (SPMD_CUDNN_SEARCH=1), then as its heuristic ranks
@@ -161,54 +178,54 @@ esac
     echo "# benchmark, SPMD_CUDNN_SEARCH=$search"
     rows=("${bench[@]}")
     ((search)) || rows=("${bench_untimed[@]}")
-    SPMD_CUDNN_SEARCH=$search timeout "${BENCH_LIMIT_S:-200}" "$here/run" bench_gpu_step "${rows[@]}" \
+    part "${BENCH_LIMIT_S:-200}" env SPMD_CUDNN_SEARCH=$search "$here/run" bench_gpu_step "${rows[@]}" \
       --benchmark_counters_tabular=true
     bench_status=$?
     echo "# benchmark: exit $bench_status"
     ((bench_status == 0)) || break
   done
-  # Each convolution shape alone, spmd's kernels beside PyTorch's (fastest and deterministic).
-  if [[ -f $here/../../benchmarks/compare_conv_layers.py ]]; then
-    SPMD_CUDNN_SEARCH=1 timeout "${BENCH_LIMIT_S:-200}" "${PYTHON:-python3}" "$here/../../benchmarks/compare_conv_layers.py" \
-      --bench "$here/launch/bench_conv_layers" "${layers[@]}"
-    echo "# per-layer table: exit $?"
-  fi
-  # The GEMM convolution (im2col + cuBLAS, cuda/ConvGemm.cu) pinned on every layer: its times
-  # beside the choices above.
-  SPMD_KERNELS=conv2d:gemm,conv2d_backward_data:gemm,conv2d_backward_filter:gemm timeout "${BENCH_LIMIT_S:-200}" \
-    "$here/run" bench_conv_layers "${gemm_layers[@]}"
-  echo "# per-layer, gemm pinned: exit $?"
-  # cuDNN's graph API (SPMD_CUDNN_GRAPH=1, cuda/CudnnGraph.h): its deterministic engine
-  # configurations timed beside the legacy algorithms, per layer (the log names each choice) and
-  # in the step's graph row.
-  SPMD_CUDNN_GRAPH=1 SPMD_LOG_COMPILES=1 timeout "${BENCH_LIMIT_S:-200}" "$here/run" bench_conv_layers "${gemm_layers[@]}" 2>&1 |
-    grep -v '^spmd: cpu kernel'
-  echo "# per-layer, graph engines offered: exit ${PIPESTATUS[0]}"
-  SPMD_CUDNN_GRAPH=1 timeout "${BENCH_LIMIT_S:-200}" "$here/run" bench_gpu_step "${graph_rows[@]}" --benchmark_counters_tabular=true
-  echo "# benchmark, graph engines offered: exit $?"
-  # Channels-last activations (SPMD_CHANNELS_LAST=1: cuDNN's NHWC convolutions, the tensor cores'
-  # layout for bf16): each layer (the log names each choice), then the step's graph rows in f32
-  # and bf16.
-  SPMD_CHANNELS_LAST=1 SPMD_LOG_COMPILES=1 timeout "${BENCH_LIMIT_S:-200}" "$here/run" bench_conv_layers "${gemm_layers[@]}" 2>&1 |
-    grep -v '^spmd: cpu kernel'
-  echo "# per-layer, channels-last: exit ${PIPESTATUS[0]}"
-  SPMD_CHANNELS_LAST=1 timeout "${BENCH_LIMIT_S:-200}" "$here/run" bench_gpu_step "${last_rows[@]}" --benchmark_counters_tabular=true
-  echo "# benchmark, channels-last: exit $?"
   # PyTorch's step beside it (the machine's python3 with CUDA PyTorch), from the checkout the
   # bundle sits in.
   torch_step=$here/../../benchmarks/torch_gpu_step.py
   if [[ -f $torch_step ]]; then
     if [[ $device == cuda ]]; then  # every mode at the targets' batches, then the fastest at 1024
-      timeout "${BENCH_LIMIT_S:-200}" "${PYTHON:-python3}" "$torch_step" --batches 64,256
+      part "${BENCH_LIMIT_S:-200}" "${PYTHON:-python3}" "$torch_step" --batches 64,256
       echo "# PyTorch: exit $?"
-      timeout "${BENCH_LIMIT_S:-200}" "${PYTHON:-python3}" "$torch_step" --modes fastest --batches 1024
+      part "${BENCH_LIMIT_S:-200}" "${PYTHON:-python3}" "$torch_step" --modes fastest --batches 1024
     else
-      timeout "${BENCH_LIMIT_S:-200}" "${PYTHON:-python3}" "$torch_step" "${torch_args[@]}"
+      part "${BENCH_LIMIT_S:-200}" "${PYTHON:-python3}" "$torch_step" "${torch_args[@]}"
     fi
     echo "# PyTorch: exit $?"
   else
     echo "# PyTorch: $torch_step is not here; run benchmarks/torch_gpu_step.py from the checkout"
   fi
+  # Each convolution shape alone, spmd's kernels beside PyTorch's (fastest and deterministic).
+  if [[ -f $here/../../benchmarks/compare_conv_layers.py ]]; then
+    part "${BENCH_LIMIT_S:-200}" env SPMD_CUDNN_SEARCH=1 "${PYTHON:-python3}" "$here/../../benchmarks/compare_conv_layers.py" \
+      --bench "$here/launch/bench_conv_layers" "${layers[@]}"
+    echo "# per-layer table: exit $?"
+  fi
+  # The GEMM convolution (im2col + cuBLAS, cuda/ConvGemm.cu) pinned on every layer: its times
+  # beside the choices above.
+  part "${BENCH_LIMIT_S:-200}" env SPMD_KERNELS=conv2d:gemm,conv2d_backward_data:gemm,conv2d_backward_filter:gemm \
+    "$here/run" bench_conv_layers "${gemm_layers[@]}"
+  echo "# per-layer, gemm pinned: exit $?"
+  # cuDNN's graph API (SPMD_CUDNN_GRAPH=1, cuda/CudnnGraph.h): its deterministic engine
+  # configurations timed beside the legacy algorithms, per layer (the log names each choice) and
+  # in the step's graph row.
+  part "${BENCH_LIMIT_S:-200}" env SPMD_CUDNN_GRAPH=1 SPMD_LOG_COMPILES=1 "$here/run" bench_conv_layers "${gemm_layers[@]}" 2>&1 |
+    grep -v '^spmd: cpu kernel'
+  echo "# per-layer, graph engines offered: exit ${PIPESTATUS[0]}"
+  part "${BENCH_LIMIT_S:-200}" env SPMD_CUDNN_GRAPH=1 "$here/run" bench_gpu_step "${graph_rows[@]}" --benchmark_counters_tabular=true
+  echo "# benchmark, graph engines offered: exit $?"
+  # Channels-last activations (SPMD_CHANNELS_LAST=1: cuDNN's NHWC convolutions, the tensor cores'
+  # layout for bf16): each layer (the log names each choice), then the step's graph rows in f32
+  # and bf16.
+  part "${BENCH_LIMIT_S:-200}" env SPMD_CHANNELS_LAST=1 SPMD_LOG_COMPILES=1 "$here/run" bench_conv_layers "${gemm_layers[@]}" 2>&1 |
+    grep -v '^spmd: cpu kernel'
+  echo "# per-layer, channels-last: exit ${PIPESTATUS[0]}"
+  part "${BENCH_LIMIT_S:-200}" env SPMD_CHANNELS_LAST=1 "$here/run" bench_gpu_step "${last_rows[@]}" --benchmark_counters_tabular=true
+  echo "# benchmark, channels-last: exit $?"
   # The GPU machine's own CPU (another CPU kind than this project's machines; issue 51): the
   # training step and the forward beside PyTorch on its cores, at its widest ISA and capped to
   # AVX2, then each convolution shape. Smoke-sized on sim.
@@ -218,12 +235,12 @@ esac
     for caps in "${cpu_caps[@]}"; do
       echo "# CPU step and forward${caps:+, $caps}"
       for what in "${cpu_runs[@]}"; do
-        env $caps timeout "${BENCH_LIMIT_S:-200}" "${PYTHON:-python3}" \
+        part "${BENCH_LIMIT_S:-200}" env $caps "${PYTHON:-python3}" \
           "$here/../../benchmarks/compare_resnet18_$what.py" --bench "$here/launch/bench_resnet18_$what" "${cpu_args[@]}"
         echo "# CPU $what: exit $?"
       done
     done
-    timeout "${BENCH_LIMIT_S:-200}" "${PYTHON:-python3}" "$here/../../benchmarks/compare_conv_layers.py" \
+    part "${BENCH_LIMIT_S:-200}" "${PYTHON:-python3}" "$here/../../benchmarks/compare_conv_layers.py" \
       --bench "$here/launch/bench_conv_layers" "${cpu_layers[@]}"
     echo "# CPU per-layer table: exit $?"
   fi
