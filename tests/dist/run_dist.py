@@ -345,6 +345,13 @@ def check_agreement(args):
     if rc == 0 or seconds > 30 or "process 1 has kernel pins (SPMD_KERNELS) = conv2d:onednn" not in log:
         fail("kernel pins that differ between processes were not named within 30 s (exit %d, %.1f s):\n%s" %
              (rc, seconds, log))
+    # So must the activation layout the GPU's compilations take (cuDNN's NHWC kernels round
+    # otherwise), named before the first step whatever the backend.
+    rc, log, seconds = run(mpmd(args, env, base, ["-x", "SPMD_CHANNELS_LAST=1"] + base), env, timeout=120)
+    print("worker, process 1 with SPMD_CHANNELS_LAST=1: exit %d after %.1f s" % (rc, seconds))
+    if rc == 0 or seconds > 30 or "process 1 has channels-last activations on cuda and sim (SPMD_CHANNELS_LAST) = yes" not in log:
+        fail("an activation layout that differs between processes was not named within 30 s (exit %d, %.1f s):\n%s" %
+             (rc, seconds, log))
     # A junk switch that MPI's start reads fails cleanly on every process with our message, not
     # with Open MPI's "initialize MPI more than once" (a failed start was tried again).
     out = os.path.join(args.scratch, "junk_switch")
