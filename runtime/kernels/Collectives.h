@@ -427,7 +427,7 @@ void all_to_all(KernelCall& call) {
   const AllToAllAttrs& attrs = attrsOf<AllToAllAttrs>(call.step);
   const int64_t split = attrs.split_axis, concat = attrs.concat_axis;
   const int64_t chunk = in.dim(size_t(split)) / n;
-  std::vector<int64_t> strides = rowMajorStrides(in);
+  const Shape strides = rowMajorStrides(in.shape);
   if (in.rank() + 1 > size_t(kMaxRank))
     throw Error("all_to_all supports rank <= " + std::to_string(kMaxRank - 1) + ", got rank " + std::to_string(in.rank()));
   Gather g{0, {}, {}};

@@ -43,12 +43,6 @@ inline Gather resultShape(const TensorView& y) {
   return g;
 }
 
-inline std::vector<int64_t> rowMajorStrides(const TensorView& x) {
-  std::vector<int64_t> strides(x.rank(), 1);
-  for (size_t d = x.rank(); d-- > 1;) strides[d - 1] = strides[d] * x.dim(d);
-  return strides;
-}
-
 // `Fn<U>` from x over y, U the unsigned integer of the element's size (a move, not a conversion:
 // any dtype, bf16 included).
 template <class Api, template <typename> class Fn, typename Args>
@@ -71,7 +65,7 @@ template <class Api>
 void broadcast_in_dim(KernelCall& call) {
   const auto& dims = attrsOf<DimsAttrs>(call.step).dims;
   Gather g = resultShape(call.out[0]);
-  std::vector<int64_t> strides = rowMajorStrides(call.in[0]);
+  const Shape strides = rowMajorStrides(call.in[0].shape);
   for (size_t i = 0; i < dims.size(); ++i)
     if (call.in[0].dim(i) != 1) g.strides[dims[i]] = strides[i];
   gather<Api>(call, g);
@@ -81,7 +75,7 @@ template <class Api>
 void transpose(KernelCall& call) {
   const auto& perm = attrsOf<PermAttrs>(call.step).perm;
   Gather g = resultShape(call.out[0]);
-  std::vector<int64_t> strides = rowMajorStrides(call.in[0]);
+  const Shape strides = rowMajorStrides(call.in[0].shape);
   for (size_t i = 0; i < perm.size(); ++i) g.strides[i] = strides[perm[i]];
   gather<Api>(call, g);
 }

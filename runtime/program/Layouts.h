@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "runtime/base/Error.h"
+#include "runtime/base/Shape.h"
 
 namespace spmd::runtime {
 
@@ -63,15 +64,13 @@ inline std::string layoutProblem(std::string_view layout, std::span<const int64_
 // (row-major) and channels-last ((H*W*C, 1, W*C, C)); throws for a blocked one.
 inline std::vector<int64_t> layoutStrides(std::string_view layout, std::span<const int64_t> shape) {
   if (std::string problem = layoutProblem(layout, shape); !problem.empty()) throw Error(problem);
-  std::vector<int64_t> strides(shape.size(), 1);
   if (layout == kChannelsLast) {
     const int64_t C = shape[1], H = shape[2], W = shape[3];
     return {H * W * C, 1, W * C, C};
   }
   if (!layout.empty())
     throw Error("the layout " + std::string(layout) + " has no stride per dim (its channels lie in blocks)");
-  for (size_t d = shape.size(); d-- > 1;) strides[d - 1] = strides[d] * shape[d];
-  return strides;
+  return rowMajorStrides(shape);
 }
 
 // The offset of element (n, c, h, w) of an [N, C, H, W] tensor in the layout with `block`

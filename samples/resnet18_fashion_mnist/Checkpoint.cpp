@@ -56,9 +56,13 @@ T metaNumber(const spmd::io::Checkpoint& c, const std::string& key, const std::s
 }  // namespace
 
 std::map<std::string, std::string> runBits(const Flags& f) {
-  return {{"backend", f.devices.substr(0, f.devices.find(':'))},
+  const std::string backend = f.devices.substr(0, f.devices.find(':'));
+  // SPMD_CHANNELS_LAST changes which cuDNN kernels run on cuda (on sim both layouts give the same bits).
+  const bool channelsLast = backend == "cuda" && spmd::runtime::cudaChannelsLast();
+  return {{"backend", backend},
           {"precision", f.precision},
           {"layouts", f.layouts},
+          {"channels_last", channelsLast ? "yes" : "no"},
           {"reduce", spmd::runtime::reduceModeName(spmd::runtime::reduceModeFromEnvironment())},
           {"thread_invariant", spmd::runtime::threadInvariantKernels() ? "yes" : "no"}};
 }
