@@ -91,6 +91,7 @@ Executor::Executor(Program program, std::shared_ptr<Device> device)
     if (it->second.variants) kernelTiming(), threadInvariantKernels(), KernelChoices::process();
   }
   deviceRendezvousWanted();  // SPMD_DEVICE_RENDEZVOUS checked before the first step, too
+  cudaChannelsLast();        // and SPMD_CHANNELS_LAST, on every backend (cuda and sim compile by it)
   for (size_t id = 0; id < program_.buffers.size(); ++id)
     if (const std::string& layout = program_.buffers[id].layout; !device_->readsLayout(layout))
       throw Error("buffer %" + std::to_string(id) + " of @" + program_.name + " has the layout " + layout +

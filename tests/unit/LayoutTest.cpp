@@ -138,6 +138,18 @@ TEST(LayoutTest, ChannelsLastOnSimGivesThePlainStepsBits) {
   }
 }
 
+// A junk SPMD_CHANNELS_LAST stops a run before its first step on any backend, the CPU included
+// (which compiles without it), naming the variable: not a silent "off".
+TEST(LayoutTest, AJunkChannelsLastSwitchStopsACpuRunBeforeItsFirstStep) {
+  auto twice = jit([](const Tensor& x) { return x * 2.0; }, {.name = "twice", .devices = "cpu"});
+  Array x = spmd::testing::randomArray(DType::f32, {4}, 1);
+  ::setenv("SPMD_CHANNELS_LAST", "maybe", 1);
+  const std::string error = spmd::testing::errorOf([&] { twice(x); });
+  ::unsetenv("SPMD_CHANNELS_LAST");
+  EXPECT_NE(error.find("SPMD_CHANNELS_LAST='maybe' is not a switch"), std::string::npos) << error;
+  EXPECT_EQ(twice(x).array().values<float>()[0], 2.0f * x.values<float>()[0]);
+}
+
 // The same on a GPU (skipped without one): cuDNN's NHWC convolutions round differently from its
 // NCHW ones, so the f32 step (TF32 off) is held to the plain step's loss within 1e-5 and to
 // every tensor within 1e-3 of its tree's largest entry (a flipped ReLU tie, which moves
