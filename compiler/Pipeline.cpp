@@ -167,7 +167,7 @@ runtime::Program compileOnce(mlir::ModuleOp module, const CompileOptions& option
   pipeline.run(passes::createCombineAllReduce({options.bucketBytes}));
   pipeline.run(passes::createWidenBf16({options.bf16Kernels}));
   pipeline.run(passes::createReplication());
-  if (options.fuseElementwise) pipeline.run(passes::createFuseNormRelu());
+  if (options.fuseElementwise) pipeline.run(passes::createFuseRelu());
   if (options.fuseElementwise) pipeline.run(passes::createFuseElementwise());
   if (!options.activationLayout.empty()) pipeline.run(passes::createAssignLayouts({options.activationLayout}));
 

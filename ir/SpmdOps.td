@@ -41,9 +41,14 @@ def Spmd_ConstantOp : Spmd_InferredOp<"constant", [ConstantLike, Spmd_ZeroGradie
 
 def Spmd_Conv2dOp : Spmd_InferredOp<"conv2d", [Vjp]> {
   let summary = "2-D convolution, NCHW input, OIHW filter, optional per-channel bias";
+  let description = [{
+    With `relu`, the result is max(0, convolution + bias): made by spmd-fuse-relu after autodiff
+    (the op has no VJP in that form).
+  }];
   let arguments = (ins Spmd_FloatTensor:$input, Spmd_FloatTensor:$filter,
                        Optional<Spmd_FloatTensor>:$bias,
-                       DenseI64ArrayAttr:$stride, DenseI64ArrayAttr:$padding);
+                       DenseI64ArrayAttr:$stride, DenseI64ArrayAttr:$padding,
+                       DefaultValuedAttr<BoolAttr, "false">:$relu);
   let results = (outs Spmd_FloatTensor:$result);
 }
 
@@ -52,7 +57,7 @@ def Spmd_BatchNormTrainOp : Spmd_InferredOp<"batch_norm_train", [Vjp]> {
   let description = [{
     Normalizes each channel of an NCHW input with the batch's mean and biased variance, then
     scales and shifts. Also returns the batch mean and the biased batch variance per channel.
-    With `relu`, the result is max(0, normalized): made by spmd-fuse-norm-relu after autodiff
+    With `relu`, the result is max(0, normalized): made by spmd-fuse-relu after autodiff
     (the op has no VJP in that form).
     With `mask` ([N]: 1 for an example, 0 for a padding row), the statistics weight row n by
     mask[n]: mean = sum(w x) / W and variance = sum(w (x - mean)^2) / W over W = sum(w) * H * W

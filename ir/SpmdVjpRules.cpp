@@ -60,6 +60,9 @@ SmallVector<int64_t> nonChannelAxes(RankedTensorType type) {
 
 LogicalResult Conv2dOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads,
                                  SmallVectorImpl<Value>& out) {
+  if (getRelu())
+    return emitOpError("with relu has no VJP: spmd-fuse-relu makes this form after autodiff; "
+                       "write conv2d followed by relu instead");
   Emit e{b, getLoc()};
   Value dy = grads[0];
   // The bias gradient first: it then reads dy straight after dy's producer wrote it, while it is
@@ -77,7 +80,7 @@ LogicalResult Conv2dOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads,
 LogicalResult BatchNormTrainOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads,
                                          SmallVectorImpl<Value>& out) {
   if (getRelu())
-    return emitOpError("with relu has no VJP: spmd-fuse-norm-relu makes this form after autodiff; "
+    return emitOpError("with relu has no VJP: spmd-fuse-relu makes this form after autodiff; "
                        "write batch_norm_train followed by relu instead");
   Emit e{b, getLoc()};
   auto xType = typeOf(getInput());

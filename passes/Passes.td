@@ -156,15 +156,16 @@ def FuseElementwise : Pass<"spmd-fuse-elementwise", "mlir::ModuleOp"> {
   let dependentDialects = ["::spmd::ir::SpmdDialect"];
 }
 
-def FuseNormRelu : Pass<"spmd-fuse-norm-relu", "mlir::ModuleOp"> {
-  let summary = "fold a relu into the batch_norm_train whose result only it reads";
+def FuseRelu : Pass<"spmd-fuse-relu", "mlir::ModuleOp"> {
+  let summary = "fold a relu into the batch_norm_train or conv2d whose result only it reads";
   let description = [{
     Runs after autodiff, before spmd-fuse-elementwise. A `spmd.relu` whose operand is the
-    normalized result of a `spmd.batch_norm_train` with no other user becomes that op's `relu`
-    attribute: the normalization writes max(0, y) itself (one pass over the activation instead
-    of two), and the relu's users read the batch norm's result. The backward sweep is already
-    built, and it reads the relu's result (relu_backward) and the batch norm's input, never the
-    pre-relu result, so nothing else changes.
+    normalized result of a `spmd.batch_norm_train`, or the result of a `spmd.conv2d`, with no
+    other user becomes that op's `relu` attribute: the op writes max(0, y) itself (one pass over
+    the activation instead of two; on cuda a convolution's bias and relu run in its cuDNN graph),
+    and the relu's users read the op's result. The backward sweep is already built, and it reads
+    the relu's result (relu_backward) and the producer's inputs, never the pre-relu result, so
+    nothing else changes.
   }];
   let dependentDialects = ["::spmd::ir::SpmdDialect"];
 }

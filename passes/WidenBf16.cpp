@@ -8,7 +8,7 @@
 // compares values (relu, max, a reshape...) gives a bf16 value on bf16 inputs, so its readers
 // read its f32 result as it is; and a relu of a rounded result is taken before the rounding
 // (relu commutes with rounding to nearest), which leaves batch_norm_train -> relu adjacent for
-// spmd-fuse-norm-relu. Roundings no reader needs any more are erased. With native-kernels, a
+// spmd-fuse-relu. Roundings no reader needs any more are erased. With native-kernels, a
 // convolution or matmul entirely on bf16 stays as it is (runtime/program/Bf16Kernels.h): the
 // backend's bf16 kernel reads the rounded operands and rounds its result once, as here.
 #include "llvm/ADT/DenseMap.h"

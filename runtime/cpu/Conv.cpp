@@ -4,11 +4,15 @@
 // layout is reordered around the call (none is when the compiler's spmd-assign-layouts gave the
 // buffers oneDNN's layout; the filter stays plain OIHW). bf16 (a step the compiler kept in bf16)
 // runs oneDNN's bf16 convolution where the ISA has one (onednnBf16), else the f32 variants
-// between roundings (runtime/device/WidenedBf16.h).
+// between roundings (runtime/device/WidenedBf16.h). A conv2d with relu (spmd-fuse-relu's form)
+// takes max(0, y) in one pass over its result after whichever variant ran, by the relu op's NaN
+// rules (oneDNN's relu post-op would give -0 for -0 and is not asked for).
 #include "runtime/cpu/CpuVariants.h"
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cpu/Onednn.h"
 #include "runtime/device/WidenedBf16.h"
+#include "runtime/kernels/Dense.h"
+#include "runtime/program/OpAttrs.h"
 
 namespace spmd::runtime::cpu {
 namespace {
@@ -20,11 +24,25 @@ struct ConvState {
   dnnl::memory bias;
 };
 
+template <typename T>
+void reluInPlace(T* y, int64_t n) {
+  const kernels::ReluInPlaceFn<T> relu{y};
+#pragma omp parallel for
+  for (int64_t i = 0; i < n; ++i) relu(i);
+}
+
+void reluInPlace(const TensorView& y) {
+  const int64_t n = y.numel();  // every layout holds exactly the tensor's elements (Layouts.h)
+  if (y.dtype == DType::bf16) return reluInPlace(y.as<bf16>(), n);
+  visitFloat(y.dtype, [&](auto tag) { reluInPlace(y.as<decltype(tag)>(), n); });
+}
+
 }  // namespace
 
 void conv2d(KernelCall& call) {
   if (call.in[0].dtype == DType::bf16 && !onednnBf16()) return widenedBf16<conv2d>(call);
   runVariant(call, cpuVariants(call.step.op));
+  if (convAttrs(call.step).relu) reluInPlace(call.out[0]);
 }
 
 void onednnConv2d(KernelCall& call) {

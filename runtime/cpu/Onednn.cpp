@@ -120,8 +120,8 @@ bool onednnBf16() { return bf16Support().native; }
 const std::string& onednnBf16Path() { return bf16Support().path; }
 
 ConvGeometry::ConvGeometry(const Step& step) {
-  const auto& stride = attrsOf<ConvAttrs>(step).stride;
-  const auto& pad = attrsOf<ConvAttrs>(step).padding;
+  const auto& stride = convAttrs(step).stride;
+  const auto& pad = convAttrs(step).padding;
   strides.assign(stride.begin(), stride.end());
   padding.assign(pad.begin(), pad.end());
 }

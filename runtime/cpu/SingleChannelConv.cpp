@@ -76,8 +76,8 @@ bool runs(const KernelCall& call) {
   const int64_t block = channelBlock(dy.layout);
   if (!x.layout.empty() || (block != 8 && block != 16) || dy.dim(1) % block) return false;
   if (x.dim(1) != 1 || dw.dim(0) != dy.dim(1) || dw.dim(1) != 1 || dw.dim(2) != 3 || dw.dim(3) != 3) return false;
-  const auto& stride = attrsOf<ConvAttrs>(call.step).stride;
-  const auto& padding = attrsOf<ConvAttrs>(call.step).padding;
+  const auto& stride = convAttrs(call.step).stride;
+  const auto& padding = convAttrs(call.step).padding;
   if (stride.size() != 2 || stride[0] != stride[1] || stride[0] < 1 || padding.size() != 2 ||
       padding[0] != padding[1] || padding[0] < 0 || padding[0] > 2)
     return false;
@@ -89,7 +89,7 @@ bool runs(const KernelCall& call) {
 void backwardFilter(KernelCall& call) {
   const TensorView &x = call.in[0], &dy = call.in[1];
   const Geometry g{x.dim(0),  x.dim(2),  x.dim(3),  dy.dim(1), dy.dim(2),
-                   dy.dim(3), attrsOf<ConvAttrs>(call.step).stride[0], attrsOf<ConvAttrs>(call.step).padding[0]};
+                   dy.dim(3), convAttrs(call.step).stride[0], convAttrs(call.step).padding[0]};
   if (channelBlock(dy.layout) == 16) run<16>(x.as<const float>(), dy.as<const float>(), g, call.out[0].as<float>());
   else run<8>(x.as<const float>(), dy.as<const float>(), g, call.out[0].as<float>());
 }

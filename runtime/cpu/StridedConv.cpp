@@ -182,8 +182,8 @@ int64_t filterSize(const KernelCall& call) {
   const int64_t block = channelBlock(x.layout);
   if (x.dim(1) % block || y.dim(1) % block || w.dim(0) != y.dim(1) || w.dim(1) != x.dim(1)) return 0;
   const int64_t k = w.dim(2), pad = (k - 1) / 2;
-  const auto& stride = attrsOf<ConvAttrs>(call.step).stride;
-  const auto& padding = attrsOf<ConvAttrs>(call.step).padding;
+  const auto& stride = convAttrs(call.step).stride;
+  const auto& padding = convAttrs(call.step).padding;
   if (w.dim(3) != k || stride != std::vector<int64_t>{2, 2} || padding != std::vector<int64_t>{pad, pad} ||
       y.dim(2) != (x.dim(2) + 2 * pad - k) / 2 + 1 || y.dim(3) != (x.dim(3) + 2 * pad - k) / 2 + 1)
     return 0;

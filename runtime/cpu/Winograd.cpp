@@ -625,8 +625,8 @@ std::optional<Operands> operandsOf(const KernelCall& call) {
   const int64_t block = channelBlock(a.layout);
   if (block > kMaxBlock || a.dim(1) % block || other.dim(1) % block) return std::nullopt;
   if (w.dim(2) != 3 || w.dim(3) != 3) return std::nullopt;
-  const auto& stride = attrsOf<ConvAttrs>(call.step).stride;
-  const auto& padding = attrsOf<ConvAttrs>(call.step).padding;
+  const auto& stride = convAttrs(call.step).stride;
+  const auto& padding = convAttrs(call.step).padding;
   if (stride != std::vector<int64_t>{1, 1} || padding != std::vector<int64_t>{1, 1} || a.dim(2) != other.dim(2) ||
       a.dim(3) != other.dim(3))
     return std::nullopt;

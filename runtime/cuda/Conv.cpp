@@ -99,7 +99,7 @@ std::unique_ptr<ConvPlan> plan(const KernelCall& call, const TensorView& x, cons
   checkDnn(cudnnSetFilter4dDescriptor(p->w, type, CUDNN_TENSOR_NCHW, int(w.dim(0)), int(w.dim(1)), int(w.dim(2)),
                                       int(w.dim(3))),
            "filter descriptor");
-  const auto &stride = attrsOf<ConvAttrs>(call.step).stride, &pad = attrsOf<ConvAttrs>(call.step).padding;
+  const auto &stride = convAttrs(call.step).stride, &pad = convAttrs(call.step).padding;
   checkDnn(cudnnCreateConvolutionDescriptor(&p->conv), "convolution descriptor");
   checkDnn(cudnnSetConvolution2dDescriptor(p->conv, int(pad[0]), int(pad[1]), int(stride[0]), int(stride[1]), 1, 1,
                                            CUDNN_CROSS_CORRELATION, compute),
@@ -142,8 +142,10 @@ struct Scale {
 
 std::string shapesKey(const KernelCall& call, const TensorView& x, const TensorView& w, const TensorView& y,
                       bool fmaOnly) {
+  // A forward's bias and relu are part of its cuDNN graph, whose engines differ with them.
   std::string key = std::string(dtypeName(x.dtype)) + (fmaOnly ? " fma" : "") + (channelsLast(x) ? " x nhwc" : "") +
-                    (channelsLast(y) ? " y nhwc" : "");
+                    (channelsLast(y) ? " y nhwc" : "") + (call.step.op == "conv2d" && call.in.size() > 2 ? " bias" : "") +
+                    (convAttrs(call.step).relu ? " relu" : "");
   for (const TensorView* t : {&x, &w, &y}) key += " " + shapeString(Shape(t->shape.begin(), t->shape.end()));
   for (const char* attr : {"stride", "padding"}) {
     key += std::string(" ") + attr;
@@ -192,25 +194,25 @@ std::vector<Variant> variantsOf(const Perf* results, int found) {
 // number nor "gemm".
 bool isGraphEngine(const std::string& name) { return name.size() > 1 && name[0] == 'g' && std::isdigit(name[1]); }
 
-// The graph API's configurations for the step (SPMD_CUDNN_GRAPH=1), its bias fused where cuDNN
-// builds that graph (else added after, except in bf16, whose bias is rounded in once); null, said
-// on stderr, where cuDNN builds neither, so the legacy algorithms run alone.
+// The graph API's configurations for the step (SPMD_CUDNN_GRAPH=1), its bias and relu fused where
+// cuDNN builds that graph (else both added after, except in bf16, whose bias is rounded in once);
+// null, said on stderr, where cuDNN builds neither, so the legacy algorithms run alone.
 std::shared_ptr<GraphConv> graphConv(const KernelCall& call, const TensorView& x, const TensorView& w,
                                      const TensorView& y, const std::string& op) {
   ConvShapes s{};
   for (int d = 0; d < 4; ++d) s.x[d] = x.dim(d), s.w[d] = w.dim(d), s.y[d] = y.dim(d);
-  const ConvAttrs& attrs = attrsOf<ConvAttrs>(call.step);
+  const ConvView attrs = convAttrs(call.step);
   for (int d = 0; d < 2; ++d) s.stride[d] = attrs.stride[size_t(d)], s.padding[d] = attrs.padding[size_t(d)];
   s.xLast = channelsLast(x), s.yLast = channelsLast(y);
   const ConvRole role = op == "conv2d" ? ConvRole::Forward
                         : op == "conv2d_backward_data" ? ConvRole::BackwardData
                                                         : ConvRole::BackwardFilter;
-  const bool bias = role == ConvRole::Forward && call.in.size() > 2;
+  const bool bias = role == ConvRole::Forward && call.in.size() > 2, relu = attrs.relu;
   std::string why;
   for (bool fused : {true, false}) {
-    if (!fused && (!bias || x.dtype == DType::bf16)) break;
+    if (!fused && ((!bias && !relu) || (bias && x.dtype == DType::bf16))) break;
     try {
-      auto graph = std::make_shared<GraphConv>(deviceOf(call).cudnn(), role, x.dtype, s, bias && fused);
+      auto graph = std::make_shared<GraphConv>(deviceOf(call).cudnn(), role, x.dtype, s, bias && fused, relu && fused);
       if (!graph->variants().empty()) return graph;
       why = "its heuristics offer no engine configuration";
     } catch (const Error& e) {
@@ -320,6 +322,13 @@ void* workspaceFor(const KernelCall& call, const ConvPlan& p) {
   return p.workspace ? deviceOf(call).workspace(p.workspace) : nullptr;
 }
 
+// A conv2d's relu (spmd-fuse-relu's form) where cuDNN did not fuse it: our kernel, with the relu
+// op's NaN rules, in place.
+void reluAfter(KernelCall& call, const TensorView& y) {
+  reluInPlace(call, y);
+  deviceOf(call).markKernel("relu after the convolution");
+}
+
 // The chosen graph configuration on the step's tensors (x, w, y as the forward convolution names them).
 void runGraph(const KernelCall& call, const ConvPlan& p, const TensorView& x, const TensorView& w, const TensorView& y) {
   p.graph->run(p.engine, x.data, w.data, y.data, p.graph->fusesBias() ? call.in[2].data : nullptr, workspaceFor(call, p));
@@ -355,12 +364,14 @@ void conv2d(KernelCall& call) {
   if (biasFirst) writeChannelBias(call, call.in[2], y);
   cudnnHandle_t h = handleOf(call);
   Scale s;
+  const bool relu = convAttrs(call.step).relu;
   if (p.graph) {
     runGraph(call, p, x, w, y);
     if (p.bias && !p.graph->fusesBias()) {
       checkDnn(cudnnAddTensor(h, s.one(x.dtype), p.bias, call.in[2].data, s.one(x.dtype), p.y, y.data), "bias add");
       deviceOf(call).markKernel("cuDNN bias add");
     }
+    if (relu && !p.graph->fusesRelu()) reluAfter(call, y);
     return;
   }
   checkDnn(cudnnConvolutionForward(h, s.one(x.dtype), p.x, x.data, p.w, w.data, p.conv,
@@ -372,6 +383,7 @@ void conv2d(KernelCall& call) {
     checkDnn(cudnnAddTensor(h, s.one(x.dtype), p.bias, call.in[2].data, s.one(x.dtype), p.y, y.data), "bias add");
     deviceOf(call).markKernel("cuDNN bias add");
   }
+  if (relu) reluAfter(call, y);
 }
 
 // inputs: result_grad (y), filter; output: input_grad (x)

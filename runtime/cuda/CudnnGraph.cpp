@@ -61,7 +61,7 @@ constexpr cudnnBackendAttributeName_t kPlanHandle = CUDNN_ATTR_EXECUTION_PLAN_HA
 #pragma GCC diagnostic pop
 
 // Data pointers the variant pack binds by these ids.
-constexpr int64_t kX = 'x', kW = 'w', kY = 'y', kBias = 'b', kConvOut = 'c';
+constexpr int64_t kX = 'x', kW = 'w', kY = 'y', kBias = 'b', kConvOut = 'c', kBiasOut = 'd';
 // What every tensor's pointer is assumed to be aligned to (spmd's buffers: 64 bytes or more);
 // run() checks it.
 constexpr int64_t kAlignment = 16;
@@ -92,8 +92,9 @@ Owned tensor(const int64_t (&dims)[4], int64_t id, cudnnDataType_t type, bool is
   return t;
 }
 
-// "g12.k3=1.k7=0" and the variant's notes, read from a heuristic's engine configuration.
-Variant describe(cudnnBackendDescriptor_t config) {
+// "g12.k3=1.k7=0" and the variant's notes, read from a heuristic's engine configuration;
+// `strictNan`: whether its notes promise strict NaN propagation.
+Variant describe(cudnnBackendDescriptor_t config, bool* strictNan) {
   Handle engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
   int64_t count = 0;
   checkDnn(cudnnBackendGetAttribute(config, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &count,
@@ -109,8 +110,10 @@ Variant describe(cudnnBackendDescriptor_t config) {
            "reading an engine's numerical notes");
   Variant v{std::string(1, 'g'), true, false};  // not "g" + ...: GCC 12 warns wrongly (-Wrestrict)
   v.name += std::to_string(index);
+  *strictNan = false;
   for (int64_t i = 0; i < noteCount; ++i) {
     if (notes[i] == CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC) v.deterministic = false;
+    if (notes[i] == CUDNN_NUMERICAL_NOTE_STRICT_NAN_PROP) *strictNan = true;
     // Each rounds f32 somewhere (TF32 products, converted inputs, a reduced-precision sum).
     if (notes[i] == CUDNN_NUMERICAL_NOTE_TENSOR_CORE || notes[i] == CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS ||
         notes[i] == CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION)
@@ -141,7 +144,7 @@ Variant describe(cudnnBackendDescriptor_t config) {
 
 struct GraphConv::Descriptors {
   cudnnHandle_t handle = nullptr;
-  bool bias = false;
+  bool bias = false, relu = false;
   std::vector<Owned> parts;  // tensors, the convolution, the operations: alive as long as the graph
   Owned graph;
   std::vector<Owned> configs;  // one per variant, in variants_' order
@@ -152,14 +155,16 @@ struct GraphConv::Descriptors {
   std::map<std::string, Plan> plans;
 };
 
-GraphConv::GraphConv(void* handle, ConvRole role, DType dtype, const ConvShapes& s, bool bias, int most)
+GraphConv::GraphConv(void* handle, ConvRole role, DType dtype, const ConvShapes& s, bool bias, bool relu, int most)
     : d_(std::make_unique<Descriptors>()) {
   d_->handle = static_cast<cudnnHandle_t>(handle);
   d_->bias = bias && role == ConvRole::Forward;
+  d_->relu = relu && role == ConvRole::Forward;
   const cudnnDataType_t type = dataType(dtype), compute = dtype == DType::f64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
   Handle* x = d_->parts.emplace_back(tensor(s.x, kX, type, false, s.xLast)).get();
   Handle* w = d_->parts.emplace_back(tensor(s.w, kW, type)).get();
-  // With a fused bias the convolution writes a virtual f32 tensor the bias is added to (one rounding).
+  // With a fused bias or relu the convolution writes a virtual tensor in the compute type that they
+  // read (one rounding, into y).
   Handle* y = d_->parts.emplace_back(tensor(s.y, kY, type, false, s.yLast)).get();
   Handle* conv = d_->parts.emplace_back(std::make_unique<Handle>(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR)).get();
   const int64_t spatial = 2, dilation[2] = {1, 1};
@@ -195,29 +200,39 @@ GraphConv::GraphConv(void* handle, ConvRole role, DType dtype, const ConvShapes&
     ops.push_back(op->get());
   };
   if (role == ConvRole::Forward) {
-    Handle* out = y;
-    if (d_->bias) out = d_->parts.emplace_back(tensor(s.y, kConvOut, compute, true, s.yLast)).get();
+    // conv -> [bias add] -> [relu] -> y, each step before the last into a virtual tensor.
+    auto virtualY = [&](int64_t id) { return d_->parts.emplace_back(tensor(s.y, id, compute, true, s.yLast)).get(); };
+    Handle* out = d_->bias || d_->relu ? virtualY(kConvOut) : y;
     operation(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X,
               CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y,
               CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA,
               CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, *x, *w, *out);
+    // A pointwise operation of `mode` on `in` (and `b`, for a binary one) into `result`.
+    auto pointwise = [&](cudnnPointwiseMode_t mode, Handle* in, Handle* b, Handle* result, const std::string& what) {
+      Handle* desc = d_->parts.emplace_back(std::make_unique<Handle>(CUDNN_BACKEND_POINTWISE_DESCRIPTOR)).get();
+      desc->set(CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode, "pointwise mode");
+      desc->set(CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &compute, "pointwise precision");
+      desc->finalize(what);
+      Handle* op = d_->parts.emplace_back(std::make_unique<Handle>(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR)).get();
+      const cudnnBackendDescriptor_t pw = desc->get(), xd = in->get(), yd = result->get();
+      op->set(CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &pw, "pointwise operation");
+      op->set(CUDNN_ATTR_OPERATION_POINTWISE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &xd, "pointwise operation input");
+      if (b) {
+        const cudnnBackendDescriptor_t bd = b->get();
+        op->set(CUDNN_ATTR_OPERATION_POINTWISE_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &bd, "pointwise operation operand");
+      }
+      op->set(CUDNN_ATTR_OPERATION_POINTWISE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &yd, "pointwise operation output");
+      op->finalize(what + "'s operation");
+      ops.push_back(op->get());
+    };
     if (d_->bias) {
       const int64_t channels[4] = {1, s.y[1], 1, 1};
       Handle* b = d_->parts.emplace_back(tensor(channels, kBias, type)).get();
-      Handle* add = d_->parts.emplace_back(std::make_unique<Handle>(CUDNN_BACKEND_POINTWISE_DESCRIPTOR)).get();
-      const cudnnPointwiseMode_t pointwise = CUDNN_POINTWISE_ADD;
-      add->set(CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &pointwise, "pointwise mode");
-      add->set(CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &compute, "pointwise precision");
-      add->finalize("the bias add");
-      Handle* op = d_->parts.emplace_back(std::make_unique<Handle>(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR)).get();
-      const cudnnBackendDescriptor_t pw = add->get(), in = out->get(), bd = b->get(), yd = y->get();
-      op->set(CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &pw, "bias operation");
-      op->set(CUDNN_ATTR_OPERATION_POINTWISE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &in, "bias operation input");
-      op->set(CUDNN_ATTR_OPERATION_POINTWISE_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &bd, "bias operation bias");
-      op->set(CUDNN_ATTR_OPERATION_POINTWISE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &yd, "bias operation output");
-      op->finalize("the bias operation");
-      ops.push_back(op->get());
+      Handle* sum = d_->relu ? virtualY(kBiasOut) : y;
+      pointwise(CUDNN_POINTWISE_ADD, out, b, sum, "the bias add");
+      out = sum;
     }
+    if (d_->relu) pointwise(CUDNN_POINTWISE_RELU_FWD, out, nullptr, y, "the relu");
   } else if (role == ConvRole::BackwardData) {
     operation(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX,
               CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY,
@@ -257,11 +272,13 @@ GraphConv::GraphConv(void* handle, ConvRole role, DType dtype, const ConvShapes&
                "reading the heuristic's results");
     for (int64_t i = 0; i < got && i < count; ++i) {
       Variant v;
+      bool strictNan = false;
       try {
-        v = describe(raw[size_t(i)]);
+        v = describe(raw[size_t(i)], &strictNan);
       } catch (const Error&) {
         continue;  // a configuration that cannot say what it is is not offered
       }
+      if (d_->relu && !strictNan) continue;  // its relu might turn a NaN into 0
       bool seen = false;
       for (const auto& [known, _] : ranked) seen = seen || known.name == v.name;
       if (!seen) ranked.emplace_back(std::move(v), std::move(configs[size_t(i)]));
@@ -278,6 +295,7 @@ GraphConv::GraphConv(void* handle, ConvRole role, DType dtype, const ConvShapes&
 GraphConv::~GraphConv() = default;
 
 bool GraphConv::fusesBias() const { return d_->bias; }
+bool GraphConv::fusesRelu() const { return d_->relu; }
 
 std::string devicePropertiesJson(void* handle) {
   Handle properties(CUDNN_BACKEND_DEVICEPROP_DESCRIPTOR);

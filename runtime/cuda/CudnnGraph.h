@@ -1,4 +1,4 @@
-// One convolution (forward, with its bias fused where cuDNN offers it, backward data or backward
+// One convolution (forward, with its bias and relu fused where cuDNN offers it, backward data or backward
 // filter) through cuDNN's graph (backend) API, beside the legacy cudnnConvolution* calls of
 // cuda/Conv.cpp: an operation graph of the step's tensors (NCHW or NHWC, packed), the engine
 // configurations cuDNN's heuristics rank for it (modes A, then fallback), each with what its
@@ -38,17 +38,22 @@ std::string devicePropertiesJson(void* handle);
 class GraphConv {
  public:
   // Builds the operation graph and ranks its engine configurations (at most `most`, the
-  // deterministic ones first); `bias`: a forward convolution adds a per-channel bias in the graph.
-  // `handle`: a cudnnHandle_t; null builds the graph without a device (its descriptors are
+  // deterministic ones first); `bias`: a forward convolution adds a per-channel bias in the graph;
+  // `relu`: it then takes max(0, y) in the graph (conv2d's relu), and only configurations whose
+  // numerical notes promise strict NaN propagation are offered (a NaN stays NaN, as the relu op
+  // says). `handle`: a cudnnHandle_t; null builds the graph without a device (its descriptors are
   // checked, and no configuration is ranked). Throws spmd::Error naming cuDNN's status when the
   // graph does not finalize.
-  GraphConv(void* handle, ConvRole role, DType dtype, const ConvShapes& shapes, bool bias, int most = 10);
+  GraphConv(void* handle, ConvRole role, DType dtype, const ConvShapes& shapes, bool bias, bool relu = false,
+            int most = 10);
   ~GraphConv();
   GraphConv(const GraphConv&) = delete;
   GraphConv& operator=(const GraphConv&) = delete;
 
   // Whether the bias add is part of the graph (else the caller adds it).
   bool fusesBias() const;
+  // Whether the relu is part of the graph (else the caller takes it).
+  bool fusesRelu() const;
   // The configurations as variants, in cuDNN's order.
   const std::vector<Variant>& variants() const { return variants_; }
   // Makes `name`'s execution plan (once) and returns its workspace bytes; throws when the name

@@ -126,4 +126,15 @@ void writeChannelBias(KernelCall& call, const TensorView& bias, const TensorView
   checkLaunch(call);
 }
 
+void reluInPlace(KernelCall& call, const TensorView& y) {
+  if (y.dtype == DType::bf16)
+    CudaApi::forEach(call, y.numel(), kernels::ReluInPlaceFn<bf16>{y.as<bf16>()});
+  else
+    visitFloat(y.dtype, [&](auto tag) {
+      using T = decltype(tag);
+      CudaApi::forEach(call, y.numel(), kernels::ReluInPlaceFn<T>{y.as<T>()});
+    });
+  checkLaunch(call);
+}
+
 }  // namespace spmd::runtime::cuda

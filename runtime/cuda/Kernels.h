@@ -26,6 +26,9 @@ SPMD_CUDA_OPS(SPMD_DECLARE_KERNEL)
 // y[n, c, h, w] = bias[c] (cuda/Dense.cu): a bf16 convolution's bias, which cuDNN then adds its
 // result to (beta = 1), one rounding as on the other backends.
 void writeChannelBias(KernelCall& call, const TensorView& bias, const TensorView& y);
+// y = max(0, y) in place (cuda/Dense.cu; kernels::ReluInPlaceFn): a conv2d's relu where cuDNN's
+// graph does not fuse it.
+void reluInPlace(KernelCall& call, const TensorView& y);
 
 // Row-major C = op(A) op(B) in f32 or f64 through cuBLAS (cuda/Dense.cu; TF32 only with
 // SPMD_ALLOW_TF32=1), or bf16 operands into f32 sums (tensor cores), queued on the step's stream.

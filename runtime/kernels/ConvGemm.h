@@ -90,7 +90,7 @@ constexpr int64_t kConvGemmMaxElements = int64_t(1) << 31;
 // would pass 32 bits.
 inline bool convGeometry(const Step& step, std::span<const int64_t> x, std::span<const int64_t> w,
                          std::span<const int64_t> y, ConvGeometry* g) {
-  const auto& a = attrsOf<ConvAttrs>(step);
+  const auto& a = convAttrs(step);
   const int64_t k = x[1] * w[2] * w[3], np = x[0] * y[2] * y[3];
   for (int64_t count : {numElements(x), numElements(w), numElements(y), k * np, w[0] * np})
     if (count >= kConvGemmMaxElements) return false;
@@ -158,27 +158,30 @@ ToChannelMajorFn<T> toChannelMajor(const T* src, T* dst, uint32_t n, uint32_t ch
   return {src, dst, n, channels, positions, dividerOf(n * positions), dividerOf(positions)};
 }
 
-// dst[b, ch, p] = src[ch, b*P + p] (+ bias[ch] when there is one): the forward's result back,
-// added in S (the GEMM's sums) and rounded to T once.
+// dst[b, ch, p] = src[ch, b*P + p] (+ bias[ch] when there is one, then max(0, .) with relu): the
+// forward's result back, added in S (the GEMM's sums) and rounded to T once (relu commutes with
+// the rounding).
 template <typename S, typename T>
 struct FromChannelMajorFn {
   const S* src;
   const T* bias;  // null: none
   T* dst;
   uint32_t n, channels, positions;
+  bool relu;
   Divider byPositions, byChannels;  // P, channels
   SPMD_HOST_DEVICE void operator()(int64_t e) const {
     const uint32_t i = uint32_t(e), q = byPositions.quotient(i), p = i - q * positions, b = byChannels.quotient(q),
                    ch = q - b * channels;
     const S v = src[int64_t(ch) * (n * positions) + int64_t(b) * positions + p];
-    dst[i] = convertValue<T>(bias ? S(v + convertValue<S>(bias[ch])) : v);
+    const S sum = bias ? S(v + convertValue<S>(bias[ch])) : v;
+    dst[i] = convertValue<T>(relu ? reluOf(sum) : sum);
   }
 };
 
 template <typename S, typename T>
 FromChannelMajorFn<S, T> fromChannelMajor(const S* src, const T* bias, T* dst, uint32_t n, uint32_t channels,
-                                          uint32_t positions) {
-  return {src, bias, dst, n, channels, positions, dividerOf(positions), dividerOf(channels)};
+                                          uint32_t positions, bool relu) {
+  return {src, bias, dst, n, channels, positions, relu, dividerOf(positions), dividerOf(channels)};
 }
 
 // dx[b, ci, iy, ix] = the sum of dcols over the taps that read it, in (ky, kx) order, in double.
@@ -244,7 +247,8 @@ void convGemm(KernelCall& call, const ConvGeometry& whole, uint32_t chunk, std::
       Api::forEach(call, k * np, im2col(call.in[0].as<T>() + first * imageX, cols, g));
       gemm(call, GemmArgs{false, false, g.co, np, k, call.in[1].data, k, cols, np, yT, np, dtype, false, sums});
       Api::forEach(call, int64_t(g.co) * np,
-                   fromChannelMajor(yT, bias, call.out[0].as<T>() + first * imageY, g.n, g.co, g.positions()));
+                   fromChannelMajor(yT, bias, call.out[0].as<T>() + first * imageY, g.n, g.co, g.positions(),
+                                    convAttrs(call.step).relu));
     } else if (op == "conv2d_backward_data") {
       S* dcols = reinterpret_cast<S*>(scratch + columnsAt);
       T* dyT = reinterpret_cast<T*>(scratch + channelsAt);

@@ -31,6 +31,7 @@ using ReductionKind = Reduction;  // text in a Program ("sum"), the enum in the 
 // The field lists: F(type, name, required). An optional field absent from a step reads as its
 // type's zero (false for a flag, 0 for an integer).
 #define SPMD_CONV_ATTRS(F) F(Ints, stride, true) F(Ints, padding, true)
+#define SPMD_CONV_RELU_ATTRS(F) F(Ints, stride, true) F(Ints, padding, true) F(Flag, relu, false)
 #define SPMD_EPSILON_ATTRS(F) F(Real, epsilon, true)
 #define SPMD_NORM_RELU_ATTRS(F) F(Real, epsilon, true) F(Flag, relu, false)
 #define SPMD_WINDOW_ATTRS(F)                                                                   \
@@ -54,7 +55,7 @@ using ReductionKind = Reduction;  // text in a Program ("sum"), the enum in the 
 
 // The records: X(Record, FIELD_LIST).
 #define SPMD_ATTR_RECORDS(X)                                                                     \
-  X(ConvAttrs, SPMD_CONV_ATTRS) X(EpsilonAttrs, SPMD_EPSILON_ATTRS) X(NormReluAttrs, SPMD_NORM_RELU_ATTRS) \
+  X(ConvAttrs, SPMD_CONV_ATTRS) X(ConvReluAttrs, SPMD_CONV_RELU_ATTRS) X(EpsilonAttrs, SPMD_EPSILON_ATTRS) X(NormReluAttrs, SPMD_NORM_RELU_ATTRS) \
   X(WindowAttrs, SPMD_WINDOW_ATTRS) X(AxisAttrs, SPMD_AXIS_ATTRS) X(AxesAttrs, SPMD_AXES_ATTRS)           \
   X(DimsAttrs, SPMD_DIMS_ATTRS) X(SliceAttrs, SPMD_SLICE_ATTRS) X(PadAttrs, SPMD_PAD_ATTRS)                \
   X(PermAttrs, SPMD_PERM_ATTRS) X(MatmulAttrs, SPMD_MATMUL_ATTRS) X(AllReduceAttrs, SPMD_ALL_REDUCE_ATTRS) \
@@ -64,7 +65,7 @@ using ReductionKind = Reduction;  // text in a Program ("sum"), the enum in the 
 
 // Which record each op's steps carry: X(op, Record). Ops not named have no attributes.
 #define SPMD_OP_ATTR_RECORDS(X)                                                                   \
-  X(conv2d, ConvAttrs) X(conv2d_backward_data, ConvAttrs) X(conv2d_backward_filter, ConvAttrs)      \
+  X(conv2d, ConvReluAttrs) X(conv2d_backward_data, ConvAttrs) X(conv2d_backward_filter, ConvAttrs)      \
   X(batch_norm_infer, EpsilonAttrs) X(batch_norm_train_backward, EpsilonAttrs)                       \
   X(batch_norm_train, NormReluAttrs) X(reduce_window, WindowAttrs) X(reduce_window_backward, WindowAttrs) \
   X(softmax, AxisAttrs) X(log_softmax, AxisAttrs) X(concatenate, AxisAttrs) X(argmax, AxisAttrs)    \
@@ -107,6 +108,22 @@ const Record& attrsOf(const Step& step) {
   throw Error("step '" + step.op + "' (" + step.where() +
               (step.record ? ") carries another op's attribute record" : ") ran before its attributes were decoded") +
               "; this is a bug in spmd");
+}
+
+// A convolution step's attributes, the one view every convolution kernel reads: stride and
+// padding (conv2d's ConvReluAttrs, a gradient's ConvAttrs) and whether the step writes
+// max(0, y) (a conv2d with relu, spmd-fuse-relu's form).
+struct ConvView {
+  const std::vector<int64_t>& stride;
+  const std::vector<int64_t>& padding;
+  bool relu;
+};
+inline ConvView convAttrs(const Step& step) {
+  if (step.record)
+    if (const auto* forward = std::get_if<ConvReluAttrs>(&step.record->value))
+      return {forward->stride, forward->padding, forward->relu};
+  const ConvAttrs& gradient = attrsOf<ConvAttrs>(step);
+  return {gradient.stride, gradient.padding, false};
 }
 
 // The epsilon of a batch_norm_train (NormReluAttrs), _infer or _train_backward (EpsilonAttrs)

@@ -1,4 +1,6 @@
-// Reference 2-D convolution: NCHW input, OIHW filter, optional bias, stride and zero padding.
+// Reference 2-D convolution: NCHW input, OIHW filter, optional bias, stride and zero padding;
+// with relu (spmd-fuse-relu's form), max(0, y) of the rounded result.
+#include "runtime/base/NanRules.h"
 #include "runtime/device/WidenedBf16.h"
 #include "runtime/reference/Reference.h"
 #include "runtime/program/OpAttrs.h"
@@ -11,8 +13,8 @@ void conv2d(KernelCall& call) {
     using T = decltype(tag);
     const TensorView &x = call.in[0], &w = call.in[1], &y = call.out[0];
     const T* bias = call.in.size() > 2 ? call.in[2].as<T>() : nullptr;
-    const auto& stride = attrsOf<ConvAttrs>(call.step).stride;
-    const auto& pad = attrsOf<ConvAttrs>(call.step).padding;
+    const ConvView attrs = convAttrs(call.step);
+    const auto &stride = attrs.stride, &pad = attrs.padding;
     int64_t n = x.dim(0), c = x.dim(1), h = x.dim(2), wd = x.dim(3);
     int64_t o = w.dim(0), kh = w.dim(2), kw = w.dim(3), oh = y.dim(2), ow = y.dim(3);
     const T *xp = x.as<T>(), *wp = w.as<T>();
@@ -30,7 +32,8 @@ void conv2d(KernelCall& call) {
                   acc += double(xp[((b * c + ch) * h + r) * wd + s]) *
                          double(wp[((f * c + ch) * kh + u) * kw + v]);
                 }
-            yp[((b * o + f) * oh + i) * ow + j] = static_cast<T>(acc);
+            const T rounded = static_cast<T>(acc);
+            yp[((b * o + f) * oh + i) * ow + j] = attrs.relu ? reluOf(rounded) : rounded;
           }
   });
 }

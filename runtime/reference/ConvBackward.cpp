@@ -14,8 +14,8 @@ namespace {
 template <typename Fn>
 void forEachTap(const TensorView& x, const TensorView& w, const TensorView& y, const Step& step,
                 Fn fn) {
-  const auto& stride = attrsOf<ConvAttrs>(step).stride;
-  const auto& pad = attrsOf<ConvAttrs>(step).padding;
+  const auto& stride = convAttrs(step).stride;
+  const auto& pad = convAttrs(step).padding;
   int64_t n = x.dim(0), c = x.dim(1), h = x.dim(2), wd = x.dim(3);
   int64_t o = w.dim(0), kh = w.dim(2), kw = w.dim(3), oh = y.dim(2), ow = y.dim(3);
   for (int64_t b = 0; b < n; ++b)

@@ -379,7 +379,8 @@ std::pair<cuda::ConvShapes, cuda::ConvRole> graphShapes(const KernelCase& c) {
 }
 
 // Without a GPU: cuDNN's graph API takes every convolution case's tensors, convolution and
-// operations (a forward bias as a fused pointwise add), in f32, f64 and bf16, plain and
+// operations (a forward bias as a fused pointwise add, a relu as a pointwise relu after the
+// convolution or the bias, and both), in f32, f64 and bf16, plain and
 // channels-last (NHWC strides), and finalizes the operation graph (no configuration is ranked
 // without a device); so the descriptors the GPU runs are checked in CI.
 TEST(CudaTest, CudnnGraphsOfEveryConvolutionCaseFinalizeWithoutAGpu) {
@@ -393,13 +394,14 @@ TEST(CudaTest, CudnnGraphsOfEveryConvolutionCaseFinalizeWithoutAGpu) {
                                          [](const std::string& l) { return l.empty() || l == "nhwc"; });
       const auto [shapes, role] = graphShapes(cudaReads ? given : plainCase(given));
       channelsLast += shapes.xLast || shapes.yLast;
-      for (bool bias : {false, true}) {
-        if (bias && role != cuda::ConvRole::Forward) continue;
-        EXPECT_NO_THROW(cuda::GraphConv(nullptr, role, dtype, shapes, bias));
+      for (int epilogue = 0; epilogue < 4; ++epilogue) {  // bias, relu, both
+        const bool bias = epilogue & 1, relu = epilogue & 2;
+        if (epilogue && role != cuda::ConvRole::Forward) continue;
+        EXPECT_NO_THROW(cuda::GraphConv(nullptr, role, dtype, shapes, bias, relu));
         ++built;
       }
     }
-  EXPECT_GE(built, 40);
+  EXPECT_GE(built, 80);
   EXPECT_GE(channelsLast, 12);
 }
 
@@ -428,7 +430,9 @@ TEST(CudaTest, OnAGpuCudnnGraphConfigurationsMatchTheReference) {
     const auto [shapes, role] = graphShapes(c);
     std::string name;
     try {
-      cuda::GraphConv graph(device->cudnn(), role, DType::f32, shapes, c.inputs.size() > 2);
+      const auto relu = c.attrs.find("relu");
+      cuda::GraphConv graph(device->cudnn(), role, DType::f32, shapes, c.inputs.size() > 2,
+                            relu != c.attrs.end() && std::get<bool>(relu->second));
       for (const Variant& v : graph.variants())
         if (name.empty() && v.deterministic && !v.tensorCores) name = v.name;
     } catch (const Error& e) {

@@ -2,10 +2,12 @@
 // to the bit on the CPU (both compute each op in the tensor's type), and the residual add+relu,
 // optimizer chains and relu backward with the gradient sums are fused while convolutions and BN stay library calls.
 
+#include "KernelCases.h"
 #include "TestUtil.h"
 #include "benchmarks/TrainStep.h"
 #include "frontend/spmd.h"
 #include "runtime/program/FusedBody.h"
+#include "frontend/models/Cnn.h"
 #include "frontend/models/ResNet.h"
 
 namespace spmd {
@@ -40,12 +42,37 @@ TEST(FusionTest, ResNetTrainStepIsBitIdenticalFusedAndUnfused) {
   EXPECT_EQ(countOccurrences(text, "  batch_norm_train ("), countOccurrences(unfused, "  batch_norm_train ("));
   // 17 ReLUs: the architecture's (the stem's and two per block of 8, as PyTorch's module has).
   // The 8 residual add + relu pairs are fused kernels; the relus right after a BN (the stem's
-  // and each block's first) become the batch norm's relu (spmd-fuse-norm-relu): none is left.
+  // and each block's first) become the batch norm's relu (spmd-fuse-relu): none is left.
   EXPECT_EQ(countOccurrences(unfused, "  relu ("), 17u);
   EXPECT_EQ(countOccurrences(text, "  relu ("), 0u);
   EXPECT_EQ(countOccurrences(text, "relu = true"), 9u);
   EXPECT_EQ(countOccurrences(unfused, "relu = true"), 0u);
   EXPECT_NE(text.find("relu_backward"), std::string::npos);
+}
+
+// The seeds' Flax CNN (conv + bias -> relu twice, no batch norm): each convolution's relu
+// becomes its attribute (spmd-fuse-relu), and the step gives the unfused step's bits on the CPU
+// (a pass after whichever variant ran) and on sim (the GPU backend's path: the CPU's kernel as
+// cuDNN's stand-in, pinned to the gemm variant the CUDA backend's own epilogue).
+TEST(FusionTest, ConvolutionReluStepIsBitIdenticalFusedAndUnfused) {
+  auto model = models::cnn({.channels1 = 8, .channels2 = 16, .hidden = 32});
+  auto [params, state] = model->initialize(4);
+  optim::Sgd sgd({.learningRate = 0.05, .momentum = 0.9});
+  Tree opt = sgd.init(params);
+  auto [x, y] = bench::syntheticBatch(6);
+  for (const char* devices : {"cpu", "sim"})
+    for (const char* pin : {"", "conv2d:gemm"}) {
+      if (std::string(devices) == "cpu" && *pin) continue;
+      SCOPED_TRACE(std::string(devices) + " " + pin);
+      runtime::PinnedKernels pinned(pin);
+      auto fused = jit(bench::trainStep(*model, sgd), {.name = "fused", .devices = devices});
+      auto plain = jit(bench::trainStep(*model, sgd), {.name = "plain", .devices = devices, .fuseElementwise = false});
+      testing::expectSameTrainStepBits(fused(params, opt, state, x, y), plain(params, opt, state, x, y));
+      const std::string& text = fused.lastProgramText();
+      EXPECT_EQ(countOccurrences(text, "relu = true"), 2u) << text;
+      EXPECT_EQ(countOccurrences(plain.lastProgramText(), "relu = true"), 0u);
+      EXPECT_EQ(countOccurrences(text, "  relu ("), 1u) << "the dense layer's relu stays";
+    }
 }
 
 TEST(FusionTest, MalformedBodiesAreClearErrors) {

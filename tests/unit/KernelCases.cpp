@@ -118,6 +118,11 @@ std::vector<KernelCase> kernelCases(DType t) {
        {{t, {2, 16, 4, 4}}}, {{"stride", V{2, 2}}, {"padding", V{0, 0}}}},
       {"conv stem 28x28", "conv2d", {rnd({2, 1, 28, 28}), rnd({8, 1, 3, 3}), rnd({8})},
        {{t, {2, 8, 28, 28}}}, {{"stride", V{1, 1}}, {"padding", V{1, 1}}}},
+      // conv2d's relu (spmd-fuse-relu): after the bias, and without one.
+      {"conv 3x3 pad1 bias relu", "conv2d", {rnd({2, 3, 9, 7}), rnd({5, 3, 3, 3}), rnd({5})},
+       {{t, {2, 5, 9, 7}}}, {{"stride", V{1, 1}}, {"padding", V{1, 1}}, {"relu", true}}},
+      {"conv 3x3 stride2 relu, no bias", "conv2d", {rnd({3, 4, 11, 10}), rnd({6, 4, 3, 3})},
+       {{t, {3, 6, 6, 5}}}, {{"stride", V{2, 2}}, {"padding", V{1, 1}}, {"relu", true}}},
       {"bn train 4d", "batch_norm_train", {rnd({3, 5, 7, 6}), rnd({5}), rnd({5})},
        {{t, {3, 5, 7, 6}}, {t, {5}}, {t, {5}}}, {{"epsilon", 1e-5}}},
       {"bn train 2d", "batch_norm_train", {rnd({9, 7}, -3, 5), rnd({7}), rnd({7})},
@@ -355,6 +360,8 @@ std::vector<KernelCase> kernelCases(DType t) {
   if (t == DType::f32) {
     list.push_back({"conv blocked in/out", "conv2d", {rnd({2, 16, 6, 5}), rnd({16, 16, 3, 3}), rnd({16})},
                     {{t, {2, 16, 6, 5}}}, {{"stride", V{1, 1}}, {"padding", V{1, 1}}}, {b8, "", "", b8}});
+    list.push_back({"conv relu blocked in/out", "conv2d", {rnd({2, 16, 6, 5}), rnd({16, 16, 3, 3}), rnd({16})},
+                    {{t, {2, 16, 6, 5}}}, {{"stride", V{1, 1}}, {"padding", V{1, 1}}, {"relu", true}}, {b8, "", "", b8}});
     list.push_back({"conv plain in, 16c out", "conv2d", {rnd({2, 3, 9, 9}), rnd({32, 3, 3, 3})},
                     {{t, {2, 32, 5, 5}}}, {{"stride", V{2, 2}}, {"padding", V{1, 1}}}, {"", "", b16}});
     list.push_back({"conv bwd data blocked", "conv2d_backward_data", {rnd({2, 16, 6, 5}), rnd({16, 8, 3, 3})},
@@ -387,6 +394,8 @@ std::vector<KernelCase> kernelCases(DType t) {
     // a time: groups across images and a last one part past the end, both blocks, C != K.
     list.push_back({"conv grouped winograd", "conv2d", {rnd({2, 32, 7, 3}), rnd({48, 32, 3, 3}, -0.2, 0.2), rnd({48})},
                     {{t, {2, 48, 7, 3}}}, {{"stride", V{1, 1}}, {"padding", V{1, 1}}}, {b16, "", "", b16}});
+    list.push_back({"conv grouped winograd relu", "conv2d", {rnd({2, 32, 7, 3}), rnd({48, 32, 3, 3}, -0.2, 0.2), rnd({48})},
+                    {{t, {2, 48, 7, 3}}}, {{"stride", V{1, 1}}, {"padding", V{1, 1}}, {"relu", true}}, {b8, "", "", b8}});
     list.push_back({"conv grouped winograd 8c, no bias", "conv2d", {rnd({3, 16, 5, 6}), rnd({16, 16, 3, 3}, -0.2, 0.2)},
                     {{t, {3, 16, 5, 6}}}, {{"stride", V{1, 1}}, {"padding", V{1, 1}}}, {b8, "", b8}});
     list.push_back({"conv grouped winograd 2x2", "conv2d", {rnd({5, 16, 2, 2}), rnd({16, 16, 3, 3}, -0.2, 0.2), rnd({16})},
@@ -459,7 +468,7 @@ std::vector<KernelCase> kernelCases(DType t) {
                     {{t, {4, 16, 14, 14}}, {t, {16}}, {t, {16}}}, {{"epsilon", 1e-5}}});
     list.push_back({"bn train blocked in, plain out", "batch_norm_train", {rnd({3, 16, 5, 4}), rnd({16}), rnd({16})},
                     {{t, {3, 16, 5, 4}}, {t, {16}}, {t, {16}}}, {{"epsilon", 1e-5}}, {b16}});
-    // batch_norm_train's fused relu (spmd-fuse-norm-relu): oneDNN's on blocked data, a pass after on plain.
+    // batch_norm_train's fused relu (spmd-fuse-relu): oneDNN's on blocked data, a pass after on plain.
     list.push_back({"bn train relu blocked", "batch_norm_train", {rnd({3, 16, 5, 4}), rnd({16}), rnd({16})},
                     {{t, {3, 16, 5, 4}}, {t, {16}}, {t, {16}}}, {{"epsilon", 1e-5}, {"relu", true}}, {b8, "", "", b8}});
     list.push_back({"bn train relu blocked in, plain out", "batch_norm_train", {rnd({3, 16, 5, 4}), rnd({16}), rnd({16})},
@@ -523,6 +532,8 @@ std::vector<KernelCase> channelsLastCases(DType t) {
                   {cl, "", "", "", cl, cl}});
   list.push_back({"conv nhwc in/out", "conv2d", {rnd({2, 6, 6, 5}), rnd({10, 6, 3, 3}), rnd({10})},
                   {{t, {2, 10, 6, 5}}}, {{"stride", V{1, 1}}, {"padding", V{1, 1}}}, {cl, "", "", cl}});
+  list.push_back({"conv relu nhwc in/out", "conv2d", {rnd({2, 6, 6, 5}), rnd({10, 6, 3, 3}), rnd({10})},
+                  {{t, {2, 10, 6, 5}}}, {{"stride", V{1, 1}}, {"padding", V{1, 1}}, {"relu", true}}, {cl, "", "", cl}});
   list.push_back({"conv plain in, nhwc out", "conv2d", {rnd({2, 1, 9, 9}), rnd({8, 1, 3, 3})},
                   {{t, {2, 8, 5, 5}}}, {{"stride", V{2, 2}}, {"padding", V{1, 1}}}, {"", "", cl}});
   list.push_back({"conv bwd data nhwc", "conv2d_backward_data", {rnd({2, 10, 3, 3}), rnd({10, 6, 3, 3})},

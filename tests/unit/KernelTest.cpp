@@ -130,6 +130,8 @@ TEST(KernelTest, F64DelegatedKernelsMatchTheirDefinitions) {
 // batch_norm_train's fused relu keeps the relu op's NaN rule (a NaN stays NaN), though oneDNN's
 // fused relu maps NaN to 0: a NaN in channel 3 makes that channel's outputs NaN, every layout;
 // the other channels equal the unfused normalization followed by relu.
+constexpr float kZero = 0.f;
+
 TEST(KernelTest, BatchNormReluPropagatesNanAsReluDoes) {
   const int64_t N = 2, C = 16, H = 3, W = 4;
   Array x = randomArray(DType::f32, {N, C, H, W}, 11), scale = randomArray(DType::f32, {C}, 12),
@@ -155,6 +157,36 @@ TEST(KernelTest, BatchNormReluPropagatesNanAsReluDoes) {
         }
     EXPECT_EQ(nan, N * H * W) << "channel 3's outputs must all be NaN";
     EXPECT_EQ(differ, 0) << "the other channels: relu of the unfused normalization";
+  }
+}
+
+// conv2d's fused relu (spmd-fuse-relu) is the relu op after the convolution, NaN rule included:
+// a NaN input pixel makes the outputs that read it NaN, and the relu keeps them NaN; everything
+// else equals max(0, unfused) bit for bit, on every CPU variant's layout (plain, nChw8c, nChw16c).
+TEST(KernelTest, ConvReluIsTheReluOfTheConvolutionNanIncluded) {
+  const int64_t N = 2, C = 16, H = 5, W = 6, O = 16;
+  Array x = randomArray(DType::f32, {N, C, H, W}, 21), w = randomArray(DType::f32, {O, C, 3, 3}, 22, -0.2, 0.2),
+        b = randomArray(DType::f32, {O}, 23);
+  x.values<float>()[(1 * C + 3) * H * W + 2 * W + 2] = std::numeric_limits<float>::quiet_NaN();
+  for (const std::string layout : {"", "nChw8c", "nChw16c"}) {
+    SCOPED_TRACE(layout.empty() ? "plain" : layout);
+    auto run = [&](bool relu) {
+      KernelCase c{"conv relu nan", "conv2d", {x, w, b}, {{DType::f32, {N, O, H, W}}},
+                   {{"stride", std::vector<int64_t>{1, 1}}, {"padding", std::vector<int64_t>{1, 1}}, {"relu", relu}},
+                   {layout, "", "", layout}};
+      return runKernel(cpuKernels(), c)[0];
+    };
+    Array fused = run(true), plain = run(false);
+    int nan = 0, zero = 0, differ = 0;
+    for (int64_t i = 0; i < fused.numel(); ++i) {
+      const float got = fused.values<float>()[i], unfused = plain.values<float>()[i];
+      if (std::isnan(unfused)) nan += std::isnan(got);
+      else differ += std::memcmp(&got, unfused <= 0.f ? &kZero : &unfused, sizeof(float)) != 0;
+      zero += got == 0.f;
+    }
+    EXPECT_EQ(nan, O * 9) << "the 3x3 outputs of every channel that read the NaN pixel stay NaN";
+    EXPECT_EQ(differ, 0) << "the others: max(0, unfused), +0 for every non-positive one";
+    EXPECT_GT(zero, fused.numel() / 4) << "a relu that zeroes nothing tests nothing";
   }
 }
 

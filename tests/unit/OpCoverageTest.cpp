@@ -97,8 +97,16 @@ TEST(OpCoverageTest, AttributesDecodeIntoTheOpsTypedRecord) {
   using namespace runtime;
   Step conv{"conv2d", {}, {}, {{"stride", std::vector<int64_t>{2, 1}}, {"padding", std::vector<int64_t>{1, 0}}}, "m.cpp:3"};
   decodeAttributes(conv);
-  EXPECT_EQ(attrsOf<ConvAttrs>(conv).stride, (std::vector<int64_t>{2, 1}));
-  EXPECT_EQ(attrsOf<ConvAttrs>(conv).padding, (std::vector<int64_t>{1, 0}));
+  EXPECT_EQ(convAttrs(conv).stride, (std::vector<int64_t>{2, 1}));
+  EXPECT_EQ(convAttrs(conv).padding, (std::vector<int64_t>{1, 0}));
+  EXPECT_FALSE(convAttrs(conv).relu);
+  Step convRelu{"conv2d", {}, {}, {{"stride", std::vector<int64_t>{1, 1}}, {"padding", std::vector<int64_t>{0, 0}}, {"relu", true}}, "m.cpp:6"};
+  decodeAttributes(convRelu);
+  EXPECT_TRUE(convAttrs(convRelu).relu);
+  Step convData{"conv2d_backward_data", {}, {}, {{"stride", std::vector<int64_t>{1, 2}}, {"padding", std::vector<int64_t>{0, 1}}}, "m.cpp:7"};
+  decodeAttributes(convData);
+  EXPECT_EQ(convAttrs(convData).stride, (std::vector<int64_t>{1, 2}));
+  EXPECT_FALSE(convAttrs(convData).relu);
   Step reduce{"all_reduce", {}, {}, {{"axis_name", std::string("batch")}, {"reduction", std::string("max")}}, "m.cpp:4"};
   decodeAttributes(reduce);
   EXPECT_EQ(attrsOf<AllReduceAttrs>(reduce).reduction, Reduction::Max);
@@ -111,7 +119,7 @@ TEST(OpCoverageTest, AttributesDecodeIntoTheOpsTypedRecord) {
             std::string::npos);
   Step raw = conv;
   raw.record = nullptr;
-  EXPECT_NE(spmd::testing::errorOf([&] { attrsOf<ConvAttrs>(raw); }).find("before its attributes were decoded"),
+  EXPECT_NE(spmd::testing::errorOf([&] { convAttrs(raw); }).find("before its attributes were decoded"),
             std::string::npos);
   auto errorDecoding = [](Step step) { return spmd::testing::errorOf([&] { decodeAttributes(step); }); };
   Step unknown = reduce;

@@ -76,3 +76,17 @@ func.func @custom_vjp_captures(%w: tensor<3xf32>) -> (tensor<f32>, tensor<3xf32>
   } : (tensor<3xf32>) -> (tensor<f32>, tensor<3xf32>)
   return %l, %g : tensor<f32>, tensor<3xf32>
 }
+
+// -----
+
+// The relu form of a convolution (spmd-fuse-relu's, made after autodiff) has no VJP.
+func.func @conv_relu(%x: tensor<1x1x3x3xf32>, %w: tensor<1x1x1x1xf32>) -> (tensor<f32>, tensor<1x1x3x3xf32>) {
+  %l, %g = spmd.value_and_grad %x {
+  ^bb0(%a: tensor<1x1x3x3xf32>):
+    // expected-error @+1 {{'spmd.conv2d' op with relu has no VJP: spmd-fuse-relu makes this form after autodiff; write conv2d followed by relu instead}}
+    %y = spmd.conv2d %a, %w {stride = array<i64: 1, 1>, padding = array<i64: 0, 0>, relu = true} : (tensor<1x1x3x3xf32>, tensor<1x1x1x1xf32>) -> tensor<1x1x3x3xf32>
+    %s = spmd.reduce_sum %y {axes = array<i64: 0, 1, 2, 3>} : (tensor<1x1x3x3xf32>) -> tensor<f32>
+    spmd.yield %s : tensor<f32>
+  } : (tensor<1x1x3x3xf32>) -> (tensor<f32>, tensor<1x1x3x3xf32>)
+  return %l, %g : tensor<f32>, tensor<1x1x3x3xf32>
+}

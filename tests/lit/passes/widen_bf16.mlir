@@ -51,7 +51,7 @@ func.func @mixed(%table: tensor<5x3xbf16>, %ids: tensor<2xi32>) -> tensor<bf16> 
 // Roundings that change nothing are left out. A relu of a rounded value (here the user's rounding
 // of an f32 batch norm, as the mixed-precision policy writes it) reads the value before the
 // rounding, relu commuting with it, and is rounded after; the user's rounding, read by nothing
-// else, is erased, so batch_norm_train -> relu meet for spmd-fuse-norm-relu. Ops that only move
+// else, is erased, so batch_norm_train -> relu meet for spmd-fuse-relu. Ops that only move
 // or select values (neg, reshape) give bf16 values on bf16 inputs: readers read their f32 result
 // as it is, and only a returned one is rounded (to its bf16 type, a no-op on the value).
 // CHECK-LABEL: func.func @exact
