@@ -39,8 +39,8 @@ struct NormLayout {
 
 inline NormLayout normLayoutOf(const TensorView& x) {
   const int64_t spatial = x.numel() / (x.dim(0) * x.dim(1));
-  NormLayout l{x.dim(0), x.dim(1), spatial};
-  if (x.layout == kChannelsLast) l = NormLayout{x.dim(0) * spatial, x.dim(1), 1, spatial};
+  NormLayout l{x.dim(0), x.dim(1), spatial, 1, false, {}, {}};
+  if (x.layout == kChannelsLast) l = NormLayout{x.dim(0) * spatial, x.dim(1), 1, spatial, false, {}, {}};
   else if (!x.layout.empty())
     throw Error("batch norm on the device reads plain and nhwc tensors, not " + std::string(x.layout));
   if (x.numel() > 0 && x.numel() <= int64_t(UINT32_MAX)) {
