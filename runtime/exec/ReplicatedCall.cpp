@@ -43,7 +43,6 @@ std::vector<std::vector<Input>> bindArguments(const std::vector<CallArgument>& a
                                               const std::vector<Shape>& replicaShapes, const MeshShape& mesh,
                                               const ReplicaGroup& group, std::vector<bool>& bound) {
   const int devices = group.size(), first = firstReplica(group);
-  const std::vector<std::shared_ptr<Device>>& deviceObjects = group.deviceObjects();
   std::vector<std::vector<Input>> inputs(devices);
   bound.assign(arguments.size(), false);
   for (size_t i = 0; i < arguments.size(); ++i) {
