@@ -23,7 +23,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <iterator>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "runtime/base/Parse.h"
@@ -208,13 +210,19 @@ std::shared_ptr<GraphConv> graphConv(const KernelCall& call, const TensorView& x
                         : op == "conv2d_backward_data" ? ConvRole::BackwardData
                                                         : ConvRole::BackwardFilter;
   const bool bias = role == ConvRole::Forward && call.in.size() > 2, relu = attrs.relu;
+  // Fused as far as cuDNN offers: bias and relu, the bias alone (the relu after), neither; a bf16
+  // bias only fused (else it is rounded in once, before the convolution: the legacy path).
   std::string why;
-  for (bool fused : {true, false}) {
-    if (!fused && ((!bias && !relu) || (bias && x.dtype == DType::bf16))) break;
+  const std::pair<bool, bool> fusions[] = {{bias, relu}, {bias, false}, {false, false}};
+  for (size_t i = 0; i < std::size(fusions); ++i) {
+    const auto [fuseBias, fuseRelu] = fusions[i];
+    if (i > 0 && fusions[i] == fusions[i - 1]) continue;
+    if (bias && !fuseBias && x.dtype == DType::bf16) break;
     try {
-      auto graph = std::make_shared<GraphConv>(deviceOf(call).cudnn(), role, x.dtype, s, bias && fused, relu && fused);
+      auto graph = std::make_shared<GraphConv>(deviceOf(call).cudnn(), role, x.dtype, s, fuseBias, fuseRelu);
       if (!graph->variants().empty()) return graph;
-      why = "its heuristics offer no engine configuration";
+      why = fuseRelu ? "its heuristics offer no engine configuration that propagates NaN through a fused relu"
+                     : "its heuristics offer no engine configuration";
     } catch (const Error& e) {
       why = e.what();
     }
