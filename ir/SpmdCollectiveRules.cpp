@@ -56,7 +56,7 @@ std::string orDevices(Operation* op) {
   return " or " + std::to_string(boundDevices(op)) + " (its devices, over which accumulation's sliced parameters are cut)";
 }
 
-RankedTensorType typeOf(Value v) { return llvm::cast<RankedTensorType>(v.getType()); }
+RankedTensorType rankedTypeOf(Value v) { return llvm::cast<RankedTensorType>(v.getType()); }
 
 }  // namespace
 
@@ -137,8 +137,8 @@ LogicalResult AxisIndexOp::inferReturnTypes(MLIRContext* context, OptLoc, Adapto
 namespace {
 // The mean of integers is not an integer: refused rather than truncated.
 LogicalResult checkIntegerMean(Operation* op, Reduction reduction, Value input) {
-  if (reduction != Reduction::Mean || llvm::isa<FloatType>(typeOf(input).getElementType())) return success();
-  return op->emitOpError() << "takes the mean of the integer tensor " << typeOf(input)
+  if (reduction != Reduction::Mean || llvm::isa<FloatType>(rankedTypeOf(input).getElementType())) return success();
+  return op->emitOpError() << "takes the mean of the integer tensor " << rankedTypeOf(input)
                            << ", which is not an integer; reduce with sum and divide in a float type "
                            << "(spmd::pmean of an i32 tensor does: it returns the f32 mean)";
 }
@@ -196,8 +196,8 @@ LogicalResult ReduceScatterOp::verify() {
     return emitOpError() << "reduction " << stringifyReduction(getReduction()) << " is not one a reduce_scatter "
                          << "takes (sum or mean)";
   if (failed(checkIntegerMean(*this, getReduction(), getInput()))) return failure();
-  if (!spansAxis(*this, typeOf(getInput()).getDimSize(0)))
-    return emitOpError() << "input " << typeOf(getInput()) << " must have a leading axis of size "
+  if (!spansAxis(*this, rankedTypeOf(getInput()).getDimSize(0)))
+    return emitOpError() << "input " << rankedTypeOf(getInput()) << " must have a leading axis of size "
                          << boundAxisSize(*this) << " (the size of axis '" << getAxisName() << "')" << orDevices(*this);
   return success();
 }
@@ -213,7 +213,7 @@ LogicalResult AllReduceOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads,
   Location loc = getLoc();
   Reduction reduction = getReduction();
   for (auto [input, result, grad] : llvm::zip(getInputs(), getResults(), grads)) {
-    if (!grad || !llvm::isa<FloatType>(typeOf(input).getElementType())) {
+    if (!grad || !llvm::isa<FloatType>(rankedTypeOf(input).getElementType())) {
       out.push_back(Value());
       continue;
     }
@@ -234,7 +234,7 @@ LogicalResult AllReduceOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads,
 
 LogicalResult AllGatherOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads,
                                     SmallVectorImpl<Value>& out) {
-  if (!llvm::isa<FloatType>(typeOf(getInput()).getElementType())) {
+  if (!llvm::isa<FloatType>(rankedTypeOf(getInput()).getElementType())) {
     out.push_back(Value());
     return success();
   }
@@ -243,7 +243,7 @@ LogicalResult AllGatherOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads,
 }
 
 LogicalResult PpermuteOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads, SmallVectorImpl<Value>& out) {
-  if (!llvm::isa<FloatType>(typeOf(getInput()).getElementType())) {
+  if (!llvm::isa<FloatType>(rankedTypeOf(getInput()).getElementType())) {
     out.push_back(Value());
     return success();
   }
@@ -254,7 +254,7 @@ LogicalResult PpermuteOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads, SmallVec
 }
 
 LogicalResult AllToAllOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads, SmallVectorImpl<Value>& out) {
-  if (!llvm::isa<FloatType>(typeOf(getInput()).getElementType())) {
+  if (!llvm::isa<FloatType>(rankedTypeOf(getInput()).getElementType())) {
     out.push_back(Value());
     return success();
   }
@@ -264,7 +264,7 @@ LogicalResult AllToAllOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads, SmallVec
 
 LogicalResult ReduceScatterOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads,
                                         SmallVectorImpl<Value>& out) {
-  const int64_t replicas = typeOf(getInput()).getDimSize(0);
+  const int64_t replicas = rankedTypeOf(getInput()).getDimSize(0);
   Value gathered = b.create<AllGatherOp>(getLoc(), grads[0], getAxisName(), replicas);
   if (getReduction() == Reduction::Mean) {  // each replica's row took 1/N of every input's
     auto type = llvm::cast<RankedTensorType>(gathered.getType());

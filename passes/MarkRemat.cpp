@@ -20,7 +20,7 @@ namespace {
 
 using namespace mlir;
 
-int64_t bytesOf(Value v) {
+int64_t staticBytesOf(Value v) {
   auto type = llvm::dyn_cast<RankedTensorType>(v.getType());
   if (!type || !type.hasStaticShape()) return 0;
   return type.getNumElements() * int64_t((type.getElementTypeBitWidth() + 7) / 8);
@@ -70,7 +70,7 @@ std::vector<RematCandidate> rematCandidates(Operation* root, int depth) {
     for (RematCandidate& c : merged) {
       if (c.layer.empty() || c.ops.size() < 2) continue;
       for (size_t i = 0; i + 1 < c.ops.size(); ++i)
-        for (Value result : c.ops[i]->getResults()) c.bytes += bytesOf(result);
+        for (Value result : c.ops[i]->getResults()) c.bytes += staticBytesOf(result);
       out.push_back(std::move(c));
     }
   });

@@ -6,6 +6,12 @@
 # -O1 for everything (ASan's usual level): the build takes ~13% less than at -O2 (2026-11-29,
 # 2 cores: 734 s against 801 s for the stage, the tests 208 s against 197 s).
 # UBSan's vptr check needs RTTI, which the project builds without (as LLVM does), so it is off.
+# The libraries build as unity builds (CMAKE_UNITY_BUILD: 8 files a unit, the test suites one file
+# a unit, tests/CMakeLists.txt): the MLIR and oneDNN headers are parsed once a unit instead of once
+# a file. A file's own anonymous-namespace names must then not repeat another's of the same
+# library (the build says "redefinition" or "ambiguous" where they do: rename one); a file with
+# its own compile options builds alone. scripts/tsan.sh from nothing (no ccache), 2026-11-30, 2
+# cores: 529 s against 707 s for the stage.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$root/build-asan}
@@ -13,7 +19,7 @@ flags="-fsanitize=address,undefined -fno-sanitize=vptr -fno-sanitize-recover=all
 if [[ ! -f $build/build.ninja ]]; then
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DSPMD_ENABLE_CUDA=OFF -DSPMD_TEST_COMPILE_OPTIONS=-O1 \
     -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" \
-    -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=address,undefined"
+    -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=address,undefined" -DCMAKE_UNITY_BUILD=ON -DCMAKE_UNITY_BUILD_BATCH_SIZE=8
 fi
 cmake --build "$build" --target spmd_unit_tests --parallel "${JOBS:-$(nproc)}"
 # allocator_may_return_null: an impossible allocation must reach our bad_alloc handling (tested).

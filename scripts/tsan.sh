@@ -2,7 +2,8 @@
 # ThreadSanitizer run of the threaded tests (replica threads, communicator, pmap, the data
 # loader's prefetch thread, one compiled function called from several threads, values on a mesh
 # read across replicas, custom ops on sim's stream thread): builds the unit tests with -fsanitize=thread into build-tsan/
-# (BUILD_DIR overrides) and runs those suites.
+# (BUILD_DIR overrides) and runs those suites. The libraries build as unity builds, as in
+# scripts/asan.sh.
 # OpenMP is pinned to one thread per process and oneDNN's process-wide primitive cache is
 # turned off: neither libgomp nor libdnnl is TSan-instrumented, so the synchronisation inside
 # them (gomp barriers, the cache's futures) is invisible to TSan and would be reported as races.
@@ -19,7 +20,7 @@ build=${BUILD_DIR:-$root/build-tsan}
 if [[ ! -f $build/build.ninja ]]; then
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" -DSPMD_ENABLE_CUDA=OFF -DSPMD_TEST_COMPILE_OPTIONS=-O1 \
     -DCMAKE_CXX_FLAGS="-fsanitize=thread" -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=thread" \
-    -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=thread"
+    -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=thread" -DCMAKE_UNITY_BUILD=ON -DCMAKE_UNITY_BUILD_BATCH_SIZE=8
 fi
 cmake --build "$build" --target spmd_threaded_tests --parallel "${JOBS:-$(nproc)}"
 export OMP_NUM_THREADS=1 DNNL_PRIMITIVE_CACHE_CAPACITY=0 ONEDNN_PRIMITIVE_CACHE_CAPACITY=0

@@ -17,7 +17,7 @@ namespace {
 
 constexpr int64_t kChunk = 512;
 
-struct Prepared {
+struct PreparedFused {
   FusedBody body;
   // Per broadcast load: the iteration space with adjacent dims merged where the input's strides
   // allow ([N, C, H, W] reading [N, C] walks as [N, C, H*W]), and the input's strides over it.
@@ -27,7 +27,7 @@ struct Prepared {
 };
 
 template <typename T>
-void evaluate(const Prepared& p, const KernelCall& call) {
+void evaluate(const PreparedFused& p, const KernelCall& call) {
   std::span<const int64_t> space = call.out[0].shape;
   const int64_t n = call.out[0].numel();
   const size_t count = p.body.instrs.size();
@@ -112,7 +112,7 @@ void evaluate(const Prepared& p, const KernelCall& call) {
 // One segment (every fused step but those compiler/BatchFused made).
 void fusedOne(KernelCall& call) {
   if (!call.cache) {
-    auto p = std::make_shared<Prepared>();
+    auto p = std::make_shared<PreparedFused>();
     p->body = FusedBody::parse(attrsOf<FusedAttrs>(call.step).body);
     p->body.checkArity(call.in.size(), call.out.size());
     p->shape.resize(p->body.instrs.size());
@@ -152,7 +152,7 @@ void fusedOne(KernelCall& call) {
     }
     call.cache = p;
   }
-  const auto& p = *static_cast<const Prepared*>(call.cache.get());
+  const auto& p = *static_cast<const PreparedFused*>(call.cache.get());
   visitFloat(call.out[0].dtype, [&](auto tag) { evaluate<decltype(tag)>(p, call); });
 }
 

@@ -16,18 +16,18 @@
 namespace spmd::runtime {
 namespace {
 
-struct Registry {
+struct CustomKernelRegistry {
   std::mutex mutex;
   std::map<std::string, std::shared_ptr<const CustomKernels>> kernels;
 };
 
-Registry& registry() {
-  static Registry r;
+CustomKernelRegistry& customKernelRegistry() {
+  static CustomKernelRegistry r;
   return r;
 }
 
 std::shared_ptr<const CustomKernels> kernelOf(const std::string& target) {
-  Registry& r = registry();
+  CustomKernelRegistry& r = customKernelRegistry();
   std::lock_guard lock(r.mutex);
   auto it = r.kernels.find(target);
   return it == r.kernels.end() ? nullptr : it->second;
@@ -109,7 +109,7 @@ void registerCustomKernel(const std::string& target, CustomCpuKernel cpu, Custom
     if (std::find(cuda.attributes.begin(), cuda.attributes.begin() + long(i), name) != cuda.attributes.begin() + long(i))
       throw Error("custom op '" + target + "': its CUDA kernel names attribute '" + name + "' twice");
   }
-  Registry& r = registry();
+  CustomKernelRegistry& r = customKernelRegistry();
   std::lock_guard lock(r.mutex);
   auto kernels = std::make_shared<const CustomKernels>(CustomKernels{std::move(cpu), std::move(cuda)});
   if (!r.kernels.emplace(target, std::move(kernels)).second)
@@ -119,7 +119,7 @@ void registerCustomKernel(const std::string& target, CustomCpuKernel cpu, Custom
 bool customKernelRegistered(const std::string& target) { return kernelOf(target) != nullptr; }
 
 std::vector<std::string> customKernelNames() {
-  Registry& r = registry();
+  CustomKernelRegistry& r = customKernelRegistry();
   std::lock_guard lock(r.mutex);
   std::vector<std::string> names;
   for (const auto& [name, _] : r.kernels) names.push_back(name);

@@ -63,9 +63,9 @@ class BufferPool {
 
 // One collective of the process: every local replica copies its operand in; the last one
 // queues it on the engine; the engine fills `result`.
-struct Job {
-  explicit Job(std::shared_ptr<BufferPool> pool) : pool(std::move(pool)) {}
-  ~Job() {
+struct ReductionJob {
+  explicit ReductionJob(std::shared_ptr<BufferPool> pool) : pool(std::move(pool)) {}
+  ~ReductionJob() {
     pool->put(std::move(send));
     pool->put(std::move(result));
   }
@@ -148,19 +148,19 @@ class Group {
   bool overlap() const { return overlap_; }
 
   // Replica `l` joins its next collective with its operand (segments of one flat vector).
-  std::shared_ptr<Job> join(int l, Kind kind, std::span<const Communicator::Segment> in, DType dtype,
+  std::shared_ptr<ReductionJob> join(int l, Kind kind, std::span<const Communicator::Segment> in, DType dtype,
                             Reduction op, int64_t count, const std::string& what, bool waits = false) {
     // Direct: the caller waits for the result, and its buffer is the whole operand in the layout
     // MPI sends (one replica per process; fast mode, or exact mode whose slices are in order).
     const bool direct = waits && local_ == 1 && kind == Kind::AllReduce && in.size() == 1;
-    std::shared_ptr<Job> job;
+    std::shared_ptr<ReductionJob> job;
     uint64_t seq;
     {
       std::lock_guard lock(mutex_);
       seq = next_[l]++;
-      std::shared_ptr<Job>& slot = open_[seq];
+      std::shared_ptr<ReductionJob>& slot = open_[seq];
       if (!slot) {
-        slot = std::make_shared<Job>(pool_);
+        slot = std::make_shared<ReductionJob>(pool_);
         slot->kind = kind, slot->dtype = dtype, slot->op = op, slot->count = count, slot->what = what;
         size_t elementBytes = kind == Kind::AllReduce ? dtypeSize(dtype) : 1;
         slot->sendBytes = size_t(local_) * size_t(count) * elementBytes;
@@ -183,7 +183,7 @@ class Group {
   }
 
   // Waits for `job` on replica `l`, then copies its result into `out`.
-  void finish(Job& job, int l, std::span<const Communicator::Segment> out) {
+  void finish(ReductionJob& job, int l, std::span<const Communicator::Segment> out) {
     auto start = std::chrono::steady_clock::now();
     {
       std::unique_lock lock(job.mutex);
@@ -207,7 +207,7 @@ class Group {
 
  private:
   // Copies replica l's operand into the job's send buffer.
-  void pack(Job& job, int l, std::span<const Communicator::Segment> in) {
+  void pack(ReductionJob& job, int l, std::span<const Communicator::Segment> in) {
     const size_t e = job.kind == Kind::AllReduce ? dtypeSize(job.dtype) : 1;
     const int64_t n = job.count;
     auto copyRange = [&](int64_t begin, int64_t end, std::byte* to) {  // elements [begin, end) of the operand
@@ -229,7 +229,7 @@ class Group {
     }
   }
 
-  void execute(Job& job) {
+  void execute(ReductionJob& job) {
     auto start = std::chrono::steady_clock::now();
     MPI_Comm comm = engine_.comm();
     const int P = processes_, K = local_;
@@ -257,7 +257,7 @@ class Group {
   // each process's block roots, so this process's own are folded where they lie instead of
   // being copied through MPI; then the fold tree over every process's roots, and the slices
   // gathered in place.
-  void reduceExact(Job& job, MPI_Comm comm, int P, int K) {
+  void reduceExact(ReductionJob& job, MPI_Comm comm, int P, int K) {
     const int64_t n = job.count, e = dtypeSize(job.dtype);
     auto begin = [&](int j) { return n * j / P; };
     const int64_t mine = begin(rank_ + 1) - begin(rank_);
@@ -309,7 +309,7 @@ class Group {
              "MPI_Allgatherv", job.what);
   }
 
-  void reduceFast(Job& job, MPI_Comm comm, int P, int K) {
+  void reduceFast(ReductionJob& job, MPI_Comm comm, int P, int K) {
     const int64_t n = job.count, e = dtypeSize(job.dtype);
     std::vector<const void*> sources(K);
     for (int l = 0; l < K; ++l) sources[l] = job.sendData() + l * n * e;
@@ -339,7 +339,7 @@ class Group {
   bool overlap_ = true;
   std::mutex mutex_;
   std::vector<uint64_t> next_;                         // next sequence number, per replica
-  std::map<uint64_t, std::shared_ptr<Job>> open_;      // jobs not every replica has joined
+  std::map<uint64_t, std::shared_ptr<ReductionJob>> open_;      // jobs not every replica has joined
   MpiEngine& engine_;
   std::shared_ptr<BufferPool> pool_ = std::make_shared<BufferPool>();
   std::vector<std::byte> received_;  // used by the engine thread only
@@ -361,7 +361,7 @@ class ProcessCommunicator final : public Communicator {
     for (const auto& s : in) count += s.count;
     const std::string described = describe(what, dtype, count, op);
     if (background && group_->overlap()) {
-      std::shared_ptr<Job> job = group_->join(local_, Kind::AllReduce, in, dtype, op, count, described);
+      std::shared_ptr<ReductionJob> job = group_->join(local_, Kind::AllReduce, in, dtype, op, count, described);
       std::vector<Segment> results(out.begin(), out.end());
       return Pending([group = group_, job, l = local_, results] { group->finish(*job, l, results); });
     }

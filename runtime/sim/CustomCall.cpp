@@ -17,7 +17,7 @@
 namespace spmd::runtime::sim {
 namespace {
 
-struct Compiled {
+struct CompiledCustomKernel {
   HostLaunch launch = nullptr;
   std::string target;
   std::vector<double> attributes;  // the values of those its CUDA kernel reads
@@ -60,7 +60,7 @@ void customCall(KernelCall& call) {
   if (!kernels->cuda.defined())
     return queueCpu(call, cpu, {call.in.begin(), call.in.end()}, {call.out.begin(), call.out.end()}, &call.cache);
   if (!call.cache) {
-    auto compiled = std::make_shared<Compiled>();
+    auto compiled = std::make_shared<CompiledCustomKernel>();
     compiled->target = attrsOf<CustomCallAttrs>(call.step).target;
     compiled->attributes = customCudaAttributeValues(call.step, kernels->cuda);
     try {
@@ -71,7 +71,7 @@ void customCall(KernelCall& call) {
     }
     call.cache = compiled;
   }
-  const auto compiled = std::static_pointer_cast<Compiled>(call.cache);
+  const auto compiled = std::static_pointer_cast<CompiledCustomKernel>(call.cache);
   auto args = std::make_shared<CustomCudaArgs>(customCudaArgs(call, compiled->attributes));
   const long long n = call.out[0].numel();
   const kernels::Launch l = kernels::gridStride("custom_call", n);
