@@ -22,6 +22,8 @@ struct VariantState {
   const KernelVariant* variant = nullptr;
   std::shared_ptr<void> cache;
   std::string why;
+  // Timed on this call's own buffers, the variant ran last: its outputs are the call's (once).
+  bool outputsWritten = false;
 };
 
 bool runsOn(const KernelVariant& v, const KernelCall& call) { return !v.runs || v.runs(call); }
@@ -62,9 +64,11 @@ std::vector<std::string> namesOf(const VariantSet& set) {
 // time each remaining variant once, in turn, so that a burst of load on a shared machine falls
 // on all of them, and the least time of each is kept. After a round a variant over 1.5x the
 // best is dropped (its time stands); another round runs only while two are left within that,
-// at most 3 rounds in all and none after 50 ms of them.
+// at most 3 rounds in all and none after 50 ms of them. A round runs the fastest so far last
+// (the first round: by the warm-up's times), so that the winner has usually written the call's
+// outputs when timing ends and the step need not run it again; `last` names the one that did.
 std::vector<double> timeVariants(const KernelCall& call, const VariantSet& set, const std::vector<Variant>& allowed,
-                                 std::map<std::string, std::shared_ptr<void>>& states) {
+                                 std::map<std::string, std::shared_ptr<void>>& states, std::string& last) {
   using Clock = std::chrono::steady_clock;
   std::vector<KernelCall> trials;
   for (const Variant& v : allowed)
@@ -78,15 +82,20 @@ std::vector<double> timeVariants(const KernelCall& call, const VariantSet& set, 
     fns[i](trials[i]);
     return std::chrono::duration<double>(Clock::now() - start).count();
   };
-  std::vector<double> seconds(allowed.size(), INFINITY);
+  std::vector<double> seconds(allowed.size(), INFINITY), warm(allowed.size());
   std::vector<bool> timing(allowed.size(), true);
-  for (size_t i = 0; i < allowed.size(); ++i) once(i);
+  for (size_t i = 0; i < allowed.size(); ++i) warm[i] = once(i);
+  std::vector<size_t> order(allowed.size());
   double spent = 0;
   for (int round = 0; round < 3; ++round) {
-    for (size_t i = 0; i < allowed.size(); ++i)
+    const std::vector<double>& sofar = round == 0 ? warm : seconds;
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return sofar[a] > sofar[b]; });
+    for (size_t i : order)
       if (timing[i]) {
         const double t = once(i);
         seconds[i] = std::min(seconds[i], t), spent += t;
+        last = allowed[i].name;
       }
     const double best = *std::min_element(seconds.begin(), seconds.end());
     int close = 0;
@@ -130,18 +139,19 @@ VariantState choose(const KernelCall& call, const VariantSet& set, ChoiceExchang
   std::vector<Variant> candidates;
   for (const KernelVariant* v : running) candidates.push_back({v->name, true, false});
   std::map<std::string, std::shared_ptr<void>> states;
+  std::string last;  // the variant timing ran last on the call's buffers ("": none timed here)
   // The candidates belong to the key: a choice made before a variant existed is made again.
   std::string among = ", among";
   for (const KernelVariant* v : running) among += std::string(" ") + v->name;
   const ChoiceKey key{set.device(), set.library(), set.op, shapesOf(call, set) + among};
   const Choice choice = choices.choose(
-      key, candidates, false, [&](const std::vector<Variant>& allowed) { return timeVariants(call, set, allowed, states); },
+      key, candidates, false, [&](const std::vector<Variant>& allowed) { return timeVariants(call, set, allowed, states, last); },
       exchange, namesOf(set));
   // Choice::why starts "op: variant, ": said once already by whoever prints it.
   const std::string said = std::string(set.op) + ": " + choice.variant + ", ";
   const std::string why = choice.why.rfind(said, 0) == 0 ? choice.why.substr(said.size()) : choice.why;
   for (const KernelVariant* v : running)
-    if (choice.variant == v->name) return {v, states[v->name], why};
+    if (choice.variant == v->name) return {v, states[v->name], why, last == v->name};
   throw Error("the kernel choice for '" + std::string(set.op) + "' named '" + choice.variant + "', which does not run here");
 }
 
@@ -179,6 +189,10 @@ void runVariant(KernelCall& call, const VariantSet& set) {
   }
   auto& state = *static_cast<VariantState*>(call.cache.get());
   if (call.variant && call.variant->empty()) *call.variant = std::string(state.variant->name) + ": " + state.why;
+  if (state.outputsWritten) {  // the first call's outputs are the winner's timed run (timeVariants)
+    state.outputsWritten = false;
+    return;
+  }
   KernelCall inner{call.step, call.in, call.out, state.cache, call.comm, call.device, call.later, call.check};
   state.variant->fn(inner);
 }

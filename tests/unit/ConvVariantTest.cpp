@@ -9,9 +9,15 @@
 
 #include <omp.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <set>
+#include <thread>
+
+#include <unistd.h>
 
 #include "KernelCases.h"
 #include "TestUtil.h"
@@ -152,6 +158,53 @@ TEST(ConvVariantTest, AnUnpinnedStepIsTimedOnceThenRemembered) {
     return;
   }
   FAIL() << "no case 'conv grouped winograd'";
+}
+
+// A stub op's two variants: "slow" sleeps, "fast" counts its runs; each writes its own mark.
+std::atomic<int> fastRuns{0};
+void slowVariant(KernelCall& call) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  call.out[0].as<float>()[0] = 1.f;
+}
+void fastVariant(KernelCall& call) {
+  ++fastRuns;
+  call.out[0].as<float>()[0] = 2.f;
+}
+
+// Timing runs each candidate on the step's own buffers, the fastest so far last in each round:
+// the winner's timed run is the first call's result, and the step does not run it again.
+TEST(ConvVariantTest, TheWinnersTimedRunIsTheFirstCallsResult) {
+  if (!kernelTiming()) GTEST_SKIP() << "SPMD_KERNEL_TIMING=0";
+  // A fresh kernel cache, so that the choice is timed (ctest runs each test in its own process,
+  // before the process's choices are loaded).
+  const auto dir = std::filesystem::temp_directory_path() / ("spmd-winner-" + std::to_string(::getpid()));
+  setenv("SPMD_KERNEL_CACHE", dir.c_str(), 1);
+  PinnedKernels none("");
+  const VariantSet set{"stub_op", "cpu",
+                       {{"slow", "sleeps 5 ms", true, nullptr, nullptr, slowVariant},
+                        {"fast", "counts its runs", true, nullptr, nullptr, fastVariant}},
+                       [] { return std::string("ConvVariantTest's stub device"); },
+                       [] { return std::string("none"); }, [] { return std::string("threads 1"); }};
+  Step step{"stub_op", {}, {}, {}, "ConvVariantTest"};
+  const std::vector<int64_t> shape{1};
+  float x = 0, y = 0;
+  const std::vector<TensorView> in{{&x, DType::f32, shape, ""}}, out{{&y, DType::f32, shape, ""}};
+  std::shared_ptr<void> cache;
+  std::string ran;
+  KernelCall call{step, in, out, cache};
+  call.variant = &ran;
+  runVariant(call, set);
+  std::filesystem::remove_all(dir);
+  unsetenv("SPMD_KERNEL_CACHE");
+  if (ran.find("timed") == std::string::npos) GTEST_SKIP() << "the process's choices were loaded before: " << ran;
+  EXPECT_EQ(nameOf(ran), "fast") << ran;
+  EXPECT_EQ(y, 2.f) << "the first call's output is not the winner's";
+  // Once to warm up and once timed (slow is over 1.5x at once): not a third time for the step.
+  EXPECT_EQ(fastRuns.load(), 2);
+  y = 0;
+  runVariant(call, set);  // later calls run it
+  EXPECT_EQ(y, 2.f);
+  EXPECT_EQ(fastRuns.load(), 3);
 }
 
 TEST(ConvVariantTest, PinningAnUnknownVariantIsAClearError) {
