@@ -74,12 +74,13 @@ Grid gridOf(const Tiled& x) { return {x.C, x.H, x.W, x.th, x.tw, x.tiles(), x.C 
 constexpr int64_t kGrain = 8;
 
 // V[a][r][c] = (B^T d B)[a] for the 4x4 input tiles d of tiles t0 + r, r in [r0, r1), of an
-// nChw<B>c tensor (zero outside the image and for tiles past the last); `rows` V's row count.
+// nChw<B>c tensor (zero outside the image and for tiles past the last); `plane` floats from
+// one a's rows to the next's (planeOf).
 template <int B>
 SPMD_ISA_BODY
 void inputTiles(const float* __restrict data, Grid g, int64_t t0, int64_t r0, int64_t r1,
-                int64_t rows, float* __restrict V) {
-  const int64_t CB = g.C / B, stride = rows * g.C;
+                int64_t plane, float* __restrict V) {
+  const int64_t CB = g.C / B, stride = plane;
   for (int64_t r = r0; r < r1; ++r) {
     const bool exists = t0 + r < g.T;
     const int64_t t = exists ? t0 + r : g.T - 1;  // past the last tile: zeros, read nothing
@@ -117,12 +118,12 @@ void inputTiles(const float* __restrict data, Grid g, int64_t t0, int64_t r0, in
 }
 
 // y_t = A^T M_r A (+ bias) for tiles t = t0 + r, r in [r0, r1) (those that exist), written into
-// the nChw<B>c tensor `data` (K = g.C channels); `rows` M's row count.
+// the nChw<B>c tensor `data` (K = g.C channels); `plane` as inputTiles'.
 template <int B>
 SPMD_ISA_BODY
 void outputTiles(const float* __restrict M, Grid g, int64_t t0, int64_t r0, int64_t r1,
-                 int64_t rows, const float* __restrict bias, float* __restrict data) {
-  const int64_t KB = g.C / B, stride = rows * g.C;
+                 int64_t plane, const float* __restrict bias, float* __restrict data) {
+  const int64_t KB = g.C / B, stride = plane;
   for (int64_t r = r0; r < r1; ++r) {
     const int64_t t = t0 + r;
     if (t >= g.T) break;
@@ -159,12 +160,12 @@ void outputTiles(const float* __restrict M, Grid g, int64_t t0, int64_t r0, int6
 }
 
 // Z[a][r][k] = (A dy_t A^T)[a] for the 2x2 tiles t = t0 + r, r in [r0, r1), of the nChw<B>c
-// gradient (zero past an odd edge and for tiles past the last); `rows` Z's row count.
+// gradient (zero past an odd edge and for tiles past the last); `plane` as inputTiles'.
 template <int B>
 SPMD_ISA_BODY
 void gradientTiles(const float* __restrict data, Grid g, int64_t t0, int64_t r0, int64_t r1,
-                   int64_t rows, float* __restrict Z) {
-  const int64_t KB = g.C / B, stride = rows * g.C;
+                   int64_t plane, float* __restrict Z) {
+  const int64_t KB = g.C / B, stride = plane;
   for (int64_t r = r0; r < r1; ++r) {
     const bool exists = t0 + r < g.T;
     const int64_t t = exists ? t0 + r : g.T - 1;  // past the last tile: zeros, read nothing
@@ -288,6 +289,12 @@ void filterGradientTransform(const float* dU, int64_t C, int64_t K, float* dw) {
     onOwnIsa<filterGradientRows>(dU, C, K, c0, c0 + kGrain < C ? c0 + kGrain : C, dw);
 }
 
+// Floats from one of a chunk's 16 planes (V, M, Z: [16][rows][channels]) to the next: one cache
+// line more than the plane, so that the 16 rows a transform writes or reads together do not fall
+// in one cache set (rows x channels is a power of two in ResNets).
+constexpr int64_t kPlanePad = 16;
+int64_t planeOf(int64_t rows, int64_t channels) { return rows * channels + kPlanePad; }
+
 // The 16 GEMMs dst[a] = src[a] x weights[a] as one-thread oneDNN matmuls on slices of a
 // (sliced::Gemm: the same bits on any thread count): src [16, M, R] (or its transpose, stored
 // [16, R, M], when `transposedSrc`), weights [16, R, Nc], dst [16, M, Nc], all row-major;
@@ -295,11 +302,15 @@ void filterGradientTransform(const float* dU, int64_t C, int64_t K, float* dw) {
 sliced::Gemm batchedGemms(int64_t M, int64_t R, int64_t Nc, bool transposedSrc, bool accumulate = false) {
   using namespace dnnl;
   using dims = memory::dims;
-  memory::desc a = transposedSrc
-                       ? memory::desc(dims{16, M, R}, memory::data_type::f32, dims{R * M, 1, M})
-                       : memory::desc(dims{16, M, R}, memory::data_type::f32, memory::format_tag::abc);
-  memory::desc b(dims{16, R, Nc}, memory::data_type::f32, memory::format_tag::abc);
-  memory::desc c(dims{16, M, Nc}, memory::data_type::f32, memory::format_tag::abc);
+  // The chunk's tiles (V, M, Z: `rows` a plane) are planeOf apart, the filters (U, dU) whole:
+  // padding those too measured no faster (AMD Zen 4).
+  const auto f32 = memory::data_type::f32;
+  memory::desc a = transposedSrc ? memory::desc(dims{16, M, R}, f32, dims{planeOf(R, M), 1, M})
+                                 : memory::desc(dims{16, M, R}, f32, dims{planeOf(M, R), R, 1});
+  memory::desc b = transposedSrc ? memory::desc(dims{16, R, Nc}, f32, dims{planeOf(R, Nc), Nc, 1})
+                                 : memory::desc(dims{16, R, Nc}, f32, memory::format_tag::abc);
+  memory::desc c = transposedSrc ? memory::desc(dims{16, M, Nc}, f32, memory::format_tag::abc)
+                                 : memory::desc(dims{16, M, Nc}, f32, dims{planeOf(M, Nc), Nc, 1});
   return sliced::Gemm(a, b, c, accumulate);
 }
 
@@ -314,6 +325,7 @@ void runGemms(sliced::Gemm& gemms, const float* a, const float* b, float* c) {
 // and the scratch does not grow with the batch. Chunks are equal; the last one's rows past the
 // last tile are zeros.
 std::atomic<int64_t> chunkFloats{int64_t{1} << 20};  // 4 MB
+
 
 struct Chunks {
   int64_t rows, count;
@@ -433,34 +445,37 @@ void transformRows(int64_t block, int64_t rows, const Run& run) {
 void inputTransform(const Tiled& x, int64_t t0, int64_t rows, float* V) {
   const float* data = x.v.as<const float>();
   const Grid g = gridOf(x);
+  const int64_t plane = planeOf(rows, g.C);
   transformRows(x.B, rows, [&]<int B>(OwnIsa copy, int64_t r0, int64_t r1) {
     if constexpr (B == 16)
-      if (copy == OwnIsa::avx512) return avx512::inputRows<B>(data, g, t0 + r0, r1 - r0, rows * g.C, V + r0 * g.C);
-    if (copy == OwnIsa::avx2) return avx2::inputRows<B>(data, g, t0 + r0, r1 - r0, rows * g.C, V + r0 * g.C);
-    onOwnIsa<inputTiles<B>>(data, g, t0, r0, r1, rows, V);
+      if (copy == OwnIsa::avx512) return avx512::inputRows<B>(data, g, t0 + r0, r1 - r0, plane, V + r0 * g.C);
+    if (copy == OwnIsa::avx2) return avx2::inputRows<B>(data, g, t0 + r0, r1 - r0, plane, V + r0 * g.C);
+    onOwnIsa<inputTiles<B>>(data, g, t0, r0, r1, plane, V);
   });
 }
 
 void outputTransform(const float* M, int64_t t0, int64_t rows, const float* bias, const Tiled& y) {
   float* data = y.v.as<float>();
   const Grid g = gridOf(y);
+  const int64_t plane = planeOf(rows, g.C);
   transformRows(y.B, rows, [&]<int B>(OwnIsa copy, int64_t r0, int64_t r1) {
     const float* m = M + r0 * g.C;
     if constexpr (B == 16)
-      if (copy == OwnIsa::avx512) return avx512::outputRows<B>(m, g, g.C, t0 + r0, r1 - r0, rows * g.C, bias, data);
-    if (copy == OwnIsa::avx2) return avx2::outputRows<B>(m, g, g.C, t0 + r0, r1 - r0, rows * g.C, bias, data);
-    onOwnIsa<outputTiles<B>>(M, g, t0, r0, r1, rows, bias, data);
+      if (copy == OwnIsa::avx512) return avx512::outputRows<B>(m, g, g.C, t0 + r0, r1 - r0, plane, bias, data);
+    if (copy == OwnIsa::avx2) return avx2::outputRows<B>(m, g, g.C, t0 + r0, r1 - r0, plane, bias, data);
+    onOwnIsa<outputTiles<B>>(M, g, t0, r0, r1, plane, bias, data);
   });
 }
 
 void gradientTransform(const Tiled& dy, int64_t t0, int64_t rows, float* Z) {
   const float* data = dy.v.as<const float>();
   const Grid g = gridOf(dy);
+  const int64_t plane = planeOf(rows, g.C);
   transformRows(dy.B, rows, [&]<int B>(OwnIsa copy, int64_t r0, int64_t r1) {
     if constexpr (B == 16)
-      if (copy == OwnIsa::avx512) return avx512::gradientRows<B>(data, g, t0 + r0, r1 - r0, rows * g.C, Z + r0 * g.C);
-    if (copy == OwnIsa::avx2) return avx2::gradientRows<B>(data, g, t0 + r0, r1 - r0, rows * g.C, Z + r0 * g.C);
-    onOwnIsa<gradientTiles<B>>(data, g, t0, r0, r1, rows, Z);
+      if (copy == OwnIsa::avx512) return avx512::gradientRows<B>(data, g, t0 + r0, r1 - r0, plane, Z + r0 * g.C);
+    if (copy == OwnIsa::avx2) return avx2::gradientRows<B>(data, g, t0 + r0, r1 - r0, plane, Z + r0 * g.C);
+    onOwnIsa<gradientTiles<B>>(data, g, t0, r0, r1, plane, Z);
   });
 }
 
@@ -472,9 +487,9 @@ void convolveGroup(OwnIsa isa, const float* in, const Grid& gx, const Grid& gy, 
   if constexpr (B == 16)
     if (copy == OwnIsa::avx512) return avx512::convolveGroup<B>(in, gx, gy.C, U, t0, bias, out, V, M);
   if (copy == OwnIsa::avx2) return avx2::convolveGroup<B>(in, gx, gy.C, U, t0, bias, out, V, M);
-  onOwnIsa<inputTiles<B>>(in, gx, t0, 0, kGroup, kGroup, V);
+  onOwnIsa<inputTiles<B>>(in, gx, t0, 0, kGroup, kGroup * gx.C, V);
   groupGemms(V, U, gx.C, gy.C, M);
-  onOwnIsa<outputTiles<B>>(M, gy, t0, 0, kGroup, kGroup, bias, out);
+  onOwnIsa<outputTiles<B>>(M, gy, t0, 0, kGroup, kGroup * gy.C, bias, out);
 }
 
 // One group of the backward filter, added into dU: as convolveGroup.
@@ -485,8 +500,8 @@ void filterGroup(OwnIsa isa, const float* x, const Grid& gx, const float* dy, co
   if constexpr (B == 16)
     if (copy == OwnIsa::avx512) return avx512::filterGroup<B>(x, gx, dy, gy, t0, V, Z, dU);
   if (copy == OwnIsa::avx2) return avx2::filterGroup<B>(x, gx, dy, gy, t0, V, Z, dU);
-  onOwnIsa<inputTiles<B>>(x, gx, t0, 0, kGroup, kGroup, V);
-  onOwnIsa<gradientTiles<B>>(dy, gy, t0, 0, kGroup, kGroup, Z);
+  onOwnIsa<inputTiles<B>>(x, gx, t0, 0, kGroup, kGroup * gx.C, V);
+  onOwnIsa<gradientTiles<B>>(dy, gy, t0, 0, kGroup, kGroup * gy.C, Z);
   groupFilterGemms(V, Z, gx.C, gy.C, dU);
 }
 
@@ -588,7 +603,7 @@ void convolve(KernelCall& call, const TensorView& in, const TensorView& out, boo
     Chunks c(x.tiles(), std::max(C, K));
     return ConvolveState{c, batchedGemms(c.rows, C, K, false)};
   });
-  float *V = threadScratch(0, 16 * chunks.rows * C), *M = threadScratch(2, 16 * chunks.rows * K);
+  float *V = threadScratch(0, 16 * planeOf(chunks.rows, C)), *M = threadScratch(2, 16 * planeOf(chunks.rows, K));
   for (int64_t i = 0; i < chunks.count; ++i) {
     inputTransform(x, i * chunks.rows, chunks.rows, V);
     runGemms(gemms, V, U, M);
@@ -683,7 +698,7 @@ void backwardFilter(KernelCall& call, Path path) {
     Chunks c(x.tiles(), std::max(C, K));
     return FilterState{c, batchedGemms(C, c.rows, K, true), batchedGemms(C, c.rows, K, true, true)};
   });
-  float *V = threadScratch(0, 16 * chunks.rows * C), *Z = threadScratch(1, 16 * chunks.rows * K),
+  float *V = threadScratch(0, 16 * planeOf(chunks.rows, C)), *Z = threadScratch(1, 16 * planeOf(chunks.rows, K)),
         *dU = threadScratch(2, 16 * C * K);
   for (int64_t i = 0; i < chunks.count; ++i) {
     inputTransform(x, i * chunks.rows, chunks.rows, V);
