@@ -23,7 +23,10 @@ void BM_ResNet18TrainStep(benchmark::State& state) {
   auto [params, bnState] = model->initialize(0);
   spmd::optim::Sgd sgd({.learningRate = 0.1, .momentum = 0.9});
   spmd::Tree opt = sgd.init(params);
-  auto step = spmd::jit(bench::trainStep(*model, sgd), {.planMemory = plan, .fuseElementwise = fuse, .assignLayouts = layouts});
+  // Parameters, optimizer and BN state donated, as a training loop does (the samples, bench_gpu_step;
+  // PyTorch's optimizer.step() updates in place): each step writes them where the last one's were.
+  auto step = spmd::jit(bench::trainStep(*model, sgd), {.planMemory = plan, .fuseElementwise = fuse,
+                                                        .assignLayouts = layouts, .donateArguments = {0, 1, 2}});
   auto [x, y] = bench::syntheticBatch(batch);
   // Trace + compile + first run outside the timing; each timed step feeds the last one's state.
   auto [p1, o1, s1, l1] = step(params, opt, bnState, x, y);
