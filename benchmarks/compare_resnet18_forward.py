@@ -2,13 +2,14 @@
 """ResNet-18 forward (batch 64, 1x28x28, train-mode BN) on the CPU: spmd's Google Benchmark and
 PyTorch (python3-torch, the same model and threads) in one run; prints both times and the ratio.
 
-usage: python3 benchmarks/compare_resnet18_forward.py [--build build] [--batch 64] [--reps 10]
+usage: python3 benchmarks/compare_resnet18_forward.py [--build build] [--batch 64] [--reps 10] [--rounds 1]
        [--smoke]   (batch 2, one repetition: CI runs it so the script cannot rot)
 Run with Debian's /usr/bin/python3 (where python3-torch lives)."""
 import argparse
 import json
 import os
 import re
+import statistics
 import subprocess
 import sys
 import time
@@ -74,17 +75,31 @@ def side_by_side(doc, title, program, name_of, torch_timer):
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--threads", type=int, default=os.cpu_count(),
                         help="threads for both sides (OMP_NUM_THREADS / torch.set_num_threads)")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="alternate the two sides this many times and print the median ratio: on a "
+                             "shared VM whose speed changes for seconds at a time (2x on one seen here), "
+                             "one round can fall on one side's slow spell")
     parser.add_argument("--smoke", action="store_true", help="batch 2, one repetition: checks that it runs")
     args = parser.parse_args()
     if args.smoke:
-        args.batch, args.reps = 2, 1
-    ours = time_spmd(args.build, name_of(args.batch), args.reps, args.threads, program,
-                     min_time=0.01 if args.smoke else 0.5, binary=args.bench)
-    theirs, threads, version = torch_timer(args.batch, 1 if args.smoke else max(args.reps * 2, 10), args.threads)
+        args.batch, args.reps, args.rounds = 2, 1, 1
+    if args.rounds < 1:
+        sys.exit(f"--rounds must be at least 1, got {args.rounds}")
     print(f"{title}, batch {args.batch}, CPU ({os.cpu_count()} cores)")
-    print(f"  spmd (cpu:0, {args.threads} threads)    : {ours:8.2f} ms/step  {args.batch / ours * 1e3:8.1f} img/s")
-    print(f"  PyTorch {version} ({threads} threads): {theirs:8.2f} ms/step  {args.batch / theirs * 1e3:8.1f} img/s")
-    print(f"  ratio spmd/PyTorch time    : {ours / theirs:8.3f}  (< 1 means spmd is faster)")
+    ratios = []
+    for round_ in range(args.rounds):
+        ours = time_spmd(args.build, name_of(args.batch), args.reps, args.threads, program,
+                         min_time=0.01 if args.smoke else 0.5, binary=args.bench)
+        theirs, threads, version = torch_timer(args.batch, 1 if args.smoke else max(args.reps * 2, 10), args.threads)
+        ratios.append(ours / theirs)
+        if args.rounds > 1:
+            print(f"  round {round_ + 1} of {args.rounds}:")
+        print(f"  spmd (cpu:0, {args.threads} threads)    : {ours:8.2f} ms/step  {args.batch / ours * 1e3:8.1f} img/s")
+        print(f"  PyTorch {version} ({threads} threads): {theirs:8.2f} ms/step  {args.batch / theirs * 1e3:8.1f} img/s")
+        print(f"  ratio spmd/PyTorch time    : {ours / theirs:8.3f}  (< 1 means spmd is faster)")
+    if args.rounds > 1:
+        listed = " ".join(f"{r:.3f}" for r in ratios)
+        print(f"ratios {listed}: median {statistics.median(ratios):.3f} over {args.rounds} rounds")
 
 
 def main():

@@ -3,7 +3,7 @@
 backward, SGD with momentum 0.9) on the CPU: spmd's Google Benchmark and PyTorch (python3-torch,
 the same model and threads) in one run; prints both times and the ratio.
 
-usage: python3 benchmarks/compare_resnet18_train_step.py [--build build] [--batch 64] [--reps 5]
+usage: python3 benchmarks/compare_resnet18_train_step.py [--build build] [--batch 64] [--reps 5] [--rounds 1]
        [--smoke]   (batch 2, one repetition: CI runs it so the script cannot rot)
 Run with Debian's /usr/bin/python3 (where python3-torch lives)."""
 import os
