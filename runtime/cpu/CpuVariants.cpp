@@ -49,9 +49,17 @@ std::string device() {
   return kind + ", spmd " + ownIsaName(ownIsa());
 }
 
+// The revision of our own CPU kernels' speed: part of every timed choice's key, so that a change
+// that makes a variant faster or slower times its steps again instead of keeping a choice made
+// against the old code (and a checkpoint's `--resume` says the choices differ: their bits may).
+// Bump it with such a change. 2: the chunked Winograd's plain stores and padded planes, the
+// strided GEMMs' transposed backward filter (2026-11-30).
+constexpr int kOwnKernelsRevision = 2;
+
 std::string library() {
   const dnnl_version_t* v = dnnl_version();
-  return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
+  return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch) +
+         ", spmd kernels r" + std::to_string(kOwnKernelsRevision);
 }
 
 // What else a choice depends on: the threads a variant gets (its speed and, for oneDNN's own
