@@ -247,10 +247,8 @@ Choice KernelChoices::choose(const ChoiceKey& key, const std::vector<Variant>& c
       if (slowest > kUnsteady * fastestProbe_) {
         char ratio[32];
         std::snprintf(ratio, sizeof ratio, "%.1f", slowest / fastestProbe_);
-        // Kept all the same: a later run that timed it again could choose another variant, and
-        // runs on one machine give the same bits because they run the same choices.
-        unsteady = std::string("; timed while the machine ran ") + ratio + "x slower than its fastest here" +
-                   (path_.empty() ? std::string() : ", kept (delete " + path_ + " to time it again)");
+        unsteady = std::string("; timed while the machine ran ") + ratio +
+                   "x slower than its fastest here, so not kept for later runs";
       }
     }
     if (seconds.size() != allowed.size())
@@ -261,8 +259,8 @@ Choice KernelChoices::choose(const ChoiceKey& key, const std::vector<Variant>& c
       if (std::isfinite(seconds[i]) && seconds[i] >= 0 && (best < 0 || seconds[i] < seconds[size_t(best)])) best = int(i);
     if (best < 0)
       throw Error("none of the allowed variants of " + where + " ran (" + namesOf(allowed) + ")");
-    entries_[text] = {key, allowed[size_t(best)].name, seconds[size_t(best)]};
-    save();
+    entries_[text] = {key, allowed[size_t(best)].name, seconds[size_t(best)], false, unsteady.empty()};
+    if (unsteady.empty()) save();
     char ms[32];
     std::snprintf(ms, sizeof ms, "%.3f", seconds[size_t(best)] * 1e3);
     choice = {allowed[size_t(best)].name, Choice::From::Timed,
@@ -280,8 +278,9 @@ void KernelChoices::save() const {
   if (path_.empty()) return;
   Json file{{"format", "spmd kernel choices 1"}, {"choices", Json::array()}};
   for (const auto& [_, e] : entries_)
-    file["choices"].push_back({{"device", e.key.device}, {"library", e.key.library}, {"op", e.key.op},
-                               {"shapes", e.key.shapes}, {"variant", e.variant}, {"seconds", e.seconds}});
+    if (e.kept)
+      file["choices"].push_back({{"device", e.key.device}, {"library", e.key.library}, {"op", e.key.op},
+                                 {"shapes", e.key.shapes}, {"variant", e.variant}, {"seconds", e.seconds}});
   const std::string text = file.dump(1) + "\n";
   std::error_code error;
   std::filesystem::create_directories(std::filesystem::path(path_).parent_path(), error);  // a failure shows below

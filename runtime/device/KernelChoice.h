@@ -80,9 +80,8 @@ class KernelChoices {
   // the threads the candidates get, run before and after timing them; when the slower of the two
   // takes over kUnsteady times the fastest probe this process has seen, the machine ran slow
   // while they were timed (a shared VM's slow spell can halve its speed for seconds and change
-  // the candidates' order), and the choice's line says so. It is kept all the same: runs on one
-  // machine give the same bits because they run the same choices, which a later run timing it
-  // again could break; deleting the file times everything again.
+  // the candidates' order): the choice holds for this process but is not kept in the file, so a
+  // later run times it again.
   Choice choose(const ChoiceKey& key, const std::vector<Variant>& candidates, bool strictF32,
                 const std::function<std::vector<double>(const std::vector<Variant>&)>& time,
                 ChoiceExchange* exchange = nullptr, const std::vector<std::string>& known = {},
@@ -114,6 +113,7 @@ class KernelChoices {
     std::string variant;
     double seconds = 0;
     bool processZero = false;  // sent by process 0 of this job
+    bool kept = true;          // written to the file (false: timed while the machine ran slow)
   };
   void save() const;     // with mutex_ held and the file's lock taken
   void readFile();       // adds the file's entries this process does not have; with mutex_ held
