@@ -4,8 +4,6 @@
 
 #include <omp.h>
 
-#include <atomic>
-#include <chrono>
 #include <cstdlib>
 #include <fstream>
 
@@ -71,25 +69,6 @@ std::string setting() {
   return threadInvariantKernels() ? std::string("thread-invariant") : "threads " + std::to_string(omp_get_max_threads());
 }
 
-// KernelChoices' probe: 64 independent multiply-add chains per thread in L1, 8192 steps each, on
-// every thread the variants get (~0.1 ms on 2 Zen 4 cores): compute-bound, so a slow spell in
-// which the threads share a core or one stalls shows as a longer time.
-double probe() {
-  const auto start = std::chrono::steady_clock::now();
-  float total = 0;
-#pragma omp parallel reduction(+ : total)
-  {
-    float acc[64];
-    for (int i = 0; i < 64; ++i) acc[i] = float(i + omp_get_thread_num()) * 1e-3f;
-    for (int step = 0; step < 8192; ++step)
-      for (int i = 0; i < 64; ++i) acc[i] = acc[i] * 0.999f + 1e-3f;
-    for (float a : acc) total += a;
-  }
-  static std::atomic<float> sink{0};
-  sink.store(total, std::memory_order_relaxed);
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
 bool isF64(const KernelCall& call) { return call.in[0].dtype == DType::f64; }
 bool notF64(const KernelCall& call) { return !isF64(call); }
 
@@ -135,7 +114,7 @@ const VariantSet& forwardSet() {
        {"onednn_sliced", kSlicedWhy, true, &sliced::runs, &never, &sliced::conv2d},
        {"reference", "the reference loops in double, for f64 (oneDNN has no f64)", true, &isF64, nullptr,
         &reference::conv2d}},
-      &device, &library, &setting, &probe};
+      &device, &library, &setting};
   return set;
 }
 
@@ -153,7 +132,7 @@ const VariantSet& backwardDataSet() {
         &onednnConv2dBackwardData},
        {"onednn_sliced", kSlicedWhy, true, &sliced::runs, &never, &sliced::backwardData},
        {"reference", "the reference loops in double, for f64", true, &isF64, nullptr, &reference::conv2d_backward_data}},
-      &device, &library, &setting, &probe};
+      &device, &library, &setting};
   return set;
 }
 
@@ -175,7 +154,7 @@ const VariantSet& backwardFilterSet() {
         "gradients summed in order (at most 64 MiB of them)", true, &sliced::runs, &never, &sliced::backwardFilter},
        {"reference", "the reference loops in double, for f64", true, &isF64, nullptr,
         &reference::conv2d_backward_filter}},
-      &device, &library, &setting, &probe};
+      &device, &library, &setting};
   return set;
 }
 
@@ -186,7 +165,7 @@ const VariantSet& matmulSet() {
       {{"onednn", "oneDNN's matmul, f32 and bf16 (its sums may split by thread)", false, &notF64, nullptr, &onednnMatmul},
        {"onednn_sliced", "oneDNN's matmul on fixed slices of the rows (the batch when batched), one thread each", true, &sliced::runs, &never, &sliced::matmul},
        {"reference", "the reference loops in double, for f64", true, &isF64, nullptr, &reference::matmul}},
-      &device, &library, &setting, &probe};
+      &device, &library, &setting};
   return set;
 }
 

@@ -153,8 +153,7 @@ void KernelChoices::setPins(const std::string& text) {
 
 Choice KernelChoices::choose(const ChoiceKey& key, const std::vector<Variant>& candidates, bool strictF32,
                              const std::function<std::vector<double>(const std::vector<Variant>&)>& time,
-                             ChoiceExchange* exchange, const std::vector<std::string>& known,
-                             const std::function<double()>& probe) {
+                             ChoiceExchange* exchange, const std::vector<std::string>& known) {
   std::lock_guard lock(mutex_);
   const std::string where = key.op + " (" + key.shapes + ") on " + key.device;
   std::vector<Variant> allowed;
@@ -235,22 +234,7 @@ Choice KernelChoices::choose(const ChoiceKey& key, const std::vector<Variant>& c
       if (e.key.library == key.library && e.key.op == key.op && e.key.shapes == key.shapes && e.key.device != key.device)
         elsewhere = "; the choice " + path_ + " holds was made on " + e.key.device + ", not on " + key.device +
                     ", so it is not used";
-    // The process's first probe starts the thread pool: one run first, not counted.
-    if (probe && fastestProbe_ == 0) probe();
-    const double before = probe ? probe() : 0;
     const std::vector<double> seconds = time(allowed);
-    const double after = probe ? probe() : 0;
-    std::string unsteady;
-    if (probe && before > 0 && after > 0) {
-      const double fastest = std::min(before, after), slowest = std::max(before, after);
-      fastestProbe_ = fastestProbe_ > 0 ? std::min(fastestProbe_, fastest) : fastest;
-      if (slowest > kUnsteady * fastestProbe_) {
-        char ratio[32];
-        std::snprintf(ratio, sizeof ratio, "%.1f", slowest / fastestProbe_);
-        unsteady = std::string("; timed while the machine ran ") + ratio +
-                   "x slower than its fastest here, so not kept for later runs";
-      }
-    }
     if (seconds.size() != allowed.size())
       throw Error("timing " + where + " gave " + std::to_string(seconds.size()) + " times for " +
                   std::to_string(allowed.size()) + " variants");
@@ -259,13 +243,13 @@ Choice KernelChoices::choose(const ChoiceKey& key, const std::vector<Variant>& c
       if (std::isfinite(seconds[i]) && seconds[i] >= 0 && (best < 0 || seconds[i] < seconds[size_t(best)])) best = int(i);
     if (best < 0)
       throw Error("none of the allowed variants of " + where + " ran (" + namesOf(allowed) + ")");
-    entries_[text] = {key, allowed[size_t(best)].name, seconds[size_t(best)], false, unsteady.empty()};
-    if (unsteady.empty()) save();
+    entries_[text] = {key, allowed[size_t(best)].name, seconds[size_t(best)]};
+    save();
     char ms[32];
     std::snprintf(ms, sizeof ms, "%.3f", seconds[size_t(best)] * 1e3);
     choice = {allowed[size_t(best)].name, Choice::From::Timed,
               key.op + ": " + allowed[size_t(best)].name + ", the fastest of " + std::to_string(allowed.size()) +
-                  " timed (" + ms + " ms)" + unsteady + elsewhere + pinPassed};
+                  " timed (" + ms + " ms)" + elsewhere + pinPassed};
   }
   if (exchange && !agreed) {
     exchange->fromProcessZero(what + "\n" + key.device + "\n" + choice.variant);
@@ -278,9 +262,8 @@ void KernelChoices::save() const {
   if (path_.empty()) return;
   Json file{{"format", "spmd kernel choices 1"}, {"choices", Json::array()}};
   for (const auto& [_, e] : entries_)
-    if (e.kept)
-      file["choices"].push_back({{"device", e.key.device}, {"library", e.key.library}, {"op", e.key.op},
-                                 {"shapes", e.key.shapes}, {"variant", e.variant}, {"seconds", e.seconds}});
+    file["choices"].push_back({{"device", e.key.device}, {"library", e.key.library}, {"op", e.key.op},
+                               {"shapes", e.key.shapes}, {"variant", e.variant}, {"seconds", e.seconds}});
   const std::string text = file.dump(1) + "\n";
   std::error_code error;
   std::filesystem::create_directories(std::filesystem::path(path_).parent_path(), error);  // a failure shows below

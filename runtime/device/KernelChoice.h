@@ -76,17 +76,10 @@ class KernelChoices {
   // candidates and returns their seconds (NaN or infinity: could not run). `exchange`: the job's
   // processes, or null for this process alone. `known`: every variant the backend has for the
   // op (empty: the candidates are all of them), so a pin naming one that does not run here is
-  // passed over instead of refused. `probe` (optional): the seconds of a short fixed workload on
-  // the threads the candidates get, run before and after timing them; when the slower of the two
-  // takes over kUnsteady times the fastest probe this process has seen, the machine ran slow
-  // while they were timed (a shared VM's slow spell can halve its speed for seconds and change
-  // the candidates' order): the choice holds for this process but is not kept in the file, so a
-  // later run times it again.
+  // passed over instead of refused.
   Choice choose(const ChoiceKey& key, const std::vector<Variant>& candidates, bool strictF32,
                 const std::function<std::vector<double>(const std::vector<Variant>&)>& time,
-                ChoiceExchange* exchange = nullptr, const std::vector<std::string>& known = {},
-                const std::function<double()>& probe = nullptr);
-  static constexpr double kUnsteady = 1.4;
+                ChoiceExchange* exchange = nullptr, const std::vector<std::string>& known = {});
   // The pins as "op:variant,..." (sorted by op), and all of them replaced by `text` (tests;
   // `text` as pin() takes it).
   std::string pins() const;
@@ -113,7 +106,6 @@ class KernelChoices {
     std::string variant;
     double seconds = 0;
     bool processZero = false;  // sent by process 0 of this job
-    bool kept = true;          // written to the file (false: timed while the machine ran slow)
   };
   void save() const;     // with mutex_ held and the file's lock taken
   void readFile();       // adds the file's entries this process does not have; with mutex_ held
@@ -121,7 +113,6 @@ class KernelChoices {
   std::string path_;
   std::map<std::string, std::string> pins_;  // op -> variant
   std::map<std::string, Entry> entries_;     // by keyText
-  double fastestProbe_ = 0;                  // seconds; 0: no probe yet
   std::set<std::string> agreed_;             // keys exchanged with the job's processes
   std::set<std::string> used_;               // keys whose choice a step of this process took
 };

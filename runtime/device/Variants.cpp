@@ -146,7 +146,7 @@ VariantState choose(const KernelCall& call, const VariantSet& set, ChoiceExchang
   const ChoiceKey key{set.device(), set.library(), set.op, shapesOf(call, set) + among};
   const Choice choice = choices.choose(
       key, candidates, false, [&](const std::vector<Variant>& allowed) { return timeVariants(call, set, allowed, states, last); },
-      exchange, namesOf(set), set.probe ? std::function<double()>(set.probe) : nullptr);
+      exchange, namesOf(set));
   // Choice::why starts "op: variant, ": said once already by whoever prints it.
   const std::string said = std::string(set.op) + ": " + choice.variant + ", ";
   const std::string why = choice.why.rfind(said, 0) == 0 ? choice.why.substr(said.size()) : choice.why;

@@ -41,10 +41,6 @@ struct VariantSet {
   std::string (*device)();   // what a timed choice is valid for: "AMD EPYC, oneDNN ISA avx512_core_bf16"
   std::string (*library)();  // "oneDNN 2.7.3"
   std::string (*setting)();  // what else a variant's speed or bits depend on: "threads 2"
-  // Seconds of a short fixed workload on the threads the variants get, run before and after
-  // timing them (KernelChoices::choose: a choice timed while the machine ran slow is not kept);
-  // null: none.
-  double (*probe)() = nullptr;
 };
 
 // Runs the step's variant, choosing it on the step's first call (kept in call.cache).

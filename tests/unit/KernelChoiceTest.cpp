@@ -115,43 +115,6 @@ TEST(KernelChoiceTest, APersistedChoiceIsUsedWithoutTiming) {
   EXPECT_NE(errorOf([&] { KernelChoices bad(path); }).find("is not JSON"), std::string::npos);
 }
 
-// A choice timed while the machine ran slow (the probe after the timing over kUnsteady times the
-// fastest probe seen) holds for this process but is not written to the file: a later run times
-// it again. A steady one is kept.
-TEST(KernelChoiceTest, AChoiceTimedWhileTheMachineRanSlowIsNotKept) {
-  const std::string path = tempFile("unsteady.json");
-  KernelChoices first(path);
-  // The first run (the thread pool's start) is not counted; then steady, then 3x after timing.
-  const std::vector<double> probes = {9e-3, 1e-3, 1.1e-3, 1e-3, 3e-3};
-  size_t next = 0;
-  auto probe = [&] { return probes.at(next++); };
-  ChoiceKey slow = kH100;
-  slow.shapes = "f32 x[256, 64, 28, 28] w[64, 64, 3, 3] stride 1 1 padding 1 1";
-  StubTimer timer;
-  const Choice steady = first.choose(kH100, kAlgorithms, true, timer.fn(), nullptr, {}, probe);
-  EXPECT_EQ(steady.from, Choice::From::Timed);
-  EXPECT_EQ(steady.why.find("not kept"), std::string::npos) << steady.why;
-  const Choice unsteady = first.choose(slow, kAlgorithms, true, timer.fn(), nullptr, {}, probe);
-  EXPECT_EQ(unsteady.from, Choice::From::Timed);
-  EXPECT_EQ(unsteady.variant, "6");
-  EXPECT_NE(unsteady.why.find("timed while the machine ran 3.0x slower than its fastest here, so not kept for later runs"),
-            std::string::npos)
-      << unsteady.why;
-  EXPECT_EQ(next, probes.size());
-  // This process runs it again without timing it...
-  const Choice again = first.choose(slow, kAlgorithms, true, noTiming(), nullptr, {}, probe);
-  EXPECT_EQ(again.from, Choice::From::Remembered);
-  EXPECT_EQ(again.variant, "6");
-  // ...a later one finds the steady choice in the file and times the other again.
-  KernelChoices later(path);
-  EXPECT_EQ(later.remembered().size(), 1u);
-  EXPECT_EQ(later.choose(kH100, kAlgorithms, true, noTiming()).from, Choice::From::Remembered);
-  StubTimer again2;
-  EXPECT_EQ(later.choose(slow, kAlgorithms, true, again2.fn()).from, Choice::From::Timed);
-  EXPECT_FALSE(again2.asked.empty());
-  EXPECT_EQ(KernelChoices(path).remembered().size(), 2u);  // timed without a probe: kept
-}
-
 // Stands for the job's broadcast: process 0's text reaches the others.
 struct FakeJob {
   std::string broadcast;
