@@ -326,7 +326,6 @@ void runGemms(sliced::Gemm& gemms, const float* a, const float* b, float* c) {
 // last tile are zeros.
 std::atomic<int64_t> chunkFloats{int64_t{1} << 20};  // 4 MB
 
-
 struct Chunks {
   int64_t rows, count;
   Chunks(int64_t tiles, int64_t channels) {
