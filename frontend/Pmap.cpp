@@ -520,6 +520,7 @@ std::vector<std::pair<std::string, std::string>> PmapCore::fingerprint(const std
   facts.emplace_back("CPU kernels timed (SPMD_KERNEL_TIMING)", runtime::kernelTiming() ? "yes" : "no");
   facts.emplace_back("thread-invariant kernels only (SPMD_THREAD_INVARIANT)",
                      runtime::threadInvariantKernels() ? "yes" : "no");
+  facts.emplace_back("tight-rounding kernels only (SPMD_TIGHT_ROUNDING)", runtime::tightRoundingKernels() ? "yes" : "no");
   const char* pins = std::getenv("SPMD_KERNELS");
   facts.emplace_back("kernel pins (SPMD_KERNELS)", pins && *pins ? pins : "none");
   for (size_t i = 0; i < leaves.size(); ++i)

@@ -90,14 +90,19 @@ constexpr const char* kSlicedWhy =
 
 using winograd::Path;
 
+constexpr const char* kWinograd4x4Why =
+    "Winograd F(4x4,3x3), tiles in chunks through 36 one-thread oneDNN GEMMs: 2.25 multiplies an output where "
+    "F(2x2,3x3) takes 4, at several times the direct kernels' rounding error (wide layers on small feature maps)";
+
 // A Winograd path of one direction (`F`: winograd::forward, backwardData or backwardFilter) as
 // a variant; neither path's bits depend on the thread count (the chunked one's GEMMs are
 // sliced::Gemm's).
 template <void (*F)(KernelCall&, Path), Path P>
 KernelVariant winogradVariant(const char* why) {
-  return {P == Path::Grouped ? "winograd_grouped" : "winograd_chunked", why, true,
+  return {P == Path::Grouped ? "winograd_grouped" : P == Path::Chunked ? "winograd_chunked" : "winograd_4x4", why, true,
           [](const KernelCall& c) { return winograd::runs(c, P); },
-          [](const KernelCall& c) { return winograd::pays(c, P); }, [](KernelCall& c) { F(c, P); }};
+          [](const KernelCall& c) { return winograd::pays(c, P); }, [](KernelCall& c) { F(c, P); },
+          P == Path::Chunked4x4};
 }
 
 const VariantSet& forwardSet() {
@@ -108,6 +113,7 @@ const VariantSet& forwardSet() {
             "Winograd F(2x2,3x3), 16-64 channels, tiles a few at a time in L1 (4 multiplies an output where direct takes 9)"),
        winogradVariant<&winograd::forward, Path::Chunked>(
             "Winograd F(2x2,3x3), tiles in chunks through 16 one-thread oneDNN GEMMs (wide layers)"),
+       winogradVariant<&winograd::forward, Path::Chunked4x4>(kWinograd4x4Why),
        {"strided_gemm", "stride 2 as im2col and one-thread oneDNN GEMMs on row slices (oneDNN's direct kernels are slow on few output pixels)", true,
         &strided::runs, &strided::pays, &strided::forward},
        {"onednn", "oneDNN's direct convolution, any shape, f32 and bf16", false, &notF64, nullptr, &onednnConv2d},
@@ -126,6 +132,7 @@ const VariantSet& backwardDataSet() {
             "Winograd F(2x2,3x3) with the flipped filter, 16-64 channels, tiles in L1"),
        winogradVariant<&winograd::backwardData, Path::Chunked>(
             "Winograd F(2x2,3x3) with the flipped filter, tiles in chunks through one-thread oneDNN GEMMs"),
+       winogradVariant<&winograd::backwardData, Path::Chunked4x4>(kWinograd4x4Why),
        {"strided_gemm", "stride 2 as one-thread oneDNN GEMMs on row slices and a scatter of the windows (col2im)", true, &strided::runs,
         &strided::pays, &strided::backwardData},
        {"onednn", "oneDNN's direct backward-data convolution, any shape, f32 and bf16", false, &notF64, nullptr,
@@ -144,6 +151,7 @@ const VariantSet& backwardFilterSet() {
             "Winograd filter gradient, 16-32 channels, images in 16 fixed slices"),
        winogradVariant<&winograd::backwardFilter, Path::Chunked>(
             "Winograd filter gradient, tiles in chunks through accumulating one-thread oneDNN GEMMs"),
+       winogradVariant<&winograd::backwardFilter, Path::Chunked4x4>(kWinograd4x4Why),
        {"strided_gemm", "stride 2 as im2col and one-thread oneDNN GEMMs on row slices", true, &strided::runs, &strided::pays,
         &strided::backwardFilter},
        {"single_channel", "one input channel (a grey-image stem): the nine taps across a block's lanes (oneDNN vectorizes over input channels)", true,

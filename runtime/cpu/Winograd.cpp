@@ -33,8 +33,9 @@
 
 #include "runtime/cpu/BlockedLoops.h"
 #include "runtime/cpu/Onednn.h"
-#include "runtime/cpu/SlicedOnednn.h"
 #include "runtime/cpu/OwnIsa.h"
+#include "runtime/cpu/SlicedOnednn.h"
+#include "runtime/cpu/WinogradChunks.h"
 #include "runtime/program/Layouts.h"
 #include "runtime/program/OpAttrs.h"
 
@@ -289,54 +290,7 @@ void filterGradientTransform(const float* dU, int64_t C, int64_t K, float* dw) {
     onOwnIsa<filterGradientRows>(dU, C, K, c0, c0 + kGrain < C ? c0 + kGrain : C, dw);
 }
 
-// Floats from one of a chunk's 16 planes (V, M, Z: [16][rows][channels]) to the next: one cache
-// line more than the plane, so that the 16 rows a transform writes or reads together do not fall
-// in one cache set (rows x channels is a power of two in ResNets).
-constexpr int64_t kPlanePad = 16;
-int64_t planeOf(int64_t rows, int64_t channels) { return rows * channels + kPlanePad; }
-
-// The 16 GEMMs dst[a] = src[a] x weights[a] as one-thread oneDNN matmuls on slices of a
-// (sliced::Gemm: the same bits on any thread count): src [16, M, R] (or its transpose, stored
-// [16, R, M], when `transposedSrc`), weights [16, R, Nc], dst [16, M, Nc], all row-major;
-// `accumulate`: dst += instead of =.
-sliced::Gemm batchedGemms(int64_t M, int64_t R, int64_t Nc, bool transposedSrc, bool accumulate = false) {
-  using namespace dnnl;
-  using dims = memory::dims;
-  // The chunk's tiles (V, M, Z: `rows` a plane) are planeOf apart, the filters (U, dU) whole:
-  // padding those too measured no faster (AMD Zen 4).
-  const auto f32 = memory::data_type::f32;
-  memory::desc a = transposedSrc ? memory::desc(dims{16, M, R}, f32, dims{planeOf(R, M), 1, M})
-                                 : memory::desc(dims{16, M, R}, f32, dims{planeOf(M, R), R, 1});
-  memory::desc b = transposedSrc ? memory::desc(dims{16, R, Nc}, f32, dims{planeOf(R, Nc), Nc, 1})
-                                 : memory::desc(dims{16, R, Nc}, f32, memory::format_tag::abc);
-  memory::desc c = transposedSrc ? memory::desc(dims{16, M, Nc}, f32, memory::format_tag::abc)
-                                 : memory::desc(dims{16, M, Nc}, f32, dims{planeOf(M, Nc), Nc, 1});
-  return sliced::Gemm(a, b, c, accumulate);
-}
-
-void runGemms(sliced::Gemm& gemms, const float* a, const float* b, float* c) {
-  gemms.run({{DNNL_ARG_SRC, const_cast<float*>(a)}, {DNNL_ARG_WEIGHTS, const_cast<float*>(b)},
-             {DNNL_ARG_DST, c}});
-}
-
-
-// Tiles go through the transforms and GEMMs in chunks of `rows`, so the transformed tiles (16 x
-// rows x channels floats, at most chunkFloats) stay in cache between a transform and its GEMM
-// and the scratch does not grow with the batch. Chunks are equal; the last one's rows past the
-// last tile are zeros.
-std::atomic<int64_t> chunkFloats{int64_t{1} << 20};  // 4 MB
-
-struct Chunks {
-  int64_t rows, count;
-  Chunks(int64_t tiles, int64_t channels) {
-    // Past 256 channels a chunk's rows stop shrinking: at 512 (ResNet-18's stage 4) the filter
-    // transform (16 x C x K floats, 16 MB) read again for each chunk cost more than the larger
-    // chunk (AMD Zen 5: 5.9 against 5.1 ms of GEMMs in two chunks of 128 rows or one of 256).
-    const int64_t most = std::max<int64_t>(1, chunkFloats.load() / (16 * std::min<int64_t>(channels, 256)));
-    count = (tiles + most - 1) / most;
-    rows = (tiles + count - 1) / count;
-  }
-};
+std::atomic<int64_t> chunkFloats{int64_t{1} << 20};  // 4 MB: Chunks' most
 
 // The chunking is fixed when a step's kernel is prepared, with the GEMMs of that many rows.
 struct ConvolveState {
@@ -599,8 +553,8 @@ void convolve(KernelCall& call, const TensorView& in, const TensorView& out, boo
   filterTransform(w.as<const float>(), w.dim(0), w.dim(1), backwardData, U);
   if (path == Path::Grouped) return convolveGrouped(x, y, U, bias);
   auto& [chunks, gemms] = cachedState<ConvolveState>(call, [&] {
-    Chunks c(x.tiles(), std::max(C, K));
-    return ConvolveState{c, batchedGemms(c.rows, C, K, false)};
+    Chunks c(x.tiles(), std::max(C, K), 16);
+    return ConvolveState{c, batchedGemms(16, c.rows, C, K, false)};
   });
   float *V = threadScratch(0, 16 * planeOf(chunks.rows, C)), *M = threadScratch(2, 16 * planeOf(chunks.rows, K));
   for (int64_t i = 0; i < chunks.count; ++i) {
@@ -655,14 +609,42 @@ bool grouped(const Operands& o) {
 
 }  // namespace
 
+Chunks::Chunks(int64_t tiles, int64_t channels, int64_t planes) {
+  // Past 256 channels a chunk's rows stop shrinking: at 512 (ResNet-18's stage 4) the filter
+  // transform (16 x C x K floats, 16 MB) read again for each chunk cost more than the larger
+  // chunk (AMD Zen 5: 5.9 against 5.1 ms of GEMMs in two chunks of 128 rows or one of 256).
+  const int64_t most = std::max<int64_t>(1, chunkFloats.load() / (planes * std::min<int64_t>(channels, 256)));
+  count = (tiles + most - 1) / most;
+  rows = (tiles + count - 1) / count;
+}
+
+sliced::Gemm batchedGemms(int64_t planes, int64_t M, int64_t R, int64_t Nc, bool transposedSrc, bool accumulate) {
+  using namespace dnnl;
+  using dims = memory::dims;
+  // Padding the filters' planes (U, dU) too measured no faster (AMD Zen 4).
+  const auto f32 = memory::data_type::f32;
+  memory::desc a = transposedSrc ? memory::desc(dims{planes, M, R}, f32, dims{planeOf(R, M), 1, M})
+                                 : memory::desc(dims{planes, M, R}, f32, dims{planeOf(M, R), R, 1});
+  memory::desc b = transposedSrc ? memory::desc(dims{planes, R, Nc}, f32, dims{planeOf(R, Nc), Nc, 1})
+                                 : memory::desc(dims{planes, R, Nc}, f32, memory::format_tag::abc);
+  memory::desc c = transposedSrc ? memory::desc(dims{planes, M, Nc}, f32, memory::format_tag::abc)
+                                 : memory::desc(dims{planes, M, Nc}, f32, dims{planeOf(M, Nc), Nc, 1});
+  return sliced::Gemm(a, b, c, accumulate);
+}
+
+void runGemms(sliced::Gemm& gemms, const float* a, const float* b, float* c) {
+  gemms.run({{DNNL_ARG_SRC, const_cast<float*>(a)}, {DNNL_ARG_WEIGHTS, const_cast<float*>(b)},
+             {DNNL_ARG_DST, c}});
+}
+
 bool runs(const KernelCall& call, Path path) {
   const auto o = operandsOf(call);
-  return o && (path == Path::Chunked || grouped(*o));
+  return o && (path != Path::Grouped || grouped(*o));
 }
 
 bool pays(const KernelCall& call, Path path) {
   const auto o = operandsOf(call);
-  if (!o || (path == Path::Grouped && !grouped(*o))) return false;
+  if (!o || path == Path::Chunked4x4 || (path == Path::Grouped && !grouped(*o))) return false;
   // The forward and backward data paid from 16 channels up to 64 (grouped: ResNet-18's 16-64-
   // channel layers 10-35% faster than oneDNN's direct kernels) and from 128 (chunked: between
   // them the grouped GEMMs' filters leave L1 and the chunked transforms cost what the GEMMs
@@ -684,18 +666,25 @@ int64_t setChunkFloats(int64_t floats) {
 }
 
 void forward(KernelCall& call, Path path) {
-  convolve(call, call.in[0], call.out[0], false, call.in.size() > 2 ? call.in[2].as<const float>() : nullptr, path);
+  const float* bias = call.in.size() > 2 ? call.in[2].as<const float>() : nullptr;
+  if (path == Path::Chunked4x4) return forward4x4(call, bias);
+  convolve(call, call.in[0], call.out[0], false, bias, path);
 }
 
-void backwardData(KernelCall& call, Path path) { convolve(call, call.in[0], call.out[0], true, nullptr, path); }
+void backwardData(KernelCall& call, Path path) {
+  if (path == Path::Chunked4x4) return backwardData4x4(call);
+  convolve(call, call.in[0], call.out[0], true, nullptr, path);
+}
 
 void backwardFilter(KernelCall& call, Path path) {
+  if (path == Path::Chunked4x4) return backwardFilter4x4(call);
   Tiled x(call.in[0]), dy(call.in[1]);
   const int64_t C = x.C, K = dy.C;
   if (path == Path::Grouped) return filterGradientTransform(filterGrouped(x, dy), C, K, call.out[0].as<float>());
   auto& [chunks, first, rest] = cachedState<FilterState>(call, [&] {
-    Chunks c(x.tiles(), std::max(C, K));
-    return FilterState{c, batchedGemms(C, c.rows, K, true), batchedGemms(C, c.rows, K, true, true)};
+    Chunks c(x.tiles(), std::max(C, K), 16);
+    return FilterState{c, batchedGemms(16, C, c.rows, K, true),
+                       batchedGemms(16, C, c.rows, K, true, true)};
   });
   float *V = threadScratch(0, 16 * planeOf(chunks.rows, C)), *Z = threadScratch(1, 16 * planeOf(chunks.rows, K)),
         *dU = threadScratch(2, 16 * C * K);

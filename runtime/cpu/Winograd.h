@@ -18,8 +18,11 @@ namespace spmd::runtime::cpu::winograd {
 // the result's channels a multiple of 16, kGroup tiles at a time through the transforms and GEMMs
 // while they are in L1
 // (AVX-512 or AVX2+FMA copies, or portable code, with the same bits: OwnIsa.h). Chunked: any channel count, the tiles
-// in chunks through the 16 GEMMs as one-thread oneDNN matmuls (sliced::Gemm).
-enum class Path { Grouped, Chunked };
+// in chunks through the 16 GEMMs as one-thread oneDNN matmuls (sliced::Gemm). Chunked4x4: the
+// same with F(4x4, 3x3) (runtime/cpu/Winograd4x4.cpp): 36 GEMMs on a quarter of the tiles, 2.25
+// multiplies an output where F(2x2, 3x3) takes 4, at a larger rounding error (its transforms
+// divide by 6 and 24 and add up to 5-fold multiples): on wide layers of small feature maps.
+enum class Path { Grouped, Chunked, Chunked4x4 };
 
 // Whether `path` computes conv2d (x, w -> y), conv2d_backward_data (dy, w -> dx) or
 // conv2d_backward_filter (x, dy -> dw) with these operands: f32, a 3x3 filter, stride 1,
@@ -27,7 +30,8 @@ enum class Path { Grouped, Chunked };
 bool runs(const KernelCall& call, Path path);
 // Where `path` was measured to beat oneDNN's direct kernels on AVX2 (the order used untimed,
 // SPMD_KERNEL_TIMING=0): forward and backward data grouped from 16 channels, chunked from 128;
-// backward filter grouped from 16 (to 128), chunked from 64, on even sizes below 128 channels.
+// backward filter grouped from 16 (to 128), chunked from 64, on even sizes below 128 channels;
+// Chunked4x4 never (only where timing finds it faster).
 bool pays(const KernelCall& call, Path path);
 
 // The most floats one chunk of transformed tiles may hold (runtime/cpu/Winograd.cpp: tiles go

@@ -106,13 +106,14 @@ std::vector<double> timeVariants(const KernelCall& call, const VariantSet& set, 
 }
 
 VariantState choose(const KernelCall& call, const VariantSet& set, ChoiceExchange* exchange) {
-  const bool invariant = threadInvariantKernels();
+  const bool invariant = threadInvariantKernels(), tight = tightRoundingKernels();
   std::vector<const KernelVariant*> running;
   for (const KernelVariant& v : set.variants)
-    if (runsOn(v, call) && (!invariant || v.threadInvariant)) running.push_back(&v);
+    if (runsOn(v, call) && (!invariant || v.threadInvariant) && (!tight || !v.looseRounding)) running.push_back(&v);
   if (running.empty())
     throw Error("no " + std::string(set.backend) + " kernel of '" + set.op + "'" +
-                (invariant ? " whose bits do not depend on the thread count" : "") + " runs on step '" +
+                (invariant ? " whose bits do not depend on the thread count" : "") +
+                (tight ? " with tight rounding" : "") + " runs on step '" +
                 call.step.op + "' (" + call.step.where() + ") with these operands; this is a bug in spmd's kernel list");
   KernelChoices& choices = KernelChoices::process();
   // A pin names a variant of the op, whether or not that one runs on this step.
@@ -127,6 +128,13 @@ VariantState choose(const KernelCall& call, const VariantSet& set, ChoiceExchang
         throw Error("SPMD_KERNELS pins " + std::string(set.op) + " to '" + pin +
                     "', whose bits depend on the thread count, while SPMD_THREAD_INVARIANT=1 runs only variants " +
                     "whose bits do not: pin one of those (`spmd-run --kernels " + set.backend +
+                    "` marks them) or unset one of the two");
+  if (tight && !pin.empty())
+    for (const KernelVariant& v : set.variants)
+      if (pin == v.name && v.looseRounding)
+        throw Error("SPMD_KERNELS pins " + std::string(set.op) + " to '" + pin +
+                    "', whose f32 rounding error is several times the direct kernels', while SPMD_TIGHT_ROUNDING=1 " +
+                    "leaves such variants out: pin another (`spmd-run --kernels " + set.backend +
                     "` marks them) or unset one of the two");
   if (running.size() == 1) return {running[0], nullptr, "the only variant that runs here"};
   if (!kernelTiming()) {  // untimed: a pin where it runs, else the list's order
@@ -173,11 +181,16 @@ bool cudaChannelsLast() { return envSwitch("SPMD_CHANNELS_LAST").value_or(false)
 
 namespace {
 EnvSwitch threadInvariant("SPMD_THREAD_INVARIANT", false);
+EnvSwitch tightRounding("SPMD_TIGHT_ROUNDING", false);
 }  // namespace
 
 bool threadInvariantKernels() { return threadInvariant.get(); }
 
 void setThreadInvariantKernels(std::optional<bool> on) { threadInvariant.set(on); }
+
+bool tightRoundingKernels() { return tightRounding.get(); }
+
+void setTightRoundingKernels(std::optional<bool> on) { tightRounding.set(on); }
 
 void runVariant(KernelCall& call, const VariantSet& set) {
   if (!call.cache) {

@@ -10,7 +10,9 @@
 //   - SPMD_KERNEL_TIMING=0: the list's order decides (the first variant that runs and `pays`,
 //     the hand-tuned rule each variant carries), as before variants were timed;
 //   - SPMD_THREAD_INVARIANT=1: only variants whose bits do not depend on the thread count are
-//     candidates (pins included), so a run's bits do not depend on its threads per replica.
+//     candidates (pins included), so a run's bits do not depend on its threads per replica;
+//   - SPMD_TIGHT_ROUNDING=1: no variant whose f32 rounding error is several times the direct
+//     kernels' (looseRounding: Winograd F(4x4, 3x3)) is a candidate (pins included).
 #pragma once
 
 #include <optional>
@@ -30,6 +32,9 @@ struct KernelVariant {
   bool (*runs)(const KernelCall&) = nullptr;  // computes this step (null: every step)
   bool (*pays)(const KernelCall&) = nullptr;  // taken untimed where it runs (null: always)
   KernelFn fn = nullptr;
+  // Its f32 rounding error is several times the direct kernels' (measured in its file), if
+  // still far below bf16's or TF32's: left out under SPMD_TIGHT_ROUNDING=1.
+  bool looseRounding = false;
 };
 
 // One op's variants on one backend, in the untimed order of preference; the last one runs on
@@ -67,5 +72,9 @@ bool cudaChannelsLast();
 bool threadInvariantKernels();
 // Tests: sets it for the steps whose first call comes after (nullopt: the variable's value again).
 void setThreadInvariantKernels(std::optional<bool> on);
+// Whether variants with loose rounding are left out (SPMD_TIGHT_ROUNDING, default off); read at
+// each step's first call, as threadInvariantKernels.
+bool tightRoundingKernels();
+void setTightRoundingKernels(std::optional<bool> on);
 
 }  // namespace spmd::runtime

@@ -88,7 +88,7 @@ Executor::Executor(Program program, std::shared_ptr<Device> device)
     kernels_.push_back(it->second.fn);
     // Kernels chosen among variants: their settings (SPMD_KERNEL_TIMING, SPMD_KERNELS) and the
     // kernel cache's choices file are read and checked now, before the first step.
-    if (it->second.variants) kernelTiming(), threadInvariantKernels(), KernelChoices::process();
+    if (it->second.variants) kernelTiming(), threadInvariantKernels(), tightRoundingKernels(), KernelChoices::process();
   }
   deviceRendezvousWanted();  // SPMD_DEVICE_RENDEZVOUS checked before the first step, too
   cudaChannelsLast();        // and SPMD_CHANNELS_LAST, on every backend (cuda and sim compile by it)

@@ -90,8 +90,8 @@ TEST(ConvVariantTest, EachVariantRunsExactlyWhereItsEntrySaysAndMatchesTheRefere
   // gradient on the stem, only oneDNN (direct and sliced) on plain f32 steps, only the reference
   // loops in f64.
   using Names = std::set<std::string>;
-  EXPECT_EQ(byCase["conv grouped winograd"], (Names{"winograd_grouped", "winograd_chunked", "onednn", "onednn_sliced"}));
-  EXPECT_EQ(byCase["conv winograd"], (Names{"winograd_chunked", "onednn", "onednn_sliced"}));
+  EXPECT_EQ(byCase["conv grouped winograd"], (Names{"winograd_grouped", "winograd_chunked", "winograd_4x4", "onednn", "onednn_sliced"}));
+  EXPECT_EQ(byCase["conv winograd"], (Names{"winograd_chunked", "winograd_4x4", "onednn", "onednn_sliced"}));
   EXPECT_EQ(byCase["conv stride2 gemm"], (Names{"strided_gemm", "onednn", "onednn_sliced"}));
   EXPECT_EQ(byCase["conv bwd filter 1 channel"], (Names{"single_channel", "onednn", "onednn_sliced"}));
   EXPECT_EQ(byCase["conv 3x3 pad1 bias/f32"], (Names{"onednn", "onednn_sliced"}));
@@ -207,6 +207,46 @@ TEST(ConvVariantTest, TheWinnersTimedRunIsTheFirstCallsResult) {
   EXPECT_EQ(fastRuns.load(), 3);
 }
 
+// SPMD_TIGHT_ROUNDING=1 leaves out the variants with loose rounding (on the CPU: Winograd
+// F(4x4, 3x3) and only it): unpinned, a stub op whose faster variant is one runs the other
+// untimed; a pin to one is a clear error.
+TEST(ConvVariantTest, TightRoundingLeavesLooseVariantsOut) {
+  for (const VariantSet* set : cpu::cpuVariantSets())
+    for (const KernelVariant& v : set->variants)
+      EXPECT_EQ(v.looseRounding, std::string(v.name) == "winograd_4x4") << set->op << " " << v.name;
+  PinnedKernels none("");
+  KernelVariant fast{"fast", "counts its runs", true, nullptr, nullptr, fastVariant};
+  fast.looseRounding = true;
+  const VariantSet set{"stub_tight_op", "cpu", {fast, {"slow", "sleeps 5 ms", true, nullptr, nullptr, slowVariant}},
+                       [] { return std::string("ConvVariantTest's stub device"); },
+                       [] { return std::string("none"); }, [] { return std::string("threads 1"); }};
+  Step step{"stub_tight_op", {}, {}, {}, "ConvVariantTest"};
+  const std::vector<int64_t> shape{1};
+  float x = 0, y = 0;
+  const std::vector<TensorView> in{{&x, DType::f32, shape, ""}}, out{{&y, DType::f32, shape, ""}};
+  std::shared_ptr<void> cache;
+  std::string ran;
+  KernelCall call{step, in, out, cache};
+  call.variant = &ran;
+  setTightRoundingKernels(true);
+  const int before = fastRuns.load();
+  runVariant(call, set);
+  EXPECT_EQ(nameOf(ran), "slow") << ran;
+  EXPECT_EQ(y, 1.f);
+  EXPECT_EQ(fastRuns.load(), before) << "a variant with loose rounding ran";
+  std::string message;
+  {
+    PinnedKernels pin("conv2d:winograd_4x4");
+    for (const KernelCase& c : kernelCases(DType::f32))
+      if (c.name == "conv winograd") message = spmd::testing::errorOf([&] { runKernel(cpuKernels(), c); });
+  }
+  setTightRoundingKernels(std::nullopt);
+  EXPECT_NE(message.find("SPMD_KERNELS pins conv2d to 'winograd_4x4', whose f32 rounding error is several times "
+                         "the direct kernels', while SPMD_TIGHT_ROUNDING=1"),
+            std::string::npos)
+      << message;
+}
+
 TEST(ConvVariantTest, PinningAnUnknownVariantIsAClearError) {
   PinnedKernels pin("conv2d:fastest");
   for (const KernelCase& c : kernelCases(DType::f32)) {
@@ -214,7 +254,7 @@ TEST(ConvVariantTest, PinningAnUnknownVariantIsAClearError) {
     const std::string message = spmd::testing::errorOf([&] { runKernel(cpuKernels(), c); });
     EXPECT_NE(message.find("SPMD_KERNELS pins conv2d to 'fastest', which is not a variant"), std::string::npos)
         << message;
-    EXPECT_NE(message.find("winograd_grouped, winograd_chunked, strided_gemm, onednn, onednn_sliced, reference"),
+    EXPECT_NE(message.find("winograd_grouped, winograd_chunked, winograd_4x4, strided_gemm, onednn, onednn_sliced, reference"),
               std::string::npos)
         << message;
     return;

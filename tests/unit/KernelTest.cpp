@@ -55,20 +55,26 @@ TEST_P(KernelTest, CpuMatchesReference) {
 INSTANTIATE_TEST_SUITE_P(DTypes, KernelTest, ::testing::Values(DType::f32, DType::f64),
                          [](const auto& info) { return std::string(dtypeName(info.param)); });
 
-// The Winograd convolutions (runtime/cpu/Winograd.cpp) take their tiles in chunks, the filter
-// gradient adding each chunk's GEMMs to the last; the kernel cases' shapes fit one chunk. With
-// chunks of at most 5 or 3 tiles they take 2 to 4 (8 tiles in chunks of 3: the last part empty).
+// The Winograd convolutions (runtime/cpu/Winograd.cpp, Winograd4x4.cpp) take their tiles in
+// chunks, the filter gradient adding each chunk's GEMMs to the last; the kernel cases' shapes fit
+// one chunk. With chunks of at most 5 or 3 tiles (F(2x2, 3x3): 16 planes of 144 channels), or 1
+// or 3 (F(4x4, 3x3): 36 planes, 4 tiles in the 5x4 cases) they take 2 to 4 (8 tiles in chunks of
+// 3: the last part empty).
 TEST(KernelTest, WinogradChunksMatchTheReference) {
-  PinnedKernels pin("conv2d:winograd_chunked,conv2d_backward_data:winograd_chunked,conv2d_backward_filter:winograd_chunked");
-  for (int64_t floats : {16 * 144 * 5, 16 * 144 * 3}) {
-    const int64_t previous = cpu::winograd::setChunkFloats(floats);
-    for (const KernelCase& c : kernelCases(DType::f32))
-      if (c.name.find("winograd") != std::string::npos) checkAgainstReference(c);
-    cpu::winograd::setChunkFloats(previous);
+  for (const auto& [variant, planes, sizes] : {std::tuple{"winograd_chunked", 16, std::vector<int64_t>{5, 3}},
+                                               std::tuple{"winograd_4x4", 36, std::vector<int64_t>{1, 3}}}) {
+    const std::string v = variant;
+    PinnedKernels pin("conv2d:" + v + ",conv2d_backward_data:" + v + ",conv2d_backward_filter:" + v);
+    for (int64_t tiles : sizes) {
+      SCOPED_TRACE(v + ", chunks of " + std::to_string(tiles) + " tiles");
+      const int64_t previous = cpu::winograd::setChunkFloats(planes * 144 * tiles);
+      for (const KernelCase& c : kernelCases(DType::f32))
+        if (c.name.find("winograd") != std::string::npos) checkAgainstReference(c);
+      cpu::winograd::setChunkFloats(previous);
+    }
   }
   EXPECT_THROW(cpu::winograd::setChunkFloats(0), Error);
 }
-
 
 // The stride-2 GEMM convolutions (runtime/cpu/StridedConv.cpp) take their images in equal
 // chunks, the filter gradient adding each chunk's GEMM to the last; the kernel cases fit one.

@@ -69,7 +69,8 @@ int listKernels(const std::string& only) {
       std::printf("  %-32s %.*s\n", op.c_str(), int(kernel->source.size()), kernel->source.data());
       if (kernel->variants)
         for (const runtime::KernelVariant& v : kernel->variants->variants)
-          std::printf("      %-18s %s%s\n", v.name, v.why, v.threadInvariant ? " [same bits on any thread count]" : "");
+          std::printf("      %-18s %s%s%s\n", v.name, v.why, v.threadInvariant ? " [same bits on any thread count]" : "",
+                      v.looseRounding ? " [loose rounding: left out by SPMD_TIGHT_ROUNDING=1]" : "");
     }
   }
   return 0;

@@ -1,0 +1,350 @@
+// Winograd F(4x4, 3x3) (Lavin and Gray 2016) on nChw<B>c activations, the tiles in chunks
+// through 36 one-thread oneDNN GEMMs (WinogradChunks.h). With 4x4 output tiles,
+// T = N * ceil(H/4) * ceil(W/4) tiles and 36 planes:
+//   forward:         U[a][c][k] = (G w[k][c] G^T)[a],  V[a][t][c] = (B^T x_t B)[a],
+//                    M[a] = V[a] U[a] (36 GEMMs, tiles x C x K),  y_t = A^T M_t A + bias
+//   backward data:   the same with dy for x and the filter transposed and turned 180 degrees
+//   backward filter: Z[a][t][k] = (A dy_t A^T)[a],  dU[a] = V[a]^T Z[a] (36 GEMMs, C x tiles x K),
+//                    dw[k][c] = G^T dU[.][c][k] G
+// on the interpolation points 0, 1, -1, 1/2, -2 (and infinity), Toom-Cook's matrices
+//   B^T = [1 -3/2 -2 3/2 1 0; 0 -1 1/2 5/2 1 0; 0 1 -5/2 1/2 1 0; 0 -2 -1 2 1 0;
+//          0 1/2 -1 -1/2 1 0; 0 1 -3/2 -2 3/2 1],
+//   G = [1 0 0; 1/3 1/3 1/3; -1/3 1/3 -1/3; -16/15 -8/15 -4/15; 1/15 -2/15 4/15; 0 0 1],
+//   A^T = [1 1 1 1 1 0; 0 1 -1 1/2 -2 0; 0 1 1 1/4 4 0; 0 1 -1 1/8 -8 1].
+// Input tiles (6x6) start one row and column before their output tile and read zeros outside
+// the image; output tiles past an edge are cut (forward) or read as zero gradients (backward
+// filter).
+//
+// 2.25 multiplies an output where F(2x2, 3x3) (runtime/cpu/Winograd.cpp) takes 4, on a quarter
+// of its tiles (6x6 values for 16 outputs, not 4x4 for 4). The price is rounding: the f32 error
+// is several times the direct kernels' (a float32 model of a 256-channel 8x8 layer, error over
+// the output's RMS: max 1.4e-5, RMS 2.0e-6, where direct sums give about 2e-6 and 3e-7; the points
+// 0, +-1, +-2 of the usual form gave 3.3e-5 and 3.2e-6). So the variant says so
+// (KernelVariant::looseRounding) and SPMD_TIGHT_ROUNDING=1 leaves it out. Each transform is
+// written once for a channel block of B lanes and compiled per ISA (OwnIsa.h; this file builds
+// with -ffp-contract=off): the same bits on every ISA and thread count.
+#include <algorithm>
+#include <cstdint>
+
+#include "runtime/cpu/BlockedLoops.h"
+#include "runtime/cpu/Onednn.h"
+#include "runtime/cpu/OwnIsa.h"
+#include "runtime/cpu/WinogradChunks.h"
+#include "runtime/program/Layouts.h"
+
+namespace spmd::runtime::cpu::winograd {
+namespace {
+
+constexpr int64_t kPoints = 36;  // the transform's 6 x 6 points: the chunk's planes
+constexpr int64_t kGrain = 4;    // tiles per OpenMP iteration of a transform
+
+// An [N, C, H, W] tensor in nChw<B>c, cut into 4x4 tiles.
+struct Tiling {
+  int64_t N, C, H, W, B, th, tw, T;
+  explicit Tiling(const TensorView& v)
+      : N(v.dim(0)), C(v.dim(1)), H(v.dim(2)), W(v.dim(3)), B(channelBlock(v.layout)), th((H + 3) / 4),
+        tw((W + 3) / 4), T(N * th * tw) {}
+};
+
+// The transforms' lines, on `L` lanes: element i of the line at x + i * sx, of the result at
+// y + i * sy. Each is a fixed sequence of IEEE operations, the same in every copy; the products
+// by 1/2, 1/4, 1/8, 3/2 and 5/2 are exact, those by 1/3 and 1/15 round once more.
+constexpr float kThird = 1.f / 3.f, kFifteenth = 1.f / 15.f;
+
+// B^T d: 6 values to 6.
+template <int L>
+SPMD_ISA_BODY void inputLine(const float* __restrict x, int64_t sx, float* __restrict y, int64_t sy) {
+  for (int l = 0; l < L; ++l) {
+    const float d0 = x[l], d1 = x[sx + l], d2 = x[2 * sx + l], d3 = x[3 * sx + l], d4 = x[4 * sx + l],
+                d5 = x[5 * sx + l];
+    const float e = d4 - d2, g = d3 - d1;
+    y[l] = ((d0 - d2) + 1.5f * g) + e;
+    y[sy + l] = ((d4 - d1) + 0.5f * d2) + 2.5f * d3;
+    y[2 * sy + l] = ((d4 + d1) - 2.5f * d2) + 0.5f * d3;
+    y[3 * sy + l] = e + 2.f * g;
+    y[4 * sy + l] = e - 0.5f * g;
+    y[5 * sy + l] = ((d5 - d3) + 1.5f * e) - g;
+  }
+}
+
+// A^T m: 6 values to 4.
+template <int L>
+SPMD_ISA_BODY void outputLine(const float* __restrict x, int64_t sx, float* __restrict y, int64_t sy) {
+  for (int l = 0; l < L; ++l) {
+    const float m0 = x[l], m1 = x[sx + l], m2 = x[2 * sx + l], m3 = x[3 * sx + l], m4 = x[4 * sx + l],
+                m5 = x[5 * sx + l];
+    const float p = m1 + m2, q = m1 - m2;
+    y[l] = ((m0 + p) + m3) + m4;
+    y[sy + l] = (q + 0.5f * m3) - 2.f * m4;
+    y[2 * sy + l] = (p + 0.25f * m3) + 4.f * m4;
+    y[3 * sy + l] = ((q + 0.125f * m3) - 8.f * m4) + m5;
+  }
+}
+
+// A z: 4 values to 6.
+template <int L>
+SPMD_ISA_BODY void gradientLine(const float* __restrict x, int64_t sx, float* __restrict y, int64_t sy) {
+  for (int l = 0; l < L; ++l) {
+    const float z0 = x[l], z1 = x[sx + l], z2 = x[2 * sx + l], z3 = x[3 * sx + l];
+    const float e = z0 + z2, f = z1 + z3;
+    y[l] = z0;
+    y[sy + l] = e + f;
+    y[2 * sy + l] = e - f;
+    y[3 * sy + l] = (z0 + 0.25f * z2) + 0.5f * (z1 + 0.25f * z3);
+    y[4 * sy + l] = (z0 + 4.f * z2) - 2.f * (z1 + 4.f * z3);
+    y[5 * sy + l] = z3;
+  }
+}
+
+// G g: 3 values to 6.
+template <int L>
+SPMD_ISA_BODY void filterLine(const float* __restrict x, int64_t sx, float* __restrict y, int64_t sy) {
+  for (int l = 0; l < L; ++l) {
+    const float g0 = x[l], g1 = x[sx + l], g2 = x[2 * sx + l];
+    const float s = g0 + g2;
+    y[l] = g0;
+    y[sy + l] = kThird * (s + g1);
+    y[2 * sy + l] = -kThird * (s - g1);
+    y[3 * sy + l] = -kFifteenth * ((16.f * g0 + 8.f * g1) + 4.f * g2);
+    y[4 * sy + l] = kFifteenth * ((g0 - 2.f * g1) + 4.f * g2);
+    y[5 * sy + l] = g2;
+  }
+}
+
+// G^T p: 6 values to 3.
+template <int L>
+SPMD_ISA_BODY void filterGradientLine(const float* __restrict x, int64_t sx, float* __restrict y, int64_t sy) {
+  for (int l = 0; l < L; ++l) {
+    const float p0 = x[l], p1 = x[sx + l], p2 = x[2 * sx + l], p3 = x[3 * sx + l], p4 = x[4 * sx + l],
+                p5 = x[5 * sx + l];
+    y[l] = (p0 + kThird * (p1 - p2)) - kFifteenth * (16.f * p3 - p4);
+    y[sy + l] = kThird * (p1 + p2) - kFifteenth * (8.f * p3 + 2.f * p4);
+    y[2 * sy + l] = (kThird * (p1 - p2) - kFifteenth * (4.f * p3 - 4.f * p4)) + p5;
+  }
+}
+
+// The tile t's image and its first output row and column.
+struct Tile {
+  int64_t n, h, w;
+  Tile(const Tiling& g, int64_t t) : n(t / (g.th * g.tw)), h(4 * ((t / g.tw) % g.th)), w(4 * (t % g.tw)) {}
+};
+
+// V[a][r][c] = (B^T d B)[a] for the 6x6 input tiles d of tiles t0 + r, r in [r0, r1) (zeros
+// outside the image and for tiles past the last), each a's rows `plane` floats apart.
+template <int B>
+SPMD_ISA_BODY void inputTiles(const float* __restrict data, const Tiling& g, int64_t t0, int64_t r0, int64_t r1,
+                              int64_t plane, float* __restrict V) {
+  const int64_t CB = g.C / B, rowStride = g.W * B;
+  for (int64_t r = r0; r < r1; ++r) {
+    const bool exists = t0 + r < g.T;
+    const Tile at(g, exists ? t0 + r : g.T - 1);
+    const int64_t h0 = at.h - 1, w0 = at.w - 1;
+    const bool inside = exists && h0 >= 0 && h0 + 6 <= g.H && w0 >= 0 && w0 + 6 <= g.W;
+    for (int64_t cb = 0; cb < CB; ++cb) {
+      const float* image = data + (at.n * CB + cb) * g.H * rowStride;
+      float d[6][6][B], e[6][6][B];  // e[.][j] = B^T d[.][j], column by column
+      if (inside) {
+        for (int j = 0; j < 6; ++j) inputLine<B>(image + h0 * rowStride + (w0 + j) * B, rowStride, e[0][j], 6 * B);
+      } else {
+        for (int i = 0; i < 6; ++i)
+          for (int j = 0; j < 6; ++j) {
+            const int64_t h = h0 + i, w = w0 + j;
+            const bool read = exists && h >= 0 && h < g.H && w >= 0 && w < g.W;
+            for (int l = 0; l < B; ++l) d[i][j][l] = read ? image[h * rowStride + w * B + l] : 0.f;
+          }
+        for (int j = 0; j < 6; ++j) inputLine<B>(d[0][j], 6 * B, e[0][j], 6 * B);
+      }
+      float* out = V + r * g.C + cb * B;
+      for (int i = 0; i < 6; ++i) inputLine<B>(e[i][0], B, out + i * 6 * plane, plane);
+    }
+  }
+}
+
+// y_t = A^T M_r A (+ bias) for tiles t = t0 + r, r in [r0, r1) (those that exist), into the
+// nChw<B>c tensor `data` (g.C channels), cut at the image's edges.
+template <int B>
+SPMD_ISA_BODY void outputTiles(const float* __restrict M, const Tiling& g, int64_t t0, int64_t r0, int64_t r1,
+                               int64_t plane, const float* __restrict bias, float* __restrict data) {
+  const int64_t KB = g.C / B;
+  for (int64_t r = r0; r < r1 && t0 + r < g.T; ++r) {
+    const Tile at(g, t0 + r);
+    for (int64_t kb = 0; kb < KB; ++kb) {
+      const float* m = M + r * g.C + kb * B;
+      float f[4][6][B], o[4][4][B];
+      for (int j = 0; j < 6; ++j) outputLine<B>(m + j * plane, 6 * plane, f[0][j], 6 * B);
+      for (int i = 0; i < 4; ++i) outputLine<B>(f[i][0], B, o[i][0], B);
+      float* image = data + (at.n * KB + kb) * g.H * g.W * B;
+      for (int i = 0; i < 4 && at.h + i < g.H; ++i)
+        for (int j = 0; j < 4 && at.w + j < g.W; ++j) {
+          float* out = image + ((at.h + i) * g.W + at.w + j) * B;
+          if (bias)
+            for (int l = 0; l < B; ++l) out[l] = o[i][j][l] + bias[kb * B + l];
+          else
+            for (int l = 0; l < B; ++l) out[l] = o[i][j][l];
+        }
+    }
+  }
+}
+
+// Z[a][r][k] = (A dy_t A^T)[a] for the 4x4 gradient tiles of tiles t0 + r, r in [r0, r1) (zeros
+// past the edges and for tiles past the last).
+template <int B>
+SPMD_ISA_BODY void gradientTiles(const float* __restrict data, const Tiling& g, int64_t t0, int64_t r0, int64_t r1,
+                                 int64_t plane, float* __restrict Z) {
+  const int64_t KB = g.C / B;
+  for (int64_t r = r0; r < r1; ++r) {
+    const bool exists = t0 + r < g.T;
+    const Tile at(g, exists ? t0 + r : g.T - 1);
+    for (int64_t kb = 0; kb < KB; ++kb) {
+      const float* image = data + (at.n * KB + kb) * g.H * g.W * B;
+      float d[4][4][B], e[6][4][B];
+      for (int i = 0; i < 4; ++i)
+        for (int j = 0; j < 4; ++j) {
+          const bool read = exists && at.h + i < g.H && at.w + j < g.W;
+          for (int l = 0; l < B; ++l) d[i][j][l] = read ? image[((at.h + i) * g.W + at.w + j) * B + l] : 0.f;
+        }
+      for (int j = 0; j < 4; ++j) gradientLine<B>(d[0][j], 4 * B, e[0][j], 4 * B);
+      float* out = Z + r * g.C + kb * B;
+      for (int i = 0; i < 6; ++i) gradientLine<B>(e[i][0], B, out + i * 6 * plane, plane);
+    }
+  }
+}
+
+constexpr int64_t kLanes = 8;  // filters a transform takes at once; divides K and C (blocked)
+
+// Forward: U[a][c][k] = (G w[k][c] G^T)[a] for c in [o0, o1). Backward data: U[a][k][c] from
+// w[k][c] turned 180 degrees, for k in [o0, o1). w is OIHW [K, C, 3, 3].
+SPMD_ISA_BODY
+void filterRows(const float* __restrict w, int64_t K, int64_t C, bool backwardData, int64_t o0, int64_t o1,
+                float* __restrict U) {
+  const int64_t stride = K * C, inner = backwardData ? C : K;
+  // In blocks of 64 inner channels, as Winograd.cpp's filterRows: the reads stay in L1 across
+  // the block, and each of U's 36 rows gets 256 bytes in one run.
+  for (int64_t block = 0; block < inner; block += 64)
+    for (int64_t o = o0; o < o1; ++o)
+      for (int64_t i0 = block; i0 < std::min(block + 64, inner); i0 += kLanes) {
+        float g[9][kLanes], r[6][3][kLanes], u[kPoints][kLanes];
+        for (int64_t l = 0; l < kLanes; ++l)
+          for (int i = 0; i < 9; ++i)
+            g[i][l] = backwardData ? w[(o * C + i0 + l) * 9 + 8 - i] : w[((i0 + l) * C + o) * 9 + i];
+        for (int j = 0; j < 3; ++j) filterLine<kLanes>(g[j], 3 * kLanes, r[0][j], 3 * kLanes);
+        for (int i = 0; i < 6; ++i) filterLine<kLanes>(r[i][0], kLanes, u[i * 6], kLanes);
+        float* out = U + o * inner + i0;
+        for (int a = 0; a < kPoints; ++a)
+          for (int64_t l = 0; l < kLanes; ++l) out[a * stride + l] = u[a][l];
+      }
+}
+
+void filterTransform(const float* w, int64_t K, int64_t C, bool backwardData, float* U) {
+  const int64_t outer = backwardData ? K : C;
+#pragma omp parallel for schedule(static)
+  for (int64_t o0 = 0; o0 < outer; o0 += kGrain)
+    onOwnIsa<filterRows>(w, K, C, backwardData, o0, std::min(o0 + kGrain, outer), U);
+}
+
+// dw[k][c] = G^T dU[.][c][k] G (OIHW) for c in [c0, c1).
+SPMD_ISA_BODY
+void filterGradientRows(const float* __restrict dU, int64_t C, int64_t K, int64_t c0, int64_t c1,
+                        float* __restrict dw) {
+  const int64_t stride = C * K;
+  for (int64_t k0 = 0; k0 < K; k0 += kLanes)
+    for (int64_t c = c0; c < c1; ++c) {
+      float q[3][6][kLanes], out[3][3][kLanes];
+      for (int j = 0; j < 6; ++j) filterGradientLine<kLanes>(dU + c * K + k0 + j * stride, 6 * stride, q[0][j], 6 * kLanes);
+      for (int i = 0; i < 3; ++i) filterGradientLine<kLanes>(q[i][0], kLanes, out[i][0], kLanes);
+      for (int64_t l = 0; l < kLanes; ++l)
+        for (int i = 0; i < 3; ++i)
+          for (int j = 0; j < 3; ++j) dw[((k0 + l) * C + c) * 9 + i * 3 + j] = out[i][j][l];
+    }
+}
+
+void filterGradientTransform(const float* dU, int64_t C, int64_t K, float* dw) {
+#pragma omp parallel for schedule(static)
+  for (int64_t c0 = 0; c0 < C; c0 += kGrain)
+    onOwnIsa<filterGradientRows>(dU, C, K, c0, std::min(c0 + kGrain, C), dw);
+}
+
+// `run<B>(r0, r1)` over a chunk's `rows` on the OpenMP pool, kGrain rows an iteration.
+template <typename Run>
+void overRows(int64_t block, int64_t rows, const Run& run) {
+  overBlockRows(
+      block, rows, kGrain, [&](int64_t r0, int64_t r1) { run.template operator()<8>(r0, r1); },
+      [&](int64_t r0, int64_t r1) { run.template operator()<16>(r0, r1); });
+}
+
+void inputTransform(const TensorView& v, const Tiling& g, int64_t t0, int64_t rows, float* V) {
+  const float* data = v.as<const float>();
+  const int64_t plane = planeOf(rows, g.C);
+  overRows(g.B, rows, [&]<int B>(int64_t r0, int64_t r1) { onOwnIsa<inputTiles<B>>(data, g, t0, r0, r1, plane, V); });
+}
+
+void outputTransform(const float* M, int64_t t0, int64_t rows, const float* bias, const TensorView& v, const Tiling& g) {
+  float* data = v.as<float>();
+  const int64_t plane = planeOf(rows, g.C);
+  overRows(g.B, rows, [&]<int B>(int64_t r0, int64_t r1) {
+    onOwnIsa<outputTiles<B>>(M, g, t0, r0, r1, plane, bias, data);
+  });
+}
+
+void gradientTransform(const TensorView& v, const Tiling& g, int64_t t0, int64_t rows, float* Z) {
+  const float* data = v.as<const float>();
+  const int64_t plane = planeOf(rows, g.C);
+  overRows(g.B, rows, [&]<int B>(int64_t r0, int64_t r1) { onOwnIsa<gradientTiles<B>>(data, g, t0, r0, r1, plane, Z); });
+}
+
+// The chunking and the chunk's GEMMs, fixed when the step's kernel is prepared.
+struct ConvolveState {
+  Chunks chunks;
+  sliced::Gemm gemms;
+};
+
+struct FilterState {
+  Chunks chunks;
+  sliced::Gemm first, rest;  // the first chunk's GEMMs write dU, the others add to it
+};
+
+// Forward and backward data: `in` (C channels) convolved with the filter into `out` (K channels).
+void convolve(KernelCall& call, const TensorView& in, const TensorView& out, bool backwardData, const float* bias) {
+  const Tiling x(in), y(out);
+  const int64_t C = x.C, K = y.C;
+  const TensorView& w = call.in[1];  // OIHW of the forward convolution
+  float* U = threadScratch(1, kPoints * C * K);
+  filterTransform(w.as<const float>(), w.dim(0), w.dim(1), backwardData, U);
+  auto& [chunks, gemms] = cachedState<ConvolveState>(call, [&] {
+    const Chunks c(x.T, std::max(C, K), kPoints);
+    return ConvolveState{c, batchedGemms(kPoints, c.rows, C, K, false)};
+  });
+  float* V = threadScratch(0, kPoints * planeOf(chunks.rows, C));
+  float* M = threadScratch(2, kPoints * planeOf(chunks.rows, K));
+  for (int64_t i = 0; i < chunks.count; ++i) {
+    inputTransform(in, x, i * chunks.rows, chunks.rows, V);
+    runGemms(gemms, V, U, M);
+    outputTransform(M, i * chunks.rows, chunks.rows, bias, out, y);
+  }
+}
+
+}  // namespace
+
+void forward4x4(KernelCall& call, const float* bias) { convolve(call, call.in[0], call.out[0], false, bias); }
+
+void backwardData4x4(KernelCall& call) { convolve(call, call.in[0], call.out[0], true, nullptr); }
+
+void backwardFilter4x4(KernelCall& call) {
+  const Tiling x(call.in[0]), dy(call.in[1]);
+  const int64_t C = x.C, K = dy.C;
+  auto& [chunks, first, rest] = cachedState<FilterState>(call, [&] {
+    const Chunks c(x.T, std::max(C, K), kPoints);
+    return FilterState{c, batchedGemms(kPoints, C, c.rows, K, true), batchedGemms(kPoints, C, c.rows, K, true, true)};
+  });
+  float* V = threadScratch(0, kPoints * planeOf(chunks.rows, C));
+  float* Z = threadScratch(1, kPoints * planeOf(chunks.rows, K));
+  float* dU = threadScratch(2, kPoints * C * K);
+  for (int64_t i = 0; i < chunks.count; ++i) {
+    inputTransform(call.in[0], x, i * chunks.rows, chunks.rows, V);
+    gradientTransform(call.in[1], dy, i * chunks.rows, chunks.rows, Z);
+    runGemms(i == 0 ? first : rest, V, Z, dU);
+  }
+  filterGradientTransform(dU, C, K, call.out[0].as<float>());
+}
+
+}  // namespace spmd::runtime::cpu::winograd

@@ -1,0 +1,41 @@
+// What the chunked Winograd paths share (runtime/cpu/Winograd.cpp's F(2x2, 3x3) with 16 planes,
+// runtime/cpu/Winograd4x4.cpp's F(4x4, 3x3) with 36): transformed tiles in chunks of rows, one
+// plane per point of the transform, and the GEMMs of a chunk as one-thread oneDNN matmuls on
+// slices of the planes (sliced::Gemm: the same bits on any thread count).
+#pragma once
+
+#include <cstdint>
+
+#include "runtime/cpu/SlicedOnednn.h"
+
+namespace spmd::runtime::cpu::winograd {
+
+// Floats from one of a chunk's planes (V, M, Z: [planes][rows][channels]) to the next: one cache
+// line more than the plane, so that the rows a transform writes or reads together do not fall in
+// one cache set (rows x channels is a power of two in ResNets).
+constexpr int64_t kPlanePad = 16;
+inline int64_t planeOf(int64_t rows, int64_t channels) { return rows * channels + kPlanePad; }
+
+// Tiles go through the transforms and GEMMs in chunks of `rows`, so the transformed tiles
+// (planes x rows x channels floats, at most setChunkFloats' value) stay in cache between a
+// transform and its GEMM and the scratch does not grow with the batch. Chunks are equal; the
+// last one's rows past the last tile are zeros.
+struct Chunks {
+  int64_t rows, count;
+  Chunks(int64_t tiles, int64_t channels, int64_t planes);
+};
+
+// The `planes` GEMMs dst[a] = src[a] x weights[a]: src [planes, M, R] (or its transpose, stored
+// [planes, R, M], when `transposedSrc`), weights [planes, R, Nc], dst [planes, M, Nc], row-major;
+// the chunk's tiles (src, or dst and src when transposed) planeOf apart, the filters whole;
+// `accumulate`: dst += instead of =.
+sliced::Gemm batchedGemms(int64_t planes, int64_t M, int64_t R, int64_t Nc, bool transposedSrc,
+                          bool accumulate = false);
+void runGemms(sliced::Gemm& gemms, const float* a, const float* b, float* c);
+
+// F(4x4, 3x3), chunked (runtime/cpu/Winograd4x4.cpp), on the operands Winograd.h's runs accepts.
+void forward4x4(KernelCall& call, const float* bias);
+void backwardData4x4(KernelCall& call);
+void backwardFilter4x4(KernelCall& call);
+
+}  // namespace spmd::runtime::cpu::winograd
