@@ -4,19 +4,14 @@
 #pragma once
 
 #include <cstdint>
-#include <vector>
 
 namespace spmd::runtime::cpu {
 
 // Scratch buffer `which` (0-2) of the calling thread, grown to at least `elements` floats and
-// kept between calls. Each device runs its steps on one thread and a kernel's OpenMP team shares
-// the caller's buffers; no kernel holds them past its own call.
-inline float* threadScratch(int which, int64_t elements) {
-  thread_local std::vector<float> buffers[3];
-  auto& b = buffers[which];
-  if (static_cast<int64_t>(b.size()) < elements) b.resize(static_cast<size_t>(elements));
-  return b.data();
-}
+// kept between calls (its contents are not kept when it grows). Each device runs its steps on one
+// thread and a kernel's OpenMP team shares the caller's buffers; no kernel holds them past its own
+// call. Buffers from 2 MiB on lie on huge pages where the kernel allows (runtime/cpu/ThreadScratch.cpp).
+float* threadScratch(int which, int64_t elements);
 
 // rows16(r0, r1) or rows8(r0, r1) (the nChw16c or nChw8c code) over [0, rows) on the OpenMP pool,
 // `grain` rows an iteration.
