@@ -46,81 +46,79 @@ struct Tiling {
         tw((W + 3) / 4), T(N * th * tw) {}
 };
 
-// The transforms' lines, on `L` lanes: element i of the line at x + i * sx, of the result at
-// y + i * sy. Each is a fixed sequence of IEEE operations, the same in every copy; the products
-// by 1/2, 1/4, 1/8, 3/2 and 5/2 are exact, those by 1/3 and 1/15 round once more.
+// The transforms' lines on vectors of L floats (GCC's generic vectors: one instruction a line
+// element on the ISA copy's widest registers, or several narrower ones, each lane the same IEEE
+// operations as scalar code: the same bits in every copy). Arguments and results by reference:
+// no vector crosses a call's ABI. The products by 1/2, 1/4, 1/8, 3/2 and 5/2 are exact, those by
+// 1/3 and 1/15 round once more.
+template <int L>
+struct Lanes {
+  typedef float V __attribute__((vector_size(L * sizeof(float))));
+};
+
+template <class V>
+SPMD_ISA_BODY void load(V& v, const float* p) {
+  __builtin_memcpy(&v, p, sizeof v);
+}
+template <class V>
+SPMD_ISA_BODY void store(float* p, const V& v) {
+  __builtin_memcpy(p, &v, sizeof v);
+}
+
 constexpr float kThird = 1.f / 3.f, kFifteenth = 1.f / 15.f;
 
-// B^T d: 6 values to 6.
-template <int L>
-SPMD_ISA_BODY void inputLine(const float* __restrict x, int64_t sx, float* __restrict y, int64_t sy) {
-  for (int l = 0; l < L; ++l) {
-    const float d0 = x[l], d1 = x[sx + l], d2 = x[2 * sx + l], d3 = x[3 * sx + l], d4 = x[4 * sx + l],
-                d5 = x[5 * sx + l];
-    const float e = d4 - d2, g = d3 - d1;
-    y[l] = ((d0 - d2) + 1.5f * g) + e;
-    y[sy + l] = ((d4 - d1) + 0.5f * d2) + 2.5f * d3;
-    y[2 * sy + l] = ((d4 + d1) - 2.5f * d2) + 0.5f * d3;
-    y[3 * sy + l] = e + 2.f * g;
-    y[4 * sy + l] = e - 0.5f * g;
-    y[5 * sy + l] = ((d5 - d3) + 1.5f * e) - g;
-  }
+// y = B^T d: 6 values to 6.
+template <class V>
+SPMD_ISA_BODY void inputLine(const V (&d)[6], V (&y)[6]) {
+  const V e = d[4] - d[2], g = d[3] - d[1];
+  y[0] = ((d[0] - d[2]) + 1.5f * g) + e;
+  y[1] = ((d[4] - d[1]) + 0.5f * d[2]) + 2.5f * d[3];
+  y[2] = ((d[4] + d[1]) - 2.5f * d[2]) + 0.5f * d[3];
+  y[3] = e + 2.f * g;
+  y[4] = e - 0.5f * g;
+  y[5] = ((d[5] - d[3]) + 1.5f * e) - g;
 }
 
-// A^T m: 6 values to 4.
-template <int L>
-SPMD_ISA_BODY void outputLine(const float* __restrict x, int64_t sx, float* __restrict y, int64_t sy) {
-  for (int l = 0; l < L; ++l) {
-    const float m0 = x[l], m1 = x[sx + l], m2 = x[2 * sx + l], m3 = x[3 * sx + l], m4 = x[4 * sx + l],
-                m5 = x[5 * sx + l];
-    const float p = m1 + m2, q = m1 - m2;
-    y[l] = ((m0 + p) + m3) + m4;
-    y[sy + l] = (q + 0.5f * m3) - 2.f * m4;
-    y[2 * sy + l] = (p + 0.25f * m3) + 4.f * m4;
-    y[3 * sy + l] = ((q + 0.125f * m3) - 8.f * m4) + m5;
-  }
+// y = A^T m: 6 values to 4.
+template <class V>
+SPMD_ISA_BODY void outputLine(const V (&m)[6], V (&y)[4]) {
+  const V p = m[1] + m[2], q = m[1] - m[2];
+  y[0] = ((m[0] + p) + m[3]) + m[4];
+  y[1] = (q + 0.5f * m[3]) - 2.f * m[4];
+  y[2] = (p + 0.25f * m[3]) + 4.f * m[4];
+  y[3] = ((q + 0.125f * m[3]) - 8.f * m[4]) + m[5];
 }
 
-// A z: 4 values to 6.
-template <int L>
-SPMD_ISA_BODY void gradientLine(const float* __restrict x, int64_t sx, float* __restrict y, int64_t sy) {
-  for (int l = 0; l < L; ++l) {
-    const float z0 = x[l], z1 = x[sx + l], z2 = x[2 * sx + l], z3 = x[3 * sx + l];
-    const float e = z0 + z2, f = z1 + z3;
-    y[l] = z0;
-    y[sy + l] = e + f;
-    y[2 * sy + l] = e - f;
-    y[3 * sy + l] = (z0 + 0.25f * z2) + 0.5f * (z1 + 0.25f * z3);
-    y[4 * sy + l] = (z0 + 4.f * z2) - 2.f * (z1 + 4.f * z3);
-    y[5 * sy + l] = z3;
-  }
+// y = A z: 4 values to 6.
+template <class V>
+SPMD_ISA_BODY void gradientLine(const V (&z)[4], V (&y)[6]) {
+  const V e = z[0] + z[2], f = z[1] + z[3];
+  y[0] = z[0];
+  y[1] = e + f;
+  y[2] = e - f;
+  y[3] = (z[0] + 0.25f * z[2]) + 0.5f * (z[1] + 0.25f * z[3]);
+  y[4] = (z[0] + 4.f * z[2]) - 2.f * (z[1] + 4.f * z[3]);
+  y[5] = z[3];
 }
 
-// G g: 3 values to 6.
-template <int L>
-SPMD_ISA_BODY void filterLine(const float* __restrict x, int64_t sx, float* __restrict y, int64_t sy) {
-  for (int l = 0; l < L; ++l) {
-    const float g0 = x[l], g1 = x[sx + l], g2 = x[2 * sx + l];
-    const float s = g0 + g2;
-    y[l] = g0;
-    y[sy + l] = kThird * (s + g1);
-    y[2 * sy + l] = -kThird * (s - g1);
-    y[3 * sy + l] = -kFifteenth * ((16.f * g0 + 8.f * g1) + 4.f * g2);
-    y[4 * sy + l] = kFifteenth * ((g0 - 2.f * g1) + 4.f * g2);
-    y[5 * sy + l] = g2;
-  }
+// y = G g: 3 values to 6.
+template <class V>
+SPMD_ISA_BODY void filterLine(const V (&g)[3], V (&y)[6]) {
+  const V s = g[0] + g[2];
+  y[0] = g[0];
+  y[1] = kThird * (s + g[1]);
+  y[2] = -kThird * (s - g[1]);
+  y[3] = -kFifteenth * ((16.f * g[0] + 8.f * g[1]) + 4.f * g[2]);
+  y[4] = kFifteenth * ((g[0] - 2.f * g[1]) + 4.f * g[2]);
+  y[5] = g[2];
 }
 
-// G^T p: 6 values to 3.
-template <int L>
-SPMD_ISA_BODY void filterGradientLine(const float* __restrict x, int64_t sx, float* __restrict y, int64_t sy) {
-  for (int l = 0; l < L; ++l) {
-    const float p0 = x[l], p1 = x[sx + l], p2 = x[2 * sx + l], p3 = x[3 * sx + l], p4 = x[4 * sx + l],
-                p5 = x[5 * sx + l];
-    y[l] = (p0 + kThird * (p1 - p2)) - kFifteenth * (16.f * p3 - p4);
-    y[sy + l] = kThird * (p1 + p2) - kFifteenth * (8.f * p3 + 2.f * p4);
-    y[2 * sy + l] = (kThird * (p1 - p2) - kFifteenth * (4.f * p3 - 4.f * p4)) + p5;
-  }
+// y = G^T p: 6 values to 3.
+template <class V>
+SPMD_ISA_BODY void filterGradientLine(const V (&p)[6], V (&y)[3]) {
+  y[0] = (p[0] + kThird * (p[1] - p[2])) - kFifteenth * (16.f * p[3] - p[4]);
+  y[1] = kThird * (p[1] + p[2]) - kFifteenth * (8.f * p[3] + 2.f * p[4]);
+  y[2] = (kThird * (p[1] - p[2]) - kFifteenth * (4.f * p[3] - 4.f * p[4])) + p[5];
 }
 
 // The tile t's image and its first output row and column.
@@ -134,6 +132,7 @@ struct Tile {
 template <int B>
 SPMD_ISA_BODY void inputTiles(const float* __restrict data, const Tiling& g, int64_t t0, int64_t r0, int64_t r1,
                               int64_t plane, float* __restrict V) {
+  using Vec = typename Lanes<B>::V;
   const int64_t CB = g.C / B, rowStride = g.W * B;
   for (int64_t r = r0; r < r1; ++r) {
     const bool exists = t0 + r < g.T;
@@ -142,20 +141,24 @@ SPMD_ISA_BODY void inputTiles(const float* __restrict data, const Tiling& g, int
     const bool inside = exists && h0 >= 0 && h0 + 6 <= g.H && w0 >= 0 && w0 + 6 <= g.W;
     for (int64_t cb = 0; cb < CB; ++cb) {
       const float* image = data + (at.n * CB + cb) * g.H * rowStride;
-      float d[6][6][B], e[6][6][B];  // e[.][j] = B^T d[.][j], column by column
-      if (inside) {
-        for (int j = 0; j < 6; ++j) inputLine<B>(image + h0 * rowStride + (w0 + j) * B, rowStride, e[0][j], 6 * B);
-      } else {
-        for (int i = 0; i < 6; ++i)
-          for (int j = 0; j < 6; ++j) {
-            const int64_t h = h0 + i, w = w0 + j;
-            const bool read = exists && h >= 0 && h < g.H && w >= 0 && w < g.W;
-            for (int l = 0; l < B; ++l) d[i][j][l] = read ? image[h * rowStride + w * B + l] : 0.f;
-          }
-        for (int j = 0; j < 6; ++j) inputLine<B>(d[0][j], 6 * B, e[0][j], 6 * B);
+      Vec e[6][6];  // e[.][j] = B^T d[.][j], column by column
+      for (int j = 0; j < 6; ++j) {
+        Vec d[6], y[6];
+        const int64_t w = w0 + j;
+        for (int i = 0; i < 6; ++i) {
+          const int64_t h = h0 + i;
+          if (inside || (exists && h >= 0 && h < g.H && w >= 0 && w < g.W)) load(d[i], image + h * rowStride + w * B);
+          else d[i] = Vec{};
+        }
+        inputLine(d, y);
+        for (int i = 0; i < 6; ++i) e[i][j] = y[i];
       }
       float* out = V + r * g.C + cb * B;
-      for (int i = 0; i < 6; ++i) inputLine<B>(e[i][0], B, out + i * 6 * plane, plane);
+      for (int i = 0; i < 6; ++i) {
+        Vec y[6];
+        inputLine(e[i], y);
+        for (int k = 0; k < 6; ++k) store(out + (i * 6 + k) * plane, y[k]);
+      }
     }
   }
 }
@@ -165,23 +168,27 @@ SPMD_ISA_BODY void inputTiles(const float* __restrict data, const Tiling& g, int
 template <int B>
 SPMD_ISA_BODY void outputTiles(const float* __restrict M, const Tiling& g, int64_t t0, int64_t r0, int64_t r1,
                                int64_t plane, const float* __restrict bias, float* __restrict data) {
+  using Vec = typename Lanes<B>::V;
   const int64_t KB = g.C / B;
   for (int64_t r = r0; r < r1 && t0 + r < g.T; ++r) {
     const Tile at(g, t0 + r);
     for (int64_t kb = 0; kb < KB; ++kb) {
       const float* m = M + r * g.C + kb * B;
-      float f[4][6][B], o[4][4][B];
-      for (int j = 0; j < 6; ++j) outputLine<B>(m + j * plane, 6 * plane, f[0][j], 6 * B);
-      for (int i = 0; i < 4; ++i) outputLine<B>(f[i][0], B, o[i][0], B);
+      Vec f[4][6];  // f[.][j] = A^T m[.][j]
+      for (int j = 0; j < 6; ++j) {
+        Vec column[6], y[4];
+        for (int i = 0; i < 6; ++i) load(column[i], m + (i * 6 + j) * plane);
+        outputLine(column, y);
+        for (int i = 0; i < 4; ++i) f[i][j] = y[i];
+      }
+      Vec b{};
+      if (bias) load(b, bias + kb * B);
       float* image = data + (at.n * KB + kb) * g.H * g.W * B;
-      for (int i = 0; i < 4 && at.h + i < g.H; ++i)
-        for (int j = 0; j < 4 && at.w + j < g.W; ++j) {
-          float* out = image + ((at.h + i) * g.W + at.w + j) * B;
-          if (bias)
-            for (int l = 0; l < B; ++l) out[l] = o[i][j][l] + bias[kb * B + l];
-          else
-            for (int l = 0; l < B; ++l) out[l] = o[i][j][l];
-        }
+      for (int i = 0; i < 4 && at.h + i < g.H; ++i) {
+        Vec o[4];
+        outputLine(f[i], o);
+        for (int j = 0; j < 4 && at.w + j < g.W; ++j) store(image + ((at.h + i) * g.W + at.w + j) * B, bias ? o[j] + b : o[j]);
+      }
     }
   }
 }
@@ -191,26 +198,35 @@ SPMD_ISA_BODY void outputTiles(const float* __restrict M, const Tiling& g, int64
 template <int B>
 SPMD_ISA_BODY void gradientTiles(const float* __restrict data, const Tiling& g, int64_t t0, int64_t r0, int64_t r1,
                                  int64_t plane, float* __restrict Z) {
+  using Vec = typename Lanes<B>::V;
   const int64_t KB = g.C / B;
   for (int64_t r = r0; r < r1; ++r) {
     const bool exists = t0 + r < g.T;
     const Tile at(g, exists ? t0 + r : g.T - 1);
     for (int64_t kb = 0; kb < KB; ++kb) {
       const float* image = data + (at.n * KB + kb) * g.H * g.W * B;
-      float d[4][4][B], e[6][4][B];
-      for (int i = 0; i < 4; ++i)
-        for (int j = 0; j < 4; ++j) {
-          const bool read = exists && at.h + i < g.H && at.w + j < g.W;
-          for (int l = 0; l < B; ++l) d[i][j][l] = read ? image[((at.h + i) * g.W + at.w + j) * B + l] : 0.f;
+      Vec e[6][4];  // e[.][j] = A dy[.][j]
+      for (int j = 0; j < 4; ++j) {
+        Vec d[4], y[6];
+        for (int i = 0; i < 4; ++i) {
+          if (exists && at.h + i < g.H && at.w + j < g.W) load(d[i], image + ((at.h + i) * g.W + at.w + j) * B);
+          else d[i] = Vec{};
         }
-      for (int j = 0; j < 4; ++j) gradientLine<B>(d[0][j], 4 * B, e[0][j], 4 * B);
+        gradientLine(d, y);
+        for (int i = 0; i < 6; ++i) e[i][j] = y[i];
+      }
       float* out = Z + r * g.C + kb * B;
-      for (int i = 0; i < 6; ++i) gradientLine<B>(e[i][0], B, out + i * 6 * plane, plane);
+      for (int i = 0; i < 6; ++i) {
+        Vec y[6];
+        gradientLine(e[i], y);
+        for (int k = 0; k < 6; ++k) store(out + (i * 6 + k) * plane, y[k]);
+      }
     }
   }
 }
 
 constexpr int64_t kLanes = 8;  // filters a transform takes at once; divides K and C (blocked)
+using FilterVec = Lanes<kLanes>::V;
 
 // Forward: U[a][c][k] = (G w[k][c] G^T)[a] for c in [o0, o1). Backward data: U[a][k][c] from
 // w[k][c] turned 180 degrees, for k in [o0, o1). w is OIHW [K, C, 3, 3].
@@ -223,15 +239,23 @@ void filterRows(const float* __restrict w, int64_t K, int64_t C, bool backwardDa
   for (int64_t block = 0; block < inner; block += 64)
     for (int64_t o = o0; o < o1; ++o)
       for (int64_t i0 = block; i0 < std::min(block + 64, inner); i0 += kLanes) {
-        float g[9][kLanes], r[6][3][kLanes], u[kPoints][kLanes];
+        float taps[9][kLanes];  // lane l: filter i0 + l's 9 taps, gathered
         for (int64_t l = 0; l < kLanes; ++l)
           for (int i = 0; i < 9; ++i)
-            g[i][l] = backwardData ? w[(o * C + i0 + l) * 9 + 8 - i] : w[((i0 + l) * C + o) * 9 + i];
-        for (int j = 0; j < 3; ++j) filterLine<kLanes>(g[j], 3 * kLanes, r[0][j], 3 * kLanes);
-        for (int i = 0; i < 6; ++i) filterLine<kLanes>(r[i][0], kLanes, u[i * 6], kLanes);
+            taps[i][l] = backwardData ? w[(o * C + i0 + l) * 9 + 8 - i] : w[((i0 + l) * C + o) * 9 + i];
+        FilterVec r[6][3];  // r[.][j] = G g[.][j]
+        for (int j = 0; j < 3; ++j) {
+          FilterVec g[3], y[6];
+          for (int i = 0; i < 3; ++i) load(g[i], taps[i * 3 + j]);
+          filterLine(g, y);
+          for (int i = 0; i < 6; ++i) r[i][j] = y[i];
+        }
         float* out = U + o * inner + i0;
-        for (int a = 0; a < kPoints; ++a)
-          for (int64_t l = 0; l < kLanes; ++l) out[a * stride + l] = u[a][l];
+        for (int i = 0; i < 6; ++i) {
+          FilterVec y[6];
+          filterLine(r[i], y);
+          for (int k = 0; k < 6; ++k) store(out + (i * 6 + k) * stride, y[k]);
+        }
       }
 }
 
@@ -249,9 +273,20 @@ void filterGradientRows(const float* __restrict dU, int64_t C, int64_t K, int64_
   const int64_t stride = C * K;
   for (int64_t k0 = 0; k0 < K; k0 += kLanes)
     for (int64_t c = c0; c < c1; ++c) {
-      float q[3][6][kLanes], out[3][3][kLanes];
-      for (int j = 0; j < 6; ++j) filterGradientLine<kLanes>(dU + c * K + k0 + j * stride, 6 * stride, q[0][j], 6 * kLanes);
-      for (int i = 0; i < 3; ++i) filterGradientLine<kLanes>(q[i][0], kLanes, out[i][0], kLanes);
+      const float* p = dU + c * K + k0;
+      FilterVec q[3][6];  // q[.][j] = G^T p[.][j]
+      for (int j = 0; j < 6; ++j) {
+        FilterVec column[6], y[3];
+        for (int i = 0; i < 6; ++i) load(column[i], p + (i * 6 + j) * stride);
+        filterGradientLine(column, y);
+        for (int i = 0; i < 3; ++i) q[i][j] = y[i];
+      }
+      float out[3][3][kLanes];
+      for (int i = 0; i < 3; ++i) {
+        FilterVec y[3];
+        filterGradientLine(q[i], y);
+        for (int j = 0; j < 3; ++j) store(out[i][j], y[j]);
+      }
       for (int64_t l = 0; l < kLanes; ++l)
         for (int i = 0; i < 3; ++i)
           for (int j = 0; j < 3; ++j) dw[((k0 + l) * C + c) * 9 + i * 3 + j] = out[i][j][l];
