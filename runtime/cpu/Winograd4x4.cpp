@@ -25,6 +25,7 @@
 // with -ffp-contract=off): the same bits on every ISA and thread count.
 #include <algorithm>
 #include <cstdint>
+#include <utility>
 
 #include "runtime/cpu/BlockedLoops.h"
 #include "runtime/cpu/Onednn.h"
@@ -228,6 +229,24 @@ SPMD_ISA_BODY void gradientTiles(const float* __restrict data, const Tiling& g, 
 constexpr int64_t kLanes = 8;  // filters a transform takes at once; divides K and C (blocked)
 using FilterVec = Lanes<kLanes>::V;
 
+// Rows r[0..7] of an 8x8 block become its columns (three rounds of pair shuffles).
+SPMD_ISA_BODY void transpose8(FilterVec (&r)[8]) {
+  FilterVec t[8], u[8];
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = __builtin_shufflevector(r[i], r[i + 1], 0, 8, 1, 9, 4, 12, 5, 13);
+    t[i + 1] = __builtin_shufflevector(r[i], r[i + 1], 2, 10, 3, 11, 6, 14, 7, 15);
+  }
+  for (int i = 0; i < 8; i += 4)
+    for (int j = 0; j < 2; ++j) {
+      u[i + 2 * j] = __builtin_shufflevector(t[i + j], t[i + j + 2], 0, 1, 8, 9, 4, 5, 12, 13);
+      u[i + 2 * j + 1] = __builtin_shufflevector(t[i + j], t[i + j + 2], 2, 3, 10, 11, 6, 7, 14, 15);
+    }
+  for (int j = 0; j < 4; ++j) {
+    r[j] = __builtin_shufflevector(u[j], u[j + 4], 0, 1, 2, 3, 8, 9, 10, 11);
+    r[j + 4] = __builtin_shufflevector(u[j], u[j + 4], 4, 5, 6, 7, 12, 13, 14, 15);
+  }
+}
+
 // Forward: U[a][c][k] = (G w[k][c] G^T)[a] for c in [o0, o1). Backward data: U[a][k][c] from
 // w[k][c] turned 180 degrees, for k in [o0, o1). w is OIHW [K, C, 3, 3].
 SPMD_ISA_BODY
@@ -239,14 +258,24 @@ void filterRows(const float* __restrict w, int64_t K, int64_t C, bool backwardDa
   for (int64_t block = 0; block < inner; block += 64)
     for (int64_t o = o0; o < o1; ++o)
       for (int64_t i0 = block; i0 < std::min(block + 64, inner); i0 += kLanes) {
-        float taps[9][kLanes];  // lane l: filter i0 + l's 9 taps, gathered
-        for (int64_t l = 0; l < kLanes; ++l)
-          for (int i = 0; i < 9; ++i)
-            taps[i][l] = backwardData ? w[(o * C + i0 + l) * 9 + 8 - i] : w[((i0 + l) * C + o) * 9 + i];
+        // Lane l's filter: 9 taps in a row (w[i0 + l][o] forward, w[o][i0 + l] backward data, read
+        // turned 180 degrees); its first 8 as a vector, transposed to taps 0-7 across the lanes.
+        FilterVec rows[8], taps[9];
+        float last[kLanes];
+        for (int64_t l = 0; l < kLanes; ++l) {
+          const float* f = w + (backwardData ? o * C + i0 + l : (i0 + l) * C + o) * 9;
+          load(rows[l], f);
+          last[l] = f[8];
+        }
+        transpose8(rows);
+        for (int i = 0; i < 8; ++i) taps[i] = rows[i];
+        load(taps[8], last);
+        if (backwardData)
+          for (int i = 0; i < 4; ++i) std::swap(taps[i], taps[8 - i]);
         FilterVec r[6][3];  // r[.][j] = G g[.][j]
         for (int j = 0; j < 3; ++j) {
           FilterVec g[3], y[6];
-          for (int i = 0; i < 3; ++i) load(g[i], taps[i * 3 + j]);
+          for (int i = 0; i < 3; ++i) g[i] = taps[i * 3 + j];
           filterLine(g, y);
           for (int i = 0; i < 6; ++i) r[i][j] = y[i];
         }
