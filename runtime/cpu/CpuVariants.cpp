@@ -53,8 +53,9 @@ std::string device() {
 // that makes a variant faster or slower times its steps again instead of keeping a choice made
 // against the old code (and a checkpoint's `--resume` says the choices differ: their bits may).
 // Bump it with such a change. 2: the chunked Winograd's plain stores and padded planes, the
-// strided GEMMs' transposed backward filter (2026-11-30).
-constexpr int kOwnKernelsRevision = 2;
+// strided GEMMs' transposed backward filter (2026-11-30). 3: Winograd F(4x4, 3x3) and its vector
+// transforms, the scratch on huge pages (2026-11-30).
+constexpr int kOwnKernelsRevision = 3;
 
 std::string library() {
   const dnnl_version_t* v = dnnl_version();
