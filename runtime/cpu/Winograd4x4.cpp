@@ -332,15 +332,23 @@ void filterGradientRows(const float* __restrict dU, int64_t C, int64_t K, int64_
         filterGradientLine(column, y);
         for (int i = 0; i < 3; ++i) q[i][j] = y[i];
       }
-      float out[3][3][kLanes];
+      FilterVec taps[9];  // tap i * 3 + j of the 8 lanes' filters
       for (int i = 0; i < 3; ++i) {
         FilterVec y[3];
         filterGradientLine(q[i], y);
-        for (int j = 0; j < 3; ++j) store(out[i][j], y[j]);
+        for (int j = 0; j < 3; ++j) taps[i * 3 + j] = y[j];
       }
-      for (int64_t l = 0; l < kLanes; ++l)
-        for (int i = 0; i < 3; ++i)
-          for (int j = 0; j < 3; ++j) dw[((k0 + l) * C + c) * 9 + i * 3 + j] = out[i][j][l];
+      // Lane l's 9 taps go to dw[k0 + l][c] in a row: taps 0-7 transposed into one vector a lane.
+      FilterVec rows[8];
+      for (int i = 0; i < 8; ++i) rows[i] = taps[i];
+      transpose8(rows);
+      float last[kLanes];
+      store(last, taps[8]);
+      for (int64_t l = 0; l < kLanes; ++l) {
+        float* f = dw + ((k0 + l) * C + c) * 9;
+        store(f, rows[l]);
+        f[8] = last[l];
+      }
     }
 }
 
