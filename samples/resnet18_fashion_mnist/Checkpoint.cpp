@@ -64,7 +64,8 @@ std::map<std::string, std::string> runBits(const Flags& f) {
           {"layouts", f.layouts},
           {"channels_last", channelsLast ? "yes" : "no"},
           {"reduce", spmd::runtime::reduceModeName(spmd::runtime::reduceModeFromEnvironment())},
-          {"thread_invariant", spmd::runtime::threadInvariantKernels() ? "yes" : "no"}};
+          {"thread_invariant", spmd::runtime::threadInvariantKernels() ? "yes" : "no"},
+          {"tight_rounding", spmd::runtime::tightRoundingKernels() ? "yes" : "no"}};
 }
 
 // The flags a checkpoint must agree with to continue the same run.
