@@ -292,11 +292,6 @@ void filterGradientTransform(const float* dU, int64_t C, int64_t K, float* dw) {
 
 std::atomic<int64_t> chunkFloats{int64_t{1} << 20};  // 4 MB: Chunks' most
 
-// The chunking is fixed when a step's kernel is prepared, with the GEMMs of that many rows.
-struct ConvolveState {
-  Chunks chunks;
-  sliced::Gemm gemms;
-};
 
 // Up to 64 channels the 16 GEMMs are too thin for a library GEMM and the transformed tiles not
 // worth a trip through memory: the convolutions take kGroup tiles at a time through the
@@ -564,11 +559,6 @@ void convolve(KernelCall& call, const TensorView& in, const TensorView& out, boo
   }
 }
 
-// Backward filter: the first chunk's GEMMs write dU, the others add to it.
-struct FilterState {
-  Chunks chunks;
-  sliced::Gemm first, rest;
-};
 
 }  // namespace
 

@@ -25,6 +25,18 @@ struct Chunks {
   Chunks(int64_t tiles, int64_t channels, int64_t planes);
 };
 
+// A step's chunking and its chunks' GEMMs, fixed when the step's kernel is prepared: the forward
+// and backward data's, and the backward filter's (the first chunk's GEMMs write dU, the others
+// add to it).
+struct ConvolveState {
+  Chunks chunks;
+  sliced::Gemm gemms;
+};
+struct FilterState {
+  Chunks chunks;
+  sliced::Gemm first, rest;
+};
+
 // The `planes` GEMMs dst[a] = src[a] x weights[a]: src [planes, M, R] (or its transpose, stored
 // [planes, R, M], when `transposedSrc`), weights [planes, R, Nc], dst [planes, M, Nc], row-major;
 // the chunk's tiles (src, or dst and src when transposed) planeOf apart, the filters whole;

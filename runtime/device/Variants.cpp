@@ -28,6 +28,18 @@ struct VariantState {
 
 bool runsOn(const KernelVariant& v, const KernelCall& call) { return !v.runs || v.runs(call); }
 
+// Why SPMD_THREAD_INVARIANT (`invariant`) or SPMD_TIGHT_ROUNDING (`tight`) leaves `v` out of the
+// candidates, said to a pin of it; null where they do not.
+const char* leftOut(const KernelVariant& v, bool invariant, bool tight) {
+  if (invariant && !v.threadInvariant)
+    return "whose bits depend on the thread count, while SPMD_THREAD_INVARIANT=1 runs only variants whose bits do "
+           "not: pin one of those";
+  if (tight && v.looseRounding)
+    return "whose f32 rounding error is several times the direct kernels', while SPMD_TIGHT_ROUNDING=1 leaves such "
+           "variants out: pin another";
+  return nullptr;
+}
+
 // Shapes, layouts, dtypes and the integer attributes of the step: what its kernels' speed and
 // bits depend on, with the backend's setting (threads).
 std::string shapesOf(const KernelCall& call, const VariantSet& set) {
@@ -109,7 +121,7 @@ VariantState choose(const KernelCall& call, const VariantSet& set, ChoiceExchang
   const bool invariant = threadInvariantKernels(), tight = tightRoundingKernels();
   std::vector<const KernelVariant*> running;
   for (const KernelVariant& v : set.variants)
-    if (runsOn(v, call) && (!invariant || v.threadInvariant) && (!tight || !v.looseRounding)) running.push_back(&v);
+    if (runsOn(v, call) && !leftOut(v, invariant, tight)) running.push_back(&v);
   if (running.empty())
     throw Error("no " + std::string(set.backend) + " kernel of '" + set.op + "'" +
                 (invariant ? " whose bits do not depend on the thread count" : "") +
@@ -122,20 +134,11 @@ VariantState choose(const KernelCall& call, const VariantSet& set, ChoiceExchang
       !pin.empty() && std::find(names.begin(), names.end(), pin) == names.end())
     choices.choose({set.device(), set.library(), set.op, shapesOf(call, set)}, {{running[0]->name, true, false}}, false,
                    nullptr, nullptr, names);  // throws, listing the variants
-  if (invariant && !pin.empty())
-    for (const KernelVariant& v : set.variants)
-      if (pin == v.name && !v.threadInvariant)
-        throw Error("SPMD_KERNELS pins " + std::string(set.op) + " to '" + pin +
-                    "', whose bits depend on the thread count, while SPMD_THREAD_INVARIANT=1 runs only variants " +
-                    "whose bits do not: pin one of those (`spmd-run --kernels " + set.backend +
-                    "` marks them) or unset one of the two");
-  if (tight && !pin.empty())
-    for (const KernelVariant& v : set.variants)
-      if (pin == v.name && v.looseRounding)
-        throw Error("SPMD_KERNELS pins " + std::string(set.op) + " to '" + pin +
-                    "', whose f32 rounding error is several times the direct kernels', while SPMD_TIGHT_ROUNDING=1 " +
-                    "leaves such variants out: pin another (`spmd-run --kernels " + set.backend +
-                    "` marks them) or unset one of the two");
+  for (const KernelVariant& v : set.variants)
+    if (pin == v.name)
+      if (const char* why = leftOut(v, invariant, tight))
+        throw Error("SPMD_KERNELS pins " + std::string(set.op) + " to '" + pin + "', " + why + " (`spmd-run --kernels " +
+                    set.backend + "` marks them) or unset one of the two");
   if (running.size() == 1) return {running[0], nullptr, "the only variant that runs here"};
   if (!kernelTiming()) {  // untimed: a pin where it runs, else the list's order
     for (const KernelVariant* v : running)

@@ -171,6 +171,27 @@ void fastVariant(KernelCall& call) {
   call.out[0].as<float>()[0] = 2.f;
 }
 
+// A step of a stub op (one float in, `y` out) with these variants, run through runVariant; `ran`
+// says which variant ran and why.
+struct StubStep {
+  VariantSet set;
+  Step step;
+  const std::vector<int64_t> shape{1};
+  float x = 0, y = 0;
+  const std::vector<TensorView> in{{&x, DType::f32, shape, ""}}, out{{&y, DType::f32, shape, ""}};
+  std::shared_ptr<void> cache;
+  std::string ran;
+  KernelCall call{step, in, out, cache};
+
+  StubStep(const char* op, std::vector<KernelVariant> variants)
+      : set{op, "cpu", std::move(variants), [] { return std::string("ConvVariantTest's stub device"); },
+            [] { return std::string("none"); }, [] { return std::string("threads 1"); }},
+        step{op, {}, {}, {}, "ConvVariantTest"} {
+    call.variant = &ran;
+  }
+  void run() { runVariant(call, set); }
+};
+
 // Timing runs each candidate on the step's own buffers, the fastest so far last in each round:
 // the winner's timed run is the first call's result, and the step does not run it again.
 TEST(ConvVariantTest, TheWinnersTimedRunIsTheFirstCallsResult) {
@@ -180,30 +201,19 @@ TEST(ConvVariantTest, TheWinnersTimedRunIsTheFirstCallsResult) {
   const auto dir = std::filesystem::temp_directory_path() / ("spmd-winner-" + std::to_string(::getpid()));
   setenv("SPMD_KERNEL_CACHE", dir.c_str(), 1);
   PinnedKernels none("");
-  const VariantSet set{"stub_op", "cpu",
-                       {{"slow", "sleeps 5 ms", true, nullptr, nullptr, slowVariant},
-                        {"fast", "counts its runs", true, nullptr, nullptr, fastVariant}},
-                       [] { return std::string("ConvVariantTest's stub device"); },
-                       [] { return std::string("none"); }, [] { return std::string("threads 1"); }};
-  Step step{"stub_op", {}, {}, {}, "ConvVariantTest"};
-  const std::vector<int64_t> shape{1};
-  float x = 0, y = 0;
-  const std::vector<TensorView> in{{&x, DType::f32, shape, ""}}, out{{&y, DType::f32, shape, ""}};
-  std::shared_ptr<void> cache;
-  std::string ran;
-  KernelCall call{step, in, out, cache};
-  call.variant = &ran;
-  runVariant(call, set);
+  StubStep stub("stub_op", {{"slow", "sleeps 5 ms", true, nullptr, nullptr, slowVariant},
+                            {"fast", "counts its runs", true, nullptr, nullptr, fastVariant}});
+  stub.run();
   std::filesystem::remove_all(dir);
   unsetenv("SPMD_KERNEL_CACHE");
-  if (ran.find("timed") == std::string::npos) GTEST_SKIP() << "the process's choices were loaded before: " << ran;
-  EXPECT_EQ(nameOf(ran), "fast") << ran;
-  EXPECT_EQ(y, 2.f) << "the first call's output is not the winner's";
+  if (stub.ran.find("timed") == std::string::npos) GTEST_SKIP() << "the process's choices were loaded before: " << stub.ran;
+  EXPECT_EQ(nameOf(stub.ran), "fast") << stub.ran;
+  EXPECT_EQ(stub.y, 2.f) << "the first call's output is not the winner's";
   // Once to warm up and once timed (slow is over 1.5x at once): not a third time for the step.
   EXPECT_EQ(fastRuns.load(), 2);
-  y = 0;
-  runVariant(call, set);  // later calls run it
-  EXPECT_EQ(y, 2.f);
+  stub.y = 0;
+  stub.run();  // later calls run it
+  EXPECT_EQ(stub.y, 2.f);
   EXPECT_EQ(fastRuns.load(), 3);
 }
 
@@ -217,22 +227,12 @@ TEST(ConvVariantTest, TightRoundingLeavesLooseVariantsOut) {
   PinnedKernels none("");
   KernelVariant fast{"fast", "counts its runs", true, nullptr, nullptr, fastVariant};
   fast.looseRounding = true;
-  const VariantSet set{"stub_tight_op", "cpu", {fast, {"slow", "sleeps 5 ms", true, nullptr, nullptr, slowVariant}},
-                       [] { return std::string("ConvVariantTest's stub device"); },
-                       [] { return std::string("none"); }, [] { return std::string("threads 1"); }};
-  Step step{"stub_tight_op", {}, {}, {}, "ConvVariantTest"};
-  const std::vector<int64_t> shape{1};
-  float x = 0, y = 0;
-  const std::vector<TensorView> in{{&x, DType::f32, shape, ""}}, out{{&y, DType::f32, shape, ""}};
-  std::shared_ptr<void> cache;
-  std::string ran;
-  KernelCall call{step, in, out, cache};
-  call.variant = &ran;
+  StubStep stub("stub_tight_op", {fast, {"slow", "sleeps 5 ms", true, nullptr, nullptr, slowVariant}});
   setTightRoundingKernels(true);
   const int before = fastRuns.load();
-  runVariant(call, set);
-  EXPECT_EQ(nameOf(ran), "slow") << ran;
-  EXPECT_EQ(y, 1.f);
+  stub.run();
+  EXPECT_EQ(nameOf(stub.ran), "slow") << stub.ran;
+  EXPECT_EQ(stub.y, 1.f);
   EXPECT_EQ(fastRuns.load(), before) << "a variant with loose rounding ran";
   std::string message;
   {
