@@ -16,16 +16,22 @@
 
 namespace spmd::testing {
 
-inline std::string python() {
+inline std::string interpreter() {
   const char* env = std::getenv("SPMD_PYTHON");
   return env ? env : "/usr/bin/python3";
 }
+
+// The command that runs a reference: the interpreter without oneDNN's ISA caps. The caps
+// (ONEDNN_MAX_CPU_ISA, DNNL_MAX_CPU_ISA) are for spmd's kernels under test (CMake's drift_avx2);
+// PyTorch's bundled oneDNN reads them too and, held to AVX2, has no bf16 convolution for
+// torch.autocast, so the reference would fail rather than give the same results.
+inline std::string python() { return "env -u ONEDNN_MAX_CPU_ISA -u DNNL_MAX_CPU_ISA " + interpreter(); }
 
 // Empty when torch can be imported, else why not and how to fix it. The project's setup installs
 // PyTorch, so a failed import fails the test rather than skipping it.
 inline std::string torchMissing() {
   if (std::system((python() + " -c 'import torch' > /dev/null 2>&1").c_str()) == 0) return "";
-  return "PyTorch is not importable by " + python() +
+  return "PyTorch is not importable by " + interpreter() +
          " (apt-get install python3-torch; scripts/setup.sh does); set SPMD_PYTHON to use another "
          "interpreter";
 }
