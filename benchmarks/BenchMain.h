@@ -5,6 +5,8 @@
 
 #include <benchmark/benchmark.h>
 
+#include <cstdio>
+#include <exception>
 #include <functional>
 #include <string>
 #include <vector>
@@ -31,7 +33,13 @@ inline int benchmarkMain(int argc, char** argv, const std::string& program, cons
   theirs.push_back(nullptr);
   benchmark::Initialize(&count, theirs.data());
   if (benchmark::ReportUnrecognizedArguments(count, theirs.data())) return 2;
-  benchmark::RunSpecifiedBenchmarks();
+  try {  // spmd's errors (a bad SPMD_* switch, a shape) end the run with their message, not terminate
+    benchmark::RunSpecifiedBenchmarks();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: error: %s\n", program.c_str(), e.what());
+    benchmark::Shutdown();
+    return 1;
+  }
   benchmark::Shutdown();
   return 0;
 }

@@ -122,6 +122,28 @@ Timed timeKernel(Device& device, const std::string& op, const std::vector<Array>
   return {times[times.size() / 2], variant.empty() ? "-" : variant.substr(0, variant.find(':'))};
 }
 
+// One result line per layer of resnetLayers(width) (or `only`): its three kernels' medians.
+void timeLayers(Device& device, const BlockedLayouts& blocked, int64_t width, int64_t batch, const std::string& only,
+                int reps) {
+  for (const Layer& l : resnetLayers(width)) {
+    if (!only.empty() && l.name != only) continue;
+    const int64_t pad = l.kernel / 2, outSize = (l.size + 2 * pad - l.kernel) / l.stride + 1;
+    const Shape x{batch, l.in, l.size, l.size}, w{l.out, l.in, l.kernel, l.kernel}, y{batch, l.out, outSize, outSize};
+    Array input = random(x, 1), filter = random(w, 2), bias = random({l.out}, 3), dy = random(y, 4);
+    Array outY = Array::zeros(DType::f32, y), outX = Array::zeros(DType::f32, x), outW = Array::zeros(DType::f32, w);
+    const std::string lx = blocked.blockedLayout(x), ly = blocked.blockedLayout(y);
+    Timed forward = timeKernel(device, "conv2d", {input, filter, bias}, outY, {lx, "", "", ly}, l.stride, pad, reps);
+    Timed data = timeKernel(device, "conv2d_backward_data", {dy, filter}, outX, {ly, "", lx}, l.stride, pad, reps);
+    Timed weights = timeKernel(device, "conv2d_backward_filter", {input, dy}, outW, {lx, ly, ""}, l.stride, pad, reps);
+    std::printf("result layer=%s count=%d in=%lld out=%lld size=%lld kernel=%lld stride=%lld fwd_ms=%.4f data_ms=%.4f "
+                "filter_ms=%.4f flops=%.0f fwd_variant=%s data_variant=%s filter_variant=%s\n",
+                l.name.c_str(), l.count, static_cast<long long>(l.in), static_cast<long long>(l.out),
+                static_cast<long long>(l.size), static_cast<long long>(l.kernel), static_cast<long long>(l.stride),
+                forward.ms, data.ms, weights.ms, bench::convFlops(double(spmd::numElements(y)), w),
+                forward.variant.c_str(), data.variant.c_str(), weights.variant.c_str());
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -170,22 +192,11 @@ int main(int argc, char** argv) {
   }
   std::printf("result device=%s\n", device->name().c_str());
   const BlockedLayouts blocked(layoutMode == "plain" ? "" : activations);
-  for (const Layer& l : resnetLayers(width)) {
-    if (!only.empty() && l.name != only) continue;
-    const int64_t pad = l.kernel / 2, outSize = (l.size + 2 * pad - l.kernel) / l.stride + 1;
-    const Shape x{batch, l.in, l.size, l.size}, w{l.out, l.in, l.kernel, l.kernel}, y{batch, l.out, outSize, outSize};
-    Array input = random(x, 1), filter = random(w, 2), bias = random({l.out}, 3), dy = random(y, 4);
-    Array outY = Array::zeros(DType::f32, y), outX = Array::zeros(DType::f32, x), outW = Array::zeros(DType::f32, w);
-    const std::string lx = blocked.blockedLayout(x), ly = blocked.blockedLayout(y);
-    Timed forward = timeKernel(*device, "conv2d", {input, filter, bias}, outY, {lx, "", "", ly}, l.stride, pad, reps);
-    Timed data = timeKernel(*device, "conv2d_backward_data", {dy, filter}, outX, {ly, "", lx}, l.stride, pad, reps);
-    Timed weights = timeKernel(*device, "conv2d_backward_filter", {input, dy}, outW, {lx, ly, ""}, l.stride, pad, reps);
-    std::printf("result layer=%s count=%d in=%lld out=%lld size=%lld kernel=%lld stride=%lld fwd_ms=%.4f data_ms=%.4f "
-                "filter_ms=%.4f flops=%.0f fwd_variant=%s data_variant=%s filter_variant=%s\n",
-                l.name.c_str(), l.count, static_cast<long long>(l.in), static_cast<long long>(l.out),
-                static_cast<long long>(l.size), static_cast<long long>(l.kernel), static_cast<long long>(l.stride),
-                forward.ms, data.ms, weights.ms, bench::convFlops(double(spmd::numElements(y)), w),
-                forward.variant.c_str(), data.variant.c_str(), weights.variant.c_str());
+  try {  // spmd's errors (a bad SPMD_* switch or pin) end the run with their message
+    timeLayers(*device, blocked, width, batch, only, reps);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_conv_layers: error: %s\n", e.what());
+    return 1;
   }
   return 0;
 }
