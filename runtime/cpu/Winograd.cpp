@@ -291,6 +291,12 @@ void filterGradientTransform(const float* dU, int64_t C, int64_t K, float* dw) {
 }
 
 std::atomic<int64_t> chunkFloats{int64_t{1} << 20};  // 4 MB: Chunks' most
+// The most rows a chunk takes, whatever its channels: at 16 channels 1024 rows of 36 planes are
+// 2.4 MB of V and as much of M, and ResNet-18's width-16 stage 1 (1568 tiles a replica of 32
+// images, one thread) ran in two chunks of 784 rows faster than in one of 1568 (F(4x4, 3x3),
+// AMD Zen 4, min of 5 interleaved: forward 0.71 against 0.78 ms); with more channels the 4 MB
+// bound above is the lower one.
+constexpr int64_t kMostRows = 1024;
 
 
 // Up to 64 channels the 16 GEMMs are too thin for a library GEMM and the transformed tiles not
@@ -603,7 +609,8 @@ Chunks::Chunks(int64_t tiles, int64_t channels, int64_t planes) {
   // Past 256 channels a chunk's rows stop shrinking: at 512 (ResNet-18's stage 4) the filter
   // transform (16 x C x K floats, 16 MB) read again for each chunk cost more than the larger
   // chunk (AMD Zen 5: 5.9 against 5.1 ms of GEMMs in two chunks of 128 rows or one of 256).
-  const int64_t most = std::max<int64_t>(1, chunkFloats.load() / (planes * std::min<int64_t>(channels, 256)));
+  const int64_t most =
+      std::clamp<int64_t>(chunkFloats.load() / (planes * std::min<int64_t>(channels, 256)), 1, kMostRows);
   count = (tiles + most - 1) / most;
   rows = (tiles + count - 1) / count;
 }
