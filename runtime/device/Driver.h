@@ -21,6 +21,9 @@ struct ThreadShare {
   int threads = 0;
   bool chosen = false;
   std::string why;
+  // > 0: at most this many of the process's replicas run at once, taking turns on the cores
+  // (runtime/device/CoreTurns.h); 0: all at once.
+  int turns = 0;
 };
 
 // How a backend runs the ops with bf16 kernels (runtime/program/Bf16Kernels.h): `native`, its

@@ -5,6 +5,7 @@
 
 #include "runtime/base/PollBriefly.h"
 #include "runtime/base/Timeline.h"
+#include "runtime/device/CoreTurns.h"
 
 #include "runtime/device/Fold.h"
 
@@ -84,15 +85,21 @@ const std::vector<const void*>& InProcessGroup::exchange(int rank, const void* p
   const uint64_t generation = generation_.load(std::memory_order_relaxed);
   // published_ stays as it is until every rank, this one too, arrives at the next exchange.
   lock.unlock();
-  if (pollBriefly([&] {
-        return generation_.load(std::memory_order_acquire) != generation || failed_.load(std::memory_order_relaxed);
-      }) &&
-      generation_.load(std::memory_order_acquire) != generation)
-    return published_;
+  {
+    // While it waits this replica's turn on the cores (CoreTurns.h) is free for another; it is
+    // taken back with the group's mutex not held, which the replicas still running need.
+    CoreTurns::Aside aside;
+    if (pollBriefly([&] {
+          return generation_.load(std::memory_order_acquire) != generation || failed_.load(std::memory_order_relaxed);
+        }) &&
+        generation_.load(std::memory_order_acquire) != generation)
+      return published_;
+    std::unique_lock waiting(mutex_);
+    wake_.wait_for(waiting, timeout_, [&] { return generation_ != generation || failure_; });
+  }
   lock.lock();
-  bool done = wake_.wait_for(lock, timeout_, [&] { return generation_ != generation || failure_; });
   if (generation_ != generation) return published_;
-  if (done) throw stopped();
+  if (failure_) throw stopped();
   std::string missing;
   for (int r = 0; r < size_; ++r)
     if (!arrived_[r]) missing += (missing.empty() ? "" : ", ") + std::to_string(r);

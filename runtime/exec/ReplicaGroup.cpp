@@ -45,6 +45,7 @@ ReplicaGroup::ReplicaGroup(const Program& program, const DeviceList& devices, co
   // share of one replica is), unless the job has several processes, the threads per replica were
   // set, or it runs micro-batches (the replica then gets its thread count like any other).
   if (size() == 1 && !acrossProcesses_ && !threads_.chosen && microBatches == 1) return;
+  if (threads_.turns > 0 && !acrossProcesses_) turns_ = std::make_unique<CoreTurns>(threads_.turns);
   for (int r = 0; r < size(); ++r) workers_.emplace_back([this, r] { work(r); });
 }
 
@@ -150,6 +151,7 @@ void ReplicaGroup::run(const std::vector<std::vector<Input>>& inputs,
   std::atomic<int> firstFailed{-1};
   auto replica = [&](int r) {
     try {
+      CoreTurns::Turn turn(turns_.get());
       executors_[r]->run(inputs[r], outputs[r]);
     } catch (const ReplicaAborted&) {
       // stopped because of another replica; that one is reported

@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "runtime/device/CoreTurns.h"
 #include "runtime/device/DeviceList.h"
 #include "runtime/device/Driver.h"
 #include "runtime/exec/Executor.h"
@@ -86,6 +87,7 @@ class ReplicaGroup {
   // Runs `task(r)` for every replica r on its worker (or the calling thread), waiting for all.
   void dispatch(const std::function<void(int)>& task);
   ThreadShare threads_;
+  std::unique_ptr<CoreTurns> turns_;  // when threads_.turns > 0: the replicas take turns
   std::vector<std::shared_ptr<Device>> deviceObjects_;
   std::vector<std::unique_ptr<Executor>> executors_;
   std::vector<std::unique_ptr<Communicator>> comms_;

@@ -5,6 +5,7 @@
 // same two when the replicas wait on the device.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <climits>
 #include <random>
@@ -12,6 +13,7 @@
 #include <thread>
 
 #include "TestUtil.h"
+#include "runtime/device/CoreTurns.h"
 #include "runtime/device/Fold.h"
 #include "runtime/device/InProcessCommunicator.h"
 #include "runtime/cpu/CpuDevice.h"
@@ -159,6 +161,48 @@ TEST(CommunicatorTest, ACollectiveThatNobodyJoinsTimesOutNamingTheMissingReplica
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_GE(seconds, 0.2);
   EXPECT_LT(seconds, 5.0);
+}
+
+// Replicas taking turns on the cores (runtime/device/CoreTurns.h): 6 replicas, 2 turns, each
+// runs two stretches of work around all-reduces. Never more than 2 work at once, and the
+// all-reduces complete: a replica waiting in one gives its turn to a replica that has not yet
+// arrived (without that, the two holding turns would wait for the four waiting for one).
+TEST(CommunicatorTest, ReplicasTakingTurnsMeetInCollectivesWithAtMostTheirTurnsRunning) {
+  constexpr int kReplicas = 6, kTurns = 2;
+  auto group = std::make_shared<InProcessGroup>(kReplicas, std::chrono::seconds(5));
+  CoreTurns turns(kTurns);
+  std::atomic<int> running{0}, most{0};
+  auto work = [&] {
+    const int now = ++running;
+    for (int seen = most.load(); now > seen && !most.compare_exchange_weak(seen, now);) {
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    --running;
+  };
+  std::vector<float> sums(kReplicas);
+  std::vector<std::string> errors(kReplicas);
+  onReplicas(kReplicas, [&](int r) {
+    InProcessCommunicator comm(group, r);
+    try {
+      CoreTurns::Turn turn(&turns);
+      float value = float(r + 1);
+      for (int round = 0; round < 2; ++round) {
+        work();
+        comm.allReduceInPlace(&value, DType::f32, 1, Reduction::Sum, "all_reduce at CommunicatorTest");
+      }
+      sums[r] = value;
+    } catch (const std::exception& e) {
+      errors[r] = e.what();
+      comm.abort(e.what());
+    }
+  });
+  for (int r = 0; r < kReplicas; ++r) EXPECT_EQ(errors[r], "") << "replica " << r;
+  EXPECT_LE(most.load(), kTurns);
+  EXPECT_GE(most.load(), 1);
+  for (int r = 0; r < kReplicas; ++r) EXPECT_EQ(sums[r], 21.f * kReplicas) << "replica " << r;
+  // Outside a step a wait gives nothing away, and a step without turns takes none.
+  CoreTurns::Aside nothing;
+  CoreTurns::Turn none(nullptr);
 }
 
 TEST(CommunicatorTest, AbortWakesEveryWaitingReplicaAtOnce) {

@@ -2,6 +2,7 @@
 // collective computes (against the same arithmetic on the host), gradients through
 // collectives, recompiling, and every bad input with its exact error.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <chrono>
 
@@ -133,6 +134,29 @@ TEST(PmapTest, MicroBatchesCountAsReplicasInTheDefaultThreadShare) {
   EXPECT_EQ(threads("cpu:2", 2, nullptr), four);
   EXPECT_EQ(threads("cpu:1", 4, &why1), four) << why1;
   EXPECT_NE(why1.find("(1 x 4 micro-batches)"), std::string::npos) << why1;
+}
+
+// More replicas than the process's threads take turns on them (runtime/device/CoreTurns.h),
+// which the thread share says; SPMD_REPLICA_TURNS=0 runs them all at once. Same bits either way.
+TEST(PmapTest, ReplicasBeyondTheThreadsTakeTurnsAndSaySo) {
+  const int before = omp_get_max_threads();
+  omp_set_num_threads(2);
+  auto f = [](const Tensor& x) { return pmean(mul(x, x), "batch"); };
+  Array x = spmd::testing::randomArray(DType::f32, {8, 5}, 3);
+  auto run = [&](std::string* why) {
+    auto step = pmap(f, {.devices = "cpu:8"});
+    step.threadsPerReplica(why);
+    return values<float>(step(x));
+  };
+  std::string turns, all;
+  const std::vector<float> inTurns = run(&turns);
+  setenv("SPMD_REPLICA_TURNS", "0", 1);
+  const std::vector<float> atOnce = run(&all);
+  unsetenv("SPMD_REPLICA_TURNS");
+  omp_set_num_threads(before);
+  EXPECT_NE(turns.find("; 2 of the 8 replicas run at once, taking turns on the 2 threads"), std::string::npos) << turns;
+  EXPECT_EQ(all.find("turns"), std::string::npos) << all;
+  EXPECT_EQ(inTurns, atOnce);
 }
 
 // Gradient accumulation: K devices x A micro-batches are the same bits as K * A devices, in
