@@ -1,22 +1,11 @@
 // Reference data-movement kernels (any dtype, element by element): broadcast_in_dim, reshape,
 // transpose.
-#include <cstring>
 
 #include "runtime/base/Index.h"
 #include "runtime/reference/Reference.h"
 #include "runtime/program/OpAttrs.h"
 
 namespace spmd::runtime::reference {
-namespace {
-
-void copyElement(const TensorView& dst, int64_t to, const TensorView& src, int64_t from) {
-  size_t size = dtypeSize(src.dtype);
-  std::memcpy(static_cast<std::byte*>(dst.data) + to * size,
-              static_cast<const std::byte*>(src.data) + from * size, size);
-}
-
-}  // namespace
-
 void broadcast_in_dim(KernelCall& call) {
   const TensorView &x = call.in[0], &y = call.out[0];
   const auto& dims = attrsOf<DimsAttrs>(call.step).dims;

@@ -1,6 +1,5 @@
 // Reference slice, pad, concatenate (element by element over multi-indices, any element type)
 // and select.
-#include <cstring>
 #include <vector>
 
 #include "runtime/base/Index.h"
@@ -16,11 +15,6 @@ int64_t linearIndex(std::span<const int64_t> index, std::span<const int64_t> sha
   return at;
 }
 
-void copyElement(const TensorView& from, int64_t i, const TensorView& to, int64_t j) {
-  size_t size = dtypeSize(from.dtype);
-  std::memcpy(static_cast<std::byte*>(to.data) + j * size, static_cast<const std::byte*>(from.data) + i * size, size);
-}
-
 }  // namespace
 
 void slice(KernelCall& call) {
@@ -29,7 +23,7 @@ void slice(KernelCall& call) {
   std::vector<int64_t> at(x.rank());
   forEachIndex(y.shape, [&](std::span<const int64_t> index, int64_t linear) {
     for (size_t d = 0; d < at.size(); ++d) at[d] = index[d] + start[d];
-    copyElement(x, linearIndex(at, x.shape), y, linear);
+    copyElement(y, linear, x, linearIndex(at, x.shape));
   });
 }
 
@@ -40,7 +34,7 @@ void pad(KernelCall& call) {
   std::vector<int64_t> at(x.rank());
   forEachIndex(x.shape, [&](std::span<const int64_t> index, int64_t linear) {
     for (size_t d = 0; d < at.size(); ++d) at[d] = index[d] + low[d];
-    copyElement(x, linear, y, linearIndex(at, y.shape));
+    copyElement(y, linearIndex(at, y.shape), x, linear);
   });
 }
 
@@ -51,7 +45,7 @@ void concatenate(KernelCall& call) {
     std::vector<int64_t> at(x.rank());
     forEachIndex(x.shape, [&](std::span<const int64_t> index, int64_t linear) {
       for (size_t d = 0; d < at.size(); ++d) at[d] = index[d] + (int64_t(d) == axis ? offset : 0);
-      copyElement(x, linear, y, linearIndex(at, y.shape));
+      copyElement(y, linearIndex(at, y.shape), x, linear);
     });
     offset += x.dim(axis);
   }
