@@ -23,7 +23,7 @@ namespace {
 
 // More replicas than the process's OpenMP threads hold at `share` threads each take turns (at
 // most threads / share at once) unless SPMD_REPLICA_TURNS=0: cpu:4 on 2 cores, one thread each,
-// ran the width-16 ResNet-18 pmap step in min 57.2 against 60.8 ms time-sliced (AMD Zen 4, 5
+// ran the width-16 ResNet-18 pmap step in min 58.1 against 65.9 ms time-sliced (AMD Zen 4, 5
 // interleaved runs). Across processes each process shares its own cores.
 ThreadShare withTurns(ThreadShare share, int replicas, const ProcessInfo& job) {
   const int threads = omp_get_max_threads();
