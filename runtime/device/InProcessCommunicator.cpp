@@ -74,6 +74,7 @@ const std::vector<const void*>& InProcessGroup::exchange(int rank, const void* p
   if (failure_) throw stopped();
   pointers_[rank] = pointer;
   arrived_[rank] = true;
+  lastArrival_ = std::chrono::steady_clock::now();
   if (++waiting_ == size_) {
     published_ = pointers_;
     waiting_ = 0;
@@ -95,7 +96,11 @@ const std::vector<const void*>& InProcessGroup::exchange(int rank, const void* p
         generation_.load(std::memory_order_acquire) != generation)
       return published_;
     std::unique_lock waiting(mutex_);
-    wake_.wait_for(waiting, timeout_, [&] { return generation_ != generation || failure_; });
+    auto met = [&] { return generation_ != generation || failure_; };
+    // Until the exchange is met or fails, or timeout_ passes with no rank arriving.
+    while (!wake_.wait_until(waiting, lastArrival_ + timeout_, met) &&
+           std::chrono::steady_clock::now() < lastArrival_ + timeout_) {
+    }
   }
   lock.lock();
   if (generation_ != generation) return published_;

@@ -48,6 +48,9 @@ class InProcessGroup {
   std::condition_variable wake_;
   std::vector<const void*> pointers_, published_;
   std::vector<bool> arrived_;
+  // When a rank last arrived at the current exchange: a wait times out after timeout_ without an
+  // arrival (replicas taking turns, CoreTurns.h, arrive one turn after another).
+  std::chrono::steady_clock::time_point lastArrival_;
   int waiting_ = 0;
   // Bumped (release) by the last rank to arrive, under the mutex; a waiting rank first polls it
   // for a few microseconds before it sleeps on wake_ (the wake-up costs tens of microseconds on

@@ -163,6 +163,31 @@ TEST(CommunicatorTest, ACollectiveThatNobodyJoinsTimesOutNamingTheMissingReplica
   EXPECT_LT(seconds, 5.0);
 }
 
+// The timeout counts time without an arrival: replicas arriving one after another, each within
+// it of the last but all together well past it (as replicas taking turns do), meet.
+TEST(CommunicatorTest, ReplicasArrivingOneByOneWithinTheTimeoutOfEachOtherMeet) {
+  constexpr int kReplicas = 4;
+  auto group = std::make_shared<InProcessGroup>(kReplicas, std::chrono::milliseconds(300));
+  std::vector<std::string> errors(kReplicas);
+  std::vector<float> sums(kReplicas);
+  onReplicas(kReplicas, [&](int r) {
+    InProcessCommunicator comm(group, r);
+    std::this_thread::sleep_for(std::chrono::milliseconds(150 * r));  // the last 450 ms after the first
+    float value = float(r + 1);
+    try {
+      comm.allReduceInPlace(&value, DType::f32, 1, Reduction::Sum, "all_reduce at CommunicatorTest");
+      sums[r] = value;
+    } catch (const std::exception& e) {
+      errors[r] = e.what();
+      comm.abort(e.what());
+    }
+  });
+  for (int r = 0; r < kReplicas; ++r) {
+    EXPECT_EQ(errors[r], "") << "replica " << r;
+    EXPECT_EQ(sums[r], 10.f) << "replica " << r;
+  }
+}
+
 // Replicas taking turns on the cores (runtime/device/CoreTurns.h): 6 replicas, 2 turns, each
 // runs two stretches of work around all-reduces. Never more than 2 work at once, and the
 // all-reduces complete: a replica waiting in one gives its turn to a replica that has not yet
