@@ -298,7 +298,6 @@ std::atomic<int64_t> chunkFloats{int64_t{1} << 20};  // 4 MB: Chunks' most
 // bound above is the lower one.
 constexpr int64_t kMostRows = 1024;
 
-
 // Up to 64 channels the 16 GEMMs are too thin for a library GEMM and the transformed tiles not
 // worth a trip through memory: the convolutions take kGroup tiles at a time through the
 // transforms and the GEMMs while they are in L1 ("grouped").
@@ -564,7 +563,6 @@ void convolve(KernelCall& call, const TensorView& in, const TensorView& out, boo
     outputTransform(M, i * chunks.rows, chunks.rows, bias, y);
   }
 }
-
 
 }  // namespace
 

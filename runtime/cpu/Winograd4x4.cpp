@@ -386,7 +386,6 @@ void gradientTransform(const TensorView& v, const Tiling& g, int64_t t0, int64_t
   overRows(g.B, rows, [&]<int B>(int64_t r0, int64_t r1) { onOwnIsa<gradientTiles<B>>(data, g, t0, r0, r1, plane, Z); });
 }
 
-
 // Forward and backward data: `in` (C channels) convolved with the filter into `out` (K channels).
 void convolve(KernelCall& call, const TensorView& in, const TensorView& out, bool backwardData, const float* bias) {
   const Tiling x(in), y(out);

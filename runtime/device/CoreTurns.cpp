@@ -9,7 +9,7 @@ namespace {
 thread_local CoreTurns* held = nullptr;
 }  // namespace
 
-CoreTurns::CoreTurns(int turns) : turns_(std::max(1, turns)), free_(turns_) {}
+CoreTurns::CoreTurns(int turns) : free_(std::max(1, turns)) {}
 
 void CoreTurns::take() {
   std::unique_lock lock(mutex_);

@@ -17,7 +17,6 @@ namespace spmd::runtime {
 class CoreTurns {
  public:
   explicit CoreTurns(int turns);
-  int turns() const { return turns_; }
 
   // The calling thread's step: waits for a turn (none when `turns` is null), holds it to the end.
   class Turn {
@@ -48,7 +47,6 @@ class CoreTurns {
   void take();
   void give();
 
-  const int turns_;
   std::mutex mutex_;
   std::condition_variable freed_;
   int free_;

@@ -3,6 +3,7 @@
 
 #include <atomic>
 
+#include "runtime/device/CoreTurns.h"
 #include "runtime/device/Driver.h"
 #include "runtime/device/KernelChoice.h"
 

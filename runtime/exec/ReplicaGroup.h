@@ -15,12 +15,13 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/device/CoreTurns.h"
 #include "runtime/device/DeviceList.h"
 #include "runtime/device/Driver.h"
 #include "runtime/exec/Executor.h"
 
 namespace spmd::runtime {
+
+class CoreTurns;
 
 class ReplicaGroup {
  public:
