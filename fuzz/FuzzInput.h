@@ -1,5 +1,5 @@
 // Shared by the fuzz targets: the fuzzer's bytes as a file (the readers under test take paths),
-// in a directory private to this process.
+// in a directory private to this process, removed when the process exits normally.
 #pragma once
 
 #include <unistd.h>
@@ -13,12 +13,16 @@
 namespace spmd::fuzz {
 
 inline std::filesystem::path scratchDir() {
-  static const std::filesystem::path dir = [] {
-    auto d = std::filesystem::temp_directory_path() / ("spmd-fuzz-" + std::to_string(::getpid()));
-    std::filesystem::create_directories(d);
-    return d;
-  }();
-  return dir;
+  struct Scratch {
+    std::filesystem::path path = std::filesystem::temp_directory_path() / ("spmd-fuzz-" + std::to_string(::getpid()));
+    Scratch() { std::filesystem::create_directories(path); }
+    ~Scratch() {
+      std::error_code ignored;
+      std::filesystem::remove_all(path, ignored);
+    }
+  };
+  static const Scratch dir;
+  return dir.path;
 }
 
 inline std::string writeInput(const std::string& name, const uint8_t* data, size_t size) {

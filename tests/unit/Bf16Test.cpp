@@ -428,7 +428,8 @@ TEST(Bf16Test, FilesKeepBf16) {
   std::vector<float> values = roundingCases();
   values.resize(1000);
   io::Checkpoint checkpoint{{{"w", bf16Array(values)}}, {}};
-  const std::string path = ::testing::TempDir() + "bf16.safetensors";
+  const testing::ScratchDir dir("spmd-bf16-files");
+  const std::string path = dir / "bf16.safetensors";
   io::saveSafetensors(path, checkpoint);
   Array back = io::loadSafetensors(path).tensors.at("w");
   ASSERT_EQ(back.dtype, DType::bf16);
@@ -439,7 +440,6 @@ TEST(Bf16Test, FilesKeepBf16) {
   io::Checkpoint finite{{{"w", bf16Array(std::vector<float>(1000, 0.5f))}}, {}};
   EXPECT_EQ(io::readTree(finite, "", like, "test", "").at("w").dtype(), DType::bf16);
   EXPECT_THROW(io::readTree(checkpoint, "", like, "test", ""), Error) << "the NaNs among the values";
-  std::remove(path.c_str());
 
   mlir::DialectRegistry registry;
   registerDialects(registry);
@@ -459,11 +459,10 @@ TEST(Bf16Test, FilesKeepBf16) {
   ASSERT_EQ(b.dtype, DType::bf16);
   EXPECT_EQ(std::memcmp(a.data(), b.data(), a.bytes()), 0);
   // spmd-run runs the file on bf16 inputs of its own.
-  const std::string file = ::testing::TempDir() + "bf16.spmd";
+  const std::string file = dir / "bf16.spmd";
   saveProgram(compiled, file);
   auto run = testing::runCommand(testing::spmdRunPath() + " " + file + " --devices cpu:1 --steps 1 --warmup 0");
   EXPECT_EQ(run.status, 0) << run.output;
-  std::remove(file.c_str());
 }
 
 // Mixed precision on N devices against 1 device: ResNet-18 (width 2, cross-replica BatchNorm, so

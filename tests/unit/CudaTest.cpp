@@ -110,8 +110,8 @@ TEST(CudaTest, EveryElementwiseOpCompilesWithNvrtc) {
 // sim), with plain and with channels-last activations (SPMD_CHANNELS_LAST=1), compiles to PTX for
 // sm_90 (NVRTC needs no GPU), and the second compile of a source comes from the cache.
 TEST(CudaTest, EveryFusedStepOfATrainStepCompilesWithNvrtc) {
-  auto cache = std::filesystem::temp_directory_path() / "spmd_cuda_test_kernels";
-  std::filesystem::remove_all(cache);
+  const testing::ScratchDir scratch("spmd-cuda-test-kernels");
+  const std::filesystem::path cache = scratch.path();
   setenv("SPMD_KERNEL_CACHE", cache.c_str(), 1);
   auto model = models::resnet18({.width = 4});
   auto [params, state] = model->initialize(3);
@@ -150,7 +150,6 @@ TEST(CudaTest, EveryFusedStepOfATrainStepCompilesWithNvrtc) {
   std::string message = errorOf([&] { cuda::compileCuda(bad, "compute_90"); });
   EXPECT_NE(message.find("NVRTC could not compile a generated kernel for compute_90"), std::string::npos) << message;
   EXPECT_NE(message.find("undefined_thing"), std::string::npos) << message;
-  std::filesystem::remove_all(cache);
   unsetenv("SPMD_KERNEL_CACHE");
 }
 #endif

@@ -328,7 +328,8 @@ TEST(CustomOpTest, MisuseIsAClearError) {
   runtime::Program program = plain.lastProgram();
   for (runtime::Step& step : program.steps)
     if (step.op == "custom_call") step.attrs["target"] = std::string("test.elsewhere");
-  const std::string path = ::testing::TempDir() + "/custom_op.spmd";
+  const testing::ScratchDir dir("spmd-custom-op");
+  const std::string path = dir / "custom_op.spmd";
   runtime::saveProgram(program, path);
   auto run = testing::runCommand(testing::spmdRunPath() + " " + path + " --devices cpu:1 --steps 1");
   EXPECT_EQ(run.status, 1) << run.output;

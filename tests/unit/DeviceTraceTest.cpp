@@ -28,7 +28,8 @@ TEST(DeviceTraceTest, AnUnwritableTracePathIsRefusedWhenTracingStarts) {
 }
 
 TEST(DeviceTraceTest, EachStepIsASpanOnTheDevicesOwnTrack) {
-  const std::string path = ::testing::TempDir() + "spmd-device-trace.json";
+  const testing::ScratchDir dir("spmd-device-trace");
+  const std::string path = dir / "trace.json";
   runtime::timeline::start(path);
   auto f = jit([](const Tensor& x) { return sum(tanh(x) * 2.0 + exp(x), {0}); }, {.devices = "sim"});
   Array x = spmd::testing::randomArray(DType::f32, {64, 3}, 5);

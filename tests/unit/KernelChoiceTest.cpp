@@ -49,10 +49,9 @@ auto noTiming() {
 }
 
 std::string tempFile(const std::string& name) {
-  auto dir = std::filesystem::temp_directory_path() / ("spmd-kernel-choice-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  std::filesystem::remove(dir / name);
-  return (dir / name).string();
+  static const testing::ScratchDir dir("spmd-kernel-choice");
+  std::filesystem::remove(dir.path() / name);
+  return dir / name;
 }
 
 TEST(KernelChoiceTest, NondeterministicVariantsAreNeverTimedOrChosen) {

@@ -43,8 +43,8 @@ TEST(ResNetTraceTest, OpCountsParametersAndLogits) {
   EXPECT_EQ(params.at("stage2.0.conv3.weight").shape(), (Shape{128, 64, 1, 1}));
   EXPECT_EQ(params.at("fc.weight").shape(), (Shape{10, 512}));
 
-  auto dir = std::filesystem::temp_directory_path() / "spmd_resnet_trace_test";
-  std::filesystem::remove_all(dir);
+  const testing::ScratchDir scratch("spmd-resnet-trace");
+  std::filesystem::path dir = scratch.path();
   auto forward = jit(
       [&](const Tree& p, const Tree& s, const Tensor& x) { return model->apply(p, s, x, true).first; },
       {.name = "resnet18", .dumpDir = dir.string()});

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 
 #include <cstdio>
+#include <cstdlib>
 
 #include <gtest/gtest.h>
 
@@ -152,6 +153,29 @@ void expectSameTrainStepBits(const Outputs& a, const Outputs& b) {
   expectSameBits(std::get<2>(a), std::get<2>(b), "bn state");
   expectSameBits(std::get<3>(a).array(), std::get<3>(b).array(), "loss");
 }
+
+// A directory of the test's own under the temporary directory (unique to the process and the
+// object, so parallel ctest runs, the drift reruns and the sanitizer builds never share a file),
+// removed with what is in it when the object goes.
+class ScratchDir {
+ public:
+  explicit ScratchDir(const std::string& prefix) {
+    std::string pattern = (std::filesystem::temp_directory_path() / (prefix + "-XXXXXX")).string();
+    if (!::mkdtemp(pattern.data())) ADD_FAILURE() << "cannot create a directory like " << pattern << ": " << std::strerror(errno);
+    path_ = pattern;
+  }
+  ~ScratchDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  std::filesystem::path path_;
+};
 
 struct CommandRun {
   int status;
