@@ -44,6 +44,8 @@ done
 binaries=(tests/spmd_unit_tests tools/spmd-run/spmd-run samples/resnet18_fashion_mnist/resnet18_fashion_mnist
           benchmarks/bench_resnet18_train_step benchmarks/bench_resnet18_pmap_step benchmarks/bench_gpu_step
           benchmarks/bench_conv_layers benchmarks/bench_resnet18_forward)
+# The DLPack module tests/dlpack/torch_exchange.py loads into the GPU machine's CUDA PyTorch.
+binaries+=(tests/libspmd_torch_exchange.so)
 for binary in "${binaries[@]}"; do
   [[ -x $build/$binary ]] || { echo "gpu_bundle: $build/$binary is missing: build first (bash scripts/build.sh)" >&2; exit 1; }
 done
@@ -116,7 +118,8 @@ cat > "$bundle/report" <<'REPORT'
 # beside this script): the conformance suite on cuda:0 and cuda:0*4, every kernel case on the
 # GPU against the reference, the GPU against the CPU and replica counts (SpmdEquivalenceCuda),
 # the CUDA and NCCL tests, the step captured into CUDA graphs, bf16 (Bf16Test, which adds
-# cuda:0 to its backends where a GPU is visible); then the GPU benchmarks (the
+# cuda:0 to its backends where a GPU is visible); PyTorch's CUDA tensors through DLPack into a
+# call on cuda:0 and its result back (tests/dlpack/torch_exchange.py); then the GPU benchmarks (the
 # training step at width 64, graphs on and off, with each step's graph launches and host waits,
 # and one profiled row: the per-op table on the GPU's clock; cuDNN's algorithms timed, then the
 # graph rows again as its heuristic ranks them; with cuDNN's graph engines offered; with
@@ -127,7 +130,7 @@ cat > "$bundle/report" <<'REPORT'
 # 256, the fastest at 1024). Each part has a time limit (TEST_LIMIT_S,
 # BENCH_LIMIT_S) within the whole report's (REPORT_LIMIT_S, 420 s; the parts past it say they were
 # skipped), so a hang still leaves a report, PyTorch's rows right after spmd's first. Exits
-# non-zero when a test fails.
+# non-zero when a test or the DLPack exchange fails.
 # SPMD_REPORT_DEVICE=sim (gpu_bundle.sh --dry-run) runs the same parts on the simulator, small.
 # PYTHON names the python3 with PyTorch (default python3).
 here=$(cd "$(dirname "$0")" && pwd)
@@ -141,17 +144,18 @@ case $device in
         last_rows=(--devices=cuda:0 --benchmark_filter='Train.*batch:(64|256)/width:64/graphs:1')
         layers=(--device cuda:0 --batch 256 --reps 10); gemm_layers=(--device cuda:0 --batch 256 --reps 10)
         cpu_args=(--reps 3); cpu_layers=(--reps 5); cpu_runs=(train_step forward)
-        cpu_caps=("" "ONEDNN_MAX_CPU_ISA=AVX2 SPMD_MAX_CPU_ISA=avx2") ;;
+        cpu_caps=("" "ONEDNN_MAX_CPU_ISA=AVX2 SPMD_MAX_CPU_ISA=avx2"); exchange_devices=cuda:0 ;;
   sim) filter='StepGraphTest.*:LaunchTest.*'
        bench=(--devices=sim --benchmark_filter='batch:2/width:8'); torch_args=(--smoke)
        bench_untimed=(--devices=sim --benchmark_filter='Train.*batch:2/width:8/graphs:1')
        graph_rows=(--devices=sim --benchmark_filter='Train.*batch:2/width:8/graphs:1/bf16:0')
        last_rows=(--devices=sim --benchmark_filter='Train.*batch:2/width:8/graphs:1')
        layers=(--device sim --smoke); gemm_layers=(--device sim --batch 2 --width 4 --reps 1)
-       cpu_args=(--smoke); cpu_layers=(--smoke); cpu_runs=(forward); cpu_caps=("SPMD_MAX_CPU_ISA=avx2") ;;
+       cpu_args=(--smoke); cpu_layers=(--smoke); cpu_runs=(forward); cpu_caps=("SPMD_MAX_CPU_ISA=avx2")
+       exchange_devices=cpu:1 ;;
   *) echo "report: SPMD_REPORT_DEVICE must be cuda or sim, got '$device'" >&2; exit 2 ;;
 esac
-budget=${REPORT_LIMIT_S:-420} start=$SECONDS
+budget=${REPORT_LIMIT_S:-420} start=$SECONDS exchange=0
 [[ $budget =~ ^[0-9]+$ ]] || { echo "report: REPORT_LIMIT_S must be a whole number of seconds, got '$budget'" >&2; exit 2; }
 # part LIMIT COMMAND...: COMMAND under `timeout`, at most LIMIT seconds and what is left of the
 # report's budget (REPORT_LIMIT_S, 420: the device tool's call limit less setup), so the parts
@@ -172,6 +176,16 @@ part() {
   part "${TEST_LIMIT_S:-300}" "$here/run" spmd_unit_tests --gtest_color=no --gtest_filter="$filter"
   tests=$?
   echo "# tests: exit $tests"
+  # PyTorch's tensors and spmd's values through DLPack in one process (tests/dlpack/
+  # torch_exchange.py, with the machine's PyTorch): on cuda, CUDA tensors into a call on cuda:0
+  # in place and its result out at spmd's buffer's address. The module's libraries come from
+  # --library-path only where PyTorch has not loaded its own (not LD_LIBRARY_PATH: see launch/).
+  if [[ -f $here/../../tests/dlpack/torch_exchange.py ]]; then
+    part "${BENCH_LIMIT_S:-200}" "${PYTHON:-python3}" "$here/../../tests/dlpack/torch_exchange.py" \
+      "$here/bin/libspmd_torch_exchange.so" --devices "$exchange_devices" --library-path "$(cat "$here/library_path")"
+    exchange=$?
+    echo "# DLPack with PyTorch on $exchange_devices: exit $exchange"
+  fi
   # The step with cuDNN's algorithms timed (SPMD_CUDNN_SEARCH=1), then as its heuristic ranks
   # them, untimed (=0): the graph rows of each, and the profile of the first.
   for search in 1 0; do
@@ -245,6 +259,7 @@ part() {
     echo "# CPU per-layer table: exit $?"
   fi
   ((tests == 0)) || exit $tests
+  ((exchange == 0)) || exit $exchange
   exit $bench_status
 } 2>&1 | tee "$out"
 status=${PIPESTATUS[0]}
