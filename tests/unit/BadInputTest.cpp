@@ -176,6 +176,22 @@ TEST(BadInput, BroadcastAndReshapeErrors) {
   expectError([&] { g(Tensor(Array::zeros(DType::f32, {2, 3}))); }, {"cannot infer -1 in [4, -1]"});
 }
 
+// Arithmetic on i32 (labels, indices) is refused as it is traced, at the user's line, saying
+// how to convert; not by the pipeline's verifier after tracing ("IR verification failed").
+TEST(BadInput, IntegerArithmeticIsRefusedAtTheCallSayingHowToConvert) {
+  Tensor labels = Array::of<int32_t>({3}, std::vector<int32_t>{0, 7, 2});
+  const std::string line = "BadInputTest.cpp:" + std::to_string(__LINE__ + 1) + ":";
+  auto doubled = jit([](const Tensor& v) { return v + v; });
+  expectError([&] { doubled(labels); },
+              {line, "'spmd.add' op operand #0 must be ranked tensor of", "but got 'tensor<3xi32>'",
+               "spmd::add takes floating-point tensors: convert with spmd::cast(x, DType::f32) first"});
+  expectError([&] { jit([](const Tensor& v) { return exp(v); })(labels); }, {"spmd::exp takes floating-point tensors"});
+  expectError([&] { jit([](const Tensor& v) { return sum(v, {0}); })(labels); }, {"spmd::sum takes floating-point tensors"});
+  // Converted, the same call runs.
+  auto converted = jit([](const Tensor& v) { return cast(v, DType::f32) + cast(v, DType::f32); });
+  EXPECT_EQ(converted(labels).array().values<float>()[1], 14.0f);
+}
+
 TEST(BadInput, ExecutorChecksInputsAndNamesFailingStep) {
   auto f = jit([](const Tensor& logits, const Tensor& labels) { return softmaxCrossEntropy(logits, labels); });
   Tensor logits = Array::zeros(DType::f32, {2, 3});
