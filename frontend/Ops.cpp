@@ -29,21 +29,6 @@ Shape broadcastShape(const Tensor& a, const Tensor& b, const char* op, Loc loc) 
   return out;
 }
 
-// The op just recorded for spmd::<name>, checked against its own constraints (the element
-// types its ODS definition takes: the arithmetic takes f32, f64 and bf16, not i32) as it is
-// recorded, so that a wrong dtype is refused at the user's call, saying how to convert, rather
-// than by the pipeline's verifier after tracing. The op has no regions; a refused one is erased.
-mlir::Value checked(mlir::Operation* op, const char* name, const Tensor& operand) {
-  DiagnosticCollector diagnostics(op->getContext());
-  if (mlir::succeeded(mlir::verify(op))) return op->getResult(0);
-  op->erase();
-  std::string text = diagnostics.text();
-  while (!text.empty() && text.back() == '\n') text.pop_back();
-  throw Error(text + (operand.dtype() == DType::i32 ? std::string("; spmd::") + name +
-                                                          " takes floating-point tensors: convert with spmd::cast(x, DType::f32) first"
-                                                    : std::string()));
-}
-
 template <typename OpTy>
 Tensor binary(const Tensor& a, const Tensor& b, const char* name, Loc loc) {
   Trace& trace = Trace::current(name, loc);
@@ -52,13 +37,14 @@ Tensor binary(const Tensor& a, const Tensor& b, const char* name, Loc loc) {
                 b.typeString() + "); convert one operand first");
   Shape shape = broadcastShape(a, b, name, loc);
   Tensor x = broadcastTo(a, shape, loc), y = broadcastTo(b, shape, loc);
-  return trace.wrap(checked(trace.create<OpTy>(loc, trace.valueOf(x, loc), trace.valueOf(y, loc)), name, a));
+  return trace.wrap(
+      trace.create<OpTy>(loc, trace.valueOf(x, loc), trace.valueOf(y, loc))->getResult(0));
 }
 
 template <typename OpTy>
 Tensor unary(const Tensor& x, const char* name, Loc loc) {
   Trace& trace = Trace::current(name, loc);
-  return trace.wrap(checked(trace.create<OpTy>(loc, trace.valueOf(x, loc)), name, x));
+  return trace.wrap(trace.create<OpTy>(loc, trace.valueOf(x, loc))->getResult(0));
 }
 
 template <typename OpTy>
@@ -67,7 +53,7 @@ Tensor reduction(const Tensor& x, std::vector<int64_t> axes, const char* name, L
   for (int64_t& axis : axes)
     if (axis < 0) axis += x.rank();
   std::sort(axes.begin(), axes.end());
-  return trace.wrap(checked(trace.create<OpTy>(loc, trace.valueOf(x, loc), axes), name, x));
+  return trace.wrap(trace.create<OpTy>(loc, trace.valueOf(x, loc), axes)->getResult(0));
 }
 
 mlir::Value optional(Trace& trace, const Tensor& t, Loc loc) {

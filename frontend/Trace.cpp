@@ -117,6 +117,25 @@ void Trace::bindMesh(std::shared_ptr<const Mesh> mesh, Loc loc, bool sumGradient
   function_->setAttr(ir::kMeshShapeAttr, builder_.getDenseI64ArrayAttr(sizes));
 }
 
+void Trace::verifyRecorded(mlir::Operation* op) {
+  // A collective's verifier reads the axis its enclosing function binds, which a function traced
+  // for value_and_grad gets only when it is put in place: those are verified with the module.
+  if (mlir::isa<ir::AllReduceOp, ir::AllGatherOp, ir::ReduceScatterOp, ir::PpermuteOp, ir::AllToAllOp, ir::AxisIndexOp>(op))
+    return;
+  DiagnosticCollector diagnostics(op->getContext());
+  if (mlir::succeeded(mlir::verify(op))) return;
+  op->erase();
+  // The first diagnostic, without MLIR's "see current operation" note (the op in generic form).
+  std::string text = diagnostics.text();
+  text = text.substr(0, text.find("\n  note: see current operation"));
+  while (!text.empty() && text.back() == '\n') text.pop_back();
+  if (text.find("xi32>'") != std::string::npos && text.find("float") != std::string::npos)
+    text += "; spmd's arithmetic takes floating-point tensors: convert the i32 operand with spmd::cast(x, DType::f32) first";
+  else if (text.find("integer values, but got") != std::string::npos)
+    text += "; convert it with spmd::cast(x, DType::i32) first";
+  throw Error(text);
+}
+
 void Trace::bindAxis(const std::string& name, int64_t size, int64_t microBatches) {
   axisName_ = name;
   axisSize_ = size;

@@ -101,23 +101,27 @@ class Trace {
         diagnostics.fail("");
     }
     state.addTypes(types);
-    return builder_.create(state);
+    mlir::Operation* op = builder_.create(state);
+    if (op->getNumRegions() == 0) verifyRecorded(op);  // one with regions: filled later, verified with the module
+    return op;
   }
 
   // Creates OpTy with an explicit result type (ops whose result shape is an attribute of the
   // call: broadcast, reshape) and verifies it at once.
   template <typename OpTy, typename... Args>
   mlir::Operation* createWithType(Loc loc, mlir::Type type, Args&&... args) {
-    auto op = builder_.create<OpTy>(location(loc), type, std::forward<Args>(args)...);
-    DiagnosticCollector diagnostics(context_.get());
-    if (mlir::failed(mlir::verify(op))) {
-      op->erase();
-      diagnostics.fail("");
-    }
+    mlir::Operation* op = builder_.create<OpTy>(location(loc), type, std::forward<Args>(args)...);
+    verifyRecorded(op);
     return op;
   }
 
  private:
+  // Checks an op as it is recorded against its own definition (operand element types, attributes:
+  // arithmetic on i32, float labels), so that the user's call is refused at their line, with how
+  // to convert where a dtype is wrong, instead of by the pipeline's verifier after tracing. A
+  // refused op is erased. Collectives are left to the module's verifier (their bound axis).
+  void verifyRecorded(mlir::Operation* op);
+
   std::unique_ptr<mlir::MLIRContext> context_;  // first: outlives the module and the builder
   mlir::OwningOpRef<mlir::ModuleOp> module_;
   mlir::func::FuncOp function_;

@@ -176,18 +176,30 @@ TEST(BadInput, BroadcastAndReshapeErrors) {
   expectError([&] { g(Tensor(Array::zeros(DType::f32, {2, 3}))); }, {"cannot infer -1 in [4, -1]"});
 }
 
-// Arithmetic on i32 (labels, indices) is refused as it is traced, at the user's line, saying
-// how to convert; not by the pipeline's verifier after tracing ("IR verification failed").
-TEST(BadInput, IntegerArithmeticIsRefusedAtTheCallSayingHowToConvert) {
-  Tensor labels = Array::of<int32_t>({3}, std::vector<int32_t>{0, 7, 2});
+// A wrong dtype (arithmetic on i32 labels or ids, float labels) is refused as the op is traced,
+// at the user's line, saying how to convert; not by the pipeline's verifier after tracing ("IR
+// verification failed after tracing", with MLIR's generic form of the op).
+TEST(BadInput, WrongDtypesAreRefusedAtTheCallSayingHowToConvert) {
+  Tensor labels = Array::of<int32_t>({2}, std::vector<int32_t>{0, 7});
+  Tensor logits = testing::randomArray(DType::f32, {2, 8}, 1);
   const std::string line = "BadInputTest.cpp:" + std::to_string(__LINE__ + 1) + ":";
   auto doubled = jit([](const Tensor& v) { return v + v; });
+  const std::string toFloat = "convert the i32 operand with spmd::cast(x, DType::f32) first";
   expectError([&] { doubled(labels); },
-              {line, "'spmd.add' op operand #0 must be ranked tensor of", "but got 'tensor<3xi32>'",
-               "spmd::add takes floating-point tensors: convert with spmd::cast(x, DType::f32) first"});
-  expectError([&] { jit([](const Tensor& v) { return exp(v); })(labels); }, {"spmd::exp takes floating-point tensors"});
-  expectError([&] { jit([](const Tensor& v) { return sum(v, {0}); })(labels); }, {"spmd::sum takes floating-point tensors"});
-  // Converted, the same call runs.
+              {line, "'spmd.add' op operand #0 must be ranked tensor of", "but got 'tensor<2xi32>'", toFloat});
+  for (const std::string& message :
+       {testing::errorOf([&] { jit([](const Tensor& v) { return exp(v); })(labels); }),
+        testing::errorOf([&] { jit([](const Tensor& v) { return sum(v, {0}); })(labels); }),
+        testing::errorOf([&] { jit([](const Tensor& v) { return matmul(reshape(v, {1, 2}), reshape(v, {2, 1})); })(labels); })}) {
+    EXPECT_NE(message.find(toFloat), std::string::npos) << message;
+    EXPECT_EQ(message.find("IR verification failed"), std::string::npos) << message;
+    EXPECT_EQ(message.find("see current operation"), std::string::npos) << message;
+  }
+  Tensor floatLabels = Array::of<float>({2}, std::vector<float>{0, 7});
+  expectError([&] { jit([](const Tensor& a, const Tensor& b) { return softmaxCrossEntropy(a, b); })(logits, floatLabels); },
+              {"'spmd.softmax_cross_entropy' op operand #1 must be ranked tensor of 32-bit signless integer values, but got "
+               "'tensor<2xf32>'; convert it with spmd::cast(x, DType::i32) first"});
+  // Converted, the same calls run.
   auto converted = jit([](const Tensor& v) { return cast(v, DType::f32) + cast(v, DType::f32); });
   EXPECT_EQ(converted(labels).array().values<float>()[1], 14.0f);
 }
