@@ -23,27 +23,42 @@ struct Geometry {
   int64_t planeW() const { return W + 2 * pad; }
 };
 
-// out[ob][t][l]: image n's sums for output channel ob * B + l and tap t, in pixel order.
-template <int B>
+// out[ob][t][l]: image n's sums for output channel ob * B + l and tap t, in pixel order. C of
+// the B lanes at a time are one vector, nine of them (one a tap) held in registers over the
+// image's pixels: C is the ISA's register width (16 floats on AVX-512, 8 on AVX2, 4 otherwise),
+// so that the nine sums never spill. Each lane adds its products in pixel order, multiply then
+// add (no contraction), whatever C is, so every ISA gives the same bits.
+template <int B, int C>
 SPMD_ISA_BODY
 void imageSums(const float* plane, const float* dy, int64_t OB, int64_t OH, int64_t OW, int64_t PW, int64_t s,
                float* out) {
-  for (int64_t ob = 0; ob < OB; ++ob) {
-    float acc[9][B] = {};
-    const float* grad = dy + ob * OH * OW * B;
-    for (int64_t oh = 0; oh < OH; ++oh)
-      for (int64_t ow = 0; ow < OW; ++ow) {
-        const float* d = grad + (oh * OW + ow) * B;
-        const float* window = plane + oh * s * PW + ow * s;
-        for (int kh = 0; kh < 3; ++kh)
-          for (int kw = 0; kw < 3; ++kw) {
-            const float v = window[kh * PW + kw];
-            for (int l = 0; l < B; ++l) acc[kh * 3 + kw][l] += d[l] * v;
-          }
-      }
-    for (int t = 0; t < 9; ++t)
-      for (int l = 0; l < B; ++l) out[(ob * 9 + t) * B + l] = acc[t][l];
+  typedef float Lanes __attribute__((vector_size(C * sizeof(float))));
+  for (int64_t ob = 0; ob < OB; ++ob)
+    for (int c = 0; c < B; c += C) {
+      Lanes acc[9] = {};
+      const float* grad = dy + ob * OH * OW * B + c;
+      for (int64_t oh = 0; oh < OH; ++oh)
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          Lanes d;
+          std::memcpy(&d, grad + (oh * OW + ow) * B, sizeof d);
+          const float* window = plane + oh * s * PW + ow * s;
+          for (int kh = 0; kh < 3; ++kh)
+            for (int kw = 0; kw < 3; ++kw) acc[kh * 3 + kw] += d * window[kh * PW + kw];
+        }
+      for (int t = 0; t < 9; ++t) std::memcpy(out + (ob * 9 + t) * B + c, &acc[t], sizeof(Lanes));
+    }
+}
+
+// imageSums on our ISA, C its register width in floats.
+template <int B>
+void imageSumsOnOwnIsa(const float* plane, const float* dy, int64_t OB, int64_t OH, int64_t OW, int64_t PW, int64_t s,
+                       float* out) {
+  switch (ownIsa()) {
+    case OwnIsa::avx512: return onOwnIsa<imageSums<B, 16 < B ? 16 : B>>(plane, dy, OB, OH, OW, PW, s, out);
+    case OwnIsa::avx2: return onOwnIsa<imageSums<B, 8>>(plane, dy, OB, OH, OW, PW, s, out);
+    case OwnIsa::portable: break;
   }
+  onOwnIsa<imageSums<B, 4>>(plane, dy, OB, OH, OW, PW, s, out);
 }
 
 template <int B>
@@ -56,7 +71,7 @@ void run(const float* x, const float* dy, const Geometry& g, float* dw) {
     std::fill_n(plane, PH * PW, 0.0f);
     for (int64_t h = 0; h < g.H; ++h)
       std::memcpy(plane + (h + g.pad) * PW + g.pad, x + (n * g.H + h) * g.W, sizeof(float) * g.W);
-    onOwnIsa<imageSums<B>>(plane, dy + n * g.O * g.OH * g.OW, OB, g.OH, g.OW, PW, g.stride, partial + n * perImage);
+    imageSumsOnOwnIsa<B>(plane, dy + n * g.O * g.OH * g.OW, OB, g.OH, g.OW, PW, g.stride, partial + n * perImage);
   }
   for (int64_t ob = 0; ob < OB; ++ob)
     for (int t = 0; t < 9; ++t)
