@@ -129,7 +129,7 @@ void Trace::verifyRecorded(mlir::Operation* op) {
   std::string text = diagnostics.text();
   text = text.substr(0, text.find("\n  note: see current operation"));
   while (!text.empty() && text.back() == '\n') text.pop_back();
-  if (text.find("xi32>'") != std::string::npos && text.find("float") != std::string::npos)
+  if (text.find("i32>'") != std::string::npos && text.find("float") != std::string::npos)  // tensor<i32>, tensor<2xi32>
     text += "; spmd's arithmetic takes floating-point tensors: convert the i32 operand with spmd::cast(x, DType::f32) first";
   else if (text.find("integer values, but got") != std::string::npos)
     text += "; convert it with spmd::cast(x, DType::i32) first";

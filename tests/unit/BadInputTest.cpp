@@ -190,6 +190,7 @@ TEST(BadInput, WrongDtypesAreRefusedAtTheCallSayingHowToConvert) {
   for (const std::string& message :
        {testing::errorOf([&] { jit([](const Tensor& v) { return exp(v); })(labels); }),
         testing::errorOf([&] { jit([](const Tensor& v) { return sum(v, {0}); })(labels); }),
+        testing::errorOf([&] { jit([](const Tensor& v) { return neg(v); })(Tensor(Array::of<int32_t>({}, std::vector<int32_t>{3}))); }),
         testing::errorOf([&] { jit([](const Tensor& v) { return matmul(reshape(v, {1, 2}), reshape(v, {2, 1})); })(labels); })}) {
     EXPECT_NE(message.find(toFloat), std::string::npos) << message;
     EXPECT_EQ(message.find("IR verification failed"), std::string::npos) << message;
