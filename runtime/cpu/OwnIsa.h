@@ -8,7 +8,8 @@
 // A kernel written once runs on all three: mark it SPMD_ISA_BODY (always inlined), and call it
 // through onOwnIsa<kernel>(args...), which inlines it into a copy compiled for each ISA and calls
 // the one ownIsa() names (a switch, not the loader's ifunc: ThreadSanitizer builds run every copy
-// too). What the body calls is compiled into the copy only where it inlines: keep its loops in it.
+// too); onOwnIsaEach<a, b, c> gives each ISA a body of its own (one kernel at each register
+// width). What the body calls is compiled into the copy only where it inlines: keep its loops in it.
 #pragma once
 
 #include <optional>
@@ -57,14 +58,21 @@ void portable(Args&&... args) {
 }
 }  // namespace isa_copies
 
-template <auto Kernel, class... Args>
-void onOwnIsa(Args&&... args) {
+// A body per ISA (the same kernel instantiated for each one's register width): the one ownIsa()
+// names runs, in that ISA's copy.
+template <auto Avx512, auto Avx2, auto Portable, class... Args>
+void onOwnIsaEach(Args&&... args) {
   switch (ownIsa()) {
-    case OwnIsa::avx512: return isa_copies::avx512<Kernel>(static_cast<Args&&>(args)...);
-    case OwnIsa::avx2: return isa_copies::avx2<Kernel>(static_cast<Args&&>(args)...);
+    case OwnIsa::avx512: return isa_copies::avx512<Avx512>(static_cast<Args&&>(args)...);
+    case OwnIsa::avx2: return isa_copies::avx2<Avx2>(static_cast<Args&&>(args)...);
     case OwnIsa::portable: break;
   }
-  isa_copies::portable<Kernel>(static_cast<Args&&>(args)...);
+  isa_copies::portable<Portable>(static_cast<Args&&>(args)...);
+}
+
+template <auto Kernel, class... Args>
+void onOwnIsa(Args&&... args) {
+  onOwnIsaEach<Kernel, Kernel, Kernel>(static_cast<Args&&>(args)...);
 }
 
 }  // namespace spmd::runtime::cpu

@@ -49,18 +49,6 @@ void imageSums(const float* plane, const float* dy, int64_t OB, int64_t OH, int6
     }
 }
 
-// imageSums on our ISA, C its register width in floats.
-template <int B>
-void imageSumsOnOwnIsa(const float* plane, const float* dy, int64_t OB, int64_t OH, int64_t OW, int64_t PW, int64_t s,
-                       float* out) {
-  switch (ownIsa()) {
-    case OwnIsa::avx512: return onOwnIsa<imageSums<B, 16 < B ? 16 : B>>(plane, dy, OB, OH, OW, PW, s, out);
-    case OwnIsa::avx2: return onOwnIsa<imageSums<B, 8>>(plane, dy, OB, OH, OW, PW, s, out);
-    case OwnIsa::portable: break;
-  }
-  onOwnIsa<imageSums<B, 4>>(plane, dy, OB, OH, OW, PW, s, out);
-}
-
 template <int B>
 void run(const float* x, const float* dy, const Geometry& g, float* dw) {
   const int64_t OB = g.O / B, PH = g.planeH(), PW = g.planeW(), perImage = g.O * 9;
@@ -71,7 +59,8 @@ void run(const float* x, const float* dy, const Geometry& g, float* dw) {
     std::fill_n(plane, PH * PW, 0.0f);
     for (int64_t h = 0; h < g.H; ++h)
       std::memcpy(plane + (h + g.pad) * PW + g.pad, x + (n * g.H + h) * g.W, sizeof(float) * g.W);
-    imageSumsOnOwnIsa<B>(plane, dy + n * g.O * g.OH * g.OW, OB, g.OH, g.OW, PW, g.stride, partial + n * perImage);
+    onOwnIsaEach<imageSums<B, (B < 16 ? B : 16)>, imageSums<B, 8>, imageSums<B, 4>>(
+        plane, dy + n * g.O * g.OH * g.OW, OB, g.OH, g.OW, PW, g.stride, partial + n * perImage);
   }
   for (int64_t ob = 0; ob < OB; ++ob)
     for (int t = 0; t < 9; ++t)

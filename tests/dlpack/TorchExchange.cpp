@@ -56,13 +56,14 @@ double sumOf(const spmd::Array& a) {
 // into a buffer of the call's own). `inPlace` counts the arguments the call bound where they were
 // instead of copying them.
 spmd::Tensor callOn(const char* devices, const spmd::Tensor& v, int* inPlace = nullptr) {
-  const spmd::PmapOptions options{.inAxes = {spmd::replicated}, .outAxes = {spmd::replicated}, .devices = devices};
-  auto doubled = spmd::pmap([](const spmd::Tensor& x) { return x + x; }, options);
-  auto same = spmd::pmap([](const spmd::Tensor& x) { return x; }, options);
-  const bool integer = v.dtype() == spmd::DType::i32;
-  spmd::Tensor result = integer ? same(v) : doubled(v);
-  if (inPlace) *inPlace = integer ? same.lastCall().argumentsInPlace : doubled.lastCall().argumentsInPlace;
-  return result;
+  auto call = [&](auto body) {
+    auto f = spmd::pmap(body, {.inAxes = {spmd::replicated}, .outAxes = {spmd::replicated}, .devices = devices});
+    spmd::Tensor result = f(v);
+    if (inPlace) *inPlace = f.lastCall().argumentsInPlace;
+    return result;
+  };
+  if (v.dtype() == spmd::DType::i32) return call([](const spmd::Tensor& x) { return x; });
+  return call([](const spmd::Tensor& x) { return x + x; });
 }
 
 }  // namespace
