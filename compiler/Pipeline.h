@@ -16,10 +16,10 @@ namespace spmd {
 struct CompileOptions {
   // Directory for numbered per-pass dumps (NN-<pass>.mlir), program.txt and program.spmd. Empty: use the
   // SPMD_DUMP_IR environment variable; no dumps if that is unset too.
-  std::string dumpDir;
+  std::string dumpDir = {};
   // Subdirectory of dumpDir for this compilation (jit/pmap: "<name>-<hash of signature and
   // traced IR>"), so different functions and signatures never overwrite each other's dumps.
-  std::string dumpName;
+  std::string dumpName = {};
   // Function to lower; the module's only function when empty.
   std::string entry = "main";
   // Mapped functions (spmd::pmap): report each pmean the compiler would insert as an error.
@@ -50,7 +50,7 @@ struct CompileOptions {
   // The backend's activation layout (runtime::Driver::activationLayout: "nChw8c" or "nChw16c"
   // for the CPU backend, "nhwc" for CUDA with SPMD_CHANNELS_LAST=1): passes/AssignLayouts gives
   // activations that layout where the kernels take it. "": every tensor stays plain.
-  std::string activationLayout;
+  std::string activationLayout = {};
   // Keep convolutions and matmuls on bf16 in bf16 for the backend's bf16 kernels
   // (runtime::Driver::bf16Kernels; passes/WidenBf16's native-kernels). Off: they run in f32
   // between roundings, as every other bf16 op, with the same bits on every backend and ISA.

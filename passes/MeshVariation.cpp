@@ -13,7 +13,7 @@ using namespace mlir;
 MeshVariation::MeshVariation(FunctionOpInterface function) {
   auto names = function->getAttrOfType<ArrayAttr>(ir::kMeshAxesAttr);
   auto shape = function->getAttrOfType<DenseI64ArrayAttr>(ir::kMeshShapeAttr);
-  if (!names || !shape || names.size() != shape.size() || names.size() > 64 || function.isExternal()) return;
+  if (!names || !shape || int64_t(names.size()) != shape.size() || names.size() > 64 || function.isExternal()) return;
   for (auto [name, size] : llvm::zip(names, shape.asArrayRef())) {
     if (auto text = llvm::dyn_cast<StringAttr>(name)) axes_.push_back(text.str());
     else axes_.push_back("");

@@ -34,7 +34,7 @@ struct ResNet18Config {
   int64_t width = 64;  // channels of the first stage; stages use width x {1, 2, 4, 8}
   // Empty: BatchNorm statistics per replica (DDP's default). An axis name (inside spmd::pmap):
   // cross-replica statistics over that axis (SyncBatchNorm).
-  std::string bnAxisName;
+  std::string bnAxisName = {};
   // Rematerialization: each residual block is one spmd::checkpoint segment, recomputed in the
   // backward pass from its input instead of keeping its activations (same bits, less memory).
   bool checkpointBlocks = false;

@@ -25,7 +25,7 @@ struct TransformerOptions {
   bool remat = false;
   // Inside spmd::shardMap: the mesh axis the heads and hidden units are split over, with the
   // parameters laid out as transformerSpec says; empty: unsharded.
-  std::string modelAxis;
+  std::string modelAxis = {};
 };
 
 // Logits [batch, tokens, vocab] of i32 token ids [batch, tokens].

@@ -31,10 +31,10 @@ struct Context {
 // How apply() runs the model.
 struct ApplyOptions {
   bool training = false;
-  Tensor rng;  // random key (spmd::random) for the layers that draw random numbers (Dropout)
+  Tensor rng = {};  // random key (spmd::random) for the layers that draw random numbers (Dropout)
   // [N] 1 for an example, 0 for a row that pads the batch to its compiled shape: BatchNorm takes
   // its statistics over the examples alone, so the padded batch normalizes as the unpadded one.
-  Tensor mask;
+  Tensor mask = {};
   // Mixed precision, as torch.autocast(dtype=...) and JAX's policies: with bf16, convolutions
   // and matmuls take bf16 inputs (their f32 parameters converted as they are read: f32 master
   // weights, f32 gradients), activations flow in bf16, BatchNorm and LayerNorm compute in their

@@ -18,7 +18,7 @@ struct TensorView {
   void* data = nullptr;
   DType dtype = DType::f32;
   std::span<const int64_t> shape;
-  std::string_view layout;  // "" plain row-major, else a blocked layout (runtime/program/Layouts.h)
+  std::string_view layout = {};  // "" plain row-major, else a blocked layout (runtime/program/Layouts.h)
 
   int64_t numel() const { return numElements(shape); }
   int64_t dim(size_t i) const { return shape[i]; }

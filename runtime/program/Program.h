@@ -20,7 +20,7 @@ struct OpRecord;  // runtime/program/OpAttrs.h
 struct BufferDesc {
   DType dtype = DType::f32;
   Shape shape;
-  std::vector<std::byte> constant;  // initial contents for constants; empty otherwise
+  std::vector<std::byte> constant = {};  // initial contents for constants; empty otherwise
   // Byte offset in the replica's arena (compiler/PlanMemory); -1: the buffer is not planned
   // (inputs and constants, or a program lowered without a plan) and gets its own allocation.
   int64_t offset = -1;

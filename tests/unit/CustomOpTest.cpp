@@ -301,7 +301,7 @@ TEST(CustomOpTest, MisuseIsAClearError) {
   const std::string taken = errorOf([&] { registerCustomOp({.name = "test.softsign", .shape = same, .cpu = noKernel}); });
   EXPECT_NE(taken.find("CustomOpTest.cpp:"), std::string::npos) << taken;
   EXPECT_NE(taken.find("'test.softsign': it is registered already"), std::string::npos) << taken;
-  EXPECT_NE(errorOf([&] { registerCustomOp({.name = "test.noshape", .cpu = noKernel}); }).find("it has no shape rule"),
+  EXPECT_NE(errorOf([&] { registerCustomOp({.name = "test.noshape", .shape = {}, .cpu = noKernel}); }).find("it has no shape rule"),
             std::string::npos);
   Array x = randomArray(DType::f32, {4}, 4);
   const std::string unknown = errorOf([&] { jit([](const Tensor& v) { return customCall("test.nothing", {v})[0]; })(Tensor(x)); });

@@ -20,7 +20,7 @@ struct KernelCase {
   std::string op;
   std::vector<Array> inputs;
   std::vector<std::pair<DType, Shape>> outputs;
-  std::map<std::string, Attr> attrs;
+  std::map<std::string, Attr> attrs = {};
   // Memory layouts of the inputs, then the outputs (runtime/program/Layouts.h); empty: all plain.
   // Inputs are given and outputs compared in plain NCHW: the harness relays them through the
   // reference relayout, so the reference kernels (plain only) remain the oracle.
