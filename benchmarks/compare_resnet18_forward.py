@@ -65,13 +65,17 @@ def time_spmd(build, name, reps, threads, program, min_time=0.5, binary=None):
     return (medians or runs)[0]["real_time"]
 
 
-def side_by_side(doc, title, program, name_of, torch_timer):
+def side_by_side(doc, title, program, name_of, torch_timer, f64_name_of=None):
     """Parses the shared flags, times spmd's benchmark `name_of(batch)` in `program` and
-    `torch_timer` with the same batch and threads, and prints both with their ratio."""
+    `torch_timer` with the same batch and threads, and prints both with their ratio. With
+    `f64_name_of`, --dtype f64 times that benchmark and passes dtype="f64" to `torch_timer`."""
     parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--build", default="build")
     parser.add_argument("--bench", help=f"the {program} to run (default: the one in --build)")
-    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--batch", type=int, help="default 64 (8 in f64)")
+    if f64_name_of:
+        parser.add_argument("--dtype", choices=["f32", "f64"], default="f32",
+                            help="f64: both sides in double precision (a gradient check's or reference run's)")
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--threads", type=int, default=os.cpu_count(),
                         help="threads for both sides (OMP_NUM_THREADS / torch.set_num_threads)")
@@ -81,16 +85,21 @@ def side_by_side(doc, title, program, name_of, torch_timer):
                              "one round can fall on one side's slow spell")
     parser.add_argument("--smoke", action="store_true", help="batch 2, one repetition: checks that it runs")
     args = parser.parse_args()
+    f64 = getattr(args, "dtype", "f32") == "f64"
+    if args.batch is None:
+        args.batch = 8 if f64 else 64
     if args.smoke:
         args.batch, args.reps, args.rounds = 2, 1, 1
     if args.rounds < 1:
         sys.exit(f"--rounds must be at least 1, got {args.rounds}")
-    print(f"{title}, batch {args.batch}, CPU ({os.cpu_count()} cores)")
+    print(f"{title}{', f64' if f64 else ''}, batch {args.batch}, CPU ({os.cpu_count()} cores)")
     ratios = []
     for round_ in range(args.rounds):
-        ours = time_spmd(args.build, name_of(args.batch), args.reps, args.threads, program,
+        ours = time_spmd(args.build, (f64_name_of if f64 else name_of)(args.batch), args.reps, args.threads, program,
                          min_time=0.01 if args.smoke else 0.5, binary=args.bench)
-        theirs, threads, version = torch_timer(args.batch, 1 if args.smoke else max(args.reps * 2, 10), args.threads)
+        reps = 1 if args.smoke else max(args.reps * 2, 10)
+        theirs, threads, version = (torch_timer(args.batch, reps, args.threads, dtype="f64") if f64
+                                    else torch_timer(args.batch, reps, args.threads))
         ratios.append(ours / theirs)
         if args.rounds > 1:
             print(f"  round {round_ + 1} of {args.rounds}:")

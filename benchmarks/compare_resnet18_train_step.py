@@ -4,7 +4,9 @@ backward, SGD with momentum 0.9) on the CPU: spmd's Google Benchmark and PyTorch
 the same model and threads) in one run; prints both times and the ratio.
 
 usage: python3 benchmarks/compare_resnet18_train_step.py [--build build] [--batch 64] [--reps 5] [--rounds 1]
-       [--smoke]   (batch 2, one repetition: CI runs it so the script cannot rot)
+       [--dtype f32|f64] [--smoke]   (batch 2, one repetition: CI runs it so the script cannot rot)
+--dtype f64: both steps in double precision (default batch 8), as a gradient check or a reference
+run takes them: oneDNN has no f64, so spmd's convolutions are its own direct f64 loops.
 Run with Debian's /usr/bin/python3 (where python3-torch lives)."""
 import os
 import sys
@@ -13,13 +15,14 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from compare_resnet18_forward import median_ms, side_by_side, torch_resnet18  # noqa: E402
 
 
-def time_torch(batch, reps, threads):
+def time_torch(batch, reps, threads, dtype="f32"):
     import torch
     torch.set_num_threads(threads)
     torch.manual_seed(0)
-    model = torch_resnet18().train()
+    real = torch.float64 if dtype == "f64" else torch.float32
+    model = torch_resnet18().train().to(real)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-    x = torch.randn(batch, 1, 28, 28)
+    x = torch.randn(batch, 1, 28, 28, dtype=real)
     y = torch.arange(batch) % 10
 
     def step():
@@ -35,7 +38,7 @@ def time_torch(batch, reps, threads):
 def main():
     side_by_side(__doc__, "ResNet-18 training step, 1x28x28, SGD momentum",
                  "bench_resnet18_train_step", lambda batch: f"BM_ResNet18TrainStep/batch:{batch}/plan:1/fuse:1/layouts:1/",
-                 time_torch)
+                 time_torch, f64_name_of=lambda batch: f"BM_ResNet18TrainStepF64/batch:{batch}/")
 
 if __name__ == "__main__":
     main()

@@ -45,6 +45,39 @@ void BM_ResNet18TrainStep(benchmark::State& state) {
   state.counters["compile_s"] = compileSeconds;        // trace, passes, lowering, first step
   bench::reportFlops(state, bench::programFlops(step.lastProgram()), seconds);
 }
+// The same step in f64, as a gradient check or a reference run takes it (oneDNN has no f64: the
+// convolutions are our direct f64 loops, runtime/cpu/DirectF64Conv.h); the compare script's
+// --dtype f64 runs it beside PyTorch's f64 step.
+void BM_ResNet18TrainStepF64(benchmark::State& state) {
+  const int64_t batch = state.range(0);
+  auto model = spmd::models::resnet18();
+  auto [params32, bnState32] = model->initialize(0);
+  auto toF64 = spmd::jit([](const spmd::Tree& tree) {
+    spmd::Tree out;
+    for (const auto& [name, t] : tree) out.set(name, spmd::cast(t, spmd::DType::f64));
+    return out;
+  });
+  spmd::Tree params = toF64(params32), bnState = toF64(bnState32);
+  spmd::optim::Sgd sgd({.learningRate = 0.1, .momentum = 0.9});
+  spmd::Tree opt = sgd.init(params);
+  auto step = spmd::jit(bench::trainStep(*model, sgd), {.donateArguments = {0, 1, 2}});
+  auto [x32, y] = bench::syntheticBatch(batch);
+  spmd::Tensor x = spmd::jit([](const spmd::Tensor& t) { return spmd::cast(t, spmd::DType::f64); })(x32);
+  auto [p1, o1, s1, l1] = step(params, opt, bnState, x, y);
+  const double compileSeconds = step.lastCompileSeconds();
+  const auto start = std::chrono::steady_clock::now();
+  for (auto _ : state) {
+    auto [p2, o2, s2, loss] = step(p1, o1, s1, x, y);
+    p1 = p2, o1 = o2, s1 = s2;
+    benchmark::DoNotOptimize(loss);
+  }
+  const double seconds = bench::secondsSince(start);
+  state.SetItemsProcessed(state.iterations() * batch);
+  state.counters["compile_s"] = compileSeconds;
+  bench::reportFlops(state, bench::programFlops(step.lastProgram()), seconds);
+}
+BENCHMARK(BM_ResNet18TrainStepF64)->ArgNames({"batch"})->Arg(8)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+
 BENCHMARK(BM_ResNet18TrainStep)
     ->ArgNames({"batch", "plan", "fuse", "layouts"})
     ->Args({64, 1, 1, 1})

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "runtime/base/Error.h"
+#include "runtime/cpu/DirectF64Conv.h"
 #include "runtime/cpu/Onednn.h"
 #include "runtime/cpu/OwnIsa.h"
 #include "runtime/cpu/SingleChannelConv.h"
@@ -86,6 +87,10 @@ void refuseOldSwitches() {
 // Never taken untimed: the list's order puts the variant before it first.
 bool never(const KernelCall&) { return false; }
 
+constexpr const char* kDirectF64Why =
+    "f64 (oneDNN has none): direct loops vectorized across channels and threaded, each sum in the reference "
+    "loops' order (their bits)";
+
 constexpr const char* kSlicedWhy =
     "oneDNN's direct kernel on fixed slices of the images, one thread each";
 
@@ -119,8 +124,7 @@ const VariantSet& forwardSet() {
         &strided::runs, &strided::pays, &strided::forward},
        {"onednn", "oneDNN's direct convolution, any shape, f32 and bf16", false, &notF64, nullptr, &onednnConv2d},
        {"onednn_sliced", kSlicedWhy, true, &sliced::runs, &never, &sliced::conv2d},
-       {"reference", "the reference loops in double, for f64 (oneDNN has no f64)", true, &isF64, nullptr,
-        &reference::conv2d}},
+       {"direct_f64", kDirectF64Why, true, &direct_f64::runs, nullptr, &direct_f64::forward}},
       &device, &library, &setting};
   return set;
 }
@@ -139,7 +143,7 @@ const VariantSet& backwardDataSet() {
        {"onednn", "oneDNN's direct backward-data convolution, any shape, f32 and bf16", false, &notF64, nullptr,
         &onednnConv2dBackwardData},
        {"onednn_sliced", kSlicedWhy, true, &sliced::runs, &never, &sliced::backwardData},
-       {"reference", "the reference loops in double, for f64", true, &isF64, nullptr, &reference::conv2d_backward_data}},
+       {"direct_f64", kDirectF64Why, true, &direct_f64::runs, nullptr, &direct_f64::backwardData}},
       &device, &library, &setting};
   return set;
 }
@@ -161,8 +165,7 @@ const VariantSet& backwardFilterSet() {
         &notF64, nullptr, &onednnConv2dBackwardFilter},
        {"onednn_sliced", "oneDNN's direct backward weights on fixed slices of the images, one thread each, the slices' "
         "gradients summed in order (at most 64 MiB of them)", true, &sliced::runs, &never, &sliced::backwardFilter},
-       {"reference", "the reference loops in double, for f64", true, &isF64, nullptr,
-        &reference::conv2d_backward_filter}},
+       {"direct_f64", kDirectF64Why, true, &direct_f64::runs, nullptr, &direct_f64::backwardFilter}},
       &device, &library, &setting};
   return set;
 }

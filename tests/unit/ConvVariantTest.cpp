@@ -10,6 +10,8 @@
 #include <omp.h>
 
 #include <atomic>
+#include <cmath>
+#include <limits>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -23,6 +25,7 @@
 #include "TestUtil.h"
 #include "runtime/cpu/CpuVariants.h"
 #include "runtime/cpu/CpuDevice.h"
+#include "runtime/cpu/OwnIsa.h"
 #include "runtime/cpu/SlicedOnednn.h"
 #include "runtime/program/OpAttrs.h"
 
@@ -87,17 +90,83 @@ TEST(ConvVariantTest, EachVariantRunsExactlyWhereItsEntrySaysAndMatchesTheRefere
       EXPECT_GT(ran[std::string(set->op) + " " + v.name], 0) << set->op << " " << v.name << " ran on no case";
   // Spot checks, written from the shapes alone: Winograd's paths on 3x3 stride-1 blocked steps
   // (grouped up to 64 channels), the GEMMs on stride-2 blocked ones, the one-channel filter
-  // gradient on the stem, only oneDNN (direct and sliced) on plain f32 steps, only the reference
-  // loops in f64.
+  // gradient on the stem, only oneDNN (direct and sliced) on plain f32 steps, only the direct f64
+  // loops on f64 convolutions and the reference loops on f64 matmuls.
   using Names = std::set<std::string>;
   EXPECT_EQ(byCase["conv grouped winograd"], (Names{"winograd_grouped", "winograd_chunked", "winograd_4x4", "onednn", "onednn_sliced"}));
   EXPECT_EQ(byCase["conv winograd"], (Names{"winograd_chunked", "winograd_4x4", "onednn", "onednn_sliced"}));
   EXPECT_EQ(byCase["conv stride2 gemm"], (Names{"strided_gemm", "onednn", "onednn_sliced"}));
   EXPECT_EQ(byCase["conv bwd filter 1 channel"], (Names{"single_channel", "onednn", "onednn_sliced"}));
   EXPECT_EQ(byCase["conv 3x3 pad1 bias/f32"], (Names{"onednn", "onednn_sliced"}));
-  EXPECT_EQ(byCase["conv 3x3 pad1 bias/f64"], (Names{"reference"}));
+  EXPECT_EQ(byCase["conv 3x3 pad1 bias/f64"], (Names{"direct_f64"}));
   EXPECT_EQ(byCase["matmul sliced A^T bias/f32"], (Names{"onednn", "onednn_sliced"}));
   EXPECT_EQ(byCase["matmul sliced A^T bias/f64"], (Names{"reference"}));
+}
+
+// The direct f64 convolutions (cpu/DirectF64Conv.h) give the reference loops' bits, not just
+// their values: on shapes with odd channel counts (a short last lane block), non-square filters,
+// unequal strides and paddings, infinities in the filter, the input and the result gradient
+// (a tap outside the image is skipped, as the reference skips it, never multiplied by a zero
+// pad: 0 * inf would be NaN) and a -0 bias, on every ISA copy and on 1 and 2 threads.
+TEST(ConvVariantTest, DirectF64ConvolutionsGiveTheReferenceLoopsBits) {
+  using V = std::vector<int64_t>;
+  struct Geometry { Shape x, w, y; V stride, padding; };
+  const double inf = std::numeric_limits<double>::infinity();
+  uint64_t seed = 77;
+  auto rnd = [&](const Shape& shape) { return spmd::testing::randomArray(DType::f64, shape, seed++, -1, 1); };
+  auto withInfinities = [](Array a, std::initializer_list<int64_t> at, double value) {
+    for (int64_t i : at) a.values<double>()[i] = value;
+    return a;
+  };
+  std::vector<KernelCase> cases;
+  for (const Geometry& g : {Geometry{{2, 11, 9, 8}, {13, 11, 5, 3}, {2, 13, 5, 8}, {2, 1}, {2, 1}},
+                            Geometry{{3, 9, 7, 10}, {9, 9, 3, 3}, {3, 9, 7, 10}, {1, 1}, {1, 1}},
+                            Geometry{{2, 5, 7, 9}, {3, 5, 1, 1}, {2, 3, 4, 5}, {2, 2}, {0, 0}}}) {
+    const std::map<std::string, Attr> attrs = {{"stride", g.stride}, {"padding", g.padding}};
+    // The filter's first taps and an input corner: windows at the border skip them.
+    Array w = withInfinities(rnd(g.w), {0, 1}, inf), x = withInfinities(rnd(g.x), {0}, -inf);
+    Array bias = rnd({g.w[0]});
+    bias.values<double>()[0] = -0.0;
+    cases.push_back({"conv", "conv2d", {x, w, bias}, {{DType::f64, g.y}}, attrs});
+    std::map<std::string, Attr> relu = attrs;
+    relu["relu"] = true;
+    cases.push_back({"conv relu, no bias", "conv2d", {x, w}, {{DType::f64, g.y}}, relu});
+    Array dy = withInfinities(rnd(g.y), {0, 5}, inf);
+    cases.push_back({"bwd data", "conv2d_backward_data", {dy, w}, {{DType::f64, g.x}}, attrs});
+    cases.push_back({"bwd filter", "conv2d_backward_filter", {x, dy}, {{DType::f64, g.w}}, attrs});
+  }
+  std::vector<cpu::OwnIsa> isas = {cpu::OwnIsa::portable};
+  for (cpu::OwnIsa isa : {cpu::OwnIsa::avx2, cpu::OwnIsa::avx512})
+    if (isa <= cpu::cpuOwnIsa()) isas.push_back(isa);
+  const int threads = omp_get_max_threads();
+  int compared = 0;
+  for (const KernelCase& c : cases) {
+    const std::vector<Array> expected = runKernel(referenceKernels(), c);
+    PinnedKernels pin(c.op + ":direct_f64");
+    for (cpu::OwnIsa isa : isas)
+      for (int t : {1, 2}) {
+        SCOPED_TRACE(c.name + " " + shapeString(c.inputs[0].shape) + " on " + cpu::ownIsaName(isa) + ", " +
+                     std::to_string(t) + " threads");
+        const std::optional<cpu::OwnIsa> cap = cpu::setOwnIsaCap(isa);
+        omp_set_num_threads(t);
+        std::string which;
+        const std::vector<Array> actual = runKernel(cpuKernels(), c, &which);
+        omp_set_num_threads(threads);
+        cpu::setOwnIsaCap(cap);
+        ASSERT_EQ(nameOf(which), "direct_f64");
+        ASSERT_EQ(actual[0].bytes(), expected[0].bytes());
+        EXPECT_EQ(std::memcmp(actual[0].data(), expected[0].data(), expected[0].bytes()), 0) << "the bits differ";
+        ++compared;
+      }
+  }
+  EXPECT_EQ(compared, int(cases.size() * isas.size() * 2));
+  // The infinities reached the outputs as the reference has them: some infinite, some NaN
+  // (inf - inf), the rest finite (the skipped taps).
+  int infinite = 0, finite = 0;
+  for (const KernelCase& c : cases)
+    for (double v : runKernel(referenceKernels(), c)[0].values<double>()) (std::isfinite(v) ? finite : infinite)++;
+  EXPECT_GT(infinite, 0);
+  EXPECT_GT(finite, infinite);
 }
 
 // Each variant that says its bits do not depend on the thread count, pinned, on every case it
@@ -254,7 +323,7 @@ TEST(ConvVariantTest, PinningAnUnknownVariantIsAClearError) {
     const std::string message = spmd::testing::errorOf([&] { runKernel(cpuKernels(), c); });
     EXPECT_NE(message.find("SPMD_KERNELS pins conv2d to 'fastest', which is not a variant"), std::string::npos)
         << message;
-    EXPECT_NE(message.find("winograd_grouped, winograd_chunked, winograd_4x4, strided_gemm, onednn, onednn_sliced, reference"),
+    EXPECT_NE(message.find("winograd_grouped, winograd_chunked, winograd_4x4, strided_gemm, onednn, onednn_sliced, direct_f64"),
               std::string::npos)
         << message;
     return;

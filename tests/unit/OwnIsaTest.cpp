@@ -30,9 +30,10 @@ class IsaCap {
 // The pins under which each op's own variants run (conv cases: each of our convolutions in turn).
 std::vector<std::string> pinsFor(const std::string& op) {
   if (op == "conv2d" || op == "conv2d_backward_data")
-    return {op + ":winograd_grouped", op + ":winograd_chunked", op + ":winograd_4x4"};
+    return {op + ":winograd_grouped", op + ":winograd_chunked", op + ":winograd_4x4", op + ":direct_f64"};
   if (op == "conv2d_backward_filter")
-    return {op + ":winograd_grouped", op + ":winograd_chunked", op + ":winograd_4x4", op + ":single_channel"};
+    return {op + ":winograd_grouped", op + ":winograd_chunked", op + ":winograd_4x4", op + ":single_channel",
+            op + ":direct_f64"};
   return {""};
 }
 
