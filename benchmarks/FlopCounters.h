@@ -36,4 +36,18 @@ inline double secondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+// The benchmark's loop over a training step (bench::trainStep's signature) whose state is donated:
+// each step takes the last one's parameters, optimizer and BN state. Returns the loop's seconds.
+template <class Step, class Tree, class Tensor>
+double timeSteps(benchmark::State& state, Step& step, Tree params, Tree opt, Tree bnState, const Tensor& x,
+                 const Tensor& y) {
+  const auto start = std::chrono::steady_clock::now();
+  for (auto _ : state) {
+    auto [p, o, s, loss] = step(params, opt, bnState, x, y);
+    params = p, opt = o, bnState = s;
+    benchmark::DoNotOptimize(loss);
+  }
+  return secondsSince(start);
+}
+
 }  // namespace bench

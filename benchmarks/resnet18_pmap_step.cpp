@@ -27,13 +27,7 @@ void BM_ResNet18PmapStep(benchmark::State& state) {
        .devices = "cpu:" + std::to_string(devices)});
   auto [x, y] = bench::syntheticBatch(batch);
   auto [p1, o1, s1, l1] = step(params, opt, bnState, x, y);  // compile + first run untimed
-  const auto start = std::chrono::steady_clock::now();
-  for (auto _ : state) {
-    auto [p2, o2, s2, loss] = step(p1, o1, s1, x, y);
-    p1 = p2, o1 = o2, s1 = s2;
-    benchmark::DoNotOptimize(loss);
-  }
-  const double seconds = bench::secondsSince(start);
+  const double seconds = bench::timeSteps(state, step, p1, o1, s1, x, y);
   state.SetItemsProcessed(state.iterations() * batch);
   state.counters["devices"] = devices;
   bench::reportFlops(state, devices * bench::programFlops(step.lastProgram()), seconds);

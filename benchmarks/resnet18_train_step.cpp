@@ -31,13 +31,7 @@ void BM_ResNet18TrainStep(benchmark::State& state) {
   // Trace + compile + first run outside the timing; each timed step feeds the last one's state.
   auto [p1, o1, s1, l1] = step(params, opt, bnState, x, y);
   const double compileSeconds = step.lastCompileSeconds();  // first call to first finished step
-  const auto start = std::chrono::steady_clock::now();
-  for (auto _ : state) {
-    auto [p2, o2, s2, loss] = step(p1, o1, s1, x, y);
-    p1 = p2, o1 = o2, s1 = s2;
-    benchmark::DoNotOptimize(loss);
-  }
-  const double seconds = bench::secondsSince(start);
+  const double seconds = bench::timeSteps(state, step, p1, o1, s1, x, y);
   state.SetItemsProcessed(state.iterations() * batch);
   auto [total, arena] = bench::programBytes(step.lastProgram());
   state.counters["buffers_MB"] = double(total) / 1e6;  // every buffer on its own
@@ -65,13 +59,7 @@ void BM_ResNet18TrainStepF64(benchmark::State& state) {
   spmd::Tensor x = spmd::jit([](const spmd::Tensor& t) { return spmd::cast(t, spmd::DType::f64); })(x32);
   auto [p1, o1, s1, l1] = step(params, opt, bnState, x, y);
   const double compileSeconds = step.lastCompileSeconds();
-  const auto start = std::chrono::steady_clock::now();
-  for (auto _ : state) {
-    auto [p2, o2, s2, loss] = step(p1, o1, s1, x, y);
-    p1 = p2, o1 = o2, s1 = s2;
-    benchmark::DoNotOptimize(loss);
-  }
-  const double seconds = bench::secondsSince(start);
+  const double seconds = bench::timeSteps(state, step, p1, o1, s1, x, y);
   state.SetItemsProcessed(state.iterations() * batch);
   state.counters["compile_s"] = compileSeconds;
   bench::reportFlops(state, bench::programFlops(step.lastProgram()), seconds);

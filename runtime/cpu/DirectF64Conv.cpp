@@ -39,16 +39,6 @@ int64_t ceilDiv(int64_t a, int64_t b) { return -floorDiv(-a, b); }
 // The ISA chosen once per call: the lane count of the copied operands is its register width.
 int lanesOf(OwnIsa isa) { return isa == OwnIsa::avx512 ? 8 : isa == OwnIsa::avx2 ? 4 : 2; }
 
-template <auto Body8, auto Body4, auto Body2, class... Args>
-void onIsa(OwnIsa isa, Args&&... args) {
-  switch (isa) {
-    case OwnIsa::avx512: return isa_copies::avx512<Body8>(static_cast<Args&&>(args)...);
-    case OwnIsa::avx2: return isa_copies::avx2<Body4>(static_cast<Args&&>(args)...);
-    case OwnIsa::portable: break;
-  }
-  isa_copies::portable<Body2>(static_cast<Args&&>(args)...);
-}
-
 // t[((block * outer + k) * inner + t) * L + l] = src[((block * L + l) * outer + k) * inner + t],
 // or 0 where block * L + l >= rows: `rows` rows of `outer * inner` values, lanes over rows.
 // With `swap`, src is [outer][rows][inner] instead (the filter read by input channel).
@@ -236,7 +226,7 @@ void forward(KernelCall& call) {
 #pragma omp parallel for collapse(2) schedule(static)
   for (int64_t b = 0; b < g.n; ++b)
     for (int64_t block = 0; block < blocks; ++block)
-      onIsa<forwardBody<8>, forwardBody<4>, forwardBody<2>>(isa, x.as<const double>(), taps.data(),
+      onIsaEach<forwardBody<8>, forwardBody<4>, forwardBody<2>>(isa, x.as<const double>(), taps.data(),
                                                             bias.empty() ? nullptr : bias.data(), g, b, block, relu,
                                                             y.as<double>());
 }
@@ -251,7 +241,7 @@ void backwardData(KernelCall& call) {
 #pragma omp parallel for collapse(2) schedule(static)
   for (int64_t b = 0; b < g.n; ++b)
     for (int64_t block = 0; block < blocks; ++block)
-      onIsa<backwardDataBody<8>, backwardDataBody<4>, backwardDataBody<2>>(isa, dy.as<const double>(), taps.data(), g,
+      onIsaEach<backwardDataBody<8>, backwardDataBody<4>, backwardDataBody<2>>(isa, dy.as<const double>(), taps.data(), g,
                                                                            b, block, dx.as<double>());
 }
 
@@ -265,7 +255,7 @@ void backwardFilter(KernelCall& call) {
 #pragma omp parallel for collapse(2) schedule(static)
   for (int64_t f = 0; f < g.o; ++f)
     for (int64_t block = 0; block < blocks; ++block)
-      onIsa<backwardFilterBody<8>, backwardFilterBody<4>, backwardFilterBody<2>>(isa, image.data(), dy.as<const double>(),
+      onIsaEach<backwardFilterBody<8>, backwardFilterBody<4>, backwardFilterBody<2>>(isa, image.data(), dy.as<const double>(),
                                                                                  g, f, block, dw.as<double>());
 }
 

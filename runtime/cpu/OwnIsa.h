@@ -58,16 +58,23 @@ void portable(Args&&... args) {
 }
 }  // namespace isa_copies
 
-// A body per ISA (the same kernel instantiated for each one's register width): the one ownIsa()
-// names runs, in that ISA's copy.
+// A body per ISA (the same kernel instantiated for each one's register width): the one `isa`
+// names runs, in that ISA's copy. For a kernel whose data is laid out for one ISA's width before
+// the call (read ownIsa() once, lay out, then call with it).
 template <auto Avx512, auto Avx2, auto Portable, class... Args>
-void onOwnIsaEach(Args&&... args) {
-  switch (ownIsa()) {
+void onIsaEach(OwnIsa isa, Args&&... args) {
+  switch (isa) {
     case OwnIsa::avx512: return isa_copies::avx512<Avx512>(static_cast<Args&&>(args)...);
     case OwnIsa::avx2: return isa_copies::avx2<Avx2>(static_cast<Args&&>(args)...);
     case OwnIsa::portable: break;
   }
   isa_copies::portable<Portable>(static_cast<Args&&>(args)...);
+}
+
+// The same with the ISA ownIsa() names.
+template <auto Avx512, auto Avx2, auto Portable, class... Args>
+void onOwnIsaEach(Args&&... args) {
+  onIsaEach<Avx512, Avx2, Portable>(ownIsa(), static_cast<Args&&>(args)...);
 }
 
 template <auto Kernel, class... Args>
