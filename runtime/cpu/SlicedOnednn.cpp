@@ -5,14 +5,20 @@
 // one pool thread with its own stream, memory objects and scratchpad (user-managed: oneDNN's
 // own scratchpad may not be shared between threads). Every layout the compiler gives an
 // activation keeps the batch outermost, so slice s is the rows [s * size, ...) of the buffer.
+// Where oneDNN has only its reference loops for a convolution's layouts (a plain 32-channel input
+// beside a blocked result: ~500x slower than its direct kernels), the slices run on copies of the
+// activations in layouts it has a kernel for (stagedConv).
 #include "runtime/cpu/SlicedOnednn.h"
 
 #include <omp.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <exception>
 #include <optional>
+#include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "runtime/cpu/Onednn.h"
@@ -26,6 +32,8 @@ constexpr int64_t kMostSlices = 16;
 // in oneDNN's per-call work, and a filter gradient's in partial sums, than it spreads.
 constexpr int64_t kSliceWork = int64_t{8} << 20;
 std::atomic<int64_t> sliceWork{kSliceWork};
+// Kernels made whose primitives are oneDNN's reference loops (referenceKernels()).
+std::atomic<int64_t> referenceKernelsMade{0};
 // The most bytes a filter gradient's per-slice partial sums may take together.
 constexpr int64_t kPartialBytes = int64_t{64} << 20;
 
@@ -80,11 +88,19 @@ struct SliceRun {
   std::vector<std::byte> scratch;
 };
 
+// oneDNN's reference implementation ("ref:any"): what it falls back to where none of its kernels
+// takes the operands' layouts.
+template <typename PrimitiveDesc>
+bool isReference(const PrimitiveDesc& pd) {
+  return std::string_view(pd.impl_info_str()).starts_with("ref");
+}
+
 // The slices' primitives (one for the full slices, one more when the last is shorter) and runs.
 struct Slicing {
   std::optional<Slices> slices;
   std::vector<dnnl::primitive> primitives;
   std::vector<SliceRun> runs;
+  bool reference = false;  // a primitive is oneDNN's reference loops
 
   // `make(n)`: the primitive descriptor for n rows, its scratchpad mode user. `args`: the
   // DNNL_ARG_*s each slice binds (descriptors as the primitive wants them).
@@ -95,6 +111,7 @@ struct Slicing {
     std::vector<typename Primitive::primitive_desc> pds;
     for (int i = 0; i < (lengths[1] == lengths[0] ? 1 : 2); ++i) {
       pds.push_back(oneThread([&] { return make(lengths[i]); }));
+      reference = reference || isReference(pds.back());
       primitives.push_back(oneThread([&] { return Primitive(pds.back()); }));
     }
     for (int64_t k = 0; k < s.count; ++k) {
@@ -167,7 +184,66 @@ struct ConvState {
   Slicing plan;
   std::optional<dnnl::memory::desc> filter;
   std::optional<Relayout> relaid;  // the filter between its plain buffer and `filter`
+  // The two activations (stagedConv's order) between the step's buffers and the slices' copies
+  // (in `stagedLayouts`), where the slices run on copies; `outputs`: which one the step writes.
+  std::array<std::optional<Relayout>, 2> staged;
+  std::array<const char*, 2> stagedLayouts = {nullptr, nullptr};
+  std::array<bool, 2> outputs = {false, false};
+
+  // Activation `i` as the slices read or write it: its copy (an input copied in first), or
+  // `v` itself.
+  TensorView slicesView(int i, const TensorView& v, dnnl::stream& stream) {
+    if (!staged[size_t(i)]) return v;
+    Relayout& r = *staged[size_t(i)];
+    TensorView copy = v;
+    copy.layout = stagedLayouts[size_t(i)];
+    copy.data = r.internal.get_data_handle();
+    if (!outputs[size_t(i)]) r.run(stream, v.data, false);
+    return copy;
+  }
+  // Copies activation `i`'s slices' result back into the step's buffer `data`, where it is a copy.
+  void copyOut(int i, void* data, dnnl::stream& stream) {
+    if (staged[size_t(i)] && outputs[size_t(i)]) staged[size_t(i)]->run(stream, data, true);
+  }
 };
+
+// A convolution's state from `build(state, a, b)` on its two activations `a` and `b` (`outputs`:
+// which one it writes) in the step's own layouts; where oneDNN has only its reference loops for
+// those, built again on copies of them in other layouts (plain, nChw8c, nChw16c: oneDNN's
+// preferred block first), copied in and out around the slices (copies: the slices' bits whatever
+// the threads), in the first pair of layouts oneDNN has a kernel of its own for.
+template <typename State, typename Build>
+State stagedConv(const TensorView& a, const TensorView& b, std::array<bool, 2> outputs, Build&& build) {
+  auto conv = [](State& s) -> ConvState& {
+    if constexpr (std::is_same_v<State, ConvState>) return s;
+    else return s.conv;
+  };
+  State state;
+  build(state, a, b);
+  if (!conv(state).plan.reference) return state;
+  const bool prefers8 = preferredChannelBlock() == 8;
+  const char* layouts[3] = {prefers8 ? "nChw8c" : "nChw16c", prefers8 ? "nChw16c" : "nChw8c", ""};
+  const TensorView* own[2] = {&a, &b};
+  for (const char* la : layouts)
+    for (const char* lb : layouts) {
+      if (la == a.layout && lb == b.layout) continue;
+      TensorView copies[2] = {a, b};
+      copies[0].layout = la, copies[1].layout = lb;
+      State other;
+      build(other, copies[0], copies[1]);
+      ConvState& c = conv(other);
+      if (c.plan.reference) continue;
+      c.outputs = outputs;
+      for (size_t i = 0; i < 2; ++i)
+        if (copies[i].layout != own[i]->layout) {
+          c.stagedLayouts[i] = copies[i].layout.data();
+          c.staged[i].emplace(layoutDesc(*own[i]), layoutDesc(copies[i]), outputs[i]);
+        }
+      return other;
+    }
+  ++referenceKernelsMade;
+  return state;
+}
 
 // The filter of a slice's primitive: the first slice's choice once it made one.
 dnnl::memory::desc filterOf(const ConvState& s, const TensorView& w, DType type) {
@@ -175,26 +251,31 @@ dnnl::memory::desc filterOf(const ConvState& s, const TensorView& w, DType type)
 }
 
 // Runs a forward or backward-data convolution's slices: the filter reordered from the step's
-// plain one (a copy: the same bits on any threads), then slice k of `in` (DNNL_ARG `inArg`) into
-// slice k of `out` (`outArg`).
+// plain one (a copy: the same bits on any threads), then slice k of `in` (DNNL_ARG `inArg`,
+// stagedConv's first activation) into slice k of `out` (`outArg`, its second).
 void runFiltered(ConvState& s, const TensorView& w, int inArg, const TensorView& in, int outArg, const TensorView& out,
                  const TensorView* bias = nullptr) {
   dnnl::stream stream(engine());
   s.relaid->run(stream, w.data, false);
+  const TensorView from = s.slicesView(0, in, stream), to = s.slicesView(1, out, stream);
   stream.wait();
   void* filter = s.relaid->internal.get_data_handle();
   const Slices& slices = *s.plan.slices;
   s.plan.execute([&](int64_t k, std::unordered_map<int, dnnl::memory>& args) {
-    args[inArg].set_data_handle(rowsOf(in, slices.begin(k)));
+    args[inArg].set_data_handle(rowsOf(from, slices.begin(k)));
     args[DNNL_ARG_WEIGHTS].set_data_handle(filter);
     if (bias) args[DNNL_ARG_BIAS].set_data_handle(bias->data);
-    args[outArg].set_data_handle(rowsOf(out, slices.begin(k)));
+    args[outArg].set_data_handle(rowsOf(to, slices.begin(k)));
   });
+  s.copyOut(1, out.data, stream);
+  stream.wait();
 }
 
 }  // namespace
 
 void setSliceWork(int64_t multiplyAdds) { sliceWork = multiplyAdds > 0 ? multiplyAdds : kSliceWork; }
+
+int64_t referenceKernels() { return referenceKernelsMade.load(); }
 
 bool runs(const KernelCall& call) { return call.in[0].dtype == DType::f32 || call.in[0].dtype == DType::bf16; }
 
@@ -203,17 +284,17 @@ void conv2d(KernelCall& call) {
   const TensorView &x = call.in[0], &w = call.in[1], &y = call.out[0];
   const TensorView* bias = call.in.size() > 2 ? &call.in[2] : nullptr;
   auto& s = cachedState<ConvState>(call, [&] {
-    ConvState state;
-    std::vector<int> args = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST};
-    if (bias) args.push_back(DNNL_ARG_BIAS);
-    state.plan.build<dnnl::convolution_forward>(convSlices(x, w, y, kMostSlices), args, [&](int64_t n) {
-      dnnl::convolution_forward::primitive_desc pd(
-          forwardDesc(call.step, x, filterOf(state, w, w.dtype), y, n, bias), userScratchpad(), engine());
-      if (!state.filter) state.filter = pd.weights_desc();
-      return pd;
+    return stagedConv<ConvState>(x, y, {false, true}, [&](ConvState& state, const TensorView& x, const TensorView& y) {
+      std::vector<int> args = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST};
+      if (bias) args.push_back(DNNL_ARG_BIAS);
+      state.plan.build<dnnl::convolution_forward>(convSlices(x, w, y, kMostSlices), args, [&](int64_t n) {
+        dnnl::convolution_forward::primitive_desc pd(
+            forwardDesc(call.step, x, filterOf(state, w, w.dtype), y, n, bias), userScratchpad(), engine());
+        if (!state.filter) state.filter = pd.weights_desc();
+        return pd;
+      });
+      state.relaid.emplace(plainDesc(w.shape, w.dtype), *state.filter, false);
     });
-    state.relaid.emplace(plainDesc(w.shape, w.dtype), *state.filter, false);
-    return state;
   });
   runFiltered(s, w, DNNL_ARG_SRC, x, DNNL_ARG_DST, y, bias);
 }
@@ -222,22 +303,22 @@ void conv2d(KernelCall& call) {
 void backwardData(KernelCall& call) {
   const TensorView &dy = call.in[0], &w = call.in[1], &dx = call.out[0];
   auto& s = cachedState<ConvState>(call, [&] {
-    ConvState state;
-    state.plan.build<dnnl::convolution_backward_data>(
-        convSlices(dx, w, dy, kMostSlices), {DNNL_ARG_DIFF_DST, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_SRC}, [&](int64_t n) {
-          using namespace dnnl;
-          const ConvGeometry g(call.step);
-          const memory::desc filter = filterOf(state, w, w.dtype);
-          convolution_forward::primitive_desc hint(forwardDesc(call.step, dx, filter, dy, n), engine());
-          convolution_backward_data::primitive_desc pd(
-              convolution_backward_data::desc(algorithm::convolution_direct, withRows(dx, n), filter, withRows(dy, n),
-                                              g.strides, g.padding, g.padding),
-              userScratchpad(), engine(), hint);
-          if (!state.filter) state.filter = pd.weights_desc();
-          return pd;
-        });
-    state.relaid.emplace(plainDesc(w.shape, w.dtype), *state.filter, false);
-    return state;
+    return stagedConv<ConvState>(dy, dx, {false, true}, [&](ConvState& state, const TensorView& dy, const TensorView& dx) {
+      state.plan.build<dnnl::convolution_backward_data>(
+          convSlices(dx, w, dy, kMostSlices), {DNNL_ARG_DIFF_DST, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_SRC}, [&](int64_t n) {
+            using namespace dnnl;
+            const ConvGeometry g(call.step);
+            const memory::desc filter = filterOf(state, w, w.dtype);
+            convolution_forward::primitive_desc hint(forwardDesc(call.step, dx, filter, dy, n), engine());
+            convolution_backward_data::primitive_desc pd(
+                convolution_backward_data::desc(algorithm::convolution_direct, withRows(dx, n), filter,
+                                                withRows(dy, n), g.strides, g.padding, g.padding),
+                userScratchpad(), engine(), hint);
+            if (!state.filter) state.filter = pd.weights_desc();
+            return pd;
+          });
+      state.relaid.emplace(plainDesc(w.shape, w.dtype), *state.filter, false);
+    });
   });
   runFiltered(s, w, DNNL_ARG_DIFF_DST, dy, DNNL_ARG_DIFF_SRC, dx);
 }
@@ -258,35 +339,38 @@ struct FilterState {
 void backwardFilter(KernelCall& call) {
   const TensorView &x = call.in[0], &dy = call.in[1], &dw = call.out[0];
   auto& s = cachedState<FilterState>(call, [&] {
-    FilterState state;
-    ConvState& conv = state.conv;
-    const int64_t filterBytes = numElements(dw.shape) * int64_t(sizeof(float));
-    const Slices slices = convSlices(x, dw, dy, kPartialBytes / std::max<int64_t>(filterBytes, 1));
-    conv.plan.build<dnnl::convolution_backward_weights>(
-        slices, {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_WEIGHTS}, [&](int64_t n) {
-          using namespace dnnl;
-          const ConvGeometry g(call.step);
-          convolution_forward::primitive_desc hint(forwardDesc(call.step, x, anyDesc(dw.shape, x.dtype), dy, n),
-                                                   engine());
-          convolution_backward_weights::primitive_desc pd(
-              convolution_backward_weights::desc(algorithm::convolution_direct, withRows(x, n),
-                                                 filterOf(conv, dw, DType::f32), withRows(dy, n), g.strides,
-                                                 g.padding, g.padding),
-              userScratchpad(), engine(), hint);
-          if (!conv.filter) conv.filter = pd.diff_weights_desc();
-          return pd;
-        });
-    conv.relaid.emplace(plainDesc(dw.shape, dw.dtype), *conv.filter, true);
-    state.elements = int64_t(conv.filter->get_size() / sizeof(float));
-    state.partials.resize(size_t(slices.count * state.elements));
-    return state;
+    return stagedConv<FilterState>(x, dy, {false, false}, [&](FilterState& state, const TensorView& x, const TensorView& dy) {
+      ConvState& conv = state.conv;
+      const int64_t filterBytes = numElements(dw.shape) * int64_t(sizeof(float));
+      const Slices slices = convSlices(x, dw, dy, kPartialBytes / std::max<int64_t>(filterBytes, 1));
+      conv.plan.build<dnnl::convolution_backward_weights>(
+          slices, {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_WEIGHTS}, [&](int64_t n) {
+            using namespace dnnl;
+            const ConvGeometry g(call.step);
+            convolution_forward::primitive_desc hint(forwardDesc(call.step, x, anyDesc(dw.shape, x.dtype), dy, n),
+                                                     engine());
+            convolution_backward_weights::primitive_desc pd(
+                convolution_backward_weights::desc(algorithm::convolution_direct, withRows(x, n),
+                                                   filterOf(conv, dw, DType::f32), withRows(dy, n), g.strides,
+                                                   g.padding, g.padding),
+                userScratchpad(), engine(), hint);
+            if (!conv.filter) conv.filter = pd.diff_weights_desc();
+            return pd;
+          });
+      conv.relaid.emplace(plainDesc(dw.shape, dw.dtype), *conv.filter, true);
+      state.elements = int64_t(conv.filter->get_size() / sizeof(float));
+      state.partials.resize(size_t(slices.count * state.elements));
+    });
   });
   const Slices& slices = *s.conv.plan.slices;
   float* partials = s.partials.data();
   const int64_t E = s.elements;
+  dnnl::stream stream(engine());
+  const TensorView xs = s.conv.slicesView(0, x, stream), dys = s.conv.slicesView(1, dy, stream);
+  stream.wait();
   s.conv.plan.execute([&](int64_t k, std::unordered_map<int, dnnl::memory>& args) {
-    args[DNNL_ARG_SRC].set_data_handle(rowsOf(x, slices.begin(k)));
-    args[DNNL_ARG_DIFF_DST].set_data_handle(rowsOf(dy, slices.begin(k)));
+    args[DNNL_ARG_SRC].set_data_handle(rowsOf(xs, slices.begin(k)));
+    args[DNNL_ARG_DIFF_DST].set_data_handle(rowsOf(dys, slices.begin(k)));
     args[DNNL_ARG_DIFF_WEIGHTS].set_data_handle(partials + k * E);
   });
   Relayout& out = *s.conv.relaid;
@@ -301,7 +385,6 @@ void backwardFilter(KernelCall& call) {
       for (int64_t k = 1; k < count; ++k) acc += partials[k * E + e];
       sum[e] = acc;
     }
-  dnnl::stream stream(engine());
   out.run(stream, dw.data, true);
   stream.wait();
 }
@@ -358,6 +441,7 @@ Gemm::Gemm(const dnnl::memory::desc& src, const dnnl::memory::desc& weights, con
     const auto desc = bias ? dnnl::matmul::desc(a, b, *bias, c) : dnnl::matmul::desc(a, b, c);
     return dnnl::matmul::primitive_desc(desc, attr, engine());
   });
+  if (p.slicing.reference) ++referenceKernelsMade;
 }
 
 void Gemm::run(std::initializer_list<std::pair<int, void*>> pointers) {

@@ -45,5 +45,8 @@ void matmul(KernelCall& call);
 // Tests: the least multiply-adds a slice is given (default 8M), for steps made from now on; 0
 // restores the default. 1 cuts even small test shapes into the most slices.
 void setSliceWork(int64_t multiplyAdds);
+// Tests: how many of the kernels made so far run oneDNN's reference loops (where none of its own
+// takes the operands' layouts, even in its preferred channel block: none is known).
+int64_t referenceKernels();
 
 }  // namespace spmd::runtime::cpu::sliced

@@ -171,6 +171,26 @@ TEST(ConvVariantTest, DirectF64ConvolutionsGiveTheReferenceLoopsBits) {
   EXPECT_GT(finite, infinite);
 }
 
+// oneDNN's sliced kernels, pinned on every f32 case they run on, mixed layouts included (a plain
+// input beside a blocked result, where oneDNN's only primitive is its reference loops, ~500x
+// slower than its direct kernels): none is made on the reference loops.
+TEST(ConvVariantTest, SlicedKernelsNeverRunOneDnnsReferenceLoops) {
+  SmallestSlices slices;
+  int ran = 0;
+  for (const KernelCase& c : kernelCases(DType::f32)) {
+    if (!hasVariants(c)) continue;
+    SCOPED_TRACE(c.name);
+    PinnedKernels pin(c.op + ":onednn_sliced");
+    const int64_t before = cpu::sliced::referenceKernels();
+    std::string which;
+    runKernel(cpuKernels(), c, &which);
+    if (nameOf(which) != "onednn_sliced") continue;
+    ++ran;
+    EXPECT_EQ(cpu::sliced::referenceKernels(), before) << "oneDNN's reference loops";
+  }
+  EXPECT_GT(ran, 20);
+}
+
 // Each variant that says its bits do not depend on the thread count, pinned, on every case it
 // runs on: 1 and 2 OpenMP threads give the same bits (oneDNN's own backward weights, for one, do
 // not promise that).

@@ -368,6 +368,15 @@ std::vector<KernelCase> kernelCases(DType t) {
                     {{t, {2, 8, 6, 5}}}, {{"stride", V{1, 1}}, {"padding", V{1, 1}}}, {b8, "", b8}});
     list.push_back({"conv bwd filter blocked", "conv2d_backward_filter", {rnd({2, 8, 7, 7}), rnd({2, 16, 4, 4})},
                     {{t, {16, 8, 3, 3}}}, {{"stride", V{2, 2}}, {"padding", V{1, 1}}}, {b8, b16, ""}});
+    // A plain activation beside a blocked one at channel counts oneDNN's direct kernels read only
+    // blocked (the compiler leaves a pooling's result plain before a convolution): oneDNN's own
+    // primitive for these layouts is its reference loops (cpu/SlicedOnednn.cpp copies around it).
+    list.push_back({"conv plain 32c in, 16c out", "conv2d", {rnd({2, 32, 7, 6}), rnd({48, 32, 3, 3}, -0.2, 0.2), rnd({48})},
+                    {{t, {2, 48, 7, 6}}}, {{"stride", V{1, 1}}, {"padding", V{1, 1}}}, {"", "", "", b16}});
+    list.push_back({"conv bwd data 16c in, plain out", "conv2d_backward_data", {rnd({2, 48, 7, 6}), rnd({48, 32, 3, 3}, -0.2, 0.2)},
+                    {{t, {2, 32, 7, 6}}}, {{"stride", V{1, 1}}, {"padding", V{1, 1}}}, {b16, "", ""}});
+    list.push_back({"conv bwd filter plain 32c in, 16c grad", "conv2d_backward_filter", {rnd({2, 32, 7, 6}), rnd({2, 48, 7, 6})},
+                    {{t, {48, 32, 3, 3}}}, {{"stride", V{1, 1}}, {"padding", V{1, 1}}}, {"", b16, ""}});
     // Fused bodies on blocked data broadcasting plain inputs: a per-channel vector, a [1, C, 1, 1]
     // and a pooled [N, C] (the pooling gradient), walked in the blocked order.
     for (const std::string& b : {b8, b16})
