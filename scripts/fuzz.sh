@@ -25,36 +25,50 @@ export ASAN_OPTIONS="allocator_may_return_null=1:detect_leaks=0:allow_user_poiso
 # New inputs the fuzzers find are kept in a corpus outside the clone, so that runs on the same
 # machine (or a CI cache of this directory) build on each other.
 corpus=${FUZZ_CORPUS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/spmd-fuzz}
-for t in "${targets[@]}"; do
-  mkdir -p "$corpus/$t"
-  inputs=()
+# The targets run side by side, one a core (each fuzzer is one process on one thread, so each gets
+# its FUZZ_SECONDS of a core as when they ran one after another); their reports print in order.
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fuzz_one() {
+  local t=$1 inputs=() status=0
   for d in "$root/fuzz/corpus/$t" "$root/fuzz/regressions/$t"; do [[ -d $d ]] && inputs+=("$d"); done
   # The IR fuzzer starts from every lit test's IR (read only: new inputs go to the kept corpus).
   [[ $t == fuzz_spmd_ir ]] && inputs+=("$root/tests/lit/dialect" "$root/tests/lit/passes")
-  work=$(mktemp -d)
-  echo "fuzz: $t (${seconds}s, corpus $corpus/$t: $(find "$corpus/$t" -type f | wc -l) kept inputs)"
   # -rss_limit_mb: an input that makes a reader allocate without bound is a finding too.
-  budget=(-max_total_time="$seconds")
+  local budget=(-max_total_time="$seconds")
   ((seconds > 0)) || budget=(-runs=0)  # replay the inputs only
-  status=0
   "$build/fuzz/$t" -rss_limit_mb=2048 -timeout=10 "${budget[@]}" -print_final_stats=1 \
-    -artifact_prefix="$work/" "$corpus/$t" "${inputs[@]}" > "$work/log" 2>&1 || status=$?
-  grep -E "stat::number_of_executed_units|Done|ERROR|SUMMARY" "$work/log" || true
-  if compgen -G "$work/crash-*" > /dev/null || compgen -G "$work/oom-*" > /dev/null || compgen -G "$work/timeout-*" > /dev/null; then
-    echo "fuzz: $t found a failing input: $(ls "$work"/crash-* "$work"/oom-* "$work"/timeout-* 2>/dev/null)"
+    -artifact_prefix="$work/$t/" "$corpus/$t" "${inputs[@]}" > "$work/$t/log" 2>&1 || status=$?
+  echo "$status" > "$work/$t/status"
+}
+jobs_at_once=${JOBS:-$(getconf _NPROCESSORS_ONLN)}
+for t in "${targets[@]}"; do
+  mkdir -p "$corpus/$t" "$work/$t"
+  echo "fuzz: $t (${seconds}s, corpus $corpus/$t: $(find "$corpus/$t" -type f | wc -l) kept inputs)"
+  while (($(jobs -rp | wc -l) >= jobs_at_once)); do wait -n || true; done
+  fuzz_one "$t" &
+done
+wait
+for t in "${targets[@]}"; do
+  echo "== fuzz: $t"
+  grep -E "stat::number_of_executed_units|Done|ERROR|SUMMARY" "$work/$t/log" || true
+  if compgen -G "$work/$t/crash-*" > /dev/null || compgen -G "$work/$t/oom-*" > /dev/null || compgen -G "$work/$t/timeout-*" > /dev/null; then
+    kept=$(mktemp -d)
+    cp "$work/$t"/crash-* "$work/$t"/oom-* "$work/$t"/timeout-* "$kept/" 2>/dev/null || true
+    echo "fuzz: $t found a failing input: $(ls "$kept"/*)"
     exit 1
   fi
   # The fuzzer's own verdict: a binary that does not start, or stops for any other reason, fails.
-  if ((status != 0)); then
+  status=$(cat "$work/$t/status" 2>/dev/null || echo "no status")
+  if [[ $status != 0 ]]; then
     echo "fuzz: $t exited $status:"
-    tail -n 30 "$work/log"
+    tail -n 30 "$work/$t/log"
     exit 1
   fi
-  if ! grep -q "stat::number_of_executed_units" "$work/log"; then
+  if ! grep -q "stat::number_of_executed_units" "$work/$t/log"; then
     echo "fuzz: $t ran no inputs:"
-    tail -n 30 "$work/log"
+    tail -n 30 "$work/$t/log"
     exit 1
   fi
-  rm -rf "$work"
 done
 echo "fuzz: all targets clean"
