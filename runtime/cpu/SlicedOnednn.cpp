@@ -185,25 +185,22 @@ struct ConvState {
   std::optional<dnnl::memory::desc> filter;
   std::optional<Relayout> relaid;  // the filter between its plain buffer and `filter`
   // The two activations (stagedConv's order) between the step's buffers and the slices' copies
-  // (in `stagedLayouts`), where the slices run on copies; `outputs`: which one the step writes.
+  // (in `stagedLayouts`), where the slices run on copies.
   std::array<std::optional<Relayout>, 2> staged;
   std::array<const char*, 2> stagedLayouts = {nullptr, nullptr};
-  std::array<bool, 2> outputs = {false, false};
 
-  // Activation `i` as the slices read or write it: its copy (an input copied in first), or
-  // `v` itself.
-  TensorView slicesView(int i, const TensorView& v, dnnl::stream& stream) {
-    if (!staged[size_t(i)]) return v;
-    Relayout& r = *staged[size_t(i)];
+  // Activation `i` as the slices see it: its copy (an input, `copyIn`, copied in first), or `v`.
+  TensorView slicesView(size_t i, const TensorView& v, dnnl::stream& stream, bool copyIn) {
+    if (!staged[i]) return v;
     TensorView copy = v;
-    copy.layout = stagedLayouts[size_t(i)];
-    copy.data = r.internal.get_data_handle();
-    if (!outputs[size_t(i)]) r.run(stream, v.data, false);
+    copy.layout = stagedLayouts[i];
+    copy.data = staged[i]->internal.get_data_handle();
+    if (copyIn) staged[i]->run(stream, v.data, false);
     return copy;
   }
-  // Copies activation `i`'s slices' result back into the step's buffer `data`, where it is a copy.
-  void copyOut(int i, void* data, dnnl::stream& stream) {
-    if (staged[size_t(i)] && outputs[size_t(i)]) staged[size_t(i)]->run(stream, data, true);
+  // Copies output activation `i` from the slices' copy into the step's buffer `data`, where it is one.
+  void copyOut(size_t i, void* data, dnnl::stream& stream) {
+    if (staged[i]) staged[i]->run(stream, data, true);
   }
 };
 
@@ -233,7 +230,6 @@ State stagedConv(const TensorView& a, const TensorView& b, std::array<bool, 2> o
       build(other, copies[0], copies[1]);
       ConvState& c = conv(other);
       if (c.plan.reference) continue;
-      c.outputs = outputs;
       for (size_t i = 0; i < 2; ++i)
         if (copies[i].layout != own[i]->layout) {
           c.stagedLayouts[i] = copies[i].layout.data();
@@ -257,7 +253,7 @@ void runFiltered(ConvState& s, const TensorView& w, int inArg, const TensorView&
                  const TensorView* bias = nullptr) {
   dnnl::stream stream(engine());
   s.relaid->run(stream, w.data, false);
-  const TensorView from = s.slicesView(0, in, stream), to = s.slicesView(1, out, stream);
+  const TensorView from = s.slicesView(0, in, stream, true), to = s.slicesView(1, out, stream, false);
   stream.wait();
   void* filter = s.relaid->internal.get_data_handle();
   const Slices& slices = *s.plan.slices;
@@ -366,7 +362,7 @@ void backwardFilter(KernelCall& call) {
   float* partials = s.partials.data();
   const int64_t E = s.elements;
   dnnl::stream stream(engine());
-  const TensorView xs = s.conv.slicesView(0, x, stream), dys = s.conv.slicesView(1, dy, stream);
+  const TensorView xs = s.conv.slicesView(0, x, stream, true), dys = s.conv.slicesView(1, dy, stream, true);
   stream.wait();
   s.conv.plan.execute([&](int64_t k, std::unordered_map<int, dnnl::memory>& args) {
     args[DNNL_ARG_SRC].set_data_handle(rowsOf(xs, slices.begin(k)));
