@@ -16,17 +16,16 @@
 namespace bench {
 
 inline int benchmarkMain(int argc, char** argv, const std::string& program, const std::string& description,
-                         const std::function<void(CLI::App&)>& addFlags = {},
+                         const std::function<void(spmd::cli::Flags&)>& addFlags = {},
                          const std::function<int()>& beforeRunning = {}) {
-  CLI::App app(description);
-  spmd::cli::configure(app, program);
+  spmd::cli::Flags app(program, description);
   app.footer("Google Benchmark's flags (--benchmark_filter=REGEX, --benchmark_repetitions=N, "
              "--benchmark_format=json, ...) are passed on to it; --benchmark_list_tests lists the cases.");
   if (addFlags) addFlags(app);
   // Google Benchmark's flags, by their prefix, go to it; the rest is ours.
   std::vector<char*> ours{argv[0]}, theirs{argv[0]};
   for (int i = 1; i < argc; ++i) (std::string(argv[i]).rfind("--benchmark_", 0) == 0 ? theirs : ours).push_back(argv[i]);
-  if (auto stop = spmd::cli::parse(app, int(ours.size()), ours.data())) return *stop;
+  if (auto stop = app.parse(int(ours.size()), ours.data())) return *stop;
   if (beforeRunning)
     if (int status = beforeRunning()) return status;
   int count = int(theirs.size());

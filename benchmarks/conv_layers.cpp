@@ -150,18 +150,17 @@ int main(int argc, char** argv) {
   int64_t batch = 64, width = 64;
   int reps = 10;
   std::string only, layoutMode = "backend", deviceName = "cpu";
-  CLI::App app("Times every convolution shape of the ResNet-18 training step alone: forward, backward data and "
-               "backward filter (compare_conv_layers.py runs it beside PyTorch).");
-  namespace cli = spmd::cli;
-  cli::configure(app, "bench_conv_layers");
-  cli::whole(app, "--batch", batch, 1, int64_t(1) << 20, "images per call");
-  cli::whole(app, "--width", width, 1, 4096, "channels of the first stage");
-  cli::whole(app, "--reps", reps, 1, 1000000, "timed calls per kernel (the median is printed)");
-  cli::text(app, "--only", only, "time only this layer (e.g. stage2.3x3)", "LAYER");
-  cli::oneOf(app, "--layouts", layoutMode, {"backend", "plain"},
-             "backend: the blocked layouts the step uses; plain: NCHW everywhere");
-  cli::text(app, "--device", deviceName, "the device whose kernels run: cpu, sim or cuda:N (one device)", "DEVICE");
-  if (auto stop = cli::parse(app, argc, argv)) return *stop;
+  spmd::cli::Flags app("bench_conv_layers",
+                       "Times every convolution shape of the ResNet-18 training step alone: forward, backward data and "
+                       "backward filter (compare_conv_layers.py runs it beside PyTorch).");
+  app.whole("--batch", batch, 1, int64_t(1) << 20, "images per call");
+  app.whole("--width", width, 1, 4096, "channels of the first stage");
+  app.whole("--reps", reps, 1, 1000000, "timed calls per kernel (the median is printed)");
+  app.text("--only", only, "time only this layer (e.g. stage2.3x3)", "LAYER");
+  app.oneOf("--layouts", layoutMode, {"backend", "plain"},
+            "backend: the blocked layouts the step uses; plain: NCHW everywhere");
+  app.text("--device", deviceName, "the device whose kernels run: cpu, sim or cuda:N (one device)", "DEVICE");
+  if (auto stop = app.parse(argc, argv)) return *stop;
   std::shared_ptr<Device> device;
   std::string activations;  // the backend's activation layout (SPMD_CHANNELS_LAST=1: nhwc on cuda, sim)
   try {

@@ -179,38 +179,39 @@ int allreduce(const AllreduceFlags& f) {
 
 int main(int argc, char** argv) {
   try {
-    namespace cli = spmd::cli;
-    CLI::App app("The multi-process benchmark (benchmarks/compare_processes.py runs it, alone or under mpirun).");
-    cli::configure(app, "dist_bench");
-    app.require_subcommand(1);
+    spmd::cli::Flags app(
+        "dist_bench", "The multi-process benchmark (benchmarks/compare_processes.py runs it, alone or under mpirun).");
     StepFlags s;
-    CLI::App* stepMode = app.add_subcommand("step", "the ResNet-18 train step at a global batch: median step time, "
-                                                    "hidden all-reduce time, arenas and peak RSS");
-    cli::text(*stepMode, "--devices", s.devices, "this process's devices", "LIST");
-    cli::whole(*stepMode, "--width", s.width, 1, 4096, "channels of the first stage");
-    cli::whole(*stepMode, "--batch", s.batch, 1, int64_t(1) << 24, "global batch");
-    cli::whole(*stepMode, "--steps", s.steps, 1, 1000000, "timed steps after one warm-up step");
-    cli::whole(*stepMode, "--accumulate", s.accumulate, 1, 4096, "micro-batches per device and step");
-    stepMode->add_flag("--shard-update", s.shardUpdate,
-                       "ZeRO-1 (PmapOptions::shardUpdate): each replica updates and keeps 1/N of the optimizer state");
-    stepMode->add_flag("--fsdp", s.fsdp,
-                       "FSDP (PmapOptions::fullyShard): also 1/N of the parameters, gathered right before each layer");
-    stepMode->add_flag("--prefetch-gathers", s.prefetch,
-                       "with --fsdp: gather each layer's parameters one layer ahead (PmapOptions::prefetchGathers)");
-    stepMode->add_flag("--remat", s.remat,
-                       "recompute every residual block in the backward pass (ResNet18Config::checkpointBlocks)");
-    cli::number(*stepMode, "--sharded-bucket-mb", s.shardedBucketMb, 1e-6, 1e9,
-                "largest combined reduce-scatter / all-gather of --shard-update and --fsdp, in MB "
-                "(PmapOptions::shardedBucketBytes; a value below the smallest tensor: one per tensor)");
-    cli::number(*stepMode, "--memory-budget", s.memoryBudgetMb, 0, 1e9,
-                "MB one replica may hold; over it the compiler recomputes layers (PmapOptions::memoryBudget; 0: none)");
+    spmd::cli::Flags& stepMode = app.subcommand("step",
+                                                "the ResNet-18 train step at a global batch: median step time, "
+                                                "hidden all-reduce time, arenas and peak RSS");
+    stepMode.text("--devices", s.devices, "this process's devices", "LIST");
+    stepMode.whole("--width", s.width, 1, 4096, "channels of the first stage");
+    stepMode.whole("--batch", s.batch, 1, int64_t(1) << 24, "global batch");
+    stepMode.whole("--steps", s.steps, 1, 1000000, "timed steps after one warm-up step");
+    stepMode.whole("--accumulate", s.accumulate, 1, 4096, "micro-batches per device and step");
+    stepMode.flag("--shard-update", s.shardUpdate,
+                  "ZeRO-1 (PmapOptions::shardUpdate): each replica updates and keeps 1/N of the optimizer state");
+    stepMode.flag("--fsdp", s.fsdp,
+                  "FSDP (PmapOptions::fullyShard): also 1/N of the parameters, gathered right before each layer");
+    stepMode.flag("--prefetch-gathers", s.prefetch,
+                  "with --fsdp: gather each layer's parameters one layer ahead (PmapOptions::prefetchGathers)");
+    stepMode.flag("--remat", s.remat,
+                  "recompute every residual block in the backward pass (ResNet18Config::checkpointBlocks)");
+    stepMode.number("--sharded-bucket-mb", s.shardedBucketMb, 1e-6, 1e9,
+                    "largest combined reduce-scatter / all-gather of --shard-update and --fsdp, in MB "
+                    "(PmapOptions::shardedBucketBytes; a value below the smallest tensor: one per tensor)");
+    stepMode.number(
+        "--memory-budget", s.memoryBudgetMb, 0, 1e9,
+        "MB one replica may hold; over it the compiler recomputes layers (PmapOptions::memoryBudget; 0: none)");
     AllreduceFlags r;
-    CLI::App* allreduceMode = app.add_subcommand("allreduce", "f32 all-reduce times, exact and fast mode and "
-                                                              "MPI_Allreduce, 4 KB up to --max-bytes (mpirun -np 2+)");
-    cli::whole(*allreduceMode, "--max-bytes", r.maxBytes, 4096, int64_t(1) << 34, "largest message");
-    cli::whole(*allreduceMode, "--repeats", r.repeats, 1, 1000000, "timed repeats per size");
-    if (auto stop = cli::parse(app, argc, argv)) return *stop;
-    return stepMode->parsed() ? step(s) : allreduce(r);
+    spmd::cli::Flags& allreduceMode = app.subcommand("allreduce",
+                                                     "f32 all-reduce times, exact and fast mode and "
+                                                     "MPI_Allreduce, 4 KB up to --max-bytes (mpirun -np 2+)");
+    allreduceMode.whole("--max-bytes", r.maxBytes, 4096, int64_t(1) << 34, "largest message");
+    allreduceMode.whole("--repeats", r.repeats, 1, 1000000, "timed repeats per size");
+    if (auto stop = app.parse(argc, argv)) return *stop;
+    return stepMode.given() ? step(s) : allreduce(r);
   } catch (const std::exception& e) {
     if (spmd::processCount() > 1) spmd::abortJob(std::string("dist_bench: ") + e.what());
     std::fprintf(stderr, "dist_bench: %s\n", e.what());

@@ -198,10 +198,10 @@ int main(int argc, char** argv) {
   const int status = bench::benchmarkMain(
       argc, argv, "bench_gpu_step",
       "The full-width ResNet-18 training step on an accelerator at batch 64, 256 and 1024, CUDA graphs on and off.",
-      [](CLI::App& app) {
-        spmd::cli::text(app, "--devices", devices, "the device to run on (sim runs the same code)", "DEVICE");
-        spmd::cli::number(app, "--peak-f32", peakF32, 1e-3, 1e6, "the device's dense f32 TFLOP/s (the rows' peak_pct)");
-        spmd::cli::number(app, "--peak-bf16", peakBf16, 1e-3, 1e6, "the device's dense bf16 TFLOP/s (bf16 rows)");
+      [](spmd::cli::Flags& app) {
+        app.text("--devices", devices, "the device to run on (sim runs the same code)", "DEVICE");
+        app.number("--peak-f32", peakF32, 1e-3, 1e6, "the device's dense f32 TFLOP/s (the rows' peak_pct)");
+        app.number("--peak-bf16", peakBf16, 1e-3, 1e6, "the device's dense bf16 TFLOP/s (bf16 rows)");
       },
       [] {
         try {

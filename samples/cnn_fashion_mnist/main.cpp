@@ -33,19 +33,18 @@ struct Flags {
 // The flags through CLI11 (tools/cli); nullopt with `status` set when the program should stop.
 std::optional<Flags> parse(int argc, char** argv, int& status) {
   Flags f;
-  CLI::App app("Trains the seeds' Flax CNN on Fashion-MNIST with Adam, data-parallel (spmd::pmap).");
-  namespace cli = spmd::cli;
-  cli::configure(app, "cnn_fashion_mnist");
-  cli::whole(app, "--epochs", f.epochs, 1, 1000000, "epochs to train");
-  cli::whole(app, "--batch", f.batch, 1, int64_t(1) << 30, "global batch, split over the devices");
-  cli::number(app, "--lr", f.lr, 1e-30, 1e30,
-              "Adam's learning rate (with the notebook's 0.2 this model stays at chance accuracy)");
-  cli::text(app, "--devices", f.devices, "device list", "LIST");
-  cli::whole(app, "--train-limit", f.trainLimit, 0, int64_t(1) << 40, "use the first N training images (0: all)");
-  cli::whole(app, "--test-limit", f.testLimit, 0, int64_t(1) << 40, "use the first N test images (0: all)");
-  cli::whole(app, "--seed", f.seed, uint64_t(INT64_MAX), "initialization seed");
-  cli::number(app, "--min-accuracy", f.minAccuracy, 0, 1, "fail (exit 1) when the final test accuracy is lower");
-  if (auto stop = cli::parse(app, argc, argv)) {
+  spmd::cli::Flags app("cnn_fashion_mnist",
+                       "Trains the seeds' Flax CNN on Fashion-MNIST with Adam, data-parallel (spmd::pmap).");
+  app.whole("--epochs", f.epochs, 1, 1000000, "epochs to train");
+  app.whole("--batch", f.batch, 1, int64_t(1) << 30, "global batch, split over the devices");
+  app.number("--lr", f.lr, 1e-30, 1e30,
+             "Adam's learning rate (with the notebook's 0.2 this model stays at chance accuracy)");
+  app.text("--devices", f.devices, "device list", "LIST");
+  app.whole("--train-limit", f.trainLimit, 0, int64_t(1) << 40, "use the first N training images (0: all)");
+  app.whole("--test-limit", f.testLimit, 0, int64_t(1) << 40, "use the first N test images (0: all)");
+  app.whole("--seed", f.seed, uint64_t(INT64_MAX), "initialization seed");
+  app.number("--min-accuracy", f.minAccuracy, 0, 1, "fail (exit 1) when the final test accuracy is lower");
+  if (auto stop = app.parse(argc, argv)) {
     status = *stop;
     return std::nullopt;
   }

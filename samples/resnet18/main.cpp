@@ -22,15 +22,13 @@ struct Flags {
 // The flags through CLI11 (tools/cli); nullopt with `status` set when the program should stop.
 std::optional<Flags> parse(int argc, char** argv, int& status) {
   Flags flags;
-  CLI::App app("Runs one ResNet-18 forward pass on the CPU (spmd::jit) and prints the logits.");
-  namespace cli = spmd::cli;
-  cli::configure(app, "resnet18");
-  cli::whole(app, "--batch", flags.batch, 1, int64_t(1) << 24, "images in the batch");
-  cli::whole(app, "--width", flags.width, 1, 4096, "channels of the first stage (64: the seeds' model)");
-  cli::whole(app, "--seed", flags.seed, uint64_t(INT64_MAX), "initialization and input seed");
-  app.add_flag("--inference", flags.inference, "BatchNorm in inference form (default: training form)");
-  cli::text(app, "--dump-ir", flags.dumpDir, "write the IR after each pass and the Program here", "DIR");
-  if (auto stop = cli::parse(app, argc, argv)) {
+  spmd::cli::Flags app("resnet18", "Runs one ResNet-18 forward pass on the CPU (spmd::jit) and prints the logits.");
+  app.whole("--batch", flags.batch, 1, int64_t(1) << 24, "images in the batch");
+  app.whole("--width", flags.width, 1, 4096, "channels of the first stage (64: the seeds' model)");
+  app.whole("--seed", flags.seed, uint64_t(INT64_MAX), "initialization and input seed");
+  app.flag("--inference", flags.inference, "BatchNorm in inference form (default: training form)");
+  app.text("--dump-ir", flags.dumpDir, "write the IR after each pass and the Program here", "DIR");
+  if (auto stop = app.parse(argc, argv)) {
     status = *stop;
     return std::nullopt;
   }

@@ -31,21 +31,20 @@ struct Flags {
 
 std::optional<Flags> parse(int argc, char** argv, int& status) {
   Flags f;
-  CLI::App app("Trains a two-layer MLP tensor-parallel over a data x model mesh (spmd::shardMap).");
-  namespace cli = spmd::cli;
-  cli::configure(app, "tensor_parallel_mlp");
-  cli::whole(app, "--data", f.data, 1, 4096, "the mesh's data axis: replicas that split the batch");
-  cli::whole(app, "--model", f.model, 1, 4096, "the mesh's model axis: replicas that split the hidden units");
-  cli::text(app, "--devices", f.devices, "device list (default: cpu:<data * model>)", "LIST");
-  cli::whole(app, "--steps", f.steps, 1, 100000000, "SGD steps");
-  cli::whole(app, "--batch", f.batch, 1, int64_t(1) << 30, "global batch (a multiple of --data)");
-  cli::whole(app, "--hidden", f.hidden, 1, int64_t(1) << 30, "hidden units (a multiple of --model)");
-  cli::number(app, "--lr", f.lr, 1e-30, 1e30, "SGD's learning rate");
-  cli::oneOf(app, "--dtype", f.dtype, {"f32", "f64"}, "parameters' and data's dtype");
-  app.add_flag("--check", f.check, "run the unsharded MLP beside it and stop where they differ");
-  cli::number(app, "--max-final-ratio", f.maxFinalRatio, 0, 1e30,
-              "fail (exit 1) unless the last loss is at most this times the first (0: no check)");
-  if (auto stop = cli::parse(app, argc, argv)) {
+  spmd::cli::Flags app("tensor_parallel_mlp",
+                       "Trains a two-layer MLP tensor-parallel over a data x model mesh (spmd::shardMap).");
+  app.whole("--data", f.data, 1, 4096, "the mesh's data axis: replicas that split the batch");
+  app.whole("--model", f.model, 1, 4096, "the mesh's model axis: replicas that split the hidden units");
+  app.text("--devices", f.devices, "device list (default: cpu:<data * model>)", "LIST");
+  app.whole("--steps", f.steps, 1, 100000000, "SGD steps");
+  app.whole("--batch", f.batch, 1, int64_t(1) << 30, "global batch (a multiple of --data)");
+  app.whole("--hidden", f.hidden, 1, int64_t(1) << 30, "hidden units (a multiple of --model)");
+  app.number("--lr", f.lr, 1e-30, 1e30, "SGD's learning rate");
+  app.oneOf("--dtype", f.dtype, {"f32", "f64"}, "parameters' and data's dtype");
+  app.flag("--check", f.check, "run the unsharded MLP beside it and stop where they differ");
+  app.number("--max-final-ratio", f.maxFinalRatio, 0, 1e30,
+             "fail (exit 1) unless the last loss is at most this times the first (0: no check)");
+  if (auto stop = app.parse(argc, argv)) {
     status = *stop;
     return std::nullopt;
   }

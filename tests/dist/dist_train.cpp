@@ -47,25 +47,24 @@ struct Flags {
 // The flags through CLI11 (tools/cli); nullopt with `status` set when the program should stop.
 std::optional<Flags> parse(int argc, char** argv, int& status) {
   Flags f;
-  CLI::App app("The multi-process test worker: SGD steps of a width-2 ResNet-18, state written for comparison "
-               "(tests/dist/run_dist.py).");
-  namespace cli = spmd::cli;
-  cli::configure(app, "dist_train");
-  cli::text(app, "--devices", f.devices, "this process's devices", "LIST");
-  cli::text(app, "--out", f.out, "write <out>.<process> (raw state) and <out>.index", "PREFIX");
-  cli::whole(app, "--steps", f.steps, 1, 1000, "training steps");
-  cli::oneOf(app, "--fault", f.fault, {"", "throw", "kill", "hang", "stop", "flip", "lone-read"}, "the fault to inject");
-  cli::whole(app, "--fault-process", f.faultProcess, 0, 1 << 20, "the process that faults");
-  cli::whole(app, "--fault-step", f.faultStep, 0, 1000, "the step at which it faults");
-  cli::text(app, "--checkpoint", f.checkpoint, "process 0 saves the state here after every step", "PATH");
-  cli::oneOf(app, "--bn", f.bn, {"cross", "per"}, "BatchNorm statistics over all replicas or per replica");
-  cli::number(app, "--lr", f.lr, 0, 1e30, "learning rate");
-  cli::whole(app, "--init-seed", f.initSeed, 0, INT32_MAX, "initialization seed");
-  cli::whole(app, "--accumulate", f.accumulate, 1, 4096, "micro-batches per device and step");
-  cli::oneOf(app, "--dtype", f.dtype, {"f32", "f64", "bf16"},
-             "the element type of the model and data (bf16: mixed precision, f32 parameters)");
-  cli::whole(app, "--bucket-bytes", f.bucketBytes, 4, int64_t(1) << 40, "the largest combined gradient all-reduce");
-  if (auto stop = cli::parse(app, argc, argv)) {
+  spmd::cli::Flags app("dist_train",
+                       "The multi-process test worker: SGD steps of a width-2 ResNet-18, state written for comparison "
+                       "(tests/dist/run_dist.py).");
+  app.text("--devices", f.devices, "this process's devices", "LIST");
+  app.text("--out", f.out, "write <out>.<process> (raw state) and <out>.index", "PREFIX");
+  app.whole("--steps", f.steps, 1, 1000, "training steps");
+  app.oneOf("--fault", f.fault, {"", "throw", "kill", "hang", "stop", "flip", "lone-read"}, "the fault to inject");
+  app.whole("--fault-process", f.faultProcess, 0, 1 << 20, "the process that faults");
+  app.whole("--fault-step", f.faultStep, 0, 1000, "the step at which it faults");
+  app.text("--checkpoint", f.checkpoint, "process 0 saves the state here after every step", "PATH");
+  app.oneOf("--bn", f.bn, {"cross", "per"}, "BatchNorm statistics over all replicas or per replica");
+  app.number("--lr", f.lr, 0, 1e30, "learning rate");
+  app.whole("--init-seed", f.initSeed, 0, INT32_MAX, "initialization seed");
+  app.whole("--accumulate", f.accumulate, 1, 4096, "micro-batches per device and step");
+  app.oneOf("--dtype", f.dtype, {"f32", "f64", "bf16"},
+            "the element type of the model and data (bf16: mixed precision, f32 parameters)");
+  app.whole("--bucket-bytes", f.bucketBytes, 4, int64_t(1) << 40, "the largest combined gradient all-reduce");
+  if (auto stop = app.parse(argc, argv)) {
     status = *stop;
     return std::nullopt;
   }

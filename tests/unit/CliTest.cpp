@@ -13,8 +13,22 @@ namespace {
 
 struct Parsed {
   std::optional<int> stop;
-  std::string err;
+  std::string out, err;
 };
+
+// Parses `args` (after the program's name), capturing what it prints.
+Parsed parse(spmd::cli::Flags& flags, std::vector<std::string> args) {
+  args.insert(args.begin(), "prog");
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  testing::internal::CaptureStderr();
+  testing::internal::CaptureStdout();
+  Parsed p;
+  p.stop = flags.parse(int(argv.size()), argv.data());
+  p.out = testing::internal::GetCapturedStdout();
+  p.err = testing::internal::GetCapturedStderr();
+  return p;
+}
 
 struct Program {
   int64_t batch = 128;
@@ -22,27 +36,15 @@ struct Program {
   double lr = 0.05;
   std::string mode = "sgd";
   uint64_t seed = 0;
-  CLI::App app{"a test program"};
+  spmd::cli::Flags flags{"prog", "a test program"};
   Program() {
-    spmd::cli::configure(app, "prog");
-    spmd::cli::whole(app, "--batch", batch, 1, int64_t(1) << 30, "batch");
-    spmd::cli::whole(app, "--steps", steps, 1, 1000, "steps");
-    spmd::cli::number(app, "--lr", lr, 0, 10, "rate");
-    spmd::cli::oneOf(app, "--mode", mode, {"sgd", "adam"}, "mode");
-    spmd::cli::whole(app, "--seed", seed, uint64_t(INT64_MAX), "seed");
+    flags.whole("--batch", batch, 1, int64_t(1) << 30, "batch")
+        .whole("--steps", steps, 1, 1000, "steps")
+        .number("--lr", lr, 0, 10, "rate")
+        .oneOf("--mode", mode, {"sgd", "adam"}, "mode")
+        .whole("--seed", seed, uint64_t(INT64_MAX), "seed");
   }
-  Parsed parse(std::vector<std::string> args) {
-    args.insert(args.begin(), "prog");
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    testing::internal::CaptureStderr();
-    testing::internal::CaptureStdout();
-    Parsed p;
-    p.stop = spmd::cli::parse(app, int(argv.size()), argv.data());
-    testing::internal::GetCapturedStdout();
-    p.err = testing::internal::GetCapturedStderr();
-    return p;
-  }
+  Parsed parse(std::vector<std::string> args) { return ::parse(flags, std::move(args)); }
 };
 
 TEST(CliTest, ValuesArriveInBothSpellings) {
@@ -94,9 +96,92 @@ TEST(CliTest, HelpAndVersionStopWithZero) {
     EXPECT_EQ(r.err, "") << flag;
   }
   Program p;
-  EXPECT_NE(p.app.help().find("--batch N=128"), std::string::npos) << p.app.help();
-  EXPECT_NE(p.app.help().find("--mode sgd|adam=sgd"), std::string::npos) << p.app.help();
-  EXPECT_EQ(p.app.version(), std::string("prog (spmd ") + spmd::cli::version() + ")");
+  const std::string help = p.parse({"--help"}).out;
+  EXPECT_NE(help.find("--batch N=128"), std::string::npos) << help;
+  EXPECT_NE(help.find("--mode sgd|adam=sgd"), std::string::npos) << help;
+  Program q;
+  EXPECT_EQ(q.parse({"--version"}).out, std::string("prog (spmd ") + spmd::cli::version() + ")\n");
+}
+
+TEST(CliTest, SwitchesPositionalsAndOptionalValues) {
+  bool print = false, plot = true, listed = false;
+  std::string file, backend;
+  auto declare = [&](spmd::cli::Flags& flags) {
+    print = false, plot = true, listed = false, file.clear(), backend.clear();
+    flags.flag("--print", print, "print")
+        .flag("--no-plot", plot, "no plot", false)
+        .positional("FILE", file, "the file", "FILE")
+        .optionalText("--kernels", backend, listed, "list kernels", "[BACKEND]");
+  };
+  {
+    spmd::cli::Flags flags("prog", "switches");
+    declare(flags);
+    Parsed r = parse(flags, {"a.spmd", "--print", "--no-plot"});
+    EXPECT_FALSE(r.stop) << r.err;
+    EXPECT_TRUE(print);
+    EXPECT_FALSE(plot);
+    EXPECT_EQ(file, "a.spmd");
+    EXPECT_FALSE(listed) << "--kernels was not given";
+  }
+  {
+    spmd::cli::Flags flags("prog", "switches");
+    declare(flags);
+    Parsed r = parse(flags, {"--kernels"});
+    EXPECT_FALSE(r.stop) << r.err;
+    EXPECT_TRUE(listed) << "--kernels without a value is given";
+    EXPECT_EQ(backend, "");
+    EXPECT_FALSE(print);
+    EXPECT_TRUE(plot);
+  }
+  {
+    spmd::cli::Flags flags("prog", "switches");
+    declare(flags);
+    Parsed r = parse(flags, {"--kernels=sim"});
+    EXPECT_FALSE(r.stop) << r.err;
+    EXPECT_TRUE(listed);
+    EXPECT_EQ(backend, "sim");
+  }
+}
+
+TEST(CliTest, ExactlyOneSubcommandRunsWithItsOwnFlags) {
+  struct Modes {
+    int width = 2, repeats = 1;
+    spmd::cli::Flags flags{"prog", "modes"};
+    spmd::cli::Flags& step = flags.subcommand("step", "a step");
+    spmd::cli::Flags& allreduce = flags.subcommand("allreduce", "an all-reduce");
+    Modes() {
+      step.whole("--width", width, 1, 64, "width");
+      allreduce.whole("--repeats", repeats, 1, 10, "repeats");
+    }
+  };
+  {
+    Modes m;
+    Parsed r = parse(m.flags, {"step", "--width", "8"});
+    EXPECT_FALSE(r.stop) << r.err;
+    EXPECT_TRUE(m.step.given());
+    EXPECT_FALSE(m.allreduce.given());
+    EXPECT_EQ(m.width, 8);
+  }
+  {
+    Modes m;
+    Parsed r = parse(m.flags, {"allreduce", "--repeats=3"});
+    EXPECT_FALSE(r.stop) << r.err;
+    EXPECT_TRUE(m.allreduce.given());
+    EXPECT_EQ(m.repeats, 3);
+  }
+  {
+    Modes m;
+    Parsed r = parse(m.flags, {});
+    ASSERT_TRUE(r.stop);
+    EXPECT_EQ(*r.stop, 2);
+    EXPECT_NE(r.err.find("prog: error: "), std::string::npos) << r.err;
+  }
+  {
+    Modes m;  // a subcommand's flag is its own
+    Parsed r = parse(m.flags, {"step", "--repeats", "3"});
+    ASSERT_TRUE(r.stop);
+    EXPECT_EQ(*r.stop, 2);
+  }
 }
 
 }  // namespace

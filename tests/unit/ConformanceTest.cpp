@@ -87,7 +87,9 @@ TEST_P(ConformanceTest, EveryKernelMatchesTheReference) {
         }
       }
     for (const auto& [op, _] : device->kernels())
-      if (!collectives.count(op)) EXPECT_TRUE(covered.count(op)) << "no kernel case for " << op;
+      if (!collectives.count(op)) {
+        EXPECT_TRUE(covered.count(op)) << "no kernel case for " << op;
+      }
   }
 }
 

@@ -216,8 +216,9 @@ TEST(GradCheckTest, EveryVjpMatchesFiniteDifferencesInF64) {
   // its VJP exactly.
   const std::set<std::string> collectives = {"all_reduce", "all_gather", "reduce_scatter", "ppermute", "all_to_all", "convert"};
   for (const std::string& op : ir::opNames())
-    if (ir::differentiation(op) == ir::Differentiation::Vjp && !collectives.count(op))
+    if (ir::differentiation(op) == ir::Differentiation::Vjp && !collectives.count(op)) {
       EXPECT_TRUE(exercised.count(op)) << "no finite-difference case exercises spmd." << op;
+    }
 }
 
 }  // namespace

@@ -35,7 +35,9 @@ TEST(OpCoverageTest, EveryOpHasAKernelOnEveryBackendThatSaysWhatServesIt) {
       if (kLoweredWithoutKernel.count(op)) continue;
       auto it = table->find(op);
       EXPECT_TRUE(it != table->end()) << "op spmd." << op << " has no " << backend << " kernel";
-      if (it != table->end()) EXPECT_FALSE(it->second.source.empty()) << backend << " does not say what serves " << op;
+      if (it != table->end()) {
+        EXPECT_FALSE(it->second.source.empty()) << backend << " does not say what serves " << op;
+      }
     }
     for (const auto& [op, _] : *table) EXPECT_TRUE(known.count(op)) << backend << " has a kernel for unknown op " << op;
   }
@@ -50,8 +52,9 @@ TEST(OpCoverageTest, EveryOpHasAKernelOnEveryBackendThatSaysWhatServesIt) {
 // the reductions alike, case by case (the dialect's ODS enum, ir/SpmdEnums.td).
 TEST(OpCoverageTest, TheDialectAndTheProgramCatalogAgree) {
   for (const std::string& op : ir::opNames())
-    if (!kLoweredWithoutKernel.count(op))
+    if (!kLoweredWithoutKernel.count(op)) {
       EXPECT_TRUE(runtime::isProgramOp(op)) << "op spmd." << op << " is not in SPMD_PROGRAM_OPS";
+    }
   std::vector<std::string> ops = ir::opNames();
   std::set<std::string> dialect(ops.begin(), ops.end());
 #define SPMD_IN_DIALECT(name, ...) EXPECT_TRUE(dialect.count(#name)) << "catalog op " #name " is not in the dialect";

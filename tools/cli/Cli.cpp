@@ -1,5 +1,7 @@
-// The shared CLI11 setup (see Cli.h).
+// The shared CLI11 setup (see Cli.h): the one file that includes CLI11.
 #include "tools/cli/Cli.h"
+
+#include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <cstdio>
@@ -50,57 +52,61 @@ std::string said(const CLI::App& app, const CLI::ParseError& e, int argc, char**
 
 const char* version() { return SPMD_VERSION_TEXT; }
 
-void configure(CLI::App& app, const std::string& program) {
-  app.name(program);
-  app.set_version_flag("--version", program + " (spmd " + std::string(version()) + ")");
-  app.get_formatter()->column_width(30);
+Flags::Flags(const std::string& program, const std::string& description)
+    : owned_(std::make_unique<CLI::App>(description)), app_(owned_.get()) {
+  app_->name(program);
+  app_->set_version_flag("--version", program + " (spmd " + std::string(version()) + ")");
+  app_->get_formatter()->column_width(30);
   // A flag given twice: the last one counts, as with getopt and the parsers before CLI11.
-  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  app_->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
 }
+
+Flags::Flags(CLI::App* subcommand) : app_(subcommand) {}
+
+Flags::~Flags() = default;
 
 // The three whole() overloads: a whole number in [min, max] stored into `target`.
 template <typename T>
-CLI::Option* wholeInto(CLI::App& app, const std::string& flag, T& target, int64_t min, int64_t max,
-                       const std::string& help) {
-  return app
-      .add_option_function<std::string>(
-          flag, checked([&target, flag, min, max](const std::string& v) { target = T(runtime::parseWhole(v, flag, min, max)); }),
-          help)
+static void wholeInto(CLI::App& app, const std::string& flag, T& target, int64_t min, int64_t max,
+                      const std::string& help) {
+  app.add_option_function<std::string>(
+         flag, checked([&target, flag, min, max](const std::string& v) { target = T(runtime::parseWhole(v, flag, min, max)); }),
+         help)
       ->type_name("N")
       ->default_str(std::to_string(target));
 }
 
-CLI::Option* whole(CLI::App& app, const std::string& flag, int64_t& target, int64_t min, int64_t max,
-                   const std::string& help) {
-  return wholeInto(app, flag, target, min, max, help);
+Flags& Flags::whole(const std::string& flag, int64_t& target, int64_t min, int64_t max, const std::string& help) {
+  wholeInto(*app_, flag, target, min, max, help);
+  return *this;
 }
 
-CLI::Option* whole(CLI::App& app, const std::string& flag, int& target, int min, int max, const std::string& help) {
-  return wholeInto(app, flag, target, min, max, help);
+Flags& Flags::whole(const std::string& flag, int& target, int min, int max, const std::string& help) {
+  wholeInto(*app_, flag, target, min, max, help);
+  return *this;
 }
 
-CLI::Option* whole(CLI::App& app, const std::string& flag, uint64_t& target, uint64_t max, const std::string& help) {
-  return wholeInto(app, flag, target, 0, int64_t(std::min<uint64_t>(max, uint64_t(INT64_MAX))), help);
+Flags& Flags::whole(const std::string& flag, uint64_t& target, uint64_t max, const std::string& help) {
+  wholeInto(*app_, flag, target, 0, int64_t(std::min<uint64_t>(max, uint64_t(INT64_MAX))), help);
+  return *this;
 }
 
-CLI::Option* number(CLI::App& app, const std::string& flag, double& target, double min, double max,
-                    const std::string& help) {
+Flags& Flags::number(const std::string& flag, double& target, double min, double max, const std::string& help) {
   char shown[32];
   std::snprintf(shown, sizeof shown, "%g", target);
-  return app
-      .add_option_function<std::string>(
+  app_->add_option_function<std::string>(
           flag, checked([&target, flag, min, max](const std::string& v) { target = runtime::parseNumber(v, flag, min, max); }),
           help)
       ->type_name("X")
       ->default_str(shown);
+  return *this;
 }
 
-CLI::Option* oneOf(CLI::App& app, const std::string& flag, std::string& target, const std::vector<std::string>& words,
-                   const std::string& help) {
+Flags& Flags::oneOf(const std::string& flag, std::string& target, const std::vector<std::string>& words,
+                    const std::string& help) {
   std::string names;
   for (const std::string& w : words) names += (names.empty() ? "" : "|") + w;
-  return app
-      .add_option_function<std::string>(
+  app_->add_option_function<std::string>(
           flag, checked([&target, flag, words, names](const std::string& v) {
             if (std::find(words.begin(), words.end(), v) == words.end())
               throw spmd::Error(flag + " must be one of " + names + ", got '" + v + "'");
@@ -109,18 +115,59 @@ CLI::Option* oneOf(CLI::App& app, const std::string& flag, std::string& target, 
           help)
       ->type_name(names)
       ->default_str(target);
+  return *this;
 }
 
-CLI::Option* text(CLI::App& app, const std::string& flag, std::string& target, const std::string& help,
-                  const std::string& typeName) {
-  CLI::Option* option = app.add_option(flag, target, help)->type_name(typeName);
+Flags& Flags::text(const std::string& flag, std::string& target, const std::string& help, const std::string& typeName) {
+  CLI::Option* option = app_->add_option(flag, target, help)->type_name(typeName);
   if (!target.empty()) option->default_str(target);
-  return option;
+  return *this;
 }
 
-std::optional<int> parse(CLI::App& app, int argc, char** argv) {
+Flags& Flags::optionalText(const std::string& flag, std::string& target, bool& given, const std::string& help,
+                           const std::string& typeName) {
+  given = false;
+  presence_.emplace_back(app_->add_option(flag, target, help)->type_name(typeName)->expected(0, 1), &given);
+  return *this;
+}
+
+void Flags::notePresence() {
+  for (auto& [option, given] : presence_) *given = option->count() > 0;
+  for (auto& sub : subcommands_) sub->notePresence();
+}
+
+Flags& Flags::flag(const std::string& flag, bool& target, const std::string& help, bool value) {
+  if (value)
+    app_->add_flag(flag, target, help);
+  else
+    app_->add_flag_callback(flag, [&target] { target = false; }, help);
+  return *this;
+}
+
+Flags& Flags::positional(const std::string& name, std::string& target, const std::string& help,
+                         const std::string& typeName) {
+  app_->add_option(name, target, help)->type_name(typeName);
+  return *this;
+}
+
+Flags& Flags::footer(const std::string& text) {
+  app_->footer(text);
+  return *this;
+}
+
+Flags& Flags::subcommand(const std::string& name, const std::string& description) {
+  app_->require_subcommand(1);
+  subcommands_.push_back(std::unique_ptr<Flags>(new Flags(app_->add_subcommand(name, description))));
+  return *subcommands_.back();
+}
+
+bool Flags::given() const { return app_->parsed(); }
+
+std::optional<int> Flags::parse(int argc, char** argv) {
+  CLI::App& app = *app_;
   try {
     app.parse(argc, argv);
+    notePresence();
     return std::nullopt;
   } catch (const CLI::CallForHelp&) {
     std::fputs(app.help().c_str(), stdout);

@@ -28,7 +28,6 @@
 namespace {
 
 using namespace spmd;
-namespace cli = spmd::cli;
 
 Array synthetic(const runtime::BufferDesc& desc, uint64_t seed) {
   Array a = Array::zeros(desc.dtype, desc.shape);
@@ -81,27 +80,28 @@ int run(int argc, char** argv) {
   int steps = 20, warmup = 3;
   int64_t items = 0;
   bool print = false;
-  CLI::App app("Runs a Program saved by the compiler (SPMD_DUMP_IR=<dir> writes <dir>/program.spmd) with one replica "
-               "per device on synthetic inputs and prints the time per step; --kernels lists which code serves each "
-               "op on each backend.");
-  cli::configure(app, "spmd-run");
-  app.add_option("PROGRAM", path, "the program.spmd file")->type_name("FILE");
-  cli::text(app, "--devices", devices, "cpu:1, sim:2, cuda:0, cuda:0*2, ... (default $SPMD_DEVICES, else cpu:1)", "LIST");
-  cli::whole(app, "--steps", steps, 1, INT32_MAX, "timed runs");
-  cli::whole(app, "--warmup", warmup, 0, INT32_MAX, "untimed runs first");
-  cli::whole(app, "--items", items, 1, INT32_MAX, "items (images) per run, to print items/s");
-  app.add_flag("--print", print, "print the Program's text first");
-  CLI::Option* kernels = app.add_option("--kernels", kernelsOf,
-                                        "list each op's kernel and its variants, on every backend or on BACKEND; "
-                                        "with PROGRAM, which variant each step ran and why")
-                             ->type_name("[BACKEND]")
-                             ->expected(0, 1);
-  if (auto stop = cli::parse(app, argc, argv)) return *stop;
-  if (kernels->count() && !path.empty() && !kernelsOf.empty()) {
+  spmd::cli::Flags app(
+      "spmd-run",
+      "Runs a Program saved by the compiler (SPMD_DUMP_IR=<dir> writes <dir>/program.spmd) with one replica "
+      "per device on synthetic inputs and prints the time per step; --kernels lists which code serves each "
+      "op on each backend.");
+  app.positional("PROGRAM", path, "the program.spmd file", "FILE");
+  app.text("--devices", devices, "cpu:1, sim:2, cuda:0, cuda:0*2, ... (default $SPMD_DEVICES, else cpu:1)", "LIST");
+  app.whole("--steps", steps, 1, INT32_MAX, "timed runs");
+  app.whole("--warmup", warmup, 0, INT32_MAX, "untimed runs first");
+  app.whole("--items", items, 1, INT32_MAX, "items (images) per run, to print items/s");
+  app.flag("--print", print, "print the Program's text first");
+  bool kernels = false;
+  app.optionalText("--kernels", kernelsOf, kernels,
+                   "list each op's kernel and its variants, on every backend or on BACKEND; "
+                   "with PROGRAM, which variant each step ran and why",
+                   "[BACKEND]");
+  if (auto stop = app.parse(argc, argv)) return *stop;
+  if (kernels && !path.empty() && !kernelsOf.empty()) {
     std::fprintf(stderr, "spmd-run: error: --kernels with a program file takes no backend: give it with --devices\n");
     return 2;
   }
-  if (kernels->count() && path.empty()) return listKernels(kernelsOf);
+  if (kernels && path.empty()) return listKernels(kernelsOf);
   if (path.empty()) {
     std::fprintf(stderr, "spmd-run: error: no program file given (see --help)\n");
     return 2;
@@ -169,7 +169,7 @@ int run(int argc, char** argv) {
   for (size_t k = 0; k < results.size(); ++k)
     if (program.outputPlacements[k].kind == runtime::Placement::Kind::Mesh) onMesh++, (void)results[k]->host();
   if (onMesh) std::printf("%d mesh outputs put together on %s: their copies agree\n", onMesh, program.mesh.describe().c_str());
-  if (kernels->count()) {
+  if (kernels) {
     const runtime::Executor& replica = group.executor(0);
     for (size_t s = 0; s < program.steps.size(); ++s)
       if (!replica.variantOf(s).empty())
