@@ -146,6 +146,29 @@ Tensor layerNorm(const Tensor& x, const Tensor& scale, const Tensor& offset, dou
   return add(mul(normalized, scale, loc), offset, loc);
 }
 
+Tensor groupNorm(const Tensor& x, int64_t groups, const Tensor& scale, const Tensor& offset, double epsilon,
+                 Loc loc) {
+  if (x.rank() < 2)
+    throw Error(where(loc) + ": spmd::groupNorm: x must be [N, C, ...] (rank 2 or more), got " + x.typeString());
+  const int64_t channels = x.dim(1);
+  if (groups < 1 || channels % groups != 0)
+    throw Error(where(loc) + ": spmd::groupNorm: groups must divide the " + std::to_string(channels) +
+                " channels of " + x.typeString() + ", got " + std::to_string(groups));
+  if (scale.shape() != Shape{channels} || offset.shape() != scale.shape())
+    throw Error(where(loc) + ": spmd::groupNorm: scale and offset must be [" + std::to_string(channels) +
+                "] (the channels of " + x.typeString() + "), got " + scale.typeString() + " and " +
+                offset.typeString());
+  if (!(epsilon > 0)) throw Error(where(loc) + ": spmd::groupNorm: epsilon must be positive");
+  const int64_t n = x.dim(0);
+  Tensor grouped = reshape(x, {n, groups, -1}, loc);
+  Tensor centered = sub(grouped, reshape(mean(grouped, {-1}, loc), {n, groups, 1}, loc), loc);
+  Tensor variance = reshape(mean(mul(centered, centered, loc), {-1}, loc), {n, groups, 1}, loc);
+  Tensor normalized = reshape(div(centered, sqrt(add(variance, epsilon, loc), loc), loc), x.shape(), loc);
+  Shape perChannel(size_t(x.rank()), 1);
+  perChannel[1] = channels;
+  return add(mul(normalized, reshape(scale, perChannel, loc), loc), reshape(offset, perChannel, loc), loc);
+}
+
 Tensor add(const Tensor& a, const Tensor& b, Loc loc) { return binary<ir::AddOp>(a, b, "add", loc); }
 Tensor sub(const Tensor& a, const Tensor& b, Loc loc) { return binary<ir::SubOp>(a, b, "sub", loc); }
 Tensor mul(const Tensor& a, const Tensor& b, Loc loc) { return binary<ir::MulOp>(a, b, "mul", loc); }
@@ -175,6 +198,8 @@ Tensor tanh(const Tensor& x, Loc loc) { return unary<ir::TanhOp>(x, "tanh", loc)
 Tensor sigmoid(const Tensor& x, Loc loc) { return unary<ir::SigmoidOp>(x, "sigmoid", loc); }
 Tensor abs(const Tensor& x, Loc loc) { return unary<ir::AbsOp>(x, "abs", loc); }
 Tensor gelu(const Tensor& x, Loc loc) { return unary<ir::GeluOp>(x, "gelu", loc); }
+Tensor sin(const Tensor& x, Loc loc) { return unary<ir::SinOp>(x, "sin", loc); }
+Tensor cos(const Tensor& x, Loc loc) { return unary<ir::CosOp>(x, "cos", loc); }
 
 Tensor fill(const Tensor& like, double value, Loc loc) {
   Trace& trace = Trace::current("fill", loc);

@@ -54,6 +54,15 @@ Tensor logSoftmax(const Tensor& x, int64_t axis = -1, Loc loc = Loc::current());
 Tensor layerNorm(const Tensor& x, const Tensor& scale, const Tensor& offset, double epsilon = 1e-5,
                  Loc loc = Loc::current());
 
+// Group normalization (torch.nn.functional.group_norm): x is [N, C, ...]; the C channels form
+// `groups` groups of C / groups consecutive channels, each normalized over its channels and every
+// position of one example, (x - mean) / sqrt(biased variance + epsilon), then scaled and offset
+// per channel by [C] tensors. groups = 1 normalizes each example whole; groups = C is instance
+// normalization. No statistics cross examples or replicas (no pmean under pmap, unlike
+// batchNormTrain). Composed, as layerNorm is.
+Tensor groupNorm(const Tensor& x, int64_t groups, const Tensor& scale, const Tensor& offset, double epsilon = 1e-5,
+                 Loc loc = Loc::current());
+
 // Elementwise binary ops broadcast NumPy-style (emitting explicit spmd.broadcast_in_dim).
 Tensor add(const Tensor& a, const Tensor& b, Loc loc = Loc::current());
 Tensor sub(const Tensor& a, const Tensor& b, Loc loc = Loc::current());
@@ -83,6 +92,9 @@ Tensor sigmoid(const Tensor& x, Loc loc = Loc::current());
 Tensor abs(const Tensor& x, Loc loc = Loc::current());
 // The exact GELU, x * Phi(x) (torch.nn.functional.gelu's default, jax.nn.gelu(approximate=False)).
 Tensor gelu(const Tensor& x, Loc loc = Loc::current());
+// Sine and cosine of x in radians (sinusoidal position encodings, rotary embeddings).
+Tensor sin(const Tensor& x, Loc loc = Loc::current());
+Tensor cos(const Tensor& x, Loc loc = Loc::current());
 // A scalar as a tensor of x's dtype and shape (a splat constant).
 Tensor fill(const Tensor& like, double value, Loc loc = Loc::current());
 

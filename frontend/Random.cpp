@@ -63,6 +63,67 @@ Tensor uniform(const Tensor& key, const Shape& shape, DType dtype, Loc loc) {
                         ->getResult(0));
 }
 
+namespace {
+
+// The shape's element count; throws naming `who` for a negative extent.
+int64_t elementsOf(const Shape& shape, const char* who, Loc loc) {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0)
+      throw Error(where(loc) + ": spmd::random::" + who + ": shape " + shapeString(shape) +
+                  " has a negative extent");
+    n *= d;
+  }
+  return n;
+}
+
+// The dtype the numbers are drawn in: f32 for bf16 (whose rounding of a uniform number may reach
+// 1), whose results are rounded to bf16 once at the end.
+DType drawnIn(DType dtype, const char* who, Loc loc) {
+  if (dtype == DType::i32)
+    throw Error(where(loc) + ": spmd::random::" + who + ": dtype must be f32, f64 or bf16, got i32");
+  return dtype == DType::f64 ? DType::f64 : DType::f32;
+}
+
+Tensor castTo(const Tensor& x, DType dtype, Loc loc) { return x.dtype() == dtype ? x : cast(x, dtype, loc); }
+
+}  // namespace
+
+Tensor normal(const Tensor& key, const Shape& shape, DType dtype, Loc loc) {
+  const DType drawn = drawnIn(dtype, "normal", loc);
+  const int64_t n = elementsOf(shape, "normal", loc);
+  // Element i takes uniform numbers 2i and 2i + 1: z = sqrt(-2 log(1 - u)) cos(2 pi v), with
+  // 1 - u in (0, 1] so that the logarithm is finite.
+  Tensor u = uniform(key, {n, 2}, drawn, loc);
+  Tensor first = reshape(slice(u, {0, 0}, {n, 1}, loc), shape, loc);
+  Tensor second = reshape(slice(u, {0, 1}, {n, 2}, loc), shape, loc);
+  Tensor radius = sqrt(mul(log(sub(fill(first, 1.0, loc), first, loc), loc), -2.0, loc), loc);
+  return castTo(mul(radius, cos(mul(second, 6.283185307179586476925, loc), loc), loc), dtype, loc);
+}
+
+Tensor bernoulli(const Tensor& key, double p, const Shape& shape, DType dtype, Loc loc) {
+  const DType drawn = drawnIn(dtype, "bernoulli", loc);
+  elementsOf(shape, "bernoulli", loc);
+  if (!(p >= 0 && p <= 1))
+    throw Error(where(loc) + ": spmd::random::bernoulli: p must be in [0, 1], got " + std::to_string(p));
+  Tensor u = uniform(key, shape, drawn, loc);
+  return castTo(less(u, fill(u, p, loc), loc), dtype, loc);  // u < p: probability p, u uniform on [0, 1)
+}
+
+Tensor categorical(const Tensor& key, const Tensor& logits, int64_t axis, Loc loc) {
+  const DType drawn = drawnIn(logits.dtype(), "categorical", loc);
+  const int64_t rank = int64_t(logits.shape().size());
+  if (axis < -rank || axis >= rank)
+    throw Error(where(loc) + ": spmd::random::categorical: axis " + std::to_string(axis) + " is out of range for logits " +
+                shapeString(logits.shape()));
+  // Gumbel noise -log(-log(u)) with u kept off 0 (the smallest normal number, as jax does), so
+  // every draw is finite.
+  Tensor u = uniform(key, logits.shape(), drawn, loc);
+  u = maximum(u, fill(u, drawn == DType::f32 ? 1.17549435e-38 : 2.2250738585072014e-308, loc), loc);
+  Tensor gumbel = neg(log(neg(log(u, loc), loc), loc), loc);
+  return argmax(add(castTo(logits, drawn, loc), gumbel, loc), axis, loc);
+}
+
 Tensor dropout(const Tensor& x, const Tensor& key, double rate, Loc loc) {
   if (!(rate >= 0 && rate < 1))
     throw Error(where(loc) + ": spmd::random::dropout: rate must be in [0, 1), got " + std::to_string(rate));

@@ -24,6 +24,19 @@ std::vector<Array> split(const Array& key, int n);
 Tensor foldIn(const Tensor& key, const Tensor& data, Loc loc = Loc::current());
 // Traced: uniform numbers in [0, 1) of the given shape and float dtype.
 Tensor uniform(const Tensor& key, const Shape& shape, DType dtype = DType::f32, Loc loc = Loc::current());
+// Traced: standard normal numbers (mean 0, variance 1) of the given shape and float dtype, by
+// Box-Muller on two uniform numbers per element: element i is a function of the key and i alone
+// (a smaller draw is a prefix of a larger one). The tails stop where the uniform numbers' grid
+// does: |z| < 5.8 in f32, < 8.6 in f64. Scale and shift for other means and deviations.
+Tensor normal(const Tensor& key, const Shape& shape, DType dtype = DType::f32, Loc loc = Loc::current());
+// Traced: a mask of the given shape and float dtype, 1 with probability p (0 <= p <= 1), else 0
+// (jax.random.bernoulli, as 1/0 in the float type as spmd's comparisons give).
+Tensor bernoulli(const Tensor& key, double p, const Shape& shape, DType dtype = DType::f32,
+                 Loc loc = Loc::current());
+// Traced: i32 indices drawn along `axis` of `logits` (unnormalized log-probabilities) with
+// probabilities softmax(logits) (jax.random.categorical): the argmax of logits plus Gumbel
+// noise. The result drops `axis`; -inf logits are never drawn.
+Tensor categorical(const Tensor& key, const Tensor& logits, int64_t axis = -1, Loc loc = Loc::current());
 // Inverted dropout: each element is zeroed with probability `rate` (0 <= rate < 1), the others
 // scaled by 1 / (1 - rate), as torch.nn.functional.dropout in training mode.
 Tensor dropout(const Tensor& x, const Tensor& key, double rate, Loc loc = Loc::current());

@@ -183,6 +183,8 @@ def Spmd_TanhOp : Spmd_UnaryOp<"tanh">;
 def Spmd_SigmoidOp : Spmd_UnaryOp<"sigmoid">;
 def Spmd_AbsOp : Spmd_UnaryOp<"abs">;
 def Spmd_GeluOp : Spmd_UnaryOp<"gelu">;  // exact: x * Phi(x), as torch.nn.functional.gelu
+def Spmd_SinOp : Spmd_UnaryOp<"sin">;   // radians
+def Spmd_CosOp : Spmd_UnaryOp<"cos">;
 
 // Comparisons: 1 where the relation holds, else 0, in the operands' float type (a mask to
 // multiply by). A NaN operand compares false (not_equal: true), as IEEE, NumPy and PyTorch.

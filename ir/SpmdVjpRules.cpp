@@ -250,6 +250,17 @@ LogicalResult TanhOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads, SmallVectorI
   return success();
 }
 
+LogicalResult SinOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads, SmallVectorImpl<Value>& out) {
+  out.push_back(Emit{b, getLoc()}.mul(grads[0], b.create<CosOp>(getLoc(), getInput())));  // cos(x) dy
+  return success();
+}
+
+LogicalResult CosOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads, SmallVectorImpl<Value>& out) {
+  Emit e{b, getLoc()};  // -sin(x) dy
+  out.push_back(e.mul(grads[0], e.neg(b.create<SinOp>(getLoc(), getInput()))));
+  return success();
+}
+
 LogicalResult SigmoidOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads, SmallVectorImpl<Value>& out) {
   Emit e{b, getLoc()};  // y (1 - y) dy
   Value y = getResult();

@@ -123,6 +123,25 @@ Tensor LayerNorm::forward(Context& ctx, const Tensor& x, Loc loc) const {
   return layerNorm(x, scale, offset, epsilon_, loc);
 }
 
+GroupNorm::GroupNorm(std::string path, int64_t groups, int64_t channels, double epsilon)
+    : Module(std::move(path)), groups_(groups), channels_(channels), epsilon_(epsilon) {
+  if (groups < 1 || channels < 1 || channels % groups != 0)
+    throw Error("nn::GroupNorm '" + this->path() + "': groups (" + std::to_string(groups) +
+                ") must be positive and divide the channels (" + std::to_string(channels) + ")");
+}
+
+void GroupNorm::init(Rng& rng, Tree& params, Tree&) const {
+  params.set(key("weight"), init::ones()(rng, {channels_}));
+  params.set(key("bias"), init::zeros()(rng, {channels_}));
+}
+
+Tensor GroupNorm::forward(Context& ctx, const Tensor& x, Loc loc) const {
+  const Tensor &scale = ctx.params.at(key("weight")), &offset = ctx.params.at(key("bias"));
+  if (x.dtype() == DType::bf16 && scale.dtype() != DType::bf16)  // mixed precision: statistics in f32
+    return cast(groupNorm(cast(x, scale.dtype(), loc), groups_, scale, offset, epsilon_, loc), x.dtype(), loc);
+  return groupNorm(x, groups_, scale, offset, epsilon_, loc);
+}
+
 void Embedding::init(Rng& rng, Tree& params, Tree&) const { params.set(key("weight"), init_(rng, {count_, dim_})); }
 
 Tensor Embedding::forward(Context& ctx, const Tensor& ids, Loc loc) const {

@@ -127,6 +127,21 @@ class LayerNorm final : public Module {
   double epsilon_;
 };
 
+// Group normalization of [N, C, ...] (spmd::groupNorm, torch.nn.GroupNorm(groups, channels)):
+// weight ones, bias zeros, per channel.
+class GroupNorm final : public Module {
+ public:
+  GroupNorm(std::string path, int64_t groups, int64_t channels, double epsilon = 1e-5);
+  void init(Rng& rng, Tree& params, Tree& state) const override;
+
+ protected:
+  Tensor forward(Context& ctx, const Tensor& x, Loc loc) const override;
+
+ private:
+  int64_t groups_, channels_;
+  double epsilon_;
+};
+
 // Token ids (i32, any shape) -> rows of a [count, dim] table "weight" (spmd::embedding).
 class Embedding final : public Module {
  public:

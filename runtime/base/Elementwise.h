@@ -30,6 +30,8 @@ SPMD_EW_MATH(exp)
 SPMD_EW_MATH(log)
 SPMD_EW_MATH(sqrt)
 SPMD_EW_MATH(tanh)
+SPMD_EW_MATH(sin)
+SPMD_EW_MATH(cos)
 SPMD_EW_MATH(erfc)
 #undef SPMD_EW_MATH
 

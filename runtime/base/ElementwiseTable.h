@@ -7,7 +7,7 @@
 // X(name, Functor, arity, formula): `name` is the dialect op's name (and the kernel's and the
 // fused body's); `formula` is an expression of type T in `a` (and `b` for binary ops) that may use
 // the operators, T(literal), and the functions of runtime/base/Elementwise.h (nanMax, nanMin, reluOf, absOf,
-// reluGradOf, expOf, logOf, sqrtOf, tanhOf, sigmoidOf, geluOf, geluGradOf), so it means the same in host
+// reluGradOf, expOf, logOf, sqrtOf, tanhOf, sinOf, cosOf, sigmoidOf, geluOf, geluGradOf), so it means the same in host
 // and device code.
 // No includes: the CUDA fused-kernel generator hands this file to NVRTC as it is.
 #pragma once
@@ -35,4 +35,6 @@
   X(relu, Relu, 1, reluOf(a))                                                                 \
   X(tanh, Tanh, 1, tanhOf(a))                                                                 \
   X(sigmoid, Sigmoid, 1, sigmoidOf(a))                                                         \
-  X(gelu, Gelu, 1, geluOf(a)) /* exact (erf) GELU, PyTorch's default */
+  X(gelu, Gelu, 1, geluOf(a)) /* exact (erf) GELU, PyTorch's default */                       \
+  X(sin, Sin, 1, sinOf(a))                                                                    \
+  X(cos, Cos, 1, cosOf(a))

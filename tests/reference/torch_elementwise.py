@@ -15,7 +15,7 @@ from exchange import read, write
 
 UNARY = {"exp": torch.exp, "log": torch.log, "sqrt": torch.sqrt, "tanh": torch.tanh,
          "sigmoid": torch.sigmoid, "gelu": F.gelu, "relu": torch.relu, "neg": torch.neg,
-         "abs": torch.abs}
+         "abs": torch.abs, "sin": torch.sin, "cos": torch.cos}
 BINARY = {"div": torch.div, "maximum": torch.maximum, "minimum": torch.minimum}
 
 

@@ -1,6 +1,6 @@
 // The elementwise formula table (runtime/base/ElementwiseTable.h) against outside values: every
 // backend and the reference expand the same table, so they can only be checked against each
-// other. Here the DSL's exp, log, sqrt, tanh, sigmoid, gelu, relu, neg and abs are within a few ulps
+// other. Here the DSL's exp, log, sqrt, tanh, sigmoid, gelu, relu, neg, abs, sin and cos are within a few ulps
 // of the exact value (long double, from formulas without cancellation), their gradients (the
 // VJP rules) too or, where a gradient computed from a saturated result loses its digits, no
 // further from it than PyTorch's, and div, maximum and minimum equal PyTorch's
@@ -58,6 +58,8 @@ const std::map<std::string, Exact>& exactOps() {
                 [](long double x) { return 0.5L * erfcl(-x * kRootHalf) + x * expl(-0.5L * x * x) / kRootTwoPi; }}},
       {"relu", {[](long double x) { return x > 0 || std::isnan(x) ? x : 0.0L; },
                 [](long double x) { return x > 0 ? 1.0L : 0.0L; }}},
+      {"sin", {[](long double x) { return sinl(x); }, [](long double x) { return cosl(x); }}},
+      {"cos", {[](long double x) { return cosl(x); }, [](long double x) { return -sinl(x); }}},
       {"neg", {[](long double x) { return -x; }, [](long double) { return -1.0L; }}},
       {"abs", {[](long double x) { return fabsl(x); },
                [](long double x) { return x > 0 ? 1.0L : (x < 0 ? -1.0L : 0.0L); }}},
@@ -125,7 +127,7 @@ void checkDType(testing::Exchange& exchange, const Array& x, const Array& a, con
   const std::vector<std::pair<std::string, Unary>> unary = {
       {"exp", spmd::exp}, {"log", spmd::log}, {"sqrt", spmd::sqrt}, {"tanh", spmd::tanh},
       {"sigmoid", spmd::sigmoid}, {"gelu", spmd::gelu}, {"relu", spmd::relu}, {"neg", spmd::neg},
-      {"abs", spmd::abs}};
+      {"abs", spmd::abs}, {"sin", spmd::sin}, {"cos", spmd::cos}};
   for (const auto& [name, fn] : unary) {
     auto f = jit([fn](const Tensor& v) {
       return value_and_grad([&](const Tensor& w) { return sum(fn(w, Loc::current()), {0}); })(v);

@@ -145,6 +145,7 @@ std::vector<GradCase> cases() {
       {"tanh sigmoid gelu", {x({3, 4})},
        [](const T& a) { return T{tanh(a[0]), sigmoid(a[0]), gelu(a[0])}; }},
       {"abs", {x({3, 4})}, [](const T& a) { return T{abs(a[0])}; }},
+      {"sin cos", {x({3, 4})}, [](const T& a) { return T{sin(a[0]), cos(mul(a[0], 3.0))}; }},
       {"broadcast [3,1] -> [2,3,4]", {x({3, 1})},
        [](const T& a) { return T{broadcastTo(a[0], {2, 3, 4})}; }},
       {"slice pad concat", {x({3, 4}), x({3, 2})},

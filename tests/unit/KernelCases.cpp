@@ -248,7 +248,7 @@ std::vector<KernelCase> kernelCases(DType t) {
     list.push_back({op, op, {rnd({3, 17, 5}), rnd({3, 17, 5}, 0.5, 2)}, {{t, {3, 17, 5}}}, {}});
   list.push_back({"gelu bwd", "gelu_backward", {rnd({3, 17, 5}), rnd({3, 17, 5}, -4, 4)},
                   {{t, {3, 17, 5}}}, {}});
-  for (std::string op : {"neg", "abs", "exp", "relu", "tanh", "sigmoid", "gelu"})
+  for (std::string op : {"neg", "abs", "exp", "relu", "tanh", "sigmoid", "gelu", "sin", "cos"})
     list.push_back({op, op, {rnd({3, 17, 5}, -3, 3)}, {{t, {3, 17, 5}}}, {}});
   for (std::string op : {"log", "sqrt"})
     list.push_back({op, op, {rnd({3, 17, 5}, 0.1, 4)}, {{t, {3, 17, 5}}}, {}});

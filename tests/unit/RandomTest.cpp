@@ -1,9 +1,11 @@
 // Randomness: Philox4x32-10 against the Random123 known-answer vectors; uniform numbers in
-// [0, 1) with the right moments; traced and host key derivation agree; dropout under pmap gives
-// each replica its own mask, a function of (key, global replica index, step) alone, the same
-// bits on every run and device count.
+// [0, 1) with the right moments; normal numbers as their definition gives them, with the normal
+// distribution; Bernoulli masks and categorical draws at their probabilities; traced and host key
+// derivation agree; dropout under pmap gives each replica its own mask, a function of (key,
+// global replica index, step) alone, the same bits on every run and device count.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "TestUtil.h"
@@ -53,6 +55,118 @@ TEST(RandomTest, UniformIsInTheUnitIntervalWithTheRightMoments) {
     std::vector<double> prefix = values(small(random::key(2024)));
     EXPECT_EQ(prefix, std::vector<double>(u.begin(), u.begin() + 7));
   }
+}
+
+// Uniform number i of `key` in f32, from the generator's definition: word i % 4 of block i / 4,
+// its top 24 bits over 2^24.
+float uniformAt(const Array& key, int64_t i) {
+  const uint32_t k0 = uint32_t(key.values<int32_t>()[0]), k1 = uint32_t(key.values<int32_t>()[1]);
+  const uint32_t bits = philox::philox4x32(philox::Words{{uint32_t(i / 4), 0, 0, 0}}, k0, k1).w[i % 4];
+  return float(double(bits >> 8) / 16777216.0);
+}
+
+TEST(RandomTest, NormalNumbersAreBoxMullersOnTwoUniformNumbersAndNormallyDistributed) {
+  const Array key = random::key(31);
+  const Shape shape = {301, 333};  // an odd count
+  for (DType dtype : {DType::f32, DType::f64}) {
+    SCOPED_TRACE(dtypeName(dtype));
+    auto draw = jit([&](const Tensor& k) { return random::normal(k, shape, dtype); });
+    std::vector<double> z = values(draw(key));
+    ASSERT_EQ(int64_t(z.size()), 301 * 333);
+    if (dtype == DType::f32) {
+      // Element i from uniform numbers 2i and 2i + 1, each step rounded to f32 as the kernels do.
+      for (int64_t i = 0; i < 1000; ++i) {
+        const float u = uniformAt(key, 2 * i), v = uniformAt(key, 2 * i + 1);
+        const float radius = std::sqrt(std::log(1.0f - u) * -2.0f);
+        const float want = radius * std::cos(v * float(6.283185307179586476925));
+        ASSERT_EQ(z[size_t(i)], double(want)) << "element " << i;
+      }
+    }
+    // Moments (5 sigma of 1e5 draws: 0.016 for the mean, 0.022 for the variance, 0.12 for the
+    // fourth moment) and the Kolmogorov-Smirnov distance to the normal distribution, under its
+    // 0.1% critical value 1.95 / sqrt(n).
+    double sum = 0, squares = 0, fourth = 0;
+    for (double v : z) sum += v, squares += v * v, fourth += v * v * v * v;
+    const double n = double(z.size()), mean = sum / n;
+    EXPECT_NEAR(mean, 0, 0.016);
+    EXPECT_NEAR(squares / n - mean * mean, 1, 0.022);
+    EXPECT_NEAR(fourth / n, 3, 0.12);
+    std::vector<double> sorted = z;
+    std::sort(sorted.begin(), sorted.end());
+    double distance = 0;
+    for (size_t i = 0; i < sorted.size(); ++i) {
+      const double cdf = 0.5 * std::erfc(-sorted[i] / std::sqrt(2.0));
+      distance = std::max({distance, std::fabs(cdf - double(i) / n), std::fabs(cdf - double(i + 1) / n)});
+    }
+    EXPECT_LT(distance, 1.95 / std::sqrt(n));
+    EXPECT_LT(std::fabs(sorted.front()), dtype == DType::f32 ? 5.8 : 8.6);
+    EXPECT_LT(sorted.back(), dtype == DType::f32 ? 5.8 : 8.6);
+    // A smaller draw is a prefix of the larger one; sim gives the same bits; another key differs.
+    auto small = jit([&](const Tensor& k) { return random::normal(k, {5}, dtype); });
+    EXPECT_EQ(values(small(key)), std::vector<double>(z.begin(), z.begin() + 5));
+    auto onSim = jit([&](const Tensor& k) { return random::normal(k, shape, dtype); }, {.devices = "sim"});
+    EXPECT_EQ(values(onSim(key)), z) << "sim";
+    EXPECT_NE(values(small(random::key(32))), values(small(key)));
+  }
+  auto bf16 = jit([](const Tensor& k) { return cast(random::normal(k, {1000}, DType::bf16), DType::f32); });
+  for (double v : values(bf16(key))) ASSERT_TRUE(std::isfinite(v) && std::fabs(v) < 6) << v;
+  // Reparameterized: the gradient of sum(mu + sigma * z) with respect to sigma is z.
+  auto reparameterized = jit([](const Tensor& k, const Tensor& mu, const Tensor& sigma) {
+    return value_and_grad([&](const Tensor& s) { return sum(add(mu, mul(s, random::normal(k, {4}))), {0}); })(sigma);
+  });
+  auto filled = [](float v) { return Array::of<float>({4}, std::vector<float>(4, v)); };
+  auto [total, dSigma] = reparameterized(key, filled(0.5f), filled(2.0f));
+  EXPECT_EQ(values(dSigma), values(jit([](const Tensor& k) { return random::normal(k, {4}); })(key)));
+}
+
+TEST(RandomTest, BernoulliMasksAndCategoricalDrawsComeAtTheirProbabilities) {
+  const Array key = random::key(5);
+  auto mask = [&](double p) {
+    return values(jit([p](const Tensor& k) { return random::bernoulli(k, p, {400, 250}); })(key));
+  };
+  std::vector<double> third = mask(0.3);
+  EXPECT_NEAR(double(std::count(third.begin(), third.end(), 1.0)) / 1e5, 0.3, 0.0073);  // 5 sigma
+  EXPECT_EQ(std::count(third.begin(), third.end(), 0.0) + std::count(third.begin(), third.end(), 1.0), 100000);
+  EXPECT_EQ(mask(0.0), std::vector<double>(100000, 0.0));
+  EXPECT_EQ(mask(1.0), std::vector<double>(100000, 1.0));
+  // Categories drawn along the last axis and along the first: each at its softmax probability,
+  // a -inf logit never.
+  const std::vector<double> probabilities = {0.1, 0.2, 0.3, 0.4, 0.0};
+  const int64_t rows = 20000, k = int64_t(probabilities.size());
+  std::vector<float> logits;
+  for (int64_t r = 0; r < rows; ++r)
+    for (double p : probabilities) logits.push_back(float(std::log(p) + 3.0));  // shifted: softmax ignores it
+  Array byRow = Array::of<float>({rows, k}, logits);
+  auto last = jit([](const Tensor& key_, const Tensor& l) { return random::categorical(key_, l); });
+  auto first = jit([](const Tensor& key_, const Tensor& l) {
+    return random::categorical(key_, transpose(l, {1, 0}), 0);
+  });
+  auto expectProbabilities = [&](const Tensor& drawn, const std::string& what) {
+    ASSERT_EQ(drawn.array().dtype, DType::i32);
+    ASSERT_EQ(drawn.array().shape, (Shape{rows}));
+    std::vector<int64_t> counts(size_t(k), 0);
+    for (int32_t c : drawn.array().values<int32_t>()) {
+      ASSERT_TRUE(c >= 0 && c < k) << c;
+      ++counts[size_t(c)];
+    }
+    for (int64_t c = 0; c < k; ++c) {
+      const double p = probabilities[size_t(c)], sigma = std::sqrt(p * (1 - p) / double(rows));
+      EXPECT_NEAR(double(counts[size_t(c)]) / double(rows), p, 5 * sigma + 1e-12) << what << ", category " << c;
+    }
+  };
+  expectProbabilities(last(key, byRow), "last axis");
+  expectProbabilities(first(key, byRow), "first axis");
+  EXPECT_NE(errorOf([] { jit([](const Tensor& k) { return random::bernoulli(k, 1.5, {2}); })(random::key(1)); })
+                .find("spmd::random::bernoulli: p must be in [0, 1], got 1.5"),
+            std::string::npos);
+  EXPECT_NE(errorOf([] { jit([](const Tensor& k) { return random::bernoulli(k, NAN, {2}); })(random::key(1)); })
+                .find("p must be in [0, 1]"),
+            std::string::npos);
+  std::string axis = errorOf([&] { jit([](const Tensor& k, const Tensor& l) { return random::categorical(k, l, 2); })(key, byRow); });
+  EXPECT_NE(axis.find("RandomTest.cpp"), std::string::npos) << axis;
+  EXPECT_NE(axis.find("axis 2 is out of range for logits [20000, 5]"), std::string::npos) << axis;
+  std::string dtype = errorOf([] { jit([](const Tensor& k) { return random::normal(k, {2}, DType::i32); })(random::key(1)); });
+  EXPECT_NE(dtype.find("spmd::random::normal: dtype must be f32, f64 or bf16, got i32"), std::string::npos) << dtype;
 }
 
 TEST(RandomTest, TracedAndHostKeysAgree) {

@@ -369,6 +369,85 @@ TEST(TorchReferenceTest, PoolingVariantsMatchPyTorch) {
   }
 }
 
+// Group normalization against torch.nn.functional.group_norm in f64, from one group (each
+// example whole) to one channel a group (instance normalization), on [N, C, H, W] and [N, C, L]:
+// the result and the gradients of sum(result * g) for the input, weight and bias; the layer
+// (nn::GroupNorm) gives the function's bits.
+TEST(TorchReferenceTest, GroupNormMatchesPyTorch) {
+  if (std::string why = torchMissing(); !why.empty()) GTEST_FAIL() << why;
+  struct Case {
+    std::string name;
+    Shape shape;
+    int64_t groups;
+    double epsilon;
+  };
+  const std::vector<Case> cases = {{"one_group", {2, 6, 5, 4}, 1, 1e-5}, {"two", {2, 6, 5, 4}, 2, 1e-5},
+                                   {"three", {2, 6, 5, 4}, 3, 1e-3}, {"instance", {2, 6, 5, 4}, 6, 1e-5},
+                                   {"sequence", {3, 4, 7}, 2, 1e-5}};
+  Exchange exchange;
+  std::map<std::string, std::map<std::string, Array>> ours;
+  std::string specs;
+  uint64_t seed = 90;
+  for (const Case& c : cases) {
+    Tree inputs;
+    // An offset and a spread per channel, so that the statistics are not those of N(0, 1).
+    Array x = randomArray(DType::f64, c.shape, seed++);
+    for (int64_t i = 0; i < x.numel(); ++i) x.values<double>()[i] = 3 * x.values<double>()[i] + 1.5;
+    inputs.set("x", x);
+    inputs.set("weight", randomArray(DType::f64, {c.shape[1]}, seed++));
+    inputs.set("bias", randomArray(DType::f64, {c.shape[1]}, seed++));
+    const Array g = randomArray(DType::f64, c.shape, seed++);
+    auto norm = [&c](const Tree& t) { return groupNorm(t.at("x"), c.groups, t.at("weight"), t.at("bias"), c.epsilon); };
+    auto step = jit([&](const Tree& t, const Tensor& cotangent) {
+      return value_and_grad([&](const Tree& u) {
+        Tensor weighted = norm(u) * cotangent;
+        return sum(weighted, spmd::testing::allAxes(weighted));
+      })(t);
+    });
+    auto [total, grads] = step(inputs, g);
+    Array y = jit([&](const Tree& t) { return norm(t); })(inputs).array();
+    ours[c.name] = {{"y", y}, {"dx", grads.at("x").array()}, {"dweight", grads.at("weight").array()},
+                    {"dbias", grads.at("bias").array()}};
+    for (const auto& [part, t] : inputs) exchange.write(part + "." + c.name, t.array());
+    exchange.write("g." + c.name, g);
+    char epsilon[32];
+    std::snprintf(epsilon, sizeof epsilon, "%.17g", c.epsilon);
+    specs += " " + c.name + " " + std::to_string(c.groups) + " " + epsilon;
+    // The layer: weight and bias by name under its path, the function's bits.
+    nn::GroupNorm layer("norm", c.groups, c.shape[1], c.epsilon);
+    Tree params;
+    params.set("norm.weight", inputs.at("weight"));
+    params.set("norm.bias", inputs.at("bias"));
+    auto [layerParams, state] = layer.initialize(1);
+    Array byLayer = jit([&](const Tree& p, const Tensor& t) { return layer.apply(p, state, t, true).first; })(params, x).array();
+    spmd::testing::expectSameBits(byLayer, y, c.name + ": nn::GroupNorm");
+    EXPECT_EQ(layerParams.size(), 2u);
+  }
+  exchange.close();
+  std::string command = python() + " " SPMD_SOURCE_DIR "/tests/reference/torch_group_norm.py " + exchange.dir() + specs;
+  ASSERT_EQ(std::system(command.c_str()), 0) << "failed: " << command;
+  for (const Case& c : cases)
+    for (const auto& [part, array] : ours[c.name])
+      EXPECT_LT(relativeError(array, exchange.read(part + "." + c.name, array.shape, DType::f64)), 1e-12)
+          << c.name << " " << part;
+  // Bad arguments name the call's line and what to change.
+  auto refused = [](int64_t groups, Shape scale) {
+    return spmd::testing::errorOf([&] {
+      jit([&](const Tensor& t) {
+        return groupNorm(t, groups, fill(reshape(slice(t, {0, 0, 0, 0}, {1, scale[0], 1, 1}), scale), 1.0),
+                         fill(reshape(slice(t, {0, 0, 0, 0}, {1, scale[0], 1, 1}), scale), 0.0));
+      })(randomArray(DType::f32, {2, 6, 3, 3}, 1));
+    });
+  };
+  std::string groups = refused(4, {6});
+  EXPECT_NE(groups.find("TorchReferenceTest.cpp"), std::string::npos) << groups;
+  EXPECT_NE(groups.find("groups must divide the 6 channels of f32[2, 6, 3, 3], got 4"), std::string::npos) << groups;
+  std::string scale = refused(3, {5});
+  EXPECT_NE(scale.find("scale and offset must be [6]"), std::string::npos) << scale;
+  EXPECT_NE(spmd::testing::errorOf([] { nn::GroupNorm("gn", 4, 6); }).find("nn::GroupNorm 'gn': groups (4) must be positive and divide the channels (6)"),
+            std::string::npos);
+}
+
 TEST(TorchReferenceTest, TransformerBlockMatchesPyTorchAutograd) {
   if (std::string why = torchMissing(); !why.empty()) GTEST_FAIL() << why;
   const int64_t vocab = 11, dim = 8, hidden = 32, heads = 2;
