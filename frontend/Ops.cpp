@@ -65,11 +65,19 @@ mlir::Value optional(Trace& trace, const Tensor& t, Loc loc) {
 Tensor conv2d(const Tensor& x, const Tensor& filter, const Tensor& bias,
               const Conv2dOptions& options, Loc loc) {
   Trace& trace = Trace::current("conv2d", loc);
+  mlir::MLIRContext* context = &trace.context();
+  // The defaults stay absent from the IR (and a Program), as they were before the options existed.
+  const bool dilated = options.dilation != std::vector<int64_t>{1, 1};
+  const auto dilation = dilated ? mlir::DenseI64ArrayAttr::get(context, options.dilation) : mlir::DenseI64ArrayAttr();
+  const auto groups = options.groups != 1
+                          ? mlir::IntegerAttr::get(mlir::IntegerType::get(context, 64), options.groups)
+                          : mlir::IntegerAttr();
   return trace.wrap(trace
-                        .create<ir::Conv2dOp>(loc, trace.valueOf(x, loc),
-                                              trace.valueOf(filter, loc),
-                                              optional(trace, bias, loc), options.stride,
-                                              options.padding)
+                        .create<ir::Conv2dOp>(loc, trace.valueOf(x, loc), trace.valueOf(filter, loc),
+                                              optional(trace, bias, loc),
+                                              mlir::DenseI64ArrayAttr::get(context, options.stride),
+                                              mlir::DenseI64ArrayAttr::get(context, options.padding),
+                                              mlir::BoolAttr::get(context, false), dilation, groups)
                         ->getResult(0));
 }
 

@@ -8,9 +8,14 @@
 
 namespace spmd {
 
+// torch.nn.functional.conv2d's arguments: `dilation` spaces the filter's taps; with `groups` = G
+// the filter is [O, C / G, KH, KW] and each group of O / G outputs reads its C / G input channels
+// alone (G = C: a depthwise convolution).
 struct Conv2dOptions {
   std::vector<int64_t> stride = {1, 1};
   std::vector<int64_t> padding = {0, 0};
+  std::vector<int64_t> dilation = {1, 1};
+  int64_t groups = 1;
 };
 
 Tensor conv2d(const Tensor& x, const Tensor& filter, const Tensor& bias = {},

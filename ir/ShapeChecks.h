@@ -112,27 +112,42 @@ inline LogicalResult expectRowMask(OptLoc loc, StringRef op, Value mask, RankedT
   return success();
 }
 
-// The forward conv2d's output shape for input, filter, stride and padding.
+// The forward conv2d's output shape for input, filter, stride, padding, dilation (empty: 1, 1)
+// and groups (0: 1).
 inline FailureOr<SmallVector<int64_t>> convOutputShape(OptLoc loc, StringRef op,
                                                        RankedTensorType in,
                                                        RankedTensorType filter,
                                                        ArrayRef<int64_t> stride,
-                                                       ArrayRef<int64_t> padding) {
-  if (in.getDimSize(1) != filter.getDimSize(1))
-    return fail(loc, op, "input " + str(in) + " has " + std::to_string(in.getDimSize(1)) +
-                             " channels but filter " + str(filter) + " expects " +
-                             std::to_string(filter.getDimSize(1)));
+                                                       ArrayRef<int64_t> padding,
+                                                       ArrayRef<int64_t> dilation = {},
+                                                       int64_t groups = 0) {
+  if (groups == 0) groups = 1;
+  const int64_t channels = in.getDimSize(1), outputs = filter.getDimSize(0);
+  if (groups < 1 || channels % groups != 0 || outputs % groups != 0)
+    return fail(loc, op, "groups " + std::to_string(groups) + " must be positive and divide the input's " +
+                             std::to_string(channels) + " channels and the filter's " + std::to_string(outputs) +
+                             " outputs (filter " + str(filter) + ")");
+  if (channels / groups != filter.getDimSize(1))
+    return fail(loc, op, "input " + str(in) + " has " + std::to_string(channels) + " channels but filter " +
+                             str(filter) + " expects " + std::to_string(filter.getDimSize(1)) +
+                             (groups > 1 ? " a group (" + std::to_string(groups) + " groups: " +
+                                               std::to_string(channels / groups) + " a group)"
+                                         : std::string()));
   if (stride.size() != 2 || stride[0] < 1 || stride[1] < 1)
     return fail(loc, op, "stride must be two positive integers, got " + str(stride));
   if (padding.size() != 2 || padding[0] < 0 || padding[1] < 0)
     return fail(loc, op, "padding must be two non-negative integers, got " + str(padding));
-  SmallVector<int64_t> out{in.getDimSize(0), filter.getDimSize(0), 0, 0};
+  const SmallVector<int64_t> dil = dilation.empty() ? SmallVector<int64_t>{1, 1} : SmallVector<int64_t>(dilation);
+  if (dil.size() != 2 || dil[0] < 1 || dil[1] < 1)
+    return fail(loc, op, "dilation must be two positive integers, got " + str(dilation));
+  SmallVector<int64_t> out{in.getDimSize(0), outputs, 0, 0};
   for (int i = 0; i < 2; ++i) {
-    int64_t padded = in.getDimSize(2 + i) + 2 * padding[i];
-    if (padded < filter.getDimSize(2 + i))
-      return fail(loc, op, "filter " + str(filter) + " is larger than the padded input " +
-                               str(in) + " (padding " + str(padding) + ")");
-    out[2 + i] = (padded - filter.getDimSize(2 + i)) / stride[i] + 1;
+    const int64_t padded = in.getDimSize(2 + i) + 2 * padding[i];
+    const int64_t reach = dil[i] * (filter.getDimSize(2 + i) - 1) + 1;  // the dilated filter's extent
+    if (padded < reach)
+      return fail(loc, op, "filter " + str(filter) + (dil[i] > 1 ? " dilated by " + str(dil) : std::string()) +
+                               " is larger than the padded input " + str(in) + " (padding " + str(padding) + ")");
+    out[2 + i] = (padded - reach) / stride[i] + 1;
   }
   return out;
 }

@@ -11,7 +11,8 @@ namespace {
 // conv2d(input, filter) must produce result_grad's shape: the forward op these gradients belong to.
 LogicalResult verifyConvBackward(Operation* op, StringRef name, RankedTensorType input,
                                  RankedTensorType filter, RankedTensorType resultGrad,
-                                 ArrayRef<int64_t> stride, ArrayRef<int64_t> padding) {
+                                 ArrayRef<int64_t> stride, ArrayRef<int64_t> padding,
+                                 std::optional<ArrayRef<int64_t>> dilation, std::optional<uint64_t> groups) {
   OptLoc loc = op->getLoc();
   for (auto [type, what] : {std::pair{input, "input"}, {filter, "filter"}, {resultGrad, "result_grad"}})
     if (type.getRank() != 4) return fail(loc, name, std::string(what) + " must have rank 4, got " + str(type));
@@ -19,7 +20,8 @@ LogicalResult verifyConvBackward(Operation* op, StringRef name, RankedTensorType
       input.getElementType() != resultGrad.getElementType())
     return fail(loc, name, "element types differ: input " + str(input) + ", filter " +
                                str(filter) + ", result_grad " + str(resultGrad));
-  auto out = convOutputShape(loc, name, input, filter, stride, padding);
+  auto out = convOutputShape(loc, name, input, filter, stride, padding, dilation.value_or(ArrayRef<int64_t>()),
+                             int64_t(groups.value_or(0)));
   if (failed(out)) return failure();
   if (ArrayRef<int64_t>(*out) != resultGrad.getShape())
     return fail(loc, name, "result_grad " + str(resultGrad) + " does not match the forward conv2d "
@@ -74,13 +76,13 @@ LogicalResult ReduceWindowBackwardOp::verify() {
 LogicalResult Conv2dBackwardDataOp::verify() {
   return verifyConvBackward(*this, "conv2d_backward_data", getInputGrad().getType(),
                             getFilter().getType(), getResultGrad().getType(), getStride(),
-                            getPadding());
+                            getPadding(), getDilation(), getGroups());
 }
 
 LogicalResult Conv2dBackwardFilterOp::verify() {
   return verifyConvBackward(*this, "conv2d_backward_filter", getInput().getType(),
                             getFilterGrad().getType(), getResultGrad().getType(), getStride(),
-                            getPadding());
+                            getPadding(), getDilation(), getGroups());
 }
 
 LogicalResult BatchNormTrainBackwardOp::inferReturnTypes(MLIRContext*, OptLoc loc,

@@ -43,12 +43,16 @@ def Spmd_Conv2dOp : Spmd_InferredOp<"conv2d", [Vjp]> {
   let summary = "2-D convolution, NCHW input, OIHW filter, optional per-channel bias";
   let description = [{
     With `relu`, the result is max(0, convolution + bias): made by spmd-fuse-relu after autodiff
-    (the op has no VJP in that form).
+    (the op has no VJP in that form). `dilation` spaces the filter's taps (torch.nn.Conv2d's
+    dilation; absent: 1, 1). With `groups` = G (absent: 1) the channels split into G groups: the
+    filter is [O, C / G, KH, KW] and output channel o reads input channels of group o / (O / G)
+    alone (G = C: depthwise).
   }];
   let arguments = (ins Spmd_FloatTensor:$input, Spmd_FloatTensor:$filter,
                        Optional<Spmd_FloatTensor>:$bias,
                        DenseI64ArrayAttr:$stride, DenseI64ArrayAttr:$padding,
-                       DefaultValuedAttr<BoolAttr, "false">:$relu);
+                       DefaultValuedAttr<BoolAttr, "false">:$relu,
+                       OptionalAttr<DenseI64ArrayAttr>:$dilation, OptionalAttr<I64Attr>:$groups);
   let results = (outs Spmd_FloatTensor:$result);
 }
 
@@ -312,7 +316,8 @@ def Spmd_SoftmaxCrossEntropyOp : Spmd_InferredOp<"softmax_cross_entropy", [Vjp]>
 def Spmd_Conv2dBackwardDataOp : Spmd_Op<"conv2d_backward_data", [Spmd_FirstOrderOnly]> {
   let summary = "gradient of conv2d w.r.t. its input; the result type is the input's";
   let arguments = (ins Spmd_FloatTensor:$result_grad, Spmd_FloatTensor:$filter,
-                       DenseI64ArrayAttr:$stride, DenseI64ArrayAttr:$padding);
+                       DenseI64ArrayAttr:$stride, DenseI64ArrayAttr:$padding,
+                       OptionalAttr<DenseI64ArrayAttr>:$dilation, OptionalAttr<I64Attr>:$groups);
   let results = (outs Spmd_FloatTensor:$input_grad);
   let hasVerifier = 1;
 }
@@ -320,7 +325,8 @@ def Spmd_Conv2dBackwardDataOp : Spmd_Op<"conv2d_backward_data", [Spmd_FirstOrder
 def Spmd_Conv2dBackwardFilterOp : Spmd_Op<"conv2d_backward_filter", [Spmd_FirstOrderOnly]> {
   let summary = "gradient of conv2d w.r.t. its filter; the result type is the filter's";
   let arguments = (ins Spmd_FloatTensor:$input, Spmd_FloatTensor:$result_grad,
-                       DenseI64ArrayAttr:$stride, DenseI64ArrayAttr:$padding);
+                       DenseI64ArrayAttr:$stride, DenseI64ArrayAttr:$padding,
+                       OptionalAttr<DenseI64ArrayAttr>:$dilation, OptionalAttr<I64Attr>:$groups);
   let results = (outs Spmd_FloatTensor:$filter_grad);
   let hasVerifier = 1;
 }

@@ -56,7 +56,8 @@ LogicalResult Conv2dOp::inferReturnTypes(MLIRContext*, OptLoc loc, Adaptor adapt
   if (adaptor.getBias() && failed(expectPerChannel(loc, op, "bias", adaptor.getBias(),
                                                    filter->getDimSize(0), in->getElementType())))
     return failure();
-  auto out = convOutputShape(loc, op, *in, *filter, adaptor.getStride(), adaptor.getPadding());
+  auto out = convOutputShape(loc, op, *in, *filter, adaptor.getStride(), adaptor.getPadding(),
+                             adaptor.getDilation().value_or(ArrayRef<int64_t>()), adaptor.getGroups().value_or(0));
   if (failed(out)) return failure();
   results.push_back(RankedTensorType::get(*out, in->getElementType()));
   return success();

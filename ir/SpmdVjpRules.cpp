@@ -70,9 +70,11 @@ LogicalResult Conv2dOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads,
   // results keep the operands' order.
   Value dbias = getBias() ? e.sum(dy, {0, 2, 3}) : Value();
   out.push_back(b.create<Conv2dBackwardDataOp>(getLoc(), getInput().getType(), dy, getFilter(),
-                                               getStride(), getPadding()));
+                                               getStrideAttr(), getPaddingAttr(), getDilationAttr(),
+                                               getGroupsAttr()));
   out.push_back(b.create<Conv2dBackwardFilterOp>(getLoc(), getFilter().getType(), getInput(), dy,
-                                                 getStride(), getPadding()));
+                                                 getStrideAttr(), getPaddingAttr(), getDilationAttr(),
+                                                 getGroupsAttr()));
   if (dbias) out.push_back(dbias);
   return success();
 }

@@ -8,15 +8,25 @@
 
 namespace spmd::nn {
 
+Conv2d::Conv2d(std::string path, Conv2dConfig config) : Module(std::move(path)), c_(std::move(config)) {
+  const std::string at = "nn::Conv2d '" + this->path() + "' (in " + std::to_string(c_.in) + ", out " +
+                         std::to_string(c_.out) + ", kernel " + std::to_string(c_.kernel) + ", groups " +
+                         std::to_string(c_.groups) + "): ";
+  if (c_.in < 1 || c_.out < 1 || c_.kernel < 1 || c_.stride < 1 || c_.padding < 0 || c_.dilation < 1)
+    throw Error(at + "in, out, kernel, stride and dilation must be positive and padding non-negative");
+  if (c_.groups < 1 || c_.in % c_.groups != 0 || c_.out % c_.groups != 0)
+    throw Error(at + "groups must be positive and divide both in and out (groups = in is a depthwise convolution)");
+}
+
 void Conv2d::init(Rng& rng, Tree& params, Tree&) const {
-  params.set(key("weight"), c_.weightInit(rng, {c_.out, c_.in, c_.kernel, c_.kernel}));
+  params.set(key("weight"), c_.weightInit(rng, {c_.out, c_.in / c_.groups, c_.kernel, c_.kernel}));
   if (c_.bias) params.set(key("bias"), init::zeros()(rng, {c_.out}));
 }
 
 Tensor Conv2d::forward(Context& ctx, const Tensor& x, Loc loc) const {
   Tensor bias = c_.bias ? ctx.toCompute(ctx.params.at(key("bias")), loc) : Tensor();
   return conv2d(ctx.toCompute(x, loc), ctx.toCompute(ctx.params.at(key("weight")), loc), bias,
-                {{c_.stride, c_.stride}, {c_.padding, c_.padding}}, loc);
+                {{c_.stride, c_.stride}, {c_.padding, c_.padding}, {c_.dilation, c_.dilation}, c_.groups}, loc);
 }
 
 void BatchNorm2d::init(Rng& rng, Tree& params, Tree& state) const {

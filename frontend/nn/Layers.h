@@ -8,16 +8,20 @@
 
 namespace spmd::nn {
 
+// torch.nn.Conv2d's square form: the weight is [out, in / groups, kernel, kernel] (groups = in:
+// depthwise), its taps `dilation` apart.
 struct Conv2dConfig {
   int64_t in, out, kernel;
   int64_t stride = 1, padding = 0;
   bool bias = true;
   Initializer weightInit = init::normal(0.01);
+  int64_t dilation = 1, groups = 1;
 };
 
 class Conv2d final : public Module {
  public:
-  Conv2d(std::string path, Conv2dConfig config) : Module(std::move(path)), c_(std::move(config)) {}
+  // Throws spmd::Error when groups does not divide in and out, or a size is not positive.
+  Conv2d(std::string path, Conv2dConfig config);
   void init(Rng& rng, Tree& params, Tree& state) const override;
 
  protected:

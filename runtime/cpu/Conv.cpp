@@ -53,19 +53,19 @@ void onednnConv2d(KernelCall& call) {
     ConvGeometry g(call.step);
     const auto& strides = g.strides;
     const auto& padding = g.padding;
-    auto src = anyDesc(call.in[0].shape, type), wei = anyDesc(call.in[1].shape, type),
+    auto src = anyDesc(call.in[0].shape, type), wei = g.anyWeights(call.in[1].shape, type),
          dst = anyDesc(call.out[0].shape, type);
     auto desc = hasBias ? convolution_forward::desc(prop_kind::forward_training,
                                                     algorithm::convolution_direct, src, wei,
                                                     plainDesc(call.in[2].shape, type), dst, strides,
-                                                    padding, padding)
+                                                    g.dilates, padding, padding)
                         : convolution_forward::desc(prop_kind::forward_training,
                                                     algorithm::convolution_direct, src, wei, dst,
-                                                    strides, padding, padding);
+                                                    strides, g.dilates, padding, padding);
     convolution_forward::primitive_desc pd(desc, engine());
     ConvState state{convolution_forward(pd), stream(engine()), {}, {}, {}, {}};
     state.src.emplace(layoutDesc(call.in[0]), pd.src_desc(), false);
-    state.weights.emplace(plainDesc(call.in[1].shape, type), pd.weights_desc(), false);
+    state.weights.emplace(g.plainWeights(call.in[1].shape, type), pd.weights_desc(), false);
     state.dst.emplace(layoutDesc(call.out[0]), pd.dst_desc(), true);
     if (hasBias) state.bias = memory(plainDesc(call.in[2].shape, type), engine(), nullptr);
     return state;

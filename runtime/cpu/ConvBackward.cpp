@@ -18,8 +18,8 @@ dnnl::convolution_forward::primitive_desc forwardHint(std::span<const int64_t> s
                                                       const ConvGeometry& g, DType type) {
   using namespace dnnl;
   convolution_forward::desc desc(prop_kind::forward_training, algorithm::convolution_direct,
-                                 anyDesc(src, type), anyDesc(weights, type), anyDesc(dst, type),
-                                 g.strides, g.padding, g.padding);
+                                 anyDesc(src, type), g.anyWeights(weights, type), anyDesc(dst, type),
+                                 g.strides, g.dilates, g.padding, g.padding);
   return {desc, engine()};
 }
 
@@ -56,13 +56,13 @@ void onednnConv2dBackwardData(KernelCall& call) {
     using namespace dnnl;
     ConvGeometry g(call.step);
     const auto &dy = call.in[0].shape, &w = call.in[1].shape, &dx = call.out[0].shape;
-    convolution_backward_data::desc desc(algorithm::convolution_direct, anyDesc(dx, type), anyDesc(w, type),
-                                         anyDesc(dy, type), g.strides, g.padding, g.padding);
+    convolution_backward_data::desc desc(algorithm::convolution_direct, anyDesc(dx, type), g.anyWeights(w, type),
+                                         anyDesc(dy, type), g.strides, g.dilates, g.padding, g.padding);
     convolution_backward_data::primitive_desc pd(desc, engine(), forwardHint(dx, w, dy, g, type));
     ConvBackwardState state{convolution_backward_data(pd), stream(engine()),
                             {DNNL_ARG_DIFF_DST, DNNL_ARG_WEIGHTS}, DNNL_ARG_DIFF_SRC, {}, {}};
     state.in[0].emplace(layoutDesc(call.in[0]), pd.diff_dst_desc(), false);
-    state.in[1].emplace(plainDesc(w, type), pd.weights_desc(), false);
+    state.in[1].emplace(g.plainWeights(w, type), pd.weights_desc(), false);
     state.out.emplace(layoutDesc(call.out[0]), pd.diff_src_desc(), true);
     return state;
   });
@@ -82,14 +82,14 @@ void onednnConv2dBackwardFilter(KernelCall& call) {
     ConvGeometry g(call.step);
     const auto &x = call.in[0].shape, &dy = call.in[1].shape, &dw = call.out[0].shape;
     convolution_backward_weights::desc desc(algorithm::convolution_direct, anyDesc(x, type),
-                                            anyDesc(dw, type), anyDesc(dy, type), g.strides, g.padding,
-                                            g.padding);
+                                            g.anyWeights(dw, type), anyDesc(dy, type), g.strides, g.dilates,
+                                            g.padding, g.padding);
     convolution_backward_weights::primitive_desc pd(desc, engine(), forwardHint(x, dw, dy, g, type));
     ConvBackwardState state{convolution_backward_weights(pd), stream(engine()),
                             {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST}, DNNL_ARG_DIFF_WEIGHTS, {}, {}};
     state.in[0].emplace(layoutDesc(call.in[0]), pd.src_desc(), false);
     state.in[1].emplace(layoutDesc(call.in[1]), pd.diff_dst_desc(), false);
-    state.out.emplace(plainDesc(dw, type), pd.diff_weights_desc(), true);
+    state.out.emplace(g.plainWeights(dw, type), pd.diff_weights_desc(), true);
     return state;
   });
   s.run(call);

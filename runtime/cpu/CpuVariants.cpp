@@ -15,6 +15,7 @@
 #include "runtime/cpu/SlicedOnednn.h"
 #include "runtime/cpu/StridedConv.h"
 #include "runtime/cpu/Winograd.h"
+#include "runtime/program/OpAttrs.h"
 #include "runtime/reference/Reference.h"
 
 namespace spmd::runtime::cpu {
@@ -87,6 +88,48 @@ void refuseOldSwitches() {
 // Never taken untimed: the list's order puts the variant before it first.
 bool never(const KernelCall&) { return false; }
 
+// Our own convolution kernels run the plain form (neither dilated nor grouped); oneDNN's and the
+// reference loops run every form.
+bool plain(const KernelCall& c) { return convAttrs(c.step).plain(); }
+template <bool (*Runs)(const KernelCall&)>
+bool plainAnd(const KernelCall& c) {
+  return plain(c) && Runs(c);
+}
+// A dilated or grouped convolution where oneDNN does not run or is not allowed: f64, or with
+// SPMD_THREAD_INVARIANT=1 (oneDNN's sums may split by thread): the reference loops.
+bool referenceRuns(const KernelCall& c) { return !plain(c) && (isF64(c) || threadInvariantKernels()); }
+
+// The reference loops read plain NCHW: blocked operands are relaid into plain copies first, and
+// blocked results relaid from theirs after.
+template <KernelFn Reference>
+void referenceOnPlain(KernelCall& call) {
+  std::vector<std::vector<std::byte>> copies;
+  auto plainOf = [&](const TensorView& v) {
+    TensorView plain = v;
+    if (v.layout.empty()) return plain;
+    copies.emplace_back(size_t(v.numel()) * dtypeSize(v.dtype));
+    plain.data = copies.back().data(), plain.layout = "";
+    return plain;
+  };
+  std::vector<TensorView> in, out;
+  for (const TensorView& v : call.in) in.push_back(plainOf(v));
+  for (const TensorView& v : call.out) out.push_back(plainOf(v));
+  std::shared_ptr<void> none;
+  auto relayout = [&](const TensorView& from, const TensorView& to) {
+    if (from.data == to.data) return;
+    KernelCall copy{call.step, std::span<const TensorView>(&from, 1), std::span<const TensorView>(&to, 1), none};
+    reference::relayout(copy);
+  };
+  for (size_t i = 0; i < in.size(); ++i) relayout(call.in[i], in[i]);
+  KernelCall plain{call.step, in, out, none, call.comm, call.device};
+  Reference(plain);
+  for (size_t i = 0; i < out.size(); ++i) relayout(out[i], call.out[i]);
+}
+
+constexpr const char* kReferenceWhy =
+    "the reference loops in double (each result rounded once), for dilated or grouped convolutions in f64 or "
+    "with SPMD_THREAD_INVARIANT=1 (direct_f64 runs the plain ones)";
+
 constexpr const char* kDirectF64Why =
     "f64 (oneDNN has none): direct loops vectorized across channels and threaded, each sum in the reference "
     "loops' order (their bits)";
@@ -106,7 +149,7 @@ constexpr const char* kWinograd4x4Why =
 template <void (*F)(KernelCall&, Path), Path P>
 KernelVariant winogradVariant(const char* why) {
   return {P == Path::Grouped ? "winograd_grouped" : P == Path::Chunked ? "winograd_chunked" : "winograd_4x4", why, true,
-          [](const KernelCall& c) { return winograd::runs(c, P); },
+          [](const KernelCall& c) { return plain(c) && winograd::runs(c, P); },
           [](const KernelCall& c) { return winograd::pays(c, P); }, [](KernelCall& c) { F(c, P); },
           P == Path::Chunked4x4};
 }
@@ -121,10 +164,11 @@ const VariantSet& forwardSet() {
             "Winograd F(2x2,3x3), tiles in chunks through 16 one-thread oneDNN GEMMs (wide layers)"),
        winogradVariant<&winograd::forward, Path::Chunked4x4>(kWinograd4x4Why),
        {"strided_gemm", "stride 2 as im2col and one-thread oneDNN GEMMs on row slices (oneDNN's direct kernels are slow on few output pixels)", true,
-        &strided::runs, &strided::pays, &strided::forward},
+        &plainAnd<&strided::runs>, &strided::pays, &strided::forward},
        {"onednn", "oneDNN's direct convolution, any shape, f32 and bf16", false, &notF64, nullptr, &onednnConv2d},
-       {"onednn_sliced", kSlicedWhy, true, &sliced::runs, &never, &sliced::conv2d},
-       {"direct_f64", kDirectF64Why, true, &direct_f64::runs, nullptr, &direct_f64::forward}},
+       {"onednn_sliced", kSlicedWhy, true, &plainAnd<&sliced::runs>, &never, &sliced::conv2d},
+       {"direct_f64", kDirectF64Why, true, &plainAnd<&direct_f64::runs>, nullptr, &direct_f64::forward},
+       {"reference", kReferenceWhy, true, &referenceRuns, nullptr, &referenceOnPlain<&reference::conv2d>}},
       &device, &library, &setting};
   return set;
 }
@@ -138,12 +182,13 @@ const VariantSet& backwardDataSet() {
        winogradVariant<&winograd::backwardData, Path::Chunked>(
             "Winograd F(2x2,3x3) with the flipped filter, tiles in chunks through one-thread oneDNN GEMMs"),
        winogradVariant<&winograd::backwardData, Path::Chunked4x4>(kWinograd4x4Why),
-       {"strided_gemm", "stride 2 as one-thread oneDNN GEMMs on row slices and a scatter of the windows (col2im)", true, &strided::runs,
+       {"strided_gemm", "stride 2 as one-thread oneDNN GEMMs on row slices and a scatter of the windows (col2im)", true, &plainAnd<&strided::runs>,
         &strided::pays, &strided::backwardData},
        {"onednn", "oneDNN's direct backward-data convolution, any shape, f32 and bf16", false, &notF64, nullptr,
         &onednnConv2dBackwardData},
-       {"onednn_sliced", kSlicedWhy, true, &sliced::runs, &never, &sliced::backwardData},
-       {"direct_f64", kDirectF64Why, true, &direct_f64::runs, nullptr, &direct_f64::backwardData}},
+       {"onednn_sliced", kSlicedWhy, true, &plainAnd<&sliced::runs>, &never, &sliced::backwardData},
+       {"direct_f64", kDirectF64Why, true, &plainAnd<&direct_f64::runs>, nullptr, &direct_f64::backwardData},
+       {"reference", kReferenceWhy, true, &referenceRuns, nullptr, &referenceOnPlain<&reference::conv2d_backward_data>}},
       &device, &library, &setting};
   return set;
 }
@@ -157,15 +202,16 @@ const VariantSet& backwardFilterSet() {
        winogradVariant<&winograd::backwardFilter, Path::Chunked>(
             "Winograd filter gradient, tiles in chunks through accumulating one-thread oneDNN GEMMs"),
        winogradVariant<&winograd::backwardFilter, Path::Chunked4x4>(kWinograd4x4Why),
-       {"strided_gemm", "stride 2 as im2col and one-thread oneDNN GEMMs on row slices", true, &strided::runs, &strided::pays,
+       {"strided_gemm", "stride 2 as im2col and one-thread oneDNN GEMMs on row slices", true, &plainAnd<&strided::runs>, &strided::pays,
         &strided::backwardFilter},
        {"single_channel", "one input channel (a grey-image stem): the nine taps across a block's lanes (oneDNN vectorizes over input channels)", true,
-        &single_channel::runs, nullptr, &single_channel::backwardFilter},
+        &plainAnd<&single_channel::runs>, nullptr, &single_channel::backwardFilter},
        {"onednn", "oneDNN's direct backward-weights convolution, any shape, f32 and bf16 (its sums split by thread)", false,
         &notF64, nullptr, &onednnConv2dBackwardFilter},
        {"onednn_sliced", "oneDNN's direct backward weights on fixed slices of the images, one thread each, the slices' "
-        "gradients summed in order (at most 64 MiB of them)", true, &sliced::runs, &never, &sliced::backwardFilter},
-       {"direct_f64", kDirectF64Why, true, &direct_f64::runs, nullptr, &direct_f64::backwardFilter}},
+        "gradients summed in order (at most 64 MiB of them)", true, &plainAnd<&sliced::runs>, &never, &sliced::backwardFilter},
+       {"direct_f64", kDirectF64Why, true, &plainAnd<&direct_f64::runs>, nullptr, &direct_f64::backwardFilter},
+       {"reference", kReferenceWhy, true, &referenceRuns, nullptr, &referenceOnPlain<&reference::conv2d_backward_filter>}},
       &device, &library, &setting};
   return set;
 }

@@ -120,10 +120,25 @@ bool onednnBf16() { return bf16Support().native; }
 const std::string& onednnBf16Path() { return bf16Support().path; }
 
 ConvGeometry::ConvGeometry(const Step& step) {
-  const auto& stride = convAttrs(step).stride;
-  const auto& pad = convAttrs(step).padding;
-  strides.assign(stride.begin(), stride.end());
-  padding.assign(pad.begin(), pad.end());
+  const ConvView attrs = convAttrs(step);
+  strides.assign(attrs.stride.begin(), attrs.stride.end());
+  padding.assign(attrs.padding.begin(), attrs.padding.end());
+  dilates = {attrs.dilation[0] - 1, attrs.dilation[1] - 1};
+  groups = attrs.groups;
+}
+
+dnnl::memory::dims ConvGeometry::weights(std::span<const int64_t> filter) const {
+  if (groups == 1) return dnnl::memory::dims(filter.begin(), filter.end());
+  return {groups, filter[0] / groups, filter[1], filter[2], filter[3]};
+}
+
+dnnl::memory::desc ConvGeometry::plainWeights(std::span<const int64_t> filter, DType dtype) const {
+  if (groups == 1) return plainDesc(filter, dtype);
+  return {weights(filter), dnnlType(dtype), dnnl::memory::format_tag::goihw};
+}
+
+dnnl::memory::desc ConvGeometry::anyWeights(std::span<const int64_t> filter, DType dtype) const {
+  return {weights(filter), dnnlType(dtype), dnnl::memory::format_tag::any};
 }
 
 }  // namespace spmd::runtime::cpu

@@ -73,10 +73,18 @@ struct Relayout {
 // A memory descriptor with the given dims that lets the primitive choose the layout.
 dnnl::memory::desc anyDesc(std::span<const int64_t> shape, DType dtype = DType::f32);
 
-// conv2d's stride and padding attributes as oneDNN dims.
+// conv2d's stride, padding and dilation attributes as oneDNN dims (its dilation counts the gaps
+// between taps: ours less 1), and the filter's dims as oneDNN reads them: OIHW, or with G > 1
+// groups [G, O / G, I, KH, KW], the same bytes as the plain [O, I, KH, KW] filter.
 struct ConvGeometry {
-  dnnl::memory::dims strides, padding;
+  dnnl::memory::dims strides, padding, dilates;
+  int64_t groups = 1;
   explicit ConvGeometry(const Step& step);
+  dnnl::memory::dims weights(std::span<const int64_t> filter) const;
+  // The filter's plain memory descriptor (OIHW, or goihw with groups) and one that lets the
+  // primitive choose its layout.
+  dnnl::memory::desc plainWeights(std::span<const int64_t> filter, DType dtype) const;
+  dnnl::memory::desc anyWeights(std::span<const int64_t> filter, DType dtype) const;
 };
 
 }  // namespace spmd::runtime::cpu

@@ -101,11 +101,15 @@ std::unique_ptr<ConvPlan> plan(const KernelCall& call, const TensorView& x, cons
   checkDnn(cudnnSetFilter4dDescriptor(p->w, type, CUDNN_TENSOR_NCHW, int(w.dim(0)), int(w.dim(1)), int(w.dim(2)),
                                       int(w.dim(3))),
            "filter descriptor");
-  const auto &stride = convAttrs(call.step).stride, &pad = convAttrs(call.step).padding;
+  const ConvView attrs = convAttrs(call.step);
+  const auto &stride = attrs.stride, &pad = attrs.padding;
+  const auto& dilation = attrs.dilation;
   checkDnn(cudnnCreateConvolutionDescriptor(&p->conv), "convolution descriptor");
-  checkDnn(cudnnSetConvolution2dDescriptor(p->conv, int(pad[0]), int(pad[1]), int(stride[0]), int(stride[1]), 1, 1,
-                                           CUDNN_CROSS_CORRELATION, compute),
+  checkDnn(cudnnSetConvolution2dDescriptor(p->conv, int(pad[0]), int(pad[1]), int(stride[0]), int(stride[1]),
+                                           int(dilation[0]), int(dilation[1]), CUDNN_CROSS_CORRELATION, compute),
            "convolution descriptor");
+  // Grouped: the filter descriptor's C is already the group's (the filter is [O, C / G, KH, KW]).
+  if (attrs.groups > 1) checkDnn(cudnnSetConvolutionGroupCount(p->conv, int(attrs.groups)), "convolution groups");
   bool allow = (tf32 && type == CUDNN_DATA_FLOAT) || type == CUDNN_DATA_BFLOAT16;
   checkDnn(cudnnSetConvolutionMathType(p->conv, allow ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH), "math type");
   return p;
@@ -153,6 +157,10 @@ std::string shapesKey(const KernelCall& call, const TensorView& x, const TensorV
     key += std::string(" ") + attr;
     for (int64_t v : call.step.ints(attr)) key += " " + std::to_string(v);
   }
+  const ConvView attrs = convAttrs(call.step);
+  if (!attrs.plain())
+    key += " dilation " + std::to_string(attrs.dilation[0]) + " " + std::to_string(attrs.dilation[1]) + " groups " +
+           std::to_string(attrs.groups);
   return key;
 }
 
@@ -271,7 +279,9 @@ ConvPlan& cachedPlan(KernelCall& call, const TensorView& x, const TensorView& w,
       std::vector<std::string> known = {kGemm};
       for (const Variant& v : candidates) known.push_back(v.name);
       if (gemmRuns) candidates.push_back({kGemm, true, x.dtype == DType::bf16 || (x.dtype == DType::f32 && tf32)});
-      std::shared_ptr<GraphConv> graph = cudnnGraphEngines() ? graphConv(call, x, w, y, op) : nullptr;
+      // Our graphs describe plain convolutions: a dilated or grouped one takes the legacy algorithms.
+      std::shared_ptr<GraphConv> graph =
+          cudnnGraphEngines() && convAttrs(call.step).plain() ? graphConv(call, x, w, y, op) : nullptr;
       if (graph)
         for (const Variant& v : graph->variants()) candidates.push_back(v), known.push_back(v.name);
       auto time = [&](const std::vector<Variant>& allowed) {

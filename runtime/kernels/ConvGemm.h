@@ -91,6 +91,7 @@ constexpr int64_t kConvGemmMaxElements = int64_t(1) << 31;
 inline bool convGeometry(const Step& step, std::span<const int64_t> x, std::span<const int64_t> w,
                          std::span<const int64_t> y, ConvGeometry* g) {
   const auto& a = convAttrs(step);
+  if (!a.plain()) return false;  // one GEMM a convolution: neither dilated nor grouped
   const int64_t k = x[1] * w[2] * w[3], np = x[0] * y[2] * y[3];
   for (int64_t count : {numElements(x), numElements(w), numElements(y), k * np, w[0] * np})
     if (count >= kConvGemmMaxElements) return false;

@@ -6,6 +6,7 @@
 // checkProgram holds every step to, and OpCoverageTest against the dialect's ODS arguments).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -30,8 +31,9 @@ using ReductionKind = Reduction;  // text in a Program ("sum"), the enum in the 
 
 // The field lists: F(type, name, required). An optional field absent from a step reads as its
 // type's zero (false for a flag, 0 for an integer).
-#define SPMD_CONV_ATTRS(F) F(Ints, stride, true) F(Ints, padding, true)
-#define SPMD_CONV_RELU_ATTRS(F) F(Ints, stride, true) F(Ints, padding, true) F(Flag, relu, false)
+#define SPMD_CONV_ATTRS(F) F(Ints, stride, true) F(Ints, padding, true) F(Ints, dilation, false) F(Int, groups, false)
+#define SPMD_CONV_RELU_ATTRS(F) \
+  F(Ints, stride, true) F(Ints, padding, true) F(Flag, relu, false) F(Ints, dilation, false) F(Int, groups, false)
 #define SPMD_EPSILON_ATTRS(F) F(Real, epsilon, true)
 #define SPMD_NORM_RELU_ATTRS(F) F(Real, epsilon, true) F(Flag, relu, false)
 #define SPMD_WINDOW_ATTRS(F)                                                                   \
@@ -111,19 +113,29 @@ const Record& attrsOf(const Step& step) {
 }
 
 // A convolution step's attributes, the one view every convolution kernel reads: stride and
-// padding (conv2d's ConvReluAttrs, a gradient's ConvAttrs) and whether the step writes
-// max(0, y) (a conv2d with relu, spmd-fuse-relu's form).
+// padding (conv2d's ConvReluAttrs, a gradient's ConvAttrs), whether the step writes max(0, y) (a
+// conv2d with relu, spmd-fuse-relu's form), the dilation and the groups (absent: 1).
 struct ConvView {
   const std::vector<int64_t>& stride;
   const std::vector<int64_t>& padding;
   bool relu;
+  std::array<int64_t, 2> dilation = {1, 1};
+  int64_t groups = 1;
+  // Neither dilated nor grouped: the one form our own convolution kernels (Winograd, the strided
+  // GEMMs, the sliced and direct ones, the CUDA GEMM variant) run; the others go to the library's
+  // kernels (oneDNN, cuDNN) and the reference loops.
+  bool plain() const { return groups == 1 && dilation[0] == 1 && dilation[1] == 1; }
 };
 inline ConvView convAttrs(const Step& step) {
+  auto view = [](const auto& a, bool relu) {
+    ConvView v{a.stride, a.padding, relu};
+    if (a.dilation.size() == 2) v.dilation = {a.dilation[0], a.dilation[1]};
+    if (a.groups > 0) v.groups = a.groups;
+    return v;
+  };
   if (step.record)
-    if (const auto* forward = std::get_if<ConvReluAttrs>(&step.record->value))
-      return {forward->stride, forward->padding, forward->relu};
-  const ConvAttrs& gradient = attrsOf<ConvAttrs>(step);
-  return {gradient.stride, gradient.padding, false};
+    if (const auto* forward = std::get_if<ConvReluAttrs>(&step.record->value)) return view(*forward, forward->relu);
+  return view(attrsOf<ConvAttrs>(step), false);
 }
 
 // The epsilon of a batch_norm_train (NormReluAttrs), _infer or _train_backward (EpsilonAttrs)

@@ -10,24 +10,26 @@ namespace spmd::runtime::reference {
 namespace {
 
 // Calls fn(xIndex, wIndex, yIndex) for every (input, filter, output) triple the forward
-// convolution multiplies together; x, w and y are NCHW / OIHW / NCHW shapes.
+// convolution multiplies together; x, w and y are NCHW / OIHW / NCHW shapes (w [O, C / G, KH, KW]).
 template <typename Fn>
 void forEachTap(const TensorView& x, const TensorView& w, const TensorView& y, const Step& step,
                 Fn fn) {
-  const auto& stride = convAttrs(step).stride;
-  const auto& pad = convAttrs(step).padding;
+  const ConvView attrs = convAttrs(step);
+  const auto &stride = attrs.stride, &pad = attrs.padding;
+  const auto& dil = attrs.dilation;
   int64_t n = x.dim(0), c = x.dim(1), h = x.dim(2), wd = x.dim(3);
   int64_t o = w.dim(0), kh = w.dim(2), kw = w.dim(3), oh = y.dim(2), ow = y.dim(3);
+  const int64_t cg = c / attrs.groups, og = o / attrs.groups;  // channels and outputs a group
   for (int64_t b = 0; b < n; ++b)
     for (int64_t f = 0; f < o; ++f)
       for (int64_t i = 0; i < oh; ++i)
         for (int64_t j = 0; j < ow; ++j)
-          for (int64_t ch = 0; ch < c; ++ch)
+          for (int64_t k = 0; k < cg; ++k)
             for (int64_t u = 0; u < kh; ++u)
               for (int64_t v = 0; v < kw; ++v) {
-                int64_t r = i * stride[0] - pad[0] + u, s = j * stride[1] - pad[1] + v;
+                int64_t r = i * stride[0] - pad[0] + u * dil[0], s = j * stride[1] - pad[1] + v * dil[1];
                 if (r < 0 || r >= h || s < 0 || s >= wd) continue;
-                fn(((b * c + ch) * h + r) * wd + s, ((f * c + ch) * kh + u) * kw + v,
+                fn(((b * c + f / og * cg + k) * h + r) * wd + s, ((f * cg + k) * kh + u) * kw + v,
                    ((b * o + f) * oh + i) * ow + j);
               }
 }

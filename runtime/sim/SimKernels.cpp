@@ -122,7 +122,8 @@ void throughPlain(KernelCall& call, KernelFn cpu) {
   for (size_t i : relaid) kernels::relayoutInto<SimApi>(call, out[i], call.out[i]);
 }
 
-// A convolution: the CPU's kernel, or the CUDA backend's GEMM variant where SPMD_KERNELS pins it.
+// A convolution: the CPU's kernel, or the CUDA backend's GEMM variant where SPMD_KERNELS pins it
+// (neither dilated nor grouped).
 template <const char* Op>
 void conv(KernelCall& call) {
   if (KernelChoices::process().pinOf(Op) != "gemm") {
@@ -133,7 +134,7 @@ void conv(KernelCall& call) {
   const DType dtype = call.out[0].dtype;
   if (dtype == DType::i32 || !kernels::convGeometryOf(call, &g))
     throw Error("SPMD_KERNELS pins " + call.step.op + " to 'gemm', which computes plain NCHW f32, f64 and bf16 "
-                "convolutions of fewer than 2^31 elements a tensor; " + stepName(call) + " is " + std::string(dtypeName(dtype)) + " " +
+                "convolutions (neither dilated nor grouped) of fewer than 2^31 elements a tensor; " + stepName(call) + " is " + std::string(dtypeName(dtype)) + " " +
                 shapeString(Shape(call.out[0].shape.begin(), call.out[0].shape.end())) + "; unpin it on sim");
   const size_t sum = kernels::convGemmSumBytes(dtype);
   const uint32_t chunk = kernels::convGemmChunk(g, sum, kConvGemmScratchBytes);

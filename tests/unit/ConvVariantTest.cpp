@@ -101,6 +101,29 @@ TEST(ConvVariantTest, EachVariantRunsExactlyWhereItsEntrySaysAndMatchesTheRefere
   EXPECT_EQ(byCase["conv 3x3 pad1 bias/f64"], (Names{"direct_f64"}));
   EXPECT_EQ(byCase["matmul sliced A^T bias/f32"], (Names{"onednn", "onednn_sliced"}));
   EXPECT_EQ(byCase["matmul sliced A^T bias/f64"], (Names{"reference"}));
+  // Dilated or grouped: oneDNN alone in f32, the reference loops in f64.
+  EXPECT_EQ(byCase["conv 3 groups stride2/f32"], (Names{"onednn"}));
+  EXPECT_EQ(byCase["conv 4 groups dilated blocked"], (Names{"onednn"}));
+  EXPECT_EQ(byCase["conv dilated 2x2/f64"], (Names{"reference"}));
+}
+
+// With SPMD_THREAD_INVARIANT=1 (oneDNN's sums may split by thread) a dilated or grouped f32
+// convolution runs the reference loops, blocked operands relaid into plain copies around them.
+TEST(ConvVariantTest, DilatedAndGroupedConvolutionsRunTheReferenceLoopsUnderThreadInvariantKernels) {
+  setThreadInvariantKernels(true);
+  int blocked = 0, ran = 0;
+  for (const KernelCase& c : kernelCases(DType::f32)) {
+    if (!hasVariants(c) || (!c.attrs.count("dilation") && !c.attrs.count("groups"))) continue;
+    SCOPED_TRACE(c.name);
+    std::string which;
+    const std::vector<Array> actual = runKernel(cpuKernels(), c, &which);
+    EXPECT_EQ(nameOf(which), "reference") << which;
+    spmd::testing::expectSameBits(actual[0], runKernel(referenceKernels(), plainCase(c))[0], c.name);
+    blocked += !c.layouts.empty(), ++ran;
+  }
+  setThreadInvariantKernels(std::nullopt);
+  EXPECT_GE(ran, 12);
+  EXPECT_GE(blocked, 3);
 }
 
 // The direct f64 convolutions (cpu/DirectF64Conv.h) give the reference loops' bits, not just

@@ -117,6 +117,10 @@ std::vector<GradCase> cases() {
        [](const T& a) { return T{conv2d(a[0], a[1], {}, {{2, 2}, {1, 1}})}; }},
       {"conv2d 1x1 stride2", {x({2, 3, 5, 5}), x({2, 3, 1, 1}), x({2})},
        [](const T& a) { return T{conv2d(a[0], a[1], a[2], {{2, 2}, {0, 0}})}; }},
+      {"conv2d 2 groups dilated 2x1", {x({2, 4, 6, 5}), x({6, 2, 3, 3}), x({6})},
+       [](const T& a) { return T{conv2d(a[0], a[1], a[2], {{1, 2}, {2, 1}, {2, 1}, 2})}; }},
+      {"conv2d depthwise stride2", {x({2, 3, 7, 6}), x({3, 1, 3, 3})},
+       [](const T& a) { return T{conv2d(a[0], a[1], {}, {{2, 2}, {1, 1}, {1, 1}, 3})}; }},
       {"batch_norm_train (y, mean, var)", {x({3, 4, 3, 2}), x({4}), x({4})},
        [](const T& a) {
          BatchNormResult r = batchNormTrain(a[0], a[1], a[2], 1e-5);

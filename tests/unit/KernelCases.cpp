@@ -190,7 +190,28 @@ std::vector<KernelCase> kernelCases(DType t) {
        {{"stride", V{1, 1}}, {"padding", V{1, 1}}}},
       {"softmax xent", "softmax_cross_entropy", {rnd({9, 10}, -4, 4), labels(9, 10)},
        {{t, {9}}}, {}},
+      // Dilated and grouped convolutions (torch.nn.Conv2d's dilation and groups): oneDNN's kernels
+      // and the reference loops run them, our own variants do not.
+      {"conv dilated 2x2", "conv2d", {rnd({2, 3, 11, 9}), rnd({4, 3, 3, 3}), rnd({4})}, {{t, {2, 4, 11, 9}}},
+       {{"stride", V{1, 1}}, {"padding", V{2, 2}}, {"dilation", V{2, 2}}}},
+      {"conv 3 groups stride2", "conv2d", {rnd({2, 6, 7, 7}), rnd({9, 2, 3, 3}), rnd({9})}, {{t, {2, 9, 4, 4}}},
+       {{"stride", V{2, 2}}, {"padding", V{1, 1}}, {"groups", int64_t{3}}}},
+      {"conv depthwise x2 dilated 2x1 relu", "conv2d", {rnd({2, 4, 8, 8}), rnd({8, 1, 3, 3}), rnd({8})},
+       {{t, {2, 8, 8, 8}}},
+       {{"stride", V{1, 1}}, {"padding", V{2, 1}}, {"dilation", V{2, 1}}, {"groups", int64_t{4}}, {"relu", true}}},
   };
+  // Their gradients, as the VJP rules emit them.
+  struct OtherConv { Shape x, w, y; V stride, padding, dilation; int64_t groups; };
+  for (const OtherConv& g : {OtherConv{{2, 3, 11, 9}, {4, 3, 3, 3}, {2, 4, 11, 9}, {1, 1}, {2, 2}, {2, 2}, 1},
+                             OtherConv{{2, 6, 7, 7}, {9, 2, 3, 3}, {2, 9, 4, 4}, {2, 2}, {1, 1}, {1, 1}, 3},
+                             OtherConv{{2, 4, 8, 8}, {8, 1, 3, 3}, {2, 8, 8, 8}, {1, 1}, {2, 1}, {2, 1}, 4}}) {
+    const std::string geometry = " " + shapeString(g.w) + " dilation" + std::to_string(g.dilation[0]) + " groups" +
+                                 std::to_string(g.groups);
+    const std::map<std::string, Attr> attrs = {
+        {"stride", g.stride}, {"padding", g.padding}, {"dilation", g.dilation}, {"groups", g.groups}};
+    list.push_back({"conv bwd data" + geometry, "conv2d_backward_data", {rnd(g.y), rnd(g.w)}, {{t, g.x}}, attrs});
+    list.push_back({"conv bwd filter" + geometry, "conv2d_backward_filter", {rnd(g.x), rnd(g.y)}, {{t, g.w}}, attrs});
+  }
   // Backward ops: shapes as the VJP rules emit them for the forward cases above.
   struct ConvShape { Shape x, w, y; V stride, padding; };
   for (const ConvShape& g : {ConvShape{{2, 3, 9, 7}, {5, 3, 3, 3}, {2, 5, 9, 7}, {1, 1}, {1, 1}},
@@ -362,6 +383,17 @@ std::vector<KernelCase> kernelCases(DType t) {
                     {{t, {2, 16, 6, 5}}}, {{"stride", V{1, 1}}, {"padding", V{1, 1}}}, {b8, "", "", b8}});
     list.push_back({"conv relu blocked in/out", "conv2d", {rnd({2, 16, 6, 5}), rnd({16, 16, 3, 3}), rnd({16})},
                     {{t, {2, 16, 6, 5}}}, {{"stride", V{1, 1}}, {"padding", V{1, 1}}, {"relu", true}}, {b8, "", "", b8}});
+    list.push_back({"conv 4 groups dilated blocked", "conv2d", {rnd({2, 16, 6, 5}), rnd({16, 4, 3, 3}), rnd({16})},
+                    {{t, {2, 16, 6, 5}}},
+                    {{"stride", V{1, 1}}, {"padding", V{2, 2}}, {"dilation", V{2, 2}}, {"groups", int64_t{4}}},
+                    {b8, "", "", b8}});
+    list.push_back({"conv bwd data depthwise blocked", "conv2d_backward_data", {rnd({2, 16, 6, 5}), rnd({16, 1, 3, 3})},
+                    {{t, {2, 16, 6, 5}}}, {{"stride", V{1, 1}}, {"padding", V{1, 1}}, {"groups", int64_t{16}}},
+                    {b16, "", b8}});
+    list.push_back({"conv bwd filter 2 groups blocked", "conv2d_backward_filter", {rnd({2, 16, 7, 7}), rnd({2, 8, 4, 3})},
+                    {{t, {8, 8, 3, 3}}},
+                    {{"stride", V{2, 2}}, {"padding", V{1, 1}}, {"dilation", V{1, 2}}, {"groups", int64_t{2}}},
+                    {b8, b8, ""}});
     list.push_back({"conv plain in, 16c out", "conv2d", {rnd({2, 3, 9, 9}), rnd({32, 3, 3, 3})},
                     {{t, {2, 32, 5, 5}}}, {{"stride", V{2, 2}}, {"padding", V{1, 1}}}, {"", "", b16}});
     list.push_back({"conv bwd data blocked", "conv2d_backward_data", {rnd({2, 16, 6, 5}), rnd({16, 8, 3, 3})},

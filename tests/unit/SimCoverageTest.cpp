@@ -52,10 +52,22 @@ TEST(SimCoverageTest, EveryKernelTheCudaBackendLaunchesExecutesOnTheSimulator) {
       KernelCase c = asGiven ? given : plainCase(given);
       Executor(oneStepProgram(c, "SimCoverageTest"), sim).run(inputsInLayout(c));
     }
-  {  // the convolutions again through the CUDA backend's GEMM variant (kernels/ConvGemm.h)
+  {  // the plain convolutions again through the CUDA backend's GEMM variant (kernels/ConvGemm.h);
+     // pinned, a dilated or grouped one is refused saying so
     PinnedKernels pin("conv2d:gemm,conv2d_backward_data:gemm,conv2d_backward_filter:gemm");
-    for (const KernelCase& c : kernelCases(DType::f32))
-      if (c.op.rfind("conv2d", 0) == 0) Executor(oneStepProgram(plainCase(c), "SimCoverageTest"), sim).run(plainCase(c).inputs);
+    int refused = 0;
+    for (const KernelCase& c : kernelCases(DType::f32)) {
+      if (c.op.rfind("conv2d", 0) != 0) continue;
+      auto run = [&] { Executor(oneStepProgram(plainCase(c), "SimCoverageTest"), sim).run(plainCase(c).inputs); };
+      if (!c.attrs.count("dilation") && !c.attrs.count("groups")) {
+        run();
+        continue;
+      }
+      const std::string error = spmd::testing::errorOf(run);
+      EXPECT_NE(error.find("(neither dilated nor grouped)"), std::string::npos) << c.name << ": " << error;
+      ++refused;
+    }
+    EXPECT_GE(refused, 6);
   }
 
   auto model = models::resnet18({.width = 2, .bnAxisName = "batch"});

@@ -448,6 +448,102 @@ TEST(TorchReferenceTest, GroupNormMatchesPyTorch) {
             std::string::npos);
 }
 
+// conv2d's dilation and groups (torch.nn.Conv2d's): the f64 step (the reference loops) within
+// 1e-12 of PyTorch's f64 result and gradients, the f32 one (oneDNN's kernels) within 1e-5.
+TEST(TorchReferenceTest, ConvolutionOptionsMatchPyTorch) {
+  if (std::string why = torchMissing(); !why.empty()) GTEST_FAIL() << why;
+  struct Case {
+    std::string name;
+    Shape x, w;
+    Conv2dOptions options;
+  };
+  const std::vector<Case> cases = {
+      {"dilated", {2, 3, 9, 8}, {4, 3, 3, 3}, {{1, 1}, {2, 2}, {2, 2}, 1}},
+      {"grouped", {2, 6, 7, 7}, {9, 2, 3, 3}, {{2, 1}, {1, 0}, {1, 1}, 3}},
+      {"depthwise", {2, 4, 6, 6}, {8, 1, 3, 3}, {{1, 1}, {1, 1}, {1, 1}, 4}},
+      {"grouped_dilated_strided", {3, 4, 10, 9}, {6, 2, 3, 2}, {{2, 2}, {2, 1}, {3, 2}, 2}}};
+  Exchange exchange;
+  std::map<std::string, std::map<std::string, Array>> ours[2];  // f64, f32
+  std::string specs;
+  uint64_t seed = 700;
+  for (const Case& c : cases) {
+    Tree inputs;
+    inputs.set("x", randomArray(DType::f64, c.x, seed++));
+    inputs.set("weight", randomArray(DType::f64, c.w, seed++));
+    inputs.set("bias", randomArray(DType::f64, {c.w[0]}, seed++));
+    Array y = jit([&](const Tree& t) { return conv2d(t.at("x"), t.at("weight"), t.at("bias"), c.options); })(inputs).array();
+    const Array g = randomArray(DType::f64, y.shape, seed++);
+    for (DType dtype : {DType::f64, DType::f32}) {
+      auto typedOf = [dtype](const Array& a) {
+        if (dtype == DType::f64) return a;
+        Array b = Array::zeros(DType::f32, a.shape);
+        for (int64_t i = 0; i < a.numel(); ++i) b.values<float>()[i] = float(a.values<double>()[i]);
+        return b;
+      };
+      Tree typed;
+      for (const auto& [part, t] : inputs) typed.set(part, typedOf(t.array()));
+      auto step = jit([&](const Tree& t, const Tensor& cotangent) {
+        return value_and_grad([&](const Tree& u) {
+          Tensor weighted = conv2d(u.at("x"), u.at("weight"), u.at("bias"), c.options) * cotangent;
+          return sum(weighted, spmd::testing::allAxes(weighted));
+        })(t);
+      });
+      auto [total, grads] = step(typed, typedOf(g));
+      Array yTyped = jit([&](const Tree& t) { return conv2d(t.at("x"), t.at("weight"), t.at("bias"), c.options); })(typed).array();
+      ours[dtype == DType::f64 ? 0 : 1][c.name] = {{"y", yTyped},
+                                                   {"dx", grads.at("x").array()},
+                                                   {"dweight", grads.at("weight").array()},
+                                                   {"dbias", grads.at("bias").array()}};
+    }
+    for (const auto& [part, t] : inputs) exchange.write(part + "." + c.name, t.array());
+    exchange.write("g." + c.name, g);
+    const Conv2dOptions& o = c.options;
+    specs += " " + c.name;
+    for (int64_t v : {o.stride[0], o.stride[1], o.padding[0], o.padding[1], o.dilation[0], o.dilation[1], o.groups})
+      specs += " " + std::to_string(v);
+  }
+  exchange.close();
+  std::string command = python() + " " SPMD_SOURCE_DIR "/tests/reference/torch_conv.py " + exchange.dir() + specs;
+  ASSERT_EQ(std::system(command.c_str()), 0) << "failed: " << command;
+  for (int which = 0; which < 2; ++which)
+    for (const Case& c : cases)
+      for (const auto& [part, array] : ours[which][c.name])
+        EXPECT_LT(relativeError(array, exchange.read(part + "." + c.name, array.shape, DType::f64)),
+                  which == 0 ? 1e-12 : 1e-5)
+            << c.name << " " << part << (which == 0 ? " f64" : " f32");
+  // nn::Conv2d with groups and dilation: its weight [out, in / groups, k, k], the function's bits.
+  nn::Conv2d layer("conv", {.in = 6, .out = 9, .kernel = 3, .padding = 2, .bias = false, .dilation = 2, .groups = 3});
+  auto [params, state] = layer.initialize(5);
+  EXPECT_EQ(params.at("conv.weight").shape(), (Shape{9, 2, 3, 3}));
+  const Array x = randomArray(DType::f32, {2, 6, 7, 7}, 77);
+  Array byLayer = jit([&](const Tree& p, const Tensor& t) { return layer.apply(p, state, t, true).first; })(params, x).array();
+  Array byOp = jit([](const Tensor& t, const Tensor& w) { return conv2d(t, w, {}, {{1, 1}, {2, 2}, {2, 2}, 3}); })(
+                   x, params.at("conv.weight").array())
+                   .array();
+  spmd::testing::expectSameBits(byLayer, byOp, "nn::Conv2d with groups and dilation");
+  // Bad options name the call's line and what is wrong.
+  auto refused = [](Shape w, Conv2dOptions options) {
+    return spmd::testing::errorOf([&] {
+      jit([&](const Tensor& t, const Tensor& f) { return conv2d(t, f, {}, options); })(
+          randomArray(DType::f32, {2, 6, 7, 7}, 1), randomArray(DType::f32, w, 2));
+    });
+  };
+  const std::string groups = refused({8, 2, 3, 3}, {{1, 1}, {0, 0}, {1, 1}, 4});
+  EXPECT_NE(groups.find("TorchReferenceTest.cpp"), std::string::npos) << groups;
+  EXPECT_NE(groups.find("groups 4 must be positive and divide the input's 6 channels and the filter's 8 outputs"),
+            std::string::npos)
+      << groups;
+  const std::string perGroup = refused({9, 3, 3, 3}, {{1, 1}, {0, 0}, {1, 1}, 3});
+  EXPECT_NE(perGroup.find("expects 3 a group (3 groups: 2 a group)"), std::string::npos) << perGroup;
+  const std::string dilation = refused({9, 6, 3, 3}, {{1, 1}, {0, 0}, {0, 1}, 1});
+  EXPECT_NE(dilation.find("dilation must be two positive integers, got [0, 1]"), std::string::npos) << dilation;
+  const std::string reach = refused({9, 6, 3, 3}, {{1, 1}, {0, 0}, {4, 1}, 1});
+  EXPECT_NE(reach.find("dilated by [4, 1] is larger than the padded input"), std::string::npos) << reach;
+  EXPECT_NE(spmd::testing::errorOf([] { nn::Conv2d("c", {.in = 6, .out = 8, .kernel = 3, .groups = 4}); })
+                .find("nn::Conv2d 'c' (in 6, out 8, kernel 3, groups 4): groups must be positive and divide both in and out"),
+            std::string::npos);
+}
+
 TEST(TorchReferenceTest, TransformerBlockMatchesPyTorchAutograd) {
   if (std::string why = torchMissing(); !why.empty()) GTEST_FAIL() << why;
   const int64_t vocab = 11, dim = 8, hidden = 32, heads = 2;

@@ -152,3 +152,15 @@ func.func @custom_call(%x: tensor<2x3xf32>, %i: tensor<2xi32>) -> (tensor<2x3xf3
   %s = spmd.custom_call "mylib.id"(%r#0) : (tensor<2x3xf32>) -> tensor<2x3xf32>
   return %s, %r#1 : tensor<2x3xf32>, tensor<3xf32>
 }
+
+// A dilated, grouped convolution and its gradients (absent dilation and groups mean 1).
+// CHECK-LABEL: func.func @conv_options
+func.func @conv_options(%x: tensor<2x6x8x8xf32>, %w: tensor<6x2x3x3xf32>, %dy: tensor<2x6x4x8xf32>) -> (tensor<2x6x4x8xf32>, tensor<2x6x8x8xf32>, tensor<6x2x3x3xf32>) {
+  // CHECK: spmd.conv2d %{{.*}}, %{{.*}} {dilation = array<i64: 2, 1>, groups = 3 : i64, padding = array<i64: 0, 1>, stride = array<i64: 1, 1>} : (tensor<2x6x8x8xf32>, tensor<6x2x3x3xf32>) -> tensor<2x6x4x8xf32>
+  %y = spmd.conv2d %x, %w {stride = array<i64: 1, 1>, padding = array<i64: 0, 1>, dilation = array<i64: 2, 1>, groups = 3 : i64} : (tensor<2x6x8x8xf32>, tensor<6x2x3x3xf32>) -> tensor<2x6x4x8xf32>
+  // CHECK: spmd.conv2d_backward_data %{{.*}}, %{{.*}} {dilation = array<i64: 2, 1>, groups = 3 : i64, padding = array<i64: 0, 1>, stride = array<i64: 1, 1>}
+  %dx = spmd.conv2d_backward_data %dy, %w {stride = array<i64: 1, 1>, padding = array<i64: 0, 1>, dilation = array<i64: 2, 1>, groups = 3 : i64} : (tensor<2x6x4x8xf32>, tensor<6x2x3x3xf32>) -> tensor<2x6x8x8xf32>
+  // CHECK: spmd.conv2d_backward_filter %{{.*}}, %{{.*}} {dilation = array<i64: 2, 1>, groups = 3 : i64, padding = array<i64: 0, 1>, stride = array<i64: 1, 1>}
+  %dw = spmd.conv2d_backward_filter %x, %dy {stride = array<i64: 1, 1>, padding = array<i64: 0, 1>, dilation = array<i64: 2, 1>, groups = 3 : i64} : (tensor<2x6x8x8xf32>, tensor<2x6x4x8xf32>) -> tensor<6x2x3x3xf32>
+  return %y, %dx, %dw : tensor<2x6x4x8xf32>, tensor<2x6x8x8xf32>, tensor<6x2x3x3xf32>
+}

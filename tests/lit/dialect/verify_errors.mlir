@@ -10,6 +10,24 @@ func.func @conv_channels(%x: tensor<2x3x8x8xf32>, %w: tensor<4x2x3x3xf32>) {
 
 // -----
 
+func.func @conv_groups(%x: tensor<2x6x8x8xf32>, %w: tensor<8x2x3x3xf32>) {
+  // expected-error @+2 {{groups 4 must be positive and divide the input's 6 channels and the filter's 8 outputs}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %r = spmd.conv2d %x, %w {stride = array<i64: 1, 1>, padding = array<i64: 0, 0>, groups = 4 : i64} : (tensor<2x6x8x8xf32>, tensor<8x2x3x3xf32>) -> tensor<2x8x6x6xf32>
+  return
+}
+
+// -----
+
+func.func @conv_dilation(%x: tensor<2x3x8x8xf32>, %w: tensor<4x3x3x3xf32>) {
+  // expected-error @+2 {{filter tensor<4x3x3x3xf32> dilated by [4, 1] is larger than the padded input}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %r = spmd.conv2d %x, %w {stride = array<i64: 1, 1>, padding = array<i64: 0, 0>, dilation = array<i64: 4, 1>} : (tensor<2x3x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<2x4x6x6xf32>
+  return
+}
+
+// -----
+
 func.func @conv_stride(%x: tensor<2x3x8x8xf32>, %w: tensor<4x3x3x3xf32>) {
   // expected-error @+2 {{stride must be two positive integers, got [0, 1]}}
   // expected-error @+1 {{failed to infer returned types}}
