@@ -60,18 +60,23 @@ mlir::Value optional(Trace& trace, const Tensor& t, Loc loc) {
   return t.defined() ? trace.valueOf(t, loc) : mlir::Value();
 }
 
+// A convolution's dilation and groups attributes; the defaults (1) stay absent from the IR (and a
+// Program), as they were before the options existed.
+std::pair<mlir::DenseI64ArrayAttr, mlir::IntegerAttr> convOptionAttrs(mlir::MLIRContext* context,
+                                                                     const std::vector<int64_t>& dilation,
+                                                                     int64_t groups) {
+  return {dilation != std::vector<int64_t>{1, 1} ? mlir::DenseI64ArrayAttr::get(context, dilation)
+                                                 : mlir::DenseI64ArrayAttr(),
+          groups != 1 ? mlir::IntegerAttr::get(mlir::IntegerType::get(context, 64), groups) : mlir::IntegerAttr()};
+}
+
 }  // namespace
 
 Tensor conv2d(const Tensor& x, const Tensor& filter, const Tensor& bias,
               const Conv2dOptions& options, Loc loc) {
   Trace& trace = Trace::current("conv2d", loc);
   mlir::MLIRContext* context = &trace.context();
-  // The defaults stay absent from the IR (and a Program), as they were before the options existed.
-  const bool dilated = options.dilation != std::vector<int64_t>{1, 1};
-  const auto dilation = dilated ? mlir::DenseI64ArrayAttr::get(context, options.dilation) : mlir::DenseI64ArrayAttr();
-  const auto groups = options.groups != 1
-                          ? mlir::IntegerAttr::get(mlir::IntegerType::get(context, 64), options.groups)
-                          : mlir::IntegerAttr();
+  const auto [dilation, groups] = convOptionAttrs(context, options.dilation, options.groups);
   return trace.wrap(trace
                         .create<ir::Conv2dOp>(loc, trace.valueOf(x, loc), trace.valueOf(filter, loc),
                                               optional(trace, bias, loc),
@@ -79,6 +84,60 @@ Tensor conv2d(const Tensor& x, const Tensor& filter, const Tensor& bias,
                                               mlir::DenseI64ArrayAttr::get(context, options.padding),
                                               mlir::BoolAttr::get(context, false), dilation, groups)
                         ->getResult(0));
+}
+
+Tensor convTranspose2d(const Tensor& x, const Tensor& filter, const Tensor& bias, const ConvTranspose2dOptions& options,
+                       Loc loc) {
+  Trace& trace = Trace::current("convTranspose2d", loc);
+  const std::string at = where(loc) + ": spmd::convTranspose2d: ";
+  if (x.rank() != 4 || filter.rank() != 4)
+    throw Error(at + "x must be [N, I, H, W] and filter [I, O / groups, KH, KW], got " + x.typeString() + " and " +
+                filter.typeString());
+  const ConvTranspose2dOptions& o = options;
+  auto pair = [](const std::vector<int64_t>& v, int64_t least) {
+    return v.size() == 2 && v[0] >= least && v[1] >= least;
+  };
+  if (!pair(o.stride, 1) || !pair(o.dilation, 1) || !pair(o.padding, 0) || !pair(o.outputPadding, 0))
+    throw Error(at + "stride and dilation must be two positive integers, padding and outputPadding two non-negative ones");
+  if (filter.dim(0) != x.dim(1))
+    throw Error(at + "filter " + filter.typeString() + " must have x's " + std::to_string(x.dim(1)) +
+                " input channels first ([I, O / groups, KH, KW], torch's layout for a transposed convolution)");
+  if (o.groups < 1 || x.dim(1) % o.groups != 0)
+    throw Error(at + "groups " + std::to_string(o.groups) + " must be positive and divide x's " +
+                std::to_string(x.dim(1)) + " channels");
+  Shape result = {x.dim(0), filter.dim(1) * o.groups, 0, 0};
+  for (size_t d = 0; d < 2; ++d) {
+    if (o.outputPadding[d] >= o.stride[d])
+      throw Error(at + "outputPadding " + shapeString(o.outputPadding) + " must be smaller than the stride " +
+                  shapeString(o.stride) + " (it picks among the sizes a strided convolution maps to x's)");
+    result[d + 2] = (x.dim(int(d) + 2) - 1) * o.stride[d] - 2 * o.padding[d] + o.dilation[d] * (filter.dim(int(d) + 2) - 1) +
+                    o.outputPadding[d] + 1;
+    if (result[d + 2] < 1)
+      throw Error(at + "the padding " + shapeString(o.padding) + " leaves no output of " + x.typeString() +
+                  " and filter " + filter.typeString());
+  }
+  if (bias.defined() && bias.shape() != Shape{result[1]})
+    throw Error(at + "bias must be [" + std::to_string(result[1]) + "] (one per output channel), got " +
+                bias.typeString());
+  mlir::MLIRContext* context = &trace.context();
+  const auto [dilation, groups] = convOptionAttrs(context, o.dilation, o.groups);
+  Tensor y = trace.wrap(trace
+                            .createWithType<ir::Conv2dBackwardDataOp>(
+                                loc, detail::tensorType(x.dtype(), result), trace.valueOf(x, loc),
+                                trace.valueOf(filter, loc), mlir::DenseI64ArrayAttr::get(context, o.stride),
+                                mlir::DenseI64ArrayAttr::get(context, o.padding), dilation, groups)
+                            ->getResult(0));
+  return bias.defined() ? add(y, reshape(bias, {1, result[1], 1, 1}, loc), loc) : y;
+}
+
+Tensor conv1d(const Tensor& x, const Tensor& filter, const Tensor& bias, const Conv1dOptions& options, Loc loc) {
+  if (x.rank() != 3 || filter.rank() != 3)
+    throw Error(where(loc) + ": spmd::conv1d: x must be [N, C, L] and filter [O, C / groups, K], got " +
+                x.typeString() + " and " + filter.typeString());
+  const Shape xs = x.shape(), ws = filter.shape();
+  Tensor y = conv2d(reshape(x, {xs[0], xs[1], 1, xs[2]}, loc), reshape(filter, {ws[0], ws[1], 1, ws[2]}, loc), bias,
+                    {{1, options.stride}, {0, options.padding}, {1, options.dilation}, options.groups}, loc);
+  return reshape(y, {y.dim(0), y.dim(1), y.dim(3)}, loc);
 }
 
 BatchNormResult batchNormTrain(const Tensor& x, const Tensor& scale, const Tensor& offset,

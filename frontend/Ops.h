@@ -21,6 +21,28 @@ struct Conv2dOptions {
 Tensor conv2d(const Tensor& x, const Tensor& filter, const Tensor& bias = {},
               const Conv2dOptions& options = {}, Loc loc = Loc::current());
 
+// torch.nn.functional.conv1d: x [N, C, L], filter [O, C / groups, K], optional bias [O]; one
+// number a dimension. Runs as conv2d over [N, C, 1, L] (its kernels, gradients and errors).
+struct Conv1dOptions {
+  int64_t stride = 1, padding = 0, dilation = 1, groups = 1;
+};
+Tensor conv1d(const Tensor& x, const Tensor& filter, const Tensor& bias = {}, const Conv1dOptions& options = {},
+              Loc loc = Loc::current());
+
+// torch.nn.functional.conv_transpose2d: x [N, I, H, W], filter [I, O / groups, KH, KW], optional
+// bias [O]; the result [N, O, (H - 1) * stride - 2 * padding + dilation * (KH - 1) + outputPadding
+// + 1, ...]: the gradient of the convolution with that filter from the result's shape to x's
+// (`outputPadding`, below the stride, picks among the sizes that convolution maps to H).
+struct ConvTranspose2dOptions {
+  std::vector<int64_t> stride = {1, 1};
+  std::vector<int64_t> padding = {0, 0};
+  std::vector<int64_t> outputPadding = {0, 0};
+  std::vector<int64_t> dilation = {1, 1};
+  int64_t groups = 1;
+};
+Tensor convTranspose2d(const Tensor& x, const Tensor& filter, const Tensor& bias = {},
+                       const ConvTranspose2dOptions& options = {}, Loc loc = Loc::current());
+
 struct BatchNormResult {
   Tensor y, mean, variance;  // mean and biased variance of the batch, per channel
 };

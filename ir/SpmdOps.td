@@ -313,8 +313,14 @@ def Spmd_SoftmaxCrossEntropyOp : Spmd_InferredOp<"softmax_cross_entropy", [Vjp]>
 
 //===--- backward ops (emitted by VJP rules) ------------------------------------------------===//
 
-def Spmd_Conv2dBackwardDataOp : Spmd_Op<"conv2d_backward_data", [Spmd_FirstOrderOnly]> {
+def Spmd_Conv2dBackwardDataOp : Spmd_Op<"conv2d_backward_data", [Vjp]> {
   let summary = "gradient of conv2d w.r.t. its input; the result type is the input's";
+  let description = [{
+    Also the transposed convolution (spmd::convTranspose2d, torch's conv_transpose2d): the filter
+    [I, O / G, KH, KW] of the convolution it transposes, the result type choosing among the sizes
+    that convolution maps to result_grad's (torch's output_padding). Differentiable: its VJP is
+    the convolution (w.r.t. result_grad) and the convolution's filter gradient (w.r.t. filter).
+  }];
   let arguments = (ins Spmd_FloatTensor:$result_grad, Spmd_FloatTensor:$filter,
                        DenseI64ArrayAttr:$stride, DenseI64ArrayAttr:$padding,
                        OptionalAttr<DenseI64ArrayAttr>:$dilation, OptionalAttr<I64Attr>:$groups);

@@ -79,6 +79,17 @@ LogicalResult Conv2dOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads,
   return success();
 }
 
+// result_grad and filter of the transposed convolution: the convolution of the cotangent (the
+// forward op this one is the input gradient of), and that convolution's filter gradient.
+LogicalResult Conv2dBackwardDataOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads, SmallVectorImpl<Value>& out) {
+  Value g = grads[0];
+  out.push_back(b.create<Conv2dOp>(getLoc(), g, getFilter(), Value(), getStrideAttr(), getPaddingAttr(),
+                                   b.getBoolAttr(false), getDilationAttr(), getGroupsAttr()));
+  out.push_back(b.create<Conv2dBackwardFilterOp>(getLoc(), getFilter().getType(), g, getResultGrad(), getStrideAttr(),
+                                                 getPaddingAttr(), getDilationAttr(), getGroupsAttr()));
+  return success();
+}
+
 LogicalResult BatchNormTrainOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads,
                                          SmallVectorImpl<Value>& out) {
   if (getRelu())

@@ -8,14 +8,63 @@
 
 namespace spmd::nn {
 
-Conv2d::Conv2d(std::string path, Conv2dConfig config) : Module(std::move(path)), c_(std::move(config)) {
-  const std::string at = "nn::Conv2d '" + this->path() + "' (in " + std::to_string(c_.in) + ", out " +
-                         std::to_string(c_.out) + ", kernel " + std::to_string(c_.kernel) + ", groups " +
-                         std::to_string(c_.groups) + "): ";
-  if (c_.in < 1 || c_.out < 1 || c_.kernel < 1 || c_.stride < 1 || c_.padding < 0 || c_.dilation < 1)
+namespace {
+
+// A convolution layer's configuration, checked when the layer is made (`kind`: "Conv2d").
+template <class Config>
+void checkConvConfig(const char* kind, const std::string& path, const Config& c) {
+  const std::string at = std::string("nn::") + kind + " '" + path + "' (in " + std::to_string(c.in) + ", out " +
+                         std::to_string(c.out) + ", kernel " + std::to_string(c.kernel) + ", groups " +
+                         std::to_string(c.groups) + "): ";
+  if (c.in < 1 || c.out < 1 || c.kernel < 1 || c.stride < 1 || c.padding < 0 || c.dilation < 1)
     throw Error(at + "in, out, kernel, stride and dilation must be positive and padding non-negative");
-  if (c_.groups < 1 || c_.in % c_.groups != 0 || c_.out % c_.groups != 0)
+  if (c.groups < 1 || c.in % c.groups != 0 || c.out % c.groups != 0)
     throw Error(at + "groups must be positive and divide both in and out (groups = in is a depthwise convolution)");
+}
+
+}  // namespace
+
+Conv2d::Conv2d(std::string path, Conv2dConfig config) : Module(std::move(path)), c_(std::move(config)) {
+  checkConvConfig("Conv2d", this->path(), c_);
+}
+
+ConvTranspose2d::ConvTranspose2d(std::string path, ConvTranspose2dConfig config)
+    : Module(std::move(path)), c_(std::move(config)) {
+  checkConvConfig("ConvTranspose2d", this->path(), c_);
+  if (c_.outputPadding < 0 || c_.outputPadding >= c_.stride)
+    throw Error("nn::ConvTranspose2d '" + this->path() + "': outputPadding (" + std::to_string(c_.outputPadding) +
+                ") must be non-negative and smaller than the stride (" + std::to_string(c_.stride) + ")");
+}
+
+void ConvTranspose2d::init(Rng& rng, Tree& params, Tree&) const {
+  params.set(key("weight"), c_.weightInit(rng, {c_.in, c_.out / c_.groups, c_.kernel, c_.kernel}));
+  if (c_.bias) params.set(key("bias"), init::zeros()(rng, {c_.out}));
+}
+
+Tensor ConvTranspose2d::forward(Context& ctx, const Tensor& x, Loc loc) const {
+  Tensor bias = c_.bias ? ctx.toCompute(ctx.params.at(key("bias")), loc) : Tensor();
+  return convTranspose2d(ctx.toCompute(x, loc), ctx.toCompute(ctx.params.at(key("weight")), loc), bias,
+                         {{c_.stride, c_.stride},
+                          {c_.padding, c_.padding},
+                          {c_.outputPadding, c_.outputPadding},
+                          {c_.dilation, c_.dilation},
+                          c_.groups},
+                         loc);
+}
+
+Conv1d::Conv1d(std::string path, Conv1dConfig config) : Module(std::move(path)), c_(std::move(config)) {
+  checkConvConfig("Conv1d", this->path(), c_);
+}
+
+void Conv1d::init(Rng& rng, Tree& params, Tree&) const {
+  params.set(key("weight"), c_.weightInit(rng, {c_.out, c_.in / c_.groups, c_.kernel}));
+  if (c_.bias) params.set(key("bias"), init::zeros()(rng, {c_.out}));
+}
+
+Tensor Conv1d::forward(Context& ctx, const Tensor& x, Loc loc) const {
+  Tensor bias = c_.bias ? ctx.toCompute(ctx.params.at(key("bias")), loc) : Tensor();
+  return conv1d(ctx.toCompute(x, loc), ctx.toCompute(ctx.params.at(key("weight")), loc), bias,
+                {c_.stride, c_.padding, c_.dilation, c_.groups}, loc);
 }
 
 void Conv2d::init(Rng& rng, Tree& params, Tree&) const {

@@ -1,4 +1,4 @@
-// The layers CNNs are built from: Conv2d, BatchNorm2d, Linear, ReLU, Sigmoid, max and average pooling,
+// The layers CNNs are built from: Conv2d, Conv1d, ConvTranspose2d, BatchNorm2d, Linear, ReLU, Sigmoid, max and average pooling,
 // global average pooling, LogSoftmax, Dropout, LayerNorm, Embedding, Flatten and Sequential. Parameter names follow PyTorch (weight, bias,
 // running_mean, running_var) so checkpoints map one to one.
 #pragma once
@@ -29,6 +29,45 @@ class Conv2d final : public Module {
 
  private:
   Conv2dConfig c_;
+};
+
+// torch.nn.Conv1d: x [N, in, L], the weight [out, in / groups, kernel] (spmd::conv1d); the
+// configuration's fields are Conv2d's.
+using Conv1dConfig = Conv2dConfig;
+class Conv1d final : public Module {
+ public:
+  // Throws spmd::Error when groups does not divide in and out, or a size is not positive.
+  Conv1d(std::string path, Conv1dConfig config);
+  void init(Rng& rng, Tree& params, Tree& state) const override;
+
+ protected:
+  Tensor forward(Context& ctx, const Tensor& x, Loc loc) const override;
+
+ private:
+  Conv2dConfig c_;
+};
+
+// torch.nn.ConvTranspose2d's square form: x [N, in, H, W], the weight [in, out / groups, kernel,
+// kernel] (spmd::convTranspose2d; outputPadding below the stride).
+struct ConvTranspose2dConfig {
+  int64_t in, out, kernel;
+  int64_t stride = 1, padding = 0, outputPadding = 0;
+  bool bias = true;
+  Initializer weightInit = init::normal(0.01);
+  int64_t dilation = 1, groups = 1;
+};
+class ConvTranspose2d final : public Module {
+ public:
+  // Throws spmd::Error when groups does not divide in and out, a size is not positive or
+  // outputPadding is not below the stride.
+  ConvTranspose2d(std::string path, ConvTranspose2dConfig config);
+  void init(Rng& rng, Tree& params, Tree& state) const override;
+
+ protected:
+  Tensor forward(Context& ctx, const Tensor& x, Loc loc) const override;
+
+ private:
+  ConvTranspose2dConfig c_;
 };
 
 // Batch normalization over (N, H, W) per channel. Training: batch statistics, and running

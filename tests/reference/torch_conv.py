@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
-"""PyTorch side of TorchReferenceTest.ConvolutionOptionsMatchPyTorch: torch.nn.functional.conv2d of
-DIR's "x.<name>" with "weight.<name>" and "bias.<name>" in f64, and the gradients of
+"""PyTorch side of TorchReferenceTest.ConvolutionOptionsMatchPyTorch: a convolution of DIR's
+"x.<name>" with "weight.<name>" and "bias.<name>" in f64 (torch.nn.functional.conv2d, conv1d for a
+rank-3 x reading the second number of each pair, or conv_transpose2d), and the gradients of
 sum(result * "g.<name>") with respect to the input, weight and bias, written back as "y.<name>",
 "dx.<name>", "dweight.<name>" and "dbias.<name>". Each case comes on the command line as
-NAME STRIDE_H STRIDE_W PAD_H PAD_W DILATION_H DILATION_W GROUPS, so that the C++ test defines them
-once. Files in DIR as tests/reference/exchange.py describes.
+NAME KIND SH SW PH PW DH DW GROUPS OPH OPW (KIND: conv or transposed; stride, padding, dilation,
+groups, output padding), so that the C++ test defines them once. Files in DIR as
+tests/reference/exchange.py describes.
 
-usage: torch_conv.py DIR [NAME SH SW PH PW DH DW GROUPS]...
+usage: torch_conv.py DIR [NAME KIND SH SW PH PW DH DW GROUPS OPH OPW]...
 """
 import sys
 
@@ -18,11 +20,17 @@ from exchange import read, write
 def main():
     directory, specs = sys.argv[1], sys.argv[2:]
     arrays = read(directory)
-    for at in range(0, len(specs), 8):
-        name = specs[at]
-        sh, sw, ph, pw, dh, dw, groups = (int(v) for v in specs[at + 1:at + 8])
+    for at in range(0, len(specs), 11):
+        name, kind = specs[at], specs[at + 1]
+        sh, sw, ph, pw, dh, dw, groups, oph, opw = (int(v) for v in specs[at + 2:at + 11])
         x, weight, bias = (arrays[part + "." + name].clone().requires_grad_() for part in ("x", "weight", "bias"))
-        y = F.conv2d(x, weight, bias, stride=(sh, sw), padding=(ph, pw), dilation=(dh, dw), groups=groups)
+        if kind == "transposed":
+            y = F.conv_transpose2d(x, weight, bias, stride=(sh, sw), padding=(ph, pw), output_padding=(oph, opw),
+                                   groups=groups, dilation=(dh, dw))
+        elif x.dim() == 3:
+            y = F.conv1d(x, weight, bias, stride=sw, padding=pw, dilation=dw, groups=groups)
+        else:
+            y = F.conv2d(x, weight, bias, stride=(sh, sw), padding=(ph, pw), dilation=(dh, dw), groups=groups)
         (y * arrays["g." + name]).sum().backward()
         write(directory, "y." + name, y)
         for part, tensor in (("dx", x), ("dweight", weight), ("dbias", bias)):

@@ -267,7 +267,7 @@ TEST_P(CudaKernelTest, ConvolutionsPinnedToTheGemmVariantMatchTheReference) {
   PinnedKernels pin("conv2d:gemm,conv2d_backward_data:gemm,conv2d_backward_filter:gemm");
   std::vector<KernelCase> cases;
   for (const KernelCase& c : kernelCases(dtype))
-    if (c.op.rfind("conv2d", 0) == 0) cases.push_back(plainCase(c));
+    if (plainConvolution(c)) cases.push_back(plainCase(c));
   uint64_t seed = 77;
   auto rnd = [&](Shape s) { return spmd::testing::randomArray(dtype, s, seed++, -1, 1); };
   using V = std::vector<int64_t>;
@@ -319,7 +319,7 @@ TEST_P(CudaKernelTest, Bf16ConvolutionsPinnedToTheGemmVariantRoundTheF32ResultOn
   };
   int checked = 0;
   for (const KernelCase& f32Case : kernelCases(DType::f32)) {
-    if (f32Case.op.rfind("conv2d", 0) != 0) continue;
+    if (!plainConvolution(f32Case)) continue;
     KernelCase wide = plainCase(f32Case), narrow = wide;
     for (size_t i = 0; i < wide.inputs.size(); ++i) {
       narrow.inputs[i] = convert(wide.inputs[i], DType::bf16);
@@ -386,9 +386,8 @@ TEST(CudaTest, CudnnGraphsOfEveryConvolutionCaseFinalizeWithoutAGpu) {
   int built = 0, channelsLast = 0;
   for (DType dtype : {DType::f32, DType::f64, DType::bf16})
     for (const KernelCase& given : everyKernelCase(dtype == DType::bf16 ? DType::f32 : dtype)) {
-      if (given.op.rfind("conv2d", 0) != 0) continue;
       // Dilated and grouped convolutions take cuDNN's legacy algorithms alone (cuda/Conv.cpp).
-      if (given.attrs.count("dilation") || given.attrs.count("groups")) continue;
+      if (!plainConvolution(given)) continue;
       SCOPED_TRACE(given.name + " " + std::string(dtypeName(dtype)));
       // The CPU's blocked cases as plain ones; channels-last ones as given.
       const bool cudaReads = std::all_of(given.layouts.begin(), given.layouts.end(),

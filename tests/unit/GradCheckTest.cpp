@@ -121,6 +121,8 @@ std::vector<GradCase> cases() {
        [](const T& a) { return T{conv2d(a[0], a[1], a[2], {{1, 2}, {2, 1}, {2, 1}, 2})}; }},
       {"conv2d depthwise stride2", {x({2, 3, 7, 6}), x({3, 1, 3, 3})},
        [](const T& a) { return T{conv2d(a[0], a[1], {}, {{2, 2}, {1, 1}, {1, 1}, 3})}; }},
+      {"convTranspose2d stride2 2 groups output padding", {x({2, 4, 3, 3}), x({4, 3, 3, 2}), x({6})},
+       [](const T& a) { return T{convTranspose2d(a[0], a[1], a[2], {{2, 2}, {1, 0}, {1, 1}, {1, 1}, 2})}; }},
       {"batch_norm_train (y, mean, var)", {x({3, 4, 3, 2}), x({4}), x({4})},
        [](const T& a) {
          BatchNormResult r = batchNormTrain(a[0], a[1], a[2], 1e-5);

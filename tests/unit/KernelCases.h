@@ -78,4 +78,10 @@ std::vector<KernelCase> channelsLastCases(DType t);
 // Both lists: what the suites that run every backend's executor run (ConformanceTest, CudaKernelTest).
 std::vector<KernelCase> everyKernelCase(DType t);
 
+// Whether a case is a convolution our own variants and the CUDA backend's GEMM variant compute:
+// neither dilated nor grouped (ConvView::plain).
+inline bool plainConvolution(const KernelCase& c) {
+  return c.op.rfind("conv2d", 0) == 0 && !c.attrs.count("dilation") && !c.attrs.count("groups");
+}
+
 }  // namespace spmd::runtime

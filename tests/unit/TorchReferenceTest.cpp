@@ -448,20 +448,31 @@ TEST(TorchReferenceTest, GroupNormMatchesPyTorch) {
             std::string::npos);
 }
 
-// conv2d's dilation and groups (torch.nn.Conv2d's): the f64 step (the reference loops) within
-// 1e-12 of PyTorch's f64 result and gradients, the f32 one (oneDNN's kernels) within 1e-5.
+// conv2d's dilation and groups (torch.nn.Conv2d's), conv1d and convTranspose2d: the f64 step (the
+// reference loops) within 1e-12 of PyTorch's f64 result and gradients, the f32 one (oneDNN's
+// kernels) within 1e-5.
 TEST(TorchReferenceTest, ConvolutionOptionsMatchPyTorch) {
   if (std::string why = torchMissing(); !why.empty()) GTEST_FAIL() << why;
   struct Case {
-    std::string name;
+    std::string name, kind;  // kind: "conv" (conv1d for a rank-3 x, reading the second of each pair) or "transposed"
     Shape x, w;
-    Conv2dOptions options;
+    std::vector<int64_t> n;  // stride h w, padding h w, dilation h w, groups, output padding h w
+    Tensor operator()(const Tensor& x, const Tensor& w, const Tensor& b) const {
+      if (kind == "transposed") return convTranspose2d(x, w, b, {{n[0], n[1]}, {n[2], n[3]}, {n[7], n[8]}, {n[4], n[5]}, n[6]});
+      if (x.rank() == 3) return conv1d(x, w, b, {n[1], n[3], n[5], n[6]});
+      return conv2d(x, w, b, {{n[0], n[1]}, {n[2], n[3]}, {n[4], n[5]}, n[6]});
+    }
   };
   const std::vector<Case> cases = {
-      {"dilated", {2, 3, 9, 8}, {4, 3, 3, 3}, {{1, 1}, {2, 2}, {2, 2}, 1}},
-      {"grouped", {2, 6, 7, 7}, {9, 2, 3, 3}, {{2, 1}, {1, 0}, {1, 1}, 3}},
-      {"depthwise", {2, 4, 6, 6}, {8, 1, 3, 3}, {{1, 1}, {1, 1}, {1, 1}, 4}},
-      {"grouped_dilated_strided", {3, 4, 10, 9}, {6, 2, 3, 2}, {{2, 2}, {2, 1}, {3, 2}, 2}}};
+      {"dilated", "conv", {2, 3, 9, 8}, {4, 3, 3, 3}, {1, 1, 2, 2, 2, 2, 1, 0, 0}},
+      {"grouped", "conv", {2, 6, 7, 7}, {9, 2, 3, 3}, {2, 1, 1, 0, 1, 1, 3, 0, 0}},
+      {"depthwise", "conv", {2, 4, 6, 6}, {8, 1, 3, 3}, {1, 1, 1, 1, 1, 1, 4, 0, 0}},
+      {"grouped_dilated_strided", "conv", {3, 4, 10, 9}, {6, 2, 3, 2}, {2, 2, 2, 1, 3, 2, 2, 0, 0}},
+      {"conv1d", "conv", {2, 3, 11}, {5, 3, 3}, {1, 2, 0, 1, 1, 1, 1, 0, 0}},
+      {"conv1d_grouped_dilated", "conv", {2, 4, 12}, {6, 2, 3}, {1, 1, 0, 2, 1, 2, 2, 0, 0}},
+      {"transposed", "transposed", {2, 3, 5, 4}, {3, 4, 3, 3}, {1, 1, 0, 0, 1, 1, 1, 0, 0}},
+      {"transposed_strided", "transposed", {2, 4, 4, 5}, {4, 3, 3, 2}, {2, 2, 1, 0, 1, 1, 1, 1, 0}},
+      {"transposed_grouped_dilated", "transposed", {2, 4, 5, 5}, {4, 3, 3, 3}, {2, 1, 1, 2, 2, 1, 2, 1, 0}}};
   Exchange exchange;
   std::map<std::string, std::map<std::string, Array>> ours[2];  // f64, f32
   std::string specs;
@@ -470,8 +481,8 @@ TEST(TorchReferenceTest, ConvolutionOptionsMatchPyTorch) {
     Tree inputs;
     inputs.set("x", randomArray(DType::f64, c.x, seed++));
     inputs.set("weight", randomArray(DType::f64, c.w, seed++));
-    inputs.set("bias", randomArray(DType::f64, {c.w[0]}, seed++));
-    Array y = jit([&](const Tree& t) { return conv2d(t.at("x"), t.at("weight"), t.at("bias"), c.options); })(inputs).array();
+    inputs.set("bias", randomArray(DType::f64, {c.kind == "transposed" ? c.w[1] * c.n[6] : c.w[0]}, seed++));
+    Array y = jit([&](const Tree& t) { return c(t.at("x"), t.at("weight"), t.at("bias")); })(inputs).array();
     const Array g = randomArray(DType::f64, y.shape, seed++);
     for (DType dtype : {DType::f64, DType::f32}) {
       auto typedOf = [dtype](const Array& a) {
@@ -484,12 +495,12 @@ TEST(TorchReferenceTest, ConvolutionOptionsMatchPyTorch) {
       for (const auto& [part, t] : inputs) typed.set(part, typedOf(t.array()));
       auto step = jit([&](const Tree& t, const Tensor& cotangent) {
         return value_and_grad([&](const Tree& u) {
-          Tensor weighted = conv2d(u.at("x"), u.at("weight"), u.at("bias"), c.options) * cotangent;
+          Tensor weighted = c(u.at("x"), u.at("weight"), u.at("bias")) * cotangent;
           return sum(weighted, spmd::testing::allAxes(weighted));
         })(t);
       });
       auto [total, grads] = step(typed, typedOf(g));
-      Array yTyped = jit([&](const Tree& t) { return conv2d(t.at("x"), t.at("weight"), t.at("bias"), c.options); })(typed).array();
+      Array yTyped = jit([&](const Tree& t) { return c(t.at("x"), t.at("weight"), t.at("bias")); })(typed).array();
       ours[dtype == DType::f64 ? 0 : 1][c.name] = {{"y", yTyped},
                                                    {"dx", grads.at("x").array()},
                                                    {"dweight", grads.at("weight").array()},
@@ -497,10 +508,8 @@ TEST(TorchReferenceTest, ConvolutionOptionsMatchPyTorch) {
     }
     for (const auto& [part, t] : inputs) exchange.write(part + "." + c.name, t.array());
     exchange.write("g." + c.name, g);
-    const Conv2dOptions& o = c.options;
-    specs += " " + c.name;
-    for (int64_t v : {o.stride[0], o.stride[1], o.padding[0], o.padding[1], o.dilation[0], o.dilation[1], o.groups})
-      specs += " " + std::to_string(v);
+    specs += " " + c.name + " " + c.kind;
+    for (int64_t v : c.n) specs += " " + std::to_string(v);
   }
   exchange.close();
   std::string command = python() + " " SPMD_SOURCE_DIR "/tests/reference/torch_conv.py " + exchange.dir() + specs;
@@ -521,6 +530,17 @@ TEST(TorchReferenceTest, ConvolutionOptionsMatchPyTorch) {
                    x, params.at("conv.weight").array())
                    .array();
   spmd::testing::expectSameBits(byLayer, byOp, "nn::Conv2d with groups and dilation");
+  nn::Conv1d layer1d("seq", {.in = 4, .out = 6, .kernel = 3, .stride = 2, .padding = 1, .groups = 2});
+  auto [params1d, state1d] = layer1d.initialize(6);
+  EXPECT_EQ(params1d.at("seq.weight").shape(), (Shape{6, 2, 3}));
+  const Array sequence = randomArray(DType::f32, {2, 4, 9}, 78);
+  Array byLayer1d =
+      jit([&](const Tree& p, const Tensor& t) { return layer1d.apply(p, state1d, t, true).first; })(params1d, sequence).array();
+  Array byOp1d = jit([](const Tensor& t, const Tensor& w, const Tensor& b) { return conv1d(t, w, b, {2, 1, 1, 2}); })(
+                     sequence, params1d.at("seq.weight").array(), params1d.at("seq.bias").array())
+                     .array();
+  EXPECT_EQ(byOp1d.shape, (Shape{2, 6, 5}));
+  spmd::testing::expectSameBits(byLayer1d, byOp1d, "nn::Conv1d");
   // Bad options name the call's line and what is wrong.
   auto refused = [](Shape w, Conv2dOptions options) {
     return spmd::testing::errorOf([&] {
@@ -539,6 +559,40 @@ TEST(TorchReferenceTest, ConvolutionOptionsMatchPyTorch) {
   EXPECT_NE(dilation.find("dilation must be two positive integers, got [0, 1]"), std::string::npos) << dilation;
   const std::string reach = refused({9, 6, 3, 3}, {{1, 1}, {0, 0}, {4, 1}, 1});
   EXPECT_NE(reach.find("dilated by [4, 1] is larger than the padded input"), std::string::npos) << reach;
+  const std::string rank = spmd::testing::errorOf([] {
+    jit([](const Tensor& t, const Tensor& f) { return conv1d(t, f); })(randomArray(DType::f32, {2, 6, 7, 7}, 1),
+                                                                       randomArray(DType::f32, {3, 6, 3}, 2));
+  });
+  EXPECT_NE(rank.find("spmd::conv1d: x must be [N, C, L] and filter [O, C / groups, K], got f32[2, 6, 7, 7] and f32[3, 6, 3]"),
+            std::string::npos)
+      << rank;
+  // nn::ConvTranspose2d: weight [in, out / groups, k, k], the function's bits; a U-Net's upsampling.
+  nn::ConvTranspose2d up("up", {.in = 4, .out = 6, .kernel = 3, .stride = 2, .padding = 1, .outputPadding = 1, .groups = 2});
+  auto [upParams, upState] = up.initialize(7);
+  EXPECT_EQ(upParams.at("up.weight").shape(), (Shape{4, 3, 3, 3}));
+  const Array small = randomArray(DType::f32, {2, 4, 5, 5}, 79);
+  Array upByLayer = jit([&](const Tree& p, const Tensor& t) { return up.apply(p, upState, t, true).first; })(upParams, small).array();
+  Array upByOp = jit([](const Tensor& t, const Tensor& w, const Tensor& b) {
+                   return convTranspose2d(t, w, b, {{2, 2}, {1, 1}, {1, 1}, {1, 1}, 2});
+                 })(small, upParams.at("up.weight").array(), upParams.at("up.bias").array())
+                     .array();
+  EXPECT_EQ(upByOp.shape, (Shape{2, 6, 10, 10}));
+  spmd::testing::expectSameBits(upByLayer, upByOp, "nn::ConvTranspose2d");
+  auto transposedRefused = [](Shape w, ConvTranspose2dOptions options) {
+    return spmd::testing::errorOf([&] {
+      jit([&](const Tensor& t, const Tensor& f) { return convTranspose2d(t, f, {}, options); })(
+          randomArray(DType::f32, {2, 4, 5, 5}, 1), randomArray(DType::f32, w, 2));
+    });
+  };
+  const std::string first = transposedRefused({3, 4, 3, 3}, {});
+  EXPECT_NE(first.find("TorchReferenceTest.cpp"), std::string::npos) << first;
+  EXPECT_NE(first.find("filter f32[3, 4, 3, 3] must have x's 4 input channels first"), std::string::npos) << first;
+  const std::string outputPadding = transposedRefused({4, 3, 3, 3}, {{2, 2}, {0, 0}, {2, 0}});
+  EXPECT_NE(outputPadding.find("outputPadding [2, 0] must be smaller than the stride [2, 2]"), std::string::npos)
+      << outputPadding;
+  EXPECT_NE(spmd::testing::errorOf([] { nn::ConvTranspose2d("u", {.in = 4, .out = 4, .kernel = 3, .outputPadding = 1}); })
+                .find("nn::ConvTranspose2d 'u': outputPadding (1) must be non-negative and smaller than the stride (1)"),
+            std::string::npos);
   EXPECT_NE(spmd::testing::errorOf([] { nn::Conv2d("c", {.in = 6, .out = 8, .kernel = 3, .groups = 4}); })
                 .find("nn::Conv2d 'c' (in 6, out 8, kernel 3, groups 4): groups must be positive and divide both in and out"),
             std::string::npos);
