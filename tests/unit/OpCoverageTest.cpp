@@ -150,7 +150,8 @@ TEST(OpCoverageTest, EveryOpHasAVjpRuleOrSaysItHasNone) {
   std::printf("  %d ops with VJP rules, %d marked as having none\n", rules, marked);
   EXPECT_EQ(ir::differentiation("conv2d"), ir::Differentiation::Vjp);
   EXPECT_EQ(ir::differentiation("argmax"), ir::Differentiation::ZeroGradient);
-  EXPECT_EQ(ir::differentiation("conv2d_backward_data"), ir::Differentiation::FirstOrderOnly);
+  EXPECT_EQ(ir::differentiation("conv2d_backward_data"), ir::Differentiation::Vjp);  // convTranspose2d
+  EXPECT_EQ(ir::differentiation("conv2d_backward_filter"), ir::Differentiation::FirstOrderOnly);
   EXPECT_EQ(ir::differentiation("no_such_op"), ir::Differentiation::None);
 }
 
