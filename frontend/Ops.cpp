@@ -266,6 +266,8 @@ Tensor sigmoid(const Tensor& x, Loc loc) { return unary<ir::SigmoidOp>(x, "sigmo
 Tensor abs(const Tensor& x, Loc loc) { return unary<ir::AbsOp>(x, "abs", loc); }
 Tensor gelu(const Tensor& x, Loc loc) { return unary<ir::GeluOp>(x, "gelu", loc); }
 Tensor sin(const Tensor& x, Loc loc) { return unary<ir::SinOp>(x, "sin", loc); }
+Tensor log1p(const Tensor& x, Loc loc) { return unary<ir::Log1pOp>(x, "log1p", loc); }
+Tensor expm1(const Tensor& x, Loc loc) { return unary<ir::Expm1Op>(x, "expm1", loc); }
 Tensor cos(const Tensor& x, Loc loc) { return unary<ir::CosOp>(x, "cos", loc); }
 
 Tensor fill(const Tensor& like, double value, Loc loc) {

@@ -122,6 +122,9 @@ Tensor gelu(const Tensor& x, Loc loc = Loc::current());
 // Sine and cosine of x in radians (sinusoidal position encodings, rotary embeddings).
 Tensor sin(const Tensor& x, Loc loc = Loc::current());
 Tensor cos(const Tensor& x, Loc loc = Loc::current());
+// log(1 + x) and e^x - 1 without their cancellation near 0 (torch.log1p, torch.expm1).
+Tensor log1p(const Tensor& x, Loc loc = Loc::current());
+Tensor expm1(const Tensor& x, Loc loc = Loc::current());
 // A scalar as a tensor of x's dtype and shape (a splat constant).
 Tensor fill(const Tensor& like, double value, Loc loc = Loc::current());
 

@@ -6,6 +6,7 @@
 
 #include "frontend/Agreement.h"
 #include "frontend/Collectives.h"
+#include "frontend/Composed.h"
 #include "frontend/CustomOp.h"
 #include "frontend/CustomVjp.h"
 #include "frontend/Grad.h"
@@ -19,6 +20,7 @@
 #include "frontend/Processes.h"
 #include "frontend/Tensor.h"
 #include "frontend/Tree.h"
+#include "frontend/nn/Activations.h"
 #include "frontend/nn/Layers.h"
 #include "frontend/nn/Module.h"
 #include "frontend/optim/Adam.h"

@@ -189,6 +189,9 @@ def Spmd_AbsOp : Spmd_UnaryOp<"abs">;
 def Spmd_GeluOp : Spmd_UnaryOp<"gelu">;  // exact: x * Phi(x), as torch.nn.functional.gelu
 def Spmd_SinOp : Spmd_UnaryOp<"sin">;   // radians
 def Spmd_CosOp : Spmd_UnaryOp<"cos">;
+// log(1 + x) and e^x - 1, exact near 0 where log(1 + x) and exp(x) - 1 cancel (softplus, elu).
+def Spmd_Log1pOp : Spmd_UnaryOp<"log1p">;
+def Spmd_Expm1Op : Spmd_UnaryOp<"expm1">;
 
 // Comparisons: 1 where the relation holds, else 0, in the operands' float type (a mask to
 // multiply by). A NaN operand compares false (not_equal: true), as IEEE, NumPy and PyTorch.

@@ -274,6 +274,17 @@ LogicalResult CosOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads, SmallVectorIm
   return success();
 }
 
+LogicalResult Log1pOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads, SmallVectorImpl<Value>& out) {
+  Emit e{b, getLoc()};  // dy / (1 + x)
+  out.push_back(e.div(grads[0], e.add(getInput(), e.splat(typeOf(getInput()), 1.0))));
+  return success();
+}
+
+LogicalResult Expm1Op::buildVjp(OpBuilder& b, ArrayRef<Value> grads, SmallVectorImpl<Value>& out) {
+  out.push_back(Emit{b, getLoc()}.mul(grads[0], b.create<ExpOp>(getLoc(), getInput())));  // e^x dy
+  return success();
+}
+
 LogicalResult SigmoidOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads, SmallVectorImpl<Value>& out) {
   Emit e{b, getLoc()};  // y (1 - y) dy
   Value y = getResult();

@@ -32,6 +32,8 @@ SPMD_EW_MATH(sqrt)
 SPMD_EW_MATH(tanh)
 SPMD_EW_MATH(sin)
 SPMD_EW_MATH(cos)
+SPMD_EW_MATH(log1p)
+SPMD_EW_MATH(expm1)
 SPMD_EW_MATH(erfc)
 #undef SPMD_EW_MATH
 

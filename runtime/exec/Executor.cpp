@@ -380,6 +380,10 @@ void Executor::run(std::span<const Input> inputs, std::span<Output> outputs) {
       continue;
     }
     const Array& array = inputs[i].host;
+    if (!array.storage && desc.bytes() > 0)
+      throw Error("input " + std::to_string(i) + " of @" + program_.name + " (" + std::string(dtypeName(desc.dtype)) +
+                  shapeString(desc.shape) + ") holds no data: a default-constructed Array has none (make one with "
+                  "Array::zeros or Array::of)");
     if (array.dtype != desc.dtype || array.shape != desc.shape || array.bytes() != desc.bytes())
       throw Error("input " + std::to_string(i) + " of @" + program_.name + " must be " +
                   std::string(dtypeName(desc.dtype)) + shapeString(desc.shape) + ", got " +

@@ -151,6 +151,17 @@ std::vector<GradCase> cases() {
       {"tanh sigmoid gelu", {x({3, 4})},
        [](const T& a) { return T{tanh(a[0]), sigmoid(a[0]), gelu(a[0])}; }},
       {"abs", {x({3, 4})}, [](const T& a) { return T{abs(a[0])}; }},
+      {"log1p expm1", {positive({3, 4}), x({3, 4})}, [](const T& a) { return T{log1p(a[0]), expm1(a[1])}; }},
+      {"silu softplus logSigmoid mish", {x({3, 4})},
+       [](const T& a) { return T{silu(a[0]), softplus(a[0]), logSigmoid(a[0]), mish(a[0])}; }},
+      {"elu leakyRelu clamp", {x({3, 4})},
+       [](const T& a) { return T{elu(a[0], 1.5), leakyRelu(a[0], 0.2), clamp(a[0], -0.5, 0.7)}; }},
+      {"min logsumexp", {x({3, 4, 2})},
+       [](const T& a) { return T{min(a[0], {1}), logsumexp(a[0], {0, 2}), logsumexp(a[0], {-1})}; }},
+      {"take along axis 1 (repeated indices)", {x({3, 5, 2})},
+       [](const T& a) {
+         return T{take(a[0], Tensor(Array::of<int32_t>({2, 2}, std::vector<int32_t>{4, 0, 4, 2})), 1)};
+       }},
       {"sin cos", {x({3, 4})}, [](const T& a) { return T{sin(a[0]), cos(mul(a[0], 3.0))}; }},
       {"broadcast [3,1] -> [2,3,4]", {x({3, 1})},
        [](const T& a) { return T{broadcastTo(a[0], {2, 3, 4})}; }},

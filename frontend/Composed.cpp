@@ -1,0 +1,126 @@
+#include "frontend/Composed.h"
+
+#include <cmath>
+#include <string>
+
+#include "frontend/Ops.h"
+#include "frontend/Trace.h"
+#include "runtime/base/Error.h"
+
+namespace spmd {
+
+using detail::Trace;
+using detail::where;
+
+namespace {
+
+// Checks that `name` is called while tracing (the error names it, not the ops it is made of).
+void tracing(const char* name, Loc loc) { Trace::current(name, loc); }
+
+// x's shape with `axes` (already checked by a reduction) kept as 1: a reduced value broadcasts
+// back against x.
+Shape keptShape(const Tensor& x, std::vector<int64_t> axes) {
+  Shape shape = x.shape();
+  for (int64_t axis : axes) shape[axis < 0 ? axis + x.rank() : axis] = 1;
+  return shape;
+}
+
+}  // namespace
+
+Tensor silu(const Tensor& x, Loc loc) {
+  tracing("silu", loc);
+  return mul(x, sigmoid(x, loc), loc);
+}
+
+// Split at 0 so that the exponential's argument is never positive: x + log1p(e^-x) for x >= 0,
+// log1p(e^x) below. The selects give -x its gradient -1 at 0 (|x| would give 0 there), so the
+// gradient at 0 is 1/2, as sigmoid(0).
+Tensor softplus(const Tensor& x, Loc loc) {
+  tracing("softplus", loc);
+  const Tensor zero = fill(x, 0.0, loc), nonNegative = greaterEqual(x, zero, loc);
+  const Tensor linear = where(nonNegative, x, zero, loc);
+  const Tensor down = where(nonNegative, neg(x, loc), x, loc);  // -|x|
+  return add(linear, log1p(exp(down, loc), loc), loc);
+}
+
+Tensor logSigmoid(const Tensor& x, Loc loc) {
+  tracing("logSigmoid", loc);
+  return neg(softplus(neg(x, loc), loc), loc);
+}
+
+Tensor leakyRelu(const Tensor& x, double slope, Loc loc) {
+  tracing("leakyRelu", loc);
+  if (!std::isfinite(slope))
+    throw Error(where(loc) + ": spmd::leakyRelu: the slope must be a finite number, got " + std::to_string(slope));
+  return where(greater(x, fill(x, 0.0, loc), loc), x, mul(x, slope, loc), loc);
+}
+
+// alpha * expm1(min(x, 0)): the exponential of a positive x (inf beyond 88 in f32) is never
+// computed, so its gradient cannot turn the selected branch's into NaN.
+Tensor elu(const Tensor& x, double alpha, Loc loc) {
+  tracing("elu", loc);
+  if (!std::isfinite(alpha))
+    throw Error(where(loc) + ": spmd::elu: alpha must be a finite number, got " + std::to_string(alpha));
+  const Tensor zero = fill(x, 0.0, loc);
+  return where(greater(x, zero, loc), x, mul(expm1(minimum(x, zero, loc), loc), alpha, loc), loc);
+}
+
+Tensor mish(const Tensor& x, Loc loc) {
+  tracing("mish", loc);
+  return mul(x, tanh(softplus(x, loc), loc), loc);
+}
+
+Tensor clamp(const Tensor& x, double low, double high, Loc loc) {
+  tracing("clamp", loc);
+  if (std::isnan(low) || std::isnan(high) || low > high)
+    throw Error(where(loc) + ": spmd::clamp: the bounds must be numbers with low <= high, got [" + std::to_string(low) +
+                ", " + std::to_string(high) + "]");
+  // maximum and minimum send a tie's gradient to their left operand, x: it passes at the bounds.
+  return minimum(maximum(x, fill(x, low, loc), loc), fill(x, high, loc), loc);
+}
+
+Tensor min(const Tensor& x, std::vector<int64_t> axes, Loc loc) {
+  tracing("min", loc);
+  return neg(max(neg(x, loc), std::move(axes), loc), loc);
+}
+
+Tensor logsumexp(const Tensor& x, std::vector<int64_t> axes, Loc loc) {
+  tracing("logsumexp", loc);
+  const Tensor largest = max(x, axes, loc);  // checks the axes
+  // An infinite (or NaN) largest element is not taken out: -inf - -inf would be NaN.
+  const Tensor finite = less(abs(largest, loc), fill(largest, INFINITY, loc), loc);
+  const Tensor shift = where(finite, largest, fill(largest, 0.0, loc), loc);
+  const Tensor sums = sum(exp(sub(x, reshape(shift, keptShape(x, axes), loc), loc), loc), axes, loc);
+  return add(log(sums, loc), shift, loc);
+}
+
+Tensor take(const Tensor& x, const Tensor& indices, int64_t axis, Loc loc) {
+  tracing("take", loc);
+  const int64_t rank = x.rank(), at = axis < 0 ? axis + rank : axis;
+  if (at < 0 || at >= rank)
+    throw Error(where(loc) + ": spmd::take: axis " + std::to_string(axis) + " is outside x " + x.typeString() +
+                " (rank " + std::to_string(rank) + "; negative axes count from the end)");
+  if (indices.dtype() != DType::i32)
+    throw Error(where(loc) + ": spmd::take: indices must be i32, got " + indices.typeString() +
+                " (cast them: spmd::cast(indices, DType::i32))");
+  // x with `axis` first, as a [x.dim(axis), rest] table whose rows embedding picks.
+  std::vector<int64_t> front = {at};
+  Shape rest;
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != at) front.push_back(d), rest.push_back(x.dim(d));
+  const Tensor moved = at == 0 ? x : transpose(x, front, loc);
+  const Tensor rows = embedding(reshape(moved, {x.dim(at), numElements(rest)}, loc), indices, loc);
+  Shape picked = indices.shape();
+  picked.insert(picked.end(), rest.begin(), rest.end());
+  const Tensor y = reshape(rows, picked, loc);  // [indices..., x's other axes]
+  if (at == 0) return y;
+  // The indices' axes back where `axis` was.
+  const int64_t k = indices.rank();
+  std::vector<int64_t> back;
+  for (int64_t d = 0; d < at; ++d) back.push_back(k + d);
+  for (int64_t d = 0; d < k; ++d) back.push_back(d);
+  for (int64_t d = at + 1; d < rank; ++d) back.push_back(k + d - 1);
+  return transpose(y, back, loc);
+}
+
+}  // namespace spmd

@@ -1,0 +1,44 @@
+// DSL functions composed of the dialect's ops, with no kernels of their own: activations
+// (torch.nn.functional's), reductions and indexing. Their gradients are their parts' VJPs; each
+// is written so that neither its value nor its gradient overflows where the function does not
+// (softplus through log1p(e^-|x|), elu's exponential only of min(x, 0)). Checked against the
+// exact values and PyTorch's in ElementwiseTorchTest and TorchReferenceTest.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "frontend/Tensor.h"
+
+namespace spmd {
+
+// x * sigmoid(x) (torch's SiLU, also called swish).
+Tensor silu(const Tensor& x, Loc loc = Loc::current());
+// log(1 + e^x), as max(x, 0) + log1p(e^-|x|) (torch.nn.functional.softplus with beta 1).
+Tensor softplus(const Tensor& x, Loc loc = Loc::current());
+// log(sigmoid(x)) = -softplus(-x), finite for every finite x (torch.nn.functional.logsigmoid).
+Tensor logSigmoid(const Tensor& x, Loc loc = Loc::current());
+// x where x > 0, else slope * x (torch.nn.functional.leaky_relu; its gradient at 0 is the slope, as torch's).
+Tensor leakyRelu(const Tensor& x, double slope = 0.01, Loc loc = Loc::current());
+// x where x > 0, else alpha * (e^x - 1) (torch.nn.functional.elu).
+Tensor elu(const Tensor& x, double alpha = 1.0, Loc loc = Loc::current());
+// x * tanh(softplus(x)) (torch.nn.functional.mish).
+Tensor mish(const Tensor& x, Loc loc = Loc::current());
+// min(max(x, low), high) (torch.clamp with both bounds; low <= high, else an error at your line).
+// The gradient passes where low <= x <= high, as torch's.
+Tensor clamp(const Tensor& x, double low, double high, Loc loc = Loc::current());
+
+// The smallest element over `axes` (removed from the shape, as `max`); its gradient goes to the
+// first smallest element, a NaN to the first NaN.
+Tensor min(const Tensor& x, std::vector<int64_t> axes, Loc loc = Loc::current());
+// log(sum(e^x)) over `axes` without overflow (torch.logsumexp): the largest finite element is
+// taken out first; all -inf gives -inf, an inf gives inf. Its gradient is the softmax over `axes`.
+Tensor logsumexp(const Tensor& x, std::vector<int64_t> axes, Loc loc = Loc::current());
+
+// Slices of x at the i32 `indices` along `axis` (jnp.take; torch.index_select for 1-D indices):
+// the result's shape is x's with `axis` replaced by the indices' shape. An index outside
+// [0, x.dim(axis)) is a run-time error naming its position, as `embedding`'s (which this is, on
+// x with `axis` moved first); the gradient sums the slices of repeated indices.
+Tensor take(const Tensor& x, const Tensor& indices, int64_t axis, Loc loc = Loc::current());
+
+}  // namespace spmd

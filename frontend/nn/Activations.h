@@ -1,0 +1,68 @@
+// Parameter-free activation layers beyond ReLU and Sigmoid (nn/Layers.h), as torch.nn's: GELU,
+// SiLU, Tanh, Softplus, Mish, LeakyReLU and ELU (the functions of frontend/Ops.h and
+// frontend/Composed.h), for Sequential models.
+#pragma once
+
+#include <string>
+#include <utility>
+
+#include "frontend/Composed.h"
+#include "frontend/Ops.h"
+#include "frontend/nn/Module.h"
+
+namespace spmd::nn {
+
+// A layer applying `fn(x, loc)`; the classes below name each one.
+template <Tensor (*fn)(const Tensor&, Loc)>
+class Elementwise : public Module {
+ public:
+  using Module::Module;
+  void init(Rng&, Tree&, Tree&) const override {}
+
+ protected:
+  Tensor forward(Context&, const Tensor& x, Loc loc) const override { return fn(x, loc); }
+};
+
+class GELU final : public Elementwise<gelu> {
+  using Elementwise::Elementwise;
+};
+class SiLU final : public Elementwise<silu> {
+  using Elementwise::Elementwise;
+};
+class Tanh final : public Elementwise<tanh> {
+  using Elementwise::Elementwise;
+};
+class Softplus final : public Elementwise<softplus> {
+  using Elementwise::Elementwise;
+};
+class Mish final : public Elementwise<mish> {
+  using Elementwise::Elementwise;
+};
+
+// torch.nn.LeakyReLU(negative_slope), default 0.01.
+class LeakyReLU final : public Module {
+ public:
+  explicit LeakyReLU(std::string path, double slope = 0.01) : Module(std::move(path)), slope_(slope) {}
+  void init(Rng&, Tree&, Tree&) const override {}
+
+ protected:
+  Tensor forward(Context&, const Tensor& x, Loc loc) const override { return leakyRelu(x, slope_, loc); }
+
+ private:
+  double slope_;
+};
+
+// torch.nn.ELU(alpha), default 1.
+class ELU final : public Module {
+ public:
+  explicit ELU(std::string path, double alpha = 1.0) : Module(std::move(path)), alpha_(alpha) {}
+  void init(Rng&, Tree&, Tree&) const override {}
+
+ protected:
+  Tensor forward(Context&, const Tensor& x, Loc loc) const override { return elu(x, alpha_, loc); }
+
+ private:
+  double alpha_;
+};
+
+}  // namespace spmd::nn

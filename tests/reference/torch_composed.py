@@ -1,0 +1,45 @@
+#!/usr/bin/env python3
+"""PyTorch side of ComposedTorchTest: torch's min, logsumexp, index_select (jnp.take) and clamp
+of DIR's "x.<name>" in f64, and the gradient of sum(result * "g.<name>") with respect to x,
+written back as "y.<name>" and "dx.<name>". Each case comes on the command line as NAME KIND ARG:
+KIND min, logsumexp (ARG: the axes, comma-separated), take (ARG: the axis; the i32 indices are
+"i.<name>") or clamp (ARG: low,high). Files in DIR as tests/reference/exchange.py describes.
+
+usage: torch_composed.py DIR [NAME KIND ARG]...
+"""
+import sys
+
+import torch
+
+from exchange import read, write
+
+
+def apply(kind, arg, x, indices):
+    numbers = [float(v) for v in arg.split(",")]
+    if kind == "min":
+        return torch.amin(x, dim=tuple(int(v) for v in numbers))
+    if kind == "logsumexp":
+        return torch.logsumexp(x, dim=tuple(int(v) for v in numbers))
+    if kind == "take":
+        axis = int(numbers[0]) % x.dim()
+        picked = torch.index_select(x, axis, indices.flatten().long())
+        return picked.reshape(x.shape[:axis] + indices.shape + x.shape[axis + 1:])
+    if kind == "clamp":
+        return torch.clamp(x, numbers[0], numbers[1])
+    raise SystemExit("torch_composed.py: unknown kind " + kind)
+
+
+def main():
+    directory, specs = sys.argv[1], sys.argv[2:]
+    arrays = read(directory)
+    for at in range(0, len(specs), 3):
+        name, kind, arg = specs[at:at + 3]
+        x = arrays["x." + name].clone().requires_grad_()
+        y = apply(kind, arg, x, arrays.get("i." + name))
+        (y * arrays["g." + name]).sum().backward()
+        write(directory, "y." + name, y)
+        write(directory, "dx." + name, x.grad)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,144 @@
+// The composed functions of frontend/Composed.h beyond the activations (those are checked at
+// edge values in ElementwiseTorchTest): min, logsumexp, take and clamp against PyTorch's in f64,
+// values and gradients within 1e-13 (tests/reference/torch_composed.py); logsumexp's infinities; the
+// activation layers give their functions' bits; bad arguments name the caller's line.
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <map>
+
+#include "TestUtil.h"
+#include "TorchExchange.h"
+#include "frontend/spmd.h"
+
+namespace spmd {
+namespace {
+
+using testing::randomArray;
+
+double maxRelativeError(const Array& a, const Array& b) {
+  double diff = 0, scale = 1e-30;
+  for (int64_t i = 0; i < b.numel(); ++i) {
+    diff = std::max(diff, std::fabs(testing::valueAt(a, i) - testing::valueAt(b, i)));
+    scale = std::max(scale, std::fabs(testing::valueAt(b, i)));
+  }
+  return diff / scale;
+}
+
+TEST(ComposedTorchTest, ReductionsTakeAndClampMatchPyTorch) {
+  if (std::string why = testing::torchMissing(); !why.empty()) GTEST_FAIL() << why;
+  struct Case {
+    std::string name, kind, arg;  // as torch_composed.py reads them
+    Shape x;
+    std::function<Tensor(const Tensor&, const Tensor&)> f;  // x, indices
+    Array indices = Array();
+  };
+  auto ids = [](Shape shape, std::vector<int32_t> values) { return Array::of<int32_t>(shape, values); };
+  const std::vector<Case> cases = {
+      {"min_axis1", "min", "1", {3, 5, 4}, [](const Tensor& x, const Tensor&) { return min(x, {1}); }},
+      {"min_all", "min", "0,1,2", {3, 5, 4}, [](const Tensor& x, const Tensor&) { return min(x, {0, 1, 2}); }},
+      {"logsumexp_02", "logsumexp", "0,2", {3, 5, 4},
+       [](const Tensor& x, const Tensor&) { return logsumexp(x, {0, 2}); }},
+      // Around 1000: e^x overflows f64 unless the largest element is taken out first.
+      {"logsumexp_large", "logsumexp", "-1", {3, 5, 4},
+       [](const Tensor& x, const Tensor&) { return logsumexp(x, {-1}); }},
+      {"take_axis1", "take", "1", {3, 5, 4}, [](const Tensor& x, const Tensor& i) { return take(x, i, 1); },
+       ids({2, 3}, {4, 0, 4, 2, 1, 4})},
+      {"take_axis_last", "take", "-1", {3, 5, 4}, [](const Tensor& x, const Tensor& i) { return take(x, i, -1); },
+       ids({5}, {3, 3, 0, 1, 2})},
+      {"take_axis0", "take", "0", {3, 5, 4}, [](const Tensor& x, const Tensor& i) { return take(x, i, 0); },
+       ids({2}, {2, 2})},
+      {"clamp", "clamp", "-0.4,0.3", {3, 5, 4},
+       [](const Tensor& x, const Tensor&) { return clamp(x, -0.4, 0.3); }}};
+  testing::Exchange exchange;
+  std::map<std::string, std::pair<Array, Array>> ours;  // y, dx
+  std::string specs;
+  uint64_t seed = 300;
+  for (const Case& c : cases) {
+    Array x = randomArray(DType::f64, c.x, seed++);
+    Tensor indices = c.indices.storage ? Tensor(c.indices) : Tensor(ids({1}, {0}));
+    const auto& f = c.f;
+    if (c.name == "logsumexp_large")
+      for (int64_t k = 0; k < x.numel(); ++k) x.values<double>()[k] = 300 * x.values<double>()[k] + 1000;
+    Array y = jit([&](const Tensor& t, const Tensor& i) { return f(t, i); })(x, indices).array();
+    const Array g = randomArray(DType::f64, y.shape, seed++);
+    auto step = jit([&](const Tensor& t, const Tensor& i, const Tensor& cotangent) {
+      return value_and_grad([&](const Tensor& u) {
+        Tensor weighted = f(u, i) * cotangent;
+        return sum(weighted, testing::allAxes(weighted));
+      })(t);
+    });
+    auto [total, dx] = step(x, indices, g);
+    ours[c.name] = {y, dx.array()};
+    exchange.write("x." + c.name, x);
+    exchange.write("g." + c.name, g);
+    if (c.indices.storage) exchange.write("i." + c.name, c.indices);
+    specs += " " + c.name + " " + c.kind + " " + c.arg;
+  }
+  exchange.close();
+  std::string command = testing::python() + " " SPMD_SOURCE_DIR "/tests/reference/torch_composed.py " + exchange.dir() + specs;
+  ASSERT_EQ(std::system(command.c_str()), 0) << "failed: " << command;
+  for (const auto& [name, result] : ours) {
+    const auto& [y, dx] = result;
+    EXPECT_LT(maxRelativeError(y, exchange.read("y." + name, y.shape, DType::f64)), 1e-13) << name << " y";
+    EXPECT_LT(maxRelativeError(dx, exchange.read("dx." + name, dx.shape, DType::f64)), 1e-13) << name << " dx";
+    EXPECT_TRUE(std::isfinite(testing::valueAt(y, 0))) << name;
+  }
+  EXPECT_EQ(ours["take_axis1"].first.shape, (Shape{3, 2, 3, 4}));
+  EXPECT_EQ(ours["logsumexp_02"].first.shape, (Shape{5}));
+}
+
+// A slice of all -inf gives -inf (its gradient NaN, as torch's), one holding +inf gives inf, and
+// the others their finite values beside them.
+TEST(ComposedTorchTest, LogsumexpOfInfiniteSlices) {
+  const double inf = std::numeric_limits<double>::infinity();
+  Array x = Array::of<double>({3, 2}, std::vector<double>{-inf, -inf, 1.0, inf, 2.0, 2.0});
+  Array y = jit([](const Tensor& t) { return logsumexp(t, {1}); })(x).array();
+  EXPECT_EQ(y.values<double>()[0], -inf);
+  EXPECT_EQ(y.values<double>()[1], inf);
+  EXPECT_DOUBLE_EQ(y.values<double>()[2], 2.0 + std::log(2.0));
+}
+
+TEST(ComposedTorchTest, ActivationLayersAreTheirFunctionsAndBadArgumentsNameTheLine) {
+  const Array x = randomArray(DType::f32, {4, 6}, 11, -4, 4);
+  nn::Sequential net("net");
+  net.add<nn::GELU>(), net.add<nn::SiLU>(), net.add<nn::Tanh>(), net.add<nn::Softplus>(), net.add<nn::Mish>();
+  net.add<nn::LeakyReLU>(0.2), net.add<nn::ELU>(0.5);
+  auto [params, state] = net.initialize(1);
+  EXPECT_EQ(params.size(), 0u);
+  Array byLayers = jit([&](const Tensor& t) { return net.apply(params, state, t, true).first; })(x).array();
+  Array byFunctions = jit([](const Tensor& t) {
+                        return elu(leakyRelu(mish(softplus(tanh(silu(gelu(t))))), 0.2), 0.5);
+                      })(x).array();
+  testing::expectSameBits(byLayers, byFunctions, "activation layers");
+
+  auto refused = [](std::function<Tensor(const Tensor&)> f) {
+    return testing::errorOf([&] { jit([&](const Tensor& t) { return f(t); })(randomArray(DType::f32, {2, 3}, 1)); });
+  };
+  const std::string axis = refused([](const Tensor& t) {
+    return take(t, Tensor(Array::of<int32_t>({1}, std::vector<int32_t>{0})), 2);
+  });
+  EXPECT_NE(axis.find("ComposedTorchTest.cpp"), std::string::npos) << axis;
+  EXPECT_NE(axis.find("spmd::take: axis 2 is outside x f32[2, 3] (rank 2"), std::string::npos) << axis;
+  const std::string dtype = refused([](const Tensor& t) { return take(t, t, 0); });
+  EXPECT_NE(dtype.find("spmd::take: indices must be i32, got f32[2, 3]"), std::string::npos) << dtype;
+  const std::string bounds = refused([](const Tensor& t) { return clamp(t, 1.0, -1.0); });
+  EXPECT_NE(bounds.find("spmd::clamp: the bounds must be numbers with low <= high"), std::string::npos) << bounds;
+  const std::string slope = refused([](const Tensor& t) { return leakyRelu(t, NAN); });
+  EXPECT_NE(slope.find("spmd::leakyRelu: the slope must be a finite number"), std::string::npos) << slope;
+  // An index past the axis is a run-time error with its position, as embedding's.
+  const std::string range = refused([](const Tensor& t) {
+    return take(t, Tensor(Array::of<int32_t>({2}, std::vector<int32_t>{1, 3})), 1);
+  });
+  EXPECT_NE(range.find("3"), std::string::npos) << range;
+  EXPECT_NE(range.find("out of range"), std::string::npos) << range;
+  // A default-constructed Array (no data) passed in says so, not "must be f32[], got f32[]".
+  const std::string empty = testing::errorOf([] { jit([](const Tensor& t) { return silu(t); })(Array()); });
+  EXPECT_NE(empty.find("holds no data: a default-constructed Array has none"), std::string::npos) << empty;
+  // Outside a traced function the error names the composed function, not its parts.
+  const std::string outside = testing::errorOf([] { silu(Tensor(randomArray(DType::f32, {2}, 1))); });
+  EXPECT_NE(outside.find("silu"), std::string::npos) << outside;
+}
+
+}  // namespace
+}  // namespace spmd
