@@ -381,6 +381,12 @@ Tensor max(const Tensor& x, std::vector<int64_t> axes, Loc loc) {
   return reduction<ir::ReduceMaxOp>(x, std::move(axes), "max", loc);
 }
 
+Tensor stopGradient(const Tensor& x, Loc loc) {
+  Trace& trace = Trace::current("stopGradient", loc);
+  if (x.dtype() == DType::i32) return x;  // integers carry no gradient
+  return trace.wrap(trace.create<ir::StopGradientOp>(loc, trace.valueOf(x, loc))->getResult(0));
+}
+
 Tensor argmax(const Tensor& x, int64_t axis, Loc loc) {
   Trace& trace = Trace::current("argmax", loc);
   if (axis < 0) axis += x.rank();

@@ -149,6 +149,10 @@ Tensor sum(const Tensor& x, std::vector<int64_t> axes, Loc loc = Loc::current())
 Tensor mean(const Tensor& x, std::vector<int64_t> axes, Loc loc = Loc::current());
 Tensor max(const Tensor& x, std::vector<int64_t> axes, Loc loc = Loc::current());
 Tensor argmax(const Tensor& x, int64_t axis, Loc loc = Loc::current());
+// x, with no gradient flowing back through it (jax.lax.stop_gradient, torch's x.detach()): a
+// target held fixed, a straight-through estimator's x + stopGradient(round(x) - x). Costs nothing
+// at run time (the compiler removes it after differentiation). i32 tensors pass as they are.
+Tensor stopGradient(const Tensor& x, Loc loc = Loc::current());
 
 // [M, K] x [K, N], or batched [B, M, K] x [B, K, N] (torch.bmm); transposes apply to the last
 // two dims; bias [N] is added to every row.

@@ -193,6 +193,18 @@ def Spmd_CosOp : Spmd_UnaryOp<"cos">;
 def Spmd_Log1pOp : Spmd_UnaryOp<"log1p">;
 def Spmd_Expm1Op : Spmd_UnaryOp<"expm1">;
 
+def Spmd_StopGradientOp
+    : Spmd_Op<"stop_gradient", [SameOperandsAndResultType, InferTypeOpInterface, Spmd_ZeroGradient]> {
+  let summary = "the input, through which no gradient flows (jax.lax.stop_gradient, torch's detach)";
+  let description = [{
+    Autodiff sends no cotangent to its input; the canonicalizer after autodiff folds it to its
+    input, so no Program holds it and no kernel runs for it.
+  }];
+  let arguments = (ins Spmd_FloatTensor:$input);
+  let results = (outs Spmd_FloatTensor:$result);
+  let hasFolder = 1;
+}
+
 // Comparisons: 1 where the relation holds, else 0, in the operands' float type (a mask to
 // multiply by). A NaN operand compares false (not_equal: true), as IEEE, NumPy and PyTorch.
 // The VJPs of max, min and reduce_max route cotangents with them.

@@ -42,6 +42,8 @@ LogicalResult ConstantOp::inferReturnTypes(MLIRContext*, OptLoc loc, Adaptor ada
 }
 
 OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValueAttr(); }
+// Autodiff has run before any folding (compiler/Pipeline.cpp): the mark has done its work.
+OpFoldResult StopGradientOp::fold(FoldAdaptor) { return getInput(); }
 
 //===--- convolution and normalization -------------------------------------------------------===//
 

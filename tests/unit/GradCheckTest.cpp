@@ -241,3 +241,50 @@ TEST(GradCheckTest, EveryVjpMatchesFiniteDifferencesInF64) {
 
 }  // namespace
 }  // namespace spmd
+
+namespace spmd {
+namespace {
+
+// stopGradient: the value is its input's, the gradient stops there; a straight-through estimator
+// passes the gradient of the identity; nothing of it is left in the compiled step; under pmap the
+// inserted pmean averages what does flow.
+TEST(GradCheckTest, StopGradientSendsNothingBack) {
+  const Array x = randomArray(DType::f64, {3, 4}, 77, -2, 2);
+  auto grads = jit([](const Tensor& v) {
+    auto [held, dHeld] = value_and_grad([](const Tensor& w) { return sum(w * stopGradient(w), {0, 1}); })(v);
+    auto [ste, dSte] = value_and_grad([](const Tensor& w) {
+      Tensor hard = w + stopGradient(relu(w) - w);  // relu's value, the identity's gradient
+      return sum(hard * hard, {0, 1});
+    })(v);
+    return std::make_tuple(held, dHeld, ste, dSte);
+  });
+  auto [held, dHeld, ste, dSte] = grads(x);
+  double squares = 0, relus = 0;
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    const double v = x.values<double>()[i], r = v > 0 ? v : 0;
+    squares += v * v, relus += r * r;
+    EXPECT_EQ(dHeld.array().values<double>()[i], v) << i;  // x, not 2x
+    EXPECT_DOUBLE_EQ(dSte.array().values<double>()[i], 2 * r) << i;
+  }
+  EXPECT_DOUBLE_EQ(held.array().values<double>()[0], squares);
+  EXPECT_DOUBLE_EQ(ste.array().values<double>()[0], relus);
+  EXPECT_EQ(grads.lastProgram().toText().find("stop_gradient"), std::string::npos);
+  // Under pmap: each replica's gradient of sum(w * stopGradient(w) * data), averaged.
+  auto step = pmap(
+      [](const Tensor& w, const Tensor& data) {
+        return value_and_grad([&](const Tensor& u) { return sum(u * stopGradient(u) * data, {0, 1}); })(w).second;
+      },
+      {.inAxes = {replicated, 0}, .devices = "cpu:2"});
+  const Array data = randomArray(DType::f64, {2, 3, 4}, 78);
+  Array g = step(x, data).array();
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    const double mean = (data.values<double>()[i] + data.values<double>()[12 + i]) / 2;
+    EXPECT_NEAR(g.values<double>()[i], x.values<double>()[i] * mean, 1e-15) << i;
+  }
+  // Integers pass as they are.
+  const Array ids = Array::of<int32_t>({2}, std::vector<int32_t>{3, 1});
+  EXPECT_EQ(jit([](const Tensor& t) { return stopGradient(t); })(ids).array().values<int32_t>()[0], 3);
+}
+
+}  // namespace
+}  // namespace spmd

@@ -16,8 +16,10 @@ namespace spmd {
 namespace {
 
 // Ops that lower to something other than a kernel call: constants become initialized buffers;
-// value_and_grad, custom_vjp and their yields are expanded by the autodiff pass before lowering.
-const std::set<std::string> kLoweredWithoutKernel = {"constant", "value_and_grad", "custom_vjp", "yield"};
+// value_and_grad, custom_vjp and their yields are expanded by the autodiff pass before lowering;
+// stop_gradient is folded away after it.
+const std::set<std::string> kLoweredWithoutKernel = {"constant", "value_and_grad", "custom_vjp", "yield",
+                                                     "stop_gradient"};
 // The autodiff structure itself, expanded (innermost first) before any reverse sweep sees it.
 const std::set<std::string> kAutodiffStructure = {"value_and_grad", "custom_vjp", "yield"};
 

@@ -17,8 +17,9 @@
 
 namespace {
 
-// softplus(x) = log(1 + exp(x)), its derivative given as sigmoid(x) (the README's customVjp).
-spmd::Tensor softplus(const spmd::Tensor& x) {
+// log(1 + exp(x)), its derivative given as sigmoid(x) (the README's customVjp). Not named
+// softplus: argument-dependent lookup would also find spmd::softplus for a Tensor argument.
+spmd::Tensor ownSoftplus(const spmd::Tensor& x) {
   static const auto f = spmd::customVjp(
       [](const spmd::Tensor& v) { return std::pair{spmd::log(spmd::exp(v) + 1.0), v}; },
       [](const spmd::Tensor& v, const spmd::Tensor& g) { return g * spmd::sigmoid(v); });
@@ -62,7 +63,7 @@ class TinyClassifier final : public spmd::nn::Module {
 
  protected:
   spmd::Tensor forward(spmd::nn::Context& ctx, const spmd::Tensor& x, spmd::Loc loc) const override {
-    return out_(ctx, block_(ctx, softplus(hidden_(ctx, x, loc)), loc), loc);
+    return out_(ctx, block_(ctx, ownSoftplus(hidden_(ctx, x, loc)), loc), loc);
   }
 
  private:
@@ -145,9 +146,9 @@ int main() {
   if (!(second < first - 1e-3)) return fail("second loss (must fall)", second, first);
 
   auto gradient = spmd::jit([](const spmd::Tensor& v) {
-    return spmd::grad([](const spmd::Tensor& q) { return spmd::sum(softplus(q), {0}); })(v);
+    return spmd::grad([](const spmd::Tensor& q) { return spmd::sum(ownSoftplus(q), {0}); })(v);
   });
-  auto value = spmd::jit([](const spmd::Tensor& v) { return spmd::sum(softplus(v), {0}); });
+  auto value = spmd::jit([](const spmd::Tensor& v) { return spmd::sum(ownSoftplus(v), {0}); });
   const std::vector<double> points = {-2.0, 0.3, 1.5};
   spmd::Array g = gradient(spmd::Array::of<double>({3}, points)).array();
   for (size_t i = 0; i < points.size(); ++i) {

@@ -142,3 +142,28 @@ func.func @all_to_all(%x: tensor<4x3xf32> {spmd.mapped}) -> (tensor<f32>, tensor
   } : (tensor<4x3xf32>) -> (tensor<f32>, tensor<4x3xf32>)
   return %l, %g : tensor<f32>, tensor<4x3xf32>
 }
+
+// stop_gradient: the held operand of x * stop_gradient(x) gets no cotangent, so the gradient
+// is x (one contribution, not x + x); the canonicalizer then folds the op to its input.
+// CHECK-LABEL: func.func @held
+// CHECK: %[[H:.*]] = spmd.stop_gradient %arg0
+// CHECK: %[[P:.*]] = spmd.mul %arg0, %[[H]]
+// CHECK: %[[DY:.*]] = spmd.broadcast_in_dim
+// CHECK: %[[G:.*]] = spmd.mul %[[DY]], %[[H]]
+// CHECK-NOT: spmd.add
+// CHECK: return %{{.*}}, %[[G]]
+// CLEAN-LABEL: func.func @held
+// CLEAN-NOT: spmd.stop_gradient
+// CLEAN: %[[P:.*]] = spmd.mul %arg0, %arg0
+// CLEAN: %[[L:.*]] = spmd.reduce_sum %[[P]]
+// CLEAN: return %[[L]], %arg0
+func.func @held(%x: tensor<3xf32>) -> (tensor<f32>, tensor<3xf32>) {
+  %l, %g = spmd.value_and_grad %x {
+  ^bb0(%a: tensor<3xf32>):
+    %h = spmd.stop_gradient %a : (tensor<3xf32>) -> tensor<3xf32>
+    %p = spmd.mul %a, %h : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+    %s = spmd.reduce_sum %p {axes = array<i64: 0>} : (tensor<3xf32>) -> tensor<f32>
+    spmd.yield %s : tensor<f32>
+  } : (tensor<3xf32>) -> (tensor<f32>, tensor<3xf32>)
+  return %l, %g : tensor<f32>, tensor<3xf32>
+}
