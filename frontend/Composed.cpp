@@ -1,5 +1,6 @@
 #include "frontend/Composed.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -92,6 +93,28 @@ Tensor logsumexp(const Tensor& x, std::vector<int64_t> axes, Loc loc) {
   const Tensor shift = where(finite, largest, fill(largest, 0.0, loc), loc);
   const Tensor sums = sum(exp(sub(x, reshape(shift, keptShape(x, axes), loc), loc), loc), axes, loc);
   return add(log(sums, loc), shift, loc);
+}
+
+Tensor argmin(const Tensor& x, int64_t axis, Loc loc) {
+  tracing("argmin", loc);
+  return argmax(neg(x, loc), axis, loc);
+}
+
+Tensor variance(const Tensor& x, std::vector<int64_t> axes, int64_t correction, Loc loc) {
+  tracing("variance", loc);
+  const Tensor average = mean(x, axes, loc);  // checks the axes
+  const int64_t n = x.numel() / std::max<int64_t>(average.numel(), 1);
+  if (correction < 0 || n <= correction)
+    throw Error(where(loc) + ": spmd::variance: " + std::to_string(n) + " elements a slice of " + x.typeString() +
+                " leave nothing to divide by with correction " + std::to_string(correction) +
+                " (n - correction must be positive; correction 0 is the biased variance)");
+  const Tensor centered = sub(x, reshape(average, keptShape(x, axes), loc), loc);
+  return mul(sum(mul(centered, centered, loc), axes, loc), 1.0 / double(n - correction), loc);
+}
+
+Tensor stddev(const Tensor& x, std::vector<int64_t> axes, int64_t correction, Loc loc) {
+  tracing("stddev", loc);
+  return sqrt(variance(x, std::move(axes), correction, loc), loc);
 }
 
 Tensor take(const Tensor& x, const Tensor& indices, int64_t axis, Loc loc) {

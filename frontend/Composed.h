@@ -35,6 +35,15 @@ Tensor min(const Tensor& x, std::vector<int64_t> axes, Loc loc = Loc::current())
 // taken out first; all -inf gives -inf, an inf gives inf. Its gradient is the softmax over `axes`.
 Tensor logsumexp(const Tensor& x, std::vector<int64_t> axes, Loc loc = Loc::current());
 
+// The index of the first smallest element along `axis` (i32; a NaN counts as the smallest, as
+// torch.argmin's and jnp.argmin's).
+Tensor argmin(const Tensor& x, int64_t axis, Loc loc = Loc::current());
+// The variance over `axes` (removed), sum((x - mean)^2) / (n - correction): correction 1 is
+// torch.var's default (unbiased), 0 jnp.var's. n <= correction is an error at your line.
+Tensor variance(const Tensor& x, std::vector<int64_t> axes, int64_t correction = 1, Loc loc = Loc::current());
+// sqrt(variance(x, axes, correction)) (torch.std); its gradient is infinite where every element is equal.
+Tensor stddev(const Tensor& x, std::vector<int64_t> axes, int64_t correction = 1, Loc loc = Loc::current());
+
 // Slices of x at the i32 `indices` along `axis` (jnp.take; torch.index_select for 1-D indices):
 // the result's shape is x's with `axis` replaced by the indices' shape. An index outside
 // [0, x.dim(axis)) is a run-time error naming its position, as `embedding`'s (which this is, on

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""PyTorch side of ComposedTorchTest: torch's min, logsumexp, index_select (jnp.take) and clamp
+"""PyTorch side of ComposedTorchTest: torch's min, logsumexp, var, std, index_select (jnp.take) and clamp
 of DIR's "x.<name>" in f64, and the gradient of sum(result * "g.<name>") with respect to x,
 written back as "y.<name>" and "dx.<name>". Each case comes on the command line as NAME KIND ARG:
-KIND min, logsumexp (ARG: the axes, comma-separated), take (ARG: the axis; the i32 indices are
+KIND min, logsumexp (ARG: the axes, comma-separated), var and std (ARG: axes/correction), take (ARG: the axis; the i32 indices are
 "i.<name>") or clamp (ARG: low,high). Files in DIR as tests/reference/exchange.py describes.
 
 usage: torch_composed.py DIR [NAME KIND ARG]...
@@ -15,6 +15,10 @@ from exchange import read, write
 
 
 def apply(kind, arg, x, indices):
+    if kind in ("var", "std"):
+        axes, correction = arg.split("/")
+        fn = torch.var if kind == "var" else torch.std
+        return fn(x, dim=tuple(int(v) for v in axes.split(",")), correction=int(correction))
     numbers = [float(v) for v in arg.split(",")]
     if kind == "min":
         return torch.amin(x, dim=tuple(int(v) for v in numbers))

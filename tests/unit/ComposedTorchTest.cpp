@@ -1,5 +1,6 @@
 // The composed functions of frontend/Composed.h beyond the activations (those are checked at
-// edge values in ElementwiseTorchTest): min, logsumexp, take and clamp against PyTorch's in f64,
+// edge values in ElementwiseTorchTest): min, logsumexp, variance, stddev, take and clamp against
+// PyTorch's in f64,
 // values and gradients within 1e-13 (tests/reference/torch_composed.py); logsumexp's infinities; the
 // activation layers give their functions' bits; bad arguments name the caller's line.
 #include <cmath>
@@ -48,6 +49,12 @@ TEST(ComposedTorchTest, ReductionsTakeAndClampMatchPyTorch) {
        ids({5}, {3, 3, 0, 1, 2})},
       {"take_axis0", "take", "0", {3, 5, 4}, [](const Tensor& x, const Tensor& i) { return take(x, i, 0); },
        ids({2}, {2, 2})},
+      {"var_unbiased", "var", "0,2/1", {3, 5, 4},
+       [](const Tensor& x, const Tensor&) { return variance(x, {0, 2}); }},
+      {"var_biased_last", "var", "2/0", {3, 5, 4},
+       [](const Tensor& x, const Tensor&) { return variance(x, {-1}, 0); }},
+      {"std_all", "std", "0,1,2/1", {3, 5, 4},
+       [](const Tensor& x, const Tensor&) { return stddev(x, {0, 1, 2}); }},
       {"clamp", "clamp", "-0.4,0.3", {3, 5, 4},
        [](const Tensor& x, const Tensor&) { return clamp(x, -0.4, 0.3); }}};
   testing::Exchange exchange;
@@ -99,6 +106,25 @@ TEST(ComposedTorchTest, LogsumexpOfInfiniteSlices) {
   EXPECT_DOUBLE_EQ(y.values<double>()[2], 2.0 + std::log(2.0));
 }
 
+// argmin: the first smallest element's index, a NaN first; against the host's loop.
+TEST(ComposedTorchTest, ArgminIsTheFirstSmallest) {
+  Array x = randomArray(DType::f32, {4, 7}, 5);
+  x.values<float>()[9] = x.values<float>()[12] = -3;  // a tie in row 1: index 2 wins
+  x.values<float>()[25] = NAN;                        // row 3: the NaN at 4
+  Array found = jit([](const Tensor& t) { return argmin(t, 1); })(x).array();
+  ASSERT_EQ(found.dtype, DType::i32);
+  for (int64_t r = 0; r < 4; ++r) {
+    int32_t best = 0;
+    for (int32_t c = 1; c < 7; ++c) {
+      const float v = x.values<float>()[r * 7 + c], b = x.values<float>()[r * 7 + best];
+      if (!std::isnan(b) && (std::isnan(v) || v < b)) best = c;
+    }
+    EXPECT_EQ(found.values<int32_t>()[r], best) << "row " << r;
+  }
+  EXPECT_EQ(found.values<int32_t>()[1], 2);
+  EXPECT_EQ(found.values<int32_t>()[3], 4);
+}
+
 TEST(ComposedTorchTest, ActivationLayersAreTheirFunctionsAndBadArgumentsNameTheLine) {
   const Array x = randomArray(DType::f32, {4, 6}, 11, -4, 4);
   nn::Sequential net("net");
@@ -124,6 +150,10 @@ TEST(ComposedTorchTest, ActivationLayersAreTheirFunctionsAndBadArgumentsNameTheL
   EXPECT_NE(dtype.find("spmd::take: indices must be i32, got f32[2, 3]"), std::string::npos) << dtype;
   const std::string bounds = refused([](const Tensor& t) { return clamp(t, 1.0, -1.0); });
   EXPECT_NE(bounds.find("spmd::clamp: the bounds must be numbers with low <= high"), std::string::npos) << bounds;
+  const std::string correction = refused([](const Tensor& t) { return variance(t, {0}, 2); });
+  EXPECT_NE(correction.find("spmd::variance: 2 elements a slice of f32[2, 3] leave nothing to divide by with correction 2"),
+            std::string::npos)
+      << correction;
   const std::string slope = refused([](const Tensor& t) { return leakyRelu(t, NAN); });
   EXPECT_NE(slope.find("spmd::leakyRelu: the slope must be a finite number"), std::string::npos) << slope;
   // An index past the axis is a run-time error with its position, as embedding's.
