@@ -117,6 +117,17 @@ Tensor stddev(const Tensor& x, std::vector<int64_t> axes, int64_t correction, Lo
   return sqrt(variance(x, std::move(axes), correction, loc), loc);
 }
 
+Tensor softmaxCrossEntropy(const Tensor& logits, const Tensor& labels, double labelSmoothing, Loc loc) {
+  tracing("softmaxCrossEntropy", loc);
+  if (!(labelSmoothing >= 0 && labelSmoothing <= 1))
+    throw Error(where(loc) + ": spmd::softmaxCrossEntropy: labelSmoothing must be in [0, 1], got " +
+                std::to_string(labelSmoothing));
+  const Tensor hard = softmaxCrossEntropy(logits, labels, loc);
+  if (labelSmoothing == 0) return hard;
+  const Tensor uniform = neg(mean(logSoftmax(logits, -1, loc), {-1}, loc), loc);
+  return add(mul(hard, 1 - labelSmoothing, loc), mul(uniform, labelSmoothing, loc), loc);
+}
+
 Tensor take(const Tensor& x, const Tensor& indices, int64_t axis, Loc loc) {
   tracing("take", loc);
   const int64_t rank = x.rank(), at = axis < 0 ? axis + rank : axis;

@@ -44,6 +44,12 @@ Tensor variance(const Tensor& x, std::vector<int64_t> axes, int64_t correction =
 // sqrt(variance(x, axes, correction)) (torch.std); its gradient is infinite where every element is equal.
 Tensor stddev(const Tensor& x, std::vector<int64_t> axes, int64_t correction = 1, Loc loc = Loc::current());
 
+// Per-example loss with label smoothing (torch's CrossEntropyLoss(label_smoothing), reduction
+// none): (1 - smoothing) * softmaxCrossEntropy(logits, labels) + smoothing * the mean over the
+// classes of -logSoftmax(logits). logits [N, C], labels [N] i32; smoothing in [0, 1].
+Tensor softmaxCrossEntropy(const Tensor& logits, const Tensor& labels, double labelSmoothing,
+                           Loc loc = Loc::current());
+
 // Slices of x at the i32 `indices` along `axis` (jnp.take; torch.index_select for 1-D indices):
 // the result's shape is x's with `axis` replaced by the indices' shape. An index outside
 // [0, x.dim(axis)) is a run-time error naming its position, as `embedding`'s (which this is, on

@@ -3,7 +3,8 @@
 of DIR's "x.<name>" in f64, and the gradient of sum(result * "g.<name>") with respect to x,
 written back as "y.<name>" and "dx.<name>". Each case comes on the command line as NAME KIND ARG:
 KIND min, logsumexp (ARG: the axes, comma-separated), var and std (ARG: axes/correction), take (ARG: the axis; the i32 indices are
-"i.<name>") or clamp (ARG: low,high). Files in DIR as tests/reference/exchange.py describes.
+"i.<name>"), smoothed (cross-entropy of logits x and labels "i.<name>", ARG: the label
+smoothing) or clamp (ARG: low,high). Files in DIR as tests/reference/exchange.py describes.
 
 usage: torch_composed.py DIR [NAME KIND ARG]...
 """
@@ -28,6 +29,9 @@ def apply(kind, arg, x, indices):
         axis = int(numbers[0]) % x.dim()
         picked = torch.index_select(x, axis, indices.flatten().long())
         return picked.reshape(x.shape[:axis] + indices.shape + x.shape[axis + 1:])
+    if kind == "smoothed":  # x: logits, the indices: labels
+        return torch.nn.functional.cross_entropy(x, indices.long(), reduction="none",
+                                                 label_smoothing=float(arg))
     if kind == "clamp":
         return torch.clamp(x, numbers[0], numbers[1])
     raise SystemExit("torch_composed.py: unknown kind " + kind)

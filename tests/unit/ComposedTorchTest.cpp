@@ -1,5 +1,5 @@
 // The composed functions of frontend/Composed.h beyond the activations (those are checked at
-// edge values in ElementwiseTorchTest): min, logsumexp, variance, stddev, take and clamp against
+// edge values in ElementwiseTorchTest): min, logsumexp, variance, stddev, take, label-smoothed cross-entropy and clamp against
 // PyTorch's in f64,
 // values and gradients within 1e-13 (tests/reference/torch_composed.py); logsumexp's infinities; the
 // activation layers give their functions' bits; bad arguments name the caller's line.
@@ -55,6 +55,9 @@ TEST(ComposedTorchTest, ReductionsTakeAndClampMatchPyTorch) {
        [](const Tensor& x, const Tensor&) { return variance(x, {-1}, 0); }},
       {"std_all", "std", "0,1,2/1", {3, 5, 4},
        [](const Tensor& x, const Tensor&) { return stddev(x, {0, 1, 2}); }},
+      {"smoothed_cross_entropy", "smoothed", "0.1", {6, 5},
+       [](const Tensor& x, const Tensor& i) { return softmaxCrossEntropy(x, i, 0.1); },
+       ids({6}, {0, 4, 2, 2, 1, 3})},
       {"clamp", "clamp", "-0.4,0.3", {3, 5, 4},
        [](const Tensor& x, const Tensor&) { return clamp(x, -0.4, 0.3); }}};
   testing::Exchange exchange;
@@ -154,6 +157,11 @@ TEST(ComposedTorchTest, ActivationLayersAreTheirFunctionsAndBadArgumentsNameTheL
   EXPECT_NE(correction.find("spmd::variance: 2 elements a slice of f32[2, 3] leave nothing to divide by with correction 2"),
             std::string::npos)
       << correction;
+  const std::string smoothing = refused([](const Tensor& t) {
+    return softmaxCrossEntropy(t, Tensor(Array::of<int32_t>({2}, std::vector<int32_t>{0, 1})), 1.5);
+  });
+  EXPECT_NE(smoothing.find("spmd::softmaxCrossEntropy: labelSmoothing must be in [0, 1], got 1.5"), std::string::npos)
+      << smoothing;
   const std::string slope = refused([](const Tensor& t) { return leakyRelu(t, NAN); });
   EXPECT_NE(slope.find("spmd::leakyRelu: the slope must be a finite number"), std::string::npos) << slope;
   // An index past the axis is a run-time error with its position, as embedding's.
