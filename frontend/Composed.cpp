@@ -117,6 +117,17 @@ Tensor stddev(const Tensor& x, std::vector<int64_t> axes, int64_t correction, Lo
   return sqrt(variance(x, std::move(axes), correction, loc), loc);
 }
 
+Tensor upsampleNearest2d(const Tensor& x, int64_t scaleH, int64_t scaleW, Loc loc) {
+  tracing("upsampleNearest2d", loc);
+  if (x.rank() != 4 || scaleH < 1 || scaleW < 1)
+    throw Error(where(loc) + ": spmd::upsampleNearest2d: x must be [N, C, H, W] and the factors positive, got " +
+                x.typeString() + " and " + std::to_string(scaleH) + " x " + std::to_string(scaleW));
+  const Shape s = x.shape();
+  const Tensor spread = broadcastTo(reshape(x, {s[0], s[1], s[2], 1, s[3], 1}, loc),
+                                    {s[0], s[1], s[2], scaleH, s[3], scaleW}, loc);
+  return reshape(spread, {s[0], s[1], s[2] * scaleH, s[3] * scaleW}, loc);
+}
+
 Tensor softmaxCrossEntropy(const Tensor& logits, const Tensor& labels, double labelSmoothing, Loc loc) {
   tracing("softmaxCrossEntropy", loc);
   if (!(labelSmoothing >= 0 && labelSmoothing <= 1))

@@ -44,6 +44,11 @@ Tensor variance(const Tensor& x, std::vector<int64_t> axes, int64_t correction =
 // sqrt(variance(x, axes, correction)) (torch.std); its gradient is infinite where every element is equal.
 Tensor stddev(const Tensor& x, std::vector<int64_t> axes, int64_t correction = 1, Loc loc = Loc::current());
 
+// Nearest-neighbour upsampling of [N, C, H, W] by whole factors: [N, C, H * sh, W * sw], each
+// pixel repeated (F.interpolate(mode="nearest", scale_factor=(sh, sw))). The gradient sums each
+// output block back into its pixel.
+Tensor upsampleNearest2d(const Tensor& x, int64_t scaleH, int64_t scaleW, Loc loc = Loc::current());
+
 // Per-example loss with label smoothing (torch's CrossEntropyLoss(label_smoothing), reduction
 // none): (1 - smoothing) * softmaxCrossEntropy(logits, labels) + smoothing * the mean over the
 // classes of -logSoftmax(logits). logits [N, C], labels [N] i32; smoothing in [0, 1].

@@ -1,6 +1,6 @@
-// Parameter-free activation layers beyond ReLU and Sigmoid (nn/Layers.h), as torch.nn's: GELU,
-// SiLU, Tanh, Softplus, Mish, LeakyReLU and ELU (the functions of frontend/Ops.h and
-// frontend/Composed.h), for Sequential models.
+// Parameter-free layers beyond ReLU and Sigmoid (nn/Layers.h), as torch.nn's: the activations
+// GELU, SiLU, Tanh, Softplus, Mish, LeakyReLU and ELU, and nearest Upsample (the functions of
+// frontend/Ops.h and frontend/Composed.h), for Sequential models.
 #pragma once
 
 #include <string>
@@ -63,6 +63,19 @@ class ELU final : public Module {
 
  private:
   double alpha_;
+};
+
+// torch.nn.Upsample(scale_factor, mode="nearest") on [N, C, H, W], one whole factor for both axes.
+class Upsample final : public Module {
+ public:
+  explicit Upsample(std::string path, int64_t scale = 2) : Module(std::move(path)), scale_(scale) {}
+  void init(Rng&, Tree&, Tree&) const override {}
+
+ protected:
+  Tensor forward(Context&, const Tensor& x, Loc loc) const override { return upsampleNearest2d(x, scale_, scale_, loc); }
+
+ private:
+  int64_t scale_;
 };
 
 }  // namespace spmd::nn

@@ -4,7 +4,7 @@ of DIR's "x.<name>" in f64, and the gradient of sum(result * "g.<name>") with re
 written back as "y.<name>" and "dx.<name>". Each case comes on the command line as NAME KIND ARG:
 KIND min, logsumexp (ARG: the axes, comma-separated), var and std (ARG: axes/correction), take (ARG: the axis; the i32 indices are
 "i.<name>"), smoothed (cross-entropy of logits x and labels "i.<name>", ARG: the label
-smoothing) or clamp (ARG: low,high). Files in DIR as tests/reference/exchange.py describes.
+smoothing), upsample (nearest, ARG: the factors sh,sw) or clamp (ARG: low,high). Files in DIR as tests/reference/exchange.py describes.
 
 usage: torch_composed.py DIR [NAME KIND ARG]...
 """
@@ -32,6 +32,8 @@ def apply(kind, arg, x, indices):
     if kind == "smoothed":  # x: logits, the indices: labels
         return torch.nn.functional.cross_entropy(x, indices.long(), reduction="none",
                                                  label_smoothing=float(arg))
+    if kind == "upsample":
+        return torch.nn.functional.interpolate(x, scale_factor=tuple(int(v) for v in numbers), mode="nearest")
     if kind == "clamp":
         return torch.clamp(x, numbers[0], numbers[1])
     raise SystemExit("torch_composed.py: unknown kind " + kind)

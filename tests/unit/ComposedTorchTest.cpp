@@ -1,5 +1,5 @@
 // The composed functions of frontend/Composed.h beyond the activations (those are checked at
-// edge values in ElementwiseTorchTest): min, logsumexp, variance, stddev, take, label-smoothed cross-entropy and clamp against
+// edge values in ElementwiseTorchTest): min, logsumexp, variance, stddev, take, label-smoothed cross-entropy, nearest upsampling and clamp against
 // PyTorch's in f64,
 // values and gradients within 1e-13 (tests/reference/torch_composed.py); logsumexp's infinities; the
 // activation layers give their functions' bits; bad arguments name the caller's line.
@@ -58,6 +58,8 @@ TEST(ComposedTorchTest, ReductionsTakeAndClampMatchPyTorch) {
       {"smoothed_cross_entropy", "smoothed", "0.1", {6, 5},
        [](const Tensor& x, const Tensor& i) { return softmaxCrossEntropy(x, i, 0.1); },
        ids({6}, {0, 4, 2, 2, 1, 3})},
+      {"upsample_2x3", "upsample", "2,3", {2, 3, 4, 5},
+       [](const Tensor& x, const Tensor&) { return upsampleNearest2d(x, 2, 3); }},
       {"clamp", "clamp", "-0.4,0.3", {3, 5, 4},
        [](const Tensor& x, const Tensor&) { return clamp(x, -0.4, 0.3); }}};
   testing::Exchange exchange;
@@ -129,15 +131,15 @@ TEST(ComposedTorchTest, ArgminIsTheFirstSmallest) {
 }
 
 TEST(ComposedTorchTest, ActivationLayersAreTheirFunctionsAndBadArgumentsNameTheLine) {
-  const Array x = randomArray(DType::f32, {4, 6}, 11, -4, 4);
+  const Array x = randomArray(DType::f32, {2, 3, 4, 6}, 11, -4, 4);
   nn::Sequential net("net");
   net.add<nn::GELU>(), net.add<nn::SiLU>(), net.add<nn::Tanh>(), net.add<nn::Softplus>(), net.add<nn::Mish>();
-  net.add<nn::LeakyReLU>(0.2), net.add<nn::ELU>(0.5);
+  net.add<nn::LeakyReLU>(0.2), net.add<nn::ELU>(0.5), net.add<nn::Upsample>(2);
   auto [params, state] = net.initialize(1);
   EXPECT_EQ(params.size(), 0u);
   Array byLayers = jit([&](const Tensor& t) { return net.apply(params, state, t, true).first; })(x).array();
   Array byFunctions = jit([](const Tensor& t) {
-                        return elu(leakyRelu(mish(softplus(tanh(silu(gelu(t))))), 0.2), 0.5);
+                        return upsampleNearest2d(elu(leakyRelu(mish(softplus(tanh(silu(gelu(t))))), 0.2), 0.5), 2, 2);
                       })(x).array();
   testing::expectSameBits(byLayers, byFunctions, "activation layers");
 
@@ -162,6 +164,10 @@ TEST(ComposedTorchTest, ActivationLayersAreTheirFunctionsAndBadArgumentsNameTheL
   });
   EXPECT_NE(smoothing.find("spmd::softmaxCrossEntropy: labelSmoothing must be in [0, 1], got 1.5"), std::string::npos)
       << smoothing;
+  const std::string upsample = refused([](const Tensor& t) { return upsampleNearest2d(t, 2, 2); });
+  EXPECT_NE(upsample.find("spmd::upsampleNearest2d: x must be [N, C, H, W] and the factors positive, got f32[2, 3] and 2 x 2"),
+            std::string::npos)
+      << upsample;
   const std::string slope = refused([](const Tensor& t) { return leakyRelu(t, NAN); });
   EXPECT_NE(slope.find("spmd::leakyRelu: the slope must be a finite number"), std::string::npos) << slope;
   // An index past the axis is a run-time error with its position, as embedding's.
