@@ -65,10 +65,11 @@ def time_spmd(build, name, reps, threads, program, min_time=0.5, binary=None):
     return (medians or runs)[0]["real_time"]
 
 
-def side_by_side(doc, title, program, name_of, torch_timer, f64_name_of=None):
+def side_by_side(doc, title, program, name_of, torch_timer, f64_name_of=None, unit="img"):
     """Parses the shared flags, times spmd's benchmark `name_of(batch)` in `program` and
-    `torch_timer` with the same batch and threads, and prints both with their ratio. With
-    `f64_name_of`, --dtype f64 times that benchmark and passes dtype="f64" to `torch_timer`."""
+    `torch_timer` with the same batch and threads, and prints both with their ratio and the
+    throughput in `unit`s (a batch's samples) per second. With `f64_name_of`, --dtype f64 times
+    that benchmark and passes dtype="f64" to `torch_timer`."""
     parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--build", default="build")
     parser.add_argument("--bench", help=f"the {program} to run (default: the one in --build)")
@@ -103,8 +104,8 @@ def side_by_side(doc, title, program, name_of, torch_timer, f64_name_of=None):
         ratios.append(ours / theirs)
         if args.rounds > 1:
             print(f"  round {round_ + 1} of {args.rounds}:")
-        print(f"  spmd (cpu:0, {args.threads} threads)    : {ours:8.2f} ms/step  {args.batch / ours * 1e3:8.1f} img/s")
-        print(f"  PyTorch {version} ({threads} threads): {theirs:8.2f} ms/step  {args.batch / theirs * 1e3:8.1f} img/s")
+        print(f"  spmd (cpu:0, {args.threads} threads)    : {ours:8.2f} ms/step  {args.batch / ours * 1e3:8.1f} {unit}/s")
+        print(f"  PyTorch {version} ({threads} threads): {theirs:8.2f} ms/step  {args.batch / theirs * 1e3:8.1f} {unit}/s")
         print(f"  ratio spmd/PyTorch time    : {ours / theirs:8.3f}  (< 1 means spmd is faster)")
     if args.rounds > 1:
         listed = " ".join(f"{r:.3f}" for r in ratios)

@@ -16,6 +16,8 @@
   X(softmax_cross_entropy, "row loops (cpu/Dense.cpp)")                                             \
   X(softmax_cross_entropy_backward, "row loops (cpu/Dense.cpp)")                                    \
   X(argmax, "row loops (cpu/Dense.cpp)")                                                            \
+  X(embedding, "threaded row copies (cpu/Embedding.cpp)")                                           \
+  X(embedding_backward, "counting sort, then threaded row sums (cpu/Embedding.cpp)")                \
   X(broadcast_in_dim, "strided gathers (cpu/Shape.cpp)")                                            \
   X(reshape, "memcpy (cpu/Shape.cpp)")                                                              \
   X(slice, "memcpy of contiguous runs (cpu/Shape.cpp)")                                             \

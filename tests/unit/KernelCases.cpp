@@ -337,6 +337,12 @@ std::vector<KernelCase> kernelCases(DType t) {
   Array ids = Array::of<int32_t>({2, 4}, std::vector<int32_t>{3, 0, 6, 3, 1, 0, 2, 5});
   list.push_back({"embedding", "embedding", {rnd({7, 5}), ids}, {{t, {2, 4, 5}}}, {}});
   list.push_back({"embedding bwd", "embedding_backward", {rnd({2, 4, 5}), ids}, {{t, {7, 5}}}, {}});
+  // 37 ids, descending with repeats, over 11 of 13 rows: the backward's sort takes six merge
+  // passes with a partial last run, and rows 11 and 12 get no id.
+  std::vector<int32_t> many(37);
+  for (int i = 0; i < 37; ++i) many[i] = (36 - i) * 5 % 11;
+  list.push_back({"embedding bwd, 37 ids", "embedding_backward", {rnd({37, 3}), Array::of<int32_t>({37}, many)},
+                  {{t, {13, 3}}}, {}});
   list.push_back({"slice", "slice", {rnd({4, 6, 5})}, {{t, {2, 3, 5}}}, {{"start", V{1, 2, 0}}, {"limit", V{3, 5, 5}}}});
   list.push_back({"slice i32", "slice", {ids}, {{DType::i32, {1, 2}}}, {{"start", V{1, 1}}, {"limit", V{2, 3}}}});
   list.push_back({"pad", "pad", {rnd({2, 3, 4})}, {{t, {3, 3, 7}}}, {{"low", V{1, 0, 2}}, {"high", V{0, 0, 1}}}});
