@@ -65,15 +65,15 @@ def time_spmd(build, name, reps, threads, program, min_time=0.5, binary=None):
     return (medians or runs)[0]["real_time"]
 
 
-def side_by_side(doc, title, program, name_of, torch_timer, f64_name_of=None, unit="img"):
+def side_by_side(doc, title, program, name_of, torch_timer, f64_name_of=None, unit="img", batch=64):
     """Parses the shared flags, times spmd's benchmark `name_of(batch)` in `program` and
     `torch_timer` with the same batch and threads, and prints both with their ratio and the
-    throughput in `unit`s (a batch's samples) per second. With `f64_name_of`, --dtype f64 times
-    that benchmark and passes dtype="f64" to `torch_timer`."""
+    throughput in `unit`s (a batch's samples) per second; `batch` is --batch's default. With
+    `f64_name_of`, --dtype f64 times that benchmark and passes dtype="f64" to `torch_timer`."""
     parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--build", default="build")
     parser.add_argument("--bench", help=f"the {program} to run (default: the one in --build)")
-    parser.add_argument("--batch", type=int, help="default 64 (8 in f64)")
+    parser.add_argument("--batch", type=int, help=f"default {batch} (8 in f64)")
     if f64_name_of:
         parser.add_argument("--dtype", choices=["f32", "f64"], default="f32",
                             help="f64: both sides in double precision (a gradient check's or reference run's)")
@@ -88,7 +88,7 @@ def side_by_side(doc, title, program, name_of, torch_timer, f64_name_of=None, un
     args = parser.parse_args()
     f64 = getattr(args, "dtype", "f32") == "f64"
     if args.batch is None:
-        args.batch = 8 if f64 else 64
+        args.batch = 8 if f64 else batch
     if args.smoke:
         args.batch, args.reps, args.rounds = 2, 1, 1
     if args.rounds < 1:

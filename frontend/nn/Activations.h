@@ -12,17 +12,6 @@
 
 namespace spmd::nn {
 
-// A layer applying `fn(x, loc)`; the classes below name each one.
-template <Tensor (*fn)(const Tensor&, Loc)>
-class Elementwise : public Module {
- public:
-  using Module::Module;
-  void init(Rng&, Tree&, Tree&) const override {}
-
- protected:
-  Tensor forward(Context&, const Tensor& x, Loc loc) const override { return fn(x, loc); }
-};
-
 class GELU final : public Elementwise<gelu> {
   using Elementwise::Elementwise;
 };
@@ -40,29 +29,15 @@ class Mish final : public Elementwise<mish> {
 };
 
 // torch.nn.LeakyReLU(negative_slope), default 0.01.
-class LeakyReLU final : public Module {
+class LeakyReLU final : public ElementwiseWith<leakyRelu> {
  public:
-  explicit LeakyReLU(std::string path, double slope = 0.01) : Module(std::move(path)), slope_(slope) {}
-  void init(Rng&, Tree&, Tree&) const override {}
-
- protected:
-  Tensor forward(Context&, const Tensor& x, Loc loc) const override { return leakyRelu(x, slope_, loc); }
-
- private:
-  double slope_;
+  explicit LeakyReLU(std::string path, double slope = 0.01) : ElementwiseWith(std::move(path), slope) {}
 };
 
 // torch.nn.ELU(alpha), default 1.
-class ELU final : public Module {
+class ELU final : public ElementwiseWith<elu> {
  public:
-  explicit ELU(std::string path, double alpha = 1.0) : Module(std::move(path)), alpha_(alpha) {}
-  void init(Rng&, Tree&, Tree&) const override {}
-
- protected:
-  Tensor forward(Context&, const Tensor& x, Loc loc) const override { return elu(x, alpha_, loc); }
-
- private:
-  double alpha_;
+  explicit ELU(std::string path, double alpha = 1.0) : ElementwiseWith(std::move(path), alpha) {}
 };
 
 // torch.nn.Upsample(scale_factor, mode="nearest") on [N, C, H, W], one whole factor for both axes.

@@ -111,13 +111,8 @@ class Linear final : public Module {
   Initializer weightInit_;
 };
 
-class ReLU final : public Module {
- public:
-  using Module::Module;
-  void init(Rng&, Tree&, Tree&) const override {}
-
- protected:
-  Tensor forward(Context&, const Tensor& x, Loc loc) const override { return relu(x, loc); }
+class ReLU final : public Elementwise<relu> {
+  using Elementwise::Elementwise;
 };
 
 // Windowed pooling over [N, C, H, W] (spmd::maxPool2d / avgPool2d).
@@ -215,13 +210,8 @@ class Dropout final : public Module {
   double rate_;
 };
 
-class Sigmoid final : public Module {
- public:
-  using Module::Module;
-  void init(Rng&, Tree&, Tree&) const override {}
-
- protected:
-  Tensor forward(Context&, const Tensor& x, Loc loc) const override { return sigmoid(x, loc); }
+class Sigmoid final : public Elementwise<sigmoid> {
+  using Elementwise::Elementwise;
 };
 
 // [N, C, H, W] -> [N, C]: mean over H and W.

@@ -83,4 +83,30 @@ class Module {
   std::string path_;
 };
 
+// A parameter-free layer applying `fn(x, loc)` (nn::ReLU, nn::GELU, ...: each class names one).
+template <Tensor (*fn)(const Tensor&, Loc)>
+class Elementwise : public Module {
+ public:
+  using Module::Module;
+  void init(Rng&, Tree&, Tree&) const override {}
+
+ protected:
+  Tensor forward(Context&, const Tensor& x, Loc loc) const override { return fn(x, loc); }
+};
+
+// A parameter-free layer applying `fn(x, value, loc)` with the value it was made with
+// (nn::LeakyReLU's slope, nn::ELU's alpha).
+template <Tensor (*fn)(const Tensor&, double, Loc)>
+class ElementwiseWith : public Module {
+ public:
+  ElementwiseWith(std::string path, double value) : Module(std::move(path)), value_(value) {}
+  void init(Rng&, Tree&, Tree&) const override {}
+
+ protected:
+  Tensor forward(Context&, const Tensor& x, Loc loc) const override { return fn(x, value_, loc); }
+
+ private:
+  double value_;
+};
+
 }  // namespace spmd::nn

@@ -1,5 +1,8 @@
 // The CPU backend's Api for the kernel library (runtime/kernels/Common.h): a kernel's per-element
-// functor runs as a plain loop on the replica's thread, copies are memcpy and nothing is queued.
+// functor runs as a loop on the replica's thread, split across the OpenMP pool (the one oneDNN
+// and our own kernels use) from kThreadedCalls calls on; copies are memcpy and nothing is queued.
+// The library's functors are written for a GPU's threads: no two calls write one element and none
+// reads another's result, so the split changes neither the values nor their bits.
 #pragma once
 
 #include <cstring>
@@ -10,8 +13,12 @@
 namespace spmd::runtime::cpu {
 
 struct HostLoop {
+  // Below this many calls, one thread (a parallel region's start costs a few microseconds; a
+  // call is an element or a row).
+  static constexpr int64_t kThreadedCalls = 1 << 12;
   template <typename F>
   static void forEach(const KernelCall&, int64_t n, const F& f) {
+#pragma omp parallel for if (n >= kThreadedCalls) schedule(static)
     for (int64_t i = 0; i < n; ++i) f(i);
   }
   static void copy(const KernelCall&, void* dst, const void* src, size_t bytes) {
