@@ -1,8 +1,7 @@
 // CPU matmul: the step's variant (runtime/cpu/CpuVariants.h: oneDNN's matmul, the same on fixed
 // one-thread slices, the reference loops for f64), and oneDNN's matmul itself (f32, 2-D or
 // batched; transposes as strided layouts, bias fused); bf16 oneDNN's bf16 matmul where the ISA
-// has one (onednnBf16), else the f32 variants between roundings. Softmax cross-entropy (rows
-// split across the OpenMP pool when large) and argmax as row loops.
+// has one (onednnBf16), else the f32 variants between roundings. Argmax as row loops.
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -15,11 +14,6 @@
 #include "runtime/program/OpAttrs.h"
 
 namespace spmd::runtime::cpu {
-namespace {
-
-constexpr int64_t kThreadedElements = 1 << 15;  // row loops below this run on one thread
-
-}  // namespace
 
 void matmul(KernelCall& call) {
   if (call.in[0].dtype == DType::bf16 && !onednnBf16()) return widenedBf16<matmul>(call);
@@ -58,44 +52,6 @@ void onednnMatmul(KernelCall& call) {
   else
     p.run({{DNNL_ARG_SRC, call.in[0].data}, {DNNL_ARG_WEIGHTS, call.in[1].data},
            {DNNL_ARG_DST, call.out[0].data}});
-}
-
-void softmax_cross_entropy(KernelCall& call) {
-  visitFloat(call.in[0].dtype, [&](auto tag) {
-    using T = decltype(tag);
-    int64_t rows = call.in[0].dim(0), classes = call.in[0].dim(1);
-    const int32_t* labels = call.in[1].as<int32_t>();
-    for (int64_t r = 0; r < rows; ++r) checkLabel(labels[r], r, classes);  // before the threads: they cannot throw
-#pragma omp parallel for if (rows * classes >= kThreadedElements) schedule(static)
-    for (int64_t r = 0; r < rows; ++r) {
-      const T* row = call.in[0].as<T>() + r * classes;
-      T top = *std::max_element(row, row + classes);
-      T sum = 0;
-      for (int64_t j = 0; j < classes; ++j) sum += std::exp(row[j] - top);
-      call.out[0].as<T>()[r] = std::log(sum) - (row[labels[r]] - top);
-    }
-  });
-}
-
-// (softmax(logits) - onehot(labels)) * loss_grad, row by row.
-void softmax_cross_entropy_backward(KernelCall& call) {
-  visitFloat(call.in[0].dtype, [&](auto tag) {
-    using T = decltype(tag);
-    int64_t rows = call.in[0].dim(0), classes = call.in[0].dim(1);
-    const int32_t* labels = call.in[1].as<int32_t>();
-    for (int64_t r = 0; r < rows; ++r) checkLabel(labels[r], r, classes);
-#pragma omp parallel for if (rows * classes >= kThreadedElements) schedule(static)
-    for (int64_t r = 0; r < rows; ++r) {
-      const T* row = call.in[0].as<T>() + r * classes;
-      T* out = call.out[0].as<T>() + r * classes;
-      T top = *std::max_element(row, row + classes);
-      T sum = 0;
-      for (int64_t j = 0; j < classes; ++j) sum += (out[j] = std::exp(row[j] - top));
-      T g = call.in[2].as<T>()[r] / sum;
-      for (int64_t j = 0; j < classes; ++j) out[j] *= g;
-      out[labels[r]] -= call.in[2].as<T>()[r];
-    }
-  });
 }
 
 void argmax(KernelCall& call) {

@@ -13,8 +13,10 @@
   X(batch_norm_infer, "oneDNN batch normalization (cpu/Norm.cpp)")                                  \
   X(batch_norm_train_backward, "double sums per channel (cpu/Norm.cpp)")                            \
   X(matmul, "variants: oneDNN, sliced, reference for f64 (cpu/CpuVariants.cpp)")                  \
-  X(softmax_cross_entropy, "row loops (cpu/Dense.cpp)")                                             \
-  X(softmax_cross_entropy_backward, "row loops (cpu/Dense.cpp)")                                    \
+  X(softmax, "threaded rows, own vector exp in f32 (cpu/Softmax.cpp)")                            \
+  X(log_softmax, "threaded rows, own vector exp in f32 (cpu/Softmax.cpp)")                        \
+  X(softmax_cross_entropy, "threaded rows, own vector exp in f32 (cpu/Softmax.cpp)")              \
+  X(softmax_cross_entropy_backward, "threaded rows, own vector exp in f32 (cpu/Softmax.cpp)")     \
   X(argmax, "row loops (cpu/Dense.cpp)")                                                            \
   X(embedding, "threaded row copies (cpu/Embedding.cpp)")                                           \
   X(embedding_backward, "counting sort, then threaded row sums (cpu/Embedding.cpp)")                \

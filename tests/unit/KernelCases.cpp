@@ -265,6 +265,11 @@ std::vector<KernelCase> kernelCases(DType t) {
   }
   list.push_back({"softmax xent bwd", "softmax_cross_entropy_backward",
                   {rnd({9, 10}, -4, 4), labels(9, 10), rnd({9})}, {{t, {9, 10}}}, {}});
+  // 70 classes: the CPU's f32 rows take four whole 16-lane blocks and a tail.
+  list.push_back({"softmax xent 70 classes", "softmax_cross_entropy", {rnd({5, 70}, -30, 30), labels(5, 70)},
+                  {{t, {5}}}, {}});
+  list.push_back({"softmax xent bwd 70 classes", "softmax_cross_entropy_backward",
+                  {rnd({5, 70}, -30, 30), labels(5, 70), rnd({5})}, {{t, {5, 70}}}, {}});
   for (std::string op : {"add", "sub", "mul", "div", "max", "min"})
     list.push_back({op, op, {rnd({3, 17, 5}), rnd({3, 17, 5}, 0.5, 2)}, {{t, {3, 17, 5}}}, {}});
   list.push_back({"gelu bwd", "gelu_backward", {rnd({3, 17, 5}), rnd({3, 17, 5}, -4, 4)},
@@ -309,6 +314,7 @@ std::vector<KernelCase> kernelCases(DType t) {
   }
   for (std::string op : {"softmax", "log_softmax"}) {
     list.push_back({op + " rows", op, {rnd({7, 10}, -30, 30)}, {{t, {7, 10}}}, {{"axis", int64_t{1}}}});
+    list.push_back({op + " 70-wide rows", op, {rnd({4, 70}, -60, 60)}, {{t, {4, 70}}}, {{"axis", int64_t{1}}}});
     list.push_back({op + " first axis", op, {rnd({5, 3, 4}, -3, 3)}, {{t, {5, 3, 4}}}, {{"axis", int64_t{0}}}});
     list.push_back({op + " middle axis", op, {rnd({3, 9, 4})}, {{t, {3, 9, 4}}}, {{"axis", int64_t{1}}}});
   }

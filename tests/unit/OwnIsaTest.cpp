@@ -1,15 +1,19 @@
 // Our own CPU kernels' ISA copies (runtime/cpu/OwnIsa.h): every kernel case that reaches our
 // code (the Winograd transforms and grouped GEMMs, the single-channel filter gradient, the blocked
-// BatchNorm statistics and backward, the blocked channel sums, f32 <-> bf16) gives the portable
-// copy's bits on AVX2 and on AVX-512, where this CPU has them, and the copy asked for is the one
-// that ran (each copy marks that it ran). The cap's own rules: it never raises the CPU's ISA.
+// BatchNorm statistics and backward, the blocked channel sums, f32 <-> bf16, the f32 softmax and
+// cross-entropy rows with their own exp) gives the portable copy's bits on AVX2 and on AVX-512,
+// where this CPU has them, and the copy asked for is the one that ran (each copy marks that it
+// ran). The cap's own rules: it never raises the CPU's ISA.
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <set>
 
 #include "KernelCases.h"
 #include "TestUtil.h"
 #include "runtime/cpu/CpuDevice.h"
+#include "runtime/cpu/OwnExp.h"
 #include "runtime/cpu/OwnIsa.h"
 
 namespace spmd::runtime {
@@ -98,8 +102,47 @@ TEST(OwnIsaTest, EveryCopyGivesThePortableBits) {
   // Every op family with our own vector code reached each copy.
   for (OwnIsa isa : isas)
     for (const char* op : {"conv2d", "conv2d_backward_data", "conv2d_backward_filter", "batch_norm_train",
-                           "batch_norm_train_backward", "reduce_sum", "convert"})
+                           "batch_norm_train_backward", "reduce_sum", "convert", "softmax", "log_softmax",
+                           "softmax_cross_entropy", "softmax_cross_entropy_backward"})
       EXPECT_TRUE(reached[isa].count(op)) << op << " never ran our " << cpu::ownIsaName(isa) << " copy";
+}
+
+// The f32 exp of our softmax rows (cpu/OwnExp.h) against e^x in double rounded once: within 1
+// ulp over a sweep of its whole range and its edges, inf, 0 and NaN where e^x is, and the same bits
+// on every copy.
+TEST(OwnIsaTest, OwnExpIsWithinOneUlpAndTheSameOnEveryCopy) {
+  std::vector<float> x;
+  for (int i = 0; i <= 400000; ++i) x.push_back(-104.0f + 193.0f * float(i) / 400000.0f);
+  for (float v : {0.0f, -0.0f, 1e-30f, -1e-30f, 88.72f, 88.73f, -87.3f, -103.9f, -103.98f, -150.0f, 1e4f, -1e4f,
+                  std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                  std::numeric_limits<float>::quiet_NaN()})
+    x.push_back(v);
+  std::vector<float> portable(x.size());
+  {
+    IsaCap cap(OwnIsa::portable);
+    cpu::ownExpValues(x.data(), portable.data(), int64_t(x.size()));
+  }
+  int64_t worst = 0;
+  float worstAt = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const float want = float(std::exp(double(x[i])));
+    if (std::isnan(want) || std::isinf(want) || want == 0.0f) {
+      EXPECT_TRUE(std::isnan(want) ? std::isnan(portable[i]) : portable[i] == want)
+          << "exp(" << x[i] << ") = " << portable[i] << ", want " << want;
+      continue;
+    }
+    int32_t a, b;
+    std::memcpy(&a, &portable[i], 4);
+    std::memcpy(&b, &want, 4);
+    if (std::abs(int64_t(a) - b) > worst) worst = std::abs(int64_t(a) - b), worstAt = x[i];
+  }
+  EXPECT_LE(worst, 1) << "at x = " << worstAt;
+  for (OwnIsa isa : vectorIsas()) {
+    IsaCap cap(isa);
+    std::vector<float> vector(x.size());
+    cpu::ownExpValues(x.data(), vector.data(), int64_t(x.size()));
+    EXPECT_EQ(std::memcmp(vector.data(), portable.data(), x.size() * sizeof(float)), 0) << cpu::ownIsaName(isa);
+  }
 }
 
 TEST(OwnIsaTest, TheCapLowersTheIsaAndNeverRaisesIt) {
