@@ -409,6 +409,13 @@ Tensor embedding(const Tensor& table, const Tensor& ids, Loc loc) {
       trace.create<ir::EmbeddingOp>(loc, trace.valueOf(table, loc), trace.valueOf(ids, loc))->getResult(0));
 }
 
+Tensor takeAlongAxis(const Tensor& x, const Tensor& indices, int64_t axis, Loc loc) {
+  Trace& trace = Trace::current("takeAlongAxis", loc);
+  if (axis < 0) axis += x.rank();
+  return trace.wrap(trace.create<ir::TakeAlongAxisOp>(loc, trace.valueOf(x, loc), trace.valueOf(indices, loc), axis)
+                        ->getResult(0));
+}
+
 Tensor softmaxCrossEntropy(const Tensor& logits, const Tensor& labels, Loc loc) {
   Trace& trace = Trace::current("softmaxCrossEntropy", loc);
   return trace.wrap(trace

@@ -164,6 +164,11 @@ Tensor matmul(const Tensor& a, const Tensor& b, const Tensor& bias = {},
 // Rows of `table` [V, D] at the i32 `ids` (any shape): [ids..., D]. An id outside [0, V) is a
 // run-time error naming its position. The table's gradient sums the rows of repeated ids.
 Tensor embedding(const Tensor& table, const Tensor& ids, Loc loc = Loc::current());
+// x's elements at i32 `indices` along `axis` (numpy.take_along_axis, torch.gather(x, axis,
+// indices)): indices has x's rank and x's sizes on the other axes, and the result its shape; an
+// index outside [0, x.dim(axis)) is a run-time error naming its position. Negative axes count
+// from the end. Its gradient adds each result gradient where its index points.
+Tensor takeAlongAxis(const Tensor& x, const Tensor& indices, int64_t axis, Loc loc = Loc::current());
 // Per-example loss: logits [N, C], labels [N] i32 -> [N].
 Tensor softmaxCrossEntropy(const Tensor& logits, const Tensor& labels, Loc loc = Loc::current());
 

@@ -45,6 +45,20 @@ LogicalResult EmbeddingBackwardOp::verify() {
   return success();
 }
 
+LogicalResult TakeAlongAxisBackwardOp::verify() {
+  auto input = getInputGrad().getType(), indices = getIndices().getType(), grad = getResultGrad().getType();
+  const int64_t axis = getAxis();
+  bool ok = input.getRank() == indices.getRank() && axis >= 0 && axis < input.getRank() &&
+            grad.getShape() == indices.getShape() && grad.getElementType() == input.getElementType();
+  for (int64_t d = 0; ok && d < input.getRank(); ++d) ok = d == axis || input.getDimSize(d) == indices.getDimSize(d);
+  if (!ok)
+    return fail(getLoc(), "take_along_axis_backward",
+                "result_grad " + str(grad) + " must be take_along_axis of input_grad " + str(input) + " at indices " +
+                    str(indices) + " along axis " + std::to_string(axis) +
+                    " (indices of input's rank and sizes off the axis, result_grad of the indices' shape)");
+  return success();
+}
+
 // reduce_window(input) must produce result_grad's shape; input_grad has the input's type; max
 // needs the forward's input to know what each window chose, sum and mean take none.
 LogicalResult ReduceWindowBackwardOp::verify() {

@@ -131,6 +131,20 @@ def Spmd_EmbeddingOp : Spmd_InferredOp<"embedding", [Vjp]> {
   let results = (outs Spmd_FloatTensor:$result);
 }
 
+//===--- take_along_axis ---------------------------------------------------------------------===//
+
+def Spmd_TakeAlongAxisOp : Spmd_InferredOp<"take_along_axis", [Vjp]> {
+  let summary = "input's elements at i32 indices along one axis (numpy.take_along_axis, torch.gather)";
+  let description = [{
+    indices has input's rank and input's sizes on every other axis; its size along `axis` is
+    the result's: result[..., i, ...] = input[..., indices[..., i, ...], ...] along `axis`. An
+    index outside [0, input's size along axis) is an error reported at run time with its
+    position (never a silent read out of bounds).
+  }];
+  let arguments = (ins Spmd_FloatTensor:$input, Spmd_IndexTensor:$indices, I64Attr:$axis);
+  let results = (outs Spmd_FloatTensor:$result);
+}
+
 //===--- random numbers ----------------------------------------------------------------------===//
 
 // A key is a tensor<2xi32> (jax.random's raw key): spmd::random::key(seed) makes one on the host.
@@ -372,6 +386,13 @@ def Spmd_EmbeddingBackwardOp : Spmd_Op<"embedding_backward", [Spmd_FirstOrderOnl
   let summary = "the table's gradient: result_grad rows summed into the rows their ids name";
   let arguments = (ins Spmd_FloatTensor:$result_grad, Spmd_IndexTensor:$ids);
   let results = (outs Spmd_FloatTensor:$table_grad);
+  let hasVerifier = 1;
+}
+
+def Spmd_TakeAlongAxisBackwardOp : Spmd_Op<"take_along_axis_backward", [Spmd_FirstOrderOnly]> {
+  let summary = "input's gradient: each result_grad element added where its index points along axis";
+  let arguments = (ins Spmd_FloatTensor:$result_grad, Spmd_IndexTensor:$indices, I64Attr:$axis);
+  let results = (outs Spmd_FloatTensor:$input_grad);
   let hasVerifier = 1;
 }
 

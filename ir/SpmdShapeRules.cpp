@@ -346,6 +346,30 @@ LogicalResult EmbeddingOp::inferReturnTypes(MLIRContext*, OptLoc loc, Adaptor ad
   return success();
 }
 
+//===--- take_along_axis ---------------------------------------------------------------------===//
+
+LogicalResult TakeAlongAxisOp::inferReturnTypes(MLIRContext*, OptLoc loc, Adaptor adaptor,
+                                                SmallVectorImpl<Type>& results) {
+  constexpr StringRef op = "take_along_axis";
+  auto in = expectTensor(loc, op, "input", adaptor.getInput(), -1);
+  if (failed(in)) return failure();
+  auto indices = expectTensor(loc, op, "indices", adaptor.getIndices(), -1);
+  if (failed(indices)) return failure();
+  const int64_t axis = adaptor.getAxis();
+  if (in->getRank() == 0) return fail(loc, op, "input must have an axis to take along, got a scalar " + str(*in));
+  if (failed(checkAxes(loc, op, {axis}, in->getRank()))) return failure();
+  if (indices->getRank() != in->getRank())
+    return fail(loc, op, "indices " + str(*indices) + " must have input " + str(*in) + "'s rank " +
+                             std::to_string(in->getRank()) + " (add size-1 axes: reshape them)");
+  for (int64_t d = 0; d < in->getRank(); ++d)
+    if (d != axis && indices->getDimSize(d) != in->getDimSize(d))
+      return fail(loc, op, "indices " + str(*indices) + " and input " + str(*in) + " differ on axis " +
+                               std::to_string(d) + ", which is not the axis taken along (" + std::to_string(axis) +
+                               "): broadcast the indices to input's size there");
+  results.push_back(RankedTensorType::get(indices->getShape(), in->getElementType()));
+  return success();
+}
+
 //===--- random numbers ----------------------------------------------------------------------===//
 
 namespace {

@@ -194,6 +194,15 @@ LogicalResult EmbeddingOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads, SmallVe
   return success();
 }
 
+//===--- take_along_axis ---------------------------------------------------------------------===//
+
+LogicalResult TakeAlongAxisOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads, SmallVectorImpl<Value>& out) {
+  out.push_back(b.create<TakeAlongAxisBackwardOp>(getLoc(), getInput().getType(), grads[0], getIndices(),
+                                                  getAxisAttr()));
+  out.push_back(Value());  // integer indices have no cotangent
+  return success();
+}
+
 //===--- elementwise -------------------------------------------------------------------------===//
 
 LogicalResult AddOp::buildVjp(OpBuilder&, ArrayRef<Value> grads, SmallVectorImpl<Value>& out) {

@@ -21,6 +21,7 @@
 #include "runtime/kernels/Shape.h"
 #include "runtime/kernels/Slice.h"
 #include "runtime/kernels/Softmax.h"
+#include "runtime/kernels/TakeAlongAxis.h"
 #include "runtime/kernels/Window.h"
 
 // Every family of the library by its op list (each header defines its list next to its kernels).
@@ -28,7 +29,7 @@
   F(SPMD_LIBRARY_SHAPE_OPS) F(SPMD_LIBRARY_REDUCE_OPS) F(SPMD_LIBRARY_LOSS_OPS)               \
   F(SPMD_LIBRARY_WINDOW_OPS) F(SPMD_LIBRARY_SOFTMAX_OPS) F(SPMD_LIBRARY_RANDOM_OPS)             \
   F(SPMD_LIBRARY_EMBEDDING_OPS) F(SPMD_LIBRARY_CONVERT_OPS) F(SPMD_LIBRARY_SLICE_OPS)         \
-  F(SPMD_LIBRARY_COLLECTIVE_OPS)
+  F(SPMD_LIBRARY_COLLECTIVE_OPS) F(SPMD_LIBRARY_TAKE_ALONG_AXIS_OPS)
 
 namespace spmd::runtime::kernels {
 

@@ -71,6 +71,7 @@ using ReductionKind = Reduction;  // text in a Program ("sum"), the enum in the 
   X(batch_norm_infer, EpsilonAttrs) X(batch_norm_train_backward, EpsilonAttrs)                       \
   X(batch_norm_train, NormReluAttrs) X(reduce_window, WindowAttrs) X(reduce_window_backward, WindowAttrs) \
   X(softmax, AxisAttrs) X(log_softmax, AxisAttrs) X(concatenate, AxisAttrs) X(argmax, AxisAttrs)    \
+  X(take_along_axis, AxisAttrs) X(take_along_axis_backward, AxisAttrs)                               \
   X(reduce_sum, AxesAttrs) X(reduce_mean, AxesAttrs) X(reduce_max, AxesAttrs)                        \
   X(broadcast_in_dim, DimsAttrs) X(slice, SliceAttrs) X(pad, PadAttrs) X(transpose, PermAttrs)       \
   X(matmul, MatmulAttrs) X(all_reduce, AllReduceAttrs) X(reduce_scatter, AllReduceAttrs)             \

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""PyTorch side of ComposedTorchTest: torch's min, logsumexp, var, std, index_select (jnp.take) and clamp
+"""PyTorch side of ComposedTorchTest: torch's min, logsumexp, var, std, index_select (jnp.take), gather and clamp
 of DIR's "x.<name>" in f64, and the gradient of sum(result * "g.<name>") with respect to x,
 written back as "y.<name>" and "dx.<name>". Each case comes on the command line as NAME KIND ARG:
-KIND min, logsumexp (ARG: the axes, comma-separated), var and std (ARG: axes/correction), take (ARG: the axis; the i32 indices are
-"i.<name>"), smoothed (cross-entropy of logits x and labels "i.<name>", ARG: the label
+KIND min, logsumexp (ARG: the axes, comma-separated), var and std (ARG: axes/correction), take and gather
+(torch.gather: take_along_axis) (ARG: the axis; the i32 indices are "i.<name>"), smoothed (cross-entropy of logits x and labels "i.<name>", ARG: the label
 smoothing), upsample (nearest, ARG: the factors sh,sw) or clamp (ARG: low,high). Files in DIR as tests/reference/exchange.py describes.
 
 usage: torch_composed.py DIR [NAME KIND ARG]...
@@ -29,6 +29,8 @@ def apply(kind, arg, x, indices):
         axis = int(numbers[0]) % x.dim()
         picked = torch.index_select(x, axis, indices.flatten().long())
         return picked.reshape(x.shape[:axis] + indices.shape + x.shape[axis + 1:])
+    if kind == "gather":  # torch.gather(x, axis, indices): jnp.take_along_axis
+        return torch.gather(x, int(numbers[0]) % x.dim(), indices.long())
     if kind == "smoothed":  # x: logits, the indices: labels
         return torch.nn.functional.cross_entropy(x, indices.long(), reduction="none",
                                                  label_smoothing=float(arg))

@@ -237,5 +237,15 @@ TEST(BadInput, EmbeddingIdOutOfRangeIsAnErrorOnEveryBackend) {
   }
 }
 
+TEST(BadInput, TakeAlongAxisIndexOutOfRangeIsAnErrorOnEveryBackend) {
+  Tensor x = Array::zeros(DType::f32, {2, 3});
+  Tensor at = Array::of<int32_t>({2, 2}, std::vector<int32_t>{1, 2, 0, 3});
+  for (const char* devices : {"cpu", "sim"}) {
+    auto f = jit([](const Tensor& t, const Tensor& i) { return takeAlongAxis(t, i, 1); }, {.devices = devices});
+    expectError([&] { f(x, at); }, {"'take_along_axis'", "BadInputTest.cpp:",
+                                    "take_along_axis index 3 at position 3 of the indices is out of range [0, 3)"});
+  }
+}
+
 }  // namespace
 }  // namespace spmd

@@ -1,6 +1,6 @@
 // The composed functions of frontend/Composed.h beyond the activations (those are checked at
-// edge values in ElementwiseTorchTest): min, logsumexp, variance, stddev, take, label-smoothed cross-entropy, nearest upsampling and clamp against
-// PyTorch's in f64,
+// edge values in ElementwiseTorchTest): min, logsumexp, variance, stddev, take, label-smoothed
+// cross-entropy, nearest upsampling and clamp, and takeAlongAxis (torch.gather), against PyTorch's in f64,
 // values and gradients within 1e-13 (tests/reference/torch_composed.py); logsumexp's infinities; the
 // activation layers give their functions' bits; bad arguments name the caller's line.
 #include <cmath>
@@ -35,6 +35,12 @@ TEST(ComposedTorchTest, ReductionsTakeAndClampMatchPyTorch) {
     Array indices = Array();
   };
   auto ids = [](Shape shape, std::vector<int32_t> values) { return Array::of<int32_t>(shape, values); };
+  // Indices below `bound` in a repeating scramble (i * 7 + i / 3 mod bound).
+  auto cyclic = [](Shape shape, int32_t bound) {
+    std::vector<int32_t> values(numElements(shape));
+    for (size_t i = 0; i < values.size(); ++i) values[i] = int32_t((i * 7 + i / 3) % bound);
+    return Array::of<int32_t>(shape, values);
+  };
   const std::vector<Case> cases = {
       {"min_axis1", "min", "1", {3, 5, 4}, [](const Tensor& x, const Tensor&) { return min(x, {1}); }},
       {"min_all", "min", "0,1,2", {3, 5, 4}, [](const Tensor& x, const Tensor&) { return min(x, {0, 1, 2}); }},
@@ -60,6 +66,11 @@ TEST(ComposedTorchTest, ReductionsTakeAndClampMatchPyTorch) {
        ids({6}, {0, 4, 2, 2, 1, 3})},
       {"upsample_2x3", "upsample", "2,3", {2, 3, 4, 5},
        [](const Tensor& x, const Tensor&) { return upsampleNearest2d(x, 2, 3); }},
+      // take_along_axis (an op of its own, not composed) against torch.gather, with repeats.
+      {"gather_axis1", "gather", "1", {3, 5, 4},
+       [](const Tensor& x, const Tensor& i) { return takeAlongAxis(x, i, 1); }, cyclic({3, 2, 4}, 5)},
+      {"gather_axis_last", "gather", "-1", {3, 5, 4},
+       [](const Tensor& x, const Tensor& i) { return takeAlongAxis(x, i, -1); }, cyclic({3, 5, 6}, 4)},
       {"clamp", "clamp", "-0.4,0.3", {3, 5, 4},
        [](const Tensor& x, const Tensor&) { return clamp(x, -0.4, 0.3); }}};
   testing::Exchange exchange;
@@ -97,6 +108,7 @@ TEST(ComposedTorchTest, ReductionsTakeAndClampMatchPyTorch) {
     EXPECT_TRUE(std::isfinite(testing::valueAt(y, 0))) << name;
   }
   EXPECT_EQ(ours["take_axis1"].first.shape, (Shape{3, 2, 3, 4}));
+  EXPECT_EQ(ours["gather_axis_last"].first.shape, (Shape{3, 5, 6}));
   EXPECT_EQ(ours["logsumexp_02"].first.shape, (Shape{5}));
 }
 

@@ -343,6 +343,21 @@ std::vector<KernelCase> kernelCases(DType t) {
   Array ids = Array::of<int32_t>({2, 4}, std::vector<int32_t>{3, 0, 6, 3, 1, 0, 2, 5});
   list.push_back({"embedding", "embedding", {rnd({7, 5}), ids}, {{t, {2, 4, 5}}}, {}});
   list.push_back({"embedding bwd", "embedding_backward", {rnd({2, 4, 5}), ids}, {{t, {7, 5}}}, {}});
+  // take_along_axis along the middle and the last axis: repeats, and places no index picks.
+  {
+    std::vector<int32_t> middle(3 * 4 * 5), last(3 * 6 * 2);
+    for (size_t i = 0; i < middle.size(); ++i) middle[i] = int32_t(i * 7 % 6 == 5 ? 0 : i * 7 % 6);
+    for (size_t i = 0; i < last.size(); ++i) last[i] = int32_t(i * 5 % 7);
+    const Array m = Array::of<int32_t>({3, 4, 5}, middle), l = Array::of<int32_t>({3, 6, 2}, last);
+    list.push_back({"take_along_axis middle", "take_along_axis", {rnd({3, 6, 5}), m}, {{t, {3, 4, 5}}},
+                    {{"axis", int64_t{1}}}});
+    list.push_back({"take_along_axis last", "take_along_axis", {rnd({3, 6, 7}), l}, {{t, {3, 6, 2}}},
+                    {{"axis", int64_t{2}}}});
+    list.push_back({"take_along_axis bwd middle", "take_along_axis_backward", {rnd({3, 4, 5}), m},
+                    {{t, {3, 6, 5}}}, {{"axis", int64_t{1}}}});
+    list.push_back({"take_along_axis bwd last", "take_along_axis_backward", {rnd({3, 6, 2}), l},
+                    {{t, {3, 6, 7}}}, {{"axis", int64_t{2}}}});
+  }
   // 37 ids, descending with repeats, over 11 of 13 rows: the backward's sort takes six merge
   // passes with a partial last run, and rows 11 and 12 get no id.
   std::vector<int32_t> many(37);

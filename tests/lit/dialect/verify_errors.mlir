@@ -240,6 +240,32 @@ func.func @argmax(%a: tensor<2x3xf32>) {
 
 // -----
 
+func.func @take_along_axis(%a: tensor<2x3xf32>, %i: tensor<3x2xi32>) {
+  // expected-error @+2 {{indices tensor<3x2xi32> and input tensor<2x3xf32> differ on axis 0, which is not the axis taken along (1): broadcast the indices to input's size there}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %r = spmd.take_along_axis %a, %i {axis = 1} : (tensor<2x3xf32>, tensor<3x2xi32>) -> tensor<3x2xf32>
+  return
+}
+
+// -----
+
+func.func @take_along_axis_rank(%a: tensor<2x3xf32>, %i: tensor<2xi32>) {
+  // expected-error @+2 {{indices tensor<2xi32> must have input tensor<2x3xf32>'s rank 2 (add size-1 axes: reshape them)}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %r = spmd.take_along_axis %a, %i {axis = 1} : (tensor<2x3xf32>, tensor<2xi32>) -> tensor<2xf32>
+  return
+}
+
+// -----
+
+func.func @take_along_axis_backward(%g: tensor<2x2xf32>, %i: tensor<2x2xi32>) {
+  // expected-error @+1 {{result_grad tensor<2x2xf32> must be take_along_axis of input_grad tensor<3x3xf32> at indices tensor<2x2xi32> along axis 1}}
+  %r = spmd.take_along_axis_backward %g, %i {axis = 1} : (tensor<2x2xf32>, tensor<2x2xi32>) -> tensor<3x3xf32>
+  return
+}
+
+// -----
+
 func.func @matmul(%a: tensor<2x3xf32>, %b: tensor<4x5xf32>) {
   // expected-error @+2 {{contracting dims differ: lhs tensor<2x3xf32> gives 3, rhs tensor<4x5xf32> gives 4}}
   // expected-error @+1 {{failed to infer returned types}}

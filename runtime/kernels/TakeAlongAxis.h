@@ -1,0 +1,83 @@
+// take_along_axis (numpy.take_along_axis, torch.gather: input's elements at i32 indices along one
+// axis) and its backward for the CUDA backend, the simulator and the CPU backend. Both view the
+// tensors as [outer, axis, inner]: input [outer, size, inner], indices and result
+// [outer, count, inner]. The backward gathers: input-gradient element (o, v, i) sums, in index
+// order, the result-gradient elements (o, j, i) whose index is v, so no two calls write one
+// element and the sum does not depend on thread timing; its cost is input elements x count.
+#pragma once
+
+#include "runtime/kernels/Common.h"
+#include "runtime/program/OpAttrs.h"
+
+namespace spmd::runtime::kernels {
+
+struct AxisView {
+  int64_t size, count, inner;  // input's extent along the axis, the indices', the elements after it
+};
+
+// input [outer, size, inner], indices [outer, count, inner] as the step's shapes give them.
+inline AxisView axisView(const TensorView& input, const TensorView& indices, int64_t axis) {
+  return {input.dim(axis), indices.dim(axis), numElements(input.shape.subspan(axis + 1))};
+}
+
+template <typename T>
+struct TakeAlongAxisFn {
+  const T* input;
+  const int32_t* indices;
+  T* out;
+  AxisView v;
+  BadIndexFlag* bad;
+  SPMD_HOST_DEVICE void operator()(int64_t i) const {
+    const int64_t outer = i / (v.count * v.inner), inner = i % v.inner;
+    const int32_t index = indices[i];
+    out[i] = indexValid(index, i, v.size, bad) ? input[(outer * v.size + index) * v.inner + inner] : T(0);
+  }
+};
+
+template <typename T>
+struct TakeAlongAxisBackwardFn {
+  const T* dy;
+  const int32_t* indices;
+  T* dx;
+  AxisView v;
+  SPMD_HOST_DEVICE void operator()(int64_t i) const {
+    const int64_t outer = i / (v.size * v.inner), place = i / v.inner % v.size, inner = i % v.inner;
+    double sum = 0;
+    for (int64_t j = 0; j < v.count; ++j) {
+      const int64_t at = (outer * v.count + j) * v.inner + inner;
+      if (indices[at] == place) sum += double(dy[at]);
+    }
+    dx[i] = static_cast<T>(sum);
+  }
+};
+
+// inputs: input, indices; output: result (the indices' shape).
+template <class Api>
+void take_along_axis(KernelCall& call) {
+  const AxisView v = axisView(call.in[0], call.in[1], attrsOf<AxisAttrs>(call.step).axis);
+  withIndexCheck<Api>(
+      call,
+      [&](BadIndexFlag* flag) {
+        visitFloat(call.in[0].dtype, [&](auto tag) {
+          using T = decltype(tag);
+          Api::forEach(call, call.out[0].numel(),
+                       TakeAlongAxisFn<T>{call.in[0].as<T>(), call.in[1].as<int32_t>(), call.out[0].as<T>(), v, flag});
+        });
+      },
+      [size = v.size](int index, int64_t position) { checkTakeIndex(index, position, size); });
+}
+
+// inputs: result_grad, indices; output: input_grad.
+template <class Api>
+void take_along_axis_backward(KernelCall& call) {
+  const AxisView v = axisView(call.out[0], call.in[1], attrsOf<AxisAttrs>(call.step).axis);
+  visitFloat(call.in[0].dtype, [&](auto tag) {
+    using T = decltype(tag);
+    Api::forEach(call, call.out[0].numel(),
+                 TakeAlongAxisBackwardFn<T>{call.in[0].as<T>(), call.in[1].as<int32_t>(), call.out[0].as<T>(), v});
+  });
+}
+
+#define SPMD_LIBRARY_TAKE_ALONG_AXIS_OPS(X) X(take_along_axis) X(take_along_axis_backward)
+
+}  // namespace spmd::runtime::kernels
