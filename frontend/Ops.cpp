@@ -416,6 +416,30 @@ Tensor takeAlongAxis(const Tensor& x, const Tensor& indices, int64_t axis, Loc l
                         ->getResult(0));
 }
 
+Tensor scatterAdd(const Tensor& x, const Tensor& indices, const Tensor& updates, int64_t axis, Loc loc) {
+  Trace& trace = Trace::current("scatterAdd", loc);
+  const std::string at = where(loc) + ": spmd::scatterAdd: ";
+  const int64_t rank = x.rank();
+  if (axis < 0) axis += rank;
+  if (axis < 0 || axis >= rank)
+    throw Error(at + "axis is outside x " + x.typeString() + " (rank " + std::to_string(rank) +
+                "; negative axes count from the end)");
+  if (indices.dtype() != DType::i32)
+    throw Error(at + "indices must be i32, got " + indices.typeString() + " (cast them: spmd::cast(indices, DType::i32))");
+  bool fits = indices.shape() == updates.shape() && indices.rank() == rank && updates.dtype() == x.dtype();
+  for (int64_t d = 0; fits && d < rank; ++d) fits = d == axis || indices.dim(d) == x.dim(d);
+  if (!fits)
+    throw Error(at + "indices " + indices.typeString() + " and updates " + updates.typeString() +
+                " must have one shape, of x " + x.typeString() + "'s rank and its sizes on every axis but " +
+                std::to_string(axis) + ", and updates x's dtype");
+  Tensor added = trace.wrap(trace
+                                .createWithType<ir::TakeAlongAxisBackwardOp>(
+                                    loc, detail::tensorType(x.dtype(), x.shape()), trace.valueOf(updates, loc),
+                                    trace.valueOf(indices, loc), axis)
+                                ->getResult(0));
+  return add(x, added, loc);
+}
+
 Tensor softmaxCrossEntropy(const Tensor& logits, const Tensor& labels, Loc loc) {
   Trace& trace = Trace::current("softmaxCrossEntropy", loc);
   return trace.wrap(trace

@@ -169,6 +169,12 @@ Tensor embedding(const Tensor& table, const Tensor& ids, Loc loc = Loc::current(
 // index outside [0, x.dim(axis)) is a run-time error naming its position. Negative axes count
 // from the end. Its gradient adds each result gradient where its index points.
 Tensor takeAlongAxis(const Tensor& x, const Tensor& indices, int64_t axis, Loc loc = Loc::current());
+// x with each element of `updates` added where its i32 index points along `axis`
+// (torch.scatter_add(x, axis, indices, updates), jnp's x.at[...].add along one axis): indices and
+// updates have one shape, of x's rank and x's sizes on the other axes; repeated indices add up, in
+// index order. An index outside [0, x.dim(axis)) is a run-time error naming its position.
+Tensor scatterAdd(const Tensor& x, const Tensor& indices, const Tensor& updates, int64_t axis,
+                  Loc loc = Loc::current());
 // Per-example loss: logits [N, C], labels [N] i32 -> [N].
 Tensor softmaxCrossEntropy(const Tensor& logits, const Tensor& labels, Loc loc = Loc::current());
 

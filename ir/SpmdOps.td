@@ -389,8 +389,12 @@ def Spmd_EmbeddingBackwardOp : Spmd_Op<"embedding_backward", [Spmd_FirstOrderOnl
   let hasVerifier = 1;
 }
 
-def Spmd_TakeAlongAxisBackwardOp : Spmd_Op<"take_along_axis_backward", [Spmd_FirstOrderOnly]> {
+def Spmd_TakeAlongAxisBackwardOp : Spmd_Op<"take_along_axis_backward", [Vjp]> {
   let summary = "input's gradient: each result_grad element added where its index points along axis";
+  let description = [{
+    Into zeros of input_grad's type: a scatter-add (spmd::scatterAdd adds x to it). Its own VJP
+    is take_along_axis of the cotangent, so gradients of gradients and of scatterAdd go through.
+  }];
   let arguments = (ins Spmd_FloatTensor:$result_grad, Spmd_IndexTensor:$indices, I64Attr:$axis);
   let results = (outs Spmd_FloatTensor:$input_grad);
   let hasVerifier = 1;

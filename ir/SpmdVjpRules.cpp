@@ -203,6 +203,12 @@ LogicalResult TakeAlongAxisOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads, Sma
   return success();
 }
 
+LogicalResult TakeAlongAxisBackwardOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads, SmallVectorImpl<Value>& out) {
+  out.push_back(b.create<TakeAlongAxisOp>(getLoc(), grads[0], getIndices(), getAxisAttr()));
+  out.push_back(Value());
+  return success();
+}
+
 //===--- elementwise -------------------------------------------------------------------------===//
 
 LogicalResult AddOp::buildVjp(OpBuilder&, ArrayRef<Value> grads, SmallVectorImpl<Value>& out) {

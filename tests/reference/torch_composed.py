@@ -2,8 +2,9 @@
 """PyTorch side of ComposedTorchTest: torch's min, logsumexp, var, std, index_select (jnp.take), gather and clamp
 of DIR's "x.<name>" in f64, and the gradient of sum(result * "g.<name>") with respect to x,
 written back as "y.<name>" and "dx.<name>". Each case comes on the command line as NAME KIND ARG:
-KIND min, logsumexp (ARG: the axes, comma-separated), var and std (ARG: axes/correction), take and gather
-(torch.gather: take_along_axis) (ARG: the axis; the i32 indices are "i.<name>"), smoothed (cross-entropy of logits x and labels "i.<name>", ARG: the label
+KIND min, logsumexp (ARG: the axes, comma-separated), var and std (ARG: axes/correction), take, gather
+(torch.gather: take_along_axis) and scatter (torch.scatter_add of x and twice its gather) (ARG: the axis;
+the i32 indices are "i.<name>"), smoothed (cross-entropy of logits x and labels "i.<name>", ARG: the label
 smoothing), upsample (nearest, ARG: the factors sh,sw) or clamp (ARG: low,high). Files in DIR as tests/reference/exchange.py describes.
 
 usage: torch_composed.py DIR [NAME KIND ARG]...
@@ -31,6 +32,9 @@ def apply(kind, arg, x, indices):
         return picked.reshape(x.shape[:axis] + indices.shape + x.shape[axis + 1:])
     if kind == "gather":  # torch.gather(x, axis, indices): jnp.take_along_axis
         return torch.gather(x, int(numbers[0]) % x.dim(), indices.long())
+    if kind == "scatter":  # torch.scatter_add of twice the gathered values: both paths of the gradient
+        axis = int(numbers[0]) % x.dim()
+        return torch.scatter_add(x, axis, indices.long(), 2 * torch.gather(x, axis, indices.long()))
     if kind == "smoothed":  # x: logits, the indices: labels
         return torch.nn.functional.cross_entropy(x, indices.long(), reduction="none",
                                                  label_smoothing=float(arg))

@@ -1,6 +1,7 @@
 // The composed functions of frontend/Composed.h beyond the activations (those are checked at
 // edge values in ElementwiseTorchTest): min, logsumexp, variance, stddev, take, label-smoothed
-// cross-entropy, nearest upsampling and clamp, and takeAlongAxis (torch.gather), against PyTorch's in f64,
+// cross-entropy, nearest upsampling and clamp, and takeAlongAxis (torch.gather) and scatterAdd
+// (torch.scatter_add), against PyTorch's in f64,
 // values and gradients within 1e-13 (tests/reference/torch_composed.py); logsumexp's infinities; the
 // activation layers give their functions' bits; bad arguments name the caller's line.
 #include <cmath>
@@ -71,6 +72,9 @@ TEST(ComposedTorchTest, ReductionsTakeAndClampMatchPyTorch) {
        [](const Tensor& x, const Tensor& i) { return takeAlongAxis(x, i, 1); }, cyclic({3, 2, 4}, 5)},
       {"gather_axis_last", "gather", "-1", {3, 5, 4},
        [](const Tensor& x, const Tensor& i) { return takeAlongAxis(x, i, -1); }, cyclic({3, 5, 6}, 4)},
+      {"scatter_axis1", "scatter", "1", {3, 5, 4},
+       [](const Tensor& x, const Tensor& i) { return scatterAdd(x, i, mul(takeAlongAxis(x, i, 1), 2.0), 1); },
+       cyclic({3, 7, 4}, 5)},
       {"clamp", "clamp", "-0.4,0.3", {3, 5, 4},
        [](const Tensor& x, const Tensor&) { return clamp(x, -0.4, 0.3); }}};
   testing::Exchange exchange;
@@ -165,6 +169,20 @@ TEST(ComposedTorchTest, ActivationLayersAreTheirFunctionsAndBadArgumentsNameTheL
   EXPECT_NE(axis.find("spmd::take: axis 2 is outside x f32[2, 3] (rank 2"), std::string::npos) << axis;
   const std::string dtype = refused([](const Tensor& t) { return take(t, t, 0); });
   EXPECT_NE(dtype.find("spmd::take: indices must be i32, got f32[2, 3]"), std::string::npos) << dtype;
+  const std::string scatterShape = refused([](const Tensor& t) {
+    return scatterAdd(t, Tensor(Array::of<int32_t>({2, 2}, std::vector<int32_t>{0, 1, 2, 0})), t, 1);
+  });
+  EXPECT_NE(scatterShape.find("ComposedTorchTest.cpp"), std::string::npos) << scatterShape;
+  EXPECT_NE(scatterShape.find("spmd::scatterAdd: indices i32[2, 2] and updates f32[2, 3] must have one shape, of x "
+                              "f32[2, 3]'s rank and its sizes on every axis but 1"),
+            std::string::npos)
+      << scatterShape;
+  const std::string gatherShape = refused([](const Tensor& t) {
+    return takeAlongAxis(t, Tensor(Array::of<int32_t>({3, 1}, std::vector<int32_t>{0, 1, 2})), 1);
+  });
+  EXPECT_NE(gatherShape.find("ComposedTorchTest.cpp"), std::string::npos) << gatherShape;
+  EXPECT_NE(gatherShape.find("differ on axis 0, which is not the axis taken along (1)"), std::string::npos)
+      << gatherShape;
   const std::string bounds = refused([](const Tensor& t) { return clamp(t, 1.0, -1.0); });
   EXPECT_NE(bounds.find("spmd::clamp: the bounds must be numbers with low <= high"), std::string::npos) << bounds;
   const std::string correction = refused([](const Tensor& t) { return variance(t, {0}, 2); });
