@@ -97,11 +97,12 @@ inline void checkId(int32_t id, int64_t position, int64_t rows) {
                 " of the ids is out of range [0, " + std::to_string(rows) + ") (the table's rows)");
 }
 
-// take_along_axis indices index `size` places along the axis; anything else is the user's data error.
+// take_along_axis and scatter-add indices index `size` places along the axis; anything else is
+// the user's data error.
 inline void checkTakeIndex(int32_t index, int64_t position, int64_t size) {
   if (index < 0 || index >= size)
-    throw Error("take_along_axis index " + std::to_string(index) + " at position " + std::to_string(position) +
-                " of the indices is out of range [0, " + std::to_string(size) + ") (the input's size along the axis)");
+    throw Error("index " + std::to_string(index) + " at position " + std::to_string(position) +
+                " of the indices is out of range [0, " + std::to_string(size) + ") (the size along the axis)");
 }
 
 // A table's kernel for one op and what serves it ("kernels/ (host loop)", "oneDNN (cpu/Conv.cpp)", ...),

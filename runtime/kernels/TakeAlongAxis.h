@@ -1,9 +1,10 @@
 // take_along_axis (numpy.take_along_axis, torch.gather: input's elements at i32 indices along one
 // axis) and its backward for the CUDA backend, the simulator and the CPU backend. Both view the
 // tensors as [outer, axis, inner]: input [outer, size, inner], indices and result
-// [outer, count, inner]. The backward gathers: input-gradient element (o, v, i) sums, in index
-// order, the result-gradient elements (o, j, i) whose index is v, so no two calls write one
-// element and the sum does not depend on thread timing; its cost is input elements x count.
+// [outer, count, inner]. The backward (also spmd::scatterAdd's scatter) checks its indices as the
+// forward does, then gathers: input-gradient element (o, v, i) sums, in index order, the
+// result-gradient elements (o, j, i) whose index is v, so no two calls write one element and the
+// sum does not depend on thread timing; its cost is input elements x count.
 #pragma once
 
 #include "runtime/kernels/Common.h"
@@ -32,6 +33,14 @@ struct TakeAlongAxisFn {
     const int32_t index = indices[i];
     out[i] = indexValid(index, i, v.size, bad) ? input[(outer * v.size + index) * v.inner + inner] : T(0);
   }
+};
+
+// Records the first index outside [0, size) (the backward's check; the gather skips such ones).
+struct AxisIndexCheckFn {
+  const int32_t* indices;
+  int64_t size;
+  BadIndexFlag* bad;
+  SPMD_HOST_DEVICE void operator()(int64_t i) const { indexValid(indices[i], i, size, bad); }
 };
 
 template <typename T>
@@ -71,11 +80,17 @@ void take_along_axis(KernelCall& call) {
 template <class Api>
 void take_along_axis_backward(KernelCall& call) {
   const AxisView v = axisView(call.out[0], call.in[1], attrsOf<AxisAttrs>(call.step).axis);
-  visitFloat(call.in[0].dtype, [&](auto tag) {
-    using T = decltype(tag);
-    Api::forEach(call, call.out[0].numel(),
-                 TakeAlongAxisBackwardFn<T>{call.in[0].as<T>(), call.in[1].as<int32_t>(), call.out[0].as<T>(), v});
-  });
+  withIndexCheck<Api>(
+      call,
+      [&](BadIndexFlag* flag) {
+        Api::forEach(call, call.in[1].numel(), AxisIndexCheckFn{call.in[1].as<int32_t>(), v.size, flag});
+        visitFloat(call.in[0].dtype, [&](auto tag) {
+          using T = decltype(tag);
+          Api::forEach(call, call.out[0].numel(),
+                       TakeAlongAxisBackwardFn<T>{call.in[0].as<T>(), call.in[1].as<int32_t>(), call.out[0].as<T>(), v});
+        });
+      },
+      [size = v.size](int index, int64_t position) { checkTakeIndex(index, position, size); });
 }
 
 #define SPMD_LIBRARY_TAKE_ALONG_AXIS_OPS(X) X(take_along_axis) X(take_along_axis_backward)

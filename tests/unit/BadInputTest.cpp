@@ -237,13 +237,20 @@ TEST(BadInput, EmbeddingIdOutOfRangeIsAnErrorOnEveryBackend) {
   }
 }
 
-TEST(BadInput, TakeAlongAxisIndexOutOfRangeIsAnErrorOnEveryBackend) {
+TEST(BadInput, TakeAlongAxisAndScatterAddIndexOutOfRangeIsAnErrorOnEveryBackend) {
   Tensor x = Array::zeros(DType::f32, {2, 3});
   Tensor at = Array::of<int32_t>({2, 2}, std::vector<int32_t>{1, 2, 0, 3});
+  Tensor below = Array::of<int32_t>({2, 2}, std::vector<int32_t>{1, -1, 0, 2});
   for (const char* devices : {"cpu", "sim"}) {
-    auto f = jit([](const Tensor& t, const Tensor& i) { return takeAlongAxis(t, i, 1); }, {.devices = devices});
-    expectError([&] { f(x, at); }, {"'take_along_axis'", "BadInputTest.cpp:",
-                                    "take_along_axis index 3 at position 3 of the indices is out of range [0, 3)"});
+    SCOPED_TRACE(devices);
+    auto gather = jit([](const Tensor& t, const Tensor& i) { return takeAlongAxis(t, i, 1); }, {.devices = devices});
+    expectError([&] { gather(x, at); }, {"'take_along_axis'", "BadInputTest.cpp:",
+                                         "index 3 at position 3 of the indices is out of range [0, 3)"});
+    // A scatter never drops an update silently: the same check, at the user's scatterAdd line.
+    auto scatter = jit([](const Tensor& t, const Tensor& i) { return scatterAdd(t, i, slice(t, {0, 0}, {2, 2}), 1); },
+                       {.devices = devices});
+    expectError([&] { scatter(x, below); }, {"'take_along_axis_backward'", "BadInputTest.cpp:",
+                                             "index -1 at position 1 of the indices is out of range [0, 3)"});
   }
 }
 
