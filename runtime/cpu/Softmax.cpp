@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "runtime/base/NanRules.h"
 #include "runtime/cpu/HostLoop.h"
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cpu/OwnExp.h"
@@ -24,10 +25,10 @@ SPMD_ISA_BODY float rowMax(const float* x, int64_t n) {
   for (int k = 0; k < kLanes; ++k) lane[k] = -INFINITY;
   int64_t j = 0;
   for (; j + kLanes <= n; j += kLanes)
-    for (int k = 0; k < kLanes; ++k) lane[k] = (x[j + k] > lane[k] || x[j + k] != x[j + k]) ? x[j + k] : lane[k];
-  for (int k = 0; j + k < n; ++k) lane[k] = (x[j + k] > lane[k] || x[j + k] != x[j + k]) ? x[j + k] : lane[k];
+    for (int k = 0; k < kLanes; ++k) lane[k] = nanMax(x[j + k], lane[k]);
+  for (int k = 0; j + k < n; ++k) lane[k] = nanMax(x[j + k], lane[k]);
   for (int width = kLanes / 2; width > 0; width /= 2)
-    for (int k = 0; k < width; ++k) lane[k] = (lane[k + width] > lane[k] || lane[k + width] != lane[k + width]) ? lane[k + width] : lane[k];
+    for (int k = 0; k < width; ++k) lane[k] = nanMax(lane[k + width], lane[k]);
   return lane[0];
 }
 
@@ -95,6 +96,14 @@ void axisSoftmax(KernelCall& call) {
   for (int64_t r = 0; r < rows; ++r) onOwnIsa<softmaxRow<Log>>(in + r * extent, extent, out + r * extent);
 }
 
+// The step's labels, each checked against the classes before the threads start (they cannot throw).
+const int32_t* checkedLabels(const KernelCall& call) {
+  const int64_t rows = call.in[0].dim(0), classes = call.in[0].dim(1);
+  const int32_t* labels = call.in[1].as<int32_t>();
+  for (int64_t r = 0; r < rows; ++r) checkLabel(labels[r], r, classes);
+  return labels;
+}
+
 }  // namespace
 
 void ownExpValues(const float* x, float* y, int64_t n) { onOwnIsa<exps>(x, y, n); }
@@ -104,8 +113,7 @@ void log_softmax(KernelCall& call) { axisSoftmax<true>(call); }
 
 void softmax_cross_entropy(KernelCall& call) {
   const int64_t rows = call.in[0].dim(0), classes = call.in[0].dim(1);
-  const int32_t* labels = call.in[1].as<int32_t>();
-  for (int64_t r = 0; r < rows; ++r) checkLabel(labels[r], r, classes);  // before the threads: they cannot throw
+  const int32_t* labels = checkedLabels(call);
   if (call.in[0].dtype == DType::f32) {
     const float* logits = call.in[0].as<float>();
     float* loss = call.out[0].as<float>();
@@ -129,8 +137,7 @@ void softmax_cross_entropy(KernelCall& call) {
 // (softmax(logits) - onehot(labels)) * loss_grad, row by row.
 void softmax_cross_entropy_backward(KernelCall& call) {
   const int64_t rows = call.in[0].dim(0), classes = call.in[0].dim(1);
-  const int32_t* labels = call.in[1].as<int32_t>();
-  for (int64_t r = 0; r < rows; ++r) checkLabel(labels[r], r, classes);
+  const int32_t* labels = checkedLabels(call);
   if (call.in[0].dtype == DType::f32) {
     const float *logits = call.in[0].as<float>(), *grad = call.in[2].as<float>();
     float* out = call.out[0].as<float>();
