@@ -1,10 +1,12 @@
 // CPU elementwise kernels: contiguous loops in the tensor's own type, written for the
-// compiler to vectorize, split across OpenMP threads (the pool oneDNN uses) when large.
+// compiler to vectorize, split across OpenMP threads (the pool oneDNN uses) when large. The f32
+// rows cpu/OwnGelu.h names run its loops instead (the cpu's own GELU), in blocks across the pool.
 #include <algorithm>
 #include <cmath>
 
 #include "runtime/base/Elementwise.h"
 #include "runtime/cpu/Kernels.h"
+#include "runtime/cpu/OwnGelu.h"
 
 namespace spmd::runtime::cpu {
 namespace {
@@ -37,11 +39,25 @@ void unary(KernelCall& call, Fn fn) {
   });
 }
 
+// f32 through cpu/OwnGelu.h's loop for Functor, blocks of 4096 values across the pool.
+template <class Functor>
+void ownF32(KernelCall& call) {
+  const float* a = call.in[0].as<float>();
+  const float* b = Functor::arity() == 2 ? call.in[1].as<float>() : nullptr;
+  float* y = call.out[0].as<float>();
+  const int64_t n = call.out[0].numel(), block = 4096, blocks = (n + block - 1) / block;
+#pragma omp parallel for if (n >= kParallelMin) schedule(static)
+  for (int64_t k = 0; k < blocks; ++k)
+    ownF32Values<Functor>(a + k * block, b ? b + k * block : nullptr, y + k * block, std::min(block, n - k * block));
+}
+
 }  // namespace
 
 // One kernel per row of the elementwise table (runtime/base/ElementwiseTable.h).
 #define SPMD_CPU_KERNEL(name, Functor, arity, ...)                                    \
   void name(KernelCall& c) {                                                          \
+    if constexpr (kOwnF32<ew::Functor>)                                               \
+      if (c.in[0].dtype == DType::f32) return ownF32<ew::Functor>(c);                 \
     if constexpr (arity == 2)                                                         \
       binary(c, [](auto a, auto b) { return ew::Functor::apply(a, b); });             \
     else                                                                              \

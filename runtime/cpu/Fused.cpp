@@ -1,6 +1,7 @@
 // CPU kernel of a fused step: the body runs over chunks of the iteration space (in the result's
 // layout, plain or blocked), one loop per instruction over the chunk (vectorizable, in the
-// tensor's type), chunks across OpenMP threads.
+// tensor's type), chunks across OpenMP threads. An f32 gelu or gelu_backward runs the loop its
+// CPU kernel runs (cpu/OwnGelu.h), so fusing one changes no bit.
 #include <cmath>
 #include <memory>
 #include <vector>
@@ -10,6 +11,7 @@
 #include "runtime/program/FusedBody.h"
 #include "runtime/program/Layouts.h"
 #include "runtime/cpu/Kernels.h"
+#include "runtime/cpu/OwnGelu.h"
 #include "runtime/program/OpAttrs.h"
 
 namespace spmd::runtime::cpu {
@@ -91,7 +93,9 @@ void evaluate(const PreparedFused& p, const KernelCall& call) {
             break;
 #define SPMD_FUSED_LOOP(name, Functor, arity, ...)                                        \
   case FusedOpKind::name:                                                                 \
-    if constexpr (arity == 2)                                                             \
+    if constexpr (std::is_same_v<T, float> && kOwnF32<ew::Functor>)                       \
+      ownF32Values<ew::Functor>(a, b, r, len);                                            \
+    else if constexpr (arity == 2)                                                        \
       for (int64_t j = 0; j < len; ++j) r[j] = ew::Functor::apply(a[j], b[j]);            \
     else                                                                                  \
       for (int64_t j = 0; j < len; ++j) r[j] = ew::Functor::apply(a[j], a[j]);            \

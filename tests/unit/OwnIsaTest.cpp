@@ -1,7 +1,7 @@
 // Our own CPU kernels' ISA copies (runtime/cpu/OwnIsa.h): every kernel case that reaches our
 // code (the Winograd transforms and grouped GEMMs, the single-channel filter gradient, the blocked
 // BatchNorm statistics and backward, the blocked channel sums, f32 <-> bf16, the f32 softmax and
-// cross-entropy rows with their own exp) gives the portable copy's bits on AVX2 and on AVX-512,
+// cross-entropy rows with their own exp, GELU and its gradient in double) gives the portable copy's bits on AVX2 and on AVX-512,
 // where this CPU has them, and the copy asked for is the one that ran (each copy marks that it
 // ran). The cap's own rules: it never raises the CPU's ISA.
 #include <cmath>
@@ -14,6 +14,7 @@
 #include "TestUtil.h"
 #include "runtime/cpu/CpuDevice.h"
 #include "runtime/cpu/OwnExp.h"
+#include "runtime/cpu/OwnGelu.h"
 #include "runtime/cpu/OwnIsa.h"
 
 namespace spmd::runtime {
@@ -103,7 +104,8 @@ TEST(OwnIsaTest, EveryCopyGivesThePortableBits) {
   for (OwnIsa isa : isas)
     for (const char* op : {"conv2d", "conv2d_backward_data", "conv2d_backward_filter", "batch_norm_train",
                            "batch_norm_train_backward", "reduce_sum", "convert", "softmax", "log_softmax",
-                           "softmax_cross_entropy", "softmax_cross_entropy_backward"})
+                           "softmax_cross_entropy", "softmax_cross_entropy_backward", "gelu", "gelu_backward",
+                           "fused"})
       EXPECT_TRUE(reached[isa].count(op)) << op << " never ran our " << cpu::ownIsaName(isa) << " copy";
 }
 
@@ -142,6 +144,67 @@ TEST(OwnIsaTest, OwnExpIsWithinOneUlpAndTheSameOnEveryCopy) {
     std::vector<float> vector(x.size());
     cpu::ownExpValues(x.data(), vector.data(), int64_t(x.size()));
     EXPECT_EQ(std::memcmp(vector.data(), portable.data(), x.size() * sizeof(float)), 0) << cpu::ownIsaName(isa);
+  }
+}
+
+// The f32 GELU of our CPU kernels (cpu/OwnGelu.h) against the exact value in long double: its
+// erfc, gelu(x) = x erfc(-x / sqrt 2) / 2 and gelu'(x) = Phi(x) + x phi(x) within 0.6 ulp over
+// [-40, 40] and its edges (inf, NaN, values that underflow), gelu' within 1e-9 near its root at
+// -0.7518 (where it passes 0 and any error is many ulps), and the same bits on every copy.
+TEST(OwnIsaTest, OwnGeluIsWithinAnUlpAndTheSameOnEveryCopy) {
+  std::vector<float> x, ones;
+  for (int i = 0; i <= 400000; ++i) x.push_back(-40.0f + 80.0f * float(i) / 400000.0f);
+  for (float v = 1e-30f; v < 1.0f; v *= 1.7f) x.push_back(v), x.push_back(-v);
+  for (float v : {0.0f, -0.0f, -0.7517915f, 1e30f, -1e30f, std::numeric_limits<float>::infinity(),
+                  -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()})
+    x.push_back(v);
+  ones.assign(x.size(), 1.0f);
+  const int64_t n = int64_t(x.size());
+  std::vector<float> erfc(x.size()), gelu(x.size()), grad(x.size());
+  {
+    IsaCap cap(OwnIsa::portable);
+    cpu::ownErfcValues(x.data(), erfc.data(), n);
+    cpu::ownGeluValues(x.data(), gelu.data(), n);
+    cpu::ownGeluBackwardValues(ones.data(), x.data(), grad.data(), n);
+  }
+  // Units in the last place of `exact` rounded to f32 (its subnormal step below the normal range).
+  auto ulps = [](float v, long double exact) {
+    const float want = float(exact);
+    if ((std::isnan(v) && std::isnan(want)) || v == want) return 0.0L;
+    if (!std::isfinite(v) || !std::isfinite(want)) return (long double)INFINITY;
+    int e = 0;
+    std::frexp(want, &e);
+    return std::fabs(v - exact) / std::ldexp(1.0L, std::max(e, -125) - 24);
+  };
+  const long double rootHalf = std::sqrt(0.5L), invRootTwoPi = 1 / std::sqrt(2 * 3.14159265358979323846264L);
+  long double worst[3] = {}, nearRoot = 0;
+  float worstAt[3] = {};
+  for (size_t i = 0; i < x.size(); ++i) {
+    const long double v = x[i], phi = std::erfc(-v * rootHalf) / 2;
+    const long double exact[3] = {std::erfc(v), v * phi, phi + v * std::exp(-v * v / 2) * invRootTwoPi};
+    const float ours[3] = {erfc[i], gelu[i], grad[i]};
+    for (int k = 0; k < 3; ++k) {
+      if (k == 2 && std::fabs(v + 0.7518L) < 0.01L) {
+        nearRoot = std::max(nearRoot, std::fabs(ours[k] - exact[k]));
+        continue;
+      }
+      const long double u = ulps(ours[k], exact[k]);
+      if (!(u <= worst[k])) worst[k] = u, worstAt[k] = x[i];
+    }
+  }
+  EXPECT_LE(worst[0], 0.6L) << "erfc at x = " << worstAt[0];
+  EXPECT_LE(worst[1], 0.6L) << "gelu at x = " << worstAt[1];
+  EXPECT_LE(worst[2], 0.6L) << "gelu' at x = " << worstAt[2];
+  EXPECT_LE(nearRoot, 1e-9L) << "gelu' near its root";
+  for (OwnIsa isa : vectorIsas()) {
+    IsaCap cap(isa);
+    std::vector<float> again(x.size());
+    cpu::ownErfcValues(x.data(), again.data(), n);
+    EXPECT_EQ(std::memcmp(again.data(), erfc.data(), x.size() * sizeof(float)), 0) << cpu::ownIsaName(isa);
+    cpu::ownGeluValues(x.data(), again.data(), n);
+    EXPECT_EQ(std::memcmp(again.data(), gelu.data(), x.size() * sizeof(float)), 0) << cpu::ownIsaName(isa);
+    cpu::ownGeluBackwardValues(ones.data(), x.data(), again.data(), n);
+    EXPECT_EQ(std::memcmp(again.data(), grad.data(), x.size() * sizeof(float)), 0) << cpu::ownIsaName(isa);
   }
 }
 
