@@ -1,4 +1,5 @@
-// planMemory: greedy-by-size offset assignment over step lifetimes (as TFLite's arena planner).
+// planMemory: greedy-by-size offset assignment over step lifetimes (as TFLite's arena planner),
+// a reshape's result on its input's bytes where runtime::reshapeRoots allows it.
 #include "compiler/PlanMemory.h"
 
 #include <algorithm>
@@ -11,12 +12,20 @@ namespace spmd {
 void planMemory(runtime::Program& program) {
   using runtime::kArenaAlignment;
   std::vector<runtime::Lifetime> life = runtime::lifetimes(program);
+  // A reshape chain (runtime::reshapeRoots) is placed as one buffer, its root, live while any
+  // of it is: its reshapes then copy nothing.
+  const std::vector<int> root = runtime::reshapeRoots(program);
   std::vector<bool> fixed(program.buffers.size(), false);
   for (int id : program.inputs) fixed[id] = true;
   std::vector<int> order;
   for (size_t id = 0; id < program.buffers.size(); ++id) {
     runtime::BufferDesc& b = program.buffers[id];
     b.offset = -1;
+    if (root[id] != int(id)) {
+      runtime::Lifetime& chain = life[size_t(root[id])];
+      chain = {std::min(chain.first, life[id].first), std::max(chain.last, life[id].last)};
+      continue;
+    }
     if (!fixed[id] && b.constant.empty()) order.push_back(static_cast<int>(id));
   }
   auto aligned = [](int64_t bytes) { return (bytes + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment; };
@@ -43,6 +52,8 @@ void planMemory(runtime::Program& program) {
                                    }),
                   id);
   }
+  for (size_t id = 0; id < program.buffers.size(); ++id)
+    if (root[id] != int(id)) program.buffers[id].offset = program.buffers[size_t(root[id])].offset;
   program.arenaBytes = static_cast<size_t>(arena);
   runtime::checkMemoryPlan(program);
 }

@@ -25,6 +25,29 @@ std::vector<Lifetime> lifetimes(const Program& program) {
   return life;
 }
 
+std::vector<int> reshapeRoots(const Program& program) {
+  const size_t count = program.buffers.size();
+  std::vector<int> root(count), writers(count, 0);
+  std::vector<bool> fixed(count, false);
+  for (size_t id = 0; id < count; ++id) {
+    root[id] = int(id);
+    fixed[id] = !program.buffers[id].constant.empty();
+  }
+  for (int id : program.inputs) fixed[size_t(id)] = true;
+  for (const Step& step : program.steps)
+    for (int id : step.outputs) ++writers[size_t(id)];
+  for (const Step& step : program.steps) {
+    if (step.op != "reshape" || step.inputs.size() != 1 || step.outputs.size() != 1) continue;
+    const int in = step.inputs[0], out = step.outputs[0];
+    const BufferDesc &a = program.buffers[size_t(in)], &b = program.buffers[size_t(out)];
+    if (in == out || fixed[size_t(in)] || fixed[size_t(out)] || writers[size_t(in)] != 1 ||
+        writers[size_t(out)] != 1 || !a.layout.empty() || !b.layout.empty() || a.bytes() != b.bytes())
+      continue;
+    root[size_t(out)] = root[size_t(in)];
+  }
+  return root;
+}
+
 size_t residentBytes(const Program& program, bool hostAccessible) {
   std::vector<bool> isInput(program.buffers.size());
   for (int id : program.inputs) isInput[id] = true;
@@ -58,6 +81,7 @@ PeakLive peakLive(const Program& program) {
 
 void checkMemoryPlan(const Program& program) {
   std::vector<Lifetime> life = lifetimes(program);
+  const std::vector<int> root = reshapeRoots(program);
   std::vector<bool> fixed(program.buffers.size(), false);
   for (int id : program.inputs) fixed[id] = true;
   std::vector<int> planned;
@@ -87,7 +111,8 @@ void checkMemoryPlan(const Program& program) {
       return program.buffers[o].offset + int64_t(program.buffers[o].bytes()) <= start;
     });
     for (int o : open)
-      if (life[o].overlaps(life[id]))
+      if (life[o].overlaps(life[id]) &&
+          !(root[size_t(o)] == root[size_t(id)] && program.buffers[o].offset == start))
         throw Error("program @" + program.name + ": memory plan puts " + where(id) + " over " +
                     where(o) + " while both are live (steps " + std::to_string(life[id].first) +
                     ".." + std::to_string(life[id].last) + " and " + std::to_string(life[o].first) +

@@ -11,13 +11,23 @@ namespace spmd::runtime {
 
 // Steps during which a buffer must hold its value: from the step that writes it (-1 for inputs
 // and constants) to the last step that reads it (steps.size() for program outputs). Two buffers
-// whose lifetimes share a step may not share memory; a step's inputs and outputs never do.
+// whose lifetimes share a step may not share memory; a step's inputs and outputs never do, but
+// for the reshapes reshapeRoots names.
 struct Lifetime {
   int first = 0, last = 0;
   bool overlaps(const Lifetime& other) const { return first <= other.last && other.first <= last; }
 };
 
 std::vector<Lifetime> lifetimes(const Program& program);
+
+// Buffers that may share their bytes although both are live: a reshape's result with its input
+// (a reshape moves no byte), where both are plain row-major, neither is an input or a constant,
+// and each is written by one step only (an accumulator written again would change the other).
+// Each buffer's root: the first buffer of its chain of such reshapes, itself where it has none.
+// The plan puts a chain at one offset and the reshape steps then copy nothing (the kernels do
+// nothing when the result is their input's memory); the check lets a chain overlap itself only
+// at one offset.
+std::vector<int> reshapeRoots(const Program& program);
 
 // Arena offsets are multiples of this, enough for CPU vector loads and cuDNN/cuBLAS alignment.
 inline constexpr int64_t kArenaAlignment = 256;
@@ -38,7 +48,8 @@ struct PeakLive {
 PeakLive peakLive(const Program& program);
 
 // Throws an Error naming the buffers when a planned buffer lies outside the arena, is misaligned,
-// is an input or constant, or shares bytes with a buffer that is live at the same time.
+// is an input or constant, or shares bytes with a buffer that is live at the same time (other
+// than one of its own reshape chain at the same offset).
 void checkMemoryPlan(const Program& program);
 
 }  // namespace spmd::runtime

@@ -1,6 +1,7 @@
 // The liveness-based memory plan: placement on a hand-made Program, the runtime's check against
-// unsafe plans (a Program may come from a file), and a ResNet-18 training step whose results are
-// bit-identical with and without the plan while its memory shrinks.
+// unsafe plans (a Program may come from a file), reshapes placed on their inputs' bytes, and
+// ResNet-18 and transformer training steps whose results are bit-identical with and without the
+// plan while its memory shrinks.
 
 #include "TestUtil.h"
 #include "benchmarks/TrainStep.h"
@@ -10,6 +11,7 @@
 #include "runtime/program/MemoryPlan.h"
 #include "runtime/cpu/CpuDevice.h"
 #include "frontend/models/ResNet.h"
+#include "frontend/models/Transformer.h"
 
 namespace spmd {
 namespace {
@@ -76,6 +78,74 @@ TEST(MemoryPlanTest, RuntimeRejectsUnsafePlans) {
 
   // The executor refuses such a program before running anything.
   EXPECT_THROW(runtime::Executor(overlap, std::make_shared<runtime::CpuDevice>()), Error);
+}
+
+// x -> a = relu(x) -> b = reshape(a) -> c = relu(b): b lies on a's bytes and its reshape copies
+// nothing; the results are still relu(relu(x)). Not where a is written twice (an accumulator) or
+// is in a blocked layout: there b gets its own bytes, and the check refuses it on a's.
+TEST(MemoryPlanTest, AReshapeLiesOnItsInputsBytes) {
+  auto program = [] {
+    Program p;
+    p.name = "reshaped";
+    p.buffers = {{DType::f32, {6}, {}}, {DType::f32, {6}, {}}, {DType::f32, {2, 3}, {}}, {DType::f32, {2, 3}, {}}};
+    p.inputs = {0};
+    p.steps.push_back({"relu", {0}, {1}, {}, "r.cpp:1"});
+    p.steps.push_back({"reshape", {1}, {2}, {}, "r.cpp:2"});
+    p.steps.push_back({"relu", {2}, {3}, {}, "r.cpp:3"});
+    p.outputs = {3};
+    return p;
+  };
+  Program p = program();
+  planMemory(p);
+  EXPECT_EQ(p.buffers[1].offset, p.buffers[2].offset) << p.toText();
+  EXPECT_NE(p.buffers[3].offset, p.buffers[2].offset) << "c is written while b is read";
+  Array x = Array::of<float>({6}, std::vector<float>{-1, 2, -3, 4, 5, -6});
+  Array y = runtime::Executor(p, std::make_shared<runtime::CpuDevice>()).run(std::vector<Array>{x})[0];
+  EXPECT_EQ(y.shape, (Shape{2, 3}));
+  const std::span<const float> got = y.values<float>();
+  EXPECT_EQ(std::vector<float>(got.begin(), got.end()), (std::vector<float>{0, 2, 0, 4, 5, 0}));
+
+  Program twice = program();  // a written again by a later step (as accumulators are)
+  twice.steps.insert(twice.steps.begin() + 1, {"relu", {0}, {1}, {}, "r.cpp:1"});
+  Program blocked = program();
+  blocked.buffers[1].layout = "nChw8c";
+  for (Program* q : {&twice, &blocked}) {
+    EXPECT_EQ(runtime::reshapeRoots(*q)[2], 2);
+    planMemory(*q);
+    EXPECT_NE(q->buffers[1].offset, q->buffers[2].offset) << q->toText();
+    q->buffers[2].offset = q->buffers[1].offset;
+    EXPECT_THROW(runtime::checkMemoryPlan(*q), Error);
+  }
+}
+
+// A small decoder block's training step (transformerLogits: its heads are split and merged by
+// reshapes): the same bits with and without the plan, and the plan puts reshapes in place.
+TEST(MemoryPlanTest, TransformerStepIsBitIdenticalWithThePlan) {
+  constexpr int64_t vocab = 32, tokens = 8;
+  Tree params = models::transformerInit(vocab, 16, 32, DType::f32, 3);
+  auto loss = [](const Tree& p, const Tensor& ids, const Tensor& next) {
+    return value_and_grad([&](const Tree& q) {
+      Tensor logits = models::transformerLogits(q, ids, {.heads = 2});
+      return mean(softmaxCrossEntropy(reshape(logits, {-1, vocab}), reshape(next, {-1})), {0});
+    })(p);
+  };
+  auto planned = jit(loss, {.name = "planned"});
+  auto unplanned = jit(loss, {.name = "unplanned", .planMemory = false});
+  std::vector<int32_t> ids(2 * tokens), next(2 * tokens);
+  for (int64_t i = 0; i < 2 * tokens; ++i) ids[i] = int32_t(i * 7 % vocab), next[i] = int32_t((i * 7 + 3) % vocab);
+  Tensor x = Array::of<int32_t>({2, tokens}, ids), y = Array::of<int32_t>({2, tokens}, next);
+  auto [a, ga] = planned(params, x, y);
+  auto [b, gb] = unplanned(params, x, y);
+  testing::expectSameBits(a.array(), b.array(), "loss");
+  for (const auto& [path, leaf] : ga)
+    testing::expectSameBits(leaf.array(), gb.at(path).array(), "gradient of " + path);
+  const Program& program = planned.lastProgram();
+  int inPlace = 0;
+  for (const runtime::Step& step : program.steps)
+    if (step.op == "reshape" && program.buffers[step.inputs[0]].offset >= 0 &&
+        program.buffers[step.inputs[0]].offset == program.buffers[step.outputs[0]].offset)
+      ++inPlace;
+  EXPECT_GE(inPlace, 4) << program.toText();
 }
 
 // A reduced-width ResNet-18 SGD step: every output identical to the bit with and without the plan.
