@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 
 #include "frontend/Ops.h"
@@ -166,6 +167,70 @@ Tensor take(const Tensor& x, const Tensor& indices, int64_t axis, Loc loc) {
   for (int64_t d = 0; d < k; ++d) back.push_back(d);
   for (int64_t d = at + 1; d < rank; ++d) back.push_back(k + d - 1);
   return transpose(y, back, loc);
+}
+
+Tensor cumsum(const Tensor& x, int64_t axis, Loc loc) {
+  tracing("cumsum", loc);
+  const int64_t rank = x.rank(), at = axis < 0 ? axis + rank : axis;
+  if (at < 0 || at >= rank)
+    throw Error(where(loc) + ": spmd::cumsum: axis " + std::to_string(axis) + " is outside x " + x.typeString() +
+                " (rank " + std::to_string(rank) + "; negative axes count from the end)");
+  if (x.dtype() == DType::i32)
+    throw Error(where(loc) + ": spmd::cumsum: x " + x.typeString() +
+                " is an integer tensor; running sums are float only (cast it: spmd::cast(x, DType::f32))");
+  // After the pass with shift k, element i holds the sum of elements max(0, i - 2k + 1)..i.
+  const int64_t n = x.dim(at);
+  Tensor y = x;
+  for (int64_t shift = 1; shift < n; shift *= 2) {
+    std::vector<int64_t> start(size_t(rank), 0), limit = x.shape(), low(size_t(rank), 0), high(size_t(rank), 0);
+    limit[size_t(at)] = n - shift;
+    low[size_t(at)] = shift;
+    y = add(y, pad(slice(y, start, limit, loc), low, high, loc), loc);
+  }
+  return y;
+}
+
+Tensor oneHot(const Tensor& labels, int64_t classes, DType dtype, Loc loc) {
+  tracing("oneHot", loc);
+  if (labels.dtype() != DType::i32)
+    throw Error(where(loc) + ": spmd::oneHot: labels must be i32, got " + labels.typeString() +
+                " (cast them: spmd::cast(labels, DType::i32))");
+  if (classes < 1 || classes > std::numeric_limits<int32_t>::max())
+    throw Error(where(loc) + ": spmd::oneHot: classes must be from 1 to 2^31 - 1, got " + std::to_string(classes));
+  if (dtype == DType::i32)
+    throw Error(where(loc) + ": spmd::oneHot: the rows are a float type (f32, f64 or bf16), got i32");
+  // Labels and classes compared in a float type that holds both exactly.
+  const DType exact = classes <= (int64_t(1) << 24) ? DType::f32 : DType::f64;
+  Shape column = labels.shape();
+  column.push_back(1);
+  const Tensor ids = cast(arange(classes, DType::i32, loc), exact, loc);
+  const Tensor rows = equal(reshape(cast(labels, exact, loc), column, loc), ids, loc);
+  // Zeros taken at the labels: 0 where every label is in range, and takeAlongAxis's run-time
+  // check of each label, at this line, where one is not.
+  const Tensor flat = reshape(labels, {labels.numel()}, loc);
+  const Tensor checked = reshape(takeAlongAxis(fill(ids, 0.0, loc), flat, 0, loc), column, loc);
+  return cast(add(rows, checked, loc), dtype, loc);
+}
+
+Tensor arange(int64_t n, DType dtype, Loc loc) {
+  if (n < 0 || n > std::numeric_limits<int32_t>::max())
+    throw Error(where(loc) + ": spmd::arange: n must be from 0 to 2^31 - 1, got " + std::to_string(n));
+  Array values = Array::zeros(dtype, {n});
+  switch (dtype) {
+    case DType::i32:
+      for (int64_t i = 0; i < n; ++i) values.values<int32_t>()[size_t(i)] = int32_t(i);
+      break;
+    case DType::f32:
+      for (int64_t i = 0; i < n; ++i) values.values<float>()[size_t(i)] = float(i);
+      break;
+    case DType::f64:
+      for (int64_t i = 0; i < n; ++i) values.values<double>()[size_t(i)] = double(i);
+      break;
+    default:
+      throw Error(where(loc) + ": spmd::arange: dtype " + std::string(dtypeName(dtype)) +
+                  " is not i32, f32 or f64 (cast the result)");
+  }
+  return Tensor(std::move(values));
 }
 
 }  // namespace spmd

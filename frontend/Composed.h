@@ -2,7 +2,7 @@
 // (torch.nn.functional's), reductions and indexing. Their gradients are their parts' VJPs; each
 // is written so that neither its value nor its gradient overflows where the function does not
 // (softplus through log1p(e^-|x|), elu's exponential only of min(x, 0)). Checked against the
-// exact values and PyTorch's in ElementwiseTorchTest and TorchReferenceTest.
+// exact values and PyTorch's in ElementwiseTorchTest, TorchReferenceTest and ComposedTorchTest.
 #pragma once
 
 #include <cstdint>
@@ -61,4 +61,16 @@ Tensor softmaxCrossEntropy(const Tensor& logits, const Tensor& labels, double la
 // x with `axis` moved first); the gradient sums the slices of repeated indices.
 Tensor take(const Tensor& x, const Tensor& indices, int64_t axis, Loc loc = Loc::current());
 
+// The running sum along `axis` (torch.cumsum, jnp.cumsum): element i is the sum of elements
+// 0..i. Made of ceil(log2 n) shifted adds (Hillis and Steele's scan: each prefix summed as a tree,
+// not left to right), so its gradient, the reversed running sum of the cotangent, comes from
+// the parts' VJPs. Float types only (cast integers first).
+Tensor cumsum(const Tensor& x, int64_t axis, Loc loc = Loc::current());
+// i32 `labels` [...] as [..., classes] rows of 1 at the label and 0 elsewhere, in `dtype`
+// (jax.nn.one_hot, torch.nn.functional.one_hot's values). A label outside [0, classes) is a
+// run-time error naming its position, as `takeAlongAxis`'s (jax would give a row of zeros).
+Tensor oneHot(const Tensor& labels, int64_t classes, DType dtype = DType::f32, Loc loc = Loc::current());
+// 0, 1, ..., n - 1 in `dtype` (jnp.arange, torch.arange): a concrete value, a constant where a
+// traced function uses it. i32, f32 or f64; n from 0 to 2^31 - 1 (f32 holds it exactly to 2^24).
+Tensor arange(int64_t n, DType dtype = DType::i32, Loc loc = Loc::current());
 }  // namespace spmd

@@ -5,7 +5,7 @@ written back as "y.<name>" and "dx.<name>". Each case comes on the command line 
 KIND min, logsumexp (ARG: the axes, comma-separated), var and std (ARG: axes/correction), take, gather
 (torch.gather: take_along_axis) and scatter (torch.scatter_add of x and twice its gather) (ARG: the axis;
 the i32 indices are "i.<name>"), smoothed (cross-entropy of logits x and labels "i.<name>", ARG: the label
-smoothing), upsample (nearest, ARG: the factors sh,sw) or clamp (ARG: low,high). Files in DIR as tests/reference/exchange.py describes.
+smoothing), upsample (nearest, ARG: the factors sh,sw), clamp (ARG: low,high) or cumsum (ARG: the axis). Files in DIR as tests/reference/exchange.py describes.
 
 usage: torch_composed.py DIR [NAME KIND ARG]...
 """
@@ -42,6 +42,8 @@ def apply(kind, arg, x, indices):
         return torch.nn.functional.interpolate(x, scale_factor=tuple(int(v) for v in numbers), mode="nearest")
     if kind == "clamp":
         return torch.clamp(x, numbers[0], numbers[1])
+    if kind == "cumsum":
+        return torch.cumsum(x, int(numbers[0]))
     raise SystemExit("torch_composed.py: unknown kind " + kind)
 
 

@@ -1,9 +1,10 @@
 // The composed functions of frontend/Composed.h beyond the activations (those are checked at
 // edge values in ElementwiseTorchTest): min, logsumexp, variance, stddev, take, label-smoothed
-// cross-entropy, nearest upsampling and clamp, and takeAlongAxis (torch.gather) and scatterAdd
+// cross-entropy, nearest upsampling, clamp and cumsum, and takeAlongAxis (torch.gather) and scatterAdd
 // (torch.scatter_add), against PyTorch's in f64,
 // values and gradients within 1e-13 (tests/reference/torch_composed.py); logsumexp's infinities; the
-// activation layers give their functions' bits; bad arguments name the caller's line.
+// activation layers give their functions' bits; oneHot and arange by hand; bad arguments name the
+// caller's line.
 #include <cmath>
 #include <cstdlib>
 #include <limits>
@@ -76,7 +77,11 @@ TEST(ComposedTorchTest, ReductionsTakeAndClampMatchPyTorch) {
        [](const Tensor& x, const Tensor& i) { return scatterAdd(x, i, mul(takeAlongAxis(x, i, 1), 2.0), 1); },
        cyclic({3, 7, 4}, 5)},
       {"clamp", "clamp", "-0.4,0.3", {3, 5, 4},
-       [](const Tensor& x, const Tensor&) { return clamp(x, -0.4, 0.3); }}};
+       [](const Tensor& x, const Tensor&) { return clamp(x, -0.4, 0.3); }},
+      // 37 along the axis: six shifted adds, the last a partial one.
+      {"cumsum_axis1", "cumsum", "1", {3, 37, 4}, [](const Tensor& x, const Tensor&) { return cumsum(x, 1); }},
+      {"cumsum_last", "cumsum", "-1", {2, 3, 8}, [](const Tensor& x, const Tensor&) { return cumsum(x, -1); }},
+      {"cumsum_one", "cumsum", "0", {1, 5}, [](const Tensor& x, const Tensor&) { return cumsum(x, 0); }}};
   testing::Exchange exchange;
   std::map<std::string, std::pair<Array, Array>> ours;  // y, dx
   std::string specs;
@@ -114,6 +119,40 @@ TEST(ComposedTorchTest, ReductionsTakeAndClampMatchPyTorch) {
   EXPECT_EQ(ours["take_axis1"].first.shape, (Shape{3, 2, 3, 4}));
   EXPECT_EQ(ours["gather_axis_last"].first.shape, (Shape{3, 5, 6}));
   EXPECT_EQ(ours["logsumexp_02"].first.shape, (Shape{5}));
+}
+
+// oneHot against its definition on cpu and sim (a label per class and repeats, f32 and f64
+// rows), arange's values, and a label out of range: a run-time error at the caller's line naming
+// its position.
+TEST(ComposedTorchTest, OneHotAndArange) {
+  const std::vector<int32_t> labels = {0, 4, 2, 2, 1, 3, 4, 0};
+  for (const char* devices : {"cpu:1", "sim:1"}) {
+    SCOPED_TRACE(devices);
+    for (DType dtype : {DType::f32, DType::f64}) {
+      auto f = jit([dtype](const Tensor& l) { return oneHot(l, 5, dtype); }, {.devices = devices});
+      Array rows = f(Array::of<int32_t>({2, 4}, labels)).array();
+      ASSERT_EQ(rows.shape, (Shape{2, 4, 5}));
+      ASSERT_EQ(rows.dtype, dtype);
+      for (int64_t i = 0; i < rows.numel(); ++i)
+        EXPECT_EQ(testing::valueAt(rows, i), labels[size_t(i / 5)] == i % 5 ? 1.0 : 0.0) << "element " << i;
+    }
+    auto bad = jit([](const Tensor& l) { return oneHot(l, 5); }, {.devices = devices});
+    const std::string message =
+        testing::errorOf([&] { bad(Array::of<int32_t>({3}, std::vector<int32_t>{1, 5, 0})).array(); });
+    EXPECT_NE(message.find("ComposedTorchTest.cpp:"), std::string::npos) << message;
+    EXPECT_NE(message.find("index 5 at position 1 of the indices is out of range [0, 5)"), std::string::npos)
+        << message;
+  }
+  Array a = arange(6, DType::f64).array();
+  for (int64_t i = 0; i < 6; ++i) EXPECT_EQ(testing::valueAt(a, i), double(i));
+  EXPECT_EQ(arange(0).shape(), (Shape{0}));
+  EXPECT_NE(testing::errorOf([] { arange(-1); }).find("n must be from 0"), std::string::npos);
+  EXPECT_NE(testing::errorOf([] { jit([](const Tensor& l) { return oneHot(l, 0); })(arange(3)); })
+                .find("classes must be from 1"),
+            std::string::npos);
+  EXPECT_NE(testing::errorOf([] { jit([](const Tensor& x) { return cumsum(x, 2); })(arange(3, DType::f32)); })
+                .find("axis 2 is outside"),
+            std::string::npos);
 }
 
 // A slice of all -inf gives -inf (its gradient NaN, as torch's), one holding +inf gives inf, and
