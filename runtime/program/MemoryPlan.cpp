@@ -59,11 +59,21 @@ size_t residentBytes(const Program& program, bool hostAccessible) {
 
 PeakLive peakLive(const Program& program) {
   const std::vector<Lifetime> life = lifetimes(program);
+  // A reshape chain is one value in memory: its root stands for it, live while any of it is.
+  const std::vector<int> root = reshapeRoots(program);
+  std::vector<Lifetime> span = life;
+  for (size_t id = 0; id < program.buffers.size(); ++id)
+    if (root[id] != int(id)) {
+      Lifetime& chain = span[size_t(root[id])];
+      chain = {std::min(chain.first, life[id].first), std::max(chain.last, life[id].last)};
+    }
   std::vector<bool> always(program.buffers.size(), false);
   for (int id : program.inputs) always[id] = true;
   for (size_t id = 0; id < program.buffers.size(); ++id)
     if (!program.buffers[id].constant.empty()) always[id] = true;
-  auto live = [&](size_t id, int s) { return always[id] || (life[id].first <= s && s <= life[id].last); };
+  auto live = [&](size_t id, int s) {
+    return root[id] == int(id) && (always[id] || (span[id].first <= s && s <= span[id].last));
+  };
   PeakLive peak;
   for (int s = 0; s < int(program.steps.size()); ++s) {
     size_t bytes = 0;

@@ -38,8 +38,8 @@ inline constexpr int64_t kArenaAlignment = 256;
 size_t residentBytes(const Program& program, bool hostAccessible);
 
 // The step at which the most bytes are live (inputs and constants count throughout, a step's
-// inputs and outputs at that step), those bytes, and the buffers live there, largest first:
-// what a memory budget's error names.
+// inputs and outputs at that step, a reshape chain once, as its root), those bytes, and the
+// buffers live there, largest first: what a memory budget's error names.
 struct PeakLive {
   int step = -1;
   size_t bytes = 0;

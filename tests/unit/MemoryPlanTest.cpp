@@ -3,6 +3,8 @@
 // ResNet-18 and transformer training steps whose results are bit-identical with and without the
 // plan while its memory shrinks.
 
+#include <algorithm>
+
 #include "TestUtil.h"
 #include "benchmarks/TrainStep.h"
 #include "compiler/PlanMemory.h"
@@ -104,6 +106,14 @@ TEST(MemoryPlanTest, AReshapeLiesOnItsInputsBytes) {
   EXPECT_EQ(y.shape, (Shape{2, 3}));
   const std::span<const float> got = y.values<float>();
   EXPECT_EQ(std::vector<float>(got.begin(), got.end()), (std::vector<float>{0, 2, 0, 4, 5, 0}));
+
+  // The memory budget's error counts the chain once: its fullest step is c's, x + a/b + c.
+  const runtime::PeakLive peak = runtime::peakLive(p);
+  EXPECT_EQ(peak.step, 2);
+  EXPECT_EQ(peak.bytes, 3u * 24);
+  std::vector<int> live = peak.buffers;
+  std::sort(live.begin(), live.end());
+  EXPECT_EQ(live, (std::vector<int>{0, 1, 3}));
 
   Program twice = program();  // a written again by a later step (as accumulators are)
   twice.steps.insert(twice.steps.begin() + 1, {"relu", {0}, {1}, {}, "r.cpp:1"});
