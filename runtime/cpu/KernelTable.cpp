@@ -4,6 +4,7 @@
 #include "runtime/cpu/CpuDevice.h"
 #include "runtime/cpu/HostLoop.h"
 #include "runtime/cpu/Kernels.h"
+#include "runtime/cpu/OwnGelu.h"
 #include "runtime/device/CustomKernels.h"
 #include "runtime/kernels/Library.h"
 
@@ -18,7 +19,10 @@ const KernelTable& cpuKernels() {
 #define SPMD_OWN(name, source) t[#name] = Kernel{&cpu::name, source};
     SPMD_CPU_OPS(SPMD_OWN)
 #undef SPMD_OWN
-#define SPMD_OWN_ELEMENTWISE(name, ...) t[#name] = Kernel{&cpu::name, "vectorized loops (cpu/Elementwise.cpp)"};
+#define SPMD_OWN_ELEMENTWISE(name, Functor, ...)                                                     \
+  t[#name] = Kernel{&cpu::name, cpu::kOwnF32<ew::Functor> ? "own vector loops in double for f32 (cpu/OwnGelu.h), "   \
+                                                            "vectorized loops otherwise (cpu/Elementwise.cpp)"       \
+                                                          : "vectorized loops (cpu/Elementwise.cpp)"};
     SPMD_ELEMENTWISE_OPS(SPMD_OWN_ELEMENTWISE)
 #undef SPMD_OWN_ELEMENTWISE
     for (const VariantSet* set : cpu::cpuVariantSets()) {

@@ -21,7 +21,7 @@
   X(embedding, "threaded row copies (cpu/Embedding.cpp)")                                           \
   X(embedding_backward, "counting sort, then threaded row sums (cpu/Embedding.cpp)")                \
   X(broadcast_in_dim, "strided gathers (cpu/Shape.cpp)")                                            \
-  X(reshape, "memcpy (cpu/Shape.cpp)")                                                              \
+  X(reshape, "memcpy, none in place (cpu/Shape.cpp)")                                               \
   X(slice, "memcpy of contiguous runs (cpu/Shape.cpp)")                                             \
   X(concatenate, "memcpy of contiguous runs (cpu/Shape.cpp)")                                       \
   X(transpose, "strided gathers (cpu/Shape.cpp)")                                                   \
