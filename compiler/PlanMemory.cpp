@@ -11,22 +11,17 @@ namespace spmd {
 
 void planMemory(runtime::Program& program) {
   using runtime::kArenaAlignment;
-  std::vector<runtime::Lifetime> life = runtime::lifetimes(program);
   // A reshape chain (runtime::reshapeRoots) is placed as one buffer, its root, live while any
   // of it is: its reshapes then copy nothing.
   const std::vector<int> root = runtime::reshapeRoots(program);
+  const std::vector<runtime::Lifetime> life = runtime::chainLifetimes(runtime::lifetimes(program), root);
   std::vector<bool> fixed(program.buffers.size(), false);
   for (int id : program.inputs) fixed[id] = true;
   std::vector<int> order;
   for (size_t id = 0; id < program.buffers.size(); ++id) {
     runtime::BufferDesc& b = program.buffers[id];
     b.offset = -1;
-    if (root[id] != int(id)) {
-      runtime::Lifetime& chain = life[size_t(root[id])];
-      chain = {std::min(chain.first, life[id].first), std::max(chain.last, life[id].last)};
-      continue;
-    }
-    if (!fixed[id] && b.constant.empty()) order.push_back(static_cast<int>(id));
+    if (root[id] == int(id) && !fixed[id] && b.constant.empty()) order.push_back(static_cast<int>(id));
   }
   auto aligned = [](int64_t bytes) { return (bytes + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment; };
   std::stable_sort(order.begin(), order.end(), [&](int a, int b) {

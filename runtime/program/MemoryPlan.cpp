@@ -48,6 +48,15 @@ std::vector<int> reshapeRoots(const Program& program) {
   return root;
 }
 
+std::vector<Lifetime> chainLifetimes(std::vector<Lifetime> life, const std::vector<int>& root) {
+  for (size_t id = 0; id < life.size(); ++id)
+    if (root[id] != int(id)) {
+      Lifetime& chain = life[size_t(root[id])];
+      chain = {std::min(chain.first, life[id].first), std::max(chain.last, life[id].last)};
+    }
+  return life;
+}
+
 size_t residentBytes(const Program& program, bool hostAccessible) {
   std::vector<bool> isInput(program.buffers.size());
   for (int id : program.inputs) isInput[id] = true;
@@ -58,15 +67,9 @@ size_t residentBytes(const Program& program, bool hostAccessible) {
 }
 
 PeakLive peakLive(const Program& program) {
-  const std::vector<Lifetime> life = lifetimes(program);
   // A reshape chain is one value in memory: its root stands for it, live while any of it is.
   const std::vector<int> root = reshapeRoots(program);
-  std::vector<Lifetime> span = life;
-  for (size_t id = 0; id < program.buffers.size(); ++id)
-    if (root[id] != int(id)) {
-      Lifetime& chain = span[size_t(root[id])];
-      chain = {std::min(chain.first, life[id].first), std::max(chain.last, life[id].last)};
-    }
+  const std::vector<Lifetime> span = chainLifetimes(lifetimes(program), root);
   std::vector<bool> always(program.buffers.size(), false);
   for (int id : program.inputs) always[id] = true;
   for (size_t id = 0; id < program.buffers.size(); ++id)

@@ -29,6 +29,9 @@ std::vector<Lifetime> lifetimes(const Program& program);
 // at one offset.
 std::vector<int> reshapeRoots(const Program& program);
 
+// `life` with each reshape chain's root live while any of its buffers is (the chain as one buffer).
+std::vector<Lifetime> chainLifetimes(std::vector<Lifetime> life, const std::vector<int>& root);
+
 // Arena offsets are multiples of this, enough for CPU vector loads and cuDNN/cuBLAS alignment.
 inline constexpr int64_t kArenaAlignment = 256;
 
