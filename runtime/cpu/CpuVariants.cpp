@@ -10,6 +10,7 @@
 #include "runtime/base/Error.h"
 #include "runtime/cpu/DirectF64Conv.h"
 #include "runtime/cpu/Onednn.h"
+#include "runtime/cpu/OwnGemm.h"
 #include "runtime/cpu/OwnIsa.h"
 #include "runtime/cpu/SingleChannelConv.h"
 #include "runtime/cpu/SlicedOnednn.h"
@@ -220,7 +221,9 @@ const VariantSet& matmulSet() {
   static const VariantSet set{
       "matmul",
       "cpu",
-      {{"onednn", "oneDNN's matmul, f32 and bf16 (its sums may split by thread)", false, &notF64, nullptr, &onednnMatmul},
+      {{"own", "our f32 GEMM: packed panels through a register tile of FMAs, each sum in k order (oneDNN's AVX2 matmul "
+        "is slow where the sum is long)", true, &own_gemm::runs, &own_gemm::pays, &own_gemm::matmul},
+       {"onednn", "oneDNN's matmul, f32 and bf16 (its sums may split by thread)", false, &notF64, nullptr, &onednnMatmul},
        {"onednn_sliced", "oneDNN's matmul on fixed slices of the rows (the batch when batched), one thread each", true, &sliced::runs, &never, &sliced::matmul},
        {"reference", "the reference loops in double, for f64", true, &isF64, nullptr, &reference::matmul}},
       &device, &library, &setting};

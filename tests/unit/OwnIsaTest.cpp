@@ -4,10 +4,13 @@
 // cross-entropy rows with their own exp, GELU and its gradient in double) gives the portable copy's bits on AVX2 and on AVX-512,
 // where this CPU has them, and the copy asked for is the one that ran (each copy marks that it
 // ran). The cap's own rules: it never raises the CPU's ISA.
+#include <omp.h>
+
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <map>
+#include <random>
 #include <set>
 
 #include "KernelCases.h"
@@ -15,6 +18,7 @@
 #include "runtime/cpu/CpuDevice.h"
 #include "runtime/cpu/OwnExp.h"
 #include "runtime/cpu/OwnGelu.h"
+#include "runtime/cpu/OwnGemm.h"
 #include "runtime/cpu/OwnIsa.h"
 
 namespace spmd::runtime {
@@ -205,6 +209,68 @@ TEST(OwnIsaTest, OwnGeluIsWithinAnUlpAndTheSameOnEveryCopy) {
     EXPECT_EQ(std::memcmp(again.data(), gelu.data(), x.size() * sizeof(float)), 0) << cpu::ownIsaName(isa);
     cpu::ownGeluBackwardValues(ones.data(), x.data(), again.data(), n);
     EXPECT_EQ(std::memcmp(again.data(), grad.data(), x.size() * sizeof(float)), 0) << cpu::ownIsaName(isa);
+  }
+}
+
+// The own GEMM (cpu/OwnGemm.h) on shapes that cross every edge of its blocking: tiles past the
+// rows and columns, sums of several 256-term slices, two row blocks and two column blocks, batches,
+// both transposes, a bias, an empty sum. Each element within the bound of a k-term f32 sum of
+// the double product, and the same bits on every copy (the portable one included) and thread count.
+TEST(OwnIsaTest, OwnGemmIsCloseToDoubleAndTheSameOnEveryCopyAndThreadCount) {
+  struct Shape {
+    int64_t batch, m, n, k;
+    bool ta, tb, bias;
+  };
+  const Shape shapes[] = {{1, 1, 1, 1, false, false, false},  {1, 7, 13, 5, true, false, true},
+                          {2, 37, 70, 300, false, true, true}, {1, 150, 33, 513, true, true, false},
+                          {1, 5, 1100, 20, false, false, true}, {3, 3, 4, 0, false, false, true},
+                          {1, 290, 48, 64, false, false, false}};
+  const int threads = omp_get_max_threads();
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  for (const Shape& s : shapes) {
+    SCOPED_TRACE(::testing::Message() << "batch " << s.batch << " m " << s.m << " n " << s.n << " k " << s.k
+                                    << (s.ta ? " A^T" : "") << (s.tb ? " B^T" : "") << (s.bias ? " bias" : ""));
+    std::vector<float> a(s.batch * s.m * s.k), b(s.batch * s.k * s.n), bias(s.n);
+    for (std::vector<float>* v : {&a, &b, &bias})
+      for (float& x : *v) x = uniform(rng);
+    cpu::GemmOperands g;
+    g.batch = s.batch, g.m = s.m, g.n = s.n, g.k = s.k;
+    g.a = a.data(), g.aBatch = s.m * s.k, g.aRow = s.ta ? 1 : s.k, g.aCol = s.ta ? s.m : 1;
+    g.b = b.data(), g.bBatch = s.k * s.n, g.bRow = s.tb ? 1 : s.n, g.bCol = s.tb ? s.k : 1;
+    g.bias = s.bias ? bias.data() : nullptr;
+    auto run = [&](OwnIsa isa, int threadCount) {
+      std::vector<float> c(s.batch * s.m * s.n, std::numeric_limits<float>::quiet_NaN());
+      g.c = c.data();
+      IsaCap cap(isa);
+      cpu::clearOwnIsaRuns();
+      omp_set_num_threads(threadCount);
+      cpu::ownGemm(g);
+      omp_set_num_threads(threads);
+      EXPECT_TRUE(cpu::ownIsaRan(isa)) << cpu::ownIsaName(isa);
+      return c;
+    };
+    const std::vector<float> portable = run(OwnIsa::portable, 1);
+    const double u = std::ldexp(1.0, -24);
+    for (int64_t e = 0; e < s.batch; ++e)
+      for (int64_t i = 0; i < s.m; ++i)
+        for (int64_t j = 0; j < s.n; ++j) {
+          double exact = s.bias ? bias[j] : 0.0, magnitude = std::abs(exact);
+          for (int64_t p = 0; p < s.k; ++p) {
+            const double term = double(a[e * s.m * s.k + (s.ta ? p * s.m + i : i * s.k + p)]) *
+                                b[e * s.k * s.n + (s.tb ? j * s.k + p : p * s.n + j)];
+            exact += term;
+            magnitude += std::abs(term);
+          }
+          const float got = portable[(e * s.m + i) * s.n + j];
+          ASSERT_LE(std::abs(got - exact), (s.k + 2) * u * magnitude) << "element " << e << ", " << i << ", " << j;
+        }
+    for (OwnIsa isa : vectorIsas())
+      for (int threadCount : {1, 2, 3}) {
+        const std::vector<float> vector = run(isa, threadCount);
+        EXPECT_EQ(std::memcmp(vector.data(), portable.data(), portable.size() * sizeof(float)), 0)
+            << cpu::ownIsaName(isa) << " on " << threadCount << " threads";
+      }
   }
 }
 

@@ -1,0 +1,217 @@
+// The own f32 GEMM (runtime/cpu/OwnGemm.h), in BLIS's loop order: for each block of B's columns
+// (at most kMostCols) and each kDepth slice of the sum, B's block is packed into panels of one
+// tile's width; for each block of A's rows (at most kMostRows) A's is packed into panels of one
+// tile's height; then every tile of the block runs the register tile on a panel of each. A's
+// block stays in L2 while B's panels pass through L1. The work goes to the OpenMP pool as tasks
+// of (batch entry, column block, range of rows): enough for every thread, each packing its own
+// blocks, each result element computed by one task.
+#include "runtime/cpu/OwnGemm.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <exception>
+
+#include <immintrin.h>
+
+#include "runtime/cpu/BlockedLoops.h"
+#include "runtime/cpu/OwnIsa.h"
+#include "runtime/program/OpAttrs.h"
+
+namespace spmd::runtime::cpu {
+namespace {
+
+constexpr int64_t kDepth = 256;       // terms of the sum per packed slice
+constexpr int64_t kMostRows = 144;    // rows of A per packed block (a multiple of every tile's rows)
+constexpr int64_t kMostCols = 1024;   // columns of B per packed block (a multiple of every tile's)
+constexpr int kMostTileFloats = 12 * 32;
+
+// The portable tile: scalars, each term through std::fma (as the vector copies' instructions).
+namespace portable {
+constexpr int kRows = 4, kCols = 8;
+void tile(int64_t kc, const float* __restrict ap, const float* __restrict bp, float* c, int64_t ldc, bool accumulate) {
+  float acc[kRows][kCols];
+  for (int r = 0; r < kRows; ++r)
+    for (int j = 0; j < kCols; ++j) acc[r][j] = accumulate ? c[r * ldc + j] : 0.0f;
+  for (int64_t p = 0; p < kc; ++p, ap += kRows, bp += kCols)
+    for (int r = 0; r < kRows; ++r)
+      for (int j = 0; j < kCols; ++j) acc[r][j] = std::fma(ap[r], bp[j], acc[r][j]);
+  for (int r = 0; r < kRows; ++r)
+    for (int j = 0; j < kCols; ++j) c[r * ldc + j] = acc[r][j];
+}
+}  // namespace portable
+
+// The vector copies (OwnGemmTile.inc): AVX2 with FMA (8 lanes, 6 x 2 vectors in 16 registers)
+// and AVX-512 (16 lanes, 12 x 2 vectors in 32).
+#define SPMD_GEMM_NAMESPACE avx2
+#define SPMD_GEMM_TARGET SPMD_TARGET_AVX2
+#define SPMD_GEMM_VECTOR __m256
+#define SPMD_GEMM_LOAD _mm256_loadu_ps
+#define SPMD_GEMM_STORE _mm256_storeu_ps
+#define SPMD_GEMM_FMA _mm256_fmadd_ps
+#define SPMD_GEMM_BROADCAST _mm256_broadcast_ss
+#define SPMD_GEMM_ZERO _mm256_setzero_ps
+#define SPMD_GEMM_ROWS 6
+#include "runtime/cpu/OwnGemmTile.inc"
+#define SPMD_GEMM_NAMESPACE avx512
+#define SPMD_GEMM_TARGET SPMD_TARGET_AVX512
+#define SPMD_GEMM_VECTOR __m512
+#define SPMD_GEMM_LOAD _mm512_loadu_ps
+#define SPMD_GEMM_STORE _mm512_storeu_ps
+#define SPMD_GEMM_FMA _mm512_fmadd_ps
+#define SPMD_GEMM_BROADCAST(p) _mm512_set1_ps(*(p))
+#define SPMD_GEMM_ZERO _mm512_setzero_ps
+#define SPMD_GEMM_ROWS 12
+#include "runtime/cpu/OwnGemmTile.inc"
+
+struct Tile {
+  int rows, cols;
+  void (*run)(int64_t, const float*, const float*, float*, int64_t, bool);
+};
+
+Tile tileFor(OwnIsa isa) {
+  switch (isa) {
+    case OwnIsa::avx512: return {avx512::kRows, avx512::kCols, &avx512::tile};
+    case OwnIsa::avx2: return {avx2::kRows, avx2::kCols, &avx2::tile};
+    case OwnIsa::portable: break;
+  }
+  return {portable::kRows, portable::kCols, &portable::tile};
+}
+
+int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t roundUp(int64_t a, int64_t b) { return ceilDiv(a, b) * b; }
+
+// A's rows [i0, i0 + rows) and terms [p0, p0 + kc) as panels of `height` rows, each kc x height
+// (row-major, zeros past the last row).
+void packA(const GemmOperands& g, const float* a, int64_t i0, int64_t rows, int64_t p0, int64_t kc, int height,
+           float* out) {
+  for (int64_t ip = 0; ip < rows; ip += height, out += kc * height) {
+    const int64_t live = std::min<int64_t>(height, rows - ip);
+    const float* from = a + (i0 + ip) * g.aRow + p0 * g.aCol;
+    for (int64_t p = 0; p < kc; ++p) {
+      float* to = out + p * height;
+      for (int64_t r = 0; r < live; ++r) to[r] = from[r * g.aRow + p * g.aCol];
+      for (int64_t r = live; r < height; ++r) to[r] = 0.0f;
+    }
+  }
+}
+
+// B's terms [p0, p0 + kc) and columns [j0, j0 + cols) as panels of `width` columns, each kc x width.
+void packB(const GemmOperands& g, const float* b, int64_t p0, int64_t kc, int64_t j0, int64_t cols, int width,
+           float* out) {
+  for (int64_t jp = 0; jp < cols; jp += width, out += kc * width) {
+    const int64_t live = std::min<int64_t>(width, cols - jp);
+    const float* from = b + p0 * g.bRow + (j0 + jp) * g.bCol;
+    for (int64_t p = 0; p < kc; ++p) {
+      float* to = out + p * width;
+      for (int64_t j = 0; j < live; ++j) to[j] = from[p * g.bRow + j * g.bCol];
+      for (int64_t j = live; j < width; ++j) to[j] = 0.0f;
+    }
+  }
+}
+
+// One task: rows [i0, i1) and columns [j0, j1) of batch entry s, on the calling thread.
+void task(const GemmOperands& g, const Tile& t, int64_t s, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+  const float* a = g.a + s * g.aBatch;
+  const float* b = g.b + s * g.bBatch;
+  float* c = g.c + s * g.m * g.n;
+  const int64_t cols = j1 - j0;
+  float* bp = threadScratch(1, roundUp(cols, t.cols) * kDepth);
+  float* ap = threadScratch(0, kMostRows * kDepth);
+  float edge[kMostTileFloats] = {};
+  for (int64_t p0 = 0; p0 < g.k; p0 += kDepth) {
+    const int64_t kc = std::min(kDepth, g.k - p0);
+    const bool accumulate = p0 > 0;
+    packB(g, b, p0, kc, j0, cols, t.cols, bp);
+    for (int64_t ib = i0; ib < i1; ib += kMostRows) {
+      const int64_t rows = std::min(kMostRows, i1 - ib);
+      packA(g, a, ib, rows, p0, kc, t.rows, ap);
+      for (int64_t jp = 0; jp < cols; jp += t.cols)
+        for (int64_t ip = 0; ip < rows; ip += t.rows) {
+          float* to = c + (ib + ip) * g.n + j0 + jp;
+          const float *panelA = ap + ip * kc, *panelB = bp + jp * kc;
+          if (ip + t.rows <= rows && jp + t.cols <= cols) {
+            t.run(kc, panelA, panelB, to, g.n, accumulate);
+            continue;
+          }
+          // A tile past the block's edge runs on `edge` (t.cols apart); its live part is copied.
+          const int64_t liveRows = std::min<int64_t>(t.rows, rows - ip), liveCols = std::min<int64_t>(t.cols, cols - jp);
+          if (accumulate)
+            for (int64_t r = 0; r < liveRows; ++r) std::copy_n(to + r * g.n, liveCols, edge + r * t.cols);
+          t.run(kc, panelA, panelB, edge, t.cols, accumulate);
+          for (int64_t r = 0; r < liveRows; ++r) std::copy_n(edge + r * t.cols, liveCols, to + r * g.n);
+        }
+    }
+  }
+  for (int64_t i = i0; i < i1; ++i) {
+    float* row = c + i * g.n;
+    if (g.k == 0) std::fill(row + j0, row + j1, 0.0f);
+    if (g.bias)
+      for (int64_t j = j0; j < j1; ++j) row[j] = row[j] + g.bias[j];
+  }
+}
+
+}  // namespace
+
+void ownGemm(const GemmOperands& g) {
+  if (g.batch <= 0 || g.m <= 0 || g.n <= 0) return;
+  const OwnIsa isa = ownIsa();
+  markOwnIsaRun(isa);
+  const Tile t = tileFor(isa);
+  // Column blocks, then row ranges until every thread has work: a multiple of the thread count,
+  // or at least four tasks a thread.
+  const int64_t threads = omp_get_max_threads();
+  const int64_t colBlock = roundUp(ceilDiv(g.n, ceilDiv(g.n, kMostCols)), t.cols);
+  const int64_t colBlocks = ceilDiv(g.n, colBlock);
+  int64_t rowRanges = 1;
+  auto balanced = [&](int64_t tasks) { return tasks % threads == 0 || tasks >= 4 * threads; };
+  while (!balanced(g.batch * colBlocks * rowRanges) && rowRanges * t.rows < g.m) ++rowRanges;
+  const int64_t rowRange = roundUp(ceilDiv(g.m, rowRanges), t.rows);
+  rowRanges = ceilDiv(g.m, rowRange);
+  const int64_t tasks = g.batch * colBlocks * rowRanges;
+  std::exception_ptr failure;
+#pragma omp parallel for schedule(dynamic) if (tasks > 1)
+  for (int64_t n = 0; n < tasks; ++n) {
+    const int64_t range = n % rowRanges, block = n / rowRanges % colBlocks, s = n / rowRanges / colBlocks;
+    try {
+      task(g, t, s, range * rowRange, std::min(g.m, (range + 1) * rowRange), block * colBlock,
+           std::min(g.n, (block + 1) * colBlock));
+    } catch (...) {  // the scratch's allocation: rethrown on the caller's thread
+#pragma omp critical(spmd_own_gemm_failure)
+      if (!failure) failure = std::current_exception();
+    }
+  }
+  if (failure) std::rethrow_exception(failure);
+}
+
+namespace own_gemm {
+
+bool runs(const KernelCall& call) { return call.in[0].dtype == DType::f32 && ownIsa() != OwnIsa::portable; }
+
+bool pays(const KernelCall&) { return ownIsa() == OwnIsa::avx2; }
+
+void matmul(KernelCall& call) {
+  const TensorView &a = call.in[0], &b = call.in[1], &c = call.out[0];
+  const auto& attrs = attrsOf<MatmulAttrs>(call.step);
+  const size_t r = c.rank() - 2;  // batched: [B, M, N]
+  GemmOperands g;
+  g.batch = r ? c.dim(0) : 1;
+  g.m = c.dim(r);
+  g.n = c.dim(r + 1);
+  g.k = attrs.transpose_lhs ? a.dim(r) : a.dim(r + 1);
+  g.a = a.as<float>();
+  g.aBatch = g.m * g.k;
+  g.aRow = attrs.transpose_lhs ? 1 : g.k;
+  g.aCol = attrs.transpose_lhs ? g.m : 1;
+  g.b = b.as<float>();
+  g.bBatch = g.k * g.n;
+  g.bRow = attrs.transpose_rhs ? 1 : g.n;
+  g.bCol = attrs.transpose_rhs ? g.k : 1;
+  g.bias = call.in.size() > 2 ? call.in[2].as<float>() : nullptr;
+  g.c = c.as<float>();
+  ownGemm(g);
+}
+
+}  // namespace own_gemm
+}  // namespace spmd::runtime::cpu
