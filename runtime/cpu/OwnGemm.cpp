@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <exception>
 
 #include <immintrin.h>
@@ -65,50 +66,64 @@ void tile(int64_t kc, const float* __restrict ap, const float* __restrict bp, fl
 #define SPMD_GEMM_ROWS 12
 #include "runtime/cpu/OwnGemmTile.inc"
 
-struct Tile {
-  int rows, cols;
-  void (*run)(int64_t, const float*, const float*, float*, int64_t, bool);
-};
-
-Tile tileFor(OwnIsa isa) {
-  switch (isa) {
-    case OwnIsa::avx512: return {avx512::kRows, avx512::kCols, &avx512::tile};
-    case OwnIsa::avx2: return {avx2::kRows, avx2::kCols, &avx2::tile};
-    case OwnIsa::portable: break;
-  }
-  return {portable::kRows, portable::kCols, &portable::tile};
-}
-
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t roundUp(int64_t a, int64_t b) { return ceilDiv(a, b) * b; }
 
-// A's rows [i0, i0 + rows) and terms [p0, p0 + kc) as panels of `height` rows, each kc x height
-// (row-major, zeros past the last row).
-void packA(const GemmOperands& g, const float* a, int64_t i0, int64_t rows, int64_t p0, int64_t kc, int height,
-           float* out) {
-  for (int64_t ip = 0; ip < rows; ip += height, out += kc * height) {
-    const int64_t live = std::min<int64_t>(height, rows - ip);
+// A's rows [i0, i0 + rows) and terms [p0, p0 + kc) as panels of H rows, each kc x H (row-major,
+// zeros past the last row). Each of A's rows or columns is read along its contiguous direction.
+template <int H>
+void packA(const GemmOperands& g, const float* a, int64_t i0, int64_t rows, int64_t p0, int64_t kc, float* out) {
+  for (int64_t ip = 0; ip < rows; ip += H, out += kc * H) {
+    const int64_t live = std::min<int64_t>(H, rows - ip);
     const float* from = a + (i0 + ip) * g.aRow + p0 * g.aCol;
-    for (int64_t p = 0; p < kc; ++p) {
-      float* to = out + p * height;
-      for (int64_t r = 0; r < live; ++r) to[r] = from[r * g.aRow + p * g.aCol];
-      for (int64_t r = live; r < height; ++r) to[r] = 0.0f;
-    }
+    if (live < H) std::fill_n(out, kc * H, 0.0f);
+    if (g.aRow == 1 && live == H)  // A^T: a term's rows lie together
+      for (int64_t p = 0; p < kc; ++p) std::memcpy(out + p * H, from + p * g.aCol, sizeof(float) * H);
+    else
+      for (int64_t r = 0; r < live; ++r) {
+        const float* row = from + r * g.aRow;
+        for (int64_t p = 0; p < kc; ++p) out[p * H + r] = row[p * g.aCol];
+      }
   }
 }
 
-// B's terms [p0, p0 + kc) and columns [j0, j0 + cols) as panels of `width` columns, each kc x width.
-void packB(const GemmOperands& g, const float* b, int64_t p0, int64_t kc, int64_t j0, int64_t cols, int width,
-           float* out) {
-  for (int64_t jp = 0; jp < cols; jp += width, out += kc * width) {
-    const int64_t live = std::min<int64_t>(width, cols - jp);
+// B's terms [p0, p0 + kc) and columns [j0, j0 + cols) as panels of W columns, each kc x W.
+template <int W>
+void packB(const GemmOperands& g, const float* b, int64_t p0, int64_t kc, int64_t j0, int64_t cols, float* out) {
+  for (int64_t jp = 0; jp < cols; jp += W, out += kc * W) {
+    const int64_t live = std::min<int64_t>(W, cols - jp);
     const float* from = b + p0 * g.bRow + (j0 + jp) * g.bCol;
-    for (int64_t p = 0; p < kc; ++p) {
-      float* to = out + p * width;
-      for (int64_t j = 0; j < live; ++j) to[j] = from[p * g.bRow + j * g.bCol];
-      for (int64_t j = live; j < width; ++j) to[j] = 0.0f;
-    }
+    if (live < W) std::fill_n(out, kc * W, 0.0f);
+    if (g.bCol == 1 && live == W)  // a term's columns lie together
+      for (int64_t p = 0; p < kc; ++p) std::memcpy(out + p * W, from + p * g.bRow, sizeof(float) * W);
+    else
+      for (int64_t j = 0; j < live; ++j) {
+        const float* column = from + j * g.bCol;
+        for (int64_t p = 0; p < kc; ++p) out[p * W + j] = column[p * g.bRow];
+      }
   }
+}
+
+// An ISA's register tile and the packing of its panels.
+struct Tile {
+  int rows, cols;
+  void (*run)(int64_t, const float*, const float*, float*, int64_t, bool);
+  void (*packA)(const GemmOperands&, const float*, int64_t, int64_t, int64_t, int64_t, float*);
+  void (*packB)(const GemmOperands&, const float*, int64_t, int64_t, int64_t, int64_t, float*);
+};
+
+template <int Rows, int Cols, auto Run>
+constexpr Tile tileOf() {
+  return {Rows, Cols, Run, &packA<Rows>, &packB<Cols>};
+}
+
+Tile tileFor(OwnIsa isa) {
+  switch (isa) {
+    case OwnIsa::avx512: return tileOf<avx512::kRows, avx512::kCols, &avx512::tile>();
+    case OwnIsa::avx2: return tileOf<avx2::kRows, avx2::kCols, &avx2::tile>();
+    case OwnIsa::portable: break;
+  }
+  return tileOf<portable::kRows, portable::kCols, &portable::tile>();
 }
 
 // One task: rows [i0, i1) and columns [j0, j1) of batch entry s, on the calling thread.
@@ -123,10 +138,10 @@ void task(const GemmOperands& g, const Tile& t, int64_t s, int64_t i0, int64_t i
   for (int64_t p0 = 0; p0 < g.k; p0 += kDepth) {
     const int64_t kc = std::min(kDepth, g.k - p0);
     const bool accumulate = p0 > 0;
-    packB(g, b, p0, kc, j0, cols, t.cols, bp);
+    t.packB(g, b, p0, kc, j0, cols, bp);
     for (int64_t ib = i0; ib < i1; ib += kMostRows) {
       const int64_t rows = std::min(kMostRows, i1 - ib);
-      packA(g, a, ib, rows, p0, kc, t.rows, ap);
+      t.packA(g, a, ib, rows, p0, kc, ap);
       for (int64_t jp = 0; jp < cols; jp += t.cols)
         for (int64_t ip = 0; ip < rows; ip += t.rows) {
           float* to = c + (ib + ip) * g.n + j0 + jp;
