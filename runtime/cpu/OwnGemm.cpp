@@ -71,36 +71,51 @@ int64_t roundUp(int64_t a, int64_t b) { return ceilDiv(a, b) * b; }
 
 // A's rows [i0, i0 + rows) and terms [p0, p0 + kc) as panels of H rows, each kc x H (row-major,
 // zeros past the last row). Each of A's rows or columns is read along its contiguous direction.
-template <int H>
+// Lines: the ISA's transposeLines<H, H> for whole panels of rows contiguous along the sum (A
+// itself, not A^T), or null.
+template <int H, auto Lines>
 void packA(const GemmOperands& g, const float* a, int64_t i0, int64_t rows, int64_t p0, int64_t kc, float* out) {
   for (int64_t ip = 0; ip < rows; ip += H, out += kc * H) {
     const int64_t live = std::min<int64_t>(H, rows - ip);
     const float* from = a + (i0 + ip) * g.aRow + p0 * g.aCol;
     if (live < H) std::fill_n(out, kc * H, 0.0f);
-    if (g.aRow == 1 && live == H)  // A^T: a term's rows lie together
+    if (g.aRow == 1 && live == H) {  // A^T: a term's rows lie together
       for (int64_t p = 0; p < kc; ++p) std::memcpy(out + p * H, from + p * g.aCol, sizeof(float) * H);
-    else
-      for (int64_t r = 0; r < live; ++r) {
-        const float* row = from + r * g.aRow;
-        for (int64_t p = 0; p < kc; ++p) out[p * H + r] = row[p * g.aCol];
+      continue;
+    }
+    if constexpr (Lines != nullptr)
+      if (g.aCol == 1 && live == H) {
+        Lines(from, g.aRow, kc, out);
+        continue;
       }
+    for (int64_t r = 0; r < live; ++r) {
+      const float* row = from + r * g.aRow;
+      for (int64_t p = 0; p < kc; ++p) out[p * H + r] = row[p * g.aCol];
+    }
   }
 }
 
 // B's terms [p0, p0 + kc) and columns [j0, j0 + cols) as panels of W columns, each kc x W.
-template <int W>
+// Lines: the ISA's transposeLines<W, W> for whole panels of B^T's columns, or null.
+template <int W, auto Lines>
 void packB(const GemmOperands& g, const float* b, int64_t p0, int64_t kc, int64_t j0, int64_t cols, float* out) {
   for (int64_t jp = 0; jp < cols; jp += W, out += kc * W) {
     const int64_t live = std::min<int64_t>(W, cols - jp);
     const float* from = b + p0 * g.bRow + (j0 + jp) * g.bCol;
     if (live < W) std::fill_n(out, kc * W, 0.0f);
-    if (g.bCol == 1 && live == W)  // a term's columns lie together
+    if (g.bCol == 1 && live == W) {  // a term's columns lie together
       for (int64_t p = 0; p < kc; ++p) std::memcpy(out + p * W, from + p * g.bRow, sizeof(float) * W);
-    else
-      for (int64_t j = 0; j < live; ++j) {
-        const float* column = from + j * g.bCol;
-        for (int64_t p = 0; p < kc; ++p) out[p * W + j] = column[p * g.bRow];
+      continue;
+    }
+    if constexpr (Lines != nullptr)
+      if (g.bRow == 1 && live == W) {
+        Lines(from, g.bCol, kc, out);
+        continue;
       }
+    for (int64_t j = 0; j < live; ++j) {
+      const float* column = from + j * g.bCol;
+      for (int64_t p = 0; p < kc; ++p) out[p * W + j] = column[p * g.bRow];
+    }
   }
 }
 
@@ -112,15 +127,17 @@ struct Tile {
   void (*packB)(const GemmOperands&, const float*, int64_t, int64_t, int64_t, int64_t, float*);
 };
 
-template <int Rows, int Cols, auto Run>
+template <int Rows, int Cols, auto Run, auto RowLines = nullptr, auto ColumnLines = nullptr>
 constexpr Tile tileOf() {
-  return {Rows, Cols, Run, &packA<Rows>, &packB<Cols>};
+  return {Rows, Cols, Run, &packA<Rows, RowLines>, &packB<Cols, ColumnLines>};
 }
 
 Tile tileFor(OwnIsa isa) {
   switch (isa) {
-    case OwnIsa::avx512: return tileOf<avx512::kRows, avx512::kCols, &avx512::tile>();
-    case OwnIsa::avx2: return tileOf<avx2::kRows, avx2::kCols, &avx2::tile>();
+    case OwnIsa::avx512: return tileOf<avx512::kRows, avx512::kCols, &avx512::tile, &avx512::transposeLines<avx512::kRows, avx512::kRows>,
+                                          &avx512::transposeLines<avx512::kCols, avx512::kCols>>();
+    case OwnIsa::avx2: return tileOf<avx2::kRows, avx2::kCols, &avx2::tile, &avx2::transposeLines<avx2::kRows, avx2::kRows>,
+                                        &avx2::transposeLines<avx2::kCols, avx2::kCols>>();
     case OwnIsa::portable: break;
   }
   return tileOf<portable::kRows, portable::kCols, &portable::tile>();
