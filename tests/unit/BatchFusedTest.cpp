@@ -70,7 +70,9 @@ TEST(BatchFusedTest, TheOptimizerUpdateIsOneKernel) {
   EXPECT_EQ(size_t(segmented[0]->integer("segments")), c.parameters) << "one segment per parameter tensor";
   // No update is left outside it: no other fused step runs its body.
   for (const Step& s : c.program.steps)
-    if (s.op == "fused" && &s != segmented[0]) EXPECT_NE(s.text("body"), segmented[0]->text("body"));
+    if (s.op == "fused" && &s != segmented[0]) {
+      EXPECT_NE(s.text("body"), segmented[0]->text("body"));
+    }
   // And it is one launch: the step queues one work item on the simulator.
   std::shared_ptr<Device> device = makeDevice(parseDeviceList("sim"), 0);
   Program one;
