@@ -219,9 +219,9 @@ void ownGemm(const GemmOperands& g) {
 
 namespace own_gemm {
 
-bool runs(const KernelCall& call) { return call.in[0].dtype == DType::f32 && ownIsa() != OwnIsa::portable; }
+bool runs(const KernelCall& call) { return call.in[0].dtype == DType::f32 && cpuOwnIsa() != OwnIsa::portable; }
 
-bool pays(const KernelCall&) { return ownIsa() == OwnIsa::avx2; }
+bool pays(const KernelCall&) { return cpuOwnIsa() == OwnIsa::avx2; }
 
 void matmul(KernelCall& call) {
   const TensorView &a = call.in[0], &b = call.in[1], &c = call.out[0];

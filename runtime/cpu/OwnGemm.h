@@ -33,9 +33,11 @@ struct GemmOperands {
 void ownGemm(const GemmOperands& g);
 
 namespace own_gemm {
-// f32, and an ISA with vectors (the portable copy is for tests: a std::fma call per term).
+// f32 on a CPU with vectors: the portable copy (a std::fma call per term) runs where
+// SPMD_MAX_CPU_ISA=portable caps a vector CPU, so that the cap changes no choice and no bit, but
+// not on a CPU without AVX2, where it would be slower than oneDNN.
 bool runs(const KernelCall& call);
-// Where it paid untimed (SPMD_KERNEL_TIMING=0): AVX2 without AVX-512.
+// Where it paid untimed (SPMD_KERNEL_TIMING=0): CPUs with AVX2 and without AVX-512, whatever the cap.
 bool pays(const KernelCall& call);
 // inputs: lhs, rhs, bias (optional); output: result ([M, N] or [B, M, N], row-major).
 void matmul(KernelCall& call);

@@ -87,7 +87,7 @@ TEST(ConvVariantTest, EachVariantRunsExactlyWhereItsEntrySaysAndMatchesTheRefere
   // Every variant of every direction ran somewhere.
   for (const VariantSet* set : cpu::cpuVariantSets())
     for (const KernelVariant& v : set->variants)
-      if (std::string(v.name) != "own" || cpu::ownIsa() != cpu::OwnIsa::portable)  // own: vector ISAs only
+      if (std::string(v.name) != "own" || cpu::cpuOwnIsa() != cpu::OwnIsa::portable)  // own: vector CPUs only
         EXPECT_GT(ran[std::string(set->op) + " " + v.name], 0) << set->op << " " << v.name << " ran on no case";
   // Spot checks, written from the shapes alone: Winograd's paths on 3x3 stride-1 blocked steps
   // (grouped up to 64 channels), the GEMMs on stride-2 blocked ones, the one-channel filter
@@ -100,7 +100,7 @@ TEST(ConvVariantTest, EachVariantRunsExactlyWhereItsEntrySaysAndMatchesTheRefere
   EXPECT_EQ(byCase["conv bwd filter 1 channel"], (Names{"single_channel", "onednn", "onednn_sliced"}));
   EXPECT_EQ(byCase["conv 3x3 pad1 bias/f32"], (Names{"onednn", "onednn_sliced"}));
   EXPECT_EQ(byCase["conv 3x3 pad1 bias/f64"], (Names{"direct_f64"}));
-  EXPECT_EQ(byCase["matmul sliced A^T bias/f32"], cpu::ownIsa() == cpu::OwnIsa::portable
+  EXPECT_EQ(byCase["matmul sliced A^T bias/f32"], cpu::cpuOwnIsa() == cpu::OwnIsa::portable
                                                      ? (Names{"onednn", "onednn_sliced"})
                                                      : (Names{"own", "onednn", "onednn_sliced"}));
   EXPECT_EQ(byCase["matmul sliced A^T bias/f64"], (Names{"reference"}));
