@@ -2,9 +2,9 @@
 // (at most kMostCols) and each kDepth slice of the sum, B's block is packed into panels of one
 // tile's width; for each block of A's rows (at most kMostRows) A's is packed into panels of one
 // tile's height; then every tile of the block runs the register tile on a panel of each. A's
-// block stays in L2 while B's panels pass through L1. The work goes to the OpenMP pool as tasks
-// of (batch entry, column block, range of rows): enough for every thread, each packing its own
-// blocks, each result element computed by one task.
+// block stays in L2 while B's panels pass through L1. On the OpenMP pool: a batch of many entries
+// an entry a task; otherwise the threads share B's packed panels and take A's row blocks in turn.
+// Each result element is computed by one thread.
 #include "runtime/cpu/OwnGemm.h"
 
 #include <omp.h>
@@ -143,44 +143,97 @@ Tile tileFor(OwnIsa isa) {
   return tileOf<portable::kRows, portable::kCols, &portable::tile>();
 }
 
-// One task: rows [i0, i1) and columns [j0, j1) of batch entry s, on the calling thread.
-void task(const GemmOperands& g, const Tile& t, int64_t s, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
-  const float* a = g.a + s * g.aBatch;
-  const float* b = g.b + s * g.bBatch;
-  float* c = g.c + s * g.m * g.n;
-  const int64_t cols = j1 - j0;
-  float* bp = threadScratch(1, roundUp(cols, t.cols) * kDepth);
+// The tiles of A's packed row block [ib, ib + rows) against B's packed columns [j0, j0 + cols),
+// terms [p0, p0 + kc), into C (batch entry c) on the calling thread.
+void rowBlock(const GemmOperands& g, const Tile& t, const float* a, float* c, int64_t ib, int64_t rows, int64_t p0,
+              int64_t kc, int64_t j0, int64_t cols, const float* bp) {
   float* ap = threadScratch(0, kMostRows * kDepth);
   float edge[kMostTileFloats] = {};
-  for (int64_t p0 = 0; p0 < g.k; p0 += kDepth) {
-    const int64_t kc = std::min(kDepth, g.k - p0);
-    const bool accumulate = p0 > 0;
-    t.packB(g, b, p0, kc, j0, cols, bp);
-    for (int64_t ib = i0; ib < i1; ib += kMostRows) {
-      const int64_t rows = std::min(kMostRows, i1 - ib);
-      t.packA(g, a, ib, rows, p0, kc, ap);
-      for (int64_t jp = 0; jp < cols; jp += t.cols)
-        for (int64_t ip = 0; ip < rows; ip += t.rows) {
-          float* to = c + (ib + ip) * g.n + j0 + jp;
-          const float *panelA = ap + ip * kc, *panelB = bp + jp * kc;
-          if (ip + t.rows <= rows && jp + t.cols <= cols) {
-            t.run(kc, panelA, panelB, to, g.n, accumulate);
-            continue;
-          }
-          // A tile past the block's edge runs on `edge` (t.cols apart); its live part is copied.
-          const int64_t liveRows = std::min<int64_t>(t.rows, rows - ip), liveCols = std::min<int64_t>(t.cols, cols - jp);
-          if (accumulate)
-            for (int64_t r = 0; r < liveRows; ++r) std::copy_n(to + r * g.n, liveCols, edge + r * t.cols);
-          t.run(kc, panelA, panelB, edge, t.cols, accumulate);
-          for (int64_t r = 0; r < liveRows; ++r) std::copy_n(edge + r * t.cols, liveCols, to + r * g.n);
-        }
+  const bool accumulate = p0 > 0;
+  t.packA(g, a, ib, rows, p0, kc, ap);
+  for (int64_t jp = 0; jp < cols; jp += t.cols)
+    for (int64_t ip = 0; ip < rows; ip += t.rows) {
+      float* to = c + (ib + ip) * g.n + j0 + jp;
+      const float *panelA = ap + ip * kc, *panelB = bp + jp * kc;
+      if (ip + t.rows <= rows && jp + t.cols <= cols) {
+        t.run(kc, panelA, panelB, to, g.n, accumulate);
+        continue;
+      }
+      // A tile past the block's edge runs on `edge` (t.cols apart); its live part is copied.
+      const int64_t liveRows = std::min<int64_t>(t.rows, rows - ip), liveCols = std::min<int64_t>(t.cols, cols - jp);
+      if (accumulate)
+        for (int64_t r = 0; r < liveRows; ++r) std::copy_n(to + r * g.n, liveCols, edge + r * t.cols);
+      t.run(kc, panelA, panelB, edge, t.cols, accumulate);
+      for (int64_t r = 0; r < liveRows; ++r) std::copy_n(edge + r * t.cols, liveCols, to + r * g.n);
     }
-  }
+}
+
+// Rows [i0, i1) of batch entry c once every slice is in: zeros for an empty sum, then the bias.
+void finishRows(const GemmOperands& g, float* c, int64_t i0, int64_t i1) {
   for (int64_t i = i0; i < i1; ++i) {
     float* row = c + i * g.n;
-    if (g.k == 0) std::fill(row + j0, row + j1, 0.0f);
+    if (g.k == 0) std::fill(row, row + g.n, 0.0f);
     if (g.bias)
-      for (int64_t j = j0; j < j1; ++j) row[j] = row[j] + g.bias[j];
+      for (int64_t j = 0; j < g.n; ++j) row[j] = row[j] + g.bias[j];
+  }
+}
+
+// Runs f, keeping the first exception (the scratch's allocation) for the caller's thread: none
+// may leave an OpenMP region.
+template <typename F>
+void guarded(std::exception_ptr& failure, F f) {
+  try {
+    f();
+  } catch (...) {
+#pragma omp critical(spmd_own_gemm_failure)
+    if (!failure) failure = std::current_exception();
+  }
+}
+
+// Many batch entries (attention's heads): each task a batch entry's whole product, on one thread.
+void perEntry(const GemmOperands& g, const Tile& t, int64_t colBlock, std::exception_ptr& failure) {
+#pragma omp parallel for schedule(dynamic)
+  for (int64_t s = 0; s < g.batch; ++s)
+    guarded(failure, [&] {
+      const float *a = g.a + s * g.aBatch, *b = g.b + s * g.bBatch;
+      float* c = g.c + s * g.m * g.n;
+      float* bp = threadScratch(1, roundUp(colBlock, t.cols) * kDepth);
+      for (int64_t j0 = 0; j0 < g.n; j0 += colBlock)
+        for (int64_t p0 = 0; p0 < g.k; p0 += kDepth) {
+          const int64_t cols = std::min(colBlock, g.n - j0), kc = std::min(kDepth, g.k - p0);
+          t.packB(g, b, p0, kc, j0, cols, bp);
+          for (int64_t ib = 0; ib < g.m; ib += kMostRows)
+            rowBlock(g, t, a, c, ib, std::min(kMostRows, g.m - ib), p0, kc, j0, cols, bp);
+        }
+      finishRows(g, c, 0, g.m);
+    });
+}
+
+// One batch entry on the whole pool, BLIS's way: per column block and slice the threads pack B's
+// panels into one shared buffer, then take A's row blocks in turn (dynamically: a thread slowed
+// by a neighbour takes fewer), each block's tiles on one thread.
+void shared(const GemmOperands& g, const Tile& t, int64_t s, int64_t colBlock, std::exception_ptr& failure) {
+  const float *a = g.a + s * g.aBatch, *b = g.b + s * g.bBatch;
+  float* c = g.c + s * g.m * g.n;
+  float* bp = threadScratch(2, roundUp(colBlock, t.cols) * kDepth);  // the caller's: every thread reads it
+  const int64_t rowBlocks = ceilDiv(g.m, kMostRows);
+#pragma omp parallel
+  {
+    for (int64_t j0 = 0; j0 < g.n; j0 += colBlock)
+      for (int64_t p0 = 0; p0 < g.k; p0 += kDepth) {
+        const int64_t cols = std::min(colBlock, g.n - j0), kc = std::min(kDepth, g.k - p0);
+#pragma omp for schedule(static)
+        for (int64_t jp = 0; jp < cols; jp += t.cols)
+          t.packB(g, b, p0, kc, j0 + jp, std::min<int64_t>(t.cols, cols - jp), bp + jp * kc);
+#pragma omp for schedule(dynamic)
+        for (int64_t r = 0; r < rowBlocks; ++r)
+          guarded(failure, [&] {
+            const int64_t ib = r * kMostRows;
+            rowBlock(g, t, a, c, ib, std::min(kMostRows, g.m - ib), p0, kc, j0, cols, bp);
+          });
+      }
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < rowBlocks; ++r) finishRows(g, c, r * kMostRows, std::min(g.m, (r + 1) * kMostRows));
   }
 }
 
@@ -191,28 +244,12 @@ void ownGemm(const GemmOperands& g) {
   const OwnIsa isa = ownIsa();
   markOwnIsaRun(isa);
   const Tile t = tileFor(isa);
-  // Column blocks, then row ranges until every thread has work: a multiple of the thread count,
-  // or at least four tasks a thread.
-  const int64_t threads = omp_get_max_threads();
   const int64_t colBlock = roundUp(ceilDiv(g.n, ceilDiv(g.n, kMostCols)), t.cols);
-  const int64_t colBlocks = ceilDiv(g.n, colBlock);
-  int64_t rowRanges = 1;
-  auto balanced = [&](int64_t tasks) { return tasks % threads == 0 || tasks >= 4 * threads; };
-  while (!balanced(g.batch * colBlocks * rowRanges) && rowRanges * t.rows < g.m) ++rowRanges;
-  const int64_t rowRange = roundUp(ceilDiv(g.m, rowRanges), t.rows);
-  rowRanges = ceilDiv(g.m, rowRange);
-  const int64_t tasks = g.batch * colBlocks * rowRanges;
   std::exception_ptr failure;
-#pragma omp parallel for schedule(dynamic) if (tasks > 1)
-  for (int64_t n = 0; n < tasks; ++n) {
-    const int64_t range = n % rowRanges, block = n / rowRanges % colBlocks, s = n / rowRanges / colBlocks;
-    try {
-      task(g, t, s, range * rowRange, std::min(g.m, (range + 1) * rowRange), block * colBlock,
-           std::min(g.n, (block + 1) * colBlock));
-    } catch (...) {  // the scratch's allocation: rethrown on the caller's thread
-#pragma omp critical(spmd_own_gemm_failure)
-      if (!failure) failure = std::current_exception();
-    }
+  if (g.batch >= 2 * omp_get_max_threads()) {
+    perEntry(g, t, colBlock, failure);
+  } else {
+    for (int64_t s = 0; s < g.batch && !failure; ++s) shared(g, t, s, colBlock, failure);
   }
   if (failure) std::rethrow_exception(failure);
 }
