@@ -75,22 +75,26 @@ int64_t roundUp(int64_t a, int64_t b) { return ceilDiv(a, b) * b; }
 // itself, not A^T), or null.
 template <int H, auto Lines>
 void packA(const GemmOperands& g, const float* a, int64_t i0, int64_t rows, int64_t p0, int64_t kc, float* out) {
-  for (int64_t ip = 0; ip < rows; ip += H, out += kc * H) {
+  // A^T: a term's rows lie together. Each term's row segment is read once into every whole panel
+  // (panel by panel, the terms' lines lie a row of A^T apart and thrash L1's sets).
+  const int64_t whole = g.aRow == 1 ? rows / H * H : 0;
+  for (int64_t p = 0; whole && p < kc; ++p) {
+    const float* from = a + i0 + (p0 + p) * g.aCol;
+    for (int64_t ip = 0; ip < whole; ip += H) std::memcpy(out + ip * kc + p * H, from + ip, sizeof(float) * H);
+  }
+  for (int64_t ip = whole; ip < rows; ip += H) {
+    float* panel = out + ip * kc;
     const int64_t live = std::min<int64_t>(H, rows - ip);
     const float* from = a + (i0 + ip) * g.aRow + p0 * g.aCol;
-    if (live < H) std::fill_n(out, kc * H, 0.0f);
-    if (g.aRow == 1 && live == H) {  // A^T: a term's rows lie together
-      for (int64_t p = 0; p < kc; ++p) std::memcpy(out + p * H, from + p * g.aCol, sizeof(float) * H);
-      continue;
-    }
+    if (live < H) std::fill_n(panel, kc * H, 0.0f);
     if constexpr (Lines != nullptr)
       if (g.aCol == 1 && live == H) {
-        Lines(from, g.aRow, kc, out);
+        Lines(from, g.aRow, kc, panel);
         continue;
       }
     for (int64_t r = 0; r < live; ++r) {
       const float* row = from + r * g.aRow;
-      for (int64_t p = 0; p < kc; ++p) out[p * H + r] = row[p * g.aCol];
+      for (int64_t p = 0; p < kc; ++p) panel[p * H + r] = row[p * g.aCol];
     }
   }
 }
