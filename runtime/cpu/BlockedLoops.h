@@ -1,6 +1,6 @@
-// Host-loop helpers shared by the CPU convolutions written here (runtime/cpu/Winograd.cpp,
-// runtime/cpu/StridedConv.cpp): per-thread scratch and OpenMP loops over rows of work that
-// dispatch on the activations' channel block.
+// Host-loop helpers shared by the CPU kernels written here (runtime/cpu/Winograd.cpp,
+// runtime/cpu/StridedConv.cpp, the GEMM's packed panels in runtime/cpu/OwnGemm.cpp): per-thread
+// scratch and OpenMP loops over rows of work that dispatch on the activations' channel block.
 #pragma once
 
 #include <cstdint>

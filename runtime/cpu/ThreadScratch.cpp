@@ -1,4 +1,4 @@
-// Per-thread scratch of the CPU's own convolutions (runtime/cpu/BlockedLoops.h). The chunked
+// Per-thread scratch of the CPU's own convolutions and GEMM (runtime/cpu/BlockedLoops.h). The chunked
 // Winograd's filter transforms are tens of MB written 36 or 16 planes at a time (a plane per
 // point of the transform, each a page or more from the next): on 4 KiB pages every row written
 // touches another page, and the TLB misses cost more than the arithmetic (Winograd F(4x4, 3x3) at
@@ -42,7 +42,7 @@ float* threadScratch(int which, int64_t elements) {
     const size_t rounded = (bytes + alignment - 1) / alignment * alignment;
     void* p = std::aligned_alloc(alignment, rounded);
     if (!p)
-      throw Error("the CPU convolutions' scratch could not take " + std::to_string(rounded >> 20) +
+      throw Error("the CPU kernels' scratch (convolutions, GEMM) could not take " + std::to_string(rounded >> 20) +
                   " MiB more host memory: lower the batch per replica or free memory");
     if (huge) madvise(p, rounded, MADV_HUGEPAGE);  // advice only: without it, 4 KiB pages
     b.data.reset(static_cast<float*>(p));
