@@ -34,6 +34,7 @@
 #include "runtime/mpi/Processes.h"
 #include "runtime/cuda/Cuda.h"
 #include "runtime/cuda/CudnnGraph.h"
+#include "runtime/cuda/CudnnTypes.h"
 #include "runtime/cuda/Kernels.h"
 #include "runtime/program/Layouts.h"
 #include "runtime/program/OpAttrs.h"
@@ -81,12 +82,6 @@ cudnnTensorDescriptor_t tensor(const TensorView& t, cudnnDataType_t type) {
   return d;
 }
 
-cudnnDataType_t dataType(DType t) {
-  if (t == DType::f64) return CUDNN_DATA_DOUBLE;
-  if (t == DType::bf16) return CUDNN_DATA_BFLOAT16;
-  return CUDNN_DATA_FLOAT;
-}
-
 // x: NCHW input, w: OIHW filter, y: NCHW output of the forward convolution.
 // `tf32`: f32 may run on tensor cores (SPMD_ALLOW_TF32=1).
 std::unique_ptr<ConvPlan> plan(const KernelCall& call, const TensorView& x, const TensorView& w, const TensorView& y,
@@ -94,7 +89,7 @@ std::unique_ptr<ConvPlan> plan(const KernelCall& call, const TensorView& x, cons
   auto p = std::make_unique<ConvPlan>();
   // bf16 tensors accumulate in f32 (cuDNN's pseudo-bf16 configuration), on tensor cores: their
   // products are exact in f32, so tensor cores change only the order of the f32 sums.
-  const cudnnDataType_t type = dataType(x.dtype), compute = x.dtype == DType::f64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
+  const cudnnDataType_t type = cudnnDataTypeOf(x.dtype), compute = x.dtype == DType::f64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
   p->x = tensor(x, type);
   p->y = tensor(y, type);
   checkDnn(cudnnCreateFilterDescriptor(&p->w), "filter descriptor");
@@ -376,7 +371,7 @@ void conv2d(KernelCall& call) {
   if (call.in.size() > 2 && !biasFirst && !p.bias) {
     checkDnn(cudnnCreateTensorDescriptor(&p.bias), "bias descriptor");
     checkDnn(cudnnSetTensor4dDescriptor(p.bias, channelsLast(y) ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW,
-                                        dataType(x.dtype), 1, int(y.dim(1)), 1, 1),
+                                        cudnnDataTypeOf(x.dtype), 1, int(y.dim(1)), 1, 1),
              "bias descriptor");
   }
   if (biasFirst) writeChannelBias(call, call.in[2], y);

@@ -9,18 +9,19 @@
 #include <cstdint>
 
 #include "runtime/base/Error.h"
+#include "runtime/cuda/CudnnTypes.h"
 
 namespace spmd::runtime::cuda {
 namespace {
 
-void checkDnn(cudnnStatus_t status, const std::string& what) {
+void checkGraph(cudnnStatus_t status, const std::string& what) {
   if (status != CUDNN_STATUS_SUCCESS) throw Error("cuDNN graph API: " + what + " failed: " + cudnnGetErrorString(status));
 }
 
 // A backend descriptor, destroyed with it.
 class Handle {
  public:
-  explicit Handle(cudnnBackendDescriptorType_t type) { checkDnn(cudnnBackendCreateDescriptor(type, &d_), "descriptor"); }
+  explicit Handle(cudnnBackendDescriptorType_t type) { checkGraph(cudnnBackendCreateDescriptor(type, &d_), "descriptor"); }
   ~Handle() {
     if (d_) cudnnBackendDestroyDescriptor(d_);
   }
@@ -32,9 +33,9 @@ class Handle {
   template <typename T>
   void set(cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t type, int64_t count, const T* values,
            const char* what) {
-    checkDnn(cudnnBackendSetAttribute(d_, name, type, count, values), std::string("setting ") + what);
+    checkGraph(cudnnBackendSetAttribute(d_, name, type, count, values), std::string("setting ") + what);
   }
-  void finalize(const std::string& what) { checkDnn(cudnnBackendFinalize(d_), "finalizing " + what); }
+  void finalize(const std::string& what) { checkGraph(cudnnBackendFinalize(d_), "finalizing " + what); }
 
  private:
   cudnnBackendDescriptor_t d_ = nullptr;
@@ -66,12 +67,6 @@ constexpr int64_t kX = 'x', kW = 'w', kY = 'y', kBias = 'b', kConvOut = 'c', kBi
 // run() checks it.
 constexpr int64_t kAlignment = 16;
 
-cudnnDataType_t dataType(DType t) {
-  if (t == DType::f64) return CUDNN_DATA_DOUBLE;
-  if (t == DType::bf16) return CUDNN_DATA_BFLOAT16;
-  return CUDNN_DATA_FLOAT;
-}
-
 // An [N, C, H, W] tensor, packed NCHW, or NHWC where `channelsLast` (the strides say which).
 Owned tensor(const int64_t (&dims)[4], int64_t id, cudnnDataType_t type, bool isVirtual = false,
              bool channelsLast = false) {
@@ -97,15 +92,15 @@ Owned tensor(const int64_t (&dims)[4], int64_t id, cudnnDataType_t type, bool is
 Variant describe(cudnnBackendDescriptor_t config, bool* strictNan) {
   Handle engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
   int64_t count = 0;
-  checkDnn(cudnnBackendGetAttribute(config, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &count,
+  checkGraph(cudnnBackendGetAttribute(config, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &count,
                                     engine.address()),
            "reading a configuration's engine");
   int64_t index = -1;
-  checkDnn(cudnnBackendGetAttribute(engine.get(), CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &count, &index),
+  checkGraph(cudnnBackendGetAttribute(engine.get(), CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &count, &index),
            "reading an engine's index");
   cudnnBackendNumericalNote_t notes[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
   int64_t noteCount = 0;
-  checkDnn(cudnnBackendGetAttribute(engine.get(), CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
+  checkGraph(cudnnBackendGetAttribute(engine.get(), CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
                                     CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &noteCount, notes),
            "reading an engine's numerical notes");
   Variant v{std::string(1, 'g'), true, false};  // not "g" + ...: GCC 12 warns wrongly (-Wrestrict)
@@ -122,16 +117,16 @@ Variant describe(cudnnBackendDescriptor_t config, bool* strictNan) {
   std::vector<Owned> knobs;
   std::vector<cudnnBackendDescriptor_t> raw = blanks(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR, CUDNN_KNOB_TYPE_COUNTS, knobs);
   int64_t knobCount = 0;
-  checkDnn(cudnnBackendGetAttribute(config, CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+  checkGraph(cudnnBackendGetAttribute(config, CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR,
                                     CUDNN_KNOB_TYPE_COUNTS, &knobCount, raw.data()),
            "reading a configuration's knobs");
   std::vector<std::pair<int64_t, int64_t>> choices;
   for (int64_t i = 0; i < knobCount && i < CUDNN_KNOB_TYPE_COUNTS; ++i) {
     cudnnBackendKnobType_t type{};
     int64_t value = 0, n = 0;
-    checkDnn(cudnnBackendGetAttribute(raw[size_t(i)], CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, 1, &n, &type),
+    checkGraph(cudnnBackendGetAttribute(raw[size_t(i)], CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, 1, &n, &type),
              "reading a knob's type");
-    checkDnn(cudnnBackendGetAttribute(raw[size_t(i)], CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64, 1, &n, &value),
+    checkGraph(cudnnBackendGetAttribute(raw[size_t(i)], CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64, 1, &n, &value),
              "reading a knob's value");
     choices.push_back({int64_t(type), value});
   }
@@ -160,7 +155,7 @@ GraphConv::GraphConv(void* handle, ConvRole role, DType dtype, const ConvShapes&
   d_->handle = static_cast<cudnnHandle_t>(handle);
   d_->bias = bias && role == ConvRole::Forward;
   d_->relu = relu && role == ConvRole::Forward;
-  const cudnnDataType_t type = dataType(dtype), compute = dtype == DType::f64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
+  const cudnnDataType_t type = cudnnDataTypeOf(dtype), compute = dtype == DType::f64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
   Handle* x = d_->parts.emplace_back(tensor(s.x, kX, type, false, s.xLast)).get();
   Handle* w = d_->parts.emplace_back(tensor(s.w, kW, type)).get();
   // With a fused bias or relu the convolution writes a virtual tensor in the compute type that they
@@ -194,8 +189,8 @@ GraphConv::GraphConv(void* handle, ConvRole role, DType dtype, const ConvShapes&
     op->set(second, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &tb, "an operand");
     op->set(third, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &tc, "an operand");
     op->set(convDesc, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cd, "the convolution of an operation");
-    checkDnn(cudnnBackendSetAttribute(op->get(), alphaName, scaleType, 1, alpha), "setting alpha");
-    checkDnn(cudnnBackendSetAttribute(op->get(), betaName, scaleType, 1, beta), "setting beta");
+    checkGraph(cudnnBackendSetAttribute(op->get(), alphaName, scaleType, 1, alpha), "setting alpha");
+    checkGraph(cudnnBackendSetAttribute(op->get(), betaName, scaleType, 1, beta), "setting beta");
     op->finalize("the convolution operation");
     ops.push_back(op->get());
   };
@@ -260,14 +255,14 @@ GraphConv::GraphConv(void* handle, ConvRole role, DType dtype, const ConvShapes&
     heur.set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &heuristic, "the heuristic's mode");
     if (cudnnBackendFinalize(heur.get()) != CUDNN_STATUS_SUCCESS) continue;  // a mode with nothing for this graph
     int64_t count = 0;
-    checkDnn(cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count,
+    checkGraph(cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count,
                                       nullptr),
              "counting the heuristic's results");
     std::vector<Owned> configs;
     std::vector<cudnnBackendDescriptor_t> raw = blanks(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, count, configs);
     int64_t got = 0;
     if (count > 0)
-      checkDnn(cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, count,
+      checkGraph(cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, count,
                                         &got, raw.data()),
                "reading the heuristic's results");
     for (int64_t i = 0; i < got && i < count; ++i) {
@@ -302,12 +297,12 @@ std::string devicePropertiesJson(void* handle) {
   properties.set(CUDNN_ATTR_DEVICEPROP_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle, "the device's handle");
   properties.finalize("the device properties");
   int64_t size = 0;
-  checkDnn(cudnnBackendGetAttribute(properties.get(), CUDNN_ATTR_DEVICEPROP_JSON_REPRESENTATION, CUDNN_TYPE_CHAR, 0, &size,
+  checkGraph(cudnnBackendGetAttribute(properties.get(), CUDNN_ATTR_DEVICEPROP_JSON_REPRESENTATION, CUDNN_TYPE_CHAR, 0, &size,
                                     nullptr),
            "sizing the device properties' JSON");
   std::string json(size_t(std::max<int64_t>(size, 0)), '\0');
   int64_t written = 0;
-  checkDnn(cudnnBackendGetAttribute(properties.get(), CUDNN_ATTR_DEVICEPROP_JSON_REPRESENTATION, CUDNN_TYPE_CHAR, size,
+  checkGraph(cudnnBackendGetAttribute(properties.get(), CUDNN_ATTR_DEVICEPROP_JSON_REPRESENTATION, CUDNN_TYPE_CHAR, size,
                                     &written, json.data()),
            "reading the device properties' JSON");
   json.resize(size_t(std::clamp<int64_t>(written, 0, size)));
@@ -327,7 +322,7 @@ size_t GraphConv::prepare(const std::string& name) {
   p.plan->set(kPlanHandle, CUDNN_TYPE_HANDLE, 1, &d_->handle, "the plan's handle");
   p.plan->finalize("the execution plan of " + name);
   int64_t bytes = 0, n = 0;
-  checkDnn(cudnnBackendGetAttribute(p.plan->get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n, &bytes),
+  checkGraph(cudnnBackendGetAttribute(p.plan->get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n, &bytes),
            "reading the workspace size of " + name);
   p.workspace = size_t(std::max<int64_t>(bytes, 0));
   const size_t workspace = p.workspace;
@@ -352,7 +347,7 @@ void GraphConv::run(const std::string& name, const void* x, const void* w, const
   pack.set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, int64_t(ids.size()), ids.data(), "the data ids");
   pack.set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace, "the workspace");
   pack.finalize("the variant pack");
-  checkDnn(cudnnBackendExecute(d_->handle, it->second.plan->get(), pack.get()), "running " + name);
+  checkGraph(cudnnBackendExecute(d_->handle, it->second.plan->get(), pack.get()), "running " + name);
 }
 
 }  // namespace spmd::runtime::cuda

@@ -18,7 +18,7 @@
 namespace spmd::runtime::cuda {
 namespace {
 
-void check(nvrtcResult result, const char* what) {
+void checkNvrtc(nvrtcResult result, const char* what) {
   if (result != NVRTC_SUCCESS)
     throw Error(std::string("NVRTC ") + what + " failed: " + nvrtcGetErrorString(result));
 }
@@ -27,7 +27,7 @@ void check(nvrtcResult result, const char* what) {
 
 std::string nvrtcVersionString() {
   int major = 0, minor = 0;
-  check(nvrtcVersion(&major, &minor), "version query");
+  checkNvrtc(nvrtcVersion(&major, &minor), "version query");
   return std::to_string(major) + "." + std::to_string(minor);
 }
 
@@ -48,7 +48,7 @@ std::string compileCuda(const std::string& source, const std::string& arch) {
   }
 
   nvrtcProgram program;
-  check(nvrtcCreateProgram(&program, source.c_str(), "spmd_fused.cu", 0, nullptr, nullptr), "create");
+  checkNvrtc(nvrtcCreateProgram(&program, source.c_str(), "spmd_fused.cu", 0, nullptr, nullptr), "create");
   std::string archFlag = "--gpu-architecture=" + arch;
   const char* options[] = {archFlag.c_str(), "--std=c++17", "-default-device"};
   nvrtcResult compiled = nvrtcCompileProgram(program, 3, options);
@@ -64,13 +64,13 @@ std::string compileCuda(const std::string& source, const std::string& arch) {
   size_t size = 0;
   std::string binary;
   if (ptx) {
-    check(nvrtcGetPTXSize(program, &size), "PTX size");
+    checkNvrtc(nvrtcGetPTXSize(program, &size), "PTX size");
     binary.resize(size);
-    check(nvrtcGetPTX(program, binary.data()), "PTX");
+    checkNvrtc(nvrtcGetPTX(program, binary.data()), "PTX");
   } else {
-    check(nvrtcGetCUBINSize(program, &size), "CUBIN size");
+    checkNvrtc(nvrtcGetCUBINSize(program, &size), "CUBIN size");
     binary.resize(size);
-    check(nvrtcGetCUBIN(program, binary.data()), "CUBIN");
+    checkNvrtc(nvrtcGetCUBIN(program, binary.data()), "CUBIN");
   }
   nvrtcDestroyProgram(&program);
 

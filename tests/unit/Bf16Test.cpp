@@ -106,7 +106,7 @@ TEST(Bf16Test, RoundsToNearestEvenAsTheDefinitionSays) {
   // Every bf16 is an f32 that rounds to itself.
   for (uint32_t b = 0; b < 0x10000; ++b) {
     float v = fromBf16(bf16{uint16_t(b)});
-    if (!std::isnan(v)) ASSERT_EQ(toBf16(v).bits, b);
+    if (!std::isnan(v)) { ASSERT_EQ(toBf16(v).bits, b); }
   }
 }
 
@@ -259,7 +259,9 @@ TEST(Bf16Test, EveryOpComputesInF32BetweenBf16Roundings) {
     Program program = compile(*module, {.fuseElementwise = false});
     for (const Step& step : program.steps)
       for (int id : step.inputs)
-        if (step.op != "convert") ASSERT_NE(program.buffers[id].dtype, DType::bf16) << c.name << ": " << step.op << " reads bf16";
+        if (step.op != "convert") {
+          ASSERT_NE(program.buffers[id].dtype, DType::bf16) << c.name << ": " << step.op << " reads bf16";
+        }
     for (auto& [backend, device] : backends) {
       std::vector<Array> got = Executor(program, device).run(c.inputs);
       for (size_t o = 0; o < got.size(); ++o) {

@@ -98,10 +98,11 @@ TEST(CommunicatorTest, CpuCollectivesMatchReferenceAndAgreeBitwiseAcrossReplicas
         for (int r = 0; r < n; ++r)
           for (size_t i = 0; i < cpu[r].size(); ++i)
             spmd::testing::expectClose(cpu[r][i], reference[r][i], 0, 0, "replica " + std::to_string(r));
-        if (c.op == "all_reduce" || c.op == "all_gather")  // replicated results: same bits everywhere
+        if (c.op == "all_reduce" || c.op == "all_gather") {  // replicated results: same bits everywhere
           for (int r = 1; r < n; ++r)
             for (size_t i = 0; i < cpu[r].size(); ++i)
               EXPECT_EQ(std::memcmp(cpu[r][i].data(), cpu[0][i].data(), cpu[0][i].bytes()), 0);
+        }
       }
     }
   }

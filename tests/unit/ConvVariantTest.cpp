@@ -87,8 +87,9 @@ TEST(ConvVariantTest, EachVariantRunsExactlyWhereItsEntrySaysAndMatchesTheRefere
   // Every variant of every direction ran somewhere.
   for (const VariantSet* set : cpu::cpuVariantSets())
     for (const KernelVariant& v : set->variants)
-      if (std::string(v.name) != "own" || cpu::cpuOwnIsa() != cpu::OwnIsa::portable)  // own: vector CPUs only
+      if (std::string(v.name) != "own" || cpu::cpuOwnIsa() != cpu::OwnIsa::portable) {  // own: vector CPUs only
         EXPECT_GT(ran[std::string(set->op) + " " + v.name], 0) << set->op << " " << v.name << " ran on no case";
+      }
   // Spot checks, written from the shapes alone: Winograd's paths on 3x3 stride-1 blocked steps
   // (grouped up to 64 channels), the GEMMs on stride-2 blocked ones, the one-channel filter
   // gradient on the stem, only oneDNN (direct and sliced) on plain f32 convolutions, our GEMM too on f32 matmuls, only the direct f64

@@ -250,7 +250,7 @@ TEST_P(CudaKernelTest, EveryKernelMatchesTheReference) {
   }
   const std::set<std::string> skipped = {"all_reduce", "all_gather", "reduce_scatter", "ppermute", "all_to_all", "axis_index"};
   for (const auto& [op, _] : device->kernels())
-    if (!skipped.count(op)) EXPECT_TRUE(covered.count(op)) << "no kernel case for " << op;
+    if (!skipped.count(op)) { EXPECT_TRUE(covered.count(op)) << "no kernel case for " << op; }
 }
 
 // The convolution variant "gemm" (runtime/kernels/ConvGemm.h), pinned, on every convolution

@@ -225,8 +225,10 @@ TEST(RandomTest, DropoutUnderPmapDependsOnlyOnKeyReplicaAndStep) {
     for (int32_t r = 0; r < 4; ++r) {
       std::vector<double> row(y4.begin() + r * n, y4.begin() + (r + 1) * n);
       EXPECT_EQ(row, expectedDropout(stepKey, r, n, rate)) << "replica " << r << " step " << step;
-      if (r < 2) EXPECT_EQ(row, std::vector<double>(y2.begin() + r * n, y2.begin() + (r + 1) * n)) << "cpu:2";
-      if (r < 1) EXPECT_EQ(row, y1) << "cpu:1";
+      if (r < 2) {
+        EXPECT_EQ(row, std::vector<double>(y2.begin() + r * n, y2.begin() + (r + 1) * n)) << "cpu:2";
+      }
+      if (r < 1) { EXPECT_EQ(row, y1) << "cpu:1"; }
       int64_t kept = std::count_if(row.begin(), row.end(), [](double v) { return v != 0; });
       EXPECT_NEAR(double(kept) / double(n), 1 - rate, 0.06) << "replica " << r;
     }

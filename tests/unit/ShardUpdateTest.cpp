@@ -231,11 +231,13 @@ void expectSameBitsAsReplicated(const Case& c) {
   // of the step, all of these small parameters, are one; the gradients' reduce-scatters a few
   // (a bucket closes where a result is needed before the next gradient exists).
   const PlannedParameters planned = plannedParameters(shardedStep.lastProgram());
-  if (sharding == Sharding::Update) EXPECT_EQ(planned.gathers, 1) << shardedStep.lastProgramText();
-  if (kind == Optimizer::Sgd) EXPECT_LE(planned.scatters, 4) << shardedStep.lastProgramText();
+  if (sharding == Sharding::Update) {
+    EXPECT_EQ(planned.gathers, 1) << shardedStep.lastProgramText();
+  }
+  if (kind == Optimizer::Sgd) { EXPECT_LE(planned.scatters, 4) << shardedStep.lastProgramText(); }
   // With accumulation the slices are the devices' (checked above) and the whole step's program
   // says so; the micro-batch part gathers, the once-a-step part reduce-scatters.
-  if (accumulate > 1) EXPECT_EQ(shardedStep.lastProgram().microBatches, accumulate);
+  if (accumulate > 1) { EXPECT_EQ(shardedStep.lastProgram().microBatches, accumulate); }
   if (kind == Optimizer::Sgd) {  // clipping reads the whole gradient: Adam's keep their all_reduce
     const std::string text = shardedStep.lastProgramText();
     EXPECT_NE(text.find("reduce_scatter"), std::string::npos);

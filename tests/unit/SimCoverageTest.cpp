@@ -131,7 +131,9 @@ TEST(SimCoverageTest, EveryKernelTheCudaBackendLaunchesExecutesOnTheSimulator) {
   // What the CUDA backend runs of our own code is what the simulator runs.
   for (const auto& [op, kernel] : cudaKernels()) {
     const bool ours = kernel.source.find("kernel library") != std::string_view::npos || op == "fused";
-    if (ours) EXPECT_FALSE(libraryStandIn(simKernels().at(op))) << op << " runs our code on CUDA but not on sim";
+    if (ours) {
+      EXPECT_FALSE(libraryStandIn(simKernels().at(op))) << op << " runs our code on CUDA but not on sim";
+    }
   }
 #endif
 }
