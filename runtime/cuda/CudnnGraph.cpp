@@ -93,16 +93,16 @@ Variant describe(cudnnBackendDescriptor_t config, bool* strictNan) {
   Handle engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
   int64_t count = 0;
   checkGraph(cudnnBackendGetAttribute(config, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &count,
-                                    engine.address()),
-           "reading a configuration's engine");
+                                      engine.address()),
+             "reading a configuration's engine");
   int64_t index = -1;
   checkGraph(cudnnBackendGetAttribute(engine.get(), CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &count, &index),
-           "reading an engine's index");
+             "reading an engine's index");
   cudnnBackendNumericalNote_t notes[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
   int64_t noteCount = 0;
   checkGraph(cudnnBackendGetAttribute(engine.get(), CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
-                                    CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &noteCount, notes),
-           "reading an engine's numerical notes");
+                                      CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &noteCount, notes),
+             "reading an engine's numerical notes");
   Variant v{std::string(1, 'g'), true, false};  // not "g" + ...: GCC 12 warns wrongly (-Wrestrict)
   v.name += std::to_string(index);
   *strictNan = false;
@@ -118,16 +118,16 @@ Variant describe(cudnnBackendDescriptor_t config, bool* strictNan) {
   std::vector<cudnnBackendDescriptor_t> raw = blanks(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR, CUDNN_KNOB_TYPE_COUNTS, knobs);
   int64_t knobCount = 0;
   checkGraph(cudnnBackendGetAttribute(config, CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR,
-                                    CUDNN_KNOB_TYPE_COUNTS, &knobCount, raw.data()),
-           "reading a configuration's knobs");
+                                      CUDNN_KNOB_TYPE_COUNTS, &knobCount, raw.data()),
+             "reading a configuration's knobs");
   std::vector<std::pair<int64_t, int64_t>> choices;
   for (int64_t i = 0; i < knobCount && i < CUDNN_KNOB_TYPE_COUNTS; ++i) {
     cudnnBackendKnobType_t type{};
     int64_t value = 0, n = 0;
     checkGraph(cudnnBackendGetAttribute(raw[size_t(i)], CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, 1, &n, &type),
-             "reading a knob's type");
+               "reading a knob's type");
     checkGraph(cudnnBackendGetAttribute(raw[size_t(i)], CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64, 1, &n, &value),
-             "reading a knob's value");
+               "reading a knob's value");
     choices.push_back({int64_t(type), value});
   }
   std::sort(choices.begin(), choices.end());
@@ -256,15 +256,15 @@ GraphConv::GraphConv(void* handle, ConvRole role, DType dtype, const ConvShapes&
     if (cudnnBackendFinalize(heur.get()) != CUDNN_STATUS_SUCCESS) continue;  // a mode with nothing for this graph
     int64_t count = 0;
     checkGraph(cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count,
-                                      nullptr),
-             "counting the heuristic's results");
+                                        nullptr),
+               "counting the heuristic's results");
     std::vector<Owned> configs;
     std::vector<cudnnBackendDescriptor_t> raw = blanks(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, count, configs);
     int64_t got = 0;
     if (count > 0)
       checkGraph(cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, count,
-                                        &got, raw.data()),
-               "reading the heuristic's results");
+                                          &got, raw.data()),
+                 "reading the heuristic's results");
     for (int64_t i = 0; i < got && i < count; ++i) {
       Variant v;
       bool strictNan = false;
@@ -298,13 +298,13 @@ std::string devicePropertiesJson(void* handle) {
   properties.finalize("the device properties");
   int64_t size = 0;
   checkGraph(cudnnBackendGetAttribute(properties.get(), CUDNN_ATTR_DEVICEPROP_JSON_REPRESENTATION, CUDNN_TYPE_CHAR, 0, &size,
-                                    nullptr),
-           "sizing the device properties' JSON");
+                                      nullptr),
+             "sizing the device properties' JSON");
   std::string json(size_t(std::max<int64_t>(size, 0)), '\0');
   int64_t written = 0;
   checkGraph(cudnnBackendGetAttribute(properties.get(), CUDNN_ATTR_DEVICEPROP_JSON_REPRESENTATION, CUDNN_TYPE_CHAR, size,
-                                    &written, json.data()),
-           "reading the device properties' JSON");
+                                      &written, json.data()),
+             "reading the device properties' JSON");
   json.resize(size_t(std::clamp<int64_t>(written, 0, size)));
   while (!json.empty() && json.back() == '\0') json.pop_back();
   return json;
@@ -323,7 +323,7 @@ size_t GraphConv::prepare(const std::string& name) {
   p.plan->finalize("the execution plan of " + name);
   int64_t bytes = 0, n = 0;
   checkGraph(cudnnBackendGetAttribute(p.plan->get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n, &bytes),
-           "reading the workspace size of " + name);
+             "reading the workspace size of " + name);
   p.workspace = size_t(std::max<int64_t>(bytes, 0));
   const size_t workspace = p.workspace;
   d_->plans.emplace(name, std::move(p));
