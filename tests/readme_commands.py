@@ -4,8 +4,9 @@
 Each command (a logical line: continuations joined, comments dropped) must match one rule below:
   run      run it from a scratch directory (build/, scripts/, samples/ and /tmp paths mapped)
            with the smoke flags appended
-           (a sample trains 1 epoch on 512 images; a Google Benchmark program lists its
-           benchmarks; the last repeated flag wins, so appended flags override the README's);
+           (a sample trains 1 epoch on 512 images, width 64 as width 8; the PyTorch evaluation
+           reads 256 test images; a Google Benchmark program lists its benchmarks; the last
+           repeated flag wins, so appended flags override the README's);
   covered  another test runs it: a ctest test of that name must exist (or .ci/run must name the
            script), and a script's or program's --help must still list every flag the README
            passes it;
@@ -30,8 +31,8 @@ RULES = [
     (r"^bash scripts/main\.sh", "run", ([], SAMPLE_SMOKE)),
     (r"^bash scripts/(test|asan|tsan)\.sh|^FUZZ_SECONDS=\S+ bash scripts/fuzz\.sh", "covered", ".ci/run"),
     (r"^R=", "run", ([], "")),
-    (r"^\$R ", "run", ([(r"--max-steps 100", "--max-steps 2")], SAMPLE_SMOKE)),
-    (r"^/usr/bin/python3 samples/resnet18_fashion_mnist/eval_torch\.py", "run", ([], "")),
+    (r"^\$R ", "run", ([(r"--max-steps 100", "--max-steps 2"), (r"--width 64\b", "--width 8")], SAMPLE_SMOKE)),
+    (r"^/usr/bin/python3 samples/resnet18_fashion_mnist/eval_torch\.py", "run", ([], "--limit 256")),
     (r"^build/samples/resnet18/resnet18 ", "run", ([], "")),
     (r"^D=|^build/tools/spmd-(run|opt)/|^dot ", "run", ([], "")),
     (r"^mpirun .*--hostfile", "skip", "dist_two_hosts"),
