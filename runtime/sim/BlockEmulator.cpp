@@ -63,15 +63,44 @@ struct Stack {
   size_t size = 0;
 };
 
+// The fiber stacks of this stream thread, one per thread index of a block, kept from launch to
+// launch: a launch of 256 threads took 64 MiB of fresh stacks from the allocator, which under the
+// sanitizers is fresh memory each time (page faults, the allocator's fill and quarantine: about
+// half of a sim step's time under ASan). Thread t's stack goes to thread t of the next launch,
+// whose fiber is the same one to TSan (TsanFibers). Each fiber runs to its end before its stack
+// comes back (run() resumes every one until done), so no frame of it is left on the stack.
+class StackPool {
+ public:
+  ctx::stack_context take(size_t t) {
+    if (kept_.size() <= t) kept_.resize(t + 1);  // here, so that give() never allocates
+    ctx::stack_context s = kept_[t];
+    kept_[t] = {};
+    return s.sp ? s : maker_.allocate();
+  }
+  void give(size_t t, ctx::stack_context s) noexcept {
+    if (kept_[t].sp) maker_.deallocate(kept_[t]);
+    kept_[t] = s;
+  }
+  ~StackPool() {
+    for (ctx::stack_context& s : kept_)
+      if (s.sp) maker_.deallocate(s);
+  }
+
+ private:
+  ctx::fixedsize_stack maker_{256 * 1024};
+  std::vector<ctx::stack_context> kept_;
+};
+thread_local StackPool stackPool;
+
 struct RecordingAllocator {
-  ctx::fixedsize_stack inner{256 * 1024};
+  size_t thread;
   Stack* record;
   ctx::stack_context allocate() {
-    ctx::stack_context s = inner.allocate();
+    ctx::stack_context s = stackPool.take(thread);
     *record = {static_cast<char*>(s.sp) - s.size, s.size};
     return s;
   }
-  void deallocate(ctx::stack_context& s) noexcept { inner.deallocate(s); }
+  void deallocate(ctx::stack_context& s) noexcept { stackPool.give(thread, s); }
 };
 
 #ifdef SPMD_FIBER_TSAN
@@ -213,7 +242,7 @@ class GridRun {
 #ifdef SPMD_FIBER_TSAN
     th.tsan = tsanFibers.at(size_t(t));
 #endif
-    th.fiber = ctx::fiber(std::allocator_arg, RecordingAllocator{{}, &th.stack}, [this, t](ctx::fiber&& back) {
+    th.fiber = ctx::fiber(std::allocator_arg, RecordingAllocator{size_t(t), &th.stack}, [this, t](ctx::fiber&& back) {
       Thread& self = threads_[size_t(t)];
       self.scheduler = std::move(back);
 #ifdef SPMD_FIBER_ASAN
