@@ -37,6 +37,7 @@ filter='Pmap*:*SpmdEquivalence*:Communicator*:CollectiveGradCheck*:Loader*:Concu
 # cases were the other's: moved, the tests' own times give 208 s and 210 s. GoogleTest's own
 # sharding gave one shard sim:4's step and the sim:1 kernel cases together. Every process's log
 # is printed.
+cores=${JOBS:-$(getconf _NPROCESSORS_ONLN)}  # not nproc: it counts OMP_NUM_THREADS (1 here)
 longest='Backends/ConformanceTest.TrainingStepMatchesTheCpuBackend/sim_*:Modes/SpmdEquivalenceTest.*F32'
 runs=()  # filter, shard count, shard index
 if ((cores > 1)); then
