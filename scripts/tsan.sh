@@ -34,7 +34,7 @@ filter='Pmap*:*SpmdEquivalence*:Communicator*:CollectiveGradCheck*:Loader*:Concu
 # equivalence cases (24 and 23 s) run in a process of their own, the rest (the sim:1 kernel cases'
 # 139 s among them) as GoogleTest shards over the other cores. On 2 cores (2026-12-02, Zen 3, the
 # two contending for the cores) the first process took 161 s and the other 257 s while the f32
-# cases were the other's: moved, the tests' own times give 208 s and 210 s. GoogleTest's own
+# cases were the other's; moved, 167 s and 205 s (2026-12-03, a slower spell). GoogleTest's own
 # sharding gave one shard sim:4's step and the sim:1 kernel cases together. Every process's log
 # is printed.
 cores=${JOBS:-$(getconf _NPROCESSORS_ONLN)}  # not nproc: it counts OMP_NUM_THREADS (1 here)
