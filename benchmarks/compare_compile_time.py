@@ -20,14 +20,15 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from compare_pmap_jax import JAX_STEP, SMOKE_XLA_FLAGS, ensure_venv  # noqa: E402
+from compare_pmap_jax import JAX_STEP, SMOKE_XLA_FLAGS, ensure_venv, jax_environment  # noqa: E402
 
 # compare_pmap_jax's model and step, one device: no pmean (the identity there), jax.jit.
 _MODEL = JAX_STEP[JAX_STEP.index("def conv_init"):JAX_STEP.index("pstep = jax.pmap")]
 _MODEL = _MODEL.replace('    g, loss, new = lax.pmean((g, loss, new), "batch")\n', "")
 JAX_COMPILE = r'''
-import sys, time, json
+import os, sys, time, json
 batch, width = map(int, sys.argv[1:3])
+os.environ["XLA_FLAGS"] = os.environ.get("XLA_FLAGS", "") + " " + os.environ.get("SPMD_SMOKE_XLA_FLAGS", "")
 import jax, jax.numpy as jnp
 from jax import lax
 ''' + _MODEL + r'''
@@ -58,8 +59,8 @@ def spmd_seconds(build, batch, kernel_cache):
 
 
 def jax_seconds(python, batch, width, smoke):
-    env = dict(os.environ, XLA_FLAGS=SMOKE_XLA_FLAGS) if smoke else None
-    out = subprocess.run([python, "-c", JAX_COMPILE, str(batch), str(width)], capture_output=True, text=True, env=env)
+    out = subprocess.run([python, "-c", JAX_COMPILE, str(batch), str(width)], capture_output=True, text=True,
+                         env=jax_environment(smoke))
     if out.returncode != 0:
         sys.exit(f"the jax.jit side failed:\n{out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])

@@ -23,7 +23,7 @@ from compare_resnet18_forward import time_spmd  # noqa: E402
 SKIPPED = 77  # ctest's SKIP_RETURN_CODE for the smoke run
 # A smoke run checks that both sides run, not their speed: XLA's CPU backend unoptimised compiles
 # the smoke step in about half the time (17 against 33 s on 2 cores, 2026-12-03), most of a smoke
-# run's. Given to the JAX process as SPMD_SMOKE_XLA_FLAGS, after the device count.
+# run's. Given to the JAX process as SPMD_SMOKE_XLA_FLAGS (jax_environment), which adds them to XLA_FLAGS.
 SMOKE_XLA_FLAGS = "--xla_backend_optimization_level=0"
 
 
@@ -122,10 +122,14 @@ print(json.dumps({"ms": sorted(times)[len(times) // 2] * 1e3, "version": jax.__v
 '''
 
 
+def jax_environment(smoke):
+    """The JAX process's environment: SPMD_SMOKE_XLA_FLAGS for a smoke run, else this one's."""
+    return dict(os.environ, SPMD_SMOKE_XLA_FLAGS=SMOKE_XLA_FLAGS) if smoke else None
+
+
 def time_jax(python, devices, batch, width, reps, smoke):
-    env = dict(os.environ, SPMD_SMOKE_XLA_FLAGS=SMOKE_XLA_FLAGS) if smoke else None
     out = subprocess.run([python, "-c", JAX_STEP, str(devices), str(batch), str(width), str(reps)],
-                         capture_output=True, text=True, env=env)
+                         capture_output=True, text=True, env=jax_environment(smoke))
     if out.returncode != 0:
         sys.exit(f"the jax.pmap side failed:\n{out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
