@@ -1,7 +1,12 @@
-// Initializers: normal, Kaiming and LeCun normal, and constants, all f32; uniform arrays.
+// Initializers: variance scaling (truncated normal, normal, uniform), Kaiming normal, plain normal
+// and constants, all f32; uniform arrays; the normal quantile the truncated normal draws through.
 #include "frontend/Init.h"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
+#include <numbers>
+#include <sstream>
 #include <string>
 
 #include "runtime/base/Error.h"
@@ -20,34 +25,156 @@ Array uniformArray(Rng& rng, const Shape& shape, double bound, DType dtype, cons
   return out;
 }
 
+namespace {
+
+// P(Z <= x) for a standard normal Z; erfc keeps the lower tail's relative precision.
+double normalCdf(double x) { return 0.5 * std::erfc(-x / std::sqrt(2.0)); }
+
+}  // namespace
+
+// Acklam's rational approximation (relative error below 1.2e-9), then one Halley step on
+// normalCdf, which brings it to double precision. Written here: no Debian package we depend on
+// has the normal quantile (Boost.Math's would add a dependency for one function).
+double normalQuantile(double p) {
+  if (!(p >= 0 && p <= 1)) throw Error("normalQuantile: p = " + std::to_string(p) + " is not a probability in [0, 1]");
+  if (p == 0) return -std::numeric_limits<double>::infinity();
+  if (p == 1) return std::numeric_limits<double>::infinity();
+  static constexpr double a[] = {-3.969683028665376e+01, 2.209460984245205e+02, -2.759285104469687e+02,
+                                 1.383577518672690e+02,  -3.066479806614716e+01, 2.506628277459239e+00};
+  static constexpr double b[] = {-5.447609879822406e+01, 1.615858368580409e+02, -1.556989798598866e+02,
+                                 6.680131188771972e+01,  -1.328068155288572e+01};
+  static constexpr double c[] = {-7.784894002430293e-03, -3.223964580411365e-01, -2.400758277161838e+00,
+                                 -2.549732539343734e+00, 4.374664141464968e+00,  2.938163982698783e+00};
+  static constexpr double d[] = {7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e+00,
+                                 3.754408661907416e+00};
+  constexpr double low = 0.02425;
+  auto tail = [&](double q) {  // q = sqrt(-2 log(tail probability)); the lower tail's quantile
+    return (((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]) /
+           ((((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1);
+  };
+  double x;
+  if (p < low) {
+    x = tail(std::sqrt(-2 * std::log(p)));
+  } else if (p > 1 - low) {
+    x = -tail(std::sqrt(-2 * std::log1p(-p)));
+  } else {
+    const double q = p - 0.5, r = q * q;
+    x = (((((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5]) * q /
+        (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1);
+  }
+  // Halley's step; in the upper tail on the mirrored lower tail, where 1 - p keeps its digits.
+  const bool upper = p > 0.5;
+  const double y = upper ? -x : x, target = upper ? 1 - p : p;
+  const double u = (normalCdf(y) - target) * std::sqrt(2 * std::numbers::pi) * std::exp(y * y / 2);
+  const double refined = y - u / (1 + y * u / 2);
+  if (std::isfinite(refined)) x = upper ? -refined : refined;
+  return x;
+}
+
 }  // namespace spmd
 
 namespace spmd::init {
 namespace {
 
-Array sampleNormal(Rng& rng, const Shape& shape, double stddev) {
+// Fills an f32 array of `shape`, one draw of `draw` per element in row-major order.
+template <typename Draw>
+Array filled(const Shape& shape, Draw&& draw) {
   Array a = Array::zeros(DType::f32, shape);
-  std::normal_distribution<double> dist(0.0, stddev);
-  for (float& v : a.values<float>()) v = static_cast<float>(dist(rng.engine()));
+  for (float& v : a.values<float>()) v = draw();
   return a;
 }
 
-// stddev sqrt(gain / fanIn), fanIn = the elements per output row (shape[0]).
-Initializer scaledByFanIn(double gain) {
-  return [gain](Rng& rng, const Shape& shape) {
-    int64_t fanIn = shape.empty() ? 1 : numElements(shape) / shape[0];
-    return sampleNormal(rng, shape, std::sqrt(gain / double(std::max<int64_t>(fanIn, 1))));
+Array sampleNormal(Rng& rng, const Shape& shape, double stddev) {
+  std::normal_distribution<double> dist(0.0, stddev);
+  return filled(shape, [&] { return static_cast<float>(dist(rng.engine())); });
+}
+
+// Normal numbers of deviation `stddev` within [lower, upper] deviations: u uniform over the
+// interval's CDF values, then the quantile. An interval above 0 is drawn mirrored below it, where
+// the CDF's small values keep their digits; the result is clipped into the bounds (as jax does),
+// since rounding to f32 may step past them.
+Array sampleTruncated(Rng& rng, const Shape& shape, double stddev, double lower, double upper) {
+  const bool mirrored = lower >= 0;
+  const double from = mirrored ? -upper : lower, to = mirrored ? -lower : upper;
+  const double pFrom = normalCdf(from), pTo = normalCdf(to);
+  std::uniform_real_distribution<double> dist(0.0, 1.0);
+  const float lo = static_cast<float>(lower * stddev), hi = static_cast<float>(upper * stddev);
+  return filled(shape, [&] {
+    double u = 0;
+    while (u == 0) u = dist(rng.engine());  // (0, 1): never the quantile of a bound at infinity
+    const double z = normalQuantile(pFrom + u * (pTo - pFrom));
+    const float v = static_cast<float>((mirrored ? -z : z) * stddev);
+    return std::min(std::max(v, lo), hi);
+  });
+}
+
+std::string number(double v) {
+  std::ostringstream text;
+  text << v;
+  return text.str();
+}
+
+void checkTruncation(double stddev, double lower, double upper) {
+  const std::string call = "init::truncatedNormal(" + number(stddev) + ", " + number(lower) + ", " + number(upper) + ")";
+  if (!(stddev > 0 && std::isfinite(stddev)))
+    throw Error(call + ": the standard deviation must be positive and finite");
+  if (std::isnan(lower) || std::isnan(upper) || !(lower < upper))
+    throw Error(call + ": the bounds (in standard deviations) must satisfy lower < upper");
+  const bool mirrored = lower >= 0;
+  if (!(normalCdf(mirrored ? -lower : upper) - normalCdf(mirrored ? -upper : lower) > 0))
+    throw Error(call + ": [lower, upper] holds no probability a double can represent (the normal CDF "
+                "is 0 or 1 at both bounds); bring them within about 37 standard deviations of 0");
+}
+
+// fan of `shape` ([out, in, k...]) as `mode` counts it; throws for a rank below 2.
+double fanOf(const Shape& shape, FanMode mode, const char* what) {
+  if (shape.size() < 2)
+    throw Error(std::string(what) + " counts fans over a weight laid out [out, in, k...], of rank 2 or more; " +
+                shapeString(shape) + " has none (give a bias or a norm's scale a constant)");
+  const double receptive = double(numElements(shape)) / double(shape[0] * shape[1]);
+  const double in = double(shape[1]) * receptive, out = double(shape[0]) * receptive;
+  return mode == FanMode::fanIn ? in : mode == FanMode::fanOut ? out : (in + out) / 2;
+}
+
+// The deviation of a standard normal cut at +-2 deviations.
+constexpr double kTruncatedStddev = 0.87962566103423978;
+
+}  // namespace
+
+Initializer varianceScaling(double scale, FanMode mode, Distribution distribution) {
+  if (!(scale > 0 && std::isfinite(scale)))
+    throw Error("init::varianceScaling: the scale must be positive and finite, not " + number(scale));
+  return [=](Rng& rng, const Shape& shape) {
+    if (numElements(shape) == 0) return Array::zeros(DType::f32, shape);
+    const double variance = scale / std::max(fanOf(shape, mode, "init::varianceScaling"), 1.0);
+    switch (distribution) {
+      case Distribution::truncatedNormal:
+        return sampleTruncated(rng, shape, std::sqrt(variance) / kTruncatedStddev, -2.0, 2.0);
+      case Distribution::normal:
+        return sampleNormal(rng, shape, std::sqrt(variance));
+      case Distribution::uniform:
+        return uniformArray(rng, shape, std::sqrt(3 * variance), DType::f32, "init::varianceScaling");
+    }
+    throw Error("init::varianceScaling: unknown distribution");
   };
 }
 
-}  // namespace
+Initializer truncatedNormal(double stddev, double lower, double upper) {
+  checkTruncation(stddev, lower, upper);
+  return [=](Rng& rng, const Shape& shape) { return sampleTruncated(rng, shape, stddev, lower, upper); };
+}
 
 Initializer normal(double stddev) {
   return [stddev](Rng& rng, const Shape& shape) { return sampleNormal(rng, shape, stddev); };
 }
 
-Initializer kaimingNormal() { return scaledByFanIn(2.0); }
-Initializer lecunNormal() { return scaledByFanIn(1.0); }
+Initializer lecunNormal() { return varianceScaling(1.0, FanMode::fanIn, Distribution::truncatedNormal); }
+Initializer lecunUniform() { return varianceScaling(1.0, FanMode::fanIn, Distribution::uniform); }
+Initializer heNormal() { return varianceScaling(2.0, FanMode::fanIn, Distribution::truncatedNormal); }
+Initializer heUniform() { return varianceScaling(2.0, FanMode::fanIn, Distribution::uniform); }
+Initializer glorotNormal() { return varianceScaling(1.0, FanMode::fanAvg, Distribution::truncatedNormal); }
+Initializer glorotUniform() { return varianceScaling(1.0, FanMode::fanAvg, Distribution::uniform); }
+Initializer kaimingNormal() { return varianceScaling(2.0, FanMode::fanIn, Distribution::normal); }
 
 Initializer constant(double value) {
   return [value](Rng&, const Shape& shape) {
