@@ -9,6 +9,7 @@
 #include <sstream>
 #include <string>
 
+#include "runtime/base/Elementwise.h"
 #include "runtime/base/Error.h"
 
 namespace spmd {
@@ -32,43 +33,16 @@ double normalCdf(double x) { return 0.5 * std::erfc(-x / std::sqrt(2.0)); }
 
 }  // namespace
 
-// Acklam's rational approximation (relative error below 1.2e-9), then one Halley step on
-// normalCdf, which brings it to double precision. Written here: no Debian package we depend on
-// has the normal quantile (Boost.Math's would add a dependency for one function).
+// On the error function's inverses (runtime/base/Elementwise.h, the erfinv op's host formula):
+// Phi^-1(p) = -sqrt 2 erfcinv(2p), each tail on its own distance from 0 or 1, which is exact.
 double normalQuantile(double p) {
   if (!(p >= 0 && p <= 1)) throw Error("normalQuantile: p = " + std::to_string(p) + " is not a probability in [0, 1]");
   if (p == 0) return -std::numeric_limits<double>::infinity();
   if (p == 1) return std::numeric_limits<double>::infinity();
-  static constexpr double a[] = {-3.969683028665376e+01, 2.209460984245205e+02, -2.759285104469687e+02,
-                                 1.383577518672690e+02,  -3.066479806614716e+01, 2.506628277459239e+00};
-  static constexpr double b[] = {-5.447609879822406e+01, 1.615858368580409e+02, -1.556989798598866e+02,
-                                 6.680131188771972e+01,  -1.328068155288572e+01};
-  static constexpr double c[] = {-7.784894002430293e-03, -3.223964580411365e-01, -2.400758277161838e+00,
-                                 -2.549732539343734e+00, 4.374664141464968e+00,  2.938163982698783e+00};
-  static constexpr double d[] = {7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e+00,
-                                 3.754408661907416e+00};
-  constexpr double low = 0.02425;
-  auto tail = [&](double q) {  // q = sqrt(-2 log(tail probability)); the lower tail's quantile
-    return (((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]) /
-           ((((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1);
-  };
-  double x;
-  if (p < low) {
-    x = tail(std::sqrt(-2 * std::log(p)));
-  } else if (p > 1 - low) {
-    x = -tail(std::sqrt(-2 * std::log1p(-p)));
-  } else {
-    const double q = p - 0.5, r = q * q;
-    x = (((((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5]) * q /
-        (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1);
-  }
-  // Halley's step; in the upper tail on the mirrored lower tail, where 1 - p keeps its digits.
-  const bool upper = p > 0.5;
-  const double y = upper ? -x : x, target = upper ? 1 - p : p;
-  const double u = (normalCdf(y) - target) * std::sqrt(2 * std::numbers::pi) * std::exp(y * y / 2);
-  const double refined = y - u / (1 + y * u / 2);
-  if (std::isfinite(refined)) x = upper ? -refined : refined;
-  return x;
+  constexpr double kRootTwo = std::numbers::sqrt2;
+  if (p <= 0.25) return -kRootTwo * runtime::ew::erfcinvTail(2 * p);
+  if (p >= 0.75) return kRootTwo * runtime::ew::erfcinvTail(2 * (1 - p));
+  return kRootTwo * runtime::ew::erfinvCentral(2 * p - 1);
 }
 
 }  // namespace spmd

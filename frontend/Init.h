@@ -28,7 +28,7 @@ using Initializer = std::function<Array(Rng&, const Shape&)>;
 Array uniformArray(Rng& rng, const Shape& shape, double bound, DType dtype, const char* what);
 
 // The standard normal distribution's quantile (inverse CDF, scipy.stats.norm.ppf) at p in (0, 1),
-// to about 1e-15 relative; -inf at 0, +inf at 1; throws for p outside [0, 1] or NaN.
+// to double precision, tails included; -inf at 0, +inf at 1; throws for p outside [0, 1] or NaN.
 double normalQuantile(double p);
 
 namespace init {

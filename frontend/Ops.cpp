@@ -269,6 +269,8 @@ Tensor sin(const Tensor& x, Loc loc) { return unary<ir::SinOp>(x, "sin", loc); }
 Tensor log1p(const Tensor& x, Loc loc) { return unary<ir::Log1pOp>(x, "log1p", loc); }
 Tensor expm1(const Tensor& x, Loc loc) { return unary<ir::Expm1Op>(x, "expm1", loc); }
 Tensor cos(const Tensor& x, Loc loc) { return unary<ir::CosOp>(x, "cos", loc); }
+Tensor erf(const Tensor& x, Loc loc) { return unary<ir::ErfOp>(x, "erf", loc); }
+Tensor erfinv(const Tensor& x, Loc loc) { return unary<ir::ErfinvOp>(x, "erfinv", loc); }
 
 Tensor fill(const Tensor& like, double value, Loc loc) {
   Trace& trace = Trace::current("fill", loc);

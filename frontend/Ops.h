@@ -125,6 +125,10 @@ Tensor cos(const Tensor& x, Loc loc = Loc::current());
 // log(1 + x) and e^x - 1 without their cancellation near 0 (torch.log1p, torch.expm1).
 Tensor log1p(const Tensor& x, Loc loc = Loc::current());
 Tensor expm1(const Tensor& x, Loc loc = Loc::current());
+// The error function and its inverse (torch.erf, torch.erfinv): erfinv(erf(x)) = x,
+// erfinv(+-1) = +-inf, NaN outside [-1, 1]; d erfinv(x) = sqrt(pi)/2 e^(erfinv(x)^2).
+Tensor erf(const Tensor& x, Loc loc = Loc::current());
+Tensor erfinv(const Tensor& x, Loc loc = Loc::current());
 // A scalar as a tensor of x's dtype and shape (a splat constant).
 Tensor fill(const Tensor& like, double value, Loc loc = Loc::current());
 

@@ -1,6 +1,11 @@
 // Keys on the host, and the traced random ops.
 #include "frontend/Random.h"
 
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+#include <string>
+
 #include "frontend/Ops.h"
 #include "frontend/Trace.h"
 #include "ir/SpmdDialect.h"
@@ -99,6 +104,31 @@ Tensor normal(const Tensor& key, const Shape& shape, DType dtype, Loc loc) {
   Tensor second = reshape(slice(u, {0, 1}, {n, 2}, loc), shape, loc);
   Tensor radius = sqrt(mul(log(sub(fill(first, 1.0, loc), first, loc), loc), -2.0, loc), loc);
   return castTo(mul(radius, cos(mul(second, 6.283185307179586476925, loc), loc), loc), dtype, loc);
+}
+
+Tensor truncatedNormal(const Tensor& key, double lower, double upper, const Shape& shape, DType dtype, Loc loc) {
+  const DType drawn = drawnIn(dtype, "truncatedNormal", loc);
+  elementsOf(shape, "truncatedNormal", loc);
+  const std::string what = where(loc) + ": spmd::random::truncatedNormal(" + std::to_string(lower) + ", " +
+                           std::to_string(upper) + ")";
+  if (std::isnan(lower) || std::isnan(upper) || !(lower < upper))
+    throw Error(what + ": the bounds must satisfy lower < upper");
+  const double from = std::erf(lower / std::numbers::sqrt2), to = std::erf(upper / std::numbers::sqrt2);
+  // The values u can take in [from, to): the drawn dtype's spacing where it is coarsest, at the end nearer +-1.
+  const double widest = std::max(std::fabs(from), std::fabs(to));
+  const double spacing = drawn == DType::f32 ? double(std::nextafter(float(widest), 2.0f)) - double(float(widest))
+                                             : std::nextafter(widest, 2.0) - widest;
+  if (!((to - from) / spacing >= 1024))
+    throw Error(what + ": in " + std::string(dtypeName(drawn)) + " the uniform numbers this draws through erfinv " +
+                "take only " + std::to_string(int64_t((to - from) / spacing)) + " values between erf(lower / sqrt 2) and " +
+                "erf(upper / sqrt 2), too few to follow the distribution; draw in f64, or initialize on the host " +
+                "with spmd::init::truncatedNormal, exact in any tail");
+  Tensor u = uniform(key, shape, drawn, loc);
+  Tensor z = mul(erfinv(add(mul(u, to - from, loc), from, loc), loc), std::numbers::sqrt2, loc);
+  // Inside the open interval, as jax: the next numbers of the dtype past the bounds.
+  const double low = drawn == DType::f32 ? double(std::nextafter(float(lower), INFINITY)) : std::nextafter(lower, INFINITY);
+  const double high = drawn == DType::f32 ? double(std::nextafter(float(upper), -INFINITY)) : std::nextafter(upper, -INFINITY);
+  return castTo(minimum(maximum(z, fill(z, low, loc), loc), fill(z, high, loc), loc), dtype, loc);
 }
 
 Tensor bernoulli(const Tensor& key, double p, const Shape& shape, DType dtype, Loc loc) {

@@ -29,6 +29,14 @@ Tensor uniform(const Tensor& key, const Shape& shape, DType dtype = DType::f32, 
 // (a smaller draw is a prefix of a larger one). The tails stop where the uniform numbers' grid
 // does: |z| < 5.8 in f32, < 8.6 in f64. Scale and shift for other means and deviations.
 Tensor normal(const Tensor& key, const Shape& shape, DType dtype = DType::f32, Loc loc = Loc::current());
+// Traced: standard normal numbers kept within (lower, upper) (jax.random.truncated_normal; scale by
+// a deviation for others), by jax's formula: u uniform between erf(lower / sqrt 2) and
+// erf(upper / sqrt 2) (those two in double on the host), then sqrt 2 erfinv(u), clipped inside the
+// bounds. The dtype's grid of u near +-1 limits the tails: an interval in which fewer than 1024 u
+// values of the drawn dtype lie (an f32 tail beyond about 4 deviations, f64 beyond about 7) is refused;
+// draw in f64, or initialize parameters on the host with init::truncatedNormal, exact in any tail.
+Tensor truncatedNormal(const Tensor& key, double lower, double upper, const Shape& shape, DType dtype = DType::f32,
+                       Loc loc = Loc::current());
 // Traced: a mask of the given shape and float dtype, 1 with probability p (0 <= p <= 1), else 0
 // (jax.random.bernoulli, as 1/0 in the float type as spmd's comparisons give).
 Tensor bernoulli(const Tensor& key, double p, const Shape& shape, DType dtype = DType::f32,

@@ -206,6 +206,10 @@ def Spmd_CosOp : Spmd_UnaryOp<"cos">;
 // log(1 + x) and e^x - 1, exact near 0 where log(1 + x) and exp(x) - 1 cancel (softplus, elu).
 def Spmd_Log1pOp : Spmd_UnaryOp<"log1p">;
 def Spmd_Expm1Op : Spmd_UnaryOp<"expm1">;
+// The error function and its inverse (torch.erf / torch.erfinv, jax.lax.erf / erf_inv):
+// erfinv(+-1) = +-inf, NaN outside [-1, 1].
+def Spmd_ErfOp : Spmd_UnaryOp<"erf">;
+def Spmd_ErfinvOp : Spmd_UnaryOp<"erfinv">;
 
 def Spmd_StopGradientOp
     : Spmd_Op<"stop_gradient", [SameOperandsAndResultType, InferTypeOpInterface, Spmd_ZeroGradient]> {

@@ -300,6 +300,21 @@ LogicalResult Expm1Op::buildVjp(OpBuilder& b, ArrayRef<Value> grads, SmallVector
   return success();
 }
 
+LogicalResult ErfOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads, SmallVectorImpl<Value>& out) {
+  Emit e{b, getLoc()};  // 2/sqrt(pi) e^(-x^2) dy
+  Value x = getInput();
+  Value density = b.create<ExpOp>(getLoc(), e.neg(e.mul(x, x)));
+  out.push_back(e.mul(grads[0], e.scale(density, 1.12837916709551257390)));
+  return success();
+}
+
+LogicalResult ErfinvOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads, SmallVectorImpl<Value>& out) {
+  Emit e{b, getLoc()};  // sqrt(pi)/2 e^(y^2) dy, y = erfinv(x)
+  Value y = getResult();
+  out.push_back(e.mul(grads[0], e.scale(b.create<ExpOp>(getLoc(), e.mul(y, y)), 0.88622692545275801365)));
+  return success();
+}
+
 LogicalResult SigmoidOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads, SmallVectorImpl<Value>& out) {
   Emit e{b, getLoc()};  // y (1 - y) dy
   Value y = getResult();

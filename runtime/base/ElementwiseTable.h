@@ -7,7 +7,7 @@
 // X(name, Functor, arity, formula): `name` is the dialect op's name (and the kernel's and the
 // fused body's); `formula` is an expression of type T in `a` (and `b` for binary ops) that may use
 // the operators, T(literal), and the functions of runtime/base/Elementwise.h (nanMax, nanMin, reluOf, absOf,
-// reluGradOf, expOf, logOf, sqrtOf, tanhOf, sinOf, cosOf, log1pOf, expm1Of, sigmoidOf, geluOf, geluGradOf), so it means the same in host
+// reluGradOf, expOf, logOf, sqrtOf, tanhOf, sinOf, cosOf, log1pOf, expm1Of, erfOf, erfinvOf, sigmoidOf, geluOf, geluGradOf), so it means the same in host
 // and device code.
 // No includes: the CUDA fused-kernel generator hands this file to NVRTC as it is.
 #pragma once
@@ -39,4 +39,6 @@
   X(sin, Sin, 1, sinOf(a))                                                                    \
   X(cos, Cos, 1, cosOf(a))                                                                    \
   X(log1p, Log1p, 1, log1pOf(a))                                                              \
-  X(expm1, Expm1, 1, expm1Of(a))
+  X(expm1, Expm1, 1, expm1Of(a))                                                              \
+  X(erf, Erf, 1, erfOf(a))                                                                    \
+  X(erfinv, Erfinv, 1, erfinvOf(a)) /* erfinv(erf(x)) = x on (-1, 1); +-inf at +-1 */

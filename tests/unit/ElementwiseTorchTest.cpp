@@ -1,6 +1,6 @@
 // The elementwise formula table (runtime/base/ElementwiseTable.h) against outside values: every
 // backend and the reference expand the same table, so they can only be checked against each
-// other. Here the DSL's exp, log, sqrt, tanh, sigmoid, gelu, relu, neg, abs, sin, cos, log1p, expm1 and
+// other. Here the DSL's exp, log, sqrt, tanh, sigmoid, gelu, relu, neg, abs, sin, cos, log1p, expm1, erf, erfinv and
 // the composed activations (silu, softplus, logSigmoid, elu, leakyRelu, mish) are within a few ulps
 // of the exact value (long double, from formulas without cancellation), their gradients (the
 // VJP rules) too or, where a gradient computed from a saturated result loses its digits, no
@@ -28,9 +28,10 @@ Array edgeValues() {
   // Around exp's overflow (log of the largest value) and where its result becomes subnormal
   // (log of the smallest normal) and zero.
   const double overflow = std::log(double(L::max())), subnormal = std::log(double(L::min()));
+  // Last, 0.9 and 1 - 1e-6: erfinv's steep ends (the binary ops' pairs pick the others by index).
   std::vector<double> magnitudes = {0.0, double(L::denorm_min()), double(L::min()), 1e-8, 0.25, 0.5, 1.0, 3.0,
                                     10.0, 20.0, overflow * 0.999999, overflow * 1.000001, -subnormal,
-                                    -subnormal * 1.05, f32 ? 1e30 : 1e300, double(L::max()), L::infinity()};
+                                    -subnormal * 1.05, f32 ? 1e30 : 1e300, double(L::max()), L::infinity(), 0.9, 1 - 1e-6};
   std::vector<T> values;
   for (double m : magnitudes) values.push_back(T(m)), values.push_back(T(-m));
   values.push_back(L::quiet_NaN());
@@ -43,6 +44,24 @@ long double sigmoidL(long double x) {
   return x >= 0 ? 1 / (1 + expl(-x)) : expl(x) / (1 + expl(x));
 }
 long double softplusL(long double x) { return x > 0 ? x + log1pl(expl(-x)) : log1pl(expl(x)); }
+
+// erfinv in long double: Newton on erfl (erfcl on the tail, whose distance from 1 is exact) from
+// sqrt(pi)/2 y near 0 and a bisection's start on the tail, so nothing of spmd's formula enters it.
+long double erfinvL(long double y) {
+  if (std::isnan(y) || fabsl(y) > 1) return NAN;
+  if (fabsl(y) == 1) return y * INFINITY;
+  if (y == 0) return y;
+  const long double a = fabsl(y), q = 1 - a;
+  auto f = [&](long double x) { return a < 0.5L ? erfl(x) - a : q - erfcl(x); };
+  long double x = 0.8862269254527580136490837416705725L * a;
+  if (a >= 0.5L) {
+    long double lo = 0, hi = 30;
+    for (int i = 0; i < 80; ++i) (f((lo + hi) / 2) < 0 ? lo : hi) = (lo + hi) / 2;
+    x = (lo + hi) / 2;
+  }
+  for (int i = 0; i < 8; ++i) x -= f(x) / (1.1283791670955125738961589031215452L * expl(-x * x));
+  return y < 0 ? -x : x;
+}
 
 // The exact value of each op and of its derivative, in long double (64-bit significand on x86-64:
 // 11 bits beyond f64), from formulas without cancellation (erfc for the normal CDF).
@@ -74,6 +93,13 @@ const std::map<std::string, Exact>& exactOps() {
                [](long double x) { return x > 0 ? 1.0L : (x < 0 ? -1.0L : 0.0L); }}},
       {"log1p", {[](long double x) { return log1pl(x); }, [](long double x) { return 1 / (1 + x); }}},
       {"expm1", {[](long double x) { return expm1l(x); }, [](long double x) { return expl(x); }}},
+      {"erf", {[](long double x) { return erfl(x); },
+               [](long double x) { return 1.1283791670955125738961589031215452L * expl(-x * x); }}},
+      {"erfinv", {[](long double x) { return erfinvL(x); },
+                  [](long double x) {
+                    const long double y = erfinvL(x);
+                    return 0.8862269254527580136490837416705725L * expl(y * y);
+                  }}},
       // The composed activations (frontend/Composed.h).
       {"silu", {[](long double x) { return x * sigmoidL(x); },
                 [](long double x) { return sigmoidL(x) * (1 + x * sigmoidL(-x)); }}},
@@ -153,7 +179,7 @@ void checkDType(testing::Exchange& exchange, const Array& x, const Array& a, con
       {"exp", spmd::exp}, {"log", spmd::log}, {"sqrt", spmd::sqrt}, {"tanh", spmd::tanh},
       {"sigmoid", spmd::sigmoid}, {"gelu", spmd::gelu}, {"relu", spmd::relu}, {"neg", spmd::neg},
       {"abs", spmd::abs}, {"sin", spmd::sin}, {"cos", spmd::cos}, {"log1p", spmd::log1p}, {"expm1", spmd::expm1},
-      {"silu", spmd::silu}, {"softplus", spmd::softplus}, {"logsigmoid", spmd::logSigmoid},
+      {"erf", spmd::erf}, {"erfinv", spmd::erfinv}, {"silu", spmd::silu}, {"softplus", spmd::softplus}, {"logsigmoid", spmd::logSigmoid},
       {"elu", [](const Tensor& v, Loc l) { return spmd::elu(v, 1.0, l); }},
       {"leaky_relu", [](const Tensor& v, Loc l) { return spmd::leakyRelu(v, 0.01, l); }}, {"mish", spmd::mish}};
   // Composed of several roundings: as close as PyTorch's where that is further than 4 ulps.

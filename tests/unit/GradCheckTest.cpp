@@ -152,6 +152,7 @@ std::vector<GradCase> cases() {
        [](const T& a) { return T{tanh(a[0]), sigmoid(a[0]), gelu(a[0])}; }},
       {"abs", {x({3, 4})}, [](const T& a) { return T{abs(a[0])}; }},
       {"log1p expm1", {positive({3, 4}), x({3, 4})}, [](const T& a) { return T{log1p(a[0]), expm1(a[1])}; }},
+      {"erf erfinv", {x({3, 4})}, [](const T& a) { return T{erf(a[0]), erfinv(tanh(a[0]) * 0.9)}; }},
       {"silu softplus logSigmoid mish", {x({3, 4})},
        [](const T& a) { return T{silu(a[0]), softplus(a[0]), logSigmoid(a[0]), mish(a[0])}; }},
       {"elu leakyRelu clamp", {x({3, 4})},

@@ -1,6 +1,6 @@
 // Randomness: Philox4x32-10 against the Random123 known-answer vectors; uniform numbers in
 // [0, 1) with the right moments; normal numbers as their definition gives them, with the normal
-// distribution; Bernoulli masks and categorical draws at their probabilities; traced and host key
+// distribution; truncated normals inside their bounds with theirs; Bernoulli masks and categorical draws at their probabilities; traced and host key
 // derivation agree; dropout under pmap gives each replica its own mask, a function of (key,
 // global replica index, step) alone, the same bits on every run and device count.
 #include <gtest/gtest.h>
@@ -117,6 +117,49 @@ TEST(RandomTest, NormalNumbersAreBoxMullersOnTwoUniformNumbersAndNormallyDistrib
   auto filled = [](float v) { return Array::of<float>({4}, std::vector<float>(4, v)); };
   auto [total, dSigma] = reparameterized(key, filled(0.5f), filled(2.0f));
   EXPECT_EQ(values(dSigma), values(jit([](const Tensor& k) { return random::normal(k, {4}); })(key)));
+}
+
+TEST(RandomTest, TruncatedNormalsFollowTheirDistributionInsideTheBounds) {
+  const Array key = random::key(5);
+  const double kRootHalf = 0.70710678118654752440;
+  auto cdf = [&](double x) { return 0.5 * std::erfc(-x * kRootHalf); };
+  struct Case {
+    double lower, upper;
+    DType dtype;
+  };
+  for (const Case c : {Case{-2, 2, DType::f32}, Case{-1, 3, DType::f32}, Case{-2, 2, DType::f64},
+                       Case{5, 6, DType::f64}, Case{-INFINITY, -1.5, DType::f64}}) {
+    SCOPED_TRACE(std::string(dtypeName(c.dtype)) + " [" + std::to_string(c.lower) + ", " + std::to_string(c.upper) + "]");
+    auto draw = [&](const std::string& devices) {
+      return values(jit([&](const Tensor& k) { return random::truncatedNormal(k, c.lower, c.upper, {200, 150}, c.dtype); },
+                        {.devices = devices})(key));
+    };
+    const std::vector<double> drawn = draw("cpu");
+    EXPECT_EQ(draw("sim"), drawn) << "sim";
+    std::vector<double> z = drawn;
+    std::sort(z.begin(), z.end());
+    EXPECT_GT(z.front(), c.lower);  // the open interval, as jax
+    EXPECT_LT(z.back(), c.upper);
+    // Kolmogorov-Smirnov against the truncated distribution, under its 0.1% critical value.
+    const double n = double(z.size()), from = cdf(c.lower), mass = cdf(c.upper) - from;
+    double distance = 0;
+    for (size_t i = 0; i < z.size(); ++i) {
+      const double f = (cdf(z[i]) - from) / mass;
+      distance = std::max({distance, std::fabs(f - double(i) / n), std::fabs(f - double(i + 1) / n)});
+    }
+    EXPECT_LT(distance, 1.95 / std::sqrt(n));
+  }
+  // Where the drawn dtype's grid near +-1 cannot follow the tail: refused, saying what to do.
+  const std::string tail = errorOf([&] {
+    jit([](const Tensor& k) { return random::truncatedNormal(k, 5, 6, {4}); })(key);
+  });
+  EXPECT_NE(tail.find("RandomTest.cpp"), std::string::npos) << tail;
+  EXPECT_NE(tail.find("in f32 the uniform numbers this draws through erfinv take only"), std::string::npos) << tail;
+  EXPECT_NE(tail.find("spmd::init::truncatedNormal"), std::string::npos) << tail;
+  const std::string order = errorOf([&] {
+    jit([](const Tensor& k) { return random::truncatedNormal(k, 1, -1, {4}); })(key);
+  });
+  EXPECT_NE(order.find("the bounds must satisfy lower < upper"), std::string::npos) << order;
 }
 
 TEST(RandomTest, BernoulliMasksAndCategoricalDrawsComeAtTheirProbabilities) {

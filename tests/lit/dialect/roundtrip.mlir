@@ -61,6 +61,10 @@ func.func @all_ops(%x: tensor<2x3x8x8xf32>, %w: tensor<4x3x3x3xf32>, %b: tensor<
   %l1p = spmd.log1p %t2 : (tensor<2x4x4x4xf32>) -> tensor<2x4x4x4xf32>
   // CHECK: spmd.expm1
   %em1 = spmd.expm1 %l1p : (tensor<2x4x4x4xf32>) -> tensor<2x4x4x4xf32>
+  // CHECK: spmd.erf
+  %erf = spmd.erf %em1 : (tensor<2x4x4x4xf32>) -> tensor<2x4x4x4xf32>
+  // CHECK: spmd.erfinv
+  %erfinv = spmd.erfinv %erf : (tensor<2x4x4x4xf32>) -> tensor<2x4x4x4xf32>
   // CHECK: spmd.gelu_backward
   %t4 = spmd.gelu_backward %t3, %t2 : (tensor<2x4x4x4xf32>, tensor<2x4x4x4xf32>) -> tensor<2x4x4x4xf32>
   // CHECK: spmd.reduce_window %{{.*}} {count_include_pad = true, dilation = array<i64: 1, 1>, padding = array<i64: 1, 1>, reduction = #spmd.reduction<max>, stride = array<i64: 2, 2>, window = array<i64: 3, 3>} : (tensor<2x3x8x8xf32>) -> tensor<2x3x4x4xf32>
