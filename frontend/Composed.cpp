@@ -96,6 +96,23 @@ Tensor logsumexp(const Tensor& x, std::vector<int64_t> axes, Loc loc) {
   return add(log(sums, loc), shift, loc);
 }
 
+Tensor sort(const Tensor& x, int64_t axis, bool descending, Loc loc) {
+  tracing("sort", loc);
+  return takeAlongAxis(x, argsort(x, axis, descending, loc), axis, loc);
+}
+
+TopK topK(const Tensor& x, int64_t k, Loc loc) {
+  tracing("topK", loc);
+  const int64_t rank = x.rank(), extent = rank ? x.shape().back() : 0;
+  if (rank == 0 || k < 0 || k > extent)
+    throw Error(where(loc) + ": spmd::topK: k = " + std::to_string(k) + " must be in [0, " + std::to_string(extent) +
+                "], the extent of the last axis of " + shapeString(x.shape()) + (rank ? "" : " (a scalar has none)"));
+  std::vector<int64_t> start(size_t(rank), 0), limit = x.shape();
+  limit.back() = k;
+  const Tensor indices = slice(argsort(x, -1, true, loc), start, limit, loc);
+  return {takeAlongAxis(x, indices, rank - 1, loc), indices};
+}
+
 Tensor argmin(const Tensor& x, int64_t axis, Loc loc) {
   tracing("argmin", loc);
   return argmax(neg(x, loc), axis, loc);

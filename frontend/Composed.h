@@ -38,6 +38,17 @@ Tensor logsumexp(const Tensor& x, std::vector<int64_t> axes, Loc loc = Loc::curr
 // The index of the first smallest element along `axis` (i32; a NaN counts as the smallest, as
 // torch.argmin's and jnp.argmin's).
 Tensor argmin(const Tensor& x, int64_t axis, Loc loc = Loc::current());
+// x sorted along `axis` (jnp.sort, torch.sort(stable=True).values): takeAlongAxis by argsort, so
+// its gradient goes back to each element's place.
+Tensor sort(const Tensor& x, int64_t axis = -1, bool descending = false, Loc loc = Loc::current());
+// The k largest elements along the last axis, largest first, and their i32 indices (torch.topk,
+// jax.lax.top_k): equal elements lower index first (jax's order; torch.topk's is unspecified), NaN
+// counts as the largest (torch's). 0 <= k <= extent,
+// else an error at your line. The values' gradient goes back to the chosen elements.
+struct TopK {
+  Tensor values, indices;
+};
+TopK topK(const Tensor& x, int64_t k, Loc loc = Loc::current());
 // The variance over `axes` (removed), sum((x - mean)^2) / (n - correction): correction 1 is
 // torch.var's default (unbiased), 0 jnp.var's. n <= correction is an error at your line.
 Tensor variance(const Tensor& x, std::vector<int64_t> axes, int64_t correction = 1, Loc loc = Loc::current());

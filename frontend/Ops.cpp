@@ -395,6 +395,12 @@ Tensor argmax(const Tensor& x, int64_t axis, Loc loc) {
   return trace.wrap(trace.create<ir::ArgmaxOp>(loc, trace.valueOf(x, loc), axis)->getResult(0));
 }
 
+Tensor argsort(const Tensor& x, int64_t axis, bool descending, Loc loc) {
+  Trace& trace = Trace::current("argsort", loc);
+  if (axis < 0) axis += x.rank();
+  return trace.wrap(trace.create<ir::ArgsortOp>(loc, trace.valueOf(x, loc), axis, descending)->getResult(0));
+}
+
 Tensor matmul(const Tensor& a, const Tensor& b, const Tensor& bias, const MatmulOptions& options,
               Loc loc) {
   Trace& trace = Trace::current("matmul", loc);

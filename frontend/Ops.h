@@ -153,6 +153,10 @@ Tensor sum(const Tensor& x, std::vector<int64_t> axes, Loc loc = Loc::current())
 Tensor mean(const Tensor& x, std::vector<int64_t> axes, Loc loc = Loc::current());
 Tensor max(const Tensor& x, std::vector<int64_t> axes, Loc loc = Loc::current());
 Tensor argmax(const Tensor& x, int64_t axis, Loc loc = Loc::current());
+// The indices (i32, x's shape) that sort x along `axis`, stable (jnp.argsort, torch.argsort(stable=True)):
+// ascending puts NaN last, descending puts it first (as torch's descending sort and topk); equal
+// elements keep their order. No gradient (integers); sort and topK (frontend/Composed.h) gather by it.
+Tensor argsort(const Tensor& x, int64_t axis = -1, bool descending = false, Loc loc = Loc::current());
 // x, with no gradient flowing back through it (jax.lax.stop_gradient, torch's x.detach()): a
 // target held fixed, a straight-through estimator's x + stopGradient(round(x) - x). Costs nothing
 // at run time (the compiler removes it after differentiation). i32 tensors pass as they are.

@@ -131,6 +131,13 @@ Tensor truncatedNormal(const Tensor& key, double lower, double upper, const Shap
   return castTo(minimum(maximum(z, fill(z, low, loc), loc), fill(z, high, loc), loc), dtype, loc);
 }
 
+Tensor permutation(const Tensor& key, int64_t n, Loc loc) {
+  elementsOf({n}, "permutation", loc);
+  if (n > int64_t(INT32_MAX))
+    throw Error(where(loc) + ": spmd::random::permutation: n = " + std::to_string(n) + " exceeds i32's indices");
+  return argsort(uniform(key, {n}, DType::f64, loc), 0, false, loc);
+}
+
 Tensor bernoulli(const Tensor& key, double p, const Shape& shape, DType dtype, Loc loc) {
   const DType drawn = drawnIn(dtype, "bernoulli", loc);
   elementsOf(shape, "bernoulli", loc);

@@ -45,6 +45,9 @@ Tensor bernoulli(const Tensor& key, double p, const Shape& shape, DType dtype = 
 // probabilities softmax(logits) (jax.random.categorical): the argmax of logits plus Gumbel
 // noise. The result drops `axis`; -inf logits are never drawn.
 Tensor categorical(const Tensor& key, const Tensor& logits, int64_t axis = -1, Loc loc = Loc::current());
+// Traced: a random order of 0 .. n-1 as i32[n] (jax.random.permutation(key, n)): the argsort of
+// n uniform f64 numbers (ties, below n^2 / 2^54 in probability, keep index order).
+Tensor permutation(const Tensor& key, int64_t n, Loc loc = Loc::current());
 // Inverted dropout: each element is zeroed with probability `rate` (0 <= rate < 1), the others
 // scaled by 1 / (1 - rate), as torch.nn.functional.dropout in training mode.
 Tensor dropout(const Tensor& x, const Tensor& key, double rate, Loc loc = Loc::current());

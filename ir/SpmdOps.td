@@ -323,6 +323,17 @@ def Spmd_ArgmaxOp : Spmd_InferredOp<"argmax", [Spmd_ZeroGradient]> {
   let results = (outs Spmd_IndexTensor:$result);
 }
 
+def Spmd_ArgsortOp : Spmd_InferredOp<"argsort", [Spmd_ZeroGradient]> {
+  let summary = "the indices that sort the input along an axis, stable, as i32";
+  let description = [{
+    result[..., i, ...] is the index along `axis` of the i-th element in order. Ascending puts NaN
+    after every number (numpy's order), descending puts it first (torch.sort(descending=True),
+    torch.topk); equal elements (-0 and +0 too) keep their order.
+  }];
+  let arguments = (ins Spmd_FloatTensor:$input, I64Attr:$axis, DefaultValuedAttr<BoolAttr, "false">:$descending);
+  let results = (outs Spmd_IndexTensor:$result);
+}
+
 //===--- dense layers and losses ------------------------------------------------------------===//
 
 def Spmd_MatmulOp : Spmd_InferredOp<"matmul", [Vjp]> {

@@ -422,6 +422,15 @@ LogicalResult ArgmaxOp::inferReturnTypes(MLIRContext* context, OptLoc loc, Adapt
   return success();
 }
 
+LogicalResult ArgsortOp::inferReturnTypes(MLIRContext* context, OptLoc loc, Adaptor adaptor,
+                                          SmallVectorImpl<Type>& results) {
+  auto in = expectTensor(loc, "argsort", "input", adaptor.getInput(), -1);
+  if (failed(in)) return failure();
+  if (failed(checkAxes(loc, "argsort", {adaptor.getAxis()}, in->getRank()))) return failure();
+  results.push_back(RankedTensorType::get(in->getShape(), IntegerType::get(context, 32)));
+  return success();
+}
+
 //===--- dense layers and losses ------------------------------------------------------------===//
 
 LogicalResult MatmulOp::inferReturnTypes(MLIRContext*, OptLoc loc, Adaptor adaptor,

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "runtime/base/NanRules.h"
 #include "runtime/cpu/CpuVariants.h"
@@ -68,6 +69,30 @@ void argmax(KernelCall& call) {
           if (argmaxTakes(base[j * inner], base[best * inner])) best = static_cast<int32_t>(j);
         call.out[0].as<int32_t>()[o * inner + i] = best;
       }
+  });
+}
+
+// Rows side by side on the replica's threads; each row gathered, then std::stable_sort of its
+// indices by NanRules' sortsBefore (n log n; the library's rank count is quadratic).
+void argsort(KernelCall& call) {
+  visitFloat(call.in[0].dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const TensorView& x = call.in[0];
+    const SortAttrs& a = attrsOf<SortAttrs>(call.step);
+    const int64_t extent = x.dim(a.axis), inner = numElements(x.shape.subspan(a.axis + 1));
+    const int64_t rows = extent ? x.numel() / extent : 0;
+    const T* in = x.as<T>();
+    int32_t* out = call.out[0].as<int32_t>();
+#pragma omp parallel for schedule(static) if (rows > 1 && rows * extent > 4096)
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t base = (r / inner) * extent * inner + r % inner;
+      std::vector<T> row(static_cast<size_t>(extent));
+      std::vector<int32_t> order(static_cast<size_t>(extent));
+      for (int64_t j = 0; j < extent; ++j) row[size_t(j)] = in[base + j * inner], order[size_t(j)] = int32_t(j);
+      std::stable_sort(order.begin(), order.end(),
+                       [&](int32_t p, int32_t q) { return sortsBefore(row[size_t(p)], row[size_t(q)], a.descending); });
+      for (int64_t j = 0; j < extent; ++j) out[base + j * inner] = order[size_t(j)];
+    }
   });
 }
 

@@ -18,6 +18,7 @@
   X(softmax_cross_entropy, "threaded rows, own vector exp in f32 (cpu/Softmax.cpp)")              \
   X(softmax_cross_entropy_backward, "threaded rows, own vector exp in f32 (cpu/Softmax.cpp)")     \
   X(argmax, "row loops (cpu/Dense.cpp)")                                                            \
+  X(argsort, "threaded rows, a stable merge sort each (cpu/Dense.cpp)")                             \
   X(embedding, "threaded row copies (cpu/Embedding.cpp)")                                           \
   X(embedding_backward, "counting sort, then threaded row sums (cpu/Embedding.cpp)")                \
   X(broadcast_in_dim, "strided gathers (cpu/Shape.cpp)")                                            \

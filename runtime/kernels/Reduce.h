@@ -1,5 +1,5 @@
-// Reductions of the CUDA backend and the simulator, in double (as the reference), and argmax
-// along one axis. An output of at least kBlockTreeThreads reduced elements is a two-stage
+// Reductions of the CUDA backend and the simulator, in double (as the reference), and argmax and
+// argsort along one axis. An output of at least kBlockTreeThreads reduced elements is a two-stage
 // reduction (runtime/kernels/Slices.h): blocks over (output, slice), each thread summing a strided
 // share of its slice and the block's tree combining them, then a thread per output folding its
 // slices in order (a conv bias's gradient over N*H*W was a single thread's loop: 8 ms of a 190 ms
@@ -179,6 +179,27 @@ struct ArgmaxFn {
   }
 };
 
+// argsort: thread e counts the elements of its row that go before its own (ties by index), its
+// rank, and writes its index there: the ranks of a row are a permutation, so each output has one
+// writer. O(extent^2) a row: for the short rows of top-k and class scores.
+template <typename T>
+struct ArgsortFn {
+  const T* x;
+  int32_t* y;
+  int64_t extent, inner;
+  bool descending;
+  SPMD_HOST_DEVICE void operator()(int64_t e) const {
+    const int64_t j = (e / inner) % extent, base = e - j * inner;  // base: the row's element 0
+    const T v = x[e];
+    int64_t rank = 0;
+    for (int64_t k = 0; k < extent; ++k) {
+      const T w = x[base + k * inner];
+      rank += sortsBefore(w, v, descending) || (k < j && !sortsBefore(v, w, descending));
+    }
+    y[base + rank * inner] = static_cast<int32_t>(j);
+  }
+};
+
 template <class Api>
 void reduce(KernelCall& call, ReduceKind kind) {
   Split s = splitAxes(call.in[0], attrsOf<AxesAttrs>(call.step).axes);
@@ -216,6 +237,17 @@ void argmax(KernelCall& call) {
   });
 }
 
-#define SPMD_LIBRARY_REDUCE_OPS(X) X(reduce_sum) X(reduce_mean) X(reduce_max) X(argmax)
+template <class Api>
+void argsort(KernelCall& call) {
+  const SortAttrs& a = attrsOf<SortAttrs>(call.step);
+  const TensorView& x = call.in[0];
+  const int64_t extent = x.dim(a.axis), inner = numElements(x.shape.subspan(a.axis + 1));
+  visitFloat(x.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    Api::forEach(call, x.numel(), ArgsortFn<T>{x.as<T>(), call.out[0].as<int32_t>(), extent, inner, a.descending});
+  });
+}
+
+#define SPMD_LIBRARY_REDUCE_OPS(X) X(reduce_sum) X(reduce_mean) X(reduce_max) X(argmax) X(argsort)
 
 }  // namespace spmd::runtime::kernels

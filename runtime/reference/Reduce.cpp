@@ -66,4 +66,25 @@ void argmax(KernelCall& call) {
   });
 }
 
+// Per row, std::stable_sort of the indices by NanRules' sortsBefore.
+void argsort(KernelCall& call) {
+  visitFloat(call.in[0].dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const TensorView &x = call.in[0], &y = call.out[0];
+    const SortAttrs& a = attrsOf<SortAttrs>(call.step);
+    const int64_t extent = x.dim(a.axis), inner = numElements(x.shape.subspan(a.axis + 1));
+    const int64_t rows = extent ? x.numel() / extent : 0;
+    std::vector<int32_t> order(size_t(extent), 0);
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t base = (r / inner) * extent * inner + r % inner;
+      const T* row = x.as<T>() + base;
+      for (int64_t j = 0; j < extent; ++j) order[size_t(j)] = int32_t(j);
+      std::stable_sort(order.begin(), order.end(), [&](int32_t p, int32_t q) {
+        return sortsBefore(row[p * inner], row[q * inner], a.descending);
+      });
+      for (int64_t j = 0; j < extent; ++j) y.as<int32_t>()[base + j * inner] = order[size_t(j)];
+    }
+  });
+}
+
 }  // namespace spmd::runtime::reference

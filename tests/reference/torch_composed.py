@@ -5,7 +5,8 @@ written back as "y.<name>" and "dx.<name>". Each case comes on the command line 
 KIND min, logsumexp (ARG: the axes, comma-separated), var and std (ARG: axes/correction), take, gather
 (torch.gather: take_along_axis) and scatter (torch.scatter_add of x and twice its gather) (ARG: the axis;
 the i32 indices are "i.<name>"), smoothed (cross-entropy of logits x and labels "i.<name>", ARG: the label
-smoothing), upsample (nearest, ARG: the factors sh,sw), clamp (ARG: low,high) or cumsum (ARG: the axis). Files in DIR as tests/reference/exchange.py describes.
+smoothing), upsample (nearest, ARG: the factors sh,sw), clamp (ARG: low,high), cumsum (ARG: the axis), sort
+(ARG: axis,descending), topk (ARG: k), or argsort_ties and topk_indices (indices on ties, as f64; ARG: the axis, k). Files in DIR as tests/reference/exchange.py describes.
 
 usage: torch_composed.py DIR [NAME KIND ARG]...
 """
@@ -44,6 +45,17 @@ def apply(kind, arg, x, indices):
         return torch.clamp(x, numbers[0], numbers[1])
     if kind == "cumsum":
         return torch.cumsum(x, int(numbers[0]))
+    if kind == "sort":  # ARG: axis,descending
+        return torch.sort(x, dim=int(numbers[0]), descending=bool(numbers[1]), stable=True).values
+    if kind == "topk":  # ARG: k, along the last axis
+        return torch.topk(x, int(numbers[0])).values
+    # Index results on ties (x * 4 truncated), as f64, plus 0 * x so that they have a (zero) gradient.
+    tied = torch.trunc(x.detach() * 4)
+    if kind == "argsort_ties":  # ARG: axis
+        return torch.argsort(tied, dim=int(numbers[0]), stable=True).double() + 0 * x
+    if kind == "topk_indices":  # ARG: k; lower indices first on ties, as jax.lax.top_k (torch.topk's order is unspecified)
+        k = int(numbers[0])
+        return torch.sort(tied, dim=-1, descending=True, stable=True).indices[..., :k].double() + 0 * x[..., :k]
     raise SystemExit("torch_composed.py: unknown kind " + kind)
 
 

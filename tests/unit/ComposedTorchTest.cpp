@@ -1,6 +1,6 @@
 // The composed functions of frontend/Composed.h beyond the activations (those are checked at
 // edge values in ElementwiseTorchTest): min, logsumexp, variance, stddev, take, label-smoothed
-// cross-entropy, nearest upsampling, clamp and cumsum, and takeAlongAxis (torch.gather) and scatterAdd
+// cross-entropy, nearest upsampling, clamp, cumsum, sort and topK (their stable order on ties too), and takeAlongAxis (torch.gather) and scatterAdd
 // (torch.scatter_add), against PyTorch's in f64,
 // values and gradients within 1e-13 (tests/reference/torch_composed.py); logsumexp's infinities; the
 // activation layers give their functions' bits; oneHot and arange by hand; bad arguments name the
@@ -81,7 +81,21 @@ TEST(ComposedTorchTest, ReductionsTakeAndClampMatchPyTorch) {
       // 37 along the axis: six shifted adds, the last a partial one.
       {"cumsum_axis1", "cumsum", "1", {3, 37, 4}, [](const Tensor& x, const Tensor&) { return cumsum(x, 1); }},
       {"cumsum_last", "cumsum", "-1", {2, 3, 8}, [](const Tensor& x, const Tensor&) { return cumsum(x, -1); }},
-      {"cumsum_one", "cumsum", "0", {1, 5}, [](const Tensor& x, const Tensor&) { return cumsum(x, 0); }}};
+      {"cumsum_one", "cumsum", "0", {1, 5}, [](const Tensor& x, const Tensor&) { return cumsum(x, 0); }},
+      {"sort_axis1", "sort", "1,0", {3, 37, 4}, [](const Tensor& x, const Tensor&) { return sort(x, 1); }},
+      {"sort_descending", "sort", "-1,1", {4, 9}, [](const Tensor& x, const Tensor&) { return sort(x, -1, true); }},
+      {"topk", "topk", "3", {5, 8}, [](const Tensor& x, const Tensor&) { return topK(x, 3).values; }},
+      // Ties (x * 4 truncated to integers): the stable order against torch.argsort(stable=True).
+      {"argsort_ties", "argsort_ties", "1", {3, 40, 2},
+       [](const Tensor& x, const Tensor&) {
+         const Tensor tied = cast(cast(mul(x, 4.0), DType::i32), DType::f64);
+         return add(cast(argsort(tied, 1), DType::f64), mul(x, 0.0));
+       }},
+      {"topk_indices", "topk_indices", "4", {3, 10},
+       [](const Tensor& x, const Tensor&) {
+         const Tensor tied = cast(cast(mul(x, 4.0), DType::i32), DType::f64);
+         return add(cast(topK(tied, 4).indices, DType::f64), mul(slice(x, {0, 0}, {3, 4}), 0.0));
+       }}};
   testing::Exchange exchange;
   std::map<std::string, std::pair<Array, Array>> ours;  // y, dx
   std::string specs;

@@ -153,6 +153,7 @@ std::vector<GradCase> cases() {
       {"abs", {x({3, 4})}, [](const T& a) { return T{abs(a[0])}; }},
       {"log1p expm1", {positive({3, 4}), x({3, 4})}, [](const T& a) { return T{log1p(a[0]), expm1(a[1])}; }},
       {"erf erfinv", {x({3, 4})}, [](const T& a) { return T{erf(a[0]), erfinv(tanh(a[0]) * 0.9)}; }},
+      {"sort topK", {x({3, 5})}, [](const T& a) { return T{sort(a[0], 1), sort(a[0], 0, true), topK(a[0], 2).values}; }},
       {"silu softplus logSigmoid mish", {x({3, 4})},
        [](const T& a) { return T{silu(a[0]), softplus(a[0]), logSigmoid(a[0]), mish(a[0])}; }},
       {"elu leakyRelu clamp", {x({3, 4})},

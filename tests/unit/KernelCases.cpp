@@ -293,6 +293,23 @@ std::vector<KernelCase> kernelCases(DType t) {
     }
     return a;
   };
+  // argsort: ties (steps of 0.5), NaNs and both zeros, so that the order of equal elements and
+  // NaN's place are checked; rows along the last, the first and a middle axis.
+  {
+    Array x = coarse({3, 9, 4});
+    auto put = [&](int64_t i, double v) {
+      if (t == DType::f32) x.values<float>()[i] = float(v);
+      else x.values<double>()[i] = v;
+    };
+    for (int64_t i : {1, 7, 30, 31, 50}) put(i, NAN);
+    for (int64_t i : {2, 5, 40}) put(i, -0.0);
+    for (int64_t i : {9, 41}) put(i, 0.0);
+    list.push_back({"argsort last ties nan", "argsort", {x}, {{DType::i32, {3, 9, 4}}}, {{"axis", int64_t{2}}}});
+    list.push_back({"argsort middle descending", "argsort", {x}, {{DType::i32, {3, 9, 4}}},
+                    {{"axis", int64_t{1}}, {"descending", true}}});
+    list.push_back({"argsort first", "argsort", {x}, {{DType::i32, {3, 9, 4}}}, {{"axis", int64_t{0}}}});
+    list.push_back({"argsort long rows ties", "argsort", {coarse({2, 300})}, {{DType::i32, {2, 300}}}, {{"axis", int64_t{1}}}});
+  }
   struct WindowGeometry { std::string name; Shape x, y; V window, stride, padding, dilation; bool ties; };
   for (const WindowGeometry& g :
        {WindowGeometry{"2x2", {2, 3, 8, 7}, {2, 3, 4, 3}, {2, 2}, {2, 2}, {0, 0}, {1, 1}, false},

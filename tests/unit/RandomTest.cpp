@@ -162,6 +162,30 @@ TEST(RandomTest, TruncatedNormalsFollowTheirDistributionInsideTheBounds) {
   EXPECT_NE(order.find("the bounds must satisfy lower < upper"), std::string::npos) << order;
 }
 
+TEST(RandomTest, PermutationsAreOrdersOfEveryIndex) {
+  const Array key = random::key(9);
+  auto draw = [](const std::string& devices, int64_t n) {
+    return jit([n](const Tensor& k) { return random::permutation(k, n); }, {.devices = devices});
+  };
+  const std::vector<double> order = values(draw("cpu", 1000)(key));
+  std::vector<double> sorted = order;
+  std::sort(sorted.begin(), sorted.end());
+  for (size_t i = 0; i < sorted.size(); ++i) ASSERT_EQ(sorted[i], double(i)) << "not a permutation";
+  int64_t inPlace = 0;  // about 1 for a uniform permutation
+  for (size_t i = 0; i < order.size(); ++i) inPlace += order[i] == double(i);
+  EXPECT_LT(inPlace, 8);
+  EXPECT_EQ(values(draw("sim", 1000)(key)), order) << "sim";
+  EXPECT_NE(values(draw("cpu", 1000)(random::key(10))), order);
+  // Which index comes first is uniform: over 2000 keys each of 4 about 500 times.
+  std::vector<int> at(4, 0);
+  auto small = draw("cpu", 4);
+  for (uint32_t k = 0; k < 2000; ++k) ++at[size_t(values(small(random::foldIn(key, k)))[0])];
+  for (int count : at) EXPECT_NEAR(count, 500, 90);  // 4.6 sigma
+  EXPECT_NE(errorOf([] { jit([](const Tensor& k) { return random::permutation(k, -1); })(random::key(1)); })
+                .find("negative extent"),
+            std::string::npos);
+}
+
 TEST(RandomTest, BernoulliMasksAndCategoricalDrawsComeAtTheirProbabilities) {
   const Array key = random::key(5);
   auto mask = [&](double p) {

@@ -127,6 +127,10 @@ func.func @all_ops(%x: tensor<2x3x8x8xf32>, %w: tensor<4x3x3x3xf32>, %b: tensor<
   %flat = spmd.reshape %r : (tensor<2x4x4x4xf32>) -> tensor<2x64xf32>
   // CHECK: spmd.argmax %{{.*}} {axis = 1 : i64} : (tensor<2x64xf32>) -> tensor<2xi32>
   %am = spmd.argmax %flat {axis = 1} : (tensor<2x64xf32>) -> tensor<2xi32>
+  // CHECK: spmd.argsort %{{.*}} {axis = 1 : i64} : (tensor<2x64xf32>) -> tensor<2x64xi32>
+  %as = spmd.argsort %flat {axis = 1} : (tensor<2x64xf32>) -> tensor<2x64xi32>
+  // CHECK: spmd.argsort %{{.*}} {axis = 0 : i64, descending = true} : (tensor<2x64xf32>) -> tensor<2x64xi32>
+  %ad = spmd.argsort %flat {axis = 0, descending = true} : (tensor<2x64xf32>) -> tensor<2x64xi32>
   // CHECK: spmd.matmul %{{.*}}, %{{.*}} : (tensor<6x5xf32>, tensor<5x7xf32>) -> tensor<6x7xf32>
   %mm = spmd.matmul %m, %n : (tensor<6x5xf32>, tensor<5x7xf32>) -> tensor<6x7xf32>
   // CHECK: spmd.matmul %{{.*}}, %{{.*}} {transpose_rhs = true} : (tensor<6x7xf32>, tensor<5x7xf32>) -> tensor<6x5xf32>

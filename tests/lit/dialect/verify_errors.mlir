@@ -240,6 +240,15 @@ func.func @argmax(%a: tensor<2x3xf32>) {
 
 // -----
 
+func.func @argsort(%a: tensor<2x3xf32>) {
+  // expected-error @+2 {{axis 2 is out of range for rank 2}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %r = spmd.argsort %a {axis = 2} : (tensor<2x3xf32>) -> tensor<2x3xi32>
+  return
+}
+
+// -----
+
 func.func @take_along_axis(%a: tensor<2x3xf32>, %i: tensor<3x2xi32>) {
   // expected-error @+2 {{indices tensor<3x2xi32> and input tensor<2x3xf32> differ on axis 0, which is not the axis taken along (1): broadcast the indices to input's size there}}
   // expected-error @+1 {{failed to infer returned types}}
