@@ -74,9 +74,8 @@ Array sampleTruncated(Rng& rng, const Shape& shape, double stddev, double lower,
   std::uniform_real_distribution<double> dist(0.0, 1.0);
   const float lo = static_cast<float>(lower * stddev), hi = static_cast<float>(upper * stddev);
   return filled(shape, [&] {
-    double u = 0;
-    while (u == 0) u = dist(rng.engine());  // (0, 1): never the quantile of a bound at infinity
-    const double z = normalQuantile(pFrom + u * (pTo - pFrom));
+    double z = INFINITY;  // drawn again where u's CDF value rounds to 0 or 1 (a bound at infinity)
+    while (!std::isfinite(z)) z = normalQuantile(pFrom + dist(rng.engine()) * (pTo - pFrom));
     const float v = static_cast<float>((mirrored ? -z : z) * stddev);
     return std::min(std::max(v, lo), hi);
   });
