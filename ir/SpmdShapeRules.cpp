@@ -426,7 +426,8 @@ LogicalResult ArgsortOp::inferReturnTypes(MLIRContext* context, OptLoc loc, Adap
                                           SmallVectorImpl<Type>& results) {
   auto in = expectTensor(loc, "argsort", "input", adaptor.getInput(), -1);
   if (failed(in)) return failure();
-  if (failed(checkAxes(loc, "argsort", {adaptor.getAxis()}, in->getRank()))) return failure();
+  const int64_t axis = adaptor.getAxis();
+  if (failed(checkAxes(loc, "argsort", {axis}, in->getRank()))) return failure();
   results.push_back(RankedTensorType::get(in->getShape(), IntegerType::get(context, 32)));
   return success();
 }
