@@ -26,13 +26,6 @@ Array uniformArray(Rng& rng, const Shape& shape, double bound, DType dtype, cons
   return out;
 }
 
-namespace {
-
-// P(Z <= x) for a standard normal Z; erfc keeps the lower tail's relative precision.
-double normalCdf(double x) { return 0.5 * std::erfc(-x / std::sqrt(2.0)); }
-
-}  // namespace
-
 // On the error function's inverses (runtime/base/Elementwise.h, the erfinv op's host formula):
 // Phi^-1(p) = -sqrt 2 erfcinv(2p), each tail on its own distance from 0 or 1, which is exact.
 double normalQuantile(double p) {
@@ -70,7 +63,7 @@ Array sampleNormal(Rng& rng, const Shape& shape, double stddev) {
 Array sampleTruncated(Rng& rng, const Shape& shape, double stddev, double lower, double upper) {
   const bool mirrored = lower >= 0;
   const double from = mirrored ? -upper : lower, to = mirrored ? -lower : upper;
-  const double pFrom = normalCdf(from), pTo = normalCdf(to);
+  const double pFrom = runtime::ew::normalCdfOf(from), pTo = runtime::ew::normalCdfOf(to);
   std::uniform_real_distribution<double> dist(0.0, 1.0);
   const float lo = static_cast<float>(lower * stddev), hi = static_cast<float>(upper * stddev);
   return filled(shape, [&] {
@@ -94,7 +87,7 @@ void checkTruncation(double stddev, double lower, double upper) {
   if (std::isnan(lower) || std::isnan(upper) || !(lower < upper))
     throw Error(call + ": the bounds (in standard deviations) must satisfy lower < upper");
   const bool mirrored = lower >= 0;
-  if (!(normalCdf(mirrored ? -lower : upper) - normalCdf(mirrored ? -upper : lower) > 0))
+  if (!(runtime::ew::normalCdfOf(mirrored ? -lower : upper) - runtime::ew::normalCdfOf(mirrored ? -upper : lower) > 0))
     throw Error(call + ": [lower, upper] holds no probability a double can represent (the normal CDF "
                 "is 0 or 1 at both bounds); bring them within about 37 standard deviations of 0");
 }

@@ -83,15 +83,18 @@ void argsort(KernelCall& call) {
     const int64_t rows = extent ? x.numel() / extent : 0;
     const T* in = x.as<T>();
     int32_t* out = call.out[0].as<int32_t>();
-#pragma omp parallel for schedule(static) if (rows > 1 && rows * extent > 4096)
-    for (int64_t r = 0; r < rows; ++r) {
-      const int64_t base = (r / inner) * extent * inner + r % inner;
-      std::vector<T> row(static_cast<size_t>(extent));
+#pragma omp parallel if (rows > 1 && rows * extent > 4096)
+    {
+      std::vector<T> row(static_cast<size_t>(extent));  // a thread's buffers, for all its rows
       std::vector<int32_t> order(static_cast<size_t>(extent));
-      for (int64_t j = 0; j < extent; ++j) row[size_t(j)] = in[base + j * inner], order[size_t(j)] = int32_t(j);
-      std::stable_sort(order.begin(), order.end(),
-                       [&](int32_t p, int32_t q) { return sortsBefore(row[size_t(p)], row[size_t(q)], a.descending); });
-      for (int64_t j = 0; j < extent; ++j) out[base + j * inner] = order[size_t(j)];
+#pragma omp for schedule(static)
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t base = (r / inner) * extent * inner + r % inner;
+        for (int64_t j = 0; j < extent; ++j) row[size_t(j)] = in[base + j * inner], order[size_t(j)] = int32_t(j);
+        std::stable_sort(order.begin(), order.end(),
+                         [&](int32_t p, int32_t q) { return sortsBefore(row[size_t(p)], row[size_t(q)], a.descending); });
+        for (int64_t j = 0; j < extent; ++j) out[base + j * inner] = order[size_t(j)];
+      }
     }
   });
 }
