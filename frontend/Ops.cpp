@@ -424,9 +424,12 @@ Tensor takeAlongAxis(const Tensor& x, const Tensor& indices, int64_t axis, Loc l
                         ->getResult(0));
 }
 
-Tensor scatterAdd(const Tensor& x, const Tensor& indices, const Tensor& updates, int64_t axis, Loc loc) {
-  Trace& trace = Trace::current("scatterAdd", loc);
-  const std::string at = where(loc) + ": spmd::scatterAdd: ";
+namespace {
+
+// A scatter's axis, counted from the front, once its operands fit (else an error at the user's line).
+int64_t scatterAxis(const char* name, const Tensor& x, const Tensor& indices, const Tensor& updates, int64_t axis,
+                    Loc loc) {
+  const std::string at = where(loc) + ": spmd::" + name + ": ";
   const int64_t rank = x.rank();
   if (axis < 0) axis += rank;
   if (axis < 0 || axis >= rank)
@@ -440,6 +443,41 @@ Tensor scatterAdd(const Tensor& x, const Tensor& indices, const Tensor& updates,
     throw Error(at + "indices " + indices.typeString() + " and updates " + updates.typeString() +
                 " must have one shape, of x " + x.typeString() + "'s rank and its sizes on every axis but " +
                 std::to_string(axis) + ", and updates x's dtype");
+  return axis;
+}
+
+Tensor scatterReduce(const char* name, ir::Reduction reduction, const Tensor& x, const Tensor& indices,
+                     const Tensor& updates, int64_t axis, Loc loc) {
+  Trace& trace = Trace::current(name, loc);
+  axis = scatterAxis(name, x, indices, updates, axis, loc);
+  return trace.wrap(trace
+                        .create<ir::ScatterReduceOp>(loc, trace.valueOf(x, loc), trace.valueOf(indices, loc),
+                                                     trace.valueOf(updates, loc), axis, reduction)
+                        ->getResult(0));
+}
+
+}  // namespace
+
+Tensor scatter(const Tensor& x, const Tensor& indices, const Tensor& updates, int64_t axis, Loc loc) {
+  Trace& trace = Trace::current("scatter", loc);
+  axis = scatterAxis("scatter", x, indices, updates, axis, loc);
+  return trace.wrap(trace
+                        .create<ir::ScatterOp>(loc, trace.valueOf(x, loc), trace.valueOf(indices, loc),
+                                               trace.valueOf(updates, loc), axis)
+                        ->getResult(0));
+}
+
+Tensor scatterMax(const Tensor& x, const Tensor& indices, const Tensor& updates, int64_t axis, Loc loc) {
+  return scatterReduce("scatterMax", ir::Reduction::Max, x, indices, updates, axis, loc);
+}
+
+Tensor scatterMin(const Tensor& x, const Tensor& indices, const Tensor& updates, int64_t axis, Loc loc) {
+  return scatterReduce("scatterMin", ir::Reduction::Min, x, indices, updates, axis, loc);
+}
+
+Tensor scatterAdd(const Tensor& x, const Tensor& indices, const Tensor& updates, int64_t axis, Loc loc) {
+  Trace& trace = Trace::current("scatterAdd", loc);
+  axis = scatterAxis("scatterAdd", x, indices, updates, axis, loc);
   Tensor added = trace.wrap(trace
                                 .createWithType<ir::TakeAlongAxisBackwardOp>(
                                     loc, detail::tensorType(x.dtype(), x.shape()), trace.valueOf(updates, loc),

@@ -183,6 +183,20 @@ Tensor takeAlongAxis(const Tensor& x, const Tensor& indices, int64_t axis, Loc l
 // index order. An index outside [0, x.dim(axis)) is a run-time error naming its position.
 Tensor scatterAdd(const Tensor& x, const Tensor& indices, const Tensor& updates, int64_t axis,
                   Loc loc = Loc::current());
+// x with each element of `updates` written where its index points along `axis` (torch.scatter,
+// jnp's x.at[...].set along one axis), operands as scatterAdd's. Where indices repeat, the last
+// update in index order is written (torch and jax leave it unspecified); the gradient reaches x
+// where nothing was written and each update that was written (jax's rule), no other.
+Tensor scatter(const Tensor& x, const Tensor& indices, const Tensor& updates, int64_t axis, Loc loc = Loc::current());
+// x's elements folded with the updates pointing at them by max / min (torch.scatter_reduce
+// "amax" / "amin" with include_self, jnp's x.at[...].max / .min along one axis), operands as
+// scatterAdd's; a NaN among them gives NaN. The gradient is shared evenly among the operands equal
+// to the result, x's element included, as torch's. A segment max over ids: scatterMax of
+// full(-inf) at the ids broadcast to the data's shape.
+Tensor scatterMax(const Tensor& x, const Tensor& indices, const Tensor& updates, int64_t axis,
+                  Loc loc = Loc::current());
+Tensor scatterMin(const Tensor& x, const Tensor& indices, const Tensor& updates, int64_t axis,
+                  Loc loc = Loc::current());
 // Per-example loss: logits [N, C], labels [N] i32 -> [N].
 Tensor softmaxCrossEntropy(const Tensor& logits, const Tensor& labels, Loc loc = Loc::current());
 

@@ -145,6 +145,36 @@ def Spmd_TakeAlongAxisOp : Spmd_InferredOp<"take_along_axis", [Vjp]> {
   let results = (outs Spmd_FloatTensor:$result);
 }
 
+def Spmd_ScatterOp : Spmd_InferredOp<"scatter", [Vjp]> {
+  let summary = "input with updates written where their i32 indices point along one axis (torch.scatter)";
+  let description = [{
+    indices and updates have one shape, of input's rank and input's sizes on every other axis:
+    result[..., indices[..., j, ...], ...] = updates[..., j, ...] along `axis`, every other element
+    input's. Where indices repeat, the last update in index order is written (jax's .at[].set
+    leaves it unspecified, torch.scatter too): the result does not depend on thread timing. The
+    gradient reaches input where no update was written and the update that was written, no other.
+    An index outside [0, input's size along axis) is an error reported at run time with its
+    position.
+  }];
+  let arguments = (ins Spmd_FloatTensor:$input, Spmd_IndexTensor:$indices, Spmd_FloatTensor:$updates, I64Attr:$axis);
+  let results = (outs Spmd_FloatTensor:$result);
+}
+
+def Spmd_ScatterReduceOp : Spmd_InferredOp<"scatter_reduce", [Vjp]> {
+  let summary = "input folded with the updates at their i32 indices along one axis by max or min";
+  let description = [{
+    torch.scatter_reduce(input, axis, indices, updates, "amax" / "amin") with include_self, jax's
+    .at[].max / .min along one axis: each element the largest (smallest) of input's element and
+    the updates whose index points at it; a NaN among them makes it NaN. The operands' shapes are
+    scatter's. The gradient is shared evenly among the operands equal to the result (input's
+    element and updates alike), as torch's. The sum is spmd::scatterAdd (take_along_axis_backward
+    added to input), so `reduction` is max or min.
+  }];
+  let arguments = (ins Spmd_FloatTensor:$input, Spmd_IndexTensor:$indices, Spmd_FloatTensor:$updates, I64Attr:$axis,
+                       Spmd_ReductionAttr:$reduction);
+  let results = (outs Spmd_FloatTensor:$result);
+}
+
 //===--- random numbers ----------------------------------------------------------------------===//
 
 // A key is a tensor<2xi32> (jax.random's raw key): spmd::random::key(seed) makes one on the host.

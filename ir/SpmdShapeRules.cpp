@@ -370,6 +370,56 @@ LogicalResult TakeAlongAxisOp::inferReturnTypes(MLIRContext*, OptLoc loc, Adapto
   return success();
 }
 
+//===--- scatter, scatter_reduce --------------------------------------------------------------===//
+
+namespace {
+
+// The result of writing `updates` into `input` at `indices` along `axis`: input's type, once
+// indices and updates have one shape, of input's rank and sizes off the axis.
+LogicalResult inferScatter(OptLoc loc, StringRef op, Value input, Value indices, Value updates, int64_t axis,
+                           SmallVectorImpl<Type>& results) {
+  auto in = expectTensor(loc, op, "input", input, -1);
+  if (failed(in)) return failure();
+  auto at = expectTensor(loc, op, "indices", indices, -1);
+  if (failed(at)) return failure();
+  auto up = expectTensor(loc, op, "updates", updates, -1);
+  if (failed(up)) return failure();
+  if (in->getRank() == 0) return fail(loc, op, "input must have an axis to scatter along, got a scalar " + str(*in));
+  if (failed(checkAxes(loc, op, {axis}, in->getRank()))) return failure();
+  if (up->getShape() != at->getShape() || up->getElementType() != in->getElementType())
+    return fail(loc, op, "updates " + str(*up) + " must have the shape of indices " + str(*at) +
+                             " and the element type of input " + str(*in));
+  if (at->getRank() != in->getRank())
+    return fail(loc, op, "indices " + str(*at) + " must have input " + str(*in) + "'s rank " +
+                             std::to_string(in->getRank()) + " (add size-1 axes: reshape them)");
+  for (int64_t d = 0; d < in->getRank(); ++d)
+    if (d != axis && at->getDimSize(d) != in->getDimSize(d))
+      return fail(loc, op, "indices " + str(*at) + " and input " + str(*in) + " differ on axis " +
+                               std::to_string(d) + ", which is not the axis scattered along (" + std::to_string(axis) +
+                               "): broadcast the indices and updates to input's size there");
+  results.push_back(RankedTensorType::get(in->getShape(), in->getElementType()));
+  return success();
+}
+
+}  // namespace
+
+LogicalResult ScatterOp::inferReturnTypes(MLIRContext*, OptLoc loc, Adaptor adaptor, SmallVectorImpl<Type>& results) {
+  const int64_t axis = adaptor.getAxis();
+  return inferScatter(loc, "scatter", adaptor.getInput(), adaptor.getIndices(), adaptor.getUpdates(), axis, results);
+}
+
+LogicalResult ScatterReduceOp::inferReturnTypes(MLIRContext*, OptLoc loc, Adaptor adaptor,
+                                                SmallVectorImpl<Type>& results) {
+  const Reduction reduction = adaptor.getReduction();
+  if (reduction != Reduction::Max && reduction != Reduction::Min)
+    return fail(loc, "scatter_reduce", std::string("reduction must be max or min, got ") +
+                                           (reduction == Reduction::Sum ? "sum: a sum is scatter-add, spmd::scatterAdd"
+                                                                        : "mean, which it does not take"));
+  const int64_t axis = adaptor.getAxis();
+  return inferScatter(loc, "scatter_reduce", adaptor.getInput(), adaptor.getIndices(), adaptor.getUpdates(), axis,
+                      results);
+}
+
 //===--- random numbers ----------------------------------------------------------------------===//
 
 namespace {

@@ -209,6 +209,56 @@ LogicalResult TakeAlongAxisBackwardOp::buildVjp(OpBuilder& b, ArrayRef<Value> gr
   return success();
 }
 
+//===--- scatter, scatter_reduce -------------------------------------------------------------===//
+
+LogicalResult ScatterOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads, SmallVectorImpl<Value>& out) {
+  Emit e{b, getLoc()};
+  const int64_t axis = getAxis();
+  RankedTensorType inType = typeOf(getInput()), atType = typeOf(getIndices());
+  // Which update was written: each one's position along the axis (f64: exact for any count),
+  // scattered as this op scatters (the last one at a place wins), read back at its index, and
+  // compared with its own. Where -1 stays, no update was written and input's element was kept.
+  auto f64 = b.getF64Type();
+  auto posType = RankedTensorType::get(atType.getShape(), f64), placeType = RankedTensorType::get(inType.getShape(), f64);
+  SmallVector<double> iota(atType.getDimSize(axis));
+  for (size_t j = 0; j < iota.size(); ++j) iota[j] = double(j);
+  auto iotaType = RankedTensorType::get({atType.getDimSize(axis)}, f64);
+  Value line = b.create<ConstantOp>(getLoc(), llvm::cast<ElementsAttr>(DenseElementsAttr::get(iotaType, ArrayRef<double>(iota))));
+  Value pos = e.broadcast(line, posType, {axis});
+  Value none = e.splat(placeType, -1.0);
+  Value last = b.create<ScatterOp>(getLoc(), none, getIndices(), pos, getAxisAttr());
+  Value written = b.create<EqualOp>(getLoc(), b.create<TakeAlongAxisOp>(getLoc(), last, getIndices(), getAxisAttr()), pos);
+  Value kept = b.create<EqualOp>(getLoc(), last, none);
+  auto like = [&](Value mask, Value as) {
+    return typeOf(mask) == typeOf(as) ? mask : b.create<ConvertOp>(getLoc(), typeOf(as), mask).getResult();
+  };
+  out.push_back(e.mul(grads[0], like(kept, getInput())));
+  out.push_back(Value());  // integer indices have no cotangent
+  out.push_back(e.mul(b.create<TakeAlongAxisOp>(getLoc(), grads[0], getIndices(), getAxisAttr()), like(written, getUpdates())));
+  return success();
+}
+
+LogicalResult ScatterReduceOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads, SmallVectorImpl<Value>& out) {
+  Emit e{b, getLoc()};
+  // As torch's: the operands equal to the result (input's element, and the updates equal to
+  // their place's result) share its gradient evenly. The result is one of them, so the count is
+  // at least 1 (a NaN result has none: its gradient is NaN, as reduce_max's).
+  auto isResult = [&](Value v, Value r) -> Value {
+    if (getReduction() == Reduction::Max) return b.create<GreaterEqualOp>(getLoc(), v, r);
+    return b.create<LessEqualOp>(getLoc(), v, r);
+  };
+  Value fromInput = isResult(getInput(), getResult());
+  Value fromUpdates =
+      isResult(getUpdates(), b.create<TakeAlongAxisOp>(getLoc(), getResult(), getIndices(), getAxisAttr()));
+  Value count = e.add(fromInput, b.create<TakeAlongAxisBackwardOp>(getLoc(), getInput().getType(), fromUpdates,
+                                                                   getIndices(), getAxisAttr()));
+  Value share = e.div(grads[0], count);
+  out.push_back(e.mul(share, fromInput));
+  out.push_back(Value());
+  out.push_back(e.mul(b.create<TakeAlongAxisOp>(getLoc(), share, getIndices(), getAxisAttr()), fromUpdates));
+  return success();
+}
+
 //===--- elementwise -------------------------------------------------------------------------===//
 
 LogicalResult AddOp::buildVjp(OpBuilder&, ArrayRef<Value> grads, SmallVectorImpl<Value>& out) {

@@ -73,7 +73,7 @@ void argmax(KernelCall& call) {
 }
 
 // Rows side by side on the replica's threads; each row gathered, then std::stable_sort of its
-// indices by NanRules' sortsBefore (n log n; the library's rank count is quadratic).
+// indices by NanRules' sortsBefore (n log n).
 void argsort(KernelCall& call) {
   visitFloat(call.in[0].dtype, [&](auto tag) {
     using T = decltype(tag);

@@ -65,6 +65,21 @@ const std::map<std::string_view, Decoder, std::less<>>& decoders() {
   return table;
 }
 
+// Reductions a field's kind spells but its op does not take: the dialect's verifiers refuse them
+// in IR; a Program written or edited by hand meets this check before any kernel runs.
+void checkReductions(const Step& step, const OpRecord& record) {
+  const char* takes = nullptr;
+  Reduction got{};
+  if (const auto* s = std::get_if<ScatterReduceAttrs>(&record.value);
+      s && s->reduction != Reduction::Max && s->reduction != Reduction::Min)
+    takes = "max or min (a sum is take_along_axis_backward added to the input)", got = s->reduction;
+  if (const auto* w = std::get_if<WindowAttrs>(&record.value); w && w->reduction == Reduction::Min)
+    takes = "max, sum or mean (a min window is -reduce_window(max, -x))", got = w->reduction;
+  if (takes)
+    throw Error("step '" + step.op + "' (" + step.where() + "): attribute 'reduction' is " + reductionName(got) +
+                "; this op takes " + takes);
+}
+
 }  // namespace
 
 #define SPMD_ATTR_SPEC(type, name, required) {#name, kindOf<attr_field::type>(), required},
@@ -85,7 +100,10 @@ std::span<const AttrSpec> programAttributes(std::string_view op) {
 
 OpRecord decodedAttributes(const Step& step) {
   auto it = decoders().find(step.op);
-  return it == decoders().end() ? OpRecord{} : it->second(step);
+  if (it == decoders().end()) return OpRecord{};
+  OpRecord record = it->second(step);
+  checkReductions(step, record);
+  return record;
 }
 
 void decodeAttributes(Step& step) { step.record = std::make_shared<const OpRecord>(decodedAttributes(step)); }

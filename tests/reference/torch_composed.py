@@ -3,7 +3,10 @@
 of DIR's "x.<name>" in f64, and the gradient of sum(result * "g.<name>") with respect to x,
 written back as "y.<name>" and "dx.<name>". Each case comes on the command line as NAME KIND ARG:
 KIND min, logsumexp (ARG: the axes, comma-separated), var and std (ARG: axes/correction), take, gather
-(torch.gather: take_along_axis) and scatter (torch.scatter_add of x and twice its gather) (ARG: the axis;
+(torch.gather: take_along_axis), scatter (torch.scatter_add of x and twice its gather), scatter_set
+(torch.scatter of twice the gather), scatter_amax (torch.scatter_reduce "amax" of the gather itself: ties)
+and scatter_amin ("amin" of 1.5 times the gather) (ARG: the axis;
+segment_sum and segment_max take ARG: the segments, and the ids as the indices;
 the i32 indices are "i.<name>"), smoothed (cross-entropy of logits x and labels "i.<name>", ARG: the label
 smoothing), upsample (nearest, ARG: the factors sh,sw), clamp (ARG: low,high), cumsum (ARG: the axis), sort
 (ARG: axis,descending), topk (ARG: k), or argsort_ties and topk_indices (indices on ties, as f64; ARG: the axis, k). Files in DIR as tests/reference/exchange.py describes.
@@ -36,6 +39,22 @@ def apply(kind, arg, x, indices):
     if kind == "scatter":  # torch.scatter_add of twice the gathered values: both paths of the gradient
         axis = int(numbers[0]) % x.dim()
         return torch.scatter_add(x, axis, indices.long(), 2 * torch.gather(x, axis, indices.long()))
+    if kind == "segment_sum":  # jax.ops.segment_sum: rows of x added into row id of zeros
+        rows = torch.zeros((int(numbers[0]),) + tuple(x.shape[1:]), dtype=x.dtype)
+        return rows.index_add(0, indices.long(), x)
+    if kind == "segment_max":  # jax.ops.segment_max: rows of x folded by max into row id of -inf
+        rows = torch.full((int(numbers[0]),) + tuple(x.shape[1:]), float("-inf"), dtype=x.dtype)
+        at = indices.long().reshape((-1,) + (1,) * (x.dim() - 1)).expand_as(x)
+        return rows.scatter_reduce(0, at, x, "amax")
+    if kind == "scatter_set":  # torch.scatter of twice the gathered values (indices without repeats)
+        axis = int(numbers[0]) % x.dim()
+        return torch.scatter(x, axis, indices.long(), 2 * torch.gather(x, axis, indices.long()))
+    if kind == "scatter_amax":  # every update ties with x's element at its index, and repeats with each other
+        axis = int(numbers[0]) % x.dim()
+        return torch.scatter_reduce(x, axis, indices.long(), torch.gather(x, axis, indices.long()), "amax")
+    if kind == "scatter_amin":  # updates of 1.5 x: below x's element where it is negative
+        axis = int(numbers[0]) % x.dim()
+        return torch.scatter_reduce(x, axis, indices.long(), 1.5 * torch.gather(x, axis, indices.long()), "amin")
     if kind == "smoothed":  # x: logits, the indices: labels
         return torch.nn.functional.cross_entropy(x, indices.long(), reduction="none",
                                                  label_smoothing=float(arg))

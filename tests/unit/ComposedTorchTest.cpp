@@ -1,7 +1,7 @@
 // The composed functions of frontend/Composed.h beyond the activations (those are checked at
 // edge values in ElementwiseTorchTest): min, logsumexp, variance, stddev, take, label-smoothed
-// cross-entropy, nearest upsampling, clamp, cumsum, sort and topK (their stable order on ties too), and takeAlongAxis (torch.gather) and scatterAdd
-// (torch.scatter_add), against PyTorch's in f64,
+// cross-entropy, nearest upsampling, clamp, cumsum, sort and topK (their stable order on ties too), and takeAlongAxis (torch.gather), scatterAdd
+// (torch.scatter_add), scatter (torch.scatter) and scatterMax / scatterMin (torch.scatter_reduce), against PyTorch's in f64,
 // values and gradients within 1e-13 (tests/reference/torch_composed.py); logsumexp's infinities; the
 // activation layers give their functions' bits; oneHot and arange by hand; bad arguments name the
 // caller's line.
@@ -43,6 +43,16 @@ TEST(ComposedTorchTest, ReductionsTakeAndClampMatchPyTorch) {
     for (size_t i = 0; i < values.size(); ++i) values[i] = int32_t((i * 7 + i / 3) % bound);
     return Array::of<int32_t>(shape, values);
   };
+  // Indices of [A, n, B] along the middle axis without repeats in a row: (2j + a + b) mod bound,
+  // bound odd and above 2n.
+  auto distinct = [](Shape shape, int32_t bound) {
+    std::vector<int32_t> values(numElements(shape));
+    for (size_t k = 0; k < values.size(); ++k) {
+      const int64_t b = int64_t(k) % shape[2], j = int64_t(k) / shape[2] % shape[1], a = int64_t(k) / (shape[1] * shape[2]);
+      values[k] = int32_t((2 * j + a + b) % bound);
+    }
+    return Array::of<int32_t>(shape, values);
+  };
   const std::vector<Case> cases = {
       {"min_axis1", "min", "1", {3, 5, 4}, [](const Tensor& x, const Tensor&) { return min(x, {1}); }},
       {"min_all", "min", "0,1,2", {3, 5, 4}, [](const Tensor& x, const Tensor&) { return min(x, {0, 1, 2}); }},
@@ -76,6 +86,24 @@ TEST(ComposedTorchTest, ReductionsTakeAndClampMatchPyTorch) {
       {"scatter_axis1", "scatter", "1", {3, 5, 4},
        [](const Tensor& x, const Tensor& i) { return scatterAdd(x, i, mul(takeAlongAxis(x, i, 1), 2.0), 1); },
        cyclic({3, 7, 4}, 5)},
+      // scatter against torch.scatter on indices without repeats (torch leaves repeats unspecified,
+      // and gives every repeated update the gradient); the last one written: ScatterTest.
+      {"scatter_set_axis1", "scatter_set", "1", {3, 5, 4},
+       [](const Tensor& x, const Tensor& i) { return scatter(x, i, mul(takeAlongAxis(x, i, 1), 2.0), 1); },
+       distinct({3, 3, 4}, 5)},
+      // Max with every update equal to x's element it lands on (repeats too): the gradient shared
+      // among ties, x's own element included; min with updates that win where x is negative.
+      {"scatter_amax_ties", "scatter_amax", "1", {3, 5, 4},
+       [](const Tensor& x, const Tensor& i) { return scatterMax(x, i, takeAlongAxis(x, i, 1), 1); },
+       cyclic({3, 7, 4}, 5)},
+      // Segments 3 and 5 empty in the sum (zeros); every segment named in the max.
+      {"segment_sum", "segment_sum", "6", {7, 3, 2},
+       [](const Tensor& x, const Tensor& i) { return segmentSum(x, i, 6); }, ids({7}, {4, 0, 4, 2, 1, 0, 4})},
+      {"segment_max", "segment_max", "4", {7, 3, 2},
+       [](const Tensor& x, const Tensor& i) { return segmentMax(x, i, 4); }, ids({7}, {3, 0, 3, 2, 1, 0, 3})},
+      {"scatter_amin_last", "scatter_amin", "-1", {3, 4, 6},
+       [](const Tensor& x, const Tensor& i) { return scatterMin(x, i, mul(takeAlongAxis(x, i, -1), 1.5), -1); },
+       cyclic({3, 4, 9}, 6)},
       {"clamp", "clamp", "-0.4,0.3", {3, 5, 4},
        [](const Tensor& x, const Tensor&) { return clamp(x, -0.4, 0.3); }},
       // 37 along the axis: six shifted adds, the last a partial one.
@@ -133,6 +161,82 @@ TEST(ComposedTorchTest, ReductionsTakeAndClampMatchPyTorch) {
   EXPECT_EQ(ours["take_axis1"].first.shape, (Shape{3, 2, 3, 4}));
   EXPECT_EQ(ours["gather_axis_last"].first.shape, (Shape{3, 5, 6}));
   EXPECT_EQ(ours["logsumexp_02"].first.shape, (Shape{5}));
+}
+
+// scatter where indices repeat, by hand on cpu and sim: the last update in index order is written,
+// and the gradient reaches x's elements no update was written to and the written updates only.
+TEST(ComposedTorchTest, ScatterWritesTheLastUpdateAndOnlyItGetsTheGradient) {
+  const Array x = Array::of<float>({2, 4}, std::vector<float>{10, 11, 12, 13, 20, 21, 22, 23});
+  const Array u = Array::of<float>({2, 3}, std::vector<float>{100, 101, 102, 200, 201, 202});
+  const Array w = Array::of<float>({2, 4}, std::vector<float>{1, 2, 3, 4, 5, 6, 7, 8});
+  const Tensor at(Array::of<int32_t>({2, 3}, std::vector<int32_t>{1, 3, 1, 0, 0, 0}));
+  auto expect = [](const Array& a, std::vector<float> values, const char* what) {
+    ASSERT_EQ(a.numel(), int64_t(values.size())) << what;
+    for (int64_t i = 0; i < a.numel(); ++i) {
+      if (std::isnan(values[size_t(i)])) EXPECT_TRUE(std::isnan(testing::valueAt(a, i))) << what << " element " << i;
+      else EXPECT_EQ(testing::valueAt(a, i), values[size_t(i)]) << what << " element " << i;
+    }
+  };
+  for (const char* devices : {"cpu:1", "sim:1"}) {
+    SCOPED_TRACE(devices);
+    auto loss = [&](const Tensor& a, const Tensor& b, const Tensor& weights) {
+      Tensor y = scatter(a, at, b, 1) * weights;
+      return sum(y, {0, 1});
+    };
+    auto values = jit([&](const Tensor& a, const Tensor& b) { return scatter(a, at, b, -1); }, {.devices = devices});
+    expect(values(x, u).array(), {10, 102, 12, 101, 202, 21, 22, 23}, "result");
+    auto dx = jit([&](const Tensor& a, const Tensor& b, const Tensor& weights) {
+      return grad([&](const Tensor& t) { return loss(t, b, weights); })(a);
+    }, {.devices = devices});
+    expect(dx(x, u, w).array(), {1, 0, 3, 0, 0, 6, 7, 8}, "x's gradient");
+    auto du = jit([&](const Tensor& a, const Tensor& b, const Tensor& weights) {
+      return grad([&](const Tensor& t) { return loss(a, t, weights); })(b);
+    }, {.devices = devices});
+    expect(du(x, u, w).array(), {0, 4, 2, 0, 0, 5}, "the updates' gradient");
+    // A NaN among the operands makes the element NaN, whichever comes first.
+    const Array xNan = Array::of<float>({2, 4}, std::vector<float>{10, 11, NAN, 13, 20, 21, 22, 23});
+    const Array uNan = Array::of<float>({2, 3}, std::vector<float>{100, 101, 102, 200, NAN, 202});
+    auto extremes = jit(
+        [&](const Tensor& a, const Tensor& b) { return std::tuple{scatterMax(a, at, b, 1), scatterMin(a, at, b, 1)}; },
+        {.devices = devices});
+    auto [high, low] = extremes(xNan, uNan);
+    expect(high.array(), {10, 102, NAN, 101, NAN, 21, 22, 23}, "scatterMax");
+    expect(low.array(), {10, 11, NAN, 13, NAN, 21, 22, 23}, "scatterMin");
+    auto bad = jit([&](const Tensor& a, const Tensor& b) { return scatterMax(a, Tensor(Array::of<int32_t>({2, 3}, std::vector<int32_t>{0, 1, 2, 3, 4, 0})), b, 1); },
+                   {.devices = devices});
+    const std::string message = testing::errorOf([&] { bad(x, u).array(); });
+    EXPECT_NE(message.find("ComposedTorchTest.cpp:"), std::string::npos) << message;
+    EXPECT_NE(message.find("index 4 at position 4 of the indices is out of range [0, 4)"), std::string::npos) << message;
+  }
+}
+
+// Segment max and min of rows with an empty segment: the identity (-inf, +inf) there, as jax's;
+// an id out of range and ids that do not match the rows: errors at the caller's line.
+TEST(ComposedTorchTest, SegmentReductionsGiveEmptySegmentsTheIdentity) {
+  const Array data = Array::of<float>({3, 2}, std::vector<float>{1, -2, 3, 4, -5, 6});
+  const Tensor ids(Array::of<int32_t>({3}, std::vector<int32_t>{2, 0, 2}));
+  auto f = jit([&](const Tensor& x) { return std::tuple{segmentMax(x, ids, 4), segmentMin(x, ids, 4)}; });
+  auto [high, low] = f(data);
+  const std::vector<float> inf = {std::numeric_limits<float>::infinity()};
+  const std::vector<float> highs = {3, 4, -inf[0], -inf[0], 1, 6, -inf[0], -inf[0]};
+  const std::vector<float> lows = {3, 4, inf[0], inf[0], -5, -2, inf[0], inf[0]};
+  for (int64_t k = 0; k < 8; ++k) {
+    EXPECT_EQ(high.array().values<float>()[k], highs[size_t(k)]) << "segmentMax element " << k;
+    EXPECT_EQ(low.array().values<float>()[k], lows[size_t(k)]) << "segmentMin element " << k;
+  }
+  const std::string range = testing::errorOf([&] {
+    jit([](const Tensor& x) { return segmentMax(x, Tensor(Array::of<int32_t>({3}, std::vector<int32_t>{0, 4, 1})), 4); })(data)
+        .array();
+  });
+  EXPECT_NE(range.find("ComposedTorchTest.cpp:"), std::string::npos) << range;
+  EXPECT_NE(range.find("index 4 at position 1 of the indices is out of range [0, 4)"), std::string::npos) << range;
+  const std::string rows = testing::errorOf([&] {
+    jit([](const Tensor& x) { return segmentSum(x, Tensor(Array::of<int32_t>({2}, std::vector<int32_t>{0, 1})), 4); })(data);
+  });
+  EXPECT_NE(rows.find("ComposedTorchTest.cpp:"), std::string::npos) << rows;
+  EXPECT_NE(rows.find("spmd::segmentSum: segmentIds must be i32 [3], an id for each row of data f32[3, 2], got i32[2]"),
+            std::string::npos)
+      << rows;
 }
 
 // oneHot against its definition on cpu and sim (a label per class and repeats, f32 and f64
@@ -230,6 +334,13 @@ TEST(ComposedTorchTest, ActivationLayersAreTheirFunctionsAndBadArgumentsNameTheL
                               "f32[2, 3]'s rank and its sizes on every axis but 1"),
             std::string::npos)
       << scatterShape;
+  const std::string maxShape = refused([](const Tensor& t) {
+    return scatterMax(t, Tensor(Array::of<int32_t>({1, 3}, std::vector<int32_t>{0, 1, 2})), t, 0);
+  });
+  EXPECT_NE(maxShape.find("ComposedTorchTest.cpp"), std::string::npos) << maxShape;
+  EXPECT_NE(maxShape.find("spmd::scatterMax: indices i32[1, 3] and updates f32[2, 3] must have one shape"),
+            std::string::npos)
+      << maxShape;
   const std::string gatherShape = refused([](const Tensor& t) {
     return takeAlongAxis(t, Tensor(Array::of<int32_t>({3, 1}, std::vector<int32_t>{0, 1, 2})), 1);
   });

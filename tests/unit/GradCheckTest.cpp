@@ -217,6 +217,12 @@ std::vector<GradCase> cases() {
          Array at = Array::of<int32_t>({3, 3, 2}, std::vector<int32_t>{3, 0, 3, 3, 1, 0, 0, 0, 2, 1, 2, 2, 1, 3, 1, 1, 0, 2});
          return T{scatterAdd(a[0], Tensor(at), a[1], 1), scatterAdd(a[0], Tensor(at), mul(a[1], a[1]), -2)};
        }},
+      {"scatter (repeated indices: losers get none), scatterMax, scatterMin", {x({3, 4, 2}), x({3, 3, 2})},
+       [](const T& a) {
+         Array at = Array::of<int32_t>({3, 3, 2}, std::vector<int32_t>{3, 0, 3, 3, 1, 0, 0, 0, 2, 1, 2, 2, 1, 3, 1, 1, 0, 2});
+         return T{scatter(a[0], Tensor(at), mul(a[1], a[1]), 1), scatterMax(a[0], Tensor(at), a[1], 1),
+                  scatterMin(a[0], Tensor(at), mul(a[1], 2.0), -2)};
+       }},
       {"softmax log_softmax", {x({3, 4, 5})},
        [](const T& a) { return T{softmax(mul(a[0], 2.0), 1), logSoftmax(mul(a[0], 2.0))}; }},
       {"batched matmul bias, A^T B^T", {x({2, 3, 4}), x({2, 4, 5}), x({5})},

@@ -308,7 +308,17 @@ std::vector<KernelCase> kernelCases(DType t) {
     list.push_back({"argsort middle descending", "argsort", {x}, {{DType::i32, {3, 9, 4}}},
                     {{"axis", int64_t{1}}, {"descending", true}}});
     list.push_back({"argsort first", "argsort", {x}, {{DType::i32, {3, 9, 4}}}, {{"axis", int64_t{0}}}});
+    // Rows longer than the library's counting kernel takes (runtime/kernels/Reduce.h): its merge
+    // sort, a last run without a partner in some passes (300 and 261 are not powers of two).
     list.push_back({"argsort long rows ties", "argsort", {coarse({2, 300})}, {{DType::i32, {2, 300}}}, {{"axis", int64_t{1}}}});
+    Array y = coarse({2, 261, 3});
+    for (int64_t i = 0; i < y.numel(); i += 7) {
+      const double v = i % 3 == 0 ? NAN : i % 3 == 1 ? -0.0 : 0.0;
+      if (t == DType::f32) y.values<float>()[i] = float(v);
+      else y.values<double>()[i] = v;
+    }
+    list.push_back({"argsort long middle descending nan", "argsort", {y}, {{DType::i32, {2, 261, 3}}},
+                    {{"axis", int64_t{1}}, {"descending", true}}});
   }
   struct WindowGeometry { std::string name; Shape x, y; V window, stride, padding, dilation; bool ties; };
   for (const WindowGeometry& g :
@@ -376,6 +386,17 @@ std::vector<KernelCase> kernelCases(DType t) {
                     {{t, {3, 6, 5}}}, {{"axis", int64_t{1}}}});
     list.push_back({"take_along_axis bwd last", "take_along_axis_backward", {rnd({3, 6, 2}), l},
                     {{t, {3, 6, 7}}}, {{"axis", int64_t{2}}}});
+    // scatter: repeated indices (the last in index order is written) and places none names.
+    list.push_back({"scatter middle", "scatter", {rnd({3, 6, 5}), m, rnd({3, 4, 5})}, {{t, {3, 6, 5}}},
+                    {{"axis", int64_t{1}}}});
+    list.push_back({"scatter last", "scatter", {rnd({3, 6, 7}), l, rnd({3, 6, 2})}, {{t, {3, 6, 7}}},
+                    {{"axis", int64_t{2}}}});
+    // scatter_reduce: ties (steps of 0.5) between input and updates (NaN's propagation:
+    // ComposedTorchTest.ScatterWritesTheLastUpdateAndOnlyItGetsTheGradient).
+    list.push_back({"scatter_reduce max middle ties", "scatter_reduce", {coarse({3, 6, 5}), m, coarse({3, 4, 5})}, {{t, {3, 6, 5}}},
+                    {{"axis", int64_t{1}}, {"reduction", std::string("max")}}});
+    list.push_back({"scatter_reduce min last ties", "scatter_reduce", {coarse({3, 6, 7}), l, coarse({3, 6, 2})},
+                    {{t, {3, 6, 7}}}, {{"axis", int64_t{2}}, {"reduction", std::string("min")}}});
   }
   // 37 ids, descending with repeats, over 11 of 13 rows: the backward's sort takes six merge
   // passes with a partial last run, and rows 11 and 12 get no id.

@@ -131,6 +131,21 @@ TEST(OpCoverageTest, AttributesDecodeIntoTheOpsTypedRecord) {
   unknown.attrs["reduction"] = std::string("avg");
   EXPECT_NE(errorDecoding(unknown).find("step 'all_reduce' (m.cpp:4): attribute 'reduction': unknown reduction 'avg'"),
             std::string::npos) << errorDecoding(unknown);
+  // A reduction the kind spells but the op does not take: refused before a kernel could read it.
+  Step scatterSum{"scatter_reduce", {}, {}, {{"axis", int64_t{1}}, {"reduction", std::string("sum")}}, "m.cpp:8"};
+  EXPECT_NE(errorDecoding(scatterSum)
+                .find("step 'scatter_reduce' (m.cpp:8): attribute 'reduction' is sum; this op takes max or min"),
+            std::string::npos)
+      << errorDecoding(scatterSum);
+  scatterSum.attrs["reduction"] = std::string("min");
+  decodeAttributes(scatterSum);
+  EXPECT_EQ(attrsOf<ScatterReduceAttrs>(scatterSum).reduction, Reduction::Min);
+  Step windowMin{"reduce_window", {}, {}, {{"reduction", std::string("min")}, {"window", std::vector<int64_t>{2, 2}},
+                 {"stride", std::vector<int64_t>{2, 2}}, {"padding", std::vector<int64_t>{0, 0}},
+                 {"dilation", std::vector<int64_t>{1, 1}}, {"count_include_pad", false}}, "m.cpp:9"};
+  EXPECT_NE(errorDecoding(windowMin).find("attribute 'reduction' is min; this op takes max, sum or mean"),
+            std::string::npos)
+      << errorDecoding(windowMin);
   Step missing = conv;
   missing.attrs.erase("padding");
   EXPECT_NE(errorDecoding(missing).find("step 'conv2d' (m.cpp:3) has no attribute 'padding'"), std::string::npos);

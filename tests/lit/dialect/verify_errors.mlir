@@ -267,6 +267,33 @@ func.func @take_along_axis_rank(%a: tensor<2x3xf32>, %i: tensor<2xi32>) {
 
 // -----
 
+func.func @scatter_updates(%a: tensor<2x3xf32>, %i: tensor<2x2xi32>, %u: tensor<2x3xf32>) {
+  // expected-error @+2 {{updates tensor<2x3xf32> must have the shape of indices tensor<2x2xi32> and the element type of input tensor<2x3xf32>}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %r = spmd.scatter %a, %i, %u {axis = 1} : (tensor<2x3xf32>, tensor<2x2xi32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @scatter_reduce_sum(%a: tensor<2x3xf32>, %i: tensor<2x2xi32>, %u: tensor<2x2xf32>) {
+  // expected-error @+2 {{reduction must be max or min, got sum: a sum is scatter-add, spmd::scatterAdd}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %r = spmd.scatter_reduce %a, %i, %u {axis = 1, reduction = #spmd.reduction<sum>} : (tensor<2x3xf32>, tensor<2x2xi32>, tensor<2x2xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @scatter_reduce_axis(%a: tensor<2x3xf32>, %i: tensor<3x2xi32>, %u: tensor<3x2xf32>) {
+  // expected-error @+2 {{indices tensor<3x2xi32> and input tensor<2x3xf32> differ on axis 0, which is not the axis scattered along (1): broadcast the indices and updates to input's size there}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %r = spmd.scatter_reduce %a, %i, %u {axis = 1, reduction = #spmd.reduction<max>} : (tensor<2x3xf32>, tensor<3x2xi32>, tensor<3x2xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
 func.func @take_along_axis_backward(%g: tensor<2x2xf32>, %i: tensor<2x2xi32>) {
   // expected-error @+1 {{result_grad tensor<2x2xf32> must be take_along_axis of input_grad tensor<3x3xf32> at indices tensor<2x2xi32> along axis 1}}
   %r = spmd.take_along_axis_backward %g, %i {axis = 1} : (tensor<2x2xf32>, tensor<2x2xi32>) -> tensor<3x3xf32>
