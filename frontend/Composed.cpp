@@ -186,57 +186,6 @@ Tensor take(const Tensor& x, const Tensor& indices, int64_t axis, Loc loc) {
   return transpose(y, back, loc);
 }
 
-namespace {
-
-enum class Segment { Sum, Max, Min };
-
-Tensor segmentReduce(const char* name, Segment kind, const Tensor& data, const Tensor& ids, int64_t segments, Loc loc) {
-  tracing(name, loc);
-  const std::string at = where(loc) + ": spmd::" + name + ": ";
-  if (data.rank() < 1 || data.dtype() == DType::i32)
-    throw Error(at + "data must be a float tensor with a row axis first, got " + data.typeString());
-  if (ids.dtype() != DType::i32 || ids.rank() != 1 || ids.dim(0) != data.dim(0))
-    throw Error(at + "segmentIds must be i32 [" + std::to_string(data.dim(0)) + "], an id for each row of data " +
-                data.typeString() + ", got " + ids.typeString());
-  if (segments < 1 || segments > std::numeric_limits<int32_t>::max())
-    throw Error(at + "segments must be from 1 to 2^31 - 1, got " + std::to_string(segments));
-  Shape column(size_t(data.rank()), 1), rows = data.shape();
-  column[0] = data.dim(0), rows[0] = segments;
-  // The ids checked as given, so that an error names an id's own position (the scatter's check
-  // would name it in the ids broadcast to data's shape): zeros taken at the ids, subtracted from
-  // the rows (x - 0 is x, -0 and NaN included).
-  const Tensor zeros = broadcastTo(Tensor(Array::zeros(data.dtype() == DType::f64 ? DType::f64 : DType::f32, {1})),
-                                   {segments}, loc);
-  const Tensor checked = cast(takeAlongAxis(zeros, ids, 0, loc), data.dtype(), loc);
-  const Tensor rowsChecked = sub(data, reshape(checked, column, loc), loc);
-  const Tensor targets = broadcastTo(reshape(ids, column, loc), data.shape(), loc);
-  const double identity = kind == Segment::Sum ? 0.0
-                          : kind == Segment::Max ? -std::numeric_limits<double>::infinity()
-                                                 : std::numeric_limits<double>::infinity();
-  const Tensor start = broadcastTo(cast(Tensor(Array::of<double>({1}, std::vector<double>{identity})), data.dtype(), loc),
-                                   rows, loc);
-  switch (kind) {
-    case Segment::Sum: return scatterAdd(start, targets, rowsChecked, 0, loc);
-    case Segment::Max: return scatterMax(start, targets, rowsChecked, 0, loc);
-    case Segment::Min: return scatterMin(start, targets, rowsChecked, 0, loc);
-  }
-  return {};
-}
-
-}  // namespace
-
-Tensor segmentSum(const Tensor& data, const Tensor& segmentIds, int64_t segments, Loc loc) {
-  return segmentReduce("segmentSum", Segment::Sum, data, segmentIds, segments, loc);
-}
-
-Tensor segmentMax(const Tensor& data, const Tensor& segmentIds, int64_t segments, Loc loc) {
-  return segmentReduce("segmentMax", Segment::Max, data, segmentIds, segments, loc);
-}
-
-Tensor segmentMin(const Tensor& data, const Tensor& segmentIds, int64_t segments, Loc loc) {
-  return segmentReduce("segmentMin", Segment::Min, data, segmentIds, segments, loc);
-}
-
 Tensor cumsum(const Tensor& x, int64_t axis, Loc loc) {
   tracing("cumsum", loc);
   const int64_t rank = x.rank(), at = axis < 0 ? axis + rank : axis;

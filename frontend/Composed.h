@@ -72,16 +72,6 @@ Tensor softmaxCrossEntropy(const Tensor& logits, const Tensor& labels, double la
 // x with `axis` moved first); the gradient sums the slices of repeated indices.
 Tensor take(const Tensor& x, const Tensor& indices, int64_t axis, Loc loc = Loc::current());
 
-// Segment reductions (jax.ops.segment_sum / segment_max / segment_min): the rows of `data`
-// [N, ...] whose i32 `segmentIds` [N] name one segment reduced into that segment's row of the
-// result [segments, ...]. A segment no row names holds the reduction's identity (0, -inf, +inf),
-// as jax's; an id outside [0, segments) is a run-time error naming its position (jax drops the
-// row). scatterAdd / scatterMax / scatterMin along axis 0 at the ids broadcast to data's shape,
-// with their gradients (sum in row order; ties of max and min share theirs evenly).
-Tensor segmentSum(const Tensor& data, const Tensor& segmentIds, int64_t segments, Loc loc = Loc::current());
-Tensor segmentMax(const Tensor& data, const Tensor& segmentIds, int64_t segments, Loc loc = Loc::current());
-Tensor segmentMin(const Tensor& data, const Tensor& segmentIds, int64_t segments, Loc loc = Loc::current());
-
 // The running sum along `axis` (torch.cumsum, jnp.cumsum): element i is the sum of elements
 // 0..i. Made of ceil(log2 n) shifted adds (Hillis and Steele's scan: each prefix summed as a tree,
 // not left to right), so its gradient, the reversed running sum of the cotangent, comes from

@@ -2,6 +2,9 @@
 // trace at the caller's source line.
 #include "frontend/Ops.h"
 
+#include <algorithm>
+#include <limits>
+
 #include "ir/SpmdDialect.h"
 #include "frontend/Trace.h"
 
@@ -484,6 +487,66 @@ Tensor scatterAdd(const Tensor& x, const Tensor& indices, const Tensor& updates,
                                     trace.valueOf(indices, loc), axis)
                                 ->getResult(0));
   return add(x, added, loc);
+}
+
+namespace {
+
+enum class Segment { Sum, Max, Min };
+
+Tensor segmentReduce(const char* name, Segment kind, const Tensor& data, const Tensor& ids, int64_t segments, Loc loc) {
+  Trace& trace = Trace::current(name, loc);
+  const std::string at = where(loc) + ": spmd::" + name + ": ";
+  if (data.rank() < 1 || data.dtype() == DType::i32)
+    throw Error(at + "data must be a float tensor with a row axis first, got " + data.typeString());
+  if (ids.dtype() != DType::i32 || ids.rank() != 1 || ids.dim(0) != data.dim(0))
+    throw Error(at + "segmentIds must be i32 [" + std::to_string(data.dim(0)) + "], an id for each row of data " +
+                data.typeString() + ", got " + ids.typeString());
+  if (segments < 1 || segments > std::numeric_limits<int32_t>::max())
+    throw Error(at + "segments must be from 1 to 2^31 - 1, got " + std::to_string(segments));
+  Shape column(size_t(data.rank()), 1), rows = data.shape();
+  column[0] = data.dim(0), rows[0] = segments;
+  // The ids checked as given, so that an error names an id's own position (the scatter's check
+  // would name it in the ids broadcast to data's shape): zeros taken at the ids, subtracted from
+  // the rows (x - 0 is x, -0 and NaN included).
+  const Tensor zeros = broadcastTo(Tensor(Array::zeros(data.dtype() == DType::f64 ? DType::f64 : DType::f32, {1})),
+                                   {segments}, loc);
+  const Tensor checked = cast(takeAlongAxis(zeros, ids, 0, loc), data.dtype(), loc);
+  const Tensor rowsChecked = sub(data, reshape(checked, column, loc), loc);
+  if (kind == Segment::Sum) {
+    // The rows as [N, width] result gradients of an embedding lookup at the ids: its table
+    // gradient is the segment sums, by a sort of the ids (runtime/kernels/Embedding.h), where a
+    // scatter-add's gather would visit every row for every segment.
+    const int64_t width = data.numel() / std::max<int64_t>(data.dim(0), 1);
+    const Tensor flat = reshape(rowsChecked, {data.dim(0), width}, loc);
+    const Tensor sums = trace.wrap(trace
+                                       .createWithType<ir::EmbeddingBackwardOp>(
+                                           loc, detail::tensorType(data.dtype(), {segments, width}),
+                                           trace.valueOf(flat, loc), trace.valueOf(ids, loc))
+                                       ->getResult(0));
+    return reshape(sums, rows, loc);
+  }
+  // Max and min: scatters into the identity (-inf, +inf) at the ids broadcast to data's shape.
+  const Tensor targets = broadcastTo(reshape(ids, column, loc), data.shape(), loc);
+  const double inf = std::numeric_limits<double>::infinity();
+  const Tensor start = broadcastTo(
+      cast(Tensor(Array::of<double>({1}, std::vector<double>{kind == Segment::Max ? -inf : inf})), data.dtype(), loc),
+      rows, loc);
+  return kind == Segment::Max ? scatterMax(start, targets, rowsChecked, 0, loc)
+                              : scatterMin(start, targets, rowsChecked, 0, loc);
+}
+
+}  // namespace
+
+Tensor segmentSum(const Tensor& data, const Tensor& segmentIds, int64_t segments, Loc loc) {
+  return segmentReduce("segmentSum", Segment::Sum, data, segmentIds, segments, loc);
+}
+
+Tensor segmentMax(const Tensor& data, const Tensor& segmentIds, int64_t segments, Loc loc) {
+  return segmentReduce("segmentMax", Segment::Max, data, segmentIds, segments, loc);
+}
+
+Tensor segmentMin(const Tensor& data, const Tensor& segmentIds, int64_t segments, Loc loc) {
+  return segmentReduce("segmentMin", Segment::Min, data, segmentIds, segments, loc);
 }
 
 Tensor softmaxCrossEntropy(const Tensor& logits, const Tensor& labels, Loc loc) {

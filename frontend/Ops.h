@@ -197,6 +197,16 @@ Tensor scatterMax(const Tensor& x, const Tensor& indices, const Tensor& updates,
                   Loc loc = Loc::current());
 Tensor scatterMin(const Tensor& x, const Tensor& indices, const Tensor& updates, int64_t axis,
                   Loc loc = Loc::current());
+// Segment reductions (jax.ops.segment_sum / segment_max / segment_min): the rows of `data`
+// [N, ...] whose i32 `segmentIds` [N] name one segment reduced into that segment's row of the
+// result [segments, ...]. A segment no row names holds the reduction's identity (0, -inf, +inf),
+// as jax's; an id outside [0, segments) is a run-time error naming its position (jax drops the
+// row). scatterAdd / scatterMax / scatterMin along axis 0 at the ids broadcast to data's shape,
+// with their gradients (sum in row order; ties of max and min share theirs evenly).
+Tensor segmentSum(const Tensor& data, const Tensor& segmentIds, int64_t segments, Loc loc = Loc::current());
+Tensor segmentMax(const Tensor& data, const Tensor& segmentIds, int64_t segments, Loc loc = Loc::current());
+Tensor segmentMin(const Tensor& data, const Tensor& segmentIds, int64_t segments, Loc loc = Loc::current());
+
 // Per-example loss: logits [N, C], labels [N] i32 -> [N].
 Tensor softmaxCrossEntropy(const Tensor& logits, const Tensor& labels, Loc loc = Loc::current());
 

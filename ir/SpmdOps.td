@@ -427,8 +427,12 @@ def Spmd_ReduceWindowBackwardOp : Spmd_Op<"reduce_window_backward", [Spmd_FirstO
   let hasVerifier = 1;
 }
 
-def Spmd_EmbeddingBackwardOp : Spmd_Op<"embedding_backward", [Spmd_FirstOrderOnly]> {
+def Spmd_EmbeddingBackwardOp : Spmd_Op<"embedding_backward", [Vjp]> {
   let summary = "the table's gradient: result_grad rows summed into the rows their ids name";
+  let description = [{
+    Also the DSL's segmentSum (jax.ops.segment_sum). Its VJP is embedding of the cotangent at
+    the ids, so embedding's second derivatives and segmentSum's gradients go through.
+  }];
   let arguments = (ins Spmd_FloatTensor:$result_grad, Spmd_IndexTensor:$ids);
   let results = (outs Spmd_FloatTensor:$table_grad);
   let hasVerifier = 1;

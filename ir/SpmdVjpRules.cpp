@@ -194,6 +194,12 @@ LogicalResult EmbeddingOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads, SmallVe
   return success();
 }
 
+LogicalResult EmbeddingBackwardOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads, SmallVectorImpl<Value>& out) {
+  out.push_back(b.create<EmbeddingOp>(getLoc(), grads[0], getIds()));
+  out.push_back(Value());
+  return success();
+}
+
 //===--- take_along_axis ---------------------------------------------------------------------===//
 
 LogicalResult TakeAlongAxisOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads, SmallVectorImpl<Value>& out) {

@@ -223,6 +223,12 @@ std::vector<GradCase> cases() {
          return T{scatter(a[0], Tensor(at), mul(a[1], a[1]), 1), scatterMax(a[0], Tensor(at), a[1], 1),
                   scatterMin(a[0], Tensor(at), mul(a[1], 2.0), -2)};
        }},
+      {"segmentSum (embedding_backward's VJP; empty segments), segmentMax, segmentMin", {x({6, 2, 2})},
+       [](const T& a) {
+         const Tensor ids(Array::of<int32_t>({6}, std::vector<int32_t>{3, 0, 3, 1, 0, 3}));
+         const Tensor every(Array::of<int32_t>({6}, std::vector<int32_t>{2, 0, 2, 1, 0, 2}));  // no -inf rows
+         return T{segmentSum(mul(a[0], a[0]), ids, 5), segmentMax(a[0], every, 3), segmentMin(a[0], every, 3)};
+       }},
       {"softmax log_softmax", {x({3, 4, 5})},
        [](const T& a) { return T{softmax(mul(a[0], 2.0), 1), logSoftmax(mul(a[0], 2.0))}; }},
       {"batched matmul bias, A^T B^T", {x({2, 3, 4}), x({2, 4, 5}), x({5})},
