@@ -505,34 +505,28 @@ Tensor segmentReduce(const char* name, Segment kind, const Tensor& data, const T
     throw Error(at + "segments must be from 1 to 2^31 - 1, got " + std::to_string(segments));
   Shape column(size_t(data.rank()), 1), rows = data.shape();
   column[0] = data.dim(0), rows[0] = segments;
-  // The ids checked as given, so that an error names an id's own position (the scatter's check
-  // would name it in the ids broadcast to data's shape): zeros taken at the ids, subtracted from
-  // the rows (x - 0 is x, -0 and NaN included).
-  const Tensor zeros = broadcastTo(Tensor(Array::zeros(data.dtype() == DType::f64 ? DType::f64 : DType::f32, {1})),
-                                   {segments}, loc);
-  const Tensor checked = cast(takeAlongAxis(zeros, ids, 0, loc), data.dtype(), loc);
-  const Tensor rowsChecked = sub(data, reshape(checked, column, loc), loc);
+  // segment_reduce checks its ids; embedding_backward leaves that to the lookup it is the
+  // gradient of, so a sum's ids are checked here: zeros taken at the ids (a run-time error
+  // naming an id's position), subtracted from the rows (x - 0 is x, -0 and NaN included).
+  Tensor rowsChecked = data;
   if (kind == Segment::Sum) {
-    // The rows as [N, width] result gradients of an embedding lookup at the ids: its table
-    // gradient is the segment sums, by a sort of the ids (runtime/kernels/Embedding.h), where a
-    // scatter-add's gather would visit every row for every segment.
-    const int64_t width = data.numel() / std::max<int64_t>(data.dim(0), 1);
-    const Tensor flat = reshape(rowsChecked, {data.dim(0), width}, loc);
-    const Tensor sums = trace.wrap(trace
-                                       .createWithType<ir::EmbeddingBackwardOp>(
-                                           loc, detail::tensorType(data.dtype(), {segments, width}),
-                                           trace.valueOf(flat, loc), trace.valueOf(ids, loc))
-                                       ->getResult(0));
-    return reshape(sums, rows, loc);
+    const Tensor zeros = broadcastTo(Tensor(Array::zeros(data.dtype() == DType::f64 ? DType::f64 : DType::f32, {1})),
+                                     {segments}, loc);
+    const Tensor checked = cast(takeAlongAxis(zeros, ids, 0, loc), data.dtype(), loc);
+    rowsChecked = sub(data, reshape(checked, column, loc), loc);
   }
-  // Max and min: scatters into the identity (-inf, +inf) at the ids broadcast to data's shape.
-  const Tensor targets = broadcastTo(reshape(ids, column, loc), data.shape(), loc);
-  const double inf = std::numeric_limits<double>::infinity();
-  const Tensor start = broadcastTo(
-      cast(Tensor(Array::of<double>({1}, std::vector<double>{kind == Segment::Max ? -inf : inf})), data.dtype(), loc),
-      rows, loc);
-  return kind == Segment::Max ? scatterMax(start, targets, rowsChecked, 0, loc)
-                              : scatterMin(start, targets, rowsChecked, 0, loc);
+  // The rows as [N, width], folded by a sort of the ids (runtime/kernels/Embedding.h), where a
+  // scatter's gather would visit every row for every segment: sums as an embedding lookup's
+  // table gradient, max and min by segment_reduce.
+  const int64_t width = data.numel() / std::max<int64_t>(data.dim(0), 1);
+  const mlir::Value flat = trace.valueOf(reshape(rowsChecked, {data.dim(0), width}, loc), loc);
+  const mlir::Type type = detail::tensorType(data.dtype(), {segments, width});
+  mlir::Operation* fold =
+      kind == Segment::Sum
+          ? trace.createWithType<ir::EmbeddingBackwardOp>(loc, type, flat, trace.valueOf(ids, loc))
+          : trace.createWithType<ir::SegmentReduceOp>(loc, type, flat, trace.valueOf(ids, loc),
+                                                      kind == Segment::Max ? ir::Reduction::Max : ir::Reduction::Min);
+  return reshape(trace.wrap(fold->getResult(0)), rows, loc);
 }
 
 }  // namespace

@@ -160,6 +160,20 @@ def Spmd_ScatterOp : Spmd_InferredOp<"scatter", [Vjp]> {
   let results = (outs Spmd_FloatTensor:$result);
 }
 
+def Spmd_SegmentReduceOp : Spmd_Op<"segment_reduce", [Vjp]> {
+  let summary = "rows of data folded by max or min into the result rows their i32 segment ids name";
+  let description = [{
+    data [N, W], segment_ids [N], result [S, W] (jax.ops.segment_max / segment_min): row s is the
+    max (min) of data's rows whose id is s, -inf (+inf) where none is; a NaN makes it NaN. An id
+    outside [0, S) is an error reported at run time with its position. The gradient is shared
+    evenly among the rows equal to their segment's result, as scatter_reduce's. Segment sums are
+    embedding_backward.
+  }];
+  let arguments = (ins Spmd_FloatTensor:$data, Spmd_IndexTensor:$segment_ids, Spmd_ReductionAttr:$reduction);
+  let results = (outs Spmd_FloatTensor:$result);
+  let hasVerifier = 1;
+}
+
 def Spmd_ScatterReduceOp : Spmd_InferredOp<"scatter_reduce", [Vjp]> {
   let summary = "input folded with the updates at their i32 indices along one axis by max or min";
   let description = [{

@@ -420,6 +420,18 @@ LogicalResult ScatterReduceOp::inferReturnTypes(MLIRContext*, OptLoc loc, Adapto
                       results);
 }
 
+LogicalResult SegmentReduceOp::verify() {
+  auto data = getData().getType(), ids = getSegmentIds().getType(), result = getResult().getType();
+  const Reduction reduction = getReduction();
+  if (reduction != Reduction::Max && reduction != Reduction::Min)
+    return fail(getLoc(), "segment_reduce", "reduction must be max or min (segment sums are embedding_backward)");
+  if (data.getRank() != 2 || ids.getRank() != 1 || ids.getDimSize(0) != data.getDimSize(0) || result.getRank() != 2 ||
+      result.getDimSize(1) != data.getDimSize(1) || result.getElementType() != data.getElementType())
+    return fail(getLoc(), "segment_reduce", "data " + str(data) + " must be [N, W] with segment_ids " + str(ids) +
+                                                 " [N], and the result " + str(result) + " [segments, W] of data's type");
+  return success();
+}
+
 //===--- random numbers ----------------------------------------------------------------------===//
 
 namespace {

@@ -244,6 +244,20 @@ LogicalResult ScatterOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads, SmallVect
   return success();
 }
 
+LogicalResult SegmentReduceOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads, SmallVectorImpl<Value>& out) {
+  Emit e{b, getLoc()};
+  // scatter_reduce's rule by rows: the rows equal to their segment's result share its gradient,
+  // counted by a segment sum (embedding_backward) of the masks.
+  Value atRows = b.create<EmbeddingOp>(getLoc(), getResult(), getSegmentIds());
+  Value isResult = getReduction() == Reduction::Max ? b.create<GreaterEqualOp>(getLoc(), getData(), atRows).getResult()
+                                                    : b.create<LessEqualOp>(getLoc(), getData(), atRows).getResult();
+  Value count = b.create<EmbeddingBackwardOp>(getLoc(), getResult().getType(), isResult, getSegmentIds());
+  Value share = e.div(grads[0], count);
+  out.push_back(e.mul(b.create<EmbeddingOp>(getLoc(), share, getSegmentIds()), isResult));
+  out.push_back(Value());
+  return success();
+}
+
 LogicalResult ScatterReduceOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads, SmallVectorImpl<Value>& out) {
   Emit e{b, getLoc()};
   // As torch's: the operands equal to the result (input's element, and the updates equal to

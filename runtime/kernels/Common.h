@@ -55,13 +55,21 @@ void deferOrCheck(KernelCall& call, const BadIndexFlag* flag, Report report) {
   if (decodeBadIndex(host, &index, &position)) report(index, position);
 }
 
+// The bytes of a step's scratch before withIndexCheck's work space: the flag, padded.
+inline constexpr size_t kIndexFlagBytes = 256;
+
+// `workBytes`: work space the launch needs besides the flag, in the same step scratch (a step has
+// one), at indexCheckWork(flag).
 template <class Api, typename Launch, typename Report>
-void withIndexCheck(KernelCall& call, Launch launch, Report report) {
-  auto* flag = reinterpret_cast<BadIndexFlag*>(scratch<Api>(call, sizeof(BadIndexFlag)));
+void withIndexCheck(KernelCall& call, Launch launch, Report report, size_t workBytes = 0) {
+  static_assert(sizeof(BadIndexFlag) <= kIndexFlagBytes);
+  auto* flag = reinterpret_cast<BadIndexFlag*>(scratch<Api>(call, kIndexFlagBytes + workBytes));
   Api::zero(call, flag, sizeof(BadIndexFlag));
   launch(flag);
   deferOrCheck<Api>(call, flag, std::move(report));
 }
+
+inline std::byte* indexCheckWork(BadIndexFlag* flag) { return reinterpret_cast<std::byte*>(flag) + kIndexFlagBytes; }
 
 // Records index `value` at `position` in `flag` unless it is in [0, size); returns whether it is.
 // The flag keeps the largest key, ~(position << 32 | value): the lowest position's (0: none).
@@ -77,6 +85,15 @@ SPMD_HOST_DEVICE inline bool indexValid(int32_t value, int64_t position, int64_t
 #endif
   return false;
 }
+
+// Records the first index outside [0, size) in `bad` (a scatter's or a segment fold's check: their
+// gathers skip such indices).
+struct AxisIndexCheckFn {
+  const int32_t* indices;
+  int64_t size;
+  BadIndexFlag* bad;
+  SPMD_HOST_DEVICE void operator()(int64_t i) const { indexValid(indices[i], i, size, bad); }
+};
 
 // Block-wide trees (the block kernels of the CUDA backend and the simulator): every thread's `v`
 // combined by `op` in a fixed tree over shared memory, returned to every thread. The block's

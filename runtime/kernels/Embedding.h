@@ -5,14 +5,17 @@
 // first pair is found by binary search, and table-gradient element (v, d) then sums, in position
 // order, the result-gradient rows whose id is v. No two calls write one element and the sum does
 // not depend on thread timing; its cost is ids x log2(ids)^2 + rows x log2(ids) + ids x dim, where
-// gathering for every row without sorting was rows x dim x ids.
+// gathering for every row without sorting was rows x dim x ids. segment_reduce (segment max and
+// min) sorts the same way and folds each row's run in position order instead of summing it.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <utility>
 
 #include "runtime/kernels/Common.h"
+#include "runtime/program/OpAttrs.h"
 
 namespace spmd::runtime::kernels {
 
@@ -94,6 +97,52 @@ struct EmbeddingBackwardFn {
   }
 };
 
+// Segment max / min: result element (v, d) folds data's rows of id v, in position order.
+template <typename T>
+struct SegmentFoldFn {
+  const T* data;
+  const uint64_t* sorted;
+  const int64_t* starts;
+  T* out;
+  int64_t dim;
+  bool max;
+  SPMD_HOST_DEVICE void operator()(int64_t i) const {
+    const int64_t row = i / dim, d = i % dim;
+    T r = static_cast<T>(max ? -INFINITY : INFINITY);
+    for (int64_t s = starts[row]; s < starts[row + 1]; ++s) {
+      const T v = data[int64_t(sorted[s] & 0xffffffffu) * dim + d];
+      r = max ? nanMax(r, v) : nanMin(r, v);
+    }
+    out[i] = r;
+  }
+};
+
+// The scratch words sortedIds takes for `count` ids over `rows` rows.
+inline size_t sortedIdsWords(int64_t count, int64_t rows) { return size_t(2 * count + rows + 1); }
+
+struct SortedIds {
+  const uint64_t* sorted;  // (id, position) keys in order
+  const int64_t* starts;   // starts[v]: row v's first key; starts[rows]: past the last valid id
+};
+
+// Queues the sort of `count` ids' (id, position) keys and each row's start, in `words` (sortedIdsWords).
+template <class Api>
+SortedIds sortedIds(KernelCall& call, const int32_t* ids, int64_t count, int64_t rows, uint64_t* words) {
+  if (count > int64_t(UINT32_MAX))
+    throw Error(call.step.op + ": " + std::to_string(count) +
+                " ids do not fit the sort's 32-bit positions; split the lookup into parts of at most " +
+                std::to_string(UINT32_MAX) + " ids");
+  uint64_t *in = words, *out = words + count;
+  Api::forEach(call, count, EmbeddingKeysFn{ids, in});
+  for (int64_t width = 1; width < count; width *= 2) {
+    Api::forEach(call, count, EmbeddingMergeFn{in, out, count, width});
+    std::swap(in, out);
+  }
+  auto* starts = reinterpret_cast<int64_t*>(words + 2 * count);
+  Api::forEach(call, rows + 1, EmbeddingRowStartFn{in, starts, count});
+  return {in, starts};
+}
+
 // inputs: table [V, D], ids; output [ids..., D].
 template <class Api>
 void embedding(KernelCall& call) {
@@ -114,26 +163,37 @@ void embedding(KernelCall& call) {
 template <class Api>
 void embedding_backward(KernelCall& call) {
   const int64_t rows = call.out[0].dim(0), dim = call.out[0].dim(1), count = call.in[1].numel();
-  if (count > int64_t(UINT32_MAX))
-    throw Error("embedding_backward: " + std::to_string(count) +
-                                " ids do not fit the sort's 32-bit positions; split the lookup into parts of at most " +
-                                std::to_string(UINT32_MAX) + " ids");
   // The step's scratch: two key buffers the passes alternate between, then the row starts.
-  auto* keys = reinterpret_cast<uint64_t*>(scratch<Api>(call, size_t(2 * count + rows + 1) * sizeof(uint64_t)));
-  uint64_t *in = keys, *out = keys + count;
-  Api::forEach(call, count, EmbeddingKeysFn{call.in[1].as<int32_t>(), in});
-  for (int64_t width = 1; width < count; width *= 2) {
-    Api::forEach(call, count, EmbeddingMergeFn{in, out, count, width});
-    std::swap(in, out);
-  }
-  auto* starts = reinterpret_cast<int64_t*>(keys + 2 * count);
-  Api::forEach(call, rows + 1, EmbeddingRowStartFn{in, starts, count});
+  auto* words = reinterpret_cast<uint64_t*>(scratch<Api>(call, sortedIdsWords(count, rows) * sizeof(uint64_t)));
+  const SortedIds s = sortedIds<Api>(call, call.in[1].as<int32_t>(), count, rows, words);
   visitFloat(call.in[0].dtype, [&](auto tag) {
     using T = decltype(tag);
-    Api::forEach(call, call.out[0].numel(), EmbeddingBackwardFn<T>{call.in[0].as<T>(), in, starts, call.out[0].as<T>(), dim});
+    Api::forEach(call, call.out[0].numel(), EmbeddingBackwardFn<T>{call.in[0].as<T>(), s.sorted, s.starts, call.out[0].as<T>(), dim});
   });
 }
 
-#define SPMD_LIBRARY_EMBEDDING_OPS(X) X(embedding) X(embedding_backward)
+// inputs: data [N, W], segment_ids [N]; output [segments, W]. The ids are checked (the sort
+// leaves out ids outside [0, segments), and the check names the first).
+template <class Api>
+void segment_reduce(KernelCall& call) {
+  const int64_t rows = call.out[0].dim(0), dim = call.out[0].dim(1), count = call.in[1].numel();
+  const bool max = attrsOf<SegmentAttrs>(call.step).reduction == Reduction::Max;
+  withIndexCheck<Api>(
+      call,
+      [&](BadIndexFlag* flag) {
+        const int32_t* ids = call.in[1].as<int32_t>();
+        Api::forEach(call, count, AxisIndexCheckFn{ids, rows, flag});
+        const SortedIds s = sortedIds<Api>(call, ids, count, rows, reinterpret_cast<uint64_t*>(indexCheckWork(flag)));
+        visitFloat(call.in[0].dtype, [&](auto tag) {
+          using T = decltype(tag);
+          Api::forEach(call, call.out[0].numel(),
+                       SegmentFoldFn<T>{call.in[0].as<T>(), s.sorted, s.starts, call.out[0].as<T>(), dim, max});
+        });
+      },
+      [rows](int index, int64_t position) { checkTakeIndex(index, position, rows); },
+      sortedIdsWords(count, rows) * sizeof(uint64_t));
+}
+
+#define SPMD_LIBRARY_EMBEDDING_OPS(X) X(embedding) X(embedding_backward) X(segment_reduce)
 
 }  // namespace spmd::runtime::kernels

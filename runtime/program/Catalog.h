@@ -20,7 +20,7 @@
   X(log_softmax) X(embedding) X(convert) X(broadcast_in_dim) X(reshape) X(transpose) X(slice)    \
   X(pad) X(concatenate) X(select)                                                                \
   X(reduce_sum) X(reduce_mean) X(reduce_max) X(argmax) X(argsort) X(matmul) X(softmax_cross_entropy)        \
-  X(take_along_axis) X(take_along_axis_backward) X(scatter) X(scatter_reduce)                     \
+  X(take_along_axis) X(take_along_axis_backward) X(scatter) X(scatter_reduce) X(segment_reduce)   \
   X(conv2d_backward_data) X(conv2d_backward_filter) X(batch_norm_train_backward)                 \
   X(reduce_window_backward) X(embedding_backward)                                                \
   X(softmax_cross_entropy_backward) X(all_reduce) X(all_gather) X(reduce_scatter) X(ppermute)    \

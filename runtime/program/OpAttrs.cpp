@@ -73,6 +73,9 @@ void checkReductions(const Step& step, const OpRecord& record) {
   if (const auto* s = std::get_if<ScatterReduceAttrs>(&record.value);
       s && s->reduction != Reduction::Max && s->reduction != Reduction::Min)
     takes = "max or min (a sum is take_along_axis_backward added to the input)", got = s->reduction;
+  if (const auto* s = std::get_if<SegmentAttrs>(&record.value);
+      s && s->reduction != Reduction::Max && s->reduction != Reduction::Min)
+    takes = "max or min (a segment sum is embedding_backward)", got = s->reduction;
   if (const auto* w = std::get_if<WindowAttrs>(&record.value); w && w->reduction == Reduction::Min)
     takes = "max, sum or mean (a min window is -reduce_window(max, -x))", got = w->reduction;
   if (takes)

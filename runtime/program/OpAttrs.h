@@ -42,6 +42,7 @@ using ReductionKind = Reduction;  // text in a Program ("sum"), the enum in the 
 #define SPMD_AXIS_ATTRS(F) F(Int, axis, true)
 #define SPMD_SORT_ATTRS(F) F(Int, axis, true) F(Flag, descending, false)
 #define SPMD_SCATTER_REDUCE_ATTRS(F) F(Int, axis, true) F(ReductionKind, reduction, true)
+#define SPMD_SEGMENT_ATTRS(F) F(ReductionKind, reduction, true)
 #define SPMD_AXES_ATTRS(F) F(Ints, axes, true)
 #define SPMD_DIMS_ATTRS(F) F(Ints, dims, true)
 #define SPMD_SLICE_ATTRS(F) F(Ints, start, true) F(Ints, limit, true)
@@ -60,7 +61,7 @@ using ReductionKind = Reduction;  // text in a Program ("sum"), the enum in the 
 // The records: X(Record, FIELD_LIST).
 #define SPMD_ATTR_RECORDS(X)                                                                     \
   X(ConvAttrs, SPMD_CONV_ATTRS) X(ConvReluAttrs, SPMD_CONV_RELU_ATTRS) X(EpsilonAttrs, SPMD_EPSILON_ATTRS) X(NormReluAttrs, SPMD_NORM_RELU_ATTRS) \
-  X(WindowAttrs, SPMD_WINDOW_ATTRS) X(AxisAttrs, SPMD_AXIS_ATTRS) X(SortAttrs, SPMD_SORT_ATTRS) X(ScatterReduceAttrs, SPMD_SCATTER_REDUCE_ATTRS) X(AxesAttrs, SPMD_AXES_ATTRS)           \
+  X(WindowAttrs, SPMD_WINDOW_ATTRS) X(AxisAttrs, SPMD_AXIS_ATTRS) X(SortAttrs, SPMD_SORT_ATTRS) X(ScatterReduceAttrs, SPMD_SCATTER_REDUCE_ATTRS) X(SegmentAttrs, SPMD_SEGMENT_ATTRS) X(AxesAttrs, SPMD_AXES_ATTRS)           \
   X(DimsAttrs, SPMD_DIMS_ATTRS) X(SliceAttrs, SPMD_SLICE_ATTRS) X(PadAttrs, SPMD_PAD_ATTRS)                \
   X(PermAttrs, SPMD_PERM_ATTRS) X(MatmulAttrs, SPMD_MATMUL_ATTRS) X(AllReduceAttrs, SPMD_ALL_REDUCE_ATTRS) \
   X(AllGatherAttrs, SPMD_ALL_GATHER_ATTRS) X(PpermuteAttrs, SPMD_PPERMUTE_ATTRS)                           \
@@ -74,7 +75,7 @@ using ReductionKind = Reduction;  // text in a Program ("sum"), the enum in the 
   X(batch_norm_train, NormReluAttrs) X(reduce_window, WindowAttrs) X(reduce_window_backward, WindowAttrs) \
   X(softmax, AxisAttrs) X(log_softmax, AxisAttrs) X(concatenate, AxisAttrs) X(argmax, AxisAttrs) X(argsort, SortAttrs) \
   X(take_along_axis, AxisAttrs) X(take_along_axis_backward, AxisAttrs) X(scatter, AxisAttrs)       \
-  X(scatter_reduce, ScatterReduceAttrs)                                                              \
+  X(scatter_reduce, ScatterReduceAttrs) X(segment_reduce, SegmentAttrs)                              \
   X(reduce_sum, AxesAttrs) X(reduce_mean, AxesAttrs) X(reduce_max, AxesAttrs)                        \
   X(broadcast_in_dim, DimsAttrs) X(slice, SliceAttrs) X(pad, PadAttrs) X(transpose, PermAttrs)       \
   X(matmul, MatmulAttrs) X(all_reduce, AllReduceAttrs) X(reduce_scatter, AllReduceAttrs)             \

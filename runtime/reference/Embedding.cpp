@@ -1,7 +1,11 @@
-// Reference embedding (row lookup, ids checked) and its backward (each result-gradient row
-// added into its id's row, in double).
+// Reference embedding (row lookup, ids checked), its backward (each result-gradient row added
+// into its id's row, in double), and segment_reduce (data's rows folded by max / min into their
+// ids' rows, in row order, from -inf / +inf).
+#include <cmath>
 #include <vector>
 
+#include "runtime/base/NanRules.h"
+#include "runtime/program/OpAttrs.h"
 #include "runtime/reference/Reference.h"
 
 namespace spmd::runtime::reference {
@@ -30,6 +34,26 @@ void embedding_backward(KernelCall& call) {
       for (int64_t d = 0; d < dim; ++d) acc[ids[p] * dim + d] += double(call.in[0].as<T>()[p * dim + d]);
     }
     for (int64_t i = 0; i < table.numel(); ++i) table.as<T>()[i] = static_cast<T>(acc[i]);
+  });
+}
+
+void segment_reduce(KernelCall& call) {
+  const bool max = attrsOf<SegmentAttrs>(call.step).reduction == Reduction::Max;
+  visitFloat(call.in[0].dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const TensorView& result = call.out[0];
+    const int64_t rows = result.dim(0), dim = result.dim(1);
+    T* out = result.as<T>();
+    for (int64_t i = 0; i < result.numel(); ++i) out[i] = static_cast<T>(max ? -INFINITY : INFINITY);
+    const int32_t* ids = call.in[1].as<int32_t>();
+    for (int64_t p = 0; p < call.in[1].numel(); ++p) {
+      checkTakeIndex(ids[p], p, rows);
+      for (int64_t d = 0; d < dim; ++d) {
+        T& r = out[ids[p] * dim + d];
+        const T v = call.in[0].as<T>()[p * dim + d];
+        r = max ? nanMax(r, v) : nanMin(r, v);
+      }
+    }
   });
 }
 

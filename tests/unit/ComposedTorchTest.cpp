@@ -215,14 +215,19 @@ TEST(ComposedTorchTest, ScatterWritesTheLastUpdateAndOnlyItGetsTheGradient) {
 TEST(ComposedTorchTest, SegmentReductionsGiveEmptySegmentsTheIdentity) {
   const Array data = Array::of<float>({3, 2}, std::vector<float>{1, -2, 3, 4, -5, 6});
   const Tensor ids(Array::of<int32_t>({3}, std::vector<int32_t>{2, 0, 2}));
-  auto f = jit([&](const Tensor& x) { return std::tuple{segmentMax(x, ids, 4), segmentMin(x, ids, 4)}; });
-  auto [high, low] = f(data);
-  const std::vector<float> inf = {std::numeric_limits<float>::infinity()};
-  const std::vector<float> highs = {3, 4, -inf[0], -inf[0], 1, 6, -inf[0], -inf[0]};
-  const std::vector<float> lows = {3, 4, inf[0], inf[0], -5, -2, inf[0], inf[0]};
-  for (int64_t k = 0; k < 8; ++k) {
-    EXPECT_EQ(high.array().values<float>()[k], highs[size_t(k)]) << "segmentMax element " << k;
-    EXPECT_EQ(low.array().values<float>()[k], lows[size_t(k)]) << "segmentMin element " << k;
+  for (const char* devices : {"cpu:1", "sim:1"}) {
+    SCOPED_TRACE(devices);
+    auto f = jit([&](const Tensor& x) { return std::tuple{segmentMax(x, ids, 4), segmentMin(x, ids, 4), segmentSum(x, ids, 4)}; },
+                 {.devices = devices});
+    auto [high, low, total] = f(data);
+    const float inf = std::numeric_limits<float>::infinity();
+    const std::vector<float> highs = {3, 4, -inf, -inf, 1, 6, -inf, -inf}, lows = {3, 4, inf, inf, -5, -2, inf, inf};
+    const std::vector<float> sums = {3, 4, 0, 0, -4, 4, 0, 0};
+    for (int64_t k = 0; k < 8; ++k) {
+      EXPECT_EQ(high.array().values<float>()[k], highs[size_t(k)]) << "segmentMax element " << k;
+      EXPECT_EQ(low.array().values<float>()[k], lows[size_t(k)]) << "segmentMin element " << k;
+      EXPECT_EQ(total.array().values<float>()[k], sums[size_t(k)]) << "segmentSum element " << k;
+    }
   }
   const std::string range = testing::errorOf([&] {
     jit([](const Tensor& x) { return segmentMax(x, Tensor(Array::of<int32_t>({3}, std::vector<int32_t>{0, 4, 1})), 4); })(data)

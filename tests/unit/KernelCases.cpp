@@ -397,6 +397,20 @@ std::vector<KernelCase> kernelCases(DType t) {
                     {{"axis", int64_t{1}}, {"reduction", std::string("max")}}});
     list.push_back({"scatter_reduce min last ties", "scatter_reduce", {coarse({3, 6, 7}), l, coarse({3, 6, 2})},
                     {{t, {3, 6, 7}}}, {{"axis", int64_t{2}}, {"reduction", std::string("min")}}});
+    // Columns of more indices than the library scans (runtime/kernels/TakeAlongAxis.h): sorted
+    // first, by counting (100) and by merge passes (300), each place's run found by binary search.
+    std::vector<int32_t> longMiddle(2 * 100 * 3), longLast(2 * 300);
+    for (size_t i = 0; i < longMiddle.size(); ++i) longMiddle[i] = int32_t((i * 7 + i / 5) % 37);
+    for (size_t i = 0; i < longLast.size(); ++i) longLast[i] = int32_t((i * 11 + i / 3) % 40);
+    const Array lm = Array::of<int32_t>({2, 100, 3}, longMiddle), ll = Array::of<int32_t>({2, 300}, longLast);
+    list.push_back({"take_along_axis bwd 100 a column", "take_along_axis_backward", {rnd({2, 100, 3}), lm},
+                    {{t, {2, 37, 3}}}, {{"axis", int64_t{1}}}});
+    list.push_back({"scatter 100 a column", "scatter", {rnd({2, 37, 3}), lm, rnd({2, 100, 3})}, {{t, {2, 37, 3}}},
+                    {{"axis", int64_t{1}}}});
+    list.push_back({"scatter_reduce max 300 a row ties", "scatter_reduce", {coarse({2, 40}), ll, coarse({2, 300})},
+                    {{t, {2, 40}}}, {{"axis", int64_t{1}}, {"reduction", std::string("max")}}});
+    list.push_back({"scatter 300 a row", "scatter", {rnd({2, 40}), ll, rnd({2, 300})}, {{t, {2, 40}}},
+                    {{"axis", int64_t{1}}}});
   }
   // 37 ids, descending with repeats, over 11 of 13 rows: the backward's sort takes six merge
   // passes with a partial last run, and rows 11 and 12 get no id.
@@ -404,6 +418,11 @@ std::vector<KernelCase> kernelCases(DType t) {
   for (int i = 0; i < 37; ++i) many[i] = (36 - i) * 5 % 11;
   list.push_back({"embedding bwd, 37 ids", "embedding_backward", {rnd({37, 3}), Array::of<int32_t>({37}, many)},
                   {{t, {13, 3}}}, {}});
+  // The same ids folded by max and min into the 11 rows they name (steps of 0.5: ties; an empty
+  // segment's infinity: ComposedTorchTest.SegmentReductionsGiveEmptySegmentsTheIdentity).
+  for (const char* kind : {"max", "min"})
+    list.push_back({std::string("segment_reduce ") + kind + ", 37 ids", "segment_reduce",
+                    {coarse({37, 3}), Array::of<int32_t>({37}, many)}, {{t, {11, 3}}}, {{"reduction", std::string(kind)}}});
   list.push_back({"slice", "slice", {rnd({4, 6, 5})}, {{t, {2, 3, 5}}}, {{"start", V{1, 2, 0}}, {"limit", V{3, 5, 5}}}});
   list.push_back({"slice i32", "slice", {ids}, {{DType::i32, {1, 2}}}, {{"start", V{1, 1}}, {"limit", V{2, 3}}}});
   list.push_back({"pad", "pad", {rnd({2, 3, 4})}, {{t, {3, 3, 7}}}, {{"low", V{1, 0, 2}}, {"high", V{0, 0, 1}}}});

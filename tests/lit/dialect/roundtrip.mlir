@@ -95,6 +95,9 @@ func.func @all_ops(%x: tensor<2x3x8x8xf32>, %w: tensor<4x3x3x3xf32>, %b: tensor<
   %tk = spmd.take_along_axis %m, %picks {axis = 1} : (tensor<6x5xf32>, tensor<6x2xi32>) -> tensor<6x2xf32>
   // CHECK: spmd.take_along_axis_backward %{{.*}}, %{{.*}} {axis = 1 : i64} : (tensor<6x2xf32>, tensor<6x2xi32>) -> tensor<6x5xf32>
   %tkg = spmd.take_along_axis_backward %tk, %picks {axis = 1} : (tensor<6x2xf32>, tensor<6x2xi32>) -> tensor<6x5xf32>
+  // CHECK: spmd.segment_reduce %{{.*}}, %{{.*}} {reduction = #spmd.reduction<max>} : (tensor<6x2xf32>, tensor<6xi32>) -> tensor<4x2xf32>
+  %segids = spmd.constant dense<[3, 0, 3, 1, 0, 2]> : tensor<6xi32>
+  %seg = spmd.segment_reduce %tk, %segids {reduction = #spmd.reduction<max>} : (tensor<6x2xf32>, tensor<6xi32>) -> tensor<4x2xf32>
   // CHECK: spmd.scatter %{{.*}}, %{{.*}}, %{{.*}} {axis = 1 : i64} : (tensor<6x5xf32>, tensor<6x2xi32>, tensor<6x2xf32>) -> tensor<6x5xf32>
   %sc = spmd.scatter %m, %picks, %tk {axis = 1} : (tensor<6x5xf32>, tensor<6x2xi32>, tensor<6x2xf32>) -> tensor<6x5xf32>
   // CHECK: spmd.scatter_reduce %{{.*}}, %{{.*}}, %{{.*}} {axis = 1 : i64, reduction = #spmd.reduction<min>} : (tensor<6x5xf32>, tensor<6x2xi32>, tensor<6x2xf32>) -> tensor<6x5xf32>

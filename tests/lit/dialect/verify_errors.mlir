@@ -276,6 +276,22 @@ func.func @scatter_updates(%a: tensor<2x3xf32>, %i: tensor<2x2xi32>, %u: tensor<
 
 // -----
 
+func.func @segment_reduce_rows(%d: tensor<5x2xf32>, %i: tensor<4xi32>) {
+  // expected-error @+1 {{data tensor<5x2xf32> must be [N, W] with segment_ids tensor<4xi32> [N], and the result tensor<3x2xf32> [segments, W] of data's type}}
+  %r = spmd.segment_reduce %d, %i {reduction = #spmd.reduction<min>} : (tensor<5x2xf32>, tensor<4xi32>) -> tensor<3x2xf32>
+  return
+}
+
+// -----
+
+func.func @segment_reduce_mean(%d: tensor<4x2xf32>, %i: tensor<4xi32>) {
+  // expected-error @+1 {{reduction must be max or min (segment sums are embedding_backward)}}
+  %r = spmd.segment_reduce %d, %i {reduction = #spmd.reduction<mean>} : (tensor<4x2xf32>, tensor<4xi32>) -> tensor<3x2xf32>
+  return
+}
+
+// -----
+
 func.func @scatter_reduce_sum(%a: tensor<2x3xf32>, %i: tensor<2x2xi32>, %u: tensor<2x2xf32>) {
   // expected-error @+2 {{reduction must be max or min, got sum: a sum is scatter-add, spmd::scatterAdd}}
   // expected-error @+1 {{failed to infer returned types}}
