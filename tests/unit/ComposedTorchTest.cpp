@@ -96,6 +96,12 @@ TEST(ComposedTorchTest, ReductionsTakeAndClampMatchPyTorch) {
       {"scatter_amax_ties", "scatter_amax", "1", {3, 5, 4},
        [](const Tensor& x, const Tensor& i) { return scatterMax(x, i, takeAlongAxis(x, i, 1), 1); },
        cyclic({3, 7, 4}, 5)},
+      // take's inverses against torch.index_add (repeats) and torch.index_copy (none), axes 1 and 0.
+      {"index_add_axis1", "index_add", "1", {3, 5, 4},
+       [](const Tensor& x, const Tensor& i) { return indexAdd(x, i, mul(take(x, i, 1), 2.0), 1); },
+       ids({7}, {4, 0, 4, 2, 1, 0, 4})},
+      {"index_copy_axis0", "index_copy", "0", {5, 3, 2},
+       [](const Tensor& x, const Tensor& i) { return indexCopy(x, i, mul(take(x, i, 0), 2.0)); }, ids({3}, {4, 1, 2})},
       // Segments 3 and 5 empty in the sum (zeros); every segment named in the max.
       {"segment_sum", "segment_sum", "6", {7, 3, 2},
        [](const Tensor& x, const Tensor& i) { return segmentSum(x, i, 6); }, ids({7}, {4, 0, 4, 2, 1, 0, 4})},
@@ -235,6 +241,20 @@ TEST(ComposedTorchTest, SegmentReductionsGiveEmptySegmentsTheIdentity) {
   });
   EXPECT_NE(range.find("ComposedTorchTest.cpp:"), std::string::npos) << range;
   EXPECT_NE(range.find("index 4 at position 1 of the indices is out of range [0, 4)"), std::string::npos) << range;
+  const std::string copied = testing::errorOf([&] {
+    jit([](const Tensor& x) {
+      return indexCopy(x, Tensor(Array::of<int32_t>({2}, std::vector<int32_t>{1, -1})), slice(x, {0, 0}, {2, 2}));
+    })(data).array();
+  });
+  EXPECT_NE(copied.find("ComposedTorchTest.cpp:"), std::string::npos) << copied;
+  EXPECT_NE(copied.find("index -1 at position 1 of the indices is out of range [0, 3)"), std::string::npos) << copied;
+  const std::string source = testing::errorOf([&] {
+    jit([](const Tensor& x) { return indexAdd(x, Tensor(Array::of<int32_t>({2}, std::vector<int32_t>{1, 0})), x); })(data);
+  });
+  EXPECT_NE(source.find("spmd::indexAdd: source f32[3, 2] must be x f32[3, 2] with 2 (index's size) along axis 0, "
+                        "i.e. [2, 2] of x's dtype"),
+            std::string::npos)
+      << source;
   const std::string rows = testing::errorOf([&] {
     jit([](const Tensor& x) { return segmentSum(x, Tensor(Array::of<int32_t>({2}, std::vector<int32_t>{0, 1})), 4); })(data);
   });
