@@ -5,6 +5,7 @@
 #include <limits>
 #include <string>
 
+#include "frontend/Indexing.h"
 #include "frontend/Ops.h"
 #include "frontend/Trace.h"
 #include "runtime/base/Error.h"
@@ -157,89 +158,6 @@ Tensor softmaxCrossEntropy(const Tensor& logits, const Tensor& labels, double la
   return add(mul(hard, 1 - labelSmoothing, loc), mul(uniform, labelSmoothing, loc), loc);
 }
 
-Tensor take(const Tensor& x, const Tensor& indices, int64_t axis, Loc loc) {
-  tracing("take", loc);
-  const int64_t rank = x.rank(), at = axis < 0 ? axis + rank : axis;
-  if (at < 0 || at >= rank)
-    throw Error(where(loc) + ": spmd::take: axis " + std::to_string(axis) + " is outside x " + x.typeString() +
-                " (rank " + std::to_string(rank) + "; negative axes count from the end)");
-  if (indices.dtype() != DType::i32)
-    throw Error(where(loc) + ": spmd::take: indices must be i32, got " + indices.typeString() +
-                " (cast them: spmd::cast(indices, DType::i32))");
-  // x with `axis` first, as a [x.dim(axis), rest] table whose rows embedding picks.
-  std::vector<int64_t> front = {at};
-  Shape rest;
-  for (int64_t d = 0; d < rank; ++d)
-    if (d != at) front.push_back(d), rest.push_back(x.dim(d));
-  const Tensor moved = at == 0 ? x : transpose(x, front, loc);
-  const Tensor rows = embedding(reshape(moved, {x.dim(at), numElements(rest)}, loc), indices, loc);
-  Shape picked = indices.shape();
-  picked.insert(picked.end(), rest.begin(), rest.end());
-  const Tensor y = reshape(rows, picked, loc);  // [indices..., x's other axes]
-  if (at == 0) return y;
-  // The indices' axes back where `axis` was.
-  const int64_t k = indices.rank();
-  std::vector<int64_t> back;
-  for (int64_t d = 0; d < at; ++d) back.push_back(k + d);
-  for (int64_t d = 0; d < k; ++d) back.push_back(d);
-  for (int64_t d = at + 1; d < rank; ++d) back.push_back(k + d - 1);
-  return transpose(y, back, loc);
-}
-
-namespace {
-
-// indexAdd's and indexCopy's operands checked (at the caller's line); returns the axis counted
-// from the front.
-int64_t indexAxis(const char* name, const Tensor& x, const Tensor& index, const Tensor& source, int64_t axis, Loc loc) {
-  const std::string at = where(loc) + ": spmd::" + name + ": ";
-  const int64_t rank = x.rank(), a = axis < 0 ? axis + rank : axis;
-  if (a < 0 || a >= rank)
-    throw Error(at + "axis " + std::to_string(axis) + " is outside x " + x.typeString() + " (rank " +
-                std::to_string(rank) + "; negative axes count from the end)");
-  if (index.dtype() != DType::i32 || index.rank() != 1)
-    throw Error(at + "index must be i32 of one axis, got " + index.typeString());
-  Shape want = x.shape();
-  want[size_t(a)] = index.dim(0);
-  if (source.shape() != want || source.dtype() != x.dtype())
-    throw Error(at + "source " + source.typeString() + " must be x " + x.typeString() + " with " +
-                std::to_string(index.dim(0)) + " (index's size) along axis " + std::to_string(a) + ", i.e. " +
-                shapeString(want) + " of x's dtype");
-  return a;
-}
-
-// The permutation that brings `axis` first, and its inverse.
-std::pair<std::vector<int64_t>, std::vector<int64_t>> axisFirst(int64_t rank, int64_t axis) {
-  std::vector<int64_t> front = {axis}, inverse(static_cast<size_t>(rank), 0);
-  for (int64_t d = 0; d < rank; ++d)
-    if (d != axis) front.push_back(d);
-  for (int64_t d = 0; d < rank; ++d) inverse[size_t(front[size_t(d)])] = d;
-  return {front, inverse};
-}
-
-}  // namespace
-
-Tensor indexAdd(const Tensor& x, const Tensor& index, const Tensor& source, int64_t axis, Loc loc) {
-  tracing("indexAdd", loc);
-  const int64_t a = indexAxis("indexAdd", x, index, source, axis, loc);
-  if (a == 0) return add(x, segmentSum(source, index, x.dim(0), loc), loc);
-  const auto [front, inverse] = axisFirst(x.rank(), a);
-  return add(x, transpose(segmentSum(transpose(source, front, loc), index, x.dim(a), loc), inverse, loc), loc);
-}
-
-Tensor indexCopy(const Tensor& x, const Tensor& index, const Tensor& source, int64_t axis, Loc loc) {
-  tracing("indexCopy", loc);
-  const int64_t a = indexAxis("indexCopy", x, index, source, axis, loc);
-  // The index checked as given, so that an error names its position in `index` (the scatter's
-  // check would name it in the broadcast indices): zeros taken at it, subtracted from source
-  // (s - 0 is s, -0 and NaN included).
-  Shape along(size_t(x.rank()), 1);
-  along[size_t(a)] = index.dim(0);
-  const Tensor zeros =
-      broadcastTo(Tensor(Array::zeros(x.dtype() == DType::f64 ? DType::f64 : DType::f32, {1})), {x.dim(a)}, loc);
-  const Tensor checked = reshape(cast(takeAlongAxis(zeros, index, 0, loc), x.dtype(), loc), along, loc);
-  return scatter(x, broadcastTo(reshape(index, along, loc), source.shape(), loc), sub(source, checked, loc), a, loc);
-}
-
 Tensor cumsum(const Tensor& x, int64_t axis, Loc loc) {
   tracing("cumsum", loc);
   const int64_t rank = x.rank(), at = axis < 0 ? axis + rank : axis;
@@ -276,10 +194,8 @@ Tensor oneHot(const Tensor& labels, int64_t classes, DType dtype, Loc loc) {
   column.push_back(1);
   const Tensor ids = cast(arange(classes, DType::i32, loc), exact, loc);
   const Tensor rows = equal(reshape(cast(labels, exact, loc), column, loc), ids, loc);
-  // Zeros taken at the labels: 0 where every label is in range, and takeAlongAxis's run-time
-  // check of each label, at this line, where one is not.
-  const Tensor flat = reshape(labels, {labels.numel()}, loc);
-  const Tensor checked = reshape(takeAlongAxis(fill(ids, 0.0, loc), flat, 0, loc), column, loc);
+  // Zeros read at the labels: each label checked at run time, at this line.
+  const Tensor checked = reshape(detail::indexCheckZeros(labels, classes, exact, loc), column, loc);
   return cast(add(rows, checked, loc), dtype, loc);
 }
 

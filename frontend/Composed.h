@@ -66,21 +66,6 @@ Tensor upsampleNearest2d(const Tensor& x, int64_t scaleH, int64_t scaleW, Loc lo
 Tensor softmaxCrossEntropy(const Tensor& logits, const Tensor& labels, double labelSmoothing,
                            Loc loc = Loc::current());
 
-// Slices of x at the i32 `indices` along `axis` (jnp.take; torch.index_select for 1-D indices):
-// the result's shape is x's with `axis` replaced by the indices' shape. An index outside
-// [0, x.dim(axis)) is a run-time error naming its position, as `embedding`'s (which this is, on
-// x with `axis` moved first); the gradient sums the slices of repeated indices.
-Tensor take(const Tensor& x, const Tensor& indices, int64_t axis, Loc loc = Loc::current());
-
-// take's inverses: x with the slices of `source` added (torch.index_add, jnp's x.at[index].add)
-// or written (torch.index_copy, x.at[index].set) at the i32 `index` [K] along `axis`; source is
-// x's shape with K along the axis. Repeated indices add up; written, the last one wins (torch
-// leaves it unspecified), and only it gets a gradient. An index outside [0, x.dim(axis)) is a
-// run-time error naming its position in `index`. indexAdd sums through segmentSum's sort of the
-// indices; indexCopy is a scatter at the indices broadcast to source's shape.
-Tensor indexAdd(const Tensor& x, const Tensor& index, const Tensor& source, int64_t axis = 0, Loc loc = Loc::current());
-Tensor indexCopy(const Tensor& x, const Tensor& index, const Tensor& source, int64_t axis = 0, Loc loc = Loc::current());
-
 // The running sum along `axis` (torch.cumsum, jnp.cumsum): element i is the sum of elements
 // 0..i. Made of ceil(log2 n) shifted adds (Hillis and Steele's scan: each prefix summed as a tree,
 // not left to right), so its gradient, the reversed running sum of the cotangent, comes from

@@ -7,6 +7,7 @@
 
 #include "ir/SpmdDialect.h"
 #include "frontend/Trace.h"
+#include "frontend/Indexing.h"
 
 namespace spmd {
 
@@ -506,15 +507,11 @@ Tensor segmentReduce(const char* name, Segment kind, const Tensor& data, const T
   Shape column(size_t(data.rank()), 1), rows = data.shape();
   column[0] = data.dim(0), rows[0] = segments;
   // segment_reduce checks its ids; embedding_backward leaves that to the lookup it is the
-  // gradient of, so a sum's ids are checked here: zeros taken at the ids (a run-time error
-  // naming an id's position), subtracted from the rows (x - 0 is x, -0 and NaN included).
-  Tensor rowsChecked = data;
-  if (kind == Segment::Sum) {
-    const Tensor zeros = broadcastTo(Tensor(Array::zeros(data.dtype() == DType::f64 ? DType::f64 : DType::f32, {1})),
-                                     {segments}, loc);
-    const Tensor checked = cast(takeAlongAxis(zeros, ids, 0, loc), data.dtype(), loc);
-    rowsChecked = sub(data, reshape(checked, column, loc), loc);
-  }
+  // gradient of, so a sum's ids are checked here, subtracted from the rows as zeros.
+  const Tensor rowsChecked =
+      kind == Segment::Sum
+          ? sub(data, reshape(detail::indexCheckZeros(ids, segments, data.dtype(), loc), column, loc), loc)
+          : data;
   // The rows as [N, width], folded by a sort of the ids (runtime/kernels/Embedding.h), where a
   // scatter's gather would visit every row for every segment: sums as an embedding lookup's
   // table gradient, max and min by segment_reduce.

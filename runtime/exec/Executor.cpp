@@ -270,10 +270,10 @@ void Executor::traceOnDevice(const std::vector<double>& t) {
   }
 }
 
-void Executor::readDeferredChecks() {
+void Executor::readDeferredChecks(size_t upTo) {
   // Several words are gathered on the device first, so the host reads them in one copy (one wait).
   std::vector<size_t> checked;
-  for (size_t s = 0; s < checks_.size(); ++s)
+  for (size_t s = 0; s < std::min(upTo, checks_.size()); ++s)
     if (checks_[s].flag) checked.push_back(s);
   lastCall_.checkWords = int64_t(checked.size());
   if (checked.empty()) return;
@@ -447,6 +447,7 @@ void Executor::run(std::span<const Input> inputs, std::span<Output> outputs) {
       hostMarks.push_back(std::chrono::steady_clock::now());
     }
   };
+  bool eagerSteps = false;
   auto runStep = [&](size_t s) {
     const Step& step = program_.steps[s];
     for (size_t k = 0; k < pending.size();) {
@@ -496,6 +497,17 @@ void Executor::run(std::span<const Input> inputs, std::span<Output> outputs) {
       throw;  // another replica's failure; the group reports that one
     } catch (const std::exception& e) {
       drain();
+      // An earlier step's failed data check is the error to report (steps run one by one: not
+      // while a graph records or replays them); one that cannot be read (the device failed
+      // too) leaves this step's.
+      if (eagerSteps) {
+        try {
+          readDeferredChecks(s);
+        } catch (const Error&) {
+          throw;
+        } catch (...) {
+        }
+      }
       throw Error("step " + std::to_string(s) + " '" + step.op + "' (" + step.where() +
                   ") failed on " + device_->name() + ": " + e.what());
     }
@@ -505,6 +517,7 @@ void Executor::run(std::span<const Input> inputs, std::span<Output> outputs) {
   const int64_t waitsBefore = device_->hostWaits();
   lastCall_ = {};
   auto eager = [&] {
+    eagerSteps = true;
     for (size_t s = 0; s < program_.steps.size(); ++s) runStep(s);
     lastCall_.stepsCalled = int64_t(program_.steps.size());
   };
@@ -545,7 +558,7 @@ void Executor::run(std::span<const Input> inputs, std::span<Output> outputs) {
       device_->copyOnDevice(outputs[i].device.get(), data[id], desc.bytes());
     }
   device_->synchronize();  // asynchronous devices: finish reading the caller's inputs, report errors
-  readDeferredChecks();
+  readDeferredChecks(program_.steps.size());
   if (marking) {
     std::vector<double> t;
     if (clock)

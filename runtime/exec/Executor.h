@@ -106,8 +106,11 @@ class Executor {
   std::shared_ptr<std::byte> checkWords_;  // device: the checks' words gathered for one read
   size_t checkWordsHeld_ = 0;
   CallCounts lastCall_;
-  // Throws the first failed check of checks_, as the step's own error, after the call's steps.
-  void readDeferredChecks();
+  // Throws the first failed check of checks_ before step `upTo`, as that step's own error: after
+  // the call's steps (every step), or when step `upTo` failed (a bad value an earlier step's
+  // deferred check found is the cause to report, e.g. a bad index checked on the device before
+  // a lookup that checks its own ids on the host).
+  void readDeferredChecks(size_t upTo);
   Communicator* comm_ = nullptr;
   std::mutex runMutex_;
   bool profile_ = false;

@@ -7,7 +7,9 @@ KIND min, logsumexp (ARG: the axes, comma-separated), var and std (ARG: axes/cor
 (torch.scatter of twice the gather), scatter_amax (torch.scatter_reduce "amax" of the gather itself: ties)
 and scatter_amin ("amin" of 1.5 times the gather) (ARG: the axis;
 segment_sum and segment_max take ARG: the segments, and the ids as the indices; index_add and
-index_copy (torch's, of twice x's slices at the indices) take ARG: the axis;
+index_copy (torch's, of twice x's slices at the indices) take ARG: the axis; index_get (x[i, j]: ARG k, the
+indices' first axis holding the k index tensors) and index_put (x.index_put of twice x[i, j]: ARG
+k,accumulate);
 the i32 indices are "i.<name>"), smoothed (cross-entropy of logits x and labels "i.<name>", ARG: the label
 smoothing), upsample (nearest, ARG: the factors sh,sw), clamp (ARG: low,high), cumsum (ARG: the axis), sort
 (ARG: axis,descending), topk (ARG: k), or argsort_ties and topk_indices (indices on ties, as f64; ARG: the axis, k). Files in DIR as tests/reference/exchange.py describes.
@@ -46,6 +48,11 @@ def apply(kind, arg, x, indices):
     if kind == "index_copy":  # x with twice its slices at the indices written (no repeats)
         axis = int(numbers[0]) % x.dim()
         return torch.index_copy(x, axis, indices.long(), 2 * torch.index_select(x, axis, indices.long()))
+    if kind in ("index_get", "index_put"):  # advanced indexing by the k index tensors indices[0], ...
+        at = tuple(indices[a].long() for a in range(int(numbers[0])))
+        if kind == "index_get":
+            return x[at]
+        return x.index_put(at, 2 * x[at], accumulate=bool(numbers[1]))
     if kind == "segment_sum":  # jax.ops.segment_sum: rows of x added into row id of zeros
         rows = torch.zeros((int(numbers[0]),) + tuple(x.shape[1:]), dtype=x.dtype)
         return rows.index_add(0, indices.long(), x)

@@ -1,7 +1,8 @@
 // The composed functions of frontend/Composed.h beyond the activations (those are checked at
 // edge values in ElementwiseTorchTest): min, logsumexp, variance, stddev, take, label-smoothed
 // cross-entropy, nearest upsampling, clamp, cumsum, sort and topK (their stable order on ties too), and takeAlongAxis (torch.gather), scatterAdd
-// (torch.scatter_add), scatter (torch.scatter) and scatterMax / scatterMin (torch.scatter_reduce), against PyTorch's in f64,
+// (torch.scatter_add), scatter (torch.scatter) and scatterMax / scatterMin (torch.scatter_reduce), indexGet and
+// indexPut (x[i, j], torch.index_put), against PyTorch's in f64,
 // values and gradients within 1e-13 (tests/reference/torch_composed.py); logsumexp's infinities; the
 // activation layers give their functions' bits; oneHot and arange by hand; bad arguments name the
 // caller's line.
@@ -18,6 +19,18 @@ namespace spmd {
 namespace {
 
 using testing::randomArray;
+
+// The index tensors of an advanced index, given as the rows of one i32 array [k, ...].
+std::vector<Tensor> rowsOf(const Tensor& indices) {
+  Shape row = indices.shape(), start(row.size(), 0), limit = row;
+  row.erase(row.begin());
+  std::vector<Tensor> rows;
+  for (int64_t a = 0; a < indices.dim(0); ++a) {
+    start[0] = a, limit[0] = a + 1;
+    rows.push_back(reshape(slice(indices, start, limit), row));
+  }
+  return rows;
+}
 
 double maxRelativeError(const Array& a, const Array& b) {
   double diff = 0, scale = 1e-30;
@@ -102,6 +115,21 @@ TEST(ComposedTorchTest, ReductionsTakeAndClampMatchPyTorch) {
        ids({7}, {4, 0, 4, 2, 1, 0, 4})},
       {"index_copy_axis0", "index_copy", "0", {5, 3, 2},
        [](const Tensor& x, const Tensor& i) { return indexCopy(x, i, mul(take(x, i, 0), 2.0)); }, ids({3}, {4, 1, 2})},
+      // Advanced indexing over the leading axes by k index tensors (the rows of the indices):
+      // x[i, j] with repeats, x.index_put of twice x[i, j] added (repeats) or written (none),
+      // and every axis indexed.
+      {"index_get", "index_get", "2", {4, 5, 3},
+       [](const Tensor& x, const Tensor& i) { return indexGet(x, rowsOf(i)); },
+       ids({2, 2, 3}, {3, 0, 3, 1, 2, 3, 4, 2, 4, 0, 1, 4})},
+      {"index_put_add", "index_put", "2,1", {4, 5, 3},
+       [](const Tensor& x, const Tensor& i) { return indexPut(x, rowsOf(i), mul(indexGet(x, rowsOf(i)), 2.0), true); },
+       ids({2, 7}, {3, 0, 3, 1, 2, 3, 0, 4, 2, 4, 0, 1, 4, 2})},
+      {"index_put_set", "index_put", "2,0", {4, 5, 3},
+       [](const Tensor& x, const Tensor& i) { return indexPut(x, rowsOf(i), mul(indexGet(x, rowsOf(i)), 2.0)); },
+       ids({2, 2, 3}, {3, 0, 3, 1, 2, 1, 4, 2, 0, 0, 1, 3})},
+      {"index_put_every_axis", "index_put", "3,1", {4, 5, 3},
+       [](const Tensor& x, const Tensor& i) { return indexPut(x, rowsOf(i), mul(indexGet(x, rowsOf(i)), 2.0), true); },
+       ids({3, 5}, {3, 0, 3, 1, 2, 4, 2, 4, 0, 1, 2, 0, 2, 1, 0})},
       // Segments 3 and 5 empty in the sum (zeros); every segment named in the max.
       {"segment_sum", "segment_sum", "6", {7, 3, 2},
        [](const Tensor& x, const Tensor& i) { return segmentSum(x, i, 6); }, ids({7}, {4, 0, 4, 2, 1, 0, 4})},
@@ -267,6 +295,63 @@ TEST(ComposedTorchTest, SegmentReductionsGiveEmptySegmentsTheIdentity) {
 // oneHot against its definition on cpu and sim (a label per class and repeats, f32 and f64
 // rows), arange's values, and a label out of range: a run-time error at the caller's line naming
 // its position.
+// Advanced indexing by hand on cpu and sim: broadcast index tensors give the explicitly
+// broadcast ones' bits, a written position repeated takes the last value in index order (only it
+// gets a gradient), an added one the sum; bad indices, shapes and counts are errors at the caller's line.
+TEST(ComposedTorchTest, IndexPutBroadcastsItsIndicesAndTheLastWrittenValueWins) {
+  const Array x = Array::of<float>({3, 4}, std::vector<float>{0, 1, 2, 3, 10, 11, 12, 13, 20, 21, 22, 23});
+  const Tensor rows(Array::of<int32_t>({2, 1}, std::vector<int32_t>{2, 0}));
+  const Tensor columns(Array::of<int32_t>({3}, std::vector<int32_t>{3, 1, 3}));
+  const Tensor rowsWide(Array::of<int32_t>({2, 3}, std::vector<int32_t>{2, 2, 2, 0, 0, 0}));
+  const Tensor columnsWide(Array::of<int32_t>({2, 3}, std::vector<int32_t>{3, 1, 3, 3, 1, 3}));
+  const Array values = Array::of<float>({2, 3}, std::vector<float>{100, 101, 102, 200, 201, 202});
+  for (const char* devices : {"cpu:1", "sim:1"}) {
+    SCOPED_TRACE(devices);
+    auto get = jit([&](const Tensor& a) { return std::tuple{indexGet(a, {rows, columns}), indexGet(a, {rowsWide, columnsWide})}; },
+                   {.devices = devices});
+    auto [picked, pickedWide] = get(x);
+    testing::expectClose(picked.array(), Array::of<float>({2, 3}, std::vector<float>{23, 21, 23, 3, 1, 3}), 0, 0, "x[i, j]");
+    testing::expectClose(pickedWide.array(), picked.array(), 0, 0, "x[i, j] broadcast by hand");
+    auto put = jit([&](const Tensor& a, const Tensor& v) {
+      return std::tuple{indexPut(a, {rows, columns}, v), indexPut(a, {rows, columns}, v, true),
+                        indexPut(a, {rowsWide, columnsWide}, v, true), indexPut(a, {rows}, fill(slice(a, {0, 0}, {1, 4}), 7.0))};
+    }, {.devices = devices});
+    auto [written, added, addedWide, wholeRows] = put(x, values);
+    testing::expectClose(written.array(),
+                Array::of<float>({3, 4}, std::vector<float>{0, 201, 2, 202, 10, 11, 12, 13, 20, 101, 22, 102}), 0, 0, "set");
+    testing::expectClose(added.array(),
+                Array::of<float>({3, 4}, std::vector<float>{0, 202, 2, 405, 10, 11, 12, 13, 20, 122, 22, 225}), 0, 0, "add");
+    testing::expectClose(addedWide.array(), added.array(), 0, 0, "add broadcast by hand");
+    testing::expectClose(wholeRows.array(),
+                Array::of<float>({3, 4}, std::vector<float>{7, 7, 7, 7, 10, 11, 12, 13, 7, 7, 7, 7}), 0, 0, "whole rows");
+    auto dv = jit([&](const Tensor& a, const Tensor& v) {
+      return grad([&](const Tensor& t) { return sum(mul(indexPut(a, {rows, columns}, t), a), {0, 1}); })(v);
+    }, {.devices = devices});
+    testing::expectClose(dv(x, values).array(), Array::of<float>({2, 3}, std::vector<float>{0, 21, 23, 0, 1, 3}), 0, 0,
+                "only the last written value of a position gets its gradient");
+    auto bad = jit([&](const Tensor& a) {
+      return indexGet(a, {rows, Tensor(Array::of<int32_t>({3}, std::vector<int32_t>{1, 4, 0}))});
+    }, {.devices = devices});
+    const std::string range = testing::errorOf([&] { bad(x).array(); });
+    EXPECT_NE(range.find("ComposedTorchTest.cpp:"), std::string::npos) << range;
+    EXPECT_NE(range.find("index 4 at position 1 of the indices is out of range [0, 4)"), std::string::npos) << range;
+  }
+  auto expectError = [&](const std::function<Tensor(const Tensor&)>& f, const std::string& expected) {
+    const std::string message = testing::errorOf([&] { jit(f)(x); });
+    EXPECT_NE(message.find("ComposedTorchTest.cpp:"), std::string::npos) << message;
+    EXPECT_NE(message.find(expected), std::string::npos) << message;
+  };
+  expectError([&](const Tensor& a) { return indexGet(a, {rows, Tensor(Array::of<int32_t>({3, 1}, std::vector<int32_t>{0, 1, 2}))}); },
+              "spmd::indexGet: indices[1] i32[3, 1] does not broadcast with the indices before it (together [2, 1])");
+  expectError([&](const Tensor& a) { return indexGet(a, {rows, columns, columns}); },
+              "spmd::indexGet: give from 1 to 2 index tensors, one for each of x f32[3, 4]'s leading axes, got 3");
+  expectError([&](const Tensor& a) { return indexGet(a, {rows, cast(columns, DType::f32)}); },
+              "spmd::indexGet: indices[1] f32[3] must be i32");
+  expectError([&](const Tensor& a) { return indexPut(a, {rows, columns}, slice(a, {0, 0}, {3, 3})); },
+              "spmd::indexPut: values f32[3, 3] must broadcast to [2, 3] (the indices' broadcast shape [2, 3] followed by x "
+              "f32[3, 4]'s axes from 2 on) in x's dtype");
+}
+
 TEST(ComposedTorchTest, OneHotAndArange) {
   const std::vector<int32_t> labels = {0, 4, 2, 2, 1, 3, 4, 0};
   for (const char* devices : {"cpu:1", "sim:1"}) {
