@@ -67,6 +67,22 @@ Tensor Conv1d::forward(Context& ctx, const Tensor& x, Loc loc) const {
                 {c_.stride, c_.padding, c_.dilation, c_.groups}, loc);
 }
 
+Conv3d::Conv3d(std::string path, Conv3dConfig config) : Module(std::move(path)), c_(std::move(config)) {
+  checkConvConfig("Conv3d", this->path(), c_);
+}
+
+void Conv3d::init(Rng& rng, Tree& params, Tree&) const {
+  params.set(key("weight"), c_.weightInit(rng, {c_.out, c_.in / c_.groups, c_.kernel, c_.kernel, c_.kernel}));
+  if (c_.bias) params.set(key("bias"), init::zeros()(rng, {c_.out}));
+}
+
+Tensor Conv3d::forward(Context& ctx, const Tensor& x, Loc loc) const {
+  Tensor bias = c_.bias ? ctx.toCompute(ctx.params.at(key("bias")), loc) : Tensor();
+  const int64_t k = c_.stride, p = c_.padding, d = c_.dilation;
+  return conv3d(ctx.toCompute(x, loc), ctx.toCompute(ctx.params.at(key("weight")), loc), bias,
+                {{k, k, k}, {p, p, p}, {d, d, d}, c_.groups}, loc);
+}
+
 void Conv2d::init(Rng& rng, Tree& params, Tree&) const {
   params.set(key("weight"), c_.weightInit(rng, {c_.out, c_.in / c_.groups, c_.kernel, c_.kernel}));
   if (c_.bias) params.set(key("bias"), init::zeros()(rng, {c_.out}));

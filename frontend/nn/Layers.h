@@ -1,4 +1,4 @@
-// The layers CNNs are built from: Conv2d, Conv1d, ConvTranspose2d, BatchNorm2d, Linear, ReLU, Sigmoid, max and average pooling,
+// The layers CNNs are built from: Conv2d, Conv1d, Conv3d, ConvTranspose2d, BatchNorm2d, Linear, ReLU, Sigmoid, max and average pooling,
 // global average pooling, LogSoftmax, Dropout, LayerNorm, Embedding, Flatten and Sequential. Parameter names follow PyTorch (weight, bias,
 // running_mean, running_var) so checkpoints map one to one.
 #pragma once
@@ -45,6 +45,22 @@ class Conv1d final : public Module {
 
  private:
   Conv2dConfig c_;
+};
+
+// torch.nn.Conv3d's cubic form: x [N, in, D, H, W], the weight [out, in / groups, kernel, kernel,
+// kernel] (spmd::conv3d); the configuration's fields are Conv2d's, the same in every dimension.
+using Conv3dConfig = Conv2dConfig;
+class Conv3d final : public Module {
+ public:
+  // Throws spmd::Error when groups does not divide in and out, or a size is not positive.
+  Conv3d(std::string path, Conv3dConfig config);
+  void init(Rng& rng, Tree& params, Tree& state) const override;
+
+ protected:
+  Tensor forward(Context& ctx, const Tensor& x, Loc loc) const override;
+
+ private:
+  Conv3dConfig c_;
 };
 
 // torch.nn.ConvTranspose2d's square form: x [N, in, H, W], the weight [in, out / groups, kernel,

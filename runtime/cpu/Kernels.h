@@ -25,6 +25,7 @@
   X(reshape, "memcpy, none in place (cpu/Shape.cpp)")                                               \
   X(slice, "memcpy of contiguous runs (cpu/Shape.cpp)")                                             \
   X(concatenate, "memcpy of contiguous runs (cpu/Shape.cpp)")                                       \
+  X(pad, "a memset, then memcpy of contiguous runs (cpu/Shape.cpp)")                                \
   X(transpose, "strided gathers (cpu/Shape.cpp)")                                                   \
   X(reduce_sum, "threaded double sums (cpu/Reduce.cpp)")                                            \
   X(reduce_mean, "threaded double sums (cpu/Reduce.cpp)")                                           \

@@ -1,6 +1,6 @@
 // CPU data movement: broadcast_in_dim and transpose as strided gathers over the output (inner
-// dimension as a tight loop), reshape as one memcpy, slice and concatenate as memcpys of the
-// contiguous runs a box has in the larger tensor.
+// dimension as a tight loop), reshape as one memcpy, slice, concatenate and pad as memcpys of the
+// contiguous runs a box has in the larger tensor (pad's zeros one memset first).
 #include <cstring>
 #include <vector>
 
@@ -88,6 +88,12 @@ void concatenate(KernelCall& call) {
     at += x.dim(size_t(axis));
     copyBox(x, call.out[0], offset, true);
   }
+}
+
+void pad(KernelCall& call) {
+  const TensorView &x = call.in[0], &y = call.out[0];
+  std::memset(y.data, 0, size_t(y.numel()) * dtypeSize(y.dtype));
+  copyBox(x, y, attrsOf<PadAttrs>(call.step).low, true);
 }
 
 void reshape(KernelCall& call) {

@@ -82,7 +82,7 @@ TEST_P(ConformanceTest, EveryKernelMatchesTheReference) {
         std::vector<Array> expected = runKernel(referenceKernels(), plainCase(c));
         for (size_t i = 0; i < expected.size(); ++i) {
           bool f64 = expected[i].dtype == DType::f64;
-          expectClose(actual[i], expected[i], f64 ? 1e-12 : 1e-4, f64 ? 1e-12 : 1e-5,
+          expectClose(actual[i], expected[i], f64 ? c.f64Tolerance : 1e-4, f64 ? c.f64Tolerance : 1e-5,
                       c.name + " output " + std::to_string(i));
         }
       }

@@ -25,6 +25,9 @@ struct KernelCase {
   // Inputs are given and outputs compared in plain NCHW: the harness relays them through the
   // reference relayout, so the reference kernels (plain only) remain the oracle.
   std::vector<std::string> layouts = {};
+  // The f64 outputs' tolerance against the reference (relative and absolute); a case whose
+  // conditioning amplifies rounding states its own.
+  double f64Tolerance = 1e-12;
 
   const std::string& layout(size_t i) const {
     static const std::string plain;

@@ -457,9 +457,12 @@ TEST(TorchReferenceTest, ConvolutionOptionsMatchPyTorch) {
     std::string name, kind;  // kind: "conv" (conv1d for a rank-3 x, reading the second of each pair) or "transposed"
     Shape x, w;
     std::vector<int64_t> n;  // stride h w, padding h w, dilation h w, groups, output padding h w
+    std::vector<int64_t> depth = {1, 0, 1};  // conv3d (a rank-5 x): stride, padding, dilation along the depth
     Tensor operator()(const Tensor& x, const Tensor& w, const Tensor& b) const {
       if (kind == "transposed") return convTranspose2d(x, w, b, {{n[0], n[1]}, {n[2], n[3]}, {n[7], n[8]}, {n[4], n[5]}, n[6]});
       if (x.rank() == 3) return conv1d(x, w, b, {n[1], n[3], n[5], n[6]});
+      if (x.rank() == 5)
+        return conv3d(x, w, b, {{depth[0], n[0], n[1]}, {depth[1], n[2], n[3]}, {depth[2], n[4], n[5]}, n[6]});
       return conv2d(x, w, b, {{n[0], n[1]}, {n[2], n[3]}, {n[4], n[5]}, n[6]});
     }
   };
@@ -470,6 +473,11 @@ TEST(TorchReferenceTest, ConvolutionOptionsMatchPyTorch) {
       {"grouped_dilated_strided", "conv", {3, 4, 10, 9}, {6, 2, 3, 2}, {2, 2, 2, 1, 3, 2, 2, 0, 0}},
       {"conv1d", "conv", {2, 3, 11}, {5, 3, 3}, {1, 2, 0, 1, 1, 1, 1, 0, 0}},
       {"conv1d_grouped_dilated", "conv", {2, 4, 12}, {6, 2, 3}, {1, 1, 0, 2, 1, 2, 2, 0, 0}},
+      // conv3d: padded, grouped with strides and dilations in all three dimensions, a depth stride
+      // that does not divide the depth.
+      {"conv3d", "conv", {2, 3, 5, 6, 5}, {4, 3, 3, 3, 2}, {1, 1, 1, 0, 1, 1, 1, 0, 0}, {1, 1, 1}},
+      {"conv3d_grouped_strided_dilated", "conv", {2, 4, 9, 5, 6}, {6, 2, 3, 2, 3}, {2, 1, 0, 1, 1, 2, 2, 0, 0}, {2, 1, 2}},
+      {"conv3d_depth_stride3", "conv", {1, 2, 8, 4, 4}, {3, 2, 2, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 0, 0}, {3, 0, 1}},
       {"transposed", "transposed", {2, 3, 5, 4}, {3, 4, 3, 3}, {1, 1, 0, 0, 1, 1, 1, 0, 0}},
       {"transposed_strided", "transposed", {2, 4, 4, 5}, {4, 3, 3, 2}, {2, 2, 1, 0, 1, 1, 1, 1, 0}},
       {"transposed_grouped_dilated", "transposed", {2, 4, 5, 5}, {4, 3, 3, 3}, {2, 1, 1, 2, 2, 1, 2, 1, 0}}};
@@ -510,6 +518,7 @@ TEST(TorchReferenceTest, ConvolutionOptionsMatchPyTorch) {
     exchange.write("g." + c.name, g);
     specs += " " + c.name + " " + c.kind;
     for (int64_t v : c.n) specs += " " + std::to_string(v);
+    for (int64_t v : c.depth) specs += " " + std::to_string(v);
   }
   exchange.close();
   std::string command = python() + " " SPMD_SOURCE_DIR "/tests/reference/torch_conv.py " + exchange.dir() + specs;
@@ -541,6 +550,38 @@ TEST(TorchReferenceTest, ConvolutionOptionsMatchPyTorch) {
                      .array();
   EXPECT_EQ(byOp1d.shape, (Shape{2, 6, 5}));
   spmd::testing::expectSameBits(byLayer1d, byOp1d, "nn::Conv1d");
+  // nn::Conv3d: its weight [out, in / groups, k, k, k], the function's bits.
+  nn::Conv3d layer3d("volume", {.in = 4, .out = 6, .kernel = 3, .stride = 2, .padding = 1, .groups = 2});
+  auto [params3d, state3d] = layer3d.initialize(7);
+  EXPECT_EQ(params3d.at("volume.weight").shape(), (Shape{6, 2, 3, 3, 3}));
+  const Array volume = randomArray(DType::f32, {2, 4, 5, 6, 7}, 79);
+  Array byLayer3d =
+      jit([&](const Tree& p, const Tensor& t) { return layer3d.apply(p, state3d, t, true).first; })(params3d, volume).array();
+  Array byOp3d = jit([](const Tensor& t, const Tensor& w, const Tensor& b) {
+                   return conv3d(t, w, b, {{2, 2, 2}, {1, 1, 1}, {1, 1, 1}, 2});
+                 })(volume, params3d.at("volume.weight").array(), params3d.at("volume.bias").array())
+                     .array();
+  EXPECT_EQ(byOp3d.shape, (Shape{2, 6, 3, 3, 4}));
+  spmd::testing::expectSameBits(byLayer3d, byOp3d, "nn::Conv3d");
+  auto refused3d = [](Shape w, Conv3dOptions options) {
+    return spmd::testing::errorOf([&] {
+      jit([&](const Tensor& t, const Tensor& f) { return conv3d(t, f, {}, options); })(
+          randomArray(DType::f32, {1, 4, 3, 5, 5}, 1), randomArray(DType::f32, w, 2));
+    });
+  };
+  const std::string span = refused3d({2, 4, 3, 3, 3}, {{1, 1, 1}, {0, 0, 0}, {2, 1, 1}, 1});
+  EXPECT_NE(span.find("TorchReferenceTest.cpp"), std::string::npos) << span;
+  EXPECT_NE(span.find("spmd::conv3d: the filter's 3 taps along the depth, dilated by 2, span 5, more than x's depth 3 "
+                      "with padding 0 on each side"),
+            std::string::npos)
+      << span;
+  const std::string grouped3d = refused3d({2, 4, 3, 3, 3}, {{1, 1, 1}, {1, 1, 1}, {1, 1, 1}, 2});
+  EXPECT_NE(grouped3d.find("spmd::conv3d: filter f32[2, 4, 3, 3, 3] expects 4 input channels a group, x f32[1, 4, 3, 5, 5] "
+                           "has 2 (2 groups)"),
+            std::string::npos)
+      << grouped3d;
+  const std::string pairs = refused3d({2, 4, 3, 3, 3}, {{1, 1}, {1, 1, 1}, {1, 1, 1}, 1});
+  EXPECT_NE(pairs.find("stride and dilation must be three positive integers"), std::string::npos) << pairs;
   // Bad options name the call's line and what is wrong.
   auto refused = [](Shape w, Conv2dOptions options) {
     return spmd::testing::errorOf([&] {
