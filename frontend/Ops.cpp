@@ -144,67 +144,6 @@ Tensor conv1d(const Tensor& x, const Tensor& filter, const Tensor& bias, const C
   return reshape(y, {y.dim(0), y.dim(1), y.dim(3)}, loc);
 }
 
-Tensor conv3d(const Tensor& x, const Tensor& filter, const Tensor& bias, const Conv3dOptions& options, Loc loc) {
-  Trace::current("conv3d", loc);
-  const std::string at = where(loc) + ": spmd::conv3d: ";
-  if (x.rank() != 5 || filter.rank() != 5)
-    throw Error(at + "x must be [N, C, D, H, W] and filter [O, C / groups, KD, KH, KW], got " + x.typeString() +
-                " and " + filter.typeString());
-  const Conv3dOptions& o = options;
-  auto triple = [](const std::vector<int64_t>& v, int64_t least) {
-    return v.size() == 3 && std::all_of(v.begin(), v.end(), [least](int64_t n) { return n >= least; });
-  };
-  if (!triple(o.stride, 1) || !triple(o.dilation, 1) || !triple(o.padding, 0))
-    throw Error(at + "stride and dilation must be three positive integers and padding three non-negative ones (depth, "
-                "height, width), got stride " + shapeString(o.stride) + ", padding " + shapeString(o.padding) +
-                ", dilation " + shapeString(o.dilation));
-  const int64_t n = x.dim(0), channels = x.dim(1), depth = x.dim(2), outputs = filter.dim(0), taps = filter.dim(2);
-  if (o.groups < 1 || channels % o.groups != 0 || outputs % o.groups != 0)
-    throw Error(at + "groups " + std::to_string(o.groups) + " must be positive and divide the input's " +
-                std::to_string(channels) + " channels and the filter's " + std::to_string(outputs) + " outputs");
-  if (filter.dim(1) * o.groups != channels)
-    throw Error(at + "filter " + filter.typeString() + " expects " + std::to_string(filter.dim(1)) +
-                " input channels a group, x " + x.typeString() + " has " + std::to_string(channels / o.groups) + " (" +
-                std::to_string(o.groups) + " groups)");
-  static constexpr const char* kDims[] = {"depth", "height", "width"};
-  for (int d = 0; d < 3; ++d) {
-    const int64_t size = x.dim(d + 2), k = filter.dim(d + 2), spread = o.dilation[size_t(d)] * (k - 1) + 1;
-    if (size + 2 * o.padding[size_t(d)] < spread)
-      throw Error(at + "the filter's " + std::to_string(k) + " taps along the " + kDims[d] + ", dilated by " +
-                  std::to_string(o.dilation[size_t(d)]) + ", span " + std::to_string(spread) + ", more than x's " +
-                  kDims[d] + " " + std::to_string(size) + " with padding " + std::to_string(o.padding[size_t(d)]) +
-                  " on each side");
-  }
-  if (bias.defined() && bias.shape() != Shape{outputs})
-    throw Error(at + "bias must be [" + std::to_string(outputs) + "] (one per output channel), got " + bias.typeString());
-  const int64_t padded = depth + 2 * o.padding[0], reach = o.dilation[0] * (taps - 1) + 1;
-  const int64_t out = (padded - reach) / o.stride[0] + 1;
-  // [N, D, C, H, W], zeros around the depth (and stride - 1 more after it, so that every tap's
-  // window of out * stride planes fits), then each tap's planes d * stride + t * dilation.
-  const Shape& s = x.shape();
-  const Tensor planes = pad(transpose(x, {0, 2, 1, 3, 4}, loc), {0, o.padding[0], 0, 0, 0},
-                            {0, o.padding[0] + o.stride[0] - 1, 0, 0, 0}, loc);
-  const int64_t perGroup = channels / o.groups;
-  std::vector<Tensor> windows;
-  for (int64_t t = 0; t < taps; ++t) {
-    const int64_t first = t * o.dilation[0];
-    Tensor w = slice(planes, {0, first, 0, 0, 0}, {n, first + out * o.stride[0], channels, s[3], s[4]}, loc);
-    if (o.stride[0] > 1)
-      w = slice(reshape(w, {n, out, o.stride[0], channels * s[3] * s[4]}, loc), {0, 0, 0, 0},
-                {n, out, 1, channels * s[3] * s[4]}, loc);
-    windows.push_back(reshape(w, {n, out, o.groups, 1, perGroup, s[3], s[4]}, loc));
-  }
-  // [N * D', groups, KD, C / groups, H, W]: each group's channels are its taps' channels.
-  const Tensor stacked =
-      reshape(taps == 1 ? windows[0] : concat(windows, 3, loc), {n * out, taps * channels, s[3], s[4]}, loc);
-  const Shape& f = filter.shape();
-  const Tensor taps2d = reshape(transpose(filter, {0, 2, 1, 3, 4}, loc), {outputs, taps * f[1], f[3], f[4]}, loc);
-  const Tensor y = conv2d(stacked, taps2d, bias,
-                          {{o.stride[1], o.stride[2]}, {o.padding[1], o.padding[2]}, {o.dilation[1], o.dilation[2]}, o.groups},
-                          loc);
-  return transpose(reshape(y, {n, out, outputs, y.dim(2), y.dim(3)}, loc), {0, 2, 1, 3, 4}, loc);
-}
-
 BatchNormResult batchNormTrain(const Tensor& x, const Tensor& scale, const Tensor& offset,
                                double epsilon, const Tensor& mask, Loc loc) {
   Trace& trace = Trace::current("batchNormTrain", loc);

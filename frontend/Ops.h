@@ -29,21 +29,6 @@ struct Conv1dOptions {
 Tensor conv1d(const Tensor& x, const Tensor& filter, const Tensor& bias = {}, const Conv1dOptions& options = {},
               Loc loc = Loc::current());
 
-// torch.nn.functional.conv3d: x [N, C, D, H, W], filter [O, C / groups, KD, KH, KW], optional
-// bias [O]; three numbers a dimension (depth, height, width). Composed: x's depth windows
-// (strided and dilated slices of the padded depth) stacked into channels, group by group, as
-// [N * D', KD * C, H, W], and one conv2d with the filter's depth taps moved beside its input
-// channels ([O, KD * C / groups, KH, KW]): conv2d's kernels, and its gradients through the
-// slices.
-struct Conv3dOptions {
-  std::vector<int64_t> stride = {1, 1, 1};
-  std::vector<int64_t> padding = {0, 0, 0};
-  std::vector<int64_t> dilation = {1, 1, 1};
-  int64_t groups = 1;
-};
-Tensor conv3d(const Tensor& x, const Tensor& filter, const Tensor& bias = {}, const Conv3dOptions& options = {},
-              Loc loc = Loc::current());
-
 // torch.nn.functional.conv_transpose2d: x [N, I, H, W], filter [I, O / groups, KH, KW], optional
 // bias [O]; the result [N, O, (H - 1) * stride - 2 * padding + dilation * (KH - 1) + outputPadding
 // + 1, ...]: the gradient of the convolution with that filter from the result's shape to x's

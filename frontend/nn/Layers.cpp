@@ -22,6 +22,13 @@ void checkConvConfig(const char* kind, const std::string& path, const Config& c)
     throw Error(at + "groups must be positive and divide both in and out (groups = in is a depthwise convolution)");
 }
 
+// The transposed layers' outputPadding, below the stride (`kind`: "ConvTranspose2d").
+void checkOutputPadding(const char* kind, const std::string& path, const ConvTranspose2dConfig& c) {
+  if (c.outputPadding < 0 || c.outputPadding >= c.stride)
+    throw Error(std::string("nn::") + kind + " '" + path + "': outputPadding (" + std::to_string(c.outputPadding) +
+                ") must be non-negative and smaller than the stride (" + std::to_string(c.stride) + ")");
+}
+
 }  // namespace
 
 Conv2d::Conv2d(std::string path, Conv2dConfig config) : Module(std::move(path)), c_(std::move(config)) {
@@ -31,9 +38,7 @@ Conv2d::Conv2d(std::string path, Conv2dConfig config) : Module(std::move(path)),
 ConvTranspose2d::ConvTranspose2d(std::string path, ConvTranspose2dConfig config)
     : Module(std::move(path)), c_(std::move(config)) {
   checkConvConfig("ConvTranspose2d", this->path(), c_);
-  if (c_.outputPadding < 0 || c_.outputPadding >= c_.stride)
-    throw Error("nn::ConvTranspose2d '" + this->path() + "': outputPadding (" + std::to_string(c_.outputPadding) +
-                ") must be non-negative and smaller than the stride (" + std::to_string(c_.stride) + ")");
+  checkOutputPadding("ConvTranspose2d", this->path(), c_);
 }
 
 void ConvTranspose2d::init(Rng& rng, Tree& params, Tree&) const {
@@ -50,6 +55,24 @@ Tensor ConvTranspose2d::forward(Context& ctx, const Tensor& x, Loc loc) const {
                           {c_.dilation, c_.dilation},
                           c_.groups},
                          loc);
+}
+
+ConvTranspose3d::ConvTranspose3d(std::string path, ConvTranspose3dConfig config)
+    : Module(std::move(path)), c_(std::move(config)) {
+  checkConvConfig("ConvTranspose3d", this->path(), c_);
+  checkOutputPadding("ConvTranspose3d", this->path(), c_);
+}
+
+void ConvTranspose3d::init(Rng& rng, Tree& params, Tree&) const {
+  params.set(key("weight"), c_.weightInit(rng, {c_.in, c_.out / c_.groups, c_.kernel, c_.kernel, c_.kernel}));
+  if (c_.bias) params.set(key("bias"), init::zeros()(rng, {c_.out}));
+}
+
+Tensor ConvTranspose3d::forward(Context& ctx, const Tensor& x, Loc loc) const {
+  Tensor bias = c_.bias ? ctx.toCompute(ctx.params.at(key("bias")), loc) : Tensor();
+  const int64_t s = c_.stride, p = c_.padding, op = c_.outputPadding, d = c_.dilation;
+  return convTranspose3d(ctx.toCompute(x, loc), ctx.toCompute(ctx.params.at(key("weight")), loc), bias,
+                         {{s, s, s}, {p, p, p}, {op, op, op}, {d, d, d}, c_.groups}, loc);
 }
 
 Conv1d::Conv1d(std::string path, Conv1dConfig config) : Module(std::move(path)), c_(std::move(config)) {

@@ -1,9 +1,10 @@
-// The layers CNNs are built from: Conv2d, Conv1d, Conv3d, ConvTranspose2d, BatchNorm2d, Linear, ReLU, Sigmoid, max and average pooling,
+// The layers CNNs are built from: Conv2d, Conv1d, Conv3d, ConvTranspose2d, ConvTranspose3d, BatchNorm2d, Linear, ReLU, Sigmoid, max and average pooling,
 // global average pooling, LogSoftmax, Dropout, LayerNorm, Embedding, Flatten and Sequential. Parameter names follow PyTorch (weight, bias,
 // running_mean, running_var) so checkpoints map one to one.
 #pragma once
 
 #include "frontend/Ops.h"
+#include "frontend/Volume.h"
 #include "frontend/nn/Module.h"
 
 namespace spmd::nn {
@@ -86,6 +87,24 @@ class ConvTranspose2d final : public Module {
   ConvTranspose2dConfig c_;
 };
 
+// torch.nn.ConvTranspose3d's cubic form: x [N, in, D, H, W], the weight [in, out / groups, kernel,
+// kernel, kernel] (spmd::convTranspose3d); the configuration's fields are ConvTranspose2d's, the
+// same in every dimension.
+using ConvTranspose3dConfig = ConvTranspose2dConfig;
+class ConvTranspose3d final : public Module {
+ public:
+  // Throws spmd::Error when groups does not divide in and out, a size is not positive or
+  // outputPadding is not below the stride.
+  ConvTranspose3d(std::string path, ConvTranspose3dConfig config);
+  void init(Rng& rng, Tree& params, Tree& state) const override;
+
+ protected:
+  Tensor forward(Context& ctx, const Tensor& x, Loc loc) const override;
+
+ private:
+  ConvTranspose3dConfig c_;
+};
+
 // Batch normalization over (N, H, W) per channel. Training: batch statistics, and running
 // statistics updated as PyTorch does (momentum 0.1, unbiased variance). Inference: running ones.
 // With `axisName` (inside spmd::pmap), training statistics are cross-replica, as SyncBatchNorm:
@@ -154,6 +173,31 @@ class AvgPool2d final : public Module {
 
  private:
   Pool2dOptions options_;
+};
+
+// Windowed pooling over [N, C, D, H, W] (spmd::maxPool3d / avgPool3d).
+class MaxPool3d final : public Module {
+ public:
+  MaxPool3d(std::string path, Pool3dOptions options = {}) : Module(std::move(path)), options_(std::move(options)) {}
+  void init(Rng&, Tree&, Tree&) const override {}
+
+ protected:
+  Tensor forward(Context&, const Tensor& x, Loc loc) const override { return maxPool3d(x, options_, loc); }
+
+ private:
+  Pool3dOptions options_;
+};
+
+class AvgPool3d final : public Module {
+ public:
+  AvgPool3d(std::string path, Pool3dOptions options = {}) : Module(std::move(path)), options_(std::move(options)) {}
+  void init(Rng&, Tree&, Tree&) const override {}
+
+ protected:
+  Tensor forward(Context&, const Tensor& x, Loc loc) const override { return avgPool3d(x, options_, loc); }
+
+ private:
+  Pool3dOptions options_;
 };
 
 // log_softmax over the last axis (Flax's nn.log_softmax as a model's final layer).

@@ -324,40 +324,64 @@ TEST(TorchReferenceTest, D2lLeNetMatchesPyTorchAutograd) {
 // Its mean next-token loss and every gradient equal PyTorch's to 1e-10 in f64 and to 1e-4 of
 // PyTorch's f32 ones in f32.
 // The pooling variants beyond the plain ones against torch.nn.functional in f64: max_pool2d with
-// dilation, avg_pool2d with count_include_pad=False; the result and the input gradient of
-// sum(result * g) for a random g.
+// dilation, avg_pool2d with count_include_pad=False, and max_pool3d / avg_pool3d (separable
+// passes, so checked with windows that overlap, pad, dilate and step unevenly); the result and the
+// input gradient of sum(result * g) for a random g.
 TEST(TorchReferenceTest, PoolingVariantsMatchPyTorch) {
   if (std::string why = torchMissing(); !why.empty()) GTEST_FAIL() << why;
   struct Variant {
     std::string name;
     bool max;
-    Pool2dOptions options;
+    Pool3dOptions options;  // (depth, height, width); a 2-D variant's depth numbers are unused
+    bool volume = false;
+    Pool2dOptions planar() const {
+      auto two = [](const std::vector<int64_t>& v) { return v.empty() ? v : std::vector<int64_t>{v[1], v[2]}; };
+      return {two(options.window), two(options.stride), two(options.padding), two(options.dilation),
+              options.countIncludePad};
+    }
   };
   const std::vector<Variant> variants = {
-      {"max_dilated", true, {.window = {3, 3}, .stride = {2, 2}, .padding = {1, 1}, .dilation = {2, 2}}},
-      {"max_dilated_rows", true, {.window = {2, 3}, .stride = {1, 2}, .padding = {1, 1}, .dilation = {3, 1}}},
-      {"avg_inputs_only", false, {.window = {3, 2}, .stride = {2, 1}, .padding = {1, 1}, .countIncludePad = false}},
-      {"avg_with_padding", false, {.window = {3, 3}, .stride = {2, 2}, .padding = {1, 1}}}};
-  const Array x = randomArray(DType::f64, {2, 3, 9, 8}, 71);
-  auto pool = [](const Variant& v, const Tensor& t) { return v.max ? maxPool2d(t, v.options) : avgPool2d(t, v.options); };
+      {"max_dilated", true, {.window = {1, 3, 3}, .stride = {1, 2, 2}, .padding = {0, 1, 1}, .dilation = {1, 2, 2}}},
+      {"max_dilated_rows", true, {.window = {1, 2, 3}, .stride = {1, 1, 2}, .padding = {0, 1, 1}, .dilation = {1, 3, 1}}},
+      {"avg_inputs_only", false, {.window = {1, 3, 2}, .stride = {1, 2, 1}, .padding = {0, 1, 1}, .countIncludePad = false}},
+      {"avg_with_padding", false, {.window = {1, 3, 3}, .stride = {1, 2, 2}, .padding = {0, 1, 1}}},
+      {"max3d", true, {.window = {2, 2, 2}}, true},
+      {"max3d_overlapping_dilated", true,
+       {.window = {3, 2, 3}, .stride = {2, 1, 2}, .padding = {1, 0, 1}, .dilation = {2, 1, 1}}, true},
+      {"avg3d_with_padding", false, {.window = {3, 3, 2}, .stride = {2, 2, 1}, .padding = {1, 1, 1}}, true},
+      {"avg3d_inputs_only", false,
+       {.window = {3, 2, 3}, .stride = {1, 2, 2}, .padding = {1, 1, 1}, .countIncludePad = false}, true}};
+  const Array planes = randomArray(DType::f64, {2, 3, 9, 8}, 71), volume = randomArray(DType::f64, {2, 3, 7, 6, 7}, 73);
+  // Ties across depth planes and within one, so that which maximum takes the gradient matters.
+  Array tied = volume;
+  for (int64_t i = 0; i < tied.numel(); i += 5) tied.values<double>()[i] = 0.75;
+  auto pool = [](const Variant& v, const Tensor& t) {
+    if (v.volume) return v.max ? maxPool3d(t, v.options) : avgPool3d(t, v.options);
+    return v.max ? maxPool2d(t, v.planar()) : avgPool2d(t, v.planar());
+  };
   Exchange exchange;
-  exchange.write("x", x);
   std::map<std::string, std::pair<Array, Array>> ours;  // result, input gradient
   std::string specs;
   uint64_t seed = 72;
   for (const Variant& v : variants) {
+    const Array& x = !v.volume ? planes : v.max ? tied : volume;
     Array y = jit([&](const Tensor& t) { return pool(v, t); })(x).array();
     Array g = randomArray(DType::f64, y.shape, seed++);
     auto gradient = jit([&](const Tensor& t, const Tensor& cotangent) {
-      return grad([&](const Tensor& u) { return sum(pool(v, u) * cotangent, {0, 1, 2, 3}); })(t);
+      return grad([&](const Tensor& u) {
+        Tensor weighted = pool(v, u) * cotangent;
+        return sum(weighted, spmd::testing::allAxes(weighted));
+      })(t);
     });
     ours[v.name] = {y, gradient(x, g).array()};
+    exchange.write("x." + v.name, x);
     exchange.write("g." + v.name, g);
-    const Pool2dOptions& o = v.options;
+    const Pool3dOptions& o = v.options;
+    const std::vector<int64_t>& stride = o.stride.empty() ? o.window : o.stride;
     for (auto part : {v.name, std::string(v.max ? "max" : "avg")}) specs += " " + part;
-    for (int64_t n : {o.window[0], o.window[1], o.stride[0], o.stride[1], o.padding[0], o.padding[1], o.dilation[0],
-                      o.dilation[1], int64_t(o.countIncludePad)})
-      specs += " " + std::to_string(n);
+    for (const std::vector<int64_t>* numbers : {&o.window, &stride, &o.padding, &o.dilation})
+      for (int64_t n : *numbers) specs += " " + std::to_string(n);
+    specs += " " + std::to_string(int(o.countIncludePad));
   }
   exchange.close();
   std::string command = python() + " " SPMD_SOURCE_DIR "/tests/reference/torch_pool.py " + exchange.dir() + specs;
@@ -457,8 +481,12 @@ TEST(TorchReferenceTest, ConvolutionOptionsMatchPyTorch) {
     std::string name, kind;  // kind: "conv" (conv1d for a rank-3 x, reading the second of each pair) or "transposed"
     Shape x, w;
     std::vector<int64_t> n;  // stride h w, padding h w, dilation h w, groups, output padding h w
-    std::vector<int64_t> depth = {1, 0, 1};  // conv3d (a rank-5 x): stride, padding, dilation along the depth
+    // A rank-5 x (conv3d, convTranspose3d): stride, padding, dilation, output padding along the depth.
+    std::vector<int64_t> depth = {1, 0, 1, 0};
     Tensor operator()(const Tensor& x, const Tensor& w, const Tensor& b) const {
+      if (kind == "transposed" && x.rank() == 5)
+        return convTranspose3d(x, w, b,
+                               {{depth[0], n[0], n[1]}, {depth[1], n[2], n[3]}, {depth[3], n[7], n[8]}, {depth[2], n[4], n[5]}, n[6]});
       if (kind == "transposed") return convTranspose2d(x, w, b, {{n[0], n[1]}, {n[2], n[3]}, {n[7], n[8]}, {n[4], n[5]}, n[6]});
       if (x.rank() == 3) return conv1d(x, w, b, {n[1], n[3], n[5], n[6]});
       if (x.rank() == 5)
@@ -475,9 +503,15 @@ TEST(TorchReferenceTest, ConvolutionOptionsMatchPyTorch) {
       {"conv1d_grouped_dilated", "conv", {2, 4, 12}, {6, 2, 3}, {1, 1, 0, 2, 1, 2, 2, 0, 0}},
       // conv3d: padded, grouped with strides and dilations in all three dimensions, a depth stride
       // that does not divide the depth.
-      {"conv3d", "conv", {2, 3, 5, 6, 5}, {4, 3, 3, 3, 2}, {1, 1, 1, 0, 1, 1, 1, 0, 0}, {1, 1, 1}},
-      {"conv3d_grouped_strided_dilated", "conv", {2, 4, 9, 5, 6}, {6, 2, 3, 2, 3}, {2, 1, 0, 1, 1, 2, 2, 0, 0}, {2, 1, 2}},
-      {"conv3d_depth_stride3", "conv", {1, 2, 8, 4, 4}, {3, 2, 2, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 0, 0}, {3, 0, 1}},
+      {"conv3d", "conv", {2, 3, 5, 6, 5}, {4, 3, 3, 3, 2}, {1, 1, 1, 0, 1, 1, 1, 0, 0}, {1, 1, 1, 0}},
+      {"conv3d_grouped_strided_dilated", "conv", {2, 4, 9, 5, 6}, {6, 2, 3, 2, 3}, {2, 1, 0, 1, 1, 2, 2, 0, 0}, {2, 1, 2, 0}},
+      {"conv3d_depth_stride3", "conv", {1, 2, 8, 4, 4}, {3, 2, 2, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 0, 0}, {3, 0, 1, 0}},
+      // convTranspose3d: plain; strided with output padding in every dimension; grouped and
+      // dilated with a depth padding that crops more than the stride adds.
+      {"transposed3d", "transposed", {2, 3, 4, 5, 4}, {3, 2, 3, 3, 2}, {1, 1, 0, 0, 1, 1, 1, 0, 0}, {1, 0, 1, 0}},
+      {"transposed3d_strided", "transposed", {2, 2, 3, 4, 3}, {2, 3, 2, 3, 3}, {2, 2, 1, 0, 1, 1, 1, 1, 1}, {2, 0, 1, 1}},
+      {"transposed3d_grouped_dilated", "transposed", {1, 4, 4, 4, 5}, {4, 2, 3, 2, 3}, {2, 1, 1, 1, 1, 2, 2, 1, 0},
+       {3, 2, 2, 2}},
       {"transposed", "transposed", {2, 3, 5, 4}, {3, 4, 3, 3}, {1, 1, 0, 0, 1, 1, 1, 0, 0}},
       {"transposed_strided", "transposed", {2, 4, 4, 5}, {4, 3, 3, 2}, {2, 2, 1, 0, 1, 1, 1, 1, 0}},
       {"transposed_grouped_dilated", "transposed", {2, 4, 5, 5}, {4, 3, 3, 3}, {2, 1, 1, 2, 2, 1, 2, 1, 0}}};
