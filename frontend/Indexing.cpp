@@ -109,53 +109,160 @@ Tensor indexCopy(const Tensor& x, const Tensor& index, const Tensor& source, int
 
 namespace {
 
-// indexGet's and indexPut's positions: the indices checked at the caller's line, broadcast
-// together, and each position made one index into x's first k axes flattened.
-struct Positions {
-  Shape batch;          // B: the indices' broadcast shape
-  Shape rest;           // x's axes from k on
-  int64_t places = 1;   // the elements of x's first k axes, which the flat index counts
-  Tensor flat;          // i32 [numel(B)]
+// An index's entries laid out over x's axes: for each axis up to the last one that is not taken
+// whole, an i32 tensor whose shape broadcasts to the result's leading axes (`lead`): an index
+// tensor reshaped so that B lies where NumPy puts it, a slice's positions (start + step k) along
+// its own result axis. Checked at the caller's line.
+struct Layout {
+  std::vector<Tensor> indices;
+  std::vector<bool> fromSlice;  // in range by construction: no run-time check
+  Shape lead;
+  bool tensors = false;         // any index tensor among the entries
+  bool unitSteps = true;        // every slice's step is 1
+  std::vector<int64_t> start, limit;  // per axis of x: the slices' ranges (whole for the other axes)
 };
 
-Positions positionsOf(const char* name, const Tensor& x, const std::vector<Tensor>& indices, Loc loc) {
+Layout layoutOf(const char* name, const Tensor& x, const std::vector<TensorIndex>& entries, Loc loc) {
   const std::string at = where(loc) + ": spmd::" + name + ": ";
-  const int64_t k = int64_t(indices.size());
-  if (k < 1 || k > x.rank())
-    throw Error(at + "give from 1 to " + std::to_string(x.rank()) + " index tensors, one for each of x " +
-                x.typeString() + "'s leading axes, got " + std::to_string(k));
-  Positions p;
-  for (int64_t a = 0; a < k; ++a) {
-    const Tensor& index = indices[size_t(a)];
-    const std::string which = "indices[" + std::to_string(a) + "] " + index.typeString();
+  const int64_t rank = x.rank();
+  int64_t ellipses = 0;
+  for (const TensorIndex& e : entries) ellipses += e.kind() == TensorIndex::Kind::Ellipsis;
+  const int64_t given = int64_t(entries.size()) - ellipses;
+  if (ellipses > 1) throw Error(at + "the index holds " + std::to_string(ellipses) + " ellipses; give at most one");
+  if (given < 1 || given > rank)
+    throw Error(at + "give from 1 to " + std::to_string(rank) + " index tensors or slices, one for each of x " +
+                x.typeString() + "'s leading axes (an ellipsis stands for the axes between), got " +
+                std::to_string(given));
+  // The entry of each axis: its position in `entries`, or -1 for an axis the ellipsis stands for.
+  std::vector<int64_t> entryOf;
+  for (size_t k = 0; k < entries.size(); ++k) {
+    if (entries[k].kind() != TensorIndex::Kind::Ellipsis) entryOf.push_back(int64_t(k));
+    else entryOf.insert(entryOf.end(), size_t(rank - given), -1);
+  }
+  Layout l;
+  l.start.assign(size_t(rank), 0);
+  l.limit = x.shape();
+  // B, the index tensors' broadcast shape, and each sliced axis' length.
+  Shape batch;
+  std::vector<int64_t> tensorAxes;
+  Shape length(entryOf.size()), step(entryOf.size(), 1);
+  for (size_t a = 0; a < entryOf.size(); ++a) {
+    const int64_t n = x.dim(int64_t(a));
+    if (entryOf[a] < 0) {
+      length[a] = n;
+      continue;
+    }
+    const TensorIndex& e = entries[size_t(entryOf[a])];
+    const std::string which = "index[" + std::to_string(entryOf[a]) + "]";
+    if (e.kind() == TensorIndex::Kind::Slice) {
+      const Slice& s = e.slice();
+      if (s.step < 1)
+        throw Error(at + which + " (axis " + std::to_string(a) + ") has step " + std::to_string(s.step) +
+                    "; steps must be 1 or more (torch's rule too: reverse an axis by an index tensor)");
+      // Python's rules: negative counts from the end, then clamped to [0, n].
+      auto place = [n](std::optional<int64_t> v, int64_t otherwise) {
+        if (!v) return otherwise;
+        const int64_t p = *v < 0 ? *v + n : *v;
+        return std::clamp<int64_t>(p, 0, n);
+      };
+      const int64_t from = place(s.start, 0), to = place(s.stop, n);
+      length[a] = to > from ? (to - from + s.step - 1) / s.step : 0;
+      if (length[a] == 0)
+        throw Error(at + which + " (axis " + std::to_string(a) + " of x " + x.typeString() + ") selects nothing: " +
+                    "start " + std::to_string(from) + ", stop " + std::to_string(to) +
+                    " after Python's rules; an index must select at least one element of every axis");
+      step[a] = s.step;
+      l.start[a] = from, l.limit[a] = from + (length[a] - 1) * s.step + 1;
+      l.unitSteps = l.unitSteps && s.step == 1;
+      continue;
+    }
+    const Tensor& index = e.tensor();
     if (index.dtype() != DType::i32)
-      throw Error(at + which + " must be i32 (cast it: spmd::cast(index, DType::i32))");
-    // NumPy broadcasting of B so far with this index's shape.
+      throw Error(at + "indices[" + std::to_string(entryOf[a]) + "] " + index.typeString() +
+                  " must be i32 (cast it: spmd::cast(index, DType::i32))");
     const Shape& shape = index.shape();
-    const size_t rank = std::max(p.batch.size(), shape.size());
-    Shape joined(rank);
-    for (size_t d = 0; d < rank; ++d) {
-      const int64_t u = d < rank - p.batch.size() ? 1 : p.batch[d - (rank - p.batch.size())];
-      const int64_t v = d < rank - shape.size() ? 1 : shape[d - (rank - shape.size())];
+    const size_t r = std::max(batch.size(), shape.size());
+    Shape joined(r);
+    for (size_t d = 0; d < r; ++d) {
+      const int64_t u = d < r - batch.size() ? 1 : batch[d - (r - batch.size())];
+      const int64_t v = d < r - shape.size() ? 1 : shape[d - (r - shape.size())];
       if (u != v && u != 1 && v != 1)
-        throw Error(at + which + " does not broadcast with the indices before it (together " + shapeString(p.batch) +
+        throw Error(at + "indices[" + std::to_string(entryOf[a]) + "] " + index.typeString() +
+                    " does not broadcast with the indices before it (together " + shapeString(batch) +
                     "): every index tensor names a position's coordinate along its axis, so their shapes must broadcast");
       joined[d] = std::max(u, v);
     }
-    p.batch = joined;
-    p.places *= x.dim(a);
+    batch = joined;
+    tensorAxes.push_back(int64_t(a));
   }
+  l.tensors = !tensorAxes.empty();
+  // Axes taken whole after the last entry that is not need no index (indexGet's rest).
+  size_t axes = entryOf.size();
+  auto whole = [&](size_t a) { return entryOf[a] < 0 || (entries[size_t(entryOf[a])].kind() == TensorIndex::Kind::Slice &&
+                                                         length[a] == x.dim(int64_t(a))); };
+  while (axes > 1 && whole(axes - 1)) --axes;
+  // NumPy's placement of B: where the tensors stand when they are adjacent, else first.
+  const bool adjacent = l.tensors && tensorAxes.back() - tensorAxes.front() + 1 == int64_t(tensorAxes.size());
+  const int64_t batchAt = !l.tensors ? 0 : adjacent ? tensorAxes.front() : 0;
+  std::vector<int64_t> placeOf(axes, -1);  // a sliced axis' place in lead
+  for (size_t a = 0; a < axes; ++a) {
+    const bool tensor = std::count(tensorAxes.begin(), tensorAxes.end(), int64_t(a)) > 0;
+    if (tensor) {
+      if (int64_t(l.lead.size()) == batchAt) l.lead.insert(l.lead.end(), batch.begin(), batch.end());
+      continue;
+    }
+    if (l.tensors && !adjacent && l.lead.empty()) l.lead = batch;
+    placeOf[a] = int64_t(l.lead.size());
+    l.lead.push_back(length[a]);
+  }
+  for (size_t a = 0; a < axes; ++a) {
+    Shape laid(l.lead.size(), 1);
+    if (placeOf[a] >= 0) {
+      laid[size_t(placeOf[a])] = length[a];
+      std::vector<int32_t> positions(size_t(length[a]));
+      for (int64_t k = 0; k < length[a]; ++k) positions[size_t(k)] = int32_t(l.start[a] + k * step[a]);
+      l.indices.push_back(reshape(Tensor(Array::of<int32_t>({length[a]}, positions)), laid, loc));
+      l.fromSlice.push_back(true);
+      continue;
+    }
+    const Tensor& index = entries[size_t(entryOf[a])].tensor();
+    // B's axes begin at the place the first tensor axis took; the index's own axes end B.
+    const size_t bAt = size_t(adjacent ? std::count_if(placeOf.begin(), placeOf.begin() + tensorAxes.front(),
+                                                       [](int64_t p) { return p >= 0; })
+                                       : 0);
+    for (int64_t d = 0; d < index.rank(); ++d) laid[bAt + batch.size() - size_t(index.rank()) + size_t(d)] = index.dim(d);
+    l.indices.push_back(reshape(index, laid, loc));
+    l.fromSlice.push_back(false);
+  }
+  return l;
+}
+
+// indexGet's and indexPut's positions: the layout's indices, broadcast together, each position
+// made one index into x's first k axes flattened.
+struct Positions {
+  Shape batch;          // the result's leading axes (the layout's lead)
+  Shape rest;           // x's axes from k on
+  int64_t places = 1;   // the elements of x's first k axes, which the flat index counts
+  Tensor flat;          // i32 [numel(batch)]
+};
+
+Positions positionsOf(const char* name, const Tensor& x, const Layout& l, Loc loc) {
+  const int64_t k = int64_t(l.indices.size());
+  Positions p;
+  p.batch = l.lead;
+  for (int64_t a = 0; a < k; ++a) p.places *= x.dim(a);
   if (p.places > std::numeric_limits<int32_t>::max())
-    throw Error(at + "x " + x.typeString() + "'s first " + std::to_string(k) + " axes hold " +
-                std::to_string(p.places) + " places, more than an i32 index reaches (2^31 - 1): index fewer axes");
+    throw Error(where(loc) + ": spmd::" + name + ": x " + x.typeString() + "'s first " + std::to_string(k) +
+                " axes hold " + std::to_string(p.places) + " places, more than an i32 index reaches (2^31 - 1): index fewer axes");
   for (int64_t d = k; d < x.rank(); ++d) p.rest.push_back(x.dim(d));
   // sum over a of index a times the elements of the axes after it, in f64 (exact below 2^53),
-  // each index plus its check's zeros (a bad entry stops the run naming its place in indices[a]).
+  // each index tensor plus its check's zeros (a bad entry stops the run naming its place in it).
   Tensor sum;
   int64_t stride = 1;
   for (int64_t a = k - 1; a >= 0; --a) {
-    const Tensor& index = indices[size_t(a)];
-    Tensor term = add(cast(index, DType::f64, loc), detail::indexCheckZeros(index, x.dim(a), DType::f64, loc), loc);
+    const Tensor& index = l.indices[size_t(a)];
+    Tensor term = cast(index, DType::f64, loc);
+    if (!l.fromSlice[size_t(a)]) term = add(term, detail::indexCheckZeros(index, x.dim(a), DType::f64, loc), loc);
     if (stride != 1) term = mul(term, double(stride), loc);
     term = broadcastTo(term, p.batch, loc);
     sum = a == k - 1 ? term : add(sum, term, loc);
@@ -167,18 +274,21 @@ Positions positionsOf(const char* name, const Tensor& x, const std::vector<Tenso
 
 }  // namespace
 
-Tensor indexGet(const Tensor& x, const std::vector<Tensor>& indices, Loc loc) {
+Tensor indexGet(const Tensor& x, const std::vector<TensorIndex>& index, Loc loc) {
   whileTracing("indexGet", loc);
-  const Positions p = positionsOf("indexGet", x, indices, loc);
+  const Layout l = layoutOf("indexGet", x, index, loc);
+  if (!l.tensors && l.unitSteps) return slice(x, l.start, l.limit, loc);
+  const Positions p = positionsOf("indexGet", x, l, loc);
   Shape flatShape = p.rest, picked = p.batch;
   flatShape.insert(flatShape.begin(), p.places);
   picked.insert(picked.end(), p.rest.begin(), p.rest.end());
   return reshape(take(reshape(x, flatShape, loc), p.flat, 0, loc), picked, loc);
 }
 
-Tensor indexPut(const Tensor& x, const std::vector<Tensor>& indices, const Tensor& values, bool accumulate, Loc loc) {
+Tensor indexPut(const Tensor& x, const std::vector<TensorIndex>& index, const Tensor& values, bool accumulate, Loc loc) {
   whileTracing("indexPut", loc);
-  const Positions p = positionsOf("indexPut", x, indices, loc);
+  const Layout l = layoutOf("indexPut", x, index, loc);
+  const Positions p = positionsOf("indexPut", x, l, loc);
   Shape target = p.batch;
   target.insert(target.end(), p.rest.begin(), p.rest.end());
   bool fits = values.rank() <= int64_t(target.size()) && values.dtype() == x.dtype();
@@ -188,9 +298,7 @@ Tensor indexPut(const Tensor& x, const std::vector<Tensor>& indices, const Tenso
   }
   if (!fits)
     throw Error(where(loc) + ": spmd::indexPut: values " + values.typeString() + " must broadcast to " +
-                shapeString(target) + " (the indices' broadcast shape " + shapeString(p.batch) +
-                " followed by x " + x.typeString() + "'s axes from " + std::to_string(indices.size()) +
-                " on) in x's dtype");
+                shapeString(target) + ", the shape x " + x.typeString() + "[index] has, in x's dtype");
   Shape flatShape = p.rest, rows = p.rest;
   flatShape.insert(flatShape.begin(), p.places);
   rows.insert(rows.begin(), numElements(p.batch));

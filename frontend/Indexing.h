@@ -1,13 +1,16 @@
 // Indexing by i32 tensors, composed of the dialect's lookups and scatters (embedding,
 // take_along_axis, scatter, segment sums), with no kernels of their own: take (jnp.take), its
-// inverses indexAdd / indexCopy along one axis, and NumPy's advanced indexing over x's leading
-// axes, x[i, j] (indexGet) and x.at[i, j].set / .add (indexPut, torch's index_put). An index out
+// inverses indexAdd / indexCopy along one axis, and NumPy's indexing by tensors, slices and an
+// ellipsis, x[i, j], x[:, i] (indexGet) and x.at[...].set / .add (indexPut, torch's index_put). An index out
 // of range is a run-time error at the caller's line naming its position in the index tensor it
 // came from (jax clamps a lookup and drops an update). Checked against PyTorch in f64 with their
 // gradients (ComposedTorchTest).
 #pragma once
 
+#include <concepts>
 #include <cstdint>
+#include <optional>
+#include <utility>
 #include <vector>
 
 #include "frontend/Tensor.h"
@@ -29,24 +32,72 @@ Tensor take(const Tensor& x, const Tensor& indices, int64_t axis, Loc loc = Loc:
 Tensor indexAdd(const Tensor& x, const Tensor& index, const Tensor& source, int64_t axis = 0, Loc loc = Loc::current());
 Tensor indexCopy(const Tensor& x, const Tensor& index, const Tensor& source, int64_t axis = 0, Loc loc = Loc::current());
 
-// Advanced indexing over x's first k axes by k i32 tensors (1 <= k <= x's rank), broadcast
-// together (NumPy's rules) to a shape B: element b of the result is x[indices[0][b], ...,
-// indices[k-1][b], ...], the result B followed by x's axes from k on (jnp's x[i, j],
-// torch's x[i, j] and aten::index). Index a's entries must lie in [0, x.dim(a)); one that does
-// not is a run-time error naming its position in indices[a] and the range, at the caller's line.
-// The gradient adds up the cotangents of repeated positions.
-Tensor indexGet(const Tensor& x, const std::vector<Tensor>& indices, Loc loc = Loc::current());
+// One entry of an index into x, as NumPy's x[...] and LibTorch's x.index({...}) take them: an i32
+// tensor (an advanced index), a Slice of one axis (Python's start:stop:step, start and stop
+// optional and counted from the end when negative, clamped to the axis as Python does; step 1
+// or more), or `ellipsis` (NumPy's ..., as many whole axes as the other entries leave). Axes
+// after the last entry are taken whole.
+struct Slice {
+  Slice(std::optional<int64_t> start = std::nullopt, std::optional<int64_t> stop = std::nullopt, int64_t step = 1)
+      : start(start), stop(stop), step(step) {}
+  std::optional<int64_t> start, stop;
+  int64_t step;
+};
+struct EllipsisIndex {};
+inline constexpr EllipsisIndex ellipsis{};
 
-// indexGet's inverse: x with `values` written (accumulate false: jnp's x.at[i, j].set,
-// torch.index_put) or added (accumulate true: x.at[i, j].add, index_put(accumulate=True)) at
-// the positions the k indices name, broadcast as indexGet's; values broadcast to B followed by
-// x's axes from k on, in x's dtype. Repeated positions add up in index order when accumulating;
-// written, the last in index order (B's row-major order) wins (torch and jax leave it
-// unspecified) and only it gets a gradient, x's gradient masked where anything was written.
-// Bad indices as indexGet's. x flattened over its first k axes, the positions as one index
-// (sum of index a times its stride, in f64), then indexCopy or indexAdd along that axis.
-Tensor indexPut(const Tensor& x, const std::vector<Tensor>& indices, const Tensor& values, bool accumulate = false,
+class TensorIndex {
+ public:
+  enum class Kind { Tensor, Slice, Ellipsis };
+  TensorIndex(Tensor index) : kind_(Kind::Tensor), tensor_(std::move(index)) {}  // NOLINT: implicit, as in x[i]
+  TensorIndex(Array index) : TensorIndex(Tensor(std::move(index))) {}              // NOLINT
+  TensorIndex(Slice slice) : kind_(Kind::Slice), slice_(slice) {}                  // NOLINT
+  TensorIndex(EllipsisIndex) : kind_(Kind::Ellipsis) {}                            // NOLINT
+  Kind kind() const { return kind_; }
+  const Tensor& tensor() const { return tensor_; }
+  const Slice& slice() const { return slice_; }
+
+ private:
+  Kind kind_;
+  Tensor tensor_;
+  Slice slice_;
+};
+
+// x[index] with NumPy's rules (jnp's x[i, j], x[:, i], x[..., i], x[1:5:2, i]; torch's x[...]
+// and aten::index). The i32 tensors broadcast together (NumPy's rules) to a shape B: element b
+// takes, on each indexed axis, its tensor's entry at b. The result's axes: B where the index
+// tensors stand when no slice or ellipsis lies between them, else B first, then the sliced
+// axes' lengths in order, then the axes after the last entry. An index entry must lie in
+// [0, x.dim(axis)); one that does not is a run-time error naming its position in its tensor and
+// the range, at the caller's line; so is a slice that selects nothing. The gradient adds up the
+// cotangents of repeated positions. With slices alone, the slice op when every step is 1.
+Tensor indexGet(const Tensor& x, const std::vector<TensorIndex>& index, Loc loc = Loc::current());
+
+// indexGet's inverse: x with `values` written (accumulate false: jnp's x.at[...].set, torch's
+// x[...] = values and index_put) or added (accumulate true: x.at[...].add,
+// index_put(accumulate=True)) at the positions x[index] reads; values broadcast to the shape
+// x[index] has, in x's dtype. Repeated positions add up in index order when accumulating;
+// written, the last in index order (the result's row-major order) wins (torch and jax leave it
+// unspecified) and only it gets a gradient, x's gradient masked where anything was written. Bad
+// entries as indexGet's. Every entry up to the last tensor or partial slice made an i32 index
+// laid out along its result axes, the positions one index into x's leading axes flattened (sum
+// of index a times its stride, in f64), then indexCopy or indexAdd along that axis.
+Tensor indexPut(const Tensor& x, const std::vector<TensorIndex>& index, const Tensor& values, bool accumulate = false,
                 Loc loc = Loc::current());
+
+// The index tensors of x's leading axes as a vector (not a braced list, which the overloads
+// above take).
+template <class T>
+  requires std::same_as<T, Tensor>
+Tensor indexGet(const Tensor& x, const std::vector<T>& indices, Loc loc = Loc::current()) {
+  return indexGet(x, std::vector<TensorIndex>(indices.begin(), indices.end()), loc);
+}
+template <class T>
+  requires std::same_as<T, Tensor>
+Tensor indexPut(const Tensor& x, const std::vector<T>& indices, const Tensor& values, bool accumulate = false,
+                Loc loc = Loc::current()) {
+  return indexPut(x, std::vector<TensorIndex>(indices.begin(), indices.end()), values, accumulate, loc);
+}
 
 namespace detail {
 // Zeros of `index`'s shape in the float `dtype`, read at each i32 index from `bound` zeros: an

@@ -9,7 +9,10 @@ and scatter_amin ("amin" of 1.5 times the gather) (ARG: the axis;
 segment_sum and segment_max take ARG: the segments, and the ids as the indices; index_add and
 index_copy (torch's, of twice x's slices at the indices) take ARG: the axis; index_get (x[i, j]: ARG k, the
 indices' first axis holding the k index tensors) and index_put (x.index_put of twice x[i, j]: ARG
-k,accumulate);
+k,accumulate); index_at, index_at_set and index_at_add (x[index], and x with twice x[index] written or added
+there: ARG the index as ComposedTorchTest's indexOf reads it, entries separated by commas: "..." an
+ellipsis, "a:b:c" a slice, parts optional, "tD.D..." the next index tensor of that shape cut from the
+flat i32 indices);
 the i32 indices are "i.<name>"), smoothed (cross-entropy of logits x and labels "i.<name>", ARG: the label
 smoothing), upsample (nearest, ARG: the factors sh,sw), clamp (ARG: low,high), cumsum (ARG: the axis), sort
 (ARG: axis,descending), topk (ARG: k), or argsort_ties and topk_indices (indices on ties, as f64; ARG: the axis, k). Files in DIR as tests/reference/exchange.py describes.
@@ -23,7 +26,45 @@ import torch
 from exchange import read, write
 
 
+def index_of(spec, flat, rank):
+    """The index SPEC names (see the docstring) as a tuple of one entry per axis of x, the ellipsis
+    expanded into whole slices."""
+    entries, used = [], 0
+    parts = spec.split(",")
+    for part in parts:
+        if part == "...":
+            entries += [slice(None)] * (rank - (len(parts) - 1))
+        elif part.startswith("t"):
+            shape = tuple(int(v) for v in part[1:].split("."))
+            count = 1
+            for v in shape:
+                count *= v
+            entries.append(flat[used:used + count].reshape(shape).long())
+            used += count
+        else:
+            entries.append(slice(*(int(v) if v else None for v in part.split(":"))))
+    return tuple(entries)
+
+
+def indexed(kind, spec, x, flat):
+    """x[index] (index_at), or x with twice x[index] written there (index_at_set) or added
+    (index_at_add, through aten::index_put with the slices as whole axes of x's sliced view)."""
+    at = index_of(spec, flat, x.dim())
+    if kind == "index_at":
+        return x[at]
+    y = x.clone()
+    if kind == "index_at_set":
+        y[at] = 2 * x[at]
+        return y
+    view = tuple(slice(None) if torch.is_tensor(e) else e for e in at)
+    tensors = [e if torch.is_tensor(e) else None for e in at]
+    y[view] = torch.ops.aten.index_put(x[view], tensors, 2 * x[at], True)
+    return y
+
+
 def apply(kind, arg, x, indices):
+    if kind.startswith("index_at"):
+        return indexed(kind, arg, x, indices)
     if kind in ("var", "std"):
         axes, correction = arg.split("/")
         fn = torch.var if kind == "var" else torch.std

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <limits>
 #include <map>
+#include <optional>
 
 #include "TestUtil.h"
 #include "TorchExchange.h"
@@ -30,6 +31,41 @@ std::vector<Tensor> rowsOf(const Tensor& indices) {
     rows.push_back(reshape(slice(indices, start, limit), row));
   }
   return rows;
+}
+
+// The index a spec names, as tests/reference/torch_composed.py reads it: entries separated by
+// commas, "..." an ellipsis, "a:b:c" a slice (parts optional), "tD.D..." the next index tensor
+// of that shape cut from `flat`.
+std::vector<TensorIndex> indexOf(const std::string& spec, const Tensor& flat) {
+  std::vector<TensorIndex> entries;
+  int64_t used = 0;
+  auto numbers = [](const std::string& text, char separator) {
+    std::vector<std::optional<int64_t>> parts;
+    size_t from = 0;
+    for (size_t to; (to = text.find(separator, from)) != std::string::npos; from = to + 1)
+      parts.push_back(to > from ? std::optional<int64_t>(std::stoll(text.substr(from, to - from))) : std::nullopt);
+    parts.push_back(from < text.size() ? std::optional<int64_t>(std::stoll(text.substr(from))) : std::nullopt);
+    return parts;
+  };
+  size_t from = 0;
+  while (from <= spec.size()) {
+    const size_t to = std::min(spec.find(',', from), spec.size());
+    const std::string part = spec.substr(from, to - from);
+    from = to + 1;
+    if (part == "...") {
+      entries.emplace_back(ellipsis);
+    } else if (part[0] == 't') {
+      Shape shape;
+      for (const auto& d : numbers(part.substr(1), '.')) shape.push_back(*d);
+      const int64_t count = numElements(shape);
+      entries.emplace_back(reshape(slice(flat, {used}, {used + count}), shape));
+      used += count;
+    } else {
+      const auto p = numbers(part, ':');
+      entries.emplace_back(Slice{p[0], p.size() > 1 ? p[1] : std::nullopt, p.size() > 2 ? p[2].value_or(1) : 1});
+    }
+  }
+  return entries;
 }
 
 double maxRelativeError(const Array& a, const Array& b) {
@@ -65,6 +101,15 @@ TEST(ComposedTorchTest, ReductionsTakeAndClampMatchPyTorch) {
       values[k] = int32_t((2 * j + a + b) % bound);
     }
     return Array::of<int32_t>(shape, values);
+  };
+  // x[index], or x with twice x[index] written or added there, for an index spec (indexOf).
+  auto indexed = [&](std::string name, std::string kind, std::string spec, Shape x, std::vector<int32_t> flat) {
+    std::function<Tensor(const Tensor&, const Tensor&)> f = [kind, spec](const Tensor& t, const Tensor& i) {
+      if (kind == "index_at") return indexGet(t, indexOf(spec, i));
+      return indexPut(t, indexOf(spec, i), mul(indexGet(t, indexOf(spec, i)), 2.0), kind == "index_at_add");
+    };
+    if (flat.empty()) flat = {0};  // an index of slices alone: a placeholder the spec does not read
+    return Case{name, kind, spec, x, f, ids({int64_t(flat.size())}, flat)};
   };
   const std::vector<Case> cases = {
       {"min_axis1", "min", "1", {3, 5, 4}, [](const Tensor& x, const Tensor&) { return min(x, {1}); }},
@@ -130,6 +175,16 @@ TEST(ComposedTorchTest, ReductionsTakeAndClampMatchPyTorch) {
       {"index_put_every_axis", "index_put", "3,1", {4, 5, 3},
        [](const Tensor& x, const Tensor& i) { return indexPut(x, rowsOf(i), mul(indexGet(x, rowsOf(i)), 2.0), true); },
        ids({3, 5}, {3, 0, 3, 1, 2, 4, 2, 4, 0, 1, 2, 0, 2, 1, 0})},
+      // Indices with slices and an ellipsis (NumPy's rules: B in place when the tensors are
+      // adjacent, first when a slice lies between them); written, no position repeats.
+      indexed("index_at_middle", "index_at", ":,t2.3", {4, 5, 6}, {4, 0, 4, 2, 1, 3}),
+      indexed("index_at_ellipsis", "index_at", "...,t4", {4, 5, 6}, {5, 0, 5, 2}),
+      indexed("index_at_apart", "index_at", "t2.1,:,t3", {4, 5, 6}, {3, 0, 5, 1, 5}),
+      indexed("index_at_strided", "index_at", "1:4:2,t3,-4:", {4, 5, 6}, {4, 4, 0}),
+      indexed("index_at_slices", "index_at", "1:4:2,:,-5::2", {4, 5, 6}, {}),
+      indexed("index_at_add", "index_at_add", "1:,t2.2", {4, 5, 6}, {4, 0, 4, 4}),
+      indexed("index_at_set_apart", "index_at_set", "t2.1,:,t3", {4, 5, 6}, {2, 0, 1, 4, 5}),
+      indexed("index_at_add_ellipsis", "index_at_add", "...,1:5:3,t4", {4, 5, 6}, {5, 1, 5, 0}),
       // Segments 3 and 5 empty in the sum (zeros); every segment named in the max.
       {"segment_sum", "segment_sum", "6", {7, 3, 2},
        [](const Tensor& x, const Tensor& i) { return segmentSum(x, i, 6); }, ids({7}, {4, 0, 4, 2, 1, 0, 4})},
@@ -195,6 +250,11 @@ TEST(ComposedTorchTest, ReductionsTakeAndClampMatchPyTorch) {
   EXPECT_EQ(ours["take_axis1"].first.shape, (Shape{3, 2, 3, 4}));
   EXPECT_EQ(ours["gather_axis_last"].first.shape, (Shape{3, 5, 6}));
   EXPECT_EQ(ours["logsumexp_02"].first.shape, (Shape{5}));
+  // NumPy's placement of the index tensors' shape B: in place, or first when a slice lies between.
+  EXPECT_EQ(ours["index_at_middle"].first.shape, (Shape{4, 2, 3, 6}));
+  EXPECT_EQ(ours["index_at_apart"].first.shape, (Shape{2, 3, 5}));
+  EXPECT_EQ(ours["index_at_strided"].first.shape, (Shape{2, 3, 4}));
+  EXPECT_EQ(ours["index_at_slices"].first.shape, (Shape{2, 5, 3}));
 }
 
 // scatter where indices repeat, by hand on cpu and sim: the last update in index order is written,
@@ -317,6 +377,18 @@ TEST(ComposedTorchTest, IndexPutBroadcastsItsIndicesAndTheLastWrittenValueWins) 
                         indexPut(a, {rowsWide, columnsWide}, v, true), indexPut(a, {rows}, fill(slice(a, {0, 0}, {1, 4}), 7.0))};
     }, {.devices = devices});
     auto [written, added, addedWide, wholeRows] = put(x, values);
+    auto sliced = jit([&](const Tensor& a) {
+      return std::tuple{indexGet(a, {Slice{}, columns}), indexGet(a, {Slice{1}, Slice{std::nullopt, -1}}),
+                        indexPut(a, {ellipsis, columns}, Tensor(Array::of<float>({3}, std::vector<float>{-1, -2, -3})))};
+    }, {.devices = devices});
+    auto [columnsPicked, corner, columnsWritten] = sliced(x);
+    testing::expectClose(columnsPicked.array(), Array::of<float>({3, 3}, std::vector<float>{3, 1, 3, 13, 11, 13, 23, 21, 23}),
+                         0, 0, "x[:, j]");
+    testing::expectClose(corner.array(), Array::of<float>({2, 3}, std::vector<float>{10, 11, 12, 20, 21, 22}), 0, 0,
+                         "x[1:, :-1]");
+    testing::expectClose(columnsWritten.array(),
+                         Array::of<float>({3, 4}, std::vector<float>{0, -2, 2, -3, 10, -2, 12, -3, 20, -2, 22, -3}), 0, 0,
+                         "x.at[..., j].set(v): the last of column 3's two writes wins");
     testing::expectClose(written.array(),
                 Array::of<float>({3, 4}, std::vector<float>{0, 201, 2, 202, 10, 11, 12, 13, 20, 101, 22, 102}), 0, 0, "set");
     testing::expectClose(added.array(),
@@ -335,6 +407,12 @@ TEST(ComposedTorchTest, IndexPutBroadcastsItsIndicesAndTheLastWrittenValueWins) 
     const std::string range = testing::errorOf([&] { bad(x).array(); });
     EXPECT_NE(range.find("ComposedTorchTest.cpp:"), std::string::npos) << range;
     EXPECT_NE(range.find("index 4 at position 1 of the indices is out of range [0, 4)"), std::string::npos) << range;
+    auto badColumn = jit([&](const Tensor& a) {
+      return indexGet(a, {Slice{}, Tensor(Array::of<int32_t>({3}, std::vector<int32_t>{1, 0, 4}))});
+    }, {.devices = devices});
+    const std::string column = testing::errorOf([&] { badColumn(x).array(); });
+    EXPECT_NE(column.find("ComposedTorchTest.cpp:"), std::string::npos) << column;
+    EXPECT_NE(column.find("index 4 at position 2 of the indices is out of range [0, 4)"), std::string::npos) << column;
   }
   auto expectError = [&](const std::function<Tensor(const Tensor&)>& f, const std::string& expected) {
     const std::string message = testing::errorOf([&] { jit(f)(x); });
@@ -344,12 +422,19 @@ TEST(ComposedTorchTest, IndexPutBroadcastsItsIndicesAndTheLastWrittenValueWins) 
   expectError([&](const Tensor& a) { return indexGet(a, {rows, Tensor(Array::of<int32_t>({3, 1}, std::vector<int32_t>{0, 1, 2}))}); },
               "spmd::indexGet: indices[1] i32[3, 1] does not broadcast with the indices before it (together [2, 1])");
   expectError([&](const Tensor& a) { return indexGet(a, {rows, columns, columns}); },
-              "spmd::indexGet: give from 1 to 2 index tensors, one for each of x f32[3, 4]'s leading axes, got 3");
+              "spmd::indexGet: give from 1 to 2 index tensors or slices, one for each of x f32[3, 4]'s leading axes");
   expectError([&](const Tensor& a) { return indexGet(a, {rows, cast(columns, DType::f32)}); },
               "spmd::indexGet: indices[1] f32[3] must be i32");
   expectError([&](const Tensor& a) { return indexPut(a, {rows, columns}, slice(a, {0, 0}, {3, 3})); },
-              "spmd::indexPut: values f32[3, 3] must broadcast to [2, 3] (the indices' broadcast shape [2, 3] followed by x "
-              "f32[3, 4]'s axes from 2 on) in x's dtype");
+              "spmd::indexPut: values f32[3, 3] must broadcast to [2, 3], the shape x f32[3, 4][index] has, in x's dtype");
+  expectError([&](const Tensor& a) { return indexGet(a, {Slice{1, 3, 0}, columns}); },
+              "spmd::indexGet: index[0] (axis 0) has step 0; steps must be 1 or more");
+  expectError([&](const Tensor& a) { return indexPut(a, {Slice{-1, 1}, columns}, a); },
+              "spmd::indexPut: index[0] (axis 0 of x f32[3, 4]) selects nothing: start 2, stop 1");
+  expectError([&](const Tensor& a) { return indexGet(a, {ellipsis, rows, ellipsis}); },
+              "spmd::indexGet: the index holds 2 ellipses; give at most one");
+  expectError([&](const Tensor& a) { return indexGet(a, {ellipsis}); },
+              "spmd::indexGet: give from 1 to 2 index tensors or slices");
 }
 
 TEST(ComposedTorchTest, OneHotAndArange) {
