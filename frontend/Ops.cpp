@@ -504,19 +504,14 @@ Tensor segmentReduce(const char* name, Segment kind, const Tensor& data, const T
                 data.typeString() + ", got " + ids.typeString());
   if (segments < 1 || segments > std::numeric_limits<int32_t>::max())
     throw Error(at + "segments must be from 1 to 2^31 - 1, got " + std::to_string(segments));
-  Shape column(size_t(data.rank()), 1), rows = data.shape();
-  column[0] = data.dim(0), rows[0] = segments;
-  // segment_reduce checks its ids; embedding_backward leaves that to the lookup it is the
-  // gradient of, so a sum's ids are checked here, subtracted from the rows as zeros.
-  const Tensor rowsChecked =
-      kind == Segment::Sum
-          ? sub(data, reshape(detail::indexCheckZeros(ids, segments, data.dtype(), loc), column, loc), loc)
-          : data;
+  Shape rows = data.shape();
+  rows[0] = segments;
+  // Both ops check their ids on the device (a bad one stops the run naming its position).
   // The rows as [N, width], folded by a sort of the ids (runtime/kernels/Embedding.h), where a
   // scatter's gather would visit every row for every segment: sums as an embedding lookup's
   // table gradient, max and min by segment_reduce.
   const int64_t width = data.numel() / std::max<int64_t>(data.dim(0), 1);
-  const mlir::Value flat = trace.valueOf(reshape(rowsChecked, {data.dim(0), width}, loc), loc);
+  const mlir::Value flat = trace.valueOf(reshape(data, {data.dim(0), width}, loc), loc);
   const mlir::Type type = detail::tensorType(data.dtype(), {segments, width});
   mlir::Operation* fold =
       kind == Segment::Sum

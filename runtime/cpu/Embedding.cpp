@@ -32,15 +32,16 @@ void embedding(KernelCall& call) {
 void embedding_backward(KernelCall& call) {
   const int64_t rows = call.out[0].dim(0), dim = call.out[0].dim(1), count = call.in[1].numel();
   const int32_t* ids = call.in[1].as<int32_t>();
-  // starts[v]..starts[v + 1]: row v's positions in `order`, ascending (ids outside the table,
-  // which the forward refused, pick no row).
+  // starts[v]..starts[v + 1]: row v's positions in `order`, ascending. The ids are checked in the
+  // count (spmd::segmentSum's only check; an embedding's passed its lookup's).
   std::vector<int64_t> starts(rows + 1, 0), order(count);
-  for (int64_t p = 0; p < count; ++p)
-    if (ids[p] >= 0 && ids[p] < rows) ++starts[ids[p] + 1];
+  for (int64_t p = 0; p < count; ++p) {
+    checkTakeIndex(ids[p], p, rows);
+    ++starts[ids[p] + 1];
+  }
   for (int64_t v = 0; v < rows; ++v) starts[v + 1] += starts[v];
   std::vector<int64_t> next(starts.begin(), starts.end() - 1);
-  for (int64_t p = 0; p < count; ++p)
-    if (ids[p] >= 0 && ids[p] < rows) order[next[ids[p]]++] = p;
+  for (int64_t p = 0; p < count; ++p) order[next[ids[p]]++] = p;
   visitFloat(call.in[0].dtype, [&](auto tag) {
     using T = decltype(tag);
     const T* dy = call.in[0].as<T>();

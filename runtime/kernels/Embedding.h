@@ -159,17 +159,28 @@ void embedding(KernelCall& call) {
       [rows](int id, int64_t position) { checkId(id, position, rows); });
 }
 
-// inputs: result_grad [ids..., D], ids; output: table_grad [V, D].
+// inputs: result_grad [ids..., D], ids; output: table_grad [V, D]. The ids are checked, as
+// segment_reduce's: an embedding's were by its lookup, a segment sum's (spmd::segmentSum) are
+// checked here alone.
 template <class Api>
 void embedding_backward(KernelCall& call) {
   const int64_t rows = call.out[0].dim(0), dim = call.out[0].dim(1), count = call.in[1].numel();
-  // The step's scratch: two key buffers the passes alternate between, then the row starts.
-  auto* words = reinterpret_cast<uint64_t*>(scratch<Api>(call, sortedIdsWords(count, rows) * sizeof(uint64_t)));
-  const SortedIds s = sortedIds<Api>(call, call.in[1].as<int32_t>(), count, rows, words);
-  visitFloat(call.in[0].dtype, [&](auto tag) {
-    using T = decltype(tag);
-    Api::forEach(call, call.out[0].numel(), EmbeddingBackwardFn<T>{call.in[0].as<T>(), s.sorted, s.starts, call.out[0].as<T>(), dim});
-  });
+  withIndexCheck<Api>(
+      call,
+      [&](BadIndexFlag* flag) {
+        const int32_t* ids = call.in[1].as<int32_t>();
+        Api::forEach(call, count, AxisIndexCheckFn{ids, rows, flag});
+        // The step's scratch after the flag: two key buffers the passes alternate between, then
+        // the row starts.
+        const SortedIds s = sortedIds<Api>(call, ids, count, rows, reinterpret_cast<uint64_t*>(indexCheckWork(flag)));
+        visitFloat(call.in[0].dtype, [&](auto tag) {
+          using T = decltype(tag);
+          Api::forEach(call, call.out[0].numel(),
+                       EmbeddingBackwardFn<T>{call.in[0].as<T>(), s.sorted, s.starts, call.out[0].as<T>(), dim});
+        });
+      },
+      [rows](int index, int64_t position) { checkTakeIndex(index, position, rows); },
+      sortedIdsWords(count, rows) * sizeof(uint64_t));
 }
 
 // inputs: data [N, W], segment_ids [N]; output [segments, W]. The ids are checked (the sort

@@ -1,5 +1,5 @@
-// Reference embedding (row lookup, ids checked), its backward (each result-gradient row added
-// into its id's row, in double), and segment_reduce (data's rows folded by max / min into their
+// Reference embedding (row lookup, ids checked), its backward (ids checked, each result-gradient
+// row added into its id's row, in double), and segment_reduce (data's rows folded by max / min into their
 // ids' rows, in row order, from -inf / +inf).
 #include <cmath>
 #include <vector>
@@ -30,7 +30,7 @@ void embedding_backward(KernelCall& call) {
     std::vector<double> acc(table.numel(), 0.0);
     const int32_t* ids = call.in[1].as<int32_t>();
     for (int64_t p = 0; p < call.in[1].numel(); ++p) {
-      checkId(ids[p], p, rows);
+      checkTakeIndex(ids[p], p, rows);  // spmd::segmentSum's only check (an embedding's ids passed its lookup's)
       for (int64_t d = 0; d < dim; ++d) acc[ids[p] * dim + d] += double(call.in[0].as<T>()[p * dim + d]);
     }
     for (int64_t i = 0; i < table.numel(); ++i) table.as<T>()[i] = static_cast<T>(acc[i]);

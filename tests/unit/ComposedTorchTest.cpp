@@ -329,6 +329,22 @@ TEST(ComposedTorchTest, SegmentReductionsGiveEmptySegmentsTheIdentity) {
   });
   EXPECT_NE(range.find("ComposedTorchTest.cpp:"), std::string::npos) << range;
   EXPECT_NE(range.find("index 4 at position 1 of the indices is out of range [0, 4)"), std::string::npos) << range;
+  // A sum's ids are checked by its fold alone (embedding_backward): the host loop on cpu, the
+  // library's deferred device-side check on sim.
+  for (const char* devices : {"cpu:1", "sim:1"}) {
+    SCOPED_TRACE(devices);
+    const Tensor bad(Array::of<int32_t>({3}, std::vector<int32_t>{0, 2, -3}));
+    const std::string summed = testing::errorOf([&] {
+      jit([&](const Tensor& x) { return segmentSum(x, bad, 4); }, {.devices = devices})(data).array();
+    });
+    EXPECT_NE(summed.find("ComposedTorchTest.cpp:"), std::string::npos) << summed;
+    EXPECT_NE(summed.find("index -3 at position 2 of the indices is out of range [0, 4)"), std::string::npos) << summed;
+    const std::string added = testing::errorOf([&] {
+      jit([&](const Tensor& x) { return indexAdd(x, bad, x); }, {.devices = devices})(data).array();
+    });
+    EXPECT_NE(added.find("ComposedTorchTest.cpp:"), std::string::npos) << added;
+    EXPECT_NE(added.find("index -3 at position 2 of the indices is out of range [0, 3)"), std::string::npos) << added;
+  }
   const std::string copied = testing::errorOf([&] {
     jit([](const Tensor& x) {
       return indexCopy(x, Tensor(Array::of<int32_t>({2}, std::vector<int32_t>{1, -1})), slice(x, {0, 0}, {2, 2}));
