@@ -109,76 +109,123 @@ Tensor indexCopy(const Tensor& x, const Tensor& index, const Tensor& source, int
 
 namespace {
 
-// An index's entries laid out over x's axes: for each axis up to the last one that is not taken
-// whole, an i32 tensor whose shape broadcasts to the result's leading axes (`lead`): an index
-// tensor reshaped so that B lies where NumPy puts it, a slice's positions (start + step k) along
-// its own result axis. Checked at the caller's line.
-struct Layout {
-  std::vector<Tensor> indices;
-  std::vector<bool> fromSlice;  // in range by construction: no run-time check
-  Shape lead;
-  bool tensors = false;         // any index tensor among the entries
-  bool unitSteps = true;        // every slice's step is 1
-  std::vector<int64_t> start, limit;  // per axis of x: the slices' ranges (whole for the other axes)
+// An index with its ellipsis expanded into whole slices and each new axis made a whole slice of
+// an axis of 1 inserted into x there: one entry per axis of `x` (reshaped when new axes were
+// asked for) up to the last entry, each remembering its place in the caller's index.
+struct Normalized {
+  Tensor x;
+  std::vector<TensorIndex> entries;
+  std::vector<int64_t> given;  // the caller's entry of each (for messages)
+  bool tensors = false;        // any index tensor among the caller's entries
 };
 
-Layout layoutOf(const char* name, const Tensor& x, const std::vector<TensorIndex>& entries, Loc loc) {
+Normalized normalize(const char* name, const Tensor& x, const std::vector<TensorIndex>& index, Loc loc) {
   const std::string at = where(loc) + ": spmd::" + name + ": ";
   const int64_t rank = x.rank();
-  int64_t ellipses = 0;
-  for (const TensorIndex& e : entries) ellipses += e.kind() == TensorIndex::Kind::Ellipsis;
-  const int64_t given = int64_t(entries.size()) - ellipses;
-  if (ellipses > 1) throw Error(at + "the index holds " + std::to_string(ellipses) + " ellipses; give at most one");
-  if (given < 1 || given > rank)
-    throw Error(at + "give from 1 to " + std::to_string(rank) + " index tensors or slices, one for each of x " +
-                x.typeString() + "'s leading axes (an ellipsis stands for the axes between), got " +
-                std::to_string(given));
-  // The entry of each axis: its position in `entries`, or -1 for an axis the ellipsis stands for.
-  std::vector<int64_t> entryOf;
-  for (size_t k = 0; k < entries.size(); ++k) {
-    if (entries[k].kind() != TensorIndex::Kind::Ellipsis) entryOf.push_back(int64_t(k));
-    else entryOf.insert(entryOf.end(), size_t(rank - given), -1);
+  int64_t ellipses = 0, consuming = 0;
+  for (const TensorIndex& e : index) {
+    ellipses += e.kind() == TensorIndex::Kind::Ellipsis;
+    consuming += e.kind() != TensorIndex::Kind::Ellipsis && e.kind() != TensorIndex::Kind::NewAxis;
   }
-  Layout l;
-  l.start.assign(size_t(rank), 0);
-  l.limit = x.shape();
-  // B, the index tensors' broadcast shape, and each sliced axis' length.
-  Shape batch;
-  std::vector<int64_t> tensorAxes;
-  Shape length(entryOf.size()), step(entryOf.size(), 1);
-  for (size_t a = 0; a < entryOf.size(); ++a) {
-    const int64_t n = x.dim(int64_t(a));
-    if (entryOf[a] < 0) {
-      length[a] = n;
-      continue;
+  if (ellipses > 1) throw Error(at + "the index holds " + std::to_string(ellipses) + " ellipses; give at most one");
+  if (int64_t(index.size()) == ellipses || consuming > rank)
+    throw Error(at + "give from 1 to " + std::to_string(rank) + " index tensors, integers or slices, one for each of x " +
+                x.typeString() + "'s leading axes (an ellipsis stands for the axes between, newAxis for none), got " +
+                std::to_string(consuming));
+  Normalized n;
+  Shape shape;
+  int64_t axis = 0;
+  for (size_t k = 0; k < index.size(); ++k) {
+    const TensorIndex& e = index[k];
+    switch (e.kind()) {
+      case TensorIndex::Kind::Ellipsis:
+        for (int64_t d = 0; d < rank - consuming; ++d) {
+          n.entries.emplace_back(Slice());
+          n.given.push_back(int64_t(k));
+          shape.push_back(x.dim(axis++));
+        }
+        continue;
+      case TensorIndex::Kind::NewAxis:
+        n.entries.emplace_back(Slice());
+        shape.push_back(1);
+        break;
+      case TensorIndex::Kind::Integer: {
+        const int64_t size = x.dim(axis), v = e.integer() < 0 ? e.integer() + size : e.integer();
+        if (v < 0 || v >= size)
+          throw Error(at + "index[" + std::to_string(k) + "] = " + std::to_string(e.integer()) + " is outside axis " +
+                      std::to_string(axis) + " of x " + x.typeString() + " (size " + std::to_string(size) +
+                      "; negative integers count from the end)");
+        n.entries.emplace_back(v);
+        shape.push_back(x.dim(axis++));
+        break;
+      }
+      default:
+        n.tensors = n.tensors || e.kind() == TensorIndex::Kind::Tensor;
+        n.entries.push_back(e);
+        shape.push_back(x.dim(axis++));
     }
-    const TensorIndex& e = entries[size_t(entryOf[a])];
-    const std::string which = "index[" + std::to_string(entryOf[a]) + "]";
+    n.given.push_back(int64_t(k));
+  }
+  for (; axis < rank; ++axis) shape.push_back(x.dim(axis));
+  n.x = shape == x.shape() ? x : reshape(x, shape, loc);
+  return n;
+}
+
+// An index's entries laid out over x's axes: for each axis up to the last one that is not taken
+// whole, an i32 tensor whose shape broadcasts to the result's leading axes (`lead`): an index
+// tensor reshaped so that B lies where NumPy puts it, an integer as a tensor of shape [], a
+// slice's positions (start + step k) along its own result axis. Checked at the caller's line.
+struct Layout {
+  std::vector<Tensor> indices;
+  std::vector<bool> known;  // from a slice or an integer: in range by construction, no run-time check
+  Shape lead;
+  bool unitSteps = true;              // every slice's step is 1
+  std::vector<int64_t> start, limit;  // per axis of x: the slices' and integers' ranges (whole for the others)
+};
+
+Layout layoutOf(const char* name, const Normalized& n, Loc loc) {
+  const std::string at = where(loc) + ": spmd::" + name + ": ";
+  const Tensor& x = n.x;
+  const size_t axes = n.entries.size();
+  Layout l;
+  l.start.assign(size_t(x.rank()), 0);
+  l.limit = x.shape();
+  // B, the tensors' and integers' broadcast shape, and each sliced axis' length.
+  Shape batch, length(axes), step(axes, 1);
+  std::vector<bool> tensor(axes);
+  for (size_t a = 0; a < axes; ++a) {
+    const TensorIndex& e = n.entries[a];
+    const std::string which = "index[" + std::to_string(n.given[a]) + "]";
+    const int64_t size = x.dim(int64_t(a));
     if (e.kind() == TensorIndex::Kind::Slice) {
       const Slice& s = e.slice();
       if (s.step < 1)
-        throw Error(at + which + " (axis " + std::to_string(a) + ") has step " + std::to_string(s.step) +
+        throw Error(at + which + " has step " + std::to_string(s.step) +
                     "; steps must be 1 or more (torch's rule too: reverse an axis by an index tensor)");
-      // Python's rules: negative counts from the end, then clamped to [0, n].
-      auto place = [n](std::optional<int64_t> v, int64_t otherwise) {
+      // Python's rules: negative counts from the end, then clamped to [0, size].
+      auto place = [size](std::optional<int64_t> v, int64_t otherwise) {
         if (!v) return otherwise;
-        const int64_t p = *v < 0 ? *v + n : *v;
-        return std::clamp<int64_t>(p, 0, n);
+        return std::clamp<int64_t>(*v < 0 ? *v + size : *v, 0, size);
       };
-      const int64_t from = place(s.start, 0), to = place(s.stop, n);
+      const int64_t from = place(s.start, 0), to = place(s.stop, size);
       length[a] = to > from ? (to - from + s.step - 1) / s.step : 0;
       if (length[a] == 0)
-        throw Error(at + which + " (axis " + std::to_string(a) + " of x " + x.typeString() + ") selects nothing: " +
-                    "start " + std::to_string(from) + ", stop " + std::to_string(to) +
+        throw Error(at + which + " selects nothing of an axis of " + std::to_string(size) + " (x " + x.typeString() +
+                    "): start " + std::to_string(from) + ", stop " + std::to_string(to) +
                     " after Python's rules; an index must select at least one element of every axis");
       step[a] = s.step;
       l.start[a] = from, l.limit[a] = from + (length[a] - 1) * s.step + 1;
       l.unitSteps = l.unitSteps && s.step == 1;
       continue;
     }
+    tensor[a] = true;
+    if (e.kind() == TensorIndex::Kind::Integer) {
+      l.start[a] = e.integer(), l.limit[a] = e.integer() + 1;
+      continue;  // shape []: B unchanged
+    }
     const Tensor& index = e.tensor();
     if (index.dtype() != DType::i32)
-      throw Error(at + "indices[" + std::to_string(entryOf[a]) + "] " + index.typeString() +
+      throw Error(at + "indices[" + std::to_string(n.given[a]) + "] " + index.typeString() +
                   " must be i32 (cast it: spmd::cast(index, DType::i32))");
     const Shape& shape = index.shape();
     const size_t r = std::max(batch.size(), shape.size());
@@ -187,52 +234,49 @@ Layout layoutOf(const char* name, const Tensor& x, const std::vector<TensorIndex
       const int64_t u = d < r - batch.size() ? 1 : batch[d - (r - batch.size())];
       const int64_t v = d < r - shape.size() ? 1 : shape[d - (r - shape.size())];
       if (u != v && u != 1 && v != 1)
-        throw Error(at + "indices[" + std::to_string(entryOf[a]) + "] " + index.typeString() +
+        throw Error(at + "indices[" + std::to_string(n.given[a]) + "] " + index.typeString() +
                     " does not broadcast with the indices before it (together " + shapeString(batch) +
                     "): every index tensor names a position's coordinate along its axis, so their shapes must broadcast");
       joined[d] = std::max(u, v);
     }
     batch = joined;
-    tensorAxes.push_back(int64_t(a));
   }
-  l.tensors = !tensorAxes.empty();
-  // Axes taken whole after the last entry that is not need no index (indexGet's rest).
-  size_t axes = entryOf.size();
-  auto whole = [&](size_t a) { return entryOf[a] < 0 || (entries[size_t(entryOf[a])].kind() == TensorIndex::Kind::Slice &&
-                                                         length[a] == x.dim(int64_t(a))); };
-  while (axes > 1 && whole(axes - 1)) --axes;
   // NumPy's placement of B: where the tensors stand when they are adjacent, else first.
-  const bool adjacent = l.tensors && tensorAxes.back() - tensorAxes.front() + 1 == int64_t(tensorAxes.size());
-  const int64_t batchAt = !l.tensors ? 0 : adjacent ? tensorAxes.front() : 0;
-  std::vector<int64_t> placeOf(axes, -1);  // a sliced axis' place in lead
-  for (size_t a = 0; a < axes; ++a) {
-    const bool tensor = std::count(tensorAxes.begin(), tensorAxes.end(), int64_t(a)) > 0;
-    if (tensor) {
-      if (int64_t(l.lead.size()) == batchAt) l.lead.insert(l.lead.end(), batch.begin(), batch.end());
+  const auto first = std::find(tensor.begin(), tensor.end(), true);
+  const bool anyTensor = first != tensor.end();
+  const size_t firstTensor = size_t(first - tensor.begin());
+  const size_t lastTensor = anyTensor ? axes - 1 - size_t(std::find(tensor.rbegin(), tensor.rend(), true) - tensor.rbegin()) : 0;
+  const bool adjacent = anyTensor && size_t(std::count(tensor.begin(), tensor.end(), true)) == lastTensor - firstTensor + 1;
+  // Whole slices after the last entry that is not need no index (positionsOf's rest).
+  size_t indexed = axes;
+  while (indexed > 1 && !tensor[indexed - 1] && length[indexed - 1] == x.dim(int64_t(indexed) - 1)) --indexed;
+  std::vector<int64_t> placeOf(indexed, -1);  // a sliced axis' place in lead
+  size_t batchAt = 0;                          // B's first place in lead
+  if (anyTensor && !adjacent) l.lead = batch;
+  for (size_t a = 0; a < indexed; ++a) {
+    if (tensor[a]) {
+      if (a == firstTensor && adjacent) batchAt = l.lead.size(), l.lead.insert(l.lead.end(), batch.begin(), batch.end());
       continue;
     }
-    if (l.tensors && !adjacent && l.lead.empty()) l.lead = batch;
     placeOf[a] = int64_t(l.lead.size());
     l.lead.push_back(length[a]);
   }
-  for (size_t a = 0; a < axes; ++a) {
+  for (size_t a = 0; a < indexed; ++a) {
     Shape laid(l.lead.size(), 1);
-    if (placeOf[a] >= 0) {
-      laid[size_t(placeOf[a])] = length[a];
-      std::vector<int32_t> positions(size_t(length[a]));
-      for (int64_t k = 0; k < length[a]; ++k) positions[size_t(k)] = int32_t(l.start[a] + k * step[a]);
-      l.indices.push_back(reshape(Tensor(Array::of<int32_t>({length[a]}, positions)), laid, loc));
-      l.fromSlice.push_back(true);
+    const TensorIndex& e = n.entries[a];
+    if (!tensor[a] || e.kind() == TensorIndex::Kind::Integer) {
+      std::vector<int32_t> positions(size_t(tensor[a] ? 1 : length[a]));
+      for (size_t k = 0; k < positions.size(); ++k) positions[k] = int32_t(l.start[a] + int64_t(k) * step[a]);
+      if (!tensor[a]) laid[size_t(placeOf[a])] = length[a];
+      l.indices.push_back(reshape(Tensor(Array::of<int32_t>({int64_t(positions.size())}, positions)), laid, loc));
+      l.known.push_back(true);
       continue;
     }
-    const Tensor& index = entries[size_t(entryOf[a])].tensor();
-    // B's axes begin at the place the first tensor axis took; the index's own axes end B.
-    const size_t bAt = size_t(adjacent ? std::count_if(placeOf.begin(), placeOf.begin() + tensorAxes.front(),
-                                                       [](int64_t p) { return p >= 0; })
-                                       : 0);
-    for (int64_t d = 0; d < index.rank(); ++d) laid[bAt + batch.size() - size_t(index.rank()) + size_t(d)] = index.dim(d);
+    // The index's own axes end B's.
+    const Tensor& index = e.tensor();
+    for (int64_t d = 0; d < index.rank(); ++d) laid[batchAt + batch.size() - size_t(index.rank()) + size_t(d)] = index.dim(d);
     l.indices.push_back(reshape(index, laid, loc));
-    l.fromSlice.push_back(false);
+    l.known.push_back(false);
   }
   return l;
 }
@@ -262,7 +306,7 @@ Positions positionsOf(const char* name, const Tensor& x, const Layout& l, Loc lo
   for (int64_t a = k - 1; a >= 0; --a) {
     const Tensor& index = l.indices[size_t(a)];
     Tensor term = cast(index, DType::f64, loc);
-    if (!l.fromSlice[size_t(a)]) term = add(term, detail::indexCheckZeros(index, x.dim(a), DType::f64, loc), loc);
+    if (!l.known[size_t(a)]) term = add(term, detail::indexCheckZeros(index, x.dim(a), DType::f64, loc), loc);
     if (stride != 1) term = mul(term, double(stride), loc);
     term = broadcastTo(term, p.batch, loc);
     sum = a == k - 1 ? term : add(sum, term, loc);
@@ -276,19 +320,22 @@ Positions positionsOf(const char* name, const Tensor& x, const Layout& l, Loc lo
 
 Tensor indexGet(const Tensor& x, const std::vector<TensorIndex>& index, Loc loc) {
   whileTracing("indexGet", loc);
-  const Layout l = layoutOf("indexGet", x, index, loc);
-  if (!l.tensors && l.unitSteps) return slice(x, l.start, l.limit, loc);
-  const Positions p = positionsOf("indexGet", x, l, loc);
-  Shape flatShape = p.rest, picked = p.batch;
+  const Normalized n = normalize("indexGet", x, index, loc);
+  const Layout l = layoutOf("indexGet", n, loc);
+  Shape picked = l.lead;
+  for (int64_t d = int64_t(l.indices.size()); d < n.x.rank(); ++d) picked.push_back(n.x.dim(d));
+  if (!n.tensors && l.unitSteps) return reshape(slice(n.x, l.start, l.limit, loc), picked, loc);
+  const Positions p = positionsOf("indexGet", n.x, l, loc);
+  Shape flatShape = p.rest;
   flatShape.insert(flatShape.begin(), p.places);
-  picked.insert(picked.end(), p.rest.begin(), p.rest.end());
-  return reshape(take(reshape(x, flatShape, loc), p.flat, 0, loc), picked, loc);
+  return reshape(take(reshape(n.x, flatShape, loc), p.flat, 0, loc), picked, loc);
 }
 
 Tensor indexPut(const Tensor& x, const std::vector<TensorIndex>& index, const Tensor& values, bool accumulate, Loc loc) {
   whileTracing("indexPut", loc);
-  const Layout l = layoutOf("indexPut", x, index, loc);
-  const Positions p = positionsOf("indexPut", x, l, loc);
+  const Normalized n = normalize("indexPut", x, index, loc);
+  const Layout l = layoutOf("indexPut", n, loc);
+  const Positions p = positionsOf("indexPut", n.x, l, loc);
   Shape target = p.batch;
   target.insert(target.end(), p.rest.begin(), p.rest.end());
   bool fits = values.rank() <= int64_t(target.size()) && values.dtype() == x.dtype();
@@ -302,7 +349,7 @@ Tensor indexPut(const Tensor& x, const std::vector<TensorIndex>& index, const Te
   Shape flatShape = p.rest, rows = p.rest;
   flatShape.insert(flatShape.begin(), p.places);
   rows.insert(rows.begin(), numElements(p.batch));
-  const Tensor flatX = reshape(x, flatShape, loc);
+  const Tensor flatX = reshape(n.x, flatShape, loc);
   const Tensor flatValues = reshape(broadcastTo(values, target, loc), rows, loc);
   const Tensor put = accumulate ? indexAdd(flatX, p.flat, flatValues, 0, loc) : indexCopy(flatX, p.flat, flatValues, 0, loc);
   return reshape(put, x.shape(), loc);

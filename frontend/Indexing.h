@@ -33,44 +33,57 @@ Tensor indexAdd(const Tensor& x, const Tensor& index, const Tensor& source, int6
 Tensor indexCopy(const Tensor& x, const Tensor& index, const Tensor& source, int64_t axis = 0, Loc loc = Loc::current());
 
 // One entry of an index into x, as NumPy's x[...] and LibTorch's x.index({...}) take them: an i32
-// tensor (an advanced index), a Slice of one axis (Python's start:stop:step, start and stop
-// optional and counted from the end when negative, clamped to the axis as Python does; step 1
-// or more), or `ellipsis` (NumPy's ..., as many whole axes as the other entries leave). Axes
-// after the last entry are taken whole.
+// tensor (an advanced index), an integer (x[0], x[-1]: an index of one position, counted from
+// the end when negative), a Slice of one axis (Python's start:stop:step, start and stop optional
+// and counted from the end when negative, clamped to the axis as Python does; step 1 or more),
+// `newAxis` (NumPy's None: a new axis of 1 there), or `ellipsis` (NumPy's ..., as many whole
+// axes as the other entries leave). Axes after the last entry are taken whole.
 struct Slice {
-  Slice(std::optional<int64_t> start = std::nullopt, std::optional<int64_t> stop = std::nullopt, int64_t step = 1)
+  explicit Slice(std::optional<int64_t> start = std::nullopt, std::optional<int64_t> stop = std::nullopt,
+                 int64_t step = 1)
       : start(start), stop(stop), step(step) {}
   std::optional<int64_t> start, stop;
   int64_t step;
 };
 struct EllipsisIndex {};
 inline constexpr EllipsisIndex ellipsis{};
+struct NewAxisIndex {};
+inline constexpr NewAxisIndex newAxis{};
 
 class TensorIndex {
  public:
-  enum class Kind { Tensor, Slice, Ellipsis };
+  enum class Kind { Tensor, Integer, Slice, NewAxis, Ellipsis };
   TensorIndex(Tensor index) : kind_(Kind::Tensor), tensor_(std::move(index)) {}  // NOLINT: implicit, as in x[i]
   TensorIndex(Array index) : TensorIndex(Tensor(std::move(index))) {}              // NOLINT
+  TensorIndex(int64_t position) : kind_(Kind::Integer), integer_(position) {}      // NOLINT
+  TensorIndex(int position) : TensorIndex(int64_t(position)) {}                    // NOLINT
   TensorIndex(Slice slice) : kind_(Kind::Slice), slice_(slice) {}                  // NOLINT
+  TensorIndex(NewAxisIndex) : kind_(Kind::NewAxis) {}                              // NOLINT
   TensorIndex(EllipsisIndex) : kind_(Kind::Ellipsis) {}                            // NOLINT
   Kind kind() const { return kind_; }
   const Tensor& tensor() const { return tensor_; }
+  int64_t integer() const { return integer_; }
   const Slice& slice() const { return slice_; }
 
  private:
   Kind kind_;
   Tensor tensor_;
+  int64_t integer_ = 0;
   Slice slice_;
 };
 
-// x[index] with NumPy's rules (jnp's x[i, j], x[:, i], x[..., i], x[1:5:2, i]; torch's x[...]
-// and aten::index). The i32 tensors broadcast together (NumPy's rules) to a shape B: element b
-// takes, on each indexed axis, its tensor's entry at b. The result's axes: B where the index
-// tensors stand when no slice or ellipsis lies between them, else B first, then the sliced
-// axes' lengths in order, then the axes after the last entry. An index entry must lie in
-// [0, x.dim(axis)); one that does not is a run-time error naming its position in its tensor and
-// the range, at the caller's line; so is a slice that selects nothing. The gradient adds up the
-// cotangents of repeated positions. With slices alone, the slice op when every step is 1.
+// x[index] with NumPy's rules, which jax follows (x[i, j], x[:, i], x[..., i], x[1:5:2, i],
+// x[0], x[:, None]). The i32 tensors and integers broadcast together (NumPy's rules; an integer
+// is one of shape []) to a shape B: element b takes, on each indexed axis, its tensor's entry at
+// b. The result's axes: B where the tensors and integers stand when no slice, new axis or
+// ellipsis lies between them, else B first, then the sliced axes' lengths and the new axes in
+// order, then the axes after the last entry. So an integer alone removes its axis, as in
+// NumPy; among tensors it counts as one of them where torch selects first (x[:, 0, :, i] is
+// [B, x.dim(0), x.dim(2)] here and in NumPy, [x.dim(0), x.dim(2), B] in torch). A tensor's entry
+// must lie in [0, x.dim(axis)); one that does not is a run-time error naming its position in its
+// tensor and the range, at the caller's line. An integer outside the axis, or a slice that
+// selects nothing, is an error while tracing. The gradient adds up the cotangents of repeated
+// positions. Without tensors, and with steps of 1, the slice op.
 Tensor indexGet(const Tensor& x, const std::vector<TensorIndex>& index, Loc loc = Loc::current());
 
 // indexGet's inverse: x with `values` written (accumulate false: jnp's x.at[...].set, torch's

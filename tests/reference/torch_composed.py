@@ -11,8 +11,9 @@ index_copy (torch's, of twice x's slices at the indices) take ARG: the axis; ind
 indices' first axis holding the k index tensors) and index_put (x.index_put of twice x[i, j]: ARG
 k,accumulate); index_at, index_at_set and index_at_add (x[index], and x with twice x[index] written or added
 there: ARG the index as ComposedTorchTest's indexOf reads it, entries separated by commas: "..." an
-ellipsis, "a:b:c" a slice, parts optional, "tD.D..." the next index tensor of that shape cut from the
-flat i32 indices);
+ellipsis, "n" a new axis (None), "a:b:c" a slice, parts optional, an integer, "tD.D..." the next index tensor
+of that shape cut from the flat i32 indices; integers among tensors become tensors of shape [1], for NumPy's
+rule, which torch follows for tensors only; index_at_add's spec holds no new axis);
 the i32 indices are "i.<name>"), smoothed (cross-entropy of logits x and labels "i.<name>", ARG: the label
 smoothing), upsample (nearest, ARG: the factors sh,sw), clamp (ARG: low,high), cumsum (ARG: the axis), sort
 (ARG: axis,descending), topk (ARG: k), or argsort_ties and topk_indices (indices on ties, as f64; ARG: the axis, k). Files in DIR as tests/reference/exchange.py describes.
@@ -31,9 +32,14 @@ def index_of(spec, flat, rank):
     expanded into whole slices."""
     entries, used = [], 0
     parts = spec.split(",")
+    tensors = any(part.startswith("t") for part in parts)
     for part in parts:
         if part == "...":
-            entries += [slice(None)] * (rank - (len(parts) - 1))
+            entries += [slice(None)] * (rank - (len(parts) - 1) + parts.count("n"))
+        elif part == "n":
+            entries.append(None)
+        elif ":" not in part and not part.startswith("t"):
+            entries.append(torch.tensor([int(part)]) if tensors else int(part))
         elif part.startswith("t"):
             shape = tuple(int(v) for v in part[1:].split("."))
             count = 1

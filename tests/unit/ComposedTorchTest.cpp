@@ -34,8 +34,8 @@ std::vector<Tensor> rowsOf(const Tensor& indices) {
 }
 
 // The index a spec names, as tests/reference/torch_composed.py reads it: entries separated by
-// commas, "..." an ellipsis, "a:b:c" a slice (parts optional), "tD.D..." the next index tensor
-// of that shape cut from `flat`.
+// commas, "..." an ellipsis, "n" a new axis, "a:b:c" a slice (parts optional), an integer,
+// "tD.D..." the next index tensor of that shape cut from `flat`.
 std::vector<TensorIndex> indexOf(const std::string& spec, const Tensor& flat) {
   std::vector<TensorIndex> entries;
   int64_t used = 0;
@@ -54,6 +54,10 @@ std::vector<TensorIndex> indexOf(const std::string& spec, const Tensor& flat) {
     from = to + 1;
     if (part == "...") {
       entries.emplace_back(ellipsis);
+    } else if (part == "n") {
+      entries.emplace_back(newAxis);
+    } else if (part.find(':') == std::string::npos && part[0] != 't') {
+      entries.emplace_back(int64_t(std::stoll(part)));
     } else if (part[0] == 't') {
       Shape shape;
       for (const auto& d : numbers(part.substr(1), '.')) shape.push_back(*d);
@@ -185,6 +189,15 @@ TEST(ComposedTorchTest, ReductionsTakeAndClampMatchPyTorch) {
       indexed("index_at_add", "index_at_add", "1:,t2.2", {4, 5, 6}, {4, 0, 4, 4}),
       indexed("index_at_set_apart", "index_at_set", "t2.1,:,t3", {4, 5, 6}, {2, 0, 1, 4, 5}),
       indexed("index_at_add_ellipsis", "index_at_add", "...,1:5:3,t4", {4, 5, 6}, {5, 1, 5, 0}),
+      // Integers: among tensors one of them (NumPy's rule: B first when a slice lies between;
+      // torch would select first, and its reference is given a tensor of shape [1]), alone a
+      // selection; new axes.
+      indexed("index_at_int_adjacent", "index_at", "t2.2,-1", {4, 5, 6}, {3, 0, 3, 1}),
+      indexed("index_at_int_apart", "index_at", ":,0,:,t3", {2, 3, 4, 5}, {4, 0, 2}),
+      indexed("index_at_new_axis", "index_at", ":,n,t3", {4, 5, 6}, {4, 0, 4}),
+      indexed("index_at_select", "index_at", "-2,n,...,1:3", {4, 5, 6}, {}),
+      indexed("index_at_add_int", "index_at_add", "-1,t3", {4, 5, 6}, {4, 0, 4}),
+      indexed("index_at_set_int", "index_at_set", "n,...,1,t2", {4, 5, 6}, {5, 0}),
       // Segments 3 and 5 empty in the sum (zeros); every segment named in the max.
       {"segment_sum", "segment_sum", "6", {7, 3, 2},
        [](const Tensor& x, const Tensor& i) { return segmentSum(x, i, 6); }, ids({7}, {4, 0, 4, 2, 1, 0, 4})},
@@ -255,6 +268,10 @@ TEST(ComposedTorchTest, ReductionsTakeAndClampMatchPyTorch) {
   EXPECT_EQ(ours["index_at_apart"].first.shape, (Shape{2, 3, 5}));
   EXPECT_EQ(ours["index_at_strided"].first.shape, (Shape{2, 3, 4}));
   EXPECT_EQ(ours["index_at_slices"].first.shape, (Shape{2, 5, 3}));
+  EXPECT_EQ(ours["index_at_int_adjacent"].first.shape, (Shape{2, 2, 6}));
+  EXPECT_EQ(ours["index_at_int_apart"].first.shape, (Shape{3, 2, 4}));
+  EXPECT_EQ(ours["index_at_new_axis"].first.shape, (Shape{4, 1, 3, 6}));
+  EXPECT_EQ(ours["index_at_select"].first.shape, (Shape{1, 5, 2}));
 }
 
 // scatter where indices repeat, by hand on cpu and sim: the last update in index order is written,
@@ -438,19 +455,21 @@ TEST(ComposedTorchTest, IndexPutBroadcastsItsIndicesAndTheLastWrittenValueWins) 
   expectError([&](const Tensor& a) { return indexGet(a, {rows, Tensor(Array::of<int32_t>({3, 1}, std::vector<int32_t>{0, 1, 2}))}); },
               "spmd::indexGet: indices[1] i32[3, 1] does not broadcast with the indices before it (together [2, 1])");
   expectError([&](const Tensor& a) { return indexGet(a, {rows, columns, columns}); },
-              "spmd::indexGet: give from 1 to 2 index tensors or slices, one for each of x f32[3, 4]'s leading axes");
+              "spmd::indexGet: give from 1 to 2 index tensors, integers or slices, one for each of x f32[3, 4]'s leading axes");
   expectError([&](const Tensor& a) { return indexGet(a, {rows, cast(columns, DType::f32)}); },
               "spmd::indexGet: indices[1] f32[3] must be i32");
   expectError([&](const Tensor& a) { return indexPut(a, {rows, columns}, slice(a, {0, 0}, {3, 3})); },
               "spmd::indexPut: values f32[3, 3] must broadcast to [2, 3], the shape x f32[3, 4][index] has, in x's dtype");
   expectError([&](const Tensor& a) { return indexGet(a, {Slice{1, 3, 0}, columns}); },
-              "spmd::indexGet: index[0] (axis 0) has step 0; steps must be 1 or more");
+              "spmd::indexGet: index[0] has step 0; steps must be 1 or more");
   expectError([&](const Tensor& a) { return indexPut(a, {Slice{-1, 1}, columns}, a); },
-              "spmd::indexPut: index[0] (axis 0 of x f32[3, 4]) selects nothing: start 2, stop 1");
+              "spmd::indexPut: index[0] selects nothing of an axis of 3 (x f32[3, 4]): start 2, stop 1");
+  expectError([&](const Tensor& a) { return indexGet(a, {Slice(), -5}); },
+              "spmd::indexGet: index[1] = -5 is outside axis 1 of x f32[3, 4] (size 4; negative integers count from the end)");
   expectError([&](const Tensor& a) { return indexGet(a, {ellipsis, rows, ellipsis}); },
               "spmd::indexGet: the index holds 2 ellipses; give at most one");
   expectError([&](const Tensor& a) { return indexGet(a, {ellipsis}); },
-              "spmd::indexGet: give from 1 to 2 index tensors or slices");
+              "spmd::indexGet: give from 1 to 2 index tensors, integers or slices");
 }
 
 TEST(ComposedTorchTest, OneHotAndArange) {
