@@ -208,7 +208,7 @@ Layout layoutOf(const char* name, const Normalized& n, Loc loc) {
         return std::clamp<int64_t>(*v < 0 ? *v + size : *v, 0, size);
       };
       const int64_t from = place(s.start, 0), to = place(s.stop, size);
-      length[a] = to > from ? (to - from + s.step - 1) / s.step : 0;
+      length[a] = to > from ? 1 + (to - from - 1) / s.step : 0;  // no overflow for any step
       if (length[a] == 0)
         throw Error(at + which + " selects nothing of an axis of " + std::to_string(size) + " (x " + x.typeString() +
                     "): start " + std::to_string(from) + ", stop " + std::to_string(to) +

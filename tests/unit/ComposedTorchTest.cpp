@@ -415,6 +415,12 @@ TEST(ComposedTorchTest, IndexPutBroadcastsItsIndicesAndTheLastWrittenValueWins) 
                         indexPut(a, {ellipsis, columns}, Tensor(Array::of<float>({3}, std::vector<float>{-1, -2, -3})))};
     }, {.devices = devices});
     auto [columnsPicked, corner, columnsWritten] = sliced(x);
+    // Python's clamping at the ends of int64: x[::2^63 - 1, -2^63:2^63 - 1] is x's first row.
+    constexpr int64_t most = std::numeric_limits<int64_t>::max(), least = std::numeric_limits<int64_t>::min();
+    auto extremes = jit([&](const Tensor& a) { return indexGet(a, {Slice(std::nullopt, std::nullopt, most), Slice(least, most)}); },
+                        {.devices = devices});
+    testing::expectClose(extremes(x).array(), Array::of<float>({1, 4}, std::vector<float>{0, 1, 2, 3}), 0, 0,
+                         "x[::2^63 - 1, -2^63:2^63 - 1]");
     testing::expectClose(columnsPicked.array(), Array::of<float>({3, 3}, std::vector<float>{3, 1, 3, 13, 11, 13, 23, 21, 23}),
                          0, 0, "x[:, j]");
     testing::expectClose(corner.array(), Array::of<float>({2, 3}, std::vector<float>{10, 11, 12, 20, 21, 22}), 0, 0,
