@@ -43,11 +43,21 @@ bool touchesBf16(Operation* op) {
   return llvm::any_of(op->getOperandTypes(), isBf16) || llvm::any_of(op->getResultTypes(), isBf16);
 }
 
-// Whether `op` on bf16 values gives bf16 values in f32 arithmetic: it moves, selects or compares.
+// Whether `op` on bf16 values gives bf16 values in f32 arithmetic: it moves, selects or compares
+// (the lookups and scatters by i32 indices too, max and min folds from -inf / +inf included).
 bool exactOnBf16(Operation* op) {
+  if (auto window = llvm::dyn_cast<ir::ReduceWindowOp>(op)) return window.getReduction() == ir::Reduction::Max;
+  if (auto scatter = llvm::dyn_cast<ir::ScatterReduceOp>(op)) return scatter.getReduction() != ir::Reduction::Sum;
   return llvm::isa<ir::ReluOp, ir::ReluBackwardOp, ir::NegOp, ir::AbsOp, ir::MaxOp, ir::MinOp, ir::GreaterEqualOp,
                    ir::GreaterOp, ir::LessEqualOp, ir::LessOp, ir::EqualOp, ir::NotEqualOp, ir::BroadcastInDimOp,
-                   ir::ReshapeOp, ir::TransposeOp, ir::SliceOp, ir::PadOp, ir::ConcatenateOp, ir::ReduceMaxOp>(op);
+                   ir::ReshapeOp, ir::TransposeOp, ir::SliceOp, ir::PadOp, ir::ConcatenateOp, ir::ReduceMaxOp,
+                   ir::EmbeddingOp, ir::TakeAlongAxisOp, ir::ScatterOp, ir::SegmentReduceOp>(op);
+}
+
+// Whether each of `op`'s float operands is bf16 (its i32 indices aside).
+bool floatOperandsBf16(Operation* op) {
+  return llvm::all_of(op->getOperandTypes(),
+                      [](Type t) { return isBf16(t) || !llvm::isa<FloatType>(getElementTypeOrSelf(t)); });
 }
 
 // Whether `op` is left to a backend's bf16 kernel: an op with one, all its float values bf16.
@@ -138,7 +148,7 @@ class Widener {
                              "it runs after spmd-autodiff (which expands value_and_grad) and before fusion");
     OperationState state(op->getLoc(), op->getName());
     Value beforeRounding = llvm::isa<ir::ReluOp>(op) ? unrounded_.lookup(op->getOperand(0)) : Value();
-    const bool exact = !beforeRounding && exactOnBf16(op) && llvm::all_of(op->getOperandTypes(), isBf16);
+    const bool exact = !beforeRounding && exactOnBf16(op) && floatOperandsBf16(op);
     if (beforeRounding)  // relu(round(v)) == round(relu(v)): the relu reads v
       state.addOperands(beforeRounding);
     else

@@ -34,18 +34,41 @@ func.func @chain(%x: tensor<4xbf16>, %w: tensor<4xf32>) -> (tensor<4xbf16>, tens
   return %r, %s : tensor<4xbf16>, tensor<4xf32>
 }
 
-// An op with an i32 operand and a bf16 result (embedding), and a reduction to a bf16 scalar.
+// An op with an i32 operand and a bf16 result (embedding), and a reduction to a bf16 scalar. The
+// lookup only moves bf16 values: the sum reads its f32 result unrounded. So do a scatter's,
+// a max pool's and a segment max's readers, and a mean pool's read its rounding.
 // CHECK-LABEL: func.func @mixed
 func.func @mixed(%table: tensor<5x3xbf16>, %ids: tensor<2xi32>) -> tensor<bf16> {
   // CHECK-NEXT: %[[T:.*]] = spmd.convert %{{.*}} : (tensor<5x3xbf16>) -> tensor<5x3xf32>
   // CHECK-NEXT: %[[E:.*]] = spmd.embedding %[[T]], %{{.*}} : (tensor<5x3xf32>, tensor<2xi32>) -> tensor<2x3xf32>
-  // CHECK-NEXT: %[[EB:.*]] = spmd.convert %[[E]] : (tensor<2x3xf32>) -> tensor<2x3xbf16>
   %e = spmd.embedding %table, %ids : (tensor<5x3xbf16>, tensor<2xi32>) -> tensor<2x3xbf16>
-  // CHECK: spmd.reduce_sum %{{.*}} {axes = array<i64: 0, 1>} : (tensor<2x3xf32>) -> tensor<f32>
+  // CHECK-NEXT: spmd.reduce_sum %[[E]] {axes = array<i64: 0, 1>} : (tensor<2x3xf32>) -> tensor<f32>
   // CHECK-NEXT: %[[SB:.*]] = spmd.convert %{{.*}} : (tensor<f32>) -> tensor<bf16>
   %s = spmd.reduce_sum %e {axes = array<i64: 0, 1>} : (tensor<2x3xbf16>) -> tensor<bf16>
   // CHECK-NEXT: return %[[SB]] : tensor<bf16>
   return %s : tensor<bf16>
+}
+
+// CHECK-LABEL: func.func @moves
+func.func @moves(%x: tensor<6x5xbf16>, %at: tensor<6x2xi32>, %u: tensor<6x2xbf16>, %ids: tensor<6xi32>,
+                 %img: tensor<1x1x4x4xbf16>) -> (tensor<6x5xbf16>, tensor<4x2xbf16>, tensor<1x1x2x2xbf16>, tensor<1x1x2x2xbf16>) {
+  // CHECK: %[[SC:.*]] = spmd.scatter %{{.*}}, %arg1, %{{.*}} {axis = 1 : i64} : (tensor<6x5xf32>, tensor<6x2xi32>, tensor<6x2xf32>) -> tensor<6x5xf32>
+  // CHECK-NEXT: %[[N:.*]] = spmd.neg %[[SC]]
+  %sc = spmd.scatter %x, %at, %u {axis = 1} : (tensor<6x5xbf16>, tensor<6x2xi32>, tensor<6x2xbf16>) -> tensor<6x5xbf16>
+  %n = spmd.neg %sc : (tensor<6x5xbf16>) -> tensor<6x5xbf16>
+  // CHECK: %[[SEG:.*]] = spmd.segment_reduce %{{.*}}, %arg3 {reduction = #spmd.reduction<max>} : (tensor<6x2xf32>, tensor<6xi32>) -> tensor<4x2xf32>
+  // CHECK-NEXT: %[[SEGB:.*]] = spmd.convert %[[SEG]] : (tensor<4x2xf32>) -> tensor<4x2xbf16>
+  %seg = spmd.segment_reduce %u, %ids {reduction = #spmd.reduction<max>} : (tensor<6x2xbf16>, tensor<6xi32>) -> tensor<4x2xbf16>
+  // CHECK: %[[MP:.*]] = spmd.reduce_window %{{.*}} {{.*}}reduction = #spmd.reduction<max>{{.*}} -> tensor<1x1x2x2xf32>
+  // CHECK-NEXT: spmd.convert %[[MP]] : (tensor<1x1x2x2xf32>) -> tensor<1x1x2x2xbf16>
+  // CHECK-NEXT: %[[AP:.*]] = spmd.reduce_window %{{.*}} {{.*}}reduction = #spmd.reduction<mean>{{.*}} -> tensor<1x1x2x2xf32>
+  // CHECK-NEXT: %[[APB:.*]] = spmd.convert %[[AP]] : (tensor<1x1x2x2xf32>) -> tensor<1x1x2x2xbf16>
+  // CHECK-NEXT: %[[APW:.*]] = spmd.convert %[[APB]] : (tensor<1x1x2x2xbf16>) -> tensor<1x1x2x2xf32>
+  // CHECK-NEXT: spmd.add %[[MP]], %[[APW]]
+  %mp = spmd.reduce_window %img {reduction = #spmd.reduction<max>, window = array<i64: 2, 2>, stride = array<i64: 2, 2>, padding = array<i64: 0, 0>, dilation = array<i64: 1, 1>, count_include_pad = true} : (tensor<1x1x4x4xbf16>) -> tensor<1x1x2x2xbf16>
+  %ap = spmd.reduce_window %img {reduction = #spmd.reduction<mean>, window = array<i64: 2, 2>, stride = array<i64: 2, 2>, padding = array<i64: 0, 0>, dilation = array<i64: 1, 1>, count_include_pad = true} : (tensor<1x1x4x4xbf16>) -> tensor<1x1x2x2xbf16>
+  %sum = spmd.add %mp, %ap : (tensor<1x1x2x2xbf16>, tensor<1x1x2x2xbf16>) -> tensor<1x1x2x2xbf16>
+  return %n, %seg, %sum, %mp : tensor<6x5xbf16>, tensor<4x2xbf16>, tensor<1x1x2x2xbf16>, tensor<1x1x2x2xbf16>
 }
 
 // Roundings that change nothing are left out. A relu of a rounded value (here the user's rounding
