@@ -36,6 +36,8 @@ Tensor take(const Tensor& x, const Tensor& indices, int64_t axis, Loc loc) {
   if (indices.dtype() != DType::i32)
     throw Error(where(loc) + ": spmd::take: indices must be i32, got " + indices.typeString() +
                 " (cast them: spmd::cast(indices, DType::i32))");
+  // i32 values (labels, ids) by way of f64, which holds every one exactly.
+  if (x.dtype() == DType::i32) return cast(take(cast(x, DType::f64, loc), indices, axis, loc), DType::i32, loc);
   // x with `axis` first, as a [x.dim(axis), rest] table whose rows embedding picks.
   std::vector<int64_t> front = {at};
   Shape rest;
@@ -77,6 +79,14 @@ int64_t indexAxis(const char* name, const Tensor& x, const Tensor& index, const 
   return a;
 }
 
+// A sum of i32 values would wrap where jax's does and saturate or round where a float's does:
+// neither is what a user adding ids means, so it is refused.
+void refuseI32Sums(const char* name, const Tensor& x, Loc loc) {
+  if (x.dtype() == DType::i32)
+    throw Error(where(loc) + ": spmd::" + name + ": adding i32 values is not supported (x " + x.typeString() +
+                "); cast x and the values to f32 or f64 first (spmd::cast), or write them (accumulate = false)");
+}
+
 // The permutation that brings `axis` first, and its inverse.
 std::pair<std::vector<int64_t>, std::vector<int64_t>> axisFirst(int64_t rank, int64_t axis) {
   std::vector<int64_t> front = {axis}, inverse(static_cast<size_t>(rank), 0);
@@ -90,6 +100,7 @@ std::pair<std::vector<int64_t>, std::vector<int64_t>> axisFirst(int64_t rank, in
 
 Tensor indexAdd(const Tensor& x, const Tensor& index, const Tensor& source, int64_t axis, Loc loc) {
   whileTracing("indexAdd", loc);
+  refuseI32Sums("indexAdd", x, loc);
   const int64_t a = indexAxis("indexAdd", x, index, source, axis, loc);
   if (a == 0) return add(x, segmentSum(source, index, x.dim(0), loc), loc);
   const auto [front, inverse] = axisFirst(x.rank(), a);
@@ -98,6 +109,8 @@ Tensor indexAdd(const Tensor& x, const Tensor& index, const Tensor& source, int6
 
 Tensor indexCopy(const Tensor& x, const Tensor& index, const Tensor& source, int64_t axis, Loc loc) {
   whileTracing("indexCopy", loc);
+  if (x.dtype() == DType::i32 && source.dtype() == DType::i32)  // by way of f64, exactly
+    return cast(indexCopy(cast(x, DType::f64, loc), index, cast(source, DType::f64, loc), axis, loc), DType::i32, loc);
   const int64_t a = indexAxis("indexCopy", x, index, source, axis, loc);
   // The index checked as given, so that an error names its position in `index` (the scatter's
   // check would name it in the broadcast indices).
@@ -333,6 +346,7 @@ Tensor indexGet(const Tensor& x, const std::vector<TensorIndex>& index, Loc loc)
 
 Tensor indexPut(const Tensor& x, const std::vector<TensorIndex>& index, const Tensor& values, bool accumulate, Loc loc) {
   whileTracing("indexPut", loc);
+  if (accumulate) refuseI32Sums("indexPut", x, loc);
   const Normalized n = normalize("indexPut", x, index, loc);
   const Layout l = layoutOf("indexPut", n, loc);
   const Positions p = positionsOf("indexPut", n.x, l, loc);

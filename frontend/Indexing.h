@@ -20,7 +20,9 @@ namespace spmd {
 // Slices of x at the i32 `indices` along `axis` (jnp.take; torch.index_select for 1-D indices):
 // the result's shape is x's with `axis` replaced by the indices' shape. An index outside
 // [0, x.dim(axis)) is a run-time error naming its position, as `embedding`'s (which this is, on
-// x with `axis` moved first); the gradient sums the slices of repeated indices.
+// x with `axis` moved first); the gradient sums the slices of repeated indices. An i32 x (labels,
+// ids) moves exactly, by way of f64; so do indexGet's, indexCopy's and indexPut's writes, while
+// indexAdd and indexPut(accumulate) refuse i32 values (cast them to a float type first).
 Tensor take(const Tensor& x, const Tensor& indices, int64_t axis, Loc loc = Loc::current());
 
 // take's inverses: x with the slices of `source` added (torch.index_add, jnp's x.at[index].add)

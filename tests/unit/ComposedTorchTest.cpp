@@ -478,6 +478,36 @@ TEST(ComposedTorchTest, IndexPutBroadcastsItsIndicesAndTheLastWrittenValueWins) 
               "spmd::indexGet: give from 1 to 2 index tensors, integers or slices");
 }
 
+// i32 values (labels, ids) move through take, indexGet and indexPut's writes exactly, by way of
+// f64; a sum of i32 values is refused at the caller's line.
+TEST(ComposedTorchTest, IndexingMovesI32ValuesExactly) {
+  const Array labels = Array::of<int32_t>({2, 3}, std::vector<int32_t>{2147483647, -7, 5, -2147483647 - 1, 0, 9});
+  const Tensor perm(Array::of<int32_t>({3}, std::vector<int32_t>{2, 0, 2}));
+  for (const char* devices : {"cpu:1", "sim:1"}) {
+    SCOPED_TRACE(devices);
+    auto f = jit([&](const Tensor& l) {
+      return std::tuple{indexGet(l, {Slice(), perm}), take(l, perm, 1),
+                        indexPut(l, {1, perm}, Tensor(Array::of<int32_t>({3}, std::vector<int32_t>{-1, -2, -3})))};
+    }, {.devices = devices});
+    auto [picked, taken, written] = f(labels);
+    const std::vector<int32_t> want = {5, 2147483647, 5, 9, -2147483647 - 1, 9};
+    ASSERT_EQ(picked.array().dtype, DType::i32);
+    ASSERT_EQ(taken.array().dtype, DType::i32);
+    ASSERT_EQ(written.array().dtype, DType::i32);
+    for (size_t k = 0; k < want.size(); ++k) {
+      EXPECT_EQ(picked.array().values<int32_t>()[k], want[k]) << "x[:, perm] element " << k;
+      EXPECT_EQ(taken.array().values<int32_t>()[k], want[k]) << "take element " << k;
+    }
+    const std::vector<int32_t> put = {2147483647, -7, 5, -2, 0, -3};  // column 2 written twice: the last wins
+    for (size_t k = 0; k < put.size(); ++k) EXPECT_EQ(written.array().values<int32_t>()[k], put[k]) << "set element " << k;
+  }
+  const std::string message = testing::errorOf([&] {
+    jit([&](const Tensor& l) { return indexPut(l, {perm}, l, true); })(labels);
+  });
+  EXPECT_NE(message.find("ComposedTorchTest.cpp:"), std::string::npos) << message;
+  EXPECT_NE(message.find("spmd::indexPut: adding i32 values is not supported"), std::string::npos) << message;
+}
+
 TEST(ComposedTorchTest, OneHotAndArange) {
   const std::vector<int32_t> labels = {0, 4, 2, 2, 1, 3, 4, 0};
   for (const char* devices : {"cpu:1", "sim:1"}) {
