@@ -7,6 +7,7 @@
 #include "frontend/Agreement.h"
 #include "frontend/Collectives.h"
 #include "frontend/Composed.h"
+#include "frontend/Einsum.h"
 #include "frontend/Indexing.h"
 #include "frontend/Volume.h"
 #include "frontend/CustomOp.h"

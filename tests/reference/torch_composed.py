@@ -14,6 +14,8 @@ there: ARG the index as ComposedTorchTest's indexOf reads it, entries separated 
 ellipsis, "n" a new axis (None), "a:b:c" a slice, parts optional, an integer, "tD.D..." the next index tensor
 of that shape cut from the flat i32 indices; integers among tensors become tensors of shape [1], for NumPy's
 rule, which torch follows for tensors only; index_at_add's spec holds no new axis);
+einsum (torch.einsum; ARG: the equation with "=" for "->" (a shell would read ">"), then "/" and each
+operand's shape, dims separated by ".", the operands cut in order from x, which is flat);
 the i32 indices are "i.<name>"), smoothed (cross-entropy of logits x and labels "i.<name>", ARG: the label
 smoothing), upsample (nearest, ARG: the factors sh,sw), clamp (ARG: low,high), cumsum (ARG: the axis), sort
 (ARG: axis,descending), topk (ARG: k), or argsort_ties and topk_indices (indices on ties, as f64; ARG: the axis, k). Files in DIR as tests/reference/exchange.py describes.
@@ -68,7 +70,23 @@ def indexed(kind, spec, x, flat):
     return y
 
 
+def einsum(arg, x):
+    """torch.einsum of the operands cut from the flat x (see the docstring)."""
+    parts = arg.split("/")
+    operands, used = [], 0
+    for shape_text in parts[1:]:
+        shape = tuple(int(v) for v in shape_text.split(".") if v)
+        count = 1
+        for v in shape:
+            count *= v
+        operands.append(x[used:used + count].reshape(shape))
+        used += count
+    return torch.einsum(parts[0].replace("=", "->"), *operands)
+
+
 def apply(kind, arg, x, indices):
+    if kind == "einsum":
+        return einsum(arg, x)
     if kind.startswith("index_at"):
         return indexed(kind, arg, x, indices)
     if kind in ("var", "std"):

@@ -115,6 +115,27 @@ TEST(ComposedTorchTest, ReductionsTakeAndClampMatchPyTorch) {
     if (flat.empty()) flat = {0};  // an index of slices alone: a placeholder the spec does not read
     return Case{name, kind, spec, x, f, ids({int64_t(flat.size())}, flat)};
   };
+  // einsum of operands cut from a flat x: ARG is the equation ("=" for "->") and their shapes.
+  auto einsumCase = [&](std::string name, std::string equation, std::vector<Shape> shapes) {
+    std::string arg = equation;
+    int64_t total = 0;
+    for (const Shape& shape : shapes) {
+      arg += "/";
+      for (size_t d = 0; d < shape.size(); ++d) arg += (d ? "." : "") + std::to_string(shape[d]);
+      total += numElements(shape);
+    }
+    if (const size_t arrow = arg.find("->"); arrow != std::string::npos) arg.replace(arrow, 2, "=");
+    std::function<Tensor(const Tensor&, const Tensor&)> f = [equation, shapes](const Tensor& t, const Tensor&) {
+      std::vector<Tensor> operands;
+      int64_t used = 0;
+      for (const Shape& shape : shapes) {
+        operands.push_back(reshape(slice(t, {used}, {used + numElements(shape)}), shape));
+        used += numElements(shape);
+      }
+      return einsum(equation, operands);
+    };
+    return Case{name, "einsum", arg, {total}, f};
+  };
   const std::vector<Case> cases = {
       {"min_axis1", "min", "1", {3, 5, 4}, [](const Tensor& x, const Tensor&) { return min(x, {1}); }},
       {"min_all", "min", "0,1,2", {3, 5, 4}, [](const Tensor& x, const Tensor&) { return min(x, {0, 1, 2}); }},
@@ -198,6 +219,21 @@ TEST(ComposedTorchTest, ReductionsTakeAndClampMatchPyTorch) {
       indexed("index_at_select", "index_at", "-2,n,...,1:3", {4, 5, 6}, {}),
       indexed("index_at_add_int", "index_at_add", "-1,t3", {4, 5, 6}, {4, 0, 4}),
       indexed("index_at_set_int", "index_at_set", "n,...,1,t2", {4, 5, 6}, {5, 0}),
+      // einsum: batched matmul, attention's scores, a transpose, a trace and a diagonal, a dot,
+      // implicit outputs (ASCII order), broadcast ellipses and a size-1 label, an outer product,
+      // three operands, a label summed within its operand.
+      einsumCase("einsum_bmm", "bij,bjk->bik", {{2, 3, 4}, {2, 4, 5}}),
+      einsumCase("einsum_attention", "bhqd,bhkd->bhqk", {{2, 2, 3, 4}, {2, 2, 5, 4}}),
+      einsumCase("einsum_transpose", "ijk->kij", {{2, 3, 4}}),
+      einsumCase("einsum_trace", "ii", {{4, 4}}),
+      einsumCase("einsum_diagonal", "iji->ji", {{3, 2, 3}}),
+      einsumCase("einsum_dot", "i,i->", {{5}, {5}}),
+      einsumCase("einsum_implicit", "Bj,jA", {{2, 3}, {3, 4}}),
+      einsumCase("einsum_ellipsis", "...ij,...jk->...ik", {{2, 1, 3, 4}, {3, 4, 2}}),
+      einsumCase("einsum_broadcast_label", "ij,ij->ij", {{1, 3}, {2, 3}}),
+      einsumCase("einsum_outer", "i,j->ij", {{3}, {4}}),
+      einsumCase("einsum_chain", "ij,jk,kl->il", {{2, 3}, {3, 4}, {4, 2}}),
+      einsumCase("einsum_summed_own", "ijk,jl->il", {{2, 3, 4}, {3, 5}}),
       // Segments 3 and 5 empty in the sum (zeros); every segment named in the max.
       {"segment_sum", "segment_sum", "6", {7, 3, 2},
        [](const Tensor& x, const Tensor& i) { return segmentSum(x, i, 6); }, ids({7}, {4, 0, 4, 2, 1, 0, 4})},
@@ -269,6 +305,9 @@ TEST(ComposedTorchTest, ReductionsTakeAndClampMatchPyTorch) {
   EXPECT_EQ(ours["index_at_strided"].first.shape, (Shape{2, 3, 4}));
   EXPECT_EQ(ours["index_at_slices"].first.shape, (Shape{2, 5, 3}));
   EXPECT_EQ(ours["index_at_int_adjacent"].first.shape, (Shape{2, 2, 6}));
+  EXPECT_EQ(ours["einsum_implicit"].first.shape, (Shape{4, 2}));  // "AB": upper case first, as torch and numpy
+  EXPECT_EQ(ours["einsum_ellipsis"].first.shape, (Shape{2, 3, 3, 2}));
+  EXPECT_EQ(ours["einsum_trace"].first.shape, (Shape{}));
   EXPECT_EQ(ours["index_at_int_apart"].first.shape, (Shape{3, 2, 4}));
   EXPECT_EQ(ours["index_at_new_axis"].first.shape, (Shape{4, 1, 3, 6}));
   EXPECT_EQ(ours["index_at_select"].first.shape, (Shape{1, 5, 2}));
@@ -506,6 +545,30 @@ TEST(ComposedTorchTest, IndexingMovesI32ValuesExactly) {
   });
   EXPECT_NE(message.find("ComposedTorchTest.cpp:"), std::string::npos) << message;
   EXPECT_NE(message.find("spmd::indexPut: adding i32 values is not supported"), std::string::npos) << message;
+}
+
+// einsum's errors name the equation and what is wrong, at the caller's line.
+TEST(ComposedTorchTest, EinsumErrorsNameTheEquation) {
+  const Array a = randomArray(DType::f32, {2, 3}, 1), b = randomArray(DType::f32, {3, 4}, 2);
+  auto expectError = [&](const std::function<Tensor(const Tensor&, const Tensor&)>& f, const std::string& expected) {
+    const std::string message = testing::errorOf([&] { jit(f)(a, b); });
+    EXPECT_NE(message.find("ComposedTorchTest.cpp:"), std::string::npos) << message;
+    EXPECT_NE(message.find(expected), std::string::npos) << message;
+  };
+  expectError([](const Tensor& x, const Tensor&) { return einsum("ij,jk->ik", {x}); },
+              "spmd::einsum(\"ij,jk->ik\"): the equation names 2 operands before '->', 1 are given");
+  // Equations of the two operands a [2, 3] and b [3, 4], and what each error says.
+  const std::vector<std::pair<std::string, std::string>> equations = {
+      {"i1,1k", "operand 0's term 'i1' holds '1'; labels are letters a-z and A-Z"},
+      {"ijk,jk->i", "operand 0 f32[2, 3] has 2 axes, its term 'ijk' names 3"},
+      {"ij,ik->jk", "label 'i' is 2 long in one place and 3 in operand 1 f32[3, 4]"},
+      {"...j,jk->k", "the operands' ... stands for 1 axes the output leaves out; put ... in the output"},
+      {"ij,jk->iz", "the output's label 'z' names no operand's axis"},
+      {"ij,jk->ii", "the output names label 'i' twice"}};
+  for (const auto& [equation, expected] : equations)
+    expectError([&](const Tensor& x, const Tensor& y) { return einsum(equation, {x, y}); }, expected);
+  expectError([](const Tensor& x, const Tensor& y) { return einsum("ij,jk->ik", {x, cast(y, DType::f64)}); },
+              "operand 1 is f64[3, 4]; the operands must share one float dtype");
 }
 
 TEST(ComposedTorchTest, OneHotAndArange) {
