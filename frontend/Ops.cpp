@@ -244,6 +244,8 @@ Tensor add(const Tensor& a, const Tensor& b, Loc loc) { return binary<ir::AddOp>
 Tensor sub(const Tensor& a, const Tensor& b, Loc loc) { return binary<ir::SubOp>(a, b, "sub", loc); }
 Tensor mul(const Tensor& a, const Tensor& b, Loc loc) { return binary<ir::MulOp>(a, b, "mul", loc); }
 Tensor div(const Tensor& a, const Tensor& b, Loc loc) { return binary<ir::DivOp>(a, b, "div", loc); }
+Tensor pow(const Tensor& a, const Tensor& b, Loc loc) { return binary<ir::PowOp>(a, b, "pow", loc); }
+Tensor pow(const Tensor& a, double b, Loc loc) { return pow(a, fill(a, b, loc), loc); }
 Tensor maximum(const Tensor& a, const Tensor& b, Loc loc) {
   return binary<ir::MaxOp>(a, b, "maximum", loc);
 }
@@ -275,6 +277,10 @@ Tensor expm1(const Tensor& x, Loc loc) { return unary<ir::Expm1Op>(x, "expm1", l
 Tensor cos(const Tensor& x, Loc loc) { return unary<ir::CosOp>(x, "cos", loc); }
 Tensor erf(const Tensor& x, Loc loc) { return unary<ir::ErfOp>(x, "erf", loc); }
 Tensor erfinv(const Tensor& x, Loc loc) { return unary<ir::ErfinvOp>(x, "erfinv", loc); }
+Tensor floor(const Tensor& x, Loc loc) { return unary<ir::FloorOp>(x, "floor", loc); }
+Tensor ceil(const Tensor& x, Loc loc) { return unary<ir::CeilOp>(x, "ceil", loc); }
+Tensor round(const Tensor& x, Loc loc) { return unary<ir::RoundOp>(x, "round", loc); }
+Tensor sign(const Tensor& x, Loc loc) { return unary<ir::SignOp>(x, "sign", loc); }
 
 Tensor fill(const Tensor& like, double value, Loc loc) {
   Trace& trace = Trace::current("fill", loc);

@@ -97,6 +97,10 @@ Tensor mul(const Tensor& a, const Tensor& b, Loc loc = Loc::current());
 Tensor div(const Tensor& a, const Tensor& b, Loc loc = Loc::current());
 Tensor maximum(const Tensor& a, const Tensor& b, Loc loc = Loc::current());
 Tensor minimum(const Tensor& a, const Tensor& b, Loc loc = Loc::current());
+// a^b, broadcast (torch.pow, jnp.power), as C's pow: NaN for a negative base and a non-integer
+// exponent. Gradients as torch's: b a^(b - 1), 0 where b = 0; a^b log a, 0 where a = 0 and b >= 0.
+Tensor pow(const Tensor& a, const Tensor& b, Loc loc = Loc::current());
+Tensor pow(const Tensor& a, double b, Loc loc = Loc::current());
 // Masks: 1 where the relation holds, else 0, in the operands' float type (NaN compares false,
 // notEqual true). Multiply by a mask to select; their gradient is zero.
 Tensor greaterEqual(const Tensor& a, const Tensor& b, Loc loc = Loc::current());
@@ -129,6 +133,12 @@ Tensor expm1(const Tensor& x, Loc loc = Loc::current());
 // erfinv(+-1) = +-inf, NaN outside [-1, 1]; d erfinv(x) = sqrt(pi)/2 e^(erfinv(x)^2).
 Tensor erf(const Tensor& x, Loc loc = Loc::current());
 Tensor erfinv(const Tensor& x, Loc loc = Loc::current());
+// Steps, of zero gradient (torch's and jax's): floor, ceil, round (to nearest, ties to even, as
+// torch.round and jnp.round), sign (-1, 0 or 1; NaN and the zero's sign kept, as jnp.sign).
+Tensor floor(const Tensor& x, Loc loc = Loc::current());
+Tensor ceil(const Tensor& x, Loc loc = Loc::current());
+Tensor round(const Tensor& x, Loc loc = Loc::current());
+Tensor sign(const Tensor& x, Loc loc = Loc::current());
 // A scalar as a tensor of x's dtype and shape (a splat constant).
 Tensor fill(const Tensor& like, double value, Loc loc = Loc::current());
 

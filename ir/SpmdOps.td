@@ -226,6 +226,8 @@ def Spmd_AddOp : Spmd_BinaryOp<"add">;
 def Spmd_SubOp : Spmd_BinaryOp<"sub">;
 def Spmd_MulOp : Spmd_BinaryOp<"mul">;
 def Spmd_DivOp : Spmd_BinaryOp<"div">;
+// a^b as C's pow (torch.pow, jnp.power): NaN for a negative base and a non-integer exponent.
+def Spmd_PowOp : Spmd_BinaryOp<"pow">;
 def Spmd_MaxOp : Spmd_BinaryOp<"max">;
 def Spmd_MinOp : Spmd_BinaryOp<"min">;
 
@@ -254,6 +256,20 @@ def Spmd_Expm1Op : Spmd_UnaryOp<"expm1">;
 // erfinv(+-1) = +-inf, NaN outside [-1, 1].
 def Spmd_ErfOp : Spmd_UnaryOp<"erf">;
 def Spmd_ErfinvOp : Spmd_UnaryOp<"erfinv">;
+
+// Steps (torch.floor / ceil / round / sign, jnp's): their gradient is zero, as torch's and jax's.
+// round: to nearest, ties to even; sign: -1, 0 or 1, with NaN and the zero's sign kept.
+class Spmd_StepOp<string mnemonic>
+    : Spmd_Op<mnemonic, [SameOperandsAndResultType, InferTypeOpInterface, Spmd_ZeroGradient]> {
+  let summary = "elementwise " # mnemonic # " (zero gradient)";
+  let arguments = (ins Spmd_FloatTensor:$input);
+  let results = (outs Spmd_FloatTensor:$result);
+}
+
+def Spmd_FloorOp : Spmd_StepOp<"floor">;
+def Spmd_CeilOp : Spmd_StepOp<"ceil">;
+def Spmd_RoundOp : Spmd_StepOp<"round">;
+def Spmd_SignOp : Spmd_StepOp<"sign">;
 
 def Spmd_StopGradientOp
     : Spmd_Op<"stop_gradient", [SameOperandsAndResultType, InferTypeOpInterface, Spmd_ZeroGradient]> {

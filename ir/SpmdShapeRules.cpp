@@ -153,6 +153,11 @@ OpFoldResult MulOp::fold(FoldAdaptor adaptor) {
 OpFoldResult DivOp::fold(FoldAdaptor adaptor) {
   return foldBinary(*this, adaptor.getLhs(), adaptor.getRhs(), std::divides<>(), 1.0, false);
 }
+// x^1 is x (NaN included).
+OpFoldResult PowOp::fold(FoldAdaptor adaptor) {
+  return foldBinary(*this, adaptor.getLhs(), adaptor.getRhs(), [](double x, double y) { return std::pow(x, y); }, 1.0,
+                    false);
+}
 // A NaN operand wins, as the kernels' nanMax / nanMin (runtime/base/NanRules.h).
 OpFoldResult MaxOp::fold(FoldAdaptor adaptor) {
   return foldBinary(*this, adaptor.getLhs(), adaptor.getRhs(),

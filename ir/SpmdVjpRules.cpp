@@ -370,6 +370,21 @@ LogicalResult Expm1Op::buildVjp(OpBuilder& b, ArrayRef<Value> grads, SmallVector
   return success();
 }
 
+LogicalResult PowOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads, SmallVectorImpl<Value>& out) {
+  // torch's rule: b a^(b - 1) dy, 0 where b = 0 (0^-1 would make it NaN); a^b log(a) dy, 0 where
+  // a = 0 and b >= 0 (log 0 would).
+  Emit e{b, getLoc()};
+  const Location loc = getLoc();
+  Value x = getLhs(), p = getRhs(), zero = e.splat(typeOf(x), 0.0);
+  Value powered = b.create<PowOp>(loc, x, e.sub(p, e.splat(typeOf(p), 1.0)));
+  Value dx = b.create<SelectOp>(loc, b.create<EqualOp>(loc, p, zero), zero, e.mul(grads[0], e.mul(p, powered)));
+  Value atZero = e.mul(b.create<EqualOp>(loc, x, zero), b.create<GreaterEqualOp>(loc, p, zero));
+  Value dp = b.create<SelectOp>(loc, atZero, zero, e.mul(grads[0], e.mul(getResult(), b.create<LogOp>(loc, x))));
+  out.push_back(dx);
+  out.push_back(dp);
+  return success();
+}
+
 LogicalResult ErfOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads, SmallVectorImpl<Value>& out) {
   Emit e{b, getLoc()};  // 2/sqrt(pi) e^(-x^2) dy
   Value x = getInput();

@@ -44,14 +44,16 @@ bool touchesBf16(Operation* op) {
 }
 
 // Whether `op` on bf16 values gives bf16 values in f32 arithmetic: it moves, selects or compares
-// (the lookups and scatters by i32 indices too, max and min folds from -inf / +inf included).
+// (the lookups and scatters by i32 indices too, max and min folds from -inf / +inf included), or
+// steps to integers (floor, ceil, round, sign: a bf16 value's are bf16 values).
 bool exactOnBf16(Operation* op) {
   if (auto window = llvm::dyn_cast<ir::ReduceWindowOp>(op)) return window.getReduction() == ir::Reduction::Max;
   if (auto scatter = llvm::dyn_cast<ir::ScatterReduceOp>(op)) return scatter.getReduction() != ir::Reduction::Sum;
   return llvm::isa<ir::ReluOp, ir::ReluBackwardOp, ir::NegOp, ir::AbsOp, ir::MaxOp, ir::MinOp, ir::GreaterEqualOp,
                    ir::GreaterOp, ir::LessEqualOp, ir::LessOp, ir::EqualOp, ir::NotEqualOp, ir::BroadcastInDimOp,
                    ir::ReshapeOp, ir::TransposeOp, ir::SliceOp, ir::PadOp, ir::ConcatenateOp, ir::ReduceMaxOp,
-                   ir::EmbeddingOp, ir::TakeAlongAxisOp, ir::ScatterOp, ir::SegmentReduceOp>(op);
+                   ir::EmbeddingOp, ir::TakeAlongAxisOp, ir::ScatterOp, ir::SegmentReduceOp, ir::FloorOp, ir::CeilOp,
+                   ir::RoundOp, ir::SignOp>(op);
 }
 
 // Whether each of `op`'s float operands is bf16 (its i32 indices aside).

@@ -36,7 +36,19 @@ SPMD_EW_MATH(log1p)
 SPMD_EW_MATH(expm1)
 SPMD_EW_MATH(erf)
 SPMD_EW_MATH(erfc)
+SPMD_EW_MATH(floor)
+SPMD_EW_MATH(ceil)
+SPMD_EW_MATH(rint)  // the current rounding mode: to nearest, ties to even
 #undef SPMD_EW_MATH
+
+template <typename T>
+SPMD_HOST_DEVICE inline T powOf(T a, T b) {
+#if defined(__CUDA_ARCH__)
+  if constexpr (sizeof(T) == 4) return ::powf(a, b); else return ::pow(a, b);
+#else
+  return std::pow(a, b);
+#endif
+}
 
 // The inverse error function, erfinv(erf(x)) = x: CUDA's own on a GPU. On the host (C++ has
 // none, and Boost.Math's cannot come: the simulator's host builds of generated kernels include

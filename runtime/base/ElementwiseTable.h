@@ -7,7 +7,7 @@
 // X(name, Functor, arity, formula): `name` is the dialect op's name (and the kernel's and the
 // fused body's); `formula` is an expression of type T in `a` (and `b` for binary ops) that may use
 // the operators, T(literal), and the functions of runtime/base/Elementwise.h (nanMax, nanMin, reluOf, absOf,
-// reluGradOf, expOf, logOf, sqrtOf, tanhOf, sinOf, cosOf, log1pOf, expm1Of, erfOf, erfinvOf, sigmoidOf, geluOf, geluGradOf), so it means the same in host
+// reluGradOf, expOf, logOf, sqrtOf, powOf, floorOf, ceilOf, rintOf, tanhOf, sinOf, cosOf, log1pOf, expm1Of, erfOf, erfinvOf, sigmoidOf, geluOf, geluGradOf), so it means the same in host
 // and device code.
 // No includes: the CUDA fused-kernel generator hands this file to NVRTC as it is.
 #pragma once
@@ -17,6 +17,7 @@
   X(sub, Sub, 2, a - b)                                                                       \
   X(mul, Mul, 2, a * b)                                                                       \
   X(div, Div, 2, a / b)                                                                       \
+  X(pow, Pow, 2, powOf(a, b)) /* C's pow: NaN for a negative base and a non-integer exponent */ \
   X(max, Max, 2, nanMax(a, b))                                                                \
   X(min, Min, 2, nanMin(a, b))                                                                \
   X(greater_equal, GreaterEqual, 2, a >= b ? T(1) : T(0))                                     \
@@ -41,4 +42,8 @@
   X(log1p, Log1p, 1, log1pOf(a))                                                              \
   X(expm1, Expm1, 1, expm1Of(a))                                                              \
   X(erf, Erf, 1, erfOf(a))                                                                    \
-  X(erfinv, Erfinv, 1, erfinvOf(a)) /* erfinv(erf(x)) = x on (-1, 1); +-inf at +-1 */
+  X(erfinv, Erfinv, 1, erfinvOf(a)) /* erfinv(erf(x)) = x on (-1, 1); +-inf at +-1 */    \
+  X(floor, Floor, 1, floorOf(a))                                                              \
+  X(ceil, Ceil, 1, ceilOf(a))                                                                \
+  X(round, Round, 1, rintOf(a)) /* to nearest, ties to even: torch.round, jnp.round */       \
+  X(sign, Sign, 1, a > T(0) ? T(1) : (a < T(0) ? T(-1) : a)) /* NaN and +-0 kept, as jax */

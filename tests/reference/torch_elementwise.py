@@ -16,9 +16,10 @@ from exchange import read, write
 UNARY = {"exp": torch.exp, "log": torch.log, "sqrt": torch.sqrt, "tanh": torch.tanh,
          "sigmoid": torch.sigmoid, "gelu": F.gelu, "relu": torch.relu, "neg": torch.neg,
          "abs": torch.abs, "sin": torch.sin, "cos": torch.cos,
-         "log1p": torch.log1p, "expm1": torch.expm1, "erf": torch.erf, "erfinv": torch.erfinv, "silu": F.silu, "softplus": F.softplus,
+         "log1p": torch.log1p, "expm1": torch.expm1, "erf": torch.erf, "erfinv": torch.erfinv,
+         "floor": torch.floor, "ceil": torch.ceil, "round": torch.round, "sign": torch.sign, "silu": F.silu, "softplus": F.softplus,
          "logsigmoid": F.logsigmoid, "elu": F.elu, "leaky_relu": F.leaky_relu, "mish": F.mish}
-BINARY = {"div": torch.div, "maximum": torch.maximum, "minimum": torch.minimum}
+BINARY = {"div": torch.div, "maximum": torch.maximum, "minimum": torch.minimum, "pow": torch.pow}
 
 
 def main():

@@ -1,6 +1,6 @@
 // The elementwise formula table (runtime/base/ElementwiseTable.h) against outside values: every
 // backend and the reference expand the same table, so they can only be checked against each
-// other. Here the DSL's exp, log, sqrt, tanh, sigmoid, gelu, relu, neg, abs, sin, cos, log1p, expm1, erf, erfinv and
+// other. Here the DSL's exp, log, sqrt, tanh, sigmoid, gelu, relu, neg, abs, sin, cos, log1p, expm1, erf, erfinv, floor, ceil, round, sign and
 // the composed activations (silu, softplus, logSigmoid, elu, leakyRelu, mish) are within a few ulps
 // of the exact value (long double, from formulas without cancellation), their gradients (the
 // VJP rules) too or, where a gradient computed from a saturated result loses its digits, no
@@ -28,10 +28,11 @@ Array edgeValues() {
   // Around exp's overflow (log of the largest value) and where its result becomes subnormal
   // (log of the smallest normal) and zero.
   const double overflow = std::log(double(L::max())), subnormal = std::log(double(L::min()));
-  // Last, 0.9 and 1 - 1e-6: erfinv's steep ends (the binary ops' pairs pick the others by index).
+  // Last, 0.9 and 1 - 1e-6: erfinv's steep ends, and 2.5: a tie for round (the binary ops' pairs
+  // pick the others by index).
   std::vector<double> magnitudes = {0.0, double(L::denorm_min()), double(L::min()), 1e-8, 0.25, 0.5, 1.0, 3.0,
                                     10.0, 20.0, overflow * 0.999999, overflow * 1.000001, -subnormal,
-                                    -subnormal * 1.05, f32 ? 1e30 : 1e300, double(L::max()), L::infinity(), 0.9, 1 - 1e-6};
+                                    -subnormal * 1.05, f32 ? 1e30 : 1e300, double(L::max()), L::infinity(), 0.9, 1 - 1e-6, 2.5};
   std::vector<T> values;
   for (double m : magnitudes) values.push_back(T(m)), values.push_back(T(-m));
   values.push_back(L::quiet_NaN());
@@ -100,6 +101,11 @@ const std::map<std::string, Exact>& exactOps() {
                     const long double y = erfinvL(x);
                     return 0.8862269254527580136490837416705725L * expl(y * y);
                   }}},
+      // Steps: zero gradients.
+      {"floor", {[](long double x) { return floorl(x); }, [](long double) { return 0.0L; }}},
+      {"ceil", {[](long double x) { return ceill(x); }, [](long double) { return 0.0L; }}},
+      {"round", {[](long double x) { return nearbyintl(x); }, [](long double) { return 0.0L; }}},
+      {"sign", {[](long double x) { return x > 0 ? 1.0L : (x < 0 ? -1.0L : x); }, [](long double) { return 0.0L; }}},
       // The composed activations (frontend/Composed.h).
       {"silu", {[](long double x) { return x * sigmoidL(x); },
                 [](long double x) { return sigmoidL(x) * (1 + x * sigmoidL(-x)); }}},
@@ -156,16 +162,26 @@ void expectAccurate(const Array& ours, const Array& torch, const Array& x, long 
               worstMine, worstX, worstTheirs);
 }
 
-// Ours equal to torch's within `ulps` units in the last place (or both NaN).
-void expectSame(const Array& ours, const Array& torch, const Array& x, double ulps, const std::string& what) {
+// Ours equal to torch's within `ulps` units in the last place (or both NaN), or, for an op with
+// an `exact` value (pow: torch's f64 pow overflows max^1 to inf), within `ulps` of that.
+void expectSame(const Array& ours, const Array& torch, const Array& x, double ulps, const std::string& what,
+                const Array* y = nullptr, long double (*exact)(long double, long double) = nullptr) {
   const bool f32 = torch.dtype == DType::f32;
   const double epsilon = f32 ? std::numeric_limits<float>::epsilon() : std::numeric_limits<double>::epsilon();
   const double tiny = f32 ? std::numeric_limits<float>::denorm_min() : std::numeric_limits<double>::denorm_min();
   int bad = 0;
   for (int64_t i = 0; i < torch.numel(); ++i) {
     double a = testing::valueAt(ours, i), b = testing::valueAt(torch, i);
-    bool same = (std::isnan(a) && std::isnan(b)) || a == b ||
-                (std::isfinite(a) && std::isfinite(b) && std::fabs(a - b) <= ulps * (epsilon * std::fabs(b) + tiny));
+    auto close = [&](double u, double v) {
+      return (std::isnan(u) && std::isnan(v)) || u == v ||
+             (std::isfinite(u) && std::isfinite(v) && std::fabs(u - v) <= ulps * (epsilon * std::fabs(v) + tiny));
+    };
+    double e = b;
+    if (exact) {
+      const long double value = exact(testing::valueAt(x, i), testing::valueAt(*y, i));
+      e = f32 ? double(float(value)) : double(value);
+    }
+    bool same = close(a, b) || (exact && close(a, e));
     if (!same && bad++ < 8)
       ADD_FAILURE() << what << " at x = " << testing::valueAt(x, i) << ": ours " << a << ", torch " << b;
   }
@@ -179,7 +195,8 @@ void checkDType(testing::Exchange& exchange, const Array& x, const Array& a, con
       {"exp", spmd::exp}, {"log", spmd::log}, {"sqrt", spmd::sqrt}, {"tanh", spmd::tanh},
       {"sigmoid", spmd::sigmoid}, {"gelu", spmd::gelu}, {"relu", spmd::relu}, {"neg", spmd::neg},
       {"abs", spmd::abs}, {"sin", spmd::sin}, {"cos", spmd::cos}, {"log1p", spmd::log1p}, {"expm1", spmd::expm1},
-      {"erf", spmd::erf}, {"erfinv", spmd::erfinv}, {"silu", spmd::silu}, {"softplus", spmd::softplus}, {"logsigmoid", spmd::logSigmoid},
+      {"erf", spmd::erf}, {"erfinv", spmd::erfinv},
+      {"floor", spmd::floor}, {"ceil", spmd::ceil}, {"round", spmd::round}, {"sign", spmd::sign}, {"silu", spmd::silu}, {"softplus", spmd::softplus}, {"logsigmoid", spmd::logSigmoid},
       {"elu", [](const Tensor& v, Loc l) { return spmd::elu(v, 1.0, l); }},
       {"leaky_relu", [](const Tensor& v, Loc l) { return spmd::leakyRelu(v, 0.01, l); }}, {"mish", spmd::mish}};
   // Composed of several roundings: as close as PyTorch's where that is further than 4 ulps.
@@ -203,10 +220,12 @@ void checkDType(testing::Exchange& exchange, const Array& x, const Array& a, con
   }
   using Binary = Tensor (*)(const Tensor&, const Tensor&, Loc);
   const std::vector<std::pair<std::string, Binary>> binary = {
-      {"div", spmd::div}, {"maximum", spmd::maximum}, {"minimum", spmd::minimum}};
+      {"div", spmd::div}, {"maximum", spmd::maximum}, {"minimum", spmd::minimum},
+      {"pow", [](const Tensor& p, const Tensor& q, Loc l) { return spmd::pow(p, q, l); }}};
   for (const auto& [name, fn] : binary) {
     auto f = jit([fn](const Tensor& p, const Tensor& q) { return fn(p, q, Loc::current()); });
-    expectSame(f(a, b).array(), exchange.read(name + "." + dtype + ".y", a.shape, a.dtype), a, 1, name + " " + dtype);
+    expectSame(f(a, b).array(), exchange.read(name + "." + dtype + ".y", a.shape, a.dtype), a, 1, name + " " + dtype, &b,
+               name == "pow" ? +[](long double p, long double q) { return powl(p, q); } : nullptr);
   }
 }
 
@@ -234,6 +253,35 @@ TEST(ElementwiseTorchTest, FormulasAndGradientsMatchPyTorchAtEdgeValues) {
   ASSERT_EQ(std::system(command.c_str()), 0) << "failed: " << command;
   checkDType<float>(exchange, x32, a32, b32);
   checkDType<double>(exchange, x64, a64, b64);
+}
+
+// pow's gradients where torch's rule masks them (a = 0: b a^(b - 1) with b = 0, a^b log a with
+// b >= 0) and where it does not, against torch.pow's autograd (torch 1.13, f64), on cpu and sim.
+TEST(ElementwiseTorchTest, PowGradientsAtZeroAreTorchs) {
+  const Array a = Array::of<double>({5}, std::vector<double>{0, 0, -2, 2, 0});
+  const Array b = Array::of<double>({5}, std::vector<double>{0, 2, 0.5, -1, -1});
+  const double inf = INFINITY, nan = NAN;
+  const std::vector<double> y = {1, 0, nan, 0.5, inf}, da = {0, 0, nan, -0.25, -inf},
+                            db = {0, 0, nan, 0.34657359027997264, -inf};
+  for (const char* devices : {"cpu:1", "sim:1"}) {
+    SCOPED_TRACE(devices);
+    auto f = jit([](const Tensor& p, const Tensor& q) {
+      return std::tuple{pow(p, q), grad([&](const Tensor& u) { return sum(pow(u, q), {0}); })(p),
+                        grad([&](const Tensor& v) { return sum(pow(p, v), {0}); })(q)};
+    }, {.devices = devices});
+    auto [value, dp, dq] = f(a, b);
+    auto expect = [](const Array& got, const std::vector<double>& want, const char* what) {
+      for (size_t k = 0; k < want.size(); ++k) {
+        const double v = got.values<double>()[k];
+        if (std::isnan(want[k])) EXPECT_TRUE(std::isnan(v)) << what << " element " << k << ": " << v;
+        else if (std::isinf(want[k])) EXPECT_EQ(v, want[k]) << what << " element " << k;
+        else EXPECT_NEAR(v, want[k], 1e-15) << what << " element " << k;
+      }
+    };
+    expect(value.array(), y, "a^b");
+    expect(dp.array(), da, "d/da");
+    expect(dq.array(), db, "d/db");
+  }
 }
 
 }  // namespace

@@ -151,6 +151,7 @@ std::vector<GradCase> cases() {
       {"tanh sigmoid gelu", {x({3, 4})},
        [](const T& a) { return T{tanh(a[0]), sigmoid(a[0]), gelu(a[0])}; }},
       {"abs", {x({3, 4})}, [](const T& a) { return T{abs(a[0])}; }},
+      {"pow", {positive({3, 4}), x({3, 4})}, [](const T& a) { return T{pow(a[0], a[1]), pow(a[0], 3.0)}; }},
       {"log1p expm1", {positive({3, 4}), x({3, 4})}, [](const T& a) { return T{log1p(a[0]), expm1(a[1])}; }},
       {"erf erfinv", {x({3, 4})}, [](const T& a) { return T{erf(a[0]), erfinv(tanh(a[0]) * 0.9)}; }},
       {"sort topK", {x({3, 5})}, [](const T& a) { return T{sort(a[0], 1), sort(a[0], 0, true), topK(a[0], 2).values}; }},

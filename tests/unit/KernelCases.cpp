@@ -282,6 +282,9 @@ std::vector<KernelCase> kernelCases(DType t) {
   list.push_back({"expm1", "expm1", {rnd({3, 17, 5}, -3, 3)}, {{t, {3, 17, 5}}}, {}});
   list.push_back({"erf", "erf", {rnd({3, 17, 5}, -4, 4)}, {{t, {3, 17, 5}}}, {}});
   list.push_back({"erfinv", "erfinv", {rnd({3, 17, 5}, -0.999, 0.999)}, {{t, {3, 17, 5}}}, {}});
+  list.push_back({"pow", "pow", {rnd({3, 17, 5}, 0.1, 4), rnd({3, 17, 5}, -3, 3)}, {{t, {3, 17, 5}}}, {}});
+  for (std::string op : {"floor", "ceil", "round", "sign"})
+    list.push_back({op, op, {rnd({3, 17, 5}, -3, 3)}, {{t, {3, 17, 5}}}, {}});
   // reduce_window (every pooling op) forward and backward for each reduction on the same
   // geometries; "ties" rounds inputs to steps of 0.5 so windows hold equal maxima (the first one
   // wins, as in PyTorch); the dilated ones have windows that step over rows and columns.

@@ -65,6 +65,16 @@ func.func @all_ops(%x: tensor<2x3x8x8xf32>, %w: tensor<4x3x3x3xf32>, %b: tensor<
   %erf = spmd.erf %em1 : (tensor<2x4x4x4xf32>) -> tensor<2x4x4x4xf32>
   // CHECK: spmd.erfinv
   %erfinv = spmd.erfinv %erf : (tensor<2x4x4x4xf32>) -> tensor<2x4x4x4xf32>
+  // CHECK: spmd.pow
+  %pw = spmd.pow %erfinv, %erf : (tensor<2x4x4x4xf32>, tensor<2x4x4x4xf32>) -> tensor<2x4x4x4xf32>
+  // CHECK: spmd.floor
+  %fl = spmd.floor %pw : (tensor<2x4x4x4xf32>) -> tensor<2x4x4x4xf32>
+  // CHECK: spmd.ceil
+  %ce = spmd.ceil %fl : (tensor<2x4x4x4xf32>) -> tensor<2x4x4x4xf32>
+  // CHECK: spmd.round
+  %ro = spmd.round %ce : (tensor<2x4x4x4xf32>) -> tensor<2x4x4x4xf32>
+  // CHECK: spmd.sign
+  %sg = spmd.sign %ro : (tensor<2x4x4x4xf32>) -> tensor<2x4x4x4xf32>
   // CHECK: spmd.gelu_backward
   %t4 = spmd.gelu_backward %t3, %t2 : (tensor<2x4x4x4xf32>, tensor<2x4x4x4xf32>) -> tensor<2x4x4x4xf32>
   // CHECK: spmd.reduce_window %{{.*}} {count_include_pad = true, dilation = array<i64: 1, 1>, padding = array<i64: 1, 1>, reduction = #spmd.reduction<max>, stride = array<i64: 2, 2>, window = array<i64: 3, 3>} : (tensor<2x3x8x8xf32>) -> tensor<2x3x4x4xf32>
