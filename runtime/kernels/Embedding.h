@@ -159,50 +159,46 @@ void embedding(KernelCall& call) {
       [rows](int id, int64_t position) { checkId(id, position, rows); });
 }
 
-// inputs: result_grad [ids..., D], ids; output: table_grad [V, D]. The ids are checked, as
-// segment_reduce's: an embedding's were by its lookup, a segment sum's (spmd::segmentSum) are
-// checked here alone.
-template <class Api>
-void embedding_backward(KernelCall& call) {
-  const int64_t rows = call.out[0].dim(0), dim = call.out[0].dim(1), count = call.in[1].numel();
+// The rows of in[0] [N, W] folded into out[0] [rows, W] by the i32 ids in[1] [N]: the ids checked
+// (an id outside [0, rows) stops the run naming its position; the sort leaves such ids out), sorted
+// with their positions, then `fold(T{}, sorted ids)` gives the functor for each result element.
+// The step's scratch after the flag: two key buffers the passes alternate between, then the row starts.
+template <class Api, typename Fold>
+void foldRowsById(KernelCall& call, Fold fold) {
+  const int64_t rows = call.out[0].dim(0), count = call.in[1].numel();
   withIndexCheck<Api>(
       call,
       [&](BadIndexFlag* flag) {
         const int32_t* ids = call.in[1].as<int32_t>();
         Api::forEach(call, count, AxisIndexCheckFn{ids, rows, flag});
-        // The step's scratch after the flag: two key buffers the passes alternate between, then
-        // the row starts.
         const SortedIds s = sortedIds<Api>(call, ids, count, rows, reinterpret_cast<uint64_t*>(indexCheckWork(flag)));
-        visitFloat(call.in[0].dtype, [&](auto tag) {
-          using T = decltype(tag);
-          Api::forEach(call, call.out[0].numel(),
-                       EmbeddingBackwardFn<T>{call.in[0].as<T>(), s.sorted, s.starts, call.out[0].as<T>(), dim});
-        });
+        visitFloat(call.in[0].dtype, [&](auto tag) { Api::forEach(call, call.out[0].numel(), fold(tag, s)); });
       },
       [rows](int index, int64_t position) { checkTakeIndex(index, position, rows); },
       sortedIdsWords(count, rows) * sizeof(uint64_t));
 }
 
-// inputs: data [N, W], segment_ids [N]; output [segments, W]. The ids are checked (the sort
-// leaves out ids outside [0, segments), and the check names the first).
+// inputs: result_grad [ids..., D], ids; output: table_grad [V, D]. The ids are checked, as
+// segment_reduce's: an embedding's were by its lookup, a segment sum's (spmd::segmentSum) are
+// checked here alone.
+template <class Api>
+void embedding_backward(KernelCall& call) {
+  const int64_t dim = call.out[0].dim(1);
+  foldRowsById<Api>(call, [&](auto tag, const SortedIds& s) {
+    using T = decltype(tag);
+    return EmbeddingBackwardFn<T>{call.in[0].as<T>(), s.sorted, s.starts, call.out[0].as<T>(), dim};
+  });
+}
+
+// inputs: data [N, W], segment_ids [N]; output [segments, W].
 template <class Api>
 void segment_reduce(KernelCall& call) {
-  const int64_t rows = call.out[0].dim(0), dim = call.out[0].dim(1), count = call.in[1].numel();
+  const int64_t dim = call.out[0].dim(1);
   const bool max = attrsOf<SegmentAttrs>(call.step).reduction == Reduction::Max;
-  withIndexCheck<Api>(
-      call,
-      [&](BadIndexFlag* flag) {
-        const int32_t* ids = call.in[1].as<int32_t>();
-        Api::forEach(call, count, AxisIndexCheckFn{ids, rows, flag});
-        const SortedIds s = sortedIds<Api>(call, ids, count, rows, reinterpret_cast<uint64_t*>(indexCheckWork(flag)));
-        visitFloat(call.in[0].dtype, [&](auto tag) {
-          using T = decltype(tag);
-          Api::forEach(call, call.out[0].numel(),
-                       SegmentFoldFn<T>{call.in[0].as<T>(), s.sorted, s.starts, call.out[0].as<T>(), dim, max});
-        });
-      },
-      [rows](int index, int64_t position) { checkTakeIndex(index, position, rows); },
-      sortedIdsWords(count, rows) * sizeof(uint64_t));
+  foldRowsById<Api>(call, [&](auto tag, const SortedIds& s) {
+    using T = decltype(tag);
+    return SegmentFoldFn<T>{call.in[0].as<T>(), s.sorted, s.starts, call.out[0].as<T>(), dim, max};
+  });
 }
 
 #define SPMD_LIBRARY_EMBEDDING_OPS(X) X(embedding) X(embedding_backward) X(segment_reduce)
