@@ -8,6 +8,7 @@
 #include "frontend/Collectives.h"
 #include "frontend/Composed.h"
 #include "frontend/Einsum.h"
+#include "frontend/Losses.h"
 #include "frontend/Indexing.h"
 #include "frontend/Volume.h"
 #include "frontend/CustomOp.h"
