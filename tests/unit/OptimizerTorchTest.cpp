@@ -1,5 +1,7 @@
 // The optimizers against torch.optim (tests/reference/torch_optim.py): SGD (momentum, Nesterov,
-// weight decay), Adam and AdamW with non-default betas, epsilon and weight decay, over several
+// weight decay), Adam and AdamW with non-default betas, epsilon and weight decay, RMSprop (plain,
+// and centered with momentum and weight decay, and with a parameter group of its own momentum and
+// no decay), Adagrad (rate decay, an initial accumulator, weight decay), over several
 // steps with a different gradient each step, in f64. A single repeated gradient would hide the
 // second moment's decay (beta2 0.999 and 0.9999 agree to 2e-6 on it).
 #include <cmath>
@@ -15,6 +17,7 @@ using testing::Exchange;
 
 constexpr int kSteps = 6;
 constexpr double kLr = 0.03, kMomentum = 0.7, kBeta1 = 0.8, kBeta2 = 0.95, kEps = 1e-3, kWeightDecay = 0.04;
+constexpr double kLrDecay = 0.1, kInitialAccumulator = 0.2, kGroupMomentum = 0.3;  // Adagrad's, RMSprop's group's
 
 template <typename Optimizer>
 Tree run(const Optimizer& optimizer, Tree params, const std::vector<Tree>& grads) {
@@ -28,7 +31,7 @@ Tree run(const Optimizer& optimizer, Tree params, const std::vector<Tree>& grads
   return params;
 }
 
-TEST(OptimizerTorchTest, SgdAdamAndAdamWMatchTorchOptimOverChangingGradients) {
+TEST(OptimizerTorchTest, SgdAdamAdamWRmsPropAndAdagradMatchTorchOptimOverChangingGradients) {
   if (std::string why = testing::torchMissing(); !why.empty()) GTEST_FAIL() << why;
   Tree params;
   params.set("a", testing::randomArray(DType::f64, {3, 4}, 1));
@@ -46,8 +49,8 @@ TEST(OptimizerTorchTest, SgdAdamAndAdamWMatchTorchOptimOverChangingGradients) {
     }
   exchange.close();
   char numbers[256];
-  std::snprintf(numbers, sizeof numbers, " %d %.17g %.17g %.17g %.17g %.17g %.17g", kSteps, kLr, kMomentum, kBeta1,
-                kBeta2, kEps, kWeightDecay);
+  std::snprintf(numbers, sizeof numbers, " %d %.17g %.17g %.17g %.17g %.17g %.17g %.17g %.17g %.17g", kSteps, kLr,
+                kMomentum, kBeta1, kBeta2, kEps, kWeightDecay, kLrDecay, kInitialAccumulator, kGroupMomentum);
   std::string command = testing::python() + " " SPMD_SOURCE_DIR "/tests/reference/torch_optim.py " + exchange.dir() + numbers;
   ASSERT_EQ(std::system(command.c_str()), 0) << "failed: " << command;
 
@@ -58,6 +61,18 @@ TEST(OptimizerTorchTest, SgdAdamAndAdamWMatchTorchOptimOverChangingGradients) {
   ours["adam"] = run(optim::Adam(adam), params, grads);
   adam.decoupledWeightDecay = true;
   ours["adamw"] = run(optim::Adam(adam), params, grads);
+  // RMSprop's alpha is beta2's value.
+  ours["rmsprop"] = run(optim::RmsProp({.learningRate = kLr, .alpha = kBeta2, .epsilon = kEps}), params, grads);
+  ours["rmsprop_centered"] = run(optim::RmsProp({.learningRate = kLr, .alpha = kBeta2, .epsilon = kEps,
+                                                 .weightDecay = kWeightDecay, .momentum = kMomentum, .centered = true}),
+                                 params, grads);
+  ours["rmsprop_groups"] = run(optim::RmsProp({.learningRate = kLr, .alpha = kBeta2, .epsilon = kEps,
+                                               .weightDecay = kWeightDecay, .momentum = kMomentum,
+                                               .groups = {{.match = {"b"}, .weightDecay = 0.0, .momentum = kGroupMomentum}}}),
+                               params, grads);
+  ours["adagrad"] = run(optim::Adagrad({.learningRate = kLr, .lrDecay = kLrDecay, .weightDecay = kWeightDecay,
+                                        .initialAccumulatorValue = kInitialAccumulator, .epsilon = kEps}),
+                        params, grads);
   for (const auto& [which, result] : ours)
     for (const auto& [name, p] : result) {
       Array torch = exchange.read(which + "." + name, p.shape(), DType::f64);

@@ -28,8 +28,31 @@ using spmd::testing::randomArray;
 constexpr int64_t kBatch = 12, kSize = 16;
 const optim::SgdConfig kSgd{.learningRate = 0.05, .momentum = 0.9, .weightDecay = 5e-4, .nesterov = true};
 const optim::AdamConfig kAdam{.learningRate = 1e-3, .weightDecay = 1e-4};
+const optim::RmsPropConfig kRmsProp{.learningRate = 1e-3, .weightDecay = 1e-4, .momentum = 0.5, .centered = true};
+const optim::AdagradConfig kAdagrad{.learningRate = 1e-2, .lrDecay = 0.1, .initialAccumulatorValue = 0.1};
 
-enum class Optimizer { Sgd, AdamClipped };
+enum class Optimizer { Sgd, AdamClipped, RmsPropCentered, Adagrad };
+
+Tree initialOptimizerState(Optimizer kind, const Tree& params) {
+  switch (kind) {
+    case Optimizer::Sgd: return optim::Sgd(kSgd).init(params);
+    case Optimizer::AdamClipped: return optim::Adam(kAdam).init(params);
+    case Optimizer::RmsPropCentered: return optim::RmsProp(kRmsProp).init(params);
+    case Optimizer::Adagrad: return optim::Adagrad(kAdagrad).init(params);
+  }
+  return {};
+}
+
+std::pair<Tree, Tree> optimizerUpdate(Optimizer kind, const Tree& params, const Tree& grads, const Tree& opt,
+                                      const Tensor& rate) {
+  switch (kind) {
+    case Optimizer::Sgd: return optim::Sgd(kSgd).update(params, grads, opt, rate);
+    case Optimizer::AdamClipped: return optim::Adam(kAdam).update(params, optim::clipByGlobalNorm(grads, 0.5).grads, opt, rate);
+    case Optimizer::RmsPropCentered: return optim::RmsProp(kRmsProp).update(params, grads, opt, rate);
+    case Optimizer::Adagrad: return optim::Adagrad(kAdagrad).update(params, grads, opt, rate);
+  }
+  return {};
+}
 enum class Sharding { None, Update, Full };  // replicated, ZeRO-1, FSDP
 
 struct Vars {
@@ -39,7 +62,7 @@ struct Vars {
 
 Vars initialVars(const nn::Module& model, Optimizer kind, DType dtype = DType::f32) {
   auto [params, state] = spmd::testing::kaimingInit(model, dtype);
-  Tree opt = kind == Optimizer::Sgd ? optim::Sgd(kSgd).init(params) : optim::Adam(kAdam).init(params);
+  Tree opt = initialOptimizerState(kind, params);
   return {params, state, opt, optim::Ema(0.9).init(params), Tensor()};
 }
 
@@ -54,10 +77,7 @@ auto trainStep(const nn::Module& model, Optimizer kind, const std::string& devic
               return std::pair{mean(softmaxCrossEntropy(logits, y), {0}), s};
             },
             has_aux)(params);
-        auto [newParams, newOpt] = kind == Optimizer::Sgd
-                                       ? optim::Sgd(kSgd).update(params, grads, opt, rate)
-                                       : optim::Adam(kAdam).update(params, optim::clipByGlobalNorm(grads, 0.5).grads,
-                                                                   opt, rate);
+        auto [newParams, newOpt] = optimizerUpdate(kind, params, grads, opt, rate);
         return std::tuple{newParams, newState, newOpt, optim::Ema(0.9).update(ema, newParams), loss};
       },
       {.inAxes = {replicated, replicated, replicated, replicated, split, split, replicated},
@@ -212,7 +232,7 @@ void expectSameBitsAsReplicated(const Case& c) {
   for (const auto& [name, t] : sharded.opt) {
     const auto& resident = t.resident();
     ASSERT_TRUE(resident) << name;
-    if (t.rank() == 0) continue;  // Adam's bias-correction powers stay replicated
+    if (t.rank() == 0) continue;  // Adam's bias-correction powers, Adagrad's step count stay replicated
     EXPECT_EQ(resident->layout(), runtime::DeviceArray::Layout::Sliced) << name;
     EXPECT_EQ(resident->localShape(), (Shape{(t.numel() + replicas - 1) / replicas})) << name;
     total += t.numel();
@@ -270,6 +290,13 @@ TEST(ShardUpdateTest, CrossReplicaBatchNormIsTheReplicatedUpdateBitForBit) {
 
 TEST(ShardUpdateTest, ClippedAdamWithEmaIsTheReplicatedUpdateBitForBit) {
   expectSameBitsAsReplicated({.kind = Optimizer::AdamClipped, .devices = "cpu:4", .replicas = 4});
+}
+
+// RMSprop's three buffers a parameter (centered, momentum) and Adagrad's sum with its replicated
+// step count for the rate's decay: elementwise updates the pass slices as it slices SGD's.
+TEST(ShardUpdateTest, RmsPropAndAdagradAreTheReplicatedUpdateBitForBit) {
+  expectSameBitsAsReplicated({.kind = Optimizer::RmsPropCentered, .devices = "cpu:2", .replicas = 2});
+  expectSameBitsAsReplicated({.kind = Optimizer::Adagrad, .devices = "cpu:3", .replicas = 3});
 }
 
 // Checkpoints stay layout-free: a run switches between sharded and replicated steps (sliced
