@@ -107,6 +107,26 @@ void requireClasses(const Tensor& scores, const char* what, const char* name, Lo
                 "d1, ...] (classes on axis 1, as torch)");
 }
 
+// Class indices with those equal to ignoreIndex replaced by 0 (any valid class), and the mask
+// (1 kept, 0 ignored) in `dtype`. The comparison runs in f64, which holds every i32 exactly.
+struct KeptIndices {
+  Tensor indices, kept;
+};
+
+KeptIndices withoutIgnored(const Tensor& target, int64_t ignoreIndex, DType dtype, Loc loc) {
+  const Tensor wide = cast(target, DType::f64, loc);
+  const Tensor kept = notEqual(wide, fill(wide, double(ignoreIndex), loc), loc);
+  return {cast(where(kept, wide, fill(wide, 0.0, loc), loc), DType::i32, loc), cast(kept, dtype, loc)};
+}
+
+// The reduction of per-element losses of which only `kept` count: torch's mean divides by the
+// kept ones' count (weights 1), not by every element.
+Tensor reducedKept(const Tensor& loss, const Tensor& kept, LossReduction reduction, const char* name, Loc loc) {
+  const Tensor masked = mul(loss, kept, loc);
+  if (reduction != LossReduction::mean) return reduced(masked, reduction, name, loc);
+  return div(sum(masked, everyAxis(masked), loc), sum(kept, everyAxis(kept), loc), loc);
+}
+
 }  // namespace
 
 Tensor mseLoss(const Tensor& input, const Tensor& target, LossReduction reduction, Loc loc) {
@@ -176,16 +196,17 @@ Tensor binaryCrossEntropyWithLogits(const Tensor& logits, const Tensor& target, 
 }
 
 Tensor crossEntropy(const Tensor& logits, const Tensor& target, LossReduction reduction, double labelSmoothing,
-                    Loc loc) {
+                    int64_t ignoreIndex, Loc loc) {
   const char* name = "crossEntropy";
   requireClasses(logits, "logits", name, loc);
   if (!(labelSmoothing >= 0 && labelSmoothing <= 1))
     throw Error(at(name, loc) + "labelSmoothing must be in [0, 1], got " + std::to_string(labelSmoothing));
   if (target.dtype() == DType::i32) {
     requireIndexTarget(logits, target, "logits", name, loc);
-    const Tensor labels = reshape(target, {-1}, loc);
-    const Tensor loss = softmaxCrossEntropy(classesLast(logits, loc), labels, labelSmoothing, loc);
-    return reduced(reshape(loss, target.shape(), loc), reduction, name, loc);
+    const KeptIndices labels = withoutIgnored(target, ignoreIndex, logits.dtype(), loc);
+    const Tensor loss =
+        softmaxCrossEntropy(classesLast(logits, loc), reshape(labels.indices, {-1}, loc), labelSmoothing, loc);
+    return reducedKept(reshape(loss, target.shape(), loc), labels.kept, reduction, name, loc);
   }
   if (target.dtype() != logits.dtype() || target.shape() != logits.shape())
     throw Error(at(name, loc) + "target " + target.typeString() + " is neither i32 class indices of shape " +
@@ -202,7 +223,8 @@ Tensor crossEntropy(const Tensor& logits, const Tensor& target, LossReduction re
   return reduced(loss, reduction, name, loc);
 }
 
-Tensor nllLoss(const Tensor& logProbabilities, const Tensor& target, LossReduction reduction, Loc loc) {
+Tensor nllLoss(const Tensor& logProbabilities, const Tensor& target, LossReduction reduction, int64_t ignoreIndex,
+               Loc loc) {
   const char* name = "nllLoss";
   requireClasses(logProbabilities, "logProbabilities", name, loc);
   if (target.dtype() != DType::i32)
@@ -211,8 +233,9 @@ Tensor nllLoss(const Tensor& logProbabilities, const Tensor& target, LossReducti
   requireIndexTarget(logProbabilities, target, "logProbabilities", name, loc);
   Shape withClass = target.shape();
   withClass.insert(withClass.begin() + 1, 1);
-  const Tensor picked = takeAlongAxis(logProbabilities, reshape(target, withClass, loc), 1, loc);
-  return reduced(neg(reshape(picked, target.shape(), loc), loc), reduction, name, loc);
+  const KeptIndices labels = withoutIgnored(target, ignoreIndex, logProbabilities.dtype(), loc);
+  const Tensor picked = takeAlongAxis(logProbabilities, reshape(labels.indices, withClass, loc), 1, loc);
+  return reducedKept(neg(reshape(picked, target.shape(), loc), loc), labels.kept, reduction, name, loc);
 }
 
 Tensor klDiv(const Tensor& input, const Tensor& target, LossReduction reduction, bool logTarget, Loc loc) {

@@ -51,13 +51,15 @@ Tensor binaryCrossEntropyWithLogits(const Tensor& logits, const Tensor& target,
 // error naming its position) or float class probabilities of the logits' shape (optax's
 // softmax_cross_entropy). labelSmoothing in [0, 1] mixes the target with the uniform
 // distribution, as torch's label_smoothing. Per-element losses have the target's shape without
-// the class axis.
+// the class axis. An index equal to ignoreIndex (torch's default, -100: padding tokens, unlabeled
+// pixels) adds nothing: its loss is 0 and the mean divides by the indices not ignored (NaN when
+// every one is, as torch).
 Tensor crossEntropy(const Tensor& logits, const Tensor& target, LossReduction reduction = LossReduction::mean,
-                    double labelSmoothing = 0.0, Loc loc = Loc::current());
+                    double labelSmoothing = 0.0, int64_t ignoreIndex = -100, Loc loc = Loc::current());
 // -logProbabilities[n, target[n], ...] (F.nll_loss): log-probabilities [N, C] or [N, C, d1, ...]
-// (logSoftmax over axis 1) and i32 targets [N] or [N, d1, ...].
+// (logSoftmax over axis 1) and i32 targets [N] or [N, d1, ...]; ignoreIndex as crossEntropy's.
 Tensor nllLoss(const Tensor& logProbabilities, const Tensor& target, LossReduction reduction = LossReduction::mean,
-               Loc loc = Loc::current());
+               int64_t ignoreIndex = -100, Loc loc = Loc::current());
 // target (log target - input) of log-probabilities `input` (F.kl_div; 0 where the target is 0, as
 // torch's xlogy); with logTarget the target is given as log-probabilities too. torch's default
 // "mean" averages over every element; the KL divergence per example is LossReduction::batchMean.

@@ -1,7 +1,8 @@
 // The losses of frontend/Losses.h against torch.nn.functional's in f64 (tests/reference/
 // torch_losses.py): values and the gradients with respect to the prediction and a float target
 // within 1e-13, every reduction, both branches of the piecewise losses, logits far beyond exp's
-// range, class axes of rank 2 and 4, targets of indices and of probabilities (zeros among them);
+// range, class axes of rank 2 and 4, targets of indices (some ignored: -100) and of probabilities
+// (zeros among them);
 // the log clamps by hand; bad arguments name the loss and the caller's line.
 #include <cmath>
 #include <cstdlib>
@@ -59,6 +60,12 @@ TEST(LossesTorchTest, EveryLossAndItsGradientsMatchPyTorch) {
     for (size_t i = 0; i < v.size(); ++i) v[i] = int32_t((i * 7 + i / 3) % size_t(classes));
     return Array::of<int32_t>(shape, v);
   };
+  // Every third index -100, torch's default ignore_index (padding).
+  auto padded = [&](Shape shape, int32_t classes) {
+    Array a = labels(shape, classes);
+    for (int64_t i = 0; i < a.numel(); i += 3) a.values<int32_t>()[i] = -100;
+    return a;
+  };
   auto x = [](Shape shape, uint64_t seed, double scale = 1.0) { return scaled(randomArray(DType::f64, shape, seed), scale); };
   const std::vector<Case> cases = {
       {"mse_mean", "mse", "mean", "0", x({4, 5}, 1), x({4, 5}, 2),
@@ -94,6 +101,14 @@ TEST(LossesTorchTest, EveryLossAndItsGradientsMatchPyTorch) {
        [](const Tensor& a, const Tensor& t, const Tensor&) { return crossEntropy(a, t, R::none); }},
       {"ce_probabilities_spatial_smoothed", "ce", "sum", "0.2", x({2, 3, 4}, 26, 3), probabilityRows({2, 3, 4}, 27),
        Array(), [](const Tensor& a, const Tensor& t, const Tensor&) { return crossEntropy(a, t, R::sum, 0.2); }},
+      {"ce_ignored_smoothed", "ce", "mean", "0.1", x({2, 5, 3, 4}, 34, 3), padded({2, 3, 4}, 5), Array(),
+       [](const Tensor& a, const Tensor& t, const Tensor&) { return crossEntropy(a, t, R::mean, 0.1); }},
+      {"ce_ignored_none", "ce", "none", "0", x({6, 5}, 35, 3), padded({6}, 5), Array(),
+       [](const Tensor& a, const Tensor& t, const Tensor&) { return crossEntropy(a, t, R::none); }},
+      {"nll_ignored_sum", "nll", "sum", "0", x({7, 4}, 36), padded({7}, 4), Array(),
+       [](const Tensor& a, const Tensor& t, const Tensor&) { return nllLoss(a, t, R::sum); }},
+      {"nll_ignored_mean", "nll", "mean", "0", x({7, 4}, 37), padded({7}, 4), Array(),
+       [](const Tensor& a, const Tensor& t, const Tensor&) { return nllLoss(a, t); }},
       {"nll_mean", "nll", "mean", "0", x({6, 5}, 28), labels({6}, 5), Array(),
        [](const Tensor& a, const Tensor& t, const Tensor&) { return nllLoss(a, t); }},
       {"nll_spatial_none", "nll", "none", "0", x({2, 4, 3}, 29), labels({2, 3}, 4), Array(),
@@ -178,6 +193,30 @@ TEST(LossesTorchTest, BinaryCrossEntropyClampsItsLogsAtProbabilitiesZeroAndOne) 
     EXPECT_DOUBLE_EQ(testing::valueAt(loss.array(), 0), 200.0) << dtypeName(dtype);
     for (int64_t i = 0; i < 4; ++i) EXPECT_TRUE(std::isfinite(testing::valueAt(dp.array(), i))) << dtypeName(dtype) << i;
   }
+}
+
+// An ignored index adds nothing and the mean counts only the others: with ignoreIndex 1 (a valid
+// class) the mean over rows {1, 2} is row 1's loss alone; every index ignored gives NaN for the
+// mean (0 / 0, as torch) and 0 for the sum.
+TEST(LossesTorchTest, IgnoredIndicesAddNothingAndTheMeanCountsTheRest) {
+  const Array logits = randomArray(DType::f64, {2, 3}, 7, -2, 2);
+  const Tensor t(Array::of<int32_t>({2}, std::vector<int32_t>{1, 2}));
+  auto losses = jit([](const Tensor& x, const Tensor& y) {
+    return std::tuple{crossEntropy(x, y, LossReduction::mean, 0.0, 1), crossEntropy(x, y, LossReduction::none),
+                      crossEntropy(x, y, LossReduction::mean, 0.0, 2), crossEntropy(x, y, LossReduction::sum, 0.0, 2)};
+  });
+  auto [one, each, lastIgnored, lastIgnoredSum] = losses(logits, t);
+  EXPECT_EQ(testing::valueAt(one.array(), 0), testing::valueAt(each.array(), 1));
+  EXPECT_EQ(testing::valueAt(lastIgnored.array(), 0), testing::valueAt(each.array(), 0));
+  EXPECT_GT(testing::valueAt(each.array(), 0), 0);
+  EXPECT_EQ(testing::valueAt(lastIgnoredSum.array(), 0), testing::valueAt(each.array(), 0));
+  const Tensor none(Array::of<int32_t>({2}, std::vector<int32_t>{-100, -100}));
+  auto all = jit([](const Tensor& x, const Tensor& y) {
+    return std::pair{nllLoss(x, y), nllLoss(x, y, LossReduction::sum)};
+  });
+  auto [mean, total] = all(logits, none);
+  EXPECT_TRUE(std::isnan(testing::valueAt(mean.array(), 0)));
+  EXPECT_EQ(testing::valueAt(total.array(), 0), 0.0);
 }
 
 TEST(LossesTorchTest, BadArgumentsNameTheLossAndTheLine) {
