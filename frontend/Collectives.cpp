@@ -18,14 +18,22 @@ const Mesh* meshAxis(const std::string& axis) { return detail::meshOf(axis); }
 
 std::string mappedAxis(const char* what, Loc loc) { return detail::Trace::current(what, loc, true).axisName(); }
 
-// One all_reduce op over `xs` (all of one dtype).
+// Replica groups of an all_reduce, flattened (empty: every replica of the axis), and their size.
+struct FlatGroups {
+  std::vector<int64_t> replicas;
+  int64_t size = 0;
+};
+
+// One all_reduce op over `xs` (all of one dtype), within `groups` where given.
 std::vector<Tensor> allReduceOp(detail::Trace& trace, const std::vector<Tensor>& xs, const std::string& axis,
-                                ir::Reduction reduction, Loc loc) {
+                                ir::Reduction reduction, const FlatGroups& groups, Loc loc) {
   llvm::SmallVector<mlir::Value> values;
   for (const Tensor& x : xs) values.push_back(trace.valueOf(x, loc));
-  mlir::Operation* op = trace.create<ir::AllReduceOp>(loc, mlir::ValueRange(values),
-                                                      trace.builder().getStringAttr(axis),
-                                                      reduction);
+  mlir::OpBuilder& b = trace.builder();
+  mlir::Operation* op = trace.create<ir::AllReduceOp>(
+      loc, mlir::ValueRange(values), b.getStringAttr(axis), reduction,
+      groups.replicas.empty() ? mlir::DenseI64ArrayAttr() : b.getDenseI64ArrayAttr(groups.replicas),
+      groups.replicas.empty() ? mlir::IntegerAttr() : b.getI64IntegerAttr(groups.size));
   std::vector<Tensor> results;
   for (mlir::Value v : op->getResults()) results.push_back(trace.wrap(v));
   return results;
@@ -34,24 +42,26 @@ std::vector<Tensor> allReduceOp(detail::Trace& trace, const std::vector<Tensor>&
 // The leaves reduced dtype by dtype, as JAX's collectives reduce a pytree leaf by leaf: one
 // combined all_reduce per dtype (in order of first appearance), results back in the leaves'
 // order. The mean of integers is a float, as jnp.mean's: the integers' sum, converted to f32
-// and divided by the axis size (JAX's pmean is psum / size).
-std::vector<Tensor> allReduce(const std::vector<Tensor>& xs, const std::string& axis,
-                              ir::Reduction reduction, const char* what, Loc loc) {
-  if (const Mesh* mesh = meshAxis(axis)) {  // leaf by leaf, within the axis' groups
-    const std::string all = mappedAxis(what, loc);
+// and divided by the axis size (JAX's pmean is psum / size), or the group's.
+std::vector<Tensor> allReduce(const std::vector<Tensor>& xs, const std::string& axis, ir::Reduction reduction,
+                              const char* what, Loc loc, const AxisGroups* within = nullptr) {
+  if (const Mesh* mesh = meshAxis(axis)) {  // the mapped axis' all_reduce within the mesh axis' groups
     const AxisGroups groups = mesh->groups(axis);
-    std::vector<Tensor> results;
-    for (const Tensor& x : xs) {
-      Tensor r = reduction == ir::Reduction::Sum    ? psum(x, all, groups, loc)
-                 : reduction == ir::Reduction::Mean ? pmean(x, all, groups, loc)
-                 : reduction == ir::Reduction::Max  ? pmax(x, all, groups, loc)
-                                                    : pmin(x, all, groups, loc);
-      results.push_back(detail::markCollective(r, &x, axis, true, loc));
-    }
+    std::vector<Tensor> results = allReduce(xs, mappedAxis(what, loc), reduction, what, loc, &groups);
+    for (size_t i = 0; i < results.size(); ++i) results[i] = detail::markCollective(results[i], &xs[i], axis, true, loc);
     return results;
   }
   detail::Trace& trace = detail::Trace::current(what, loc, true);
-  const int64_t size = trace.checkAxis(axis, what, loc);
+  int64_t size = trace.checkAxis(axis, what, loc);
+  FlatGroups groups;
+  if (within) {
+    groups.replicas = detail::checkedGroups(*within, axis, what, loc);
+    groups.size = int64_t((*within)[0].size());
+    bool wholeInOrder = groups.size == size;  // one group of every replica in order: the plain all_reduce
+    for (int64_t r = 0; wholeInOrder && r < size; ++r) wholeInOrder = groups.replicas[size_t(r)] == r;
+    size = groups.size;
+    if (wholeInOrder) groups = FlatGroups();
+  }
   if (xs.empty()) return {};
   std::vector<DType> order;
   for (const Tensor& x : xs)
@@ -63,7 +73,8 @@ std::vector<Tensor> allReduce(const std::vector<Tensor>& xs, const std::string& 
     std::vector<size_t> at;
     for (size_t i = 0; i < xs.size(); ++i)
       if (xs[i].dtype() == dtype) group.push_back(xs[i]), at.push_back(i);
-    std::vector<Tensor> reduced = allReduceOp(trace, group, axis, integerMean ? ir::Reduction::Sum : reduction, loc);
+    std::vector<Tensor> reduced =
+        allReduceOp(trace, group, axis, integerMean ? ir::Reduction::Sum : reduction, groups, loc);
     for (size_t j = 0; j < at.size(); ++j) {
       if (integerMean) {
         Tensor sum = cast(reduced[j], DType::f32, loc);
@@ -89,6 +100,20 @@ Tree allReduce(const Tree& tree, const std::string& axis, ir::Reduction reductio
 }  // namespace
 
 Tensor psum(const Tensor& x, const std::string& axis, Loc loc) { return allReduce({x}, axis, ir::Reduction::Sum, "psum", loc)[0]; }
+// Within groups: one all_reduce with replica groups, the bits of that collective over an axis of
+// a group's replicas (its fold tree over G leaves in the group's order).
+Tensor psum(const Tensor& x, const std::string& axis, const AxisGroups& groups, Loc loc) {
+  return allReduce({x}, axis, ir::Reduction::Sum, "psum", loc, &groups)[0];
+}
+Tensor pmean(const Tensor& x, const std::string& axis, const AxisGroups& groups, Loc loc) {
+  return allReduce({x}, axis, ir::Reduction::Mean, "pmean", loc, &groups)[0];
+}
+Tensor pmax(const Tensor& x, const std::string& axis, const AxisGroups& groups, Loc loc) {
+  return allReduce({x}, axis, ir::Reduction::Max, "pmax", loc, &groups)[0];
+}
+Tensor pmin(const Tensor& x, const std::string& axis, const AxisGroups& groups, Loc loc) {
+  return allReduce({x}, axis, ir::Reduction::Min, "pmin", loc, &groups)[0];
+}
 Tensor pmean(const Tensor& x, const std::string& axis, Loc loc) { return allReduce({x}, axis, ir::Reduction::Mean, "pmean", loc)[0]; }
 Tensor pmax(const Tensor& x, const std::string& axis, Loc loc) { return allReduce({x}, axis, ir::Reduction::Max, "pmax", loc)[0]; }
 Tensor pmin(const Tensor& x, const std::string& axis, Loc loc) { return allReduce({x}, axis, ir::Reduction::Min, "pmin", loc)[0]; }

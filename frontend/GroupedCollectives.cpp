@@ -1,13 +1,15 @@
-// Collectives within groups of replicas (jax.lax's axis_index_groups), composed from allGather,
-// axisIndex and row selections, so every backend runs them with the kernels it has and their
-// gradients come from those ops' VJPs. A group of G replicas folds its members' operands, in the
+// Collectives within groups of replicas (jax.lax's axis_index_groups) other than the reductions
+// (psum, pmean, pmax, pmin: one all_reduce with replica groups, frontend/Collectives.cpp; the
+// groups checked here): allGather, psumScatter and allToAll, composed from allGather, axisIndex
+// and row selections, so every backend runs them with the kernels it has and their gradients
+// come from those ops' VJPs. psumScatter's group of G replicas folds its members' rows, in the
 // group's order, over the same fixed tree an all_reduce over G replicas folds
 // (runtime/device/Fold.h: node (h, i) is left op right, or left alone where the right is empty),
-// in the element type, and a mean divides the root by G: the bits of that collective over an axis
-// of the group's replicas.
+// in the element type: the bits of that collective over an axis of the group's replicas.
 #include <set>
 
 #include "frontend/Collectives.h"
+#include "frontend/Mesh.h"
 #include "frontend/Ops.h"
 #include "frontend/Trace.h"
 
@@ -117,38 +119,19 @@ Tensor foldGroup(const std::vector<Tensor>& leaves, Reduce op, Loc loc) {
   return op == Reduce::Mean ? div(root, fill(root, double(leaves.size()), loc), loc) : root;
 }
 
-Tensor groupReduce(const Tensor& x, const std::string& axis, const AxisGroups& groups, Reduce op,
-                   const char* what, Loc loc) {
-  if (x.dtype() == DType::i32) {  // as the i32 all_reduce: the sum wraps, the mean is an f32
-    Tensor wide = groupReduce(cast(x, DType::f64, loc), axis, groups, op == Reduce::Mean ? Reduce::Sum : op, what, loc);
-    if (op == Reduce::Max || op == Reduce::Min) return cast(wide, DType::i32, loc);
-    Tensor sum = wrappedToI32(wide, loc);
-    if (op == Reduce::Sum) return sum;
-    Tensor f = cast(sum, DType::f32, loc);
-    return div(f, fill(f, double(groups.empty() ? 1 : groups[0].size()), loc), loc);
-  }
-  const GroupTable t = groupTable(groups, axis, what, loc);
-  checkFloat(x, axis, what, loc);
-  Tensor rows = groupRows(x, axis, t, loc);
-  std::vector<Tensor> leaves;
-  for (int64_t k = 0; k < t.size; ++k) leaves.push_back(rowOf(rows, k, x.shape(), loc));
-  return foldGroup(leaves, op, loc);
-}
-
 }  // namespace
 
-Tensor psum(const Tensor& x, const std::string& axis, const AxisGroups& groups, Loc loc) {
-  return groupReduce(x, axis, groups, Reduce::Sum, "psum", loc);
+namespace detail {
+
+std::vector<int64_t> checkedGroups(const AxisGroups& groups, const std::string& axis, const char* what, Loc loc) {
+  groupTable(groups, axis, what, loc);  // the checks, naming the group and replica at fault
+  std::vector<int64_t> flat;
+  for (const std::vector<int64_t>& group : groups) flat.insert(flat.end(), group.begin(), group.end());
+  return flat;
 }
-Tensor pmean(const Tensor& x, const std::string& axis, const AxisGroups& groups, Loc loc) {
-  return groupReduce(x, axis, groups, Reduce::Mean, "pmean", loc);
-}
-Tensor pmax(const Tensor& x, const std::string& axis, const AxisGroups& groups, Loc loc) {
-  return groupReduce(x, axis, groups, Reduce::Max, "pmax", loc);
-}
-Tensor pmin(const Tensor& x, const std::string& axis, const AxisGroups& groups, Loc loc) {
-  return groupReduce(x, axis, groups, Reduce::Min, "pmin", loc);
-}
+
+}  // namespace detail
+
 // [G, ..] -> [..]: the member at position p of a group gets the fold over the group of row p.
 Tensor psumScatter(const Tensor& x, const std::string& axis, const AxisGroups& groups, Loc loc) {
   if (x.dtype() == DType::i32) return wrappedToI32(psumScatter(cast(x, DType::f64, loc), axis, groups, loc), loc);

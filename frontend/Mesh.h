@@ -135,6 +135,9 @@ void readResult(const Tree& x, const std::string& what);
 void bindMesh(const std::shared_ptr<const Mesh>& mesh, Loc loc, bool sumGradients);
 // The mesh bound to the innermost trace when `axis` is one of its axes, else null.
 const Mesh* meshOf(const std::string& axis);
+// Replica groups of the mapped `axis` checked (equal sizes, every replica once; errors name the
+// collective `what`, the group and the replica at the caller's line) and flattened.
+std::vector<int64_t> checkedGroups(const AxisGroups& groups, const std::string& axis, const char* what, Loc loc);
 
 // Marks the traced arguments' per-axis variation from their specs (the axes a spec splits a
 // value over), so the analysis starts from them.

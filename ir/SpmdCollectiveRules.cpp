@@ -1,6 +1,7 @@
 // The collective ops (all_reduce, all_gather, reduce_scatter, ppermute, all_to_all, axis_index): shape rules, the
 // axis-binding verifier, and VJP rules. Collectives run over the axis a spmd::pmap binds; the
 // enclosing function records it as the attributes spmd.axis_name and spmd.axis_size.
+#include <vector>
 #include "ir/ShapeChecks.h"
 #include "ir/SpmdDialect.h"
 #include "mlir/IR/Builders.h"
@@ -148,6 +149,23 @@ LogicalResult AllReduceOp::verify() {
   if (failed(checkAxisBound(*this, getAxisName()))) return failure();
   for (Value input : getInputs())
     if (failed(checkIntegerMean(*this, getReduction(), input))) return failure();
+  auto groups = getReplicaGroups();
+  auto groupSize = getGroupSize();
+  if (groups.has_value() != groupSize.has_value())
+    return emitOpError() << "replica_groups and group_size come together (one is missing)";
+  if (!groups) return success();
+  const int64_t size = boundAxisSize(*this), g = int64_t(*groupSize);
+  if (g < 1 || size % g != 0 || int64_t(groups->size()) != size)
+    return emitOpError() << "replica_groups must hold each of the axis' " << size << " replicas once, in groups of "
+                         << "group_size " << g << " (a divisor of " << size << "), but has " << groups->size()
+                         << " entries";
+  std::vector<bool> seen(size_t(size), false);
+  for (int64_t r : *groups) {
+    if (r < 0 || r >= size || seen[size_t(r)])
+      return emitOpError() << "replica_groups names replica " << r << (r >= 0 && r < size ? " twice" : "")
+                           << "; each of the axis' replicas 0.." << size - 1 << " belongs to exactly one group";
+    seen[size_t(r)] = true;
+  }
   return success();
 }
 LogicalResult AxisIndexOp::verify() { return checkAxisBound(*this, getAxisName()); }
@@ -217,15 +235,19 @@ LogicalResult AllReduceOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads,
       out.push_back(Value());
       continue;
     }
+    // The transposes reduce within the same groups.
     if (reduction == Reduction::Sum || reduction == Reduction::Mean) {
-      out.push_back(b.create<AllReduceOp>(loc, ValueRange{grad}, getAxisName(), reduction).getResult(0));
+      out.push_back(b.create<AllReduceOp>(loc, ValueRange{grad}, getAxisName(), reduction, getReplicaGroupsAttr(),
+                                          getGroupSizeAttr())
+                        .getResult(0));
       continue;
     }
     // max/min: the summed cotangent goes to the replicas holding the extreme value, shared
     // equally between ties (as reduce_max does within a replica).
     Value selected = reduction == Reduction::Max ? b.create<GreaterEqualOp>(loc, input, result).getResult()
                                         : b.create<GreaterEqualOp>(loc, result, input).getResult();
-    auto sums = b.create<AllReduceOp>(loc, ValueRange{grad, selected}, getAxisName(), Reduction::Sum);
+    auto sums = b.create<AllReduceOp>(loc, ValueRange{grad, selected}, getAxisName(), Reduction::Sum,
+                                      getReplicaGroupsAttr(), getGroupSizeAttr());
     Value share = b.create<DivOp>(loc, sums.getResult(0), sums.getResult(1));
     out.push_back(b.create<MulOp>(loc, share, selected));
   }

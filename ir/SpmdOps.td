@@ -538,9 +538,22 @@ def Spmd_AllReduceOp : Spmd_CollectiveOp<"all_reduce", [Vjp, InferTypeOpAdaptor]
     all-reduces of a step). VJP (pmap semantics, each replica seeding its own loss): sum and mean
     send back the same reduction of the cotangents; max and min route the summed cotangent to
     the replicas holding the extreme value.
+
+    With `replica_groups` (flattened, `group_size` replicas a group, every replica of the axis in
+    exactly one group; jax's axis_index_groups, XLA's replica_groups) each replica reduces over its
+    own group alone, in the group's order, over the fold tree of `group_size` leaves (a mean
+    divides by `group_size`): the bits of this all_reduce over an axis of the group's replicas.
+    The result is then invariant within each group only. psum over a mesh axis is this op over the
+    mapped axis with that axis' groups.
   }];
-  let arguments = (ins Variadic<Spmd_AnyTensor>:$inputs, StrAttr:$axis_name, Spmd_ReductionAttr:$reduction);
+  let arguments = (ins Variadic<Spmd_AnyTensor>:$inputs, StrAttr:$axis_name, Spmd_ReductionAttr:$reduction,
+                       OptionalAttr<DenseI64ArrayAttr>:$replica_groups, OptionalAttr<I64Attr>:$group_size);
   let results = (outs Variadic<Spmd_AnyTensor>:$results);
+  // Over every replica of the axis (no replica groups).
+  let builders = [OpBuilder<(ins "::mlir::ValueRange":$inputs, "::llvm::StringRef":$axis_name,
+                                 "::spmd::ir::Reduction":$reduction), [{
+    build($_builder, $_state, inputs, axis_name, reduction, ::mlir::DenseI64ArrayAttr(), ::mlir::IntegerAttr());
+  }]>];
 }
 
 def Spmd_AllGatherOp : Spmd_CollectiveOp<"all_gather", [Vjp, InferTypeOpAdaptor]> {

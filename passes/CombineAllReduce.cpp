@@ -3,6 +3,7 @@
 // right after its last operand so that it overlaps the rest of the backward pass.
 #include <map>
 #include <tuple>
+#include <vector>
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -24,8 +25,9 @@ class Combiner {
   Combiner(Block& block, int64_t bucketBytes) : block_(block), bucketBytes_(bucketBytes), at_(block) {}
 
   void run() {
-    // Candidates by (axis, reduction, element type), in the order their operands are ready.
-    using Key = std::tuple<std::string, std::string, std::string>;
+    // Candidates by (axis, reduction, element type, replica groups), in the order their operands
+    // are ready.
+    using Key = std::tuple<std::string, std::string, std::string, std::vector<int64_t>>;
     std::map<Key, SmallVector<ir::AllReduceOp>> groups;
     for (Operation& op : block_) {
       auto reduce = llvm::dyn_cast<ir::AllReduceOp>(op);
@@ -37,7 +39,10 @@ class Combiner {
       std::string type;
       llvm::raw_string_ostream(type) << llvm::cast<RankedTensorType>(
           reduce.getInputs()[0].getType()).getElementType();
-      groups[{reduce.getAxisName().str(), ir::stringifyReduction(reduce.getReduction()).str(), type}].push_back(reduce);
+      std::vector<int64_t> replicaGroups;
+      if (auto within = reduce.getReplicaGroups()) replicaGroups.assign(within->begin(), within->end());
+      groups[{reduce.getAxisName().str(), ir::stringifyReduction(reduce.getReduction()).str(), type, replicaGroups}]
+          .push_back(reduce);
     }
     // The combined op sits right after the last operand of any member, so it fits only while
     // every member's first use comes after that point.
@@ -70,8 +75,8 @@ class Combiner {
     else
       b.setInsertionPointAfter(at_.at(bucket.point));
     ir::AllReduceOp last = bucket.ops.back(), first = bucket.ops.front();
-    auto combined = b.create<ir::AllReduceOp>(last.getLoc(), inputs, first.getAxisName(),
-                                              first.getReduction());
+    auto combined = b.create<ir::AllReduceOp>(last.getLoc(), inputs, first.getAxisName(), first.getReduction(),
+                                              first.getReplicaGroupsAttr(), first.getGroupSizeAttr());
     unsigned next = 0;
     for (ir::AllReduceOp op : bucket.ops) {
       for (Value result : op.getResults()) result.replaceAllUsesWith(combined.getResult(next++));

@@ -74,6 +74,10 @@ void MeshVariation::visit(Operation* op) {
     for (Value result : op->getResults()) masks_[result] = mask;
   };
   if (auto marked = op->getAttrOfType<ArrayAttr>(ir::kMeshVariesAttr)) return setAll(maskOf(marked));
+  // Within groups (a mesh axis' psum, marked above where the frontend made it; unmarked, a
+  // transpose made by differentiation): no more varying than its operands.
+  if (auto reduce = llvm::dyn_cast<ir::AllReduceOp>(op); reduce && reduce.getReplicaGroups())
+    return setAll(unionOf(reduce.getInputs()));
   if (llvm::isa<ir::AllReduceOp, ir::AllGatherOp>(op)) return setAll(0);
   if (llvm::isa<ir::ReduceScatterOp, ir::PpermuteOp, ir::AllToAllOp, ir::AxisIndexOp>(op)) return setAll(all_);
   if (auto vg = llvm::dyn_cast<ir::ValueAndGradOp>(op)) {

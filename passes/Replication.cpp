@@ -30,6 +30,10 @@ void ReplicationAnalysis::visit(Operation* op) {
     if (varying)
       for (Value result : op->getResults()) varying_.insert(result);
   };
+  // Within replica groups an all_reduce is invariant within each group only: it varies where its
+  // operands do.
+  if (auto reduce = llvm::dyn_cast<ir::AllReduceOp>(op); reduce && reduce.getReplicaGroups())
+    return markAll(llvm::any_of(reduce.getInputs(), [&](Value v) { return varying_.contains(v); }));
   if (llvm::isa<ir::AllReduceOp, ir::AllGatherOp>(op)) return markAll(false);
   if (llvm::isa<ir::ReduceScatterOp, ir::PpermuteOp, ir::AllToAllOp, ir::AxisIndexOp>(op)) return markAll(true);
   if (auto vg = llvm::dyn_cast<ir::ValueAndGradOp>(op)) {

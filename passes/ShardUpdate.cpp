@@ -101,7 +101,8 @@ class Sharder {
   // A mean or sum all_reduce of one varying float tensor: an averaged (or summed) gradient.
   bool isSeed(Operation* op) {
     auto reduce = llvm::dyn_cast<ir::AllReduceOp>(op);
-    if (!reduce || reduce.getInputs().size() != 1 || reduce.getAxisName() != axis_) return false;
+    if (!reduce || reduce.getInputs().size() != 1 || reduce.getAxisName() != axis_ || reduce.getReplicaGroups())
+      return false;
     if (reduce.getReduction() != ir::Reduction::Mean && reduce.getReduction() != ir::Reduction::Sum) return false;
     auto type = typeOf(reduce.getInputs()[0]);
     return type.getRank() > 0 && llvm::isa<FloatType>(type.getElementType()) &&

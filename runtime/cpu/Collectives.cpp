@@ -16,10 +16,16 @@ std::string what(const KernelCall& call) { return call.step.op + " at " + call.s
 // that reduces on its own thread runs behind the following steps.
 void all_reduce(KernelCall& call) {
   Communicator& comm = communicatorOf(call);
-  Reduction op = attrsOf<AllReduceAttrs>(call.step).reduction;
+  const AllReduceAttrs& attrs = attrsOf<AllReduceAttrs>(call.step);
+  Reduction op = attrs.reduction;
   std::vector<Communicator::Segment> in, out;
   for (const TensorView& v : call.in) in.push_back({v.data, v.numel()});
   for (const TensorView& v : call.out) out.push_back({v.data, v.numel()});
+  if (!attrs.replica_groups.empty()) {  // within this replica's group (a psum over a mesh axis)
+    const std::vector<int64_t> members = groupMembers(attrs.replica_groups, attrs.group_size, comm.rank());
+    comm.allReduceInGroup(in, out, call.in[0].dtype, op, members, what(call)).wait();
+    return;
+  }
   Communicator::Pending pending = comm.allReduce(in, out, call.in[0].dtype, op, what(call), call.later != nullptr);
   if (call.later && !pending.done())
     *call.later = [pending]() mutable { pending.wait(); };
@@ -44,7 +50,7 @@ void reduce_scatter(KernelCall& call) {
   const TensorView& in = call.in[0];
   Communicator::Pending pending =
       communicatorOf(call).reduceScatter(in.data, call.out[0].data, in.dtype, in.numel(),
-                                         attrsOf<AllReduceAttrs>(call.step).reduction, what(call), call.later != nullptr);
+                                         attrsOf<ReduceScatterAttrs>(call.step).reduction, what(call), call.later != nullptr);
   if (call.later && !pending.done())
     *call.later = [pending]() mutable { pending.wait(); };
   else

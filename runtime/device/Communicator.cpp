@@ -1,10 +1,11 @@
-// Communicator::reduceScatter on top of the all-reduce; what axis_index returns; the device
-// rendezvous switch.
+// Communicator::reduceScatter on top of the all-reduce, allReduceInGroup on top of the
+// all-gather; what axis_index returns; the device rendezvous switch.
 #include "runtime/device/Communicator.h"
 
 #include <cstring>
 
 #include "runtime/base/Parse.h"
+#include "runtime/device/Fold.h"
 #include "runtime/device/Kernel.h"
 #include "runtime/program/OpAttrs.h"
 
@@ -33,6 +34,32 @@ Communicator::Pending Communicator::reduceScatter(const void* in, void* out, DTy
     reduced.wait();
     std::memcpy(out, staging->data() + size_t(mine) * row, row);
   });
+}
+
+std::vector<int64_t> groupMembers(const std::vector<int64_t>& groups, int64_t groupSize, int rank) {
+  for (size_t at = 0; groupSize > 0 && at + size_t(groupSize) <= groups.size(); at += size_t(groupSize))
+    for (size_t k = at; k < at + size_t(groupSize); ++k)
+      if (groups[k] == rank) return std::vector<int64_t>(groups.begin() + int64_t(at), groups.begin() + int64_t(at) + groupSize);
+  throw Error("replica " + std::to_string(rank) + " is in none of the all_reduce's replica groups; this is a bug in "
+              "spmd (checkProgram holds every replica to one group)");
+}
+
+Communicator::Pending Communicator::allReduceInGroup(std::span<const Segment> in, std::span<const Segment> out,
+                                                     DType dtype, Reduction op, std::span<const int64_t> members,
+                                                     const std::string& what) {
+  const size_t e = dtypeSize(dtype);
+  int64_t total = 0;
+  for (const Segment& s : in) total += s.count;
+  std::vector<std::byte> packed(size_t(total) * e), all(packed.size() * size_t(size()));
+  size_t offset = 0;
+  for (const Segment& s : in) std::memcpy(packed.data() + offset, s.data, size_t(s.count) * e), offset += size_t(s.count) * e;
+  allGather(packed.data(), all.data(), packed.size(), what).wait();
+  std::vector<const void*> rows;
+  for (int64_t r : members) rows.push_back(all.data() + size_t(r) * packed.size());
+  foldTree(dtype, rows.data(), int(rows.size()), 0, total, op, int(rows.size()), packed.data());
+  offset = 0;
+  for (const Segment& s : out) std::memcpy(s.data, packed.data() + offset, size_t(s.count) * e), offset += size_t(s.count) * e;
+  return {};
 }
 
 }  // namespace spmd::runtime

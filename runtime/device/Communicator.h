@@ -123,6 +123,14 @@ class Communicator {
   // folds this replica's row alone.
   virtual Pending reduceScatter(const void* in, void* out, DType dtype, int64_t count, Reduction op,
                                 const std::string& what, bool background = false);
+  // The segments reduced over this replica's group alone (an all_reduce within replica groups):
+  // `members` are the group's ranks in the group's order; every rank calls it at the same point
+  // with its own group, the groups holding every rank once. Each element is folded over the fold
+  // tree of members.size() leaves in that order (a mean divides by it): the bits of allReduce over
+  // a group of just those replicas. By default an all-gather of every rank's operand and a fold of
+  // the group's rows; the in-process communicator folds straight from the group's buffers.
+  virtual Pending allReduceInGroup(std::span<const Segment> in, std::span<const Segment> out, DType dtype,
+                                   Reduction op, std::span<const int64_t> members, const std::string& what);
   // Waits until every rank has arrived.
   virtual void barrier(const std::string& what) = 0;
   // Marks the group failed with this replica's error: every replica waiting in (or later
@@ -149,5 +157,9 @@ class Communicator {
  private:
   int virtualStep_ = 0, virtualSteps_ = 1;
 };
+
+// The ranks of `rank`'s group, in the group's order, from an all_reduce's flattened replica
+// groups of `groupSize` (checked by checkProgram: every rank in exactly one group).
+std::vector<int64_t> groupMembers(const std::vector<int64_t>& groups, int64_t groupSize, int rank);
 
 }  // namespace spmd::runtime

@@ -173,6 +173,38 @@ void InProcessCommunicator::reduceInPlace(void* data, DType dtype, int64_t count
   }
 }
 
+// Every rank publishes its packed operand; within its group, the member at position p folds the
+// p-th of G slices from the members' buffers (in the group's order, over the tree of G leaves)
+// and copies it to the other members, as reduceInPlace does over all ranks.
+Communicator::Pending InProcessCommunicator::allReduceInGroup(std::span<const Segment> in, std::span<const Segment> out,
+                                                              DType dtype, Reduction op,
+                                                              std::span<const int64_t> members, const std::string& what) {
+  const size_t e = dtypeSize(dtype);
+  const int g = int(members.size());
+  int64_t total = 0;
+  for (const Segment& s : in) total += s.count;
+  if (staging_.size() < size_t(total) * e) staging_.resize(size_t(total) * e);
+  size_t offset = 0;
+  for (const Segment& s : in) std::memcpy(staging_.data() + offset, s.data, size_t(s.count) * e), offset += size_t(s.count) * e;
+  const std::vector<const void*>& sources = group_->exchange(rank_, staging_.data(), what);
+  const int position = int(std::find(members.begin(), members.end(), int64_t(rank_)) - members.begin());
+  const int64_t begin = total * position / g, end = total * (position + 1) / g;
+  if (end > begin) {
+    std::vector<const void*> rows;
+    for (int64_t r : members) rows.push_back(sources[size_t(r)]);
+    std::byte* mine = staging_.data() + size_t(begin) * e;
+    foldTree(dtype, rows.data(), g, begin, end, op, g, mine);
+    for (int64_t r : members)
+      if (r != rank_)
+        std::memcpy(static_cast<std::byte*>(const_cast<void*>(sources[size_t(r)])) + size_t(begin) * e, mine,
+                    size_t(end - begin) * e);
+  }
+  group_->barrier(rank_, what);  // every slice is written before anyone reads or reuses the buffers
+  offset = 0;
+  for (const Segment& s : out) std::memcpy(s.data, staging_.data() + offset, size_t(s.count) * e), offset += size_t(s.count) * e;
+  return {};
+}
+
 // Every replica folds its own row straight from the others' inputs: the fold of each element is
 // the all-reduce's (the same plan and leaves), with no staging and no copies to the others.
 Communicator::Pending InProcessCommunicator::reduceScatter(const void* in, void* out, DType dtype, int64_t count,

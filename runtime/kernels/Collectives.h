@@ -264,20 +264,49 @@ void readEveryReplica(KernelCall& call, Communicator& comm, const void* operand,
   comm.barrier(what);  // operands stay alive until every replica has read them
 }
 
-// Reduces `count` elements at `data` (this replica's device memory) across the replicas.
+// out = the fold of `rows` (n rows of `count` elements, contiguous), in the element type.
 template <class Api>
-void reduceInPlace(KernelCall& call, void* data, DType dtype, int64_t count, Reduction op) {
+void foldRows(KernelCall& call, const void* rows, int n, int64_t count, DType dtype, Reduction op, void* out) {
+  if (dtype == DType::f32)
+    Api::forEach(call, count, FoldRowsFn<float>{static_cast<const float*>(rows), n, count, op, static_cast<float*>(out)});
+  else if (dtype == DType::f64)
+    Api::forEach(call, count, FoldRowsFn<double>{static_cast<const double*>(rows), n, count, op, static_cast<double*>(out)});
+  else
+    Api::forEach(call, count, FoldRowsFn<int32_t>{static_cast<const int32_t*>(rows), n, count, op, static_cast<int32_t*>(out)});
+}
+
+// Reduces `count` elements at `data` (this replica's device memory) across the replicas, or,
+// with `members` (this replica's group, in the group's order), across its group alone: the
+// member at position p folds the p-th of G slices from the members' operands and sends it to
+// the others (all replicas still meet, each reading its own group's buffers only).
+template <class Api>
+void reduceInPlace(KernelCall& call, void* data, DType dtype, int64_t count, Reduction op,
+                   const std::vector<int64_t>& members = {}) {
   Communicator& comm = communicatorOf(call);
   std::string what = collectiveWhat(call);
+  const size_t e = dtypeSize(dtype);
   if (DeviceCollectives* library = comm.deviceCollectives()) {  // NCCL
-    library->allReduce(data, dtype, count, op, Api::nativeStream(call), what);
+    if (members.empty()) {
+      library->allReduce(data, dtype, count, op, Api::nativeStream(call), what);
+      return;
+    }
+    // Within a group: every replica's operand gathered, the group's rows folded here.
+    const size_t bytes = size_t(count) * e;
+    auto* all = static_cast<std::byte*>(collectiveScratch<Api>(call).rows(call, bytes * size_t(comm.size() + members.size())));
+    std::byte* rows = all + bytes * size_t(comm.size());
+    library->allGather(data, all, bytes, Api::nativeStream(call), what);
+    for (size_t k = 0; k < members.size(); ++k) Api::copy(call, rows + k * bytes, all + size_t(members[k]) * bytes, bytes);
+    foldRows<Api>(call, rows, int(members.size()), count, dtype, op, data);
     return;
   }
-  // One replica (a pmap over one device): the fold of its one row is the row itself (a mean
-  // divides by 1), so nothing waits on the host and the step stays in one graph.
-  if (comm.size() == 1) return;
-  const int n = comm.size(), me = comm.rank();
-  const size_t e = dtypeSize(dtype);
+  // One replica (a pmap over one device), or a group of one: the fold of its one row is the row
+  // itself (a mean divides by 1), so nothing waits on the host and the step stays in one graph.
+  if (comm.size() == 1 || members.size() == 1) return;
+  std::vector<int64_t> group = members;
+  if (group.empty())
+    for (int r = 0; r < comm.size(); ++r) group.push_back(r);
+  const int n = int(group.size()), me = comm.rank();
+  const int position = int(std::find(group.begin(), group.end(), int64_t(me)) - group.begin());
   Rendezvous<Api>* meeting = rendezvousOf<Api>(call, comm, size_t(count) * e, what);
   std::vector<const void*> peers;
   if (meeting) {
@@ -291,24 +320,19 @@ void reduceInPlace(KernelCall& call, void* data, DType dtype, int64_t count, Red
   }
   std::byte* target = meeting ? meeting->mine.staging : static_cast<std::byte*>(data);
   const int64_t per = (count + n - 1) / n;
-  const int64_t begin = std::min<int64_t>(count, per * me), mine = std::min<int64_t>(count, begin + per) - begin;
+  const int64_t begin = std::min<int64_t>(count, per * position), mine = std::min<int64_t>(count, begin + per) - begin;
   if (mine > 0) {
     auto* rows = static_cast<std::byte*>(collectiveScratch<Api>(call).rows(call, size_t(n) * mine * e));
     auto copy = [&](void* dst, const void* src, size_t bytes) {
       if (meeting) meeting->copy(call, dst, src, bytes);
       else Api::copy(call, dst, src, bytes);
     };
-    for (int r = 0; r < n; ++r)  // the receives: row r is replica r's values of this slice
-      copy(rows + size_t(r) * mine * e, static_cast<const std::byte*>(peers[r]) + begin * e, mine * e);
+    for (int k = 0; k < n; ++k)  // the receives: row k is the k-th member's values of this slice
+      copy(rows + size_t(k) * mine * e, static_cast<const std::byte*>(peers[size_t(group[k])]) + begin * e, mine * e);
     std::byte* out = target + begin * e;
-    if (dtype == DType::f32)
-      Api::forEach(call, mine, FoldRowsFn<float>{reinterpret_cast<const float*>(rows), n, mine, op, reinterpret_cast<float*>(out)});
-    else if (dtype == DType::f64)
-      Api::forEach(call, mine, FoldRowsFn<double>{reinterpret_cast<const double*>(rows), n, mine, op, reinterpret_cast<double*>(out)});
-    else
-      Api::forEach(call, mine, FoldRowsFn<int32_t>{reinterpret_cast<const int32_t*>(rows), n, mine, op, reinterpret_cast<int32_t*>(out)});
-    for (int r = 0; r < n; ++r)  // the sends: the folded slice into every other replica's buffer
-      if (r != me) copy(static_cast<std::byte*>(const_cast<void*>(peers[r])) + begin * e, out, mine * e);
+    foldRows<Api>(call, rows, n, mine, dtype, op, out);
+    for (int k = 0; k < n; ++k)  // the sends: the folded slice into every other member's buffer
+      if (group[k] != me) copy(static_cast<std::byte*>(const_cast<void*>(peers[size_t(group[k])])) + begin * e, out, mine * e);
   }
   if (meeting) {
     meeting->meet(call);  // every slice is written before anyone reads or reuses the buffers
@@ -322,11 +346,15 @@ void reduceInPlace(KernelCall& call, void* data, DType dtype, int64_t count, Red
 
 template <class Api>
 void all_reduce(KernelCall& call) {
-  Reduction op = attrsOf<AllReduceAttrs>(call.step).reduction;
+  const AllReduceAttrs& attrs = attrsOf<AllReduceAttrs>(call.step);
+  Reduction op = attrs.reduction;
   DType dtype = call.in[0].dtype;
+  const std::vector<int64_t> members = attrs.replica_groups.empty()
+                                           ? std::vector<int64_t>()
+                                           : groupMembers(attrs.replica_groups, attrs.group_size, communicatorOf(call).rank());
   if (call.in.size() == 1) {
     Api::copy(call, call.out[0].data, call.in[0].data, call.in[0].numel() * dtypeSize(dtype));
-    reduceInPlace<Api>(call, call.out[0].data, dtype, call.out[0].numel(), op);
+    reduceInPlace<Api>(call, call.out[0].data, dtype, call.out[0].numel(), op, members);
     return;
   }
   int64_t total = 0;
@@ -337,7 +365,7 @@ void all_reduce(KernelCall& call) {
     Api::copy(call, staging + offset, v.data, v.numel() * dtypeSize(dtype));
     offset += v.numel() * dtypeSize(dtype);
   }
-  reduceInPlace<Api>(call, staging, dtype, total, op);
+  reduceInPlace<Api>(call, staging, dtype, total, op, members);
   offset = 0;
   for (const TensorView& v : call.out) {
     Api::copy(call, v.data, staging + offset, v.numel() * dtypeSize(dtype));
@@ -370,7 +398,7 @@ void reduce_scatter(KernelCall& call) {
   size_t bytes = call.in[0].numel() * dtypeSize(call.in[0].dtype);
   auto* staging = static_cast<std::byte*>(collectiveScratch<Api>(call).staging(call, bytes));
   Api::copy(call, staging, call.in[0].data, bytes);
-  reduceInPlace<Api>(call, staging, call.in[0].dtype, call.in[0].numel(), attrsOf<AllReduceAttrs>(call.step).reduction);
+  reduceInPlace<Api>(call, staging, call.in[0].dtype, call.in[0].numel(), attrsOf<ReduceScatterAttrs>(call.step).reduction);
   size_t row = bytes / comm.size();
   Api::copy(call, call.out[0].data, staging + comm.rank() * row, row);
 }

@@ -49,7 +49,9 @@ using ReductionKind = Reduction;  // text in a Program ("sum"), the enum in the 
 #define SPMD_PAD_ATTRS(F) F(Ints, low, true) F(Ints, high, true)
 #define SPMD_PERM_ATTRS(F) F(Ints, perm, true)
 #define SPMD_MATMUL_ATTRS(F) F(Flag, transpose_lhs, false) F(Flag, transpose_rhs, false)
-#define SPMD_ALL_REDUCE_ATTRS(F) F(Text, axis_name, true) F(ReductionKind, reduction, true)
+#define SPMD_ALL_REDUCE_ATTRS(F) \
+  F(Text, axis_name, true) F(ReductionKind, reduction, true) F(Ints, replica_groups, false) F(Int, group_size, false)
+#define SPMD_REDUCE_SCATTER_ATTRS(F) F(Text, axis_name, true) F(ReductionKind, reduction, true)
 #define SPMD_ALL_GATHER_ATTRS(F) F(Text, axis_name, true) F(Int, axis_size, true)
 #define SPMD_PPERMUTE_ATTRS(F) F(Text, axis_name, true) F(Ints, pairs, true)
 #define SPMD_ALL_TO_ALL_ATTRS(F) \
@@ -63,7 +65,7 @@ using ReductionKind = Reduction;  // text in a Program ("sum"), the enum in the 
   X(ConvAttrs, SPMD_CONV_ATTRS) X(ConvReluAttrs, SPMD_CONV_RELU_ATTRS) X(EpsilonAttrs, SPMD_EPSILON_ATTRS) X(NormReluAttrs, SPMD_NORM_RELU_ATTRS) \
   X(WindowAttrs, SPMD_WINDOW_ATTRS) X(AxisAttrs, SPMD_AXIS_ATTRS) X(SortAttrs, SPMD_SORT_ATTRS) X(ScatterReduceAttrs, SPMD_SCATTER_REDUCE_ATTRS) X(SegmentAttrs, SPMD_SEGMENT_ATTRS) X(AxesAttrs, SPMD_AXES_ATTRS)           \
   X(DimsAttrs, SPMD_DIMS_ATTRS) X(SliceAttrs, SPMD_SLICE_ATTRS) X(PadAttrs, SPMD_PAD_ATTRS)                \
-  X(PermAttrs, SPMD_PERM_ATTRS) X(MatmulAttrs, SPMD_MATMUL_ATTRS) X(AllReduceAttrs, SPMD_ALL_REDUCE_ATTRS) \
+  X(PermAttrs, SPMD_PERM_ATTRS) X(MatmulAttrs, SPMD_MATMUL_ATTRS) X(AllReduceAttrs, SPMD_ALL_REDUCE_ATTRS) X(ReduceScatterAttrs, SPMD_REDUCE_SCATTER_ATTRS) \
   X(AllGatherAttrs, SPMD_ALL_GATHER_ATTRS) X(PpermuteAttrs, SPMD_PPERMUTE_ATTRS)                           \
   X(AllToAllAttrs, SPMD_ALL_TO_ALL_ATTRS) X(AxisIndexAttrs, SPMD_AXIS_INDEX_ATTRS) X(FusedAttrs, SPMD_FUSED_ATTRS) \
   X(CustomCallAttrs, SPMD_CUSTOM_CALL_ATTRS)
@@ -78,7 +80,7 @@ using ReductionKind = Reduction;  // text in a Program ("sum"), the enum in the 
   X(scatter_reduce, ScatterReduceAttrs) X(segment_reduce, SegmentAttrs)                              \
   X(reduce_sum, AxesAttrs) X(reduce_mean, AxesAttrs) X(reduce_max, AxesAttrs)                        \
   X(broadcast_in_dim, DimsAttrs) X(slice, SliceAttrs) X(pad, PadAttrs) X(transpose, PermAttrs)       \
-  X(matmul, MatmulAttrs) X(all_reduce, AllReduceAttrs) X(reduce_scatter, AllReduceAttrs)             \
+  X(matmul, MatmulAttrs) X(all_reduce, AllReduceAttrs) X(reduce_scatter, ReduceScatterAttrs)             \
   X(all_gather, AllGatherAttrs) X(ppermute, PpermuteAttrs) X(all_to_all, AllToAllAttrs)              \
   X(axis_index, AxisIndexAttrs) X(fused, FusedAttrs) X(custom_call, CustomCallAttrs)
 

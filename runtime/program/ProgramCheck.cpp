@@ -230,6 +230,20 @@ void checkProgram(const Program& p) {
         if (!same(step.inputs[i], step.outputs[i]))
           throw Error(prefix + at + ": result " + buffer(step.outputs[i]) + " does not match its operand " +
                       buffer(step.inputs[i]));
+      if (step.attrs.count("replica_groups") != step.attrs.count("group_size"))
+        throw Error(prefix + at + ": replica_groups and group_size come together (one is missing)");
+      if (step.attrs.count("replica_groups")) {
+        const std::vector<int64_t>& groups = step.ints("replica_groups");
+        const int64_t g = step.integer("group_size");
+        std::set<int64_t> seen;
+        for (int64_t r : groups)
+          if (r < 0 || r >= p.replicas || !seen.insert(r).second)
+            throw Error(prefix + at + ": replica_groups names replica " + std::to_string(r) +
+                        ", outside the program's " + std::to_string(p.replicas) + " replicas or a second time");
+        if (g < 1 || p.replicas % g != 0 || int64_t(groups.size()) != p.replicas)
+          throw Error(prefix + at + ": replica_groups must hold each of the program's " + std::to_string(p.replicas) +
+                      " replicas once, in groups of group_size " + std::to_string(g));
+      }
     }
     if (step.op == "all_to_all") {
       if (step.inputs.size() != 1 || step.outputs.size() != 1)

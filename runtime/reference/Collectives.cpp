@@ -63,9 +63,21 @@ void reduceRows(const std::byte* rows, int n, const TensorView& out, Reduction o
 
 void all_reduce(KernelCall& call) {
   Communicator& comm = communicatorOf(call);
-  const Reduction op = attrsOf<AllReduceAttrs>(call.step).reduction;
-  for (size_t i = 0; i < call.in.size(); ++i)
-    reduceRows(gatherAll(comm, call.in[i], what(call)).data(), comm.size(), call.out[i], op);
+  const AllReduceAttrs& attrs = attrsOf<AllReduceAttrs>(call.step);
+  if (attrs.replica_groups.empty()) {
+    for (size_t i = 0; i < call.in.size(); ++i)
+      reduceRows(gatherAll(comm, call.in[i], what(call)).data(), comm.size(), call.out[i], attrs.reduction);
+    return;
+  }
+  // Within this replica's group: its members' rows, in the group's order.
+  const std::vector<int64_t> members = groupMembers(attrs.replica_groups, attrs.group_size, comm.rank());
+  for (size_t i = 0; i < call.in.size(); ++i) {
+    const std::vector<std::byte> all = gatherAll(comm, call.in[i], what(call));
+    const size_t row = all.size() / size_t(comm.size());
+    std::vector<std::byte> rows(row * members.size());
+    for (size_t k = 0; k < members.size(); ++k) std::memcpy(rows.data() + k * row, all.data() + size_t(members[k]) * row, row);
+    reduceRows(rows.data(), int(members.size()), call.out[i], attrs.reduction);
+  }
 }
 
 // Own input at its row of a zeroed buffer, then a sum over replicas (x + 0 is exact).
@@ -118,7 +130,7 @@ void reduce_scatter(KernelCall& call) {
   std::vector<std::byte> mine(row * comm.size());  // row `rank` of every replica's input
   for (int r = 0; r < comm.size(); ++r)
     std::memcpy(mine.data() + r * row, all.data() + (r * comm.size() + comm.rank()) * row, row);
-  reduceRows(mine.data(), comm.size(), out, attrsOf<AllReduceAttrs>(call.step).reduction);
+  reduceRows(mine.data(), comm.size(), out, attrsOf<ReduceScatterAttrs>(call.step).reduction);
 }
 
 void axis_index(KernelCall& call) { *call.out[0].as<int32_t>() = axisIndexOf(call); }

@@ -1,4 +1,5 @@
-// Collectives within groups of replicas (jax.lax's axis_index_groups; frontend/GroupedCollectives.cpp):
+// Collectives within groups of replicas (jax.lax's axis_index_groups; the reductions one all_reduce
+// with replica groups, the rest composed in frontend/GroupedCollectives.cpp):
 // psum, pmean, pmax, pmin, allGather and psumScatter over each replica's own group, against host arithmetic
 // folded in the group's order over the same tree as an all_reduce of G replicas (the same bits),
 // on several device counts and groups, cpu and the simulator; a group holding the whole axis is
@@ -11,6 +12,7 @@
 
 #include "TestUtil.h"
 #include "frontend/spmd.h"
+#include "runtime/device/Driver.h"
 
 namespace spmd {
 namespace {
@@ -75,6 +77,47 @@ TEST(GroupedCollectivesTest, EachReplicaReducesAndGathersOverItsOwnGroup) {
   expectGroupedCollectives<double>("cpu:6", 6, {{0, 3, 5}, {1, 2, 4}}, DType::f64);
   expectGroupedCollectives<float>("cpu:6", 6, {{5, 4}, {0, 1}, {3, 2}}, DType::f32);
   expectGroupedCollectives<float>("sim:4", 4, {{0, 2}, {1, 3}}, DType::f32);
+  // The device kernels' slices: 3 elements over groups of 2 (uneven), members out of order.
+  expectGroupedCollectives<double>("sim:6", 6, {{5, 4}, {0, 1}, {3, 2}}, DType::f64);
+}
+
+// On a GPU (skipped without one; the GPU report runs it): four replicas of one GPU fold their
+// groups' slices with the device kernels, meeting on the device, as sim:4 does.
+TEST(GroupedCollectivesTest, OnAGpuEachReplicaReducesOverItsOwnGroup) {
+  std::string why;
+  if (runtime::availableDevices("cuda", &why) == 0) GTEST_SKIP() << "no GPU: " << why;
+  expectGroupedCollectives<float>("cuda:0*4", 4, {{3, 0}, {2, 1}}, DType::f32);
+  expectGroupedCollectives<double>("cuda:0*4", 4, {{0, 2}, {1, 3}}, DType::f64);
+}
+
+// A reduction within groups is one all_reduce with replica groups, each replica reading its
+// group's operands alone: no all_gather of every replica's operand (N times its bytes) in the
+// program, whose arena stays within a few copies of the operand; a group of the whole axis in
+// order is the plain all_reduce.
+TEST(GroupedCollectivesTest, AReductionWithinGroupsIsOneAllReduceWithReplicaGroups) {
+  const AxisGroups groups = {{0, 4}, {1, 5}, {2, 6}, {3, 7}};
+  const int64_t width = 1 << 16;
+  auto f = pmap([&groups](const Tensor& x) { return psum(x, "batch", groups) * 2.0; },
+                {.inAxes = {0}, .outAxes = {0}, .devices = "cpu:8"});
+  Array x = randomArray(DType::f32, {8, width}, 9);
+  const Tensor y = f(x);
+  EXPECT_EQ(values<float>(y)[1], 2 * (x.values<float>()[1] + x.values<float>()[4 * width + 1]));
+  const std::string text = f.lastProgramText();
+  EXPECT_NE(text.find("all_reduce"), std::string::npos) << text;
+  EXPECT_NE(text.find("replica_groups"), std::string::npos) << text;
+  EXPECT_EQ(text.find("all_gather"), std::string::npos) << text;
+  EXPECT_LT(f.lastProgram().arenaBytes, size_t(4 * width * 4)) << text;
+  // With accumulation a group's replicas may be micro-batches of one device, run one after another.
+  auto accumulated = pmap([](const Tensor& v) { return psum(v, "batch", AxisGroups{{0, 2}, {1, 3}}); },
+                          {.inAxes = {split}, .outAxes = {split}, .devices = "cpu:2", .accumulate = 2});
+  const std::string error = errorOf([&] { accumulated(randomArray(DType::f32, {4, 3}, 2)); });
+  EXPECT_NE(error.find("all_reduce within replica groups at"), std::string::npos) << error;
+  EXPECT_NE(error.find("GroupedCollectivesTest.cpp:"), std::string::npos) << error;
+  EXPECT_NE(error.find("with gradient accumulation is not supported"), std::string::npos) << error;
+  auto whole = pmap([](const Tensor& v) { return psum(v, "batch", AxisGroups{{0, 1, 2, 3}}); },
+                    {.inAxes = {0}, .outAxes = {0}, .devices = "cpu:4"});
+  whole(randomArray(DType::f32, {4, 3}, 2));
+  EXPECT_EQ(whole.lastProgramText().find("replica_groups"), std::string::npos) << whole.lastProgramText();
 }
 
 // psumScatter within groups: x holds one row per group member; the replica at position p of its

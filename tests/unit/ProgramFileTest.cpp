@@ -3,6 +3,7 @@
 // from, runs in the runtime-only tool spmd-run (no MLIR linked), and damaged files give clear
 // errors naming the file. The DOT view the pipeline writes beside the dumps renders with
 // Graphviz's dot, one node per step, input and output.
+#include <algorithm>
 #include <regex>
 #include <unistd.h>
 
@@ -442,6 +443,23 @@ TEST_F(ProgramFileTest, AMeshContractIsSavedAndRunAndEditsAreRefused) {
   EXPECT_NE(refused("\"mesh\": {", "\"unused\": {").find("lies on a mesh, but the program's mesh {} is not one of its 4 replicas"),
             std::string::npos)
       << errorOf(bad);
+  // psum over "data" is the mapped axis' all_reduce within the data axis' groups; an edited
+  // group is refused before anything runs.
+  auto grouped = std::find_if(loaded.steps.begin(), loaded.steps.end(), [](const runtime::Step& step) {
+    return step.op == "all_reduce" && step.attrs.count("replica_groups");
+  });
+  ASSERT_NE(grouped, loaded.steps.end()) << text;
+  EXPECT_EQ(std::get<std::vector<int64_t>>(grouped->attrs.at("replica_groups")), (std::vector<int64_t>{0, 2, 1, 3}));
+  EXPECT_EQ(std::get<int64_t>(grouped->attrs.at("group_size")), 2);
+  grouped->attrs["replica_groups"] = std::vector<int64_t>{0, 2, 2, 3};
+  try {
+    runtime::checkProgram(loaded);
+    ADD_FAILURE() << "a replica in two groups was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("replica_groups names replica 2, outside the program's 4 replicas or a second time"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace

@@ -134,3 +134,30 @@ func.func @ppermute_two_receives(%x: tensor<3xf32>) -> tensor<3xf32>
   %y = spmd.ppermute %x {axis_name = "batch", pairs = array<i64: 0, 2, 1, 2>} : (tensor<3xf32>) -> tensor<3xf32>
   return %y : tensor<3xf32>
 }
+
+// -----
+
+func.func @groups_without_size(%x: tensor<3xf32>) -> tensor<3xf32>
+    attributes {spmd.axis_name = "batch", spmd.axis_size = 4 : i64} {
+  // expected-error @+1 {{'spmd.all_reduce' op replica_groups and group_size come together (one is missing)}}
+  %y = spmd.all_reduce %x {axis_name = "batch", reduction = #spmd.reduction<sum>, replica_groups = array<i64: 0, 1, 2, 3>} : (tensor<3xf32>) -> tensor<3xf32>
+  return %y : tensor<3xf32>
+}
+
+// -----
+
+func.func @groups_repeat_a_replica(%x: tensor<3xf32>) -> tensor<3xf32>
+    attributes {spmd.axis_name = "batch", spmd.axis_size = 4 : i64} {
+  // expected-error @+1 {{'spmd.all_reduce' op replica_groups names replica 1 twice; each of the axis' replicas 0..3 belongs to exactly one group}}
+  %y = spmd.all_reduce %x {axis_name = "batch", reduction = #spmd.reduction<sum>, replica_groups = array<i64: 0, 1, 1, 3>, group_size = 2 : i64} : (tensor<3xf32>) -> tensor<3xf32>
+  return %y : tensor<3xf32>
+}
+
+// -----
+
+func.func @groups_uneven(%x: tensor<3xf32>) -> tensor<3xf32>
+    attributes {spmd.axis_name = "batch", spmd.axis_size = 4 : i64} {
+  // expected-error @+1 {{'spmd.all_reduce' op replica_groups must hold each of the axis' 4 replicas once, in groups of group_size 3 (a divisor of 4), but has 4 entries}}
+  %y = spmd.all_reduce %x {axis_name = "batch", reduction = #spmd.reduction<sum>, replica_groups = array<i64: 0, 1, 2, 3>, group_size = 3 : i64} : (tensor<3xf32>) -> tensor<3xf32>
+  return %y : tensor<3xf32>
+}

@@ -60,3 +60,21 @@ func.func @dependency(%x: tensor<4xf32>, %y: tensor<4xf32>) -> tensor<4xf32>
   %ax = spmd.all_reduce %gx {axis_name = "batch", reduction = #spmd.reduction<mean>} : (tensor<4xf32>) -> tensor<4xf32>
   return %ax : tensor<4xf32>
 }
+
+// -----
+
+// All-reduces within the same replica groups combine, keeping the groups; other groups, or none,
+// are other collectives.
+// CHECK-LABEL: func.func @within_groups
+func.func @within_groups(%x: tensor<4xf32>, %y: tensor<4xf32>, %z: tensor<4xf32>)
+    -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+    attributes {spmd.axis_name = "batch", spmd.axis_size = 4 : i64} {
+  // CHECK-DAG: spmd.all_reduce %{{.*}}, %{{.*}} {axis_name = "batch", group_size = 2 : i64, reduction = #spmd.reduction<sum>, replica_groups = array<i64: 0, 2, 1, 3>} : (tensor<4xf32>, tensor<4xf32>)
+  // CHECK-DAG: spmd.all_reduce %{{.*}} {axis_name = "batch", group_size = 2 : i64, reduction = #spmd.reduction<sum>, replica_groups = array<i64: 0, 1, 2, 3>} : (tensor<4xf32>)
+  // CHECK-DAG: spmd.all_reduce %{{.*}} {axis_name = "batch", reduction = #spmd.reduction<sum>} : (tensor<4xf32>)
+  %a = spmd.all_reduce %x {axis_name = "batch", reduction = #spmd.reduction<sum>, replica_groups = array<i64: 0, 2, 1, 3>, group_size = 2 : i64} : (tensor<4xf32>) -> tensor<4xf32>
+  %b = spmd.all_reduce %y {axis_name = "batch", reduction = #spmd.reduction<sum>, replica_groups = array<i64: 0, 2, 1, 3>, group_size = 2 : i64} : (tensor<4xf32>) -> tensor<4xf32>
+  %c = spmd.all_reduce %z {axis_name = "batch", reduction = #spmd.reduction<sum>, replica_groups = array<i64: 0, 1, 2, 3>, group_size = 2 : i64} : (tensor<4xf32>) -> tensor<4xf32>
+  %d = spmd.all_reduce %z {axis_name = "batch", reduction = #spmd.reduction<sum>} : (tensor<4xf32>) -> tensor<4xf32>
+  return %a, %b, %c, %d : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
+}

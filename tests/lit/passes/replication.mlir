@@ -66,3 +66,15 @@ func.func @custom_vjp(%w: tensor<f32>) -> tensor<f32>
   } : (tensor<f32>) -> tensor<f32>
   return %y : tensor<f32>
 }
+
+// An all_reduce within replica groups is invariant within each group only: it varies where its
+// operand does, and not where its operand is replicated.
+// CHECK-LABEL: func.func @within_groups
+func.func @within_groups(%w: tensor<3xf32>, %x: tensor<3xf32> {spmd.mapped}) -> (tensor<3xf32>, tensor<3xf32>)
+    attributes {spmd.axis_name = "batch", spmd.axis_size = 4 : i64} {
+  // CHECK: spmd.all_reduce %arg1 {axis_name = "batch", group_size = 2 : i64, reduction = #spmd.reduction<sum>, replica_groups = array<i64: 0, 2, 1, 3>, spmd.varying}
+  %a = spmd.all_reduce %x {axis_name = "batch", reduction = #spmd.reduction<sum>, replica_groups = array<i64: 0, 2, 1, 3>, group_size = 2 : i64} : (tensor<3xf32>) -> tensor<3xf32>
+  // CHECK: spmd.all_reduce %arg0 {axis_name = "batch", group_size = 2 : i64, reduction = #spmd.reduction<sum>, replica_groups = array<i64: 0, 2, 1, 3>} :
+  %b = spmd.all_reduce %w {axis_name = "batch", reduction = #spmd.reduction<sum>, replica_groups = array<i64: 0, 2, 1, 3>, group_size = 2 : i64} : (tensor<3xf32>) -> tensor<3xf32>
+  return %a, %b : tensor<3xf32>, tensor<3xf32>
+}
