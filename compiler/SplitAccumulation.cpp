@@ -83,8 +83,8 @@ AccumulationSplit splitForAccumulation(const Program& program, const std::vector
   for (const runtime::Placement& p : program.inputPlacements) mappedInputs.push_back(p.kind == runtime::Placement::Kind::Mapped);
   for (const runtime::Placement& p : program.outputPlacements) mappedOutputs.push_back(p.kind != runtime::Placement::Kind::Replicated);
   for (const runtime::Step& step : program.steps) {
-    if (step.op == "all_reduce" && step.attrs.count("replica_groups"))
-      throw Error("all_reduce within replica groups at " + step.where() + " with gradient accumulation is not "
+    if (step.attrs.count("replica_groups"))
+      throw Error(step.op + " within replica groups at " + step.where() + " with gradient accumulation is not "
                   "supported: a group's replicas may run as micro-batches of one device, one after another; use "
                   "accumulate = 1 for a step that reduces within groups (psum with AxisGroups)");
     if (step.op == "ppermute" || step.op == "all_to_all")

@@ -133,7 +133,34 @@ Tensor allGather(const Tensor& x, const std::string& axis, Loc loc) {
   int64_t size = trace.checkAxis(axis, "allGather", loc);
   return trace.wrap(trace.create<ir::AllGatherOp>(loc, trace.valueOf(x, loc),
                                                   trace.builder().getStringAttr(axis),
-                                                  trace.builder().getI64IntegerAttr(size))
+                                                  trace.builder().getI64IntegerAttr(size), mlir::DenseI64ArrayAttr(),
+                                                  mlir::IntegerAttr())
+                        ->getResult(0));
+}
+
+// Within groups: the all_gather and reduce_scatter ops with replica groups (each replica reading
+// its group's operands alone).
+Tensor allGather(const Tensor& x, const std::string& axis, const AxisGroups& groups, Loc loc) {
+  detail::Trace& trace = detail::Trace::current("allGather", loc, true);
+  const std::vector<int64_t> flat = detail::checkedGroups(groups, axis, "allGather", loc);
+  const int64_t g = int64_t(groups[0].size());
+  mlir::OpBuilder& b = trace.builder();
+  return trace.wrap(trace.create<ir::AllGatherOp>(loc, trace.valueOf(x, loc), b.getStringAttr(axis), b.getI64IntegerAttr(g),
+                                                  b.getDenseI64ArrayAttr(flat), b.getI64IntegerAttr(g))
+                        ->getResult(0));
+}
+
+// [G, ...] -> [...]: the member at position p of a group gets the sum over the group of row p.
+Tensor psumScatter(const Tensor& x, const std::string& axis, const AxisGroups& groups, Loc loc) {
+  detail::Trace& trace = detail::Trace::current("psumScatter", loc, true);
+  const std::vector<int64_t> flat = detail::checkedGroups(groups, axis, "psumScatter", loc);
+  const int64_t g = int64_t(groups[0].size());
+  if (x.rank() < 1 || x.dim(0) != g)
+    throw Error(detail::where(loc) + ": spmd::psumScatter over axis '" + axis + "' with groups needs a leading axis "
+                "of the group size " + std::to_string(g) + " (one row per member), got " + x.typeString());
+  mlir::OpBuilder& b = trace.builder();
+  return trace.wrap(trace.create<ir::ReduceScatterOp>(loc, trace.valueOf(x, loc), b.getStringAttr(axis), ir::Reduction::Sum,
+                                                      b.getDenseI64ArrayAttr(flat), b.getI64IntegerAttr(g))
                         ->getResult(0));
 }
 
@@ -147,7 +174,8 @@ Tensor psumScatter(const Tensor& x, const std::string& axis, Loc loc) {
     throw Error(detail::where(loc) + ": spmd::psumScatter over axis '" + axis + "' needs a leading "
                 "axis of size " + std::to_string(size) + " (one row per replica), got " + x.typeString());
   return trace.wrap(trace.create<ir::ReduceScatterOp>(loc, trace.valueOf(x, loc),
-                                                      trace.builder().getStringAttr(axis), ir::Reduction::Sum)
+                                                      trace.builder().getStringAttr(axis), ir::Reduction::Sum,
+                                                      mlir::DenseI64ArrayAttr(), mlir::IntegerAttr())
                         ->getResult(0));
 }
 

@@ -1,6 +1,7 @@
 // The collective ops (all_reduce, all_gather, reduce_scatter, ppermute, all_to_all, axis_index): shape rules, the
 // axis-binding verifier, and VJP rules. Collectives run over the axis a spmd::pmap binds; the
 // enclosing function records it as the attributes spmd.axis_name and spmd.axis_size.
+#include <optional>
 #include <vector>
 #include "ir/ShapeChecks.h"
 #include "ir/SpmdDialect.h"
@@ -58,6 +59,27 @@ std::string orDevices(Operation* op) {
 }
 
 RankedTensorType rankedTypeOf(Value v) { return llvm::cast<RankedTensorType>(v.getType()); }
+
+// Replica groups (all_reduce's, all_gather's, reduce_scatter's): both attributes or neither;
+// every replica of the axis once, in groups of group_size.
+LogicalResult verifyGroups(Operation* op, std::optional<ArrayRef<int64_t>> groups, std::optional<uint64_t> groupSize) {
+  if (groups.has_value() != groupSize.has_value())
+    return op->emitOpError() << "replica_groups and group_size come together (one is missing)";
+  if (!groups) return success();
+  const int64_t size = boundAxisSize(op), g = int64_t(*groupSize);
+  if (g < 1 || size % g != 0 || int64_t(groups->size()) != size)
+    return op->emitOpError() << "replica_groups must hold each of the axis' " << size << " replicas once, in groups of "
+                             << "group_size " << g << " (a divisor of " << size << "), but has " << groups->size()
+                             << " entries";
+  std::vector<bool> seen(size_t(size), false);
+  for (int64_t r : *groups) {
+    if (r < 0 || r >= size || seen[size_t(r)])
+      return op->emitOpError() << "replica_groups names replica " << r << (r >= 0 && r < size ? " twice" : "")
+                               << "; each of the axis' replicas 0.." << size - 1 << " belongs to exactly one group";
+    seen[size_t(r)] = true;
+  }
+  return success();
+}
 
 }  // namespace
 
@@ -149,29 +171,19 @@ LogicalResult AllReduceOp::verify() {
   if (failed(checkAxisBound(*this, getAxisName()))) return failure();
   for (Value input : getInputs())
     if (failed(checkIntegerMean(*this, getReduction(), input))) return failure();
-  auto groups = getReplicaGroups();
-  auto groupSize = getGroupSize();
-  if (groups.has_value() != groupSize.has_value())
-    return emitOpError() << "replica_groups and group_size come together (one is missing)";
-  if (!groups) return success();
-  const int64_t size = boundAxisSize(*this), g = int64_t(*groupSize);
-  if (g < 1 || size % g != 0 || int64_t(groups->size()) != size)
-    return emitOpError() << "replica_groups must hold each of the axis' " << size << " replicas once, in groups of "
-                         << "group_size " << g << " (a divisor of " << size << "), but has " << groups->size()
-                         << " entries";
-  std::vector<bool> seen(size_t(size), false);
-  for (int64_t r : *groups) {
-    if (r < 0 || r >= size || seen[size_t(r)])
-      return emitOpError() << "replica_groups names replica " << r << (r >= 0 && r < size ? " twice" : "")
-                           << "; each of the axis' replicas 0.." << size - 1 << " belongs to exactly one group";
-    seen[size_t(r)] = true;
-  }
-  return success();
+  return verifyGroups(*this, getReplicaGroups(), getGroupSize());
 }
 LogicalResult AxisIndexOp::verify() { return checkAxisBound(*this, getAxisName()); }
 
 LogicalResult AllGatherOp::verify() {
   if (failed(checkAxisBound(*this, getAxisName()))) return failure();
+  if (failed(verifyGroups(*this, getReplicaGroups(), getGroupSize()))) return failure();
+  if (getGroupSize()) {
+    if (getAxisSize() != *getGroupSize())
+      return emitOpError() << "axis_size " << getAxisSize() << " differs from group_size " << *getGroupSize()
+                           << ": within groups a replica stacks its group's operands";
+    return success();
+  }
   if (!spansAxis(*this, static_cast<int64_t>(getAxisSize())))
     return emitOpError() << "axis_size " << getAxisSize() << " differs from the size " << boundAxisSize(*this)
                          << " of axis '" << getAxisName() << "'" << orDevices(*this);
@@ -214,6 +226,15 @@ LogicalResult ReduceScatterOp::verify() {
     return emitOpError() << "reduction " << stringifyReduction(getReduction()) << " is not one a reduce_scatter "
                          << "takes (sum or mean)";
   if (failed(checkIntegerMean(*this, getReduction(), getInput()))) return failure();
+  if (failed(verifyGroups(*this, getReplicaGroups(), getGroupSize()))) return failure();
+  if (getGroupSize()) {
+    if (getReduction() != Reduction::Sum)
+      return emitOpError() << "within replica groups a reduce_scatter sums (reduction sum)";
+    if (rankedTypeOf(getInput()).getDimSize(0) != int64_t(*getGroupSize()))
+      return emitOpError() << "input " << rankedTypeOf(getInput()) << " must have a leading axis of group_size "
+                           << *getGroupSize() << " (one row per member of a group)";
+    return success();
+  }
   if (!spansAxis(*this, rankedTypeOf(getInput()).getDimSize(0)))
     return emitOpError() << "input " << rankedTypeOf(getInput()) << " must have a leading axis of size "
                          << boundAxisSize(*this) << " (the size of axis '" << getAxisName() << "')" << orDevices(*this);
@@ -260,7 +281,8 @@ LogicalResult AllGatherOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads,
     out.push_back(Value());
     return success();
   }
-  out.push_back(b.create<ReduceScatterOp>(getLoc(), grads[0], getAxisName(), Reduction::Sum));
+  out.push_back(b.create<ReduceScatterOp>(getLoc(), grads[0], getAxisName(), Reduction::Sum, getReplicaGroupsAttr(),
+                                          getGroupSizeAttr()));
   return success();
 }
 
@@ -287,7 +309,8 @@ LogicalResult AllToAllOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads, SmallVec
 LogicalResult ReduceScatterOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads,
                                         SmallVectorImpl<Value>& out) {
   const int64_t replicas = rankedTypeOf(getInput()).getDimSize(0);
-  Value gathered = b.create<AllGatherOp>(getLoc(), grads[0], getAxisName(), replicas);
+  Value gathered = b.create<AllGatherOp>(getLoc(), grads[0], getAxisName(), replicas, getReplicaGroupsAttr(),
+                                         getGroupSizeAttr());
   if (getReduction() == Reduction::Mean) {  // each replica's row took 1/N of every input's
     auto type = llvm::cast<RankedTensorType>(gathered.getType());
     auto n = DenseElementsAttr::get(type, b.getFloatAttr(type.getElementType(), double(replicas)));

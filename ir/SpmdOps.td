@@ -558,8 +558,17 @@ def Spmd_AllReduceOp : Spmd_CollectiveOp<"all_reduce", [Vjp, InferTypeOpAdaptor]
 
 def Spmd_AllGatherOp : Spmd_CollectiveOp<"all_gather", [Vjp, InferTypeOpAdaptor]> {
   let summary = "stack every replica's operand along a new leading axis of size axis_size";
-  let arguments = (ins Spmd_AnyTensor:$input, StrAttr:$axis_name, I64Attr:$axis_size);
+  let description = [{
+    With `replica_groups` (as all_reduce's) each replica stacks its own group's operands, in the
+    group's order, and axis_size is the group's size.
+  }];
+  let arguments = (ins Spmd_AnyTensor:$input, StrAttr:$axis_name, I64Attr:$axis_size,
+                       OptionalAttr<DenseI64ArrayAttr>:$replica_groups, OptionalAttr<I64Attr>:$group_size);
   let results = (outs Spmd_AnyTensor:$result);
+  // Over every replica of the axis (no replica groups).
+  let builders = [OpBuilder<(ins "::mlir::Value":$input, "::llvm::StringRef":$axis_name, "uint64_t":$axis_size), [{
+    build($_builder, $_state, input, axis_name, axis_size, ::mlir::DenseI64ArrayAttr(), ::mlir::IntegerAttr());
+  }]>];
 }
 
 def Spmd_ReduceScatterOp : Spmd_CollectiveOp<"reduce_scatter", [Vjp, InferTypeOpAdaptor]> {
@@ -567,11 +576,19 @@ def Spmd_ReduceScatterOp : Spmd_CollectiveOp<"reduce_scatter", [Vjp, InferTypeOp
   let description = [{
     The transpose of all_gather: replica r receives sum over replicas s of input_s[r], or, with
     reduction mean, that sum divided by the replica count the job runs (as all_reduce's mean:
-    no divisor is written into the program). Integers (i32) take sum only.
+    no divisor is written into the program). Integers (i32) take sum only. With
+    `replica_groups` (as all_reduce's; sum only) the input is [group_size, ...] and the member at
+    position p of its group receives the fold of the members' rows p, in the group's order.
   }];
   let arguments = (ins Spmd_AnyTensor:$input, StrAttr:$axis_name,
-                       DefaultValuedAttr<Spmd_ReductionAttr, "::spmd::ir::Reduction::Sum">:$reduction);
+                       DefaultValuedAttr<Spmd_ReductionAttr, "::spmd::ir::Reduction::Sum">:$reduction,
+                       OptionalAttr<DenseI64ArrayAttr>:$replica_groups, OptionalAttr<I64Attr>:$group_size);
   let results = (outs Spmd_AnyTensor:$result);
+  // Over every replica of the axis (no replica groups).
+  let builders = [OpBuilder<(ins "::mlir::Value":$input, "::llvm::StringRef":$axis_name,
+                                 "::spmd::ir::Reduction":$reduction), [{
+    build($_builder, $_state, input, axis_name, reduction, ::mlir::DenseI64ArrayAttr(), ::mlir::IntegerAttr());
+  }]>];
 }
 
 def Spmd_PpermuteOp : Spmd_CollectiveOp<"ppermute", [Vjp, InferTypeOpAdaptor]> {

@@ -62,7 +62,8 @@ class Combiner {
     using Key = std::tuple<std::string, std::string, std::string, int64_t>;
     std::map<Key, SmallVector<ir::ReduceScatterOp>> groups;
     for (Operation& op : block_)
-      if (auto scatter = llvm::dyn_cast<ir::ReduceScatterOp>(op); scatter && typeOf(scatter.getInput()).getRank() == 2) {
+      if (auto scatter = llvm::dyn_cast<ir::ReduceScatterOp>(op);
+          scatter && !scatter.getReplicaGroups() && typeOf(scatter.getInput()).getRank() == 2) {
         auto type = typeOf(scatter.getInput());
         groups[{scatter.getAxisName().str(), ir::stringifyReduction(scatter.getReduction()).str(),
                 typeText(type.getElementType()), type.getDimSize(0)}]

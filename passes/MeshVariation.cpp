@@ -78,6 +78,8 @@ void MeshVariation::visit(Operation* op) {
   // transpose made by differentiation): no more varying than its operands.
   if (auto reduce = llvm::dyn_cast<ir::AllReduceOp>(op); reduce && reduce.getReplicaGroups())
     return setAll(unionOf(reduce.getInputs()));
+  if (auto gather = llvm::dyn_cast<ir::AllGatherOp>(op); gather && gather.getReplicaGroups())
+    return setAll(unionOf(gather->getOperands()));
   if (llvm::isa<ir::AllReduceOp, ir::AllGatherOp>(op)) return setAll(0);
   if (llvm::isa<ir::ReduceScatterOp, ir::PpermuteOp, ir::AllToAllOp, ir::AxisIndexOp>(op)) return setAll(all_);
   if (auto vg = llvm::dyn_cast<ir::ValueAndGradOp>(op)) {

@@ -34,6 +34,8 @@ void ReplicationAnalysis::visit(Operation* op) {
   // operands do.
   if (auto reduce = llvm::dyn_cast<ir::AllReduceOp>(op); reduce && reduce.getReplicaGroups())
     return markAll(llvm::any_of(reduce.getInputs(), [&](Value v) { return varying_.contains(v); }));
+  if (auto gather = llvm::dyn_cast<ir::AllGatherOp>(op); gather && gather.getReplicaGroups())
+    return markAll(varying_.contains(gather.getInput()));
   if (llvm::isa<ir::AllReduceOp, ir::AllGatherOp>(op)) return markAll(false);
   if (llvm::isa<ir::ReduceScatterOp, ir::PpermuteOp, ir::AllToAllOp, ir::AxisIndexOp>(op)) return markAll(true);
   if (auto vg = llvm::dyn_cast<ir::ValueAndGradOp>(op)) {

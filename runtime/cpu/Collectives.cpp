@@ -35,6 +35,14 @@ void all_reduce(KernelCall& call) {
 
 // Like all_reduce, it may finish behind the following steps (FSDP's prefetched gathers).
 void all_gather(KernelCall& call) {
+  if (const AllGatherAttrs& attrs = attrsOf<AllGatherAttrs>(call.step); !attrs.replica_groups.empty()) {
+    Communicator& comm = communicatorOf(call);
+    const std::vector<int64_t> members = groupMembers(attrs.replica_groups, attrs.group_size, comm.rank());
+    comm.allGatherInGroup(call.in[0].data, call.out[0].data, call.in[0].numel() * dtypeSize(call.in[0].dtype), members,
+                          what(call))
+        .wait();
+    return;
+  }
   Communicator::Pending pending =
       communicatorOf(call).allGather(call.in[0].data, call.out[0].data,
                                      call.in[0].numel() * dtypeSize(call.in[0].dtype), what(call), call.later != nullptr);
@@ -48,6 +56,12 @@ void all_gather(KernelCall& call) {
 // it may finish behind the following steps.
 void reduce_scatter(KernelCall& call) {
   const TensorView& in = call.in[0];
+  if (const ReduceScatterAttrs& attrs = attrsOf<ReduceScatterAttrs>(call.step); !attrs.replica_groups.empty()) {
+    Communicator& comm = communicatorOf(call);
+    const std::vector<int64_t> members = groupMembers(attrs.replica_groups, attrs.group_size, comm.rank());
+    comm.reduceScatterInGroup(in.data, call.out[0].data, in.dtype, in.numel(), attrs.reduction, members, what(call)).wait();
+    return;
+  }
   Communicator::Pending pending =
       communicatorOf(call).reduceScatter(in.data, call.out[0].data, in.dtype, in.numel(),
                                          attrsOf<ReduceScatterAttrs>(call.step).reduction, what(call), call.later != nullptr);

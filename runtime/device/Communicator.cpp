@@ -2,6 +2,7 @@
 // all-gather; what axis_index returns; the device rendezvous switch.
 #include "runtime/device/Communicator.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "runtime/base/Parse.h"
@@ -59,6 +60,28 @@ Communicator::Pending Communicator::allReduceInGroup(std::span<const Segment> in
   foldTree(dtype, rows.data(), int(rows.size()), 0, total, op, int(rows.size()), packed.data());
   offset = 0;
   for (const Segment& s : out) std::memcpy(s.data, packed.data() + offset, size_t(s.count) * e), offset += size_t(s.count) * e;
+  return {};
+}
+
+Communicator::Pending Communicator::allGatherInGroup(const void* in, void* out, size_t bytes,
+                                                     std::span<const int64_t> members, const std::string& what) {
+  std::vector<std::byte> all(bytes * size_t(size()));
+  allGather(in, all.data(), bytes, what).wait();
+  for (size_t k = 0; k < members.size(); ++k)
+    std::memcpy(static_cast<std::byte*>(out) + k * bytes, all.data() + size_t(members[k]) * bytes, bytes);
+  return {};
+}
+
+Communicator::Pending Communicator::reduceScatterInGroup(const void* in, void* out, DType dtype, int64_t count,
+                                                         Reduction op, std::span<const int64_t> members,
+                                                         const std::string& what) {
+  const size_t e = dtypeSize(dtype), bytes = size_t(count) * e, row = bytes / members.size();
+  std::vector<std::byte> all(bytes * size_t(size()));
+  allGather(in, all.data(), bytes, what).wait();
+  const size_t position = size_t(std::find(members.begin(), members.end(), int64_t(rank())) - members.begin());
+  std::vector<const void*> rows;
+  for (int64_t r : members) rows.push_back(all.data() + size_t(r) * bytes + position * row);
+  foldTree(dtype, rows.data(), int(rows.size()), 0, int64_t(row / e), op, int(rows.size()), out);
   return {};
 }
 

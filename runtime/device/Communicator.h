@@ -131,6 +131,14 @@ class Communicator {
   // the group's rows; the in-process communicator folds straight from the group's buffers.
   virtual Pending allReduceInGroup(std::span<const Segment> in, std::span<const Segment> out, DType dtype,
                                    Reduction op, std::span<const int64_t> members, const std::string& what);
+  // Within groups as allReduceInGroup: out[k * bytes .. (k + 1) * bytes) = the k-th member's `in`.
+  virtual Pending allGatherInGroup(const void* in, void* out, size_t bytes, std::span<const int64_t> members,
+                                   const std::string& what);
+  // Within groups: `in` holds members.size() rows (`count` elements in all); the member at
+  // position p gets the fold of the members' rows p into `out`, over the tree of the group's size
+  // in the group's order (a mean divides by it).
+  virtual Pending reduceScatterInGroup(const void* in, void* out, DType dtype, int64_t count, Reduction op,
+                                       std::span<const int64_t> members, const std::string& what);
   // Waits until every rank has arrived.
   virtual void barrier(const std::string& what) = 0;
   // Marks the group failed with this replica's error: every replica waiting in (or later

@@ -205,6 +205,31 @@ Communicator::Pending InProcessCommunicator::allReduceInGroup(std::span<const Se
   return {};
 }
 
+// Straight from the members' operands: a replica reads its own group's alone.
+Communicator::Pending InProcessCommunicator::allGatherInGroup(const void* in, void* out, size_t bytes,
+                                                              std::span<const int64_t> members, const std::string& what) {
+  const std::vector<const void*>& sources = group_->exchange(rank_, in, what);
+  for (size_t k = 0; k < members.size(); ++k)
+    std::memcpy(static_cast<std::byte*>(out) + k * bytes, sources[size_t(members[k])], bytes);
+  group_->barrier(rank_, what);  // inputs stay alive until every replica has copied them
+  return {};
+}
+
+Communicator::Pending InProcessCommunicator::reduceScatterInGroup(const void* in, void* out, DType dtype, int64_t count,
+                                                                  Reduction op, std::span<const int64_t> members,
+                                                                  const std::string& what) {
+  const std::vector<const void*>& sources = group_->exchange(rank_, in, what);
+  const int g = int(members.size());
+  const int64_t row = count / g;
+  const int64_t position = std::find(members.begin(), members.end(), int64_t(rank_)) - members.begin();
+  std::vector<const void*> rows;
+  for (int64_t r : members) rows.push_back(sources[size_t(r)]);
+  void* outs[] = {out};
+  FoldPlan::leaves(g).run(dtype, rows.data(), position * row, (position + 1) * row, op, g, outs);
+  group_->barrier(rank_, what);  // inputs stay alive until every replica has read its row
+  return {};
+}
+
 // Every replica folds its own row straight from the others' inputs: the fold of each element is
 // the all-reduce's (the same plan and leaves), with no staging and no copies to the others.
 Communicator::Pending InProcessCommunicator::reduceScatter(const void* in, void* out, DType dtype, int64_t count,

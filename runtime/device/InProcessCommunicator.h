@@ -73,6 +73,10 @@ class InProcessCommunicator final : public Communicator, public PointerExchange 
   Pending allGather(const void* in, void* out, size_t bytes, const std::string& what, bool background = false) override;
   Pending allReduceInGroup(std::span<const Segment> in, std::span<const Segment> out, DType dtype, Reduction op,
                            std::span<const int64_t> members, const std::string& what) override;
+  Pending allGatherInGroup(const void* in, void* out, size_t bytes, std::span<const int64_t> members,
+                           const std::string& what) override;
+  Pending reduceScatterInGroup(const void* in, void* out, DType dtype, int64_t count, Reduction op,
+                               std::span<const int64_t> members, const std::string& what) override;
   Pending reduceScatter(const void* in, void* out, DType dtype, int64_t count, Reduction op,
                         const std::string& what, bool background = false) override;
   void abort(const std::string& error) override { group_->abort(error); }

@@ -373,34 +373,59 @@ void all_reduce(KernelCall& call) {
   }
 }
 
+// Every replica's operand stacked, or within replica groups the members' operands in the group's
+// order (each replica reading its group's alone; with NCCL, every operand gathered first).
 template <class Api>
 void all_gather(KernelCall& call) {
   Communicator& comm = communicatorOf(call);
   std::string what = collectiveWhat(call);
   size_t bytes = call.in[0].numel() * dtypeSize(call.in[0].dtype);
+  const AllGatherAttrs& attrs = attrsOf<AllGatherAttrs>(call.step);
+  std::vector<int64_t> members;
+  if (!attrs.replica_groups.empty()) members = groupMembers(attrs.replica_groups, attrs.group_size, comm.rank());
+  else
+    for (int r = 0; r < comm.size(); ++r) members.push_back(r);
   if (DeviceCollectives* library = comm.deviceCollectives()) {  // NCCL
-    library->allGather(call.in[0].data, call.out[0].data, bytes, Api::nativeStream(call), what);
+    if (attrs.replica_groups.empty()) {
+      library->allGather(call.in[0].data, call.out[0].data, bytes, Api::nativeStream(call), what);
+      return;
+    }
+    auto* all = static_cast<std::byte*>(collectiveScratch<Api>(call).rows(call, bytes * size_t(comm.size())));
+    library->allGather(call.in[0].data, all, bytes, Api::nativeStream(call), what);
+    for (size_t k = 0; k < members.size(); ++k)
+      Api::copy(call, call.out[0].as<std::byte>() + k * bytes, all + size_t(members[k]) * bytes, bytes);
     return;
   }
-  if (comm.size() == 1) {  // one replica: its own value (no rendezvous, no host wait)
+  if (comm.size() == 1 || members.size() == 1) {  // its own value (no rendezvous, no host wait)
     Api::copy(call, call.out[0].data, call.in[0].data, bytes);
     return;
   }
   readEveryReplica<Api>(call, comm, call.in[0].data, bytes, what, [&](const std::vector<const void*>& sources, auto copy) {
-    for (int r = 0; r < comm.size(); ++r) copy(call.out[0].as<std::byte>() + r * bytes, sources[r], bytes);
+    for (size_t k = 0; k < members.size(); ++k)
+      copy(call.out[0].as<std::byte>() + k * bytes, sources[size_t(members[k])], bytes);
   });
 }
 
 // Sum (or mean) over replicas of input[N, ...], keeping this replica's row (a full all-reduce of a copy).
+// Within replica groups the same over the group's members, keeping the row at this replica's
+// position in its group.
 template <class Api>
 void reduce_scatter(KernelCall& call) {
   Communicator& comm = communicatorOf(call);
   size_t bytes = call.in[0].numel() * dtypeSize(call.in[0].dtype);
+  const ReduceScatterAttrs& attrs = attrsOf<ReduceScatterAttrs>(call.step);
+  std::vector<int64_t> members;
+  int64_t position = comm.rank(), rows = comm.size();
+  if (!attrs.replica_groups.empty()) {
+    members = groupMembers(attrs.replica_groups, attrs.group_size, comm.rank());
+    position = std::find(members.begin(), members.end(), int64_t(comm.rank())) - members.begin();
+    rows = int64_t(members.size());
+  }
   auto* staging = static_cast<std::byte*>(collectiveScratch<Api>(call).staging(call, bytes));
   Api::copy(call, staging, call.in[0].data, bytes);
-  reduceInPlace<Api>(call, staging, call.in[0].dtype, call.in[0].numel(), attrsOf<ReduceScatterAttrs>(call.step).reduction);
-  size_t row = bytes / comm.size();
-  Api::copy(call, call.out[0].data, staging + comm.rank() * row, row);
+  reduceInPlace<Api>(call, staging, call.in[0].dtype, call.in[0].numel(), attrs.reduction, members);
+  size_t row = bytes / size_t(rows);
+  Api::copy(call, call.out[0].data, staging + size_t(position) * row, row);
 }
 
 // The source's operand (or zeros): read straight from its device pointer, or with NCCL from

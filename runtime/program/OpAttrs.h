@@ -51,8 +51,10 @@ using ReductionKind = Reduction;  // text in a Program ("sum"), the enum in the 
 #define SPMD_MATMUL_ATTRS(F) F(Flag, transpose_lhs, false) F(Flag, transpose_rhs, false)
 #define SPMD_ALL_REDUCE_ATTRS(F) \
   F(Text, axis_name, true) F(ReductionKind, reduction, true) F(Ints, replica_groups, false) F(Int, group_size, false)
-#define SPMD_REDUCE_SCATTER_ATTRS(F) F(Text, axis_name, true) F(ReductionKind, reduction, true)
-#define SPMD_ALL_GATHER_ATTRS(F) F(Text, axis_name, true) F(Int, axis_size, true)
+#define SPMD_REDUCE_SCATTER_ATTRS(F) \
+  F(Text, axis_name, true) F(ReductionKind, reduction, true) F(Ints, replica_groups, false) F(Int, group_size, false)
+#define SPMD_ALL_GATHER_ATTRS(F) \
+  F(Text, axis_name, true) F(Int, axis_size, true) F(Ints, replica_groups, false) F(Int, group_size, false)
 #define SPMD_PPERMUTE_ATTRS(F) F(Text, axis_name, true) F(Ints, pairs, true)
 #define SPMD_ALL_TO_ALL_ATTRS(F) \
   F(Text, axis_name, true) F(Int, axis_size, true) F(Int, split_axis, true) F(Int, concat_axis, true)

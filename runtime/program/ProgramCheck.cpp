@@ -223,6 +223,25 @@ void checkProgram(const Program& p) {
     if (collective && p.axisName.empty())
       throw Error(prefix + at + " is a collective, but the program has no axis");
     auto bytesOf = [&](int id) { return p.buffers[id].bytes(); };
+    // Replica groups (all_reduce, all_gather, reduce_scatter): every replica once, in groups of
+    // group_size; 0 where the step has none.
+    int64_t groupSize = 0;
+    if (step.op == "all_reduce" || step.op == "all_gather" || step.op == "reduce_scatter") {
+      if (step.attrs.count("replica_groups") != step.attrs.count("group_size"))
+        throw Error(prefix + at + ": replica_groups and group_size come together (one is missing)");
+      if (step.attrs.count("replica_groups")) {
+        const std::vector<int64_t>& groups = step.ints("replica_groups");
+        groupSize = step.integer("group_size");
+        std::set<int64_t> seen;
+        for (int64_t r : groups)
+          if (r < 0 || r >= p.replicas || !seen.insert(r).second)
+            throw Error(prefix + at + ": replica_groups names replica " + std::to_string(r) +
+                        ", outside the program's " + std::to_string(p.replicas) + " replicas or a second time");
+        if (groupSize < 1 || p.replicas % groupSize != 0 || int64_t(groups.size()) != p.replicas)
+          throw Error(prefix + at + ": replica_groups must hold each of the program's " + std::to_string(p.replicas) +
+                      " replicas once, in groups of group_size " + std::to_string(groupSize));
+      }
+    }
     if (step.op == "all_reduce") {
       if (step.inputs.size() != step.outputs.size() || step.inputs.empty())
         throw Error(prefix + at + " needs as many results as operands");
@@ -230,20 +249,6 @@ void checkProgram(const Program& p) {
         if (!same(step.inputs[i], step.outputs[i]))
           throw Error(prefix + at + ": result " + buffer(step.outputs[i]) + " does not match its operand " +
                       buffer(step.inputs[i]));
-      if (step.attrs.count("replica_groups") != step.attrs.count("group_size"))
-        throw Error(prefix + at + ": replica_groups and group_size come together (one is missing)");
-      if (step.attrs.count("replica_groups")) {
-        const std::vector<int64_t>& groups = step.ints("replica_groups");
-        const int64_t g = step.integer("group_size");
-        std::set<int64_t> seen;
-        for (int64_t r : groups)
-          if (r < 0 || r >= p.replicas || !seen.insert(r).second)
-            throw Error(prefix + at + ": replica_groups names replica " + std::to_string(r) +
-                        ", outside the program's " + std::to_string(p.replicas) + " replicas or a second time");
-        if (g < 1 || p.replicas % g != 0 || int64_t(groups.size()) != p.replicas)
-          throw Error(prefix + at + ": replica_groups must hold each of the program's " + std::to_string(p.replicas) +
-                      " replicas once, in groups of group_size " + std::to_string(g));
-      }
     }
     if (step.op == "all_to_all") {
       if (step.inputs.size() != 1 || step.outputs.size() != 1)
@@ -284,11 +289,18 @@ void checkProgram(const Program& p) {
         return bytesOf(large) == bytesOf(small) * size_t(parts) &&
                (gather || (!p.buffers[large].shape.empty() && p.buffers[large].shape[0] == parts));
       };
-      if (p.buffers[small].dtype != p.buffers[large].dtype || (!spans(p.replicas) && !spans(p.deviceReplicas())))
+      if (groupSize > 0) {  // within groups: the group's members, one row each
+        if (p.buffers[small].dtype != p.buffers[large].dtype || !spans(groupSize))
+          throw Error(prefix + at + ": " + buffer(large) + " is not " + std::to_string(groupSize) +
+                      " (the group size) times " + buffer(small));
+        if (!gather && step.text("reduction") != "sum")
+          throw Error(prefix + at + ": within replica groups a reduce_scatter sums (reduction sum)");
+      } else if (p.buffers[small].dtype != p.buffers[large].dtype || (!spans(p.replicas) && !spans(p.deviceReplicas()))) {
         throw Error(prefix + at + ": " + buffer(large) + " is not " + std::to_string(p.replicas) +
                     " (the program's replicas)" +
                     (p.microBatches > 1 ? " or " + std::to_string(p.deviceReplicas()) + " (its devices)" : "") +
                     " times " + buffer(small));
+      }
     }
   }
   for (int id : p.outputs) {

@@ -85,6 +85,13 @@ void all_gather(KernelCall& call) {
   Communicator& comm = communicatorOf(call);
   const TensorView &in = call.in[0], &out = call.out[0];
   size_t bytes = in.numel() * dtypeSize(in.dtype);
+  if (const AllGatherAttrs& attrs = attrsOf<AllGatherAttrs>(call.step); !attrs.replica_groups.empty()) {
+    const std::vector<std::byte> all = gatherAll(comm, in, what(call));  // the members' rows, in the group's order
+    const std::vector<int64_t> members = groupMembers(attrs.replica_groups, attrs.group_size, comm.rank());
+    for (size_t k = 0; k < members.size(); ++k)
+      std::memcpy(static_cast<std::byte*>(out.data) + k * bytes, all.data() + size_t(members[k]) * bytes, bytes);
+    return;
+  }
   std::memset(out.data, 0, bytes * comm.size());
   std::memcpy(static_cast<std::byte*>(out.data) + comm.rank() * bytes, in.data, bytes);
   comm.allReduceInPlace(out.data, out.dtype, out.numel(), Reduction::Sum, what(call));
@@ -127,6 +134,16 @@ void reduce_scatter(KernelCall& call) {
   const TensorView &in = call.in[0], &out = call.out[0];
   std::vector<std::byte> all = gatherAll(comm, in, what(call));  // [replica, axis, ...]
   size_t row = out.numel() * dtypeSize(out.dtype);
+  if (const ReduceScatterAttrs& attrs = attrsOf<ReduceScatterAttrs>(call.step); !attrs.replica_groups.empty()) {
+    // The members' rows at this replica's position in its group, in the group's order.
+    const std::vector<int64_t> members = groupMembers(attrs.replica_groups, attrs.group_size, comm.rank());
+    const size_t g = members.size(), position = size_t(std::find(members.begin(), members.end(), comm.rank()) - members.begin());
+    std::vector<std::byte> rows(row * g);
+    for (size_t k = 0; k < g; ++k)
+      std::memcpy(rows.data() + k * row, all.data() + (size_t(members[k]) * g + position) * row, row);
+    reduceRows(rows.data(), int(g), out, attrs.reduction);
+    return;
+  }
   std::vector<std::byte> mine(row * comm.size());  // row `rank` of every replica's input
   for (int r = 0; r < comm.size(); ++r)
     std::memcpy(mine.data() + r * row, all.data() + (r * comm.size() + comm.rank()) * row, row);

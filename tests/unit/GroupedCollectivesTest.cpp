@@ -114,6 +114,22 @@ TEST(GroupedCollectivesTest, AReductionWithinGroupsIsOneAllReduceWithReplicaGrou
   EXPECT_NE(error.find("all_reduce within replica groups at"), std::string::npos) << error;
   EXPECT_NE(error.find("GroupedCollectivesTest.cpp:"), std::string::npos) << error;
   EXPECT_NE(error.find("with gradient accumulation is not supported"), std::string::npos) << error;
+  // allGather and psumScatter within groups are likewise one op each, reading the group alone.
+  auto moves = pmap(
+      [&groups](const Tensor& v) {
+        const Tensor rows = allGather(v, "batch", groups);  // [2, width]
+        return psumScatter(rows * 3.0, "batch", groups);
+      },
+      {.inAxes = {0}, .outAxes = {0}, .devices = "cpu:8"});
+  const Tensor z = moves(x);
+  // Replica 0 (position 0 of {0, 4}) gets row 0 of both members' [x_0, x_4] times 3, added.
+  EXPECT_EQ(values<float>(z)[1], 3 * x.values<float>()[1] + 3 * x.values<float>()[1]);
+  EXPECT_EQ(values<float>(z)[4 * width + 1], 3 * x.values<float>()[4 * width + 1] + 3 * x.values<float>()[4 * width + 1]);
+  const std::string moved = moves.lastProgramText();
+  EXPECT_NE(moved.find("all_gather"), std::string::npos) << moved;
+  EXPECT_NE(moved.find("reduce_scatter"), std::string::npos) << moved;
+  EXPECT_EQ(moved.find("embedding"), std::string::npos) << moved;  // no row selection: the groups' own ops
+  EXPECT_LT(moves.lastProgram().arenaBytes, size_t(6 * width * 4)) << moved;
   auto whole = pmap([](const Tensor& v) { return psum(v, "batch", AxisGroups{{0, 1, 2, 3}}); },
                     {.inAxes = {0}, .outAxes = {0}, .devices = "cpu:4"});
   whole(randomArray(DType::f32, {4, 3}, 2));
@@ -143,6 +159,7 @@ void expectGroupedScatter(const std::string& devices, int64_t n, const AxisGroup
 TEST(GroupedCollectivesTest, PsumScatterGivesEachMemberItsRowOfTheGroupsSum) {
   expectGroupedScatter("cpu:4", 4, {{0, 2}, {3, 1}});
   expectGroupedScatter("cpu:6", 6, {{5, 0, 3}, {1, 2, 4}});
+  expectGroupedScatter("sim:6", 6, {{5, 0, 3}, {1, 2, 4}});  // the device kernels' fold of a group's slices
   auto bad = pmap([](const Tensor& x) { return psumScatter(x, "batch", {{0, 1}, {2, 3}}); },
                   {.inAxes = {0}, .outAxes = {0}, .devices = "cpu:4"});
   const std::string error = errorOf([&] { bad(randomArray(DType::f32, {4, 3, 2}, 1)); });

@@ -161,3 +161,21 @@ func.func @groups_uneven(%x: tensor<3xf32>) -> tensor<3xf32>
   %y = spmd.all_reduce %x {axis_name = "batch", reduction = #spmd.reduction<sum>, replica_groups = array<i64: 0, 1, 2, 3>, group_size = 3 : i64} : (tensor<3xf32>) -> tensor<3xf32>
   return %y : tensor<3xf32>
 }
+
+// -----
+
+func.func @gather_within_groups_size(%x: tensor<3xf32>) -> tensor<4x3xf32>
+    attributes {spmd.axis_name = "batch", spmd.axis_size = 4 : i64} {
+  // expected-error @+1 {{'spmd.all_gather' op axis_size 4 differs from group_size 2: within groups a replica stacks its group's operands}}
+  %y = spmd.all_gather %x {axis_name = "batch", axis_size = 4 : i64, replica_groups = array<i64: 0, 1, 2, 3>, group_size = 2 : i64} : (tensor<3xf32>) -> tensor<4x3xf32>
+  return %y : tensor<4x3xf32>
+}
+
+// -----
+
+func.func @scatter_within_groups_mean(%x: tensor<2x3xf32>) -> tensor<3xf32>
+    attributes {spmd.axis_name = "batch", spmd.axis_size = 4 : i64} {
+  // expected-error @+1 {{'spmd.reduce_scatter' op within replica groups a reduce_scatter sums (reduction sum)}}
+  %y = spmd.reduce_scatter %x {axis_name = "batch", reduction = #spmd.reduction<mean>, replica_groups = array<i64: 0, 1, 2, 3>, group_size = 2 : i64} : (tensor<2x3xf32>) -> tensor<3xf32>
+  return %y : tensor<3xf32>
+}
