@@ -9,6 +9,7 @@
 #include "frontend/Composed.h"
 #include "frontend/Einsum.h"
 #include "frontend/Losses.h"
+#include "frontend/Norms.h"
 #include "frontend/Indexing.h"
 #include "frontend/Volume.h"
 #include "frontend/CustomOp.h"

@@ -6,7 +6,9 @@ sum(result * "g.<name>") with respect to x and a float target, written back as "
 "dx.<name>" and "dt.<name>". Each case comes on the command line as NAME KIND REDUCTION ARG: KIND mse,
 l1, smooth_l1 (ARG: beta), huber (ARG: delta), bce (probabilities), bce_logits (with "w.<name>" as
 pos_weight when given), ce (F.cross_entropy, ARG: label_smoothing), nll, or kl (ARG: 1 for
-log_target). Files in DIR as tests/reference/exchange.py describes.
+log_target); or the norms (REDUCTION none): norm (torch.linalg.vector_norm, ARG: ord/dims, comma-separated),
+normalize (F.normalize, ARG: p/dim) and cosine (F.cosine_similarity of x and the target, ARG: dim). Files in
+DIR as tests/reference/exchange.py describes.
 
 usage: torch_losses.py DIR [NAME KIND REDUCTION ARG]...
 """
@@ -42,6 +44,20 @@ def loss(kind, reduction, arg, x, t, w):
     raise SystemExit("torch_losses.py: unknown kind " + kind)
 
 
+def norm(kind, arg, x, t):
+    """The norms: ARG ord/axes (norm, normalize: p/dim) or the dim (cosine)."""
+    if kind == "cosine":
+        return F.cosine_similarity(x, t, dim=int(arg))
+    ord_text, axes = arg.split("/")
+    ord_ = float(ord_text)
+    dims = tuple(int(a) for a in axes.split(","))
+    if kind == "norm":
+        return torch.linalg.vector_norm(x, ord=ord_, dim=dims)
+    if kind == "normalize":
+        return F.normalize(x, p=ord_, dim=dims[0])
+    raise SystemExit("torch_losses.py: unknown kind " + kind)
+
+
 def main():
     warnings.filterwarnings("ignore", message="reduction: 'mean' divides")  # kl_div's default, asked for
     directory, specs = sys.argv[1], sys.argv[2:]
@@ -53,7 +69,9 @@ def main():
         if t.dtype == torch.float64:
             t.requires_grad_()
         w = arrays.get("w." + name)
-        if reduction == "batchMean" and kind == "kl":
+        if kind in ("norm", "normalize", "cosine"):
+            y = norm(kind, arg, x, t)
+        elif reduction == "batchMean" and kind == "kl":
             y = loss(kind, "batchmean", arg, x, t, w)
         elif reduction == "batchMean":
             y = loss(kind, "sum", arg, x, t, w) / x.shape[0]

@@ -3,7 +3,8 @@
 // within 1e-13, every reduction, both branches of the piecewise losses, logits far beyond exp's
 // range, class axes of rank 2 and 4, targets of indices (some ignored: -100) and of probabilities
 // (zeros among them);
-// the log clamps by hand; bad arguments name the loss and the caller's line.
+// the log clamps by hand; bad arguments name the loss and the caller's line. The norms of
+// frontend/Norms.h (vectorNorm, normalize, cosineSimilarity) against torch's in the same harness.
 #include <cmath>
 #include <cstdlib>
 #include <map>
@@ -39,6 +40,13 @@ Array probabilityRows(Shape shape, uint64_t seed, int64_t zero = -1) {
       for (int64_t c = 0; c < classes; ++c) total += v[(n * classes + c) * inner + i];
       for (int64_t c = 0; c < classes; ++c) v[(n * classes + c) * inner + i] /= total;
     }
+  return a;
+}
+
+// a with its first row (index 0 of the first axis) zero.
+Array withZeroRow(Array a) {
+  const int64_t row = a.numel() / a.shape[0];
+  for (int64_t i = 0; i < row; ++i) a.values<double>()[i] = 0;
   return a;
 }
 
@@ -117,7 +125,20 @@ TEST(LossesTorchTest, EveryLossAndItsGradientsMatchPyTorch) {
       {"kl_batchmean", "kl", "batchMean", "0", x({4, 5}, 30), probabilityRows({4, 5}, 31, 7), Array(),
        [](const Tensor& a, const Tensor& t, const Tensor&) { return klDiv(a, t, R::batchMean); }},
       {"kl_log_target", "kl", "mean", "1", x({4, 5}, 32), x({4, 5}, 33), Array(),
-       [](const Tensor& a, const Tensor& t, const Tensor&) { return klDiv(a, t, R::mean, true); }}};
+       [](const Tensor& a, const Tensor& t, const Tensor&) { return klDiv(a, t, R::mean, true); }},
+      // The norms (frontend/Norms.h; ARG: ord/axes), a zero row among them (gradient 0, as torch's).
+      {"norm2_zero_row", "norm", "none", "2/1", withZeroRow(x({4, 5}, 38)), labels({1}, 1), Array(),
+       [](const Tensor& a, const Tensor&, const Tensor&) { return vectorNorm(a, {1}); }},
+      {"norm1_axes", "norm", "none", "1/0,2", x({3, 4, 5}, 39), labels({1}, 1), Array(),
+       [](const Tensor& a, const Tensor&, const Tensor&) { return vectorNorm(a, {0, 2}, 1.0); }},
+      {"norm3", "norm", "none", "3/-1", x({3, 4, 5}, 40), labels({1}, 1), Array(),
+       [](const Tensor& a, const Tensor&, const Tensor&) { return vectorNorm(a, {-1}, 3.0); }},
+      {"norm_inf", "norm", "none", "inf/1", x({3, 4, 5}, 41), labels({1}, 1), Array(),
+       [](const Tensor& a, const Tensor&, const Tensor&) { return vectorNorm(a, {1}, INFINITY); }},
+      {"normalize", "normalize", "none", "2/1", withZeroRow(x({4, 5, 2}, 42)), labels({1}, 1), Array(),
+       [](const Tensor& a, const Tensor&, const Tensor&) { return normalize(a); }},
+      {"cosine", "cosine", "none", "1", x({4, 5, 2}, 43), x({4, 5, 2}, 44), Array(),
+       [](const Tensor& a, const Tensor& t, const Tensor&) { return cosineSimilarity(a, t); }}};
   testing::Exchange exchange;
   struct Ours {
     Array y, dx, dt;
@@ -267,6 +288,13 @@ TEST(LossesTorchTest, BadArgumentsNameTheLossAndTheLine) {
     return mseLoss(s, s, LossReduction::batchMean);
   });
   EXPECT_NE(scalar.find("LossReduction::batchMean divides by the batch"), std::string::npos) << scalar;
+  const std::string ord = traced([](const Tensor& x, const Tensor&, const Tensor&) { return vectorNorm(x, {1}, 0.0); });
+  EXPECT_NE(ord.find("spmd::vectorNorm: ord must be positive"), std::string::npos) << ord;
+  const std::string axis = traced([](const Tensor& x, const Tensor&, const Tensor&) { return normalize(x, 2.0, 2); });
+  EXPECT_NE(axis.find("spmd::normalize: axis 2 is outside f32[4, 3] (rank 2"), std::string::npos) << axis;
+  const std::string cosine =
+      traced([](const Tensor& x, const Tensor& y, const Tensor&) { return cosineSimilarity(x, y); });
+  EXPECT_NE(cosine.find("spmd::cosineSimilarity: b f32[4, 1] and a f32[4, 3] differ"), std::string::npos) << cosine;
   const std::string untraced = message([&] { mseLoss(a, a); });
   EXPECT_NE(untraced.find("mseLoss"), std::string::npos) << untraced;
 }
