@@ -46,9 +46,13 @@ std::vector<Tensor> allReduceOp(detail::Trace& trace, const std::vector<Tensor>&
 std::vector<Tensor> allReduce(const std::vector<Tensor>& xs, const std::string& axis, ir::Reduction reduction,
                               const char* what, Loc loc, const AxisGroups* within = nullptr) {
   if (const Mesh* mesh = meshAxis(axis)) {  // the mapped axis' all_reduce within the mesh axis' groups
+    // Leaf by leaf: each op carries its own leaf's per-axis variation (markCollective), which a
+    // combined op's one attribute could not; spmd-combine-all-reduce buckets them after tracing.
     const AxisGroups groups = mesh->groups(axis);
-    std::vector<Tensor> results = allReduce(xs, mappedAxis(what, loc), reduction, what, loc, &groups);
-    for (size_t i = 0; i < results.size(); ++i) results[i] = detail::markCollective(results[i], &xs[i], axis, true, loc);
+    std::vector<Tensor> results;
+    for (const Tensor& x : xs)
+      results.push_back(
+          detail::markCollective(allReduce({x}, mappedAxis(what, loc), reduction, what, loc, &groups)[0], &x, axis, true, loc));
     return results;
   }
   detail::Trace& trace = detail::Trace::current(what, loc, true);

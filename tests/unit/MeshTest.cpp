@@ -420,6 +420,18 @@ TEST(MeshTest, PerAxisVariationIsCheckedWhileTracing) {
   const std::string unsummed = errorOf([&] { grads(false)(Tensor(w), Tensor(a), Tensor(x)); });
   EXPECT_NE(unsummed.find("output 0 f32[2]"), std::string::npos) << unsummed;
   EXPECT_NE(unsummed.find("varies over mesh axis 'data'"), std::string::npos) << unsummed;
+  // Leaves reduced together keep each its own variation: b (split over "data") summed over it is
+  // whole; c (split over both) summed over "data" still varies over "model".
+  auto both = shardMap(
+      [](const Tensor& b, const Tensor& c) {
+        const std::vector<Tensor> sums = psum(std::vector<Tensor>{b, c}, "data");
+        return std::tuple{sums[0], sums[1]};
+      },
+      mesh, {.inSpecs = {{"data"}, {"data", "model"}}, .outSpecs = {{}, {"", "model"}}, .pmap = cpu4});
+  Array c = randomArray(DType::f32, {4, 4}, 5);
+  auto [sb, sc] = both(Tensor(x), Tensor(c));
+  EXPECT_EQ(sb.array().values<float>()[1], x.values<float>()[1] + x.values<float>()[2 * 2 + 1]);
+  EXPECT_EQ(sc.array().values<float>()[3], c.values<float>()[3] + c.values<float>()[2 * 4 + 3]);
 }
 
 // A pmapped function called inside a shardMap body maps over one of the mesh's axes (jax's pmap
