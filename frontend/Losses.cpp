@@ -6,6 +6,7 @@
 #include <cmath>
 #include <string>
 
+#include "frontend/Checks.h"
 #include "frontend/Composed.h"
 #include "frontend/Ops.h"
 #include "frontend/Trace.h"
@@ -17,35 +18,24 @@ using detail::where;
 
 namespace {
 
+using detail::calledAt;
+using detail::requireFloat;
+
 std::string shapeText(const Shape& shape) {
   std::string text = "[";
   for (size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
   return text + "]";
 }
 
-bool isFloat(DType dtype) { return dtype == DType::f32 || dtype == DType::f64 || dtype == DType::bf16; }
-
-// The loss's name and the caller's line, for every error below; also checks that it is traced.
-std::string at(const char* name, Loc loc) {
-  detail::Trace::current(name, loc);
-  return where(loc) + ": spmd::" + name + ": ";
-}
-
-void requireFloat(const Tensor& x, const char* what, const char* name, Loc loc) {
-  if (!isFloat(x.dtype()))
-    throw Error(at(name, loc) + what + " " + x.typeString() + " is not a float tensor; cast it (spmd::cast(" + what +
-                ", DType::f32))");
-}
-
 // input and target of one float dtype and one shape.
 void requireAlike(const Tensor& input, const Tensor& target, const char* name, Loc loc) {
-  at(name, loc);
+  calledAt(name, loc);
   requireFloat(input, "input", name, loc);
   if (target.dtype() != input.dtype())
-    throw Error(at(name, loc) + "target " + target.typeString() + " and input " + input.typeString() +
+    throw Error(calledAt(name, loc) + "target " + target.typeString() + " and input " + input.typeString() +
                 " differ in dtype; cast the target to the input's");
   if (target.shape() != input.shape())
-    throw Error(at(name, loc) + "target " + target.typeString() + " and input " + input.typeString() +
+    throw Error(calledAt(name, loc) + "target " + target.typeString() + " and input " + input.typeString() +
                 " differ in shape (torch would broadcast them with a warning: a [N] target against [N, 1] "
                 "predictions gives an [N, N] loss); reshape or broadcastTo the target to the input's shape");
 }
@@ -66,11 +56,11 @@ Tensor reduced(const Tensor& loss, LossReduction reduction, const char* name, Lo
       return loss.rank() == 0 ? loss : sum(loss, everyAxis(loss), loc);
     case LossReduction::batchMean:
       if (loss.rank() == 0)
-        throw Error(at(name, loc) + "LossReduction::batchMean divides by the batch, the first dimension, but the "
+        throw Error(calledAt(name, loc) + "LossReduction::batchMean divides by the batch, the first dimension, but the "
                     "loss is a scalar; use LossReduction::sum");
       return mul(sum(loss, everyAxis(loss), loc), 1.0 / double(loss.dim(0)), loc);
   }
-  throw Error(at(name, loc) + "unknown LossReduction " + std::to_string(int(reduction)));
+  throw Error(calledAt(name, loc) + "unknown LossReduction " + std::to_string(int(reduction)));
 }
 
 // log(x) clamped below at -100 (torch's binary_cross_entropy), 0 <= x: the log is taken of 1
@@ -94,16 +84,16 @@ void requireIndexTarget(const Tensor& scores, const Tensor& target, const char* 
   Shape expected = scores.shape();
   expected.erase(expected.begin() + 1);
   if (target.shape() != expected)
-    throw Error(at(name, loc) + "i32 target " + target.typeString() + " does not fit " + what + " " +
+    throw Error(calledAt(name, loc) + "i32 target " + target.typeString() + " does not fit " + what + " " +
                 scores.typeString() + ": class indices take the " + what + "' shape without the class axis 1, " +
                 shapeText(expected));
 }
 
 void requireClasses(const Tensor& scores, const char* what, const char* name, Loc loc) {
-  at(name, loc);
+  calledAt(name, loc);
   requireFloat(scores, what, name, loc);
   if (scores.rank() < 2)
-    throw Error(at(name, loc) + what + " " + scores.typeString() + " needs a batch and a class axis: [N, C] or [N, C, "
+    throw Error(calledAt(name, loc) + what + " " + scores.typeString() + " needs a batch and a class axis: [N, C] or [N, C, "
                 "d1, ...] (classes on axis 1, as torch)");
 }
 
@@ -129,6 +119,21 @@ Tensor reducedKept(const Tensor& loss, const Tensor& kept, LossReduction reducti
 
 }  // namespace
 
+namespace detail {
+
+std::string calledAt(const char* name, Loc loc) {
+  Trace::current(name, loc);
+  return where(loc) + ": spmd::" + name + ": ";
+}
+
+void requireFloat(const Tensor& x, const char* what, const char* name, Loc loc) {
+  if (x.dtype() != DType::f32 && x.dtype() != DType::f64 && x.dtype() != DType::bf16)
+    throw Error(calledAt(name, loc) + what + " " + x.typeString() + " is not a float tensor; cast it (spmd::cast(" +
+                what + ", DType::f32))");
+}
+
+}  // namespace detail
+
 Tensor mseLoss(const Tensor& input, const Tensor& target, LossReduction reduction, Loc loc) {
   requireAlike(input, target, "mseLoss", loc);
   const Tensor d = sub(input, target, loc);
@@ -143,7 +148,7 @@ Tensor l1Loss(const Tensor& input, const Tensor& target, LossReduction reduction
 Tensor smoothL1Loss(const Tensor& input, const Tensor& target, LossReduction reduction, double beta, Loc loc) {
   requireAlike(input, target, "smoothL1Loss", loc);
   if (!(beta >= 0) || !std::isfinite(beta))
-    throw Error(at("smoothL1Loss", loc) + "beta must be a finite number >= 0, got " + std::to_string(beta));
+    throw Error(calledAt("smoothL1Loss", loc) + "beta must be a finite number >= 0, got " + std::to_string(beta));
   const Tensor d = sub(input, target, loc), z = abs(d, loc);
   if (beta == 0) return reduced(z, reduction, "smoothL1Loss", loc);
   // d * d, not z * z: the quadratic branch's gradient d / beta passes through 0 without abs's kink.
@@ -154,7 +159,7 @@ Tensor smoothL1Loss(const Tensor& input, const Tensor& target, LossReduction red
 Tensor huberLoss(const Tensor& input, const Tensor& target, LossReduction reduction, double delta, Loc loc) {
   requireAlike(input, target, "huberLoss", loc);
   if (!(delta > 0) || !std::isfinite(delta))
-    throw Error(at("huberLoss", loc) + "delta must be a finite number > 0, got " + std::to_string(delta));
+    throw Error(calledAt("huberLoss", loc) + "delta must be a finite number > 0, got " + std::to_string(delta));
   const Tensor d = sub(input, target, loc), z = abs(d, loc);
   const Tensor quadratic = mul(mul(d, d, loc), 0.5, loc), linear = mul(add(z, -0.5 * delta, loc), delta, loc);
   return reduced(where(less(z, fill(z, delta, loc), loc), quadratic, linear, loc), reduction, "huberLoss", loc);
@@ -178,7 +183,7 @@ Tensor binaryCrossEntropyWithLogits(const Tensor& logits, const Tensor& target, 
   Tensor weight;
   if (posWeight.defined()) {
     if (posWeight.dtype() != logits.dtype())
-      throw Error(at(name, loc) + "posWeight " + posWeight.typeString() + " and logits " + logits.typeString() +
+      throw Error(calledAt(name, loc) + "posWeight " + posWeight.typeString() + " and logits " + logits.typeString() +
                   " differ in dtype; cast posWeight to the logits'");
     bool fits = posWeight.rank() <= logits.rank();
     for (int64_t i = 1; fits && i <= posWeight.rank(); ++i) {
@@ -186,7 +191,7 @@ Tensor binaryCrossEntropyWithLogits(const Tensor& logits, const Tensor& target, 
       fits = w == x || w == 1;
     }
     if (!fits)
-      throw Error(at(name, loc) + "posWeight " + posWeight.typeString() + " does not broadcast against logits " +
+      throw Error(calledAt(name, loc) + "posWeight " + posWeight.typeString() + " does not broadcast against logits " +
                   logits.typeString() + " (its dimensions, from the last, must equal the logits' or be 1: one "
                   "weight a class is [" + std::to_string(logits.dim(logits.rank() - 1)) + "])");
     weight = add(mul(target, add(posWeight, -1.0, loc), loc), 1.0, loc);  // 1 + (w - 1) t
@@ -200,7 +205,7 @@ Tensor crossEntropy(const Tensor& logits, const Tensor& target, LossReduction re
   const char* name = "crossEntropy";
   requireClasses(logits, "logits", name, loc);
   if (!(labelSmoothing >= 0 && labelSmoothing <= 1))
-    throw Error(at(name, loc) + "labelSmoothing must be in [0, 1], got " + std::to_string(labelSmoothing));
+    throw Error(calledAt(name, loc) + "labelSmoothing must be in [0, 1], got " + std::to_string(labelSmoothing));
   if (target.dtype() == DType::i32) {
     requireIndexTarget(logits, target, "logits", name, loc);
     const KeptIndices labels = withoutIgnored(target, ignoreIndex, logits.dtype(), loc);
@@ -209,7 +214,7 @@ Tensor crossEntropy(const Tensor& logits, const Tensor& target, LossReduction re
     return reducedKept(reshape(loss, target.shape(), loc), labels.kept, reduction, name, loc);
   }
   if (target.dtype() != logits.dtype() || target.shape() != logits.shape())
-    throw Error(at(name, loc) + "target " + target.typeString() + " is neither i32 class indices of shape " +
+    throw Error(calledAt(name, loc) + "target " + target.typeString() + " is neither i32 class indices of shape " +
                 [&] {
                   Shape s = logits.shape();
                   s.erase(s.begin() + 1);
@@ -228,7 +233,7 @@ Tensor nllLoss(const Tensor& logProbabilities, const Tensor& target, LossReducti
   const char* name = "nllLoss";
   requireClasses(logProbabilities, "logProbabilities", name, loc);
   if (target.dtype() != DType::i32)
-    throw Error(at(name, loc) + "target " + target.typeString() + " must hold i32 class indices (cast it: "
+    throw Error(calledAt(name, loc) + "target " + target.typeString() + " must hold i32 class indices (cast it: "
                 "spmd::cast(target, DType::i32)); for class probabilities use spmd::crossEntropy on the logits");
   requireIndexTarget(logProbabilities, target, "logProbabilities", name, loc);
   Shape withClass = target.shape();

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <string>
 
+#include "frontend/Checks.h"
 #include "frontend/Ops.h"
 #include "frontend/Trace.h"
 #include "runtime/base/Error.h"
@@ -15,21 +16,13 @@ using detail::where;
 
 namespace {
 
-std::string at(const char* name, Loc loc) {
-  detail::Trace::current(name, loc);
-  return where(loc) + ": spmd::" + name + ": ";
-}
-
-void requireFloat(const Tensor& x, const char* what, const char* name, Loc loc) {
-  if (x.dtype() != DType::f32 && x.dtype() != DType::f64 && x.dtype() != DType::bf16)
-    throw Error(at(name, loc) + what + " " + x.typeString() + " is not a float tensor; cast it (spmd::cast(" + what +
-                ", DType::f32))");
-}
+using detail::calledAt;
+using detail::requireFloat;
 
 int64_t checkedAxis(const Tensor& x, int64_t axis, const char* name, Loc loc) {
   const int64_t a = axis < 0 ? axis + x.rank() : axis;
   if (a < 0 || a >= x.rank())
-    throw Error(at(name, loc) + "axis " + std::to_string(axis) + " is outside " + x.typeString() + " (rank " +
+    throw Error(calledAt(name, loc) + "axis " + std::to_string(axis) + " is outside " + x.typeString() + " (rank " +
                 std::to_string(x.rank()) + "; negative axes count from the end)");
   return a;
 }
@@ -48,7 +41,7 @@ Tensor vectorNorm(const Tensor& x, std::vector<int64_t> axes, double ord, bool k
   const char* name = "vectorNorm";
   requireFloat(x, "x", name, loc);
   if (!(ord > 0))
-    throw Error(at(name, loc) + "ord must be positive (1, 2, any other, or infinity), got " + std::to_string(ord));
+    throw Error(calledAt(name, loc) + "ord must be positive (1, 2, any other, or infinity), got " + std::to_string(ord));
   Shape kept = x.shape();
   for (int64_t& axis : axes) axis = checkedAxis(x, axis, name, loc), kept[size_t(axis)] = 1;
   Tensor norm;
@@ -62,7 +55,7 @@ Tensor vectorNorm(const Tensor& x, std::vector<int64_t> axes, double ord, bool k
 Tensor normalize(const Tensor& x, double p, int64_t axis, double epsilon, Loc loc) {
   const char* name = "normalize";
   requireFloat(x, "x", name, loc);
-  if (!(epsilon > 0)) throw Error(at(name, loc) + "epsilon must be positive, got " + std::to_string(epsilon));
+  if (!(epsilon > 0)) throw Error(calledAt(name, loc) + "epsilon must be positive, got " + std::to_string(epsilon));
   const Tensor norm = vectorNorm(x, {checkedAxis(x, axis, name, loc)}, p, true, loc);
   return div(x, maximum(norm, fill(norm, epsilon, loc), loc), loc);
 }
@@ -71,7 +64,7 @@ Tensor cosineSimilarity(const Tensor& a, const Tensor& b, int64_t axis, double e
   const char* name = "cosineSimilarity";
   requireFloat(a, "a", name, loc);
   if (b.dtype() != a.dtype() || b.shape() != a.shape())
-    throw Error(at(name, loc) + "b " + b.typeString() + " and a " + a.typeString() +
+    throw Error(calledAt(name, loc) + "b " + b.typeString() + " and a " + a.typeString() +
                 " differ; give two tensors of one dtype and shape (broadcastTo the smaller one)");
   const int64_t along = checkedAxis(a, axis, name, loc);
   auto unit = [&](const Tensor& v) {

@@ -12,7 +12,7 @@ namespace spmd::optim {
 namespace {
 
 // `value` in every element (rounded to the dtype once).
-Array filled(DType dtype, const Shape& shape, double value) {
+Array filledArray(DType dtype, const Shape& shape, double value) {
   Array a = Array::zeros(dtype, shape);
   const Array one = Array::scalar(dtype, value);
   const size_t size = dtypeSize(dtype);
@@ -42,7 +42,7 @@ Tree Adagrad::init(const Tree& params) const {
   Tree state;
   DType dtype = DType::f32;
   for (const auto& [name, p] : params) {
-    state.set("sum." + name, filled(p.dtype(), p.shape(), config_.initialAccumulatorValue));
+    state.set("sum." + name, filledArray(p.dtype(), p.shape(), config_.initialAccumulatorValue));
     dtype = p.dtype();
   }
   state.set("step", Array::scalar(dtype, 0.0));
