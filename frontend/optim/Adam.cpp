@@ -43,10 +43,7 @@ std::pair<Tree, Tree> Adam::update(const Tree& params, const Tree& grads, const 
 std::pair<Tree, Tree> Adam::update(const Tree& params, const Tree& grads, const Tree& state,
                                    const Tensor& learningRate, Loc loc) const {
   auto require = [&](const Tree& tree, const std::string& key, const char* what) {
-    if (!tree.contains(key))
-      throw Error(detail::where(loc) + ": optim::Adam::update: no " + what + " '" + key +
-                  "'; pass the gradients of these parameters and the state from Adam::init");
-    return tree.at(key);
+    return stateEntry(tree, key, what, "Adam", loc);
   };
   const AdamConfig& c = config_;
   Tree newParams, newState;

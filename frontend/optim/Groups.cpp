@@ -70,4 +70,11 @@ Tensor groupRate(const Tensor& baseRate, double groupRate, double baseRateConsta
   return mul(baseRate, groupRate / baseRateConstant, loc);
 }
 
+Tensor stateEntry(const Tree& tree, const std::string& key, const char* what, const char* who, Loc loc) {
+  if (!tree.contains(key))
+    throw Error(detail::where(loc) + ": optim::" + who + "::update: no " + what + " '" + key +
+                "'; pass the gradients of these parameters and the state from " + who + "::init");
+  return tree.at(key);
+}
+
 }  // namespace spmd::optim

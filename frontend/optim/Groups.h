@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "frontend/Tensor.h"
+#include "frontend/Tree.h"
 
 namespace spmd::optim {
 
@@ -39,5 +40,8 @@ void requireEveryGroupUsed(const std::vector<ParamGroup>& groups, const std::vec
 // The rate tensor for a parameter of the group: the traced base rate scaled by
 // groupRate / baseRate (undefined stays undefined: the constant groupRate is used then).
 Tensor groupRate(const Tensor& baseRate, double groupRate, double baseRateConstant, Loc loc);
+// tree[key] (a gradient or a state entry, `what`), or an error naming optimizer `who`'s update,
+// the missing key and where the state comes from (`who`::init).
+Tensor stateEntry(const Tree& tree, const std::string& key, const char* what, const char* who, Loc loc);
 
 }  // namespace spmd::optim

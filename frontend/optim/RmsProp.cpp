@@ -41,10 +41,7 @@ std::pair<Tree, Tree> RmsProp::update(const Tree& params, const Tree& grads, con
 std::pair<Tree, Tree> RmsProp::update(const Tree& params, const Tree& grads, const Tree& state,
                                       const Tensor& learningRate, Loc loc) const {
   auto require = [&](const Tree& tree, const std::string& key, const char* what) {
-    if (!tree.contains(key))
-      throw Error(detail::where(loc) + ": optim::RmsProp::update: no " + what + " '" + key +
-                  "'; pass the gradients of these parameters and the state from RmsProp::init");
-    return tree.at(key);
+    return stateEntry(tree, key, what, "RmsProp", loc);
   };
   const RmsPropConfig& c = config_;
   Tree newParams, newState;

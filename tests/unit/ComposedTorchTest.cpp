@@ -19,6 +19,7 @@
 namespace spmd {
 namespace {
 
+using testing::maxRelativeError;
 using testing::randomArray;
 
 // The index tensors of an advanced index, given as the rows of one i32 array [k, ...].
@@ -70,15 +71,6 @@ std::vector<TensorIndex> indexOf(const std::string& spec, const Tensor& flat) {
     }
   }
   return entries;
-}
-
-double maxRelativeError(const Array& a, const Array& b) {
-  double diff = 0, scale = 1e-30;
-  for (int64_t i = 0; i < b.numel(); ++i) {
-    diff = std::max(diff, std::fabs(testing::valueAt(a, i) - testing::valueAt(b, i)));
-    scale = std::max(scale, std::fabs(testing::valueAt(b, i)));
-  }
-  return diff / scale;
 }
 
 TEST(ComposedTorchTest, ReductionsTakeAndClampMatchPyTorch) {

@@ -16,16 +16,8 @@
 namespace spmd {
 namespace {
 
+using testing::maxRelativeError;
 using testing::randomArray;
-
-double maxRelativeError(const Array& a, const Array& b) {
-  double diff = 0, scale = 1e-30;
-  for (int64_t i = 0; i < b.numel(); ++i) {
-    diff = std::max(diff, std::fabs(testing::valueAt(a, i) - testing::valueAt(b, i)));
-    scale = std::max(scale, std::fabs(testing::valueAt(b, i)));
-  }
-  return diff / scale;
-}
 
 // Rows along axis 1 of a positive array scaled to sum to 1 (class probabilities), with element
 // `zero` (a flat position, or -1) set to 0 before scaling.

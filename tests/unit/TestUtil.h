@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -68,6 +69,16 @@ inline double valueAt(const Array& a, int64_t i) {
     case DType::bf16: return fromBf16(a.values<bf16>()[i]);
   }
   return 0;
+}
+
+// The largest |a - b| over the largest |b|: b's scale (a reference's), one number for a whole tensor.
+inline double maxRelativeError(const Array& a, const Array& b) {
+  double diff = 0, scale = 1e-30;
+  for (int64_t i = 0; i < b.numel(); ++i) {
+    diff = std::max(diff, std::fabs(valueAt(a, i) - valueAt(b, i)));
+    scale = std::max(scale, std::fabs(valueAt(b, i)));
+  }
+  return diff / scale;
 }
 
 // |actual - expected| <= atol + rtol * |expected| everywhere (NaN fails); returns the largest
