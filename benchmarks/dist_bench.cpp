@@ -1,5 +1,5 @@
 // The multi-process benchmark program, run by benchmarks/compare_processes.py (alone, or under
-// mpirun). Two modes:
+// mpirun). Three modes:
 //   step       --devices cpu:K --width W --batch B --steps N: the sample's ResNet-18 train step
 //              at global batch B (each process passes its rows), donated state as in the sample;
 //              prints the median step time and, across processes, how much of the all-reduce
@@ -10,6 +10,12 @@
 //   allreduce  --max-bytes M --repeats R: one replica per process; for 4 KB .. M, the time of an
 //              f32 sum all-reduce in exact and fast mode (the runtime's communicator) and of a
 //              plain MPI_Allreduce in this binary, with the bus bandwidth 2(P-1)/P x bytes / time.
+//   grouped    --local K --max-bytes M --repeats R: K replicas per process; for 4 KB .. M per
+//              replica, an f32 sum all-reduce within replica groups, as a mesh {data: P, model: K}
+//              reduces over each axis: "model" (groups within a process) and "data" (groups across
+//              the processes), through the communicator's own grouped path (only what another
+//              process's members need crosses) and through the default it replaced (every
+//              replica's operand all-gathered, the group's rows folded), in this binary.
 // Lines starting "result " are what the script reads.
 #include <mpi.h>
 #include <sys/resource.h>
@@ -19,6 +25,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "TrainStep.h"
@@ -56,6 +63,7 @@ struct StepFlags {
 struct AllreduceFlags {
   int64_t maxBytes = 64 << 20;
   int repeats = 10;
+  int local = 4;  // grouped mode's replicas per process
 };
 
 int step(const StepFlags& f) {
@@ -175,6 +183,55 @@ int allreduce(const AllreduceFlags& f) {
   return 0;
 }
 
+int grouped(const AllreduceFlags& f) {
+  const int processes = spmd::processCount(), me = spmd::processIndex(), k = f.local;
+  if (processes < 2) throw spmd::Error("grouped mode needs mpirun -np 2 or more");
+  using spmd::runtime::Communicator;
+  auto comms = spmd::runtime::makeProcessCommunicators(k, spmd::runtime::collectiveTimeoutFromEnvironment());
+  // Each replica's group over "model" (its process's K replicas) and over "data" (its local index
+  // on every process).
+  auto membersOf = [&](int replica, bool data) {
+    std::vector<int64_t> members;
+    for (int j = 0; j < (data ? processes : k); ++j)
+      members.push_back(data ? int64_t(j) * k + replica % k : int64_t(replica / k) * k + j);
+    return members;
+  };
+  for (int64_t bytes = 4096; bytes <= f.maxBytes; bytes *= 4) {
+    const int64_t n = bytes / 4;
+    double times[2][2];  // [axis: model, data][way: own, through an all-gather]
+    for (int axis = 0; axis < 2; ++axis)
+      for (int way = 0; way < 2; ++way) {
+        std::vector<double> t(size_t(f.repeats + 1));
+        std::vector<std::thread> replicas;
+        for (int l = 0; l < k; ++l)
+          replicas.emplace_back([&, l] {
+            Communicator& comm = *comms[size_t(l)];
+            const std::vector<int64_t> members = membersOf(comm.rank(), axis == 1);
+            std::vector<float> data(static_cast<size_t>(n));
+            for (int64_t i = 0; i < n; ++i) data[size_t(i)] = float((i * 7 + comm.rank() * 13) % 101) * 0.01f;
+            Communicator::Segment s{data.data(), n};
+            for (int r = 0; r <= f.repeats; ++r) {
+              comm.barrier("grouped timing");
+              auto start = Clock::now();
+              if (way == 0) comm.allReduceInGroup({&s, 1}, {&s, 1}, spmd::DType::f32, spmd::runtime::Reduction::Sum, members, "bench").wait();
+              else comm.Communicator::allReduceInGroup({&s, 1}, {&s, 1}, spmd::DType::f32, spmd::runtime::Reduction::Sum, members, "bench").wait();
+              if (l == 0) t[size_t(r)] = since(start);
+            }
+          });
+        for (std::thread& r : replicas) r.join();
+        std::vector<double> mid{median(std::vector<double>(t.begin() + 1, t.end()))};
+        spmd::processSum(mid, "timings");  // mean over processes
+        times[axis][way] = mid[0] / processes;
+      }
+    if (me == 0)
+      std::printf("result grouped bytes=%lld local=%d model_ms=%.3f model_gather_ms=%.3f data_ms=%.3f "
+                  "data_gather_ms=%.3f model_speedup=%.2f data_speedup=%.2f\n",
+                  static_cast<long long>(bytes), k, 1e3 * times[0][0], 1e3 * times[0][1], 1e3 * times[1][0],
+                  1e3 * times[1][1], times[0][1] / times[0][0], times[1][1] / times[1][0]);
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -210,7 +267,16 @@ int main(int argc, char** argv) {
                                                      "MPI_Allreduce, 4 KB up to --max-bytes (mpirun -np 2+)");
     allreduceMode.whole("--max-bytes", r.maxBytes, 4096, int64_t(1) << 34, "largest message");
     allreduceMode.whole("--repeats", r.repeats, 1, 1000000, "timed repeats per size");
+    AllreduceFlags g;
+    g.maxBytes = 4 << 20;
+    spmd::cli::Flags& groupedMode = app.subcommand(
+        "grouped", "f32 all-reduce within replica groups over a mesh {data: processes, model: --local}'s two axes: "
+                   "the communicator's own path and an all-gather's, 4 KB up to --max-bytes a replica (mpirun -np 2+)");
+    groupedMode.whole("--local", g.local, 1, 256, "replicas per process");
+    groupedMode.whole("--max-bytes", g.maxBytes, 4096, int64_t(1) << 32, "largest operand of one replica");
+    groupedMode.whole("--repeats", g.repeats, 1, 1000000, "timed repeats per size");
     if (auto stop = app.parse(argc, argv)) return *stop;
+    if (groupedMode.given()) return grouped(g);
     return stepMode.given() ? step(s) : allreduce(r);
   } catch (const std::exception& e) {
     if (spmd::processCount() > 1) spmd::abortJob(std::string("dist_bench: ") + e.what());

@@ -48,8 +48,9 @@ Tensor pbroadcast(const Tensor& x, const std::string& axis, int64_t source = 0, 
 // gathers from, its own group only, in the group's order. The bits are those of the collective
 // over an axis of that group's G replicas (the same fold tree), and the result is no longer the
 // same on every replica of the axis. Float and i32 tensors (i32 through f64, exact, a sum wrapping
-// as the i32 all_reduce's; pmean an f32); built from allGather and row selections (each
-// replica holds all N operands for a moment), so every backend runs it and its gradient is exact.
+// as the i32 all_reduce's; pmean an f32). Each is one collective with replica groups: a replica
+// reads its own group's operands only, and across processes only what another process's members
+// need crosses (runtime/mpi/GroupExchange.h).
 using AxisGroups = std::vector<std::vector<int64_t>>;
 Tensor psum(const Tensor& x, const std::string& axis, const AxisGroups& groups, Loc loc = Loc::current());
 Tensor pmean(const Tensor& x, const std::string& axis, const AxisGroups& groups, Loc loc = Loc::current());

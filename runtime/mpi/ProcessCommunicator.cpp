@@ -11,6 +11,7 @@
 
 #include "runtime/base/Parse.h"
 #include "runtime/device/Fold.h"
+#include "runtime/mpi/GroupExchange.h"
 #include "runtime/mpi/MpiEngine.h"
 
 namespace spmd::runtime {
@@ -22,7 +23,8 @@ int64_t nanosSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
 }
 
-enum class Kind { AllReduce, AllGather, Barrier };
+// Grouped: a collective within replica groups (GroupExchange moves what the groups need).
+enum class Kind { AllReduce, AllGather, Barrier, Grouped };
 
 // Uninitialised byte buffers kept for reuse: a fresh megabyte-sized allocation costs more in
 // page faults than the collective itself.
@@ -73,7 +75,10 @@ struct ReductionJob {
   Kind kind;
   DType dtype = DType::f32;
   Reduction op = Reduction::Sum;
-  int64_t count = 0;  // all-reduce: elements per replica; all-gather: bytes per replica
+  int64_t count = 0;  // all-reduce (grouped reduce, reduce_scatter): elements per replica; all-gather: bytes
+  GroupOp groupOp = GroupOp::Reduce;
+  std::vector<std::vector<int64_t>> members;  // grouped: each local replica's group
+  std::unique_ptr<GroupExchange> exchange;    // grouped: set by the engine; result holds its inbox
   std::string what;
   BufferPool::Buffer send, result;
   size_t sendBytes = 0;
@@ -86,6 +91,10 @@ struct ReductionJob {
   std::condition_variable cv;
   bool done = false;
 };
+
+// The tag of a grouped collective's point-to-point messages (the engine runs one piece of work at
+// a time, so they never meet another collective's).
+constexpr int kGroupedTag = 7;
 
 MPI_Datatype mpiDatatype(DType dtype) {
   switch (dtype) {
@@ -113,6 +122,18 @@ int mpiCount(int64_t n, const std::string& what) {
                 "the all-reduce bucket size (PmapOptions::bucketBytes) or split the tensor");
   return static_cast<int>(n);
 }
+
+// Bytes of one element of a job's count: an all-gather's count is bytes.
+size_t elementBytes(const ReductionJob& job) {
+  const bool bytes = job.kind == Kind::AllGather || (job.kind == Kind::Grouped && job.groupOp == GroupOp::Gather);
+  return bytes ? 1 : dtypeSize(job.dtype);
+}
+
+// A grouped collective's op and the joining replica's group (its members, in group order).
+struct Grouping {
+  GroupOp op = GroupOp::Reduce;
+  std::span<const int64_t> members;
+};
 
 // State the K replicas of this process share.
 class Group {
@@ -149,7 +170,8 @@ class Group {
 
   // Replica `l` joins its next collective with its operand (segments of one flat vector).
   std::shared_ptr<ReductionJob> join(int l, Kind kind, std::span<const Communicator::Segment> in, DType dtype,
-                            Reduction op, int64_t count, const std::string& what, bool waits = false) {
+                            Reduction op, int64_t count, const std::string& what, bool waits = false,
+                            Grouping grouping = {}) {
     // Direct: the caller waits for the result, and its buffer is the whole operand in the layout
     // MPI sends (one replica per process; fast mode, or exact mode whose slices are in order).
     const bool direct = waits && local_ == 1 && kind == Kind::AllReduce && in.size() == 1;
@@ -162,14 +184,17 @@ class Group {
       if (!slot) {
         slot = std::make_shared<ReductionJob>(pool_);
         slot->kind = kind, slot->dtype = dtype, slot->op = op, slot->count = count, slot->what = what;
-        size_t elementBytes = kind == Kind::AllReduce ? dtypeSize(dtype) : 1;
-        slot->sendBytes = size_t(local_) * size_t(count) * elementBytes;
+        slot->groupOp = grouping.op;
+        if (kind == Kind::Grouped) slot->members.resize(size_t(local_));
+        slot->sendBytes = size_t(local_) * size_t(count) * elementBytes(*slot);
         if (direct) slot->direct = static_cast<std::byte*>(in[0].data);
         else slot->send = pool_->get(slot->sendBytes);
-      } else if (slot->kind != kind || slot->count != count || slot->dtype != dtype || slot->op != op) {
+      } else if (slot->kind != kind || slot->count != count || slot->dtype != dtype || slot->op != op ||
+                 slot->groupOp != grouping.op) {
         throw Error("replica " + std::to_string(l) + " calls " + what + " where another replica of this process calls " +
                     slot->what + "; the replicas of one program must run the same collectives");
       }
+      if (kind == Kind::Grouped) slot->members[size_t(l)].assign(grouping.members.begin(), grouping.members.end());
       job = slot;
     }
     if (!job->direct) pack(*job, l, in);
@@ -197,18 +222,19 @@ class Group {
     }
     if (job.kind == Kind::AllReduce && l == 0) waitNanos += nanosSince(start);  // one replica's view
     if (job.direct) return;  // the result is already in place
+    if (job.kind == Kind::Grouped) return finishGrouped(job, l, out);
     const std::byte* from = job.result.data();
-    size_t elementBytes = job.kind == Kind::AllReduce ? dtypeSize(job.dtype) : 1;
+    const size_t e = elementBytes(job);
     for (const auto& s : out) {
-      std::memcpy(s.data, from, s.count * elementBytes);
-      from += s.count * elementBytes;
+      std::memcpy(s.data, from, s.count * e);
+      from += s.count * e;
     }
   }
 
  private:
   // Copies replica l's operand into the job's send buffer.
   void pack(ReductionJob& job, int l, std::span<const Communicator::Segment> in) {
-    const size_t e = job.kind == Kind::AllReduce ? dtypeSize(job.dtype) : 1;
+    const size_t e = elementBytes(job);
     const int64_t n = job.count;
     auto copyRange = [&](int64_t begin, int64_t end, std::byte* to) {  // elements [begin, end) of the operand
       int64_t at = 0;
@@ -235,6 +261,8 @@ class Group {
     const int P = processes_, K = local_;
     if (job.kind == Kind::Barrier) {
       checkMpi(MPI_Barrier(comm), "MPI_Barrier", job.what);
+    } else if (job.kind == Kind::Grouped) {
+      exchangeGrouped(job, comm);
     } else if (job.kind == Kind::AllGather) {
       job.result = pool_->get(size_t(P) * job.sendBytes);
       int bytes = mpiCount(int64_t(job.sendBytes), job.what);
@@ -307,6 +335,54 @@ class Group {
     }
     checkMpi(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_BYTE, result, counts.data(), offsets.data(), MPI_BYTE, comm),
              "MPI_Allgatherv", job.what);
+  }
+
+  // A collective within replica groups: each process sends the other processes only what their
+  // members of its replicas' groups need (GroupExchange), point to point; the replicas then fold
+  // (or copy) their own group's operands in finish. A group within this process moves nothing.
+  void exchangeGrouped(ReductionJob& job, MPI_Comm comm) {
+    job.exchange = std::make_unique<GroupExchange>(job.groupOp, job.members, rank_, processes_,
+                                                   size_t(job.count) * elementBytes(job));
+    const GroupExchange& plan = *job.exchange;
+    job.result = pool_->get(plan.inboxBytes());
+    BufferPool::Buffer outbox = pool_->get(plan.outboxBytes());
+    plan.pack(job.send.data(), outbox.data());
+    std::vector<MPI_Request> requests;
+    for (int q = 0; q < processes_; ++q)
+      if (plan.receiveBytes(q) > 0) {
+        requests.emplace_back();
+        checkMpi(MPI_Irecv(job.result.data() + plan.receiveOffset(q), mpiCount(int64_t(plan.receiveBytes(q)), job.what),
+                           MPI_BYTE, q, kGroupedTag, comm, &requests.back()),
+                 "MPI_Irecv", job.what);
+      }
+    for (int q = 0; q < processes_; ++q)
+      if (plan.sendBytes(q) > 0) {
+        requests.emplace_back();
+        checkMpi(MPI_Isend(outbox.data() + plan.sendOffset(q), mpiCount(int64_t(plan.sendBytes(q)), job.what), MPI_BYTE,
+                           q, kGroupedTag, comm, &requests.back()),
+                 "MPI_Isend", job.what);
+      }
+    checkMpi(MPI_Waitall(int(requests.size()), requests.data(), MPI_STATUSES_IGNORE), "MPI_Waitall", job.what);
+    pool_->put(std::move(outbox));
+  }
+
+  // Replica l's result of a grouped collective, from its group's operands: the fold over the tree
+  // of the group's size in group order (a mean divides by it), or the members' operands stacked.
+  void finishGrouped(ReductionJob& job, int l, std::span<const Communicator::Segment> out) {
+    const GroupExchange& plan = *job.exchange;
+    const std::vector<const std::byte*> rows = plan.sources(l, job.send.data(), job.result.data());
+    const int g = int(plan.groupSize());
+    if (job.groupOp == GroupOp::Gather) {
+      for (size_t k = 0; k < rows.size(); ++k)
+        std::memcpy(static_cast<std::byte*>(out[0].data) + k * plan.sourceBytes(), rows[k], plan.sourceBytes());
+      return;
+    }
+    std::vector<const void*> sources(rows.begin(), rows.end());
+    int64_t at = 0;  // the operand's elements, segment by segment (a reduce_scatter's row: one segment)
+    for (const auto& s : out) {
+      foldTree(job.dtype, sources.data(), g, at, at + s.count, job.op, g, s.data);
+      at += s.count;
+    }
   }
 
   void reduceFast(ReductionJob& job, MPI_Comm comm, int P, int K) {
@@ -382,6 +458,33 @@ class ProcessCommunicator final : public Communicator {
     Segment o{out, int64_t(bytes) * size()};
     if (background && group_->overlap())
       return Pending([group = group_, job, l = local_, o] { group->finish(*job, l, {&o, 1}); });
+    group_->finish(*job, local_, {&o, 1});
+    return {};
+  }
+  // Within replica groups: only the operands other processes' members need cross processes
+  // (GroupExchange); the replicas fold their group's in their own thread.
+  Pending allReduceInGroup(std::span<const Segment> in, std::span<const Segment> out, DType dtype, Reduction op,
+                           std::span<const int64_t> members, const std::string& what) override {
+    int64_t count = 0;
+    for (const auto& s : in) count += s.count;
+    auto job = group_->join(local_, Kind::Grouped, in, dtype, op, count, describe(what, dtype, count, op), false,
+                            {GroupOp::Reduce, members});
+    group_->finish(*job, local_, out);
+    return {};
+  }
+  Pending allGatherInGroup(const void* in, void* out, size_t bytes, std::span<const int64_t> members,
+                           const std::string& what) override {
+    Segment s{const_cast<void*>(in), int64_t(bytes)}, o{out, int64_t(bytes * members.size())};
+    auto job = group_->join(local_, Kind::Grouped, {&s, 1}, DType::f32, Reduction::Sum, int64_t(bytes),
+                            what + " (" + std::to_string(bytes) + " bytes)", false, {GroupOp::Gather, members});
+    group_->finish(*job, local_, {&o, 1});
+    return {};
+  }
+  Pending reduceScatterInGroup(const void* in, void* out, DType dtype, int64_t count, Reduction op,
+                               std::span<const int64_t> members, const std::string& what) override {
+    Segment s{const_cast<void*>(in), count}, o{out, count / int64_t(members.size())};
+    auto job = group_->join(local_, Kind::Grouped, {&s, 1}, dtype, op, count, describe(what, dtype, count, op), false,
+                            {GroupOp::Scatter, members});
     group_->finish(*job, local_, {&o, 1});
     return {};
   }

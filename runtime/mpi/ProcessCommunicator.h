@@ -10,7 +10,10 @@
 // process j folds them into the tree's root, and MPI_Allgatherv returns every folded slice to
 // everyone: per process the bytes MPI_Allreduce's reduce-scatter + all-gather would move. Fast
 // mode: each process folds its K replicas, then MPI_Allreduce. all_gather: MPI_Allgather of each
-// process's K blocks.
+// process's K blocks. Within replica groups (a mesh axis): each process sends each other process
+// only its replicas' operands (a reduce_scatter's rows) that process's members need
+// (runtime/mpi/GroupExchange.h, MPI_Isend / MPI_Irecv), and each replica folds its group's in the
+// group's order over the tree of its size; a group within one process moves nothing.
 //
 // A replica that fails ends the job (abortJob): the other processes wait in MPI and cannot be
 // told to stop otherwise. Built only with MPI.

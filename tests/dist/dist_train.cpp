@@ -176,6 +176,40 @@ void checkFoldOrder(const Flags& f, std::string& report) {
   if (fast && !differsFromOthers) report += " (the same sums as exact mode's for this split)";
 }
 
+// all_gather and reduce_scatter within the groups {r, r + n/2} (a mesh's outer axis: across the
+// processes in the 2 x K layouts, within one in 1 x N), against their definitions: replica r's
+// operand holds 1000 r + element, so each result names where it came from.
+void checkGroupedAcross(const Flags& f, int64_t n, std::string& report) {
+  AxisGroups halves(size_t(n / 2));
+  for (int64_t r = 0; r < n; ++r) halves[size_t(r % (n / 2))].push_back(r);
+  auto grouped = pmap(
+      [&](const Tensor& x) {
+        return std::tuple{allGather(x, "batch", halves), psumScatter(reshape(x, {2, n / 2}), "batch", halves)};
+      },
+      {.inAxes = {split}, .outAxes = {split, split}, .devices = f.devices, .name = "grouped_check"});
+  const int64_t local = grouped.deviceCount(), process = processIndex();
+  Array mine = Array::zeros(DType::f32, {local, n});
+  for (int64_t r = 0; r < local; ++r)
+    for (int64_t j = 0; j < n; ++j) mine.values<float>()[r * n + j] = float(1000 * (process * local + r) + j);
+  auto [gathered, scattered] = grouped(mine);
+  for (int64_t r = 0; r < local; ++r) {
+    const int64_t me = process * local + r, first = me % (n / 2), position = me / (n / 2);
+    for (int64_t k = 0; k < 2; ++k)
+      for (int64_t j = 0; j < n; ++j)
+        if (gathered.array().values<float>()[(r * 2 + k) * n + j] != float(1000 * (first + k * n / 2) + j))
+          throw Error("grouped check: replica " + std::to_string(me) + "'s all_gather row " + std::to_string(k) +
+                      " element " + std::to_string(j) + " is not replica " + std::to_string(first + k * n / 2) + "'s");
+    for (int64_t j = 0; j < n / 2; ++j) {
+      const float want = float(1000 * (2 * first + n / 2) + 2 * (position * n / 2 + j));
+      if (scattered.array().values<float>()[r * n / 2 + j] != want)
+        throw Error("grouped check: replica " + std::to_string(me) + "'s reduce_scatter element " + std::to_string(j) +
+                    " got " + std::to_string(scattered.array().values<float>()[r * n / 2 + j]) + ", its definition " +
+                    std::to_string(want));
+    }
+  }
+  report += "; all_gather and reduce_scatter within groups {r, r + " + std::to_string(n / 2) + "} hold theirs";
+}
+
 // ppermute (a ring) and all_to_all across every replica of the job, against their definitions:
 // replica r's operand holds 1000 r + element, so each result names where it came from.
 void checkPermutations(const Flags& f, std::string& report) {
@@ -214,6 +248,7 @@ void checkPermutations(const Flags& f, std::string& report) {
   }
   report = "ppermute and all_to_all: their definitions hold over " + std::to_string(n) +
            " replicas (and psum within groups of " + (n % 2 ? std::to_string(n) : std::string("2")) + ")";
+  if (n % 2 == 0) checkGroupedAcross(f, n, report);
 }
 
 // One step of a mesh check: the sharded model's loss and parameters against the unsharded

@@ -7,7 +7,8 @@ layouts    N = 4 replicas as 1 process x 4 threads, 2 x 2 and 4 x 1, and N = 6 a
            every process holds them; so do 1x4, 2x2 and 4x1 with the default thread share (no
            thread settings at all); every run's psum folds in the order that defines exact mode
            (dist_train's checkFoldOrder, f64 values that cancel), and its ppermute (a ring) and
-           all_to_all give their definitions across the processes (checkPermutations); fast mode
+           all_to_all give their definitions across the processes (checkPermutations), as do
+           all_gather and reduce_scatter within groups that cross them (checkGroupedAcross); fast mode
            (2 x 3) runs its own order and agrees to rounding.
 faults     one process throws inside a step, one is killed, one hangs, one is stopped (SIGSTOP): mpirun ends non-zero
            within the collective timeout, the message names the process (and the replica and
@@ -121,6 +122,9 @@ def exact_run(args, processes, per, name, flags, env_extra, default_threads=Fals
         if len(permutations) != processes:
             fail("%s: not every process reports the permutation check (dist_train's checkPermutations):\n%s" %
                  (name, log))
+        if (processes * per) % 2 == 0 and not all("within groups {r, r + " in l for l in permutations):
+            fail("%s: not every process reports the grouped all_gather and reduce_scatter check "
+                 "(dist_train's checkGroupedAcross):\n%s" % (name, log))
         meshes = [l for l in log.splitlines() if "tensor-parallel MLP on mesh" in l]
         blocks = [l for l in log.splitlines() if "tensor-parallel transformer block on mesh" in l]
         if (processes * per) % 2 == 0 and (len(meshes) != processes or len(blocks) != processes):

@@ -4,7 +4,9 @@
 // folded in the group's order over the same tree as an all_reduce of G replicas (the same bits),
 // on several device counts and groups, cpu and the simulator; a group holding the whole axis is
 // the ungrouped collective bit for bit; the gradient flows back within the group; bad groups are
-// errors at the caller's line.
+// errors at the caller's line. Across processes (runtime/mpi/GroupExchange, moved here in memory):
+// each replica's sources are its group's operands, and only what other processes' members need
+// crosses processes.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,6 +15,7 @@
 #include "TestUtil.h"
 #include "frontend/spmd.h"
 #include "runtime/device/Driver.h"
+#include "runtime/mpi/GroupExchange.h"
 
 namespace spmd {
 namespace {
@@ -310,3 +313,108 @@ TEST(GroupedCollectivesTest, IntegersWrapAsTheUngroupedCollectiveDoes) {
 
 }  // namespace
 }  // namespace spmd
+
+namespace spmd::runtime {
+namespace {
+
+// Groups of `groupSize` over n replicas: consecutive ({0, 1}, {2, 3}), strided ({0, n/G, ...}: a
+// mesh's outer axis) or consecutive in reverse group order.
+std::vector<std::vector<int64_t>> groupsOf(int n, int groupSize, const std::string& kind) {
+  std::vector<std::vector<int64_t>> groups(size_t(n / groupSize));
+  for (int r = 0; r < n; ++r) {
+    if (kind == "strided") groups[size_t(r % (n / groupSize))].push_back(r);
+    else groups[size_t(r / groupSize)].push_back(r);
+  }
+  if (kind == "reversed")
+    for (auto& g : groups) std::reverse(g.begin(), g.end());
+  return groups;
+}
+
+// Runs every process's plan, moves each outbox's pieces into the inboxes in memory, and checks
+// that every replica's sources hold its members' operands (or rows) in group order. Returns the
+// bytes that crossed processes.
+size_t exchangeInMemory(GroupOp op, int processes, int local, const std::vector<std::vector<int64_t>>& groups) {
+  const int n = processes * local, g = int(groups[0].size());
+  const size_t operandBytes = size_t(8 * g);
+  std::vector<std::vector<std::byte>> operands(size_t(processes), std::vector<std::byte>(operandBytes * size_t(local)));
+  for (int r = 0; r < n; ++r)  // every byte names its replica and place
+    for (size_t b = 0; b < operandBytes; ++b) operands[size_t(r / local)][size_t(r % local) * operandBytes + b] = std::byte(r * 37 + b);
+  auto groupOf = [&](int64_t r) {
+    for (const auto& group : groups)
+      if (std::find(group.begin(), group.end(), r) != group.end()) return group;
+    return std::vector<int64_t>{};
+  };
+  std::vector<GroupExchange> plans;
+  std::vector<std::vector<std::byte>> outboxes;
+  for (int p = 0; p < processes; ++p) {
+    std::vector<std::vector<int64_t>> members;
+    for (int l = 0; l < local; ++l) members.push_back(groupOf(p * local + l));
+    plans.emplace_back(op, members, p, processes, operandBytes);
+    outboxes.emplace_back(plans.back().outboxBytes());
+    plans.back().pack(operands[size_t(p)].data(), outboxes.back().data());
+  }
+  size_t moved = 0;
+  for (int p = 0; p < processes; ++p) {
+    std::vector<std::byte> inbox(plans[size_t(p)].inboxBytes());
+    for (int q = 0; q < processes; ++q) {
+      EXPECT_EQ(plans[size_t(q)].sendBytes(p), plans[size_t(p)].receiveBytes(q)) << "from " << q << " to " << p;
+      if (q == p || plans[size_t(p)].receiveBytes(q) != plans[size_t(q)].sendBytes(p)) continue;
+      std::memcpy(inbox.data() + plans[size_t(p)].receiveOffset(q),
+                  outboxes[size_t(q)].data() + plans[size_t(q)].sendOffset(p), plans[size_t(p)].receiveBytes(q));
+      moved += plans[size_t(p)].receiveBytes(q);
+    }
+    for (int l = 0; l < local; ++l) {
+      const int64_t me = p * local + l;
+      const std::vector<int64_t> group = groupOf(me);
+      const size_t position = size_t(std::find(group.begin(), group.end(), me) - group.begin());
+      const auto sources = plans[size_t(p)].sources(l, operands[size_t(p)].data(), inbox.data());
+      EXPECT_EQ(sources.size(), group.size());
+      const size_t bytes = plans[size_t(p)].sourceBytes(), offset = op == GroupOp::Scatter ? position * bytes : 0;
+      for (size_t k = 0; k < group.size() && k < sources.size(); ++k) {
+        const std::byte* want = operands[size_t(group[k] / local)].data() + size_t(group[k] % local) * operandBytes + offset;
+        EXPECT_EQ(std::memcmp(sources[k], want, bytes), 0)
+            << processes << " x " << local << ": replica " << me << "'s source " << k << " is not replica " << group[k] << "'s";
+      }
+    }
+  }
+  return moved;
+}
+
+TEST(GroupedCollectivesTest, AcrossProcessesEachReplicaGetsItsGroupsOperandsAndNoMore) {
+  for (GroupOp op : {GroupOp::Reduce, GroupOp::Gather, GroupOp::Scatter})
+    for (auto [processes, local] : std::vector<std::pair<int, int>>{{1, 4}, {2, 2}, {4, 1}, {2, 3}, {3, 2}, {2, 4}, {4, 2}})
+      for (int g : {1, 2, processes * local})
+        for (const char* kind : {"consecutive", "strided", "reversed"})
+          if ((processes * local) % g == 0) exchangeInMemory(op, processes, local, groupsOf(processes * local, g, kind));
+  // A {data: 2, model: 4} mesh on 2 processes of 4 replicas. Over "model" (groups within a
+  // process) nothing crosses; over "data" each operand goes once to the other process (4 x 8 x 2
+  // bytes each way), where an all-gather would move them all; a reduce_scatter's only the row the
+  // other member folds.
+  EXPECT_EQ(exchangeInMemory(GroupOp::Reduce, 2, 4, groupsOf(8, 4, "consecutive")), 0u);
+  EXPECT_EQ(exchangeInMemory(GroupOp::Reduce, 2, 4, groupsOf(8, 2, "strided")), 2u * 4 * 16);
+  EXPECT_EQ(exchangeInMemory(GroupOp::Scatter, 2, 4, groupsOf(8, 2, "strided")), 2u * 4 * 8);
+  // Four processes of two, groups of four across all of them: each replica's operand goes to the
+  // three processes of its other members.
+  EXPECT_EQ(exchangeInMemory(GroupOp::Gather, 4, 2, groupsOf(8, 4, "strided")), 8u * 3 * 32);
+}
+
+// checkProgram stops such groups first; the exchange still refuses them instead of reading astray.
+TEST(GroupedCollectivesTest, AcrossProcessesGroupsThatCannotBeAreRefused) {
+  auto refusal = [](GroupOp op, std::vector<std::vector<int64_t>> members, size_t bytes) {
+    try {
+      GroupExchange(op, std::move(members), 0, 2, bytes);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(refusal(GroupOp::Reduce, {{0, 2}, {0, 2}}, 16).find("replica 1 is not in its own replica group"), std::string::npos);
+  EXPECT_NE(refusal(GroupOp::Reduce, {{0, 2}, {1}}, 16).find("replica 1's group holds 1 replicas where another's holds 2"),
+            std::string::npos);
+  EXPECT_NE(refusal(GroupOp::Reduce, {{0, 4}, {1, 3}}, 16).find("member 4 is outside the job's 4 replicas"), std::string::npos);
+  EXPECT_NE(refusal(GroupOp::Scatter, {{0, 2}, {1, 3}}, 15).find("15 bytes does not split into 2 rows"), std::string::npos);
+  EXPECT_EQ(refusal(GroupOp::Scatter, {{0, 2}, {1, 3}}, 16), "no error");
+}
+
+}  // namespace
+}  // namespace spmd::runtime
