@@ -343,7 +343,7 @@ class Group {
   void exchangeGrouped(ReductionJob& job, MPI_Comm comm) {
     job.exchange = std::make_unique<GroupExchange>(job.groupOp, job.members, rank_, processes_,
                                                    size_t(job.count) * elementBytes(job));
-    const GroupExchange& plan = *job.exchange;
+    const Routes& plan = job.exchange->routes();
     job.result = pool_->get(plan.inboxBytes());
     BufferPool::Buffer outbox = pool_->get(plan.outboxBytes());
     plan.pack(job.send.data(), outbox.data());

@@ -350,18 +350,18 @@ size_t exchangeInMemory(GroupOp op, int processes, int local, const std::vector<
     std::vector<std::vector<int64_t>> members;
     for (int l = 0; l < local; ++l) members.push_back(groupOf(p * local + l));
     plans.emplace_back(op, members, p, processes, operandBytes);
-    outboxes.emplace_back(plans.back().outboxBytes());
-    plans.back().pack(operands[size_t(p)].data(), outboxes.back().data());
+    outboxes.emplace_back(plans.back().routes().outboxBytes());
+    plans.back().routes().pack(operands[size_t(p)].data(), outboxes.back().data());
   }
   size_t moved = 0;
   for (int p = 0; p < processes; ++p) {
-    std::vector<std::byte> inbox(plans[size_t(p)].inboxBytes());
+    std::vector<std::byte> inbox(plans[size_t(p)].routes().inboxBytes());
     for (int q = 0; q < processes; ++q) {
-      EXPECT_EQ(plans[size_t(q)].sendBytes(p), plans[size_t(p)].receiveBytes(q)) << "from " << q << " to " << p;
-      if (q == p || plans[size_t(p)].receiveBytes(q) != plans[size_t(q)].sendBytes(p)) continue;
-      std::memcpy(inbox.data() + plans[size_t(p)].receiveOffset(q),
-                  outboxes[size_t(q)].data() + plans[size_t(q)].sendOffset(p), plans[size_t(p)].receiveBytes(q));
-      moved += plans[size_t(p)].receiveBytes(q);
+      EXPECT_EQ(plans[size_t(q)].routes().sendBytes(p), plans[size_t(p)].routes().receiveBytes(q)) << "from " << q << " to " << p;
+      if (q == p || plans[size_t(p)].routes().receiveBytes(q) != plans[size_t(q)].routes().sendBytes(p)) continue;
+      std::memcpy(inbox.data() + plans[size_t(p)].routes().receiveOffset(q),
+                  outboxes[size_t(q)].data() + plans[size_t(q)].routes().sendOffset(p), plans[size_t(p)].routes().receiveBytes(q));
+      moved += plans[size_t(p)].routes().receiveBytes(q);
     }
     for (int l = 0; l < local; ++l) {
       const int64_t me = p * local + l;
@@ -396,6 +396,11 @@ TEST(GroupedCollectivesTest, AcrossProcessesEachReplicaGetsItsGroupsOperandsAndN
   // Four processes of two, groups of four across all of them: each replica's operand goes to the
   // three processes of its other members.
   EXPECT_EQ(exchangeInMemory(GroupOp::Gather, 4, 2, groupsOf(8, 4, "strided")), 8u * 3 * 32);
+  // Two members of each group on each of 2 processes: an operand both remote members read crosses
+  // once; a reduce_scatter's two rows they fold cross once each.
+  const std::vector<std::vector<int64_t>> twoByTwo{{0, 1, 4, 5}, {2, 3, 6, 7}};
+  EXPECT_EQ(exchangeInMemory(GroupOp::Reduce, 2, 4, twoByTwo), 8u * 32);
+  EXPECT_EQ(exchangeInMemory(GroupOp::Scatter, 2, 4, twoByTwo), 8u * 2 * 8);
 }
 
 // checkProgram stops such groups first; the exchange still refuses them instead of reading astray.
