@@ -12,9 +12,10 @@
    replicated state compared across replicas and processes);
 5. ZeRO-1 (--shard-update): the optimizer state one replica holds and the step time, sharded
    against replicated, on cpu:2 and as 2 processes x cpu:1;
-6. an all-reduce within replica groups over each axis of a mesh {data: 2, model: 4} as 2
-   processes x 4 replicas: the communicator's own grouped path against the all-gather of every
-   replica's operand it replaced, 4 KB to 4 MB a replica (speedup = the gather's time / ours).
+6. an all-reduce within replica groups over each axis of a mesh {data: 2, model: 4}, a ppermute
+   around a ring of every replica and an all_to_all, as 2 processes x 4 replicas: the
+   communicator's own paths against the all-gather of every replica's operand they replaced,
+   4 KB to 4 MB a replica (speedup = the gather's time / ours).
 
 --smoke runs tiny sizes once (CI runs it so the script cannot rot); it checks that every part
 runs and prints its ratio, not the targets.
@@ -94,12 +95,13 @@ def main():
     rows = parse_result(run(mpirun + ["-np", "2", args.bench, "grouped", "--local", "4", "--max-bytes",
                                       str(max_bytes if args.smoke else 4 << 20), "--repeats", str(repeats)],
                             dict(env, OMP_NUM_THREADS="1", SPMD_OVERLAP="1"), 1800), "grouped")
-    print("all-reduce within replica groups, mesh {data: 2, model: 4} as 2 processes x 4 replicas, f32 sum (ms):")
-    print("  %10s %10s %10s %8s %10s %10s %8s" % ("bytes", "model", "gather", "speedup", "data", "gather", "speedup"))
+    print("2 processes x 4 replicas: psum within the groups of a mesh {data: 2, model: 4}'s axes, a ring "
+          "ppermute, an all_to_all (ms: ours / through an all-gather = speedup):")
+    print("  %10s %22s %22s %22s %22s" % ("bytes", "psum over model", "psum over data", "ppermute ring", "all_to_all"))
     for r in rows:
-        print("  %10s %10.3f %10.3f %8.2f %10.3f %10.3f %8.2f" % (
-            r["bytes"], float(r["model_ms"]), float(r["model_gather_ms"]), float(r["model_speedup"]),
-            float(r["data_ms"]), float(r["data_gather_ms"]), float(r["data_speedup"])))
+        cells = ["%7.3f /%7.3f =%5.1f" % (float(r[k + "_ms"]), float(r[k + "_gather_ms"]), float(r[k + "_speedup"]))
+                 for k in ("model", "data", "ring", "a2a")]
+        print("  %10s %22s %22s %22s %22s" % tuple([r["bytes"]] + cells))
 
     single = dict(env, SPMD_THREADS_PER_REPLICA="1", SPMD_OVERLAP="1")
     two = parse_result(run(step + ["--devices", "cpu:2"], single, 1800), "step")[0]

@@ -13,9 +13,10 @@
 //   grouped    --local K --max-bytes M --repeats R: K replicas per process; for 4 KB .. M per
 //              replica, an f32 sum all-reduce within replica groups, as a mesh {data: P, model: K}
 //              reduces over each axis: "model" (groups within a process) and "data" (groups across
-//              the processes), through the communicator's own grouped path (only what another
-//              process's members need crosses) and through the default it replaced (every
-//              replica's operand all-gathered, the group's rows folded), in this binary.
+//              the processes), a ppermute around a ring of every replica and an all_to_all,
+//              through the communicator's own paths (only what another process's replicas read
+//              crosses) and through the defaults they replaced (every replica's operand
+//              all-gathered, then the rows wanted folded or copied), in this binary.
 // Lines starting "result " are what the script reads.
 #include <mpi.h>
 #include <sys/resource.h>
@@ -198,8 +199,11 @@ int grouped(const AllreduceFlags& f) {
   };
   for (int64_t bytes = 4096; bytes <= f.maxBytes; bytes *= 4) {
     const int64_t n = bytes / 4;
-    double times[2][2];  // [axis: model, data][way: own, through an all-gather]
-    for (int axis = 0; axis < 2; ++axis)
+    // [what: psum over model, over data, a ring ppermute, an all_to_all][way: own, through an all-gather]
+    double times[4][2];
+    std::vector<int64_t> ring;
+    for (int64_t r = 0; r < int64_t(processes) * k; ++r) ring.insert(ring.end(), {r, (r + 1) % (int64_t(processes) * k)});
+    for (int axis = 0; axis < 4; ++axis)
       for (int way = 0; way < 2; ++way) {
         std::vector<double> t(size_t(f.repeats + 1));
         std::vector<std::thread> replicas;
@@ -207,14 +211,20 @@ int grouped(const AllreduceFlags& f) {
           replicas.emplace_back([&, l] {
             Communicator& comm = *comms[size_t(l)];
             const std::vector<int64_t> members = membersOf(comm.rank(), axis == 1);
-            std::vector<float> data(static_cast<size_t>(n));
+            std::vector<float> data(static_cast<size_t>(n)), out(static_cast<size_t>(n));
             for (int64_t i = 0; i < n; ++i) data[size_t(i)] = float((i * 7 + comm.rank() * 13) % 101) * 0.01f;
             Communicator::Segment s{data.data(), n};
+            const size_t block = size_t(bytes) / (size_t(processes) * size_t(k));
             for (int r = 0; r <= f.repeats; ++r) {
               comm.barrier("grouped timing");
               auto start = Clock::now();
-              if (way == 0) comm.allReduceInGroup({&s, 1}, {&s, 1}, spmd::DType::f32, spmd::runtime::Reduction::Sum, members, "bench").wait();
-              else comm.Communicator::allReduceInGroup({&s, 1}, {&s, 1}, spmd::DType::f32, spmd::runtime::Reduction::Sum, members, "bench").wait();
+              using spmd::runtime::Reduction;
+              if (axis < 2 && way == 0) comm.allReduceInGroup({&s, 1}, {&s, 1}, spmd::DType::f32, Reduction::Sum, members, "bench").wait();
+              if (axis < 2 && way == 1) comm.Communicator::allReduceInGroup({&s, 1}, {&s, 1}, spmd::DType::f32, Reduction::Sum, members, "bench").wait();
+              if (axis == 2 && way == 0) comm.permute(data.data(), out.data(), size_t(bytes), ring, "bench").wait();
+              if (axis == 2 && way == 1) comm.Communicator::permute(data.data(), out.data(), size_t(bytes), ring, "bench").wait();
+              if (axis == 3 && way == 0) comm.allToAll(data.data(), out.data(), block, "bench").wait();
+              if (axis == 3 && way == 1) comm.Communicator::allToAll(data.data(), out.data(), block, "bench").wait();
               if (l == 0) t[size_t(r)] = since(start);
             }
           });
@@ -225,9 +235,12 @@ int grouped(const AllreduceFlags& f) {
       }
     if (me == 0)
       std::printf("result grouped bytes=%lld local=%d model_ms=%.3f model_gather_ms=%.3f data_ms=%.3f "
-                  "data_gather_ms=%.3f model_speedup=%.2f data_speedup=%.2f\n",
+                  "data_gather_ms=%.3f model_speedup=%.2f data_speedup=%.2f ring_ms=%.3f ring_gather_ms=%.3f "
+                  "ring_speedup=%.2f a2a_ms=%.3f a2a_gather_ms=%.3f a2a_speedup=%.2f\n",
                   static_cast<long long>(bytes), k, 1e3 * times[0][0], 1e3 * times[0][1], 1e3 * times[1][0],
-                  1e3 * times[1][1], times[0][1] / times[0][0], times[1][1] / times[1][0]);
+                  1e3 * times[1][1], times[0][1] / times[0][0], times[1][1] / times[1][0], 1e3 * times[2][0],
+                  1e3 * times[2][1], times[2][1] / times[2][0], 1e3 * times[3][0], 1e3 * times[3][1],
+                  times[3][1] / times[3][0]);
   }
   return 0;
 }

@@ -71,15 +71,12 @@ void reduce_scatter(KernelCall& call) {
     pending.wait();
 }
 
-// Through the communicator's all-gather (in-process or across processes), keeping the source's row.
+// The communicator's permute: in process a copy of the source's operand, across processes only
+// the pairs that cross them move.
 void ppermute(KernelCall& call) {
-  Communicator& comm = communicatorOf(call);
   const size_t bytes = call.in[0].numel() * dtypeSize(call.in[0].dtype);
-  const int64_t source = ppermuteSource(attrsOf<PpermuteAttrs>(call.step).pairs, comm.rank());
-  std::vector<std::byte> all(bytes * size_t(comm.size()));
-  comm.allGather(call.in[0].data, all.data(), bytes, what(call)).wait();
-  if (source < 0) std::memset(call.out[0].data, 0, bytes);
-  else std::memcpy(call.out[0].data, all.data() + size_t(source) * bytes, bytes);
+  communicatorOf(call).permute(call.in[0].data, call.out[0].data, bytes, attrsOf<PpermuteAttrs>(call.step).pairs,
+                               what(call)).wait();
 }
 
 void axis_index(KernelCall& call) { *call.out[0].as<int32_t>() = axisIndexOf(call); }

@@ -1,5 +1,5 @@
-// Communicator::reduceScatter on top of the all-reduce, allReduceInGroup on top of the
-// all-gather; what axis_index returns; the device rendezvous switch.
+// Communicator::reduceScatter on top of the all-reduce; allReduceInGroup, permute and allToAll
+// on top of the all-gather; what axis_index returns; the device rendezvous switch.
 #include "runtime/device/Communicator.h"
 
 #include <algorithm>
@@ -8,6 +8,7 @@
 #include "runtime/base/Parse.h"
 #include "runtime/device/Fold.h"
 #include "runtime/device/Kernel.h"
+#include "runtime/program/Catalog.h"
 #include "runtime/program/OpAttrs.h"
 
 namespace spmd::runtime {
@@ -82,6 +83,26 @@ Communicator::Pending Communicator::reduceScatterInGroup(const void* in, void* o
   std::vector<const void*> rows;
   for (int64_t r : members) rows.push_back(all.data() + size_t(r) * bytes + position * row);
   foldTree(dtype, rows.data(), int(rows.size()), 0, int64_t(row / e), op, int(rows.size()), out);
+  return {};
+}
+
+Communicator::Pending Communicator::permute(const void* in, void* out, size_t bytes, std::span<const int64_t> pairs,
+                                            const std::string& what) {
+  std::vector<std::byte> all(bytes * size_t(size()));
+  allGather(in, all.data(), bytes, what).wait();
+  const int64_t source = ppermuteSource(pairs, rank());
+  if (source < 0) std::memset(out, 0, bytes);
+  else std::memcpy(out, all.data() + size_t(source) * bytes, bytes);
+  return {};
+}
+
+Communicator::Pending Communicator::allToAll(const void* in, void* out, size_t blockBytes, const std::string& what) {
+  const size_t n = size_t(size()), bytes = blockBytes * n;
+  std::vector<std::byte> all(bytes * n);
+  allGather(in, all.data(), bytes, what).wait();
+  for (size_t j = 0; j < n; ++j)
+    std::memcpy(static_cast<std::byte*>(out) + j * blockBytes, all.data() + j * bytes + size_t(rank()) * blockBytes,
+                blockBytes);
   return {};
 }
 

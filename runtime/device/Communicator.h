@@ -139,6 +139,16 @@ class Communicator {
   // in the group's order (a mean divides by it).
   virtual Pending reduceScatterInGroup(const void* in, void* out, DType dtype, int64_t count, Reduction op,
                                        std::span<const int64_t> members, const std::string& what);
+  // ppermute: `out` = the operand of the replica r whose pair (r, this rank) is in `pairs`
+  // (flattened source, target pairs), or zeros where there is none. By default through an
+  // all-gather; the in-process communicator copies the source's operand alone, and across
+  // processes only the operands whose pair crosses processes move.
+  virtual Pending permute(const void* in, void* out, size_t bytes, std::span<const int64_t> pairs,
+                          const std::string& what);
+  // all_to_all of blocks: `in` holds size() blocks of `blockBytes`, block j for replica j; block j
+  // of `out` is replica j's block for this replica. By default through an all-gather; across
+  // processes each block moves alone.
+  virtual Pending allToAll(const void* in, void* out, size_t blockBytes, const std::string& what);
   // Waits until every rank has arrived.
   virtual void barrier(const std::string& what) = 0;
   // Marks the group failed with this replica's error: every replica waiting in (or later

@@ -215,6 +215,17 @@ Communicator::Pending InProcessCommunicator::allGatherInGroup(const void* in, vo
   return {};
 }
 
+// The source's operand alone, straight from its buffer.
+Communicator::Pending InProcessCommunicator::permute(const void* in, void* out, size_t bytes,
+                                                     std::span<const int64_t> pairs, const std::string& what) {
+  const std::vector<const void*>& sources = group_->exchange(rank_, in, what);
+  const int64_t source = ppermuteSource(pairs, rank_);
+  if (source < 0) std::memset(out, 0, bytes);
+  else std::memcpy(out, sources[size_t(source)], bytes);
+  group_->barrier(rank_, what);  // inputs stay alive until every replica has copied its source's
+  return {};
+}
+
 Communicator::Pending InProcessCommunicator::reduceScatterInGroup(const void* in, void* out, DType dtype, int64_t count,
                                                                   Reduction op, std::span<const int64_t> members,
                                                                   const std::string& what) {

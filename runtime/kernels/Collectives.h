@@ -454,48 +454,62 @@ void ppermute(KernelCall& call) {
   });
 }
 
-// Every replica's operand into staging ([replica, ...]: NCCL's all-gather, the device pointers,
-// or the host communicator's all-gather), then one strided gather: the result viewed with its
-// concat axis cut into (replica, block) reads staging at the replica's row, this replica's
-// chunk along the split axis.
+// Every replica's operand into staging ([replica, ...]: NCCL's all-gather or the device
+// pointers), then one strided gather: the result viewed with its concat axis cut into (replica,
+// block) reads staging at the replica's row, this replica's chunk along the split axis. Across
+// processes (a host communicator) each replica's chunks are packed by destination and exchanged
+// alone (Communicator::allToAll), and the gather reads the received chunks.
 template <class Api>
 void all_to_all(KernelCall& call) {
   Communicator& comm = communicatorOf(call);
   std::string what = collectiveWhat(call);
   const TensorView& in = call.in[0];
-  const size_t bytes = in.numel() * dtypeSize(in.dtype);
+  const size_t e = dtypeSize(in.dtype), bytes = in.numel() * e;
   const int n = comm.size();
-  auto* staging = static_cast<std::byte*>(collectiveScratch<Api>(call).staging(call, bytes * size_t(n)));
-  if (DeviceCollectives* library = comm.deviceCollectives()) {  // NCCL
-    library->allGather(in.data, staging, bytes, Api::nativeStream(call), what);
-  } else if (n == 1) {
-    Api::copy(call, staging, in.data, bytes);
-  } else if (comm.pointers()) {
-    readEveryReplica<Api>(call, comm, in.data, bytes, what, [&](const std::vector<const void*>& sources, auto copy) {
-      for (int r = 0; r < n; ++r) copy(staging + size_t(r) * bytes, sources[size_t(r)], bytes);
-    });
-  } else {  // a host communicator across processes (host-memory devices)
-    comm.allGather(in.data, staging, bytes, what).wait();
-  }
+  if (in.rank() + 1 > size_t(kMaxRank))
+    throw Error("all_to_all supports rank <= " + std::to_string(kMaxRank - 1) + ", got rank " + std::to_string(in.rank()));
   const AllToAllAttrs& attrs = attrsOf<AllToAllAttrs>(call.step);
   const int64_t split = attrs.split_axis, concat = attrs.concat_axis;
   const int64_t chunk = in.dim(size_t(split)) / n;
   const Shape strides = rowMajorStrides(in.shape);
-  if (in.rank() + 1 > size_t(kMaxRank))
-    throw Error("all_to_all supports rank <= " + std::to_string(kMaxRank - 1) + ", got rank " + std::to_string(in.rank()));
-  Gather g{0, {}, {}};
-  for (size_t d = 0; d < in.rank(); ++d) {
-    if (int64_t(d) == concat) g.dims[g.rank] = n, g.strides[g.rank++] = in.numel();
-    g.dims[g.rank] = int64_t(d) == split ? chunk : in.dim(d), g.strides[g.rank++] = strides[d];
+  auto gather = [&](const std::byte* from, void* to, const Gather& g) {
+    if (e == 8) Api::forEach(call, in.numel(), GatherFn<int64_t>{reinterpret_cast<const int64_t*>(from), static_cast<int64_t*>(to), g});
+    else if (e == 4) Api::forEach(call, in.numel(), GatherFn<int32_t>{reinterpret_cast<const int32_t*>(from), static_cast<int32_t*>(to), g});
+    else Api::forEach(call, in.numel(), GatherFn<int16_t>{reinterpret_cast<const int16_t*>(from), static_cast<int16_t*>(to), g});
+  };
+  // The result read from `rows` (n rows of `rowElements`, each laid out with `rowStrides` along
+  // in's dimensions, the split one `chunk` long), row r at the concat axis' block r.
+  auto unpack = [&](const std::byte* rows, int64_t rowElements, const Shape& rowStrides) {
+    Gather g{0, {}, {}};
+    for (size_t d = 0; d < in.rank(); ++d) {
+      if (int64_t(d) == concat) g.dims[g.rank] = n, g.strides[g.rank++] = rowElements;
+      g.dims[g.rank] = int64_t(d) == split ? chunk : in.dim(d), g.strides[g.rank++] = rowStrides[d];
+    }
+    gather(rows, call.out[0].data, g);
+  };
+  const bool routed = !comm.deviceCollectives() && !comm.pointers() && n > 1;  // a host communicator across processes
+  auto* staging = static_cast<std::byte*>(collectiveScratch<Api>(call).staging(call, bytes * size_t(routed ? 2 : n)));
+  if (routed) {
+    Gather pack{0, {}, {}};  // [replica j, in with the split axis cut to chunk j]
+    pack.dims[pack.rank] = n, pack.strides[pack.rank++] = chunk * strides[size_t(split)];
+    Shape chunkShape(in.shape.begin(), in.shape.end());
+    chunkShape[size_t(split)] = chunk;
+    for (size_t d = 0; d < in.rank(); ++d) pack.dims[pack.rank] = chunkShape[d], pack.strides[pack.rank++] = strides[d];
+    gather(static_cast<const std::byte*>(in.data), staging, pack);
+    comm.allToAll(staging, staging + bytes, bytes / size_t(n), what).wait();
+    unpack(staging + bytes, in.numel() / n, rowMajorStrides(chunkShape));
+    return;
   }
-  const size_t base = size_t(comm.rank()) * size_t(chunk) * size_t(strides[size_t(split)]) * dtypeSize(in.dtype);
-  const int64_t count = call.out[0].numel();
-  if (dtypeSize(in.dtype) == 8)
-    Api::forEach(call, count, GatherFn<int64_t>{reinterpret_cast<const int64_t*>(staging + base), call.out[0].as<int64_t>(), g});
-  else if (dtypeSize(in.dtype) == 4)
-    Api::forEach(call, count, GatherFn<int32_t>{reinterpret_cast<const int32_t*>(staging + base), call.out[0].as<int32_t>(), g});
-  else
-    Api::forEach(call, count, GatherFn<int16_t>{reinterpret_cast<const int16_t*>(staging + base), call.out[0].as<int16_t>(), g});
+  if (DeviceCollectives* library = comm.deviceCollectives()) {  // NCCL
+    library->allGather(in.data, staging, bytes, Api::nativeStream(call), what);
+  } else if (n == 1) {
+    Api::copy(call, staging, in.data, bytes);
+  } else {
+    readEveryReplica<Api>(call, comm, in.data, bytes, what, [&](const std::vector<const void*>& sources, auto copy) {
+      for (int r = 0; r < n; ++r) copy(staging + size_t(r) * bytes, sources[size_t(r)], bytes);
+    });
+  }
+  unpack(staging + size_t(comm.rank()) * size_t(chunk) * size_t(strides[size_t(split)]) * e, in.numel(), strides);
 }
 
 struct FillFn {

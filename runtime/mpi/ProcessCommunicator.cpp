@@ -23,8 +23,9 @@ int64_t nanosSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
 }
 
-// Grouped: a collective within replica groups (GroupExchange moves what the groups need).
-enum class Kind { AllReduce, AllGather, Barrier, Grouped };
+// Routed kinds, whose replicas read parts of some others' operands (Routes moves those alone):
+// Grouped (a collective within replica groups), Permute (ppermute), AllToAll (blocks).
+enum class Kind { AllReduce, AllGather, Barrier, Grouped, Permute, AllToAll };
 
 // Uninitialised byte buffers kept for reuse: a fresh megabyte-sized allocation costs more in
 // page faults than the collective itself.
@@ -78,7 +79,11 @@ struct ReductionJob {
   int64_t count = 0;  // all-reduce (grouped reduce, reduce_scatter): elements per replica; all-gather: bytes
   GroupOp groupOp = GroupOp::Reduce;
   std::vector<std::vector<int64_t>> members;  // grouped: each local replica's group
-  std::unique_ptr<GroupExchange> exchange;    // grouped: set by the engine; result holds its inbox
+  std::vector<int64_t> pairs;                 // permute: the (source, target) pairs, flattened
+  // Routed: set by the engine (a grouped job's routes are its exchange's); result holds the inbox.
+  std::unique_ptr<GroupExchange> exchange;
+  std::unique_ptr<Routes> routes;
+  const Routes& plan() const { return exchange ? exchange->routes() : *routes; }
   std::string what;
   BufferPool::Buffer send, result;
   size_t sendBytes = 0;
@@ -125,7 +130,8 @@ int mpiCount(int64_t n, const std::string& what) {
 
 // Bytes of one element of a job's count: an all-gather's count is bytes.
 size_t elementBytes(const ReductionJob& job) {
-  const bool bytes = job.kind == Kind::AllGather || (job.kind == Kind::Grouped && job.groupOp == GroupOp::Gather);
+  const bool bytes = job.kind == Kind::AllGather || job.kind == Kind::Permute || job.kind == Kind::AllToAll ||
+                     (job.kind == Kind::Grouped && job.groupOp == GroupOp::Gather);
   return bytes ? 1 : dtypeSize(job.dtype);
 }
 
@@ -186,6 +192,7 @@ class Group {
         slot->kind = kind, slot->dtype = dtype, slot->op = op, slot->count = count, slot->what = what;
         slot->groupOp = grouping.op;
         if (kind == Kind::Grouped) slot->members.resize(size_t(local_));
+        if (kind == Kind::Permute) slot->pairs.assign(grouping.members.begin(), grouping.members.end());
         slot->sendBytes = size_t(local_) * size_t(count) * elementBytes(*slot);
         if (direct) slot->direct = static_cast<std::byte*>(in[0].data);
         else slot->send = pool_->get(slot->sendBytes);
@@ -223,6 +230,7 @@ class Group {
     if (job.kind == Kind::AllReduce && l == 0) waitNanos += nanosSince(start);  // one replica's view
     if (job.direct) return;  // the result is already in place
     if (job.kind == Kind::Grouped) return finishGrouped(job, l, out);
+    if (job.kind == Kind::Permute || job.kind == Kind::AllToAll) return finishRouted(job, l, out);
     const std::byte* from = job.result.data();
     const size_t e = elementBytes(job);
     for (const auto& s : out) {
@@ -261,8 +269,8 @@ class Group {
     const int P = processes_, K = local_;
     if (job.kind == Kind::Barrier) {
       checkMpi(MPI_Barrier(comm), "MPI_Barrier", job.what);
-    } else if (job.kind == Kind::Grouped) {
-      exchangeGrouped(job, comm);
+    } else if (job.kind == Kind::Grouped || job.kind == Kind::Permute || job.kind == Kind::AllToAll) {
+      exchangeRouted(job, comm);
     } else if (job.kind == Kind::AllGather) {
       job.result = pool_->get(size_t(P) * job.sendBytes);
       int bytes = mpiCount(int64_t(job.sendBytes), job.what);
@@ -337,13 +345,20 @@ class Group {
              "MPI_Allgatherv", job.what);
   }
 
-  // A collective within replica groups: each process sends the other processes only what their
-  // members of its replicas' groups need (GroupExchange), point to point; the replicas then fold
-  // (or copy) their own group's operands in finish. A group within this process moves nothing.
-  void exchangeGrouped(ReductionJob& job, MPI_Comm comm) {
-    job.exchange = std::make_unique<GroupExchange>(job.groupOp, job.members, rank_, processes_,
-                                                   size_t(job.count) * elementBytes(job));
-    const Routes& plan = job.exchange->routes();
+  // A routed collective: each process sends the other processes only the pieces of its replicas'
+  // operands their replicas read (Routes: within replica groups by GroupExchange's rule; a
+  // ppermute's source operand; an all_to_all's block), point to point; the replicas then fold
+  // or copy theirs in finish. What stays within this process moves nothing.
+  void exchangeRouted(ReductionJob& job, MPI_Comm comm) {
+    const size_t operandBytes = size_t(job.count) * elementBytes(job);
+    if (job.kind == Kind::Grouped) {
+      job.exchange = std::make_unique<GroupExchange>(job.groupOp, job.members, rank_, processes_, operandBytes);
+    } else if (job.kind == Kind::Permute) {
+      job.routes = std::make_unique<Routes>(permuteRoutes(job.pairs, rank_, processes_, local_, operandBytes));
+    } else {
+      job.routes = std::make_unique<Routes>(blockRoutes(rank_, processes_, local_, operandBytes));
+    }
+    const Routes& plan = job.plan();
     job.result = pool_->get(plan.inboxBytes());
     BufferPool::Buffer outbox = pool_->get(plan.outboxBytes());
     plan.pack(job.send.data(), outbox.data());
@@ -383,6 +398,24 @@ class Group {
       foldTree(job.dtype, sources.data(), g, at, at + s.count, job.op, g, s.data);
       at += s.count;
     }
+  }
+
+  // Replica l's ppermute result (its source's operand, or zeros) or all_to_all blocks (block j:
+  // replica j's block for l).
+  void finishRouted(ReductionJob& job, int l, std::span<const Communicator::Segment> out) {
+    const Routes& plan = job.plan();
+    const int64_t me = int64_t(rank_) * local_ + l;
+    auto* to = static_cast<std::byte*>(out[0].data);
+    if (job.kind == Kind::Permute) {
+      const int64_t source = ppermuteSource(job.pairs, me);
+      if (source < 0) std::memset(to, 0, size_t(job.count));
+      else std::memcpy(to, plan.piece(l, source, job.send.data(), job.result.data()), size_t(job.count));
+      return;
+    }
+    const int64_t replicas = int64_t(processes_) * local_;
+    const size_t block = size_t(job.count) / size_t(replicas);
+    for (int64_t j = 0; j < replicas; ++j)
+      std::memcpy(to + size_t(j) * block, plan.piece(l, j, job.send.data(), job.result.data()), block);
   }
 
   void reduceFast(ReductionJob& job, MPI_Comm comm, int P, int K) {
@@ -485,6 +518,24 @@ class ProcessCommunicator final : public Communicator {
     Segment s{const_cast<void*>(in), count}, o{out, count / int64_t(members.size())};
     auto job = group_->join(local_, Kind::Grouped, {&s, 1}, dtype, op, count, describe(what, dtype, count, op), false,
                             {GroupOp::Scatter, members});
+    group_->finish(*job, local_, {&o, 1});
+    return {};
+  }
+  // Only the pairs that cross processes move between them.
+  Pending permute(const void* in, void* out, size_t bytes, std::span<const int64_t> pairs,
+                  const std::string& what) override {
+    Segment s{const_cast<void*>(in), int64_t(bytes)}, o{out, int64_t(bytes)};
+    auto job = group_->join(local_, Kind::Permute, {&s, 1}, DType::f32, Reduction::Sum, int64_t(bytes),
+                            what + " (" + std::to_string(bytes) + " bytes)", false, {GroupOp::Reduce, pairs});
+    group_->finish(*job, local_, {&o, 1});
+    return {};
+  }
+  // Each block moves alone, to the process of its replica.
+  Pending allToAll(const void* in, void* out, size_t blockBytes, const std::string& what) override {
+    const int64_t bytes = int64_t(blockBytes) * size();
+    Segment s{const_cast<void*>(in), bytes}, o{out, bytes};
+    auto job = group_->join(local_, Kind::AllToAll, {&s, 1}, DType::f32, Reduction::Sum, bytes,
+                            what + " (" + std::to_string(bytes) + " bytes)");
     group_->finish(*job, local_, {&o, 1});
     return {};
   }

@@ -5,6 +5,8 @@
 #include <cstring>
 #include <tuple>
 
+#include "runtime/program/Catalog.h"
+
 namespace spmd::runtime {
 
 namespace {
@@ -84,6 +86,19 @@ const std::byte* Routes::piece(int l, int64_t src, const std::byte* operands, co
   const int64_t at = pieceAt_[size_t(l) * size_t(int64_t(processes_) * local_) + size_t(src)];
   if (at < 0) return nullptr;
   return (processOf(src) == process_ ? operands : inbox) + at;
+}
+
+Routes permuteRoutes(std::span<const int64_t> pairs, int process, int processes, int local, size_t operandBytes) {
+  std::vector<int64_t> sourceOf(size_t(processes) * size_t(local), -1);
+  for (size_t r = 0; r < sourceOf.size(); ++r) sourceOf[r] = ppermuteSource(pairs, int64_t(r));
+  return Routes([&](int64_t dst, int64_t src) { return sourceOf[size_t(dst)] == src ? BytePiece{0, operandBytes} : BytePiece{}; },
+                process, processes, local, operandBytes);
+}
+
+Routes blockRoutes(int process, int processes, int local, size_t operandBytes) {
+  const size_t block = operandBytes / (size_t(processes) * size_t(local));
+  return Routes([&](int64_t dst, int64_t) { return BytePiece{size_t(dst) * block, block}; }, process, processes, local,
+                operandBytes);
 }
 
 }  // namespace spmd::runtime

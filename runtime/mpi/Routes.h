@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <vector>
 
 namespace spmd::runtime {
@@ -57,5 +58,11 @@ class Routes {
   // the inbox; -1: none.
   std::vector<int64_t> pieceAt_;
 };
+
+// A ppermute's routes: each replica reads the whole operand of its pair's source (`pairs`:
+// flattened source, target pairs), so only the pairs that cross processes move.
+Routes permuteRoutes(std::span<const int64_t> pairs, int process, int processes, int local, size_t operandBytes);
+// An all_to_all's routes: an operand of one block per replica, block j read by replica j alone.
+Routes blockRoutes(int process, int processes, int local, size_t operandBytes);
 
 }  // namespace spmd::runtime

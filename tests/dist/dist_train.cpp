@@ -177,23 +177,34 @@ void checkFoldOrder(const Flags& f, std::string& report) {
 }
 
 // all_gather and reduce_scatter within the groups {r, r + n/2} (a mesh's outer axis: across the
-// processes in the 2 x K layouts, within one in 1 x N), against their definitions: replica r's
-// operand holds 1000 r + element, so each result names where it came from.
+// processes in the 2 x K layouts, within one in 1 x N), and an all_to_all of a non-leading axis
+// into the leading one, against their definitions: replica r's operand holds 1000 r + element,
+// so each result names where it came from.
 void checkGroupedAcross(const Flags& f, int64_t n, std::string& report) {
   AxisGroups halves(size_t(n / 2));
   for (int64_t r = 0; r < n; ++r) halves[size_t(r % (n / 2))].push_back(r);
   auto grouped = pmap(
       [&](const Tensor& x) {
-        return std::tuple{allGather(x, "batch", halves), psumScatter(reshape(x, {2, n / 2}), "batch", halves)};
+        // [2, n]: row a holds x + 100 a; its columns go one to each replica, stacked by source.
+        const Tensor rows = concat({reshape(x, {1, n}), reshape(x, {1, n}) + 100.0}, 0);
+        return std::tuple{allGather(x, "batch", halves), psumScatter(reshape(x, {2, n / 2}), "batch", halves),
+                          allToAll(rows, "batch", 1, 0)};
       },
-      {.inAxes = {split}, .outAxes = {split, split}, .devices = f.devices, .name = "grouped_check"});
+      {.inAxes = {split}, .outAxes = {split, split, split}, .devices = f.devices, .name = "grouped_check"});
   const int64_t local = grouped.deviceCount(), process = processIndex();
   Array mine = Array::zeros(DType::f32, {local, n});
   for (int64_t r = 0; r < local; ++r)
     for (int64_t j = 0; j < n; ++j) mine.values<float>()[r * n + j] = float(1000 * (process * local + r) + j);
-  auto [gathered, scattered] = grouped(mine);
+  auto [gathered, scattered, exchanged] = grouped(mine);
   for (int64_t r = 0; r < local; ++r) {
     const int64_t me = process * local + r, first = me % (n / 2), position = me / (n / 2);
+    for (int64_t source = 0; source < n; ++source)
+      for (int64_t a = 0; a < 2; ++a)
+        if (exchanged.array().values<float>()[r * 2 * n + 2 * source + a] != float(1000 * source + 100 * a + me))
+          throw Error("grouped check: replica " + std::to_string(me) + "'s all_to_all row " +
+                      std::to_string(2 * source + a) + " is " +
+                      std::to_string(exchanged.array().values<float>()[r * 2 * n + 2 * source + a]) + ", not column " +
+                      std::to_string(me) + " of replica " + std::to_string(source) + "'s row " + std::to_string(a));
     for (int64_t k = 0; k < 2; ++k)
       for (int64_t j = 0; j < n; ++j)
         if (gathered.array().values<float>()[(r * 2 + k) * n + j] != float(1000 * (first + k * n / 2) + j))
@@ -207,7 +218,8 @@ void checkGroupedAcross(const Flags& f, int64_t n, std::string& report) {
                     std::to_string(want));
     }
   }
-  report += "; all_gather and reduce_scatter within groups {r, r + " + std::to_string(n / 2) + "} hold theirs";
+  report += "; all_gather and reduce_scatter within groups {r, r + " + std::to_string(n / 2) +
+            "} hold theirs, as does all_to_all from the columns of [2, n] to the rows of [2n, 1]";
 }
 
 // ppermute (a ring) and all_to_all across every replica of the job, against their definitions:

@@ -16,6 +16,7 @@
 #include "frontend/spmd.h"
 #include "runtime/device/Driver.h"
 #include "runtime/mpi/GroupExchange.h"
+#include "runtime/program/Catalog.h"
 
 namespace spmd {
 namespace {
@@ -401,6 +402,80 @@ TEST(GroupedCollectivesTest, AcrossProcessesEachReplicaGetsItsGroupsOperandsAndN
   const std::vector<std::vector<int64_t>> twoByTwo{{0, 1, 4, 5}, {2, 3, 6, 7}};
   EXPECT_EQ(exchangeInMemory(GroupOp::Reduce, 2, 4, twoByTwo), 8u * 32);
   EXPECT_EQ(exchangeInMemory(GroupOp::Scatter, 2, 4, twoByTwo), 8u * 2 * 8);
+}
+
+// Moves every process's outbox into the others' inboxes in memory and returns, per process, the
+// inbox and the bytes it received.
+std::vector<std::vector<std::byte>> moveInMemory(const std::vector<Routes>& plans,
+                                                 const std::vector<std::vector<std::byte>>& operands, size_t& moved) {
+  const int processes = int(plans.size());
+  std::vector<std::vector<std::byte>> outboxes, inboxes;
+  for (int p = 0; p < processes; ++p) {
+    outboxes.emplace_back(plans[size_t(p)].outboxBytes());
+    plans[size_t(p)].pack(operands[size_t(p)].data(), outboxes.back().data());
+  }
+  moved = 0;
+  for (int p = 0; p < processes; ++p) {
+    inboxes.emplace_back(plans[size_t(p)].inboxBytes());
+    for (int q = 0; q < processes; ++q) {
+      EXPECT_EQ(plans[size_t(q)].sendBytes(p), plans[size_t(p)].receiveBytes(q)) << "from " << q << " to " << p;
+      if (q == p || plans[size_t(q)].sendBytes(p) != plans[size_t(p)].receiveBytes(q)) continue;
+      std::memcpy(inboxes.back().data() + plans[size_t(p)].receiveOffset(q),
+                  outboxes[size_t(q)].data() + plans[size_t(q)].sendOffset(p), plans[size_t(p)].receiveBytes(q));
+      moved += plans[size_t(p)].receiveBytes(q);
+    }
+  }
+  return inboxes;
+}
+
+// A ppermute (a ring, and a pair list that leaves replicas out) and an all_to_all across processes:
+// each replica finds its source's operand, or replica j's block for it, and only what crosses
+// processes moves.
+TEST(GroupedCollectivesTest, AcrossProcessesPpermuteAndAllToAllMoveOnlyWhatCrosses) {
+  for (auto [processes, local] : std::vector<std::pair<int, int>>{{1, 4}, {2, 2}, {4, 1}, {2, 3}, {2, 4}}) {
+    const int n = processes * local;
+    const size_t bytes = size_t(8 * n);
+    std::vector<std::vector<std::byte>> operands(size_t(processes), std::vector<std::byte>(bytes * size_t(local)));
+    for (int r = 0; r < n; ++r)
+      for (size_t b = 0; b < bytes; ++b) operands[size_t(r / local)][size_t(r % local) * bytes + b] = std::byte(r * 37 + b);
+    auto operand = [&](int64_t r) { return operands[size_t(r / local)].data() + size_t(r % local) * bytes; };
+    std::vector<int64_t> ring, some{0, n - 1, n - 1, 0};
+    for (int r = 0; r < n; ++r) ring.insert(ring.end(), {r, (r + 1) % n});
+    for (const std::vector<int64_t>& pairs : {ring, some}) {
+      std::vector<Routes> plans;
+      for (int p = 0; p < processes; ++p) plans.push_back(permuteRoutes(pairs, p, processes, local, bytes));
+      size_t moved = 0;
+      auto inboxes = moveInMemory(plans, operands, moved);
+      size_t crossing = 0;
+      for (size_t i = 0; i + 1 < pairs.size(); i += 2) crossing += pairs[i] / local != pairs[i + 1] / local ? bytes : 0;
+      EXPECT_EQ(moved, crossing) << processes << " x " << local;
+      for (int64_t me = 0; me < n; ++me) {
+        const int p = int(me / local), l = int(me % local);
+        const int64_t source = ppermuteSource(pairs, me);
+        for (int64_t src = 0; src < n; ++src) {
+          const std::byte* got = plans[size_t(p)].piece(l, src, operands[size_t(p)].data(), inboxes[size_t(p)].data());
+          if (src != source) {
+            EXPECT_EQ(got, nullptr) << "replica " << me << " reads replica " << src << ", not its source";
+            continue;
+          }
+          ASSERT_NE(got, nullptr) << "replica " << me << " finds no piece of its source " << src;
+          EXPECT_EQ(std::memcmp(got, operand(src), bytes), 0) << "replica " << me << "'s piece of its source " << src;
+        }
+      }
+    }
+    std::vector<Routes> plans;
+    for (int p = 0; p < processes; ++p) plans.push_back(blockRoutes(p, processes, local, bytes));
+    size_t moved = 0;
+    auto inboxes = moveInMemory(plans, operands, moved);
+    EXPECT_EQ(moved, size_t(n) * size_t(n - local) * (bytes / size_t(n)));  // each block to a replica elsewhere
+    for (int64_t me = 0; me < n; ++me)
+      for (int64_t src = 0; src < n; ++src) {
+        const int p = int(me / local);
+        const std::byte* got = plans[size_t(p)].piece(int(me % local), src, operands[size_t(p)].data(), inboxes[size_t(p)].data());
+        ASSERT_NE(got, nullptr);
+        EXPECT_EQ(std::memcmp(got, operand(src) + size_t(me) * 8, 8), 0) << "replica " << me << "'s block of " << src;
+      }
+  }
 }
 
 // checkProgram stops such groups first; the exchange still refuses them instead of reading astray.
