@@ -135,10 +135,11 @@ size_t elementBytes(const ReductionJob& job) {
   return bytes ? 1 : dtypeSize(job.dtype);
 }
 
-// A grouped collective's op and the joining replica's group (its members, in group order).
-struct Grouping {
+// What a routed collective's replica brings besides its operand: a grouped collective's op and
+// the replica's group (its members, in group order), or a ppermute's (source, target) pairs.
+struct Routing {
   GroupOp op = GroupOp::Reduce;
-  std::span<const int64_t> members;
+  std::span<const int64_t> ranks;
 };
 
 // State the K replicas of this process share.
@@ -177,7 +178,7 @@ class Group {
   // Replica `l` joins its next collective with its operand (segments of one flat vector).
   std::shared_ptr<ReductionJob> join(int l, Kind kind, std::span<const Communicator::Segment> in, DType dtype,
                             Reduction op, int64_t count, const std::string& what, bool waits = false,
-                            Grouping grouping = {}) {
+                            Routing routing = {}) {
     // Direct: the caller waits for the result, and its buffer is the whole operand in the layout
     // MPI sends (one replica per process; fast mode, or exact mode whose slices are in order).
     const bool direct = waits && local_ == 1 && kind == Kind::AllReduce && in.size() == 1;
@@ -190,18 +191,18 @@ class Group {
       if (!slot) {
         slot = std::make_shared<ReductionJob>(pool_);
         slot->kind = kind, slot->dtype = dtype, slot->op = op, slot->count = count, slot->what = what;
-        slot->groupOp = grouping.op;
+        slot->groupOp = routing.op;
         if (kind == Kind::Grouped) slot->members.resize(size_t(local_));
-        if (kind == Kind::Permute) slot->pairs.assign(grouping.members.begin(), grouping.members.end());
+        if (kind == Kind::Permute) slot->pairs.assign(routing.ranks.begin(), routing.ranks.end());
         slot->sendBytes = size_t(local_) * size_t(count) * elementBytes(*slot);
         if (direct) slot->direct = static_cast<std::byte*>(in[0].data);
         else slot->send = pool_->get(slot->sendBytes);
       } else if (slot->kind != kind || slot->count != count || slot->dtype != dtype || slot->op != op ||
-                 slot->groupOp != grouping.op) {
+                 slot->groupOp != routing.op) {
         throw Error("replica " + std::to_string(l) + " calls " + what + " where another replica of this process calls " +
                     slot->what + "; the replicas of one program must run the same collectives");
       }
-      if (kind == Kind::Grouped) slot->members[size_t(l)].assign(grouping.members.begin(), grouping.members.end());
+      if (kind == Kind::Grouped) slot->members[size_t(l)].assign(routing.ranks.begin(), routing.ranks.end());
       job = slot;
     }
     if (!job->direct) pack(*job, l, in);

@@ -10,8 +10,8 @@
 namespace spmd::runtime {
 
 namespace {
-bool before(const BytePiece& a, const BytePiece& b) { return std::tie(a.offset, a.bytes) < std::tie(b.offset, b.bytes); }
-bool same(const BytePiece& a, const BytePiece& b) { return a.offset == b.offset && a.bytes == b.bytes; }
+bool pieceBefore(const BytePiece& a, const BytePiece& b) { return std::tie(a.offset, a.bytes) < std::tie(b.offset, b.bytes); }
+bool samePiece(const BytePiece& a, const BytePiece& b) { return a.offset == b.offset && a.bytes == b.bytes; }
 }  // namespace
 
 Routes::Routes(const PieceRule& rule, int process, int processes, int local, size_t operandBytes)
@@ -24,8 +24,8 @@ Routes::Routes(const PieceRule& rule, int process, int processes, int local, siz
       const BytePiece p = rule(dst, src);
       if (p.bytes > 0) pieces.push_back(p);
     }
-    std::sort(pieces.begin(), pieces.end(), before);
-    pieces.erase(std::unique(pieces.begin(), pieces.end(), same), pieces.end());
+    std::sort(pieces.begin(), pieces.end(), pieceBefore);
+    pieces.erase(std::unique(pieces.begin(), pieces.end(), samePiece), pieces.end());
     return pieces;
   };
   // Sends: to each other process, each local replica's pieces that process's replicas read.
@@ -61,7 +61,7 @@ Routes::Routes(const PieceRule& rule, int process, int processes, int local, siz
         if (p.bytes == 0) continue;
         size_t offset = at;
         for (const BytePiece& q2 : pieces) {
-          if (same(q2, p)) break;
+          if (samePiece(q2, p)) break;
           offset += q2.bytes;
         }
         pieceAt_[size_t(l) * size_t(replicas) + size_t(src)] = int64_t(offset);
