@@ -7,6 +7,7 @@
 // wrapping on overflow as i32 does, divided by the axis size.
 #pragma once
 
+#include <initializer_list>
 #include <string>
 #include <utility>
 #include <vector>
@@ -14,6 +15,29 @@
 #include "frontend/Tree.h"
 
 namespace spmd {
+
+// Several axes of the mesh bound by spmd::shardMap at once (jax's tuple of axis names):
+// psum(x, Axes{"data", "fsdp"}) folds over the replicas that share every other axis'
+// coordinate, each group ordered by the listed axes' coordinates, the first listed the slowest
+// (allGather stacks in that order, axisIndex is that position, axisSize the product). The bits
+// are those of the collective over an axis of the group's replicas; the result is invariant over
+// every listed axis (psumScatter's varies over them). Write Axes{...}: a bare {"a", "b"} is
+// ambiguous with one axis name and does not compile.
+struct Axes {
+  std::vector<std::string> names;
+  Axes(std::initializer_list<std::string> list) : names(list) {}
+  explicit Axes(std::vector<std::string> list) : names(std::move(list)) {}
+};
+Tensor psum(const Tensor& x, const Axes& axes, Loc loc = Loc::current());
+Tensor pmean(const Tensor& x, const Axes& axes, Loc loc = Loc::current());
+Tensor pmax(const Tensor& x, const Axes& axes, Loc loc = Loc::current());
+Tensor pmin(const Tensor& x, const Axes& axes, Loc loc = Loc::current());
+Tree psum(const Tree& x, const Axes& axes, Loc loc = Loc::current());
+Tree pmean(const Tree& x, const Axes& axes, Loc loc = Loc::current());
+Tensor allGather(const Tensor& x, const Axes& axes, Loc loc = Loc::current());
+Tensor psumScatter(const Tensor& x, const Axes& axes, Loc loc = Loc::current());
+Tensor axisIndex(const Axes& axes, Loc loc = Loc::current());
+int64_t axisSize(const Axes& axes, Loc loc = Loc::current());
 
 Tensor psum(const Tensor& x, const std::string& axis, Loc loc = Loc::current());
 Tensor pmean(const Tensor& x, const std::string& axis, Loc loc = Loc::current());

@@ -58,6 +58,20 @@ AxisGroups Mesh::groups(const std::string& axis) const {
   return groups;
 }
 
+AxisGroups Mesh::groups(const std::vector<std::string>& names) const {
+  int64_t g = 1;
+  for (const std::string& name : names) g *= axisSize(name);
+  AxisGroups groups(size_t(size() / g), std::vector<int64_t>(size_t(g)));
+  for (int64_t r = 0; r < size(); ++r) {
+    int64_t position = 0, group = 0;
+    for (const std::string& name : names) position = position * axisSize(name) + coordinate(r, name);
+    for (const MeshAxis& a : axes_)
+      if (std::find(names.begin(), names.end(), a.name) == names.end()) group = group * a.size + coordinate(r, a.name);
+    groups[size_t(group)][size_t(position)] = r;
+  }
+  return groups;
+}
+
 std::string Mesh::describe() const {
   std::string text = "{";  // also before shape_ is complete, for the constructor's errors
   for (size_t i = 0; i < axes_.size(); ++i)
@@ -204,15 +218,20 @@ bool variesOver(const Tensor& x, const std::string& axis) {
 }
 
 Tensor markCollective(const Tensor& result, const Tensor* source, const std::string& axis, bool reduces, Loc loc) {
+  return markCollective(result, source, std::vector<std::string>{axis}, reduces, loc);
+}
+
+Tensor markCollective(const Tensor& result, const Tensor* source, const std::vector<std::string>& axes, bool reduces,
+                      Loc loc) {
   Trace& trace = Trace::current("a mesh collective", loc, true);
   const passes::MeshVariation variation(trace.function());
-  const uint64_t bit = variation.maskOf(std::vector<std::string>{axis});
+  const uint64_t bit = variation.maskOf(axes);
   const mlir::Value from = source ? trace.valueOf(*source, loc) : mlir::Value();
   mlir::Value value = trace.valueOf(result, loc);
   mlir::Operation* def = value.getDefiningOp();
   if (!def || from == value) return result;  // nothing composed: as the source
-  const uint64_t axes = from ? variation.of(from) : 0;
-  def->setAttr(ir::kMeshVariesAttr, variation.attrOf(&trace.context(), reduces ? axes & ~bit : axes | bit));
+  const uint64_t varies = from ? variation.of(from) : 0;
+  def->setAttr(ir::kMeshVariesAttr, variation.attrOf(&trace.context(), reduces ? varies & ~bit : varies | bit));
   return result;
 }
 

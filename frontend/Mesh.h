@@ -48,6 +48,9 @@ class Mesh {
   // The replicas that share every coordinate but `axis`'s, each group in `axis` order: the
   // groups a collective over `axis` reduces within.
   AxisGroups groups(const std::string& axis) const;
+  // The replicas that share every coordinate but the listed axes', each group ordered by the
+  // listed axes' coordinates (the first listed the slowest): a collective over several axes.
+  AxisGroups groups(const std::vector<std::string>& axes) const;
   // "{data: 2, model: 2}".
   std::string describe() const;
   // The axes' names and sizes, as a Program's call contract records them.
@@ -156,6 +159,8 @@ bool variesOver(const Tensor& x, const std::string& axis);
 // it varies over: `source`'s less `axis` (`reduces`: psum, allGather, ...) or plus it
 // (psumScatter, ppermute; a null `source`: axisIndex). Returns `result`.
 Tensor markCollective(const Tensor& result, const Tensor* source, const std::string& axis, bool reduces, Loc loc);
+Tensor markCollective(const Tensor& result, const Tensor* source, const std::vector<std::string>& axes, bool reduces,
+                      Loc loc);
 template <typename F>
 struct MeshBody {
   F f;

@@ -122,6 +122,85 @@ TEST(MeshTest, CollectivesOverMeshAxesMatchTheHost) {
   expectMeshCollectives(2, 3);
 }
 
+// Collectives over several axes of a {s: 2, d: 2, m: 2} mesh (Axes{...}, jax's tuple axis names):
+// each group is the replicas sharing the unlisted axes' coordinates, ordered by the listed axes'
+// (the first listed the slowest); sums, gathers, scatters, positions and sizes against the host
+// (small integers: exact in any order); bad lists are errors at the caller's line.
+TEST(MeshTest, CollectivesOverSeveralAxesFoldWithinTheirGroups) {
+  Mesh mesh({{"s", 2}, {"d", 2}, {"m", 2}});  // replica = 4 s + 2 d + m
+  EXPECT_EQ(mesh.groups(std::vector<std::string>{"d", "m"}), (AxisGroups{{0, 1, 2, 3}, {4, 5, 6, 7}}));
+  EXPECT_EQ(mesh.groups(std::vector<std::string>{"m", "d"}), (AxisGroups{{0, 2, 1, 3}, {4, 6, 5, 7}}));
+  EXPECT_EQ(mesh.groups(std::vector<std::string>{"s", "m"}), (AxisGroups{{0, 1, 4, 5}, {2, 3, 6, 7}}));
+  EXPECT_EQ(mesh.groups(std::vector<std::string>{"d"}), mesh.groups("d"));
+  const int64_t k = 3;
+  auto f = shardMap(
+      [&](const Tensor& x) {
+        EXPECT_EQ(axisSize(Axes{"d", "m"}), 4);
+        const Tensor v = reshape(x, {k});
+        Tree t;
+        t.set("v", v * 2.0);
+        const Tensor rows = concat({reshape(v, {1, k}), reshape(v, {1, k}) + 100.0, reshape(v, {1, k}) + 200.0,
+                                    reshape(v, {1, k}) + 300.0}, 0);  // [4, k]: row p = v + 100 p
+        return std::tuple{reshape(psum(v, Axes{"d", "m"}), {1, k}), reshape(pmax(v, Axes{"s", "m"}), {1, k}),
+                          allGather(v, Axes{"m", "d"}), reshape(psumScatter(rows, Axes{"m", "d"}), {1, 1, 1, k}),
+                          reshape(axisIndex(Axes{"m", "d"}), {1, 1}), reshape(pmean(t, Axes{"d", "m"}).at("v"), {1, k})};
+      },
+      mesh,
+      {.inSpecs = {{"s", "d", "m"}},
+       .outSpecs = {{"s"}, {"d"}, {"s"}, {"s", "d", "m"}, {"d", "m"}, {"s"}},
+       .pmap = {.axisName = "mesh", .devices = "cpu:8"}});
+  std::vector<float> xv;
+  for (int64_t i = 0; i < 8 * k; ++i) xv.push_back(float((i * 7) % 11) - 5.f);
+  auto x = [&](int64_t r, int64_t j) { return double(xv[size_t(r * k + j)]); };
+  auto [sums, maxes, gathered, scattered, positions, means] = f(Array::of<float>({2, 2, 2, k}, xv));
+  auto at = [](const Tensor& t, int64_t i) { return double(t.array().values<float>()[size_t(i)]); };
+  for (int64_t j = 0; j < k; ++j) {
+    for (int64_t s = 0; s < 2; ++s) {
+      double sum = 0;
+      for (int64_t r = 4 * s; r < 4 * s + 4; ++r) sum += x(r, j);
+      EXPECT_EQ(at(sums, s * k + j), sum) << "psum over (d, m), s = " << s;
+      EXPECT_EQ(at(means, s * k + j), 2 * sum / 4) << "pmean of a Tree over (d, m), s = " << s;
+      const int64_t order[4] = {0, 2, 1, 3};  // (m, d): m the slowest
+      for (int64_t p = 0; p < 4; ++p) {
+        EXPECT_EQ(at(gathered, (s * 4 + p) * k + j), x(4 * s + order[p], j)) << "allGather over (m, d) row " << p;
+        // The member at position p gets the sum over its group of row p (v + 100 p).
+        double rowSum = 0;
+        for (int64_t r = 4 * s; r < 4 * s + 4; ++r) rowSum += x(r, j) + 100.0 * double(p);
+        EXPECT_EQ(at(scattered, (4 * s + order[p]) * k + j), rowSum) << "psumScatter over (m, d), position " << p;
+      }
+    }
+    for (int64_t d = 0; d < 2; ++d)
+      EXPECT_EQ(at(maxes, d * k + j), std::max({x(2 * d, j), x(2 * d + 1, j), x(4 + 2 * d, j), x(5 + 2 * d, j)}))
+          << "pmax over (s, m), d = " << d;
+  }
+  for (int64_t d = 0; d < 2; ++d)
+    for (int64_t m = 0; m < 2; ++m)
+      EXPECT_EQ(positions.array().values<int32_t>()[size_t(d * 2 + m)], int32_t(m * 2 + d)) << "axisIndex over (m, d)";
+  auto refusal = [&](Axes axes) {
+    return errorOf([&] {
+      shardMap([&](const Tensor& v) { return psum(v, axes); }, mesh,
+               {.inSpecs = {{"s", "d", "m"}}, .outSpecs = {{"s", "d", "m"}}, .pmap = {.axisName = "mesh", .devices = "cpu:8"}})(
+          Array::of<float>({2, 2, 2, k}, xv));
+    });
+  };
+  // The sum over (d, m) still varies over s: a spec that leaves s whole is refused, naming it.
+  const std::string whole = errorOf([&] {
+    shardMap([&](const Tensor& v) { return psum(v, Axes{"d", "m"}); }, mesh,
+             {.inSpecs = {{"s", "d", "m"}}, .outSpecs = {{}}, .pmap = {.axisName = "mesh", .devices = "cpu:8"}})(
+        Array::of<float>({2, 2, 2, k}, xv));
+  });
+  EXPECT_NE(whole.find("varies over mesh axis 's'"), std::string::npos) << whole;
+  EXPECT_EQ(whole.find("varies over mesh axis 'd'"), std::string::npos) << whole;
+  EXPECT_NE(refusal(Axes{"d", "q"}).find("'q' is not an axis of the mesh {s: 2, d: 2, m: 2}"), std::string::npos);
+  EXPECT_NE(refusal(Axes{"d", "d"}).find("axis 'd' is listed twice"), std::string::npos);
+  EXPECT_NE(refusal(Axes(std::vector<std::string>{})).find("no axis is listed"), std::string::npos);
+  const std::string outside = errorOf([] {
+    pmap([](const Tensor& v) { return psum(v, Axes{"a", "b"}); }, {.devices = "cpu:2"})(Array::zeros(DType::f32, {2, 1}));
+  });
+  EXPECT_NE(outside.find("MeshTest.cpp:"), std::string::npos) << outside;
+  EXPECT_NE(outside.find("no spmd::shardMap is being traced"), std::string::npos) << outside;
+}
+
 // Megatron's MLP on a {data: 2, model: 2} mesh (frontend/models/TensorParallelMlp.h: w1 split by
 // columns, b1 and w2 by rows over "model", one psum over "model", the batch split over "data",
 // each parameter's gradient summed over the replicas holding a copy of it): the loss and the
