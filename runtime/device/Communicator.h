@@ -146,8 +146,9 @@ class Communicator {
   virtual Pending permute(const void* in, void* out, size_t bytes, std::span<const int64_t> pairs,
                           const std::string& what);
   // all_to_all of blocks: `in` holds size() blocks of `blockBytes`, block j for replica j; block j
-  // of `out` is replica j's block for this replica. By default through an all-gather; across
-  // processes each block moves alone.
+  // of `out` is replica j's block for this replica. By default through an all-gather; in process
+  // each replica copies its blocks from the others' inputs, and across processes each block
+  // moves alone.
   virtual Pending allToAll(const void* in, void* out, size_t blockBytes, const std::string& what);
   // Waits until every rank has arrived.
   virtual void barrier(const std::string& what) = 0;

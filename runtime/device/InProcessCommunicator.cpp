@@ -226,6 +226,17 @@ Communicator::Pending InProcessCommunicator::permute(const void* in, void* out, 
   return {};
 }
 
+// Each replica copies its block from every replica's input: the blocks alone move, no all-gather.
+Communicator::Pending InProcessCommunicator::allToAll(const void* in, void* out, size_t blockBytes,
+                                                      const std::string& what) {
+  const std::vector<const void*>& sources = group_->exchange(rank_, in, what);
+  for (size_t j = 0; j < sources.size(); ++j)
+    std::memcpy(static_cast<std::byte*>(out) + j * blockBytes,
+                static_cast<const std::byte*>(sources[j]) + size_t(rank_) * blockBytes, blockBytes);
+  group_->barrier(rank_, what);  // inputs stay alive until every replica has copied its blocks
+  return {};
+}
+
 Communicator::Pending InProcessCommunicator::reduceScatterInGroup(const void* in, void* out, DType dtype, int64_t count,
                                                                   Reduction op, std::span<const int64_t> members,
                                                                   const std::string& what) {

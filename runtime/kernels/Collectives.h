@@ -454,11 +454,15 @@ void ppermute(KernelCall& call) {
   });
 }
 
-// Every replica's operand into staging ([replica, ...]: NCCL's all-gather or the device
-// pointers), then one strided gather: the result viewed with its concat axis cut into (replica,
-// block) reads staging at the replica's row, this replica's chunk along the split axis. Across
-// processes (a host communicator) each replica's chunks are packed by destination and exchanged
-// alone (Communicator::allToAll), and the gather reads the received chunks.
+// On the host (the CPU's replicas, or a host communicator across processes) each replica's
+// chunks are packed by destination ([replica j, in with the split axis cut to chunk j]: the
+// input itself when the split axis is the leading one), exchanged block by block
+// (Communicator::allToAll: in process each replica copies its blocks from the others' inputs,
+// across processes each block moves alone), and unpacked along the concat axis (received in
+// place when it is the leading one). On a device every replica's operand goes into staging
+// ([replica, ...]: NCCL's all-gather or the device pointers), then one strided gather: the result
+// viewed with its concat axis cut into (replica, block) reads staging at the replica's row, this
+// replica's chunk along the split axis.
 template <class Api>
 void all_to_all(KernelCall& call) {
   Communicator& comm = communicatorOf(call);
@@ -472,10 +476,21 @@ void all_to_all(KernelCall& call) {
   const int64_t split = attrs.split_axis, concat = attrs.concat_axis;
   const int64_t chunk = in.dim(size_t(split)) / n;
   const Shape strides = rowMajorStrides(in.shape);
+  // A run at a time where the innermost dimension is contiguous (in the pack and the unpack
+  // unless the split or concat axis is the last).
+  auto gatherAs = [&]<typename T>(const std::byte* from, void* to, Gather g) {
+    const T* x = reinterpret_cast<const T*>(from);
+    if (g.rank > 0 && g.strides[g.rank - 1] == 1 && g.dims[g.rank - 1] > 1) {
+      const int64_t run = g.dims[--g.rank];
+      Api::forEach(call, in.numel() / run, GatherRunsFn<T>{x, static_cast<T*>(to), g, run});
+    } else {
+      Api::forEach(call, in.numel(), GatherFn<T>{x, static_cast<T*>(to), g});
+    }
+  };
   auto gather = [&](const std::byte* from, void* to, const Gather& g) {
-    if (e == 8) Api::forEach(call, in.numel(), GatherFn<int64_t>{reinterpret_cast<const int64_t*>(from), static_cast<int64_t*>(to), g});
-    else if (e == 4) Api::forEach(call, in.numel(), GatherFn<int32_t>{reinterpret_cast<const int32_t*>(from), static_cast<int32_t*>(to), g});
-    else Api::forEach(call, in.numel(), GatherFn<int16_t>{reinterpret_cast<const int16_t*>(from), static_cast<int16_t*>(to), g});
+    if (e == 8) gatherAs.template operator()<int64_t>(from, to, g);
+    else if (e == 4) gatherAs.template operator()<int32_t>(from, to, g);
+    else gatherAs.template operator()<int16_t>(from, to, g);
   };
   // The result read from `rows` (n rows of `rowElements`, each laid out with `rowStrides` along
   // in's dimensions, the split one `chunk` long), row r at the concat axis' block r.
@@ -487,19 +502,30 @@ void all_to_all(KernelCall& call) {
     }
     gather(rows, call.out[0].data, g);
   };
-  const bool routed = !comm.deviceCollectives() && !comm.pointers() && n > 1;  // a host communicator across processes
-  auto* staging = static_cast<std::byte*>(collectiveScratch<Api>(call).staging(call, bytes * size_t(routed ? 2 : n)));
-  if (routed) {
-    Gather pack{0, {}, {}};  // [replica j, in with the split axis cut to chunk j]
-    pack.dims[pack.rank] = n, pack.strides[pack.rank++] = chunk * strides[size_t(split)];
-    Shape chunkShape(in.shape.begin(), in.shape.end());
-    chunkShape[size_t(split)] = chunk;
-    for (size_t d = 0; d < in.rank(); ++d) pack.dims[pack.rank] = chunkShape[d], pack.strides[pack.rank++] = strides[d];
-    gather(static_cast<const std::byte*>(in.data), staging, pack);
-    comm.allToAll(staging, staging + bytes, bytes / size_t(n), what).wait();
-    unpack(staging + bytes, in.numel() / n, rowMajorStrides(chunkShape));
+  const bool onHost = Api::kDeviceRendezvousReplicas == 0 || !comm.pointers();
+  if (n > 1 && onHost && !comm.deviceCollectives()) {
+    const bool packed = split == 0, inPlace = concat == 0;
+    auto* staging = static_cast<std::byte*>(
+        collectiveScratch<Api>(call).staging(call, std::max<size_t>(bytes * ((packed ? 0 : 1) + (inPlace ? 0 : 1)), 1)));
+    const std::byte* blocks = static_cast<const std::byte*>(in.data);
+    if (!packed) {
+      Gather pack{0, {}, {}};  // [replica j, in with the split axis cut to chunk j]
+      pack.dims[pack.rank] = n, pack.strides[pack.rank++] = chunk * strides[size_t(split)];
+      for (size_t d = 0; d < in.rank(); ++d)
+        pack.dims[pack.rank] = int64_t(d) == split ? chunk : in.dim(d), pack.strides[pack.rank++] = strides[d];
+      gather(blocks, staging, pack);
+      blocks = staging;
+    }
+    std::byte* received = inPlace ? static_cast<std::byte*>(call.out[0].data) : staging + (packed ? 0 : bytes);
+    comm.allToAll(blocks, received, bytes / size_t(n), what).wait();
+    if (!inPlace) {
+      Shape chunkShape(in.shape.begin(), in.shape.end());
+      chunkShape[size_t(split)] = chunk;
+      unpack(received, in.numel() / n, rowMajorStrides(chunkShape));
+    }
     return;
   }
+  auto* staging = static_cast<std::byte*>(collectiveScratch<Api>(call).staging(call, bytes * size_t(n)));
   if (DeviceCollectives* library = comm.deviceCollectives()) {  // NCCL
     library->allGather(in.data, staging, bytes, Api::nativeStream(call), what);
   } else if (n == 1) {

@@ -35,6 +35,24 @@ struct GatherFn {
   }
 };
 
+// GatherFn a run at a time: `g` without its innermost dimension, which is `run` contiguous
+// elements in both x and y (one index and offset computed a run, not an element).
+template <typename T>
+struct GatherRunsFn {
+  const T* x;
+  T* y;
+  Gather g;
+  int64_t run;
+  SPMD_HOST_DEVICE void operator()(int64_t i) const {
+    int64_t rest = i, from = 0;
+    for (int d = g.rank - 1; d >= 0; --d) {
+      from += (rest % g.dims[d]) * g.strides[d];
+      rest /= g.dims[d];
+    }
+    for (int64_t k = 0; k < run; ++k) y[i * run + k] = x[from + k];
+  }
+};
+
 inline Gather resultShape(const TensorView& y) {
   if (y.rank() > static_cast<size_t>(kMaxRank))
     throw Error("GPU shape kernels support rank <= 8, got rank " + std::to_string(y.rank()));
