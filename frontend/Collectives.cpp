@@ -215,27 +215,49 @@ Tensor ppermute(const Tensor& x, const std::string& axis, const std::vector<std:
                         ->getResult(0));
 }
 
+namespace {
+
+// One all_to_all op over `size` replicas: every replica of the axis, or within `groups` (flat,
+// groups of `size`) where given.
+Tensor allToAllOp(const Tensor& x, const std::string& axis, int64_t size, int64_t splitAxis, int64_t concatAxis,
+                  const std::vector<int64_t>& groups, Loc loc) {
+  detail::Trace& trace = detail::Trace::current("allToAll", loc, true);
+  const int64_t rank = int64_t(x.rank());
+  if (splitAxis < 0) splitAxis += rank;
+  if (concatAxis < 0) concatAxis += rank;
+  const std::string at =
+      detail::where(loc) + ": spmd::allToAll over axis '" + axis + "'" + (groups.empty() ? "" : " with groups") + ": ";
+  if (splitAxis < 0 || splitAxis >= rank || concatAxis < 0 || concatAxis >= rank)
+    throw Error(at + "split and concat axes must be axes of " + x.typeString());
+  if (x.dim(size_t(splitAxis)) % size != 0)
+    throw Error(at + x.typeString() + " has " + std::to_string(x.dim(size_t(splitAxis))) + " along split axis " +
+                std::to_string(splitAxis) + ", which does not split into " + std::to_string(size) + " equal chunks, " +
+                (groups.empty() ? "one per replica" : "one per member of a group"));
+  mlir::OpBuilder& b = trace.builder();
+  return trace.wrap(trace.create<ir::AllToAllOp>(
+                             loc, trace.valueOf(x, loc), b.getStringAttr(axis), b.getI64IntegerAttr(size),
+                             b.getI64IntegerAttr(splitAxis), b.getI64IntegerAttr(concatAxis),
+                             groups.empty() ? mlir::DenseI64ArrayAttr() : b.getDenseI64ArrayAttr(groups),
+                             groups.empty() ? mlir::IntegerAttr() : b.getI64IntegerAttr(size))
+                        ->getResult(0));
+}
+
+}  // namespace
+
 Tensor allToAll(const Tensor& x, const std::string& axis, int64_t splitAxis, int64_t concatAxis, Loc loc) {
   if (const Mesh* mesh = meshAxis(axis))
     return detail::markCollective(allToAll(x, mappedAxis("allToAll", loc), splitAxis, concatAxis, mesh->groups(axis), loc),
                                   &x, axis, false, loc);
-  detail::Trace& trace = detail::Trace::current("allToAll", loc, true);
-  const int64_t size = trace.checkAxis(axis, "allToAll", loc);
-  const int64_t rank = int64_t(x.rank());
-  if (splitAxis < 0) splitAxis += rank;
-  if (concatAxis < 0) concatAxis += rank;
-  if (splitAxis < 0 || splitAxis >= rank || concatAxis < 0 || concatAxis >= rank)
-    throw Error(detail::where(loc) + ": spmd::allToAll over axis '" + axis + "': split and concat axes must be axes of " +
-                x.typeString());
-  if (x.dim(size_t(splitAxis)) % size != 0)
-    throw Error(detail::where(loc) + ": spmd::allToAll over axis '" + axis + "': " + x.typeString() + " has " +
-                std::to_string(x.dim(size_t(splitAxis))) + " along split axis " + std::to_string(splitAxis) +
-                ", which does not split into " + std::to_string(size) + " equal chunks, one per replica");
-  mlir::OpBuilder& b = trace.builder();
-  return trace.wrap(trace.create<ir::AllToAllOp>(loc, trace.valueOf(x, loc), b.getStringAttr(axis),
-                                                 b.getI64IntegerAttr(size), b.getI64IntegerAttr(splitAxis),
-                                                 b.getI64IntegerAttr(concatAxis))
-                        ->getResult(0));
+  const int64_t size = detail::Trace::current("allToAll", loc, true).checkAxis(axis, "allToAll", loc);
+  return allToAllOp(x, axis, size, splitAxis, concatAxis, {}, loc);
+}
+
+// Within groups: one all_to_all with replica groups (the member at position p gets chunk p of
+// each member's operand, in the group's order), each replica reading its group's operands alone.
+Tensor allToAll(const Tensor& x, const std::string& axis, int64_t splitAxis, int64_t concatAxis, const AxisGroups& groups,
+                Loc loc) {
+  const std::vector<int64_t> flat = detail::checkedGroups(groups, axis, "allToAll", loc);
+  return allToAllOp(x, axis, int64_t(groups[0].size()), splitAxis, concatAxis, flat, loc);
 }
 
 Tensor pbroadcast(const Tensor& x, const std::string& axis, int64_t source, Loc loc) {

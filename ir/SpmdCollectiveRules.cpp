@@ -60,7 +60,7 @@ std::string orDevices(Operation* op) {
 
 RankedTensorType rankedTypeOf(Value v) { return llvm::cast<RankedTensorType>(v.getType()); }
 
-// Replica groups (all_reduce's, all_gather's, reduce_scatter's): both attributes or neither;
+// Replica groups (all_reduce's, all_gather's, reduce_scatter's, all_to_all's): both attributes or neither;
 // every replica of the axis once, in groups of group_size.
 LogicalResult verifyGroups(Operation* op, std::optional<ArrayRef<int64_t>> groups, std::optional<uint64_t> groupSize) {
   if (groups.has_value() != groupSize.has_value())
@@ -192,6 +192,13 @@ LogicalResult AllGatherOp::verify() {
 
 LogicalResult AllToAllOp::verify() {
   if (failed(checkAxisBound(*this, getAxisName()))) return failure();
+  if (failed(verifyGroups(*this, getReplicaGroups(), getGroupSize()))) return failure();
+  if (getGroupSize()) {
+    if (getAxisSize() != *getGroupSize())
+      return emitOpError() << "axis_size " << getAxisSize() << " differs from group_size " << *getGroupSize()
+                           << ": within groups a replica exchanges chunks with its group's members";
+    return success();
+  }
   if (static_cast<int64_t>(getAxisSize()) != boundAxisSize(*this))
     return emitOpError() << "axis_size " << getAxisSize() << " differs from the size " << boundAxisSize(*this)
                          << " of axis '" << getAxisName() << "'";
@@ -302,7 +309,8 @@ LogicalResult AllToAllOp::buildVjp(OpBuilder& b, ArrayRef<Value> grads, SmallVec
     out.push_back(Value());
     return success();
   }
-  out.push_back(b.create<AllToAllOp>(getLoc(), grads[0], getAxisName(), getAxisSize(), getConcatAxis(), getSplitAxis()));
+  out.push_back(b.create<AllToAllOp>(getLoc(), grads[0], getAxisName(), getAxisSize(), getConcatAxis(), getSplitAxis(),
+                                     getReplicaGroupsAttr(), getGroupSizeAttr()));
   return success();
 }
 

@@ -609,11 +609,20 @@ def Spmd_AllToAllOp : Spmd_CollectiveOp<"all_to_all", [Vjp, InferTypeOpAdaptor]>
     lax.all_to_all: each replica's operand is cut into axis_size equal chunks along
     `split_axis`; replica j receives chunk j of every replica and concatenates them, in replica
     order, along `concat_axis` (the same axis or another). The result's split_axis shrinks by
-    axis_size and its concat_axis grows by it. VJP: all_to_all with the two axes swapped.
+    axis_size and its concat_axis grows by it. VJP: all_to_all with the two axes swapped. With
+    `replica_groups` (as all_reduce's) the exchange is within each group: the member at position
+    p receives chunk p of each member, in the group's order, and axis_size is the group's size.
   }];
   let arguments = (ins Spmd_AnyTensor:$input, StrAttr:$axis_name, I64Attr:$axis_size, I64Attr:$split_axis,
-                       I64Attr:$concat_axis);
+                       I64Attr:$concat_axis, OptionalAttr<DenseI64ArrayAttr>:$replica_groups,
+                       OptionalAttr<I64Attr>:$group_size);
   let results = (outs Spmd_AnyTensor:$result);
+  // Over every replica of the axis (no replica groups).
+  let builders = [OpBuilder<(ins "::mlir::Value":$input, "::llvm::StringRef":$axis_name, "uint64_t":$axis_size,
+                                 "uint64_t":$split_axis, "uint64_t":$concat_axis), [{
+    build($_builder, $_state, input, axis_name, axis_size, split_axis, concat_axis, ::mlir::DenseI64ArrayAttr(),
+          ::mlir::IntegerAttr());
+  }]>];
 }
 
 def Spmd_AxisIndexOp : Spmd_CollectiveOp<"axis_index", [Spmd_ZeroGradient, InferTypeOpAdaptor]> {

@@ -106,4 +106,16 @@ Communicator::Pending Communicator::allToAll(const void* in, void* out, size_t b
   return {};
 }
 
+Communicator::Pending Communicator::allToAllInGroup(const void* in, void* out, size_t blockBytes,
+                                                   std::span<const int64_t> members, const std::string& what) {
+  const size_t g = members.size(), bytes = blockBytes * g;
+  const size_t position = size_t(std::find(members.begin(), members.end(), int64_t(rank())) - members.begin());
+  std::vector<std::byte> all(bytes * size_t(size()));
+  allGather(in, all.data(), bytes, what).wait();
+  for (size_t k = 0; k < g; ++k)
+    std::memcpy(static_cast<std::byte*>(out) + k * blockBytes,
+                all.data() + size_t(members[k]) * bytes + position * blockBytes, blockBytes);
+  return {};
+}
+
 }  // namespace spmd::runtime

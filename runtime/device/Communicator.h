@@ -150,6 +150,10 @@ class Communicator {
   // each replica copies its blocks from the others' inputs, and across processes each block
   // moves alone.
   virtual Pending allToAll(const void* in, void* out, size_t blockBytes, const std::string& what);
+  // all_to_all within this replica's group (`members`, in the group's order): `in` holds one
+  // block for each member; block k of `out` is member k's block at this replica's position.
+  virtual Pending allToAllInGroup(const void* in, void* out, size_t blockBytes, std::span<const int64_t> members,
+                                  const std::string& what);
   // Waits until every rank has arrived.
   virtual void barrier(const std::string& what) = 0;
   // Marks the group failed with this replica's error: every replica waiting in (or later

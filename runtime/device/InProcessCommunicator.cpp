@@ -237,6 +237,18 @@ Communicator::Pending InProcessCommunicator::allToAll(const void* in, void* out,
   return {};
 }
 
+// Within groups: the block at this replica's position from each member's input.
+Communicator::Pending InProcessCommunicator::allToAllInGroup(const void* in, void* out, size_t blockBytes,
+                                                             std::span<const int64_t> members, const std::string& what) {
+  const std::vector<const void*>& sources = group_->exchange(rank_, in, what);
+  const size_t position = size_t(std::find(members.begin(), members.end(), int64_t(rank_)) - members.begin());
+  for (size_t k = 0; k < members.size(); ++k)
+    std::memcpy(static_cast<std::byte*>(out) + k * blockBytes,
+                static_cast<const std::byte*>(sources[size_t(members[k])]) + position * blockBytes, blockBytes);
+  group_->barrier(rank_, what);  // inputs stay alive until every member has copied its blocks
+  return {};
+}
+
 Communicator::Pending InProcessCommunicator::reduceScatterInGroup(const void* in, void* out, DType dtype, int64_t count,
                                                                   Reduction op, std::span<const int64_t> members,
                                                                   const std::string& what) {

@@ -78,6 +78,8 @@ class InProcessCommunicator final : public Communicator, public PointerExchange 
   Pending permute(const void* in, void* out, size_t bytes, std::span<const int64_t> pairs,
                   const std::string& what) override;
   Pending allToAll(const void* in, void* out, size_t blockBytes, const std::string& what) override;
+  Pending allToAllInGroup(const void* in, void* out, size_t blockBytes, std::span<const int64_t> members,
+                          const std::string& what) override;
   Pending reduceScatterInGroup(const void* in, void* out, DType dtype, int64_t count, Reduction op,
                                std::span<const int64_t> members, const std::string& what) override;
   Pending reduceScatter(const void* in, void* out, DType dtype, int64_t count, Reduction op,

@@ -457,22 +457,29 @@ void ppermute(KernelCall& call) {
 // On the host (the CPU's replicas, or a host communicator across processes) each replica's
 // chunks are packed by destination ([replica j, in with the split axis cut to chunk j]: the
 // input itself when the split axis is the leading one), exchanged block by block
-// (Communicator::allToAll: in process each replica copies its blocks from the others' inputs,
-// across processes each block moves alone), and unpacked along the concat axis (received in
-// place when it is the leading one). On a device every replica's operand goes into staging
-// ([replica, ...]: NCCL's all-gather or the device pointers), then one strided gather: the result
-// viewed with its concat axis cut into (replica, block) reads staging at the replica's row, this
-// replica's chunk along the split axis.
+// (Communicator::allToAll / allToAllInGroup: in process each replica copies its blocks from the
+// others' inputs, across processes each block moves alone), and unpacked along the concat axis
+// (received in place when it is the leading one). On a device the operands go into staging
+// ([member, ...]: NCCL's all-gather or the device pointers), then one strided gather: the result
+// viewed with its concat axis cut into (member, block) reads staging at the member's row, this
+// replica's chunk along the split axis. Within replica groups the members are the replica's
+// group, in its order, and its chunk the one at its position in the group.
 template <class Api>
 void all_to_all(KernelCall& call) {
   Communicator& comm = communicatorOf(call);
   std::string what = collectiveWhat(call);
   const TensorView& in = call.in[0];
   const size_t e = dtypeSize(in.dtype), bytes = in.numel() * e;
-  const int n = comm.size();
   if (in.rank() + 1 > size_t(kMaxRank))
     throw Error("all_to_all supports rank <= " + std::to_string(kMaxRank - 1) + ", got rank " + std::to_string(in.rank()));
   const AllToAllAttrs& attrs = attrsOf<AllToAllAttrs>(call.step);
+  const bool grouped = !attrs.replica_groups.empty();
+  std::vector<int64_t> members;
+  if (grouped) members = groupMembers(attrs.replica_groups, attrs.group_size, comm.rank());
+  else
+    for (int r = 0; r < comm.size(); ++r) members.push_back(r);
+  const int n = int(members.size());
+  const int64_t position = std::find(members.begin(), members.end(), int64_t(comm.rank())) - members.begin();
   const int64_t split = attrs.split_axis, concat = attrs.concat_axis;
   const int64_t chunk = in.dim(size_t(split)) / n;
   const Shape strides = rowMajorStrides(in.shape);
@@ -493,7 +500,7 @@ void all_to_all(KernelCall& call) {
     else gatherAs.template operator()<int16_t>(from, to, g);
   };
   // The result read from `rows` (n rows of `rowElements`, each laid out with `rowStrides` along
-  // in's dimensions, the split one `chunk` long), row r at the concat axis' block r.
+  // in's dimensions, the split one `chunk` long), row k at the concat axis' block k.
   auto unpack = [&](const std::byte* rows, int64_t rowElements, const Shape& rowStrides) {
     Gather g{0, {}, {}};
     for (size_t d = 0; d < in.rank(); ++d) {
@@ -509,7 +516,7 @@ void all_to_all(KernelCall& call) {
         collectiveScratch<Api>(call).staging(call, std::max<size_t>(bytes * ((packed ? 0 : 1) + (inPlace ? 0 : 1)), 1)));
     const std::byte* blocks = static_cast<const std::byte*>(in.data);
     if (!packed) {
-      Gather pack{0, {}, {}};  // [replica j, in with the split axis cut to chunk j]
+      Gather pack{0, {}, {}};  // [member k, in with the split axis cut to chunk k]
       pack.dims[pack.rank] = n, pack.strides[pack.rank++] = chunk * strides[size_t(split)];
       for (size_t d = 0; d < in.rank(); ++d)
         pack.dims[pack.rank] = int64_t(d) == split ? chunk : in.dim(d), pack.strides[pack.rank++] = strides[d];
@@ -517,7 +524,8 @@ void all_to_all(KernelCall& call) {
       blocks = staging;
     }
     std::byte* received = inPlace ? static_cast<std::byte*>(call.out[0].data) : staging + (packed ? 0 : bytes);
-    comm.allToAll(blocks, received, bytes / size_t(n), what).wait();
+    if (grouped) comm.allToAllInGroup(blocks, received, bytes / size_t(n), members, what).wait();
+    else comm.allToAll(blocks, received, bytes / size_t(n), what).wait();
     if (!inPlace) {
       Shape chunkShape(in.shape.begin(), in.shape.end());
       chunkShape[size_t(split)] = chunk;
@@ -526,16 +534,20 @@ void all_to_all(KernelCall& call) {
     return;
   }
   auto* staging = static_cast<std::byte*>(collectiveScratch<Api>(call).staging(call, bytes * size_t(n)));
-  if (DeviceCollectives* library = comm.deviceCollectives()) {  // NCCL
-    library->allGather(in.data, staging, bytes, Api::nativeStream(call), what);
+  if (DeviceCollectives* library = comm.deviceCollectives()) {  // NCCL: every replica's, then the members'
+    std::byte* all = staging;
+    if (grouped) all = static_cast<std::byte*>(collectiveScratch<Api>(call).rows(call, bytes * size_t(comm.size())));
+    library->allGather(in.data, all, bytes, Api::nativeStream(call), what);
+    if (grouped)
+      for (int k = 0; k < n; ++k) Api::copy(call, staging + size_t(k) * bytes, all + size_t(members[size_t(k)]) * bytes, bytes);
   } else if (n == 1) {
     Api::copy(call, staging, in.data, bytes);
   } else {
     readEveryReplica<Api>(call, comm, in.data, bytes, what, [&](const std::vector<const void*>& sources, auto copy) {
-      for (int r = 0; r < n; ++r) copy(staging + size_t(r) * bytes, sources[size_t(r)], bytes);
+      for (int k = 0; k < n; ++k) copy(staging + size_t(k) * bytes, sources[size_t(members[size_t(k)])], bytes);
     });
   }
-  unpack(staging + size_t(comm.rank()) * size_t(chunk) * size_t(strides[size_t(split)]) * e, in.numel(), strides);
+  unpack(staging + size_t(position) * size_t(chunk) * size_t(strides[size_t(split)]) * e, in.numel(), strides);
 }
 
 struct FillFn {

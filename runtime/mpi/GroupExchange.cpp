@@ -28,12 +28,13 @@ GroupExchange::GroupExchange(GroupOp op, std::vector<std::vector<int64_t>> membe
         throw Error("replica group member " + std::to_string(r) + " is outside the job's " +
                     std::to_string(int64_t(processes) * local) + " replicas; this is a bug in spmd");
   }
-  if (op == GroupOp::Scatter && groupSize_ > 0 && operandBytes % groupSize_ != 0)
-    throw Error("a reduce_scatter's operand of " + std::to_string(operandBytes) + " bytes does not split into " +
+  if (byRows() && groupSize_ > 0 && operandBytes % groupSize_ != 0)
+    throw Error(std::string(op == GroupOp::Scatter ? "a reduce_scatter's" : "an all_to_all's") + " operand of " +
+                std::to_string(operandBytes) + " bytes does not split into " +
                 std::to_string(groupSize_) + " rows; this is a bug in spmd (checkProgram checks the shapes)");
   const size_t row = sourceBytes();
-  // Replica dst reads src's operand (a reduce_scatter's row at dst's position) when they share a
-  // group; one of them is local, and its group is the other's.
+  // Replica dst reads src's operand (a reduce_scatter's row or an all_to_all's block at dst's
+  // position) when they share a group; one of them is local, and its group is the other's.
   const int64_t first = int64_t(process) * local;
   routes_ = std::make_unique<Routes>(
       [this, first, local, row](int64_t dst, int64_t src) -> BytePiece {
@@ -41,7 +42,7 @@ GroupExchange::GroupExchange(GroupOp op, std::vector<std::vector<int64_t>> membe
         const std::vector<int64_t>& group = members_[size_t((dstHere ? dst : src) - first)];
         const auto at = std::find(group.begin(), group.end(), dstHere ? src : dst);
         if (at == group.end()) return {};
-        if (op_ != GroupOp::Scatter) return {0, operandBytes_};
+        if (!byRows()) return {0, operandBytes_};
         const size_t position = size_t(std::find(group.begin(), group.end(), dst) - group.begin());
         return {position * row, row};
       },

@@ -131,7 +131,7 @@ int mpiCount(int64_t n, const std::string& what) {
 // Bytes of one element of a job's count: an all-gather's count is bytes.
 size_t elementBytes(const ReductionJob& job) {
   const bool bytes = job.kind == Kind::AllGather || job.kind == Kind::Permute || job.kind == Kind::AllToAll ||
-                     (job.kind == Kind::Grouped && job.groupOp == GroupOp::Gather);
+                     (job.kind == Kind::Grouped && (job.groupOp == GroupOp::Gather || job.groupOp == GroupOp::Exchange));
   return bytes ? 1 : dtypeSize(job.dtype);
 }
 
@@ -388,7 +388,7 @@ class Group {
     const GroupExchange& plan = *job.exchange;
     const std::vector<const std::byte*> rows = plan.sources(l, job.send.data(), job.result.data());
     const int g = int(plan.groupSize());
-    if (job.groupOp == GroupOp::Gather) {
+    if (job.groupOp == GroupOp::Gather || job.groupOp == GroupOp::Exchange) {  // the members' operands or blocks
       for (size_t k = 0; k < rows.size(); ++k)
         std::memcpy(static_cast<std::byte*>(out[0].data) + k * plan.sourceBytes(), rows[k], plan.sourceBytes());
       return;
@@ -528,6 +528,16 @@ class ProcessCommunicator final : public Communicator {
     Segment s{const_cast<void*>(in), int64_t(bytes)}, o{out, int64_t(bytes)};
     auto job = group_->join(local_, Kind::Permute, {&s, 1}, DType::f32, Reduction::Sum, int64_t(bytes),
                             what + " (" + std::to_string(bytes) + " bytes)", false, {GroupOp::Reduce, pairs});
+    group_->finish(*job, local_, {&o, 1});
+    return {};
+  }
+  // Within groups each block moves alone to the process of its member (none within a process).
+  Pending allToAllInGroup(const void* in, void* out, size_t blockBytes, std::span<const int64_t> members,
+                          const std::string& what) override {
+    const int64_t bytes = int64_t(blockBytes * members.size());
+    Segment s{const_cast<void*>(in), bytes}, o{out, bytes};
+    auto job = group_->join(local_, Kind::Grouped, {&s, 1}, DType::f32, Reduction::Sum, bytes,
+                            what + " (" + std::to_string(bytes) + " bytes)", false, {GroupOp::Exchange, members});
     group_->finish(*job, local_, {&o, 1});
     return {};
   }

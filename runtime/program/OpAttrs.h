@@ -56,8 +56,9 @@ using ReductionKind = Reduction;  // text in a Program ("sum"), the enum in the 
 #define SPMD_ALL_GATHER_ATTRS(F) \
   F(Text, axis_name, true) F(Int, axis_size, true) F(Ints, replica_groups, false) F(Int, group_size, false)
 #define SPMD_PPERMUTE_ATTRS(F) F(Text, axis_name, true) F(Ints, pairs, true)
-#define SPMD_ALL_TO_ALL_ATTRS(F) \
-  F(Text, axis_name, true) F(Int, axis_size, true) F(Int, split_axis, true) F(Int, concat_axis, true)
+#define SPMD_ALL_TO_ALL_ATTRS(F)                                                                      \
+  F(Text, axis_name, true) F(Int, axis_size, true) F(Int, split_axis, true) F(Int, concat_axis, true) \
+  F(Ints, replica_groups, false) F(Int, group_size, false)
 #define SPMD_AXIS_INDEX_ATTRS(F) F(Text, axis_name, true) F(Flag, of_device, false)
 #define SPMD_FUSED_ATTRS(F) F(Text, body, true) F(Int, segments, false)
 #define SPMD_CUSTOM_CALL_ATTRS(F) F(Text, target, true) F(Text, config, false)

@@ -223,10 +223,10 @@ void checkProgram(const Program& p) {
     if (collective && p.axisName.empty())
       throw Error(prefix + at + " is a collective, but the program has no axis");
     auto bytesOf = [&](int id) { return p.buffers[id].bytes(); };
-    // Replica groups (all_reduce, all_gather, reduce_scatter): every replica once, in groups of
-    // group_size; 0 where the step has none.
+    // Replica groups (all_reduce, all_gather, reduce_scatter, all_to_all): every replica once, in
+    // groups of group_size; 0 where the step has none.
     int64_t groupSize = 0;
-    if (step.op == "all_reduce" || step.op == "all_gather" || step.op == "reduce_scatter") {
+    if (step.op == "all_reduce" || step.op == "all_gather" || step.op == "reduce_scatter" || step.op == "all_to_all") {
       if (step.attrs.count("replica_groups") != step.attrs.count("group_size"))
         throw Error(prefix + at + ": replica_groups and group_size come together (one is missing)");
       if (step.attrs.count("replica_groups")) {
@@ -256,13 +256,16 @@ void checkProgram(const Program& p) {
       const Shape& in = p.buffers[step.inputs[0]].shape;
       Shape want = in;
       const int64_t split = step.integer("split_axis"), concat = step.integer("concat_axis");
+      const int64_t n = groupSize > 0 ? groupSize : p.replicas;  // within groups: the group's members
       const bool axes = split >= 0 && split < int64_t(in.size()) && concat >= 0 && concat < int64_t(in.size());
-      if (axes && in[size_t(split)] % p.replicas == 0) want[size_t(split)] /= p.replicas, want[size_t(concat)] *= p.replicas;
-      if (!axes || in[size_t(split)] % p.replicas || step.integer("axis_size") != p.replicas ||
-          p.buffers[step.outputs[0]].shape != want || p.buffers[step.outputs[0]].dtype != p.buffers[step.inputs[0]].dtype)
+      if (axes && in[size_t(split)] % n == 0) want[size_t(split)] /= n, want[size_t(concat)] *= n;
+      if (!axes || in[size_t(split)] % n || step.integer("axis_size") != n || p.buffers[step.outputs[0]].shape != want ||
+          p.buffers[step.outputs[0]].dtype != p.buffers[step.inputs[0]].dtype)
         throw Error(prefix + at + ": " + buffer(step.outputs[0]) + " is not " + buffer(step.inputs[0]) +
                     " split along axis " + std::to_string(split) + " and concatenated along axis " +
-                    std::to_string(concat) + " over the program's " + std::to_string(p.replicas) + " replicas");
+                    std::to_string(concat) + " over " +
+                    (groupSize > 0 ? "groups of " + std::to_string(n) + " replicas"
+                                   : "the program's " + std::to_string(n) + " replicas"));
     }
     if (step.op == "ppermute") {
       if (step.inputs.size() != 1 || step.outputs.size() != 1 || !same(step.inputs[0], step.outputs[0]))

@@ -3,6 +3,7 @@
 // definition. A different algorithm from the CPU kernels (slice-per-rank reduction through
 // FoldPlan), so tests can compare them.
 #include <algorithm>
+#include <numeric>
 #include <cstring>
 #include <type_traits>
 #include <vector>
@@ -109,18 +110,24 @@ void ppermute(KernelCall& call) {
 }
 
 // Every replica's operand gathered; output element by element from its source replica's chunk.
+// Within replica groups the sources are the group's members, in the group's order, and the
+// chunk is the one at this replica's position in its group.
 void all_to_all(KernelCall& call) {
   Communicator& comm = communicatorOf(call);
   const TensorView &in = call.in[0], &out = call.out[0];
   const size_t e = dtypeSize(in.dtype), rank = in.rank();
   const AllToAllAttrs& attrs = attrsOf<AllToAllAttrs>(call.step);
-  const int64_t n = comm.size(), me = comm.rank(), split = attrs.split_axis, concat = attrs.concat_axis;
+  std::vector<int64_t> members(size_t(comm.size()));
+  std::iota(members.begin(), members.end(), int64_t(0));
+  if (!attrs.replica_groups.empty()) members = groupMembers(attrs.replica_groups, attrs.group_size, comm.rank());
+  const int64_t n = int64_t(members.size()), split = attrs.split_axis, concat = attrs.concat_axis;
+  const int64_t me = std::find(members.begin(), members.end(), int64_t(comm.rank())) - members.begin();
   std::vector<std::byte> all = gatherAll(comm, in, what(call));
   const int64_t chunk = in.dim(size_t(split)) / n, block = split == concat ? chunk : in.dim(size_t(concat));
   std::vector<int64_t> index(rank);
   for (int64_t o = 0; o < out.numel(); ++o) {
     for (size_t d = rank, rest = size_t(o); d-- > 0;) index[d] = int64_t(rest % size_t(out.dim(d))), rest /= size_t(out.dim(d));
-    const int64_t source = index[size_t(concat)] / block;  // which replica's chunk this is
+    const int64_t source = members[size_t(index[size_t(concat)] / block)];  // which replica's chunk this is
     index[size_t(concat)] %= block;
     index[size_t(split)] += me * chunk;  // my chunk of that replica's operand
     int64_t offset = 0;

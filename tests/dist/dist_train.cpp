@@ -176,9 +176,9 @@ void checkFoldOrder(const Flags& f, std::string& report) {
   if (fast && !differsFromOthers) report += " (the same sums as exact mode's for this split)";
 }
 
-// all_gather and reduce_scatter within the groups {r, r + n/2} (a mesh's outer axis: across the
-// processes in the 2 x K layouts, within one in 1 x N), and an all_to_all of a non-leading axis
-// into the leading one, against their definitions: replica r's operand holds 1000 r + element,
+// all_gather, reduce_scatter and all_to_all within the groups {r, r + n/2} (a mesh's outer axis:
+// across the processes in the 2 x K layouts, within one in 1 x N), and an all_to_all of a
+// non-leading axis into the leading one, against their definitions: replica r's operand holds 1000 r + element,
 // so each result names where it came from.
 void checkGroupedAcross(const Flags& f, int64_t n, std::string& report) {
   AxisGroups halves(size_t(n / 2));
@@ -188,14 +188,14 @@ void checkGroupedAcross(const Flags& f, int64_t n, std::string& report) {
         // [2, n]: row a holds x + 100 a; its columns go one to each replica, stacked by source.
         const Tensor rows = concat({reshape(x, {1, n}), reshape(x, {1, n}) + 100.0}, 0);
         return std::tuple{allGather(x, "batch", halves), psumScatter(reshape(x, {2, n / 2}), "batch", halves),
-                          allToAll(rows, "batch", 1, 0)};
+                          allToAll(rows, "batch", 1, 0), allToAll(rows, "batch", 1, 0, halves)};
       },
-      {.inAxes = {split}, .outAxes = {split, split, split}, .devices = f.devices, .name = "grouped_check"});
+      {.inAxes = {split}, .outAxes = {split, split, split, split}, .devices = f.devices, .name = "grouped_check"});
   const int64_t local = grouped.deviceCount(), process = processIndex();
   Array mine = Array::zeros(DType::f32, {local, n});
   for (int64_t r = 0; r < local; ++r)
     for (int64_t j = 0; j < n; ++j) mine.values<float>()[r * n + j] = float(1000 * (process * local + r) + j);
-  auto [gathered, scattered, exchanged] = grouped(mine);
+  auto [gathered, scattered, exchanged, withinGroups] = grouped(mine);
   for (int64_t r = 0; r < local; ++r) {
     const int64_t me = process * local + r, first = me % (n / 2), position = me / (n / 2);
     for (int64_t source = 0; source < n; ++source)
@@ -205,6 +205,17 @@ void checkGroupedAcross(const Flags& f, int64_t n, std::string& report) {
                       std::to_string(2 * source + a) + " is " +
                       std::to_string(exchanged.array().values<float>()[r * 2 * n + 2 * source + a]) + ", not column " +
                       std::to_string(me) + " of replica " + std::to_string(source) + "'s row " + std::to_string(a));
+    // [4, n/2]: member k's row a, its columns at this replica's position (chunk `position`).
+    for (int64_t k = 0; k < 2; ++k)
+      for (int64_t a = 0; a < 2; ++a)
+        for (int64_t j = 0; j < n / 2; ++j) {
+          const float got = withinGroups.array().values<float>()[r * 2 * n + (k * 2 + a) * (n / 2) + j];
+          const float want = float(1000 * (first + k * n / 2) + 100 * a + position * n / 2 + j);
+          if (got != want)
+            throw Error("grouped check: replica " + std::to_string(me) + "'s all_to_all within groups row " +
+                        std::to_string(k * 2 + a) + " element " + std::to_string(j) + " is " + std::to_string(got) +
+                        ", its definition " + std::to_string(want));
+        }
     for (int64_t k = 0; k < 2; ++k)
       for (int64_t j = 0; j < n; ++j)
         if (gathered.array().values<float>()[(r * 2 + k) * n + j] != float(1000 * (first + k * n / 2) + j))
@@ -218,7 +229,7 @@ void checkGroupedAcross(const Flags& f, int64_t n, std::string& report) {
                     std::to_string(want));
     }
   }
-  report += "; all_gather and reduce_scatter within groups {r, r + " + std::to_string(n / 2) +
+  report += "; all_gather, reduce_scatter and all_to_all within groups {r, r + " + std::to_string(n / 2) +
             "} hold theirs, as does all_to_all from the columns of [2, n] to the rows of [2n, 1]";
 }
 

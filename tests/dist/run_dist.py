@@ -8,7 +8,7 @@ layouts    N = 4 replicas as 1 process x 4 threads, 2 x 2 and 4 x 1, and N = 6 a
            thread settings at all); every run's psum folds in the order that defines exact mode
            (dist_train's checkFoldOrder, f64 values that cancel), and its ppermute (a ring) and
            all_to_all give their definitions across the processes (checkPermutations), as do
-           all_gather and reduce_scatter within groups that cross them (checkGroupedAcross); fast mode
+           all_gather, reduce_scatter and all_to_all within groups that cross them (checkGroupedAcross); fast mode
            (2 x 3) runs its own order and agrees to rounding.
 faults     one process throws inside a step, one is killed, one hangs, one is stopped (SIGSTOP): mpirun ends non-zero
            within the collective timeout, the message names the process (and the replica and
@@ -123,7 +123,7 @@ def exact_run(args, processes, per, name, flags, env_extra, default_threads=Fals
             fail("%s: not every process reports the permutation check (dist_train's checkPermutations):\n%s" %
                  (name, log))
         if (processes * per) % 2 == 0 and not all("within groups {r, r + " in l for l in permutations):
-            fail("%s: not every process reports the grouped all_gather and reduce_scatter check "
+            fail("%s: not every process reports the grouped all_gather, reduce_scatter and all_to_all check "
                  "(dist_train's checkGroupedAcross):\n%s" % (name, log))
         meshes = [l for l in log.splitlines() if "tensor-parallel MLP on mesh" in l]
         blocks = [l for l in log.splitlines() if "tensor-parallel transformer block on mesh" in l]

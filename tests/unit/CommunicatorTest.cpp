@@ -91,6 +91,18 @@ TEST(CommunicatorTest, CpuCollectivesMatchReferenceAndAgreeBitwiseAcrossReplicas
                         {"concat_axis", concat}},
                        {{2 * n, 3 * n}},
                        {{split == 0 ? 2 : 2 * n, concat == split ? 3 * n : (split == 0 ? 3 * n * n : 3)}}});
+      // Within one group of every replica in reverse order (a replica's position is not its rank).
+      std::vector<int64_t> reversed;
+      for (int r = n - 1; r >= 0; --r) reversed.push_back(r);
+      for (auto [split, concat] : {std::pair<int64_t, int64_t>{0, 1}, {1, 0}, {0, 0}}) {
+        Shape out{2 * n, 3 * n};
+        out[size_t(split)] /= n, out[size_t(concat)] *= n;
+        all.push_back({"all_to_all",
+                       {{"axis_name", std::string("batch")}, {"axis_size", int64_t(n)}, {"split_axis", split},
+                        {"concat_axis", concat}, {"replica_groups", reversed}, {"group_size", int64_t(n)}},
+                       {{2 * n, 3 * n}},
+                       {out}});
+      }
       for (const CollectiveCase& c : all) {
         SCOPED_TRACE(c.op + " on " + std::to_string(n) + " replicas");
         auto cpu = runCollective(cpuKernels(), c, n, dtype);

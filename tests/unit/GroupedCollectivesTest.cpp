@@ -210,36 +210,57 @@ TEST(GroupedCollectivesTest, TheGradientFlowsBackWithinTheGroup) {
     for (int i = 0; i < 3; ++i) EXPECT_EQ(values<float>(g)[size_t(s * 3 + i)], expected[s]) << s << " " << i;
 }
 
-// allToAll within groups: one group of the whole axis in order is the all_to_all op (the same
-// bits, either pair of axes); pairs {{0, 2}, {3, 1}} against the host; and its gradient is the
-// grouped allToAll with the axes swapped (all_to_all's transpose), each replica seeding
-// sum(allToAll(x) * c) with its own c.
+// allToAll within groups is one all_to_all op with replica groups (no all_gather: each replica
+// reads its group's blocks alone), on cpu:4 and sim:4: one group of the whole axis in order has
+// the bits of the ungrouped op (either pair of axes); pairs {{0, 2}, {3, 1}} against the host,
+// f32 and i32; and its gradient is the grouped allToAll with the axes swapped (all_to_all's
+// transpose), each replica seeding sum(allToAll(x) * c) with its own c.
 TEST(GroupedCollectivesTest, AllToAllWithinGroups) {
-  const AxisGroups all = {{0, 1, 2, 3}}, pairs = {{0, 2}, {3, 1}};
-  auto f = pmap(
-      [&](const Tensor& x, const Tensor& c) {
-        auto [loss, g] = value_and_grad([&](const Tensor& v) { return sum(allToAll(v, "batch", 0, 1, pairs) * c, {0, 1}); })(x);
-        return std::tuple{allToAll(x, "batch", 0, 1, all), allToAll(x, "batch", 0, 1), allToAll(x, "batch", 1, 0, all),
-                          allToAll(x, "batch", 1, 0), allToAll(x, "batch", 0, 1, pairs), g,
-                          allToAll(c, "batch", 1, 0, pairs)};
-      },
-      {.inAxes = {0, 0}, .outAxes = {0, 0, 0, 0, 0, 0, 0}, .devices = "cpu:4"});
-  Array x = randomArray(DType::f32, {4, 4, 4}, 7), c = randomArray(DType::f32, {4, 2, 8}, 8);
-  auto [group01, op01, group10, op10, byPairs, grad, swapped] = f(x, c);
-  for (size_t i = 0; i < 64; ++i) {
-    EXPECT_EQ(values<float>(group01)[i], values<float>(op01)[i]) << i;
-    EXPECT_EQ(values<float>(group10)[i], values<float>(op10)[i]) << i;
-    EXPECT_EQ(values<float>(grad)[i], values<float>(swapped)[i]) << i;
-  }
-  // Replica r at position p of its pair: [2 rows (chunk p of 4), 8 = 2 members x 4 columns].
-  for (const auto& group : pairs)
-    for (size_t p = 0; p < 2; ++p)
-      for (int64_t row = 0; row < 2; ++row)
+  for (const char* devices : {"cpu:4", "sim:4"}) {
+    SCOPED_TRACE(devices);
+    const AxisGroups all = {{0, 1, 2, 3}}, pairs = {{0, 2}, {3, 1}};
+    auto f = pmap(
+        [&](const Tensor& x, const Tensor& c) {
+          auto [loss, g] = value_and_grad([&](const Tensor& v) { return sum(allToAll(v, "batch", 0, 1, pairs) * c, {0, 1}); })(x);
+          return std::tuple{allToAll(x, "batch", 0, 1, all), allToAll(x, "batch", 0, 1), allToAll(x, "batch", 1, 0, all),
+                            allToAll(x, "batch", 1, 0), allToAll(x, "batch", 0, 1, pairs), g,
+                            allToAll(c, "batch", 1, 0, pairs)};
+        },
+        {.inAxes = {0, 0}, .outAxes = {0, 0, 0, 0, 0, 0, 0}, .devices = devices});
+    Array x = randomArray(DType::f32, {4, 4, 4}, 7), c = randomArray(DType::f32, {4, 2, 8}, 8);
+    auto [group01, op01, group10, op10, byPairs, grad, swapped] = f(x, c);
+    const std::string text = f.lastProgramText();
+    EXPECT_NE(text.find("all_to_all"), std::string::npos) << text;
+    EXPECT_NE(text.find("replica_groups"), std::string::npos) << text;
+    EXPECT_EQ(text.find("all_gather"), std::string::npos) << text;
+    for (size_t i = 0; i < 64; ++i) {
+      EXPECT_EQ(values<float>(group01)[i], values<float>(op01)[i]) << i;
+      EXPECT_EQ(values<float>(group10)[i], values<float>(op10)[i]) << i;
+      EXPECT_EQ(values<float>(grad)[i], values<float>(swapped)[i]) << i;
+    }
+    // Replica r at position p of its pair: [2 rows (chunk p of 4), 8 = 2 members x 4 columns].
+    for (const auto& group : pairs)
+      for (size_t p = 0; p < 2; ++p)
+        for (int64_t row = 0; row < 2; ++row)
+          for (size_t j = 0; j < 2; ++j)
+            for (int64_t col = 0; col < 4; ++col)
+              EXPECT_EQ(values<float>(byPairs)[size_t(group[p] * 16 + row * 8 + int64_t(j) * 4 + col)],
+                        x.values<float>()[size_t(group[j] * 16 + (int64_t(p) * 2 + row) * 4 + col)])
+                  << group[p] << " " << row << " " << j << " " << col;
+    // i32 along the columns into the rows: [4 ids] -> [2 members x 2 ids].
+    auto ids = pmap([&](const Tensor& v) { return allToAll(v, "batch", 0, 0, pairs); },
+                    {.inAxes = {0}, .outAxes = {0}, .devices = devices});
+    std::vector<int32_t> idValues;
+    for (int32_t i = 0; i < 16; ++i) idValues.push_back(i == 5 ? INT32_MIN : 1000 * (i / 4) + i % 4);
+    const Tensor got = ids(Array::of<int32_t>({4, 4}, idValues));
+    for (const auto& group : pairs)
+      for (size_t p = 0; p < 2; ++p)
         for (size_t j = 0; j < 2; ++j)
-          for (int64_t col = 0; col < 4; ++col)
-            EXPECT_EQ(values<float>(byPairs)[size_t(group[p] * 16 + row * 8 + int64_t(j) * 4 + col)],
-                      x.values<float>()[size_t(group[j] * 16 + (int64_t(p) * 2 + row) * 4 + col)])
-                << group[p] << " " << row << " " << j << " " << col;
+          for (int64_t k = 0; k < 2; ++k)
+            EXPECT_EQ(values<int32_t>(got)[size_t(group[p] * 4 + int64_t(j) * 2 + k)],
+                      idValues[size_t(group[j] * 4 + int64_t(p) * 2 + k)])
+                << group[p] << " " << j << " " << k;
+  }
 }
 
 TEST(GroupedCollectivesTest, BadGroupsAreErrorsAtTheCallersLine) {
@@ -370,7 +391,8 @@ size_t exchangeInMemory(GroupOp op, int processes, int local, const std::vector<
       const size_t position = size_t(std::find(group.begin(), group.end(), me) - group.begin());
       const auto sources = plans[size_t(p)].sources(l, operands[size_t(p)].data(), inbox.data());
       EXPECT_EQ(sources.size(), group.size());
-      const size_t bytes = plans[size_t(p)].sourceBytes(), offset = op == GroupOp::Scatter ? position * bytes : 0;
+      const bool byRows = op == GroupOp::Scatter || op == GroupOp::Exchange;  // the row or block at l's position
+      const size_t bytes = plans[size_t(p)].sourceBytes(), offset = byRows ? position * bytes : 0;
       for (size_t k = 0; k < group.size() && k < sources.size(); ++k) {
         const std::byte* want = operands[size_t(group[k] / local)].data() + size_t(group[k] % local) * operandBytes + offset;
         EXPECT_EQ(std::memcmp(sources[k], want, bytes), 0)
@@ -382,7 +404,7 @@ size_t exchangeInMemory(GroupOp op, int processes, int local, const std::vector<
 }
 
 TEST(GroupedCollectivesTest, AcrossProcessesEachReplicaGetsItsGroupsOperandsAndNoMore) {
-  for (GroupOp op : {GroupOp::Reduce, GroupOp::Gather, GroupOp::Scatter})
+  for (GroupOp op : {GroupOp::Reduce, GroupOp::Gather, GroupOp::Scatter, GroupOp::Exchange})
     for (auto [processes, local] : std::vector<std::pair<int, int>>{{1, 4}, {2, 2}, {4, 1}, {2, 3}, {3, 2}, {2, 4}, {4, 2}})
       for (int g : {1, 2, processes * local})
         for (const char* kind : {"consecutive", "strided", "reversed"})
@@ -394,6 +416,9 @@ TEST(GroupedCollectivesTest, AcrossProcessesEachReplicaGetsItsGroupsOperandsAndN
   EXPECT_EQ(exchangeInMemory(GroupOp::Reduce, 2, 4, groupsOf(8, 4, "consecutive")), 0u);
   EXPECT_EQ(exchangeInMemory(GroupOp::Reduce, 2, 4, groupsOf(8, 2, "strided")), 2u * 4 * 16);
   EXPECT_EQ(exchangeInMemory(GroupOp::Scatter, 2, 4, groupsOf(8, 2, "strided")), 2u * 4 * 8);
+  // An all_to_all within the same groups: each replica's block for its remote member alone.
+  EXPECT_EQ(exchangeInMemory(GroupOp::Exchange, 2, 4, groupsOf(8, 2, "strided")), 2u * 4 * 8);
+  EXPECT_EQ(exchangeInMemory(GroupOp::Exchange, 2, 4, groupsOf(8, 4, "consecutive")), 0u);
   // Four processes of two, groups of four across all of them: each replica's operand goes to the
   // three processes of its other members.
   EXPECT_EQ(exchangeInMemory(GroupOp::Gather, 4, 2, groupsOf(8, 4, "strided")), 8u * 3 * 32);
@@ -402,6 +427,7 @@ TEST(GroupedCollectivesTest, AcrossProcessesEachReplicaGetsItsGroupsOperandsAndN
   const std::vector<std::vector<int64_t>> twoByTwo{{0, 1, 4, 5}, {2, 3, 6, 7}};
   EXPECT_EQ(exchangeInMemory(GroupOp::Reduce, 2, 4, twoByTwo), 8u * 32);
   EXPECT_EQ(exchangeInMemory(GroupOp::Scatter, 2, 4, twoByTwo), 8u * 2 * 8);
+  EXPECT_EQ(exchangeInMemory(GroupOp::Exchange, 2, 4, twoByTwo), 8u * 2 * 8);
 }
 
 // Moves every process's outbox into the others' inboxes in memory and returns, per process, the
@@ -494,6 +520,8 @@ TEST(GroupedCollectivesTest, AcrossProcessesGroupsThatCannotBeAreRefused) {
   EXPECT_NE(refusal(GroupOp::Reduce, {{0, 4}, {1, 3}}, 16).find("member 4 is outside the job's 4 replicas"), std::string::npos);
   EXPECT_NE(refusal(GroupOp::Scatter, {{0, 2}, {1, 3}}, 15).find("15 bytes does not split into 2 rows"), std::string::npos);
   EXPECT_EQ(refusal(GroupOp::Scatter, {{0, 2}, {1, 3}}, 16), "no error");
+  EXPECT_NE(refusal(GroupOp::Exchange, {{0, 2}, {1, 3}}, 15).find("an all_to_all's operand of 15 bytes does not split"),
+            std::string::npos);
 }
 
 }  // namespace

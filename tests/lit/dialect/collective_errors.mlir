@@ -179,3 +179,21 @@ func.func @scatter_within_groups_mean(%x: tensor<2x3xf32>) -> tensor<3xf32>
   %y = spmd.reduce_scatter %x {axis_name = "batch", reduction = #spmd.reduction<mean>, replica_groups = array<i64: 0, 1, 2, 3>, group_size = 2 : i64} : (tensor<2x3xf32>) -> tensor<3xf32>
   return %y : tensor<3xf32>
 }
+
+// -----
+
+func.func @all_to_all_within_groups_size(%x: tensor<4x3xf32>) -> tensor<1x12xf32>
+    attributes {spmd.axis_name = "batch", spmd.axis_size = 4 : i64} {
+  // expected-error @+1 {{'spmd.all_to_all' op axis_size 4 differs from group_size 2: within groups a replica exchanges chunks with its group's members}}
+  %y = spmd.all_to_all %x {axis_name = "batch", axis_size = 4 : i64, split_axis = 0 : i64, concat_axis = 1 : i64, replica_groups = array<i64: 0, 2, 1, 3>, group_size = 2 : i64} : (tensor<4x3xf32>) -> tensor<1x12xf32>
+  return %y : tensor<1x12xf32>
+}
+
+// -----
+
+func.func @all_to_all_groups_without_size(%x: tensor<4x3xf32>) -> tensor<2x6xf32>
+    attributes {spmd.axis_name = "batch", spmd.axis_size = 4 : i64} {
+  // expected-error @+1 {{'spmd.all_to_all' op replica_groups and group_size come together (one is missing)}}
+  %y = spmd.all_to_all %x {axis_name = "batch", axis_size = 2 : i64, split_axis = 0 : i64, concat_axis = 1 : i64, replica_groups = array<i64: 0, 2, 1, 3>} : (tensor<4x3xf32>) -> tensor<2x6xf32>
+  return %y : tensor<2x6xf32>
+}

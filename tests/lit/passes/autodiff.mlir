@@ -143,6 +143,20 @@ func.func @all_to_all(%x: tensor<4x3xf32> {spmd.mapped}) -> (tensor<f32>, tensor
   return %l, %g : tensor<f32>, tensor<4x3xf32>
 }
 
+// Within replica groups the transpose keeps the groups.
+// CHECK-LABEL: func.func @all_to_all_within_groups
+// CHECK: spmd.all_to_all %{{.*}} {axis_name = "batch", axis_size = 2 : i64, concat_axis = 0 : i64, group_size = 2 : i64, replica_groups = array<i64: 0, 2, 1, 3>, split_axis = 1 : i64} : (tensor<2x6xf32>) -> tensor<4x3xf32>
+func.func @all_to_all_within_groups(%x: tensor<4x3xf32> {spmd.mapped}) -> (tensor<f32>, tensor<4x3xf32>)
+    attributes {spmd.axis_name = "batch", spmd.axis_size = 4 : i64} {
+  %l, %g = spmd.value_and_grad %x {
+  ^bb0(%a: tensor<4x3xf32>):
+    %y = spmd.all_to_all %a {axis_name = "batch", axis_size = 2 : i64, split_axis = 0 : i64, concat_axis = 1 : i64, replica_groups = array<i64: 0, 2, 1, 3>, group_size = 2 : i64} : (tensor<4x3xf32>) -> tensor<2x6xf32>
+    %s = spmd.reduce_sum %y {axes = array<i64: 0, 1>} : (tensor<2x6xf32>) -> tensor<f32>
+    spmd.yield %s : tensor<f32>
+  } : (tensor<4x3xf32>) -> (tensor<f32>, tensor<4x3xf32>)
+  return %l, %g : tensor<f32>, tensor<4x3xf32>
+}
+
 // stop_gradient: the held operand of x * stop_gradient(x) gets no cotangent, so the gradient
 // is x (one contribution, not x + x); the canonicalizer then folds the op to its input.
 // CHECK-LABEL: func.func @held
