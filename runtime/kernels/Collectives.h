@@ -454,16 +454,17 @@ void ppermute(KernelCall& call) {
   });
 }
 
-// On the host (the CPU's replicas, or a host communicator across processes) each replica's
-// chunks are packed by destination ([replica j, in with the split axis cut to chunk j]: the
-// input itself when the split axis is the leading one), exchanged block by block
-// (Communicator::allToAll / allToAllInGroup: in process each replica copies its blocks from the
-// others' inputs, across processes each block moves alone), and unpacked along the concat axis
-// (received in place when it is the leading one). On a device the operands go into staging
-// ([member, ...]: NCCL's all-gather or the device pointers), then one strided gather: the result
-// viewed with its concat axis cut into (member, block) reads staging at the member's row, this
-// replica's chunk along the split axis. Within replica groups the members are the replica's
-// group, in its order, and its chunk the one at its position in the group.
+// Each replica's chunks are packed by destination ([replica j, in with the split axis cut to chunk
+// j]: the input itself when the split axis is the leading one), exchanged block by block, and
+// unpacked along the concat axis (received in place when it is the leading one). The exchange:
+// on the host (the CPU's replicas, or a host communicator across processes)
+// Communicator::allToAll / allToAllInGroup (in process each replica copies its blocks from the
+// others' inputs, across processes each block moves alone); on a device in one process each
+// replica copies its block from every member's packed operand (the rendezvous's staging or the
+// device pointers). With NCCL every operand goes into staging (its all-gather), then one strided
+// gather: the result viewed with its concat axis cut into (member, block) reads staging at the
+// member's row, this replica's chunk along the split axis. Within replica groups the members are
+// the replica's group, in its order, and its chunk the one at its position in the group.
 template <class Api>
 void all_to_all(KernelCall& call) {
   Communicator& comm = communicatorOf(call);
@@ -510,7 +511,7 @@ void all_to_all(KernelCall& call) {
     gather(rows, call.out[0].data, g);
   };
   const bool onHost = Api::kDeviceRendezvousReplicas == 0 || !comm.pointers();
-  if (n > 1 && onHost && !comm.deviceCollectives()) {
+  if (n > 1 && !comm.deviceCollectives()) {
     const bool packed = split == 0, inPlace = concat == 0;
     auto* staging = static_cast<std::byte*>(
         collectiveScratch<Api>(call).staging(call, std::max<size_t>(bytes * ((packed ? 0 : 1) + (inPlace ? 0 : 1)), 1)));
@@ -524,8 +525,18 @@ void all_to_all(KernelCall& call) {
       blocks = staging;
     }
     std::byte* received = inPlace ? static_cast<std::byte*>(call.out[0].data) : staging + (packed ? 0 : bytes);
-    if (grouped) comm.allToAllInGroup(blocks, received, bytes / size_t(n), members, what).wait();
-    else comm.allToAll(blocks, received, bytes / size_t(n), what).wait();
+    const size_t block = bytes / size_t(n);
+    if (!onHost) {  // the device's rendezvous or pointers: the block at this replica's position of each member's
+      readEveryReplica<Api>(call, comm, blocks, bytes, what, [&](const std::vector<const void*>& sources, auto copy) {
+        for (int k = 0; k < n; ++k)
+          copy(received + size_t(k) * block,
+               static_cast<const std::byte*>(sources[size_t(members[size_t(k)])]) + size_t(position) * block, block);
+      });
+    } else if (grouped) {
+      comm.allToAllInGroup(blocks, received, block, members, what).wait();
+    } else {
+      comm.allToAll(blocks, received, block, what).wait();
+    }
     if (!inPlace) {
       Shape chunkShape(in.shape.begin(), in.shape.end());
       chunkShape[size_t(split)] = chunk;
@@ -540,12 +551,8 @@ void all_to_all(KernelCall& call) {
     library->allGather(in.data, all, bytes, Api::nativeStream(call), what);
     if (grouped)
       for (int k = 0; k < n; ++k) Api::copy(call, staging + size_t(k) * bytes, all + size_t(members[size_t(k)]) * bytes, bytes);
-  } else if (n == 1) {
+  } else {  // one replica (a group of one): its own operand
     Api::copy(call, staging, in.data, bytes);
-  } else {
-    readEveryReplica<Api>(call, comm, in.data, bytes, what, [&](const std::vector<const void*>& sources, auto copy) {
-      for (int k = 0; k < n; ++k) copy(staging + size_t(k) * bytes, sources[size_t(members[size_t(k)])], bytes);
-    });
   }
   unpack(staging + size_t(position) * size_t(chunk) * size_t(strides[size_t(split)]) * e, in.numel(), strides);
 }
