@@ -3,7 +3,7 @@
 // arithmetic on meshes 1x4, 2x2, 4x1 and 2x3; a tensor-parallel MLP (column- then row-parallel
 // matmuls, one psum over "model") on a 2x2 mesh, data-parallel over "data", trained for several
 // steps against the same MLP on one device in f64, and likewise FSDP written by hand within a
-// data-parallel mesh; a pmap inside a shardMap body over one of its axes; bad meshes, specs and
+// data-parallel mesh and an expert-parallel mixture; a pmap inside a shardMap body over one of its axes; bad meshes, specs and
 // results are errors.
 #include <gtest/gtest.h>
 
@@ -328,6 +328,82 @@ TEST(MeshTest, FsdpWrittenByHandOnAMeshMatchesTheUnshardedMlp) {
   EXPECT_GE(collectives["reduce_scatter"], 1);
   EXPECT_GE(collectives["all_reduce"], 1);
   EXPECT_EQ(collectives["over the whole mesh"], 1);
+}
+
+// Expert parallelism (GShard's dispatch by all_to_all) on {data: 2, expert: 2}: a dense mixture of
+// two experts, expert e's weights on the replicas of expert coordinate e, every token sent to
+// both experts by an allToAll over "expert" (one all_to_all within the expert groups), each
+// expert's outputs sent back by another and combined by the gate. Three SGD steps (sumGradients)
+// match the same layer on one device in f64 (1e-12): the exchanges' transposes route the
+// gradients back within the groups.
+TEST(MeshTest, ExpertParallelMixtureMatchesTheUnshardedLayer) {
+  const int64_t experts = 2, tokens = 4, d = 3, replicas = 4;
+  const double lr = 0.2;
+  const Mesh mesh({{"data", 2}, {"expert", experts}});
+  auto layer = [&](const Tensor& gate, const Tensor& outputs, const Tensor& targets) {  // outputs [E, T, d]
+    Tensor y = einsum("te,etd->td", {gate, outputs});
+    Tensor e = y - targets;
+    return mean(e * e, {0, 1});
+  };
+  auto sharded = shardMap(
+      [&](const Tensor& router, const Tensor& w, const Tensor& x, const Tensor& t) {
+        Tree p;
+        p.set("router", router), p.set("w", w);
+        auto [share, g] = value_and_grad([&](const Tree& q) {
+          const Tensor &r = q.at("router"), &we = q.at("w");
+          const Tensor xs = reshape(x, {tokens, d});
+          const Tensor gate = softmax(matmul(xs, r), -1);
+          // [E, T, d]: a copy of this replica's tokens for each expert; received: each member's
+          // tokens for this replica's expert.
+          const Tensor received = allToAll(broadcastTo(reshape(xs, {1, tokens, d}), {experts, tokens, d}), "expert", 0, 0);
+          const Tensor h = reshape(tanh(matmul(reshape(received, {experts * tokens, d}), reshape(we, {d, d}))),
+                                   {experts, tokens, d});
+          return layer(gate, allToAll(h, "expert", 0, 0), reshape(t, {tokens, d})) / double(replicas);
+        })(p);
+        return std::tuple{router - g.at("router") * lr, w - g.at("w") * lr, psum(share, Axes{"data", "expert"})};
+      },
+      mesh,
+      {.inSpecs = {{}, {"expert"}, {"data", "expert"}, {"data", "expert"}},
+       .outSpecs = {{}, {"expert"}, {}},
+       .pmap = {.axisName = "mesh", .devices = "cpu:4"},
+       .sumGradients = true});
+  auto reference = jit([&](const Tensor& router, const Tensor& w, const Tensor& x, const Tensor& t) {
+    Tree p;
+    p.set("router", router), p.set("w", w);
+    auto [loss, g] = value_and_grad([&](const Tree& q) {
+      const Tensor &r = q.at("router"), &we = q.at("w");
+      std::vector<Tensor> outs;
+      for (int64_t e = 0; e < experts; ++e)
+        outs.push_back(reshape(tanh(matmul(x, reshape(slice(we, {e, 0, 0}, {e + 1, d, d}), {d, d}))), {1, replicas * tokens, d}));
+      return layer(softmax(matmul(x, r), -1), concat(outs, 0), t);
+    })(p);
+    return std::tuple{router - g.at("router") * lr, w - g.at("w") * lr, loss};
+  });
+  Array x = randomArray(DType::f64, {replicas * tokens, d}, 21), t = randomArray(DType::f64, {replicas * tokens, d}, 22);
+  Array xs = Array::zeros(DType::f64, {2, experts, tokens, d}), ts = Array::zeros(DType::f64, {2, experts, tokens, d});
+  std::copy_n(x.values<double>().begin(), x.numel(), xs.values<double>().begin());
+  std::copy_n(t.values<double>().begin(), t.numel(), ts.values<double>().begin());
+  Tensor router = Tensor(randomArray(DType::f64, {d, experts}, 23)), w = Tensor(randomArray(DType::f64, {experts, d, d}, 24));
+  Tensor router1 = router, w1 = w;
+  for (int step = 0; step < 3; ++step) {
+    SCOPED_TRACE("step " + std::to_string(step));
+    auto [r, we, loss] = reference(router, w, Tensor(x), Tensor(t));
+    auto [r1, we1, loss1] = sharded(router1, w1, Tensor(xs), Tensor(ts));
+    EXPECT_NEAR(loss1.array().values<double>()[0], loss.array().values<double>()[0], 1e-12);
+    for (auto [got, want] : {std::pair{r1, r}, std::pair{we1, we}}) {
+      ASSERT_EQ(got.shape(), want.shape());
+      for (int64_t i = 0; i < want.numel(); ++i)
+        EXPECT_NEAR(got.array().values<double>()[i], want.array().values<double>()[i], 1e-12) << i;
+    }
+    router = r, w = we, router1 = r1, w1 = we1;
+  }
+  int exchanges = 0;
+  for (const runtime::Step& step : sharded.lastProgram().steps)
+    if (step.op == "all_to_all") {
+      ++exchanges;
+      EXPECT_EQ(step.integer("group_size"), experts) << step.where();
+    }
+  EXPECT_EQ(exchanges, 3);  // two forward, and the second's transpose (the tokens take no gradient)
 }
 
 // The tensor-parallel MLP's parameters kept on the devices between steps (keepOnDevices, each
