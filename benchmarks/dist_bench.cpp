@@ -13,10 +13,12 @@
 //   grouped    --local K --max-bytes M --repeats R: K replicas per process; for 4 KB .. M per
 //              replica, an f32 sum all-reduce within replica groups, as a mesh {data: P, model: K}
 //              reduces over each axis: "model" (groups within a process) and "data" (groups across
-//              the processes), a ppermute around a ring of every replica and an all_to_all,
-//              through the communicator's own paths (only what another process's replicas read
-//              crosses) and through the defaults they replaced (every replica's operand
-//              all-gathered, then the rows wanted folded or copied), in this binary.
+//              the processes), a ppermute around a ring of every replica, an all_to_all, and an
+//              all_to_all within the "data" groups, through the communicator's own paths (only
+//              what another process's replicas read crosses) and through the defaults they
+//              replaced (every replica's operand all-gathered, then the rows wanted folded or
+//              copied; for the all_to_all within groups the groups' all_gather, of which it was
+//              built), in this binary.
 // Lines starting "result " are what the script reads.
 #include <mpi.h>
 #include <sys/resource.h>
@@ -199,19 +201,20 @@ int grouped(const AllreduceFlags& f) {
   };
   for (int64_t bytes = 4096; bytes <= f.maxBytes; bytes *= 4) {
     const int64_t n = bytes / 4;
-    // [what: psum over model, over data, a ring ppermute, an all_to_all][way: own, through an all-gather]
-    double times[4][2];
+    // [what: psum over model, over data, a ring ppermute, an all_to_all, an all_to_all within the
+    // data groups][way: own, through an all-gather (the last: the data groups' all_gather)]
+    double times[5][2];
     std::vector<int64_t> ring;
     for (int64_t r = 0; r < int64_t(processes) * k; ++r) ring.insert(ring.end(), {r, (r + 1) % (int64_t(processes) * k)});
-    for (int axis = 0; axis < 4; ++axis)
+    for (int axis = 0; axis < 5; ++axis)
       for (int way = 0; way < 2; ++way) {
         std::vector<double> t(size_t(f.repeats + 1));
         std::vector<std::thread> replicas;
         for (int l = 0; l < k; ++l)
           replicas.emplace_back([&, l] {
             Communicator& comm = *comms[size_t(l)];
-            const std::vector<int64_t> members = membersOf(comm.rank(), axis == 1);
-            std::vector<float> data(static_cast<size_t>(n)), out(static_cast<size_t>(n));
+            const std::vector<int64_t> members = membersOf(comm.rank(), axis == 1 || axis == 4);
+            std::vector<float> data(static_cast<size_t>(n)), out(static_cast<size_t>(n)), gathered;
             for (int64_t i = 0; i < n; ++i) data[size_t(i)] = float((i * 7 + comm.rank() * 13) % 101) * 0.01f;
             Communicator::Segment s{data.data(), n};
             const size_t block = size_t(bytes) / (size_t(processes) * size_t(k));
@@ -225,6 +228,13 @@ int grouped(const AllreduceFlags& f) {
               if (axis == 2 && way == 1) comm.Communicator::permute(data.data(), out.data(), size_t(bytes), ring, "bench").wait();
               if (axis == 3 && way == 0) comm.allToAll(data.data(), out.data(), block, "bench").wait();
               if (axis == 3 && way == 1) comm.Communicator::allToAll(data.data(), out.data(), block, "bench").wait();
+              const size_t memberBlock = size_t(bytes) / members.size();
+              if (axis == 4 && way == 0) comm.allToAllInGroup(data.data(), out.data(), memberBlock, members, "bench").wait();
+              if (axis == 4 && way == 1) {  // what allToAll within groups was built of before: the group's
+                                            // all_gather (routed), then this replica's chunks of it
+                gathered.resize(static_cast<size_t>(n) * members.size());
+                comm.allGatherInGroup(data.data(), gathered.data(), size_t(bytes), members, "bench").wait();
+              }
               if (l == 0) t[size_t(r)] = since(start);
             }
           });
@@ -236,11 +246,12 @@ int grouped(const AllreduceFlags& f) {
     if (me == 0)
       std::printf("result grouped bytes=%lld local=%d model_ms=%.3f model_gather_ms=%.3f data_ms=%.3f "
                   "data_gather_ms=%.3f model_speedup=%.2f data_speedup=%.2f ring_ms=%.3f ring_gather_ms=%.3f "
-                  "ring_speedup=%.2f a2a_ms=%.3f a2a_gather_ms=%.3f a2a_speedup=%.2f\n",
+                  "ring_speedup=%.2f a2a_ms=%.3f a2a_gather_ms=%.3f a2a_speedup=%.2f a2a_data_ms=%.3f "
+                  "a2a_data_gather_ms=%.3f a2a_data_speedup=%.2f\n",
                   static_cast<long long>(bytes), k, 1e3 * times[0][0], 1e3 * times[0][1], 1e3 * times[1][0],
                   1e3 * times[1][1], times[0][1] / times[0][0], times[1][1] / times[1][0], 1e3 * times[2][0],
                   1e3 * times[2][1], times[2][1] / times[2][0], 1e3 * times[3][0], 1e3 * times[3][1],
-                  times[3][1] / times[3][0]);
+                  times[3][1] / times[3][0], 1e3 * times[4][0], 1e3 * times[4][1], times[4][1] / times[4][0]);
   }
   return 0;
 }
@@ -284,7 +295,8 @@ int main(int argc, char** argv) {
     g.maxBytes = 4 << 20;
     spmd::cli::Flags& groupedMode = app.subcommand(
         "grouped", "f32 all-reduce within replica groups over a mesh {data: processes, model: --local}'s two axes: "
-                   "the communicator's own path and an all-gather's, 4 KB up to --max-bytes a replica (mpirun -np 2+)");
+                   "the communicator's own path and an all-gather's, 4 KB up to --max-bytes a replica (mpirun -np 2+); "
+                   "also a ring ppermute, an all_to_all, and one within the data groups");
     groupedMode.whole("--local", g.local, 1, 256, "replicas per process");
     groupedMode.whole("--max-bytes", g.maxBytes, 4096, int64_t(1) << 32, "largest operand of one replica");
     groupedMode.whole("--repeats", g.repeats, 1, 1000000, "timed repeats per size");
