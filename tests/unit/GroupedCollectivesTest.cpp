@@ -283,6 +283,19 @@ TEST(GroupedCollectivesTest, BadGroupsAreErrorsAtTheCallersLine) {
     EXPECT_NE(error.find("spmd::psum over axis 'batch' with groups: " + message), std::string::npos) << error;
   }
   EXPECT_NE(errorFor({{0, 1}, {2}}, DType::i32).find("group 1 has 1 replicas but group 0 has 2"), std::string::npos);
+  // allToAll within groups of 2 of an axis of 3 elements: not G equal chunks, said at the call.
+  auto uneven = pmap([](const Tensor& v) { return allToAll(reshape(v, {1, 2}), "batch", 1, 0, AxisGroups{{0, 1, 2, 3}}); },
+                     {.inAxes = {0}, .outAxes = {0}, .devices = "cpu:4"});
+  const std::string split = errorOf([&] { uneven(x); });
+  EXPECT_NE(split.find("GroupedCollectivesTest.cpp:"), std::string::npos) << split;
+  EXPECT_NE(split.find("spmd::allToAll over axis 'batch' with groups: f32[1, 2] has 2 along split axis 1, which does "
+                       "not split into 4 equal chunks, one per member of a group"),
+            std::string::npos)
+      << split;
+  auto badAxis = pmap([](const Tensor& v) { return allToAll(v, "batch", 2, 0, AxisGroups{{0, 1}, {2, 3}}); },
+                      {.inAxes = {0}, .outAxes = {0}, .devices = "cpu:4"});
+  EXPECT_NE(errorOf([&] { badAxis(x); }).find("with groups: split and concat axes must be axes of f32[2]"), std::string::npos)
+      << errorOf([&] { badAxis(x); });
 }
 
 // Integers keep i32 in every grouped collective but pmean (an f32: the group's wrapped sum over
