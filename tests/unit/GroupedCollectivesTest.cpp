@@ -17,6 +17,7 @@
 #include "runtime/device/Driver.h"
 #include "runtime/mpi/GroupExchange.h"
 #include "runtime/program/Catalog.h"
+#include "runtime/program/ProgramCheck.h"
 
 namespace spmd {
 namespace {
@@ -211,56 +212,78 @@ TEST(GroupedCollectivesTest, TheGradientFlowsBackWithinTheGroup) {
 }
 
 // allToAll within groups is one all_to_all op with replica groups (no all_gather: each replica
-// reads its group's blocks alone), on cpu:4 and sim:4: one group of the whole axis in order has
+// reads its group's blocks alone; a program claiming other groups for its shapes is refused), on
+// `devices` (cpu:4 and sim:4 below, cuda:0*4 in the GPU report): one group of the whole axis in order has
 // the bits of the ungrouped op (either pair of axes); pairs {{0, 2}, {3, 1}} against the host,
 // f32 and i32; and its gradient is the grouped allToAll with the axes swapped (all_to_all's
 // transpose), each replica seeding sum(allToAll(x) * c) with its own c.
-TEST(GroupedCollectivesTest, AllToAllWithinGroups) {
-  for (const char* devices : {"cpu:4", "sim:4"}) {
-    SCOPED_TRACE(devices);
-    const AxisGroups all = {{0, 1, 2, 3}}, pairs = {{0, 2}, {3, 1}};
-    auto f = pmap(
-        [&](const Tensor& x, const Tensor& c) {
-          auto [loss, g] = value_and_grad([&](const Tensor& v) { return sum(allToAll(v, "batch", 0, 1, pairs) * c, {0, 1}); })(x);
-          return std::tuple{allToAll(x, "batch", 0, 1, all), allToAll(x, "batch", 0, 1), allToAll(x, "batch", 1, 0, all),
-                            allToAll(x, "batch", 1, 0), allToAll(x, "batch", 0, 1, pairs), g,
-                            allToAll(c, "batch", 1, 0, pairs)};
-        },
-        {.inAxes = {0, 0}, .outAxes = {0, 0, 0, 0, 0, 0, 0}, .devices = devices});
-    Array x = randomArray(DType::f32, {4, 4, 4}, 7), c = randomArray(DType::f32, {4, 2, 8}, 8);
-    auto [group01, op01, group10, op10, byPairs, grad, swapped] = f(x, c);
-    const std::string text = f.lastProgramText();
-    EXPECT_NE(text.find("all_to_all"), std::string::npos) << text;
-    EXPECT_NE(text.find("replica_groups"), std::string::npos) << text;
-    EXPECT_EQ(text.find("all_gather"), std::string::npos) << text;
-    for (size_t i = 0; i < 64; ++i) {
-      EXPECT_EQ(values<float>(group01)[i], values<float>(op01)[i]) << i;
-      EXPECT_EQ(values<float>(group10)[i], values<float>(op10)[i]) << i;
-      EXPECT_EQ(values<float>(grad)[i], values<float>(swapped)[i]) << i;
-    }
-    // Replica r at position p of its pair: [2 rows (chunk p of 4), 8 = 2 members x 4 columns].
-    for (const auto& group : pairs)
-      for (size_t p = 0; p < 2; ++p)
-        for (int64_t row = 0; row < 2; ++row)
-          for (size_t j = 0; j < 2; ++j)
-            for (int64_t col = 0; col < 4; ++col)
-              EXPECT_EQ(values<float>(byPairs)[size_t(group[p] * 16 + row * 8 + int64_t(j) * 4 + col)],
-                        x.values<float>()[size_t(group[j] * 16 + (int64_t(p) * 2 + row) * 4 + col)])
-                  << group[p] << " " << row << " " << j << " " << col;
-    // i32 along the columns into the rows: [4 ids] -> [2 members x 2 ids].
-    auto ids = pmap([&](const Tensor& v) { return allToAll(v, "batch", 0, 0, pairs); },
-                    {.inAxes = {0}, .outAxes = {0}, .devices = devices});
-    std::vector<int32_t> idValues;
-    for (int32_t i = 0; i < 16; ++i) idValues.push_back(i == 5 ? INT32_MIN : 1000 * (i / 4) + i % 4);
-    const Tensor got = ids(Array::of<int32_t>({4, 4}, idValues));
-    for (const auto& group : pairs)
-      for (size_t p = 0; p < 2; ++p)
-        for (size_t j = 0; j < 2; ++j)
-          for (int64_t k = 0; k < 2; ++k)
-            EXPECT_EQ(values<int32_t>(got)[size_t(group[p] * 4 + int64_t(j) * 2 + k)],
-                      idValues[size_t(group[j] * 4 + int64_t(p) * 2 + k)])
-                << group[p] << " " << j << " " << k;
+void expectAllToAllWithinGroups(const char* devices) {
+  SCOPED_TRACE(devices);
+  const AxisGroups all = {{0, 1, 2, 3}}, pairs = {{0, 2}, {3, 1}};
+  auto f = pmap(
+      [&](const Tensor& x, const Tensor& c) {
+        auto [loss, g] = value_and_grad([&](const Tensor& v) { return sum(allToAll(v, "batch", 0, 1, pairs) * c, {0, 1}); })(x);
+        return std::tuple{allToAll(x, "batch", 0, 1, all), allToAll(x, "batch", 0, 1), allToAll(x, "batch", 1, 0, all),
+                          allToAll(x, "batch", 1, 0), allToAll(x, "batch", 0, 1, pairs), g,
+                          allToAll(c, "batch", 1, 0, pairs)};
+      },
+      {.inAxes = {0, 0}, .outAxes = {0, 0, 0, 0, 0, 0, 0}, .devices = devices});
+  Array x = randomArray(DType::f32, {4, 4, 4}, 7), c = randomArray(DType::f32, {4, 2, 8}, 8);
+  auto [group01, op01, group10, op10, byPairs, grad, swapped] = f(x, c);
+  const std::string text = f.lastProgramText();
+  EXPECT_NE(text.find("all_to_all"), std::string::npos) << text;
+  EXPECT_NE(text.find("replica_groups"), std::string::npos) << text;
+  EXPECT_EQ(text.find("all_gather"), std::string::npos) << text;
+  // A program whose grouped all_to_all claims groups of 4 for its pairs' shapes is refused.
+  runtime::Program edited = f.lastProgram();
+  auto exchange = std::find_if(edited.steps.begin(), edited.steps.end(), [](const runtime::Step& step) {
+    return step.op == "all_to_all" && step.attrs.count("group_size") && step.integer("group_size") == 2;
+  });
+  ASSERT_NE(exchange, edited.steps.end()) << text;
+  exchange->attrs["group_size"] = int64_t(4), exchange->attrs["axis_size"] = int64_t(4);
+  const std::string refused = errorOf([&] { runtime::checkProgram(edited); });
+  EXPECT_NE(refused.find("'all_to_all' (tests/unit/GroupedCollectivesTest.cpp:"), std::string::npos) << refused;
+  EXPECT_NE(refused.find(" over groups of 4 replicas"), std::string::npos) << refused;
+  for (size_t i = 0; i < 64; ++i) {
+    EXPECT_EQ(values<float>(group01)[i], values<float>(op01)[i]) << i;
+    EXPECT_EQ(values<float>(group10)[i], values<float>(op10)[i]) << i;
+    EXPECT_EQ(values<float>(grad)[i], values<float>(swapped)[i]) << i;
   }
+  // Replica r at position p of its pair: [2 rows (chunk p of 4), 8 = 2 members x 4 columns].
+  for (const auto& group : pairs)
+    for (size_t p = 0; p < 2; ++p)
+      for (int64_t row = 0; row < 2; ++row)
+        for (size_t j = 0; j < 2; ++j)
+          for (int64_t col = 0; col < 4; ++col)
+            EXPECT_EQ(values<float>(byPairs)[size_t(group[p] * 16 + row * 8 + int64_t(j) * 4 + col)],
+                      x.values<float>()[size_t(group[j] * 16 + (int64_t(p) * 2 + row) * 4 + col)])
+                << group[p] << " " << row << " " << j << " " << col;
+  // i32 along the columns into the rows: [4 ids] -> [2 members x 2 ids].
+  auto ids = pmap([&](const Tensor& v) { return allToAll(v, "batch", 0, 0, pairs); },
+                  {.inAxes = {0}, .outAxes = {0}, .devices = devices});
+  std::vector<int32_t> idValues;
+  for (int32_t i = 0; i < 16; ++i) idValues.push_back(i == 5 ? INT32_MIN : 1000 * (i / 4) + i % 4);
+  const Tensor got = ids(Array::of<int32_t>({4, 4}, idValues));
+  for (const auto& group : pairs)
+    for (size_t p = 0; p < 2; ++p)
+      for (size_t j = 0; j < 2; ++j)
+        for (int64_t k = 0; k < 2; ++k)
+          EXPECT_EQ(values<int32_t>(got)[size_t(group[p] * 4 + int64_t(j) * 2 + k)],
+                    idValues[size_t(group[j] * 4 + int64_t(p) * 2 + k)])
+              << group[p] << " " << j << " " << k;
+}
+
+TEST(GroupedCollectivesTest, AllToAllWithinGroups) {
+  expectAllToAllWithinGroups("cpu:4");
+  expectAllToAllWithinGroups("sim:4");
+}
+
+// On a GPU (skipped without one; the GPU report runs it): four replicas of one GPU exchange their
+// blocks through the device rendezvous, as sim:4 does.
+TEST(GroupedCollectivesTest, OnAGpuAllToAllWithinGroups) {
+  std::string why;
+  if (runtime::availableDevices("cuda", &why) == 0) GTEST_SKIP() << "no GPU: " << why;
+  expectAllToAllWithinGroups("cuda:0*4");
 }
 
 TEST(GroupedCollectivesTest, BadGroupsAreErrorsAtTheCallersLine) {
