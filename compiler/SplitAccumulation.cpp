@@ -86,7 +86,8 @@ AccumulationSplit splitForAccumulation(const Program& program, const std::vector
     if (step.attrs.count("replica_groups"))
       throw Error(step.op + " within replica groups at " + step.where() + " with gradient accumulation is not "
                   "supported: a group's replicas may run as micro-batches of one device, one after another; use "
-                  "accumulate = 1 for a step that reduces within groups (psum with AxisGroups)");
+                  "accumulate = 1 for a step with collectives within groups (psum, allGather, psumScatter or allToAll with "
+                  "AxisGroups)");
     if (step.op == "ppermute" || step.op == "all_to_all")
       throw Error(step.op + " at " + step.where() + " with gradient accumulation is not supported: a micro-batch's "
                   "replicas cannot send to the replicas of another micro-batch, which run at another time; "

@@ -119,6 +119,12 @@ TEST(GroupedCollectivesTest, AReductionWithinGroupsIsOneAllReduceWithReplicaGrou
   EXPECT_NE(error.find("all_reduce within replica groups at"), std::string::npos) << error;
   EXPECT_NE(error.find("GroupedCollectivesTest.cpp:"), std::string::npos) << error;
   EXPECT_NE(error.find("with gradient accumulation is not supported"), std::string::npos) << error;
+  auto exchanged = pmap([](const Tensor& v) { return allToAll(v, "batch", 0, 0, AxisGroups{{0, 2}, {1, 3}}); },
+                        {.inAxes = {split}, .outAxes = {split}, .devices = "cpu:2", .accumulate = 2});
+  const std::string exchange = errorOf([&] { exchanged(randomArray(DType::f32, {8, 2}, 3)); });
+  EXPECT_NE(exchange.find("all_to_all within replica groups at"), std::string::npos) << exchange;
+  EXPECT_NE(exchange.find("GroupedCollectivesTest.cpp:"), std::string::npos) << exchange;
+  EXPECT_NE(exchange.find("psum, allGather, psumScatter or allToAll with AxisGroups"), std::string::npos) << exchange;
   // allGather and psumScatter within groups are likewise one op each, reading the group alone.
   auto moves = pmap(
       [&groups](const Tensor& v) {
