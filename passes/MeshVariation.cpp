@@ -59,6 +59,19 @@ ArrayAttr MeshVariation::attrOf(MLIRContext* context, uint64_t mask) const {
   return b.getArrayAttr(names);
 }
 
+uint64_t MeshVariation::spanOf(ArrayRef<int64_t> groups, uint64_t groupSize) const {
+  // Replica r's coordinate along axis i of the row-major mesh: (r / stride_i) mod size_i.
+  std::vector<int64_t> strides(sizes_.size(), 1);
+  for (size_t i = sizes_.size(); i-- > 1;) strides[i - 1] = strides[i] * sizes_[i];
+  uint64_t mask = 0;
+  for (size_t first = 0; groupSize > 0 && first + groupSize <= groups.size(); first += groupSize)
+    for (size_t k = first + 1; k < first + groupSize; ++k)
+      for (size_t i = 0; i < sizes_.size(); ++i)
+        if (sizes_[i] > 1 && groups[k] / strides[i] % sizes_[i] != groups[first] / strides[i] % sizes_[i])
+          mask |= uint64_t(1) << i;
+  return mask & all_;
+}
+
 uint64_t MeshVariation::unionOf(ValueRange values) const {
   uint64_t mask = 0;
   for (Value v : values) mask |= masks_.lookup(v);
@@ -80,6 +93,12 @@ void MeshVariation::visit(Operation* op) {
     return setAll(unionOf(reduce.getInputs()));
   if (auto gather = llvm::dyn_cast<ir::AllGatherOp>(op); gather && gather.getReplicaGroups())
     return setAll(unionOf(gather->getOperands()));
+  // A reduce_scatter or all_to_all within groups (unmarked: a transpose) hands each member its own
+  // part: it varies where its operand does and over the axes its groups span.
+  if (auto scatter = llvm::dyn_cast<ir::ReduceScatterOp>(op); scatter && scatter.getReplicaGroups())
+    return setAll(unionOf(scatter->getOperands()) | spanOf(*scatter.getReplicaGroups(), *scatter.getGroupSize()));
+  if (auto exchange = llvm::dyn_cast<ir::AllToAllOp>(op); exchange && exchange.getReplicaGroups())
+    return setAll(unionOf(exchange->getOperands()) | spanOf(*exchange.getReplicaGroups(), *exchange.getGroupSize()));
   if (llvm::isa<ir::AllReduceOp, ir::AllGatherOp>(op)) return setAll(0);
   if (llvm::isa<ir::ReduceScatterOp, ir::PpermuteOp, ir::AllToAllOp, ir::AxisIndexOp>(op)) return setAll(all_);
   if (auto vg = llvm::dyn_cast<ir::ValueAndGradOp>(op)) {

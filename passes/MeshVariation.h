@@ -8,7 +8,9 @@
 //     marks with the axes its result varies over (psum/pmean/pmax/pmin/allGather/pbroadcast over
 //     A: the operand's axes less A; psumScatter/ppermute over A: plus A; axisIndex(A): A);
 //   - collectives over the whole mapped axis: all_reduce and all_gather results vary over none,
-//     axis_index, reduce_scatter, ppermute and all_to_all over all;
+//     axis_index, reduce_scatter, ppermute and all_to_all over all; within replica groups (a
+//     transpose the frontend did not mark) all_reduce and all_gather vary where their operands
+//     do, reduce_scatter and all_to_all also over the axes the groups span;
 //   - any other op varies over the union of its operands' axes;
 //   - a value_and_grad's yields follow its body; the gradient of a primal varies over the
 //     primal's axes and those of every value the ops depending on it read or make (the only
@@ -48,6 +50,8 @@ class MeshVariation {
   void visitBlock(mlir::Block& block);
   void visit(mlir::Operation* op);
   uint64_t unionOf(mlir::ValueRange values) const;
+  // The axes along which some two members of a group (replica_groups, flattened) differ.
+  uint64_t spanOf(llvm::ArrayRef<int64_t> groups, uint64_t groupSize) const;
   std::vector<std::string> axes_;
   std::vector<int64_t> sizes_;
   uint64_t all_ = 0;  // every axis of size > 1

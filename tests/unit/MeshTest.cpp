@@ -406,6 +406,36 @@ TEST(MeshTest, ExpertParallelMixtureMatchesTheUnshardedLayer) {
   EXPECT_EQ(exchanges, 3);  // two forward, and the second's transpose (the tokens take no gradient)
 }
 
+// On {data: 2, expert: 2, copy: 2} (the "copy" replicas hold the same tokens), a gradient whose
+// loss goes through an allToAll over "expert" varies over "data" and "expert" only, as the
+// per-axis analysis finds while tracing: summed by hand over those two it is whole, and equal to
+// sumGradients's sum over all three axes of an eighth of the loss.
+TEST(MeshTest, AGradientThroughAnAllToAllIsWholeSummedOverTheAxesItVariesOver) {
+  const int64_t tokens = 2, d = 3;
+  const Mesh mesh({{"data", 2}, {"expert", 2}, {"copy", 2}});
+  auto step = [&](bool automatic) {
+    return shardMap(
+        [&, automatic](const Tensor& router, const Tensor& x) {
+          auto [loss, g] = value_and_grad([&](const Tensor& r) {
+            const Tensor s = allToAll(matmul(reshape(x, {tokens, d}), r), "expert", 1, 0);  // [2 tokens, 2] -> [4, 1]
+            return sum(s * s, {0, 1}) / (automatic ? 8.0 : 4.0);
+          })(router);
+          return automatic ? g : psum(g, Axes{"data", "expert"});
+        },
+        mesh,
+        {.inSpecs = {{}, {"data", "expert"}}, .outSpecs = {{}}, .pmap = {.axisName = "mesh", .devices = "cpu:8"},
+         .sumGradients = automatic});
+  };
+  const Tensor router(randomArray(DType::f64, {d, 2}, 31)), x(randomArray(DType::f64, {2, 2, tokens, d}, 32));
+  const Tensor byHand = step(false)(router, x), summed = step(true)(router, x);
+  ASSERT_EQ(byHand.shape(), summed.shape());
+  double scale = 0;
+  for (int64_t i = 0; i < summed.numel(); ++i) scale = std::max(scale, std::abs(summed.array().values<double>()[i]));
+  EXPECT_GT(scale, 0.0);
+  for (int64_t i = 0; i < summed.numel(); ++i)
+    EXPECT_NEAR(byHand.array().values<double>()[i], summed.array().values<double>()[i], 1e-12 * scale) << i;
+}
+
 // The tensor-parallel MLP's parameters kept on the devices between steps (keepOnDevices, each
 // replica its block, donated back into the next step): bound in place on every step after the
 // first (the call's count), the same bits as the step that reads its results every call, and

@@ -93,3 +93,20 @@ func.func @custom_vjp(%w: tensor<3xf32> {spmd.mapped, spmd.mesh_varies = ["model
   } : (tensor<3xf32>) -> tensor<3xf32>
   return %y : tensor<3xf32>
 }
+
+// Within replica groups (a transpose the frontend did not mark): a reduce_scatter or all_to_all
+// varies where its operand does and over the axes its groups span, here "model" ({0, 1} and
+// {2, 3} of the row-major 2 x 2 mesh) or "data" ({0, 2} and {1, 3}), not over every axis.
+// CHECK-LABEL: func.func @groups
+func.func @groups(%w: tensor<4x3xf32>, %x: tensor<2x3xf32> {spmd.mapped, spmd.mesh_varies = ["data"]})
+    -> (tensor<2x6xf32>, tensor<3xf32>, tensor<2x6xf32>)
+    attributes {spmd.axis_name = "mesh", spmd.axis_size = 4 : i64,
+                spmd.mesh_axes = ["data", "model"], spmd.mesh_shape = array<i64: 2, 2>} {
+  // CHECK: spmd.all_to_all %arg0 {{.*}}spmd.varies_over = ["model"], spmd.varying}
+  %a = spmd.all_to_all %w {axis_name = "mesh", axis_size = 2 : i64, split_axis = 0 : i64, concat_axis = 1 : i64, replica_groups = array<i64: 0, 1, 2, 3>, group_size = 2 : i64} : (tensor<4x3xf32>) -> tensor<2x6xf32>
+  // CHECK: spmd.reduce_scatter %arg1 {{.*}}spmd.varies_over = ["data", "model"], spmd.varying}
+  %b = spmd.reduce_scatter %x {axis_name = "mesh", reduction = #spmd.reduction<sum>, replica_groups = array<i64: 0, 1, 2, 3>, group_size = 2 : i64} : (tensor<2x3xf32>) -> tensor<3xf32>
+  // CHECK: spmd.all_to_all %arg0 {{.*}}spmd.varies_over = ["data"], spmd.varying}
+  %c = spmd.all_to_all %w {axis_name = "mesh", axis_size = 2 : i64, split_axis = 0 : i64, concat_axis = 1 : i64, replica_groups = array<i64: 0, 2, 1, 3>, group_size = 2 : i64} : (tensor<4x3xf32>) -> tensor<2x6xf32>
+  return %a, %b, %c : tensor<2x6xf32>, tensor<3xf32>, tensor<2x6xf32>
+}
