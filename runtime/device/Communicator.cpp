@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <numeric>
 
 #include "runtime/base/Parse.h"
 #include "runtime/device/Fold.h"
@@ -44,6 +45,13 @@ std::vector<int64_t> groupMembers(const std::vector<int64_t>& groups, int64_t gr
       if (groups[k] == rank) return std::vector<int64_t>(groups.begin() + int64_t(at), groups.begin() + int64_t(at) + groupSize);
   throw Error("replica " + std::to_string(rank) + " is in none of the all_reduce's replica groups; this is a bug in "
               "spmd (checkProgram holds every replica to one group)");
+}
+
+std::vector<int64_t> groupOrAll(const std::vector<int64_t>& groups, int64_t groupSize, const Communicator& comm) {
+  if (!groups.empty()) return groupMembers(groups, groupSize, comm.rank());
+  std::vector<int64_t> all(size_t(comm.size()));
+  std::iota(all.begin(), all.end(), int64_t(0));
+  return all;
 }
 
 Communicator::Pending Communicator::allReduceInGroup(std::span<const Segment> in, std::span<const Segment> out,

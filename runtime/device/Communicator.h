@@ -184,5 +184,7 @@ class Communicator {
 // The ranks of `rank`'s group, in the group's order, from an all_reduce's flattened replica
 // groups of `groupSize` (checked by checkProgram: every rank in exactly one group).
 std::vector<int64_t> groupMembers(const std::vector<int64_t>& groups, int64_t groupSize, int rank);
+// The same, or every rank of `comm` in order where the step has no replica groups.
+std::vector<int64_t> groupOrAll(const std::vector<int64_t>& groups, int64_t groupSize, const Communicator& comm);
 
 }  // namespace spmd::runtime

@@ -381,10 +381,7 @@ void all_gather(KernelCall& call) {
   std::string what = collectiveWhat(call);
   size_t bytes = call.in[0].numel() * dtypeSize(call.in[0].dtype);
   const AllGatherAttrs& attrs = attrsOf<AllGatherAttrs>(call.step);
-  std::vector<int64_t> members;
-  if (!attrs.replica_groups.empty()) members = groupMembers(attrs.replica_groups, attrs.group_size, comm.rank());
-  else
-    for (int r = 0; r < comm.size(); ++r) members.push_back(r);
+  const std::vector<int64_t> members = groupOrAll(attrs.replica_groups, attrs.group_size, comm);
   if (DeviceCollectives* library = comm.deviceCollectives()) {  // NCCL
     if (attrs.replica_groups.empty()) {
       library->allGather(call.in[0].data, call.out[0].data, bytes, Api::nativeStream(call), what);
@@ -475,10 +472,7 @@ void all_to_all(KernelCall& call) {
     throw Error("all_to_all supports rank <= " + std::to_string(kMaxRank - 1) + ", got rank " + std::to_string(in.rank()));
   const AllToAllAttrs& attrs = attrsOf<AllToAllAttrs>(call.step);
   const bool grouped = !attrs.replica_groups.empty();
-  std::vector<int64_t> members;
-  if (grouped) members = groupMembers(attrs.replica_groups, attrs.group_size, comm.rank());
-  else
-    for (int r = 0; r < comm.size(); ++r) members.push_back(r);
+  const std::vector<int64_t> members = groupOrAll(attrs.replica_groups, attrs.group_size, comm);
   const int n = int(members.size());
   const int64_t position = std::find(members.begin(), members.end(), int64_t(comm.rank())) - members.begin();
   const int64_t split = attrs.split_axis, concat = attrs.concat_axis;

@@ -73,6 +73,16 @@ inline std::byte* indexCheckWork(BadIndexFlag* flag) { return reinterpret_cast<s
 
 // Records index `value` at `position` in `flag` unless it is in [0, size); returns whether it is.
 // The flag keeps the largest key, ~(position << 32 | value): the lowest position's (0: none).
+// Offset of the index-th element of a row-major walk over `dims` laid out with `strides`.
+SPMD_HOST_DEVICE inline int64_t offsetOf(const int64_t* dims, const int64_t* strides, int rank, int64_t index) {
+  int64_t offset = 0;
+  for (int d = rank - 1; d >= 0; --d) {
+    offset += (index % dims[d]) * strides[d];
+    index /= dims[d];
+  }
+  return offset;
+}
+
 SPMD_HOST_DEVICE inline bool indexValid(int32_t value, int64_t position, int64_t size, BadIndexFlag* flag) {
   if (value >= 0 && value < size) return true;
   const BadIndexFlag key = ~((BadIndexFlag(uint32_t(position)) << 32) | BadIndexFlag(uint32_t(value)));

@@ -65,16 +65,6 @@ inline Split splitAxes(const TensorView& x, const std::vector<int64_t>& axes) {
   return s;
 }
 
-// Offset of the index-th element of a row-major walk over `dims` laid out with `strides`.
-SPMD_HOST_DEVICE inline int64_t offsetOf(const int64_t* dims, const int64_t* strides, int rank, int64_t index) {
-  int64_t offset = 0;
-  for (int d = rank - 1; d >= 0; --d) {
-    offset += (index % dims[d]) * strides[d];
-    index /= dims[d];
-  }
-  return offset;
-}
-
 // The same for the index-th reduced element of `s`, without a division where the split is narrow.
 SPMD_HOST_DEVICE inline int64_t reducedOffset(const Split& s, int64_t index) {
   if (!s.narrow) return offsetOf(s.reducedDims, s.reducedStrides, s.reduced, index);

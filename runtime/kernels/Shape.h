@@ -25,14 +25,7 @@ struct GatherFn {
   const T* x;
   T* y;
   Gather g;
-  SPMD_HOST_DEVICE void operator()(int64_t i) const {
-    int64_t rest = i, from = 0;
-    for (int d = g.rank - 1; d >= 0; --d) {
-      from += (rest % g.dims[d]) * g.strides[d];
-      rest /= g.dims[d];
-    }
-    y[i] = x[from];
-  }
+  SPMD_HOST_DEVICE void operator()(int64_t i) const { y[i] = x[offsetOf(g.dims, g.strides, g.rank, i)]; }
 };
 
 // GatherFn a run at a time: `g` without its innermost dimension, which is `run` contiguous
@@ -44,11 +37,7 @@ struct GatherRunsFn {
   Gather g;
   int64_t run;
   SPMD_HOST_DEVICE void operator()(int64_t i) const {
-    int64_t rest = i, from = 0;
-    for (int d = g.rank - 1; d >= 0; --d) {
-      from += (rest % g.dims[d]) * g.strides[d];
-      rest /= g.dims[d];
-    }
+    const int64_t from = offsetOf(g.dims, g.strides, g.rank, i);
     for (int64_t k = 0; k < run; ++k) y[i * run + k] = x[from + k];
   }
 };

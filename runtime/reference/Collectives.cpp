@@ -3,7 +3,6 @@
 // definition. A different algorithm from the CPU kernels (slice-per-rank reduction through
 // FoldPlan), so tests can compare them.
 #include <algorithm>
-#include <numeric>
 #include <cstring>
 #include <type_traits>
 #include <vector>
@@ -117,9 +116,7 @@ void all_to_all(KernelCall& call) {
   const TensorView &in = call.in[0], &out = call.out[0];
   const size_t e = dtypeSize(in.dtype), rank = in.rank();
   const AllToAllAttrs& attrs = attrsOf<AllToAllAttrs>(call.step);
-  std::vector<int64_t> members(size_t(comm.size()));
-  std::iota(members.begin(), members.end(), int64_t(0));
-  if (!attrs.replica_groups.empty()) members = groupMembers(attrs.replica_groups, attrs.group_size, comm.rank());
+  const std::vector<int64_t> members = groupOrAll(attrs.replica_groups, attrs.group_size, comm);
   const int64_t n = int64_t(members.size()), split = attrs.split_axis, concat = attrs.concat_axis;
   const int64_t me = std::find(members.begin(), members.end(), int64_t(comm.rank())) - members.begin();
   std::vector<std::byte> all = gatherAll(comm, in, what(call));
