@@ -17,6 +17,11 @@ void planMemory(runtime::Program& program) {
   const std::vector<runtime::Lifetime> life = runtime::chainLifetimes(runtime::lifetimes(program), root);
   std::vector<bool> fixed(program.buffers.size(), false);
   for (int id : program.inputs) fixed[id] = true;
+  // An output its donor's buffers hold when the caller donates (runtime::inPlaceOutputs) gets
+  // none in the arena; the executor allocates it only for a call that does not donate.
+  const std::vector<bool> inPlace = runtime::inPlaceOutputs(program);
+  for (size_t k = 0; k < inPlace.size(); ++k)
+    if (inPlace[k]) fixed[size_t(program.outputs[k])] = true;
   std::vector<int> order;
   for (size_t id = 0; id < program.buffers.size(); ++id) {
     runtime::BufferDesc& b = program.buffers[id];

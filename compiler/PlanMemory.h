@@ -7,7 +7,8 @@
 namespace spmd {
 
 // Greedy by size: largest buffers first, each at the lowest aligned offset that fits between
-// the buffers already placed whose lifetimes overlap its own. Inputs and constants stay apart.
+// the buffers already placed whose lifetimes overlap its own. Inputs and constants stay apart, as do
+// outputs computed in their donor's buffers (runtime::inPlaceOutputs).
 void planMemory(runtime::Program& program);
 
 }  // namespace spmd

@@ -2,6 +2,7 @@
 // layout, plain or blocked), one loop per instruction over the chunk (vectorizable, in the
 // tensor's type), chunks across OpenMP threads. An f32 gelu or gelu_backward runs the loop its
 // CPU kernel runs (cpu/OwnGelu.h), so fusing one changes no bit.
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <vector>
@@ -28,8 +29,26 @@ struct PreparedFused {
   std::vector<int> output;                     // the output instruction k computes into, or -1
 };
 
+// Where instruction k computes: p.output, but into a chunk of its own for an output that shares
+// its memory with an input (a donated input updated in place, runtime::inPlaceOutputs), copied
+// out at the chunk's end, after every instruction has read the chunk's inputs.
+std::vector<int> outputsOf(const PreparedFused& p, const KernelCall& call) {
+  std::vector<int> output = p.output;
+  auto bytesOf = [](const TensorView& t) { return t.numel() * int64_t(dtypeSize(t.dtype)); };
+  for (size_t o = 0; o < call.out.size(); ++o) {
+    const std::byte* y = static_cast<const std::byte*>(call.out[o].data);
+    const bool shared = std::any_of(call.in.begin(), call.in.end(), [&](const TensorView& in) {
+      const std::byte* x = static_cast<const std::byte*>(in.data);
+      return x < y + bytesOf(call.out[o]) && y < x + bytesOf(in);
+    });
+    if (shared) std::replace(output.begin(), output.end(), int(o), -1);
+  }
+  return output;
+}
+
 template <typename T>
 void evaluate(const PreparedFused& p, const KernelCall& call) {
+  const std::vector<int> output = outputsOf(p, call);
   std::span<const int64_t> space = call.out[0].shape;
   const int64_t n = call.out[0].numel();
   const size_t count = p.body.instrs.size();
@@ -40,7 +59,7 @@ void evaluate(const PreparedFused& p, const KernelCall& call) {
     std::vector<const T*> value(count);  // where instruction k's chunk lies
     std::vector<int64_t> index(space.size() + 1);  // a broadcast load's position (blocked: rank 5)
     for (size_t k = 0; k < count; ++k)     // literals: filled once per thread
-      if (p.body.instrs[k].kind == FusedOpKind::constant && p.output[k] < 0) {
+      if (p.body.instrs[k].kind == FusedOpKind::constant && output[k] < 0) {
         std::fill_n(regs.data() + k * kChunk, kChunk, static_cast<T>(p.body.instrs[k].value));
         value[k] = regs.data() + k * kChunk;
       }
@@ -53,9 +72,9 @@ void evaluate(const PreparedFused& p, const KernelCall& call) {
           value[k] = call.in[in.input].as<T>() + base;
           continue;
         }
-        if (in.kind == FusedOpKind::constant && p.output[k] < 0) continue;
-        // Results are computed straight into their output (outputs never alias inputs).
-        T* __restrict r = p.output[k] >= 0 ? call.out[p.output[k]].as<T>() + base : regs.data() + k * kChunk;
+        if (in.kind == FusedOpKind::constant && output[k] < 0) continue;
+        // Results are computed straight into their output where it shares no input's memory.
+        T* __restrict r = output[k] >= 0 ? call.out[output[k]].as<T>() + base : regs.data() + k * kChunk;
         value[k] = r;
         const T* __restrict a = in.a >= 0 ? value[in.a] : nullptr;
         const T* __restrict b = in.b >= 0 ? value[in.b] : nullptr;

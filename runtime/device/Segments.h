@@ -12,9 +12,6 @@
 
 namespace spmd::runtime {
 
-// A step's segment count (1 without the attribute).
-inline int64_t segmentsOf(const Step& step) { return step.attrs.count("segments") ? step.integer("segments") : 1; }
-
 // The call's segment count; throws when it does not divide its operands.
 inline int64_t segmentCount(const KernelCall& call) {
   const int64_t k = segmentsOf(call.step);

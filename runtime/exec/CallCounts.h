@@ -22,9 +22,12 @@ struct CallCounts {
   // Arguments bound in place: values already on the devices in the placement the call takes,
   // copied neither from nor to the host (runtime/exec/ReplicatedCall.h).
   int64_t argumentsInPlace = 0;
+  // Outputs computed straight into their donated input's buffers (runtime::inPlaceOutputs): no
+  // copy after the steps, no bytes of their own.
+  int64_t outputsInPlace = 0;
   CallCounts& operator+=(const CallCounts& o) {
     graphLaunches += o.graphLaunches, stepsCalled += o.stepsCalled, hostWaitsInSteps += o.hostWaitsInSteps;
-    checkWords += o.checkWords, argumentsInPlace += o.argumentsInPlace;
+    checkWords += o.checkWords, argumentsInPlace += o.argumentsInPlace, outputsInPlace += o.outputsInPlace;
     return *this;
   }
 };

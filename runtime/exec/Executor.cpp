@@ -118,11 +118,14 @@ Executor::Executor(Program program, std::shared_ptr<Device> device)
   }
   std::shared_ptr<std::byte> arena;
   if (program_.arenaBytes) arena = device_->allocate(program_.arenaBytes);
-  std::vector<bool> isInput(program_.buffers.size());
+  std::vector<bool> isInput(program_.buffers.size()), lazy(program_.buffers.size());
   for (int id : program_.inputs) isInput[id] = true;
+  inPlace_ = inPlaceOutputs(program_);
+  for (size_t k = 0; k < inPlace_.size(); ++k)
+    if (inPlace_[k] && program_.buffers[size_t(program_.outputs[k])].offset < 0) lazy[size_t(program_.outputs[k])] = true;
   for (size_t id = 0; id < program_.buffers.size(); ++id) {
     const BufferDesc& desc = program_.buffers[id];
-    if (isInput[id] && device_->hostAccessible()) continue;
+    if ((isInput[id] && device_->hostAccessible()) || lazy[id]) continue;
     if (desc.offset >= 0) {  // planned: a view into the arena that keeps the arena alive
       buffers_[id] = std::shared_ptr<std::byte>(arena, arena.get() + desc.offset);
       continue;
@@ -393,6 +396,25 @@ void Executor::run(std::span<const Input> inputs, std::span<Output> outputs) {
     else
       device_->copyToDevice(data[program_.inputs[i]], array.data(), desc.bytes());
   }
+  // Outputs computed in their donor's buffers (the caller donated it and bound it in place, and
+  // no other input shares them); one the plan left unplanned gets buffers of its own otherwise.
+  std::vector<bool> intoDonor(outputs.size(), false), donorBytes(buffers_.size(), false);
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    const int id = program_.outputs[k];
+    const int donor = program_.outputDonors.empty() ? -1 : program_.outputDonors[k];
+    std::byte* into = outputs[k].device.get();
+    intoDonor[k] = inPlace_[k] && into && outputs[k].keep && !outputs[k].host.storage && donor >= 0 &&
+                   inputs[size_t(donor)].device.get() == into;
+    for (size_t i = 0; i < inputs.size() && intoDonor[k]; ++i)
+      if (int(i) != donor && data[program_.inputs[i]] == into) intoDonor[k] = false;
+    if (intoDonor[k]) {
+      data[id] = into;
+      donorBytes[size_t(id)] = true;
+    } else if (!buffers_[id] && inPlace_[k] && program_.buffers[id].offset < 0) {
+      buffers_[id] = device_->allocate(program_.buffers[id].bytes());
+      data[id] = buffers_[id].get();
+    }
+  }
   auto view = [&](int id) {
     const BufferDesc& desc = program_.buffers[id];
     return TensorView{data[id], desc.dtype, desc.shape, desc.layout};
@@ -450,9 +472,13 @@ void Executor::run(std::span<const Input> inputs, std::span<Output> outputs) {
   bool eagerSteps = false;
   auto runStep = [&](size_t s) {
     const Step& step = program_.steps[s];
+    // A step writing into a donor's buffers waits for every collective still running in the
+    // background: one of them may read that donor.
+    const bool writesDonor =
+        std::any_of(step.outputs.begin(), step.outputs.end(), [&](int id) { return donorBytes[size_t(id)]; });
     for (size_t k = 0; k < pending.size();) {
       const auto& theirs = program_.steps[pending[k].first].outputs;
-      bool reads = std::any_of(step.inputs.begin(), step.inputs.end(), [&](int id) {
+      bool reads = writesDonor || std::any_of(step.inputs.begin(), step.inputs.end(), [&](int id) {
         return std::find(theirs.begin(), theirs.end(), id) != theirs.end();
       });
       if (reads) finish(k); else ++k;
@@ -516,6 +542,7 @@ void Executor::run(std::span<const Input> inputs, std::span<Output> outputs) {
   if (marking) markStep();  // the start of the first step
   const int64_t waitsBefore = device_->hostWaits();
   lastCall_ = {};
+  lastCall_.outputsInPlace = std::count(intoDonor.begin(), intoDonor.end(), true);
   auto eager = [&] {
     eagerSteps = true;
     for (size_t s = 0; s < program_.steps.size(); ++s) runStep(s);
@@ -552,7 +579,7 @@ void Executor::run(std::span<const Input> inputs, std::span<Output> outputs) {
   for (bool passthrough : {true, false})
     for (size_t i = 0; i < outputs.size(); ++i) {
       int id = program_.outputs[i];
-      if (isInput[id] != passthrough || outputs[i].host.storage || !outputs[i].keep) continue;
+      if (isInput[id] != passthrough || outputs[i].host.storage || !outputs[i].keep || intoDonor[i]) continue;
       const BufferDesc& desc = program_.buffers[id];
       if (!outputs[i].device) outputs[i].device = device_->allocate(desc.bytes());
       device_->copyOnDevice(outputs[i].device.get(), data[id], desc.bytes());

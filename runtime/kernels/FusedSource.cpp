@@ -61,8 +61,10 @@ std::string fusedKernelSource(const FusedBody& body, DType dtype,
      << "namespace ew = spmd::runtime::ew;\n"
      << "typedef " << (dtype == DType::f32 ? "float" : "double") << " T;\n"
      << "extern \"C\" __global__ void " << kFusedKernelName << "(";
-  for (size_t i = 0; i < inputs.size(); ++i) os << "const T* __restrict__ in" << i << ", ";
-  for (size_t o = 0; o < outputs; ++o) os << "T* __restrict__ out" << o << ", ";
+  // No __restrict__: an output may lie in an input's memory (a donated input updated in place,
+  // runtime::inPlaceOutputs); each thread reads its element's operands before it writes.
+  for (size_t i = 0; i < inputs.size(); ++i) os << "const T* in" << i << ", ";
+  for (size_t o = 0; o < outputs; ++o) os << "T* out" << o << ", ";
   // Below 2^31 elements the index and a broadcast operand's coordinates are 32-bit: a 64-bit
   // division by a constant is a longer multiply-high sequence than a 32-bit one.
   int64_t elements = 1;

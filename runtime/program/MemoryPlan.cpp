@@ -57,12 +57,59 @@ std::vector<Lifetime> chainLifetimes(std::vector<Lifetime> life, const std::vect
   return life;
 }
 
+std::vector<bool> inPlaceOutputs(const Program& program) {
+  const size_t count = program.buffers.size();
+  std::vector<bool> inPlace(program.outputs.size(), false);
+  if (program.outputDonors.size() != program.outputs.size()) return inPlace;
+  std::vector<int> writer(count, -1), writers(count, 0), returned(count, 0), lastRead(count, -1);
+  for (int s = 0; s < int(program.steps.size()); ++s) {
+    for (int id : program.steps[size_t(s)].outputs) writer[size_t(id)] = s, ++writers[size_t(id)];
+    for (int id : program.steps[size_t(s)].inputs) lastRead[size_t(id)] = s;
+  }
+  for (int id : program.outputs) ++returned[size_t(id)];
+  // Reshape chains share their root's bytes: an output in one is not its own memory.
+  const std::vector<int> root = reshapeRoots(program);
+  std::vector<bool> chained(count, false);
+  for (size_t id = 0; id < count; ++id)
+    if (root[id] != int(id)) chained[id] = chained[size_t(root[id])] = true;
+  for (size_t k = 0; k < program.outputs.size(); ++k) {
+    const int donor = program.outputDonors[k];
+    if (donor < 0 || donor >= int(program.inputs.size())) continue;
+    const int from = program.inputs[size_t(donor)], to = program.outputs[k];
+    const BufferDesc &a = program.buffers[size_t(from)], &b = program.buffers[size_t(to)];
+    const int w = writer[size_t(to)];
+    if (w < 0 || writers[size_t(to)] != 1 || returned[size_t(to)] != 1 || returned[size_t(from)] != 0 ||
+        chained[size_t(to)] || !b.constant.empty() || a.bytes() != b.bytes() || lastRead[size_t(from)] > w ||
+        std::count(program.inputs.begin(), program.inputs.end(), to) > 0)
+      continue;
+    if (lastRead[size_t(from)] == w) {
+      const Step& step = program.steps[size_t(w)];
+      const int64_t segments = segmentsOf(step);
+      if (step.op != "fused" || a.layout != b.layout || segments < 1 || step.inputs.size() % size_t(segments) ||
+          step.outputs.size() % size_t(segments))
+        continue;
+      const size_t ni = step.inputs.size() / size_t(segments), no = step.outputs.size() / size_t(segments);
+      const size_t segment = size_t(std::find(step.outputs.begin(), step.outputs.end(), to) - step.outputs.begin()) / no;
+      bool elsewhere = false;  // the donor read by another segment, which may run before or beside this one
+      for (size_t j = 0; j < step.inputs.size(); ++j)
+        if (step.inputs[j] == from && j / ni != segment) elsewhere = true;
+      if (elsewhere) continue;
+    }
+    inPlace[k] = true;
+  }
+  return inPlace;
+}
+
 size_t residentBytes(const Program& program, bool hostAccessible) {
-  std::vector<bool> isInput(program.buffers.size());
+  std::vector<bool> isInput(program.buffers.size()), donorsBytes(program.buffers.size());
   for (int id : program.inputs) isInput[id] = true;
+  const std::vector<bool> inPlace = inPlaceOutputs(program);
+  for (size_t k = 0; k < inPlace.size(); ++k)
+    if (inPlace[k]) donorsBytes[size_t(program.outputs[k])] = true;
   size_t bytes = program.arenaBytes;
   for (size_t id = 0; id < program.buffers.size(); ++id)
-    if (program.buffers[id].offset < 0 && !(isInput[id] && hostAccessible)) bytes += program.buffers[id].bytes();
+    if (program.buffers[id].offset < 0 && !(isInput[id] && hostAccessible) && !donorsBytes[id])
+      bytes += program.buffers[id].bytes();
   return bytes;
 }
 
@@ -70,12 +117,15 @@ PeakLive peakLive(const Program& program) {
   // A reshape chain is one value in memory: its root stands for it, live while any of it is.
   const std::vector<int> root = reshapeRoots(program);
   const std::vector<Lifetime> span = chainLifetimes(lifetimes(program), root);
-  std::vector<bool> always(program.buffers.size(), false);
+  std::vector<bool> always(program.buffers.size(), false), donorsBytes(program.buffers.size(), false);
   for (int id : program.inputs) always[id] = true;
   for (size_t id = 0; id < program.buffers.size(); ++id)
     if (!program.buffers[id].constant.empty()) always[id] = true;
+  const std::vector<bool> inPlace = inPlaceOutputs(program);  // their bytes are their donors'
+  for (size_t k = 0; k < inPlace.size(); ++k)
+    if (inPlace[k] && program.buffers[size_t(program.outputs[k])].offset < 0) donorsBytes[size_t(program.outputs[k])] = true;
   auto live = [&](size_t id, int s) {
-    return root[id] == int(id) && (always[id] || (span[id].first <= s && s <= span[id].last));
+    return root[id] == int(id) && !donorsBytes[id] && (always[id] || (span[id].first <= s && s <= span[id].last));
   };
   PeakLive peak;
   for (int s = 0; s < int(program.steps.size()); ++s) {

@@ -32,12 +32,22 @@ std::vector<int> reshapeRoots(const Program& program);
 // `life` with each reshape chain's root live while any of its buffers is (the chain as one buffer).
 std::vector<Lifetime> chainLifetimes(std::vector<Lifetime> life, const std::vector<int>& root);
 
+// Per output: whether its steps may compute it straight into its donor's buffers
+// (Program::outputDonors) when the caller donates that input, as jax's input_output_aliases do,
+// so that no copy follows the step and the plan gives the output no bytes of its own. It holds
+// when the output is written by one step and nothing reads its donor after that step, the
+// donor is not itself returned, and the output is no reshape's bytes; where that step also reads
+// the donor, it must be a `fused` step (each element read before it is written, in every
+// backend's kernel) with the donor and the output in one segment and one layout.
+std::vector<bool> inPlaceOutputs(const Program& program);
+
 // Arena offsets are multiples of this, enough for CPU vector loads and cuDNN/cuBLAS alignment.
 inline constexpr int64_t kArenaAlignment = 256;
 
 // The bytes one replica holds while the program runs: its arena and every buffer outside it
 // (inputs, constants, unplanned buffers; inputs left out where the device reads them in place
-// from the host: `hostAccessible`).
+// from the host: `hostAccessible`). An unplanned output that inPlaceOutputs allows counts as its
+// donor's bytes (the caller donates, as training loops do; a call that does not gets it besides).
 size_t residentBytes(const Program& program, bool hostAccessible);
 
 // The step at which the most bytes are live (inputs and constants count throughout, a step's

@@ -52,6 +52,11 @@ struct Step {
   const std::string& text(const std::string& name) const;
 };
 
+// A `fused` step that compiler/BatchFused made of k steps has the `segments` attribute k (1 for
+// every other step); segment s's operands are inputs [s * ni, (s + 1) * ni) and outputs
+// [s * no, (s + 1) * no) (runtime/device/Segments.h runs them).
+inline int64_t segmentsOf(const Step& step) { return step.attrs.count("segments") ? step.integer("segments") : 1; }
+
 // The named device mesh a shardMap-ped program runs over (spmd.mesh_axes, spmd.mesh_shape): the
 // replicas of the program's axis as a row-major grid, the last axis varying fastest (over
 // {data: 2, model: 2}, replica r sits at data = r / 2, model = r % 2). Empty for other programs.

@@ -19,6 +19,7 @@
 #include "runtime/device/Driver.h"
 #include "runtime/exec/DeviceArray.h"
 #include "runtime/exec/Executor.h"
+#include "runtime/program/MemoryPlan.h"
 #include "frontend/models/ResNet.h"
 
 namespace spmd::runtime {
@@ -311,6 +312,8 @@ TEST_P(ConformanceTest, DonatedStateIsUpdatedInPlaceWithTheUndonatedBits) {
     std::set_intersection(now.begin(), now.end(), buffers.begin(), buffers.end(), std::back_inserter(reused));
     EXPECT_EQ(reused.size(), buffers.size()) << "step " << s + 1 << " on " << list_.spec << " wrote "
                                              << buffers.size() - reused.size() << " tensors outside the donated buffers";
+    // Each computed there by its step, not copied in after the steps (runtime::inPlaceOutputs).
+    EXPECT_EQ(step.lastCall().outputsInPlace, int64_t(buffers.size())) << "step " << s + 1 << " on " << list_.spec;
   }
   const Device::Transfers end = totals();
   if (!devices[0]->hostAccessible()) {
@@ -361,6 +364,45 @@ TEST_P(ConformanceTest, PassThroughOutputsAreCopiedBeforeDonatedBuffersAreOverwr
   Array twice = spmd::testing::cloneArray(a);
   for (float& v : twice.values<float>()) v *= 2;
   expectClose(second.array(), twice, 0, 0, "2a");
+}
+
+// The fused kernels' part of in-place donation (runtime::inPlaceOutputs): a fused step whose
+// first output (2g) goes into its donor p's buffer while its second reads p (p + 2) reads every
+// element of p before writing it, whatever order its body computes them in.
+TEST_P(ConformanceTest, AFusedStepReadsADonorsElementsBeforeWritingThem) {
+  const int64_t n = 5000;
+  Program p;
+  p.name = "inPlace";
+  for (int i = 0; i < 4; ++i) p.buffers.push_back({DType::f32, {n}, {}});
+  p.inputs = {0, 1};
+  p.steps.push_back({"fused", {0, 1}, {2, 3},
+                     {{"body", std::string("%0 = load 1; %1 = const 2; %2 = mul %0 %1; %3 = load 0; %4 = add %3 %1; yield %2 %4")}},
+                     "conformance.cpp:1"});
+  p.outputs = {2, 3};
+  p.inputPlacements = {{}, {}};
+  p.outputPlacements = {{}, {}};
+  p.outputDonors = {0, -1};
+  ASSERT_EQ(inPlaceOutputs(p), (std::vector<bool>{true, false}));
+  std::shared_ptr<Device> device = makeDevice(list_, 0);
+  Executor executor(p, device);
+  Array pa = randomArray(DType::f32, {n}, 41), ga = randomArray(DType::f32, {n}, 42);
+  std::shared_ptr<std::byte> donated = device->allocate(pa.bytes()), grads = device->allocate(ga.bytes());
+  for (int call = 0; call < 2; ++call) {  // the second call with the kernel's cached state
+    device->copyToDevice(donated.get(), pa.data(), pa.bytes());
+    device->copyToDevice(grads.get(), ga.data(), ga.bytes());
+    std::vector<Input> in = {{{}, donated}, {{}, grads}};
+    Array second = Array::zeros(DType::f32, {n});
+    std::vector<Output> out = {{.keep = true, .device = donated}, {.host = second}};
+    executor.run(in, out);
+    EXPECT_EQ(executor.lastCall().outputsInPlace, 1);
+    Array first = Array::zeros(DType::f32, {n});
+    device->copyToHost(first.data(), donated.get(), first.bytes());
+    device->synchronize();
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_EQ(first.values<float>()[size_t(i)], ga.values<float>()[size_t(i)] * 2.f) << i << " on " << list_.spec;
+      ASSERT_EQ(second.values<float>()[size_t(i)], pa.values<float>()[size_t(i)] + 2.f) << i << " on " << list_.spec;
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, ConformanceTest,

@@ -4,6 +4,7 @@
 // plan while its memory shrinks.
 
 #include <algorithm>
+#include <cstring>
 
 #include "TestUtil.h"
 #include "benchmarks/TrainStep.h"
@@ -126,6 +127,92 @@ TEST(MemoryPlanTest, AReshapeLiesOnItsInputsBytes) {
     q->buffers[2].offset = q->buffers[1].offset;
     EXPECT_THROW(runtime::checkMemoryPlan(*q), Error);
   }
+}
+
+// An SGD update p - 0.5 g in one fused step, p donated to the result (Program::outputDonors).
+Program update(int64_t n) {
+  Program p;
+  p.name = "update";
+  for (int i = 0; i < 3; ++i) p.buffers.push_back({DType::f32, {n}, {}});
+  p.inputs = {0, 1};
+  p.steps.push_back({"fused", {0, 1}, {2}, {{"body", std::string("%0 = load 0; %1 = load 1; %2 = const 0.5; %3 = mul %1 %2; %4 = sub %0 %3; yield %4")}}, "u.cpp:1"});
+  p.outputs = {2};
+  p.inputPlacements = {{}, {}};
+  p.outputPlacements = {{}};
+  p.outputDonors = {0};
+  return p;
+}
+
+// jax's input_output_aliases: an output whose donor nothing reads after the output's step (or
+// that step, when it is fused and reads each element before writing it) is computed in the
+// donor's buffers: the plan gives it no bytes, the executor no copy; where a later step reads the
+// donor, the donor is returned, another step kind reads it while writing, or another segment of
+// the step reads it, the output keeps bytes of its own.
+TEST(MemoryPlanTest, AnOutputIsComputedInItsDonorsBufferWhereNothingReadsTheDonorLater) {
+  const int64_t n = 1000;
+  Program p = update(n);
+  EXPECT_EQ(runtime::inPlaceOutputs(p), std::vector<bool>{true});
+  planMemory(p);
+  EXPECT_EQ(p.buffers[2].offset, -1) << p.toText();
+  EXPECT_EQ(p.arenaBytes, 0u);
+  EXPECT_EQ(runtime::residentBytes(p, false), 2u * n * 4) << "p and g; the result is p's bytes";
+  EXPECT_EQ(runtime::peakLive(p).bytes, 2u * n * 4);
+
+  auto cpu = std::make_shared<runtime::CpuDevice>();
+  runtime::Executor exec(p, cpu);
+  std::vector<float> pv(n), gv(n);
+  for (int64_t i = 0; i < n; ++i) pv[size_t(i)] = 0.25f * float(i % 17) - 1.5f, gv[size_t(i)] = float(i % 5) - 2.f;
+  auto donated = cpu->allocate(n * 4), grads = cpu->allocate(n * 4);
+  std::memcpy(donated.get(), pv.data(), n * 4);
+  std::memcpy(grads.get(), gv.data(), n * 4);
+  std::vector<runtime::Input> in = {{{}, donated}, {{}, grads}};
+  std::vector<runtime::Output> out = {{.keep = true, .device = donated}};
+  exec.run(in, out);
+  EXPECT_EQ(out[0].device.get(), donated.get());
+  EXPECT_EQ(exec.lastCall().outputsInPlace, 1);
+  const float* got = reinterpret_cast<const float*>(donated.get());
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(got[i], pv[size_t(i)] - 0.5f * gv[size_t(i)]) << i;
+
+  // Not donated: the result gets bytes of its own and the input stays as it was.
+  Array x = Array::of<float>({n}, pv), g = Array::of<float>({n}, gv);
+  Array y = exec.run(std::vector<Array>{x, g})[0];
+  EXPECT_EQ(exec.lastCall().outputsInPlace, 0);
+  EXPECT_EQ(x.values<float>()[3], pv[3]);
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(y.values<float>()[size_t(i)], pv[size_t(i)] - 0.5f * gv[size_t(i)]) << i;
+
+  // The donor passed again as the gradient: no input's bytes are written while another reads them.
+  std::memcpy(donated.get(), pv.data(), n * 4);
+  in = {{{}, donated}, {{}, donated}};
+  out = {{.keep = true, .device = donated}};
+  exec.run(in, out);
+  EXPECT_EQ(exec.lastCall().outputsInPlace, 0);
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(got[i], pv[size_t(i)] - 0.5f * pv[size_t(i)]) << i;
+
+  Program readLater = update(n);  // the donor read after the update
+  readLater.buffers.push_back({DType::f32, {n}, {}});
+  readLater.steps.push_back({"relu", {0}, {3}, {}, "u.cpp:2"});
+  readLater.outputs = {2, 3};
+  readLater.outputPlacements = {{}, {}};
+  readLater.outputDonors = {0, -1};
+  Program returned = update(n);  // the donor also returned as it came
+  returned.outputs = {2, 0};
+  returned.outputPlacements = {{}, {}};
+  returned.outputDonors = {0, -1};
+  Program unfused = update(n);  // a kernel that need not read an element before writing it
+  unfused.steps[0] = {"matmul", {0, 1}, {2}, {}, "u.cpp:1"};
+  Program segments = update(n);  // two segments: the donor read by the first, the output the second's
+  segments.buffers.push_back({DType::f32, {n}, {}});
+  segments.steps[0].inputs = {1, 0, 0, 1};
+  segments.steps[0].outputs = {3, 2};
+  segments.steps[0].attrs["segments"] = int64_t(2);
+  for (const Program* q : {&readLater, &returned, &unfused, &segments})
+    EXPECT_FALSE(runtime::inPlaceOutputs(*q)[0]) << q->toText();
+  Program earlier = unfused;  // any kernel, when the donor's last reader runs before it
+  earlier.buffers.push_back({DType::f32, {n}, {}});
+  earlier.steps = {{"relu", {0}, {3}, {}, "u.cpp:1"}, {"add", {3, 1}, {2}, {}, "u.cpp:2"}};
+  EXPECT_TRUE(runtime::inPlaceOutputs(earlier)[0]) << earlier.toText();
+  segments.steps[0].inputs = {1, 1, 0, 1};  // the donor in the output's segment alone
+  EXPECT_TRUE(runtime::inPlaceOutputs(segments)[0]) << segments.toText();
 }
 
 // A small decoder block's training step (transformerLogits: its heads are split and merged by
