@@ -397,8 +397,10 @@ void Executor::run(std::span<const Input> inputs, std::span<Output> outputs) {
       device_->copyToDevice(data[program_.inputs[i]], array.data(), desc.bytes());
   }
   // Outputs computed in their donor's buffers (the caller donated it and bound it in place, and
-  // no other input shares them); one the plan left unplanned gets buffers of its own otherwise.
-  std::vector<bool> intoDonor(outputs.size(), false), donorBytes(buffers_.size(), false);
+  // no other input shares them). One the plan left unplanned is otherwise computed in a fresh
+  // buffer that the caller keeps (no copy either), or, read to the host, in buffers of its own.
+  std::vector<bool> intoDonor(outputs.size(), false), direct(outputs.size(), false);
+  std::vector<bool> donorBytes(buffers_.size(), false);
   for (size_t k = 0; k < outputs.size(); ++k) {
     const int id = program_.outputs[k];
     const int donor = program_.outputDonors.empty() ? -1 : program_.outputDonors[k];
@@ -407,10 +409,15 @@ void Executor::run(std::span<const Input> inputs, std::span<Output> outputs) {
                    inputs[size_t(donor)].device.get() == into;
     for (size_t i = 0; i < inputs.size() && intoDonor[k]; ++i)
       if (int(i) != donor && data[program_.inputs[i]] == into) intoDonor[k] = false;
+    const bool unplanned = inPlace_[k] && program_.buffers[id].offset < 0;
     if (intoDonor[k]) {
       data[id] = into;
-      donorBytes[size_t(id)] = true;
-    } else if (!buffers_[id] && inPlace_[k] && program_.buffers[id].offset < 0) {
+      donorBytes[size_t(id)] = direct[k] = true;
+    } else if (unplanned && outputs[k].keep && !outputs[k].host.storage && !into) {
+      outputs[k].device = device_->allocate(program_.buffers[id].bytes());
+      data[id] = outputs[k].device.get();
+      direct[k] = true;
+    } else if (unplanned && !buffers_[id]) {
       buffers_[id] = device_->allocate(program_.buffers[id].bytes());
       data[id] = buffers_[id].get();
     }
@@ -579,7 +586,7 @@ void Executor::run(std::span<const Input> inputs, std::span<Output> outputs) {
   for (bool passthrough : {true, false})
     for (size_t i = 0; i < outputs.size(); ++i) {
       int id = program_.outputs[i];
-      if (isInput[id] != passthrough || outputs[i].host.storage || !outputs[i].keep || intoDonor[i]) continue;
+      if (isInput[id] != passthrough || outputs[i].host.storage || !outputs[i].keep || direct[i]) continue;
       const BufferDesc& desc = program_.buffers[id];
       if (!outputs[i].device) outputs[i].device = device_->allocate(desc.bytes());
       device_->copyOnDevice(outputs[i].device.get(), data[id], desc.bytes());

@@ -180,6 +180,16 @@ TEST(MemoryPlanTest, AnOutputIsComputedInItsDonorsBufferWhereNothingReadsTheDono
   EXPECT_EQ(x.values<float>()[3], pv[3]);
   for (int64_t i = 0; i < n; ++i) ASSERT_EQ(y.values<float>()[size_t(i)], pv[size_t(i)] - 0.5f * gv[size_t(i)]) << i;
 
+  // Kept but not donated: computed in a fresh buffer the caller keeps.
+  std::memcpy(donated.get(), pv.data(), n * 4);
+  in = {{{}, donated}, {{}, grads}};
+  out = {{.keep = true}};
+  exec.run(in, out);
+  ASSERT_TRUE(out[0].device);
+  EXPECT_NE(out[0].device.get(), donated.get());
+  EXPECT_EQ(reinterpret_cast<const float*>(out[0].device.get())[7], pv[7] - 0.5f * gv[7]);
+  EXPECT_EQ(got[7], pv[7]) << "the undonated input was written";
+
   // The donor passed again as the gradient: no input's bytes are written while another reads them.
   std::memcpy(donated.get(), pv.data(), n * 4);
   in = {{{}, donated}, {{}, donated}};
