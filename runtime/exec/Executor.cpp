@@ -118,14 +118,13 @@ Executor::Executor(Program program, std::shared_ptr<Device> device)
   }
   std::shared_ptr<std::byte> arena;
   if (program_.arenaBytes) arena = device_->allocate(program_.arenaBytes);
-  std::vector<bool> isInput(program_.buffers.size()), lazy(program_.buffers.size());
+  std::vector<bool> isInput(program_.buffers.size());
   for (int id : program_.inputs) isInput[id] = true;
   inPlace_ = inPlaceOutputs(program_);
-  for (size_t k = 0; k < inPlace_.size(); ++k)
-    if (inPlace_[k] && program_.buffers[size_t(program_.outputs[k])].offset < 0) lazy[size_t(program_.outputs[k])] = true;
+  unplannedInPlace_ = unplannedInPlace(program_);
   for (size_t id = 0; id < program_.buffers.size(); ++id) {
     const BufferDesc& desc = program_.buffers[id];
-    if ((isInput[id] && device_->hostAccessible()) || lazy[id]) continue;
+    if ((isInput[id] && device_->hostAccessible()) || unplannedInPlace_[id]) continue;
     if (desc.offset >= 0) {  // planned: a view into the arena that keeps the arena alive
       buffers_[id] = std::shared_ptr<std::byte>(arena, arena.get() + desc.offset);
       continue;
@@ -409,7 +408,7 @@ void Executor::run(std::span<const Input> inputs, std::span<Output> outputs) {
                    inputs[size_t(donor)].device.get() == into;
     for (size_t i = 0; i < inputs.size() && intoDonor[k]; ++i)
       if (int(i) != donor && data[program_.inputs[i]] == into) intoDonor[k] = false;
-    const bool unplanned = inPlace_[k] && program_.buffers[id].offset < 0;
+    const bool unplanned = unplannedInPlace_[size_t(id)];
     if (intoDonor[k]) {
       data[id] = into;
       donorBytes[size_t(id)] = direct[k] = true;

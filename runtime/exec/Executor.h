@@ -98,9 +98,9 @@ class Executor {
   std::shared_ptr<Device> device_;
   std::vector<std::shared_ptr<std::byte>> buffers_;  // by buffer id; null for host-bound inputs
   // By output: computed straight into its donated input's buffers when the call donates
-  // (runtime::inPlaceOutputs); such an output the plan left out of the arena gets buffers_ of
-  // its own only on a call that does not donate.
-  std::vector<bool> inPlace_;
+  // (runtime::inPlaceOutputs). By buffer: such an output the plan left out of the arena
+  // (runtime::unplannedInPlace), which gets buffers of its own only on a call that does not donate.
+  std::vector<bool> inPlace_, unplannedInPlace_;
   std::vector<KernelFn> kernels_;                    // by step
   std::vector<std::shared_ptr<void>> caches_;        // by step
   std::vector<std::string> variants_;                // by step: the variant its kernel ran, and why

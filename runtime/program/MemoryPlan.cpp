@@ -78,9 +78,9 @@ std::vector<bool> inPlaceOutputs(const Program& program) {
     const int from = program.inputs[size_t(donor)], to = program.outputs[k];
     const BufferDesc &a = program.buffers[size_t(from)], &b = program.buffers[size_t(to)];
     const int w = writer[size_t(to)];
+    // w < 0: nothing writes it (an input passed through, a constant).
     if (w < 0 || writers[size_t(to)] != 1 || returned[size_t(to)] != 1 || returned[size_t(from)] != 0 ||
-        chained[size_t(to)] || !b.constant.empty() || a.bytes() != b.bytes() || lastRead[size_t(from)] > w ||
-        std::count(program.inputs.begin(), program.inputs.end(), to) > 0)
+        chained[size_t(to)] || a.bytes() != b.bytes() || lastRead[size_t(from)] > w)
       continue;
     if (lastRead[size_t(from)] == w) {
       const Step& step = program.steps[size_t(w)];
@@ -100,12 +100,18 @@ std::vector<bool> inPlaceOutputs(const Program& program) {
   return inPlace;
 }
 
-size_t residentBytes(const Program& program, bool hostAccessible) {
-  std::vector<bool> isInput(program.buffers.size()), donorsBytes(program.buffers.size());
-  for (int id : program.inputs) isInput[id] = true;
+std::vector<bool> unplannedInPlace(const Program& program) {
+  std::vector<bool> unplanned(program.buffers.size(), false);
   const std::vector<bool> inPlace = inPlaceOutputs(program);
   for (size_t k = 0; k < inPlace.size(); ++k)
-    if (inPlace[k]) donorsBytes[size_t(program.outputs[k])] = true;
+    if (inPlace[k] && program.buffers[size_t(program.outputs[k])].offset < 0) unplanned[size_t(program.outputs[k])] = true;
+  return unplanned;
+}
+
+size_t residentBytes(const Program& program, bool hostAccessible) {
+  std::vector<bool> isInput(program.buffers.size());
+  for (int id : program.inputs) isInput[id] = true;
+  const std::vector<bool> donorsBytes = unplannedInPlace(program);
   size_t bytes = program.arenaBytes;
   for (size_t id = 0; id < program.buffers.size(); ++id)
     if (program.buffers[id].offset < 0 && !(isInput[id] && hostAccessible) && !donorsBytes[id])
@@ -117,13 +123,11 @@ PeakLive peakLive(const Program& program) {
   // A reshape chain is one value in memory: its root stands for it, live while any of it is.
   const std::vector<int> root = reshapeRoots(program);
   const std::vector<Lifetime> span = chainLifetimes(lifetimes(program), root);
-  std::vector<bool> always(program.buffers.size(), false), donorsBytes(program.buffers.size(), false);
+  std::vector<bool> always(program.buffers.size(), false);
   for (int id : program.inputs) always[id] = true;
   for (size_t id = 0; id < program.buffers.size(); ++id)
     if (!program.buffers[id].constant.empty()) always[id] = true;
-  const std::vector<bool> inPlace = inPlaceOutputs(program);  // their bytes are their donors'
-  for (size_t k = 0; k < inPlace.size(); ++k)
-    if (inPlace[k] && program.buffers[size_t(program.outputs[k])].offset < 0) donorsBytes[size_t(program.outputs[k])] = true;
+  const std::vector<bool> donorsBytes = unplannedInPlace(program);  // their bytes are their donors'
   auto live = [&](size_t id, int s) {
     return root[id] == int(id) && !donorsBytes[id] && (always[id] || (span[id].first <= s && s <= span[id].last));
   };

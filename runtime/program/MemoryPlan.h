@@ -40,6 +40,9 @@ std::vector<Lifetime> chainLifetimes(std::vector<Lifetime> life, const std::vect
 // the donor, it must be a `fused` step (each element read before it is written, in every
 // backend's kernel) with the donor and the output in one segment and one layout.
 std::vector<bool> inPlaceOutputs(const Program& program);
+// By buffer: an output inPlaceOutputs allows that the plan left out of the arena, whose bytes
+// are its donor's when the call donates.
+std::vector<bool> unplannedInPlace(const Program& program);
 
 // Arena offsets are multiples of this, enough for CPU vector loads and cuDNN/cuBLAS alignment.
 inline constexpr int64_t kArenaAlignment = 256;
