@@ -253,8 +253,26 @@ AccumulationSplit splitForAccumulation(const Program& program, const std::vector
     int b = program.inputs[i];
     if (neededApply[b] && !accumulatedOperand[b]) split.applyInputs.push_back(int(i)), applyIn.push_back(b);
   }
+  // Donation's pairs carried into the apply part, so that its steps compute a donated output in
+  // the donor's buffers (runtime::inPlaceOutputs) instead of a copy after them: a donor the apply
+  // part does not read (the BatchNorm statistics' input, read per micro-batch only) becomes an
+  // input it does not read either. A mapped donor holds every micro-batch's rows: not paired.
+  std::vector<int> applyDonors(applyOutputs.size(), -1);
+  for (size_t k = 0; k < program.outputs.size(); ++k) {
+    const int donor = program.outputDonors.empty() ? -1 : program.outputDonors[k];
+    if (split.outputs[k].micro || donor < 0 || program.inputPlacements[size_t(donor)].kind == runtime::Placement::Kind::Mapped)
+      continue;
+    auto at = std::find(split.applyInputs.begin(), split.applyInputs.end(), donor);
+    if (at == split.applyInputs.end()) {
+      split.applyInputs.push_back(donor), applyIn.push_back(program.inputs[size_t(donor)]);
+      at = split.applyInputs.end() - 1;
+    }
+    applyDonors[size_t(split.outputs[k].index)] = int(at - split.applyInputs.begin());
+  }
   split.micro = extract(program, microSteps, microIn, microOutputs);
   split.apply = extract(program, applySteps, applyIn, applyOutputs);
+  if (std::any_of(applyDonors.begin(), applyDonors.end(), [](int d) { return d >= 0; }))
+    split.apply.outputDonors = applyDonors;
   split.micro.name = program.name + ".micro";
   split.apply.name = program.name + ".apply";
   // The micro part runs one micro-batch on every device at once: its all-reduces (cross-replica

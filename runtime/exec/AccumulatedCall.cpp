@@ -98,8 +98,9 @@ std::vector<std::shared_ptr<DeviceArray>> callAccumulated(const AccumulationSpli
   micro.setVirtualStep(0, 1);
 
   // The apply part: the replicas' subtrees (one each: A is a power of two), then the inputs it
-  // reads. An output it computes takes the buffers of the input the whole step's contract pairs
-  // with it, when that input was donated and bound in place.
+  // reads or only writes. An output it computes takes the buffers of the input the whole step's
+  // contract pairs with it, when that input was donated and bound in place; its steps write it
+  // there where the apply part's own pairs (split.apply.outputDonors) allow.
   std::vector<std::vector<Input>> in(devices);
   for (int r = 0; r < devices; ++r) {
     for (int j = 0; j < split.accumulated; ++j) in[r].push_back({Array{}, stacks[r][j].front().data});

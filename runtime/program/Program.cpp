@@ -125,13 +125,17 @@ std::string Program::toText() const {
   os << "  inputs (" << ids(inputs) << ")\n";
   // The call contract: the inputs and outputs that are not plainly replicated, and donation's pairs.
   auto contract = [&](const char* what, const std::vector<int>& list, const std::vector<Placement>& placements) {
-    for (size_t i = 0; i < placements.size() && i < list.size(); ++i) {
+    // A part of an accumulated step has no placements, but its apply part may pair donors.
+    for (size_t i = 0; i < list.size(); ++i) {
       const bool donee = what[0] == 'o' && i < outputDonors.size() && outputDonors[i] >= 0;
-      if (placements[i].kind == Placement::Kind::Replicated && !donee) continue;
-      os << "  " << what << " " << i << " %" << list[i] << " " << placementName(placements[i].kind);
-      if (placements[i].kind == Placement::Kind::Sliced) os << " of " << shapeString(placements[i].full);
-      if (placements[i].kind == Placement::Kind::Mesh) os << " " << specString(placements[i].spec) << " on " << mesh.describe();
-      if (donee) os << ", takes input " << outputDonors[i] << "'s buffers when donated";
+      const bool placed = i < placements.size() && placements[i].kind != Placement::Kind::Replicated;
+      if (!placed && !donee) continue;
+      os << "  " << what << " " << i << " %" << list[i];
+      if (i < placements.size()) os << " " << placementName(placements[i].kind);
+      if (placed && placements[i].kind == Placement::Kind::Sliced) os << " of " << shapeString(placements[i].full);
+      if (placed && placements[i].kind == Placement::Kind::Mesh)
+        os << " " << specString(placements[i].spec) << " on " << mesh.describe();
+      if (donee) os << (i < placements.size() ? "," : "") << " takes input " << outputDonors[i] << "'s buffers when donated";
       os << '\n';
     }
   };

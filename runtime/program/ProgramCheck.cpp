@@ -83,9 +83,11 @@ void checkMeshPlacement(const Program& p, const std::string& what, const Placeme
 // inputs, outputs, buffers and replica count.
 template <typename Describe>
 void checkCallContract(const Program& p, const std::string& prefix, const Describe& buffer) {
-  const bool none = p.inputPlacements.empty() && p.outputPlacements.empty() && p.outputDonors.empty();
-  if (none) return;  // a part of an accumulated step: no caller
-  if (p.inputPlacements.size() != p.inputs.size() || p.outputPlacements.size() != p.outputs.size() ||
+  // A part of an accumulated step has no caller, so no placements; its apply part may pair
+  // donors (runtime/exec/AccumulatedCall binds them), checked below but for placement.
+  const bool part = p.inputPlacements.empty() && p.outputPlacements.empty();
+  if (part && p.outputDonors.empty()) return;
+  if ((!part && (p.inputPlacements.size() != p.inputs.size() || p.outputPlacements.size() != p.outputs.size())) ||
       p.outputDonors.size() != p.outputs.size())
     throw Error(prefix + "the call contract has " + std::to_string(p.inputPlacements.size()) + " input placements, " +
                 std::to_string(p.outputPlacements.size()) + " output placements and " +
@@ -116,11 +118,12 @@ void checkCallContract(const Program& p, const std::string& prefix, const Descri
       throw Error(prefix + what + " " + buffer(id) + " is a slice of " + shapeString(placement.full) + " over " +
                   std::to_string(parts) + " replicas, which is [" + std::to_string(slice) + "] elements");
   };
-  for (size_t i = 0; i < p.inputs.size(); ++i) check("input " + std::to_string(i), p.inputs[i], p.inputPlacements[i]);
+  if (!part)
+    for (size_t i = 0; i < p.inputs.size(); ++i) check("input " + std::to_string(i), p.inputs[i], p.inputPlacements[i]);
   std::vector<bool> donating(p.inputs.size());
   for (size_t k = 0; k < p.outputs.size(); ++k) {
     const std::string what = "output " + std::to_string(k);
-    check(what, p.outputs[k], p.outputPlacements[k]);
+    if (!part) check(what, p.outputs[k], p.outputPlacements[k]);
     const int donor = p.outputDonors[k];
     if (donor == -1) continue;
     if (donor < 0 || donor >= int(p.inputs.size()))
@@ -134,10 +137,11 @@ void checkCallContract(const Program& p, const std::string& prefix, const Descri
       throw Error(prefix + what + " passes an input through, so it cannot take input " + std::to_string(donor) +
                   "'s buffers (its copy reads the inputs)");
     if (p.buffers[from].dtype != p.buffers[to].dtype || p.buffers[from].shape != p.buffers[to].shape ||
-        p.inputPlacements[donor] != p.outputPlacements[k])
-      throw Error(prefix + what + " " + buffer(to) + " (" + placementName(p.outputPlacements[k].kind) +
-                  ") takes the buffers of input " + std::to_string(donor) + " " + buffer(from) + " (" +
-                  placementName(p.inputPlacements[donor].kind) + "); they need the same dtype, shape and placement");
+        (!part && p.inputPlacements[donor] != p.outputPlacements[k]))
+      throw Error(prefix + what + " " + buffer(to) + (part ? "" : std::string(" (") + placementName(p.outputPlacements[k].kind) + ")") +
+                  " takes the buffers of input " + std::to_string(donor) + " " + buffer(from) +
+                  (part ? "" : std::string(" (") + placementName(p.inputPlacements[donor].kind) + ")") +
+                  "; they need the same dtype, shape and placement");
   }
 }
 

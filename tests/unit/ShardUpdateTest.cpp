@@ -67,7 +67,7 @@ Vars initialVars(const nn::Module& model, Optimizer kind, DType dtype = DType::f
 }
 
 auto trainStep(const nn::Module& model, Optimizer kind, const std::string& devices, Sharding sharding,
-               int accumulate = 1, bool prefetch = false) {
+               int accumulate = 1, bool prefetch = false, bool donate = true) {
   return pmap(
       [&model, kind](const Tree& params, const Tree& state, const Tree& opt, const Tree& ema, const Tensor& x,
                      const Tensor& y, const Tensor& rate) {
@@ -82,7 +82,7 @@ auto trainStep(const nn::Module& model, Optimizer kind, const std::string& devic
       },
       {.inAxes = {replicated, replicated, replicated, replicated, split, split, replicated},
        .devices = devices,
-       .donateArguments = {0, 1, 2, 3},
+       .donateArguments = donate ? std::vector<int>{0, 1, 2, 3} : std::vector<int>{},
        .accumulate = accumulate,
        .shardUpdate = sharding == Sharding::Update,
        .fullyShard = sharding == Sharding::Full,
@@ -378,6 +378,38 @@ TEST(ShardUpdateTest, ShardedStepsWithAccumulationAreTheReplicatedStepBitForBit)
   expectSameBitsAsReplicated({.kind = Optimizer::AdamClipped, .devices = "cpu:3", .replicas = 3,
                               .sharding = Sharding::Full, .accumulate = 4});  // one row per micro-batch
 
+}
+
+// Gradient accumulation with donated state: the once-a-step part computes each donated output in
+// its donor's buffers (runtime::inPlaceOutputs of the split's apply part) instead of copying it
+// there after its steps; the BatchNorm statistics too, whose donors the micro-batches read and
+// the apply part only writes. Replicated and ZeRO-1, with the bits of the same steps undonated.
+TEST(ShardUpdateTest, AccumulatedStepsUpdateDonatedStateInPlaceWithTheUndonatedBits) {
+  auto model = models::resnet18({.width = 2});
+  for (Sharding sharding : {Sharding::None, Sharding::Update}) {
+    const std::string what = sharding == Sharding::None ? "replicated" : "ZeRO-1";
+    auto donating = trainStep(*model, Optimizer::Sgd, "cpu:2", sharding, 2);
+    auto keeping = trainStep(*model, Optimizer::Sgd, "cpu:2", sharding, 2, false, /*donate=*/false);
+    Vars a = initialVars(*model, Optimizer::Sgd), b = a;
+    auto buffersOf = [](const Vars& v) {
+      std::set<const std::byte*> all;
+      for (const Tree* tree : {&v.params, &v.state, &v.opt, &v.ema})
+        for (const auto& [name, t] : *tree)
+          for (int r = 0; r < 2; ++r) all.insert(t.resident()->buffer(r).get());
+      return all;
+    };
+    a = step(donating, a, 0), b = step(keeping, b, 0);  // the first call brings the state over
+    const std::set<const std::byte*> first = buffersOf(a);
+    const size_t tensors = a.params.size() + a.state.size() + a.opt.size() + a.ema.size();
+    ASSERT_EQ(first.size(), 2 * tensors) << what << ": two outputs share a buffer";
+    for (int i = 1; i < 4; ++i) {
+      a = step(donating, a, i), b = step(keeping, b, i);
+      EXPECT_EQ(difference(a, b), "") << what << ", step " << i + 1;
+      EXPECT_EQ(buffersOf(a), first) << what << ", step " << i + 1 << " wrote state outside the donated buffers";
+      EXPECT_EQ(donating.lastCall().outputsInPlace, int64_t(2 * tensors)) << what << ", step " << i + 1;
+      EXPECT_EQ(keeping.lastCall().outputsInPlace, 0) << what;
+    }
+  }
 }
 
 // Cross-replica BatchNorm reduces over one micro-batch's replicas, so with accumulation the
