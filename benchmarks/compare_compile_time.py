@@ -28,7 +28,10 @@ _MODEL = _MODEL.replace('    g, loss, new = lax.pmean((g, loss, new), "batch")\n
 JAX_COMPILE = r'''
 import os, sys, time, json
 batch, width = map(int, sys.argv[1:3])
-os.environ["XLA_FLAGS"] = os.environ.get("XLA_FLAGS", "") + " " + os.environ.get("SPMD_SMOKE_XLA_FLAGS", "")
+# Only flags: XLA reads a value that does not start with "--" (" " when both are unset) as a file.
+flags = " ".join(f for f in (os.environ.get("XLA_FLAGS", "").strip(), os.environ.get("SPMD_SMOKE_XLA_FLAGS", "").strip()) if f)
+if flags:
+    os.environ["XLA_FLAGS"] = flags
 import jax, jax.numpy as jnp
 from jax import lax
 ''' + _MODEL + r'''
