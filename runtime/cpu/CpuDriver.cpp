@@ -12,6 +12,7 @@
 #include "runtime/cpu/OwnIsa.h"
 #include "runtime/device/DeviceList.h"
 #include "runtime/device/Driver.h"
+#include "runtime/device/Variants.h"
 
 namespace spmd::runtime {
 
@@ -40,10 +41,15 @@ ThreadShare withTurns(ThreadShare share, int replicas, const ProcessInfo& job) {
 ThreadShare cpuThreadShare(int replicas, int requested, const ProcessInfo& job, int microBatches) {
   const int devices = std::max(1, replicas);
   // Micro-batches count as replicas: cpu:1 with 4 micro-batches gets cpu:4's share, so every
-  // layout of N virtual replicas runs the same threads (and gives the same bits).
-  microBatches = std::max(1, microBatches);
+  // layout of N virtual replicas runs the same threads (and gives the same bits). With
+  // thread-invariant kernels the bits do not depend on the threads, so the micro-batches, which
+  // run one after another, take the device's whole share (cpu:1 x 4 on 2 cores: 2 threads, not 1).
+  const bool invariant = microBatches > 1 && threadInvariantKernels();
+  microBatches = invariant ? 1 : std::max(1, microBatches);
   const std::string perReplica =
-      microBatches > 1 ? " (" + std::to_string(replicas) + " x " + std::to_string(microBatches) + " micro-batches)" : "";
+      microBatches > 1 ? " (" + std::to_string(replicas) + " x " + std::to_string(microBatches) + " micro-batches)"
+      : invariant    ? " (micro-batches one at a time with the device's share: SPMD_THREAD_INVARIANT=1)"
+                     : "";
   replicas = std::max(1, replicas) * microBatches;
   if (requested > 0) return withTurns({requested, true, "set in PmapOptions::threadsPerReplica"}, devices, job);
   // The OpenMP threads each replica's kernels use; unset, the cores are shared among the replicas.

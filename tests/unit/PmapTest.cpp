@@ -8,6 +8,7 @@
 
 #include "TestUtil.h"
 #include "frontend/spmd.h"
+#include "runtime/device/Variants.h"
 
 namespace spmd {
 namespace {
@@ -134,6 +135,14 @@ TEST(PmapTest, MicroBatchesCountAsReplicasInTheDefaultThreadShare) {
   EXPECT_EQ(threads("cpu:2", 2, nullptr), four);
   EXPECT_EQ(threads("cpu:1", 4, &why1), four) << why1;
   EXPECT_NE(why1.find("(1 x 4 micro-batches)"), std::string::npos) << why1;
+  // With thread-invariant kernels the bits do not depend on the threads: the micro-batches, one
+  // at a time, take the device's whole share (ThreadInvarianceTest compares the bits).
+  runtime::setThreadInvariantKernels(true);
+  std::string whyInvariant;
+  const int whole = threads("cpu:1", 1, nullptr), invariant = threads("cpu:1", 4, &whyInvariant);
+  runtime::setThreadInvariantKernels(std::nullopt);
+  EXPECT_EQ(invariant, whole) << whyInvariant;
+  EXPECT_NE(whyInvariant.find("SPMD_THREAD_INVARIANT=1"), std::string::npos) << whyInvariant;
 }
 
 // More replicas than the process's threads take turns on them (runtime/device/CoreTurns.h),
