@@ -121,10 +121,12 @@ int step(const StepFlags& f) {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);  // ru_maxrss: KiB on Linux
   const double replicas = double(spmd::runtime::parseDeviceList(devices).size());
+  // With accumulation the whole step is not planned (its two parts are): no arena of its own.
   const double arena = double(trainStep.lastProgram().arenaBytes) * replicas;
   // What the plan gives one replica during a step: the arena and every buffer outside it (the
-  // inputs: parameters, or with --shard-update / --fsdp their slices, and the batch).
-  const double planned = double(spmd::runtime::residentBytes(trainStep.lastProgram(), false)) * replicas;
+  // inputs: parameters, or with --shard-update / --fsdp their slices, and the batch; with
+  // --accumulate both parts and the gradients' fold).
+  const double planned = double(trainStep.lastPlannedBytes()) * replicas;
   std::vector<double> sums{t.engineSeconds, t.waitSeconds, arena, double(usage.ru_maxrss) * 1024.0, planned,
                            replicas};
   spmd::processSum(sums, "collective times and memory");

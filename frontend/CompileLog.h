@@ -79,6 +79,12 @@ class CompiledFunction {
   // kernels called, host waits while the steps ran (runtime/exec/CallCounts.h). A training step
   // replayed as one graph per replica: {replicas, 0, 0}.
   runtime::CallCounts lastCall() const { return core_->lastCall(); }
+  // The bytes one replica's memory plan holds during a step of the last compiled program: its
+  // arena, its inputs (parameters, optimizer state, its rows of the batch) and other buffers
+  // (runtime::residentBytes); with gradient accumulation both parts' arenas, the accumulated
+  // gradients' fold at its deepest and the mapped outputs' parts. From the compiler's plan, not
+  // a measurement: the process also holds host copies, libraries' caches and the compiler.
+  size_t lastPlannedBytes() const { return core_->lastPlannedBytes(); }
 
  protected:
   explicit CompiledFunction(std::shared_ptr<Core> core) : core_(std::move(core)) {}

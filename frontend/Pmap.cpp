@@ -26,6 +26,7 @@
 #include "runtime/device/Variants.h"
 #include "runtime/mpi/Processes.h"
 #include "runtime/exec/ReplicaGroup.h"
+#include "runtime/program/MemoryPlan.h"
 #include "runtime/exec/AccumulatedCall.h"
 
 namespace spmd::detail {
@@ -53,6 +54,7 @@ struct PmapCore::State {
   std::chrono::milliseconds timeout{0};
   std::map<std::string, std::unique_ptr<Entry>> cache;
   runtime::CallCounts lastCall;  // of the last call's step program (PmapCore::lastCall)
+  size_t plannedBytes = 0;        // of the last compiled one (PmapCore::lastPlannedBytes)
   // Calls from several threads queue (tracing, the cache, the replica group's arenas).
   std::mutex mutex;
 };
@@ -262,6 +264,10 @@ runtime::CallCounts PmapCore::lastCall() const {
   std::lock_guard lock(state_->mutex);
   return state_->lastCall;
 }
+size_t PmapCore::lastPlannedBytes() const {
+  std::lock_guard lock(state_->mutex);
+  return state_->plannedBytes;
+}
 int PmapCore::threadsPerReplica(std::string* why) const {
   runtime::ThreadShare share = state_->devices.driver().threadsPerReplica(
       state_->devices, state_->options.threadsPerReplica, state_->job->info(), state_->options.accumulate);
@@ -445,7 +451,9 @@ std::pair<std::vector<Tensor>, std::shared_ptr<void>> PmapCore::call(
                                                              state_->timeout, o.threadsPerReplica, 1, A);
       entry->group = std::make_unique<runtime::ReplicaGroup>(entry->split.apply, state_->devices, *state_->job,
                                                              state_->timeout, o.threadsPerReplica, A);
+      state_->plannedBytes = runtime::residentBytes(entry->split, A, false);
     } else {
+      state_->plannedBytes = runtime::residentBytes(program, false);
       entry->group = std::make_unique<runtime::ReplicaGroup>(program, state_->devices, *state_->job, state_->timeout,
                                                              o.threadsPerReplica);
     }

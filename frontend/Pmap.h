@@ -199,6 +199,7 @@ class PmapCore : public CompileLog {
   int deviceCount() const;
   int globalDeviceCount() const;
   runtime::CallCounts lastCall() const;
+  size_t lastPlannedBytes() const;
   int threadsPerReplica(std::string* why) const;
 
  private:

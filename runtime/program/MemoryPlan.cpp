@@ -119,6 +119,21 @@ size_t residentBytes(const Program& program, bool hostAccessible) {
   return bytes;
 }
 
+size_t residentBytes(const AccumulationSplit& split, int microBatches, bool hostAccessible) {
+  size_t bytes = residentBytes(split.micro, true) + residentBytes(split.apply, true);
+  if (!hostAccessible)
+    for (size_t i = 0; i < split.inputTypes.size(); ++i)
+      bytes += split.inputTypes[i].bytes() *
+               size_t(split.inputPlacements[i].kind == Placement::Kind::Mapped ? microBatches : 1);
+  int levels = 1;  // the newest leaf, and one complete subtree per bit of microBatches - 1
+  for (int rest = microBatches - 1; rest > 0; rest >>= 1) levels += rest & 1;
+  for (size_t k = 0; k < split.micro.outputs.size(); ++k) {
+    const size_t one = split.micro.buffers[size_t(split.micro.outputs[k])].bytes();
+    bytes += one * size_t(int(k) < split.microMapped ? microBatches + 1 : levels);
+  }
+  return bytes;
+}
+
 PeakLive peakLive(const Program& program) {
   // A reshape chain is one value in memory: its root stands for it, live while any of it is.
   const std::vector<int> root = reshapeRoots(program);

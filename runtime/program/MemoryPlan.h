@@ -5,6 +5,7 @@
 
 #include <vector>
 
+#include "runtime/program/Accumulation.h"
 #include "runtime/program/Program.h"
 
 namespace spmd::runtime {
@@ -52,6 +53,14 @@ inline constexpr int64_t kArenaAlignment = 256;
 // from the host: `hostAccessible`). An unplanned output that inPlaceOutputs allows counts as its
 // donor's bytes (the caller donates, as training loops do; a call that does not gets it besides).
 size_t residentBytes(const Program& program, bool hostAccessible);
+// The same for a step split for gradient accumulation over `microBatches` (runtime/exec/
+// AccumulatedCall): the whole step's inputs at their local shapes (a mapped one holds every
+// micro-batch's rows; left out where `hostAccessible`), both parts' arenas and other buffers
+// (each part's inputs are those inputs or the fold's), the fold of the accumulated operands at
+// its deepest (log2(microBatches) complete subtrees and the newest micro-batch's leaf, each an
+// operand's bytes) and the mapped outputs' parts, gathered a micro-batch at a time (with the
+// newest micro-batch's copy).
+size_t residentBytes(const AccumulationSplit& split, int microBatches, bool hostAccessible);
 
 // The step at which the most bytes are live (inputs and constants count throughout, a step's
 // inputs and outputs at that step, a reshape chain once, as its root), those bytes, and the

@@ -412,6 +412,29 @@ TEST(ShardUpdateTest, AccumulatedStepsUpdateDonatedStateInPlaceWithTheUndonatedB
   }
 }
 
+// What the plan holds for an accumulated step (lastPlannedBytes: both parts, the gradients'
+// fold, the inputs): less than the whole batch's step where activations outweigh parameters
+// (width 2 on 16x16 images; at full width, batch 64, the fold's gradients cancel the saving:
+// README); at least the parameters, momentum and EMA and the fold at its deepest (three
+// gradients for 4 micro-batches); unaccumulated, the program's resident bytes.
+TEST(ShardUpdateTest, AnAccumulatedStepPlansLessThanTheWholeBatchWithItsFold) {
+  auto model = models::resnet18({.width = 2});
+  auto planned = [&](int accumulate) {
+    auto f = trainStep(*model, Optimizer::Sgd, "cpu:1", Sharding::None, accumulate);
+    step(f, initialVars(*model, Optimizer::Sgd), 0);
+    if (accumulate == 1) EXPECT_EQ(f.lastPlannedBytes(), runtime::residentBytes(f.lastProgram(), false));
+    return f.lastPlannedBytes();
+  };
+  const size_t whole = planned(1), accumulated = planned(4);
+  const Vars v = initialVars(*model, Optimizer::Sgd);
+  const size_t parameterBytes = size_t(v.params.numElements()) * 4;
+  EXPECT_LT(accumulated, whole);
+  // parameters, momentum and EMA as inputs, three gradients in the fold, the updated state
+  EXPECT_GT(accumulated, 6 * parameterBytes) << "parameters " << parameterBytes;
+  std::printf("planned bytes, batch %lld: whole %zu, 4 micro-batches %zu (parameters %zu)\n",
+              static_cast<long long>(kBatch), whole, accumulated, parameterBytes);
+}
+
 // Cross-replica BatchNorm reduces over one micro-batch's replicas, so with accumulation the
 // replicated step averages the micro-batches' updates (its parameters' gradients, and a global
 // norm over them, differ between micro-batches), which a sliced update cannot give bit for bit.
