@@ -35,6 +35,7 @@ struct PmapCore::Entry {
   std::unique_ptr<runtime::ReplicaGroup> group;  // the whole step; with accumulation its apply part
   std::unique_ptr<runtime::ReplicaGroup> micro;  // accumulation's per-micro-batch part
   AccumulationSplit split;
+  runtime::FoldBuffers fold;  // accumulation's, kept between calls
   std::shared_ptr<void> prototype;
   std::vector<Axis> outputAxes;                    // per output leaf
   std::vector<std::string> outputNames;            // per output leaf ("0.fc.weight")
@@ -549,7 +550,7 @@ std::vector<Tensor> PmapCore::run(Entry& entry, const std::vector<Tensor>& leave
       callArguments(leaves, donatedLeaves(o, argumentLeaves, leaves.size()));
   std::vector<Tensor> results;
   for (auto& value : entry.micro ? runtime::callAccumulated(entry.split, o.accumulate, *entry.micro, *entry.group,
-                                                            arguments, layout, &state_->lastCall)
+                                                            arguments, layout, &state_->lastCall, &entry.fold)
                                  : runtime::callReplicated(*entry.group, arguments, layout, &state_->lastCall))
     results.push_back(Tensor(std::move(value)));
   return results;

@@ -28,8 +28,22 @@ struct Subtree {
 std::vector<std::shared_ptr<DeviceArray>> callAccumulated(const AccumulationSplit& split, int microBatches,
                                                           ReplicaGroup& micro, ReplicaGroup& apply,
                                                           const std::vector<CallArgument>& arguments,
-                                                          const CallLayout& layout, CallCounts* counts) {
+                                                          const CallLayout& layout, CallCounts* counts,
+                                                          FoldBuffers* kept) {
   const int devices = micro.size(), A = microBatches;
+  FoldBuffers ownFold;
+  FoldBuffers& fold = kept ? *kept : ownFold;
+  fold.spare.resize(size_t(devices));
+  for (auto& operands : fold.spare) operands.resize(size_t(split.accumulated));
+  // A leaf for operand j of replica r: a kept buffer, else a new one.
+  auto leafFor = [&](int r, int j) {
+    auto& spare = fold.spare[size_t(r)][size_t(j)];
+    if (spare.empty())
+      return micro.device(r)->allocate(split.micro.buffers[size_t(split.micro.outputs[size_t(split.microMapped + j)])].bytes());
+    std::shared_ptr<std::byte> leaf = std::move(spare.back());
+    spare.pop_back();
+    return leaf;
+  };
   if (arguments.size() != split.inputTypes.size())
     throw Error("program @" + split.micro.name + " takes " + std::to_string(split.inputTypes.size()) +
                 " arguments, not " + std::to_string(arguments.size()));
@@ -68,6 +82,13 @@ std::vector<std::shared_ptr<DeviceArray>> callAccumulated(const AccumulationSpli
         in[r].push_back(input);
       }
       out[r].assign(microPart.outputs.size(), Output{Array{}, true, nullptr});
+      // The fold's new leaves, which the operands' steps write in place where operandIntoLeaf
+      // says (the others are copied there).
+      for (int j = 0; j < split.accumulated; ++j) {
+        std::shared_ptr<std::byte> leaf = leafFor(r, j);
+        if (split.operandIntoLeaf[size_t(j)]) in[r].push_back({Array{}, leaf});
+        out[r][size_t(split.microMapped + j)].device = std::move(leaf);
+      }
     }
     micro.setVirtualStep(a, A);
     try {
@@ -88,6 +109,7 @@ std::vector<std::shared_ptr<DeviceArray>> callAccumulated(const AccumulationSpli
         // Merge while the newest subtree is the right sibling of the one below it.
         while (!stack.empty() && stack.back().level == leaf.level) {
           addInto(b.dtype, stack.back().data.get(), leaf.data.get(), numElements(b.shape));
+          fold.spare[size_t(r)][size_t(j)].push_back(std::move(leaf.data));  // added in: free again
           leaf = {stack.back().level + 1, stack.back().data};
           stack.pop_back();
         }
@@ -121,6 +143,8 @@ std::vector<std::shared_ptr<DeviceArray>> callAccumulated(const AccumulationSpli
     for (size_t k = 0; k < split.apply.outputs.size(); ++k)
       out[r].push_back({Array{}, true, donorOf[k] >= 0 ? inputs[r][size_t(donorOf[k])].device : nullptr});
   runDonating(apply, in, out, arguments, donors, layout.who, counts);
+  for (int r = 0; r < devices; ++r)  // the folded subtrees, read by the apply part: free again
+    for (int j = 0; j < split.accumulated; ++j) fold.spare[size_t(r)][size_t(j)].push_back(stacks[r][j].front().data);
   if (counts) counts->argumentsInPlace = std::count(bound.begin(), bound.end(), true);
 
   std::vector<std::shared_ptr<DeviceArray>> results;

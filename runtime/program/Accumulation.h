@@ -17,6 +17,10 @@ struct AccumulationSplit {
   // microMapped + j, summed over the micro-batches).
   std::vector<int> microInputs, applyInputs;
   int accumulated = 0, microMapped = 0;
+  // Per accumulated operand: whether the micro part takes a buffer for it as an input that only
+  // gives its bytes (micro.outputDonors), so the operand is computed straight into the fold's
+  // leaf, not in the arena and copied out. Those inputs follow microInputs' in operand order.
+  std::vector<bool> operandIntoLeaf;
   // Where each original output comes from: micro output (a mapped output: the micro-batches'
   // parts one after another) or apply output.
   struct Source {

@@ -14,6 +14,7 @@
 
 #include "TestUtil.h"
 #include "TreeCompare.h"
+#include "compiler/SplitAccumulation.h"
 #include "frontend/models/ResNet.h"
 #include "frontend/spmd.h"
 #include "runtime/exec/DeviceArray.h"
@@ -410,6 +411,36 @@ TEST(ShardUpdateTest, AccumulatedStepsUpdateDonatedStateInPlaceWithTheUndonatedB
       EXPECT_EQ(keeping.lastCall().outputsInPlace, 0) << what;
     }
   }
+}
+
+// The accumulation split's parts compute in place what the step keeps: the apply part pairs the
+// step's donated outputs with their donors (BatchNorm's statistics too, whose donors become
+// inputs it only writes), the micro part each accumulated operand (the gradients) with an
+// input of its own that the fold's leaf is passed in; runtime::inPlaceOutputs allows every pair,
+// so neither part's plan gives those outputs bytes of their own.
+TEST(ShardUpdateTest, AccumulationPartsComputeDonatedStateAndGradientsInPlace) {
+  auto model = models::resnet18({.width = 2});
+  auto f = trainStep(*model, Optimizer::Sgd, "cpu:2", Sharding::None);
+  const Vars v = step(f, initialVars(*model, Optimizer::Sgd), 0);
+  const runtime::Program& whole = f.lastProgram();
+  const AccumulationSplit split = splitForAccumulation(whole, std::vector<std::string>(whole.outputs.size(), "output"));
+  auto pairedInPlace = [](const runtime::Program& part, int& paired) {
+    const std::vector<bool> inPlace = runtime::inPlaceOutputs(part);
+    int both = 0;
+    paired = 0;
+    for (size_t k = 0; k < part.outputs.size(); ++k)
+      if (!part.outputDonors.empty() && part.outputDonors[k] >= 0) ++paired, both += inPlace[k];
+    return both;
+  };
+  int paired = 0;
+  const int state = int(v.params.size() + v.state.size() + v.opt.size() + v.ema.size());
+  EXPECT_EQ(pairedInPlace(split.apply, paired), state);
+  EXPECT_EQ(paired, state);
+  ASSERT_GT(split.accumulated, 0);
+  EXPECT_EQ(std::count(split.operandIntoLeaf.begin(), split.operandIntoLeaf.end(), true), split.accumulated);
+  EXPECT_EQ(pairedInPlace(split.micro, paired), split.accumulated);
+  EXPECT_EQ(paired, split.accumulated);
+  EXPECT_EQ(split.micro.inputs.size(), split.microInputs.size() + size_t(split.accumulated));
 }
 
 // What the plan holds for an accumulated step (lastPlannedBytes: both parts, the gradients'
