@@ -275,7 +275,6 @@ AccumulationSplit splitForAccumulation(const Program& program, const std::vector
   // with an input of its own bytes that no step reads: the caller passes the fold's leaf there
   // and the operand's step writes it in place (runtime::inPlaceOutputs), with no copy out of
   // the arena and no bytes in it.
-  split.operandIntoLeaf.assign(size_t(split.accumulated), false);
   std::vector<int> microDonors(split.micro.outputs.size(), -1);
   for (int j = 0; j < split.accumulated; ++j) {
     const int output = split.micro.outputs[size_t(split.microMapped + j)];
@@ -283,11 +282,10 @@ AccumulationSplit splitForAccumulation(const Program& program, const std::vector
     split.micro.buffers.push_back(split.micro.buffers[size_t(output)]);
     split.micro.inputs.push_back(int(split.micro.buffers.size()) - 1);
     microDonors[size_t(split.microMapped + j)] = int(split.micro.inputs.size()) - 1;
-    split.operandIntoLeaf[size_t(j)] = true;
   }
   if (std::any_of(applyDonors.begin(), applyDonors.end(), [](int d) { return d >= 0; }))
     split.apply.outputDonors = applyDonors;
-  if (std::count(split.operandIntoLeaf.begin(), split.operandIntoLeaf.end(), true)) split.micro.outputDonors = microDonors;
+  if (std::any_of(microDonors.begin(), microDonors.end(), [](int d) { return d >= 0; })) split.micro.outputDonors = microDonors;
   split.micro.name = program.name + ".micro";
   split.apply.name = program.name + ".apply";
   // The micro part runs one micro-batch on every device at once: its all-reduces (cross-replica

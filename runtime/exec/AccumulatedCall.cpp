@@ -82,11 +82,11 @@ std::vector<std::shared_ptr<DeviceArray>> callAccumulated(const AccumulationSpli
         in[r].push_back(input);
       }
       out[r].assign(microPart.outputs.size(), Output{Array{}, true, nullptr});
-      // The fold's new leaves, which the operands' steps write in place where operandIntoLeaf
+      // The fold's new leaves, which the operands' steps write in place where intoLeaf
       // says (the others are copied there).
       for (int j = 0; j < split.accumulated; ++j) {
         std::shared_ptr<std::byte> leaf = leafFor(r, j);
-        if (split.operandIntoLeaf[size_t(j)]) in[r].push_back({Array{}, leaf});
+        if (intoLeaf(split, j)) in[r].push_back({Array{}, leaf});
         out[r][size_t(split.microMapped + j)].device = std::move(leaf);
       }
     }

@@ -17,10 +17,10 @@ struct AccumulationSplit {
   // microMapped + j, summed over the micro-batches).
   std::vector<int> microInputs, applyInputs;
   int accumulated = 0, microMapped = 0;
-  // Per accumulated operand: whether the micro part takes a buffer for it as an input that only
-  // gives its bytes (micro.outputDonors), so the operand is computed straight into the fold's
-  // leaf, not in the arena and copied out. Those inputs follow microInputs' in operand order.
-  std::vector<bool> operandIntoLeaf;
+  // An accumulated operand the micro part computes (not one it passes through) is paired in
+  // micro.outputDonors with an input of its own that only gives its bytes, so the operand is
+  // computed straight into the fold's leaf, not in the arena and copied out (intoLeaf). Those
+  // inputs follow microInputs' in operand order.
   // Where each original output comes from: micro output (a mapped output: the micro-batches'
   // parts one after another) or apply output.
   struct Source {
@@ -35,5 +35,11 @@ struct AccumulationSplit {
   std::vector<int> outputDonors;
   std::vector<BufferDesc> inputTypes, outputTypes;
 };
+
+// Whether accumulated operand j is computed straight into the fold's leaf the caller passes.
+inline bool intoLeaf(const AccumulationSplit& split, int j) {
+  const std::vector<int>& donors = split.micro.outputDonors;
+  return !donors.empty() && donors[size_t(split.microMapped + j)] >= 0;
+}
 
 }  // namespace spmd::runtime

@@ -437,7 +437,9 @@ TEST(ShardUpdateTest, AccumulationPartsComputeDonatedStateAndGradientsInPlace) {
   EXPECT_EQ(pairedInPlace(split.apply, paired), state);
   EXPECT_EQ(paired, state);
   ASSERT_GT(split.accumulated, 0);
-  EXPECT_EQ(std::count(split.operandIntoLeaf.begin(), split.operandIntoLeaf.end(), true), split.accumulated);
+  int intoLeaves = 0;
+  for (int j = 0; j < split.accumulated; ++j) intoLeaves += runtime::intoLeaf(split, j);
+  EXPECT_EQ(intoLeaves, split.accumulated);
   EXPECT_EQ(pairedInPlace(split.micro, paired), split.accumulated);
   EXPECT_EQ(paired, split.accumulated);
   EXPECT_EQ(split.micro.inputs.size(), split.microInputs.size() + size_t(split.accumulated));
