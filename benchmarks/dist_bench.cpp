@@ -57,7 +57,7 @@ double median(std::vector<double> v) {
 struct StepFlags {
   std::string devices = "cpu:1";
   int64_t width = 64, batch = 64;
-  int steps = 5, accumulate = 1;
+  int steps = 5, accumulate = 1, microAtOnce = 0;
   bool shardUpdate = false, fsdp = false, remat = false, prefetch = false;
   double memoryBudgetMb = 0;
   double shardedBucketMb = (4 << 20) / 1e6;  // PmapOptions' default (4 MiB)
@@ -83,7 +83,7 @@ int step(const StepFlags& f) {
                               {.inAxes = {spmd::replicated, spmd::replicated, spmd::replicated, spmd::split, spmd::split},
                                .devices = devices, .shardedBucketBytes = std::max<int64_t>(1, int64_t(f.shardedBucketMb * 1e6)),
                                .name = "train_step", .donateArguments = {0, 1, 2},
-                               .accumulate = accumulate, .shardUpdate = f.shardUpdate,
+                               .accumulate = accumulate, .microBatchesAtOnce = f.microAtOnce, .shardUpdate = f.shardUpdate,
                                .fullyShard = f.fsdp, .prefetchGathers = f.prefetch, .memoryBudget = int64_t(f.memoryBudgetMb * 1e6)});
   auto [x, y] = bench::syntheticBatch(batch);
   int64_t begin = batch * me / processes, end = batch * (me + 1) / processes;
@@ -273,6 +273,8 @@ int main(int argc, char** argv) {
     stepMode.whole("--batch", s.batch, 1, int64_t(1) << 24, "global batch");
     stepMode.whole("--steps", s.steps, 1, 1000000, "timed steps after one warm-up step");
     stepMode.whole("--accumulate", s.accumulate, 1, 4096, "micro-batches per device and step");
+    stepMode.whole("--micro-at-once", s.microAtOnce, 0, 4096,
+                   "micro-batches a device runs at once (PmapOptions::microBatchesAtOnce; 0: as many as the cores hold)");
     stepMode.flag("--shard-update", s.shardUpdate,
                   "ZeRO-1 (PmapOptions::shardUpdate): each replica updates and keeps 1/N of the optimizer state");
     stepMode.flag("--fsdp", s.fsdp,

@@ -33,7 +33,8 @@ namespace spmd::detail {
 
 struct PmapCore::Entry {
   std::unique_ptr<runtime::ReplicaGroup> group;  // the whole step; with accumulation its apply part
-  std::unique_ptr<runtime::ReplicaGroup> micro;  // accumulation's per-micro-batch part
+  // Accumulation's per-micro-batch part: one group per micro-batch that runs at once.
+  std::vector<std::unique_ptr<runtime::ReplicaGroup>> micro;
   AccumulationSplit split;
   runtime::FoldBuffers fold;  // accumulation's, kept between calls
   std::shared_ptr<void> prototype;
@@ -237,6 +238,10 @@ PmapCore::PmapCore(PmapOptions options, bool jit, Loc defined) : state_(std::mak
                 "; give a power of two from 1 to 4096 (1: no accumulation), so that each replica's micro-batches "
                 "form one subtree of the all-reduce's fold tree");
   if (o.accumulate > 1 && jit) throw Error(jitPrefix(o) + "accumulate applies to pmap only");
+  if (o.microBatchesAtOnce < 0 || o.microBatchesAtOnce > o.accumulate)
+    throw Error(prefix(o) + "microBatchesAtOnce is " + std::to_string(o.microBatchesAtOnce) + " with accumulate " +
+                std::to_string(o.accumulate) + "; give 0 (as many as the cores hold) or 1 to accumulate (" +
+                std::to_string(o.accumulate) + ")");
   const std::string sharding = o.fullyShard ? "fullyShard (FSDP)" : "shardUpdate (ZeRO-1)";
   if ((o.shardUpdate || o.fullyShard) && o.allReplicas)
     throw Error(prefix(o) + sharding + " with allReplicas is not supported: the sliced parameters and "
@@ -448,18 +453,25 @@ std::pair<std::vector<Tensor>, std::shared_ptr<void>> PmapCore::call(
                     state_->devices.spec);
       entry->split = splitForAccumulation(program, entry->outputNames);
       if (o.planMemory) planMemory(entry->split.micro), planMemory(entry->split.apply);
-      entry->micro = std::make_unique<runtime::ReplicaGroup>(entry->split.micro, state_->devices, *state_->job,
-                                                             state_->timeout, o.threadsPerReplica, 1, A);
+      auto microGroup = [&] {
+        entry->micro.push_back(std::make_unique<runtime::ReplicaGroup>(entry->split.micro, state_->devices, *state_->job,
+                                                                       state_->timeout, o.threadsPerReplica, 1, A));
+      };
+      microGroup();
+      const int atOnce = o.microBatchesAtOnce > 0 ? o.microBatchesAtOnce
+                         : o.memoryBudget > 0    ? 1
+                                                 : entry->micro.front()->microBatchesAtOnce();
+      while (int(entry->micro.size()) < atOnce) microGroup();
       entry->group = std::make_unique<runtime::ReplicaGroup>(entry->split.apply, state_->devices, *state_->job,
                                                              state_->timeout, o.threadsPerReplica, A);
-      state_->plannedBytes = runtime::residentBytes(entry->split, A, false);
+      state_->plannedBytes = runtime::residentBytes(entry->split, A, false, atOnce);
     } else {
       state_->plannedBytes = runtime::residentBytes(program, false);
       entry->group = std::make_unique<runtime::ReplicaGroup>(program, state_->devices, *state_->job, state_->timeout,
                                                              o.threadsPerReplica);
     }
     entry->group->enableDebugNonFinite(o.debugNans, o.debugInfs);
-    if (entry->micro) entry->micro->enableDebugNonFinite(o.debugNans, o.debugInfs);
+    for (auto& group : entry->micro) group->enableDebugNonFinite(o.debugNans, o.debugInfs);
     entry->prototype = traced.prototype;
     if (state_->job->info().size > 1) {
       auto facts = fingerprint(structure, names, leaves, axes, *entry->group);
@@ -549,7 +561,9 @@ std::vector<Tensor> PmapCore::run(Entry& entry, const std::vector<Tensor>& leave
   const std::vector<runtime::CallArgument> arguments =
       callArguments(leaves, donatedLeaves(o, argumentLeaves, leaves.size()));
   std::vector<Tensor> results;
-  for (auto& value : entry.micro ? runtime::callAccumulated(entry.split, o.accumulate, *entry.micro, *entry.group,
+  std::vector<runtime::ReplicaGroup*> micro;
+  for (auto& group : entry.micro) micro.push_back(group.get());
+  for (auto& value : !micro.empty() ? runtime::callAccumulated(entry.split, o.accumulate, micro, *entry.group,
                                                             arguments, layout, &state_->lastCall, &entry.fold)
                                  : runtime::callReplicated(*entry.group, arguments, layout, &state_->lastCall))
     results.push_back(Tensor(std::move(value)));

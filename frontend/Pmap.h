@@ -103,6 +103,13 @@ struct PmapOptions {
   // replicas of one micro-batch, so SyncBN with accumulation is not the same as more replicas; a
   // replicated output computed from it (the running statistics) is averaged over the micro-batches.
   int accumulate = 1;
+  // With accumulate > 1: how many of a replica's micro-batches run at once, each on the threads
+  // it would have one at a time (so the same bits) and with its own arena and fold leaves (the
+  // memory plan grows by that much, lastPlannedBytes says so). 0: as many as the cores hold
+  // beside the other replicas (runtime::ThreadShare::microAtOnce: cpu:1 x 4 on 2 cores, two),
+  // one at a time with a memoryBudget, under SPMD_THREAD_INVARIANT=1 (the micro-batches then take
+  // the device's whole share) and across processes; 1: one after another.
+  int microBatchesAtOnce = 0;
   // ZeRO-1 (compiler pass spmd-shard-update): each replica runs the optimizer's update on its 1/N
   // slice of every parameter and state tensor: the gradients' all-reduce becomes a reduce-scatter,
   // and an all-gather at the top of the next step rebuilds the parameters for the forward pass.

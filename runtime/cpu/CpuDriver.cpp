@@ -36,9 +36,20 @@ ThreadShare withTurns(ThreadShare share, int replicas, const ProcessInfo& job) {
   return share;
 }
 
-}  // namespace
+// Micro-batches the process's OpenMP threads hold at once, each at `share` threads beside the
+// other replicas' (cpu:1 x 4 on 2 cores: the micro-batches run on one thread each, two at a time).
+// Across processes each process's threads are its own; there, one at a time.
+ThreadShare withMicroBatchesAtOnce(ThreadShare share, int replicas, int microBatches, const ProcessInfo& job) {
+  if (microBatches <= 1 || job.size > 1 || share.turns > 0) return share;
+  const int threads = omp_get_max_threads();
+  share.microAtOnce = std::clamp(threads / (std::max(1, replicas) * std::max(1, share.threads)), 1, microBatches);
+  if (share.microAtOnce > 1)
+    share.why += "; " + std::to_string(share.microAtOnce) + " micro-batches of each replica run at once";
+  return share;
+}
 
-ThreadShare cpuThreadShare(int replicas, int requested, const ProcessInfo& job, int microBatches) {
+// The threads of one replica, and how they were reached (cpuThreadShare without micro-batches at once).
+ThreadShare cpuShare(int replicas, int requested, const ProcessInfo& job, int microBatches) {
   const int devices = std::max(1, replicas);
   // Micro-batches count as replicas: cpu:1 with 4 micro-batches gets cpu:4's share, so every
   // layout of N virtual replicas runs the same threads (and gives the same bits). With
@@ -68,6 +79,13 @@ ThreadShare cpuThreadShare(int replicas, int requested, const ProcessInfo& job, 
                     std::to_string(threads) + " OpenMP threads of this process / " + std::to_string(replicas) +
                         " replicas" + perReplica},
                    devices, job);
+}
+
+}  // namespace
+
+ThreadShare cpuThreadShare(int replicas, int requested, const ProcessInfo& job, int microBatches) {
+  const ThreadShare share = cpuShare(replicas, requested, job, microBatches);
+  return withMicroBatchesAtOnce(share, replicas, microBatches > 1 && !threadInvariantKernels() ? microBatches : 1, job);
 }
 
 // Parses "N" of "<name>:N" as a count of emulated devices (shared with the sim backend).

@@ -24,6 +24,10 @@ struct ThreadShare {
   // > 0: at most this many of the process's replicas run at once, taking turns on the cores
   // (runtime/device/CoreTurns.h); 0: all at once.
   int turns = 0;
+  // Gradient accumulation's micro-batches one replica can run at once, each on `threads`, beside
+  // every other replica's, without taking turns: a micro-batch's bits depend on its threads, not
+  // on how many run together (runtime::callAccumulated runs them in rounds of this many).
+  int microAtOnce = 1;
 };
 
 // How a backend runs the ops with bf16 kernels (runtime/program/Bf16Kernels.h): `native`, its

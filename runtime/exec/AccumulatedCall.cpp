@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <exception>
+#include <thread>
 
 #include "runtime/base/Error.h"
 #include "runtime/device/Fold.h"
@@ -26,11 +28,12 @@ struct Subtree {
 }  // namespace
 
 std::vector<std::shared_ptr<DeviceArray>> callAccumulated(const AccumulationSplit& split, int microBatches,
-                                                          ReplicaGroup& micro, ReplicaGroup& apply,
+                                                          const std::vector<ReplicaGroup*>& micro, ReplicaGroup& apply,
                                                           const std::vector<CallArgument>& arguments,
                                                           const CallLayout& layout, CallCounts* counts,
                                                           FoldBuffers* kept) {
-  const int devices = micro.size(), A = microBatches;
+  if (micro.empty()) throw Error("program @" + split.micro.name + ": callAccumulated was given no group to run it");
+  const int devices = micro.front()->size(), A = microBatches;
   FoldBuffers ownFold;
   FoldBuffers& fold = kept ? *kept : ownFold;
   fold.spare.resize(size_t(devices));
@@ -39,7 +42,7 @@ std::vector<std::shared_ptr<DeviceArray>> callAccumulated(const AccumulationSpli
   auto leafFor = [&](int r, int j) {
     auto& spare = fold.spare[size_t(r)][size_t(j)];
     if (spare.empty())
-      return micro.device(r)->allocate(split.micro.buffers[size_t(split.micro.outputs[size_t(split.microMapped + j)])].bytes());
+      return micro.front()->device(r)->allocate(split.micro.buffers[size_t(split.micro.outputs[size_t(split.microMapped + j)])].bytes());
     std::shared_ptr<std::byte> leaf = std::move(spare.back());
     spare.pop_back();
     return leaf;
@@ -57,7 +60,7 @@ std::vector<std::shared_ptr<DeviceArray>> callAccumulated(const AccumulationSpli
     if (mapped(split.inputPlacements[i])) local.back()[0] *= A;
   }
   std::vector<bool> bound;
-  std::vector<std::vector<Input>> inputs = bindArguments(arguments, split.inputPlacements, local, MeshShape{}, micro, bound);
+  std::vector<std::vector<Input>> inputs = bindArguments(arguments, split.inputPlacements, local, MeshShape{}, *micro.front(), bound);
 
   // Per replica and accumulated operand, the fold tree's stack of complete subtrees (level, buffer).
   const Program& microPart = split.micro;
@@ -66,10 +69,13 @@ std::vector<std::shared_ptr<DeviceArray>> callAccumulated(const AccumulationSpli
   std::vector<std::vector<std::shared_ptr<std::byte>>> parts(devices);
   for (int r = 0; r < devices; ++r)
     for (int k = 0; k < split.microMapped; ++k)
-      parts[r].push_back(micro.device(r)->allocate(microPart.buffers[microPart.outputs[k]].bytes() * A));
-  for (int a = 0; a < A; ++a) {
-    std::vector<std::vector<Input>> in(devices);
-    std::vector<std::vector<Output>> out(devices);
+      parts[r].push_back(micro.front()->device(r)->allocate(microPart.buffers[microPart.outputs[k]].bytes() * A));
+  // Micro-batch a's inputs and outputs on every replica: its rows of the mapped inputs, the
+  // others whole, and new leaves of the fold, which the operands' steps write in place where
+  // intoLeaf says (the others are copied there).
+  auto prepare = [&](int a, std::vector<std::vector<Input>>& in, std::vector<std::vector<Output>>& out) {
+    in.assign(size_t(devices), {});
+    out.assign(size_t(devices), {});
     for (int r = 0; r < devices; ++r) {
       for (int i : split.microInputs) {
         Input input = inputs[r][i];
@@ -82,21 +88,15 @@ std::vector<std::shared_ptr<DeviceArray>> callAccumulated(const AccumulationSpli
         in[r].push_back(input);
       }
       out[r].assign(microPart.outputs.size(), Output{Array{}, true, nullptr});
-      // The fold's new leaves, which the operands' steps write in place where intoLeaf
-      // says (the others are copied there).
       for (int j = 0; j < split.accumulated; ++j) {
         std::shared_ptr<std::byte> leaf = leafFor(r, j);
         if (intoLeaf(split, j)) in[r].push_back({Array{}, leaf});
         out[r][size_t(split.microMapped + j)].device = std::move(leaf);
       }
     }
-    micro.setVirtualStep(a, A);
-    try {
-      micro.run(in, out);
-    } catch (...) {
-      micro.setVirtualStep(0, 1);
-      throw;
-    }
+  };
+  // Micro-batch a's results: its rows of the mapped outputs, and its leaves into the fold.
+  auto gather = [&](int a, std::vector<std::vector<Output>>& out) {
     for (int r = 0; r < devices; ++r) {
       for (int k = 0; k < split.microMapped; ++k) {
         const size_t bytes = microPart.buffers[microPart.outputs[k]].bytes();
@@ -116,8 +116,41 @@ std::vector<std::shared_ptr<DeviceArray>> callAccumulated(const AccumulationSpli
         stack.push_back(leaf);
       }
     }
+  };
+  // Rounds of `atOnce` micro-batches, one per group, each on its own thread; their leaves join
+  // the fold in micro-batch order, so the fold's bits do not depend on the rounds. The first call
+  // runs them one at a time: its kernels choose, and timing them beside other work would mislead.
+  const int atOnce = fold.warmed ? std::clamp(int(micro.size()), 1, A) : 1;
+  auto virtualSteps = [&](int first, int n) {
+    for (int g = 0; g < int(micro.size()); ++g) micro[size_t(g)]->setVirtualStep(g < n ? first + g : 0, g < n ? A : 1);
+  };
+  for (int first = 0; first < A; first += atOnce) {
+    const int n = std::min(atOnce, A - first);
+    std::vector<std::vector<std::vector<Input>>> in(static_cast<size_t>(n));
+    std::vector<std::vector<std::vector<Output>>> out(static_cast<size_t>(n));
+    for (int g = 0; g < n; ++g) prepare(first + g, in[size_t(g)], out[size_t(g)]);
+    virtualSteps(first, n);
+    std::vector<std::exception_ptr> failed(static_cast<size_t>(n));
+    auto runOne = [&](int g) {
+      try {
+        micro[size_t(g)]->run(in[size_t(g)], out[size_t(g)]);
+      } catch (...) {
+        failed[size_t(g)] = std::current_exception();
+      }
+    };
+    std::vector<std::thread> others;
+    for (int g = 1; g < n; ++g) others.emplace_back(runOne, g);
+    runOne(0);
+    for (std::thread& t : others) t.join();
+    for (const std::exception_ptr& e : failed)
+      if (e) {
+        virtualSteps(0, 0);
+        std::rethrow_exception(e);
+      }
+    for (int g = 0; g < n; ++g) gather(first + g, out[size_t(g)]);
   }
-  micro.setVirtualStep(0, 1);
+  virtualSteps(0, 0);
+  fold.warmed = true;
 
   // The apply part: the replicas' subtrees (one each: A is a power of two), then the inputs it
   // reads or only writes. An output it computes takes the buffers of the input the whole step's

@@ -18,13 +18,16 @@ namespace spmd::runtime {
 // ResNet-18 step on cpu:1 with 4 micro-batches 5% slower).
 struct FoldBuffers {
   std::vector<std::vector<std::vector<std::shared_ptr<std::byte>>>> spare;  // [replica][operand]
+  bool warmed = false;  // a call has run (its kernels chose): micro-batches may run at once
 };
 
 // `micro` runs split.micro with microBatches micro-batches per replica, `apply` split.apply;
-// both on the same devices. A mapped argument holds microBatches micro-batches' rows per replica.
-// `kept`: the step's fold buffers between calls (null: allocated for this call).
+// all on the same devices. A mapped argument holds microBatches micro-batches' rows per replica.
+// Each group of `micro` runs one micro-batch of a round at once (one group: one after another;
+// PmapOptions::microBatchesAtOnce). `kept`: the step's fold buffers between calls (null:
+// allocated for this call, and the micro-batches run one at a time).
 std::vector<std::shared_ptr<DeviceArray>> callAccumulated(const AccumulationSplit& split, int microBatches,
-                                                          ReplicaGroup& micro, ReplicaGroup& apply,
+                                                          const std::vector<ReplicaGroup*>& micro, ReplicaGroup& apply,
                                                           const std::vector<CallArgument>& arguments,
                                                           const CallLayout& layout, CallCounts* counts = nullptr,
                                                           FoldBuffers* kept = nullptr);

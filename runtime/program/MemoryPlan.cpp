@@ -2,6 +2,7 @@
 #include "runtime/program/MemoryPlan.h"
 
 #include <algorithm>
+#include <bit>
 
 namespace spmd::runtime {
 
@@ -119,17 +120,20 @@ size_t residentBytes(const Program& program, bool hostAccessible) {
   return bytes;
 }
 
-size_t residentBytes(const AccumulationSplit& split, int microBatches, bool hostAccessible) {
-  size_t bytes = residentBytes(split.micro, true) + residentBytes(split.apply, true);
+size_t residentBytes(const AccumulationSplit& split, int microBatches, bool hostAccessible, int atOnce) {
+  atOnce = std::clamp(atOnce, 1, std::max(1, microBatches));
+  size_t bytes = residentBytes(split.micro, true) * size_t(atOnce) + residentBytes(split.apply, true);
   if (!hostAccessible)
     for (size_t i = 0; i < split.inputTypes.size(); ++i)
       bytes += split.inputTypes[i].bytes() *
                size_t(split.inputPlacements[i].kind == Placement::Kind::Mapped ? microBatches : 1);
-  int levels = 1;  // the newest leaf, and one complete subtree per bit of microBatches - 1
-  for (int rest = microBatches - 1; rest > 0; rest >>= 1) levels += rest & 1;
+  // A round's new leaves beside one complete subtree per bit of the micro-batches before it.
+  int levels = 0;
+  for (int first = 0; first < microBatches; first += atOnce)
+    levels = std::max(levels, std::popcount(unsigned(first)) + std::min(atOnce, microBatches - first));
   for (size_t k = 0; k < split.micro.outputs.size(); ++k) {
     const size_t one = split.micro.buffers[size_t(split.micro.outputs[k])].bytes();
-    bytes += one * size_t(int(k) < split.microMapped ? microBatches + 1 : levels);
+    bytes += one * size_t(int(k) < split.microMapped ? microBatches + atOnce : levels);
   }
   return bytes;
 }

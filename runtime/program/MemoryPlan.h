@@ -59,8 +59,9 @@ size_t residentBytes(const Program& program, bool hostAccessible);
 // (each part's inputs are those inputs or the fold's), the fold of the accumulated operands at
 // its deepest (log2(microBatches) complete subtrees and the newest micro-batch's leaf, each an
 // operand's bytes) and the mapped outputs' parts, gathered a micro-batch at a time (with the
-// newest micro-batch's copy).
-size_t residentBytes(const AccumulationSplit& split, int microBatches, bool hostAccessible);
+// newest micro-batch's copy). `atOnce` micro-batches running together (PmapOptions::
+// microBatchesAtOnce) hold a micro part's arena and buffers, a leaf and a copy each.
+size_t residentBytes(const AccumulationSplit& split, int microBatches, bool hostAccessible, int atOnce = 1);
 
 // The step at which the most bytes are live (inputs and constants count throughout, a step's
 // inputs and outputs at that step, a reshape chain once, as its root), those bytes, and the

@@ -179,15 +179,19 @@ TEST(PmapTest, AccumulationEqualsMoreReplicasBitForBit) {
   };
   Array w = randomArray(DType::f64, {3}, 8), x = randomArray(DType::f64, {16, 3}, 9);
   for (int64_t i = 0; i < x.numel(); ++i) x.values<double>()[i] *= (i % 5 == 0 ? 1e12 : 1.0);
-  auto run = [&](const std::string& devices, int accumulate) {
+  // Called twice: the second call runs `atOnce` micro-batches together (the first, one at a time).
+  auto run = [&](const std::string& devices, int accumulate, int atOnce) {
     auto f = pmap(step, {.inAxes = {replicated, split}, .outAxes = {replicated, replicated, split},
-                         .devices = devices, .accumulate = accumulate});
+                         .devices = devices, .accumulate = accumulate, .microBatchesAtOnce = atOnce});
+    f(w, x);
     auto [loss, grad, scaled] = f(w, x);
     return std::tuple{values<double>(loss), values<double>(grad), values<double>(scaled)};
   };
-  auto reference = run("cpu:8", 1);
-  for (auto [devices, accumulate] : {std::pair{"cpu:4", 2}, {"cpu:2", 4}, {"cpu:1", 8}})
-    EXPECT_EQ(run(devices, accumulate), reference) << devices << " x " << accumulate << " micro-batches";
+  auto reference = run("cpu:8", 1, 0);
+  for (auto [devices, accumulate, atOnce] : {std::tuple{"cpu:4", 2, 1}, {"cpu:2", 4, 1}, {"cpu:1", 8, 1},
+                                             {"cpu:2", 4, 2}, {"cpu:1", 8, 3}, {"cpu:1", 8, 8}})
+    EXPECT_EQ(run(devices, accumulate, atOnce), reference)
+        << devices << " x " << accumulate << " micro-batches, " << atOnce << " at once";
   // The values make the order matter: a left fold of the virtual replicas' gradients (what the
   // fold was before the tree) gives other bits than the tree for some element.
   auto xv = x.values<double>();
@@ -211,6 +215,24 @@ TEST(PmapBadInputTest, AccumulationNeedsAPowerOfTwoThatSplitsTheBatch) {
   auto g = pmap(f, {.inAxes = {split}, .devices = "cpu:2", .accumulate = 4});
   EXPECT_NE(errorOf([&] { g(Array::zeros(DType::f32, {12})); }).find("cannot split into equal micro-batches"),
             std::string::npos);
+}
+
+// Micro-batches at once: 0 (the thread share's count) to accumulate; the share says how many.
+TEST(PmapBadInputTest, MicroBatchesAtOnceRangeFromZeroToAccumulate) {
+  auto f = [](const Tensor& x) { return sum(x, {0}); };
+  for (int atOnce : {-1, 5}) {
+    const std::string error =
+        errorOf([&] { pmap(f, {.inAxes = {split}, .devices = "cpu:2", .accumulate = 4, .microBatchesAtOnce = atOnce}); });
+    EXPECT_NE(error.find("microBatchesAtOnce is " + std::to_string(atOnce) + " with accumulate 4; give 0"),
+              std::string::npos)
+        << error;
+  }
+  const int before = omp_get_max_threads();
+  omp_set_num_threads(2);
+  std::string why;
+  pmap(f, {.inAxes = {split}, .devices = "cpu:1", .accumulate = 4}).threadsPerReplica(&why);
+  omp_set_num_threads(before);
+  EXPECT_NE(why.find("; 2 micro-batches of each replica run at once"), std::string::npos) << why;
 }
 
 TEST(PmapTest, AdamSeesAveragedGradients) {

@@ -3,6 +3,7 @@
 // optimizer state and BatchNorm state in tree order.
 #pragma once
 
+#include <tuple>
 #include <vector>
 
 #include "benchmarks/TrainStep.h"
@@ -11,8 +12,10 @@
 
 namespace spmd::testing {
 
-// `options`' inAxes are set here (the step's: three replicated trees, a split batch).
-inline std::vector<Array> resnetStepOutputs(int64_t width, int64_t batch, uint64_t initSeed, PmapOptions options) {
+// `options`' inAxes are set here (the step's: three replicated trees, a split batch). `steps`:
+// steps run one after another on the same batch, each from the last one's results.
+inline std::vector<Array> resnetStepOutputs(int64_t width, int64_t batch, uint64_t initSeed, PmapOptions options,
+                                            int steps = 1) {
   auto model = models::resnet18({.width = width});
   optim::Sgd sgd({.learningRate = 0.05, .momentum = 0.9});
   auto [x, y] = bench::syntheticBatch(batch);
@@ -21,6 +24,7 @@ inline std::vector<Array> resnetStepOutputs(int64_t width, int64_t batch, uint64
   auto [params, state] = model->initialize(initSeed);
   Tree opt = sgd.init(params);
   auto [p, o, s, loss] = step(params, opt, state, x, y);
+  for (int i = 1; i < steps; ++i) std::tie(p, o, s, loss) = step(p, o, s, x, y);
   std::vector<Array> out = {loss.array()};
   for (const Tree* tree : {&p, &o, &s})
     for (const auto& [name, t] : *tree) out.push_back(t.array());

@@ -68,7 +68,7 @@ Vars initialVars(const nn::Module& model, Optimizer kind, DType dtype = DType::f
 }
 
 auto trainStep(const nn::Module& model, Optimizer kind, const std::string& devices, Sharding sharding,
-               int accumulate = 1, bool prefetch = false, bool donate = true) {
+               int accumulate = 1, bool prefetch = false, bool donate = true, int microAtOnce = 0) {
   return pmap(
       [&model, kind](const Tree& params, const Tree& state, const Tree& opt, const Tree& ema, const Tensor& x,
                      const Tensor& y, const Tensor& rate) {
@@ -85,6 +85,7 @@ auto trainStep(const nn::Module& model, Optimizer kind, const std::string& devic
        .devices = devices,
        .donateArguments = donate ? std::vector<int>{0, 1, 2, 3} : std::vector<int>{},
        .accumulate = accumulate,
+       .microBatchesAtOnce = microAtOnce,
        .shardUpdate = sharding == Sharding::Update,
        .fullyShard = sharding == Sharding::Full,
        .prefetchGathers = prefetch});
@@ -446,19 +447,23 @@ TEST(ShardUpdateTest, AccumulationPartsComputeDonatedStateAndGradientsInPlace) {
 }
 
 // What the plan holds for an accumulated step (lastPlannedBytes: both parts, the gradients'
-// fold, the inputs): less than the whole batch's step where activations outweigh parameters
+// fold, the inputs; one micro-batch at a time): less than the whole batch's step where activations outweigh parameters
 // (width 2 on 16x16 images; at full width, batch 64, the fold's gradients cancel the saving:
 // README); at least the parameters, momentum and EMA and the fold at its deepest (three
 // gradients for 4 micro-batches); unaccumulated, the program's resident bytes.
 TEST(ShardUpdateTest, AnAccumulatedStepPlansLessThanTheWholeBatchWithItsFold) {
   auto model = models::resnet18({.width = 2});
-  auto planned = [&](int accumulate) {
-    auto f = trainStep(*model, Optimizer::Sgd, "cpu:1", Sharding::None, accumulate);
+  auto planned = [&](int accumulate, int atOnce) {
+    auto f = trainStep(*model, Optimizer::Sgd, "cpu:1", Sharding::None, accumulate, false, true, atOnce);
     step(f, initialVars(*model, Optimizer::Sgd), 0);
-    if (accumulate == 1) EXPECT_EQ(f.lastPlannedBytes(), runtime::residentBytes(f.lastProgram(), false));
+    if (accumulate == 1) {
+      EXPECT_EQ(f.lastPlannedBytes(), runtime::residentBytes(f.lastProgram(), false));
+    }
     return f.lastPlannedBytes();
   };
-  const size_t whole = planned(1), accumulated = planned(4);
+  const size_t whole = planned(1, 0), accumulated = planned(4, 1);
+  // Two micro-batches at once: a second micro part's arena, leaf and copies.
+  EXPECT_GT(planned(4, 2), accumulated);
   const Vars v = initialVars(*model, Optimizer::Sgd);
   const size_t parameterBytes = size_t(v.params.numElements()) * 4;
   EXPECT_LT(accumulated, whole);

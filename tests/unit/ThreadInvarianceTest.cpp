@@ -65,5 +65,22 @@ TEST(ThreadInvarianceTest, ThreadInvariantKernelsGiveBitsThatDoNotDependOnThread
   runtime::setThreadInvariantKernels(std::nullopt);
 }
 
+// Micro-batches run at once (PmapOptions::microBatchesAtOnce; the first call runs them one at a
+// time, so two steps) each on the threads they have one at a time: with the default kernels,
+// whose bits depend on the threads, the same bits as one after another, and as cpu:4.
+TEST(ThreadInvarianceTest, MicroBatchesAtOnceGiveTheBitsOfOneAtATime) {
+  auto run = [](const std::string& devices, int accumulate, int atOnce) {
+    return testing::resnetStepOutputs(8, 16, 5, {.devices = devices, .threadsPerReplica = 1, .accumulate = accumulate,
+                                                 .microBatchesAtOnce = atOnce}, 2);
+  };
+  const std::vector<Array> oneAtATime = run("cpu:1", 4, 1);
+  for (int atOnce : {2, 4}) {
+    const int n = differing(run("cpu:1", 4, atOnce), oneAtATime);
+    EXPECT_EQ(n, 0) << atOnce << " micro-batches at once: " << n << " tensors differ";
+  }
+  const int n = differing(run("cpu:4", 1, 0), oneAtATime);
+  EXPECT_EQ(n, 0) << "cpu:4 against cpu:1 x 4 micro-batches: " << n << " tensors differ";
+}
+
 }  // namespace
 }  // namespace spmd
