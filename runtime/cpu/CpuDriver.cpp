@@ -36,12 +36,15 @@ ThreadShare withTurns(ThreadShare share, int replicas, const ProcessInfo& job) {
   return share;
 }
 
-// Micro-batches the process's OpenMP threads hold at once, each at `share` threads beside the
-// other replicas' (cpu:1 x 4 on 2 cores: the micro-batches run on one thread each, two at a time).
-// Across processes each process's threads are its own; there, one at a time.
+// Micro-batches the process's threads hold at once, each at `share` threads beside the other
+// replicas' (cpu:1 x 4 on 2 cores: the micro-batches run on one thread each, two at a time):
+// its OpenMP threads, or under mpirun without OMP_NUM_THREADS its part of the host's cores.
 ThreadShare withMicroBatchesAtOnce(ThreadShare share, int replicas, int microBatches, const ProcessInfo& job) {
-  if (microBatches <= 1 || job.size > 1 || share.turns > 0) return share;
-  const int threads = omp_get_max_threads();
+  if (microBatches <= 1 || share.turns > 0) return share;
+  const char* omp = std::getenv("OMP_NUM_THREADS");
+  const int threads = job.size > 1 && !(omp && *omp)
+                          ? int(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)) / std::max(1, job.localSize))
+                          : omp_get_max_threads();
   share.microAtOnce = std::clamp(threads / (std::max(1, replicas) * std::max(1, share.threads)), 1, microBatches);
   if (share.microAtOnce > 1)
     share.why += "; " + std::to_string(share.microAtOnce) + " micro-batches of each replica run at once";

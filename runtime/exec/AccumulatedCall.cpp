@@ -119,21 +119,30 @@ std::vector<std::shared_ptr<DeviceArray>> callAccumulated(const AccumulationSpli
   };
   // Rounds of `atOnce` micro-batches, one per group, each on its own thread; their leaves join
   // the fold in micro-batch order, so the fold's bits do not depend on the rounds. The first call
-  // runs them one at a time: its kernels choose, and timing them beside other work would mislead.
-  const int atOnce = fold.warmed ? std::clamp(int(micro.size()), 1, A) : 1;
-  auto virtualSteps = [&](int first, int n) {
-    for (int g = 0; g < int(micro.size()); ++g) micro[size_t(g)]->setVirtualStep(g < n ? first + g : 0, g < n ? A : 1);
+  // runs them one at a time, micro-batch a on group a mod groups, so that each group's first run
+  // (its kernels choose; across processes process 0's choices arrive) runs alone and in the same
+  // order in every process: timing a kernel beside other work would mislead.
+  const int groups = int(micro.size()), atOnce = fold.warmed ? std::min(groups, A) : 1;
+  // Group g runs micro-batch steps[g] of A (-1: none this round).
+  auto virtualSteps = [&](const std::vector<int>& steps) {
+    for (int g = 0; g < groups; ++g)
+      micro[size_t(g)]->setVirtualStep(steps[size_t(g)] < 0 ? 0 : steps[size_t(g)], steps[size_t(g)] < 0 ? 1 : A);
   };
+  const std::vector<int> idle(size_t(groups), -1);
   for (int first = 0; first < A; first += atOnce) {
-    const int n = std::min(atOnce, A - first);
+    const int n = std::min(atOnce, A - first), firstGroup = fold.warmed ? 0 : first % groups;
     std::vector<std::vector<std::vector<Input>>> in(static_cast<size_t>(n));
     std::vector<std::vector<std::vector<Output>>> out(static_cast<size_t>(n));
-    for (int g = 0; g < n; ++g) prepare(first + g, in[size_t(g)], out[size_t(g)]);
-    virtualSteps(first, n);
+    std::vector<int> steps = idle;
+    for (int g = 0; g < n; ++g) {
+      prepare(first + g, in[size_t(g)], out[size_t(g)]);
+      steps[size_t(firstGroup + g)] = first + g;
+    }
+    virtualSteps(steps);
     std::vector<std::exception_ptr> failed(static_cast<size_t>(n));
     auto runOne = [&](int g) {
       try {
-        micro[size_t(g)]->run(in[size_t(g)], out[size_t(g)]);
+        micro[size_t(firstGroup + g)]->run(in[size_t(g)], out[size_t(g)]);
       } catch (...) {
         failed[size_t(g)] = std::current_exception();
       }
@@ -144,12 +153,12 @@ std::vector<std::shared_ptr<DeviceArray>> callAccumulated(const AccumulationSpli
     for (std::thread& t : others) t.join();
     for (const std::exception_ptr& e : failed)
       if (e) {
-        virtualSteps(0, 0);
+        virtualSteps(idle);
         std::rethrow_exception(e);
       }
     for (int g = 0; g < n; ++g) gather(first + g, out[size_t(g)]);
   }
-  virtualSteps(0, 0);
+  virtualSteps(idle);
   fold.warmed = true;
 
   // The apply part: the replicas' subtrees (one each: A is a power of two), then the inputs it

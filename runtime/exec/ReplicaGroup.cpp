@@ -1,6 +1,7 @@
 // ReplicaGroup: executors, communicators and worker threads; error collection per replica.
 #include "runtime/exec/ReplicaGroup.h"
 
+#include <algorithm>
 #include <atomic>
 
 #include "runtime/device/CoreTurns.h"
@@ -15,6 +16,8 @@ ReplicaGroup::ReplicaGroup(const Program& program, const DeviceList& devices, co
     : devices_(devices), job_(processes) {
   const ProcessInfo& job = processes.info();
   acrossProcesses_ = job.size > 1;
+  exchanges_ = std::any_of(program.steps.begin(), program.steps.end(),
+                           [](const Step& step) { return exchangesBetweenReplicas(step.op); });
   if (acrossProcesses_ && program.axisName.empty())
     throw Error("program @" + program.name + " has no mapped axis, so it runs in one process; give its "
                 "ReplicaGroup Job::single(), not the job of " + std::to_string(job.size) + " processes");
@@ -127,10 +130,12 @@ void ReplicaGroup::run(const std::vector<std::vector<Input>>& inputs,
                 " replicas, got inputs for " + std::to_string(inputs.size()));
   std::lock_guard runLock(runMutex_);
   // Across processes, collectives must reach MPI in the same order everywhere: one compiled
-  // step runs at a time in each process (and every process must call them in the same order).
+  // step with collectives (or choosing its kernels, which process 0 sends) runs at a time in
+  // each process (and every process must call them in the same order). One without runs beside
+  // them (accumulation's micro-batches at once).
   static std::mutex jobOrder;
   std::unique_lock<std::mutex> orderLock;
-  if (acrossProcesses_) orderLock = std::unique_lock(jobOrder);
+  if (acrossProcesses_ && (exchanges_ || !kernelsChosen_)) orderLock = std::unique_lock(jobOrder);
   for (auto& comm : comms_) comm->reset();
   if (acrossProcesses_ && !kernelsChosen_) {
     // Kernels with variants are chosen before the first step, on replica 0's thread while no

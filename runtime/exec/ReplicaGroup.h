@@ -87,6 +87,7 @@ class ReplicaGroup {
   const Job& job_;
   bool acrossProcesses_ = false;  // the program's axis spans the replicas of several processes
   bool kernelsChosen_ = false;    // across processes: process 0's kernel choices taken (first run)
+  bool exchanges_ = false;        // the program has steps that move data between replicas
   // Runs `task(r)` for every replica r on its worker (or the calling thread), waiting for all.
   void dispatch(const std::function<void(int)>& task);
   ThreadShare threads_;

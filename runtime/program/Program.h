@@ -52,6 +52,12 @@ struct Step {
   const std::string& text(const std::string& name) const;
 };
 
+// Whether a step of this op moves data between replicas through the communicator (axis_index
+// only reads the replica's index).
+inline bool exchangesBetweenReplicas(const std::string& op) {
+  return op == "all_reduce" || op == "all_gather" || op == "reduce_scatter" || op == "ppermute" || op == "all_to_all";
+}
+
 // A `fused` step that compiler/BatchFused made of k steps has the `segments` attribute k (1 for
 // every other step); segment s's operands are inputs [s * ni, (s + 1) * ni) and outputs
 // [s * no, (s + 1) * no) (runtime/device/Segments.h runs them).

@@ -222,8 +222,7 @@ void checkProgram(const Program& p) {
         if (!same(id, step.outputs[0]))
           throw Error(prefix + at + ": operand " + buffer(id) + " does not match its result " + buffer(step.outputs[0]));
     }
-    const bool collective = step.op == "all_reduce" || step.op == "all_gather" || step.op == "reduce_scatter" ||
-                            step.op == "ppermute" || step.op == "all_to_all" || step.op == "axis_index";
+    const bool collective = exchangesBetweenReplicas(step.op) || step.op == "axis_index";
     if (collective && p.axisName.empty())
       throw Error(prefix + at + " is a collective, but the program has no axis");
     auto bytesOf = [&](int id) { return p.buffers[id].bytes(); };

@@ -39,7 +39,7 @@ constexpr int64_t kBatch = 24, kSize = 16;
 
 struct Flags {
   std::string devices = "cpu:1", out, fault, checkpoint, bn = "cross", dtype = "f32";
-  int steps = 3, faultProcess = 1, faultStep = 1, initSeed = 7, accumulate = 1;
+  int steps = 3, faultProcess = 1, faultStep = 1, initSeed = 7, accumulate = 1, microAtOnce = 0;
   double lr = 0.05;
   int64_t bucketBytes = 25 << 20;
 };
@@ -61,6 +61,7 @@ std::optional<Flags> parse(int argc, char** argv, int& status) {
   app.number("--lr", f.lr, 0, 1e30, "learning rate");
   app.whole("--init-seed", f.initSeed, 0, INT32_MAX, "initialization seed");
   app.whole("--accumulate", f.accumulate, 1, 4096, "micro-batches per device and step");
+  app.whole("--micro-at-once", f.microAtOnce, 0, 4096, "micro-batches a device runs at once (0: as the cores hold)");
   app.oneOf("--dtype", f.dtype, {"f32", "f64", "bf16"},
             "the element type of the model and data (bf16: mixed precision, f32 parameters)");
   app.whole("--bucket-bytes", f.bucketBytes, 4, int64_t(1) << 40, "the largest combined gradient all-reduce");
@@ -415,6 +416,7 @@ int run(const Flags& f) {
       },
       {.inAxes = {replicated, replicated, replicated, split, split}, .devices = f.devices,
        .bucketBytes = f.bucketBytes, .name = "dist_step", .driftCheckEvery = f.fault == "flip" ? 1 : 0, .accumulate = f.accumulate,
+       .microBatchesAtOnce = f.microAtOnce,
        // lone-read: the parameters stay sliced across the processes (ZeRO-1), and the checkpoint
        // below reads them on process 0 alone, which must stop the job naming the mistake.
        .shardUpdate = f.fault == "lone-read"});

@@ -191,21 +191,26 @@ def check_layouts(args):
         fail("exact mode, N = 4: the bf16 run's state equals the f32 run's: --dtype bf16 changed nothing")
     print("exact N = 4 bf16 activations cross-replica BN: %s give the same bits" % ", ".join("%dx%d" % s for s in splits))
     # Gradient accumulation: P x K x A with per-replica BatchNorm is the same bits as P * K * A
-    # replicas, in f32 and f64 (the micro-batches are virtual replicas of the same fold tree).
-    accumulation = {4: [(1, 2, 2), (1, 1, 4), (2, 1, 2)], 6: [(1, 3, 2), (3, 1, 2)]}
+    # replicas, in f32 and f64 (the micro-batches are virtual replicas of the same fold tree);
+    # a fourth number runs that many of a device's micro-batches at once (--micro-at-once; 1
+    # otherwise, so that the host's core count does not decide what runs).
+    accumulation = {4: [(1, 2, 2), (1, 1, 4), (2, 1, 2), (2, 1, 2, 2)], 6: [(1, 3, 2), (3, 1, 2)]}
     for n, splits in accumulation.items():
         for dtype in ["f32", "f64"]:
             acc_reference = exact_run(args, 1, n, "acc_n%d_%s_ref" % (n, dtype), ["--dtype", dtype, "--bn", "per"],
                                   {"SPMD_THREADS_PER_REPLICA": 1})[0]
-            for processes, per, steps in splits:
-                name = "acc_n%d_%s_%dx%dx%d" % (n, dtype, processes, per, steps)
+            for split in splits:
+                processes, per, steps, at_once = (split + (1,))[:4]
+                name = "acc_n%d_%s_%dx%dx%d_%d" % (n, dtype, processes, per, steps, at_once)
                 blob, _, seconds = exact_run(args, processes, per, name,
-                                             ["--dtype", dtype, "--bn", "per", "--accumulate", str(steps)],
+                                             ["--dtype", dtype, "--bn", "per", "--accumulate", str(steps),
+                                              "--micro-at-once", str(at_once)],
                                              {"SPMD_THREADS_PER_REPLICA": 1})
                 if blob != acc_reference:
-                    fail("accumulation, %s: %d x %d x %d differs from 1 x %d x 1" % (dtype, processes, per, steps, n))
-            print("exact N = %d %s per-replica BN: %s (P x K x A) give the bits of 1x%dx1" %
-                  (n, dtype, ", ".join("%dx%dx%d" % s for s in splits), n))
+                    fail("accumulation, %s: %d x %d x %d (%d at once) differs from 1 x %d x 1" %
+                         (dtype, processes, per, steps, at_once, n))
+            print("exact N = %d %s per-replica BN: %s (P x K x A, at once) give the bits of 1x%dx1" %
+                  (n, dtype, ", ".join("x".join(map(str, s)) for s in splits), n))
     # Cross-replica BatchNorm with accumulation: statistics over each micro-batch's P x K replicas,
     # running statistics averaged over the micro-batches; 1 x 2 x 2 and 2 x 1 x 2 agree.
     cross = {split: exact_run(args, split[0], split[1], "acc_cross_%dx%dx%d" % split,
