@@ -275,10 +275,21 @@ size_t PmapCore::lastPlannedBytes() const {
   return state_->plannedBytes;
 }
 int PmapCore::threadsPerReplica(std::string* why) const {
-  runtime::ThreadShare share = state_->devices.driver().threadsPerReplica(
-      state_->devices, state_->options.threadsPerReplica, state_->job->info(), state_->options.accumulate);
+  runtime::ThreadShare share =
+      state_->devices.driver().threadsPerReplica(state_->devices, state_->options.threadsPerReplica,
+                                                 state_->job->info(), state_->options.accumulate, microBatchesAtOnce());
   if (why) *why = share.why;
   return share.threads;
+}
+
+int PmapCore::microBatchesAtOnce() const {
+  const PmapOptions& o = state_->options;
+  if (o.accumulate <= 1) return 1;
+  if (o.microBatchesAtOnce > 0) return o.microBatchesAtOnce;
+  if (o.memoryBudget > 0) return 1;
+  return std::max(1, state_->devices.driver()
+                         .threadsPerReplica(state_->devices, o.threadsPerReplica, state_->job->info(), o.accumulate)
+                         .microAtOnce);
 }
 
 int PmapCore::globalDeviceCount() const {
@@ -453,17 +464,13 @@ std::pair<std::vector<Tensor>, std::shared_ptr<void>> PmapCore::call(
                     state_->devices.spec);
       entry->split = splitForAccumulation(program, entry->outputNames);
       if (o.planMemory) planMemory(entry->split.micro), planMemory(entry->split.apply);
-      auto microGroup = [&] {
-        entry->micro.push_back(std::make_unique<runtime::ReplicaGroup>(entry->split.micro, state_->devices, *state_->job,
-                                                                       state_->timeout, o.threadsPerReplica, 1, A));
-      };
-      microGroup();
-      const int atOnce = o.microBatchesAtOnce > 0 ? o.microBatchesAtOnce
-                         : o.memoryBudget > 0    ? 1
-                                                 : entry->micro.front()->microBatchesAtOnce();
-      while (int(entry->micro.size()) < atOnce) microGroup();
+      const int atOnce = microBatchesAtOnce();
+      while (int(entry->micro.size()) < atOnce)
+        entry->micro.push_back(std::make_unique<runtime::ReplicaGroup>(
+            entry->split.micro, state_->devices, *state_->job, state_->timeout, o.threadsPerReplica, 1, A, atOnce));
+      // The apply part runs alone (with thread-invariant kernels, on the device's whole share).
       entry->group = std::make_unique<runtime::ReplicaGroup>(entry->split.apply, state_->devices, *state_->job,
-                                                             state_->timeout, o.threadsPerReplica, A);
+                                                             state_->timeout, o.threadsPerReplica, A, A, 1);
       state_->plannedBytes = runtime::residentBytes(entry->split, A, false, atOnce);
     } else {
       state_->plannedBytes = runtime::residentBytes(program, false);

@@ -107,8 +107,8 @@ struct PmapOptions {
   // it would have one at a time (so the same bits) and with its own arena and fold leaves (the
   // memory plan grows by that much, lastPlannedBytes says so). 0: as many as the cores hold
   // beside the other replicas (runtime::ThreadShare::microAtOnce: cpu:1 x 4 on 2 cores, two),
-  // one at a time with a memoryBudget, under SPMD_THREAD_INVARIANT=1 (the micro-batches then take
-  // the device's whole share) and across processes; 1: one after another.
+  // one at a time with a memoryBudget; 1: one after another. With SPMD_THREAD_INVARIANT=1 the
+  // micro-batches that run together share the device's threads (one at a time: all of them).
   int microBatchesAtOnce = 0;
   // ZeRO-1 (compiler pass spmd-shard-update): each replica runs the optimizer's update on its 1/N
   // slice of every parameter and state tensor: the gradients' all-reduce becomes a reduce-scatter,
@@ -208,6 +208,8 @@ class PmapCore : public CompileLog {
   runtime::CallCounts lastCall() const;
   size_t lastPlannedBytes() const;
   int threadsPerReplica(std::string* why) const;
+  // With accumulation, the micro-batches each replica runs at once (PmapOptions::microBatchesAtOnce).
+  int microBatchesAtOnce() const;
 
  private:
   struct Entry;

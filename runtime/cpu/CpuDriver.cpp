@@ -39,32 +39,20 @@ ThreadShare withTurns(ThreadShare share, int replicas, const ProcessInfo& job) {
 // Micro-batches the process's threads hold at once, each at `share` threads beside the other
 // replicas' (cpu:1 x 4 on 2 cores: the micro-batches run on one thread each, two at a time):
 // its OpenMP threads, or under mpirun without OMP_NUM_THREADS its part of the host's cores.
-ThreadShare withMicroBatchesAtOnce(ThreadShare share, int replicas, int microBatches, const ProcessInfo& job) {
-  if (microBatches <= 1 || share.turns > 0) return share;
+int microBatchesAtOnce(const ThreadShare& share, int replicas, int microBatches, const ProcessInfo& job) {
+  if (microBatches <= 1 || share.turns > 0) return 1;
   const char* omp = std::getenv("OMP_NUM_THREADS");
   const int threads = job.size > 1 && !(omp && *omp)
                           ? int(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)) / std::max(1, job.localSize))
                           : omp_get_max_threads();
-  share.microAtOnce = std::clamp(threads / (std::max(1, replicas) * std::max(1, share.threads)), 1, microBatches);
-  if (share.microAtOnce > 1)
-    share.why += "; " + std::to_string(share.microAtOnce) + " micro-batches of each replica run at once";
-  return share;
+  return std::clamp(threads / (std::max(1, replicas) * std::max(1, share.threads)), 1, microBatches);
 }
 
-// The threads of one replica, and how they were reached (cpuThreadShare without micro-batches at once).
-ThreadShare cpuShare(int replicas, int requested, const ProcessInfo& job, int microBatches) {
+// The threads of one replica running `counted` micro-batches' share at once, and how they were
+// reached; `note` describes the micro-batches.
+ThreadShare cpuShare(int replicas, int requested, const ProcessInfo& job, int counted, const std::string& note) {
   const int devices = std::max(1, replicas);
-  // Micro-batches count as replicas: cpu:1 with 4 micro-batches gets cpu:4's share, so every
-  // layout of N virtual replicas runs the same threads (and gives the same bits). With
-  // thread-invariant kernels the bits do not depend on the threads, so the micro-batches, which
-  // run one after another, take the device's whole share (cpu:1 x 4 on 2 cores: 2 threads, not 1).
-  const bool invariant = microBatches > 1 && threadInvariantKernels();
-  microBatches = invariant ? 1 : std::max(1, microBatches);
-  const std::string perReplica =
-      microBatches > 1 ? " (" + std::to_string(replicas) + " x " + std::to_string(microBatches) + " micro-batches)"
-      : invariant    ? " (micro-batches one at a time with the device's share: SPMD_THREAD_INVARIANT=1)"
-                     : "";
-  replicas = std::max(1, replicas) * microBatches;
+  replicas = devices * std::max(1, counted);
   if (requested > 0) return withTurns({requested, true, "set in PmapOptions::threadsPerReplica"}, devices, job);
   // The OpenMP threads each replica's kernels use; unset, the cores are shared among the replicas.
   if (std::optional<int64_t> n = envWhole("SPMD_THREADS_PER_REPLICA", 1, 4096))
@@ -75,20 +63,41 @@ ThreadShare cpuShare(int replicas, int requested, const ProcessInfo& job, int mi
     int all = replicas * std::max(1, job.localSize);
     return {std::max(1, int(cores / all)), false,
             std::to_string(cores) + " cores of host " + job.host + " / " + std::to_string(all) + " replicas on it (" +
-                std::to_string(job.localSize) + " processes x " + std::to_string(replicas) + perReplica + ")"};
+                std::to_string(job.localSize) + " processes x " + std::to_string(replicas) + note + ")"};
   }
   int threads = omp_get_max_threads();
   return withTurns({std::max(1, threads / replicas), false,
                     std::to_string(threads) + " OpenMP threads of this process / " + std::to_string(replicas) +
-                        " replicas" + perReplica},
+                        " replicas" + note},
                    devices, job);
 }
 
 }  // namespace
 
-ThreadShare cpuThreadShare(int replicas, int requested, const ProcessInfo& job, int microBatches) {
-  const ThreadShare share = cpuShare(replicas, requested, job, microBatches);
-  return withMicroBatchesAtOnce(share, replicas, microBatches > 1 && !threadInvariantKernels() ? microBatches : 1, job);
+ThreadShare cpuThreadShare(int replicas, int requested, const ProcessInfo& job, int microBatches, int atOnce) {
+  microBatches = std::max(1, microBatches);
+  const std::string micro = " (" + std::to_string(std::max(1, replicas)) + " x " + std::to_string(microBatches) +
+                            " micro-batches)";
+  // Micro-batches count as replicas: cpu:1 with 4 micro-batches gets cpu:4's share, so every
+  // layout of N virtual replicas runs the same threads (and gives the same bits).
+  ThreadShare share = cpuShare(replicas, requested, job, microBatches, microBatches > 1 ? micro : "");
+  const int fit = microBatchesAtOnce(share, replicas, microBatches, job);
+  if (microBatches > 1 && threadInvariantKernels()) {
+    // Thread-invariant kernels' bits do not depend on the threads: the micro-batches that run
+    // together share the device's threads (cpu:1 x 4 on 2 cores: two at once on one thread
+    // each, or one at a time on both).
+    const int together = std::clamp(atOnce > 0 ? atOnce : fit, 1, microBatches);
+    share = cpuShare(replicas, requested, job, together,
+                     together == 1 ? " (micro-batches one at a time with the device's share: SPMD_THREAD_INVARIANT=1)"
+                                   : " (" + std::to_string(std::max(1, replicas)) + " x " + std::to_string(together) +
+                                         " micro-batches at once: SPMD_THREAD_INVARIANT=1)");
+    share.microAtOnce = together;
+  } else {
+    share.microAtOnce = fit;
+  }
+  if (share.microAtOnce > 1)
+    share.why += "; " + std::to_string(share.microAtOnce) + " micro-batches of each replica run at once";
+  return share;
 }
 
 // Parses "N" of "<name>:N" as a count of emulated devices (shared with the sim backend).
@@ -134,9 +143,9 @@ class CpuDriver final : public Driver {
     return block ? "nChw" + std::to_string(block) + "c" : "";
   }
   Bf16Kernels bf16Kernels() const override { return {cpu::onednnBf16(), cpu::onednnBf16Path()}; }
-  ThreadShare threadsPerReplica(const DeviceList& list, int requested, const ProcessInfo& job,
-                                int microBatches) const override {
-    return cpuThreadShare(list.size(), requested, job, microBatches);
+  ThreadShare threadsPerReplica(const DeviceList& list, int requested, const ProcessInfo& job, int microBatches,
+                                int atOnce) const override {
+    return cpuThreadShare(list.size(), requested, job, microBatches, atOnce);
   }
   void prepareReplicaThread(const DeviceList&, int, int threads) const override {
     // The replicas share the cores: each gets its part of the OpenMP threads oneDNN uses.

@@ -19,9 +19,11 @@ int emulatedCpuDeviceCount();
 // (OMP_NUM_THREADS, or its cores) divided among its replicas; under mpirun without
 // OMP_NUM_THREADS, the host's cores divided among the replicas of every process on this host
 // (each process alone would see every core, oversubscribing them and changing the bits; `job`
-// says how many share the host). `microBatches` (accumulation) count as replicas. At least 1;
-// with how the number was reached.
-ThreadShare cpuThreadShare(int replicas, int requested = 0, const ProcessInfo& job = {}, int microBatches = 1);
+// says how many share the host). `microBatches` (accumulation) count as replicas, except with
+// thread-invariant kernels, where the `atOnce` that run together share the device's threads (0:
+// as many as fit, ThreadShare::microAtOnce). At least 1; with how the number was reached.
+ThreadShare cpuThreadShare(int replicas, int requested = 0, const ProcessInfo& job = {}, int microBatches = 1,
+                           int atOnce = 0);
 inline int cpuThreadsPerReplica(int replicas) { return cpuThreadShare(replicas).threads; }
 // The devices of "<backend>:N" (N emulated devices, at most emulatedCpuDeviceCount()), for the
 // backends that emulate devices on the host (cpu, sim); `forms` goes into messages.

@@ -69,10 +69,12 @@ class Driver {
   // (the cpu backend's OpenMP threads: oneDNN rounds differently per thread count); `requested`
   // > 0 asks for that many; `job`: the processes sharing the host's cores; `microBatches`: the
   // virtual replicas each replica runs in turn (accumulation), counted as replicas so that every
-  // layout of one replica count gets the same threads. threads 0: the backend's results do not
+  // layout of one replica count gets the same threads; `atOnce`: how many of those run together
+  // (0: as many as the share holds, ThreadShare::microAtOnce), which backends whose results do
+  // not depend on the threads may share them among. threads 0: the backend's results do not
   // depend on host threads.
   virtual ThreadShare threadsPerReplica(const DeviceList& list, int requested, const ProcessInfo& job,
-                                        int microBatches = 1) const {
+                                        int microBatches = 1, int atOnce = 0) const {
     return {};
   }
   // Runs on the worker thread of replica `replica` of `list` before its first step, with

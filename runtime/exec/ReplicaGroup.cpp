@@ -12,7 +12,7 @@ namespace spmd::runtime {
 
 ReplicaGroup::ReplicaGroup(const Program& program, const DeviceList& devices, const Job& processes,
                            std::chrono::milliseconds collectiveTimeout, int threadsPerReplica, int leavesPerReplica,
-                           int microBatches)
+                           int microBatches, int microAtOnce)
     : devices_(devices), job_(processes) {
   const ProcessInfo& job = processes.info();
   acrossProcesses_ = job.size > 1;
@@ -33,7 +33,7 @@ ReplicaGroup::ReplicaGroup(const Program& program, const DeviceList& devices, co
                 std::to_string(program.replicas) + " devices or compile it again for " + std::to_string(replicas));
   const Driver& driver = devices.driver();
   if (microBatches < 1) microBatches = leavesPerReplica;
-  threads_ = driver.threadsPerReplica(devices, threadsPerReplica, job, microBatches);
+  threads_ = driver.threadsPerReplica(devices, threadsPerReplica, job, microBatches, microAtOnce);
   Executor::checkFitsHost(program, devices.size(), devices.spec);
   comms_ = driver.makeCommunicators(devices, collectiveTimeout, processes, leavesPerReplica);
   for (int r = 0; r < devices.size(); ++r) {

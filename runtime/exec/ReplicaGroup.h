@@ -32,10 +32,11 @@ class ReplicaGroup {
   // for a program without an axis, or one run by this process alone); it must outlive the group.
   // `microBatches`: the micro-batches each replica runs in turn (default leavesPerReplica), which
   // count as replicas in the default thread share, so every layout of one virtual replica count
-  // runs the same threads.
+  // runs the same threads. `microAtOnce`: how many of them run together (Driver::threadsPerReplica:
+  // with thread-invariant kernels they share the device's threads; 0: as many as fit).
   ReplicaGroup(const Program& program, const DeviceList& devices, const Job& job,
                std::chrono::milliseconds collectiveTimeout, int threadsPerReplica = 0, int leavesPerReplica = 1,
-               int microBatches = 0);
+               int microBatches = 0, int microAtOnce = 0);
   ~ReplicaGroup();
   ReplicaGroup(const ReplicaGroup&) = delete;
   ReplicaGroup& operator=(const ReplicaGroup&) = delete;
@@ -60,8 +61,6 @@ class ReplicaGroup {
   // The host threads each replica's kernels run with (0: the backend's results do not depend on
   // them; Driver::threadsPerReplica).
   int threadsPerReplica() const { return threads_.threads; }
-  // The micro-batches one replica can run at once at that share (ThreadShare::microAtOnce).
-  int microBatchesAtOnce() const { return threads_.microAtOnce; }
   // axis_index returns replica * steps + step until the next call (accumulation's virtual replicas).
   void setVirtualStep(int step, int steps) {
     for (auto& c : comms_) c->setVirtualStep(step, steps);

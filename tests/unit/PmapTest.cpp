@@ -127,22 +127,33 @@ TEST(PmapTest, InsertedPmeanAveragesLossAndGradientOverReplicas) {
 // oneDNN's f32 bits differ between thread counts), so every layout of one N agrees by default.
 TEST(PmapTest, MicroBatchesCountAsReplicasInTheDefaultThreadShare) {
   auto f = [](const Tensor& x) { return pmean(x, "batch"); };
-  auto threads = [&](const std::string& devices, int accumulate, std::string* why) {
-    return pmap(f, {.devices = devices, .accumulate = accumulate}).threadsPerReplica(why);
+  auto threads = [&](const std::string& devices, int accumulate, std::string* why, int atOnce = 0) {
+    return pmap(f, {.devices = devices, .accumulate = accumulate, .microBatchesAtOnce = atOnce}).threadsPerReplica(why);
   };
+  const int before = omp_get_max_threads();
+  omp_set_num_threads(2);
   std::string why4, why1;
   const int four = threads("cpu:4", 1, &why4);
   EXPECT_EQ(threads("cpu:2", 2, nullptr), four);
   EXPECT_EQ(threads("cpu:1", 4, &why1), four) << why1;
+  EXPECT_EQ(threads("cpu:1", 4, nullptr, 1), four);  // one at a time: the same share
   EXPECT_NE(why1.find("(1 x 4 micro-batches)"), std::string::npos) << why1;
-  // With thread-invariant kernels the bits do not depend on the threads: the micro-batches, one
-  // at a time, take the device's whole share (ThreadInvarianceTest compares the bits).
+  // With thread-invariant kernels the bits do not depend on the threads: the micro-batches that
+  // run together share the device's threads, one at a time all of them (ThreadInvarianceTest
+  // compares the bits).
   runtime::setThreadInvariantKernels(true);
-  std::string whyInvariant;
-  const int whole = threads("cpu:1", 1, nullptr), invariant = threads("cpu:1", 4, &whyInvariant);
+  std::string oneWhy, twoWhy;
+  const int whole = threads("cpu:1", 1, nullptr), one = threads("cpu:1", 4, &oneWhy, 1),
+            two = threads("cpu:1", 4, &twoWhy);
   runtime::setThreadInvariantKernels(std::nullopt);
-  EXPECT_EQ(invariant, whole) << whyInvariant;
-  EXPECT_NE(whyInvariant.find("SPMD_THREAD_INVARIANT=1"), std::string::npos) << whyInvariant;
+  omp_set_num_threads(before);
+  EXPECT_EQ(whole, 2);
+  EXPECT_EQ(one, whole) << oneWhy;
+  EXPECT_NE(oneWhy.find("one at a time with the device's share: SPMD_THREAD_INVARIANT=1"), std::string::npos) << oneWhy;
+  EXPECT_EQ(two, 1) << twoWhy;
+  EXPECT_NE(twoWhy.find("(1 x 2 micro-batches at once: SPMD_THREAD_INVARIANT=1); 2 micro-batches of each replica run at once"),
+            std::string::npos)
+      << twoWhy;
 }
 
 // More replicas than the process's threads take turns on them (runtime/device/CoreTurns.h),

@@ -2,7 +2,7 @@
 // training step (width 8: Winograd's grouped kernels, oneDNN on fixed slices, our batch norm
 // statistics) gives the same bits with 1 and 2 threads per replica, in the blocked layouts and
 // in plain ones, and cpu:1 with 2 micro-batches on 2 threads (explicitly, or by default: with
-// thread-invariant kernels micro-batches take the device's whole share) gives cpu:2's bits on 1
+// thread-invariant kernels micro-batches share the device's threads) gives cpu:2's bits on 1
 // thread each (the kernel choices the first run timed hold for the second: with thread-invariant
 // kernels a choice is not per thread count). The default kernels are run too, and how many
 // tensors moved is printed: oneDNN's threading is not ours to assert (on a 2-core AMD EPYC,
@@ -44,8 +44,9 @@ TEST(ThreadInvarianceTest, ThreadInvariantKernelsGiveBitsThatDoNotDependOnThread
   const std::vector<Pair> pairs = {{{"cpu:1", 1}, {"cpu:1", 2}},
                                    {{"cpu:1", 1, 1, false}, {"cpu:1", 2, 1, false}},
                                    {{"cpu:2", 1}, {"cpu:1", 2, 2}},
-                                   // default threads: invariant, cpu:1's micro-batches take the process's
-                                   // threads (2 on 2 cores), cpu:2's replicas 1 each
+                                   // default threads: invariant, cpu:1's micro-batches run at once as
+                                   // the process's threads hold (two on 2 cores, one thread each),
+                                   // cpu:2's replicas 1 each
                                    {{"cpu:2", 0}, {"cpu:1", 0, 2}}};
   for (bool invariant : {true, false}) {
     runtime::setThreadInvariantKernels(invariant);
