@@ -21,6 +21,7 @@
 #include "runtime/base/AtomicFile.h"
 #include "runtime/base/Error.h"
 #include "runtime/base/KernelCache.h"
+#include "runtime/base/MachineLoad.h"
 #include "runtime/device/Job.h"
 
 namespace spmd::runtime {
@@ -52,6 +53,8 @@ const Variant* find(const std::vector<Variant>& variants, const std::string& nam
     if (v.name == name) return &v;
   return nullptr;
 }
+
+int machineCores() { return int(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN))); }
 
 }  // namespace
 
@@ -234,7 +237,11 @@ Choice KernelChoices::choose(const ChoiceKey& key, const std::vector<Variant>& c
       if (e.key.library == key.library && e.key.op == key.op && e.key.shapes == key.shapes && e.key.device != key.device)
         elsewhere = "; the choice " + path_ + " holds was made on " + e.key.device + ", not on " + key.device +
                     ", so it is not used";
+    // In a job of several processes the others wait for process 0's choices, busy in MPI: their
+    // load says nothing, so only a process of its own looks at the machine's.
+    const CpuTicks before = cpuTicksNow();
     const std::vector<double> seconds = time(allowed);
+    const MachineLoad load = exchange ? MachineLoad{} : loadBetween(before, cpuTicksNow(), machineCores());
     if (seconds.size() != allowed.size())
       throw Error("timing " + where + " gave " + std::to_string(seconds.size()) + " times for " +
                   std::to_string(allowed.size()) + " variants");
@@ -249,7 +256,7 @@ Choice KernelChoices::choose(const ChoiceKey& key, const std::vector<Variant>& c
     std::snprintf(ms, sizeof ms, "%.3f", seconds[size_t(best)] * 1e3);
     choice = {allowed[size_t(best)].name, Choice::From::Timed,
               key.op + ": " + allowed[size_t(best)].name + ", the fastest of " + std::to_string(allowed.size()) +
-                  " timed (" + ms + " ms)" + elsewhere + pinPassed};
+                  " timed (" + ms + " ms)" + elsewhere + pinPassed + underLoad(load)};
   }
   if (exchange && !agreed) {
     exchange->fromProcessZero(what + "\n" + key.device + "\n" + choice.variant);
@@ -277,6 +284,26 @@ void KernelChoices::save() const {
                    "to a writable directory\n", e.what());
     });
   }
+}
+
+std::string KernelChoices::underLoad(const MachineLoad& load) {
+  if (!load.contended()) return "";
+  char cores[64];
+  std::snprintf(cores, sizeof cores, "%.1f of the %d cores", load.others, load.cores);
+  if (!warnedLoad_) {
+    warnedLoad_ = true;
+    const std::string kept = path_.empty() ? "this run's choices"
+                                           : "the choices kept in " + path_ + " for every later run on this machine";
+    std::fprintf(stderr,
+                 "spmd: warning: kernel variants were timed while other processes kept %s busy, so %s may be "
+                 "slower than a quiet machine's; %s (SPMD_LOG_COMPILES=1 names each choice timed under load)\n",
+                 cores, kept.c_str(),
+                 path_.empty() ? "run again on a quiet machine"
+                               : ("to time them again, delete " + path_ +
+                                  " (or set SPMD_KERNEL_CACHE to another directory) and run on a quiet machine")
+                                     .c_str());
+  }
+  return std::string("; timed while other processes kept ") + cores + " busy";
 }
 
 std::string KernelChoices::used() const {

@@ -12,7 +12,9 @@
 //     $SPMD_KERNEL_CACHE, runtime/base/KernelCache.h); a choice the file holds for another device
 //     kind is not used, and the log says so; processes sharing the file take it under a lock
 //     and read it again before timing, so the first to time a key decides it for all of them;
-//   - else the allowed variants are timed and the fastest taken (the first of equals);
+//   - else the allowed variants are timed and the fastest taken (the first of equals); where
+//     other processes kept the machine's cores busy meanwhile (runtime/base/MachineLoad.h), the
+//     choice says so and a warning names the file to delete to time it again;
 //   - in a job of several processes process 0 chooses and every other process takes its choice
 //     (refused, naming both, when process 0 runs another device kind), so every replica runs the
 //     same kernels and the bits promise holds.
@@ -52,6 +54,7 @@ class ChoiceExchange {
 };
 
 class Job;
+struct MachineLoad;
 // The processes of `job` as a ChoiceExchange (its broadcast); null for a job of one process.
 std::unique_ptr<ChoiceExchange> exchangeOf(const Job& job);
 
@@ -108,6 +111,9 @@ class KernelChoices {
     bool processZero = false;  // sent by process 0 of this job
   };
   void save() const;     // with mutex_ held and the file's lock taken
+  // "" when `load` (over a timing) did not take cores from this process; else the choice's note,
+  // and a warning on stderr the first time, naming the file to delete (with mutex_ held).
+  std::string underLoad(const MachineLoad& load);
   void readFile();       // adds the file's entries this process does not have; with mutex_ held
   mutable std::mutex mutex_;
   std::string path_;
@@ -115,6 +121,7 @@ class KernelChoices {
   std::map<std::string, Entry> entries_;     // by keyText
   std::set<std::string> agreed_;             // keys exchanged with the job's processes
   std::set<std::string> used_;               // keys whose choice a step of this process took
+  bool warnedLoad_ = false;                  // underLoad's warning was printed
 };
 
 // "device | library | op | shapes": the key as one line.

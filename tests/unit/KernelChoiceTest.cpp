@@ -6,11 +6,14 @@
 // bad pin is refused listing the variants.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 
 #include "TestUtil.h"
+#include "runtime/base/MachineLoad.h"
 #include "runtime/device/Job.h"
 #include "runtime/device/KernelChoice.h"
 
@@ -236,6 +239,50 @@ TEST(KernelChoiceTest, AChoiceAnotherProcessWroteMeanwhileIsTakenWithoutTiming) 
   other.shapes += " (another)";
   second.choose(other, kAlgorithms, true, StubTimer().fn());
   EXPECT_EQ(KernelChoices(path).remembered().size(), 2u);
+}
+
+// Timing while other processes keep the cores busy (runtime/base/MachineLoad.h, here a stubbed
+// /proc): the choice is still made and kept (the first run on a machine decides for later ones,
+// so that runs agree), but its note says so and a warning, once, names the file to delete.
+TEST(KernelChoiceTest, AChoiceTimedWhileOtherProcessesKeepTheCoresBusySaysSo) {
+  const int cores = int(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
+  // 10 ticks of wall time a timing; this process keeps one core busy, others `others` cores.
+  double others = cores - 0.5;  // with ours, more than the machine has: contended
+  CpuTicks now{0, 0, 0, true};
+  setCpuTicksSource([&] {
+    CpuTicks t = now;
+    now.total += 10.0 * cores, now.self += 10, now.busy += 10 * (1 + others);
+    return t;
+  });
+  const std::string path = tempFile("busy.json");
+  KernelChoices choices(path);
+  ::testing::internal::CaptureStderr();
+  Choice c = choices.choose(kH100, kAlgorithms, true, StubTimer().fn());
+  ChoiceKey other = kH100;
+  other.shapes += " (another)";
+  Choice second = choices.choose(other, kAlgorithms, true, StubTimer().fn());
+  others = 0;  // a quiet machine
+  ChoiceKey third = kH100;
+  third.shapes += " (a third)";
+  Choice quiet = choices.choose(third, kAlgorithms, true, StubTimer().fn());
+  const std::string warnings = ::testing::internal::GetCapturedStderr();
+  setCpuTicksSource(nullptr);
+  char busy[64];
+  std::snprintf(busy, sizeof busy, "timed while other processes kept %.1f of the %d cores busy", cores - 0.5, cores);
+  EXPECT_EQ(c.variant, "6");
+  EXPECT_NE(c.why.find(busy), std::string::npos) << c.why;
+  EXPECT_NE(second.why.find(busy), std::string::npos) << second.why;
+  EXPECT_EQ(quiet.why.find("timed while"), std::string::npos) << quiet.why;
+  EXPECT_NE(warnings.find("spmd: warning: kernel variants were timed while other processes kept"), std::string::npos)
+      << warnings;
+  EXPECT_NE(warnings.find("to time them again, delete " + path), std::string::npos) << warnings;
+  EXPECT_EQ(warnings.find("spmd: warning"), warnings.rfind("spmd: warning")) << "warned more than once: " << warnings;
+  EXPECT_EQ(KernelChoices(path).remembered().size(), 3u);  // kept all the same
+  // Too short a stretch (under 5 ticks) or an unreadable /proc says nothing.
+  EXPECT_FALSE(loadBetween({0, 0, 0, true}, {8, 4.0 * cores, 4, true}, cores).known);
+  EXPECT_FALSE(loadBetween({0, 0, 0, false}, {80, 40.0 * cores, 40, true}, cores).known);
+  // Others busy on cores this process leaves idle take nothing from it.
+  EXPECT_FALSE(loadBetween({0, 0, 0, true}, {20, 10.0 * 16, 10, true}, 16).contended());
 }
 
 }  // namespace
