@@ -464,7 +464,17 @@ std::pair<std::vector<Tensor>, std::shared_ptr<void>> PmapCore::call(
                     state_->devices.spec);
       entry->split = splitForAccumulation(program, entry->outputNames);
       if (o.planMemory) planMemory(entry->split.micro), planMemory(entry->split.apply);
-      const int atOnce = microBatchesAtOnce();
+      int atOnce = microBatchesAtOnce();
+      // Across processes a micro part that moves data between replicas (cross-replica BatchNorm)
+      // must reach MPI in one order in every process: its micro-batches run one at a time.
+      if (atOnce > 1 && state_->job->info().size > 1 && entry->split.micro.exchanges()) {
+        if (o.microBatchesAtOnce > 1)
+          throw Error(who() + "microBatchesAtOnce is " + std::to_string(o.microBatchesAtOnce) +
+                      ", but the micro-batches' part all-reduces across processes (cross-replica BatchNorm), and "
+                      "every process must reach those collectives in one order: they run one at a time; set "
+                      "microBatchesAtOnce to 0 or 1, or use per-replica BatchNorm");
+        atOnce = 1;
+      }
       while (int(entry->micro.size()) < atOnce)
         entry->micro.push_back(std::make_unique<runtime::ReplicaGroup>(
             entry->split.micro, state_->devices, *state_->job, state_->timeout, o.threadsPerReplica, 1, A, atOnce));

@@ -107,7 +107,8 @@ struct PmapOptions {
   // it would have one at a time (so the same bits) and with its own arena and fold leaves (the
   // memory plan grows by that much, lastPlannedBytes says so). 0: as many as the cores hold
   // beside the other replicas (runtime::ThreadShare::microAtOnce: cpu:1 x 4 on 2 cores, two),
-  // one at a time with a memoryBudget; 1: one after another. With SPMD_THREAD_INVARIANT=1 the
+  // one at a time with a memoryBudget and across processes where the micro-batches all-reduce
+  // (cross-replica BatchNorm: more is refused there); 1: one after another. With SPMD_THREAD_INVARIANT=1 the
   // micro-batches that run together share the device's threads (one at a time: all of them).
   int microBatchesAtOnce = 0;
   // ZeRO-1 (compiler pass spmd-shard-update): each replica runs the optimizer's update on its 1/N

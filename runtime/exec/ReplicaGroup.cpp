@@ -16,8 +16,7 @@ ReplicaGroup::ReplicaGroup(const Program& program, const DeviceList& devices, co
     : devices_(devices), job_(processes) {
   const ProcessInfo& job = processes.info();
   acrossProcesses_ = job.size > 1;
-  exchanges_ = std::any_of(program.steps.begin(), program.steps.end(),
-                           [](const Step& step) { return exchangesBetweenReplicas(step.op); });
+  exchanges_ = program.exchanges();
   if (acrossProcesses_ && program.axisName.empty())
     throw Error("program @" + program.name + " has no mapped axis, so it runs in one process; give its "
                 "ReplicaGroup Job::single(), not the job of " + std::to_string(job.size) + " processes");

@@ -131,6 +131,12 @@ struct Program {
 
   // Human-readable text form, one line per buffer and step.
   std::string toText() const;
+  // Whether any step moves data between replicas (exchangesBetweenReplicas).
+  bool exchanges() const {
+    for (const Step& step : steps)
+      if (exchangesBetweenReplicas(step.op)) return true;
+    return false;
+  }
 };
 
 }  // namespace spmd::runtime

@@ -219,6 +219,18 @@ def check_layouts(args):
     if cross[(1, 2, 2)] != cross[(2, 1, 2)]:
         fail("accumulation with cross-replica BatchNorm: 2 x 1 x 2 differs from 1 x 2 x 2")
     print("exact N = 4 f32 cross-replica BN with accumulation: 1x2x2, 2x1x2 give the same bits")
+    # Its micro-batches all-reduce across processes, which must happen in one order everywhere:
+    # asking for two at once is refused, naming why, before any step (not a hang).
+    out = os.path.join(args.scratch, "acc_cross_at_once")
+    env = environment(1, SPMD_THREADS_PER_REPLICA=1)
+    rc, log, seconds = run(mpirun_base(args, 2, 1, env=env) +
+                           [args.worker, "--devices", "cpu:1", "--out", out, "--bn", "cross", "--accumulate", "2",
+                            "--micro-at-once", "2"], env, timeout=120)
+    expected = "microBatchesAtOnce is 2, but the micro-batches' part all-reduces across processes"
+    if rc == 0 or seconds > 60 or expected not in log:
+        fail("2 x cpu:1 x 2 cross-replica BN with 2 micro-batches at once: not refused with '%s' (exit %d, %.1f s):\n%s"
+             % (expected, rc, seconds, log))
+    print("cross-replica BN with 2 micro-batches at once across processes: refused, naming why")
     # The default thread share (no OMP_NUM_THREADS, no SPMD_THREADS_PER_REPLICA): the host's cores
     # over every replica on it, so 1 x 4, 2 x 2 and 4 x 1 agree without any setting.
     results, shares = {}, set()
