@@ -582,8 +582,12 @@ TEST(PmapTest, CrossReplicaStatisticsWithAccumulationAverageTheMicroBatches) {
   };
   Array w = randomArray(DType::f64, {3}, 11), running = randomArray(DType::f64, {3}, 12),
         x = randomArray(DType::f64, {8, 3}, 13, -2, 2);
+  // Called twice with 2 micro-batches at once: the second call runs them together, each group's
+  // replicas all-reducing among themselves.
   auto run = [&](const Array& batch, int accumulate) {
-    auto f = pmap(step, {.inAxes = {replicated, replicated, split}, .devices = "cpu:2", .accumulate = accumulate});
+    auto f = pmap(step, {.inAxes = {replicated, replicated, split}, .devices = "cpu:2", .accumulate = accumulate,
+                         .microBatchesAtOnce = accumulate});
+    f(w, running, batch);
     auto [loss, grad, next] = f(w, running, batch);
     return std::vector<std::vector<double>>{values<double>(loss), values<double>(grad), values<double>(next)};
   };
