@@ -19,6 +19,7 @@
 #include "frontend/Trace.h"
 #include "runtime/exec/DeviceArray.h"
 #include "runtime/exec/MeshParts.h"
+#include "runtime/base/HostMemory.h"
 #include "runtime/base/Parse.h"
 #include "runtime/base/Timeout.h"
 #include "runtime/device/DeviceList.h"
@@ -475,6 +476,11 @@ std::pair<std::vector<Tensor>, std::shared_ptr<void>> PmapCore::call(
                       "microBatchesAtOnce to 0 or 1, or use per-replica BatchNorm");
         atOnce = 1;
       }
+      // As many as the host's memory holds too (each a micro part's arena, a leaf and copies).
+      const size_t room = runtime::availableHostBytes();
+      while (o.microBatchesAtOnce == 0 && atOnce > 1 &&
+             runtime::residentBytes(entry->split, A, false, atOnce) * size_t(state_->devices.size()) > room)
+        --atOnce;
       while (int(entry->micro.size()) < atOnce)
         entry->micro.push_back(std::make_unique<runtime::ReplicaGroup>(
             entry->split.micro, state_->devices, *state_->job, state_->timeout, o.threadsPerReplica, 1, A, atOnce));

@@ -106,7 +106,8 @@ struct PmapOptions {
   // With accumulate > 1: how many of a replica's micro-batches run at once, each on the threads
   // it would have one at a time (so the same bits) and with its own arena and fold leaves (the
   // memory plan grows by that much, lastPlannedBytes says so). 0: as many as the cores hold
-  // beside the other replicas (runtime::ThreadShare::microAtOnce: cpu:1 x 4 on 2 cores, two),
+  // beside the other replicas (runtime::ThreadShare::microAtOnce: cpu:1 x 4 on 2 cores, two) and
+  // the host's available memory holds (runtime::availableHostBytes),
   // one at a time with a memoryBudget and across processes where the micro-batches all-reduce
   // (cross-replica BatchNorm: more is refused there); 1: one after another. With SPMD_THREAD_INVARIANT=1 the
   // micro-batches that run together share the device's threads (one at a time: all of them).
