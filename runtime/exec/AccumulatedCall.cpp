@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 #include <exception>
+#include <system_error>
 #include <thread>
 
 #include "runtime/base/Error.h"
@@ -148,7 +149,13 @@ std::vector<std::shared_ptr<DeviceArray>> callAccumulated(const AccumulationSpli
       }
     };
     std::vector<std::thread> others;
-    for (int g = 1; g < n; ++g) others.emplace_back(runOne, g);
+    for (int g = 1; g < n; ++g) {
+      try {
+        others.emplace_back(runOne, g);
+      } catch (const std::system_error&) {  // no thread to be had: it runs here, before the first
+        runOne(g);
+      }
+    }
     runOne(0);
     for (std::thread& t : others) t.join();
     for (const std::exception_ptr& e : failed)
