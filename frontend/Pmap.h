@@ -94,7 +94,7 @@ struct PmapOptions {
   // call with an error naming the tensor, replicas and first differing element. 0: never.
   int64_t driftCheckEvery = 0;
   // Gradient accumulation: each replica runs its local batch as this many micro-batches of
-  // local_batch / accumulate rows, one after another (virtual replicas replica * accumulate + step,
+  // local_batch / accumulate rows, in turn or some at once (microBatchesAtOnce; virtual replicas replica * accumulate + step,
   // which axis_index returns), and applies the update once. The result is the same bits as
   // devices x processes x accumulate replicas with the same global batch: gradients, loss, BN
   // statistics (per-replica BN: each micro-batch starts from the same running statistics), the

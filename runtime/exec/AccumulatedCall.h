@@ -1,7 +1,8 @@
 // The replicated call with gradient accumulation (PmapOptions::accumulate = A): each replica runs
-// the micro part (runtime/program/Accumulation.h) on its A micro-batches in turn, as virtual
-// replicas replica * A + a, folding each accumulated operand over them with the fold tree's own
-// nodes as they arrive (runtime/device/Fold.h: log2(A) + 1 buffers at most), and then the apply
+// the micro part (runtime/program/Accumulation.h) on its A micro-batches in rounds of one or more
+// at once, as virtual replicas replica * A + a, folding each accumulated operand over them in
+// micro-batch order with the fold tree's own nodes (runtime/device/Fold.h: log2(A) + 1 buffers
+// at most, and a leaf more for each micro-batch running beside another), and then the apply
 // part once on the folded subtrees, whose all-reduces fold them over every replica: the same
 // tree, so the same bits, as A times the replicas without accumulation. Arguments, donation
 // and outputs as in callReplicated (runtime/exec/ReplicatedCall.h), by the whole step's contract.
