@@ -94,8 +94,8 @@ struct PmapOptions {
   // call with an error naming the tensor, replicas and first differing element. 0: never.
   int64_t driftCheckEvery = 0;
   // Gradient accumulation: each replica runs its local batch as this many micro-batches of
-  // local_batch / accumulate rows, in turn or some at once (microBatchesAtOnce; virtual replicas replica * accumulate + step,
-  // which axis_index returns), and applies the update once. The result is the same bits as
+  // local_batch / accumulate rows, in turn or some at once (microBatchesAtOnce), as virtual
+  // replicas replica * accumulate + step (which axis_index returns), and applies the update once. The result is the same bits as
   // devices x processes x accumulate replicas with the same global batch: gradients, loss, BN
   // statistics (per-replica BN: each micro-batch starts from the same running statistics), the
   // fold of every all-reduce. A power of two; host-memory devices (cpu) only. An all-reduce
@@ -109,8 +109,9 @@ struct PmapOptions {
   // beside the other replicas (runtime::ThreadShare::microAtOnce: cpu:1 x 4 on 2 cores, two) and
   // the host's available memory holds (runtime::availableHostBytes),
   // one at a time with a memoryBudget and across processes where the micro-batches all-reduce
-  // (cross-replica BatchNorm: more is refused there); 1: one after another. With SPMD_THREAD_INVARIANT=1 the
-  // micro-batches that run together share the device's threads (one at a time: all of them).
+  // (cross-replica BatchNorm: more is refused there); 1: one after another. With
+  // SPMD_THREAD_INVARIANT=1 the micro-batches that run together share the device's threads (one
+  // at a time: all of them).
   int microBatchesAtOnce = 0;
   // ZeRO-1 (compiler pass spmd-shard-update): each replica runs the optimizer's update on its 1/N
   // slice of every parameter and state tensor: the gradients' all-reduce becomes a reduce-scatter,
