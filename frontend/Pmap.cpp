@@ -283,14 +283,32 @@ int PmapCore::threadsPerReplica(std::string* why) const {
   return share.threads;
 }
 
-int PmapCore::microBatchesAtOnce() const {
+int PmapCore::microBatchesAtOnce(const runtime::AccumulationSplit* split) const {
   const PmapOptions& o = state_->options;
   if (o.accumulate <= 1) return 1;
+  const bool acrossProcesses = state_->job->info().size > 1;
+  // Across processes a micro part that moves data between replicas (cross-replica BatchNorm)
+  // must reach MPI in one order in every process: its micro-batches run one at a time.
+  if (split && acrossProcesses && split->micro.exchanges()) {
+    if (o.microBatchesAtOnce > 1)
+      throw Error(who() + "microBatchesAtOnce is " + std::to_string(o.microBatchesAtOnce) +
+                  ", but the micro-batches' part all-reduces across processes (cross-replica BatchNorm), and "
+                  "every process must reach those collectives in one order: they run one at a time; set "
+                  "microBatchesAtOnce to 0 or 1, or use per-replica BatchNorm");
+    return 1;
+  }
   if (o.microBatchesAtOnce > 0) return o.microBatchesAtOnce;
   if (o.memoryBudget > 0) return 1;
-  return std::max(1, state_->devices.driver()
-                         .threadsPerReplica(state_->devices, o.threadsPerReplica, state_->job->info(), o.accumulate)
-                         .microAtOnce);
+  int atOnce = std::max(1, state_->devices.driver()
+                               .threadsPerReplica(state_->devices, o.threadsPerReplica, state_->job->info(), o.accumulate)
+                               .microAtOnce);
+  // As many as the host's memory holds too (each a micro part's arena, a leaf and copies).
+  if (split && atOnce > 1) {
+    const size_t room = runtime::availableHostBytes();
+    while (atOnce > 1 && runtime::residentBytes(*split, o.accumulate, false, atOnce) * size_t(state_->devices.size()) > room)
+      --atOnce;
+  }
+  return atOnce;
 }
 
 int PmapCore::globalDeviceCount() const {
@@ -465,22 +483,7 @@ std::pair<std::vector<Tensor>, std::shared_ptr<void>> PmapCore::call(
                     state_->devices.spec);
       entry->split = splitForAccumulation(program, entry->outputNames);
       if (o.planMemory) planMemory(entry->split.micro), planMemory(entry->split.apply);
-      int atOnce = microBatchesAtOnce();
-      // Across processes a micro part that moves data between replicas (cross-replica BatchNorm)
-      // must reach MPI in one order in every process: its micro-batches run one at a time.
-      if (atOnce > 1 && state_->job->info().size > 1 && entry->split.micro.exchanges()) {
-        if (o.microBatchesAtOnce > 1)
-          throw Error(who() + "microBatchesAtOnce is " + std::to_string(o.microBatchesAtOnce) +
-                      ", but the micro-batches' part all-reduces across processes (cross-replica BatchNorm), and "
-                      "every process must reach those collectives in one order: they run one at a time; set "
-                      "microBatchesAtOnce to 0 or 1, or use per-replica BatchNorm");
-        atOnce = 1;
-      }
-      // As many as the host's memory holds too (each a micro part's arena, a leaf and copies).
-      const size_t room = runtime::availableHostBytes();
-      while (o.microBatchesAtOnce == 0 && atOnce > 1 &&
-             runtime::residentBytes(entry->split, A, false, atOnce) * size_t(state_->devices.size()) > room)
-        --atOnce;
+      const int atOnce = microBatchesAtOnce(&entry->split);
       while (int(entry->micro.size()) < atOnce)
         entry->micro.push_back(std::make_unique<runtime::ReplicaGroup>(
             entry->split.micro, state_->devices, *state_->job, state_->timeout, o.threadsPerReplica, 1, A, atOnce));

@@ -21,6 +21,7 @@ namespace spmd {
 namespace runtime {
 class Device;
 class ReplicaGroup;
+struct AccumulationSplit;
 }
 
 namespace detail {
@@ -211,8 +212,10 @@ class PmapCore : public CompileLog {
   runtime::CallCounts lastCall() const;
   size_t lastPlannedBytes() const;
   int threadsPerReplica(std::string* why) const;
-  // With accumulation, the micro-batches each replica runs at once (PmapOptions::microBatchesAtOnce).
-  int microBatchesAtOnce() const;
+  // With accumulation, the micro-batches each replica runs at once (PmapOptions::microBatchesAtOnce);
+  // given the compiled split, also within the host's memory, and one at a time where its micro
+  // part all-reduces across processes (more asked for there: an error).
+  int microBatchesAtOnce(const runtime::AccumulationSplit* split = nullptr) const;
 
  private:
   struct Entry;

@@ -1,6 +1,8 @@
 // MachineLoad: /proc/stat's first line and /proc/self/stat's utime and stime.
 #include "runtime/base/MachineLoad.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <fstream>
 #include <mutex>
@@ -60,6 +62,8 @@ void setCpuTicksSource(std::function<CpuTicks()> s) {
   std::lock_guard lock(sourceMutex);
   source() = std::move(s);
 }
+
+int onlineCores() { return int(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN))); }
 
 MachineLoad loadBetween(const CpuTicks& before, const CpuTicks& after, int cores, double leastTicks) {
   MachineLoad load;

@@ -14,6 +14,8 @@ struct CpuTicks {
 };
 
 CpuTicks cpuTicksNow();
+// The cores online (at least 1).
+int onlineCores();
 // Tests: where cpuTicksNow reads from (null: /proc).
 void setCpuTicksSource(std::function<CpuTicks()> source);
 

@@ -2,11 +2,11 @@
 #include "runtime/cpu/CpuDriver.h"
 
 #include <omp.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
 
+#include "runtime/base/MachineLoad.h"
 #include "runtime/base/Parse.h"
 #include "runtime/cpu/CpuDevice.h"
 #include "runtime/cpu/OwnIsa.h"
@@ -43,7 +43,7 @@ int microBatchesAtOnce(const ThreadShare& share, int replicas, int microBatches,
   if (microBatches <= 1 || share.turns > 0) return 1;
   const char* omp = std::getenv("OMP_NUM_THREADS");
   const int threads = job.size > 1 && !(omp && *omp)
-                          ? int(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)) / std::max(1, job.localSize))
+                          ? onlineCores() / std::max(1, job.localSize)
                           : omp_get_max_threads();
   return std::clamp(threads / (std::max(1, replicas) * std::max(1, share.threads)), 1, microBatches);
 }
@@ -59,7 +59,7 @@ ThreadShare cpuShare(int replicas, int requested, const ProcessInfo& job, int co
     return withTurns({int(*n), true, "SPMD_THREADS_PER_REPLICA"}, devices, job);
   const char* omp = std::getenv("OMP_NUM_THREADS");
   if (job.size > 1 && !(omp && *omp)) {
-    long cores = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
+    const long cores = onlineCores();
     int all = replicas * std::max(1, job.localSize);
     return {std::max(1, int(cores / all)), false,
             std::to_string(cores) + " cores of host " + job.host + " / " + std::to_string(all) + " replicas on it (" +

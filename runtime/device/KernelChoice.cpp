@@ -54,8 +54,6 @@ const Variant* find(const std::vector<Variant>& variants, const std::string& nam
   return nullptr;
 }
 
-int machineCores() { return int(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN))); }
-
 }  // namespace
 
 std::string keyText(const ChoiceKey& key) {
@@ -239,9 +237,9 @@ Choice KernelChoices::choose(const ChoiceKey& key, const std::vector<Variant>& c
                     ", so it is not used";
     // In a job of several processes the others wait for process 0's choices, busy in MPI: their
     // load says nothing, so only a process of its own looks at the machine's.
-    const CpuTicks before = cpuTicksNow();
+    const CpuTicks before = exchange ? CpuTicks{} : cpuTicksNow();
     const std::vector<double> seconds = time(allowed);
-    const MachineLoad load = exchange ? MachineLoad{} : loadBetween(before, cpuTicksNow(), machineCores());
+    const MachineLoad load = exchange ? MachineLoad{} : loadBetween(before, cpuTicksNow(), onlineCores());
     if (seconds.size() != allowed.size())
       throw Error("timing " + where + " gave " + std::to_string(seconds.size()) + " times for " +
                   std::to_string(allowed.size()) + " variants");

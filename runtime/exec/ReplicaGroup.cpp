@@ -1,7 +1,6 @@
 // ReplicaGroup: executors, communicators and worker threads; error collection per replica.
 #include "runtime/exec/ReplicaGroup.h"
 
-#include <algorithm>
 #include <atomic>
 
 #include "runtime/device/CoreTurns.h"

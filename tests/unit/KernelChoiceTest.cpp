@@ -6,8 +6,6 @@
 // bad pin is refused listing the variants.
 #include <gtest/gtest.h>
 
-#include <unistd.h>
-
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -245,7 +243,7 @@ TEST(KernelChoiceTest, AChoiceAnotherProcessWroteMeanwhileIsTakenWithoutTiming) 
 // /proc): the choice is still made and kept (the first run on a machine decides for later ones,
 // so that runs agree), but its note says so and a warning, once, names the file to delete.
 TEST(KernelChoiceTest, AChoiceTimedWhileOtherProcessesKeepTheCoresBusySaysSo) {
-  const int cores = int(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
+  const int cores = onlineCores();
   // 10 ticks of wall time a timing; this process keeps one core busy, others `others` cores.
   double others = cores - 0.5;  // with ours, more than the machine has: contended
   CpuTicks now{0, 0, 0, true};
