@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 
 #include "compiler/PlanMemory.h"
@@ -58,6 +59,8 @@ struct PmapCore::State {
   std::map<std::string, std::unique_ptr<Entry>> cache;
   runtime::CallCounts lastCall;  // of the last call's step program (PmapCore::lastCall)
   size_t plannedBytes = 0;        // of the last compiled one (PmapCore::lastPlannedBytes)
+  // The threads the last compiled step runs with, and how they were reached (threadsPerReplica).
+  std::optional<runtime::ThreadShare> threads;
   // Calls from several threads queue (tracing, the cache, the replica group's arenas).
   std::mutex mutex;
 };
@@ -276,6 +279,15 @@ size_t PmapCore::lastPlannedBytes() const {
   return state_->plannedBytes;
 }
 int PmapCore::threadsPerReplica(std::string* why) const {
+  {
+    std::lock_guard lock(state_->mutex);
+    if (state_->threads) {  // compiled: what the last compiled step runs
+      if (why) *why = state_->threads->why;
+      return state_->threads->threads;
+    }
+  }
+  // Before the first call: the share the step will run unless its micro-batches must run fewer at
+  // once than the cores hold (the host's memory, cross-replica BatchNorm across processes).
   runtime::ThreadShare share =
       state_->devices.driver().threadsPerReplica(state_->devices, state_->options.threadsPerReplica,
                                                  state_->job->info(), state_->options.accumulate, microBatchesAtOnce());
@@ -487,14 +499,26 @@ std::pair<std::vector<Tensor>, std::shared_ptr<void>> PmapCore::call(
       while (int(entry->micro.size()) < atOnce)
         entry->micro.push_back(std::make_unique<runtime::ReplicaGroup>(
             entry->split.micro, state_->devices, *state_->job, state_->timeout, o.threadsPerReplica, 1, A, atOnce));
-      // The apply part runs alone (with thread-invariant kernels, on the device's whole share).
+      // The apply part runs alone. Where its kernels' bits do not depend on the threads (an
+      // optimizer's fused update, the fold's all-reduce), or with thread-invariant kernels, it
+      // takes the device's whole share; else the micro-batches' (the share of the replica count
+      // it stands for, so its bits are that layout's).
+      const bool applyShares = !state_->devices.driver().threadsChangeBits(entry->split.apply);
       entry->group = std::make_unique<runtime::ReplicaGroup>(entry->split.apply, state_->devices, *state_->job,
-                                                             state_->timeout, o.threadsPerReplica, A, A, 1);
+                                                             state_->timeout, o.threadsPerReplica, A,
+                                                             applyShares ? 1 : A, 1);
       state_->plannedBytes = runtime::residentBytes(entry->split, A, false, atOnce);
+      runtime::ThreadShare share = entry->micro.front()->threadShare();
+      const runtime::ThreadShare& applied = entry->group->threadShare();
+      if (share.threads != 0 && applied.threads != share.threads)
+        share.why += "; the update after the micro-batches runs on " + std::to_string(applied.threads) +
+                     " (its kernels' bits do not depend on the threads)";
+      state_->threads = share;
     } else {
       state_->plannedBytes = runtime::residentBytes(program, false);
       entry->group = std::make_unique<runtime::ReplicaGroup>(program, state_->devices, *state_->job, state_->timeout,
                                                              o.threadsPerReplica);
+      state_->threads = entry->group->threadShare();
     }
     entry->group->enableDebugNonFinite(o.debugNans, o.debugInfs);
     for (auto& group : entry->micro) group->enableDebugNonFinite(o.debugNans, o.debugInfs);
@@ -546,7 +570,8 @@ std::vector<std::pair<std::string, std::string>> PmapCore::fingerprint(const std
   char hex[20];  // of the traced IR, constants a closure captured included
   std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(fnv1a(lastTracedIr())));
   facts.emplace_back("traced step (IR hash; a value the function captured, such as a flag, differs)", hex);
-  facts.emplace_back("threads per replica", std::to_string(group.threadsPerReplica()));
+  facts.emplace_back("threads per replica",
+                     std::to_string(state_->threads ? state_->threads->threads : group.threadsPerReplica()));
   facts.emplace_back("accumulation steps", std::to_string(state_->options.accumulate));
   // Both change which collectives a step runs (gathers, reduce-scatters, recomputed all-reduces).
   facts.emplace_back("parameter sharding (shardUpdate, fullyShard)",

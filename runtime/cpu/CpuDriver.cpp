@@ -9,10 +9,12 @@
 #include "runtime/base/MachineLoad.h"
 #include "runtime/base/Parse.h"
 #include "runtime/cpu/CpuDevice.h"
+#include "runtime/cpu/CpuVariants.h"
 #include "runtime/cpu/OwnIsa.h"
 #include "runtime/device/DeviceList.h"
 #include "runtime/device/Driver.h"
 #include "runtime/device/Variants.h"
+#include "runtime/program/Program.h"
 
 namespace spmd::runtime {
 
@@ -100,6 +102,20 @@ ThreadShare cpuThreadShare(int replicas, int requested, const ProcessInfo& job, 
   return share;
 }
 
+bool cpuThreadsChangeBits(const Program& program) {
+  const bool invariant = threadInvariantKernels();
+  for (const Step& step : program.steps) {
+    if (step.op == "custom_call") return true;
+    if (invariant) continue;
+    if (step.op == "batch_norm_train" || step.op == "batch_norm_infer") return true;
+    for (const VariantSet* set : cpu::cpuVariantSets())
+      if (step.op == set->op)
+        for (const KernelVariant& v : set->variants)
+          if (!v.threadInvariant) return true;
+  }
+  return false;
+}
+
 // Parses "N" of "<name>:N" as a count of emulated devices (shared with the sim backend).
 std::vector<int> parseEmulatedCount(const std::string& spec, const std::string& rest, bool hasColon,
                                     const std::string& forms) {
@@ -147,6 +163,7 @@ class CpuDriver final : public Driver {
                                 int atOnce) const override {
     return cpuThreadShare(list.size(), requested, job, microBatches, atOnce);
   }
+  bool threadsChangeBits(const Program& program) const override { return cpuThreadsChangeBits(program); }
   void prepareReplicaThread(const DeviceList&, int, int threads) const override {
     // The replicas share the cores: each gets its part of the OpenMP threads oneDNN uses.
     omp_set_num_threads(threads);

@@ -25,6 +25,12 @@ int emulatedCpuDeviceCount();
 ThreadShare cpuThreadShare(int replicas, int requested = 0, const ProcessInfo& job = {}, int microBatches = 1,
                            int atOnce = 0);
 inline int cpuThreadsPerReplica(int replicas) { return cpuThreadShare(replicas).threads; }
+// Whether a step of `program` runs a CPU kernel whose bits may depend on its OpenMP threads:
+// a variant that is not thread-invariant (oneDNN's own threading of convolutions and matmuls,
+// runtime/cpu/CpuVariants.h) or oneDNN's batch normalization, unless SPMD_THREAD_INVARIANT=1
+// leaves those out, or a user's kernel (custom_call); every other kernel cuts its work by size
+// alone (reductions, fused bodies, collectives).
+bool cpuThreadsChangeBits(const Program& program);
 // The devices of "<backend>:N" (N emulated devices, at most emulatedCpuDeviceCount()), for the
 // backends that emulate devices on the host (cpu, sim); `forms` goes into messages.
 std::vector<int> parseEmulatedCount(const std::string& spec, const std::string& rest, bool hasColon,

@@ -39,6 +39,7 @@ struct Bf16Kernels {
 };
 
 struct DeviceList;
+struct Program;
 
 class Driver {
  public:
@@ -77,6 +78,12 @@ class Driver {
                                         int microBatches = 1, int atOnce = 0) const {
     return {};
   }
+  // Whether `program`'s results may depend on the host threads its replicas run with (the cpu
+  // backend: a step whose kernel may be oneDNN's own threading of a convolution, matmul or
+  // batch norm, or a user's kernel), so that it must run the threads of the replica count it
+  // stands for; false: any share gives the same bits (gradient accumulation's update after the
+  // micro-batches then takes the device's whole share).
+  virtual bool threadsChangeBits(const Program& program) const { return false; }
   // Runs on the worker thread of replica `replica` of `list` before its first step, with
   // threadsPerReplica's answer (the cpu backend sets the thread's OpenMP threads). Not called
   // when one replica runs on the caller's thread.

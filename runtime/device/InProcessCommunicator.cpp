@@ -13,6 +13,10 @@
 #include <cstring>
 
 namespace spmd::runtime {
+namespace {
+// Elements a thread folds at a time where one replica folds its operands alone.
+constexpr int64_t kFoldBlock = 1 << 16;
+}  // namespace
 
 InProcessGroup::InProcessGroup(int size, std::chrono::milliseconds timeout, int leavesPerRank)
     : size_(size), leaves_(leavesPerRank), timeout_(timeout), pointers_(size), arrived_(size) {
@@ -130,6 +134,25 @@ Communicator::Pending InProcessCommunicator::allReduce(std::span<const Segment> 
     // divides by 1), so the result is the operands as they are, without staging or a fold pass.
     for (size_t k = 0; k < in.size(); ++k)
       if (out[k].data != in[k].data) std::memcpy(out[k].data, in[k].data, size_t(in[k].count) * e);
+    return {};
+  }
+  if (size() == 1) {
+    // One replica standing for several leaves (accumulation's update on one device): its operands
+    // are its subtree's roots, so the tree's root is each operand as it is (a mean divided once),
+    // folded from operand to result directly: no staging, no exchange, the threads sharing the
+    // elements (each element's order is the plan's, whoever folds it).
+    const FoldPlan& plan = *group_->plan_;
+    const int divisor = group_->leavesPerRank();
+    for (size_t k = 0; k < in.size(); ++k) {
+      const int64_t count = in[k].count, blocks = (count + kFoldBlock - 1) / kFoldBlock;
+#pragma omp parallel for schedule(static) if (blocks > 1)
+      for (int64_t b = 0; b < blocks; ++b) {
+        const int64_t begin = b * kFoldBlock, end = std::min(count, begin + kFoldBlock);
+        const void* source[] = {in[k].data};
+        void* result[] = {static_cast<std::byte*>(out[k].data) + begin * int64_t(e)};
+        plan.run(dtype, source, begin, end, op, divisor, result);
+      }
+    }
     return {};
   }
   if (in.size() == 1) {

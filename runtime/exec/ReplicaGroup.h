@@ -61,6 +61,7 @@ class ReplicaGroup {
   // The host threads each replica's kernels run with (0: the backend's results do not depend on
   // them; Driver::threadsPerReplica).
   int threadsPerReplica() const { return threads_.threads; }
+  const ThreadShare& threadShare() const { return threads_; }
   // axis_index returns replica * steps + step until the next call (accumulation's virtual replicas).
   void setVirtualStep(int step, int steps) {
     for (auto& c : comms_) c->setVirtualStep(step, steps);

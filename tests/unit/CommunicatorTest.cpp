@@ -138,6 +138,36 @@ TEST(CommunicatorTest, OneReplicaAllReduceIsTheIdentityInPlaceOrNot) {
   }
 }
 
+// One replica standing for 4 leaves (accumulation's update on one device): its operands are
+// its subtree's root, so the all_reduce gives each one as it is, a mean divided by 4, in place
+// or into other buffers, on segments longer than the block the threads share, as the tree's
+// root is (foldLeaves on the one value; NaN, -0 and subnormals included).
+TEST(CommunicatorTest, OneReplicaOfSeveralLeavesFoldsItsOperandsToTheRoot) {
+  auto group = std::make_shared<InProcessGroup>(1, std::chrono::seconds(30), 4);
+  InProcessCommunicator comm(group, 0);
+  Array big = randomArray(DType::f64, {200001}, 41);
+  for (Reduction op : {Reduction::Sum, Reduction::Mean, Reduction::Max, Reduction::Min}) {
+    std::vector<double> a(big.values<double>().begin(), big.values<double>().end());
+    a[0] = -0.0, a[1] = NAN, a[2] = 4e-320, a[3] = INFINITY;
+    std::vector<double> b{7.0, -0.0, 1e-310}, bOut(b.size(), 99.0);
+    const std::vector<double> a0 = a, b0 = b;
+    std::vector<Communicator::Segment> in{{a.data(), int64_t(a.size())}, {b.data(), int64_t(b.size())}};
+    std::vector<Communicator::Segment> out{{a.data(), int64_t(a.size())}, {bOut.data(), int64_t(bOut.size())}};
+    comm.allReduce(in, out, DType::f64, op, "CommunicatorTest", false).wait();
+    auto root = [&](double v) { return foldLeaves<double>(1, [&](int) { return v; }, op, 4); };
+    for (size_t i = 0; i < a.size(); ++i) {
+      const double want = root(a0[i]);
+      ASSERT_EQ(std::memcmp(&a[i], &want, sizeof want), 0) << "in place, element " << i;
+    }
+    for (size_t i = 0; i < b.size(); ++i) {
+      const double want = root(b0[i]);
+      ASSERT_EQ(std::memcmp(&bOut[i], &want, sizeof want), 0) << "into another buffer, element " << i;
+    }
+    EXPECT_EQ(b, b0) << "the operand is left as it was";
+  }
+  EXPECT_NE(foldLeaves<double>(1, [](int) { return 3.0; }, Reduction::Mean, 4), 3.0);  // the mean divides
+}
+
 TEST(CommunicatorTest, AxisIndexIsTheRank) {
   for (const KernelTable* table : {&cpuKernels(), &referenceKernels()}) {
     auto group = std::make_shared<InProcessGroup>(3, std::chrono::seconds(30));

@@ -156,6 +156,38 @@ TEST(PmapTest, MicroBatchesCountAsReplicasInTheDefaultThreadShare) {
       << twoWhy;
 }
 
+// With accumulation the update after the micro-batches runs alone: where its kernels' bits do
+// not depend on the threads (an elementwise update), it takes the device's whole share and the
+// share's text says so; where they may (a matmul: oneDNN's own threading), the micro-batches'
+// share, so its bits stay those of the replica count it stands for. Before the first call the
+// share is the estimate; after, what the compiled step runs.
+TEST(PmapTest, TheUpdateAfterTheMicroBatchesTakesTheDevicesShareWhereItsBitsAllow) {
+  const int before = omp_get_max_threads();
+  omp_set_num_threads(2);
+  Array w = randomArray(DType::f32, {4, 4}, 11), x = randomArray(DType::f32, {8, 4}, 12);
+  auto gradient = [](const Tensor& wv, const Tensor& xv) {
+    return grad([&](const Tensor& p) { return sum(mul(matmul(xv, p), matmul(xv, p)), {0, 1}); })(wv);
+  };
+  auto elementwise = [&](const Tensor& wv, const Tensor& xv) { return sub(wv, mul(gradient(wv, xv), 0.1)); };
+  auto throughMatmul = [&](const Tensor& wv, const Tensor& xv) { return sub(wv, matmul(gradient(wv, xv), wv)); };
+  const PmapOptions options{.inAxes = {replicated, split}, .devices = "cpu:1", .accumulate = 4};
+  auto first = pmap(elementwise, options);
+  std::string estimate, plain, withMatmul;
+  EXPECT_EQ(first.threadsPerReplica(&estimate), 1);
+  first(w, x);
+  EXPECT_EQ(first.threadsPerReplica(&plain), 1);
+  auto second = pmap(throughMatmul, options);
+  second(w, x);
+  EXPECT_EQ(second.threadsPerReplica(&withMatmul), 1);
+  omp_set_num_threads(before);
+  EXPECT_EQ(estimate.find("the update"), std::string::npos) << estimate;
+  EXPECT_NE(plain.find("(1 x 4 micro-batches)"), std::string::npos) << plain;
+  EXPECT_NE(plain.find("; the update after the micro-batches runs on 2 (its kernels' bits do not depend on the threads)"),
+            std::string::npos)
+      << plain;
+  EXPECT_EQ(withMatmul.find("the update"), std::string::npos) << withMatmul;
+}
+
 // More replicas than the process's threads take turns on them (runtime/device/CoreTurns.h),
 // which the thread share says; SPMD_REPLICA_TURNS=0 runs them all at once. Same bits either way.
 TEST(PmapTest, ReplicasBeyondTheThreadsTakeTurnsAndSaySo) {
