@@ -309,6 +309,15 @@ int PmapCore::microBatchesAtOnce(const runtime::AccumulationSplit* split) const 
                   "microBatchesAtOnce to 0 or 1, or use per-replica BatchNorm");
     return 1;
   }
+  // A device of its own memory (sim, a GPU) runs its micro-batches on its one stream, one after
+  // another: running several at once gains nothing there, and they would share its stream.
+  if (!state_->devices.driver().makeDevice(state_->devices, 0)->hostAccessible()) {
+    if (o.microBatchesAtOnce > 1)
+      throw Error(who() + "microBatchesAtOnce is " + std::to_string(o.microBatchesAtOnce) + ", but " +
+                  state_->devices.spec + "'s devices run their micro-batches on one stream, one at a time; set "
+                  "microBatchesAtOnce to 0 or 1 (several at once share a cpu device's cores)");
+    return 1;
+  }
   if (o.microBatchesAtOnce > 0) return o.microBatchesAtOnce;
   if (o.memoryBudget > 0) return 1;
   int atOnce = std::max(1, state_->devices.driver()
@@ -490,9 +499,6 @@ std::pair<std::vector<Tensor>, std::shared_ptr<void>> PmapCore::call(
       entry->outputNames.push_back(i < traced.names.size() && !traced.names[i].empty() ? traced.names[i]
                                                                                         : "output " + std::to_string(i));
     if (A > 1) {
-      if (!state_->devices.driver().makeDevice(state_->devices, 0)->hostAccessible())
-        throw Error(who() + "gradient accumulation runs on host-memory devices (cpu) only so far, not " +
-                    state_->devices.spec);
       entry->split = splitForAccumulation(program, entry->outputNames);
       if (o.planMemory) planMemory(entry->split.micro), planMemory(entry->split.apply);
       const int atOnce = microBatchesAtOnce(&entry->split);

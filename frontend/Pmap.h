@@ -99,7 +99,7 @@ struct PmapOptions {
   // replicas replica * accumulate + step (which axis_index returns), and applies the update once. The result is the same bits as
   // devices x processes x accumulate replicas with the same global batch: gradients, loss, BN
   // statistics (per-replica BN: each micro-batch starts from the same running statistics), the
-  // fold of every all-reduce. A power of two; host-memory devices (cpu) only. An all-reduce
+  // fold of every all-reduce. A power of two; cpu and sim devices (not cuda yet). An all-reduce
   // whose result feeds the batch's computation again (cross-replica BatchNorm) reduces over the
   // replicas of one micro-batch, so SyncBN with accumulation is not the same as more replicas; a
   // replicated output computed from it (the running statistics) is averaged over the micro-batches.

@@ -63,8 +63,9 @@ class CudaDriver final : public Driver {
   std::vector<std::unique_ptr<Communicator>> makeCommunicators(const DeviceList& list, std::chrono::milliseconds timeout,
                                                                const Job& job, int leavesPerReplica) const override {
     if (leavesPerReplica != 1)
-      throw Error("device list '" + list.spec + "': gradient accumulation runs on host-memory devices (cpu) only so "
-                  "far; run it on cpu:K");
+      throw Error("device list '" + list.spec + "': gradient accumulation runs on cpu and sim devices so far (the "
+                  "CUDA backend's all-reduces fold one leaf per replica, and it has not run on a GPU); run it on "
+                  "cpu:K, or give the step more replicas instead");
     auto host = Driver::makeCommunicators(list, timeout, job);
 #if SPMD_WITH_NCCL
     if (useNccl(list, job.info().size)) return makeNcclCommunicators(list, std::move(host), job, timeout);

@@ -166,6 +166,10 @@ class Communicator {
   // has none).
   virtual PointerExchange* pointers() { return nullptr; }
   virtual DeviceCollectives* deviceCollectives() { return nullptr; }
+  // The leaves of the fold tree each replica stands for (gradient accumulation's micro-batches,
+  // already folded into one subtree root per replica; runtime/device/Fold.h): a mean divides by
+  // size() times this.
+  virtual int leavesPerRank() const { return 1; }
   // The replica index the program's axis_index sees: rank() unless the replica runs virtual
   // replicas one after another (gradient accumulation: virtual replica rank * steps + step).
   int virtualRank() const { return rank() * virtualSteps_ + virtualStep_; }

@@ -68,6 +68,7 @@ class InProcessCommunicator final : public Communicator, public PointerExchange 
       : group_(std::move(group)), rank_(rank) {}
   int rank() const override { return rank_; }
   int size() const override { return group_->size(); }
+  int leavesPerRank() const override { return group_->leavesPerRank(); }
   Pending allReduce(std::span<const Segment> in, std::span<const Segment> out, DType dtype, Reduction op,
                     const std::string& what, bool background = false) override;
   Pending allGather(const void* in, void* out, size_t bytes, const std::string& what, bool background = false) override;

@@ -8,16 +8,44 @@
 #include <thread>
 
 #include "runtime/base/Error.h"
+#include "runtime/device/Device.h"
 #include "runtime/device/Fold.h"
+#include "runtime/device/Kernel.h"
 
 namespace spmd::runtime {
 namespace {
 
-// Adds `from` into `to` elementwise (a node of the fold tree).
-void addInto(DType dtype, std::byte* to, const std::byte* from, int64_t count) {
-  const void* sources[] = {to, from};
-  void* out[] = {to};
-  FoldPlan::leaves(2).run(dtype, sources, 0, count, Reduction::Sum, 1, out);
+// Adds `from` into `to` elementwise (a node of the fold tree): on the host where the device's
+// memory is the host's, else with the device's own add kernel on its stream (one rounding in the
+// element type either way, so the same bits).
+void addInto(Device& device, DType dtype, std::byte* to, const std::byte* from, int64_t count) {
+  if (device.hostAccessible()) {
+    const void* sources[] = {to, from};
+    void* out[] = {to};
+    FoldPlan::leaves(2).run(dtype, sources, 0, count, Reduction::Sum, 1, out);
+    return;
+  }
+  if (dtype != DType::f32 && dtype != DType::f64)
+    throw Error(std::string("gradient accumulation on ") + device.name() + " folds f32 and f64 values, not " +
+                std::string(dtypeName(dtype)) + "; accumulate this output on cpu devices, or compute it in f32");
+  static const Step add = [] {
+    Step s;
+    s.op = "add";
+    s.location = "the fold of accumulated micro-batches";
+    return s;
+  }();
+  const int64_t shape[] = {count};
+  const TensorView in[] = {{to, dtype, shape}, {const_cast<std::byte*>(from), dtype, shape}};
+  const TensorView out[] = {{to, dtype, shape}};
+  std::shared_ptr<void> cache;
+  KernelCall call{add, in, out, cache, nullptr, &device};
+  device.kernels().at("add")(call);
+}
+
+// Copies `bytes` from `from` to `to`, both the device's memory.
+void copyWithin(Device& device, std::byte* to, const std::byte* from, size_t bytes) {
+  if (device.hostAccessible()) std::memcpy(to, from, bytes);
+  else device.copyOnDevice(to, from, bytes);
 }
 
 // One complete subtree of the fold tree over the micro-batches so far.
@@ -99,9 +127,11 @@ std::vector<std::shared_ptr<DeviceArray>> callAccumulated(const AccumulationSpli
   // Micro-batch a's results: its rows of the mapped outputs, and its leaves into the fold.
   auto gather = [&](int a, std::vector<std::vector<Output>>& out) {
     for (int r = 0; r < devices; ++r) {
+      Device& device = *micro.front()->device(r);
+      device.activate();
       for (int k = 0; k < split.microMapped; ++k) {
         const size_t bytes = microPart.buffers[microPart.outputs[k]].bytes();
-        std::memcpy(parts[r][k].get() + a * bytes, out[r][k].device.get(), bytes);
+        copyWithin(device, parts[r][k].get() + a * bytes, out[r][k].device.get(), bytes);
       }
       for (int j = 0; j < split.accumulated; ++j) {
         const BufferDesc& b = microPart.buffers[microPart.outputs[split.microMapped + j]];
@@ -109,13 +139,15 @@ std::vector<std::shared_ptr<DeviceArray>> callAccumulated(const AccumulationSpli
         Subtree leaf{0, out[r][split.microMapped + j].device};
         // Merge while the newest subtree is the right sibling of the one below it.
         while (!stack.empty() && stack.back().level == leaf.level) {
-          addInto(b.dtype, stack.back().data.get(), leaf.data.get(), numElements(b.shape));
+          addInto(device, b.dtype, stack.back().data.get(), leaf.data.get(), numElements(b.shape));
           fold.spare[size_t(r)][size_t(j)].push_back(std::move(leaf.data));  // added in: free again
           leaf = {stack.back().level + 1, stack.back().data};
           stack.pop_back();
         }
         stack.push_back(leaf);
       }
+      // A leaf added in is written again by a later micro-batch, maybe on another group's stream.
+      device.synchronize();
     }
   };
   // Rounds of `atOnce` micro-batches, one per group, each on its own thread; their leaves join

@@ -36,6 +36,8 @@ namespace spmd::runtime::kernels {
 
 // out[i] = the fold tree's root over rows[0][i], ..., rows[n-1][i] (row r at rows + r * count):
 // the fold of NCCL's exact all-reduce (runtime/cuda/NcclFold.cu) and of the in-process one below.
+// A mean divides by `divisor` (0: n); rows that are subtrees of several leaves each (gradient
+// accumulation's replicas, Communicator::leavesPerRank) fold as n leaves do, and divide by all.
 template <typename T>
 struct FoldRowsFn {
   const T* rows;
@@ -43,10 +45,11 @@ struct FoldRowsFn {
   int64_t count;
   Reduction op;
   T* out;
+  int divisor = 0;
   SPMD_HOST_DEVICE void operator()(int64_t i) const {
     const T* r0 = rows + i;
     const int64_t stride = count;
-    out[i] = foldLeaves<T>(n, [&](int r) { return r0[r * stride]; }, op, n);
+    out[i] = foldLeaves<T>(n, [&](int r) { return r0[r * stride]; }, op, divisor > 0 ? divisor : n);
   }
 };
 
@@ -264,15 +267,18 @@ void readEveryReplica(KernelCall& call, Communicator& comm, const void* operand,
   comm.barrier(what);  // operands stay alive until every replica has read them
 }
 
-// out = the fold of `rows` (n rows of `count` elements, contiguous), in the element type.
+// out = the fold of `rows` (n rows of `count` elements, contiguous), in the element type; a mean
+// divides by n times the leaves each row stands for.
 template <class Api>
-void foldRows(KernelCall& call, const void* rows, int n, int64_t count, DType dtype, Reduction op, void* out) {
+void foldRows(KernelCall& call, const void* rows, int n, int64_t count, DType dtype, Reduction op, void* out,
+              int leaves = 1) {
+  const int divisor = n * leaves;
   if (dtype == DType::f32)
-    Api::forEach(call, count, FoldRowsFn<float>{static_cast<const float*>(rows), n, count, op, static_cast<float*>(out)});
+    Api::forEach(call, count, FoldRowsFn<float>{static_cast<const float*>(rows), n, count, op, static_cast<float*>(out), divisor});
   else if (dtype == DType::f64)
-    Api::forEach(call, count, FoldRowsFn<double>{static_cast<const double*>(rows), n, count, op, static_cast<double*>(out)});
+    Api::forEach(call, count, FoldRowsFn<double>{static_cast<const double*>(rows), n, count, op, static_cast<double*>(out), divisor});
   else
-    Api::forEach(call, count, FoldRowsFn<int32_t>{static_cast<const int32_t*>(rows), n, count, op, static_cast<int32_t*>(out)});
+    Api::forEach(call, count, FoldRowsFn<int32_t>{static_cast<const int32_t*>(rows), n, count, op, static_cast<int32_t*>(out), divisor});
 }
 
 // Reduces `count` elements at `data` (this replica's device memory) across the replicas, or,
@@ -285,7 +291,12 @@ void reduceInPlace(KernelCall& call, void* data, DType dtype, int64_t count, Red
   Communicator& comm = communicatorOf(call);
   std::string what = collectiveWhat(call);
   const size_t e = dtypeSize(dtype);
+  // Each replica's operand is the root of its micro-batches' subtree (gradient accumulation).
+  const int leaves = comm.leavesPerRank();
   if (DeviceCollectives* library = comm.deviceCollectives()) {  // NCCL
+    if (leaves != 1)
+      throw Error(what + ": NCCL's all-reduce folds one leaf per replica; gradient accumulation over " +
+                  std::to_string(leaves) + " micro-batches does not run on it yet");
     if (members.empty()) {
       library->allReduce(data, dtype, count, op, Api::nativeStream(call), what);
       return;
@@ -300,8 +311,12 @@ void reduceInPlace(KernelCall& call, void* data, DType dtype, int64_t count, Red
     return;
   }
   // One replica (a pmap over one device), or a group of one: the fold of its one row is the row
-  // itself (a mean divides by 1), so nothing waits on the host and the step stays in one graph.
-  if (comm.size() == 1 || members.size() == 1) return;
+  // itself (a mean divides by 1, or by the leaves it stands for), so nothing waits on the host
+  // and the step stays in one graph.
+  if (comm.size() == 1 || members.size() == 1) {
+    if (leaves > 1 && op == Reduction::Mean) foldRows<Api>(call, data, 1, count, dtype, op, data, leaves);
+    return;
+  }
   std::vector<int64_t> group = members;
   if (group.empty())
     for (int r = 0; r < comm.size(); ++r) group.push_back(r);
@@ -330,7 +345,7 @@ void reduceInPlace(KernelCall& call, void* data, DType dtype, int64_t count, Red
     for (int k = 0; k < n; ++k)  // the receives: row k is the k-th member's values of this slice
       copy(rows + size_t(k) * mine * e, static_cast<const std::byte*>(peers[size_t(group[k])]) + begin * e, mine * e);
     std::byte* out = target + begin * e;
-    foldRows<Api>(call, rows, n, mine, dtype, op, out);
+    foldRows<Api>(call, rows, n, mine, dtype, op, out, leaves);
     for (int k = 0; k < n; ++k)  // the sends: the folded slice into every other member's buffer
       if (group[k] != me) copy(static_cast<std::byte*>(const_cast<void*>(peers[size_t(group[k])])) + begin * e, out, mine * e);
   }

@@ -171,6 +171,7 @@ class Group {
                   "hands in one subtree of the fold tree); use 1, 2, 4, 8, ...");
   }
   int local() const { return local_; }
+  int leaves() const { return leaves_; }
   int processCount() const { return processes_; }
   int rank() const { return rank_; }
   bool overlap() const { return overlap_; }
@@ -460,6 +461,7 @@ class ProcessCommunicator final : public Communicator {
   ProcessCommunicator(std::shared_ptr<Group> group, int local) : group_(std::move(group)), local_(local) {}
   int rank() const override { return group_->rank() * group_->local() + local_; }
   int size() const override { return group_->processCount() * group_->local(); }
+  int leavesPerRank() const override { return group_->leaves(); }
 
   // In the background (asked for, and overlap on: SPMD_OVERLAP=0 turns it off) the operands are
   // copied into the job now and the communication thread reduces them while the caller goes on;

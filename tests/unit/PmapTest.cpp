@@ -235,6 +235,16 @@ TEST(PmapTest, AccumulationEqualsMoreReplicasBitForBit) {
                                              {"cpu:2", 4, 2}, {"cpu:1", 8, 3}, {"cpu:1", 8, 8}})
     EXPECT_EQ(run(devices, accumulate, atOnce), reference)
         << devices << " x " << accumulate << " micro-batches, " << atOnce << " at once";
+  // On the simulator (the GPU backend's kernels and device-side folds: the leaves added by the
+  // device's own kernel, the all-reduce dividing a mean by every leaf), against sim:8.
+  const auto simReference = run("sim:8", 1, 0);
+  for (auto [devices, accumulate, atOnce] : {std::tuple{"sim:4", 2, 1}, {"sim:1", 8, 0}, {"sim:2", 4, 0}})
+    EXPECT_EQ(run(devices, accumulate, atOnce), simReference)
+        << devices << " x " << accumulate << " micro-batches, " << atOnce << " at once";
+  // A device with its own stream runs its micro-batches one at a time: more at once is refused.
+  EXPECT_NE(errorOf([&] { run("sim:2", 4, 2); }).find("microBatchesAtOnce is 2, but sim:2's devices run their "
+                                                      "micro-batches on one stream, one at a time"),
+            std::string::npos);
   // The values make the order matter: a left fold of the virtual replicas' gradients (what the
   // fold was before the tree) gives other bits than the tree for some element.
   auto xv = x.values<double>();
@@ -614,39 +624,44 @@ TEST(PmapTest, CrossReplicaStatisticsWithAccumulationAverageTheMicroBatches) {
   };
   Array w = randomArray(DType::f64, {3}, 11), running = randomArray(DType::f64, {3}, 12),
         x = randomArray(DType::f64, {8, 3}, 13, -2, 2);
-  // Called twice with 2 micro-batches at once: the second call runs them together, each group's
-  // replicas all-reducing among themselves.
-  auto run = [&](const Array& batch, int accumulate) {
-    auto f = pmap(step, {.inAxes = {replicated, replicated, split}, .devices = "cpu:2", .accumulate = accumulate,
-                         .microBatchesAtOnce = accumulate});
-    f(w, running, batch);
-    auto [loss, grad, next] = f(w, running, batch);
-    return std::vector<std::vector<double>>{values<double>(loss), values<double>(grad), values<double>(next)};
-  };
-  const auto accumulated = run(x, 2);
-  // Micro-batch a: rows 2a, 2a + 1 of replica 0's half and of replica 1's.
-  std::vector<std::vector<double>> expected;
-  for (int a = 0; a < 2; ++a) {
-    Array part = Array::zeros(DType::f64, {4, 3});
-    int row = 0;
-    for (int r = 0; r < 2; ++r)
-      for (int i = 0; i < 2; ++i, ++row)
-        for (int j = 0; j < 3; ++j) part.values<double>()[row * 3 + j] = x.values<double>()[(r * 4 + a * 2 + i) * 3 + j];
-    const auto one = run(part, 1);
-    if (expected.empty()) expected.assign(one.size(), {});
-    for (size_t o = 0; o < one.size(); ++o) {
-      expected[o].resize(one[o].size());
-      for (size_t i = 0; i < one[o].size(); ++i) expected[o][i] += one[o][i] / 2;
+  // Called twice, on cpu with 2 micro-batches at once: the second call runs them together, each
+  // group's replicas all-reducing among themselves. On sim (one at a time) the micro part's
+  // all-reduce and the fold run on the device.
+  for (const std::string devices : {"cpu:2", "sim:2"}) {
+    auto run = [&](const Array& batch, int accumulate) {
+      auto f = pmap(step, {.inAxes = {replicated, replicated, split}, .devices = devices, .accumulate = accumulate,
+                           .microBatchesAtOnce = devices == "cpu:2" ? accumulate : 0});
+      f(w, running, batch);
+      auto [loss, grad, next] = f(w, running, batch);
+      return std::vector<std::vector<double>>{values<double>(loss), values<double>(grad), values<double>(next)};
+    };
+    const auto accumulated = run(x, 2);
+    // Micro-batch a: rows 2a, 2a + 1 of replica 0's half and of replica 1's.
+    std::vector<std::vector<double>> expected;
+    for (int a = 0; a < 2; ++a) {
+      Array part = Array::zeros(DType::f64, {4, 3});
+      int row = 0;
+      for (int r = 0; r < 2; ++r)
+        for (int i = 0; i < 2; ++i, ++row)
+          for (int j = 0; j < 3; ++j) part.values<double>()[row * 3 + j] = x.values<double>()[(r * 4 + a * 2 + i) * 3 + j];
+      const auto one = run(part, 1);
+      if (expected.empty()) expected.assign(one.size(), {});
+      for (size_t o = 0; o < one.size(); ++o) {
+        expected[o].resize(one[o].size());
+        for (size_t i = 0; i < one[o].size(); ++i) expected[o][i] += one[o][i] / 2;
+      }
     }
+    const char* names[] = {"loss", "gradient", "running statistic"};
+    for (size_t o = 0; o < expected.size(); ++o)
+      for (size_t i = 0; i < expected[o].size(); ++i)
+        EXPECT_NEAR(accumulated[o][i], expected[o][i], 1e-14 * (1 + std::abs(expected[o][i])))
+            << devices << " " << names[o] << " " << i;
+    // And the statistics really were per micro-batch: over the whole batch, the running one differs.
+    auto whole = pmap(step, {.inAxes = {replicated, replicated, split}, .devices = devices});
+    auto [l, g, next] = whole(w, running, x);
+    EXPECT_GT(std::abs(values<double>(next)[0] - expected[2][0]) + std::abs(values<double>(l)[0] - expected[0][0]), 1e-6)
+        << devices;
   }
-  const char* names[] = {"loss", "gradient", "running statistic"};
-  for (size_t o = 0; o < expected.size(); ++o)
-    for (size_t i = 0; i < expected[o].size(); ++i)
-      EXPECT_NEAR(accumulated[o][i], expected[o][i], 1e-14 * (1 + std::abs(expected[o][i]))) << names[o] << " " << i;
-  // And the statistics really were per micro-batch: over the whole batch, the running one differs.
-  auto whole = pmap(step, {.inAxes = {replicated, replicated, split}, .devices = "cpu:2"});
-  auto [l, g, next] = whole(w, running, x);
-  EXPECT_GT(std::abs(values<double>(next)[0] - expected[2][0]) + std::abs(values<double>(l)[0] - expected[0][0]), 1e-6);
 }
 
 }  // namespace
