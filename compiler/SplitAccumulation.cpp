@@ -2,19 +2,29 @@
 #include "compiler/SplitAccumulation.h"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <set>
 
 #include "runtime/base/Error.h"
+#include "runtime/program/Catalog.h"
 
 namespace spmd {
 namespace {
 
 using runtime::Program;
 
+// A step that multiplies `from` by `factor` into `to` (of its type): a fused step, so every
+// backend runs it.
+runtime::Step scaleStep(const runtime::Step& at, int from, int to, int factor) {
+  return {"fused", {from}, {to}, {{"body", "%0 = load 0; %1 = const " + std::to_string(factor) + "; %2 = mul %0 %1; yield %2"}},
+          at.location, at.layer};
+}
+
 // A Program of `steps` (in order) with the given inputs and outputs, its buffers renumbered.
+// scale(s, k) > 1 multiplies operand k of step s by it first, into a buffer of its own.
 Program extract(const Program& p, const std::vector<int>& steps, const std::vector<int>& inputs,
-                const std::vector<int>& outputs) {
+                const std::vector<int>& outputs, const std::function<int(int, size_t)>& scale = {}) {
   Program out;
   out.name = p.name, out.axisName = p.axisName, out.replicas = p.replicas, out.microBatches = p.microBatches;
   std::map<int, int> ids;
@@ -26,7 +36,17 @@ Program extract(const Program& p, const std::vector<int>& steps, const std::vect
   for (int b : inputs) out.inputs.push_back(id(b));
   for (int s : steps) {
     runtime::Step step = p.steps[s];
-    for (int& b : step.inputs) b = id(b);
+    for (size_t k = 0; k < step.inputs.size(); ++k) {
+      int& b = step.inputs[k];
+      const int factor = scale ? scale(s, k) : 1;
+      b = id(b);
+      if (factor == 1) continue;
+      runtime::BufferDesc scaled = out.buffers[size_t(b)];
+      scaled.constant.clear(), scaled.offset = -1;
+      out.buffers.push_back(std::move(scaled));
+      out.steps.push_back(scaleStep(step, b, int(out.buffers.size()) - 1, factor));
+      b = int(out.buffers.size()) - 1;
+    }
     for (int& b : step.outputs) b = id(b);
     out.steps.push_back(std::move(step));
   }
@@ -151,6 +171,30 @@ AccumulationSplit splitForAccumulation(const Program& program, const std::vector
     if (accumulated[s] && std::none_of(program.steps[s].inputs.begin(), program.steps[s].inputs.end(),
                                        [&](int b) { return bool(varying[b]); }))
       accumulated[s] = false;
+  // An all-reduce operand that does not vary with the batch (a parameter's pmean, a psum of
+  // ones, a norm of the reduced gradients) is the same on each of a device's A micro-batches: in
+  // the fold over the virtual replicas it stands for A equal leaves, whose subtree (a power of
+  // two of equal values added pairwise) is exactly A times it. So it is never accumulated: the
+  // part that reduces it reads it as it is, times A where the reduction adds: a sum, and in the
+  // apply part, whose communicator divides a mean by every leaf, a mean (the micro part's divides
+  // by its replicas: the quotient's exact value, hence its bits, are the larger layout's).
+  const int64_t A = program.microBatches;
+  auto scaleFor = [&](bool apply) {
+    return [&, apply](int s, size_t k) {
+      const runtime::Step& step = program.steps[size_t(s)];
+      const int b = step.inputs[k];
+      if ((step.op != "all_reduce" && step.op != "reduce_scatter") || varying[size_t(b)] || A == 1) return 1;
+      const runtime::Reduction op = runtime::parseReduction(step.text("reduction"));
+      if (op != runtime::Reduction::Sum && !(apply && op == runtime::Reduction::Mean)) return 1;
+      const DType dtype = program.buffers[size_t(b)].dtype;
+      if (dtype != DType::f32 && dtype != DType::f64)
+        throw Error(step.op + " (" + runtime::reductionName(op) + ") at " + step.where() + " reduces a value of dtype " +
+                    std::string(dtypeName(dtype)) + " that is the same on every micro-batch; with gradient accumulation "
+                    "it counts once per micro-batch (multiplied by " + std::to_string(A) + "), which is done for f32 and f64 "
+                    "values only: cast it to f32 first, or use accumulate = 1");
+      return int(A);
+    };
+  };
   // With sliced parameters (ZeRO-1, FSDP) an all-reduce inside the micro-batches (cross-replica
   // BatchNorm's statistics) makes the replicated step average per-micro-batch updates, which a
   // sharded update cannot reproduce bit for bit: refused rather than silently different.
@@ -206,7 +250,8 @@ AccumulationSplit splitForAccumulation(const Program& program, const std::vector
   for (int s = 0; s < steps; ++s)
     if (accumulated[s])
       for (int b : program.steps[s].inputs)
-        if (!std::count(accumulatedOperands.begin(), accumulatedOperands.end(), b)) accumulatedOperands.push_back(b);
+        if (varying[b] && !std::count(accumulatedOperands.begin(), accumulatedOperands.end(), b))
+          accumulatedOperands.push_back(b);
   split.accumulated = int(accumulatedOperands.size());
   for (int b : accumulatedOperands) microOutputs.push_back(b);
 
@@ -236,7 +281,7 @@ AccumulationSplit splitForAccumulation(const Program& program, const std::vector
                   " varies with the batch but feeds a replicated output through no all-reduce; gradient "
                   "accumulation cannot split this step");
     for (int b : program.steps[s].inputs)
-      if (!accumulatedOperand[b] || !accumulated[s]) neededApply[b] = true;
+      if (!accumulated[s] || !varying[b]) neededApply[b] = true;
   }
   std::vector<int> microSteps, applySteps, microIn, applyIn;
   for (int s = 0; s < steps; ++s) {
@@ -269,8 +314,8 @@ AccumulationSplit splitForAccumulation(const Program& program, const std::vector
     }
     applyDonors[size_t(split.outputs[k].index)] = int(at - split.applyInputs.begin());
   }
-  split.micro = extract(program, microSteps, microIn, microOutputs);
-  split.apply = extract(program, applySteps, applyIn, applyOutputs);
+  split.micro = extract(program, microSteps, microIn, microOutputs, scaleFor(false));
+  split.apply = extract(program, applySteps, applyIn, applyOutputs, scaleFor(true));
   // Each accumulated operand the micro part computes (not an input it passes through) is paired
   // with an input of its own bytes that no step reads: the caller passes the fold's leaf there
   // and the operand's step writes it in place (runtime::inPlaceOutputs), with no copy out of

@@ -14,7 +14,10 @@
 // BatchNorm's running statistics) gets an all-reduce of its own, accumulated: its mean over the
 // micro-batches. Replicated work that varying work needs (weight
 // reorders) runs in the micro part, repeated per micro-batch; replicated work after the
-// accumulated all-reduces (the optimizer update) in the apply part.
+// accumulated all-reduces (the optimizer update) in the apply part. An all-reduce operand that
+// does not vary (a parameter's psum, a statistic of reduced gradients) is A equal leaves: never
+// accumulated, and multiplied by A where the part reducing it adds (a sum; a mean in the apply
+// part, whose communicators divide by every leaf), so that it counts once per virtual replica.
 #pragma once
 
 #include <string>

@@ -260,6 +260,47 @@ TEST(PmapTest, AccumulationEqualsMoreReplicasBitForBit) {
   EXPECT_GT(differ, 0);
 }
 
+// A value the same on every micro-batch (a replicated parameter, a norm of the reduced
+// gradients) counts once per virtual replica in a sum or mean over the axis, as on the larger
+// layout: a psum of a parameter in the forward pass (the micro part), a pmean of it beside the
+// gradients' (combined into one all-reduce) while the update reads the parameter itself, and a
+// psum, pmean and pmax of the reduced gradients after them (the apply part). Before, these gave
+// 1 / A of the psums and an update from A times the parameter, silently.
+TEST(PmapTest, AccumulationCountsAValueTheSameOnEveryMicroBatchOncePerVirtualReplica) {
+  auto step = [](const Tensor& w, const Tensor& x) {
+    Tensor total = psum(w, "batch");
+    auto [loss, grad] = value_and_grad([&](const Tensor& wv) { return sum(mul(mul(wv, total), x), {0, 1}); })(w);
+    Tensor g2 = mul(grad, grad);
+    return std::tuple{loss, sub(w, mul(grad, 0.1)), total, pmean(w, "batch"), psum(g2, "batch"), pmean(g2, "batch"),
+                      pmax(g2, "batch")};
+  };
+  Array w = randomArray(DType::f64, {3}, 8), x = randomArray(DType::f64, {16, 3}, 9);
+  auto run = [&](const std::string& devices, int accumulate) {
+    auto f = pmap(step, {.inAxes = {replicated, split}, .outAxes = std::vector<Axis>(7, replicated),
+                         .devices = devices, .accumulate = accumulate});
+    std::vector<std::vector<double>> out;
+    std::apply([&](const auto&... value) { (out.push_back(values<double>(value)), ...); }, f(w, x));
+    return out;
+  };
+  for (const char* backend : {"cpu", "sim"}) {
+    const auto reference = run(std::string(backend) + ":4", 1);
+    for (int i = 0; i < 3; ++i) EXPECT_EQ(reference[2][size_t(i)], 4 * w.values<double>()[i]);  // 4 replicas' psum
+    for (auto [devices, accumulate] : {std::pair{":2", 2}, {":1", 4}})
+      EXPECT_EQ(run(backend + std::string(devices), accumulate), reference) << backend << devices << " x " << accumulate;
+  }
+  // Counting an i32 value once per micro-batch is refused, with where and what to do.
+  auto count = pmap(
+      [](const Tensor& w, const Tensor& x) { return std::tuple{pmean(x, "batch"), psum(cast(w, DType::i32), "batch")}; },
+      {.inAxes = {replicated, split}, .devices = "cpu:2", .accumulate = 2});
+  const std::string error = errorOf([&] { count(w, x); });
+  EXPECT_NE(error.find("all_reduce (sum) at "), std::string::npos) << error;
+  EXPECT_NE(error.find("reduces a value of dtype i32 that is the same on every micro-batch; with gradient accumulation it counts "
+                       "once per micro-batch (multiplied by 2), which is done for f32 and f64 values only: cast it to f32 first"),
+            std::string::npos)
+      << error;
+  EXPECT_NE(error.find("PmapTest.cpp:"), std::string::npos) << error;
+}
+
 TEST(PmapBadInputTest, AccumulationNeedsAPowerOfTwoThatSplitsTheBatch) {
   auto f = [](const Tensor& x) { return sum(x, {0}); };
   EXPECT_NE(errorOf([&] { pmap(f, {.inAxes = {split}, .devices = "cpu:2", .accumulate = 3}); })
