@@ -54,6 +54,42 @@ Program extract(const Program& p, const std::vector<int>& steps, const std::vect
   return out;
 }
 
+// How an all-reduce's (or reduce-scatter's) operands fold over a device's micro-batches: a sum's
+// and a mean's add (the mean divides once, by every leaf, in the apply part), a max's and a min's
+// take the max or min.
+runtime::Reduction foldOf(const runtime::Step& step) {
+  const runtime::Reduction op = runtime::parseReduction(step.text("reduction"));
+  return op == runtime::Reduction::Mean ? runtime::Reduction::Sum : op;
+}
+
+// `program` with a copy of each buffer that reductions of different folds read (a loss both
+// psum'd and pmax'd), one per further fold, so that each accumulated operand folds one way.
+Program oneFoldPerOperand(const Program& program) {
+  Program p = program;
+  p.steps.clear();
+  std::map<int, runtime::Reduction> first;
+  std::map<std::pair<int, runtime::Reduction>, int> copies;
+  for (runtime::Step step : program.steps) {
+    if (step.op == "all_reduce" || step.op == "reduce_scatter") {
+      const runtime::Reduction fold = foldOf(step);
+      for (int& b : step.inputs) {
+        const auto [at, fresh] = first.emplace(b, fold);
+        if (fresh || at->second == fold) continue;
+        const auto [copy, made] = copies.emplace(std::pair{b, fold}, int(p.buffers.size()));
+        if (made) {
+          runtime::BufferDesc desc = p.buffers[size_t(b)];
+          desc.constant.clear(), desc.offset = -1;
+          p.buffers.push_back(std::move(desc));
+          p.steps.push_back({"fused", {b}, {copy->second}, {{"body", std::string("%0 = load 0; yield %0")}}, step.location, step.layer});
+        }
+        b = copy->second;
+      }
+    }
+    p.steps.push_back(std::move(step));
+  }
+  return p;
+}
+
 // Which buffers hold the same value on every replica of one micro-batch: replicated inputs,
 // constants, all-reduced and all-gathered results, and what is computed from those alone.
 std::vector<bool> replicatedBuffers(const Program& p, const std::vector<bool>& mappedInputs) {
@@ -90,7 +126,8 @@ Program averagedOverMicroBatches(const Program& program, const std::vector<int>&
 
 }  // namespace
 
-AccumulationSplit splitForAccumulation(const Program& program, const std::vector<std::string>& outputNames) {
+AccumulationSplit splitForAccumulation(const Program& whole, const std::vector<std::string>& outputNames) {
+  const Program program = oneFoldPerOperand(whole);
   if (program.inputPlacements.size() != program.inputs.size() || program.outputPlacements.size() != program.outputs.size())
     throw Error("program @" + program.name + " has no call contract to split for accumulation");
   if (!program.mesh.empty())
@@ -253,6 +290,12 @@ AccumulationSplit splitForAccumulation(const Program& program, const std::vector
         if (varying[b] && !std::count(accumulatedOperands.begin(), accumulatedOperands.end(), b))
           accumulatedOperands.push_back(b);
   split.accumulated = int(accumulatedOperands.size());
+  for (int b : accumulatedOperands)
+    for (int s = 0; s < steps; ++s)
+      if (accumulated[s] && std::count(program.steps[s].inputs.begin(), program.steps[s].inputs.end(), b)) {
+        split.folds.push_back(foldOf(program.steps[s]));
+        break;
+      }
   for (int b : accumulatedOperands) microOutputs.push_back(b);
 
   // The micro part: varying steps and whatever they and the micro outputs need (backwards).

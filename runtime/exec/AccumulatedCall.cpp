@@ -15,31 +15,34 @@
 namespace spmd::runtime {
 namespace {
 
-// Adds `from` into `to` elementwise (a node of the fold tree): on the host where the device's
-// memory is the host's, else with the device's own add kernel on its stream (one rounding in the
-// element type either way, so the same bits).
-void addInto(Device& device, DType dtype, std::byte* to, const std::byte* from, int64_t count) {
+// Folds `from` into `to` elementwise with `op` (a node of the fold tree: Sum, Max or Min): on the
+// host where the device's memory is the host's, else with the device's own add, max or min kernel
+// on its stream (one rounding in the element type either way, and NaN as the all-reduce's, so the
+// same bits).
+void foldInto(Device& device, Reduction op, DType dtype, std::byte* to, const std::byte* from, int64_t count) {
   if (device.hostAccessible()) {
     const void* sources[] = {to, from};
     void* out[] = {to};
-    FoldPlan::leaves(2).run(dtype, sources, 0, count, Reduction::Sum, 1, out);
+    FoldPlan::leaves(2).run(dtype, sources, 0, count, op, 1, out);
     return;
   }
   if (dtype != DType::f32 && dtype != DType::f64)
     throw Error(std::string("gradient accumulation on ") + device.name() + " folds f32 and f64 values, not " +
                 std::string(dtypeName(dtype)) + "; accumulate this output on cpu devices, or compute it in f32");
-  static const Step add = [] {
+  auto foldStep = [](const char* name) {
     Step s;
-    s.op = "add";
+    s.op = name;
     s.location = "the fold of accumulated micro-batches";
     return s;
-  }();
+  };
+  static const Step add = foldStep("add"), max = foldStep("max"), min = foldStep("min");
+  const Step& step = op == Reduction::Max ? max : op == Reduction::Min ? min : add;
   const int64_t shape[] = {count};
   const TensorView in[] = {{to, dtype, shape}, {const_cast<std::byte*>(from), dtype, shape}};
   const TensorView out[] = {{to, dtype, shape}};
   std::shared_ptr<void> cache;
-  KernelCall call{add, in, out, cache, nullptr, &device};
-  device.kernels().at("add")(call);
+  KernelCall call{step, in, out, cache, nullptr, &device};
+  device.kernels().at(step.op)(call);
 }
 
 // Copies `bytes` from `from` to `to`, both the device's memory.
@@ -139,7 +142,7 @@ std::vector<std::shared_ptr<DeviceArray>> callAccumulated(const AccumulationSpli
         Subtree leaf{0, out[r][split.microMapped + j].device};
         // Merge while the newest subtree is the right sibling of the one below it.
         while (!stack.empty() && stack.back().level == leaf.level) {
-          addInto(device, b.dtype, stack.back().data.get(), leaf.data.get(), numElements(b.shape));
+          foldInto(device, split.folds[size_t(j)], b.dtype, stack.back().data.get(), leaf.data.get(), numElements(b.shape));
           fold.spare[size_t(r)][size_t(j)].push_back(std::move(leaf.data));  // added in: free again
           leaf = {stack.back().level + 1, stack.back().data};
           stack.pop_back();

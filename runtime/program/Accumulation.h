@@ -6,6 +6,7 @@
 
 #include <vector>
 
+#include "runtime/program/Catalog.h"
 #include "runtime/program/Program.h"
 
 namespace spmd::runtime {
@@ -17,6 +18,9 @@ struct AccumulationSplit {
   // microMapped + j, summed over the micro-batches).
   std::vector<int> microInputs, applyInputs;
   int accumulated = 0, microMapped = 0;
+  // How accumulated operand j folds over the micro-batches: Sum (a sum's or a mean's operand),
+  // Max or Min (its all-reduce's reduction).
+  std::vector<Reduction> folds;
   // An accumulated operand the micro part computes (not one it passes through) is paired in
   // micro.outputDonors with an input of its own that only gives its bytes, so the operand is
   // computed straight into the fold's leaf, not in the arena and copied out (intoLeaf). Those

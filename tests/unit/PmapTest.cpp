@@ -23,6 +23,13 @@ std::vector<T> values(const Tensor& t) {
 
 using spmd::testing::errorOf;
 
+// An f64 or i32 result's values as doubles.
+std::vector<double> asDoubles(const Tensor& t) {
+  if (t.array().dtype == DType::f64) return values<double>(t);
+  const auto v = values<int32_t>(t);
+  return {v.begin(), v.end()};
+}
+
 TEST(PmapTest, StackedAndSplitInputsGiveEachReplicaItsChunk) {
   // Each replica returns its chunk times (1 + its index): mapped outputs come back in order.
   auto f = pmap([](const Tensor& x) { return mul(x, add(cast(axisIndex("batch"), DType::f32), 1.0)); },
@@ -299,6 +306,37 @@ TEST(PmapTest, AccumulationCountsAValueTheSameOnEveryMicroBatchOncePerVirtualRep
             std::string::npos)
       << error;
   EXPECT_NE(error.find("PmapTest.cpp:"), std::string::npos) << error;
+}
+
+// A pmax or pmin of values that differ between micro-batches (the worst loss of a step) folds
+// the micro-batches with its own reduction, and an i32 psum of them (a count of correct
+// predictions) adds them: K devices x A micro-batches give what K * A devices give, also where
+// one value is both summed and maxed.
+TEST(PmapTest, AccumulationFoldsEachAllReduceWithItsOwnReduction) {
+  DType counted = DType::i32;  // f64 on sim, whose device folds take f32 and f64 only
+  auto step = [&counted](const Tensor& w, const Tensor& x) {
+    auto [loss, grad] = value_and_grad([&](const Tensor& wv) { return sum(mul(mul(wv, x), x), {0, 1}); })(w);
+    Tensor row = max(abs(x), {1});
+    Tensor positive = cast(sum(greater(x, fill(x, 0.0)), {0, 1}), counted);
+    return std::tuple{pmean(loss, "batch"), pmean(grad, "batch"), pmax(loss, "batch"), pmin(loss, "batch"),
+                      pmax(max(row, {0}), "batch"), pmin(mul(row, -1.0), "batch"), psum(positive, "batch"),
+                      psum(loss, "batch")};
+  };
+  Array w = randomArray(DType::f64, {3}, 8), x = randomArray(DType::f64, {16, 3}, 9);
+  auto run = [&](const std::string& devices, int accumulate) {
+    auto f = pmap(step, {.inAxes = {replicated, split}, .outAxes = std::vector<Axis>(8, replicated),
+                         .devices = devices, .accumulate = accumulate});
+    f(w, x);
+    std::vector<std::vector<double>> out;
+    std::apply([&](const auto&... value) { (out.push_back(asDoubles(value)), ...); }, f(w, x));
+    return out;
+  };
+  for (const char* backend : {"cpu", "sim"}) {
+    counted = backend == std::string("cpu") ? DType::i32 : DType::f64;
+    const auto reference = run(backend + std::string(":4"), 1);
+    for (auto [devices, accumulate] : {std::pair{":2", 2}, {":1", 4}})
+      EXPECT_EQ(run(backend + std::string(devices), accumulate), reference) << backend << devices << " x " << accumulate;
+  }
 }
 
 TEST(PmapBadInputTest, AccumulationNeedsAPowerOfTwoThatSplitsTheBatch) {
