@@ -357,6 +357,12 @@ AccumulationSplit splitForAccumulation(const Program& whole, const std::vector<s
     }
     applyDonors[size_t(split.outputs[k].index)] = int(at - split.applyInputs.begin());
   }
+  for (int s : microSteps) {
+    const runtime::Step& step = program.steps[size_t(s)];
+    if (step.op == "all_reduce" && std::any_of(step.inputs.begin(), step.inputs.end(), [&](int b) { return bool(varying[b]); }) &&
+        !std::count(split.withinMicroBatch.begin(), split.withinMicroBatch.end(), step.where()))
+      split.withinMicroBatch.push_back(step.where());
+  }
   split.micro = extract(program, microSteps, microIn, microOutputs, scaleFor(false));
   split.apply = extract(program, applySteps, applyIn, applyOutputs, scaleFor(true));
   // Each accumulated operand the micro part computes (not an input it passes through) is paired

@@ -266,6 +266,26 @@ PmapCore::PmapCore(PmapOptions options, bool jit, Loc defined) : state_(std::mak
 
 PmapCore::~PmapCore() = default;
 
+// Says once per compile (on stderr) where all-reduces reduce within each micro-batch, so that
+// the accumulated step is not the one of devices x A replicas (cross-replica BatchNorm's
+// statistics over one micro-batch's replicas).
+void PmapCore::noteReductionsWithinMicroBatches(const runtime::AccumulationSplit& split, int A) const {
+  const std::vector<std::string>& where = split.withinMicroBatch;
+  if (where.empty() || state_->job->info().rank != 0) return;  // process 0 says it for all
+  const int64_t devices = split.micro.replicas;
+  std::string places;
+  for (size_t i = 0; i < where.size() && i < 3; ++i) places += (i ? "; " : "") + where[i];
+  if (where.size() > 3) places += "; and " + std::to_string(where.size() - 3) + " more";
+  std::fprintf(stderr,
+               "spmd: note: %swith accumulate = %d, %zu all-reduce%s reduce%s over each micro-batch's %lld replicas, not "
+               "all %lld, because %s feed%s work that varies with the batch (cross-replica BatchNorm's statistics, say): "
+               "%s. So the step is not the one %lld devices run; reducing per replica there (per-replica BatchNorm), or "
+               "accumulate = 1, makes it that step\n",
+               who().c_str(), A, where.size(), where.size() == 1 ? "" : "s", where.size() == 1 ? "s" : "",
+               static_cast<long long>(devices), static_cast<long long>(devices * A), where.size() == 1 ? "its result" : "their results",
+               where.size() == 1 ? "s" : "", places.c_str(), static_cast<long long>(devices * A));
+}
+
 std::string PmapCore::who() const {
   return state_->jit ? jitPrefix(state_->options) : prefix(state_->options);
 }
@@ -500,6 +520,7 @@ std::pair<std::vector<Tensor>, std::shared_ptr<void>> PmapCore::call(
                                                                                         : "output " + std::to_string(i));
     if (A > 1) {
       entry->split = splitForAccumulation(program, entry->outputNames);
+      noteReductionsWithinMicroBatches(entry->split, A);
       if (o.planMemory) planMemory(entry->split.micro), planMemory(entry->split.apply);
       const int atOnce = microBatchesAtOnce(&entry->split);
       while (int(entry->micro.size()) < atOnce)

@@ -222,6 +222,7 @@ class PmapCore : public CompileLog {
   struct State;
   // How errors name the function: "spmd::pmap 'name': " or "jit 'name': ".
   std::string who() const;
+  void noteReductionsWithinMicroBatches(const runtime::AccumulationSplit& split, int A) const;
   // What every process must share before the first step of a compiled function (Agreement.h).
   std::vector<std::pair<std::string, std::string>> fingerprint(
       const std::string& structure, const std::vector<std::string>& names,

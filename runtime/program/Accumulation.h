@@ -4,6 +4,7 @@
 // runs it.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "runtime/program/Catalog.h"
@@ -21,6 +22,10 @@ struct AccumulationSplit {
   // How accumulated operand j folds over the micro-batches: Sum (a sum's or a mean's operand),
   // Max or Min (its all-reduce's reduction).
   std::vector<Reduction> folds;
+  // Where each all-reduce that reduces within every micro-batch runs (its result feeds work that
+  // varies with the batch: cross-replica BatchNorm's statistics), once each: it reduces over one
+  // micro-batch's replicas, not every virtual replica, so the step differs from more devices'.
+  std::vector<std::string> withinMicroBatch;
   // An accumulated operand the micro part computes (not one it passes through) is paired in
   // micro.outputDonors with an input of its own that only gives its bytes, so the operand is
   // computed straight into the fold's leaf, not in the arena and copied out (intoLeaf). Those

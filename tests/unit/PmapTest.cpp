@@ -714,7 +714,16 @@ TEST(PmapTest, CrossReplicaStatisticsWithAccumulationAverageTheMicroBatches) {
       auto [loss, grad, next] = f(w, running, batch);
       return std::vector<std::vector<double>>{values<double>(loss), values<double>(grad), values<double>(next)};
     };
+    ::testing::internal::CaptureStderr();
     const auto accumulated = run(x, 2);
+
+    // Said when it compiles, naming where (the pmean and its transpose: one line, said once).
+    const std::string note = ::testing::internal::GetCapturedStderr();
+    EXPECT_NE(note.find("with accumulate = 2, 1 all-reduce reduces over each micro-batch's 2 replicas, not all 4, "
+                        "because its result feeds work that varies with the batch"),
+              std::string::npos)
+        << note;
+    EXPECT_NE(note.find("PmapTest.cpp:697. So the step is not the one 4 devices run"), std::string::npos) << note;
     // Micro-batch a: rows 2a, 2a + 1 of replica 0's half and of replica 1's.
     std::vector<std::vector<double>> expected;
     for (int a = 0; a < 2; ++a) {
