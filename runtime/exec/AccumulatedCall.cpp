@@ -6,6 +6,7 @@
 #include <exception>
 #include <system_error>
 #include <thread>
+#include <vector>
 
 #include "runtime/base/Error.h"
 #include "runtime/device/Device.h"
@@ -18,17 +19,24 @@ namespace {
 // Folds `from` into `to` elementwise with `op` (a node of the fold tree: Sum, Max or Min): on the
 // host where the device's memory is the host's, else with the device's own add, max or min kernel
 // on its stream (one rounding in the element type either way, and NaN as the all-reduce's, so the
-// same bits).
+// same bits). The device kernels take f32 and f64: other leaves (an i32 count of correct
+// predictions) come to the host, are folded there and go back.
 void foldInto(Device& device, Reduction op, DType dtype, std::byte* to, const std::byte* from, int64_t count) {
-  if (device.hostAccessible()) {
-    const void* sources[] = {to, from};
-    void* out[] = {to};
+  auto onHost = [&](std::byte* into, const std::byte* other) {
+    const void* sources[] = {into, other};
+    void* out[] = {into};
     FoldPlan::leaves(2).run(dtype, sources, 0, count, op, 1, out);
+  };
+  if (device.hostAccessible()) return onHost(to, from);
+  if (dtype != DType::f32 && dtype != DType::f64) {
+    const size_t bytes = size_t(count) * dtypeSize(dtype);
+    std::vector<std::byte> into(bytes), other(bytes);
+    device.copyToHost(into.data(), to, bytes);  // after the stream's work: the leaves are written
+    device.copyToHost(other.data(), from, bytes);
+    onHost(into.data(), other.data());
+    device.copyToDevice(to, into.data(), bytes);  // staged before it returns
     return;
   }
-  if (dtype != DType::f32 && dtype != DType::f64)
-    throw Error(std::string("gradient accumulation on ") + device.name() + " folds f32 and f64 values, not " +
-                std::string(dtypeName(dtype)) + "; accumulate this output on cpu devices, or compute it in f32");
   auto foldStep = [](const char* name) {
     Step s;
     s.op = name;
