@@ -80,7 +80,7 @@ Program oneFoldPerOperand(const Program& program) {
           runtime::BufferDesc desc = p.buffers[size_t(b)];
           desc.constant.clear(), desc.offset = -1;
           p.buffers.push_back(std::move(desc));
-          p.steps.push_back({"fused", {b}, {copy->second}, {{"body", std::string("%0 = load 0; yield %0")}}, step.location, step.layer});
+          p.steps.push_back({"convert", {b}, {copy->second}, {}, step.location, step.layer});  // a copy, of any dtype
         }
         b = copy->second;
       }

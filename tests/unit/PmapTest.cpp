@@ -319,11 +319,11 @@ TEST(PmapTest, AccumulationFoldsEachAllReduceWithItsOwnReduction) {
     Tensor positive = cast(sum(greater(x, fill(x, 0.0)), {0, 1}), DType::i32);
     return std::tuple{pmean(loss, "batch"), pmean(grad, "batch"), pmax(loss, "batch"), pmin(loss, "batch"),
                       pmax(max(row, {0}), "batch"), pmin(mul(row, -1.0), "batch"), psum(positive, "batch"),
-                      psum(loss, "batch")};
+                      psum(loss, "batch"), pmax(positive, "batch")};
   };
   Array w = randomArray(DType::f64, {3}, 8), x = randomArray(DType::f64, {16, 3}, 9);
   auto run = [&](const std::string& devices, int accumulate) {
-    auto f = pmap(step, {.inAxes = {replicated, split}, .outAxes = std::vector<Axis>(8, replicated),
+    auto f = pmap(step, {.inAxes = {replicated, split}, .outAxes = std::vector<Axis>(9, replicated),
                          .devices = devices, .accumulate = accumulate});
     f(w, x);
     std::vector<std::vector<double>> out;
