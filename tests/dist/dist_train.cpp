@@ -1,8 +1,10 @@
 // The multi-process test worker: three SGD steps of a reduced-width ResNet-18 (width 2, 16x16
 // inputs, global batch 24, cross-replica or per-replica BatchNorm, f32 or f64) on this
 // process's devices, each process passing the rows of its own replicas. Every process writes
-// its final parameters, BN state, optimizer state and losses as raw bytes (in name order) to
-// <out>.<process>, and process 0 their names and sizes to <out>.index, so a driver can compare layouts bit for bit (tests/dist/run_dist.py);
+// its final parameters, BN state, optimizer state, losses and a few checked reductions (pmax of
+// the loss, pmean and psum of a parameter) as raw bytes (in name order) to <out>.<process>, and
+// process 0 their names and sizes to <out>.index, so a driver can compare layouts bit for bit
+// (tests/dist/run_dist.py);
 // the tensor-parallel mesh checks' (an MLP's and a transformer block's) parameters and losses go
 // to <out>.mesh.<process>.
 // Faults for the failure tests: at step --fault-step, process --fault-process throws inside
@@ -412,7 +414,11 @@ int run(const Flags& f) {
             },
             has_aux)(p);
         auto [newParams, newOpt] = sgd.update(p, grads, o);
-        return std::tuple{newParams, newState, newOpt, loss};
+        // Reductions gradient accumulation must count as more devices do (compared across
+        // layouts): the worst replica's loss, which differs between micro-batches, and a
+        // parameter's mean (all-reduced with the gradients) and sum, the same on every one.
+        const Tensor& bias = p.at("fc.bias");
+        return std::tuple{newParams, newState, newOpt, loss, pmax(loss, "batch"), pmean(bias, "batch"), psum(bias, "batch")};
       },
       {.inAxes = {replicated, replicated, replicated, split, split}, .devices = f.devices,
        .bucketBytes = f.bucketBytes, .name = "dist_step", .driftCheckEvery = f.fault == "flip" ? 1 : 0, .accumulate = f.accumulate,
@@ -437,7 +443,8 @@ int run(const Flags& f) {
   const int threads = step.threadsPerReplica(&why);
   if (kBatch % global != 0) throw Error("the global batch of 24 does not split over " + std::to_string(global) + " devices");
   const int64_t begin = kBatch * process / processes, end = kBatch * (process + 1) / processes;
-  std::string losses;
+  std::string losses, reductions;
+  int64_t reduced = 0;
   for (int s = 0; s < f.steps; ++s) {
     if (s == f.faultStep && process == f.faultProcess) {
       if (f.fault == "kill") raise(SIGKILL);
@@ -452,11 +459,16 @@ int run(const Flags& f) {
     Array y = Array::zeros(DType::i32, {kBatch});
     for (int64_t i = 0; i < kBatch; ++i) y.values<int32_t>()[i] = int32_t((i * 7 + s * 3) % 10);
     if (f.fault == "throw" && s == f.faultStep && process == f.faultProcess) y.values<int32_t>()[end - 1] = 99;
-    auto [p2, s2, o2, loss] =
+    auto [p2, s2, o2, loss, worst, biasMean, biasSum] =
         step(params, state, opt, rows(randomImages(s, dtype), begin, end), rows(y, begin, end));
     params = p2, state = s2, opt = o2;
     Array l = loss.array();
     losses.append(reinterpret_cast<const char*>(l.data()), l.bytes());
+    for (const Tensor& t : {worst, biasMean, biasSum}) {
+      const Array a = t.array();
+      reductions.append(reinterpret_cast<const char*>(a.data()), a.bytes());
+      reduced += a.numel();
+    }
     if (!f.checkpoint.empty()) {
       processBarrier("before checkpoint " + std::to_string(s));
       if (process == 0) {
@@ -470,8 +482,8 @@ int run(const Flags& f) {
   }
   std::string bytes, index;
   append(bytes, index, params, "params."), append(bytes, index, state, "state."), append(bytes, index, opt, "opt.");
-  bytes += losses;
-  index += "losses " + std::to_string(f.steps) + "\n";
+  bytes += losses + reductions;
+  index += "losses " + std::to_string(f.steps) + "\n" + "reductions " + std::to_string(reduced) + "\n";
   std::ofstream(f.out + "." + std::to_string(process), std::ios::binary) << bytes;
   if (!meshLosses.empty()) {  // the mesh check's state, compared across layouts of one mesh size
     std::string meshBytes, meshIndex;

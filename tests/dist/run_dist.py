@@ -3,7 +3,7 @@
 
 layouts    N = 4 replicas as 1 process x 4 threads, 2 x 2 and 4 x 1, and N = 6 as 1 x 6, 2 x 3
            and 3 x 2, give the same bits after 3 steps (parameters, BN state, optimizer state,
-           losses) in exact mode, in f32 and f64, with cross- and per-replica BatchNorm, and
+           losses, the losses' pmax and a parameter's pmean and psum) in exact mode, in f32 and f64, with cross- and per-replica BatchNorm, and
            every process holds them; so do 1x4, 2x2 and 4x1 with the default thread share (no
            thread settings at all); every run's psum folds in the order that defines exact mode
            (dist_train's checkFoldOrder, f64 values that cancel), and its ppermute (a ring) and
@@ -191,8 +191,9 @@ def check_layouts(args):
         fail("exact mode, N = 4: the bf16 run's state equals the f32 run's: --dtype bf16 changed nothing")
     print("exact N = 4 bf16 activations cross-replica BN: %s give the same bits" % ", ".join("%dx%d" % s for s in splits))
     # Gradient accumulation: P x K x A with per-replica BatchNorm is the same bits as P * K * A
-    # replicas, in f32 and f64 (the micro-batches are virtual replicas of the same fold tree);
-    # a fourth number runs that many of a device's micro-batches at once (--micro-at-once; 1
+    # replicas, in f32 and f64 (the micro-batches are virtual replicas of the same fold tree),
+    # the losses' pmax (folded over the micro-batches by max) and a parameter's pmean and psum
+    # (the same on every micro-batch: counted once per virtual replica) included; a fourth number runs that many of a device's micro-batches at once (--micro-at-once; 1
     # otherwise, so that the host's core count does not decide what runs).
     accumulation = {4: [(1, 2, 2), (1, 1, 4), (2, 1, 2), (2, 1, 2, 2)], 6: [(1, 3, 2), (3, 1, 2)]}
     for n, splits in accumulation.items():
