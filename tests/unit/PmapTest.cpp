@@ -688,11 +688,14 @@ namespace {
 // micro-batches, as are the gradients and the loss. So A micro-batches on cpu:2 give the mean of
 // A separate cpu:2 steps, one per micro-batch.
 TEST(PmapTest, CrossReplicaStatisticsWithAccumulationAverageTheMicroBatches) {
-  auto step = [](const Tensor& w, const Tensor& running, const Tensor& x) {
+  int statisticLine = 0;  // the line of the statistic's pmean, which the compile's note names
+  auto step = [&statisticLine](const Tensor& w, const Tensor& running, const Tensor& x) {
     auto [loss, grad, batchMean] = value_and_grad(
         [&](const Tensor& wv) {
           Tensor h = mul(x, broadcastTo(wv, x.shape()));
-          Tensor m = pmean(mean(h, {0}), "batch");  // the statistic over the micro-batch's replicas
+          const spmd::Loc at = spmd::Loc::current();
+          statisticLine = int(at.line());
+          Tensor m = pmean(mean(h, {0}), "batch", at);  // the statistic over the micro-batch's replicas
           Tensor centred = sub(h, broadcastTo(m, h.shape()));
           return std::pair{mean(sum(mul(centred, centred), {1}), {0}), m};
         },
@@ -721,7 +724,9 @@ TEST(PmapTest, CrossReplicaStatisticsWithAccumulationAverageTheMicroBatches) {
                         "because its result feeds work that varies with the batch"),
               std::string::npos)
         << note;
-    EXPECT_NE(note.find("PmapTest.cpp:697. So the step is not the one 4 devices run"), std::string::npos) << note;
+    EXPECT_NE(note.find("PmapTest.cpp:" + std::to_string(statisticLine) + ". So the step is not the one 4 devices run"),
+              std::string::npos)
+        << note;
     // Micro-batch a: rows 2a, 2a + 1 of replica 0's half and of replica 1's.
     std::vector<std::vector<double>> expected;
     for (int a = 0; a < 2; ++a) {
