@@ -202,12 +202,13 @@ AccumulationSplit splitForAccumulation(const Program& whole, const std::vector<s
           for (int o : step.outputs) from[o].insert(t);
     }
   }
+  auto readsVarying = [&](const runtime::Step& step) {
+    return std::any_of(step.inputs.begin(), step.inputs.end(), [&](int b) { return bool(varying[b]); });
+  };
   // An all-reduce of values that do not vary has nothing to accumulate: an ordinary step (decided
   // at the end, since its operands may come to vary as other all-reduces are demoted).
   for (int s = 0; s < steps; ++s)
-    if (accumulated[s] && std::none_of(program.steps[s].inputs.begin(), program.steps[s].inputs.end(),
-                                       [&](int b) { return bool(varying[b]); }))
-      accumulated[s] = false;
+    if (accumulated[s] && !readsVarying(program.steps[s])) accumulated[s] = false;
   // An all-reduce operand that does not vary with the batch (a parameter's pmean, a psum of
   // ones, a norm of the reduced gradients) is the same on each of a device's A micro-batches: in
   // the fold over the virtual replicas it stands for A equal leaves, whose subtree (a power of
@@ -238,8 +239,7 @@ AccumulationSplit splitForAccumulation(const Program& whole, const std::vector<s
   const auto sliced = [](const runtime::Placement& p) { return p.kind == runtime::Placement::Kind::Sliced; };
   if (std::any_of(program.inputPlacements.begin(), program.inputPlacements.end(), sliced))
     for (int s = 0; s < steps; ++s)
-      if (program.steps[s].op == "all_reduce" && !accumulated[s] &&
-          std::any_of(program.steps[s].inputs.begin(), program.steps[s].inputs.end(), [&](int b) { return bool(varying[b]); }))
+      if (program.steps[s].op == "all_reduce" && !accumulated[s] && readsVarying(program.steps[s]))
         throw Error("all_reduce at " + program.steps[s].where() + " reduces within each micro-batch (cross-replica "
                     "BatchNorm's statistics, say), so with gradient accumulation the replicated step averages the "
                     "micro-batches' updates, which shardUpdate / fullyShard cannot give bit for bit; use per-replica "
@@ -248,10 +248,8 @@ AccumulationSplit splitForAccumulation(const Program& whole, const std::vector<s
   for (int s = 0; s < steps; ++s)
     if (program.steps[s].op == "reduce_scatter" && !accumulated[s])
       throw Error("reduce_scatter at " + program.steps[s].where() + " (a sliced gradient, shardUpdate / fullyShard) " +
-                  (std::any_of(program.steps[s].inputs.begin(), program.steps[s].inputs.end(),
-                               [&](int b) { return bool(varying[b]); })
-                       ? "feeds work that differs between micro-batches"
-                       : "reduces a value that does not vary with the batch") +
+                  (readsVarying(program.steps[s]) ? "feeds work that differs between micro-batches"
+                                                  : "reduces a value that does not vary with the batch") +
                   ", so gradient accumulation cannot run it once per step; use accumulate = 1 with this step");
 
   AccumulationSplit split;
@@ -288,14 +286,8 @@ AccumulationSplit splitForAccumulation(const Program& whole, const std::vector<s
     if (accumulated[s])
       for (int b : program.steps[s].inputs)
         if (varying[b] && !std::count(accumulatedOperands.begin(), accumulatedOperands.end(), b))
-          accumulatedOperands.push_back(b);
+          accumulatedOperands.push_back(b), split.folds.push_back(foldOf(program.steps[s]));  // one fold each
   split.accumulated = int(accumulatedOperands.size());
-  for (int b : accumulatedOperands)
-    for (int s = 0; s < steps; ++s)
-      if (accumulated[s] && std::count(program.steps[s].inputs.begin(), program.steps[s].inputs.end(), b)) {
-        split.folds.push_back(foldOf(program.steps[s]));
-        break;
-      }
   for (int b : accumulatedOperands) microOutputs.push_back(b);
 
   // The micro part: varying steps and whatever they and the micro outputs need (backwards).
@@ -359,7 +351,7 @@ AccumulationSplit splitForAccumulation(const Program& whole, const std::vector<s
   }
   for (int s : microSteps) {
     const runtime::Step& step = program.steps[size_t(s)];
-    if (step.op == "all_reduce" && std::any_of(step.inputs.begin(), step.inputs.end(), [&](int b) { return bool(varying[b]); }) &&
+    if (step.op == "all_reduce" && readsVarying(step) &&
         !std::count(split.withinMicroBatch.begin(), split.withinMicroBatch.end(), step.where()))
       split.withinMicroBatch.push_back(step.where());
   }

@@ -272,18 +272,19 @@ PmapCore::~PmapCore() = default;
 void PmapCore::noteReductionsWithinMicroBatches(const runtime::AccumulationSplit& split, int A) const {
   const std::vector<std::string>& where = split.withinMicroBatch;
   if (where.empty() || state_->job->info().rank != 0) return;  // process 0 says it for all
-  const int64_t devices = split.micro.replicas;
+  const std::string devices = std::to_string(split.micro.replicas), all = std::to_string(split.micro.replicas * A);
+  const bool one = where.size() == 1;
   std::string places;
   for (size_t i = 0; i < where.size() && i < 3; ++i) places += (i ? "; " : "") + where[i];
   if (where.size() > 3) places += "; and " + std::to_string(where.size() - 3) + " more";
-  std::fprintf(stderr,
-               "spmd: note: %swith accumulate = %d, %zu all-reduce%s reduce%s over each micro-batch's %lld replicas, not "
-               "all %lld, because %s feed%s work that varies with the batch (cross-replica BatchNorm's statistics, say): "
-               "%s. So the step is not the one %lld devices run; reducing per replica there (per-replica BatchNorm), or "
-               "accumulate = 1, makes it that step\n",
-               who().c_str(), A, where.size(), where.size() == 1 ? "" : "s", where.size() == 1 ? "s" : "",
-               static_cast<long long>(devices), static_cast<long long>(devices * A), where.size() == 1 ? "its result" : "their results",
-               where.size() == 1 ? "s" : "", places.c_str(), static_cast<long long>(devices * A));
+  const std::string note = "spmd: note: " + who() + "with accumulate = " + std::to_string(A) + ", " +
+                           std::to_string(where.size()) + (one ? " all-reduce reduces" : " all-reduces reduce") +
+                           " over each micro-batch's " + devices + " replicas, not all " + all + ", because " +
+                           (one ? "its result feeds" : "their results feed") +
+                           " work that varies with the batch (cross-replica BatchNorm's statistics, say): " + places +
+                           ". So the step is not the one " + all + " devices run; reducing per replica there "
+                           "(per-replica BatchNorm), or accumulate = 1, makes it that step\n";
+  std::fputs(note.c_str(), stderr);
 }
 
 std::string PmapCore::who() const {
