@@ -1,9 +1,13 @@
-// MachineLoad: /proc/stat's first line and /proc/self/stat's utime and stime.
+// MachineLoad: /proc/stat's first line and /proc/self/stat's utime and stime; a thread's run
+// delay from /proc/thread-self/schedstat.
 #include "runtime/base/MachineLoad.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <mutex>
 #include <sstream>
@@ -15,6 +19,10 @@ namespace {
 std::mutex sourceMutex;
 std::function<CpuTicks()>& source() {
   static std::function<CpuTicks()> s;
+  return s;
+}
+std::function<double()>& runQueueSource() {
+  static std::function<double()> s;
   return s;
 }
 
@@ -48,7 +56,40 @@ CpuTicks fromProc() {
   return t;
 }
 
+// "<on-cpu ns> <run-delay ns> <timeslices>\n"; read with plain system calls, as it is read around
+// every timed kernel run.
+double runDelayFromProc() {
+  const int fd = ::open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return NAN;
+  char text[128];
+  const ssize_t n = ::read(fd, text, sizeof text - 1);
+  ::close(fd);
+  if (n <= 0) return NAN;
+  text[n] = 0;
+  char* end = nullptr;
+  std::strtoull(text, &end, 10);  // time on a core
+  if (end == text) return NAN;
+  const char* delay = end;
+  const unsigned long long ns = std::strtoull(delay, &end, 10);
+  return end == delay ? NAN : double(ns) * 1e-9;
+}
+
 }  // namespace
+
+double runQueueSeconds() {
+  {
+    std::lock_guard lock(sourceMutex);
+    if (runQueueSource()) return runQueueSource()();
+  }
+  return runDelayFromProc();
+}
+
+void setRunQueueSource(std::function<double()> s) {
+  std::lock_guard lock(sourceMutex);
+  runQueueSource() = std::move(s);
+}
+
+bool waitedForCores(double waited, double seconds) { return waited > 0.02 * seconds && waited > 50e-6; }
 
 CpuTicks cpuTicksNow() {
   {

@@ -1,6 +1,7 @@
 // How busy other processes kept the machine's cores over a stretch of time, from Linux's
 // /proc/stat (every core's busy and total ticks) and /proc/self/stat (this process's): what a
-// measurement taken meanwhile (kernel timing, runtime/device/KernelChoice) competed with.
+// measurement taken meanwhile (kernel timing, runtime/device/KernelChoice) competed with; and,
+// for one timed run, whether its thread waited for a core (/proc/thread-self/schedstat).
 #pragma once
 
 #include <functional>
@@ -32,5 +33,17 @@ struct MachineLoad {
 };
 
 MachineLoad loadBetween(const CpuTicks& before, const CpuTicks& after, int cores, double leastTicks = 5);
+
+// Seconds the calling thread has spent runnable but waiting for a core (preempted by other
+// work), from /proc/thread-self/schedstat's run delay; NaN where it cannot be read (a kernel
+// without scheduler statistics). Precise to the scheduler's clock, so it tells one timed run of
+// a millisecond from another, where /proc/stat's 10 ms ticks cannot.
+double runQueueSeconds();
+// Tests: where runQueueSeconds reads from (null: /proc).
+void setRunQueueSource(std::function<double()> source);
+// Whether a timed run of `seconds` was slowed by other work: its thread waited `waited` seconds
+// for a core meanwhile, over 2% of the run and 50 us (two quiet Zen 2 cores: at most 1% of a
+// 2-thread 57 ms GEMM, where one busy loop beside it made the thread wait 25-55%).
+bool waitedForCores(double waited, double seconds);
 
 }  // namespace spmd::runtime

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "runtime/base/Error.h"
+#include "runtime/base/MachineLoad.h"
 #include "runtime/base/Parse.h"
 #include "runtime/device/KernelChoice.h"
 
@@ -79,6 +80,14 @@ std::vector<std::string> namesOf(const VariantSet& set) {
 // at most 3 rounds in all and none after 50 ms of them. A round runs the fastest so far last
 // (the first round: by the warm-up's times), so that the winner has usually written the call's
 // outputs when timing ends and the step need not run it again; `last` names the one that did.
+// A run whose thread waited for a core meanwhile (another process took it: waitedForCores) does
+// not count where the variant has an undisturbed one, and drops nothing: a variant whose every
+// run so far waited runs again after those rounds, alone, until one does not (at most
+// kMostRounds rounds in all and none after kMostSeconds of them), so that one burst of load on
+// one variant's run does not decide a choice that is kept for every later run.
+constexpr int kMostRounds = 6;
+constexpr double kMostSeconds = 0.25;
+
 std::vector<double> timeVariants(const KernelCall& call, const VariantSet& set, const std::vector<Variant>& allowed,
                                  std::map<std::string, std::shared_ptr<void>>& states, std::string& last) {
   using Clock = std::chrono::steady_clock;
@@ -89,32 +98,46 @@ std::vector<double> timeVariants(const KernelCall& call, const VariantSet& set, 
   for (const Variant& v : allowed)
     for (const KernelVariant& k : set.variants)
       if (v.name == k.name) fns.push_back(k.fn);
+  const size_t n = allowed.size();
+  std::vector<double> quiet(n, INFINITY), any(n, INFINITY), warm(n);  // least times: undisturbed runs, all runs
   auto once = [&](size_t i) {
+    const double before = runQueueSeconds();
     const auto start = Clock::now();
     fns[i](trials[i]);
-    return std::chrono::duration<double>(Clock::now() - start).count();
+    const double t = std::chrono::duration<double>(Clock::now() - start).count();
+    const double waited = runQueueSeconds() - before;  // NaN where unknown: undisturbed
+    any[i] = std::min(any[i], t);
+    if (!waitedForCores(waited, t)) quiet[i] = std::min(quiet[i], t);
+    return t;
   };
-  std::vector<double> seconds(allowed.size(), INFINITY), warm(allowed.size());
-  std::vector<bool> timing(allowed.size(), true);
-  for (size_t i = 0; i < allowed.size(); ++i) warm[i] = once(i);
-  std::vector<size_t> order(allowed.size());
+  auto seconds = [&](size_t i) { return std::isfinite(quiet[i]) ? quiet[i] : any[i]; };
+  for (size_t i = 0; i < n; ++i) warm[i] = once(i);
+  std::fill(quiet.begin(), quiet.end(), INFINITY), std::fill(any.begin(), any.end(), INFINITY);
+  std::vector<bool> timing(n, true);
+  std::vector<size_t> order(n);
   double spent = 0;
-  for (int round = 0; round < 3; ++round) {
-    const std::vector<double>& sofar = round == 0 ? warm : seconds;
-    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return sofar[a] > sofar[b]; });
+  bool settled = false;  // the rounds above are done: only variants without an undisturbed run go on
+  for (int round = 0; round < kMostRounds; ++round) {
+    for (size_t i = 0; i < n; ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return (round == 0 ? warm[a] : seconds(a)) > (round == 0 ? warm[b] : seconds(b)); });
     for (size_t i : order)
-      if (timing[i]) {
-        const double t = once(i);
-        seconds[i] = std::min(seconds[i], t), spent += t;
-        last = allowed[i].name;
-      }
-    const double best = *std::min_element(seconds.begin(), seconds.end());
+      if (timing[i] && (!settled || !std::isfinite(quiet[i]))) spent += once(i), last = allowed[i].name;
+    double best = INFINITY;
+    for (size_t i = 0; i < n; ++i) best = std::min(best, seconds(i));
     int close = 0;
-    for (size_t i = 0; i < allowed.size(); ++i) close += timing[i] = timing[i] && seconds[i] <= 1.5 * best;
-    if (close < 2 || spent >= 0.05) break;
+    bool disturbed = false;  // a variant still in the running has no undisturbed run
+    for (size_t i = 0; i < n; ++i) {
+      timing[i] = timing[i] && (!std::isfinite(quiet[i]) || quiet[i] <= 1.5 * best);
+      close += timing[i];
+      disturbed = disturbed || (timing[i] && !std::isfinite(quiet[i]));
+    }
+    settled = settled || close < 2 || spent >= 0.05 || round >= 2;
+    if (settled && (!disturbed || spent >= kMostSeconds)) break;
   }
-  return seconds;
+  std::vector<double> result(n);
+  for (size_t i = 0; i < n; ++i) result[i] = seconds(i);
+  return result;
 }
 
 VariantState choose(const KernelCall& call, const VariantSet& set, ChoiceExchange* exchange) {

@@ -4,7 +4,9 @@
 //   - SPMD_KERNELS pins a variant by name where it runs (runtime/device/KernelChoice.h);
 //   - else, when more than one runs, the fastest on the step's own shapes, timed on this machine
 //     (each variant once to warm up, then in turn, one run a round, while two are within 1.5x
-//     of each other, at most 3 rounds and none after 50 ms; the least time kept), remembered
+//     of each other, at most 3 rounds and none after 50 ms; the least time kept; a run whose
+//     thread waited for a core, taken by another process, counts only where its variant has no
+//     other, and such a variant runs again, up to 6 rounds and 250 ms), remembered
 //     per machine kind in the kernel cache and, in a job of several processes, process 0's
 //     choice;
 //   - SPMD_KERNEL_TIMING=0: the list's order decides (the first variant that runs and `pays`,

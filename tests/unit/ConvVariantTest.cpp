@@ -3,8 +3,9 @@
 // name of the variant that ran, never by timing) and matches the reference kernel there;
 // elsewhere the pin is passed over. Each variant that says its bits do not depend on the thread
 // count gives the same bits on 1 and 2 threads. An unpinned step is timed once and then
-// remembered; pinning an unknown variant is a clear error listing the valid ones, and so is
-// pinning a thread-dependent one under SPMD_THREAD_INVARIANT.
+// remembered (a timed run another process slowed is timed again); pinning an unknown variant is a
+// clear error listing the valid ones, and so is pinning a thread-dependent one under
+// SPMD_THREAD_INVARIANT.
 #include <gtest/gtest.h>
 
 #include <omp.h>
@@ -23,6 +24,7 @@
 
 #include "KernelCases.h"
 #include "TestUtil.h"
+#include "runtime/base/MachineLoad.h"
 #include "runtime/cpu/CpuVariants.h"
 #include "runtime/cpu/CpuDevice.h"
 #include "runtime/cpu/OwnIsa.h"
@@ -333,6 +335,60 @@ TEST(ConvVariantTest, TheWinnersTimedRunIsTheFirstCallsResult) {
   stub.run();  // later calls run it
   EXPECT_EQ(stub.y, 2.f);
   EXPECT_EQ(fastRuns.load(), 3);
+}
+
+// Runs that another process slowed (their thread waited for a core: /proc/thread-self/schedstat,
+// here a stubbed source) do not decide a choice: a stub op whose fast variant's first timed run
+// waited 15 ms for a core, and took 20, is timed again and chosen; one that waits on every run
+// loses to the slow one, after a bounded number of runs.
+std::atomic<int> burstRuns{0};
+std::atomic<bool> burstEveryRun{false};
+std::atomic<double> waitedSoFar{0};
+void spinFor(double ms) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double, std::milli>(ms);
+  while (std::chrono::steady_clock::now() < end) {
+  }
+}
+void steadyVariant(KernelCall& call) {
+  spinFor(6);
+  call.out[0].as<float>()[0] = 1.f;
+}
+void burstVariant(KernelCall& call) {
+  const int run = ++burstRuns;  // 1: the warm-up, 2: the first timed run
+  if (run == 2 || (burstEveryRun && run > 1)) {
+    waitedSoFar = waitedSoFar + 0.015;
+    spinFor(20);
+  } else {
+    spinFor(2);
+  }
+  call.out[0].as<float>()[0] = 2.f;
+}
+
+TEST(ConvVariantTest, ARunSlowedByAnotherProcessIsTimedAgain) {
+  if (!kernelTiming()) GTEST_SKIP() << "SPMD_KERNEL_TIMING=0";
+  const auto dir = std::filesystem::temp_directory_path() / ("spmd-burst-" + std::to_string(::getpid()));
+  setenv("SPMD_KERNEL_CACHE", dir.c_str(), 1);
+  setRunQueueSource([] { return waitedSoFar.load(); });
+  PinnedKernels none("");
+  auto choose = [](const char* op) {
+    StubStep stub(op, {{"steady", "spins 6 ms", true, nullptr, nullptr, steadyVariant},
+                       {"burst", "spins 2 ms, 20 when its thread waits for a core", true, nullptr, nullptr, burstVariant}});
+    stub.run();
+    return stub.ran;
+  };
+  const std::string once = choose("stub_burst_once");
+  const int onceRuns = burstRuns.exchange(0);
+  burstEveryRun = true;
+  const std::string always = choose("stub_burst_always");
+  const int alwaysRuns = burstRuns.load();
+  setRunQueueSource(nullptr);
+  std::filesystem::remove_all(dir);
+  unsetenv("SPMD_KERNEL_CACHE");
+  if (once.find("timed") == std::string::npos) GTEST_SKIP() << "the process's choices were loaded before: " << once;
+  EXPECT_EQ(nameOf(once), "burst") << once;  // timed again: 2 ms, where the disturbed run took 20
+  EXPECT_GE(onceRuns, 3);
+  EXPECT_EQ(nameOf(always), "steady") << always;  // every run of it waited: its least time stands
+  EXPECT_LE(alwaysRuns, 7) << "a variant whose every run waits is timed at most 6 rounds after its warm-up";
 }
 
 // SPMD_TIGHT_ROUNDING=1 leaves out the variants with loose rounding (on the CPU: Winograd
