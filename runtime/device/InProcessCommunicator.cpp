@@ -3,6 +3,7 @@
 // rank's buffer, so all replicas hold the same bits and the order never depends on timing.
 #include "runtime/device/InProcessCommunicator.h"
 
+#include "runtime/base/Error.h"
 #include "runtime/base/PollBriefly.h"
 #include "runtime/base/Timeline.h"
 #include "runtime/device/CoreTurns.h"
@@ -123,9 +124,8 @@ const std::vector<const void*>& InProcessGroup::exchange(int rank, const void* p
 
 void InProcessGroup::barrier(int rank, const std::string& what) { exchange(rank, nullptr, what); }
 
-// One segment reduces in its result buffer (copied there first); several are packed into one
-// flat buffer, reduced in one exchange and unpacked, so a step's gradients cross the replicas in
-// one (or a few bucketed) exchanges.
+// A step's gradients (one or a few bucketed lists of segments) cross the replicas in one
+// exchange (reduceSegments).
 Communicator::Pending InProcessCommunicator::allReduce(std::span<const Segment> in, std::span<const Segment> out,
                                                        DType dtype, Reduction op, const std::string& what, bool) {
   const size_t e = dtypeSize(dtype);
@@ -155,50 +155,96 @@ Communicator::Pending InProcessCommunicator::allReduce(std::span<const Segment> 
     }
     return {};
   }
-  if (in.size() == 1) {
-    if (out[0].data != in[0].data) std::memcpy(out[0].data, in[0].data, size_t(in[0].count) * e);
-    reduceInPlace(out[0].data, dtype, out[0].count, op, what);
-    return {};
-  }
-  int64_t total = 0;
-  for (const Segment& s : in) total += s.count;
-  if (staging_.size() < size_t(total) * e) staging_.resize(size_t(total) * e);
-  size_t offset = 0;
-  for (const Segment& s : in) std::memcpy(staging_.data() + offset, s.data, s.count * e), offset += s.count * e;
-  reduceInPlace(staging_.data(), dtype, total, op, what);
-  offset = 0;
-  for (const Segment& s : out) std::memcpy(s.data, staging_.data() + offset, s.count * e), offset += s.count * e;
+  reduceSegments(in, out, dtype, op, what);
   return {};
 }
 
-void InProcessCommunicator::reduceInPlace(void* data, DType dtype, int64_t count, Reduction op,
-                                          const std::string& what) {
+namespace {
+
+// Whether any of `out` overlaps a segment of `in` other than its own (then the segments cannot
+// be folded from operand to result directly: a rank's writes could land on what another still
+// reads).
+bool crossAliased(std::span<const Communicator::Segment> in, std::span<const Communicator::Segment> out, size_t e) {
+  for (size_t k = 0; k < out.size(); ++k) {
+    const auto* o = static_cast<const std::byte*>(out[k].data);
+    for (size_t j = 0; j < in.size(); ++j) {
+      const auto* i = static_cast<const std::byte*>(in[j].data);
+      if (j != k && o < i + size_t(in[j].count) * e && i < o + size_t(out[k].count) * e) return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+// Every rank publishes its segments; each folds its slice of their concatenation (rank r:
+// elements [total * r / n, total * (r + 1) / n)) from every rank's operands straight into its own
+// result and copies that to every other rank's result, so no rank packs or unpacks a flat
+// buffer (a width-16 ResNet-18's gradients on cpu:4: each rank moves 6 MB where packing moved
+// 17). Each element's fold is the tree's, whichever rank folds it and however the segments cut
+// the elements. A result may be its own operand (in place): the slices are disjoint, and a
+// slice's operands are all read before its results are written.
+void InProcessCommunicator::reduceSegments(std::span<const Segment> in, std::span<const Segment> out, DType dtype,
+                                           Reduction op, const std::string& what) {
+  const size_t e = dtypeSize(dtype);
+  if (crossAliased(in, out, e)) {  // pack into one flat buffer, reduce it, unpack
+    int64_t total = 0;
+    for (const Segment& s : in) total += s.count;
+    if (staging_.size() < size_t(total) * e) staging_.resize(size_t(total) * e);
+    size_t offset = 0;
+    for (const Segment& s : in) std::memcpy(staging_.data() + offset, s.data, s.count * e), offset += s.count * e;
+    const Segment flat{staging_.data(), total};
+    reduceSegments({&flat, 1}, {&flat, 1}, dtype, op, what);
+    offset = 0;
+    for (const Segment& s : out) std::memcpy(s.data, staging_.data() + offset, s.count * e), offset += s.count * e;
+    return;
+  }
   const int n = size();
   if (traceTrack_ < 0) traceTrack_ = timeline::on() ? timeline::track("collectives of replica " + std::to_string(rank_)) : 0;
+  struct Operands {
+    std::span<const Segment> in, out;
+  };
+  const Operands mine{in, out};
   const auto arrived = timeline::Clock::now();
-  const std::vector<const void*>& sources = group_->exchange(rank_, data, what);
+  const std::vector<const void*>& published = group_->exchange(rank_, &mine, what);
   const auto gathered = timeline::Clock::now();
-  int64_t begin = count * rank_ / n, end = count * (rank_ + 1) / n;
-  if (end > begin) {  // fold this rank's slice in place, then copy it to every other rank
-    size_t bytes = dtypeSize(dtype);
-    std::byte* mine = static_cast<std::byte*>(data) + begin * bytes;
-    void* out[] = {mine};
-    group_->plan_->run(dtype, sources.data(), begin, end, op, n * group_->leavesPerRank(), out);
+  std::vector<const Operands*> ranks(static_cast<size_t>(n));
+  for (int r = 0; r < n; ++r) ranks[size_t(r)] = static_cast<const Operands*>(published[size_t(r)]);
+  int64_t total = 0;
+  for (const Segment& s : in) total += s.count;
+  // Every rank runs the same program on buffers planned alike, so all pack or none does; said
+  // (by every rank, which all see the same) rather than read out of bounds where that fails.
+  for (int r = 0; r < n; ++r)
+    if (ranks[size_t(r)]->in.size() != in.size())
+      throw Error(what + ": replica " + std::to_string(r) + " reduces " + std::to_string(ranks[size_t(r)]->in.size()) +
+                  " segments where replica " + std::to_string(rank_) + " reduces " + std::to_string(in.size()) +
+                  "; this is a bug in spmd's runtime");
+  const int64_t begin = total * rank_ / n, end = total * (rank_ + 1) / n;
+  std::vector<const void*> sources(static_cast<size_t>(n));
+  int64_t first = 0;  // the concatenation's index of segment k's first element
+  for (size_t k = 0; k < in.size() && first < end; first += in[k].count, ++k) {
+    const int64_t from = std::max(begin, first) - first, to = std::min(end, first + in[k].count) - first;
+    if (to <= from) continue;
+    for (int r = 0; r < n; ++r) sources[size_t(r)] = ranks[size_t(r)]->in[k].data;
+    auto* result = static_cast<std::byte*>(out[k].data) + size_t(from) * e;
+    void* results[] = {result};
+    group_->plan_->run(dtype, sources.data(), from, to, op, n * group_->leavesPerRank(), results);
     for (int r = 0; r < n; ++r)
       if (r != rank_)
-        std::memcpy(static_cast<std::byte*>(const_cast<void*>(sources[r])) + begin * bytes, mine, (end - begin) * bytes);
+        std::memcpy(static_cast<std::byte*>(ranks[size_t(r)]->out[k].data) + size_t(from) * e, result,
+                    size_t(to - from) * e);
   }
-  group_->barrier(rank_, what);  // nobody reuses its buffer before every slice is written
+  group_->barrier(rank_, what);  // nobody reads its results or reuses its operands before every slice is written
   if (traceTrack_ > 0) {
     timeline::span(traceTrack_, "wait for the replicas", "wait", arrived, gathered, what);
     timeline::span(traceTrack_, "all_reduce: fold and copy", "collective", gathered, timeline::Clock::now(), what,
-                   count * int64_t(dtypeSize(dtype)));
+                   total * int64_t(e));
   }
 }
 
 // Every rank publishes its packed operand; within its group, the member at position p folds the
 // p-th of G slices from the members' buffers (in the group's order, over the tree of G leaves)
-// and copies it to the other members, as reduceInPlace does over all ranks.
+// and copies it to the other members, as reduceSegments does over all ranks.
 Communicator::Pending InProcessCommunicator::allReduceInGroup(std::span<const Segment> in, std::span<const Segment> out,
                                                               DType dtype, Reduction op,
                                                               std::span<const int64_t> members, const std::string& what) {

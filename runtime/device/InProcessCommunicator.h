@@ -99,12 +99,13 @@ class InProcessCommunicator final : public Communicator, public PointerExchange 
   std::chrono::milliseconds timeout() const override { return group_->timeout(); }
 
  private:
-  // Reduces one flat buffer of this rank in place over the ranks.
-  void reduceInPlace(void* data, DType dtype, int64_t count, Reduction op, const std::string& what);
+  // Reduces this rank's segments over the ranks into `out` (which may be `in`).
+  void reduceSegments(std::span<const Segment> in, std::span<const Segment> out, DType dtype, Reduction op,
+                      const std::string& what);
 
   std::shared_ptr<InProcessGroup> group_;
   int rank_;
-  std::vector<std::byte> staging_;  // several segments packed into one flat buffer
+  std::vector<std::byte> staging_;  // segments packed into one flat buffer (where results overlap other operands)
   int traceTrack_ = -1;  // this rank's collectives on the timeline: -1 not asked yet, 0 off
 };
 

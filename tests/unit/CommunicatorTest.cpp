@@ -120,6 +120,51 @@ TEST(CommunicatorTest, CpuCollectivesMatchReferenceAndAgreeBitwiseAcrossReplicas
   }
 }
 
+// A combined all_reduce over 3 replicas folds each rank's slice of the segments' concatenation
+// (slices that cut segments) straight from the operands into the
+// results, in place or into other buffers: every replica gets the fold tree's root of each
+// element, bit for bit. Results that lie on another segment's operand (two outputs donated
+// crosswise) are packed and unpacked instead, with the same bits.
+TEST(CommunicatorTest, ACombinedAllReduceFoldsSlicesThatCutItsSegments) {
+  constexpr int n = 3;
+  const std::vector<int64_t> sizes{4, 4, 1000, 7};
+  for (bool crosswise : {false, true}) {
+    for (Reduction op : {Reduction::Sum, Reduction::Mean, Reduction::Max}) {
+      auto group = std::make_shared<InProcessGroup>(n, std::chrono::seconds(30));
+      std::vector<std::vector<std::vector<double>>> operands(n), results(n);
+      for (int r = 0; r < n; ++r)
+        for (size_t k = 0; k < sizes.size(); ++k) {
+          Array a = randomArray(DType::f64, {sizes[k]}, uint64_t(100 * r + k));
+          operands[r].emplace_back(a.values<double>().begin(), a.values<double>().end());
+          results[r].emplace_back(size_t(sizes[k]), 99.0);
+        }
+      operands[1][2][3] = NAN, operands[2][0][1] = -0.0;
+      const auto original = operands;
+      onReplicas(n, [&](int r) {
+        InProcessCommunicator comm(group, r);
+        std::vector<Communicator::Segment> in, out;
+        for (size_t k = 0; k < sizes.size(); ++k) in.push_back({operands[r][k].data(), sizes[k]});
+        if (crosswise) {  // the first two segments' results on each other's operands (replica 0 folds both)
+          out = {{operands[r][1].data(), 4}, {operands[r][0].data(), 4}, {results[r][2].data(), 1000}, {results[r][3].data(), 7}};
+        } else {  // in place, into another buffer, in place, into another buffer
+          out = {in[0], {results[r][1].data(), 1}, in[2], {results[r][3].data(), 7}};
+        }
+        comm.allReduce(in, out, DType::f64, op, "CommunicatorTest", false).wait();
+      });
+      for (int r = 0; r < n; ++r)
+        for (size_t k = 0; k < sizes.size(); ++k)
+          for (int64_t i = 0; i < sizes[k]; ++i) {
+            const double want = foldLeaves<double>(n, [&](int q) { return original[q][k][size_t(i)]; }, op, n);
+            const double* got = crosswise ? (k == 0 ? &operands[r][1][size_t(i)] : k == 1 ? &operands[r][0][size_t(i)]
+                                                                                          : &results[r][k][size_t(i)])
+                                          : (k % 2 == 0 ? &operands[r][k][size_t(i)] : &results[r][k][size_t(i)]);
+            ASSERT_EQ(std::memcmp(got, &want, sizeof want), 0)
+                << (crosswise ? "crosswise" : "direct") << ", replica " << r << ", segment " << k << ", element " << i;
+          }
+    }
+  }
+}
+
 // One replica for one leaf: a combined all_reduce hands its operands back bit for bit (the fold
 // of one value; -0, NaN and infinities included), in place or into other buffers, for every
 // reduction, as the general path (a fold of one source, a mean divided by 1) would.
