@@ -118,9 +118,9 @@ std::vector<double> timeVariants(const KernelCall& call, const VariantSet& set, 
   double spent = 0;
   bool settled = false;  // the rounds above are done: only variants without an undisturbed run go on
   for (int round = 0; round < kMostRounds; ++round) {
+    auto sofar = [&](size_t i) { return round == 0 ? warm[i] : seconds(i); };
     for (size_t i = 0; i < n; ++i) order[i] = i;
-    std::stable_sort(order.begin(), order.end(),
-                     [&](size_t a, size_t b) { return (round == 0 ? warm[a] : seconds(a)) > (round == 0 ? warm[b] : seconds(b)); });
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return sofar(a) > sofar(b); });
     for (size_t i : order)
       if (timing[i] && (!settled || !std::isfinite(quiet[i]))) spent += once(i), last = allowed[i].name;
     double best = INFINITY;
