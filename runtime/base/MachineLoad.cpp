@@ -16,13 +16,33 @@
 namespace spmd::runtime {
 namespace {
 
-std::mutex sourceMutex;
-std::function<CpuTicks()>& source() {
-  static std::function<CpuTicks()> s;
+// A reading of /proc that tests replace (setCpuTicksSource, setRunQueueSource).
+template <typename T>
+class Source {
+ public:
+  T read(T (*fromProc)()) {
+    {
+      std::lock_guard lock(mutex_);
+      if (stub_) return stub_();
+    }
+    return fromProc();
+  }
+  void set(std::function<T()> stub) {
+    std::lock_guard lock(mutex_);
+    stub_ = std::move(stub);
+  }
+
+ private:
+  std::mutex mutex_;
+  std::function<T()> stub_;
+};
+
+Source<CpuTicks>& ticksSource() {
+  static Source<CpuTicks> s;
   return s;
 }
-std::function<double()>& runQueueSource() {
-  static std::function<double()> s;
+Source<double>& runQueueSource() {
+  static Source<double> s;
   return s;
 }
 
@@ -76,33 +96,15 @@ double runDelayFromProc() {
 
 }  // namespace
 
-double runQueueSeconds() {
-  {
-    std::lock_guard lock(sourceMutex);
-    if (runQueueSource()) return runQueueSource()();
-  }
-  return runDelayFromProc();
-}
+double runQueueSeconds() { return runQueueSource().read(runDelayFromProc); }
 
-void setRunQueueSource(std::function<double()> s) {
-  std::lock_guard lock(sourceMutex);
-  runQueueSource() = std::move(s);
-}
+void setRunQueueSource(std::function<double()> s) { runQueueSource().set(std::move(s)); }
 
 bool waitedForCores(double waited, double seconds) { return waited > 0.02 * seconds && waited > 50e-6; }
 
-CpuTicks cpuTicksNow() {
-  {
-    std::lock_guard lock(sourceMutex);
-    if (source()) return source()();
-  }
-  return fromProc();
-}
+CpuTicks cpuTicksNow() { return ticksSource().read(fromProc); }
 
-void setCpuTicksSource(std::function<CpuTicks()> s) {
-  std::lock_guard lock(sourceMutex);
-  source() = std::move(s);
-}
+void setCpuTicksSource(std::function<CpuTicks()> s) { ticksSource().set(std::move(s)); }
 
 int onlineCores() { return int(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN))); }
 
