@@ -99,9 +99,10 @@ class InProcessCommunicator final : public Communicator, public PointerExchange 
   std::chrono::milliseconds timeout() const override { return group_->timeout(); }
 
  private:
-  // Reduces this rank's segments over the ranks into `out` (which may be `in`).
+  // Reduces this rank's segments into `out` (which may be `in`) over its group's `members`, in
+  // their order (empty: every rank).
   void reduceSegments(std::span<const Segment> in, std::span<const Segment> out, DType dtype, Reduction op,
-                      const std::string& what);
+                      std::span<const int64_t> members, const std::string& what);
 
   std::shared_ptr<InProcessGroup> group_;
   int rank_;
