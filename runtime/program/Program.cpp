@@ -71,7 +71,8 @@ const char* placementName(Placement::Kind kind) {
 
 int64_t MeshShape::replicas() const {
   int64_t n = 1;
-  for (int64_t s : sizes) n *= s;
+  for (int64_t s : sizes)
+    if (s < 1 || __builtin_mul_overflow(n, s, &n)) return -1;  // a file's sizes are outside bytes
   return n;
 }
 

@@ -71,7 +71,7 @@ struct MeshShape {
   std::vector<int64_t> sizes;
 
   bool empty() const { return names.empty(); }
-  int64_t replicas() const;                  // the product of the sizes
+  int64_t replicas() const;                  // the product of the sizes; -1 where one is < 1 or it overflows
   int index(const std::string& axis) const;  // -1 when the mesh has no such axis
   int64_t stride(int axis) const;            // replicas between neighbours along axis `axis`
   int64_t coordinate(int64_t replica, int axis) const { return replica / stride(axis) % sizes[size_t(axis)]; }

@@ -113,7 +113,7 @@ void checkCallContract(const Program& p, const std::string& prefix, const Descri
                     ", which is not a valid shape");
       elements *= d;
     }
-    const int64_t parts = p.deviceReplicas(), slice = (elements + parts - 1) / parts;
+    const int64_t parts = p.deviceReplicas(), slice = elements / parts + (elements % parts != 0);
     if (p.buffers[id].shape != Shape{slice})
       throw Error(prefix + what + " " + buffer(id) + " is a slice of " + shapeString(placement.full) + " over " +
                   std::to_string(parts) + " replicas, which is [" + std::to_string(slice) + "] elements");
