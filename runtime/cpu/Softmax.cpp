@@ -6,6 +6,7 @@
 // (softmax), and so is a softmax along an axis other than the last.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "runtime/base/NanRules.h"
 #include "runtime/cpu/HostLoop.h"
@@ -19,13 +20,22 @@ namespace {
 constexpr int64_t kThreadedElements = 1 << 15;  // row loops below this run on one thread
 constexpr int kLanes = 16;
 
-// The row's largest value; NaN where it holds one.
+// The row's largest value; NaN where it holds one. Lane k folds elements k, k + 16, ... by
+// nanMax, as two 8-lane vectors (GCC's vector extensions: the scalar form's NaN test stays a
+// branch per element, ~40% of a cross-entropy row's time), then the lanes fold pairwise.
 SPMD_ISA_BODY float rowMax(const float* x, int64_t n) {
-  float lane[kLanes];
-  for (int k = 0; k < kLanes; ++k) lane[k] = -INFINITY;
+  typedef float Lanes __attribute__((vector_size(kLanes / 2 * sizeof(float))));
+  Lanes low, high;
+  for (int k = 0; k < kLanes / 2; ++k) low[k] = high[k] = -INFINITY;
   int64_t j = 0;
-  for (; j + kLanes <= n; j += kLanes)
-    for (int k = 0; k < kLanes; ++k) lane[k] = nanMax(x[j + k], lane[k]);
+  for (; j + kLanes <= n; j += kLanes) {
+    Lanes a, b;
+    std::memcpy(&a, x + j, sizeof a), std::memcpy(&b, x + j + kLanes / 2, sizeof b);
+    low = (a > low) | (a != a) ? a : low;  // nanMax, lane by lane
+    high = (b > high) | (b != b) ? b : high;
+  }
+  float lane[kLanes];
+  std::memcpy(lane, &low, sizeof low), std::memcpy(lane + kLanes / 2, &high, sizeof high);
   for (int k = 0; j + k < n; ++k) lane[k] = nanMax(x[j + k], lane[k]);
   for (int width = kLanes / 2; width > 0; width /= 2)
     for (int k = 0; k < width; ++k) lane[k] = nanMax(lane[k + width], lane[k]);

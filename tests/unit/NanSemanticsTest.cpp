@@ -128,6 +128,25 @@ TEST(NanSemanticsTest, PoolingAndSoftmaxSeeNan) {
     EXPECT_TRUE(std::isnan(v[0]) && std::isnan(v[1]) && std::isnan(v[2]));
     EXPECT_NEAR(v[3] + v[4] + v[5], 1.0f, 1e-6);
   }
+  // Rows of 40: the CPU's row maximum folds 16 lanes as vectors, then the last 8 one by one; a
+  // NaN in either part (row 0: element 20, row 1: element 37) makes its row's softmax and loss
+  // NaN, and row 2's are finite.
+  std::vector<float> wide(3 * 40);
+  for (size_t i = 0; i < wide.size(); ++i) wide[i] = float(i % 7) - 3;
+  wide[20] = wide[40 + 37] = kNan;
+  const Array rows = f32(wide, {3, 40});
+  for (auto& out : onBothBackends({"wide softmax", "softmax", {rows}, {{DType::f32, {3, 40}}}, {{"axis", int64_t{1}}}})) {
+    auto v = out[0].values<float>();
+    for (int r = 0; r < 3; ++r)
+      for (int j = 0; j < 40; ++j) EXPECT_EQ(std::isnan(v[r * 40 + j]), r < 2) << "row " << r << ", element " << j;
+  }
+  const std::vector<int32_t> classes = {1, 2, 3};
+  const Array labels = Array::of<int32_t>({3}, classes);
+  for (auto& out : onBothBackends({"wide cross-entropy", "softmax_cross_entropy", {rows, labels}, {{DType::f32, {3}}}, {}})) {
+    auto v = out[0].values<float>();
+    EXPECT_TRUE(std::isnan(v[0]) && std::isnan(v[1]));
+    EXPECT_TRUE(std::isfinite(v[2]) && v[2] > 0) << v[2];
+  }
 }
 
 TEST(NanSemanticsTest, FusedKernelsAndCompiledStepsPropagateNan) {
