@@ -22,15 +22,9 @@
 namespace spmd::runtime::cpu {
 namespace {
 
-// "AMD EPYC 9R14 96-Core Processor": the machine kind a timed choice holds for.
-std::string cpuModel() {
+std::string cpuKindOfFile() {
   std::ifstream in("/proc/cpuinfo");
-  for (std::string line; std::getline(in, line);)
-    if (line.rfind("model name", 0) == 0) {
-      const size_t colon = line.find(':');
-      if (colon != std::string::npos) return line.substr(line.find_first_not_of(' ', colon + 1));
-    }
-  return "unknown CPU";
+  return cpuKind(in);
 }
 
 std::string isaName(dnnl::cpu_isa isa) {
@@ -48,7 +42,7 @@ std::string isaName(dnnl::cpu_isa isa) {
 }
 
 std::string device() {
-  static const std::string kind = cpuModel() + ", oneDNN " + isaName(dnnl::get_effective_cpu_isa());
+  static const std::string kind = cpuKindOfFile() + ", oneDNN " + isaName(dnnl::get_effective_cpu_isa());
   return kind + ", spmd " + ownIsaName(ownIsa());
 }
 
@@ -264,6 +258,30 @@ void chooseCpuVariant(KernelCall& call, ChoiceExchange* exchange) {
   std::shared_ptr<void> cache;
   KernelCall wide{call.step, in, out, cache, call.comm, call.device};
   chooseVariant(wide, set, exchange);
+}
+
+std::string cpuKind(std::istream& cpuinfo) {
+  std::string name, family, model;
+  auto value = [](const std::string& line) {
+    const size_t colon = line.find(':');
+    const size_t start = colon == std::string::npos ? std::string::npos : line.find_first_not_of(" \t", colon + 1);
+    return start == std::string::npos ? std::string() : line.substr(start);
+  };
+  auto key = [](const std::string& line) {
+    const size_t colon = line.find(':');
+    const std::string k = line.substr(0, colon == std::string::npos ? 0 : colon);
+    return k.substr(0, k.find_last_not_of(" \t") + 1);
+  };
+  for (std::string line; std::getline(cpuinfo, line);) {
+    if (line.empty() && !(name.empty() && family.empty() && model.empty())) break;  // the first processor's end
+    const std::string k = key(line);
+    if (k == "model name" && name.empty()) name = value(line);
+    else if (k == "cpu family" && family.empty()) family = value(line);
+    else if (k == "model" && model.empty()) model = value(line);
+  }
+  if (name.empty()) name = "unknown CPU";
+  if (family.empty() || model.empty()) return name;
+  return name + " (family " + family + " model " + model + ")";
 }
 
 }  // namespace spmd::runtime::cpu

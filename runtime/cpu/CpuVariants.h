@@ -7,6 +7,7 @@
 // (runtime/cpu/CpuVariants.cpp).
 #pragma once
 
+#include <iosfwd>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,13 @@ std::vector<const VariantSet*> cpuVariantSets();
 // The executor's choice before a job's first call: the variant of a step with variants on the
 // buffers `call` points at (bf16 steps that run in f32 choose on f32 copies).
 void chooseCpuVariant(KernelCall& call, ChoiceExchange* exchange);
+
+// The CPU kind a timed choice holds for, from /proc/cpuinfo's text (its first processor): the
+// model name and the family and model numbers, "AMD EPYC (family 23 model 49)". The numbers tell
+// apart what a hypervisor names alike: Zen 2 and Zen 3 were both "AMD EPYC", with AVX2 alone,
+// so one's timed choices ran on the other from a shared kernel cache. "unknown CPU" without a
+// model name; the name alone without the numbers.
+std::string cpuKind(std::istream& cpuinfo);
 
 // oneDNN's direct convolutions (runtime/cpu/Conv.cpp, ConvBackward.cpp): f32, and bf16 where
 // the ISA has oneDNN's bf16 kernels.

@@ -206,7 +206,7 @@ Choice KernelChoices::choose(const ChoiceKey& key, const std::vector<Variant>& c
     if (device != key.device)
       throw Error("process 0 chose the kernel of " + key.op + " (" + key.shapes + ") on " + device +
                   ", but this process runs " + key.device + ": a job's processes must run one device kind, or " +
-                  "their replicas' bits differ; run the job on GPUs of one kind");
+                  "their replicas' bits differ; run the job on GPUs or CPUs of one kind");
     if (!find(allowed, variant))
       throw Error("process 0 chose variant '" + variant + "' of " + where + ", which this process does not offer " +
                   "(allowed here: " + namesOf(allowed) + "); run every process with the same library versions");

@@ -45,7 +45,7 @@ struct VariantSet {
   const char* op;
   const char* backend;
   std::vector<KernelVariant> variants;
-  std::string (*device)();   // what a timed choice is valid for: "AMD EPYC, oneDNN ISA avx512_core_bf16"
+  std::string (*device)();   // what a timed choice is valid for: "AMD EPYC (family 25 model 17), oneDNN avx512_core_bf16, spmd avx512"
   std::string (*library)();  // "oneDNN 2.7.3"
   std::string (*setting)();  // what else a variant's speed or bits depend on: "threads 2"
 };

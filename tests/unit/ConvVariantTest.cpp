@@ -16,8 +16,10 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include <unistd.h>
@@ -278,6 +280,31 @@ TEST(ConvVariantTest, AnUnpinnedStepIsTimedOnceThenRemembered) {
     return;
   }
   FAIL() << "no case 'conv grouped winograd'";
+}
+
+// A timed choice holds for a CPU kind: the model name with its family and model numbers (the
+// first processor's), so that two generations a hypervisor names alike ("AMD EPYC") do not share
+// choices through one kernel cache; and this machine's steps are keyed by it.
+TEST(ConvVariantTest, TheCpuKindNamesTheFamilyAndModelBesideTheModelName) {
+  auto kindOf = [](const std::string& text) {
+    std::istringstream in(text);
+    return cpu::cpuKind(in);
+  };
+  const std::string zen2 = "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 23\nmodel\t\t: 49\n"
+                           "model name\t: AMD EPYC\nstepping\t: 0\n\n";
+  const std::string zen3 = "processor\t: 1\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 1\n"
+                           "model name\t: AMD EPYC\n\n";
+  EXPECT_EQ(kindOf(zen2), "AMD EPYC (family 23 model 49)");
+  EXPECT_EQ(kindOf(zen3 + zen2), "AMD EPYC (family 25 model 1)") << "the first processor's";
+  EXPECT_NE(kindOf(zen2), kindOf(zen3));
+  EXPECT_EQ(kindOf("model name\t: Intel(R) Xeon(R) Platinum 8488C\n"), "Intel(R) Xeon(R) Platinum 8488C")
+      << "without the numbers, the name alone";
+  EXPECT_EQ(kindOf(""), "unknown CPU");
+  EXPECT_EQ(kindOf("cpu family\t: 6\nmodel\t: 143\n"), "unknown CPU (family 6 model 143)");
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  if (!cpuinfo) GTEST_SKIP() << "no /proc/cpuinfo";
+  const std::string kind = cpu::cpuKind(cpuinfo), device = cpu::cpuVariants("conv2d").device();
+  EXPECT_EQ(device.rfind(kind + ", oneDNN ", 0), 0u) << device;
 }
 
 // A stub op's two variants: "slow" sleeps, "fast" counts its runs; each writes its own mark.
