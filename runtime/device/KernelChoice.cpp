@@ -123,7 +123,10 @@ void KernelChoices::pin(const std::string& text) {
     if (colon == std::string::npos || colon == 0 || colon + 1 == item.size())
       throw Error("SPMD_KERNELS: '" + item + "' is not op:variant (e.g. conv2d:onednn); " +
                   "spmd-run --kernels lists the ops and their variants");
-    pins_[item.substr(0, colon)] = item.substr(colon + 1);
+    const std::string op = item.substr(0, colon), variant = item.substr(colon + 1);
+    if (auto [it, added] = pins_.emplace(op, variant); !added && it->second != variant)
+      throw Error("SPMD_KERNELS pins " + op + " twice, to '" + it->second + "' and to '" + variant +
+                  "'; give each op one variant");
   }
 }
 

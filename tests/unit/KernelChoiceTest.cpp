@@ -205,6 +205,14 @@ TEST(KernelChoiceTest, APinnedVariantWinsAndABadPinIsRefusedListingTheVariants) 
   KernelChoices malformed;
   EXPECT_NE(errorOf([&] { malformed.pin("conv2d_forward"); }).find("'conv2d_forward' is not op:variant"),
             std::string::npos);
+  // Two variants for one op: refused rather than the last taken; the same pin twice is one pin.
+  KernelChoices twice;
+  EXPECT_NE(errorOf([&] { twice.pin("conv2d_forward:0,conv2d_backward_data:3,conv2d_forward:2"); })
+                .find("SPMD_KERNELS pins conv2d_forward twice, to '0' and to '2'; give each op one variant"),
+            std::string::npos);
+  KernelChoices again;
+  again.pin("conv2d_forward:0,conv2d_forward:0");
+  EXPECT_EQ(again.pins(), "conv2d_forward:0");
   // A backend with a fixed list names all its variants: a pin to one that does not run on this
   // step is passed over (the step is timed), one it does not have is refused listing the list.
   KernelChoices listed;
