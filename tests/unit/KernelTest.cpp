@@ -159,6 +159,34 @@ TEST(KernelTest, F64DelegatedKernelsMatchTheirDefinitions) {
 // the other channels equal the unfused normalization followed by relu.
 constexpr float kZero = 0.f;
 
+// Softmax is unchanged by shifting a row, so a row maximum that missed an element would show only
+// where the element's exp overflows: rows of 40 (the CPU's maximum folds 16 lanes as vectors, then
+// the last 8 one by one) with one logit of 95 among values in [-3, 3], in the vector part (row 0,
+// element 20) or the tail (row 1, element 37): the CPU's softmax, log-softmax and cross-entropy match
+// the reference's, finite (e^(95 - 3) would be inf in f32).
+TEST(KernelTest, SoftmaxRowsFindTheirMaximumInTheVectorPartAndInTheTail) {
+  std::vector<float> values(3 * 40);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = float(i % 7) - 3;
+  values[20] = values[40 + 37] = 95;
+  const Array rows = Array::of<float>({3, 40}, values);
+  const std::vector<int32_t> classes = {20, 5, 3};
+  const Array labels = Array::of<int32_t>({3}, classes);
+  const std::vector<KernelCase> cases = {
+      {"softmax", "softmax", {rows}, {{DType::f32, {3, 40}}}, {{"axis", int64_t{1}}}},
+      {"log_softmax", "log_softmax", {rows}, {{DType::f32, {3, 40}}}, {{"axis", int64_t{1}}}},
+      {"cross-entropy", "softmax_cross_entropy", {rows, labels}, {{DType::f32, {3}}}, {}}};
+  for (const KernelCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    const std::vector<Array> cpu = runKernel(cpuKernels(), c), reference = runKernel(referenceKernels(), c);
+    const auto got = cpu[0].values<float>(), want = reference[0].values<float>();
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_TRUE(std::isfinite(got[i])) << "element " << i;
+      EXPECT_NEAR(got[i], want[i], 1e-5 * (1 + std::fabs(want[i]))) << "element " << i;
+    }
+  }
+}
+
 TEST(KernelTest, BatchNormReluPropagatesNanAsReluDoes) {
   const int64_t N = 2, C = 16, H = 3, W = 4;
   Array x = randomArray(DType::f32, {N, C, H, W}, 11), scale = randomArray(DType::f32, {C}, 12),
