@@ -22,11 +22,6 @@
 namespace spmd::runtime::cpu {
 namespace {
 
-std::string cpuKindOfFile() {
-  std::ifstream in("/proc/cpuinfo");
-  return cpuKind(in);
-}
-
 std::string isaName(dnnl::cpu_isa isa) {
   switch (isa) {
     case dnnl::cpu_isa::sse41: return "sse41";
@@ -42,7 +37,10 @@ std::string isaName(dnnl::cpu_isa isa) {
 }
 
 std::string device() {
-  static const std::string kind = cpuKindOfFile() + ", oneDNN " + isaName(dnnl::get_effective_cpu_isa());
+  static const std::string kind = [] {
+    std::ifstream cpuinfo("/proc/cpuinfo");
+    return cpuKind(cpuinfo) + ", oneDNN " + isaName(dnnl::get_effective_cpu_isa());
+  }();
   return kind + ", spmd " + ownIsaName(ownIsa());
 }
 

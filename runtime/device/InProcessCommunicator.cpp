@@ -210,20 +210,20 @@ void InProcessCommunicator::reduceSegments(std::span<const Segment> in, std::spa
   const auto arrived = timeline::Clock::now();
   const std::vector<const void*>& published = group_->exchange(rank_, &mine, what);
   const auto gathered = timeline::Clock::now();
+  std::vector<const Operands*> ranks(static_cast<size_t>(n));
+  for (int r = 0; r < n; ++r) ranks[size_t(r)] = static_cast<const Operands*>(published[size_t(r)]);
   // Every rank runs the same program on buffers planned alike, so all pack or none does; said
   // (by every rank, which all see the same) rather than read out of bounds where that fails.
   for (int r = 0; r < n; ++r)
-    if (static_cast<const Operands*>(published[size_t(r)])->in.size() != in.size())
-      throw Error(what + ": replica " + std::to_string(r) + " reduces " +
-                  std::to_string(static_cast<const Operands*>(published[size_t(r)])->in.size()) +
+    if (ranks[size_t(r)]->in.size() != in.size())
+      throw Error(what + ": replica " + std::to_string(r) + " reduces " + std::to_string(ranks[size_t(r)]->in.size()) +
                   " segments where replica " + std::to_string(rank_) + " reduces " + std::to_string(in.size()) +
                   "; this is a bug in spmd's runtime");
-  std::vector<const Operands*> group;  // the members' operands, in the group's order
+  std::vector<const Operands*> group = ranks;  // the members' operands, in the group's order
   int position = rank_;
-  if (members.empty()) {
-    for (int r = 0; r < n; ++r) group.push_back(static_cast<const Operands*>(published[size_t(r)]));
-  } else {
-    for (int64_t r : members) group.push_back(static_cast<const Operands*>(published[size_t(r)]));
+  if (!members.empty()) {
+    group.clear();
+    for (int64_t r : members) group.push_back(ranks[size_t(r)]);
     position = int(std::find(members.begin(), members.end(), int64_t(rank_)) - members.begin());
   }
   const int g = int(group.size());
