@@ -4,6 +4,7 @@
 
 #include <sys/wait.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 
@@ -109,9 +110,6 @@ inline double expectClose(const Array& actual, const Array& expected, double rto
                     << worst;
   return worst;
 }
-}  // namespace spmd::testing
-
-namespace spmd::testing {
 
 // `a` converted to `dtype` (through double).
 inline Array convertArray(const Array& a, DType dtype) {
@@ -120,6 +118,7 @@ inline Array convertArray(const Array& a, DType dtype) {
     double v = valueAt(a, i);
     if (dtype == DType::f32) b.values<float>()[i] = float(v);
     else if (dtype == DType::f64) b.values<double>()[i] = v;
+    else if (dtype == DType::bf16) b.values<bf16>()[i] = toBf16(float(v));
     else b.values<int32_t>()[i] = int32_t(v);
   }
   return b;
@@ -193,9 +192,11 @@ struct CommandRun {
   std::string output;  // stdout and stderr
 };
 
-// Runs a shell command; its exit status and its stdout and stderr together.
+// Runs a shell command; its exit status and its stdout and stderr together (status -1 and why
+// where no shell could start).
 inline CommandRun runCommand(const std::string& command) {
   FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  if (!pipe) return {-1, "cannot start a shell for '" + command + "': " + std::strerror(errno)};
   std::string output;
   char buffer[4096];
   while (size_t n = fread(buffer, 1, sizeof buffer, pipe)) output.append(buffer, n);
