@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -64,7 +65,18 @@ KernelChoices::KernelChoices(std::string path) : path_(std::move(path)) {
   if (!path_.empty()) readFile();
 }
 
+std::vector<int64_t> KernelChoices::fileStamp() const {
+  struct stat st {};
+  if (::stat(path_.c_str(), &st) != 0) return {};
+  return {int64_t(st.st_dev), int64_t(st.st_ino), int64_t(st.st_size), int64_t(st.st_mtim.tv_sec),
+          int64_t(st.st_mtim.tv_nsec), int64_t(st.st_ctim.tv_sec), int64_t(st.st_ctim.tv_nsec)};
+}
+
 void KernelChoices::readFile() {
+  // A file of a few thousand choices takes 15-20 ms to parse, and a first compile looks at it
+  // again before each of its timed keys (every write is a rename, so a new inode and times).
+  const std::vector<int64_t> stamp = fileStamp();
+  if (!stamp.empty() && stamp == stamp_) return;
   std::ifstream in(path_);
   if (!in) return;  // written after the first choice
   const std::string fix = "; delete it (its choices are timed again), or point SPMD_KERNEL_CACHE at another directory";
@@ -87,6 +99,7 @@ void KernelChoices::readFile() {
   } catch (const std::exception& e) {
     throw Error("kernel choices file " + path_ + " is not one spmd wrote (" + e.what() + ")" + fix);
   }
+  stamp_ = stamp;
 }
 
 namespace {
@@ -268,15 +281,24 @@ Choice KernelChoices::choose(const ChoiceKey& key, const std::vector<Variant>& c
 
 void KernelChoices::save() const {
   if (path_.empty()) return;
-  Json file{{"format", "spmd kernel choices 1"}, {"choices", Json::array()}};
-  for (const auto& [_, e] : entries_)
-    file["choices"].push_back({{"device", e.key.device}, {"library", e.key.library}, {"op", e.key.op},
-                               {"shapes", e.key.shapes}, {"variant", e.variant}, {"seconds", e.seconds}});
-  const std::string text = file.dump(1) + "\n";
+  // One choice a line, each line made once: a first compile writes the whole file after each of
+  // its timed keys, and dumping a few thousand choices again each time took 10 ms.
+  std::string text = "{\"format\": \"spmd kernel choices 1\", \"choices\": [";
+  const char* separator = "\n";
+  for (const auto& [_, e] : entries_) {
+    if (e.json.empty())
+      e.json = Json{{"device", e.key.device}, {"library", e.key.library}, {"op", e.key.op},
+                    {"shapes", e.key.shapes}, {"variant", e.variant}, {"seconds", e.seconds}}.dump();
+    text += separator;
+    text += e.json;
+    separator = ",\n";
+  }
+  text += "\n]}\n";
   std::error_code error;
   std::filesystem::create_directories(std::filesystem::path(path_).parent_path(), error);  // a failure shows below
   try {
     writeFileAtomically(path_, {std::as_bytes(std::span(text.data(), text.size()))});
+    stamp_ = fileStamp();  // under the file's lock: what this process wrote, with every entry it has
   } catch (const std::exception& e) {
     // The choice holds for this process; the next run times it again.
     static std::once_flag warned;

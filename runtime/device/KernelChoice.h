@@ -109,14 +109,20 @@ class KernelChoices {
     std::string variant;
     double seconds = 0;
     bool processZero = false;  // sent by process 0 of this job
+    mutable std::string json = {};  // its line of the file, once written (save)
   };
   void save() const;     // with mutex_ held and the file's lock taken
   // "" when `load` (over a timing) did not take cores from this process; else the choice's note,
   // and a warning on stderr the first time, naming the file to delete (with mutex_ held).
   std::string underLoad(const MachineLoad& load);
-  void readFile();       // adds the file's entries this process does not have; with mutex_ held
+  // Adds the file's entries this process does not have (with mutex_ held); skips the parse where
+  // the file is the one this process last read or wrote (its stamp: device, inode, size, change
+  // and modification times), as it is before each timing unless another process wrote it.
+  void readFile();
+  std::vector<int64_t> fileStamp() const;  // empty where the file is not there
   mutable std::mutex mutex_;
   std::string path_;
+  mutable std::vector<int64_t> stamp_;  // of the file as this process last read or wrote it
   std::map<std::string, std::string> pins_;  // op -> variant
   std::map<std::string, Entry> entries_;     // by keyText
   std::set<std::string> agreed_;             // keys exchanged with the job's processes

@@ -245,6 +245,11 @@ TEST(KernelChoiceTest, AChoiceAnotherProcessWroteMeanwhileIsTakenWithoutTiming) 
   other.shapes += " (another)";
   second.choose(other, kAlgorithms, true, StubTimer().fn());
   EXPECT_EQ(KernelChoices(path).remembered().size(), 2u);
+  // `first` wrote the file last before that, and skips parsing it while it is the file it wrote
+  // (runtime/device/KernelChoice.cpp): `second`'s write replaced it, so `first` reads it again.
+  Choice again = first.choose(other, kAlgorithms, true, noTiming());
+  EXPECT_EQ(again.from, Choice::From::Remembered);
+  EXPECT_EQ(again.variant, "6");
 }
 
 // Timing while other processes keep the cores busy (runtime/base/MachineLoad.h, here a stubbed
