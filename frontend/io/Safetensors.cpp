@@ -10,6 +10,7 @@
 
 #include "runtime/base/AtomicFile.h"
 #include "runtime/base/Checksum.h"
+#include "runtime/base/InputFile.h"
 
 namespace spmd::io {
 namespace {
@@ -99,10 +100,13 @@ std::vector<uint64_t> wholeNumbers(const nlohmann::json& list, const std::string
 }  // namespace
 
 Checkpoint loadSafetensors(const std::string& path) {
+  requireRegularFile(path, "checkpoint", "name the .safetensors file in it");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(path + ": cannot open checkpoint (" + std::strerror(errno) + ")");
   in.seekg(0, std::ios::end);
-  const uint64_t size = static_cast<uint64_t>(in.tellg());
+  const std::streamoff end = in.tellg();
+  if (end < 0) throw Error(path + ": cannot find the checkpoint's size (" + std::strerror(errno) + ")");
+  const uint64_t size = static_cast<uint64_t>(end);
   in.seekg(0);
   uint64_t length = 0;
   if (size < 8 || !in.read(reinterpret_cast<char*>(&length), 8))

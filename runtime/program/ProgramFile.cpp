@@ -10,6 +10,7 @@
 
 #include "runtime/base/AtomicFile.h"
 #include "runtime/base/Checksum.h"
+#include "runtime/base/InputFile.h"
 #include "runtime/program/Layouts.h"
 #include "runtime/program/ProgramCheck.h"
 #include "runtime/base/RealText.h"
@@ -147,10 +148,13 @@ void saveProgram(const Program& program, const std::string& path) {
 }
 
 Program loadProgram(const std::string& path) {
+  requireRegularFile(path, "program", "SPMD_DUMP_IR=<dir> writes <dir>/program.spmd: name that file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(path + ": cannot open program (" + std::strerror(errno) + ")");
   in.seekg(0, std::ios::end);
-  std::vector<std::byte> bytes(static_cast<size_t>(in.tellg()));
+  const std::streamoff size = in.tellg();
+  if (size < 0) throw Error(path + ": cannot find the program's size (" + std::strerror(errno) + ")");
+  std::vector<std::byte> bytes(static_cast<size_t>(size));
   in.seekg(0);
   if (!in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(bytes.size())))
     throw Error(path + ": cannot read program (" + std::strerror(errno) + ")");

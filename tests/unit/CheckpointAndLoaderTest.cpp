@@ -101,6 +101,9 @@ TEST_F(SafetensorsTest, TreesGoInUnderAPrefixAndComeBackCheckedAgainstTheModel) 
 }
 
 TEST_F(SafetensorsTest, CorruptFilesAreClearErrors) {
+  const std::string dir = std::filesystem::path(tempPath("x")).parent_path().string();
+  EXPECT_NE(errorOf(dir).find(dir + ": is a directory, not a checkpoint file"), std::string::npos) << errorOf(dir);
+  EXPECT_NE(errorOf("/dev/zero").find("/dev/zero: is not a regular file"), std::string::npos) << errorOf("/dev/zero");
   io::Checkpoint c;
   c.tensors["w"] = randomArray(DType::f32, {4, 4}, 1);
   std::string good = tempPath("good.safetensors");

@@ -256,6 +256,12 @@ TEST_F(ProgramFileTest, DamagedFilesAreClearErrors) {
   EXPECT_NE(errorOf(bad).find("buffer 0 has layout nChw8c but shape [2, 12, 3, 3]"), std::string::npos)
       << errorOf(bad);
   EXPECT_NE(errorOf((dir_ / "missing.spmd").string()).find("cannot open program"), std::string::npos);
+  // A directory (its "size" once ended as std::bad_alloc) and a device are named as such.
+  EXPECT_NE(errorOf(dir_.string()).find(dir_.string() + ": is a directory, not a program file; SPMD_DUMP_IR=<dir> "
+                                        "writes <dir>/program.spmd"),
+            std::string::npos)
+      << errorOf(dir_.string());
+  EXPECT_NE(errorOf("/dev/null").find("/dev/null: is not a regular file"), std::string::npos) << errorOf("/dev/null");
 }
 
 // Steps against the Program contract's catalog (runtime/program/Catalog.h): an op it lacks, and

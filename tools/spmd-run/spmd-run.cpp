@@ -89,7 +89,7 @@ int run(int argc, char** argv) {
   app.text("--devices", devices, "cpu:1, sim:2, cuda:0, cuda:0*2, ... (default $SPMD_DEVICES, else cpu:1)", "LIST");
   app.whole("--steps", steps, 1, INT32_MAX, "timed runs");
   app.whole("--warmup", warmup, 0, INT32_MAX, "untimed runs first");
-  app.whole("--items", items, 1, INT32_MAX, "items (images) per run, to print items/s");
+  app.whole("--items", items, 0, INT32_MAX, "items (images) per run, to print items/s (0: not printed)");
   app.flag("--print", print, "print the Program's text first");
   bool kernels = false;
   app.optionalText("--kernels", kernelsOf, kernels,
