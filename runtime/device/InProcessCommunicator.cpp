@@ -219,10 +219,11 @@ void InProcessCommunicator::reduceSegments(std::span<const Segment> in, std::spa
       throw Error(what + ": replica " + std::to_string(r) + " reduces " + std::to_string(ranks[size_t(r)]->in.size()) +
                   " segments where replica " + std::to_string(rank_) + " reduces " + std::to_string(in.size()) +
                   "; this is a bug in spmd's runtime");
-  std::vector<const Operands*> group = ranks;  // the members' operands, in the group's order
+  std::vector<const Operands*> group;  // the members' operands, in the group's order
   int position = rank_;
-  if (!members.empty()) {
-    group.clear();
+  if (members.empty()) {
+    group = std::move(ranks);
+  } else {
     for (int64_t r : members) group.push_back(ranks[size_t(r)]);
     position = int(std::find(members.begin(), members.end(), int64_t(rank_)) - members.begin());
   }
