@@ -28,7 +28,7 @@ fi
 cmake --build "$build" --target spmd_threaded_tests --parallel "${JOBS:-$(nproc)}"
 export OMP_NUM_THREADS=1 DNNL_PRIMITIVE_CACHE_CAPACITY=0 ONEDNN_PRIMITIVE_CACHE_CAPACITY=0
 export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 ${TSAN_OPTIONS:-}"
-filter='Pmap*:*SpmdEquivalence*:Communicator*:CollectiveGradCheck*:Loader*:Concurrency*:*Conformance*:SimDevice*:BlockEmulator*:CustomOp*:Mesh*:-SpmdEquivalenceSimTest.*:*Donated*sim*:SimDeviceTest.TwoStageReductions*:*EveryKernelMatchesTheReference/cpu_4:*EveryKernelMatchesTheReference/sim_4'
+filter='Pmap*:SharedValues*:*SpmdEquivalence*:Communicator*:CollectiveGradCheck*:Loader*:Concurrency*:*Conformance*:SimDevice*:BlockEmulator*:CustomOp*:Mesh*:-SpmdEquivalenceSimTest.*:*Donated*sim*:SimDeviceTest.TwoStageReductions*:*EveryKernelMatchesTheReference/cpu_4:*EveryKernelMatchesTheReference/sim_4'
 # The suites run as one process per core (the shards share nothing but the kernel cache, which is
 # written by rename). The training steps on sim (sim:4's 142 s and sim:1's 19 s) and the two f32
 # equivalence cases (24 and 23 s) run in a process of their own, the rest (the sim:1 kernel cases'

@@ -1,6 +1,8 @@
 // availableHostBytes from /proc/meminfo and the limits of this process's own cgroups.
 #include "runtime/base/HostMemory.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -134,6 +136,17 @@ void checkHostMemory(size_t bytes, const std::string& what, const std::string& h
   if (bytes <= room) return;
   throw Error(what + " needs " + formatBytes(bytes) + " of host memory but only " +
               formatBytes(room) + " is available; " + hint);
+}
+
+void* allocateAligned(size_t bytes, size_t* taken) {
+  constexpr size_t kHugePage = size_t{2} << 20;
+  const bool huge = bytes >= kHugePage;
+  const size_t alignment = huge ? kHugePage : 64;
+  const size_t rounded = std::max<size_t>(alignment, (bytes + alignment - 1) / alignment * alignment);
+  void* p = std::aligned_alloc(alignment, rounded);
+  if (p && huge) madvise(p, rounded, MADV_HUGEPAGE);  // advice only: without it, 4 KiB pages
+  if (taken) *taken = p ? rounded : 0;
+  return p;
 }
 
 }  // namespace spmd::runtime

@@ -23,6 +23,14 @@ size_t cgroupMemoryRoom(const std::string& root = "");
 // is available; `hint`".
 void checkHostMemory(size_t bytes, const std::string& what, const std::string& hint);
 
+// At least `bytes` of host memory (the size taken in `*taken`), aligned to 64 bytes, and from
+// 2 MiB on to 2 MiB and advised onto transparent huge pages (MADV_HUGEPAGE: honoured where the
+// system's setting is `madvise` or `always`, a no-op where it is `never`): buffers written many
+// planes at a time touch another 4 KiB page with each row, and the TLB misses cost more than
+// the arithmetic (the chunked Winograd's filter transforms). Null when there is no memory; free
+// it with std::free.
+void* allocateAligned(size_t bytes, size_t* taken);
+
 // "249.0 MiB"
 std::string formatBytes(size_t bytes);
 

@@ -31,6 +31,7 @@
 
 #include <immintrin.h>
 
+#include "runtime/device/SharedValues.h"
 #include "runtime/cpu/BlockedLoops.h"
 #include "runtime/cpu/Onednn.h"
 #include "runtime/cpu/OwnIsa.h"
@@ -248,11 +249,11 @@ void filterRows(const float* __restrict w, int64_t K, int64_t C, bool backwardDa
     }
 }
 
-void filterTransform(const float* w, int64_t K, int64_t C, bool backwardData, float* U) {
-  const int64_t outer = backwardData ? K : C;
-#pragma omp parallel for schedule(static)
-  for (int64_t o0 = 0; o0 < outer; o0 += kGrain)
-    onOwnIsa<filterRows>(w, K, C, backwardData, o0, o0 + kGrain < outer ? o0 + kGrain : outer, U);
+const float* filterTransform(const KernelCall& call, int64_t K, int64_t C, bool backwardData) {
+  const float* w = call.in[1].as<const float>();
+  return transformedFilter(call, 16 * C * K, backwardData ? K : C, kGrain, [&](int64_t o0, int64_t o1, float* U) {
+    onOwnIsa<filterRows>(w, K, C, backwardData, o0, o1, U);
+  });
 }
 
 // dw[k][c] = G^T dU[.][c][k] G (OIHW) for c in [c0, c1).
@@ -549,8 +550,7 @@ void convolve(KernelCall& call, const TensorView& in, const TensorView& out, boo
   Tiled x(in), y(out);
   const int64_t C = x.C, K = y.C;
   const TensorView& w = call.in[1];  // OIHW of the forward convolution
-  float* U = threadScratch(1, 16 * C * K);
-  filterTransform(w.as<const float>(), w.dim(0), w.dim(1), backwardData, U);
+  const float* U = filterTransform(call, w.dim(0), w.dim(1), backwardData);
   if (path == Path::Grouped) return convolveGrouped(x, y, U, bias);
   auto& [chunks, gemms] = cachedState<ConvolveState>(call, [&] {
     Chunks c(x.tiles(), std::max(C, K), 16);
@@ -625,6 +625,28 @@ sliced::Gemm batchedGemms(int64_t planes, int64_t M, int64_t R, int64_t Nc, bool
   memory::desc c = transposedSrc ? memory::desc(dims{planes, M, Nc}, f32, memory::format_tag::abc)
                                  : memory::desc(dims{planes, M, Nc}, f32, dims{planeOf(M, Nc), Nc, 1});
   return sliced::Gemm(a, b, c, accumulate);
+}
+
+const float* transformedFilter(const KernelCall& call, int64_t floats, int64_t outer, int64_t grain,
+                               const std::function<void(int64_t, int64_t, float*)>& rows) {
+  const int64_t grains = (outer + grain - 1) / grain;
+  auto make = [&](int64_t first, int64_t last, float* U) {  // grains [first, last)
+#pragma omp parallel for schedule(static)
+    for (int64_t g = first; g < last; ++g) rows(g * grain, std::min((g + 1) * grain, outer), U);
+  };
+  if (call.shared) {
+    // Parts enough for the replicas that come together to share it evenly.
+    const int64_t parts = std::min<int64_t>(grains, 16);
+    const TensorView& w = call.in[1];
+    const std::span<const std::byte> bytes(static_cast<const std::byte*>(w.data), size_t(w.numel()) * sizeof(float));
+    if (const float* U = call.shared->share(call.stepIndex, bytes, size_t(floats), parts, [&](int64_t p0, int64_t p1, float* U) {
+          make(p0 * grains / parts, p1 * grains / parts, U);
+        }))
+      return U;
+  }
+  float* U = threadScratch(1, floats);
+  make(0, grains, U);
+  return U;
 }
 
 void runGemms(sliced::Gemm& gemms, const float* a, const float* b, float* c) {

@@ -310,11 +310,10 @@ void filterRows(const float* __restrict w, int64_t K, int64_t C, bool backwardDa
   if (stream) _mm_sfence();
 }
 
-void filterTransform(const float* w, int64_t K, int64_t C, bool backwardData, float* U) {
-  const int64_t outer = backwardData ? K : C;
-#pragma omp parallel for schedule(static)
-  for (int64_t o0 = 0; o0 < outer; o0 += kGrain)
-    onOwnIsa<filterRows>(w, K, C, backwardData, o0, std::min(o0 + kGrain, outer), U);
+const float* filterTransform(const KernelCall& call, int64_t K, int64_t C, bool backwardData) {
+  const float* w = call.in[1].as<const float>();
+  return transformedFilter(call, kPoints * C * K, backwardData ? K : C, kGrain,
+                           [&](int64_t o0, int64_t o1, float* U) { onOwnIsa<filterRows>(w, K, C, backwardData, o0, o1, U); });
 }
 
 // dw[k][c] = G^T dU[.][c][k] G (OIHW) for c in [c0, c1).
@@ -391,8 +390,7 @@ void convolve(KernelCall& call, const TensorView& in, const TensorView& out, boo
   const Tiling x(in), y(out);
   const int64_t C = x.C, K = y.C;
   const TensorView& w = call.in[1];  // OIHW of the forward convolution
-  float* U = threadScratch(1, kPoints * C * K);
-  filterTransform(w.as<const float>(), w.dim(0), w.dim(1), backwardData, U);
+  const float* U = filterTransform(call, w.dim(0), w.dim(1), backwardData);
   auto& [chunks, gemms] = cachedState<ConvolveState>(call, [&] {
     const Chunks c(x.T, std::max(C, K), kPoints);
     return ConvolveState{c, batchedGemms(kPoints, c.rows, C, K, false)};

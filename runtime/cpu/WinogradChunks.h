@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 #include "runtime/cpu/SlicedOnednn.h"
 
@@ -44,6 +45,14 @@ struct FilterState {
 sliced::Gemm batchedGemms(int64_t planes, int64_t M, int64_t R, int64_t Nc, bool transposedSrc,
                           bool accumulate = false);
 void runGemms(sliced::Gemm& gemms, const float* a, const float* b, float* c);
+
+// The filter transform U (`floats` floats) of the step's weights (call.in[1], OIHW): `rows(o0, o1,
+// U)` makes U's rows [o0, o1) of `outer`, taken `grain` at a time by the replica's OpenMP threads.
+// Made once per call for the step's in-process replicas whose weights are the same bytes (a
+// data-parallel step's replicated parameters), those that need it meanwhile each making parts
+// (runtime/device/SharedValues.h); else by this replica alone, in its thread's scratch buffer 1.
+const float* transformedFilter(const KernelCall& call, int64_t floats, int64_t outer, int64_t grain,
+                               const std::function<void(int64_t, int64_t, float*)>& rows);
 
 // F(4x4, 3x3), chunked (runtime/cpu/Winograd4x4.cpp), on the operands Winograd.h's runs accepts.
 void forward4x4(KernelCall& call, const float* bias);

@@ -28,6 +28,7 @@ struct TensorView {
 
 class Communicator;
 class Device;
+class SharedValues;
 
 // A check of the user's data on the device (a bad label, a bad embedding id): one 64-bit word,
 // 0 when every index was good, else ~(position << 32 | index) of the bad index at the lowest
@@ -67,6 +68,10 @@ struct KernelCall {
   // When set, a kernel with variants (runtime/device/Variants.h) writes here, on its first call,
   // the variant it runs and why ("winograd_grouped: the fastest of 3 timed (1.204 ms)").
   std::string* variant = nullptr;
+  // When set, the values this replica's group makes once per call for its in-process replicas
+  // (runtime/device/SharedValues.h), and the step's index there.
+  SharedValues* shared = nullptr;
+  size_t stepIndex = 0;
 };
 
 // The communicator a collective kernel needs; throws naming the op when there is none.

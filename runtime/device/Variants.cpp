@@ -232,7 +232,8 @@ void runVariant(KernelCall& call, const VariantSet& set) {
     state.outputsWritten = false;
     return;
   }
-  KernelCall inner{call.step, call.in, call.out, state.cache, call.comm, call.device, call.later, call.check};
+  KernelCall inner{call.step,  call.in,    call.out, state.cache,   call.comm,
+                   call.device, call.later, call.check, call.variant, call.shared, call.stepIndex};
   state.variant->fn(inner);
 }
 

@@ -496,7 +496,8 @@ void Executor::run(std::span<const Input> inputs, std::span<Output> outputs) {
     std::function<void()> later;
     checks_[s] = {};
     // The debug mode checks every step as it runs, so its data checks report at once too.
-    KernelCall call{step, ins, outs, caches_[s], comm_, device_.get(), &later, debug ? nullptr : &checks_[s], &variants_[s]};
+    KernelCall call{step,          ins,     outs, caches_[s], comm_, device_.get(), &later, debug ? nullptr : &checks_[s],
+                    &variants_[s], shared_, s};
     try {
       if (traceTrack_) {
         auto start = std::chrono::steady_clock::now();

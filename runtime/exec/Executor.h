@@ -61,6 +61,8 @@ class Executor {
   void run(std::span<const Input> inputs, std::span<Output> outputs);
   // The collectives of this replica; needed by programs with collective ops.
   void setCommunicator(Communicator* comm) { comm_ = comm; }
+  // Values the group's in-process replicas make once per call (null: none shared).
+  void setSharedValues(SharedValues* shared) { shared_ = shared; }
   // Debug mode (jax_debug_nans / jax_debug_infs): after every step, check its float outputs
   // (and the inputs before the first step) and stop at the first NaN (and, with `infs`, the
   // first infinity), naming the step, its layer and line, and the device. Both start from
@@ -116,6 +118,7 @@ class Executor {
   // a lookup that checks its own ids on the host).
   void readDeferredChecks(size_t upTo);
   Communicator* comm_ = nullptr;
+  SharedValues* shared_ = nullptr;
   std::mutex runMutex_;
   bool profile_ = false;
   int traceTrack_ = 0;  // the timeline's track of this replica (runtime/base/Timeline.h); 0: not tracing

@@ -6,6 +6,7 @@
 #include "runtime/device/CoreTurns.h"
 #include "runtime/device/Driver.h"
 #include "runtime/device/KernelChoice.h"
+#include "runtime/device/SharedValues.h"
 
 namespace spmd::runtime {
 
@@ -34,6 +35,7 @@ ReplicaGroup::ReplicaGroup(const Program& program, const DeviceList& devices, co
   threads_ = driver.threadsPerReplica(devices, threadsPerReplica, job, microBatches, microAtOnce);
   Executor::checkFitsHost(program, devices.size(), devices.spec);
   comms_ = driver.makeCommunicators(devices, collectiveTimeout, processes, leavesPerReplica);
+  if (devices.size() > 1) shared_ = std::make_unique<SharedValues>(program.steps.size(), SharedValues::kBudgetBytes);
   for (int r = 0; r < devices.size(); ++r) {
     deviceObjects_.push_back(driver.makeDevice(devices, r));
     if (job.size > 1 && !deviceObjects_.back()->hostAccessible() && !comms_[r]->deviceCollectives())
@@ -42,6 +44,7 @@ ReplicaGroup::ReplicaGroup(const Program& program, const DeviceList& devices, co
                   "library for them (cuda uses NCCL when the build found it); run the job on cpu:K devices");
     executors_.push_back(std::make_unique<Executor>(program, deviceObjects_.back()));
     executors_.back()->setCommunicator(comms_[r].get());
+    executors_.back()->setSharedValues(shared_.get());
   }
   // One replica runs on the calling thread (with the caller's OpenMP threads, which the default
   // share of one replica is), unless the job has several processes, the threads per replica were
@@ -151,6 +154,7 @@ void ReplicaGroup::run(const std::vector<std::vector<Input>>& inputs,
     });
     if (!error.empty()) throw Error(describeReplica(0) + " failed while choosing its kernels: " + error);
   }
+  if (shared_) shared_->beginCall();
   std::vector<std::string> errors(size());
   std::atomic<int> firstFailed{-1};
   auto replica = [&](int r) {

@@ -22,6 +22,7 @@
 namespace spmd::runtime {
 
 class CoreTurns;
+class SharedValues;
 
 class ReplicaGroup {
  public:
@@ -46,6 +47,8 @@ class ReplicaGroup {
     for (auto& e : executors_) e->enableDebugNonFinite(nans, infs);
   }
   int size() const { return static_cast<int>(executors_.size()); }
+  // The values its in-process replicas make once per call (null with one replica; tests).
+  const SharedValues* sharedValues() const { return shared_.get(); }
   const Executor& executor(int r) const { return *executors_.at(size_t(r)); }
   // Replica r runs on inputs[r] and writes outputs[r] (see Executor::run: outputs without
   // storage are not copied out). Throws spmd::Error with the failing replica's error.
@@ -92,6 +95,7 @@ class ReplicaGroup {
   void dispatch(const std::function<void(int)>& task);
   ThreadShare threads_;
   std::unique_ptr<CoreTurns> turns_;  // when threads_.turns > 0: the replicas take turns
+  std::unique_ptr<SharedValues> shared_;  // with several replicas: values they make once per call
   std::vector<std::shared_ptr<Device>> deviceObjects_;
   std::vector<std::unique_ptr<Executor>> executors_;
   std::vector<std::unique_ptr<Communicator>> comms_;
