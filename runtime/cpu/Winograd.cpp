@@ -37,6 +37,7 @@
 #include "runtime/cpu/OwnIsa.h"
 #include "runtime/cpu/SlicedOnednn.h"
 #include "runtime/cpu/WinogradChunks.h"
+#include "runtime/cpu/WinogradLanes.h"
 #include "runtime/program/Layouts.h"
 #include "runtime/program/OpAttrs.h"
 
@@ -204,12 +205,10 @@ void gradientTiles(const float* __restrict data, Grid g, int64_t t0, int64_t r0,
   }
 }
 
-// Filters go through the transforms kLanes at a time, one per lane, so the loops vectorize.
-constexpr int64_t kLanes = 8;  // divides K and C: both are multiples of the channel block
-
 // Forward: U[a][c][k] = (G w[k][c] G^T)[a] for c in [o0, o1). Backward data: U[a][k][c] from
 // w[k][c] turned 180 degrees, for k in [o0, o1) (the input gradient convolves dy, K channels in,
-// with the transposed filter). w is OIHW [K, C, 3, 3].
+// with the transposed filter). w is OIHW [K, C, 3, 3]. 8 filters at once, one a lane
+// (WinogradLanes.h).
 SPMD_ISA_BODY
 void filterRows(const float* __restrict w, int64_t K, int64_t C, bool backwardData, int64_t o0,
                 int64_t o1, float* __restrict U) {
@@ -219,34 +218,27 @@ void filterRows(const float* __restrict w, int64_t K, int64_t C, bool backwardDa
   for (int64_t block = 0; block < inner; block += 64)
     for (int64_t o = o0; o < o1; ++o)
       for (int64_t i0 = block; i0 < std::min(block + 64, inner); i0 += kLanes) {
-      float g[9][kLanes], r[4][3][kLanes];
-      for (int64_t l = 0; l < kLanes; ++l)
-        for (int i = 0; i < 9; ++i)
-          g[i][l] = backwardData ? w[(o * C + i0 + l) * 9 + 8 - i] : w[((i0 + l) * C + o) * 9 + i];
-      for (int j = 0; j < 3; ++j)
-        for (int64_t l = 0; l < kLanes; ++l) {
-          r[0][j][l] = g[j][l];
-          r[1][j][l] = 0.5f * (g[j][l] + g[3 + j][l] + g[6 + j][l]);
-          r[2][j][l] = 0.5f * (g[j][l] - g[3 + j][l] + g[6 + j][l]);
-          r[3][j][l] = g[6 + j][l];
+        FilterVec g[9], r[4][3];
+        loadFilterTaps(w, C, backwardData, o, i0, g);
+        for (int j = 0; j < 3; ++j) {
+          r[0][j] = g[j];
+          r[1][j] = 0.5f * (g[j] + g[3 + j] + g[6 + j]);
+          r[2][j] = 0.5f * (g[j] - g[3 + j] + g[6 + j]);
+          r[3][j] = g[6 + j];
         }
-      float out[16][kLanes];
-      for (int i = 0; i < 4; ++i)
-        for (int64_t l = 0; l < kLanes; ++l) {
-          out[i * 4][l] = r[i][0][l];
-          out[i * 4 + 1][l] = 0.5f * (r[i][0][l] + r[i][1][l] + r[i][2][l]);
-          out[i * 4 + 2][l] = 0.5f * (r[i][0][l] - r[i][1][l] + r[i][2][l]);
-          out[i * 4 + 3][l] = r[i][2][l];
+        // Plain stores, so that U (up to 16 MB) stays in the last-level cache for the GEMMs that
+        // read it next. Streaming stores were slower (AMD Zen 4, stage 4's 512 channels: 20.0 ms
+        // a forward call with 32-byte streaming stores, 18.3-18.9 with whole 64-byte lines,
+        // 15.4-16.1 with these): the 16 rows' partial lines overflow the write-combining buffers,
+        // and the GEMMs then read U back from memory.
+        float* u = U + o * inner + i0;
+        for (int i = 0; i < 4; ++i) {
+          store(u + (i * 4) * stride, r[i][0]);
+          store(u + (i * 4 + 1) * stride, FilterVec(0.5f * (r[i][0] + r[i][1] + r[i][2])));
+          store(u + (i * 4 + 2) * stride, FilterVec(0.5f * (r[i][0] - r[i][1] + r[i][2])));
+          store(u + (i * 4 + 3) * stride, r[i][2]);
         }
-      // Plain stores, so that U (up to 16 MB) stays in the last-level cache for the GEMMs that
-      // read it next. Streaming stores were slower (AMD Zen 4, stage 4's 512 channels: 20.0 ms
-      // a forward call with 32-byte streaming stores, 18.3-18.9 with whole 64-byte lines, 15.4-16.1
-      // with these): the 16 rows' partial lines overflow the write-combining buffers, and the
-      // GEMMs then read U back from memory.
-      float* u = U + o * inner + i0;
-      for (int a = 0; a < 16; ++a)
-        for (int64_t l = 0; l < kLanes; ++l) u[a * stride + l] = out[a][l];
-    }
+      }
 }
 
 const float* filterTransform(const KernelCall& call, int64_t K, int64_t C, bool backwardData) {
@@ -256,7 +248,7 @@ const float* filterTransform(const KernelCall& call, int64_t K, int64_t C, bool 
   });
 }
 
-// dw[k][c] = G^T dU[.][c][k] G (OIHW) for c in [c0, c1).
+// dw[k][c] = G^T dU[.][c][k] G (OIHW) for c in [c0, c1), 8 filters at once, one a lane.
 SPMD_ISA_BODY
 void filterGradientRows(const float* __restrict dU, int64_t C, int64_t K, int64_t c0, int64_t c1,
                         float* __restrict dw) {
@@ -265,23 +257,23 @@ void filterGradientRows(const float* __restrict dU, int64_t C, int64_t K, int64_
   for (int64_t k0 = 0; k0 < K; k0 += kLanes)
     for (int64_t c = c0; c < c1; ++c) {
       const float* p = dU + c * K + k0;
-      float q[3][4][kLanes], out[9][kLanes];
-      for (int j = 0; j < 4; ++j)
-        for (int64_t l = 0; l < kLanes; ++l) {
-          const float p0 = p[j * stride + l], p1 = p[(4 + j) * stride + l],
-                      p2 = p[(8 + j) * stride + l], p3 = p[(12 + j) * stride + l];
-          q[0][j][l] = p0 + 0.5f * (p1 + p2);
-          q[1][j][l] = 0.5f * (p1 - p2);
-          q[2][j][l] = 0.5f * (p1 + p2) + p3;
-        }
-      for (int i = 0; i < 3; ++i)
-        for (int64_t l = 0; l < kLanes; ++l) {
-          out[i * 3 + 0][l] = q[i][0][l] + 0.5f * (q[i][1][l] + q[i][2][l]);
-          out[i * 3 + 1][l] = 0.5f * (q[i][1][l] - q[i][2][l]);
-          out[i * 3 + 2][l] = 0.5f * (q[i][1][l] + q[i][2][l]) + q[i][3][l];
-        }
-      for (int64_t l = 0; l < kLanes; ++l)
-        for (int i = 0; i < 9; ++i) dw[((k0 + l) * C + c) * 9 + i] = out[i][l];
+      FilterVec q[3][4], out[9];
+      for (int j = 0; j < 4; ++j) {
+        FilterVec p0, p1, p2, p3;
+        load(p0, p + j * stride);
+        load(p1, p + (4 + j) * stride);
+        load(p2, p + (8 + j) * stride);
+        load(p3, p + (12 + j) * stride);
+        q[0][j] = p0 + 0.5f * (p1 + p2);
+        q[1][j] = 0.5f * (p1 - p2);
+        q[2][j] = 0.5f * (p1 + p2) + p3;
+      }
+      for (int i = 0; i < 3; ++i) {
+        out[i * 3 + 0] = q[i][0] + 0.5f * (q[i][1] + q[i][2]);
+        out[i * 3 + 1] = 0.5f * (q[i][1] - q[i][2]);
+        out[i * 3 + 2] = 0.5f * (q[i][1] + q[i][2]) + q[i][3];
+      }
+      storeFilterTaps(out, C, k0, c, dw);
     }
 }
 

@@ -33,6 +33,7 @@
 #include "runtime/cpu/Onednn.h"
 #include "runtime/cpu/OwnIsa.h"
 #include "runtime/cpu/WinogradChunks.h"
+#include "runtime/cpu/WinogradLanes.h"
 #include "runtime/program/Layouts.h"
 
 namespace spmd::runtime::cpu::winograd {
@@ -49,31 +50,8 @@ struct Tiling {
         tw((W + 3) / 4), T(N * th * tw) {}
 };
 
-// The transforms' lines on vectors of L floats (GCC's generic vectors: one instruction a line
-// element on the ISA copy's widest registers, or several narrower ones, each lane the same IEEE
-// operations as scalar code: the same bits in every copy). Arguments and results by reference:
-// no vector crosses a call's ABI. The products by 1/2, 1/4, 1/8, 3/2 and 5/2 are exact, those by
-// 1/3 and 1/15 round once more.
-template <int L>
-struct Lanes {
-  typedef float V __attribute__((vector_size(L * sizeof(float))));
-};
-
-// Loads and stores as one unaligned vector access each (a may_alias type of 4-byte alignment):
-// GCC 12 split a 32-byte __builtin_memcpy into two 16-byte moves through the stack, and the
-// 32-byte read of two 16-byte writes missed store-to-load forwarding (inputTiles<8> spent about
-// 40% of its cycles there on AMD Zen 2).
-template <class V>
-SPMD_ISA_BODY void load(V& v, const float* p) {
-  typedef float Unaligned __attribute__((vector_size(sizeof(V)), aligned(4), may_alias));
-  v = *reinterpret_cast<const Unaligned*>(p);
-}
-template <class V>
-SPMD_ISA_BODY void store(float* p, const V& v) {
-  typedef float Unaligned __attribute__((vector_size(sizeof(V)), aligned(4), may_alias));
-  *reinterpret_cast<Unaligned*>(p) = v;
-}
-
+// The transforms' lines on vectors (WinogradLanes.h). The products by 1/2, 1/4, 1/8, 3/2 and
+// 5/2 are exact, those by 1/3 and 1/15 round once more.
 constexpr float kThird = 1.f / 3.f, kFifteenth = 1.f / 15.f;
 
 // y = B^T d: 6 values to 6.
@@ -234,27 +212,6 @@ SPMD_ISA_BODY void gradientTiles(const float* __restrict data, const Tiling& g, 
   }
 }
 
-constexpr int64_t kLanes = 8;  // filters a transform takes at once; divides K and C (blocked)
-using FilterVec = Lanes<kLanes>::V;
-
-// Rows r[0..7] of an 8x8 block become its columns (three rounds of pair shuffles).
-SPMD_ISA_BODY void transpose8(FilterVec (&r)[8]) {
-  FilterVec t[8], u[8];
-  for (int i = 0; i < 8; i += 2) {
-    t[i] = __builtin_shufflevector(r[i], r[i + 1], 0, 8, 1, 9, 4, 12, 5, 13);
-    t[i + 1] = __builtin_shufflevector(r[i], r[i + 1], 2, 10, 3, 11, 6, 14, 7, 15);
-  }
-  for (int i = 0; i < 8; i += 4)
-    for (int j = 0; j < 2; ++j) {
-      u[i + 2 * j] = __builtin_shufflevector(t[i + j], t[i + j + 2], 0, 1, 8, 9, 4, 5, 12, 13);
-      u[i + 2 * j + 1] = __builtin_shufflevector(t[i + j], t[i + j + 2], 2, 3, 10, 11, 6, 7, 14, 15);
-    }
-  for (int j = 0; j < 4; ++j) {
-    r[j] = __builtin_shufflevector(u[j], u[j + 4], 0, 1, 2, 3, 8, 9, 10, 11);
-    r[j + 4] = __builtin_shufflevector(u[j], u[j + 4], 4, 5, 6, 7, 12, 13, 14, 15);
-  }
-}
-
 // Where the filter transform streams U past the caches: U read back from memory by the GEMMs
 // costs less than the lines' reads for ownership (min of 5 interleaved runs, pinned, AMD Zen 4:
 // stage 3's 9.4 MB 7.8 -> 7.3 ms forward and backward data, stage 4's 37.7 MB backward data
@@ -276,20 +233,8 @@ void filterRows(const float* __restrict w, int64_t K, int64_t C, bool backwardDa
   for (int64_t block = 0; block < inner; block += 64)
     for (int64_t o = o0; o < o1; ++o) {
       for (int64_t i0 = block; i0 < std::min(block + 64, inner); i0 += kLanes) {
-        // Lane l's filter: 9 taps in a row (w[i0 + l][o] forward, w[o][i0 + l] backward data, read
-        // turned 180 degrees); its first 8 as a vector, transposed to taps 0-7 across the lanes.
-        FilterVec rows[8], taps[9];
-        float last[kLanes];
-        for (int64_t l = 0; l < kLanes; ++l) {
-          const float* f = w + (backwardData ? o * C + i0 + l : (i0 + l) * C + o) * 9;
-          load(rows[l], f);
-          last[l] = f[8];
-        }
-        transpose8(rows);
-        for (int i = 0; i < 8; ++i) taps[i] = rows[i];
-        load(taps[8], last);
-        if (backwardData)
-          for (int i = 0; i < 4; ++i) std::swap(taps[i], taps[8 - i]);
+        FilterVec taps[9];
+        loadFilterTaps(w, C, backwardData, o, i0, taps);
         FilterVec r[6][3];  // r[.][j] = G g[.][j]
         for (int j = 0; j < 3; ++j) {
           FilterVec g[3], y[6];
@@ -343,17 +288,7 @@ void filterGradientRows(const float* __restrict dU, int64_t C, int64_t K, int64_
         filterGradientLine(q[i], y);
         for (int j = 0; j < 3; ++j) taps[i * 3 + j] = y[j];
       }
-      // Lane l's 9 taps go to dw[k0 + l][c] in a row: taps 0-7 transposed into one vector a lane.
-      FilterVec rows[8];
-      for (int i = 0; i < 8; ++i) rows[i] = taps[i];
-      transpose8(rows);
-      float last[kLanes];
-      store(last, taps[8]);
-      for (int64_t l = 0; l < kLanes; ++l) {
-        float* f = dw + ((k0 + l) * C + c) * 9;
-        store(f, rows[l]);
-        f[8] = last[l];
-      }
+      storeFilterTaps(taps, C, k0, c, dw);
     }
 }
 
