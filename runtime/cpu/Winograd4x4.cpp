@@ -126,6 +126,17 @@ SPMD_ISA_BODY void inputTiles(const float* __restrict data, const Tiling& g, int
     const Tile at(g, exists ? t0 + r : g.T - 1);
     const int64_t h0 = at.h - 1, w0 = at.w - 1;
     const bool inside = exists && h0 >= 0 && h0 + 6 <= g.H && w0 >= 0 && w0 + 6 <= g.W;
+    if (t0 + r + 1 < g.T) {  // the next tile's rows, past what this one reads
+      const Tile next(g, t0 + r + 1);
+      for (int64_t cb = 0; cb < CB; ++cb) {
+        const float* image = data + (next.n * CB + cb) * g.H * rowStride;
+        const int64_t w = std::min(next.w + 4, g.W - 1) * B;
+        for (int i = 0; i < 6; ++i) {
+          const int64_t h = next.h - 1 + i;
+          if (h >= 0 && h < g.H) __builtin_prefetch(image + h * rowStride + w);
+        }
+      }
+    }
     for (int64_t cb = 0; cb < CB; ++cb) {
       const float* image = data + (at.n * CB + cb) * g.H * rowStride;
       Vec e[6][6];  // e[.][j] = B^T d[.][j], column by column
