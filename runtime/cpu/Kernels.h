@@ -9,7 +9,7 @@
   X(conv2d, "variants: Winograd, stride-2 GEMMs, oneDNN, sliced (cpu/CpuVariants.cpp)")           \
   X(conv2d_backward_data, "variants: Winograd, stride-2 GEMMs, oneDNN, sliced (cpu/CpuVariants.cpp)") \
   X(conv2d_backward_filter, "variants: Winograd, GEMMs, one-channel, oneDNN, sliced (cpu/CpuVariants.cpp)") \
-  X(batch_norm_train, "oneDNN batch normalization (cpu/Norm.cpp)")                                  \
+  X(batch_norm_train, "own statistics and normalization, oneDNN's on plain inputs (cpu/Norm.cpp)")   \
   X(batch_norm_infer, "oneDNN batch normalization (cpu/Norm.cpp)")                                  \
   X(batch_norm_train_backward, "double sums per channel (cpu/Norm.cpp)")                            \
   X(matmul, "variants: oneDNN, sliced, reference for f64 (cpu/CpuVariants.cpp)")                  \

@@ -1,8 +1,10 @@
-// CPU batch norm: oneDNN batch normalization (f32) in training form (batch statistics out) and
-// inference form (given statistics); the backward is our own (double sums per channel, below);
-// f64 runs the reference loops. oneDNN normalizes in the
-// layout of the data input (plain NCHW, or the blocked layout spmd-assign-layouts gave it); a
-// gradient or result buffer in another layout is reordered around the call.
+// CPU batch norm: in training, our statistics (double sums per channel) and our normalization
+// where the input is blocked or masked (or thread-invariant kernels are asked for), oneDNN's
+// training form (batch statistics out) on a plain input; oneDNN's inference form (given
+// statistics); the backward is our own (double sums per channel, below); f64 runs the reference
+// loops. oneDNN normalizes in the layout of the data input (plain NCHW, or the blocked layout
+// spmd-assign-layouts gave it); a gradient or result buffer in another layout is reordered around
+// the call.
 #include <cmath>
 #include <type_traits>
 #include <vector>
@@ -23,7 +25,6 @@ namespace {
 struct NormState {
   Prepared p;
   std::unordered_map<int, Relayout> relaid;  // by DNNL_ARG_*
-  bool ownStatistics = false;                // batch_norm_train: ours, given to oneDNN (below)
 
   // Binds `arg` to `view`'s buffer, through a reorder when its layout is not `data`'s.
   void bindData(int arg, const TensorView& view, const dnnl::memory::desc& data, bool isOutput) {
@@ -157,7 +158,7 @@ NormState prepareBatchNorm(KernelCall& call, bool training) {
       training && !relu ? prop_kind::forward_training : prop_kind::forward_inference, data,
       static_cast<float>(normEpsilon(call.step)), flags);
   NormState s{{batch_normalization_forward(batch_normalization_forward::primitive_desc(desc, engine())),
-               stream(engine()), {}}, {}, own};
+               stream(engine()), {}}, {}};
   s.p.bind(DNNL_ARG_SRC, data);
   s.bindData(DNNL_ARG_DST, call.out[0], data, true);
   for (int arg : {DNNL_ARG_SCALE, DNNL_ARG_SHIFT, DNNL_ARG_MEAN, DNNL_ARG_VARIANCE})
@@ -167,20 +168,78 @@ NormState prepareBatchNorm(KernelCall& call, bool training) {
 
 void reluAfterNorm(KernelCall& call);  // below
 
+// How the own normalization (below) applies batch_norm_train's relu: none; oneDNN's fused one
+// (the larger of the value and 0: NaN and -0 give +0), which reluAfterNorm then mends; or the
+// relu op's (reluOf: NaN stays NaN).
+enum class NormRelu { none, onednn, op };
+
+// y = (x - mean) * s + shift over HW pixels of G channels side by side (nChw<G>c; G = 1: a plain
+// channel), s = scale / sqrt(variance + epsilon) given per channel, as one fused multiply-add.
+template <int G, NormRelu Relu>
+SPMD_ISA_BODY void normalizeLanes(const float* __restrict x, float* __restrict y, int64_t HW, const float* mean,
+                                  const float* s, const float* shift) {
+  for (int64_t i = 0; i < HW; ++i)
+    for (int l = 0; l < G; ++l) {
+      const float v = std::fma(x[i * G + l] - mean[l], s[l], shift[l]);
+      if constexpr (Relu == NormRelu::onednn) y[i * G + l] = v > 0.f ? v : 0.f;
+      else if constexpr (Relu == NormRelu::op) y[i * G + l] = reluOf(v);
+      else y[i * G + l] = v;
+    }
+}
+
+template <int G, NormRelu Relu>
+void normalizeAll(const float* x, float* y, int64_t groups, int64_t blocks, int64_t HW, const float* mean,
+                  const float* s, const float* shift) {
+#pragma omp parallel for schedule(static)
+  for (int64_t k = 0; k < groups; ++k) {  // (image, channel group) pairs
+    const int64_t c = (k % blocks) * G;
+    onOwnIsa<normalizeLanes<G, Relu>>(x + k * HW * G, y + k * HW * G, HW, mean + c, s + c, shift + c);
+  }
+}
+
+// batch_norm_train's normalization with our statistics (already in its outputs), where its input
+// and output share a layout, in place of oneDNN's: oneDNN 2.6 stores an f32 normalization's output with streaming
+// stores (whenever it is aligned), which leave it in no cache, so the convolution that reads it
+// next waited on memory. The arithmetic is oneDNN's, step by step in f32: scale / sqrt(variance +
+// epsilon) once per channel, then one fused multiply-add; on a blocked input the relu is its
+// fused one. So the bits are the ones it gave (NormTest compares them).
+bool ownNormalization(KernelCall& call) {
+  const TensorView &x = call.in[0], &y = call.out[0];
+  const int64_t block = channelBlock(x.layout);
+  if (channelBlock(y.layout) != block || (block != 0 && block != 8 && block != 16)) return false;
+  const int64_t N = x.dim(0), C = x.dim(1), HW = x.numel() / (N * C);
+  const float *scale = call.in[1].as<float>(), *shift = call.in[2].as<float>();
+  const float *mean = call.out[1].as<float>(), *var = call.out[2].as<float>();
+  const float epsilon = static_cast<float>(normEpsilon(call.step));
+  std::vector<float> s(size_t(C), 0.f);
+  for (int64_t c = 0; c < C; ++c) s[size_t(c)] = scale[c] / std::sqrt(var[c] + epsilon);
+  const bool relu = attrsOf<NormReluAttrs>(call.step).relu;
+  const float* in = x.as<float>();
+  float* out = y.as<float>();
+  const int64_t groups = N * (block ? C / block : C), blocks = block ? C / block : C;
+  auto run = [&]<int G, NormRelu Relu>() { normalizeAll<G, Relu>(in, out, groups, blocks, HW, mean, s.data(), shift); };
+  if (block == 16) relu ? run.operator()<16, NormRelu::onednn>() : run.operator()<16, NormRelu::none>();
+  else if (block == 8) relu ? run.operator()<8, NormRelu::onednn>() : run.operator()<8, NormRelu::none>();
+  else relu ? run.operator()<1, NormRelu::op>() : run.operator()<1, NormRelu::none>();
+  if (relu && block) reluAfterNorm(call);  // mends the channels where the fused relu met a NaN
+  return true;
+}
+
 }  // namespace
 
 void batch_norm_train(KernelCall& call) {
   if (call.in[0].dtype != DType::f32) return reference::batch_norm_train(call);
-  NormState& s = cachedState<NormState>(call, [&] { return prepareBatchNorm(call, true); });
-  // Blocked or masked: our statistics go in as given ones (prepareBatchNorm); plain: oneDNN
-  // writes them.
-  if (s.ownStatistics) {
+  // Blocked or masked: our statistics, and our normalization (ownNormalization) or oneDNN's
+  // with them as given ones (prepareBatchNorm); plain: oneDNN's, which writes them.
+  if (ownStatistics(call)) {
     const RowMask rows = rowMask(call, 3, call.in[0]);
     if (int64_t block = channelBlock(call.in[0].layout))
       blockedStatistics(call.in[0], block, rows, call.out[1].as<float>(), call.out[2].as<float>());
     else
       plainStatistics(call.in[0], rows, call.out[1].as<float>(), call.out[2].as<float>());
+    if (ownNormalization(call)) return;
   }
+  NormState& s = cachedState<NormState>(call, [&] { return prepareBatchNorm(call, true); });
   s.run({{DNNL_ARG_SRC, call.in[0].data}, {DNNL_ARG_SCALE, call.in[1].data},
          {DNNL_ARG_SHIFT, call.in[2].data}, {DNNL_ARG_DST, call.out[0].data},
          {DNNL_ARG_MEAN, call.out[1].data}, {DNNL_ARG_VARIANCE, call.out[2].data}});

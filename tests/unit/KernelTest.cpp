@@ -215,6 +215,43 @@ TEST(KernelTest, BatchNormReluPropagatesNanAsReluDoes) {
   }
 }
 
+// batch_norm_train on a blocked input normalizes with its own loop (oneDNN 2.6's stores its
+// output past the caches) and gives oneDNN's bits: on nChw8c, where oneDNN runs its JIT kernel on
+// every ISA, those of batch_norm_infer (oneDNN's normalization) with the statistics
+// batch_norm_train returned, relu or not; on nChw16c (oneDNN's reference loops on an AVX2-only
+// CPU, which round twice) the nChw8c ones. Activations with a mean far from zero, so that every
+// rounding step shows; an odd pixel count.
+TEST(KernelTest, BatchNormNormalizesWithOnednnBits) {
+  const int64_t N = 3, C = 32, H = 5, W = 7;
+  const Array x = randomArray(DType::f32, {N, C, H, W}, 31, 3.0, 9.0), scale = randomArray(DType::f32, {C}, 32),
+              offset = randomArray(DType::f32, {C}, 33);
+  for (bool relu : {false, true}) {
+    SCOPED_TRACE(relu ? "relu" : "no relu");
+    auto train = [&](const std::string& layout) {
+      return runKernel(cpuKernels(), {"bn train", "batch_norm_train", {x, scale, offset},
+                                      {{DType::f32, {N, C, H, W}}, {DType::f32, {C}}, {DType::f32, {C}}},
+                                      {{"epsilon", 1e-5}, {"relu", relu}}, {layout, "", "", layout}});
+    };
+    const std::vector<Array> blocked8 = train("nChw8c");
+    const Array infer = runKernel(cpuKernels(), {"bn infer", "batch_norm_infer", {x, scale, offset, blocked8[1], blocked8[2]},
+                                                 {{DType::f32, {N, C, H, W}}}, {{"epsilon", 1e-5}},
+                                                 {"nChw8c", "", "", "", "", "nChw8c"}})[0];
+    const auto got = blocked8[0].values<float>(), want = infer.values<float>(),
+               wide = train("nChw16c")[0].values<float>();
+    int differ = 0, differ16 = 0, positive = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      const float expected = relu && !(want[i] > 0.f) ? 0.f : want[i];
+      differ += std::memcmp(&got[i], &expected, sizeof(float)) != 0;
+      differ16 += std::memcmp(&wide[i], &got[i], sizeof(float)) != 0;
+      positive += got[i] > 0.f;
+    }
+    EXPECT_EQ(differ, 0) << "nChw8c against oneDNN, of " << got.size() << " values";
+    EXPECT_EQ(differ16, 0) << "nChw16c against nChw8c, of " << got.size() << " values";
+    EXPECT_GT(positive, int(got.size()) / 4) << "the case must normalize to values of both signs";
+    EXPECT_LT(positive, 3 * int(got.size()) / 4) << "the case must normalize to values of both signs";
+  }
+}
+
 // conv2d's fused relu (spmd-fuse-relu) is the relu op after the convolution, NaN rule included:
 // a NaN input pixel makes the outputs that read it NaN, and the relu keeps them NaN; everything
 // else equals max(0, unfused) bit for bit, on every CPU variant's layout (plain, nChw8c, nChw16c).
