@@ -202,7 +202,9 @@ void normalizeAll(const float* x, float* y, int64_t groups, int64_t blocks, int6
 // stores (whenever it is aligned), which leave it in no cache, so the convolution that reads it
 // next waited on memory. The arithmetic is oneDNN's, step by step in f32: scale / sqrt(variance +
 // epsilon) once per channel, then one fused multiply-add; on a blocked input the relu is its
-// fused one. So the bits are the ones it gave (NormTest compares them).
+// fused one. So on a blocked input the bits are the ones its JIT kernel gave
+// (KernelTest.BatchNormNormalizesWithOnednnBits); a plain one (with a mask, or thread-invariant
+// kernels) rounds once where its plain kernel multiplied and added apart.
 bool ownNormalization(KernelCall& call) {
   const TensorView &x = call.in[0], &y = call.out[0];
   const int64_t block = channelBlock(x.layout);
