@@ -236,8 +236,8 @@ TEST(KernelTest, BatchNormNormalizesWithOnednnBits) {
     const Array infer = runKernel(cpuKernels(), {"bn infer", "batch_norm_infer", {x, scale, offset, blocked8[1], blocked8[2]},
                                                  {{DType::f32, {N, C, H, W}}}, {{"epsilon", 1e-5}},
                                                  {"nChw8c", "", "", "", "", "nChw8c"}})[0];
-    const auto got = blocked8[0].values<float>(), want = infer.values<float>(),
-               wide = train("nChw16c")[0].values<float>();
+    const Array blocked16 = train("nChw16c")[0];
+    const auto got = blocked8[0].values<float>(), want = infer.values<float>(), wide = blocked16.values<float>();
     int differ = 0, differ16 = 0, positive = 0;
     for (size_t i = 0; i < got.size(); ++i) {
       const float expected = relu && !(want[i] > 0.f) ? 0.f : want[i];
