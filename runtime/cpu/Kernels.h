@@ -10,7 +10,7 @@
   X(conv2d_backward_data, "variants: Winograd, stride-2 GEMMs, oneDNN, sliced (cpu/CpuVariants.cpp)") \
   X(conv2d_backward_filter, "variants: Winograd, GEMMs, one-channel, oneDNN, sliced (cpu/CpuVariants.cpp)") \
   X(batch_norm_train, "own statistics and normalization, oneDNN's on plain inputs (cpu/Norm.cpp)")   \
-  X(batch_norm_infer, "oneDNN batch normalization (cpu/Norm.cpp)")                                  \
+  X(batch_norm_infer, "own normalization, oneDNN's on plain inputs (cpu/Norm.cpp)")                 \
   X(batch_norm_train_backward, "double sums per channel (cpu/Norm.cpp)")                            \
   X(matmul, "variants: oneDNN, sliced, reference for f64 (cpu/CpuVariants.cpp)")                  \
   X(softmax, "threaded rows, own vector exp in f32 (cpu/Softmax.cpp)")                            \

@@ -1,8 +1,8 @@
 // CPU batch norm: in training, our statistics (double sums per channel) and our normalization
 // where the input is blocked or masked (or thread-invariant kernels are asked for), oneDNN's
-// training form (batch statistics out) on a plain input; oneDNN's inference form (given
-// statistics); the backward is our own (double sums per channel, below); f64 runs the reference
-// loops. oneDNN normalizes in the layout of the data input (plain NCHW, or the blocked layout
+// training form (batch statistics out) on a plain input; in inference (given statistics), our
+// normalization on a blocked input, oneDNN's on a plain one; the backward is our own (double sums
+// per channel, below); f64 runs the reference loops. oneDNN normalizes in the layout of the data input (plain NCHW, or the blocked layout
 // spmd-assign-layouts gave it); a gradient or result buffer in another layout is reordered around
 // the call.
 #include <cmath>
@@ -197,25 +197,28 @@ void normalizeAll(const float* x, float* y, int64_t groups, int64_t blocks, int6
   }
 }
 
-// batch_norm_train's normalization with our statistics (already in its outputs), where its input
-// and output share a layout, in place of oneDNN's: oneDNN 2.6 stores an f32 normalization's output with streaming
-// stores (whenever it is aligned), which leave it in no cache, so the convolution that reads it
-// next waited on memory. The arithmetic is oneDNN's, step by step in f32: scale / sqrt(variance +
-// epsilon) once per channel, then one fused multiply-add; on a blocked input the relu is its
-// fused one. So on a blocked input the bits are the ones its JIT kernel gave
-// (KernelTest.BatchNormNormalizesWithOnednnBits); a plain one (with a mask, or thread-invariant
-// kernels) rounds once where its plain kernel multiplied and added apart.
-bool ownNormalization(KernelCall& call) {
+// A batch norm's normalization in our own pass, where its input and output share a layout: for
+// batch_norm_train with our statistics (already in its outputs, `trained`) and batch_norm_infer
+// (given statistics) on a blocked input, in place of oneDNN's: oneDNN 2.6 stores an f32
+// normalization's output with streaming stores (whenever it is aligned), which leave it in no
+// cache, so the convolution that reads it next waited on memory. The arithmetic is oneDNN's JIT
+// kernel's, step by step in f32: scale / sqrt(variance + epsilon) once per channel, then one fused
+// multiply-add; on a blocked input the relu is its fused one. So on a blocked input the bits are
+// the ones it gave (KernelTest.BatchNormNormalizesWithOnednnBits); a plain one (batch_norm_train
+// with a mask, or thread-invariant kernels) rounds once where oneDNN's plain kernel multiplied and
+// added apart.
+bool ownNormalization(KernelCall& call, bool trained) {
   const TensorView &x = call.in[0], &y = call.out[0];
   const int64_t block = channelBlock(x.layout);
-  if (channelBlock(y.layout) != block || (block != 0 && block != 8 && block != 16)) return false;
+  if (channelBlock(y.layout) != block || (block != 0 && block != 8 && block != 16) || (!trained && !block)) return false;
   const int64_t N = x.dim(0), C = x.dim(1), HW = x.numel() / (N * C);
   const float *scale = call.in[1].as<float>(), *shift = call.in[2].as<float>();
-  const float *mean = call.out[1].as<float>(), *var = call.out[2].as<float>();
+  const float* mean = trained ? call.out[1].as<float>() : call.in[3].as<float>();
+  const float* var = trained ? call.out[2].as<float>() : call.in[4].as<float>();
   const float epsilon = static_cast<float>(normEpsilon(call.step));
   std::vector<float> s(size_t(C), 0.f);
   for (int64_t c = 0; c < C; ++c) s[size_t(c)] = scale[c] / std::sqrt(var[c] + epsilon);
-  const bool relu = attrsOf<NormReluAttrs>(call.step).relu;
+  const bool relu = trained && attrsOf<NormReluAttrs>(call.step).relu;
   const float* in = x.as<float>();
   float* out = y.as<float>();
   const int64_t groups = N * (block ? C / block : C), blocks = block ? C / block : C;
@@ -239,7 +242,7 @@ void batch_norm_train(KernelCall& call) {
       blockedStatistics(call.in[0], block, rows, call.out[1].as<float>(), call.out[2].as<float>());
     else
       plainStatistics(call.in[0], rows, call.out[1].as<float>(), call.out[2].as<float>());
-    if (ownNormalization(call)) return;
+    if (ownNormalization(call, true)) return;
   }
   NormState& s = cachedState<NormState>(call, [&] { return prepareBatchNorm(call, true); });
   s.run({{DNNL_ARG_SRC, call.in[0].data}, {DNNL_ARG_SCALE, call.in[1].data},
@@ -250,6 +253,7 @@ void batch_norm_train(KernelCall& call) {
 
 void batch_norm_infer(KernelCall& call) {
   if (call.in[0].dtype != DType::f32) return reference::batch_norm_infer(call);
+  if (ownNormalization(call, false)) return;
   NormState& s = cachedState<NormState>(call, [&] { return prepareBatchNorm(call, false); });
   s.run({{DNNL_ARG_SRC, call.in[0].data}, {DNNL_ARG_SCALE, call.in[1].data},
          {DNNL_ARG_SHIFT, call.in[2].data}, {DNNL_ARG_MEAN, call.in[3].data},
