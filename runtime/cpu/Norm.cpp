@@ -176,7 +176,7 @@ enum class NormRelu { none, onednn, op };
 // y = (x - mean) * s + shift over HW pixels of G channels side by side (nChw<G>c; G = 1: a plain
 // channel), s = scale / sqrt(variance + epsilon) given per channel, as one fused multiply-add.
 template <int G, NormRelu Relu>
-SPMD_ISA_BODY void normalizeLanes(const float* __restrict x, float* __restrict y, int64_t HW, const float* mean,
+SPMD_ISA_BODY void normalizeLanes(const float* x, float* y, int64_t HW, const float* mean,
                                   const float* s, const float* shift) {
   for (int64_t i = 0; i < HW; ++i)
     for (int l = 0; l < G; ++l) {
