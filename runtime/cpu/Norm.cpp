@@ -2,9 +2,9 @@
 // where the input is blocked or masked (or thread-invariant kernels are asked for), oneDNN's
 // training form (batch statistics out) on a plain input; in inference (given statistics), our
 // normalization on a blocked input, oneDNN's on a plain one; the backward is our own (double sums
-// per channel, below); f64 runs the reference loops. oneDNN normalizes in the layout of the data input (plain NCHW, or the blocked layout
-// spmd-assign-layouts gave it); a gradient or result buffer in another layout is reordered around
-// the call.
+// per channel, below); f64 runs the reference loops. oneDNN normalizes in the layout of the data
+// input (plain NCHW, or the blocked layout spmd-assign-layouts gave it); a gradient or result
+// buffer in another layout is reordered around the call.
 #include <cmath>
 #include <type_traits>
 #include <vector>
@@ -210,7 +210,8 @@ void normalizeAll(const float* x, float* y, int64_t groups, int64_t blocks, int6
 bool ownNormalization(KernelCall& call, bool trained) {
   const TensorView &x = call.in[0], &y = call.out[0];
   const int64_t block = channelBlock(x.layout);
-  if (channelBlock(y.layout) != block || (block != 0 && block != 8 && block != 16) || (!trained && !block)) return false;
+  if (channelBlock(y.layout) != block || (block != 0 && block != 8 && block != 16) || (!trained && !block))
+    return false;
   const int64_t N = x.dim(0), C = x.dim(1), HW = x.numel() / (N * C);
   const float *scale = call.in[1].as<float>(), *shift = call.in[2].as<float>();
   const float* mean = trained ? call.out[1].as<float>() : call.in[3].as<float>();

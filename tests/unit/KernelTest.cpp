@@ -233,13 +233,15 @@ std::vector<float> onednnNormalization8c(const Array& x, const Array& scale, con
   stream queue(cpu);
   const memory::desc data({N, C, x.shape[2], x.shape[3]}, memory::data_type::f32, memory::format_tag::nChw8c),
       channels({C}, memory::data_type::f32, memory::format_tag::x);
-  const auto flags = normalization_flags::use_scale | normalization_flags::use_shift | normalization_flags::use_global_stats;
+  const auto flags =
+      normalization_flags::use_scale | normalization_flags::use_shift | normalization_flags::use_global_stats;
   const batch_normalization_forward::primitive_desc pd(
       batch_normalization_forward::desc(prop_kind::forward_inference, data, epsilon, flags), cpu);
-  auto bound = [&](const memory::desc& d, const Array& a) { return memory(d, cpu, const_cast<float*>(a.values<float>().data())); };
-  batch_normalization_forward(pd).execute(queue, {{DNNL_ARG_SRC, memory(data, cpu, in.data())}, {DNNL_ARG_DST, memory(data, cpu, out.data())},
-                                                  {DNNL_ARG_SCALE, bound(channels, scale)}, {DNNL_ARG_SHIFT, bound(channels, shift)},
-                                                  {DNNL_ARG_MEAN, bound(channels, mean)}, {DNNL_ARG_VARIANCE, bound(channels, var)}});
+  auto bound = [&](const Array& a) { return memory(channels, cpu, const_cast<float*>(a.values<float>().data())); };
+  batch_normalization_forward(pd).execute(
+      queue, {{DNNL_ARG_SRC, memory(data, cpu, in.data())}, {DNNL_ARG_DST, memory(data, cpu, out.data())},
+              {DNNL_ARG_SCALE, bound(scale)}, {DNNL_ARG_SHIFT, bound(shift)}, {DNNL_ARG_MEAN, bound(mean)},
+              {DNNL_ARG_VARIANCE, bound(var)}});
   queue.wait();
   std::vector<float> result(in.size());
   for (int64_t n = 0; n < N; ++n)
@@ -266,7 +268,8 @@ TEST(KernelTest, BatchNormNormalizesWithOnednnBits) {
     };
     auto infer = [&](const std::string& layout, const std::vector<Array>& trained) {
       return runKernel(cpuKernels(), {"bn infer", "batch_norm_infer", {x, scale, offset, trained[1], trained[2]},
-                                      {{DType::f32, {N, C, H, W}}}, {{"epsilon", 1e-5}}, {layout, "", "", "", "", layout}})[0];
+                                      {{DType::f32, {N, C, H, W}}}, {{"epsilon", 1e-5}},
+                                      {layout, "", "", "", "", layout}})[0];
     };
     const std::vector<Array> blocked8 = train("nChw8c"), blocked16 = train("nChw16c");
     const Array infer8 = infer("nChw8c", blocked8), infer16 = infer("nChw16c", blocked8);
