@@ -222,7 +222,7 @@ bool ownNormalization(KernelCall& call, bool trained) {
   const bool relu = trained && attrsOf<NormReluAttrs>(call.step).relu;
   const float* in = x.as<float>();
   float* out = y.as<float>();
-  const int64_t groups = N * (block ? C / block : C), blocks = block ? C / block : C;
+  const int64_t blocks = block ? C / block : C, groups = N * blocks;
   auto run = [&]<int G, NormRelu Relu>() { normalizeAll<G, Relu>(in, out, groups, blocks, HW, mean, s.data(), shift); };
   if (block == 16) relu ? run.operator()<16, NormRelu::onednn>() : run.operator()<16, NormRelu::none>();
   else if (block == 8) relu ? run.operator()<8, NormRelu::onednn>() : run.operator()<8, NormRelu::none>();

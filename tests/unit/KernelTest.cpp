@@ -218,36 +218,29 @@ TEST(KernelTest, BatchNormReluPropagatesNanAsReluDoes) {
 }
 
 // oneDNN 2.6's batch normalization with given statistics (its JIT kernel on nChw8c, on every ISA)
-// of a plain [N, C, H, W] f32 array, relaid to nChw8c and back here.
-std::vector<float> onednnNormalization8c(const Array& x, const Array& scale, const Array& shift, const Array& mean,
-                                         const Array& var, float epsilon) {
+// of a plain [N, C, H, W] f32 array, relaid to nChw8c and back by the reference relayout.
+Array onednnNormalization8c(const Array& x, const Array& scale, const Array& shift, const Array& mean,
+                            const Array& var, float epsilon) {
   using namespace dnnl;
-  const int64_t N = x.shape[0], C = x.shape[1], HW = x.numel() / (N * C);
-  auto at = [&](int64_t n, int64_t c, int64_t i) { return ((n * (C / 8) + c / 8) * HW + i) * 8 + c % 8; };
-  const auto plain = x.values<float>();
-  std::vector<float> in(size_t(x.numel())), out(in.size());
-  for (int64_t n = 0; n < N; ++n)
-    for (int64_t c = 0; c < C; ++c)
-      for (int64_t i = 0; i < HW; ++i) in[size_t(at(n, c, i))] = plain[size_t((n * C + c) * HW + i)];
+  Array in = relaid(x, "", "nChw8c"), out = relaid(x, "", "nChw8c");
   engine cpu(engine::kind::cpu, 0);
   stream queue(cpu);
-  const memory::desc data({N, C, x.shape[2], x.shape[3]}, memory::data_type::f32, memory::format_tag::nChw8c),
-      channels({C}, memory::data_type::f32, memory::format_tag::x);
+  const memory::desc data({x.shape[0], x.shape[1], x.shape[2], x.shape[3]}, memory::data_type::f32,
+                          memory::format_tag::nChw8c),
+      channels({x.shape[1]}, memory::data_type::f32, memory::format_tag::x);
   const auto flags =
       normalization_flags::use_scale | normalization_flags::use_shift | normalization_flags::use_global_stats;
   const batch_normalization_forward::primitive_desc pd(
       batch_normalization_forward::desc(prop_kind::forward_inference, data, epsilon, flags), cpu);
-  auto bound = [&](const Array& a) { return memory(channels, cpu, const_cast<float*>(a.values<float>().data())); };
+  auto bound = [&](const memory::desc& d, const Array& a) {
+    return memory(d, cpu, const_cast<float*>(a.values<float>().data()));
+  };
   batch_normalization_forward(pd).execute(
-      queue, {{DNNL_ARG_SRC, memory(data, cpu, in.data())}, {DNNL_ARG_DST, memory(data, cpu, out.data())},
-              {DNNL_ARG_SCALE, bound(scale)}, {DNNL_ARG_SHIFT, bound(shift)}, {DNNL_ARG_MEAN, bound(mean)},
-              {DNNL_ARG_VARIANCE, bound(var)}});
+      queue, {{DNNL_ARG_SRC, bound(data, in)}, {DNNL_ARG_DST, bound(data, out)}, {DNNL_ARG_SCALE, bound(channels, scale)},
+              {DNNL_ARG_SHIFT, bound(channels, shift)}, {DNNL_ARG_MEAN, bound(channels, mean)},
+              {DNNL_ARG_VARIANCE, bound(channels, var)}});
   queue.wait();
-  std::vector<float> result(in.size());
-  for (int64_t n = 0; n < N; ++n)
-    for (int64_t c = 0; c < C; ++c)
-      for (int64_t i = 0; i < HW; ++i) result[size_t((n * C + c) * HW + i)] = out[size_t(at(n, c, i))];
-  return result;
+  return relaid(out, "nChw8c", "");
 }
 
 // batch_norm_train and batch_norm_infer normalize a blocked input in our own pass (oneDNN 2.6's
@@ -273,7 +266,8 @@ TEST(KernelTest, BatchNormNormalizesWithOnednnBits) {
     };
     const std::vector<Array> blocked8 = train("nChw8c"), blocked16 = train("nChw16c");
     const Array infer8 = infer("nChw8c", blocked8), infer16 = infer("nChw16c", blocked8);
-    const std::vector<float> want = onednnNormalization8c(x, scale, offset, blocked8[1], blocked8[2], 1e-5f);
+    const Array oracle = onednnNormalization8c(x, scale, offset, blocked8[1], blocked8[2], 1e-5f);
+    const auto want = oracle.values<float>();
     auto differing = [&](const Array& a, bool withRelu) {
       const auto got = a.values<float>();
       int differ = 0;
