@@ -99,7 +99,7 @@ DOC_PATH = re.compile(r"`((?:runtime|ir|passes|compiler|frontend|tools|tests|ben
 
 def check_doc_paths(root: pathlib.Path):
     errors = []
-    for doc in ("README.md", "docs/ARCHITECTURE.md"):
+    for doc in ("README.md", "docs/ARCHITECTURE.md", "docs/BENCHMARKS.md"):
         text = (root / doc).read_text()
         for match in DOC_PATH.finditer(text):
             path = match.group(1).rstrip(".")
