@@ -51,8 +51,10 @@ std::string device() {
 // strided GEMMs' transposed backward filter (2026-11-30). 3: Winograd F(4x4, 3x3) and its vector
 // transforms, the scratch on huge pages (2026-11-30). 4: F(4x4, 3x3)'s transforms load and store
 // whole vectors (2026-12-07: stage 1's 3x3 at width 16, 0.57 -> 0.40 ms a call on Zen 2), and
-// F(2x2, 3x3)'s filter transforms take their taps through WinogradLanes.h's transpose.
-constexpr int kOwnKernelsRevision = 4;
+// F(2x2, 3x3)'s filter transforms take their taps through WinogradLanes.h's transpose. 5: matmul's
+// own GEMM asks for the next tile's part of C ahead (2026-12-07: 2-6% less on the transformer's
+// shapes on Zen 2).
+constexpr int kOwnKernelsRevision = 5;
 
 std::string library() {
   const dnnl_version_t* v = dnnl_version();

@@ -147,6 +147,25 @@ Tile tileFor(OwnIsa isa) {
   return tileOf<portable::kRows, portable::kCols, &portable::tile>();
 }
 
+// Asks for the rows of C of the tile after (ip, jp) in rowBlock's order, so that they are in L1
+// when it starts: a tile loads its part of C first (the sum so far) and stores it last, and where
+// C is larger than L2 (a weight gradient's sum of 2048 terms in 8 slices reads and writes all of
+// C 8 times) its loads waited on L3 or memory (bench_matmul on Zen 2, 2 threads, three rounds
+// old and new alternating: M = 256, N = 1024, K = 2048 9.9-10.2 -> 9.3-9.7 ms, the head's three
+// 2-3% less). The same arithmetic: only the loads' timing changes.
+void prefetchNextTile(const GemmOperands& g, const Tile& t, const float* c, int64_t ib, int64_t rows, int64_t ip,
+                      int64_t j0, int64_t cols, int64_t jp) {
+  const bool down = ip + t.rows < rows;
+  const int64_t nip = down ? ip + t.rows : 0, njp = down ? jp : jp + t.cols;
+  if (njp >= cols) return;
+  const int64_t last = std::min<int64_t>(t.cols, cols - njp) - 1;
+  for (int64_t r = 0; r < t.rows && nip + r < rows; ++r) {
+    const float* line = c + (ib + nip + r) * g.n + j0 + njp;
+    _mm_prefetch(reinterpret_cast<const char*>(line), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(line + last), _MM_HINT_T0);
+  }
+}
+
 // The tiles of A's packed row block [ib, ib + rows) against B's packed columns [j0, j0 + cols),
 // terms [p0, p0 + kc), into C (batch entry c) on the calling thread.
 void rowBlock(const GemmOperands& g, const Tile& t, const float* a, float* c, int64_t ib, int64_t rows, int64_t p0,
@@ -160,6 +179,7 @@ void rowBlock(const GemmOperands& g, const Tile& t, const float* a, float* c, in
       float* to = c + (ib + ip) * g.n + j0 + jp;
       const float *panelA = ap + ip * kc, *panelB = bp + jp * kc;
       if (ip + t.rows <= rows && jp + t.cols <= cols) {
+        prefetchNextTile(g, t, c, ib, rows, ip, j0, cols, jp);
         t.run(kc, panelA, panelB, to, g.n, accumulate);
         continue;
       }
