@@ -94,16 +94,100 @@ Tensor castTo(const Tensor& x, DType dtype, Loc loc) { return x.dtype() == dtype
 
 }  // namespace
 
+namespace {
+
+// Box-Muller's normal number from uniform numbers u and v (one shape): z = sqrt(-2 log(1 - u))
+// cos(2 pi v), with 1 - u in (0, 1] so that the logarithm is finite.
+Tensor boxMuller(const Tensor& u, const Tensor& v, Loc loc) {
+  Tensor radius = sqrt(mul(log(sub(fill(u, 1.0, loc), u, loc), loc), -2.0, loc), loc);
+  return mul(radius, cos(mul(v, 6.283185307179586476925, loc), loc), loc);
+}
+
+}  // namespace
+
 Tensor normal(const Tensor& key, const Shape& shape, DType dtype, Loc loc) {
   const DType drawn = drawnIn(dtype, "normal", loc);
   const int64_t n = elementsOf(shape, "normal", loc);
-  // Element i takes uniform numbers 2i and 2i + 1: z = sqrt(-2 log(1 - u)) cos(2 pi v), with
-  // 1 - u in (0, 1] so that the logarithm is finite.
+  // Element i takes uniform numbers 2i and 2i + 1.
   Tensor u = uniform(key, {n, 2}, drawn, loc);
   Tensor first = reshape(slice(u, {0, 0}, {n, 1}, loc), shape, loc);
   Tensor second = reshape(slice(u, {0, 1}, {n, 2}, loc), shape, loc);
-  Tensor radius = sqrt(mul(log(sub(fill(first, 1.0, loc), first, loc), loc), -2.0, loc), loc);
-  return castTo(mul(radius, cos(mul(second, 6.283185307179586476925, loc), loc), loc), dtype, loc);
+  return castTo(boxMuller(first, second, loc), dtype, loc);
+}
+
+namespace {
+
+constexpr int64_t kGammaCandidates = 16;
+
+// The uniform numbers of `components` gamma draws of n elements each: [components, 3 x 16 + 1, n].
+int64_t gammaRows() { return 3 * kGammaCandidates + 1; }
+
+// The logarithms of n gamma(alpha) numbers ([n]) from their uniform numbers u ([rows, n]):
+// rows 0-15 and 16-31 the candidates' normal numbers z, rows 32-47 their acceptance's uniform
+// numbers, row 48 alpha < 1's u. Marsaglia and Tsang (2000), for a = alpha (or alpha + 1 below 1):
+// d = a - 1/3, c = 1 / sqrt(9 d), v = (1 + c z)^3, accepted where v > 0 and
+// log(1 - u) < z^2 / 2 + d - d v + d log v; the draw is d v.
+Tensor logGamma(const Tensor& u, double alpha, int64_t n, Loc loc) {
+  const int64_t k = kGammaCandidates;
+  auto rows = [&](int64_t from, int64_t to) { return slice(u, {from, 0}, {to, n}, loc); };
+  const double a = alpha < 1 ? alpha + 1 : alpha, d = a - 1.0 / 3, c = 1 / std::sqrt(9 * d);
+  Tensor z = boxMuller(rows(0, k), rows(k, 2 * k), loc);
+  Tensor t = add(mul(z, c, loc), 1.0, loc);
+  Tensor v = mul(mul(t, t, loc), t, loc);
+  // log v where v > 0; elsewhere a finite stand-in, never chosen unless every candidate is rejected.
+  const double tiny = u.dtype() == DType::f32 ? 1.17549435e-38 : 2.2250738585072014e-308;
+  Tensor logV = log(maximum(v, fill(v, tiny, loc), loc), loc);
+  Tensor bound = add(sub(add(mul(mul(z, z, loc), 0.5, loc), d, loc), mul(v, d, loc), loc), mul(logV, d, loc), loc);
+  Tensor w = rows(2 * k, 3 * k);
+  Tensor logW = log(sub(fill(w, 1.0, loc), w, loc), loc);
+  Tensor accepted = mul(greater(v, fill(v, 0.0, loc), loc), less(logW, bound, loc), loc);  // 1 where both hold
+  Tensor first = reshape(argmax(accepted, 0, loc), {1, n}, loc);                          // the first 1, or 0
+  Tensor logX = reshape(takeAlongAxis(add(logV, std::log(d), loc), first, 0, loc), {n}, loc);
+  if (alpha >= 1) return logX;
+  Tensor boost = reshape(rows(3 * k, 3 * k + 1), {n}, loc);
+  return add(logX, mul(log(sub(fill(boost, 1.0, loc), boost, loc), loc), 1 / alpha, loc), loc);
+}
+
+// The logarithms of gamma(alpha_j) draws for each j: [alpha.size(), n], in the drawn dtype.
+Tensor logGammas(const Tensor& key, const std::vector<double>& alpha, int64_t n, DType drawn, const char* who, Loc loc) {
+  for (double a : alpha)
+    if (!(a > 0) || !std::isfinite(a))
+      throw Error(where(loc) + ": spmd::random::" + who + ": every alpha must be a finite number > 0, got " +
+                  std::to_string(a));
+  const int64_t count = int64_t(alpha.size());
+  Tensor u = uniform(key, {count, gammaRows(), n}, drawn, loc);
+  std::vector<Tensor> logs;
+  for (int64_t j = 0; j < count; ++j)
+    logs.push_back(reshape(logGamma(reshape(slice(u, {j, 0, 0}, {j + 1, gammaRows(), n}, loc), {gammaRows(), n}, loc),
+                                    alpha[size_t(j)], n, loc),
+                           {1, n}, loc));
+  return count == 1 ? logs[0] : concat(logs, 0, loc);
+}
+
+}  // namespace
+
+Tensor gamma(const Tensor& key, double alpha, const Shape& shape, DType dtype, Loc loc) {
+  const DType drawn = drawnIn(dtype, "gamma", loc);
+  const int64_t n = elementsOf(shape, "gamma", loc);
+  return castTo(reshape(exp(logGammas(key, {alpha}, n, drawn, "gamma", loc), loc), shape, loc), dtype, loc);
+}
+
+Tensor beta(const Tensor& key, double a, double b, const Shape& shape, DType dtype, Loc loc) {
+  const DType drawn = drawnIn(dtype, "beta", loc);
+  const int64_t n = elementsOf(shape, "beta", loc);
+  Tensor logs = logGammas(key, {a, b}, n, drawn, "beta", loc);
+  Tensor difference = sub(slice(logs, {0, 0}, {1, n}, loc), slice(logs, {1, 0}, {2, n}, loc), loc);
+  return castTo(reshape(sigmoid(difference, loc), shape, loc), dtype, loc);
+}
+
+Tensor dirichlet(const Tensor& key, const std::vector<double>& alpha, const Shape& shape, DType dtype, Loc loc) {
+  const DType drawn = drawnIn(dtype, "dirichlet", loc);
+  const int64_t n = elementsOf(shape, "dirichlet", loc);
+  if (alpha.empty()) throw Error(where(loc) + ": spmd::random::dirichlet: alpha is empty; give one alpha per component");
+  Shape out = shape;
+  out.push_back(int64_t(alpha.size()));
+  Tensor logs = transpose(logGammas(key, alpha, n, drawn, "dirichlet", loc), {1, 0}, loc);  // [n, components]
+  return castTo(reshape(softmax(logs, 1, loc), out, loc), dtype, loc);
 }
 
 Tensor truncatedNormal(const Tensor& key, double lower, double upper, const Shape& shape, DType dtype, Loc loc) {

@@ -45,6 +45,23 @@ Tensor bernoulli(const Tensor& key, double p, const Shape& shape, DType dtype = 
 // probabilities softmax(logits) (jax.random.categorical): the argmax of logits plus Gumbel
 // noise. The result drops `axis`; -inf logits are never drawn.
 Tensor categorical(const Tensor& key, const Tensor& logits, int64_t axis = -1, Loc loc = Loc::current());
+// Traced: gamma(alpha) numbers (shape alpha > 0, scale 1; jax.random.gamma with one alpha:
+// multiply by a scale for others) of the given shape and float dtype, by Marsaglia and Tsang's
+// method: each element takes the first of 16 candidates (a normal and a uniform number each) the
+// method accepts, at least 95% of them; all 16 rejected, below 1e-21 an element, takes the first.
+// For alpha < 1 a gamma(alpha + 1) number times u^(1 / alpha). No gradient: alpha is a number,
+// and the draw depends on the key alone. Small alphas underflow to 0 in f32 (gamma(0.01) below
+// 1e-38 with probability 0.4): draw in f64, or take beta and dirichlet, which stay in log space.
+Tensor gamma(const Tensor& key, double alpha, const Shape& shape, DType dtype = DType::f32, Loc loc = Loc::current());
+// Traced: beta(a, b) numbers in [0, 1] (jax.random.beta): X / (X + Y) of gamma(a) and gamma(b)
+// draws, as sigmoid(log X - log Y) so that neither underflow nor two zeros make a NaN (mixup's
+// beta(0.2, 0.2) in f32 included).
+Tensor beta(const Tensor& key, double a, double b, const Shape& shape, DType dtype = DType::f32,
+            Loc loc = Loc::current());
+// Traced: dirichlet(alpha) draws (jax.random.dirichlet): shape + [alpha.size()], each row the
+// gamma(alpha_j) draws divided by their sum (a softmax of their logarithms), summing to 1.
+Tensor dirichlet(const Tensor& key, const std::vector<double>& alpha, const Shape& shape, DType dtype = DType::f32,
+                 Loc loc = Loc::current());
 // Traced: a random order of 0 .. n-1 as i32[n] (jax.random.permutation(key, n)): the argsort of
 // n uniform f64 numbers (ties, below n^2 / 2^54 in probability, keep index order).
 Tensor permutation(const Tensor& key, int64_t n, Loc loc = Loc::current());

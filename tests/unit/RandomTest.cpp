@@ -1,6 +1,7 @@
 // Randomness: Philox4x32-10 against the Random123 known-answer vectors; uniform numbers in
 // [0, 1) with the right moments; normal numbers as their definition gives them, with the normal
-// distribution; truncated normals inside their bounds with theirs; Bernoulli masks and categorical draws at their probabilities; traced and host key
+// distribution; truncated normals inside their bounds with theirs; gamma, beta and dirichlet draws
+// with theirs; Bernoulli masks and categorical draws at their probabilities; traced and host key
 // derivation agree; dropout under pmap gives each replica its own mask, a function of (key,
 // global replica index, step) alone, the same bits on every run and device count.
 #include <gtest/gtest.h>
@@ -160,6 +161,129 @@ TEST(RandomTest, TruncatedNormalsFollowTheirDistributionInsideTheBounds) {
     jit([](const Tensor& k) { return random::truncatedNormal(k, 1, -1, {4}); })(key);
   });
   EXPECT_NE(order.find("the bounds must satisfy lower < upper"), std::string::npos) << order;
+}
+
+// The Kolmogorov-Smirnov distance of draws from a distribution with the given CDF.
+template <typename Cdf>
+double ksDistance(std::vector<double> x, Cdf cdf) {
+  std::sort(x.begin(), x.end());
+  const double n = double(x.size());
+  double distance = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double f = cdf(x[i]);
+    distance = std::max({distance, std::fabs(f - double(i) / n), std::fabs(f - double(i + 1) / n)});
+  }
+  return distance;
+}
+
+// The regularized lower incomplete gamma function P(a, x), gamma(a)'s CDF: its power series below
+// x = a + 1, 1 minus the continued fraction of Q above (Lentz's evaluation).
+double gammaCdf(double a, double x) {
+  if (x <= 0) return 0;
+  const double lead = std::exp(a * std::log(x) - x - std::lgamma(a));
+  if (x < a + 1) {
+    double term = 1 / a, total = term;
+    for (int k = 1; k < 10000 && term > 1e-17 * total; ++k) total += term *= x / (a + k);
+    return lead * total;
+  }
+  const double kTiny = 1e-300;
+  double b = x + 1 - a, c = 1 / kTiny, d = 1 / b, h = d;
+  for (int i = 1; i < 10000; ++i) {
+    const double an = -i * (i - a);
+    b += 2;
+    d = an * d + b;
+    d = 1 / (std::fabs(d) < kTiny ? kTiny : d);
+    c = b + an / c;
+    if (std::fabs(c) < kTiny) c = kTiny;
+    h *= d * c;
+    if (std::fabs(d * c - 1) < 1e-16) break;
+  }
+  return 1 - lead * h;
+}
+
+TEST(RandomTest, GammaBetaAndDirichletDrawsFollowTheirDistributions) {
+  // The oracle where P has a closed form: the exponential distribution's, and P(1/2, x) = erf(sqrt x).
+  for (double x : {0.01, 0.7, 1.9, 2.5, 30.0}) {
+    EXPECT_NEAR(gammaCdf(1, x), 1 - std::exp(-x), 1e-13) << x;
+    EXPECT_NEAR(gammaCdf(0.5, x), std::erf(std::sqrt(x)), 1e-13) << x;
+  }
+  const Array key = random::key(77);
+  const Shape shape = {200, 100};
+  const double n = 20000, critical = 1.95 / std::sqrt(n);  // Kolmogorov-Smirnov's 0.1% value
+  struct Case {
+    double alpha;
+    DType dtype;
+  };
+  for (const Case c : {Case{0.3, DType::f32}, Case{1, DType::f32}, Case{4.5, DType::f32}, Case{2, DType::f64},
+                       Case{0.05, DType::f64}}) {
+    SCOPED_TRACE(std::string(dtypeName(c.dtype)) + " alpha " + std::to_string(c.alpha));
+    auto draw = [&](const std::string& devices) {
+      return values(jit([&](const Tensor& k) { return random::gamma(k, c.alpha, shape, c.dtype); }, {.devices = devices})(key));
+    };
+    const std::vector<double> x = draw("cpu");
+    ASSERT_EQ(x.size(), size_t(n));
+    double total = 0;
+    for (double v : x) {
+      ASSERT_TRUE(v >= 0 && std::isfinite(v)) << v;
+      total += v;
+    }
+    EXPECT_NEAR(total / n, c.alpha, 5 * std::sqrt(c.alpha / n));  // mean alpha, variance alpha
+    EXPECT_LT(ksDistance(x, [&](double v) { return gammaCdf(c.alpha, v); }), critical);
+    if (c.alpha == 1) EXPECT_EQ(draw("sim"), x) << "sim";
+  }
+  auto same = jit([](const Tensor& k) { return random::gamma(k, 2.5, {6}); });
+  EXPECT_EQ(values(same(key)), values(same(key)));
+  EXPECT_NE(values(same(random::key(78))), values(same(key)));
+
+  // beta(a, 1)'s CDF is x^a and beta(1, b)'s 1 - (1 - x)^b; beta(2, 5) by its mean; mixup's
+  // beta(0.2, 0.2) in f32 (gamma(0.2) numbers below f32's smallest, both sides at times) stays a number in [0, 1].
+  auto betas = [&](double a, double b, DType dtype) {
+    return values(jit([&](const Tensor& k) { return random::beta(k, a, b, shape, dtype); })(key));
+  };
+  EXPECT_LT(ksDistance(betas(0.5, 1, DType::f32), [](double v) { return std::sqrt(v); }), critical);
+  EXPECT_LT(ksDistance(betas(1, 3, DType::f64), [](double v) { return 1 - std::pow(1 - v, 3); }), critical);
+  for (auto [a, b] : {std::pair{2.0, 5.0}, std::pair{0.2, 0.2}}) {
+    SCOPED_TRACE("beta(" + std::to_string(a) + ", " + std::to_string(b) + ")");
+    double total = 0;
+    for (double v : betas(a, b, DType::f32)) {
+      ASSERT_TRUE(v >= 0 && v <= 1) << v;
+      total += v;
+    }
+    const double variance = a * b / ((a + b) * (a + b) * (a + b + 1));
+    EXPECT_NEAR(total / n, a / (a + b), 5 * std::sqrt(variance / n));
+  }
+
+  // dirichlet(1, 2, 3): rows of three that sum to 1, the first component beta(1, 5).
+  const std::vector<double> rows =
+      values(jit([](const Tensor& k) { return random::dirichlet(k, {1, 2, 3}, {200, 100}); })(key));
+  ASSERT_EQ(rows.size(), size_t(3 * n));
+  std::vector<double> first;
+  double means[3] = {};
+  for (size_t r = 0; r < size_t(n); ++r) {
+    ASSERT_NEAR(rows[3 * r] + rows[3 * r + 1] + rows[3 * r + 2], 1.0, 1e-6) << "row " << r;
+    first.push_back(rows[3 * r]);
+    for (int j = 0; j < 3; ++j) means[j] += rows[3 * r + size_t(j)] / n;
+  }
+  for (int j = 0; j < 3; ++j) {
+    const double want = (j + 1) / 6.0, variance = want * (1 - want) / 7;
+    EXPECT_NEAR(means[j], want, 5 * std::sqrt(variance / n)) << "component " << j;
+  }
+  EXPECT_LT(ksDistance(first, [](double v) { return 1 - std::pow(1 - v, 5); }), critical);
+  auto bf16 = jit([](const Tensor& k) { return cast(random::beta(k, 0.2, 0.2, {100}, DType::bf16), DType::f32); });
+  for (double v : values(bf16(key))) ASSERT_TRUE(v >= 0 && v <= 1) << v;
+
+  // Bad alphas are refused at the caller's line, naming what is wrong.
+  for (double bad : {0.0, -1.0, double(NAN), double(INFINITY)}) {
+    const std::string error = errorOf([&] { jit([&](const Tensor& k) { return random::gamma(k, bad, {2}); })(key); });
+    EXPECT_NE(error.find("RandomTest.cpp"), std::string::npos) << error;
+    EXPECT_NE(error.find("spmd::random::gamma: every alpha must be a finite number > 0"), std::string::npos) << error;
+  }
+  EXPECT_NE(errorOf([&] { jit([](const Tensor& k) { return random::beta(k, 1, -2, {2}); })(key); })
+                .find("spmd::random::beta: every alpha must be a finite number > 0, got -2"),
+            std::string::npos);
+  EXPECT_NE(errorOf([&] { jit([](const Tensor& k) { return random::dirichlet(k, {}, {2}); })(key); })
+                .find("alpha is empty"),
+            std::string::npos);
 }
 
 TEST(RandomTest, PermutationsAreOrdersOfEveryIndex) {
