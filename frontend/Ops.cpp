@@ -28,7 +28,7 @@ Shape broadcastShape(const Tensor& a, const Tensor& b, const char* op, Loc loc) 
       throw Error(where(loc) + ": spmd::" + op + ": shapes " + shapeString(a.shape()) + " and " +
                   shapeString(b.shape()) + " do not broadcast (dim " + std::to_string(i) +
                   ": " + std::to_string(da) + " vs " + std::to_string(db) + ")");
-    out[i] = std::max(da, db);
+    out[i] = da == 1 ? db : da;  // 1 against 0 is 0, as NumPy's
   }
   return out;
 }
@@ -516,7 +516,8 @@ Tensor segmentReduce(const char* name, Segment kind, const Tensor& data, const T
   // The rows as [N, width], folded by a sort of the ids (runtime/kernels/Embedding.h), where a
   // scatter's gather would visit every row for every segment: sums as an embedding lookup's
   // table gradient, max and min by segment_reduce.
-  const int64_t width = data.numel() / std::max<int64_t>(data.dim(0), 1);
+  int64_t width = 1;  // the product of data's other extents (data may have no rows)
+  for (size_t d = 1; d < data.shape().size(); ++d) width *= data.dim(int64_t(d));
   const mlir::Value flat = trace.valueOf(reshape(data, {data.dim(0), width}, loc), loc);
   const mlir::Type type = detail::tensorType(data.dtype(), {segments, width});
   mlir::Operation* fold =

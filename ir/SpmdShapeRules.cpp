@@ -73,6 +73,12 @@ LogicalResult BatchNormTrainOp::inferReturnTypes(MLIRContext*, OptLoc loc, Adapt
       failed(expectRowMask(loc, "batch_norm_train", adaptor.getMask(),
                            llvm::cast<RankedTensorType>(adaptor.getInput().getType()))))
     return failure();
+  auto input = llvm::cast<RankedTensorType>(adaptor.getInput().getType());
+  if (input.getNumElements() == 0 && input.getDimSize(1) > 0)
+    return fail(loc, "batch_norm_train",
+                "input " + str(input) + " holds no value per channel: its batch statistics would be NaN (0 / 0) "
+                "and would make the running statistics NaN; give it at least one example (an empty batch "
+                "can skip the step, or use batchNormInfer)");
   results.push_back(adaptor.getInput().getType());
   results.push_back(adaptor.getScale().getType());
   results.push_back(adaptor.getScale().getType());
@@ -484,6 +490,9 @@ LogicalResult ArgmaxOp::inferReturnTypes(MLIRContext* context, OptLoc loc, Adapt
   if (failed(in)) return failure();
   int64_t axis = adaptor.getAxis();
   if (failed(checkAxes(loc, "argmax", {axis}, in->getRank()))) return failure();
+  if (in->getDimSize(axis) == 0)
+    return fail(loc, "argmax", "axis " + std::to_string(axis) + " of " + str(*in) +
+                                   " is empty: an empty axis has no largest element (as in torch and numpy)");
   results.push_back(RankedTensorType::get(dropAxes(in->getShape(), {axis}),
                                           IntegerType::get(context, 32)));
   return success();

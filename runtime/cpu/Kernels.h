@@ -47,4 +47,9 @@ SPMD_CPU_OPS(SPMD_DECLARE_KERNEL)
 SPMD_ELEMENTWISE_OPS(SPMD_DECLARE_KERNEL)
 #undef SPMD_DECLARE_KERNEL
 
+// Handles a convolution or matmul call over nothing (runtime/cpu/EmptySums.cpp): true where its
+// outputs hold no element, or where its sums run over an empty extent (then written: zeros, plus
+// the bias); false where there is work for its variants.
+bool emptySums(KernelCall& call);
+
 }  // namespace spmd::runtime::cpu

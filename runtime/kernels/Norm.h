@@ -38,7 +38,8 @@ struct NormLayout {
 };
 
 inline NormLayout normLayoutOf(const TensorView& x) {
-  const int64_t spatial = x.numel() / (x.dim(0) * x.dim(1));
+  int64_t spatial = 1;  // the extents after the channels (x may hold no element)
+  for (size_t d = 2; d < x.rank(); ++d) spatial *= x.dim(d);
   NormLayout l{x.dim(0), x.dim(1), spatial, 1, false, {}, {}};
   if (x.layout == kChannelsLast) l = NormLayout{x.dim(0) * spatial, x.dim(1), 1, spatial, false, {}, {}};
   else if (!x.layout.empty())

@@ -196,8 +196,8 @@ void checkMemoryPlan(const Program& program) {
     std::erase_if(open, [&](int o) {
       return program.buffers[o].offset + int64_t(program.buffers[o].bytes()) <= start;
     });
-    for (int o : open)
-      if (life[o].overlaps(life[id]) &&
+    for (int o : open)  // an empty buffer (a zero extent) holds no byte to overlap
+      if (program.buffers[id].bytes() > 0 && life[o].overlaps(life[id]) &&
           !(root[size_t(o)] == root[size_t(id)] && program.buffers[o].offset == start))
         throw Error("program @" + program.name + ": memory plan puts " + where(id) + " over " +
                     where(o) + " while both are live (steps " + std::to_string(life[id].first) +

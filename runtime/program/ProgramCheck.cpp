@@ -175,8 +175,8 @@ void checkProgram(const Program& p) {
     if (isInput[id]) throw Error(prefix + buffer(id) + " is listed as an input twice");
     isInput[id] = defined[id] = true;
   }
-  for (int id = 0; id < n; ++id)
-    if (!p.buffers[id].constant.empty()) defined[id] = true;
+  for (int id = 0; id < n; ++id)  // an empty buffer (a zero extent: a constant of no bytes too) holds nothing to write
+    if (!p.buffers[id].constant.empty() || p.buffers[id].bytes() == 0) defined[id] = true;
   if (p.replicas < 1 || (p.axisName.empty() && p.replicas != 1))
     throw Error(prefix + "replicas " + std::to_string(p.replicas) + " is not valid" +
                 (p.axisName.empty() ? " for a program without an axis (must be 1)" : " (must be >= 1)"));

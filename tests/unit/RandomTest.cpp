@@ -272,6 +272,17 @@ TEST(RandomTest, GammaBetaAndDirichletDrawsFollowTheirDistributions) {
   auto bf16 = jit([](const Tensor& k) { return cast(random::beta(k, 0.2, 0.2, {100}, DType::bf16), DType::f32); });
   for (double v : values(bf16(key))) ASSERT_TRUE(v >= 0 && v <= 1) << v;
 
+  // Edges: empty shapes; a huge alpha (d v without cancellation to inf or 0), a tiny one in f64,
+  // beta(0.01, 0.01) in f32 (each gamma 0 in f32 most of the time: the logarithms decide).
+  EXPECT_EQ(jit([](const Tensor& k) { return random::gamma(k, 2, {0}); })(key).array().numel(), 0);
+  EXPECT_EQ(jit([](const Tensor& k) { return random::dirichlet(k, {1, 2}, {3, 0}); })(key).array().shape, (Shape{3, 0, 2}));
+  for (double v : values(jit([](const Tensor& k) { return random::gamma(k, 1e6, {100}); })(key)))
+    ASSERT_NEAR(v, 1e6, 1e4) << "gamma(1e6): mean 1e6, deviation 1e3";
+  for (double v : values(jit([](const Tensor& k) { return random::gamma(k, 1e-3, {100}, DType::f64); })(key)))
+    ASSERT_TRUE(v >= 0 && std::isfinite(v)) << v;
+  for (double v : values(jit([](const Tensor& k) { return random::beta(k, 0.01, 0.01, {1000}); })(key)))
+    ASSERT_TRUE(v >= 0 && v <= 1) << v;
+
   // Bad alphas are refused at the caller's line, naming what is wrong.
   for (double bad : {0.0, -1.0, double(NAN), double(INFINITY)}) {
     const std::string error = errorOf([&] { jit([&](const Tensor& k) { return random::gamma(k, bad, {2}); })(key); });

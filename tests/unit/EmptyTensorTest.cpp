@@ -1,0 +1,109 @@
+// Tensors with a zero extent, on the CPU backend and on sim (the CUDA kernels' code): a step whose
+// outputs hold nothing runs nothing; a convolution or matmul whose sums run over nothing (a batch of
+// 0 for a filter gradient, K = 0, 0 input channels) gives the empty sum, zeros plus the bias;
+// NumPy's broadcasting takes 1 against 0 to 0; the ops that cannot answer (argmax over an empty
+// axis, batch statistics of no value) are refused at the caller's line. Each of these crashed the
+// process (a division by the empty extent) or failed with another op's message before.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "TestUtil.h"
+#include "frontend/spmd.h"
+
+namespace spmd {
+namespace {
+
+using spmd::testing::errorOf;
+
+std::vector<double> values(const Tensor& t) {
+  std::vector<double> out;
+  for (int64_t i = 0; i < t.array().numel(); ++i) out.push_back(spmd::testing::valueAt(t.array(), i));
+  return out;
+}
+
+Array ramp(const Shape& shape, double from, double step) {
+  Array a = Array::zeros(DType::f32, shape);
+  for (int64_t i = 0; i < a.numel(); ++i) a.values<float>()[i] = float(from + step * double(i));
+  return a;
+}
+
+class EmptyTensorTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(EmptyTensorTest, ConvolutionsAndMatmulsOverNothingGiveTheEmptySum) {
+  const JitOptions on{.devices = GetParam()};
+  // A batch of 0: nothing to compute forward, and the filter's and bias's gradients are sums over
+  // no image: zeros.
+  const Array none = Array::zeros(DType::f32, {0, 3, 8, 8}), w = ramp({16, 3, 3, 3}, -1, 0.01), b = ramp({16}, -3, 0.5);
+  auto step = jit([](const Tensor& x, const Tensor& k, const Tensor& bias) {
+    Tensor y = conv2d(x, k, bias, {.padding = {1, 1}});
+    Tree p;
+    p.set("k", k);
+    p.set("b", bias);
+    Tree g = grad([&](const Tree& q) { return sum(conv2d(x, q.at("k"), q.at("b"), {.padding = {1, 1}}), {0, 1, 2, 3}); })(p);
+    return std::tuple{y, g.at("k"), g.at("b")};
+  }, on);
+  auto [y, dk, db] = step(none, w, b);
+  EXPECT_EQ(y.array().shape, (Shape{0, 16, 8, 8}));
+  EXPECT_EQ(values(dk), std::vector<double>(16 * 27, 0.0));
+  EXPECT_EQ(values(db), std::vector<double>(16, 0.0));
+  // 0 input channels: every output is its channel's bias (16 channels: the CPU's blocked layout),
+  // through the fused relu.
+  auto noChannels = jit([](const Tensor& x, const Tensor& k, const Tensor& bias) {
+    return relu(conv2d(x, k, bias, {.padding = {1, 1}}));
+  }, on)(Array::zeros(DType::f32, {2, 0, 5, 5}), Array::zeros(DType::f32, {16, 0, 3, 3}), b);
+  ASSERT_EQ(noChannels.array().shape, (Shape{2, 16, 5, 5}));
+  const std::vector<double> got = values(noChannels);
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_EQ(got[i], std::max(0.0, -3 + 0.5 * double((i / 25) % 16))) << "element " << i;
+  // K = 0: each row is the bias; M = 0 and a batch of 0 matrices: nothing.
+  auto rows = jit([](const Tensor& a, const Tensor& m, const Tensor& bias) { return matmul(a, m, bias); }, on)(
+      Array::zeros(DType::f32, {3, 0}), Array::zeros(DType::f32, {0, 4}), ramp({4}, 1, 1));
+  EXPECT_EQ(values(rows), (std::vector<double>{1, 2, 3, 4, 1, 2, 3, 4, 1, 2, 3, 4}));
+  auto product = jit([](const Tensor& a, const Tensor& m) { return matmul(a, m); }, on);
+  EXPECT_EQ(product(Array::zeros(DType::f32, {0, 5}), ramp({5, 4}, 0, 1)).array().shape, (Shape{0, 4}));
+  EXPECT_EQ(product(Array::zeros(DType::f32, {0, 2, 5}), Array::zeros(DType::f32, {0, 5, 4})).array().shape,
+            (Shape{0, 2, 4}));
+}
+
+TEST_P(EmptyTensorTest, ReductionsBroadcastsAndSegmentsOfNothing) {
+  const JitOptions on{.devices = GetParam()};
+  const Array rows0 = Array::zeros(DType::f32, {0, 5});
+  // argmax along a full axis of an empty tensor: an empty result; NumPy's broadcasting of [1, 5]
+  // and [5] against [0, 5]; layerNorm of no row.
+  auto f = jit([](const Tensor& x, const Tensor& y, const Tensor& one) {
+    return std::tuple{argmax(x, 1), mul(y, one), add(y, reshape(one, {5})), layerNorm(y, reshape(one, {5}), reshape(one, {5}))};
+  }, on);
+  auto [best, product, total, normed] = f(Array::zeros(DType::f32, {4, 3, 0}), rows0, ramp({1, 5}, 1, 1));
+  EXPECT_EQ(best.array().shape, (Shape{4, 0}));
+  EXPECT_EQ(product.array().shape, (Shape{0, 5}));
+  EXPECT_EQ(total.array().shape, (Shape{0, 5}));
+  EXPECT_EQ(normed.array().shape, (Shape{0, 5}));
+  // Segments of no row: sums 0, maxima -inf (jax's).
+  auto segments = jit([](const Tensor& x, const Tensor& ids) {
+    return std::tuple{segmentSum(x, ids, 3), segmentMax(x, ids, 3)};
+  }, on);
+  auto [sums, maxima] = segments(rows0, Array::zeros(DType::i32, {0}));
+  EXPECT_EQ(values(sums), std::vector<double>(15, 0.0));
+  EXPECT_EQ(values(maxima), std::vector<double>(15, -std::numeric_limits<double>::infinity()));
+  // Inference on an empty batch is empty; batch statistics of no value are refused.
+  const Array scale = ramp({3}, 1, 0), stats = ramp({3}, 0.5, 0);
+  auto infer = jit([](const Tensor& x, const Tensor& s, const Tensor& m) { return batchNormInfer(x, s, m, m, s, 1e-5); }, on);
+  EXPECT_EQ(infer(Array::zeros(DType::f32, {0, 3, 8, 8}), scale, stats).array().shape, (Shape{0, 3, 8, 8}));
+  const std::string noValues = errorOf([&] {
+    jit([](const Tensor& x, const Tensor& s) { return batchNormTrain(x, s, s, 1e-5).y; }, on)(
+        Array::zeros(DType::f32, {0, 3, 8, 8}), scale);
+  });
+  EXPECT_NE(noValues.find("EmptyTensorTest.cpp"), std::string::npos) << noValues;
+  EXPECT_NE(noValues.find("holds no value per channel"), std::string::npos) << noValues;
+  const std::string emptyAxis = errorOf([&] { jit([](const Tensor& x) { return argmax(x, 0); }, on)(rows0); });
+  EXPECT_NE(emptyAxis.find("EmptyTensorTest.cpp"), std::string::npos) << emptyAxis;
+  EXPECT_NE(emptyAxis.find("an empty axis has no largest element"), std::string::npos) << emptyAxis;
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, EmptyTensorTest, ::testing::Values("cpu", "sim"),
+                         [](const ::testing::TestParamInfo<const char*>& info) { return std::string(info.param); });
+
+}  // namespace
+}  // namespace spmd
