@@ -76,7 +76,9 @@ Tensor classesLast(const Tensor& x, Loc loc) {
   std::vector<int64_t> perm = {0};
   for (int64_t a = 2; a < x.rank(); ++a) perm.push_back(a);
   perm.push_back(1);
-  return reshape(transpose(x, perm, loc), {-1, x.dim(1)}, loc);
+  int64_t rows = x.dim(0);  // not -1: no class (C = 0) would leave it undetermined
+  for (int64_t a = 2; a < x.rank(); ++a) rows *= x.dim(a);
+  return reshape(transpose(x, perm, loc), {rows, x.dim(1)}, loc);
 }
 
 // Checks [N, C, d1, ...] scores against i32 class indices [N, d1, ...].

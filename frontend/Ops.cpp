@@ -231,7 +231,9 @@ Tensor groupNorm(const Tensor& x, int64_t groups, const Tensor& scale, const Ten
                 offset.typeString());
   if (!(epsilon > 0)) throw Error(where(loc) + ": spmd::groupNorm: epsilon must be positive");
   const int64_t n = x.dim(0);
-  Tensor grouped = reshape(x, {n, groups, -1}, loc);
+  int64_t perGroup = channels / groups;  // not -1: an empty batch leaves it undetermined
+  for (int64_t d = 2; d < x.rank(); ++d) perGroup *= x.dim(d);
+  Tensor grouped = reshape(x, {n, groups, perGroup}, loc);
   Tensor centered = sub(grouped, reshape(mean(grouped, {-1}, loc), {n, groups, 1}, loc), loc);
   Tensor variance = reshape(mean(mul(centered, centered, loc), {-1}, loc), {n, groups, 1}, loc);
   Tensor normalized = reshape(div(centered, sqrt(add(variance, epsilon, loc), loc), loc), x.shape(), loc);

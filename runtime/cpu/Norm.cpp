@@ -5,7 +5,9 @@
 // per channel, below); f64 runs the reference loops. oneDNN normalizes in the layout of the data
 // input (plain NCHW, or the blocked layout spmd-assign-layouts gave it); a gradient or result
 // buffer in another layout is reordered around the call.
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <type_traits>
 #include <vector>
 
@@ -115,7 +117,7 @@ void blockedStatistics(const TensorView& x, int64_t block, const RowMask& rows, 
 // The same for a plain [N, C, ...] tensor (with a mask, which oneDNN's own statistics cannot take, or
 // for thread-invariant bits).
 void plainStatistics(const TensorView& x, const RowMask& rows, float* mean, float* variance) {
-  const int64_t N = x.dim(0), C = x.dim(1), HW = x.numel() / (N * C);
+  const int64_t N = x.dim(0), C = x.dim(1), HW = numElements(x.shape.subspan(2));
   const float* data = x.as<float>();
 #pragma omp parallel for
   for (int64_t c = 0; c < C; ++c) {
@@ -212,7 +214,7 @@ bool ownNormalization(KernelCall& call, bool trained) {
   const int64_t block = channelBlock(x.layout);
   if (channelBlock(y.layout) != block || (block != 0 && block != 8 && block != 16) || (!trained && !block))
     return false;
-  const int64_t N = x.dim(0), C = x.dim(1), HW = x.numel() / (N * C);
+  const int64_t N = x.dim(0), C = x.dim(1), HW = numElements(x.shape.subspan(2));
   const float *scale = call.in[1].as<float>(), *shift = call.in[2].as<float>();
   const float* mean = trained ? call.out[1].as<float>() : call.in[3].as<float>();
   const float* var = trained ? call.out[2].as<float>() : call.in[4].as<float>();
@@ -234,6 +236,12 @@ bool ownNormalization(KernelCall& call, bool trained) {
 }  // namespace
 
 void batch_norm_train(KernelCall& call) {
+  if (call.in[0].numel() == 0) {  // no value per channel (the shape rule refuses it while tracing): 0 / 0
+    for (size_t k = 1; k < 3; ++k) visitFloat(call.out[k].dtype, [&](auto tag) {
+      std::fill_n(call.out[k].as<decltype(tag)>(), call.out[k].numel(), std::numeric_limits<float>::quiet_NaN());
+    });
+    return;
+  }
   if (call.in[0].dtype != DType::f32) return reference::batch_norm_train(call);
   // Blocked or masked: our statistics, and our normalization (ownNormalization) or oneDNN's
   // with them as given ones (prepareBatchNorm); plain: oneDNN's, which writes them.
@@ -253,6 +261,7 @@ void batch_norm_train(KernelCall& call) {
 }
 
 void batch_norm_infer(KernelCall& call) {
+  if (call.out[0].numel() == 0) return;
   if (call.in[0].dtype != DType::f32) return reference::batch_norm_infer(call);
   if (ownNormalization(call, false)) return;
   NormState& s = cachedState<NormState>(call, [&] { return prepareBatchNorm(call, false); });

@@ -15,7 +15,7 @@ namespace {
 struct ChannelLayout {
   int64_t outer, channels, inner;
   explicit ChannelLayout(const TensorView& x)
-      : outer(x.dim(0)), channels(x.dim(1)), inner(x.numel() / (x.dim(0) * x.dim(1))) {}
+      : outer(x.dim(0)), channels(x.dim(1)), inner(numElements(x.shape.subspan(2))) {}
   int64_t at(int64_t n, int64_t c, int64_t i) const { return (n * channels + c) * inner + i; }
 };
 

@@ -102,6 +102,29 @@ TEST_P(EmptyTensorTest, ReductionsBroadcastsAndSegmentsOfNothing) {
   EXPECT_NE(emptyAxis.find("an empty axis has no largest element"), std::string::npos) << emptyAxis;
 }
 
+TEST_P(EmptyTensorTest, GradientsNormalizationsAndCollectivesOfNothing) {
+  const JitOptions on{.devices = GetParam()};
+  // An empty batch through a 16-channel convolution (the CPU's blocked layout), its batch norm in
+  // inference, its group norm, and the gradients of a matmul with M = 0 (zeros) and K = 0 (empty).
+  auto f = jit([](const Tensor& x, const Tensor& k, const Tensor& g, const Tensor& a, const Tensor& b) {
+    Tensor y = batchNormInfer(relu(conv2d(x, k)), g, g, g, g, 1e-5);
+    Tensor dx = grad([&](const Tensor& xx) { return sum(conv2d(xx, k), {0, 1, 2, 3}); })(x);
+    Tensor db = grad([&](const Tensor& bb) { return sum(matmul(a, bb), {0, 1}); })(b);
+    return std::tuple{y, groupNorm(x, 4, g, g), dx, db};
+  }, on);
+  auto [y, grouped, dx, db] = f(Array::zeros(DType::f32, {0, 16, 6, 6}), ramp({16, 16, 3, 3}, -1, 0.001),
+                                ramp({16}, 1, 0), Array::zeros(DType::f32, {0, 5}), ramp({5, 4}, 0, 1));
+  EXPECT_EQ(y.array().shape, (Shape{0, 16, 4, 4}));
+  EXPECT_EQ(grouped.array().shape, (Shape{0, 16, 6, 6}));
+  EXPECT_EQ(dx.array().shape, (Shape{0, 16, 6, 6}));
+  EXPECT_EQ(values(db), std::vector<double>(20, 0.0));
+  // Collectives of empty operands still meet and return empty results (replicated: one copy).
+  auto reduced = pmap([](const Tensor& x) { return std::tuple{psum(x, "batch"), allGather(x, "batch")}; },
+                      {.devices = std::string(GetParam()) + ":2"})(Array::zeros(DType::f32, {2, 3, 0}));
+  EXPECT_EQ(std::get<0>(reduced).array().shape, (Shape{3, 0}));
+  EXPECT_EQ(std::get<1>(reduced).array().shape, (Shape{2, 3, 0}));
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, EmptyTensorTest, ::testing::Values("cpu", "sim"),
                          [](const ::testing::TestParamInfo<const char*>& info) { return std::string(info.param); });
 
