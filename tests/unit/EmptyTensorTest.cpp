@@ -80,6 +80,10 @@ TEST_P(EmptyTensorTest, ReductionsBroadcastsAndSegmentsOfNothing) {
   EXPECT_EQ(product.array().shape, (Shape{0, 5}));
   EXPECT_EQ(total.array().shape, (Shape{0, 5}));
   EXPECT_EQ(normed.array().shape, (Shape{0, 5}));
+  // Reductions over nothing: sums 0, maxima -inf.
+  auto over = jit([](const Tensor& x) { return std::tuple{sum(x, {0}), max(x, {0})}; }, on)(rows0);
+  EXPECT_EQ(values(std::get<0>(over)), std::vector<double>(5, 0.0));
+  EXPECT_EQ(values(std::get<1>(over)), std::vector<double>(5, -std::numeric_limits<double>::infinity()));
   // Segments of no row: sums 0, maxima -inf (jax's).
   auto segments = jit([](const Tensor& x, const Tensor& ids) {
     return std::tuple{segmentSum(x, ids, 3), segmentMax(x, ids, 3)};
