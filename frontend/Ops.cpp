@@ -51,11 +51,24 @@ Tensor unary(const Tensor& x, const char* name, Loc loc) {
   return trace.wrap(trace.create<OpTy>(loc, trace.valueOf(x, loc))->getResult(0));
 }
 
+// `axis` of x counted from 0 (a negative one from the end); out of range: an error naming the
+// axis as the caller gave it.
+int64_t checkedAxis(const Tensor& x, int64_t axis, const char* name, Loc loc) {
+  const int64_t rank = static_cast<int64_t>(x.rank());
+  if (axis < -rank || axis >= rank)
+    throw Error(where(loc) + ": spmd::" + name + ": axis " + std::to_string(axis) + " is out of range for " +
+                x.typeString() + " (use -1 for the last axis)");
+  return axis < 0 ? axis + rank : axis;
+}
+
 template <typename OpTy>
 Tensor reduction(const Tensor& x, std::vector<int64_t> axes, const char* name, Loc loc) {
   Trace& trace = Trace::current(name, loc);
-  for (int64_t& axis : axes)
-    if (axis < 0) axis += x.rank();
+  for (int64_t& axis : axes) axis = checkedAxis(x, axis, name, loc);
+  for (size_t i = 0; i < axes.size(); ++i)
+    if (std::count(axes.begin(), axes.begin() + std::ptrdiff_t(i), axes[i]))
+      throw Error(where(loc) + ": spmd::" + name + ": axis " + std::to_string(axes[i]) + " of " + x.typeString() +
+                  " is named twice in the axes; name each axis once");
   std::sort(axes.begin(), axes.end());
   return trace.wrap(trace.create<OpTy>(loc, trace.valueOf(x, loc), axes)->getResult(0));
 }
@@ -180,11 +193,7 @@ Tensor pool(const Tensor& x, const Pool2dOptions& options, ir::Reduction reducti
 template <typename OpTy>
 Tensor alongAxis(const Tensor& x, int64_t axis, const char* name, Loc loc) {
   Trace& trace = Trace::current(name, loc);
-  int64_t rank = static_cast<int64_t>(x.rank());
-  if (axis < -rank || axis >= rank)
-    throw Error(where(loc) + ": spmd::" + name + ": axis " + std::to_string(axis) +
-                " is out of range for " + x.typeString() + " (use -1 for the last axis)");
-  if (axis < 0) axis += rank;
+  axis = checkedAxis(x, axis, name, loc);
   return trace.wrap(trace.create<OpTy>(loc, trace.valueOf(x, loc), axis)->getResult(0));
 }
 
@@ -403,13 +412,13 @@ Tensor stopGradient(const Tensor& x, Loc loc) {
 
 Tensor argmax(const Tensor& x, int64_t axis, Loc loc) {
   Trace& trace = Trace::current("argmax", loc);
-  if (axis < 0) axis += x.rank();
+  axis = checkedAxis(x, axis, "argmax", loc);
   return trace.wrap(trace.create<ir::ArgmaxOp>(loc, trace.valueOf(x, loc), axis)->getResult(0));
 }
 
 Tensor argsort(const Tensor& x, int64_t axis, bool descending, Loc loc) {
   Trace& trace = Trace::current("argsort", loc);
-  if (axis < 0) axis += x.rank();
+  axis = checkedAxis(x, axis, "argsort", loc);
   return trace.wrap(trace.create<ir::ArgsortOp>(loc, trace.valueOf(x, loc), axis, descending)->getResult(0));
 }
 

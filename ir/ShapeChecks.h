@@ -113,15 +113,14 @@ inline LogicalResult expectRowMask(OptLoc loc, StringRef op, Value mask, RankedT
 }
 
 // The forward conv2d's output shape for input, filter, stride, padding, dilation (empty: 1, 1)
-// and groups (0: 1).
+// and groups (an absent attribute: 1; an explicit 0 is refused, as torch refuses it).
 inline FailureOr<SmallVector<int64_t>> convOutputShape(OptLoc loc, StringRef op,
                                                        RankedTensorType in,
                                                        RankedTensorType filter,
                                                        ArrayRef<int64_t> stride,
                                                        ArrayRef<int64_t> padding,
                                                        ArrayRef<int64_t> dilation = {},
-                                                       int64_t groups = 0) {
-  if (groups == 0) groups = 1;
+                                                       int64_t groups = 1) {
   const int64_t channels = in.getDimSize(1), outputs = filter.getDimSize(0);
   if (groups < 1 || channels % groups != 0 || outputs % groups != 0)
     return fail(loc, op, "groups " + std::to_string(groups) + " must be positive and divide the input's " +

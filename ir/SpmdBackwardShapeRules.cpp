@@ -21,7 +21,7 @@ LogicalResult verifyConvBackward(Operation* op, StringRef name, RankedTensorType
     return fail(loc, name, "element types differ: input " + str(input) + ", filter " +
                                str(filter) + ", result_grad " + str(resultGrad));
   auto out = convOutputShape(loc, name, input, filter, stride, padding, dilation.value_or(ArrayRef<int64_t>()),
-                             int64_t(groups.value_or(0)));
+                             int64_t(groups.value_or(1)));
   if (failed(out)) return failure();
   if (ArrayRef<int64_t>(*out) != resultGrad.getShape())
     return fail(loc, name, "result_grad " + str(resultGrad) + " does not match the forward conv2d "

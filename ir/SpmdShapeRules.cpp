@@ -59,7 +59,7 @@ LogicalResult Conv2dOp::inferReturnTypes(MLIRContext*, OptLoc loc, Adaptor adapt
                                                    filter->getDimSize(0), in->getElementType())))
     return failure();
   auto out = convOutputShape(loc, op, *in, *filter, adaptor.getStride(), adaptor.getPadding(),
-                             adaptor.getDilation().value_or(ArrayRef<int64_t>()), adaptor.getGroups().value_or(0));
+                             adaptor.getDilation().value_or(ArrayRef<int64_t>()), adaptor.getGroups().value_or(1));
   if (failed(out)) return failure();
   results.push_back(RankedTensorType::get(*out, in->getElementType()));
   return success();

@@ -176,6 +176,22 @@ TEST(BadInput, BroadcastAndReshapeErrors) {
   expectError([&] { g(Tensor(Array::zeros(DType::f32, {2, 3}))); }, {"cannot infer -1 in [4, -1]"});
 }
 
+// An axis out of range names the axis as written (not its value counted from 0), an axis named
+// twice says so, and a convolution's groups must be positive (0 was taken for 1).
+TEST(BadInput, AxesAndGroupsAreCheckedAsWritten) {
+  const Tensor x(Array::zeros(DType::f32, {3, 2}));
+  expectError([&] { jit([](const Tensor& a) { return sum(a, {-3}); })(x); },
+              {"BadInputTest.cpp", "spmd::sum: axis -3 is out of range for f32[3, 2]"});
+  expectError([&] { jit([](const Tensor& a) { return argsort(a, -5); })(x); },
+              {"spmd::argsort: axis -5 is out of range for f32[3, 2]"});
+  expectError([&] { jit([](const Tensor& a) { return argmax(a, 2); })(x); }, {"spmd::argmax: axis 2 is out of range"});
+  expectError([&] { jit([](const Tensor& a) { return max(a, {0, -2}); })(x); },
+              {"spmd::max: axis 0 of f32[3, 2] is named twice in the axes"});
+  auto conv = jit([](const Tensor& a, const Tensor& k) { return conv2d(a, k, {}, {.groups = 0}); });
+  expectError([&] { conv(Tensor(Array::zeros(DType::f32, {1, 3, 8, 8})), Tensor(Array::zeros(DType::f32, {4, 3, 3, 3}))); },
+              {"BadInputTest.cpp", "groups 0 must be positive"});
+}
+
 // A wrong dtype (arithmetic on i32 labels or ids, float labels) is refused as the op is traced,
 // at the user's line, saying how to convert; not by the pipeline's verifier after tracing ("IR
 // verification failed after tracing", with MLIR's generic form of the op).
