@@ -22,4 +22,9 @@ void DiagnosticCollector::fail(const std::string& prefix) const {
   throw Error(prefix + (text_.empty() ? "(no diagnostic)" : text_));
 }
 
+void DiagnosticCollector::failIn(const std::string& where) const {
+  if (text_.empty()) throw Error(where + " failed (no diagnostic)");
+  throw Error(text_ + "(in " + where + ")");
+}
+
 }  // namespace spmd

@@ -17,6 +17,9 @@ class DiagnosticCollector {
   const std::string& text() const { return text_; }
   // Throws spmd::Error(prefix + collected text).
   [[noreturn]] void fail(const std::string& prefix) const;
+  // Throws spmd::Error(collected text + "(in <where>)"): the diagnostics, which name the user's
+  // line, come first.
+  [[noreturn]] void failIn(const std::string& where) const;
 
  private:
   std::string text_;

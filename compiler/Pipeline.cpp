@@ -104,7 +104,7 @@ class PipelineRun {
     manager.enableVerifier(false);  // verify() below reports with the pass's name
     manager.addPass(std::move(pass));
     DiagnosticCollector diagnostics(module_.getContext());
-    if (mlir::failed(manager.run(module_))) diagnostics.fail("pass --" + name + " failed:\n");
+    if (mlir::failed(manager.run(module_))) diagnostics.failIn("the compiler's pass --" + name);
     verify(name);
   }
 

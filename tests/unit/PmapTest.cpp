@@ -524,6 +524,9 @@ TEST(PmapBadInputTest, VaryingNonScalarOutputWithoutOutAxesIsAnErrorAtItsLine) {
   auto averaged = pmap(logitsAndLoss, {.inAxes = {replicated, split}, .devices = "cpu:2"});
   std::string message = errorOf([&] { averaged(w, x); });
   EXPECT_NE(message.find("tests/unit/PmapTest.cpp:" + std::to_string(line)), std::string::npos) << message;
+  // The user's line first; the compiler's pass last, in parentheses.
+  EXPECT_EQ(message.rfind("tests/unit/PmapTest.cpp:", 0), 0u) << message;
+  EXPECT_NE(message.find("(in the compiler's pass --spmd-insert-pmean)"), std::string::npos) << message;
   EXPECT_NE(message.find("replicated output 0 ('0') of type 'tensor<2x2xf64>' varies across axis 'batch'"),
             std::string::npos) << message;
   EXPECT_NE(message.find("return it per replica with outAxes = 0"), std::string::npos) << message;
