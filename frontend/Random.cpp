@@ -62,6 +62,9 @@ Tensor uniform(const Tensor& key, const Shape& shape, DType dtype, Loc loc) {
   Trace& trace = Trace::current("random::uniform", loc);
   if (dtype == DType::i32)
     throw Error(where(loc) + ": spmd::random::uniform: dtype must be f32 or f64, got i32");
+  for (int64_t d : shape)
+    if (d < 0)
+      throw Error(where(loc) + ": spmd::random::uniform: shape " + shapeString(shape) + " has a negative extent");
   return trace.wrap(trace
                         .createWithType<ir::RandomUniformOp>(loc, detail::tensorType(dtype, shape),
                                                              trace.valueOf(key, loc))

@@ -43,8 +43,23 @@ struct Array {
   std::shared_ptr<ArrayStorage> storage;
   size_t offset = 0;  // bytes into storage where this array starts (views share storage)
 
+  // The bytes an array of `shape` holds; throws naming the shape where an extent is negative or
+  // the count does not fit in memory's addresses (a product that would wrap to a small number).
+  static size_t bytesOf(DType dtype, const Shape& shape) {
+    size_t bytes = dtypeSize(dtype);
+    for (int64_t d : shape) {
+      if (d < 0)
+        throw Error("an array " + std::string(dtypeName(dtype)) + shapeString(shape) + " has the negative extent " +
+                    std::to_string(d) + "; extents count from 0");
+      if (__builtin_mul_overflow(bytes, static_cast<size_t>(d), &bytes))
+        throw Error("an array " + std::string(dtypeName(dtype)) + shapeString(shape) +
+                    " would hold more bytes than memory can address; check its shape");
+    }
+    return bytes;
+  }
+
   static Array zeros(DType dtype, Shape shape) {
-    size_t bytes = static_cast<size_t>(numElements(shape)) * dtypeSize(dtype);
+    const size_t bytes = bytesOf(dtype, shape);
     std::shared_ptr<ArrayStorage> storage;
     try {
       storage = std::make_shared<ArrayStorage>(bytes);

@@ -192,6 +192,17 @@ TEST(BadInput, AxesAndGroupsAreCheckedAsWritten) {
               {"BadInputTest.cpp", "groups 0 must be positive"});
 }
 
+// An array's shape: a negative extent is named (it asked std::vector for more than max_size), and
+// a shape whose byte count wraps (2^32 x 2^32 floats made an array of 0 bytes) is refused.
+TEST(BadInput, ArrayShapesAreCheckedBeforeAllocating) {
+  const int64_t big = int64_t(1) << 32;
+  expectError([&] { Array::zeros(DType::f32, {-3, 2}); }, {"an array f32[-3, 2] has the negative extent -3"});
+  expectError([&] { Array::zeros(DType::f32, {big, big}); },
+              {"an array f32[4294967296, 4294967296] would hold more bytes than memory can address"});
+  expectError([&] { jit([](const Tensor& k) { return random::uniform(k, {-3, 2}); })(random::key(1)); },
+              {"BadInputTest.cpp", "spmd::random::uniform: shape [-3, 2] has a negative extent"});
+}
+
 // A wrong dtype (arithmetic on i32 labels or ids, float labels) is refused as the op is traced,
 // at the user's line, saying how to convert; not by the pipeline's verifier after tracing ("IR
 // verification failed after tracing", with MLIR's generic form of the op).
