@@ -2,6 +2,8 @@
 // SpmdBackwardShapeRules.cpp): each failure names the op, the offending shapes and the fix.
 #pragma once
 
+#include <cmath>
+
 #include <optional>
 #include <string>
 
@@ -95,8 +97,9 @@ inline LogicalResult inferBatchNorm(OptLoc loc, StringRef op, Value input, Value
   for (auto [value, name] : llvm::zip(perChannel, names))
     if (failed(expectPerChannel(loc, op, name, value, in->getDimSize(1), in->getElementType())))
       return failure();
-  if (!epsilon || epsilon.getValueAsDouble() <= 0)
-    return fail(loc, op, "epsilon must be a positive float");
+  if (!epsilon || !(epsilon.getValueAsDouble() > 0) || !std::isfinite(epsilon.getValueAsDouble()))
+    return fail(loc, op, "epsilon must be a positive finite float, got " +
+                             (epsilon ? std::to_string(epsilon.getValueAsDouble()) : std::string("none")));
   return success();
 }
 

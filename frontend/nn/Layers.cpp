@@ -194,6 +194,9 @@ BatchNormResult BatchNorm2d::crossReplica(const Tensor& x, const Tensor& scale,
 }
 
 void Linear::init(Rng& rng, Tree& params, Tree&) const {
+  if (in_ < 0 || out_ < 0)
+    throw Error("nn::Linear '" + path() + "' (in " + std::to_string(in_) + ", out " + std::to_string(out_) +
+                "): in and out must be non-negative");
   params.set(key("weight"), weightInit_(rng, {out_, in_}));
   params.set(key("bias"), init::zeros()(rng, {out_}));
 }

@@ -2,6 +2,7 @@
 // p -= lr / (1 + (t - 1) lrDecay) * g / (sqrt(s) + eps).
 #include "frontend/optim/Adagrad.h"
 
+#include <cmath>
 #include <cstring>
 
 #include "frontend/Ops.h"
@@ -24,8 +25,8 @@ Array filledArray(DType dtype, const Shape& shape, double value) {
 }  // namespace
 
 Adagrad::Adagrad(AdagradConfig config) : config_(config) {
-  if (!(config.learningRate > 0))
-    throw Error("optim::Adagrad: learningRate must be positive, got " + std::to_string(config.learningRate));
+  if (!(config.learningRate > 0) || !std::isfinite(config.learningRate))
+    throw Error("optim::Adagrad: learningRate must be positive and finite, got " + std::to_string(config.learningRate));
   if (!(config.lrDecay >= 0))
     throw Error("optim::Adagrad: lrDecay must be >= 0, got " + std::to_string(config.lrDecay));
   if (!(config.weightDecay >= 0))

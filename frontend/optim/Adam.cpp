@@ -2,6 +2,8 @@
 // p -= lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps).
 #include "frontend/optim/Adam.h"
 
+#include <cmath>
+
 #include "frontend/Ops.h"
 #include "frontend/Trace.h"
 #include "frontend/optim/Schedule.h"
@@ -9,8 +11,8 @@
 namespace spmd::optim {
 
 Adam::Adam(AdamConfig config) : config_(config) {
-  if (!(config.learningRate > 0))
-    throw Error("optim::Adam: learningRate must be positive, got " + std::to_string(config.learningRate));
+  if (!(config.learningRate > 0) || !std::isfinite(config.learningRate))
+    throw Error("optim::Adam: learningRate must be positive and finite, got " + std::to_string(config.learningRate));
   for (auto [value, name] : {std::pair{config.beta1, "beta1"}, {config.beta2, "beta2"}})
     if (value < 0 || value >= 1)
       throw Error(std::string("optim::Adam: ") + name + " must be in [0, 1), got " + std::to_string(value));

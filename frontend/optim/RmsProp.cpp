@@ -3,6 +3,8 @@
 // b = momentum b + g / d, p -= lr * b; without, p -= lr * g / d.
 #include "frontend/optim/RmsProp.h"
 
+#include <cmath>
+
 #include "frontend/Ops.h"
 #include "frontend/Trace.h"
 #include "frontend/optim/Schedule.h"
@@ -10,8 +12,8 @@
 namespace spmd::optim {
 
 RmsProp::RmsProp(RmsPropConfig config) : config_(config) {
-  if (!(config.learningRate > 0))
-    throw Error("optim::RmsProp: learningRate must be positive, got " + std::to_string(config.learningRate));
+  if (!(config.learningRate > 0) || !std::isfinite(config.learningRate))
+    throw Error("optim::RmsProp: learningRate must be positive and finite, got " + std::to_string(config.learningRate));
   if (!(config.alpha >= 0 && config.alpha < 1))
     throw Error("optim::RmsProp: alpha must be in [0, 1), got " + std::to_string(config.alpha));
   if (!(config.epsilon > 0))

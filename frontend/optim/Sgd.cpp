@@ -2,6 +2,8 @@
 // p -= lr * step (torch.optim.SGD with dampening 0; a zero buffer makes the first step buf = g).
 #include "frontend/optim/Sgd.h"
 
+#include <cmath>
+
 #include "frontend/Ops.h"
 #include "frontend/Trace.h"
 #include "frontend/optim/Schedule.h"
@@ -9,8 +11,8 @@
 namespace spmd::optim {
 
 Sgd::Sgd(SgdConfig config) : config_(config) {
-  if (!(config.learningRate > 0))
-    throw Error("optim::Sgd: learningRate must be positive, got " + std::to_string(config.learningRate));
+  if (!(config.learningRate > 0) || !std::isfinite(config.learningRate))
+    throw Error("optim::Sgd: learningRate must be positive and finite, got " + std::to_string(config.learningRate));
   if (config.momentum < 0 || config.momentum >= 1)
     throw Error("optim::Sgd: momentum must be in [0, 1), got " + std::to_string(config.momentum));
   if (config.weightDecay < 0)

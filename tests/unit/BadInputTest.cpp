@@ -203,6 +203,23 @@ TEST(BadInput, ArrayShapesAreCheckedBeforeAllocating) {
               {"BadInputTest.cpp", "spmd::random::uniform: shape [-3, 2] has a negative extent"});
 }
 
+// Numbers that would make every value NaN or infinite are refused where they are given: an
+// infinite learning rate (a NaN one was refused already), a NaN batch-norm epsilon; and a layer of
+// a negative width names the layer.
+TEST(BadInput, NonFiniteSettingsAndNegativeWidthsAreRefusedWhereGiven) {
+  expectError([] { optim::Adam({.learningRate = INFINITY}); }, {"optim::Adam: learningRate must be positive and finite, got inf"});
+  expectError([] { optim::Sgd({.learningRate = INFINITY}); }, {"optim::Sgd: learningRate must be positive and finite"});
+  const Array x = Array::zeros(DType::f32, {2, 3}), g = Array::zeros(DType::f32, {3});
+  expectError([&] { jit([](const Tensor& a, const Tensor& s) { return batchNormTrain(a, s, s, NAN).y; })(x, g); },
+              {"BadInputTest.cpp", "epsilon must be a positive finite float, got nan"});
+  expectError([] {
+    nn::Linear layer("head", 3, -1);
+    Rng rng(1);
+    Tree params, state;
+    layer.init(rng, params, state);
+  }, {"nn::Linear 'head' (in 3, out -1): in and out must be non-negative"});
+}
+
 // A wrong dtype (arithmetic on i32 labels or ids, float labels) is refused as the op is traced,
 // at the user's line, saying how to convert; not by the pipeline's verifier after tracing ("IR
 // verification failed after tracing", with MLIR's generic form of the op).

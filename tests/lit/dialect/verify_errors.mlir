@@ -74,9 +74,45 @@ func.func @bn_train_mask(%x: tensor<2x3x4x4xf32>, %s: tensor<3xf32>, %m: tensor<
 // -----
 
 func.func @bn_infer_eps(%x: tensor<2x3x4x4xf32>, %s: tensor<3xf32>) {
-  // expected-error @+2 {{epsilon must be a positive float}}
+  // expected-error @+2 {{epsilon must be a positive finite float, got 0.000000}}
   // expected-error @+1 {{failed to infer returned types}}
   %r = spmd.batch_norm_infer %x, %s, %s, %s, %s {epsilon = 0.0 : f64} : (tensor<2x3x4x4xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) -> tensor<2x3x4x4xf32>
+  return
+}
+
+// -----
+
+func.func @bn_infer_eps_nan(%x: tensor<2x3x4x4xf32>, %s: tensor<3xf32>) {
+  // expected-error @+2 {{epsilon must be a positive finite float, got nan}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %r = spmd.batch_norm_infer %x, %s, %s, %s, %s {epsilon = 0x7FF8000000000000 : f64} : (tensor<2x3x4x4xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) -> tensor<2x3x4x4xf32>
+  return
+}
+
+// -----
+
+func.func @conv_groups_zero(%x: tensor<1x4x8x8xf32>, %w: tensor<4x4x3x3xf32>) {
+  // expected-error @+2 {{groups 0 must be positive}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %r = spmd.conv2d %x, %w {padding = array<i64: 1, 1>, stride = array<i64: 1, 1>, groups = 0 : i64} : (tensor<1x4x8x8xf32>, tensor<4x4x3x3xf32>) -> tensor<1x4x8x8xf32>
+  return
+}
+
+// -----
+
+func.func @argmax_empty_axis(%x: tensor<0x5xf32>) {
+  // expected-error @+2 {{axis 0 of tensor<0x5xf32> is empty: an empty axis has no largest element}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %r = spmd.argmax %x {axis = 0 : i64} : (tensor<0x5xf32>) -> tensor<5xi32>
+  return
+}
+
+// -----
+
+func.func @bn_train_no_values(%x: tensor<0x3x4x4xf32>, %s: tensor<3xf32>) {
+  // expected-error @+2 {{holds no value per channel}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %r:3 = spmd.batch_norm_train %x, %s, %s {epsilon = 1.0e-5 : f64} : (tensor<0x3x4x4xf32>, tensor<3xf32>, tensor<3xf32>) -> (tensor<0x3x4x4xf32>, tensor<3xf32>, tensor<3xf32>)
   return
 }
 
