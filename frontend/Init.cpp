@@ -131,6 +131,8 @@ Initializer truncatedNormal(double stddev, double lower, double upper) {
 }
 
 Initializer normal(double stddev) {
+  if (!(stddev >= 0) || !std::isfinite(stddev))
+    throw Error("init::normal: the deviation must be >= 0 and finite, not " + number(stddev));
   return [stddev](Rng& rng, const Shape& shape) { return sampleNormal(rng, shape, stddev); };
 }
 

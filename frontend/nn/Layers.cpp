@@ -2,6 +2,8 @@
 // and forward ops.
 #include "frontend/nn/Layers.h"
 
+#include <cmath>
+
 #include "frontend/Collectives.h"
 #include "frontend/Random.h"
 #include "frontend/Trace.h"
@@ -117,6 +119,14 @@ Tensor Conv2d::forward(Context& ctx, const Tensor& x, Loc loc) const {
                 {{c_.stride, c_.stride}, {c_.padding, c_.padding}, {c_.dilation, c_.dilation}, c_.groups}, loc);
 }
 
+BatchNorm2d::BatchNorm2d(std::string path, int64_t channels, double epsilon, double momentum, std::string axisName)
+    : Module(std::move(path)), channels_(channels), epsilon_(epsilon), momentum_(momentum), axisName_(std::move(axisName)) {
+  if (channels < 0 || !(epsilon > 0) || !std::isfinite(epsilon) || !(momentum >= 0 && momentum <= 1))
+    throw Error("nn::BatchNorm2d '" + this->path() + "' (channels " + std::to_string(channels) + ", epsilon " +
+                std::to_string(epsilon) + ", momentum " + std::to_string(momentum) +
+                "): channels must be >= 0, epsilon positive and finite, momentum in [0, 1]");
+}
+
 void BatchNorm2d::init(Rng& rng, Tree& params, Tree& state) const {
   params.set(key("weight"), init::ones()(rng, {channels_}));
   params.set(key("bias"), init::zeros()(rng, {channels_}));
@@ -212,6 +222,12 @@ Tensor Linear::forward(Context& ctx, const Tensor& x, Loc loc) const {
                 {.transposeLhs = false, .transposeRhs = true}, loc);
 }
 
+LayerNorm::LayerNorm(std::string path, int64_t dim, double epsilon) : Module(std::move(path)), dim_(dim), epsilon_(epsilon) {
+  if (dim < 0 || !(epsilon > 0) || !std::isfinite(epsilon))
+    throw Error("nn::LayerNorm '" + this->path() + "' (dim " + std::to_string(dim) + ", epsilon " +
+                std::to_string(epsilon) + "): dim must be >= 0 and epsilon positive and finite");
+}
+
 void LayerNorm::init(Rng& rng, Tree& params, Tree&) const {
   params.set(key("weight"), init::ones()(rng, {dim_}));
   params.set(key("bias"), init::zeros()(rng, {dim_}));
@@ -241,6 +257,13 @@ Tensor GroupNorm::forward(Context& ctx, const Tensor& x, Loc loc) const {
   if (x.dtype() == DType::bf16 && scale.dtype() != DType::bf16)  // mixed precision: statistics in f32
     return cast(groupNorm(cast(x, scale.dtype(), loc), groups_, scale, offset, epsilon_, loc), x.dtype(), loc);
   return groupNorm(x, groups_, scale, offset, epsilon_, loc);
+}
+
+Embedding::Embedding(std::string path, int64_t count, int64_t dim, Initializer init)
+    : Module(std::move(path)), count_(count), dim_(dim), init_(std::move(init)) {
+  if (count < 0 || dim < 0)
+    throw Error("nn::Embedding '" + this->path() + "' (count " + std::to_string(count) + ", dim " + std::to_string(dim) +
+                "): count and dim must be >= 0");
 }
 
 void Embedding::init(Rng& rng, Tree& params, Tree&) const { params.set(key("weight"), init_(rng, {count_, dim_})); }

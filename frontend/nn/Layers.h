@@ -113,10 +113,9 @@ class ConvTranspose3d final : public Module {
 // examples alone; a replica (per-replica statistics) without any keeps its running statistics.
 class BatchNorm2d final : public Module {
  public:
+  // Throws naming the layer unless channels >= 0, epsilon is positive and finite and momentum in [0, 1].
   BatchNorm2d(std::string path, int64_t channels, double epsilon = 1e-5, double momentum = 0.1,
-              std::string axisName = "")
-      : Module(std::move(path)), channels_(channels), epsilon_(epsilon), momentum_(momentum),
-        axisName_(std::move(axisName)) {}
+              std::string axisName = "");
   void init(Rng& rng, Tree& params, Tree& state) const override;
 
  protected:
@@ -213,8 +212,7 @@ class LogSoftmax final : public Module {
 // Layer normalization over the last axis (spmd::layerNorm); weight ones, bias zeros.
 class LayerNorm final : public Module {
  public:
-  LayerNorm(std::string path, int64_t dim, double epsilon = 1e-5)
-      : Module(std::move(path)), dim_(dim), epsilon_(epsilon) {}
+  LayerNorm(std::string path, int64_t dim, double epsilon = 1e-5);  // throws unless dim >= 0, epsilon > 0 finite
   void init(Rng& rng, Tree& params, Tree& state) const override;
 
  protected:
@@ -243,8 +241,8 @@ class GroupNorm final : public Module {
 // Token ids (i32, any shape) -> rows of a [count, dim] table "weight" (spmd::embedding).
 class Embedding final : public Module {
  public:
-  Embedding(std::string path, int64_t count, int64_t dim, Initializer init = init::normal(1.0))
-      : Module(std::move(path)), count_(count), dim_(dim), init_(std::move(init)) {}
+  // Throws naming the layer unless count and dim are >= 0.
+  Embedding(std::string path, int64_t count, int64_t dim, Initializer init = init::normal(1.0));
   void init(Rng& rng, Tree& params, Tree& state) const override;
 
  protected:

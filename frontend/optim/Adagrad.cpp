@@ -29,8 +29,8 @@ Adagrad::Adagrad(AdagradConfig config) : config_(config) {
     throw Error("optim::Adagrad: learningRate must be positive and finite, got " + std::to_string(config.learningRate));
   if (!(config.lrDecay >= 0))
     throw Error("optim::Adagrad: lrDecay must be >= 0, got " + std::to_string(config.lrDecay));
-  if (!(config.weightDecay >= 0))
-    throw Error("optim::Adagrad: weightDecay must be >= 0, got " + std::to_string(config.weightDecay));
+  if (!(config.weightDecay >= 0) || !std::isfinite(config.weightDecay))
+    throw Error("optim::Adagrad: weightDecay must be >= 0 and finite, got " + std::to_string(config.weightDecay));
   if (!(config.initialAccumulatorValue >= 0))
     throw Error("optim::Adagrad: initialAccumulatorValue must be >= 0, got " +
                 std::to_string(config.initialAccumulatorValue));

@@ -18,8 +18,8 @@ Adam::Adam(AdamConfig config) : config_(config) {
       throw Error(std::string("optim::Adam: ") + name + " must be in [0, 1), got " + std::to_string(value));
   if (!(config.epsilon > 0))
     throw Error("optim::Adam: epsilon must be positive, got " + std::to_string(config.epsilon));
-  if (config.weightDecay < 0)
-    throw Error("optim::Adam: weightDecay must be >= 0, got " + std::to_string(config.weightDecay));
+  if (!(config.weightDecay >= 0) || !std::isfinite(config.weightDecay))
+    throw Error("optim::Adam: weightDecay must be >= 0 and finite, got " + std::to_string(config.weightDecay));
   checkGroups(config.groups, false, "optim::Adam");
 }
 

@@ -15,8 +15,8 @@ Sgd::Sgd(SgdConfig config) : config_(config) {
     throw Error("optim::Sgd: learningRate must be positive and finite, got " + std::to_string(config.learningRate));
   if (config.momentum < 0 || config.momentum >= 1)
     throw Error("optim::Sgd: momentum must be in [0, 1), got " + std::to_string(config.momentum));
-  if (config.weightDecay < 0)
-    throw Error("optim::Sgd: weightDecay must be >= 0, got " + std::to_string(config.weightDecay));
+  if (!(config.weightDecay >= 0) || !std::isfinite(config.weightDecay))
+    throw Error("optim::Sgd: weightDecay must be >= 0 and finite, got " + std::to_string(config.weightDecay));
   if (config.nesterov && config.momentum == 0)
     throw Error("optim::Sgd: nesterov needs momentum > 0 (as in torch.optim.SGD)");
   checkGroups(config.groups, true, "optim::Sgd");

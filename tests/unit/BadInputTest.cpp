@@ -204,14 +204,20 @@ TEST(BadInput, ArrayShapesAreCheckedBeforeAllocating) {
 }
 
 // Numbers that would make every value NaN or infinite are refused where they are given: an
-// infinite learning rate (a NaN one was refused already), a NaN batch-norm epsilon; and a layer of
-// a negative width names the layer.
+// infinite learning rate (a NaN one was refused already), a NaN weight decay, deviation, batch-norm
+// epsilon or momentum; and a layer of a negative width names the layer.
 TEST(BadInput, NonFiniteSettingsAndNegativeWidthsAreRefusedWhereGiven) {
   expectError([] { optim::Adam({.learningRate = INFINITY}); }, {"optim::Adam: learningRate must be positive and finite, got inf"});
   expectError([] { optim::Sgd({.learningRate = INFINITY}); }, {"optim::Sgd: learningRate must be positive and finite"});
   const Array x = Array::zeros(DType::f32, {2, 3}), g = Array::zeros(DType::f32, {3});
   expectError([&] { jit([](const Tensor& a, const Tensor& s) { return batchNormTrain(a, s, s, NAN).y; })(x, g); },
               {"BadInputTest.cpp", "epsilon must be a positive finite float, got nan"});
+  expectError([] { optim::Sgd({.weightDecay = NAN}); }, {"optim::Sgd: weightDecay must be >= 0 and finite, got nan"});
+  expectError([] { init::normal(NAN); }, {"init::normal: the deviation must be >= 0 and finite, not nan"});
+  expectError([] { nn::BatchNorm2d("stage1.0.bn1", 64, 1e-5, NAN); },
+              {"nn::BatchNorm2d 'stage1.0.bn1'", "momentum in [0, 1]"});
+  expectError([] { nn::LayerNorm("ln", 8, NAN); }, {"nn::LayerNorm 'ln'", "epsilon positive and finite"});
+  expectError([] { nn::Embedding("tokens", -1, 8); }, {"nn::Embedding 'tokens' (count -1, dim 8)"});
   expectError([] {
     nn::Linear layer("head", 3, -1);
     Rng rng(1);
