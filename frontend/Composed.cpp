@@ -5,6 +5,7 @@
 #include <limits>
 #include <string>
 
+#include "frontend/Checks.h"
 #include "frontend/Indexing.h"
 #include "frontend/Ops.h"
 #include "frontend/Trace.h"
@@ -160,10 +161,7 @@ Tensor softmaxCrossEntropy(const Tensor& logits, const Tensor& labels, double la
 
 Tensor cumsum(const Tensor& x, int64_t axis, Loc loc) {
   tracing("cumsum", loc);
-  const int64_t rank = x.rank(), at = axis < 0 ? axis + rank : axis;
-  if (at < 0 || at >= rank)
-    throw Error(where(loc) + ": spmd::cumsum: axis " + std::to_string(axis) + " is outside x " + x.typeString() +
-                " (rank " + std::to_string(rank) + "; negative axes count from the end)");
+  const int64_t rank = x.rank(), at = detail::checkedAxis(x, axis, "cumsum", loc);
   if (x.dtype() == DType::i32)
     throw Error(where(loc) + ": spmd::cumsum: x " + x.typeString() +
                 " is an integer tensor; running sums are float only (cast it: spmd::cast(x, DType::f32))");

@@ -5,6 +5,7 @@
 #include <string>
 #include <utility>
 
+#include "frontend/Checks.h"
 #include "frontend/Ops.h"
 #include "frontend/Trace.h"
 #include "runtime/base/Error.h"
@@ -29,10 +30,7 @@ Tensor detail::indexCheckZeros(const Tensor& index, int64_t bound, DType dtype, 
 
 Tensor take(const Tensor& x, const Tensor& indices, int64_t axis, Loc loc) {
   whileTracing("take", loc);
-  const int64_t rank = x.rank(), at = axis < 0 ? axis + rank : axis;
-  if (at < 0 || at >= rank)
-    throw Error(where(loc) + ": spmd::take: axis " + std::to_string(axis) + " is outside x " + x.typeString() +
-                " (rank " + std::to_string(rank) + "; negative axes count from the end)");
+  const int64_t rank = x.rank(), at = detail::checkedAxis(x, axis, "take", loc);
   if (indices.dtype() != DType::i32)
     throw Error(where(loc) + ": spmd::take: indices must be i32, got " + indices.typeString() +
                 " (cast them: spmd::cast(indices, DType::i32))");
@@ -64,10 +62,7 @@ namespace {
 // from the front.
 int64_t indexAxis(const char* name, const Tensor& x, const Tensor& index, const Tensor& source, int64_t axis, Loc loc) {
   const std::string at = where(loc) + ": spmd::" + name + ": ";
-  const int64_t rank = x.rank(), a = axis < 0 ? axis + rank : axis;
-  if (a < 0 || a >= rank)
-    throw Error(at + "axis " + std::to_string(axis) + " is outside x " + x.typeString() + " (rank " +
-                std::to_string(rank) + "; negative axes count from the end)");
+  const int64_t a = detail::checkedAxis(x, axis, name, loc);
   if (index.dtype() != DType::i32 || index.rank() != 1)
     throw Error(at + "index must be i32 of one axis, got " + index.typeString());
   Shape want = x.shape();

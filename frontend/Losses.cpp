@@ -128,6 +128,14 @@ std::string calledAt(const char* name, Loc loc) {
   return where(loc) + ": spmd::" + name + ": ";
 }
 
+int64_t checkedAxis(const Tensor& x, int64_t axis, const char* name, Loc loc) {
+  const int64_t rank = x.rank(), at = axis < 0 ? axis + rank : axis;
+  if (at < 0 || at >= rank)
+    throw Error(calledAt(name, loc) + "axis " + std::to_string(axis) + " is outside " + x.typeString() + " (rank " +
+                std::to_string(rank) + "; negative axes count from the end)");
+  return at;
+}
+
 void requireFloat(const Tensor& x, const char* what, const char* name, Loc loc) {
   if (x.dtype() != DType::f32 && x.dtype() != DType::f64 && x.dtype() != DType::bf16)
     throw Error(calledAt(name, loc) + what + " " + x.typeString() + " is not a float tensor; cast it (spmd::cast(" +

@@ -17,15 +17,8 @@ using detail::where;
 namespace {
 
 using detail::calledAt;
+using detail::checkedAxis;
 using detail::requireFloat;
-
-int64_t checkedAxis(const Tensor& x, int64_t axis, const char* name, Loc loc) {
-  const int64_t a = axis < 0 ? axis + x.rank() : axis;
-  if (a < 0 || a >= x.rank())
-    throw Error(calledAt(name, loc) + "axis " + std::to_string(axis) + " is outside " + x.typeString() + " (rank " +
-                std::to_string(x.rank()) + "; negative axes count from the end)");
-  return a;
-}
 
 // s^(1 / ord) of a sum s >= 0, with 0 (and a zero gradient) where s is 0.
 Tensor rootOf(const Tensor& s, double ord, Loc loc) {

@@ -6,12 +6,14 @@
 #include <limits>
 
 #include "ir/SpmdDialect.h"
+#include "frontend/Checks.h"
 #include "frontend/Trace.h"
 #include "frontend/Indexing.h"
 
 namespace spmd {
 
 using detail::Trace;
+using detail::checkedAxis;
 using detail::where;
 namespace ir = spmd::ir;
 
@@ -49,16 +51,6 @@ template <typename OpTy>
 Tensor unary(const Tensor& x, const char* name, Loc loc) {
   Trace& trace = Trace::current(name, loc);
   return trace.wrap(trace.create<OpTy>(loc, trace.valueOf(x, loc))->getResult(0));
-}
-
-// `axis` of x counted from 0 (a negative one from the end); out of range: an error naming the
-// axis as the caller gave it.
-int64_t checkedAxis(const Tensor& x, int64_t axis, const char* name, Loc loc) {
-  const int64_t rank = static_cast<int64_t>(x.rank());
-  if (axis < -rank || axis >= rank)
-    throw Error(where(loc) + ": spmd::" + name + ": axis " + std::to_string(axis) + " is out of range for " +
-                x.typeString() + " (use -1 for the last axis)");
-  return axis < 0 ? axis + rank : axis;
 }
 
 template <typename OpTy>
@@ -452,10 +444,7 @@ int64_t scatterAxis(const char* name, const Tensor& x, const Tensor& indices, co
                     Loc loc) {
   const std::string at = where(loc) + ": spmd::" + name + ": ";
   const int64_t rank = x.rank();
-  if (axis < 0) axis += rank;
-  if (axis < 0 || axis >= rank)
-    throw Error(at + "axis is outside x " + x.typeString() + " (rank " + std::to_string(rank) +
-                "; negative axes count from the end)");
+  axis = checkedAxis(x, axis, name, loc);
   if (indices.dtype() != DType::i32)
     throw Error(at + "indices must be i32, got " + indices.typeString() + " (cast them: spmd::cast(indices, DType::i32))");
   bool fits = indices.shape() == updates.shape() && indices.rank() == rank && updates.dtype() == x.dtype();
