@@ -9,6 +9,7 @@
 
 #include "runtime/base/Error.h"
 #include "runtime/cpu/DirectF64Conv.h"
+#include "runtime/cpu/Kernels.h"
 #include "runtime/cpu/Onednn.h"
 #include "runtime/cpu/OwnGemm.h"
 #include "runtime/cpu/OwnIsa.h"
@@ -243,6 +244,7 @@ std::vector<const VariantSet*> cpuVariantSets() {
 }
 
 void chooseCpuVariant(KernelCall& call, ChoiceExchange* exchange) {
+  if (overNothing(call)) return;  // no variant runs on it (runtime/cpu/EmptySums.cpp)
   const VariantSet& set = cpuVariants(call.step.op);
   if (call.in[0].dtype != DType::bf16 || onednnBf16()) return chooseVariant(call, set, exchange);
   // Emulated bf16 runs the f32 kernels on f32 copies (runtime/device/WidenedBf16.h): choose there.

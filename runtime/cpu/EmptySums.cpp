@@ -13,11 +13,21 @@
 
 namespace spmd::runtime::cpu {
 
-bool emptySums(KernelCall& call) {
-  auto empty = [](const TensorView& t) { return t.numel() == 0; };
-  if (std::all_of(call.out.begin(), call.out.end(), empty)) return true;
+namespace {
+
+bool holdsNothing(const TensorView& t) { return t.numel() == 0; }
+
+}  // namespace
+
+bool overNothing(const KernelCall& call) {
   const auto operandsEnd = call.in.begin() + std::min<std::ptrdiff_t>(std::ptrdiff_t(call.in.size()), 2);
-  if (std::none_of(call.in.begin(), operandsEnd, empty)) return false;  // the third input is a bias
+  return std::all_of(call.out.begin(), call.out.end(), holdsNothing) ||
+         std::any_of(call.in.begin(), operandsEnd, holdsNothing);  // the third input is a bias
+}
+
+bool emptySums(KernelCall& call) {
+  if (!overNothing(call)) return false;
+  if (std::all_of(call.out.begin(), call.out.end(), holdsNothing)) return true;
   const TensorView& y = call.out[0];
   const size_t size = dtypeSize(y.dtype);
   std::memset(y.data, 0, size_t(y.numel()) * size);

@@ -51,5 +51,8 @@ SPMD_ELEMENTWISE_OPS(SPMD_DECLARE_KERNEL)
 // outputs hold no element, or where its sums run over an empty extent (then written: zeros, plus
 // the bias); false where there is work for its variants.
 bool emptySums(KernelCall& call);
+// Whether a convolution or matmul call is one emptySums handles (nothing for a variant to run,
+// nor for the timing to choose).
+bool overNothing(const KernelCall& call);
 
 }  // namespace spmd::runtime::cpu

@@ -11,6 +11,8 @@
 
 #include "TestUtil.h"
 #include "frontend/spmd.h"
+#include "runtime/cpu/CpuVariants.h"
+#include "runtime/program/OpAttrs.h"
 
 namespace spmd {
 namespace {
@@ -127,6 +129,22 @@ TEST_P(EmptyTensorTest, GradientsNormalizationsAndCollectivesOfNothing) {
                       {.devices = std::string(GetParam()) + ":2"})(Array::zeros(DType::f32, {2, 3, 0}));
   EXPECT_EQ(std::get<0>(reduced).array().shape, (Shape{3, 0}));
   EXPECT_EQ(std::get<1>(reduced).array().shape, (Shape{2, 3, 0}));
+}
+
+// Across processes process 0 chooses the kernels before the first step, calling the CPU's choice
+// on each step directly (Executor::chooseKernels): an empty batch's convolution has nothing to
+// time, where the timing's sliced variants divided by it (SIGFPE).
+TEST(EmptyTensorChoiceTest, ChoosingAVariantForAConvolutionOverNothingTimesNothing) {
+  runtime::Step step{"conv2d", {}, {}, {{"stride", std::vector<int64_t>{1, 1}}, {"padding", std::vector<int64_t>{1, 1}}},
+                     "EmptyTensorTest"};
+  runtime::decodeAttributes(step);
+  Array x = Array::zeros(DType::f32, {0, 16, 8, 8}), w = ramp({16, 16, 3, 3}, -1, 0.001), y = Array::zeros(DType::f32, {0, 16, 8, 8});
+  const std::vector<runtime::TensorView> in{{x.data(), x.dtype, x.shape, ""}, {w.data(), w.dtype, w.shape, ""}},
+      out{{y.data(), y.dtype, y.shape, ""}};
+  std::shared_ptr<void> cache;
+  runtime::KernelCall call{step, in, out, cache};
+  runtime::cpu::chooseCpuVariant(call, nullptr);
+  EXPECT_EQ(cache, nullptr) << "no variant ran";
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, EmptyTensorTest, ::testing::Values("cpu", "sim"),
