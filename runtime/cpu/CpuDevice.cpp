@@ -1,10 +1,12 @@
 // CpuDevice: aligned host allocations and memcpy transfers.
 #include "runtime/cpu/CpuDevice.h"
 
+
 #include <cstdlib>
 #include <cstring>
 #include <new>
 
+#include "runtime/base/CopyBytes.h"
 #include "runtime/base/HostMemory.h"
 
 namespace spmd::runtime {
@@ -20,16 +22,16 @@ std::shared_ptr<std::byte> CpuDevice::allocate(size_t bytes) {
 
 void CpuDevice::copyToDevice(std::byte* dst, const std::byte* src, size_t bytes) {
   countToDevice(bytes);
-  if (dst != src) std::memcpy(dst, src, bytes);
+  if (dst != src) copyBytes(dst, src, bytes);
 }
 
 void CpuDevice::copyToHost(std::byte* dst, const std::byte* src, size_t bytes) {
   countToHost(bytes);
-  if (dst != src) std::memcpy(dst, src, bytes);
+  if (dst != src) copyBytes(dst, src, bytes);
 }
 
 void CpuDevice::copyOnDevice(std::byte* dst, const std::byte* src, size_t bytes) {
-  if (dst != src) std::memcpy(dst, src, bytes);
+  if (dst != src) copyBytes(dst, src, bytes);
 }
 
 }  // namespace spmd::runtime

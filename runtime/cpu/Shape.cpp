@@ -145,7 +145,7 @@ void pad(KernelCall& call) {
 }
 
 void reshape(KernelCall& call) {
-  if (call.out[0].data == call.in[0].data) return;  // the memory plan put the result in place
+  if (call.out[0].data == call.in[0].data || call.in[0].numel() == 0) return;  // in place, or nothing
   std::memcpy(call.out[0].data, call.in[0].data, call.in[0].numel() * dtypeSize(call.in[0].dtype));
 }
 

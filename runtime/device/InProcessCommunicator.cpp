@@ -3,6 +3,7 @@
 // rank's buffer, so all replicas hold the same bits and the order never depends on timing.
 #include "runtime/device/InProcessCommunicator.h"
 
+#include "runtime/base/CopyBytes.h"
 #include "runtime/base/Error.h"
 #include "runtime/base/PollBriefly.h"
 #include "runtime/base/Timeline.h"
@@ -134,7 +135,7 @@ Communicator::Pending InProcessCommunicator::allReduce(std::span<const Segment> 
     // One replica standing for one leaf: the fold of a single value is that value (a mean
     // divides by 1), so the result is the operands as they are, without staging or a fold pass.
     for (size_t k = 0; k < in.size(); ++k)
-      if (out[k].data != in[k].data) std::memcpy(out[k].data, in[k].data, size_t(in[k].count) * e);
+      if (out[k].data != in[k].data) copyBytes(out[k].data, in[k].data, size_t(in[k].count) * e);
     return {};
   }
   if (size() == 1) {
@@ -194,11 +195,11 @@ void InProcessCommunicator::reduceSegments(std::span<const Segment> in, std::spa
     for (const Segment& s : in) total += s.count;
     if (staging_.size() < size_t(total) * e) staging_.resize(size_t(total) * e);
     size_t offset = 0;
-    for (const Segment& s : in) std::memcpy(staging_.data() + offset, s.data, s.count * e), offset += s.count * e;
+    for (const Segment& s : in) copyBytes(staging_.data() + offset, s.data, s.count * e), offset += s.count * e;
     const Segment flat{staging_.data(), total};
     reduceSegments({&flat, 1}, {&flat, 1}, dtype, op, members, what);
     offset = 0;
-    for (const Segment& s : out) std::memcpy(s.data, staging_.data() + offset, s.count * e), offset += s.count * e;
+    for (const Segment& s : out) copyBytes(s.data, staging_.data() + offset, s.count * e), offset += s.count * e;
     return;
   }
   const int n = size();
@@ -246,7 +247,7 @@ void InProcessCommunicator::reduceSegments(std::span<const Segment> in, std::spa
     tree.run(dtype, sources.data(), from, to, op, divisor, results);
     for (int m = 0; m < g; ++m)
       if (m != position)
-        std::memcpy(static_cast<std::byte*>(group[size_t(m)]->out[k].data) + size_t(from) * e, result,
+        copyBytes(static_cast<std::byte*>(group[size_t(m)]->out[k].data) + size_t(from) * e, result,
                     size_t(to - from) * e);
   }
   group_->barrier(rank_, what);  // nobody reads its results or reuses its operands before every slice is written
@@ -270,7 +271,7 @@ Communicator::Pending InProcessCommunicator::allGatherInGroup(const void* in, vo
                                                               std::span<const int64_t> members, const std::string& what) {
   const std::vector<const void*>& sources = group_->exchange(rank_, in, what);
   for (size_t k = 0; k < members.size(); ++k)
-    std::memcpy(static_cast<std::byte*>(out) + k * bytes, sources[size_t(members[k])], bytes);
+    copyBytes(static_cast<std::byte*>(out) + k * bytes, sources[size_t(members[k])], bytes);
   group_->barrier(rank_, what);  // inputs stay alive until every replica has copied them
   return {};
 }
@@ -280,8 +281,8 @@ Communicator::Pending InProcessCommunicator::permute(const void* in, void* out, 
                                                      std::span<const int64_t> pairs, const std::string& what) {
   const std::vector<const void*>& sources = group_->exchange(rank_, in, what);
   const int64_t source = ppermuteSource(pairs, rank_);
-  if (source < 0) std::memset(out, 0, bytes);
-  else std::memcpy(out, sources[size_t(source)], bytes);
+  if (source < 0 && bytes > 0) std::memset(out, 0, bytes);
+  else copyBytes(out, sources[size_t(source)], bytes);
   group_->barrier(rank_, what);  // inputs stay alive until every replica has copied its source's
   return {};
 }
@@ -291,7 +292,7 @@ Communicator::Pending InProcessCommunicator::allToAll(const void* in, void* out,
                                                       const std::string& what) {
   const std::vector<const void*>& sources = group_->exchange(rank_, in, what);
   for (size_t j = 0; j < sources.size(); ++j)
-    std::memcpy(static_cast<std::byte*>(out) + j * blockBytes,
+    copyBytes(static_cast<std::byte*>(out) + j * blockBytes,
                 static_cast<const std::byte*>(sources[j]) + size_t(rank_) * blockBytes, blockBytes);
   group_->barrier(rank_, what);  // inputs stay alive until every replica has copied its blocks
   return {};
@@ -303,7 +304,7 @@ Communicator::Pending InProcessCommunicator::allToAllInGroup(const void* in, voi
   const std::vector<const void*>& sources = group_->exchange(rank_, in, what);
   const size_t position = size_t(std::find(members.begin(), members.end(), int64_t(rank_)) - members.begin());
   for (size_t k = 0; k < members.size(); ++k)
-    std::memcpy(static_cast<std::byte*>(out) + k * blockBytes,
+    copyBytes(static_cast<std::byte*>(out) + k * blockBytes,
                 static_cast<const std::byte*>(sources[size_t(members[k])]) + position * blockBytes, blockBytes);
   group_->barrier(rank_, what);  // inputs stay alive until every member has copied its blocks
   return {};
@@ -342,7 +343,7 @@ Communicator::Pending InProcessCommunicator::allGather(const void* in, void* out
                                                        const std::string& what, bool) {
   const std::vector<const void*>& sources = group_->exchange(rank_, in, what);
   for (int r = 0; r < size(); ++r)
-    std::memcpy(static_cast<std::byte*>(out) + r * bytes, sources[r], bytes);
+    copyBytes(static_cast<std::byte*>(out) + r * bytes, sources[r], bytes);
   group_->barrier(rank_, what);  // inputs stay alive until every replica has copied them
   return {};
 }

@@ -1,6 +1,7 @@
 // SimDevice: separate allocations, a stream thread, errors kept until synchronize.
 #include "runtime/sim/SimDevice.h"
 
+
 #include <cstdlib>
 #include <algorithm>
 #include <chrono>
@@ -8,6 +9,7 @@
 #include <cstring>
 #include <vector>
 
+#include "runtime/base/CopyBytes.h"
 #include "runtime/base/HostMemory.h"
 
 namespace spmd::runtime {
@@ -96,6 +98,7 @@ std::shared_ptr<std::byte> SimDevice::allocate(size_t bytes) {
 void SimDevice::copyToDevice(std::byte* dst, const std::byte* src, size_t bytes) {
   refuseWhileCapturing("a copy from host memory");
   countToDevice(bytes);
+  if (bytes == 0) return;  // nothing to stage (an empty buffer may have no address)
   // Like cudaMemcpyAsync from pageable memory: the source is staged before the call returns.
   auto staged = std::make_shared<std::vector<std::byte>>(src, src + bytes);
   enqueue("copy to " + name(), [dst, staged] { std::memcpy(dst, staged->data(), staged->size()); });
@@ -105,7 +108,7 @@ void SimDevice::copyToHost(std::byte* dst, const std::byte* src, size_t bytes) {
   refuseWhileCapturing("a copy to host memory");
   countToHost(bytes);
   synchronize();
-  std::memcpy(dst, src, bytes);
+  copyBytes(dst, src, bytes);
 }
 
 void SimDevice::copyOnDevice(std::byte* dst, const std::byte* src, size_t bytes) {
