@@ -76,8 +76,8 @@ Tensor classesLast(const Tensor& x, Loc loc) {
   std::vector<int64_t> perm = {0};
   for (int64_t a = 2; a < x.rank(); ++a) perm.push_back(a);
   perm.push_back(1);
-  int64_t rows = x.dim(0);  // not -1: no class (C = 0) would leave it undetermined
-  for (int64_t a = 2; a < x.rank(); ++a) rows *= x.dim(a);
+  // Not -1: no class (C = 0) would leave it undetermined.
+  const int64_t rows = x.dim(0) * numElements(std::span(x.shape()).subspan(2));
   return reshape(transpose(x, perm, loc), {rows, x.dim(1)}, loc);
 }
 

@@ -232,8 +232,8 @@ Tensor groupNorm(const Tensor& x, int64_t groups, const Tensor& scale, const Ten
                 offset.typeString());
   if (!(epsilon > 0)) throw Error(where(loc) + ": spmd::groupNorm: epsilon must be positive");
   const int64_t n = x.dim(0);
-  int64_t perGroup = channels / groups;  // not -1: an empty batch leaves it undetermined
-  for (int64_t d = 2; d < x.rank(); ++d) perGroup *= x.dim(d);
+  // Not -1: an empty batch leaves it undetermined.
+  const int64_t perGroup = channels / groups * numElements(std::span(x.shape()).subspan(2));
   Tensor grouped = reshape(x, {n, groups, perGroup}, loc);
   Tensor centered = sub(grouped, reshape(mean(grouped, {-1}, loc), {n, groups, 1}, loc), loc);
   Tensor variance = reshape(mean(mul(centered, centered, loc), {-1}, loc), {n, groups, 1}, loc);
@@ -516,8 +516,7 @@ Tensor segmentReduce(const char* name, Segment kind, const Tensor& data, const T
   // The rows as [N, width], folded by a sort of the ids (runtime/kernels/Embedding.h), where a
   // scatter's gather would visit every row for every segment: sums as an embedding lookup's
   // table gradient, max and min by segment_reduce.
-  int64_t width = 1;  // the product of data's other extents (data may have no rows)
-  for (size_t d = 1; d < data.shape().size(); ++d) width *= data.dim(int64_t(d));
+  const int64_t width = numElements(std::span(data.shape()).subspan(1));  // data may have no rows
   const mlir::Value flat = trace.valueOf(reshape(data, {data.dim(0), width}, loc), loc);
   const mlir::Type type = detail::tensorType(data.dtype(), {segments, width});
   mlir::Operation* fold =

@@ -122,8 +122,8 @@ namespace {
 
 constexpr int64_t kGammaCandidates = 16;
 
-// The uniform numbers of `components` gamma draws of n elements each: [components, 3 x 16 + 1, n].
-int64_t gammaRows() { return 3 * kGammaCandidates + 1; }
+// Rows of uniform numbers a gamma draw of n elements takes: [3 x 16 + 1, n] (logGamma says which).
+constexpr int64_t kGammaRows = 3 * kGammaCandidates + 1;
 
 // The logarithms of n gamma(alpha) numbers ([n]) from their uniform numbers u ([rows, n]):
 // rows 0-15 and 16-31 the candidates' normal numbers z, rows 32-47 their acceptance's uniform
@@ -158,10 +158,10 @@ Tensor logGammas(const Tensor& key, const std::vector<double>& alpha, int64_t n,
       throw Error(where(loc) + ": spmd::random::" + who + ": every alpha must be a finite number > 0, got " +
                   std::to_string(a));
   const int64_t count = int64_t(alpha.size());
-  Tensor u = uniform(key, {count, gammaRows(), n}, drawn, loc);
+  Tensor u = uniform(key, {count, kGammaRows, n}, drawn, loc);
   std::vector<Tensor> logs;
   for (int64_t j = 0; j < count; ++j)
-    logs.push_back(reshape(logGamma(reshape(slice(u, {j, 0, 0}, {j + 1, gammaRows(), n}, loc), {gammaRows(), n}, loc),
+    logs.push_back(reshape(logGamma(reshape(slice(u, {j, 0, 0}, {j + 1, kGammaRows, n}, loc), {kGammaRows, n}, loc),
                                     alpha[size_t(j)], n, loc),
                            {1, n}, loc));
   return count == 1 ? logs[0] : concat(logs, 0, loc);

@@ -38,8 +38,7 @@ struct NormLayout {
 };
 
 inline NormLayout normLayoutOf(const TensorView& x) {
-  int64_t spatial = 1;  // the extents after the channels (x may hold no element)
-  for (size_t d = 2; d < x.rank(); ++d) spatial *= x.dim(d);
+  const int64_t spatial = numElements(x.shape.subspan(2));  // not numel / (N C): x may hold no element
   NormLayout l{x.dim(0), x.dim(1), spatial, 1, false, {}, {}};
   if (x.layout == kChannelsLast) l = NormLayout{x.dim(0) * spatial, x.dim(1), 1, spatial, false, {}, {}};
   else if (!x.layout.empty())
