@@ -4,6 +4,7 @@
 #include "runtime/base/Timeline.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 
@@ -98,7 +99,13 @@ runtime::Program CompileLog::compileTrace(Trace& trace, const CompileOptions& op
   char suffix[24];
   std::snprintf(suffix, sizeof suffix, "-%08llx", static_cast<unsigned long long>(hash & 0xffffffffull));
   CompileOptions withName = options;
-  withName.dumpName = name + suffix;
+  // The name is the user's (PmapOptions::name, any text): as a path component, every character
+  // but letters, digits, '_' and '-' becomes '_', so that "../x" or "a/b" stays one directory
+  // inside the dump directory.
+  std::string safe = name;
+  for (char& c : safe)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-') c = '_';
+  withName.dumpName = safe + suffix;
   lastDumpDir_ = dumpDirectory(withName);
   runtime::Program program = compile(trace.module(), withName);
   program.name = name;

@@ -124,10 +124,13 @@ Tensor variance(const Tensor& x, std::vector<int64_t> axes, int64_t correction, 
   tracing("variance", loc);
   const Tensor average = mean(x, axes, loc);  // checks the axes
   const int64_t n = x.numel() / std::max<int64_t>(average.numel(), 1);
-  if (correction < 0 || n <= correction)
-    throw Error(where(loc) + ": spmd::variance: " + std::to_string(n) + " elements a slice of " + x.typeString() +
-                " leave nothing to divide by with correction " + std::to_string(correction) +
-                " (n - correction must be positive; correction 0 is the biased variance)");
+  if (correction < 0)
+    throw Error(where(loc) + ": spmd::variance: correction " + std::to_string(correction) +
+                " is negative; give 0 (the biased variance) or more (1: torch.var's unbiased one)");
+  if (n <= correction)
+    throw Error(where(loc) + ": spmd::variance: each slice of " + x.typeString() + " holds " + std::to_string(n) +
+                " element" + (n == 1 ? "" : "s") + ", which leaves nothing to divide by with correction " +
+                std::to_string(correction) + " (n - correction must be positive; correction 0 is the biased variance)");
   const Tensor centered = sub(x, reshape(average, keptShape(x, axes), loc), loc);
   return mul(sum(mul(centered, centered, loc), axes, loc), 1.0 / double(n - correction), loc);
 }

@@ -309,11 +309,18 @@ Tensor cast(const Tensor& x, DType dtype, Loc loc) {
 Tensor broadcastTo(const Tensor& x, const Shape& shape, Loc loc) {
   if (x.shape() == shape) return x;
   Trace& trace = Trace::current("broadcastTo", loc);
-  if (x.shape().size() > shape.size())
-    throw Error(where(loc) + ": spmd::broadcastTo: cannot broadcast " + x.typeString() +
-                " to the lower-rank shape " + shapeString(shape));
+  const std::string at = where(loc) + ": spmd::broadcastTo: cannot broadcast " + x.typeString() + " to " + shapeString(shape);
+  if (x.shape().size() > shape.size()) throw Error(at + ", a shape of lower rank");
+  const size_t lead = shape.size() - x.shape().size();
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] < 0) throw Error(at + ": extent " + std::to_string(d) + " is negative");
+    // NumPy's rule, x's dims aligned with the shape's last ones: each is 1 or the shape's.
+    if (d >= lead && x.shape()[d - lead] != 1 && x.shape()[d - lead] != shape[d])
+      throw Error(at + ": x's dim " + std::to_string(d - lead) + " is " + std::to_string(x.shape()[d - lead]) +
+                  ", which is neither 1 nor " + std::to_string(shape[d]));
+  }
   std::vector<int64_t> dims(x.shape().size());
-  std::iota(dims.begin(), dims.end(), static_cast<int64_t>(shape.size() - x.shape().size()));
+  std::iota(dims.begin(), dims.end(), static_cast<int64_t>(lead));
   return trace.wrap(trace
                         .createWithType<ir::BroadcastInDimOp>(
                             loc, detail::tensorType(x.dtype(), shape), trace.valueOf(x, loc), dims)
@@ -363,6 +370,10 @@ Tensor where(const Tensor& condition, const Tensor& onTrue, const Tensor& onFals
 Tensor reshape(const Tensor& x, const Shape& shape, Loc loc) {
   Trace& trace = Trace::current("reshape", loc);
   Shape resolved = shape;
+  if (std::count(shape.begin(), shape.end(), -1) > 1 ||
+      std::any_of(shape.begin(), shape.end(), [](int64_t e) { return e < -1; }))
+    throw Error(where(loc) + ": spmd::reshape: shape " + shapeString(shape) + " for " + x.typeString() +
+                " must have non-negative extents, and at most one -1 (the extent inferred from the rest)");
   auto unknown = std::find(resolved.begin(), resolved.end(), -1);
   if (unknown != resolved.end()) {
     int64_t known = -numElements(resolved);  // product with the -1 counted once

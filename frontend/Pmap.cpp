@@ -236,6 +236,13 @@ PmapCore::PmapCore(PmapOptions options, bool jit, Loc defined) : state_(std::mak
     throw Error(jitPrefix(o) + "device list '" + state_->devices.spec + "' has " +
                 std::to_string(state_->devices.size()) + " devices but jit runs on one; use spmd::pmap to run " +
                 "one replica per device, or name one device (e.g. " + state_->devices.backend + ":1)");
+  if (!(o.collectiveTimeoutSeconds >= 0 && o.collectiveTimeoutSeconds <= 1e7))  // NaN too
+    throw Error(prefix(o) + "collectiveTimeoutSeconds is " + std::to_string(o.collectiveTimeoutSeconds) +
+                "; give the seconds a collective may wait for the other replicas (up to 1e7), or 0 for "
+                "$SPMD_COLLECTIVE_TIMEOUT, else 300");
+  if (o.driftCheckEvery < 0)
+    throw Error(prefix(o) + "driftCheckEvery is " + std::to_string(o.driftCheckEvery) +
+                "; give a number of steps between checks, or 0 for none");
   state_->timeout = runtime::collectiveTimeoutFromEnvironment(o.collectiveTimeoutSeconds);
   if (o.accumulate < 1 || (o.accumulate & (o.accumulate - 1)) != 0 || o.accumulate > 4096)
     throw Error(prefix(o) + "accumulate is " + std::to_string(o.accumulate) +

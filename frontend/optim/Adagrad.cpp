@@ -27,15 +27,15 @@ Array filledArray(DType dtype, const Shape& shape, double value) {
 Adagrad::Adagrad(AdagradConfig config) : config_(config) {
   if (!(config.learningRate > 0) || !std::isfinite(config.learningRate))
     throw Error("optim::Adagrad: learningRate must be positive and finite, got " + std::to_string(config.learningRate));
-  if (!(config.lrDecay >= 0))
-    throw Error("optim::Adagrad: lrDecay must be >= 0, got " + std::to_string(config.lrDecay));
+  if (!(config.lrDecay >= 0) || !std::isfinite(config.lrDecay))
+    throw Error("optim::Adagrad: lrDecay must be >= 0 and finite, got " + std::to_string(config.lrDecay));
   if (!(config.weightDecay >= 0) || !std::isfinite(config.weightDecay))
     throw Error("optim::Adagrad: weightDecay must be >= 0 and finite, got " + std::to_string(config.weightDecay));
-  if (!(config.initialAccumulatorValue >= 0))
-    throw Error("optim::Adagrad: initialAccumulatorValue must be >= 0, got " +
+  if (!(config.initialAccumulatorValue >= 0) || !std::isfinite(config.initialAccumulatorValue))
+    throw Error("optim::Adagrad: initialAccumulatorValue must be >= 0 and finite, got " +
                 std::to_string(config.initialAccumulatorValue));
-  if (!(config.epsilon > 0))
-    throw Error("optim::Adagrad: epsilon must be positive, got " + std::to_string(config.epsilon));
+  if (!(config.epsilon > 0) || !std::isfinite(config.epsilon))
+    throw Error("optim::Adagrad: epsilon must be positive and finite, got " + std::to_string(config.epsilon));
   checkGroups(config.groups, false, "optim::Adagrad");
 }
 

@@ -14,10 +14,10 @@ Adam::Adam(AdamConfig config) : config_(config) {
   if (!(config.learningRate > 0) || !std::isfinite(config.learningRate))
     throw Error("optim::Adam: learningRate must be positive and finite, got " + std::to_string(config.learningRate));
   for (auto [value, name] : {std::pair{config.beta1, "beta1"}, {config.beta2, "beta2"}})
-    if (value < 0 || value >= 1)
+    if (!(value >= 0 && value < 1))  // NaN too
       throw Error(std::string("optim::Adam: ") + name + " must be in [0, 1), got " + std::to_string(value));
-  if (!(config.epsilon > 0))
-    throw Error("optim::Adam: epsilon must be positive, got " + std::to_string(config.epsilon));
+  if (!(config.epsilon > 0) || !std::isfinite(config.epsilon))
+    throw Error("optim::Adam: epsilon must be positive and finite, got " + std::to_string(config.epsilon));
   if (!(config.weightDecay >= 0) || !std::isfinite(config.weightDecay))
     throw Error("optim::Adam: weightDecay must be >= 0 and finite, got " + std::to_string(config.weightDecay));
   checkGroups(config.groups, false, "optim::Adam");

@@ -16,8 +16,8 @@ RmsProp::RmsProp(RmsPropConfig config) : config_(config) {
     throw Error("optim::RmsProp: learningRate must be positive and finite, got " + std::to_string(config.learningRate));
   if (!(config.alpha >= 0 && config.alpha < 1))
     throw Error("optim::RmsProp: alpha must be in [0, 1), got " + std::to_string(config.alpha));
-  if (!(config.epsilon > 0))
-    throw Error("optim::RmsProp: epsilon must be positive, got " + std::to_string(config.epsilon));
+  if (!(config.epsilon > 0) || !std::isfinite(config.epsilon))
+    throw Error("optim::RmsProp: epsilon must be positive and finite, got " + std::to_string(config.epsilon));
   if (!(config.weightDecay >= 0) || !std::isfinite(config.weightDecay))
     throw Error("optim::RmsProp: weightDecay must be >= 0 and finite, got " + std::to_string(config.weightDecay));
   if (!(config.momentum >= 0 && config.momentum < 1))

@@ -34,7 +34,7 @@ Schedule stepDecay(double base, int64_t every, double factor) {
 Schedule cosineDecay(double base, int64_t steps, double floor) {
   requirePositive("cosineDecay", "base", base);
   if (steps < 1) throw Error("optim::cosineDecay: steps must be >= 1, got " + std::to_string(steps));
-  if (floor < 0 || floor > base)
+  if (!(floor >= 0 && floor <= base))  // NaN too
     throw Error("optim::cosineDecay: floor must be in [0, base], got " + std::to_string(floor));
   return [=](int64_t t) {
     double done = double(std::min(t, steps)) / double(steps);
@@ -52,10 +52,13 @@ Schedule linearWarmup(int64_t warmupSteps, Schedule after) {
 
 Array rateAt(const Schedule& schedule, int64_t step, DType dtype) {
   if (!schedule) throw Error("optim::rateAt: the schedule is empty");
+  if (step < 0)
+    throw Error("optim::rateAt: step " + std::to_string(step) + " is negative; steps count from 0 (the first step's rate)");
   double rate = schedule(step);
-  if (!(rate > 0) || !std::isfinite(rate))
+  // 0 is a rate (cosineDecay's default floor, reached at its last step; torch.optim takes lr = 0).
+  if (!(rate >= 0) || !std::isfinite(rate))
     throw Error("optim::rateAt: the schedule gives " + std::to_string(rate) + " at step " + std::to_string(step) +
-                "; a learning rate must be a positive finite number");
+                "; a learning rate must be a non-negative finite number");
   if (dtype == DType::i32) throw Error("optim::rateAt: the rate's dtype must be a float (the parameters'), got i32");
   return Array::scalar(dtype, rate);
 }

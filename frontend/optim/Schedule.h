@@ -24,7 +24,7 @@ Schedule cosineDecay(double base, int64_t steps, double floor = 0.0);
 Schedule linearWarmup(int64_t warmupSteps, Schedule after);
 
 // The schedule's rate at `step` as a rank-0 array of `dtype` (the parameters' float type).
-// Throws naming the step when the rate is not a positive finite number.
+// Throws naming the step where it is negative or the rate is not a non-negative finite number.
 Array rateAt(const Schedule& schedule, int64_t step, DType dtype = DType::f32);
 
 // x * rate, for optimizers: the traced `rate` when defined (it must be rank 0 and of x's dtype;

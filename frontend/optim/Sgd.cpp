@@ -13,7 +13,7 @@ namespace spmd::optim {
 Sgd::Sgd(SgdConfig config) : config_(config) {
   if (!(config.learningRate > 0) || !std::isfinite(config.learningRate))
     throw Error("optim::Sgd: learningRate must be positive and finite, got " + std::to_string(config.learningRate));
-  if (config.momentum < 0 || config.momentum >= 1)
+  if (!(config.momentum >= 0 && config.momentum < 1))  // NaN too
     throw Error("optim::Sgd: momentum must be in [0, 1), got " + std::to_string(config.momentum));
   if (!(config.weightDecay >= 0) || !std::isfinite(config.weightDecay))
     throw Error("optim::Sgd: weightDecay must be >= 0 and finite, got " + std::to_string(config.weightDecay));

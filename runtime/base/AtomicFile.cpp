@@ -34,9 +34,17 @@ void writeFileAtomically(const std::string& path, const std::vector<std::span<co
   std::filesystem::path target(path);
   std::filesystem::path dir = target.parent_path().empty() ? "." : target.parent_path();
   // A unique temporary name, so two writers of one path never share (and tear) a temp file.
+  std::error_code ignored;
+  if (std::filesystem::is_directory(target, ignored))
+    throw Error(path + ": is a directory; name a file (in it, or beside it) to write");
   std::string temp = (dir / (temporaryPrefix(target) + "XXXXXX")).string();
   int fd = ::mkostemp(temp.data(), O_CLOEXEC);
-  if (fd < 0) throw Error(temp + ": cannot create: " + std::strerror(errno));
+  if (fd < 0) {
+    const std::string why = std::strerror(errno);
+    throw Error(path + ": cannot write: its temporary file " + temp + " cannot be created (" + why + "); " +
+                (std::filesystem::is_directory(dir, ignored) ? "make the directory " + dir.string() + " writable"
+                                                             : "the directory " + dir.string() + " does not exist: create it"));
+  }
   ::fchmod(fd, 0644);
   try {
     for (std::span<const std::byte> part : parts) writeAll(fd, part.data(), part.size(), temp);

@@ -168,12 +168,47 @@ TEST(BadInput, AnUnusableDumpDirectoryNamesItsVariable) {
   EXPECT_NE(message.find("point it at a writable directory, or unset it"), std::string::npos) << message;
 }
 
+// The function's name is any text; in the dump directory's path its characters other than
+// letters, digits, '_' and '-' are '_', so that it names one directory inside the dump directory.
+TEST(BadInput, AFunctionsNameStaysInsideTheDumpDirectory) {
+  const auto dir = std::filesystem::temp_directory_path() / ("spmd_dump_names_" + std::to_string(::getpid()));
+  auto f = jit([](const Tensor& x) { return relu(x); }, {.name = "../up/a b", .dumpDir = dir.string()});
+  f(Array::zeros(DType::f32, {3}));
+  const std::filesystem::path made = f.lastDumpDir();
+  std::filesystem::remove_all(dir);
+  EXPECT_EQ(made.parent_path(), dir) << made;
+  EXPECT_EQ(made.filename().string().rfind("___up_a_b-", 0), 0u) << made;
+}
+
+// Options out of range are refused by name: a negative or NaN collective timeout (which waited
+// for nothing), a negative drift-check interval (which checked nothing).
+TEST(BadInput, PmapOptionsOutOfRangeAreNamed) {
+  const Array x = Array::zeros(DType::f32, {2, 3});
+  auto mean = [](const Tensor& v) { return pmean(v, "batch"); };
+  expectError([&] { pmap(mean, {.devices = "cpu:2", .collectiveTimeoutSeconds = -1})(x); },
+              {"spmd::pmap 'main': collectiveTimeoutSeconds is -1.000000; give the seconds a collective may wait"});
+  expectError([&] { pmap(mean, {.devices = "cpu:2", .collectiveTimeoutSeconds = NAN})(x); },
+              {"collectiveTimeoutSeconds is nan"});
+  expectError([&] { pmap(mean, {.devices = "cpu:2", .driftCheckEvery = -2})(x); },
+              {"spmd::pmap 'main': driftCheckEvery is -2; give a number of steps between checks, or 0 for none"});
+}
+
 TEST(BadInput, BroadcastAndReshapeErrors) {
   auto f = jit([](const Tensor& a, const Tensor& b) { return add(a, b); });
   expectError([&] { f(Tensor(Array::zeros(DType::f32, {2, 3})), Tensor(Array::zeros(DType::f32, {4}))); },
               {"spmd::add: shapes [2, 3] and [4] do not broadcast"});
   auto g = jit([](const Tensor& a) { return reshape(a, {4, -1}); });
   expectError([&] { g(Tensor(Array::zeros(DType::f32, {2, 3}))); }, {"cannot infer -1 in [4, -1]"});
+  // Negative extents other than one -1 (whose product could match x's count: [-2, -3] for 6) and a
+  // broadcast's are refused at the call, not by the plan's checks of a buffer f32[-1, 3].
+  const Tensor six(Array::zeros(DType::f32, {2, 3}));
+  expectError([&] { jit([](const Tensor& a) { return reshape(a, {-2, -3}); })(six); },
+              {"BadInputTest.cpp", "spmd::reshape: shape [-2, -3] for f32[2, 3] must have non-negative extents, and at most one -1"});
+  expectError([&] { jit([](const Tensor& a) { return broadcastTo(a, {-1, 3}); })(Tensor(Array::zeros(DType::f32, {1, 3}))); },
+              {"BadInputTest.cpp", "spmd::broadcastTo: cannot broadcast f32[1, 3] to [-1, 3]: extent 0 is negative"});
+  expectError([&] { jit([](const Tensor& a) { return broadcastTo(a, {4, 2, 4}); })(six); },
+              {"BadInputTest.cpp", "spmd::broadcastTo: cannot broadcast f32[2, 3] to [4, 2, 4]: x's dim 1 is 3, which is neither 1 nor 4"});
+  EXPECT_EQ(jit([](const Tensor& a) { return broadcastTo(a, {4, 2, 3}); })(six).array().shape, (Shape{4, 2, 3}));
 }
 
 // An axis out of range names the axis as written (not its value counted from 0), an axis named
@@ -213,6 +248,11 @@ TEST(BadInput, NonFiniteSettingsAndNegativeWidthsAreRefusedWhereGiven) {
   expectError([&] { jit([](const Tensor& a, const Tensor& s) { return batchNormTrain(a, s, s, NAN).y; })(x, g); },
               {"BadInputTest.cpp", "epsilon must be a positive finite float, got nan"});
   expectError([] { optim::Sgd({.weightDecay = NAN}); }, {"optim::Sgd: weightDecay must be >= 0 and finite, got nan"});
+  // NaN passed the range checks written as `x < 0 || x >= 1`; an infinite epsilon made every update 0.
+  expectError([] { optim::Sgd({.momentum = NAN}); }, {"optim::Sgd: momentum must be in [0, 1), got nan"});
+  expectError([] { optim::Adam({.beta2 = NAN}); }, {"optim::Adam: beta2 must be in [0, 1), got nan"});
+  expectError([] { optim::Adam({.epsilon = INFINITY}); }, {"optim::Adam: epsilon must be positive and finite, got inf"});
+  expectError([] { optim::cosineDecay(0.1, 10, NAN); }, {"optim::cosineDecay: floor must be in [0, base], got nan"});
   expectError([] { init::normal(NAN); }, {"init::normal: the deviation must be >= 0 and finite, not nan"});
   expectError([] { nn::BatchNorm2d("stage1.0.bn1", 64, 1e-5, NAN); },
               {"nn::BatchNorm2d 'stage1.0.bn1'", "momentum in [0, 1]"});

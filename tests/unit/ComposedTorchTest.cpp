@@ -671,7 +671,7 @@ TEST(ComposedTorchTest, ActivationLayersAreTheirFunctionsAndBadArgumentsNameTheL
   const std::string bounds = refused([](const Tensor& t) { return clamp(t, 1.0, -1.0); });
   EXPECT_NE(bounds.find("spmd::clamp: the bounds must be numbers with low <= high"), std::string::npos) << bounds;
   const std::string correction = refused([](const Tensor& t) { return variance(t, {0}, 2); });
-  EXPECT_NE(correction.find("spmd::variance: 2 elements a slice of f32[2, 3] leave nothing to divide by with correction 2"),
+  EXPECT_NE(correction.find("spmd::variance: each slice of f32[2, 3] holds 2 elements, which leaves nothing to divide by with correction 2"),
             std::string::npos)
       << correction;
   const std::string smoothing = refused([](const Tensor& t) {

@@ -125,6 +125,11 @@ TEST(HyperparameterTest, BadRatesAndSchedulesSayWhatIsWrong) {
   EXPECT_EQ(error, "no error") << "a valid schedule";
   error = errorOf([&] { optim::rateAt([](int64_t t) { return 0.1 - 0.01 * double(t); }, 12); });
   EXPECT_NE(error.find("at step 12"), std::string::npos) << error;
+  error = errorOf([&] { optim::rateAt(optim::constantRate(0.1), -1); });
+  EXPECT_NE(error.find("step -1 is negative"), std::string::npos) << error;
+  // cosineDecay's default floor is 0, its rate from `steps` on: a rate, as torch.optim's lr = 0.
+  EXPECT_EQ(optim::rateAt(optim::cosineDecay(0.1, 10), 10).values<float>()[0], 0.0f);
+  EXPECT_FLOAT_EQ(optim::rateAt(optim::cosineDecay(0.1, 10), 5).values<float>()[0], 0.05f);
   error = errorOf([&] { optim::cosineDecay(0.1, 0); });
   EXPECT_NE(error.find("steps must be >= 1"), std::string::npos) << error;
 }

@@ -111,5 +111,17 @@ TEST(ResourceTest, AtomicWritesOfOnePathFromTwoWritersNeverTear) {
   std::filesystem::remove_all(dir);
 }
 
+// A write that cannot happen names the path asked for and why: a directory where the file would
+// be, a directory that does not exist (not only the temporary file's name and errno).
+TEST(ResourceTest, AnAtomicWriteThatCannotHappenSaysWhy) {
+  const std::string none = "/nonexistent-spmd-dir/x.safetensors";
+  std::string message = testing::errorOf([&] { writeFileAtomically(none, {}); });
+  EXPECT_EQ(message.rfind(none + ": cannot write: its temporary file /nonexistent-spmd-dir/.x.safetensors.", 0), 0u) << message;
+  EXPECT_NE(message.find("the directory /nonexistent-spmd-dir does not exist: create it"), std::string::npos) << message;
+  const std::string dir = std::filesystem::temp_directory_path().string();
+  message = testing::errorOf([&] { writeFileAtomically(dir, {}); });
+  EXPECT_EQ(message, dir + ": is a directory; name a file (in it, or beside it) to write");
+}
+
 }  // namespace
 }  // namespace spmd
