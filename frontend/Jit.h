@@ -37,6 +37,15 @@ class JitCore : public PmapCore {
                  /*jit=*/true, defined) {}
 };
 
+// A jitted function called while another function is traced joins that trace, its ops inlined
+// (jax's jit inside jit): the arguments as they are (traced ones, or constants), the function's
+// results as it returns them; its options (devices, donation) are the enclosing function's.
+template <typename F, typename... Args>
+Result_t<F, Args...> callInline(F& f, const Args&... args) {
+  auto [flat, argumentLeaves] = flattenArguments(args...);
+  return *callTraced(f, flat.leaves, args...);
+}
+
 }  // namespace detail
 
 template <typename F>
@@ -45,8 +54,11 @@ class Jitted : public detail::CompiledFunction<detail::JitCore> {
   Jitted(F f, const JitOptions& options, Loc defined)
       : CompiledFunction(std::make_shared<detail::JitCore>(options, defined)), f_(std::move(f)) {}
 
+  // Called while another function is traced, the function joins that trace (detail::callInline);
+  // else it runs, compiled for these arguments' signature.
   template <typename... Args>
   auto operator()(const Args&... args) {
+    if (detail::tracing()) return detail::callInline(f_, args...);
     return detail::callCompiled(*core_, f_, args...);
   }
 

@@ -426,8 +426,9 @@ std::pair<std::vector<Tensor>, std::shared_ptr<void>> PmapCore::call(
     if (!leaves[i].defined())
       throw Error(who() + names[i] + " is an undefined tensor");
     if (leaves[i].isTraced())
-      throw Error(who() + names[i] + " is a traced tensor; calling a pmapped function inside "
-                  "another traced function is not supported, call the plain function instead");
+      throw Error(who() + names[i] + " is a traced tensor of a function traced earlier (it escaped that function, "
+                  "kept in a variable the function captured) and has no value; return it from that function and pass "
+                  "the result");
     local.push_back(localShape(leaves[i], axes[i], devices, names[i], o));
     tags.push_back(tagOf(axes[i]));
   }

@@ -12,11 +12,12 @@ Tensor::Tensor(Array concrete)
 Tensor::Tensor(std::shared_ptr<runtime::DeviceArray> resident)
     : dtype_(resident->dtype()), shape_(resident->globalShape()), resident_(std::move(resident)) {}
 
-Tensor Tensor::traced(detail::Trace* trace, void* value, DType dtype, Shape shape) {
+Tensor Tensor::traced(detail::Trace* trace, uint64_t serial, void* value, DType dtype, Shape shape) {
   Tensor t;
   t.dtype_ = dtype;
   t.shape_ = std::move(shape);
   t.trace_ = trace;
+  t.traceSerial_ = serial;
   t.value_ = value;
   return t;
 }

@@ -43,9 +43,11 @@ class Tensor {
   // "f32[4, 1, 28, 28]"
   std::string typeString() const;
 
-  // Internal to the frontend: the traced value (an opaque mlir::Value) and its trace.
-  static Tensor traced(detail::Trace* trace, void* value, DType dtype, Shape shape);
+  // Internal to the frontend: the traced value (an opaque mlir::Value), its trace and that
+  // trace's serial number (a later trace may be made at a finished one's address).
+  static Tensor traced(detail::Trace* trace, uint64_t serial, void* value, DType dtype, Shape shape);
   detail::Trace* trace() const { return trace_; }
+  uint64_t traceSerial() const { return traceSerial_; }
   void* value() const { return value_; }
 
  private:
@@ -54,6 +56,7 @@ class Tensor {
   std::optional<Array> array_;
   std::shared_ptr<runtime::DeviceArray> resident_;
   detail::Trace* trace_ = nullptr;
+  uint64_t traceSerial_ = 0;
   void* value_ = nullptr;
 };
 

@@ -1,6 +1,8 @@
 // Trace: the module under construction, Tensor <-> mlir::Value, locations and scopes.
 #include "frontend/Trace.h"
 
+#include <atomic>
+
 #include "compiler/Registration.h"
 #include "frontend/Mesh.h"
 #include "ir/SpmdDialect.h"
@@ -66,8 +68,12 @@ mlir::RankedTensorType tensorType(DType dtype, const Shape& shape) {
   return mlir::RankedTensorType::get(shape, elementType(dtype));
 }
 
+namespace {
+std::atomic<uint64_t> traceSerials{0};
+}  // namespace
+
 Trace::Trace(const std::string& name)
-    : context_(newContext()), builder_(context_.get()), previous_(currentTrace) {
+    : context_(newContext()), builder_(context_.get()), previous_(currentTrace), serial_(++traceSerials) {
   mlir::Location loc = mlir::NameLoc::get(builder_.getStringAttr(name));
   module_ = mlir::ModuleOp::create(loc);
   builder_.setInsertionPointToEnd(module_->getBody());
@@ -196,11 +202,12 @@ mlir::Value Trace::valueOf(const Tensor& tensor, Loc loc) {
   if (!tensor.defined())
     throw Error(where(loc) +
                 ": an undefined (default-constructed) tensor was passed to an op");
-  if (tensor.trace() == this) return mlir::Value::getFromOpaquePointer(tensor.value());
+  if (tensor.trace() == this && tensor.traceSerial() == serial_) return mlir::Value::getFromOpaquePointer(tensor.value());
   if (tensor.isTraced())
     throw Error(where(loc) +
                 ": tensor " + tensor.typeString() + " belongs to another trace (a traced value "
-                "escaped its spmd::jit function); pass it in as an argument instead");
+                "escaped its spmd::jit function, kept in a variable the function captured); return it from "
+                "that function, or pass it in as an argument instead");
   const Array& array = tensor.array();
   auto type = tensorType(array.dtype, array.shape);
   auto attr = mlir::DenseElementsAttr::getFromRawBuffer(
@@ -210,7 +217,7 @@ mlir::Value Trace::valueOf(const Tensor& tensor, Loc loc) {
 
 Tensor Trace::wrap(mlir::Value value) {
   auto type = llvm::cast<mlir::RankedTensorType>(value.getType());
-  return Tensor::traced(this, const_cast<void*>(value.getAsOpaquePointer()),
+  return Tensor::traced(this, serial_, const_cast<void*>(value.getAsOpaquePointer()),
                         dtypeOf(type.getElementType()),
                         Shape(type.getShape().begin(), type.getShape().end()));
 }

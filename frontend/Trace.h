@@ -128,6 +128,7 @@ class Trace {
   mlir::OpBuilder builder_;
   std::vector<std::string> scopes_;
   Trace* previous_;
+  const uint64_t serial_;  // unique per trace: its tensors carry it (Tensor::traceSerial)
   std::string axisName_;
   int64_t axisSize_ = 0;
   std::shared_ptr<const Mesh> mesh_;
