@@ -643,7 +643,7 @@ std::vector<std::pair<std::string, std::string>> PmapCore::fingerprint(const std
 // binding by placement, donation by the Program's pairs, outputs left on the devices.
 std::vector<Tensor> PmapCore::run(Entry& entry, const std::vector<Tensor>& leaves, const std::vector<size_t>& argumentLeaves) {
   const PmapOptions& o = state_->options;
-  runtime::CallLayout layout{.stacked = {}, .perReplicaOutputs = o.allReplicas, .who = "pmap '" + o.name + "'"};
+  runtime::CallLayout layout{.stacked = {}, .perReplicaOutputs = o.allReplicas, .who = (state_->jit ? "jit '" : "pmap '") + o.name + "'"};
   for (Axis axis : entry.outputAxes) layout.stacked.push_back(axis.kind == Axis::Kind::Stacked);
   const std::vector<runtime::CallArgument> arguments =
       callArguments(leaves, donatedLeaves(o, argumentLeaves, leaves.size()));

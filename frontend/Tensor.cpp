@@ -2,6 +2,7 @@
 #include "frontend/Tensor.h"
 
 #include "frontend/Tree.h"
+#include "frontend/Trace.h"
 #include "runtime/exec/DeviceArray.h"
 
 namespace spmd {
@@ -41,7 +42,7 @@ const Array& Tensor::array() const {
 
 std::string Tensor::typeString() const { return std::string(dtypeName(dtype_)) + shapeString(shape_); }
 
-const Tensor& Tree::at(const std::string& name) const {
+const Tensor& Tree::at(const std::string& name, Loc loc) const {
   auto it = items_.find(name);
   if (it == items_.end()) {
     std::string known;
@@ -49,7 +50,7 @@ const Tensor& Tree::at(const std::string& name) const {
       if (known.size() > 200) { known += ", ..."; break; }
       known += (known.empty() ? "" : ", ") + key;
     }
-    throw Error("tree has no entry '" + name + "' (it has " + std::to_string(items_.size()) +
+    throw Error(detail::where(loc) + ": tree has no entry '" + name + "' (it has " + std::to_string(items_.size()) +
                 " entries: " + known + ")");
   }
   return it->second;

@@ -101,7 +101,12 @@ Tensor Trace::addArgument(DType dtype, const Shape& shape) {
 
 void Trace::finish(const std::vector<Tensor>& outputs, Loc loc) {
   llvm::SmallVector<mlir::Value> values;
-  for (const Tensor& t : outputs) values.push_back(valueOf(t, loc));
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    if (!outputs[i].defined())
+      throw Error(where(loc) + ": output " + std::to_string(i) + " of the traced function is an undefined "
+                  "(default-constructed) tensor; return a computed one");
+    values.push_back(valueOf(outputs[i], loc));
+  }
   builder_.create<mlir::func::ReturnOp>(location(loc), values);
   mlir::Block& body = function_.getBody().front();
   function_.setFunctionType(

@@ -13,7 +13,8 @@ class Tree {
  public:
   using Map = std::map<std::string, Tensor>;
 
-  const Tensor& at(const std::string& name) const;  // throws, naming the missing key
+  // Throws, naming the missing key and the caller's line.
+  const Tensor& at(const std::string& name, Loc loc = Loc::current()) const;
   void set(const std::string& name, Tensor value) { items_[name] = std::move(value); }
   bool contains(const std::string& name) const { return items_.count(name) != 0; }
   size_t size() const { return items_.size(); }

@@ -193,6 +193,21 @@ TEST(BadInput, PmapOptionsOutOfRangeAreNamed) {
               {"spmd::pmap 'main': driftCheckEvery is -2; give a number of steps between checks, or 0 for none"});
 }
 
+// A missing tree entry names the caller's line; an undefined output says it is an output; a value
+// donated to a jit function names jit, not pmap.
+TEST(BadInput, TreeEntriesOutputsAndDonationsAreNamedAsWritten) {
+  Tree t;
+  t.set("a", Array::zeros(DType::f32, {3}));
+  const std::string line = "BadInputTest.cpp:" + std::to_string(__LINE__ + 1) + ": tree has no entry 'zz' (it has 1 entries: a)";
+  expectError([&] { jit([](const Tree& u) { return u.at("zz") * 2.0; })(t); }, {line});
+  expectError([&] { jit([](const Tensor&) { return Tensor(); })(Array::zeros(DType::f32, {3})); },
+              {"BadInputTest.cpp", "output 0 of the traced function is an undefined (default-constructed) tensor"});
+  auto twice = jit([](const Tensor& x) { return x * 2.0; }, {.donateArguments = {0}});
+  Tensor first = twice(Array::zeros(DType::f32, {3}));
+  Tensor second = twice(first);
+  expectError([&] { first.array(); }, {"the value f32[3] was donated to jit 'main' and can no longer be used"});
+}
+
 TEST(BadInput, BroadcastAndReshapeErrors) {
   auto f = jit([](const Tensor& a, const Tensor& b) { return add(a, b); });
   expectError([&] { f(Tensor(Array::zeros(DType::f32, {2, 3})), Tensor(Array::zeros(DType::f32, {4}))); },
