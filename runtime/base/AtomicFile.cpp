@@ -26,7 +26,12 @@ void writeAll(int fd, const std::byte* p, size_t bytes, const std::string& path)
 }
 
 // The temporaries beside `target` are named this prefix and 6 characters (mkostemp's XXXXXX).
-std::string temporaryPrefix(const std::filesystem::path& target) { return "." + target.filename().string() + "."; }
+std::string temporaryPrefix(const std::filesystem::path& target) {
+  std::string prefix = ".";  // built by appends: GCC 12 warns (-Wrestrict) on "." + name once inlined
+  prefix += target.filename().string();
+  prefix += '.';
+  return prefix;
+}
 
 }  // namespace
 
@@ -40,10 +45,15 @@ void writeFileAtomically(const std::string& path, const std::vector<std::span<co
   std::string temp = (dir / (temporaryPrefix(target) + "XXXXXX")).string();
   int fd = ::mkostemp(temp.data(), O_CLOEXEC);
   if (fd < 0) {
-    const std::string why = std::strerror(errno);
-    throw Error(path + ": cannot write: its temporary file " + temp + " cannot be created (" + why + "); " +
-                (std::filesystem::is_directory(dir, ignored) ? "make the directory " + dir.string() + " writable"
-                                                             : "the directory " + dir.string() + " does not exist: create it"));
+    std::string message = path;
+    message += ": cannot write: its temporary file " + temp + " cannot be created (";
+    message += std::strerror(errno);
+    message += "); ";
+    if (std::filesystem::is_directory(dir, ignored))
+      message += "make the directory " + dir.string() + " writable";
+    else
+      message += "the directory " + dir.string() + " does not exist: create it";
+    throw Error(message);
   }
   ::fchmod(fd, 0644);
   try {

@@ -352,6 +352,7 @@ void runGraph(const KernelCall& call, const ConvPlan& p, const TensorView& x, co
 
 // inputs: x, w, optional bias; output: y
 void conv2d(KernelCall& call) {
+  if (emptySums(call)) return;  // cuDNN refuses zero extents
   const TensorView &x = call.in[0], &w = call.in[1], &y = call.out[0];
   ConvPlan& p = cachedPlan<cudnnConvolutionFwdAlgoPerf_t>(
       call, x, w, y, "conv2d", "forward algorithm choice",
@@ -401,6 +402,7 @@ void conv2d(KernelCall& call) {
 
 // inputs: result_grad (y), filter; output: input_grad (x)
 void conv2d_backward_data(KernelCall& call) {
+  if (emptySums(call)) return;  // cuDNN refuses zero extents
   const TensorView &dy = call.in[0], &w = call.in[1], &dx = call.out[0];
   ConvPlan& p = cachedPlan<cudnnConvolutionBwdDataAlgoPerf_t>(
       call, dx, w, dy, "conv2d_backward_data", "backward-data algorithm choice",
@@ -426,6 +428,7 @@ void conv2d_backward_data(KernelCall& call) {
 
 // inputs: input (x), result_grad (y); output: filter_grad
 void conv2d_backward_filter(KernelCall& call) {
+  if (emptySums(call)) return;  // cuDNN refuses zero extents
   const TensorView &x = call.in[0], &dy = call.in[1], &dw = call.out[0];
   ConvPlan& p = cachedPlan<cudnnConvolutionBwdFilterAlgoPerf_t>(
       call, x, dw, dy, "conv2d_backward_filter", "backward-filter algorithm choice",

@@ -11,6 +11,7 @@
 #include "runtime/kernels/Convert.h"
 #include "runtime/kernels/ConvGemm.h"
 #include "runtime/kernels/Dense.h"
+#include "runtime/kernels/EmptySums.h"
 #include "runtime/program/Layouts.h"
 
 namespace spmd::runtime::cuda {
@@ -37,7 +38,14 @@ struct WidenedRowBiasFn {
 
 }  // namespace
 
+bool emptySums(KernelCall& call) {
+  if (!kernels::emptySums<CudaApi>(call)) return false;
+  checkLaunch(call);
+  return true;
+}
+
 void matmul(KernelCall& call) {
+  if (emptySums(call)) return;  // K = 0 is a leading dimension of 0 to cuBLAS
   bool ta = call.step.flag("transpose_lhs"), tb = call.step.flag("transpose_rhs");
   const TensorView &a = call.in[0], &b = call.in[1], &y = call.out[0];
   size_t r = y.rank() - 2;  // batched: [B, M, N], one GEMM per batch entry (strided batched)

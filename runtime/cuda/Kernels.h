@@ -26,6 +26,10 @@ SPMD_CUDA_OPS(SPMD_DECLARE_KERNEL)
 // y[n, c, h, w] = bias[c] (cuda/Dense.cu): a bf16 convolution's bias, which cuDNN then adds its
 // result to (beta = 1), one rounding as on the other backends.
 void writeChannelBias(KernelCall& call, const TensorView& bias, const TensorView& y);
+// A convolution (either backward op too) or matmul over nothing (kernels/EmptySums.h, in
+// cuda/Dense.cu): true where its outputs are written (nothing, or zeros plus the bias), before any
+// cuDNN or cuBLAS call, which refuse zero extents.
+bool emptySums(KernelCall& call);
 // y = max(0, y) in place (cuda/Dense.cu; kernels::ReluInPlaceFn): a conv2d's relu where cuDNN's
 // graph does not fuse it.
 void reluInPlace(KernelCall& call, const TensorView& y);

@@ -14,6 +14,7 @@
 #include "runtime/device/KernelChoice.h"
 #include "runtime/kernels/ConvGemm.h"
 #include "runtime/kernels/Dense.h"
+#include "runtime/kernels/EmptySums.h"
 #include "runtime/kernels/Library.h"
 #include "runtime/sim/SimApi.h"
 namespace spmd::runtime::sim {
@@ -46,6 +47,7 @@ struct BiasedMatmul {
 };
 
 void matmul(KernelCall& call) {
+  if (kernels::emptySums<SimApi>(call)) return;  // as the cuda backend, before cuBLAS
   static const KernelFn cpu = cpuKernels().at("matmul").fn;
   // Unbiased, or bf16 (the CPU's bf16 matmul, or its f32 one between roundings, bias and all: one rounding).
   if (call.in.size() < 3 || call.in[0].dtype == DType::bf16)
@@ -126,6 +128,7 @@ void throughPlain(KernelCall& call, KernelFn cpu) {
 // (neither dilated nor grouped).
 template <const char* Op>
 void conv(KernelCall& call) {
+  if (kernels::emptySums<SimApi>(call)) return;  // as the cuda backend, before cuDNN or its GEMM variant
   if (KernelChoices::process().pinOf(Op) != "gemm") {
     if (channelsLast(call)) return throughPlain(call, cpuKernels().at(Op).fn);
     return onStream<Op>(call);
