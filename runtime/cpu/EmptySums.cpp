@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "runtime/cpu/Kernels.h"
+#include "runtime/kernels/EmptySums.h"
 #include "runtime/program/Layouts.h"
 
 namespace spmd::runtime::cpu {
@@ -19,11 +20,7 @@ bool holdsNothing(const TensorView& t) { return t.numel() == 0; }
 
 }  // namespace
 
-bool overNothing(const KernelCall& call) {
-  const auto operandsEnd = call.in.begin() + std::min<std::ptrdiff_t>(std::ptrdiff_t(call.in.size()), 2);
-  return std::all_of(call.out.begin(), call.out.end(), holdsNothing) ||
-         std::any_of(call.in.begin(), operandsEnd, holdsNothing);  // the third input is a bias
-}
+bool overNothing(const KernelCall& call) { return kernels::sumsOverNothing(call); }
 
 bool emptySums(KernelCall& call) {
   if (!overNothing(call)) return false;
