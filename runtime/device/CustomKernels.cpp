@@ -231,7 +231,15 @@ void runCustomCall(KernelCall& call) {
     return to;
   };
   const std::vector<CustomTensorView> in = views(call.in, "input"), out = views(call.out, "output");
-  state.kernels->cpu(CustomKernelArgs{in, out, state.attributes});
+  try {
+    state.kernels->cpu(CustomKernelArgs{in, out, state.attributes});
+  } catch (const std::exception&) {
+    throw;  // the step's error names the op and line, then this message
+  } catch (...) {  // an int, a string literal: on a replica's thread it would end the process
+    throw Error("custom op '" + attrsOf<CustomCallAttrs>(call.step).target +
+                "': its host kernel threw something that is not a std::exception; throw spmd::Error (or another "
+                "std::exception) with a message");
+  }
 }
 
 }  // namespace spmd::runtime

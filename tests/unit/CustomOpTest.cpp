@@ -320,6 +320,18 @@ TEST(CustomOpTest, MisuseIsAClearError) {
   });
   EXPECT_NE(noVjp.find("custom op 'test.affine2' has no VJP, so gradients cannot flow through it"), std::string::npos)
       << noVjp;
+  // A host kernel that throws something other than a std::exception (an int) stops the step with
+  // a message, on cpu and on sim, whose replica thread it ended (std::terminate) before.
+  registerCustomOp({.name = "test.throws_int", .shape = same, .cpu = [](const CustomKernelArgs&) { throw 42; }});
+  for (const char* devices : {"cpu", "sim"}) {
+    const std::string thrown = errorOf([&] {
+      jit([](const Tensor& v) { return customCall("test.throws_int", {v})[0]; }, {.devices = devices})(Tensor(x));
+    });
+    EXPECT_NE(thrown.find("CustomOpTest.cpp:"), std::string::npos) << thrown;
+    EXPECT_NE(thrown.find("custom op 'test.throws_int': its host kernel threw something that is not a std::exception"),
+              std::string::npos)
+        << thrown;
+  }
 
 #ifdef SPMD_RUN_PATH  // not in the sanitizers' subsets
   // The Program saved, its target renamed: loading it for a run is refused naming the op.
