@@ -50,8 +50,9 @@ const Tensor& Tree::at(const std::string& name, Loc loc) const {
       if (known.size() > 200) { known += ", ..."; break; }
       known += (known.empty() ? "" : ", ") + key;
     }
-    throw Error(detail::where(loc) + ": tree has no entry '" + name + "' (it has " + std::to_string(items_.size()) +
-                " entries: " + known + ")");
+    throw Error(detail::where(loc) + ": tree has no entry '" + name + "' (" +
+                (items_.empty() ? std::string("it is empty") : "it has " + std::to_string(items_.size()) + " entries: " + known) +
+                ")");
   }
   return it->second;
 }

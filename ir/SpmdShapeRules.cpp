@@ -55,12 +55,13 @@ LogicalResult Conv2dOp::inferReturnTypes(MLIRContext*, OptLoc loc, Adaptor adapt
   auto filter = expectTensor(loc, op, "filter (O, I, KH, KW)", adaptor.getFilter(), 4,
                              in->getElementType());
   if (failed(filter)) return failure();
-  if (adaptor.getBias() && failed(expectPerChannel(loc, op, "bias", adaptor.getBias(),
-                                                   filter->getDimSize(0), in->getElementType())))
-    return failure();
+  // The filter against the input first: a wrong filter is named as such, not by its bias.
   auto out = convOutputShape(loc, op, *in, *filter, adaptor.getStride(), adaptor.getPadding(),
                              adaptor.getDilation().value_or(ArrayRef<int64_t>()), adaptor.getGroups().value_or(1));
   if (failed(out)) return failure();
+  if (adaptor.getBias() && failed(expectPerChannel(loc, op, "bias", adaptor.getBias(),
+                                                   filter->getDimSize(0), in->getElementType())))
+    return failure();
   results.push_back(RankedTensorType::get(*out, in->getElementType()));
   return success();
 }

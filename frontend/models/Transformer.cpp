@@ -14,24 +14,24 @@
 namespace spmd::models {
 
 Tensor transformerLogits(const Tree& p, const Tensor& ids, const TransformerOptions& options, Loc loc) {
-  Tensor x = embedding(p.at("embed.weight"), ids, loc);
+  Tensor x = embedding(p.at("embed.weight", loc), ids, loc);
   const int64_t b = x.dim(0), t = x.dim(1), d = x.dim(2);
   if (options.heads < 1 || d % options.heads != 0)
     throw Error(detail::where(loc) + ": models::transformerLogits: " + std::to_string(options.heads) +
                 " heads do not split the model dimension " + std::to_string(d) + "; give a divisor of it");
   const int64_t dh = d / options.heads;
-  const int64_t local = p.at("q.weight").dim(0) / dh;  // this replica's heads (all of them unsharded)
+  const int64_t local = p.at("q.weight", loc).dim(0) / dh;  // this replica's heads (all of them unsharded)
   const std::string& axis = options.modelAxis;
   auto dense = [&](const Tensor& h, const std::string& name) {
-    const Tensor& w = p.at(name + ".weight");
-    Tensor y = matmul(reshape(h, {-1, h.shape().back()}, loc), w, p.at(name + ".bias"), {.transposeRhs = true}, loc);
+    const Tensor& w = p.at(name + ".weight", loc);
+    Tensor y = matmul(reshape(h, {-1, h.shape().back()}, loc), w, p.at(name + ".bias", loc), {.transposeRhs = true}, loc);
     return reshape(y, {b, t, w.dim(0)}, loc);
   };
   auto rowDense = [&](const Tensor& h, const std::string& name) {  // this replica's inputs' share, summed
     if (axis.empty()) return dense(h, name);
-    const Tensor& w = p.at(name + ".weight");
+    const Tensor& w = p.at(name + ".weight", loc);
     Tensor y = matmul(reshape(h, {-1, h.shape().back()}, loc), w, {}, {.transposeRhs = true}, loc);
-    return reshape(add(psum(y, axis, loc), p.at(name + ".bias"), loc), {b, t, w.dim(0)}, loc);
+    return reshape(add(psum(y, axis, loc), p.at(name + ".bias", loc), loc), {b, t, w.dim(0)}, loc);
   };
   auto heads = [&](const Tensor& h) {  // [B, T, local * dh] -> [B * local, T, dh]
     return reshape(transpose(reshape(h, {b, t, local, dh}, loc), {0, 2, 1, 3}, loc), {b * local, t, dh}, loc);
@@ -43,7 +43,7 @@ Tensor transformerLogits(const Tree& p, const Tensor& ids, const TransformerOpti
       else mask.values<float>()[i * t + j] = -1e9f;
     }
   auto attention = [&](const Tensor& x) {
-    Tensor h = layerNorm(x, p.at("ln1.weight"), p.at("ln1.bias"), 1e-5, loc);
+    Tensor h = layerNorm(x, p.at("ln1.weight", loc), p.at("ln1.bias", loc), 1e-5, loc);
     Tensor q = heads(dense(h, "q")), k = heads(dense(h, "k")), v = heads(dense(h, "v"));
     Tensor scores = add(mul(matmul(q, k, {}, {.transposeRhs = true}, loc), 1.0 / std::sqrt(double(dh)), loc), Tensor(mask), loc);
     Tensor attended = matmul(softmax(scores, -1, loc), v, {}, {}, loc);
@@ -51,12 +51,12 @@ Tensor transformerLogits(const Tree& p, const Tensor& ids, const TransformerOpti
     return add(x, rowDense(attended, "proj"), loc);
   };
   auto mlp = [&](const Tensor& x) {
-    Tensor h = layerNorm(x, p.at("ln2.weight"), p.at("ln2.bias"), 1e-5, loc);
+    Tensor h = layerNorm(x, p.at("ln2.weight", loc), p.at("ln2.bias", loc), 1e-5, loc);
     return add(x, rowDense(gelu(dense(h, "fc1"), loc), "fc2"), loc);
   };
   x = options.remat ? checkpoint(attention, loc)(x) : attention(x);
   x = options.remat ? checkpoint(mlp, loc)(x) : mlp(x);
-  return dense(layerNorm(x, p.at("lnf.weight"), p.at("lnf.bias"), 1e-5, loc), "head");
+  return dense(layerNorm(x, p.at("lnf.weight", loc), p.at("lnf.bias", loc), 1e-5, loc), "head");
 }
 
 Spec transformerSpec(const std::string& modelAxis) {

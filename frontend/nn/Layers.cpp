@@ -49,8 +49,8 @@ void ConvTranspose2d::init(Rng& rng, Tree& params, Tree&) const {
 }
 
 Tensor ConvTranspose2d::forward(Context& ctx, const Tensor& x, Loc loc) const {
-  Tensor bias = c_.bias ? ctx.toCompute(ctx.params.at(key("bias")), loc) : Tensor();
-  return convTranspose2d(ctx.toCompute(x, loc), ctx.toCompute(ctx.params.at(key("weight")), loc), bias,
+  Tensor bias = c_.bias ? ctx.toCompute(ctx.params.at(key("bias"), loc), loc) : Tensor();
+  return convTranspose2d(ctx.toCompute(x, loc), ctx.toCompute(ctx.params.at(key("weight"), loc), loc), bias,
                          {{c_.stride, c_.stride},
                           {c_.padding, c_.padding},
                           {c_.outputPadding, c_.outputPadding},
@@ -71,9 +71,9 @@ void ConvTranspose3d::init(Rng& rng, Tree& params, Tree&) const {
 }
 
 Tensor ConvTranspose3d::forward(Context& ctx, const Tensor& x, Loc loc) const {
-  Tensor bias = c_.bias ? ctx.toCompute(ctx.params.at(key("bias")), loc) : Tensor();
+  Tensor bias = c_.bias ? ctx.toCompute(ctx.params.at(key("bias"), loc), loc) : Tensor();
   const int64_t s = c_.stride, p = c_.padding, op = c_.outputPadding, d = c_.dilation;
-  return convTranspose3d(ctx.toCompute(x, loc), ctx.toCompute(ctx.params.at(key("weight")), loc), bias,
+  return convTranspose3d(ctx.toCompute(x, loc), ctx.toCompute(ctx.params.at(key("weight"), loc), loc), bias,
                          {{s, s, s}, {p, p, p}, {op, op, op}, {d, d, d}, c_.groups}, loc);
 }
 
@@ -87,8 +87,8 @@ void Conv1d::init(Rng& rng, Tree& params, Tree&) const {
 }
 
 Tensor Conv1d::forward(Context& ctx, const Tensor& x, Loc loc) const {
-  Tensor bias = c_.bias ? ctx.toCompute(ctx.params.at(key("bias")), loc) : Tensor();
-  return conv1d(ctx.toCompute(x, loc), ctx.toCompute(ctx.params.at(key("weight")), loc), bias,
+  Tensor bias = c_.bias ? ctx.toCompute(ctx.params.at(key("bias"), loc), loc) : Tensor();
+  return conv1d(ctx.toCompute(x, loc), ctx.toCompute(ctx.params.at(key("weight"), loc), loc), bias,
                 {c_.stride, c_.padding, c_.dilation, c_.groups}, loc);
 }
 
@@ -102,9 +102,9 @@ void Conv3d::init(Rng& rng, Tree& params, Tree&) const {
 }
 
 Tensor Conv3d::forward(Context& ctx, const Tensor& x, Loc loc) const {
-  Tensor bias = c_.bias ? ctx.toCompute(ctx.params.at(key("bias")), loc) : Tensor();
+  Tensor bias = c_.bias ? ctx.toCompute(ctx.params.at(key("bias"), loc), loc) : Tensor();
   const int64_t k = c_.stride, p = c_.padding, d = c_.dilation;
-  return conv3d(ctx.toCompute(x, loc), ctx.toCompute(ctx.params.at(key("weight")), loc), bias,
+  return conv3d(ctx.toCompute(x, loc), ctx.toCompute(ctx.params.at(key("weight"), loc), loc), bias,
                 {{k, k, k}, {p, p, p}, {d, d, d}, c_.groups}, loc);
 }
 
@@ -114,8 +114,8 @@ void Conv2d::init(Rng& rng, Tree& params, Tree&) const {
 }
 
 Tensor Conv2d::forward(Context& ctx, const Tensor& x, Loc loc) const {
-  Tensor bias = c_.bias ? ctx.toCompute(ctx.params.at(key("bias")), loc) : Tensor();
-  return conv2d(ctx.toCompute(x, loc), ctx.toCompute(ctx.params.at(key("weight")), loc), bias,
+  Tensor bias = c_.bias ? ctx.toCompute(ctx.params.at(key("bias"), loc), loc) : Tensor();
+  return conv2d(ctx.toCompute(x, loc), ctx.toCompute(ctx.params.at(key("weight"), loc), loc), bias,
                 {{c_.stride, c_.stride}, {c_.padding, c_.padding}, {c_.dilation, c_.dilation}, c_.groups}, loc);
 }
 
@@ -139,11 +139,11 @@ Tensor BatchNorm2d::forward(Context& ctx, const Tensor& x, Loc loc) const {
     throw Error(detail::where(loc) + ": " + path() + " (BatchNorm2d over " +
                 std::to_string(channels_) + " channels) expects [N, " +
                 std::to_string(channels_) + ", H, W], got " + x.typeString());
-  const Tensor &scale = ctx.params.at(key("weight")), &offset = ctx.params.at(key("bias"));
+  const Tensor &scale = ctx.params.at(key("weight"), loc), &offset = ctx.params.at(key("bias"), loc);
   if (x.dtype() == DType::bf16 && scale.dtype() != DType::bf16)  // mixed precision: statistics in f32
     return cast(forward(ctx, cast(x, scale.dtype(), loc), loc), x.dtype(), loc);
-  const Tensor &runningMean = ctx.state.at(key("running_mean")),
-               &runningVar = ctx.state.at(key("running_var"));
+  const Tensor &runningMean = ctx.state.at(key("running_mean"), loc),
+               &runningVar = ctx.state.at(key("running_var"), loc);
   if (!ctx.training)
     return batchNormInfer(x, scale, offset, runningMean, runningVar, epsilon_, loc);
   // The mask in the activations' dtype (the loader's is f32).
@@ -217,8 +217,8 @@ Tensor Linear::forward(Context& ctx, const Tensor& x, Loc loc) const {
     out.back() = out_;
     return reshape(forward(ctx, reshape(x, {-1, x.shape().back()}, loc), loc), out, loc);
   }
-  return matmul(ctx.toCompute(x, loc), ctx.toCompute(ctx.params.at(key("weight")), loc),
-                ctx.toCompute(ctx.params.at(key("bias")), loc),
+  return matmul(ctx.toCompute(x, loc), ctx.toCompute(ctx.params.at(key("weight"), loc), loc),
+                ctx.toCompute(ctx.params.at(key("bias"), loc), loc),
                 {.transposeLhs = false, .transposeRhs = true}, loc);
 }
 
@@ -234,7 +234,7 @@ void LayerNorm::init(Rng& rng, Tree& params, Tree&) const {
 }
 
 Tensor LayerNorm::forward(Context& ctx, const Tensor& x, Loc loc) const {
-  const Tensor &scale = ctx.params.at(key("weight")), &offset = ctx.params.at(key("bias"));
+  const Tensor &scale = ctx.params.at(key("weight"), loc), &offset = ctx.params.at(key("bias"), loc);
   if (x.dtype() == DType::bf16 && scale.dtype() != DType::bf16)  // mixed precision: statistics in f32
     return cast(layerNorm(cast(x, scale.dtype(), loc), scale, offset, epsilon_, loc), x.dtype(), loc);
   return layerNorm(x, scale, offset, epsilon_, loc);
@@ -253,7 +253,7 @@ void GroupNorm::init(Rng& rng, Tree& params, Tree&) const {
 }
 
 Tensor GroupNorm::forward(Context& ctx, const Tensor& x, Loc loc) const {
-  const Tensor &scale = ctx.params.at(key("weight")), &offset = ctx.params.at(key("bias"));
+  const Tensor &scale = ctx.params.at(key("weight"), loc), &offset = ctx.params.at(key("bias"), loc);
   if (x.dtype() == DType::bf16 && scale.dtype() != DType::bf16)  // mixed precision: statistics in f32
     return cast(groupNorm(cast(x, scale.dtype(), loc), groups_, scale, offset, epsilon_, loc), x.dtype(), loc);
   return groupNorm(x, groups_, scale, offset, epsilon_, loc);
@@ -269,7 +269,7 @@ Embedding::Embedding(std::string path, int64_t count, int64_t dim, Initializer i
 void Embedding::init(Rng& rng, Tree& params, Tree&) const { params.set(key("weight"), init_(rng, {count_, dim_})); }
 
 Tensor Embedding::forward(Context& ctx, const Tensor& ids, Loc loc) const {
-  return embedding(ctx.toCompute(ctx.params.at(key("weight")), loc), ids, loc);
+  return embedding(ctx.toCompute(ctx.params.at(key("weight"), loc), loc), ids, loc);
 }
 
 Dropout::Dropout(std::string path, double rate) : Module(std::move(path)), rate_(rate) {

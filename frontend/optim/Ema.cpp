@@ -34,7 +34,7 @@ Tree Ema::update(const Tree& state, const Tree& params, Loc loc) const {
   if (!state.contains(kCount))
     throw Error(detail::where(loc) + ": optim::Ema::update: the state has no '" + kCount +
                 "'; create it with Ema::init(params)");
-  const Tensor& count = state.at(kCount);
+  const Tensor& count = state.at(kCount, loc);
   // w = 1 before the first update (AveragedModel copies then), else 1 - decay.
   Tensor weight = where(equal(count, fill(count, 0.0, loc), loc), fill(count, 1.0, loc),
                         fill(count, 1.0 - decay_, loc), loc);
@@ -43,7 +43,7 @@ Tree Ema::update(const Tree& state, const Tree& params, Loc loc) const {
     if (!state.contains(name))
       throw Error(detail::where(loc) + ": optim::Ema::update: no average for parameter '" + name +
                   "'; create the state with Ema::init(params)");
-    const Tensor& average = state.at(name);
+    const Tensor& average = state.at(name, loc);
     out.set(name, add(average, mul(sub(p, average, loc), weight, loc), loc));
   }
   out.set(kCount, add(count, 1.0, loc));

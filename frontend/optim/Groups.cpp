@@ -74,7 +74,7 @@ Tensor stateEntry(const Tree& tree, const std::string& key, const char* what, co
   if (!tree.contains(key))
     throw Error(detail::where(loc) + ": optim::" + who + "::update: no " + what + " '" + key +
                 "'; pass the gradients of these parameters and the state from " + who + "::init");
-  return tree.at(key);
+  return tree.at(key, loc);
 }
 
 }  // namespace spmd::optim

@@ -49,14 +49,14 @@ std::pair<Tree, Tree> Sgd::update(const Tree& params, const Tree& grads, const T
     if (!grads.contains(name))
       throw Error(detail::where(loc) + ": optim::Sgd::update: no gradient for parameter '" + name +
                   "'; pass the gradient tree of these parameters");
-    Tensor g = grads.at(name);
+    Tensor g = grads.at(name, loc);
     if (s.weightDecay != 0) g = add(g, mul(p, s.weightDecay, loc), loc);
     Tensor step = g;
     if (s.momentum != 0) {
       if (!state.contains(name))
         throw Error(detail::where(loc) + ": optim::Sgd::update: no momentum buffer for '" + name +
                     "'; create the state with Sgd::init(params)");
-      Tensor buffer = add(mul(state.at(name), s.momentum, loc), g, loc);
+      Tensor buffer = add(mul(state.at(name, loc), s.momentum, loc), g, loc);
       newState.set(name, buffer);
       step = config_.nesterov ? add(g, mul(buffer, s.momentum, loc), loc) : buffer;
     }

@@ -84,8 +84,17 @@ TEST_F(BadInputTest, NewSignatureRetracesAndSaysWhy) {
   Tree fewer;
   for (const auto& [k, v] : vars.first)
     if (k != "fc.bias") fewer.set(k, v);
-  expectError([&] { forward(fewer, vars.second, images({2, 1, 28, 28})); },
-              {"tree has no entry 'fc.bias'"});
+  // The user's apply() line, not the layer's inside the library; an empty tree says so.
+  expectError([&] { forward(fewer, vars.second, images({2, 1, 28, 28})); }, {here() + ": tree has no entry 'fc.bias'"});
+  expectError([&] { forward(vars.first, Tree(), images({2, 1, 28, 28})); },
+              {here() + ": tree has no entry 'stem.bn.running_mean' (it is empty)"});
+  // A parameter of the wrong shape is named by the check of its own: the filter against the
+  // input's channels, before the bias against the filter's outputs.
+  Tree wrong = vars.first;
+  wrong.set("stage2.0.conv1.weight", Array::zeros(DType::f32, {3, 3, 3, 3}));
+  expectError([&] { forward(wrong, vars.second, images({2, 1, 28, 28})); },
+              {here(), "in layer 'stage2.0.conv1': spmd.conv2d: input tensor<2x4x28x28xf32> has 4 channels but filter "
+                       "tensor<3x3x3x3xf32> expects 3"});
 }
 
 TEST(BadInput, GradientOfNonScalarOrIntegerIsAnErrorAtTheUserLine) {
