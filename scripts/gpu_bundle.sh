@@ -137,7 +137,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 out=${1:-$here/report.txt}
 device=${SPMD_REPORT_DEVICE:-cuda}
 case $device in
-  cuda) filter='*Conformance*cuda*:*CudaKernelTest*cuda*:*SpmdEquivalenceCuda*:CudaTest*:Nccl*:StepGraphTest.OnAGpu*:LayoutTest.OnAGpu*:Bf16Test.*:CustomOpTest.*OnAGpu*:DLPackTest.Cuda*:GroupedCollectivesTest.OnAGpu*'
+  cuda) filter='*Conformance*cuda*:*CudaKernelTest*cuda*:*SpmdEquivalenceCuda*:CudaTest*:Nccl*:StepGraphTest.OnAGpu*:LayoutTest.OnAGpu*:Bf16Test.*:CustomOpTest.*OnAGpu*:DLPackTest.Cuda*:GroupedCollectivesTest.OnAGpu*:EmptyTensorDeviceTest.OnAGpu*'
         bench=(--devices=cuda:0 --benchmark_filter='width:64')
         bench_untimed=(--devices=cuda:0 --benchmark_filter='Train.*width:64/graphs:1')
         graph_rows=(--devices=cuda:0 --benchmark_filter='Train.*batch:(64|256)/width:64/graphs:1/bf16:0')

@@ -12,6 +12,7 @@
 #include "TestUtil.h"
 #include "frontend/spmd.h"
 #include "runtime/cpu/CpuVariants.h"
+#include "runtime/device/Driver.h"
 #include "runtime/program/OpAttrs.h"
 
 namespace spmd {
@@ -148,28 +149,40 @@ TEST(EmptyTensorChoiceTest, ChoosingAVariantForAConvolutionOverNothingTimesNothi
 }
 
 // The GPU-like backends' own empty sums (runtime/kernels/EmptySums.h, which the cuda backend runs
-// before cuDNN and cuBLAS refuse the zero extents, and sim in their place): with channels-last
-// activations, in f32 and in bf16, a convolution of 0 input channels is its bias through the fused
-// relu, and a matmul with K = 0 its bias rows.
-TEST(EmptyTensorDeviceTest, OnSimChannelsLastAndBf16TheEmptySumIsTheBias) {
-  ::setenv("SPMD_CHANNELS_LAST", "1", 1);  // read when a function first compiles
-  const Array b = ramp({16}, -3, 0.5);     // exact in bf16
-  for (DType dtype : {DType::f32, DType::bf16}) {
-    const std::string which(dtypeName(dtype));
-    auto f = jit([dtype](const Tensor& x, const Tensor& k, const Tensor& bias) {
-      return cast(relu(conv2d(cast(x, dtype), cast(k, dtype), cast(bias, dtype), {.padding = {1, 1}})), DType::f32);
-    }, {.devices = "sim"});
-    const std::vector<double> got = values(f(Array::zeros(DType::f32, {2, 0, 5, 5}), Array::zeros(DType::f32, {16, 0, 3, 3}), b));
-    ASSERT_EQ(got.size(), 2u * 16 * 25) << which;
-    for (size_t i = 0; i < got.size(); ++i)
-      ASSERT_EQ(got[i], std::max(0.0, -3 + 0.5 * double((i / 25) % 16))) << which << " element " << i;
-    auto rows = jit([dtype](const Tensor& a, const Tensor& m, const Tensor& bias) {
-      return cast(matmul(cast(a, dtype), cast(m, dtype), cast(bias, dtype)), DType::f32);
-    }, {.devices = "sim"});
-    EXPECT_EQ(values(rows(Array::zeros(DType::f32, {2, 0}), Array::zeros(DType::f32, {0, 3}), ramp({3}, 1, 1))),
-              (std::vector<double>{1, 2, 3, 1, 2, 3})) << which;
+// before cuDNN and cuBLAS refuse the zero extents, and sim in their place): with plain and
+// channels-last activations, in f32 and in bf16, a convolution of 0 input channels is its bias
+// through the fused relu, and a matmul with K = 0 its bias rows.
+void expectDeviceEmptySums(const std::string& devices) {
+  const Array b = ramp({16}, -3, 0.5);  // exact in bf16
+  for (bool channelsLast : {false, true}) {
+    if (channelsLast) ::setenv("SPMD_CHANNELS_LAST", "1", 1);  // read when a function first compiles
+    for (DType dtype : {DType::f32, DType::bf16}) {
+      const std::string which = std::string(dtypeName(dtype)) + (channelsLast ? " nhwc" : " nchw");
+      auto f = jit([dtype](const Tensor& x, const Tensor& k, const Tensor& bias) {
+        return cast(relu(conv2d(cast(x, dtype), cast(k, dtype), cast(bias, dtype), {.padding = {1, 1}})), DType::f32);
+      }, {.devices = devices});
+      const std::vector<double> got =
+          values(f(Array::zeros(DType::f32, {2, 0, 5, 5}), Array::zeros(DType::f32, {16, 0, 3, 3}), b));
+      ASSERT_EQ(got.size(), 2u * 16 * 25) << which;
+      for (size_t i = 0; i < got.size(); ++i)
+        ASSERT_EQ(got[i], std::max(0.0, -3 + 0.5 * double((i / 25) % 16))) << which << " element " << i;
+      auto rows = jit([dtype](const Tensor& a, const Tensor& m, const Tensor& bias) {
+        return cast(matmul(cast(a, dtype), cast(m, dtype), cast(bias, dtype)), DType::f32);
+      }, {.devices = devices});
+      EXPECT_EQ(values(rows(Array::zeros(DType::f32, {2, 0}), Array::zeros(DType::f32, {0, 3}), ramp({3}, 1, 1))),
+                (std::vector<double>{1, 2, 3, 1, 2, 3})) << which;
+    }
+    ::unsetenv("SPMD_CHANNELS_LAST");
   }
-  ::unsetenv("SPMD_CHANNELS_LAST");
+}
+
+TEST(EmptyTensorDeviceTest, OnSimTheEmptySumIsTheBias) { expectDeviceEmptySums("sim"); }
+
+// The same on a GPU (scripts/gpu_bundle.sh runs it; written without one: none was lent).
+TEST(EmptyTensorDeviceTest, OnAGpuTheEmptySumIsTheBias) {
+  std::string why;
+  if (runtime::availableDevices("cuda", &why) == 0) GTEST_SKIP() << "no GPU: " << why;
+  expectDeviceEmptySums("cuda:0");
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, EmptyTensorTest, ::testing::Values("cpu", "sim"),
