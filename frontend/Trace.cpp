@@ -44,6 +44,9 @@ std::unique_ptr<mlir::MLIRContext> newContext() {
   registerDialects(registry);
   auto ctx = std::make_unique<mlir::MLIRContext>(registry, mlir::MLIRContext::Threading::DISABLED);
   ctx->loadAllAvailableDialects();
+  // A user's error leads with their line and says what is wrong; MLIR's note repeating the op in
+  // generic form ("see current operation: %1 = ...") is for the IR dumps (SPMD_DUMP_IR).
+  ctx->printOpOnDiagnostic(false);
   return ctx;
 }
 }  // namespace

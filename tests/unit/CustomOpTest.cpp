@@ -320,6 +320,7 @@ TEST(CustomOpTest, MisuseIsAClearError) {
   });
   EXPECT_NE(noVjp.find("custom op 'test.affine2' has no VJP, so gradients cannot flow through it"), std::string::npos)
       << noVjp;
+  EXPECT_EQ(noVjp.find("see current operation"), std::string::npos) << "no generic-form op in a user's error: " << noVjp;
   // A host kernel that throws something other than a std::exception (an int) stops the step with
   // a message, on cpu and on sim, whose replica thread it ended (std::terminate) before.
   registerCustomOp({.name = "test.throws_int", .shape = same, .cpu = [](const CustomKernelArgs&) { throw 42; }});
