@@ -126,8 +126,14 @@ size_t availableHostBytes(const std::string& root) {
 }
 
 std::string formatBytes(size_t bytes) {
+  // MiB from 1 MiB up (the plan's sizes); below, KiB or bytes, so that a small need is not "0.0 MiB".
   char text[32];
-  std::snprintf(text, sizeof text, "%.1f MiB", double(bytes) / (1024.0 * 1024.0));
+  if (bytes < 1024)
+    std::snprintf(text, sizeof text, "%zu bytes", bytes);
+  else if (bytes < 1024 * 1024)
+    std::snprintf(text, sizeof text, "%.1f KiB", double(bytes) / 1024.0);
+  else
+    std::snprintf(text, sizeof text, "%.1f MiB", double(bytes) / (1024.0 * 1024.0));
   return text;
 }
 

@@ -32,11 +32,15 @@ TEST(ResourceTest, AProgramThatDoesNotFitFailsBeforeItsFirstStep) {
   Array x = Array::zeros(DType::f32, {2, 256, 1024});  // 1 MiB per replica
   std::string message = errorOf([&] { step(x); });
   EXPECT_NE(message.find("program @big on cpu:2 (2 replicas x "), std::string::npos) << message;
-  EXPECT_NE(message.find("of host memory but only 1.0 MiB is available; lower the batch size or the "
+  EXPECT_NE(message.find("of host memory but only 976.6 KiB is available; lower the batch size or the "
                          "model size, or use fewer devices"), std::string::npos) << message;
   auto one = jit([](const Tensor& x) { return exp(exp(x)); }, {.name = "single"});
   std::string jitMessage = errorOf([&] { one(Array::zeros(DType::f32, {512, 1024})); });
   EXPECT_NE(jitMessage.find("program @single on cpu:1 (1 replica x "), std::string::npos) << jitMessage;
+  // Sizes under 1 MiB in KiB or bytes, not "0.0 MiB".
+  EXPECT_EQ(runtime::formatBytes(1000), "1000 bytes");
+  EXPECT_EQ(runtime::formatBytes(1536), "1.5 KiB");
+  EXPECT_EQ(runtime::formatBytes(size_t(3) << 20), "3.0 MiB");
 }
 
 TEST(ResourceTest, AvailableMemoryIsReadAndTheOverrideIsChecked) {
