@@ -46,94 +46,135 @@ std::vector<int> outputsOf(const PreparedFused& p, const KernelCall& call) {
   return output;
 }
 
+// A thread's scratch for one segment's chunks: instruction k's chunk in regs[k * kChunk...] (or
+// wherever value[k] points: an input read in place, an output computed in place).
 template <typename T>
-void evaluate(const PreparedFused& p, const KernelCall& call) {
-  const std::vector<int> output = outputsOf(p, call);
-  std::span<const int64_t> space = call.out[0].shape;
-  const int64_t n = call.out[0].numel();
-  const size_t count = p.body.instrs.size();
-  const int64_t chunks = (n + kChunk - 1) / kChunk;
-#pragma omp parallel if (chunks > 8)
-  {
-    std::vector<T> regs(count * kChunk);
-    std::vector<const T*> value(count);  // where instruction k's chunk lies
-    std::vector<int64_t> index(space.size() + 1);  // a broadcast load's position (blocked: rank 5)
-    for (size_t k = 0; k < count; ++k)     // literals: filled once per thread
+struct ChunkScratch {
+  std::vector<T> regs;
+  std::vector<const T*> value;
+  std::vector<int64_t> index;  // a broadcast load's position (blocked: rank 5)
+  std::vector<int> output;     // outputsOf for the segment the scratch was set up for
+  const KernelCall* call = nullptr;
+
+  // Set up for `call`'s segment: its outputs, and its literals filled once.
+  void prepare(const PreparedFused& p, const KernelCall& segment) {
+    if (call == &segment) return;
+    call = &segment;
+    const size_t count = p.body.instrs.size();
+    output = outputsOf(p, segment);
+    regs.resize(count * kChunk);
+    value.assign(count, nullptr);
+    index.resize(segment.out[0].shape.size() + 1);
+    for (size_t k = 0; k < count; ++k)
       if (p.body.instrs[k].kind == FusedOpKind::constant && output[k] < 0) {
         std::fill_n(regs.data() + k * kChunk, kChunk, static_cast<T>(p.body.instrs[k].value));
         value[k] = regs.data() + k * kChunk;
       }
+  }
+};
+
+// Chunk c of the result: each instruction's loop over it, then the results not computed in place
+// copied out.
+template <typename T>
+void evaluateChunk(const PreparedFused& p, const KernelCall& call, ChunkScratch<T>& scratch, int64_t c) {
+  const std::vector<int>& output = scratch.output;
+  std::vector<T>& regs = scratch.regs;
+  std::vector<const T*>& value = scratch.value;
+  std::vector<int64_t>& index = scratch.index;
+  const int64_t n = call.out[0].numel();
+  const size_t count = p.body.instrs.size();
+  const int64_t base = c * kChunk, len = std::min(kChunk, n - base);
+  for (size_t k = 0; k < count; ++k) {
+    const FusedInstr& in = p.body.instrs[k];
+    if (in.kind == FusedOpKind::load && p.direct[k]) {  // read in place, no copy
+      value[k] = call.in[in.input].as<T>() + base;
+      continue;
+    }
+    if (in.kind == FusedOpKind::constant && output[k] < 0) continue;
+    // Results are computed straight into their output where it shares no input's memory.
+    T* __restrict r = output[k] >= 0 ? call.out[output[k]].as<T>() + base : regs.data() + k * kChunk;
+    value[k] = r;
+    const T* __restrict a = in.a >= 0 ? value[in.a] : nullptr;
+    const T* __restrict b = in.b >= 0 ? value[in.b] : nullptr;
+    switch (in.kind) {
+      case FusedOpKind::load: {
+        // Divide once per chunk for the first element's index, then step it like an
+        // odometer: a broadcast of [N, C] over [N, C, H, W] costs a load, not four divisions.
+        const T* src = call.in[in.input].as<T>();
+        const std::vector<int64_t>&walk = p.shape[k], &st = p.strides[k];
+        const size_t rank = walk.size();
+        int64_t offset = 0;
+        for (size_t d = rank, e = static_cast<size_t>(base); d-- > 0;) {
+          index[d] = static_cast<int64_t>(e) % walk[d];
+          offset += index[d] * st[d];
+          e /= static_cast<size_t>(walk[d]);
+        }
+        const int64_t inner = rank ? walk[rank - 1] : 1, innerStride = rank ? st[rank - 1] : 0;
+        for (int64_t j = 0; j < len;) {
+          const int64_t run = std::min(len - j, inner - (rank ? index[rank - 1] : 0));
+          for (int64_t i = 0; i < run; ++i) r[j + i] = src[offset + i * innerStride];
+          j += run;
+          offset += run * innerStride;
+          if (rank == 0) break;
+          index[rank - 1] += run;
+          for (size_t d = rank - 1; d > 0 && index[d] == walk[d]; --d) {  // carry
+            offset += st[d - 1] - walk[d] * st[d];
+            index[d] = 0;
+            ++index[d - 1];
+          }
+        }
+        break;
+      }
+      case FusedOpKind::constant:
+        for (int64_t j = 0; j < len; ++j) r[j] = static_cast<T>(in.value);
+        break;
+#define SPMD_FUSED_LOOP(name, Functor, arity, ...)                                \
+  case FusedOpKind::name:                                                         \
+    if constexpr (std::is_same_v<T, float> && kOwnF32<ew::Functor>)               \
+      ownF32Values<ew::Functor>(a, b, r, len);                                    \
+    else if constexpr (arity == 2)                                                \
+      for (int64_t j = 0; j < len; ++j) r[j] = ew::Functor::apply(a[j], b[j]);    \
+    else                                                                          \
+      for (int64_t j = 0; j < len; ++j) r[j] = ew::Functor::apply(a[j], a[j]);    \
+    break;
+      SPMD_ELEMENTWISE_OPS(SPMD_FUSED_LOOP)
+#undef SPMD_FUSED_LOOP
+    }
+  }
+  for (size_t o = 0; o < call.out.size(); ++o) {  // results not computed in place
+    const T* r = value[p.body.results[o]];
+    T* y = call.out[o].as<T>() + base;
+    if (r != y) std::copy(r, r + len, y);
+  }
+}
+
+int64_t chunksOf(const KernelCall& call) { return (call.out[0].numel() + kChunk - 1) / kChunk; }
+
+// One parallel region over every chunk of the given segments (one fused step's, or the
+// BatchFused step's many: the optimizer's per-parameter updates, where a region per segment
+// cost more than the small ones' work); a thread takes a run of consecutive chunks, so it sets
+// up for a new segment rarely. Elementwise: the same bits for any split.
+template <typename T>
+void evaluate(const std::vector<const PreparedFused*>& prepared, const std::vector<KernelCall>& segments) {
+  std::vector<int64_t> first(segments.size() + 1, 0);  // the segments' first chunks, flattened
+  for (size_t s = 0; s < segments.size(); ++s) first[s + 1] = first[s] + chunksOf(segments[s]);
+  const int64_t chunks = first.back();
+#pragma omp parallel if (chunks > 8)
+  {
+    ChunkScratch<T> scratch;
+    size_t s = 0;
 #pragma omp for schedule(static)
     for (int64_t c = 0; c < chunks; ++c) {
-      const int64_t base = c * kChunk, len = std::min(kChunk, n - base);
-      for (size_t k = 0; k < count; ++k) {
-        const FusedInstr& in = p.body.instrs[k];
-        if (in.kind == FusedOpKind::load && p.direct[k]) {  // read in place, no copy
-          value[k] = call.in[in.input].as<T>() + base;
-          continue;
-        }
-        if (in.kind == FusedOpKind::constant && output[k] < 0) continue;
-        // Results are computed straight into their output where it shares no input's memory.
-        T* __restrict r = output[k] >= 0 ? call.out[output[k]].as<T>() + base : regs.data() + k * kChunk;
-        value[k] = r;
-        const T* __restrict a = in.a >= 0 ? value[in.a] : nullptr;
-        const T* __restrict b = in.b >= 0 ? value[in.b] : nullptr;
-        switch (in.kind) {
-          case FusedOpKind::load: {
-            // Divide once per chunk for the first element's index, then step it like an
-            // odometer: a broadcast of [N, C] over [N, C, H, W] costs a load, not four divisions.
-            const T* src = call.in[in.input].as<T>();
-            const std::vector<int64_t>&walk = p.shape[k], &st = p.strides[k];
-            const size_t rank = walk.size();
-            int64_t offset = 0;
-            for (size_t d = rank, e = static_cast<size_t>(base); d-- > 0;) {
-              index[d] = static_cast<int64_t>(e) % walk[d];
-              offset += index[d] * st[d];
-              e /= static_cast<size_t>(walk[d]);
-            }
-            const int64_t inner = rank ? walk[rank - 1] : 1, innerStride = rank ? st[rank - 1] : 0;
-            for (int64_t j = 0; j < len;) {
-              const int64_t run = std::min(len - j, inner - (rank ? index[rank - 1] : 0));
-              for (int64_t i = 0; i < run; ++i) r[j + i] = src[offset + i * innerStride];
-              j += run;
-              offset += run * innerStride;
-              if (rank == 0) break;
-              index[rank - 1] += run;
-              for (size_t d = rank - 1; d > 0 && index[d] == walk[d]; --d) {  // carry
-                offset += st[d - 1] - walk[d] * st[d];
-                index[d] = 0;
-                ++index[d - 1];
-              }
-            }
-            break;
-          }
-          case FusedOpKind::constant:
-            for (int64_t j = 0; j < len; ++j) r[j] = static_cast<T>(in.value);
-            break;
-#define SPMD_FUSED_LOOP(name, Functor, arity, ...)                                        \
-  case FusedOpKind::name:                                                                 \
-    if constexpr (std::is_same_v<T, float> && kOwnF32<ew::Functor>)                       \
-      ownF32Values<ew::Functor>(a, b, r, len);                                            \
-    else if constexpr (arity == 2)                                                        \
-      for (int64_t j = 0; j < len; ++j) r[j] = ew::Functor::apply(a[j], b[j]);            \
-    else                                                                                  \
-      for (int64_t j = 0; j < len; ++j) r[j] = ew::Functor::apply(a[j], a[j]);            \
-    break;
-          SPMD_ELEMENTWISE_OPS(SPMD_FUSED_LOOP)
-#undef SPMD_FUSED_LOOP
-        }
-      }
-      for (size_t o = 0; o < call.out.size(); ++o) {  // results not computed in place
-        const T* r = value[p.body.results[o]];
-        T* y = call.out[o].as<T>() + base;
-        if (r != y) std::copy(r, r + len, y);
-      }
+      while (c >= first[s + 1]) ++s;  // a thread's chunks increase
+      scratch.prepare(*prepared[s], segments[s]);
+      evaluateChunk<T>(*prepared[s], segments[s], scratch, c - first[s]);
     }
   }
 }
 
-// One segment (every fused step but those compiler/BatchFused made).
-void fusedOne(KernelCall& call) {
+
+// One segment's body parsed and its loads planned, on its first call (kept in its cache slot).
+const PreparedFused& preparedOf(KernelCall& call) {
   if (!call.cache) {
     auto p = std::make_shared<PreparedFused>();
     p->body = FusedBody::parse(attrsOf<FusedAttrs>(call.step).body);
@@ -175,16 +216,30 @@ void fusedOne(KernelCall& call) {
     }
     call.cache = p;
   }
-  const auto& p = *static_cast<const PreparedFused*>(call.cache.get());
-  visitFloat(call.out[0].dtype, [&](auto tag) { evaluate<decltype(tag)>(p, call); });
+  return *static_cast<const PreparedFused*>(call.cache.get());
 }
 
 }  // namespace
 
-// A step of several segments runs each as its own call (runtime/device/Segments.h).
+// A step of several segments (runtime/device/Segments.h: the optimizer's per-parameter updates)
+// runs every segment's chunks in one parallel region; segments share one body, hence its dtype.
 void fused(KernelCall& call) {
-  if (segmentCount(call) > 1) return forEachSegment(call, [](KernelCall& one) { fusedOne(one); });
-  fusedOne(call);
+  std::vector<KernelCall> segments;
+  std::vector<const PreparedFused*> prepared;
+  if (segmentCount(call) > 1) {
+    forEachSegment(call, [&](KernelCall& one) {
+      prepared.push_back(&preparedOf(one));
+      segments.push_back(one);
+    });
+  } else {
+    prepared.push_back(&preparedOf(call));
+    segments.push_back(call);
+  }
+  for (const KernelCall& one : segments)
+    if (one.out[0].dtype != call.out[0].dtype)
+      throw Error("fused step (" + call.step.where() + ") has segments of " + std::string(dtypeName(call.out[0].dtype)) +
+                  " and " + std::string(dtypeName(one.out[0].dtype)) + " results; a step's segments share one body");
+  visitFloat(call.out[0].dtype, [&](auto tag) { evaluate<decltype(tag)>(prepared, segments); });
 }
 
 }  // namespace spmd::runtime::cpu
