@@ -266,9 +266,9 @@ PmapCore::PmapCore(PmapOptions options, bool jit, Loc defined) : state_(std::mak
   if (o.memoryBudget < 0)
     throw Error(prefix(o) + "memoryBudget is " + std::to_string(o.memoryBudget) +
                 "; give the bytes one replica may hold during a step, or 0 for no budget");
-  if (o.threadsPerReplica < 0)
+  if (o.threadsPerReplica < 0 || o.threadsPerReplica > 4096)  // SPMD_THREADS_PER_REPLICA's range
     throw Error(prefix(o) + "threadsPerReplica is " + std::to_string(o.threadsPerReplica) +
-                "; give a positive thread count, or 0 for the default share of the cores");
+                "; give a thread count from 1 to 4096, or 0 for the default share of the cores");
 }
 
 PmapCore::~PmapCore() = default;

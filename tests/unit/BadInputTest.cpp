@@ -190,7 +190,8 @@ TEST(BadInput, AFunctionsNameStaysInsideTheDumpDirectory) {
 }
 
 // Options out of range are refused by name: a negative or NaN collective timeout (which waited
-// for nothing), a negative drift-check interval (which checked nothing).
+// for nothing), a thread count past SPMD_THREADS_PER_REPLICA's range, a negative drift-check
+// interval (which checked nothing).
 TEST(BadInput, PmapOptionsOutOfRangeAreNamed) {
   const Array x = Array::zeros(DType::f32, {2, 3});
   auto mean = [](const Tensor& v) { return pmean(v, "batch"); };
@@ -198,6 +199,8 @@ TEST(BadInput, PmapOptionsOutOfRangeAreNamed) {
               {"spmd::pmap 'main': collectiveTimeoutSeconds is -1.000000; give the seconds a collective may wait"});
   expectError([&] { pmap(mean, {.devices = "cpu:2", .collectiveTimeoutSeconds = NAN})(x); },
               {"collectiveTimeoutSeconds is nan"});
+  expectError([&] { pmap(mean, {.devices = "cpu:2", .threadsPerReplica = 100000})(x); },
+              {"spmd::pmap 'main': threadsPerReplica is 100000; give a thread count from 1 to 4096"});
   expectError([&] { pmap(mean, {.devices = "cpu:2", .driftCheckEvery = -2})(x); },
               {"spmd::pmap 'main': driftCheckEvery is -2; give a number of steps between checks, or 0 for none"});
 }
