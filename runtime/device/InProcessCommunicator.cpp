@@ -281,8 +281,8 @@ Communicator::Pending InProcessCommunicator::permute(const void* in, void* out, 
                                                      std::span<const int64_t> pairs, const std::string& what) {
   const std::vector<const void*>& sources = group_->exchange(rank_, in, what);
   const int64_t source = ppermuteSource(pairs, rank_);
-  if (source < 0 && bytes > 0) std::memset(out, 0, bytes);
-  else copyBytes(out, sources[size_t(source)], bytes);
+  if (source >= 0) copyBytes(out, sources[size_t(source)], bytes);
+  else if (bytes > 0) std::memset(out, 0, bytes);  // no source: zeros (an empty buffer may have no address)
   group_->barrier(rank_, what);  // inputs stay alive until every replica has copied its source's
   return {};
 }
