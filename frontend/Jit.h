@@ -42,8 +42,7 @@ class JitCore : public PmapCore {
 // results as it returns them; its options (devices, donation) are the enclosing function's.
 template <typename F, typename... Args>
 Result_t<F, Args...> callInline(F& f, const Args&... args) {
-  auto [flat, argumentLeaves] = flattenArguments(args...);
-  return *callTraced(f, flat.leaves, args...);
+  return *callTraced(f, flattenArguments(args...).first.leaves, args...);
 }
 
 }  // namespace detail

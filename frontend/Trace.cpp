@@ -139,9 +139,8 @@ void Trace::verifyRecorded(mlir::Operation* op) {
   DiagnosticCollector diagnostics(op->getContext());
   if (mlir::succeeded(mlir::verify(op))) return;
   op->erase();
-  // The first diagnostic, without MLIR's "see current operation" note (the op in generic form).
+  // The diagnostic (the context prints no generic-form op with it: newContext).
   std::string text = diagnostics.text();
-  text = text.substr(0, text.find("\n  note: see current operation"));
   while (!text.empty() && text.back() == '\n') text.pop_back();
   if (text.find("i32>'") != std::string::npos && text.find("float") != std::string::npos)  // tensor<i32>, tensor<2xi32>
     text += "; spmd's arithmetic takes floating-point tensors: convert the i32 operand with spmd::cast(x, DType::f32) first";

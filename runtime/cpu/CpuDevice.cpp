@@ -1,7 +1,6 @@
 // CpuDevice: aligned host allocations and memcpy transfers.
 #include "runtime/cpu/CpuDevice.h"
 
-
 #include <cstdlib>
 #include <cstring>
 #include <new>

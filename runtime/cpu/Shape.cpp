@@ -8,6 +8,7 @@
 #include <span>
 #include <vector>
 
+#include "runtime/base/CopyBytes.h"
 #include "runtime/cpu/Kernels.h"
 #include "runtime/program/OpAttrs.h"
 
@@ -145,8 +146,8 @@ void pad(KernelCall& call) {
 }
 
 void reshape(KernelCall& call) {
-  if (call.out[0].data == call.in[0].data || call.in[0].numel() == 0) return;  // in place, or nothing
-  std::memcpy(call.out[0].data, call.in[0].data, call.in[0].numel() * dtypeSize(call.in[0].dtype));
+  if (call.out[0].data == call.in[0].data) return;  // the memory plan put the result in place
+  copyBytes(call.out[0].data, call.in[0].data, call.in[0].numel() * dtypeSize(call.in[0].dtype));
 }
 
 void transpose(KernelCall& call) {

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <type_traits>
 
 #include "runtime/base/BFloat16.h"
 #include "runtime/kernels/Common.h"
@@ -38,25 +39,24 @@ inline bool sumsOverNothing(const KernelCall& call) {
          std::any_of(call.in.begin(), operandsEnd, holdsNothing);
 }
 
+// Output k of a call over nothing: conv2d's and matmul's result with a bias is that bias (through
+// a convolution's fused relu), anything else zeros.
 template <class Api, typename T>
-void writeEmptySum(KernelCall& call) {
-  const TensorView& y = call.out[0];
+void writeEmptySum(KernelCall& call, size_t k) {
+  const TensorView& y = call.out[k];
   const bool conv = call.step.op == "conv2d";
-  if (call.in.size() > 2 && (conv || call.step.op == "matmul")) {
-    const TensorView& bias = call.in[2];
-    if (conv)  // plain NCHW or channels-last ("nhwc"): the layouts these backends' convolutions take
-      Api::forEach(call, y.numel(), ChannelBiasFn<T>{bias.as<T>(), y.as<T>(), y.dim(1),
-                                                     y.layout == kChannelsLast ? 1 : y.dim(2) * y.dim(3)});
-    else
-      Api::forEach(call, y.numel(), RowBiasFn<T>{bias.as<T>(), y.as<T>(), y.dim(y.rank() - 1)});
-    if (conv && convAttrs(call.step).relu) Api::forEach(call, y.numel(), ReluInPlaceFn<T>{y.as<T>()});
-  } else {
-    Api::forEach(call, y.numel(), ZeroFn<T>{y.as<T>()});
+  if constexpr (!std::is_same_v<T, int32_t>) {
+    if (k == 0 && call.in.size() > 2 && (conv || call.step.op == "matmul")) {
+      const TensorView& bias = call.in[2];
+      if (conv)  // plain NCHW or channels-last ("nhwc"): the layouts these backends' convolutions take
+        Api::forEach(call, y.numel(), ChannelBiasFn<T>{bias.as<T>(), y.as<T>(), y.dim(1),
+                                                       y.layout == kChannelsLast ? 1 : y.dim(2) * y.dim(3)});
+      else
+        Api::forEach(call, y.numel(), RowBiasFn<T>{bias.as<T>(), y.as<T>(), y.dim(y.rank() - 1)});
+      if (conv && convAttrs(call.step).relu) Api::forEach(call, y.numel(), ReluInPlaceFn<T>{y.as<T>()});
+      return;
+    }
   }
-}
-
-template <class Api, typename T>
-void writeZeros(KernelCall& call, const TensorView& y) {
   Api::forEach(call, y.numel(), ZeroFn<T>{y.as<T>()});
 }
 
@@ -65,13 +65,12 @@ template <class Api>
 bool emptySums(KernelCall& call) {
   if (!sumsOverNothing(call)) return false;
   for (size_t k = 0; k < call.out.size(); ++k) {
-    const TensorView& y = call.out[k];
-    if (y.numel() == 0) continue;
-    switch (y.dtype) {
-      case DType::f32: k == 0 ? writeEmptySum<Api, float>(call) : writeZeros<Api, float>(call, y); break;
-      case DType::f64: k == 0 ? writeEmptySum<Api, double>(call) : writeZeros<Api, double>(call, y); break;
-      case DType::bf16: k == 0 ? writeEmptySum<Api, bf16>(call) : writeZeros<Api, bf16>(call, y); break;
-      case DType::i32: writeZeros<Api, int32_t>(call, y); break;
+    if (call.out[k].numel() == 0) continue;
+    switch (call.out[k].dtype) {
+      case DType::f32: writeEmptySum<Api, float>(call, k); break;
+      case DType::f64: writeEmptySum<Api, double>(call, k); break;
+      case DType::bf16: writeEmptySum<Api, bf16>(call, k); break;
+      case DType::i32: writeEmptySum<Api, int32_t>(call, k); break;
     }
   }
   return true;

@@ -1,7 +1,6 @@
 // SimDevice: separate allocations, a stream thread, errors kept until synchronize.
 #include "runtime/sim/SimDevice.h"
 
-
 #include <cstdlib>
 #include <algorithm>
 #include <chrono>

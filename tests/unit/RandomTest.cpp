@@ -229,7 +229,9 @@ TEST(RandomTest, GammaBetaAndDirichletDrawsFollowTheirDistributions) {
     }
     EXPECT_NEAR(total / n, c.alpha, 5 * std::sqrt(c.alpha / n));  // mean alpha, variance alpha
     EXPECT_LT(ksDistance(x, [&](double v) { return gammaCdf(c.alpha, v); }), critical);
-    if (c.alpha == 1) EXPECT_EQ(draw("sim"), x) << "sim";
+    if (c.alpha == 1) {
+      EXPECT_EQ(draw("sim"), x) << "sim";
+    }
   }
   auto same = jit([](const Tensor& k) { return random::gamma(k, 2.5, {6}); });
   EXPECT_EQ(values(same(key)), values(same(key)));
