@@ -65,18 +65,27 @@ def time_spmd(build, name, reps, threads, program, min_time=0.5, binary=None):
     return (medians or runs)[0]["real_time"]
 
 
-def side_by_side(doc, title, program, name_of, torch_timer, f64_name_of=None, unit="img", batch=64):
+def side_by_side(doc, title, program, name_of, torch_timer, f64_name_of=None, unit="img", batch=64,
+                 bf16_name_of=None):
     """Parses the shared flags, times spmd's benchmark `name_of(batch)` in `program` and
     `torch_timer` with the same batch and threads, and prints both with their ratio and the
     throughput in `unit`s (a batch's samples) per second; `batch` is --batch's default. With
-    `f64_name_of`, --dtype f64 times that benchmark and passes dtype="f64" to `torch_timer`."""
+    `f64_name_of` (`bf16_name_of`), --dtype f64 (bf16) times that benchmark and passes dtype="f64"
+    ("bf16") to `torch_timer`."""
+    names = {"f32": name_of}
+    if f64_name_of:
+        names["f64"] = f64_name_of
+    if bf16_name_of:
+        names["bf16"] = bf16_name_of
     parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--build", default="build")
     parser.add_argument("--bench", help=f"the {program} to run (default: the one in --build)")
     parser.add_argument("--batch", type=int, help=f"default {batch} (8 in f64)")
-    if f64_name_of:
-        parser.add_argument("--dtype", choices=["f32", "f64"], default="f32",
-                            help="f64: both sides in double precision (a gradient check's or reference run's)")
+    if len(names) > 1:
+        meaning = {"f64": "f64: both sides in double precision (a gradient check's or reference run's)",
+                   "bf16": "bf16: mixed precision, spmd's compute = bf16 beside torch.autocast"}
+        parser.add_argument("--dtype", choices=list(names), default="f32",
+                            help="; ".join(meaning[d] for d in names if d in meaning))
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--threads", type=int, default=os.cpu_count(),
                         help="threads for both sides (OMP_NUM_THREADS / torch.set_num_threads)")
@@ -86,20 +95,21 @@ def side_by_side(doc, title, program, name_of, torch_timer, f64_name_of=None, un
                              "one round can fall on one side's slow spell")
     parser.add_argument("--smoke", action="store_true", help="batch 2, one repetition: checks that it runs")
     args = parser.parse_args()
-    f64 = getattr(args, "dtype", "f32") == "f64"
+    dtype = getattr(args, "dtype", "f32")
+    f64 = dtype == "f64"
     if args.batch is None:
         args.batch = 8 if f64 else batch
     if args.smoke:
         args.batch, args.reps, args.rounds = 2, 1, 1
     if args.rounds < 1:
         sys.exit(f"--rounds must be at least 1, got {args.rounds}")
-    print(f"{title}{', f64' if f64 else ''}, batch {args.batch}, CPU ({os.cpu_count()} cores)")
+    print(f"{title}{'' if dtype == 'f32' else ', ' + dtype}, batch {args.batch}, CPU ({os.cpu_count()} cores)")
     ratios = []
     for round_ in range(args.rounds):
-        ours = time_spmd(args.build, (f64_name_of if f64 else name_of)(args.batch), args.reps, args.threads, program,
+        ours = time_spmd(args.build, names[dtype](args.batch), args.reps, args.threads, program,
                          min_time=0.01 if args.smoke else 0.5, binary=args.bench)
         reps = 1 if args.smoke else max(args.reps * 2, 10)
-        theirs, threads, version = (torch_timer(args.batch, reps, args.threads, dtype="f64") if f64
+        theirs, threads, version = (torch_timer(args.batch, reps, args.threads, dtype=dtype) if dtype != "f32"
                                     else torch_timer(args.batch, reps, args.threads))
         ratios.append(ours / theirs)
         if args.rounds > 1:

@@ -64,6 +64,26 @@ void BM_ResNet18TrainStepF64(benchmark::State& state) {
   state.counters["compile_s"] = compileSeconds;
   bench::reportFlops(state, bench::programFlops(step.lastProgram()), seconds);
 }
+// The step in mixed precision (nn::ApplyOptions::compute = bf16, the sample's --precision bf16):
+// convolutions and matmuls in bf16 (oneDNN's bf16 kernels where the CPU has AVX512-BF16 or AMX,
+// else the f32 kernels between bf16 roundings), BatchNorm, the loss and the update in f32;
+// the compare script's --dtype bf16 runs it beside torch.autocast("cpu", bfloat16).
+void BM_ResNet18TrainStepBf16(benchmark::State& state) {
+  const int64_t batch = state.range(0);
+  auto model = spmd::models::resnet18();
+  auto [params, bnState] = model->initialize(0);
+  spmd::optim::Sgd sgd({.learningRate = 0.1, .momentum = 0.9});
+  spmd::Tree opt = sgd.init(params);
+  auto step = spmd::jit(bench::trainStep(*model, sgd, spmd::DType::bf16), {.donateArguments = {0, 1, 2}});
+  auto [x, y] = bench::syntheticBatch(batch);
+  auto [p1, o1, s1, l1] = step(params, opt, bnState, x, y);
+  const double compileSeconds = step.lastCompileSeconds();
+  const double seconds = bench::timeSteps(state, step, p1, o1, s1, x, y);
+  state.SetItemsProcessed(state.iterations() * batch);
+  state.counters["compile_s"] = compileSeconds;
+  // No share of the f32 peak: AMX's bf16 peak is another (and oneDNN's path is logged at the start).
+  state.counters["GFLOP_s"] = bench::programFlops(step.lastProgram()) * double(state.iterations()) / seconds / 1e9;
+}
 // The step's optimizer update alone: SGD with momentum and weight decay over ResNet-18's
 // parameters at a width, donated, the gradients on the device already. One fused step of a
 // segment per parameter (compiler/BatchFused), memory-bound at full width; GB_s counts each
@@ -86,6 +106,8 @@ void BM_SgdUpdate(benchmark::State& state) {
   state.counters["GB_s"] = benchmark::Counter(bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_SgdUpdate)->ArgNames({"width"})->Arg(16)->Arg(64)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+BENCHMARK(BM_ResNet18TrainStepBf16)->ArgNames({"batch"})->Arg(64)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 BENCHMARK(BM_ResNet18TrainStepF64)->ArgNames({"batch"})->Arg(8)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 

@@ -26,20 +26,22 @@ SPMD_ISA_BODY void widenRange(const bf16* __restrict x, float* __restrict y, int
 }
 
 template <typename In, typename Out, void (*range)(const In*, Out*, int64_t)>
-void chunked(KernelCall& call) {
-  const In* x = call.in[0].as<In>();
-  Out* y = call.out[0].as<Out>();
-  const int64_t n = call.out[0].numel(), chunks = (n + kGrain - 1) / kGrain;
+void chunkedRange(const In* x, Out* y, int64_t n) {
+  const int64_t chunks = (n + kGrain - 1) / kGrain;
 #pragma omp parallel for if (chunks > 1) schedule(static)
   for (int64_t c = 0; c < chunks; ++c) onOwnIsa<range>(x + c * kGrain, y + c * kGrain, std::min(kGrain, n - c * kGrain));
 }
 
 }  // namespace
 
+void widenBf16s(const bf16* from, float* to, int64_t count) { chunkedRange<bf16, float, widenRange>(from, to, count); }
+
+void narrowToBf16s(const float* from, bf16* to, int64_t count) { chunkedRange<float, bf16, narrowRange>(from, to, count); }
+
 void convert(KernelCall& call) {
   const DType from = call.in[0].dtype, to = call.out[0].dtype;
-  if (from == DType::f32 && to == DType::bf16) return chunked<float, bf16, narrowRange>(call);
-  if (from == DType::bf16 && to == DType::f32) return chunked<bf16, float, widenRange>(call);
+  if (from == DType::f32 && to == DType::bf16) return narrowToBf16s(call.in[0].as<float>(), call.out[0].as<bf16>(), call.out[0].numel());
+  if (from == DType::bf16 && to == DType::f32) return widenBf16s(call.in[0].as<bf16>(), call.out[0].as<float>(), call.out[0].numel());
   kernels::convert<HostLoop>(call);
 }
 

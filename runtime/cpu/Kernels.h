@@ -3,6 +3,7 @@
 // the library's kernel (runtime/cpu/KernelTable.cpp).
 #pragma once
 
+#include "runtime/base/BFloat16.h"
 #include "runtime/device/Kernel.h"
 
 #define SPMD_CPU_OPS(X)                                                                             \
@@ -54,5 +55,10 @@ bool emptySums(KernelCall& call);
 // Whether a convolution or matmul call is one emptySums handles (nothing for a variant to run,
 // nor for the timing to choose).
 bool overNothing(const KernelCall& call);
+
+// convert's f32 <-> bf16 loops on whole buffers (runtime/cpu/Convert.cpp): vector code over the
+// OpenMP pool, the bits of runtime/base/BFloat16.h's conversions.
+void widenBf16s(const bf16* from, float* to, int64_t count);
+void narrowToBf16s(const float* from, bf16* to, int64_t count);
 
 }  // namespace spmd::runtime::cpu

@@ -7,20 +7,30 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <iterator>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include "runtime/base/Error.h"
 #include "runtime/base/MachineLoad.h"
 #include "runtime/base/Parse.h"
 #include "runtime/device/KernelChoice.h"
+#include "runtime/device/WidenedBf16.h"
 
 namespace spmd::runtime {
 namespace {
 
+// A variant that runs on a step: as it is, or between bf16 roundings (VariantSet::widensBf16).
+struct Candidate {
+  const KernelVariant* variant = nullptr;
+  bool widened = false;
+  void (*runWidened)(KernelCall&, KernelFn) = nullptr;  // the set's, where widened
+};
+
 // What a step keeps: its variant and that variant's own cache slot.
 struct VariantState {
-  const KernelVariant* variant = nullptr;
+  Candidate chosen;
   std::shared_ptr<void> cache;
   std::string why;
   // Timed on this call's own buffers, the variant ran last: its outputs are the call's (once).
@@ -28,6 +38,31 @@ struct VariantState {
 };
 
 bool runsOn(const KernelVariant& v, const KernelCall& call) { return !v.runs || v.runs(call); }
+
+// The step's f32 form: each bf16 view as f32, the same shape and layout (runs() reads no data).
+std::vector<TensorView> widenedViews(std::span<const TensorView> views) {
+  std::vector<TensorView> wide(views.begin(), views.end());
+  for (TensorView& v : wide)
+    if (v.dtype == DType::bf16) v.dtype = DType::f32;
+  return wide;
+}
+
+// How `v` runs on `call`, if it does: as it is, else between bf16 roundings where the set widens.
+std::optional<Candidate> candidateOn(const KernelVariant& v, const VariantSet& set, const KernelCall& call) {
+  if (runsOn(v, call)) return Candidate{&v, false};
+  if (!set.widensBf16 || !set.widensBf16(call)) return std::nullopt;
+  const std::vector<TensorView> in = widenedViews(call.in), out = widenedViews(call.out);
+  std::shared_ptr<void> none;
+  const KernelCall wide{call.step, in, out, none, call.comm, call.device};
+  if (runsOn(v, wide)) return Candidate{&v, true, set.runWidened};
+  return std::nullopt;
+}
+
+void runCandidate(const Candidate& c, KernelCall& call) {
+  if (!c.widened) c.variant->fn(call);
+  else if (c.runWidened) c.runWidened(call, c.variant->fn);
+  else widenedBf16(call, c.variant->fn);
+}
 
 // Why SPMD_THREAD_INVARIANT (`invariant`) or SPMD_TIGHT_ROUNDING (`tight`) leaves `v` out of the
 // candidates, said to a pin of it; null where they do not.
@@ -88,22 +123,23 @@ std::vector<std::string> namesOf(const VariantSet& set) {
 constexpr int kMostRounds = 6;
 constexpr double kMostSeconds = 0.25;
 
-std::vector<double> timeVariants(const KernelCall& call, const VariantSet& set, const std::vector<Variant>& allowed,
-                                 std::map<std::string, std::shared_ptr<void>>& states, std::string& last) {
+std::vector<double> timeVariants(const KernelCall& call, const std::vector<Candidate>& running,
+                                 const std::vector<Variant>& allowed, std::map<std::string, std::shared_ptr<void>>& states,
+                                 std::string& last) {
   using Clock = std::chrono::steady_clock;
   std::vector<KernelCall> trials;
   for (const Variant& v : allowed)
     trials.push_back(KernelCall{call.step, call.in, call.out, states[v.name], call.comm, call.device, nullptr, nullptr});
-  std::vector<KernelFn> fns;
+  std::vector<Candidate> runs;
   for (const Variant& v : allowed)
-    for (const KernelVariant& k : set.variants)
-      if (v.name == k.name) fns.push_back(k.fn);
+    for (const Candidate& c : running)
+      if (v.name == c.variant->name) runs.push_back(c);
   const size_t n = allowed.size();
   std::vector<double> quiet(n, INFINITY), any(n, INFINITY), warm(n);  // least times: undisturbed runs, all runs
   auto once = [&](size_t i) {
     const double before = runQueueSeconds();
     const auto start = Clock::now();
-    fns[i](trials[i]);
+    runCandidate(runs[i], trials[i]);
     const double t = std::chrono::duration<double>(Clock::now() - start).count();
     const double waited = runQueueSeconds() - before;  // NaN where unknown: undisturbed
     any[i] = std::min(any[i], t);
@@ -142,9 +178,10 @@ std::vector<double> timeVariants(const KernelCall& call, const VariantSet& set, 
 
 VariantState choose(const KernelCall& call, const VariantSet& set, ChoiceExchange* exchange) {
   const bool invariant = threadInvariantKernels(), tight = tightRoundingKernels();
-  std::vector<const KernelVariant*> running;
+  std::vector<Candidate> running;
   for (const KernelVariant& v : set.variants)
-    if (runsOn(v, call) && !leftOut(v, invariant, tight)) running.push_back(&v);
+    if (const std::optional<Candidate> c = candidateOn(v, set, call); c && !leftOut(v, invariant, tight))
+      running.push_back(*c);
   if (running.empty())
     throw Error("no " + std::string(set.backend) + " kernel of '" + set.op + "'" +
                 (invariant ? " whose bits do not depend on the thread count" : "") +
@@ -155,37 +192,48 @@ VariantState choose(const KernelCall& call, const VariantSet& set, ChoiceExchang
   const std::string pin = choices.pinOf(set.op);
   if (const std::vector<std::string> names = namesOf(set);
       !pin.empty() && std::find(names.begin(), names.end(), pin) == names.end())
-    choices.choose({set.device(), set.library(), set.op, shapesOf(call, set)}, {{running[0]->name, true, false}}, false,
+    choices.choose({set.device(), set.library(), set.op, shapesOf(call, set)}, {{running[0].variant->name, true, false}}, false,
                    nullptr, nullptr, names);  // throws, listing the variants
   for (const KernelVariant& v : set.variants)
     if (pin == v.name)
       if (const char* why = leftOut(v, invariant, tight))
         throw Error("SPMD_KERNELS pins " + std::string(set.op) + " to '" + pin + "', " + why + " (`spmd-run --kernels " +
                     set.backend + "` marks them) or unset one of the two");
-  if (running.size() == 1) return {running[0], nullptr, "the only variant that runs here"};
-  if (!kernelTiming()) {  // untimed: a pin where it runs, else the list's order
-    for (const KernelVariant* v : running)
-      if (pin == v->name) return {v, nullptr, "pinned by SPMD_KERNELS"};
-    for (const KernelVariant* v : running)
-      if (!v->pays || v->pays(call)) return {v, nullptr, "the first that pays in the list's order (SPMD_KERNEL_TIMING=0)"};
-    return {running.back(), nullptr, "the last in the list's order (SPMD_KERNEL_TIMING=0)"};
+  // Said of a variant run between bf16 roundings.
+  auto how = [](const Candidate& c, std::string why) {
+    return c.widened ? why + " (in f32 between bf16 roundings)" : why;
+  };
+  if (running.size() == 1) return {running[0], nullptr, how(running[0], "the only variant that runs here")};
+  if (!kernelTiming()) {  // untimed: a pin where it runs, else the list's order, bf16 kernels before widened ones
+    for (const Candidate& c : running)
+      if (pin == c.variant->name) return {c, nullptr, how(c, "pinned by SPMD_KERNELS")};
+    std::vector<Candidate> ordered;
+    std::copy_if(running.begin(), running.end(), std::back_inserter(ordered), [](const Candidate& c) { return !c.widened; });
+    std::copy_if(running.begin(), running.end(), std::back_inserter(ordered), [](const Candidate& c) { return c.widened; });
+    for (const Candidate& c : ordered)
+      if (!c.variant->pays || c.variant->pays(call))
+        return {c, nullptr, how(c, "the first that pays in the list's order (SPMD_KERNEL_TIMING=0)")};
+    const auto unwidened = std::find_if(running.rbegin(), running.rend(), [](const Candidate& c) { return !c.widened; });
+    const Candidate& last = unwidened != running.rend() ? *unwidened : running.back();
+    return {last, nullptr, how(last, "the last in the list's order (SPMD_KERNEL_TIMING=0)")};
   }
   std::vector<Variant> candidates;
-  for (const KernelVariant* v : running) candidates.push_back({v->name, true, false});
+  for (const Candidate& c : running) candidates.push_back({c.variant->name, true, false});
   std::map<std::string, std::shared_ptr<void>> states;
   std::string last;  // the variant timing ran last on the call's buffers ("": none timed here)
   // The candidates belong to the key: a choice made before a variant existed is made again.
   std::string among = ", among";
-  for (const KernelVariant* v : running) among += std::string(" ") + v->name;
+  for (const Candidate& c : running) among += std::string(" ") + c.variant->name + (c.widened ? "(widened)" : "");
   const ChoiceKey key{set.device(), set.library(), set.op, shapesOf(call, set) + among};
   const Choice choice = choices.choose(
-      key, candidates, false, [&](const std::vector<Variant>& allowed) { return timeVariants(call, set, allowed, states, last); },
-      exchange, namesOf(set));
+      key, candidates, false,
+      [&](const std::vector<Variant>& allowed) { return timeVariants(call, running, allowed, states, last); }, exchange,
+      namesOf(set));
   // Choice::why starts "op: variant, ": said once already by whoever prints it.
   const std::string said = std::string(set.op) + ": " + choice.variant + ", ";
   const std::string why = choice.why.rfind(said, 0) == 0 ? choice.why.substr(said.size()) : choice.why;
-  for (const KernelVariant* v : running)
-    if (choice.variant == v->name) return {v, states[v->name], why, last == v->name};
+  for (const Candidate& c : running)
+    if (choice.variant == c.variant->name) return {c, states[c.variant->name], how(c, why), last == c.variant->name};
   throw Error("the kernel choice for '" + std::string(set.op) + "' named '" + choice.variant + "', which does not run here");
 }
 
@@ -223,18 +271,18 @@ void runVariant(KernelCall& call, const VariantSet& set) {
     auto state = std::make_shared<VariantState>(choose(call, set, nullptr));
     if (envSwitch("SPMD_LOG_COMPILES").value_or(false))
       std::fprintf(stderr, "spmd: %s kernel of '%s' (%s): %s, %s\n", set.backend, call.step.op.c_str(),
-                   call.step.where().c_str(), state->variant->name, state->why.c_str());
+                   call.step.where().c_str(), state->chosen.variant->name, state->why.c_str());
     call.cache = std::move(state);
   }
   auto& state = *static_cast<VariantState*>(call.cache.get());
-  if (call.variant && call.variant->empty()) *call.variant = std::string(state.variant->name) + ": " + state.why;
+  if (call.variant && call.variant->empty()) *call.variant = std::string(state.chosen.variant->name) + ": " + state.why;
   if (state.outputsWritten) {  // the first call's outputs are the winner's timed run (timeVariants)
     state.outputsWritten = false;
     return;
   }
   KernelCall inner{call.step,  call.in,    call.out, state.cache,   call.comm,
                    call.device, call.later, call.check, call.variant, call.shared, call.stepIndex};
-  state.variant->fn(inner);
+  runCandidate(state.chosen, inner);
 }
 
 void chooseVariant(KernelCall& call, const VariantSet& set, ChoiceExchange* exchange) {

@@ -11,6 +11,8 @@
 //     choice;
 //   - SPMD_KERNEL_TIMING=0: the list's order decides (the first variant that runs and `pays`,
 //     the hand-tuned rule each variant carries), as before variants were timed;
+//   - a step on bf16 operands where the set widens them (VariantSet::widensBf16) has the f32
+//     variants among its candidates, each run between bf16 roundings;
 //   - SPMD_THREAD_INVARIANT=1: only variants whose bits do not depend on the thread count are
 //     candidates (pins included), so a run's bits do not depend on its threads per replica;
 //   - SPMD_TIGHT_ROUNDING=1: no variant whose f32 rounding error is several times the direct
@@ -48,6 +50,14 @@ struct VariantSet {
   std::string (*device)();   // what a timed choice is valid for: "AMD EPYC (family 25 model 17), oneDNN avx512_core_bf16, spmd avx512"
   std::string (*library)();  // "oneDNN 2.7.3"
   std::string (*setting)();  // what else a variant's speed or bits depend on: "threads 2"
+  // Where it holds for a step on bf16 operands, each variant that does not take bf16 but takes the
+  // step's f32 form is a candidate too, run between bf16 roundings (runtime/device/WidenedBf16.h:
+  // its operands widened exactly, its bf16 results rounded once). The CPU's, where oneDNN's bf16
+  // kernels run (AVX512-BF16, AMX): its bf16 filter gradients on few pixels are slower than our
+  // f32 Winograd on the widened operands. Null: none.
+  bool (*widensBf16)(const KernelCall&) = nullptr;
+  // Runs an f32 variant so (null: widenedBf16 with its plain loops).
+  void (*runWidened)(KernelCall&, KernelFn) = nullptr;
 };
 
 // Runs the step's variant, choosing it on the step's first call (kept in call.cache).

@@ -1,5 +1,6 @@
 // A backend's f32 kernel for a step on bf16 tensors (an op of runtime/program/Bf16Kernels.h that
-// the compiler kept in bf16, where the backend's library has no bf16 kernel): each bf16 operand
+// the compiler kept in bf16, where the backend's library has no bf16 kernel, or where timing found
+// an f32 variant faster than the library's bf16 one: runtime/device/Variants.h): each bf16 operand
 // widened into an f32 copy (exact), the f32 kernel on the copies, each bf16 result rounded from
 // its f32 result (to nearest even). The same values as the program compiled to widen the op
 // itself: the same f32 kernel between the same roundings.
@@ -12,8 +13,20 @@
 
 namespace spmd::runtime {
 
-template <KernelFn F32>
-void widenedBf16(KernelCall& call) {
+// The conversions of whole buffers it runs: exact widening, rounding to nearest even (a backend
+// may pass its own vector loops over its threads; the same bits).
+using WidenBf16Fn = void (*)(const bf16* from, float* to, int64_t count);
+using NarrowBf16Fn = void (*)(const float* from, bf16* to, int64_t count);
+
+inline void widenBf16Loop(const bf16* from, float* to, int64_t count) {
+  for (int64_t k = 0; k < count; ++k) to[k] = fromBf16(from[k]);
+}
+inline void narrowBf16Loop(const float* from, bf16* to, int64_t count) {
+  for (int64_t k = 0; k < count; ++k) to[k] = toBf16(from[k]);
+}
+
+inline void widenedBf16(KernelCall& call, KernelFn f32, WidenBf16Fn widen = &widenBf16Loop,
+                        NarrowBf16Fn narrow = &narrowBf16Loop) {
   struct Copies {
     std::vector<std::vector<float>> in, out;  // one per bf16 view; empty for the others
     std::vector<TensorView> inViews, outViews;
@@ -42,18 +55,21 @@ void widenedBf16(KernelCall& call) {
       c.inViews[i].data = call.in[i].data;
       continue;
     }
-    const bf16* from = call.in[i].as<bf16>();
-    for (size_t k = 0; k < c.in[i].size(); ++k) c.in[i][k] = fromBf16(from[k]);
+    widen(call.in[i].as<bf16>(), c.in[i].data(), int64_t(c.in[i].size()));
   }
   for (size_t i = 0; i < call.out.size(); ++i)
     if (call.out[i].dtype != DType::bf16) c.outViews[i].data = call.out[i].data;
   KernelCall wide{call.step, c.inViews, c.outViews, c.cache, call.comm, call.device, nullptr, nullptr, call.variant};
-  F32(wide);
+  f32(wide);
   for (size_t i = 0; i < call.out.size(); ++i) {
     if (call.out[i].dtype != DType::bf16) continue;
-    bf16* to = call.out[i].as<bf16>();
-    for (size_t k = 0; k < c.out[i].size(); ++k) to[k] = toBf16(c.out[i][k]);
+    narrow(c.out[i].data(), call.out[i].as<bf16>(), int64_t(c.out[i].size()));
   }
+}
+
+template <KernelFn F32>
+void widenedBf16(KernelCall& call) {
+  widenedBf16(call, F32);
 }
 
 }  // namespace spmd::runtime

@@ -26,6 +26,7 @@
 
 #include "KernelCases.h"
 #include "TestUtil.h"
+#include "runtime/base/BFloat16.h"
 #include "runtime/base/MachineLoad.h"
 #include "runtime/cpu/CpuVariants.h"
 #include "runtime/cpu/CpuDevice.h"
@@ -449,6 +450,64 @@ TEST(ConvVariantTest, TightRoundingLeavesLooseVariantsOut) {
                          "the direct kernels', while SPMD_TIGHT_ROUNDING=1"),
             std::string::npos)
       << message;
+}
+
+// A set that widens bf16 steps (VariantSet::widensBf16: the CPU's where oneDNN's bf16 kernels
+// run) has its f32-only variants among a bf16 step's candidates, each run on exact f32 copies of
+// the operands with its results rounded once: a stub op whose bf16 kernel is slow runs the fast
+// f32 one so, chosen by timing, and says so; a set that does not widen never runs it on bf16.
+std::atomic<int> f32OnlyRuns{0};
+void slowBf16Variant(KernelCall& call) {  // y = x, slowly
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  call.out[0].as<bf16>()[0] = call.in[0].as<bf16>()[0];
+}
+void tripleF32Variant(KernelCall& call) {  // y = 3x in f32
+  ++f32OnlyRuns;
+  call.out[0].as<float>()[0] = 3.0f * call.in[0].as<float>()[0];
+}
+bool onBf16(const KernelCall& call) { return call.in[0].dtype == DType::bf16; }
+bool onF32(const KernelCall& call) { return call.in[0].dtype == DType::f32; }
+
+TEST(ConvVariantTest, ABf16StepRunsAnF32VariantBetweenRoundingsWhereTheSetWidens) {
+  if (!kernelTiming()) GTEST_SKIP() << "SPMD_KERNEL_TIMING=0";
+  const auto dir = std::filesystem::temp_directory_path() / ("spmd-widened-" + std::to_string(::getpid()));
+  setenv("SPMD_KERNEL_CACHE", dir.c_str(), 1);
+  PinnedKernels none("");
+  setRunQueueSource([] { return 0.0; });
+  const std::vector<int64_t> shape{1};
+  const float x = 1.0f + 0x1p-7f;  // a bf16 value: 3x (3 + 3 * 2^-7) is not, and rounds to 3 + 2^-5
+  auto run = [&](const char* op, bool widens) {
+    VariantSet set{op, "cpu",
+                   {{"bf16_kernel", "bf16 in and out, 5 ms", true, &onBf16, nullptr, &slowBf16Variant},
+                    {"f32_only", "f32 in and out", true, &onF32, nullptr, &tripleF32Variant}},
+                   [] { return std::string("ConvVariantTest's stub device"); }, [] { return std::string("none"); },
+                   [] { return std::string("threads 1"); }};
+    if (widens) set.widensBf16 = [](const KernelCall&) { return true; };
+    bf16 in = toBf16(x), out{};
+    const std::vector<TensorView> ins{{&in, DType::bf16, shape, ""}}, outs{{&out, DType::bf16, shape, ""}};
+    Step step{op, {}, {}, {}, "ConvVariantTest"};
+    std::shared_ptr<void> cache;
+    std::string ran;
+    KernelCall call{step, ins, outs, cache};
+    call.variant = &ran;
+    runVariant(call, set);
+    return std::pair{ran, fromBf16(out)};
+  };
+  const int before = f32OnlyRuns.load();
+  const auto [plainRan, plainY] = run("stub_bf16_plain", false);
+  EXPECT_EQ(nameOf(plainRan), "bf16_kernel") << plainRan;
+  EXPECT_EQ(plainY, fromBf16(toBf16(x)));
+  EXPECT_EQ(f32OnlyRuns.load(), before) << "an f32-only variant ran on bf16 operands in a set that does not widen";
+  const auto [wideRan, wideY] = run("stub_bf16_widened", true);
+  setRunQueueSource(nullptr);
+  std::filesystem::remove_all(dir);
+  unsetenv("SPMD_KERNEL_CACHE");
+  if (wideRan.find("timed") == std::string::npos) GTEST_SKIP() << "the process's choices were loaded before: " << wideRan;
+  EXPECT_EQ(nameOf(wideRan), "f32_only") << wideRan;
+  EXPECT_NE(wideRan.find("(in f32 between bf16 roundings)"), std::string::npos) << wideRan;
+  EXPECT_EQ(wideY, roundToBf16(3.0f * x)) << "the f32 result rounded once to bf16";
+  EXPECT_EQ(wideY, 3.0f + 0x1p-5f);
+  EXPECT_GT(f32OnlyRuns.load(), before);
 }
 
 TEST(ConvVariantTest, PinningAnUnknownVariantIsAClearError) {
