@@ -80,7 +80,7 @@ def side_by_side(doc, title, program, name_of, torch_timer, f64_name_of=None, un
     parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--build", default="build")
     parser.add_argument("--bench", help=f"the {program} to run (default: the one in --build)")
-    parser.add_argument("--batch", type=int, help=f"default {batch} (8 in f64)")
+    parser.add_argument("--batch", type=int, help=f"default {batch}" + (" (8 in f64)" if "f64" in names else ""))
     if len(names) > 1:
         meaning = {"f64": "f64: both sides in double precision (a gradient check's or reference run's)",
                    "bf16": "bf16: mixed precision, spmd's compute = bf16 beside torch.autocast"}

@@ -6,7 +6,10 @@ next-token cross-entropy, plain SGD) on the CPU: spmd's Google Benchmark
 python3-torch, the same threads) in one run; prints both times and the ratio.
 
 usage: /usr/bin/python3 benchmarks/compare_transformer.py [--build build] [--batch 16] [--reps 5] [--rounds 1]
-       [--smoke]   (batch 2, one repetition: CI runs it so the script cannot rot)"""
+       [--dtype f32|bf16] [--smoke]   (batch 2, one repetition: CI runs it so the script cannot rot)
+--dtype bf16: mixed precision, spmd's block with compute = bf16 (its products in bf16) beside the
+PyTorch block's forward and loss under torch.autocast("cpu", bfloat16), the backward and SGD
+outside it, as PyTorch's recipe has it."""
 import math
 import os
 import sys
@@ -19,7 +22,7 @@ from compare_resnet18_forward import median_ms, side_by_side  # noqa: E402
 VOCAB, DIM, HIDDEN, HEADS, TOKENS = 4096, 256, 1024, 4, 128
 
 
-def time_torch(batch, reps, threads):
+def time_torch(batch, reps, threads, dtype="f32"):
     import torch
     from torch_transformer import block
     torch.set_num_threads(threads)
@@ -39,8 +42,9 @@ def time_torch(batch, reps, threads):
 
     def step():
         sgd.zero_grad()
-        logits = block(p, ids, HEADS)
-        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, VOCAB), targets)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=dtype == "bf16"):
+            logits = block(p, ids, HEADS)
+            loss = torch.nn.functional.cross_entropy(logits.reshape(-1, VOCAB), targets)
         loss.backward()
         sgd.step()
         return loss
@@ -51,7 +55,7 @@ def time_torch(batch, reps, threads):
 def main():
     side_by_side(__doc__, "decoder block LM training step, vocab 4096, dim 256, 4 heads, 128 tokens",
                  "bench_transformer_train_step", lambda batch: f"BM_TransformerTrainStep/batch:{batch}/", time_torch,
-                 unit="seq", batch=16)
+                 unit="seq", batch=16, bf16_name_of=lambda batch: f"BM_TransformerTrainStepBf16/batch:{batch}/")
 
 
 if __name__ == "__main__":

@@ -18,15 +18,15 @@ namespace {
 
 constexpr int64_t kVocab = 4096, kDim = 256, kHidden = 1024, kHeads = 4, kTokens = 128;
 
-void BM_TransformerTrainStep(benchmark::State& state) {
+void trainStep(benchmark::State& state, spmd::DType compute) {
   const int64_t batch = state.range(0);
   spmd::Tree params = spmd::models::transformerInit(kVocab, kDim, kHidden, spmd::DType::f32, 0);
   spmd::optim::Sgd sgd({.learningRate = 0.01});
   spmd::Tree opt = sgd.init(params);
   auto step = spmd::jit(
-      [&sgd](const spmd::Tree& p, const spmd::Tree& o, const spmd::Tensor& ids, const spmd::Tensor& next) {
+      [&sgd, compute](const spmd::Tree& p, const spmd::Tree& o, const spmd::Tensor& ids, const spmd::Tensor& next) {
         auto [loss, grads] = spmd::value_and_grad([&](const spmd::Tree& q) {
-          spmd::Tensor logits = spmd::models::transformerLogits(q, ids, {.heads = kHeads});
+          spmd::Tensor logits = spmd::models::transformerLogits(q, ids, {.heads = kHeads, .compute = compute});
           return spmd::mean(spmd::softmaxCrossEntropy(spmd::reshape(logits, {-1, kVocab}), spmd::reshape(next, {-1})),
                             {0});
         })(p);
@@ -48,12 +48,20 @@ void BM_TransformerTrainStep(benchmark::State& state) {
   }
   state.SetItemsProcessed(state.iterations() * batch * kTokens);
 }
+
+void BM_TransformerTrainStep(benchmark::State& state) { trainStep(state, spmd::DType::f32); }
+// In mixed precision (TransformerOptions::compute = bf16: the products in bf16, oneDNN's bf16
+// matmuls where the CPU has AVX512-BF16 or AMX); compare_transformer.py --dtype bf16 runs it
+// beside the PyTorch block under torch.autocast.
+void BM_TransformerTrainStepBf16(benchmark::State& state) { trainStep(state, spmd::DType::bf16); }
+
 BENCHMARK(BM_TransformerTrainStep)
     ->ArgNames({"batch"})
     ->Arg(16)
     ->Arg(2)  // the compare script's --smoke run in CI
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
+BENCHMARK(BM_TransformerTrainStepBf16)->ArgNames({"batch"})->Arg(16)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 

@@ -22,15 +22,26 @@ Tensor transformerLogits(const Tree& p, const Tensor& ids, const TransformerOpti
   const int64_t dh = d / options.heads;
   const int64_t local = p.at("q.weight", loc).dim(0) / dh;  // this replica's heads (all of them unsharded)
   const std::string& axis = options.modelAxis;
+  if (options.compute != DType::f32 && options.compute != DType::bf16)
+    throw Error(detail::where(loc) + ": models::transformerLogits: compute " + std::string(dtypeName(options.compute)) +
+                " is not a mixed-precision dtype; give bf16, or f32 (the default) to convert nothing");
+  const bool lowp = options.compute == DType::bf16;
+  const DType wide = x.dtype();
+  // A product in the compute dtype: its operands converted, its result read back in the block's.
+  auto product = [&](const Tensor& lhs, const Tensor& rhs, const Tensor& bias, MatmulOptions how) {
+    if (!lowp) return matmul(lhs, rhs, bias, how, loc);
+    auto narrow = [&](const Tensor& v) { return v.defined() ? cast(v, DType::bf16, loc) : v; };
+    return cast(matmul(narrow(lhs), narrow(rhs), narrow(bias), how, loc), wide, loc);
+  };
   auto dense = [&](const Tensor& h, const std::string& name) {
     const Tensor& w = p.at(name + ".weight", loc);
-    Tensor y = matmul(reshape(h, {-1, h.shape().back()}, loc), w, p.at(name + ".bias", loc), {.transposeRhs = true}, loc);
+    Tensor y = product(reshape(h, {-1, h.shape().back()}, loc), w, p.at(name + ".bias", loc), {.transposeRhs = true});
     return reshape(y, {b, t, w.dim(0)}, loc);
   };
   auto rowDense = [&](const Tensor& h, const std::string& name) {  // this replica's inputs' share, summed
     if (axis.empty()) return dense(h, name);
     const Tensor& w = p.at(name + ".weight", loc);
-    Tensor y = matmul(reshape(h, {-1, h.shape().back()}, loc), w, {}, {.transposeRhs = true}, loc);
+    Tensor y = product(reshape(h, {-1, h.shape().back()}, loc), w, {}, {.transposeRhs = true});
     return reshape(add(psum(y, axis, loc), p.at(name + ".bias", loc), loc), {b, t, w.dim(0)}, loc);
   };
   auto heads = [&](const Tensor& h) {  // [B, T, local * dh] -> [B * local, T, dh]
@@ -45,8 +56,8 @@ Tensor transformerLogits(const Tree& p, const Tensor& ids, const TransformerOpti
   auto attention = [&](const Tensor& x) {
     Tensor h = layerNorm(x, p.at("ln1.weight", loc), p.at("ln1.bias", loc), 1e-5, loc);
     Tensor q = heads(dense(h, "q")), k = heads(dense(h, "k")), v = heads(dense(h, "v"));
-    Tensor scores = add(mul(matmul(q, k, {}, {.transposeRhs = true}, loc), 1.0 / std::sqrt(double(dh)), loc), Tensor(mask), loc);
-    Tensor attended = matmul(softmax(scores, -1, loc), v, {}, {}, loc);
+    Tensor scores = add(mul(product(q, k, {}, {.transposeRhs = true}), 1.0 / std::sqrt(double(dh)), loc), Tensor(mask), loc);
+    Tensor attended = product(softmax(scores, -1, loc), v, {}, {});
     attended = reshape(transpose(reshape(attended, {b, local, t, dh}, loc), {0, 2, 1, 3}, loc), {b, t, local * dh}, loc);
     return add(x, rowDense(attended, "proj"), loc);
   };

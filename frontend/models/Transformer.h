@@ -26,6 +26,12 @@ struct TransformerOptions {
   // Inside spmd::shardMap: the mesh axis the heads and hidden units are split over, with the
   // parameters laid out as transformerSpec says; empty: unsharded.
   std::string modelAxis = {};
+  // Mixed precision, as torch.autocast(dtype=bfloat16) runs the same block: with bf16, the seven
+  // linear layers and attention's two batched products take bf16 operands (the f32 parameters
+  // converted as they are read: f32 master weights, f32 gradients) and give bf16 results, read
+  // back as f32 (exactly); the layer norms, the softmax, GELU, the residual stream and the logits
+  // stay f32. f32, the default, converts nothing (an f64 block stays f64).
+  DType compute = DType::f32;
 };
 
 // Logits [batch, tokens, vocab] of i32 token ids [batch, tokens].

@@ -2,7 +2,9 @@
 """PyTorch side of TorchReferenceTest's transformer block: token embedding, pre-norm causal
 self-attention (2 heads) and GELU MLP with residuals, a final layer norm and a linear head, mean
 cross-entropy against next tokens. Reads the parameters and batch spmd wrote to DIR; writes back,
-in float32 and in float64, the loss and the gradient of every parameter. Files in DIR as
+in float32 and in float64, the loss and the gradient of every parameter, and the same of the
+float32 step under torch.autocast("cpu", bfloat16) ("torchbf16": bf16 linear layers and batched
+products, f32 parameters, gradients and loss). Files in DIR as
 tests/reference/exchange.py describes; names as spmd's (TorchReferenceTest.cpp).
 
 usage: torch_transformer.py DIR HEADS
@@ -36,10 +38,11 @@ def block(p, ids, heads):
     return F.linear(h, p["head.weight"], p["head.bias"])
 
 
-def step(arrays, dtype, heads, directory, prefix):
+def step(arrays, dtype, heads, directory, prefix, autocast=False):
     p = {name: a.to(dtype).clone().requires_grad_() for name, a in arrays.items() if not name.startswith("input.")}
-    logits = block(p, arrays["input.ids"].long(), heads)
-    loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), arrays["input.targets"].long().reshape(-1))
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+        logits = block(p, arrays["input.ids"].long(), heads)
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), arrays["input.targets"].long().reshape(-1))
     loss.backward()
     write(directory, prefix + ".loss", loss.reshape(()))
     for name, value in p.items():
@@ -51,6 +54,7 @@ def main():
     arrays = read(directory)
     step(arrays, torch.float32, heads, directory, "torch32")
     step(arrays, torch.float64, heads, directory, "torch64")
+    step(arrays, torch.float32, heads, directory, "torchbf16", autocast=True)
 
 
 if __name__ == "__main__":

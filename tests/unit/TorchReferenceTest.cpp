@@ -688,10 +688,10 @@ TEST(TorchReferenceTest, TransformerBlockMatchesPyTorchAutograd) {
                         " " + std::to_string(heads);
   ASSERT_EQ(std::system(command.c_str()), 0) << "failed: " << command;
 
-  auto ours = [&](const Tree& p) {
+  auto ours = [&](const Tree& p, DType compute = DType::f32) {
     auto step = jit([&](const Tree& q, const Tensor& tokens, const Tensor& next) {
       return value_and_grad([&](const Tree& r) {
-        Tensor logits = transformerLogits(r, tokens, heads);
+        Tensor logits = models::transformerLogits(r, tokens, {.heads = heads, .compute = compute});
         return mean(softmaxCrossEntropy(reshape(logits, {-1, vocab}), reshape(next, {-1})), {0});
       })(q);
     });
@@ -725,6 +725,31 @@ TEST(TorchReferenceTest, TransformerBlockMatchesPyTorchAutograd) {
   std::printf("  transformer block vs torch: key bias gradient %.1e (largest gradient %.2f)\n", keyBias, largest);
   std::printf("  other gradients and loss: f64 worst %.2e (%s), f32 worst %.2e (%s) over %zu tensors\n", e64,
               worst64.c_str(), e32, worst32.c_str(), f64.errors.size());
+  // Mixed precision (TransformerOptions::compute = bf16) against torch.autocast("cpu", bfloat16),
+  // checked as the small CNNs' (checkSmallCnn): within kBf16Accuracy of the f64 step tensor by
+  // tensor, no less accurate than autocast's (beyond kBf16Slack), within kBf16Parity of it, and
+  // really in bf16. Autocast runs GELU in bf16 where spmd runs it in f32 on the bf16 product.
+  StepResults oursBf16 = ours(params, DType::bf16), torchBf16 = load(exchange, "torchbf16", ours32, DType::f32);
+  for (StepResults* r : {&oursBf16, &torchBf16}) r->erase("grad.k.bias");
+  for (const auto& [key, a] : oursBf16) EXPECT_EQ(a.dtype, DType::f32) << key << ": f32 master weights, f32 gradients";
+  Comparison oursErr = compare(oursBf16, torch64), torchErr = compare(torchBf16, torch64);
+  Comparison parity = compare(oursBf16, torchBf16), fromF32 = compare(oursBf16, ours32);
+  for (const auto& [key, e] : oursErr.errors) {
+    EXPECT_LT(e, kBf16Accuracy) << "bf16 step vs f64 " << key;
+    EXPECT_LT(e, torchErr.errors.at(key) + kBf16Slack) << "bf16 step less accurate than torch.autocast's: " << key;
+    EXPECT_LT(parity.errors.at(key), kBf16Parity) << "bf16 vs torch.autocast " << key;
+  }
+  EXPECT_GT(fromF32.worst(""), 1e-3) << "the bf16 step is the f32 step: TransformerOptions::compute did nothing";
+  std::printf("  transformer bf16: worst vs f64 %.2e (torch.autocast %.2e), vs torch.autocast %.2e, vs the f32 step %.2e\n",
+              oursErr.worst(""), torchErr.worst(""), parity.worst(""), fromF32.worst(""));
+  // compute is bf16 or f32 (convert nothing); another dtype is refused at the call.
+  const std::string refused = spmd::testing::errorOf([&] {
+    jit([&](const Tensor& tokens) {
+      return models::transformerLogits(params, tokens, {.heads = heads, .compute = DType::f64});
+    })(ids);
+  });
+  EXPECT_NE(refused.find("models::transformerLogits: compute f64 is not a mixed-precision dtype"), std::string::npos)
+      << refused;
 }
 
 }  // namespace
