@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "runtime/base/CopyBytes.h"
+#include "runtime/base/Error.h"
 #include "runtime/cpu/Kernels.h"
 #include "runtime/program/OpAttrs.h"
 
@@ -69,8 +70,12 @@ void gather(const TensorView& x, const TensorView& y, const Shape& sourceStrides
 }
 
 void gatherAny(const TensorView& x, const TensorView& y, const Shape& sourceStrides) {
-  if (dtypeSize(x.dtype) == 8) gather<uint64_t>(x, y, sourceStrides);
-  else gather<uint32_t>(x, y, sourceStrides);
+  switch (dtypeSize(x.dtype)) {
+    case 8: return gather<uint64_t>(x, y, sourceStrides);
+    case 4: return gather<uint32_t>(x, y, sourceStrides);
+    case 2: return gather<uint16_t>(x, y, sourceStrides);  // bf16, moved as it is
+    default: throw Error("the CPU's shape kernels move 2-, 4- or 8-byte elements, not " + std::to_string(dtypeSize(x.dtype)));
+  }
 }
 
 // The box `box` (a tensor of its own) sits at `offset` in the row-major tensor `whole`: copies it

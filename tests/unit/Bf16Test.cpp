@@ -362,6 +362,26 @@ TEST(Bf16Test, OpsKeptInBf16GiveTheEmulatedResults) {
               static_cast<long long>(elements), 100.0 * double(exact) / double(elements));
 }
 
+// The shape kernels move elements by their size: on bf16 ones the CPU's own gathers
+// (broadcast_in_dim, transpose) give the reference's bits, as on f32 ones (they moved 2-byte
+// elements as 4-byte ones once: never reached, the compiler widening every bf16 move).
+TEST(Bf16Test, ShapeKernelsMoveBf16ElementsAsTheyAre) {
+  int ran = 0;
+  for (const KernelCase& f32Case : kernelCases(DType::f32)) {
+    if (f32Case.op != "transpose" && f32Case.op != "broadcast_in_dim" && f32Case.op != "reshape") continue;
+    if (f32Case.inputs[0].dtype != DType::f32 || !f32Case.layouts.empty()) continue;
+    KernelCase c = f32Case;
+    c.inputs[0] = rounded(c.inputs[0]);
+    c.outputs[0].first = DType::bf16;
+    const std::vector<Array> want = runKernel(referenceKernels(), c), got = runKernel(cpuKernels(), c);
+    testing::expectSameBits(got[0], want[0], c.name + " on bf16");
+    Array moved = runKernel(referenceKernels(), f32Case)[0];  // and the f32 move's values, rounded
+    testing::expectSameBits(want[0], rounded(moved), c.name + ": the reference's bf16 move");
+    ++ran;
+  }
+  EXPECT_GE(ran, 4);
+}
+
 // Where oneDNN's bf16 kernels run, the CPU's f32 variants are candidates for the steps kept in
 // bf16 too (runtime/device/Variants.h's widensBf16: on an AMX Xeon, stage 4's bf16 filter
 // gradient took 18.8 ms against 8.4 for Winograd between roundings): each pinned on each case it
