@@ -245,6 +245,29 @@ constexpr double kBf16Accuracy = 0.1, kBf16Slack = 0.02, kBf16Parity = 0.15;
 // PyTorch's f32 ones in f32, and in bf16 (ApplyOptions::compute) to kBf16Parity of PyTorch's
 // under torch.autocast.
 
+// spmd's mixed-precision step (`ours`) against torch.autocast's (`theirs`), both against the f64
+// step, and against spmd's f32 step: within kBf16Accuracy of f64 tensor by tensor, no tensor less
+// accurate than autocast's beyond kBf16Slack, within kBf16Parity of autocast's, f32 master weights
+// and gradients, and really in bf16 (further than 1e-3 from the f32 step). `what` names the model.
+void checkBf16Step(const StepResults& ours, const StepResults& theirs, const StepResults& f64, const StepResults& ours32,
+                   const std::string& what) {
+  for (const auto& [key, a] : ours) EXPECT_EQ(a.dtype, DType::f32) << key << ": f32 master weights, f32 gradients";
+  Comparison oursErr = compare(ours, f64), torchErr = compare(theirs, f64);
+  Comparison parity = compare(ours, theirs), fromF32 = compare(ours, ours32);
+  for (const auto& [key, e] : oursErr.errors) {
+    EXPECT_LT(e, kBf16Accuracy) << what << " bf16 step vs f64 " << key;
+    EXPECT_LT(e, torchErr.errors.at(key) + kBf16Slack) << what << " bf16 step less accurate than torch.autocast's: " << key;
+    EXPECT_LT(parity.errors.at(key), kBf16Parity) << what << " bf16 vs torch.autocast " << key;
+    std::printf("    %-14s bf16 vs f64: spmd %.2e, torch.autocast %.2e; spmd vs torch %.2e\n", key.c_str(), e,
+                torchErr.errors.at(key), parity.errors.at(key));
+  }
+  std::string farthest;
+  double fromF32Worst = fromF32.worst("", &farthest);
+  EXPECT_GT(fromF32Worst, 1e-3) << what << ": the bf16 step is the f32 step: its compute option did nothing";
+  std::printf("  %s bf16: worst vs f64 %.2e (torch.autocast %.2e), vs torch.autocast %.2e, vs the f32 step %.2e (%s)\n",
+              what.c_str(), oursErr.worst(""), torchErr.worst(""), parity.worst(""), fromF32Worst, farthest.c_str());
+}
+
 void checkSmallCnn(const std::string& which) {
   bool flax = which == "flax";
   auto model = flax ? models::cnn() : models::lenet();
@@ -292,23 +315,7 @@ void checkSmallCnn(const std::string& which) {
   // step within kBf16Accuracy of the f64 one, tensor by tensor; no tensor less accurate than
   // PyTorch's autocast gives it (beyond kBf16Slack); within kBf16Parity of PyTorch's; and really
   // in bf16 (further than 1e-3 from the f32 step).
-  StepResults oursBf16 = ours(params, x, DType::bf16);
-  for (const auto& [key, a] : oursBf16) EXPECT_EQ(a.dtype, DType::f32) << key << ": f32 master weights, f32 gradients";
-  StepResults torchBf16 = load(exchange, "torchbf16", ours32, DType::f32);
-  Comparison oursErr = compare(oursBf16, torch64), torchErr = compare(torchBf16, torch64);
-  Comparison parity = compare(oursBf16, torchBf16), fromF32 = compare(oursBf16, ours32);
-  for (const auto& [key, e] : oursErr.errors) {
-    EXPECT_LT(e, kBf16Accuracy) << "bf16 step vs f64 " << key;
-    EXPECT_LT(e, torchErr.errors.at(key) + kBf16Slack) << "bf16 step less accurate than torch.autocast's: " << key;
-    EXPECT_LT(parity.errors.at(key), kBf16Parity) << "bf16 vs torch.autocast " << key;
-    std::printf("    %-14s bf16 vs f64: spmd %.2e, torch.autocast %.2e; spmd vs torch %.2e\n", key.c_str(), e,
-                torchErr.errors.at(key), parity.errors.at(key));
-  }
-  std::string farthest;
-  double fromF32Worst = fromF32.worst("", &farthest);
-  EXPECT_GT(fromF32Worst, 1e-3) << "the bf16 step is the f32 step: ApplyOptions::compute did nothing";
-  std::printf("  %s bf16: worst vs f64 %.2e (torch.autocast %.2e), vs torch.autocast %.2e, vs the f32 step %.2e (%s)\n",
-              which.c_str(), oursErr.worst(""), torchErr.worst(""), parity.worst(""), fromF32Worst, farthest.c_str());
+  checkBf16Step(ours(params, x, DType::bf16), load(exchange, "torchbf16", ours32, DType::f32), torch64, ours32, which);
 }
 
 TEST(TorchReferenceTest, SeedCnnMatchesPyTorchAutograd) {
@@ -731,17 +738,7 @@ TEST(TorchReferenceTest, TransformerBlockMatchesPyTorchAutograd) {
   // really in bf16. Autocast runs GELU in bf16 where spmd runs it in f32 on the bf16 product.
   StepResults oursBf16 = ours(params, DType::bf16), torchBf16 = load(exchange, "torchbf16", ours32, DType::f32);
   for (StepResults* r : {&oursBf16, &torchBf16}) r->erase("grad.k.bias");
-  for (const auto& [key, a] : oursBf16) EXPECT_EQ(a.dtype, DType::f32) << key << ": f32 master weights, f32 gradients";
-  Comparison oursErr = compare(oursBf16, torch64), torchErr = compare(torchBf16, torch64);
-  Comparison parity = compare(oursBf16, torchBf16), fromF32 = compare(oursBf16, ours32);
-  for (const auto& [key, e] : oursErr.errors) {
-    EXPECT_LT(e, kBf16Accuracy) << "bf16 step vs f64 " << key;
-    EXPECT_LT(e, torchErr.errors.at(key) + kBf16Slack) << "bf16 step less accurate than torch.autocast's: " << key;
-    EXPECT_LT(parity.errors.at(key), kBf16Parity) << "bf16 vs torch.autocast " << key;
-  }
-  EXPECT_GT(fromF32.worst(""), 1e-3) << "the bf16 step is the f32 step: TransformerOptions::compute did nothing";
-  std::printf("  transformer bf16: worst vs f64 %.2e (torch.autocast %.2e), vs torch.autocast %.2e, vs the f32 step %.2e\n",
-              oursErr.worst(""), torchErr.worst(""), parity.worst(""), fromF32.worst(""));
+  checkBf16Step(oursBf16, torchBf16, torch64, ours32, "transformer");
   // compute is bf16 or f32 (convert nothing); another dtype is refused at the call.
   const std::string refused = spmd::testing::errorOf([&] {
     jit([&](const Tensor& tokens) {
