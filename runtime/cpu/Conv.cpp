@@ -10,7 +10,6 @@
 #include "runtime/cpu/CpuVariants.h"
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cpu/Onednn.h"
-#include "runtime/device/WidenedBf16.h"
 #include "runtime/kernels/Dense.h"
 #include "runtime/program/OpAttrs.h"
 
@@ -41,7 +40,7 @@ void reluInPlace(const TensorView& y) {
 
 void conv2d(KernelCall& call) {
   if (!emptySums(call)) {
-    if (call.in[0].dtype == DType::bf16 && !onednnBf16()) return widenedBf16<conv2d>(call);
+    if (call.in[0].dtype == DType::bf16 && !onednnBf16()) return widenedOnCpu(call, &conv2d);
     runVariant(call, cpuVariants(call.step.op));
   }
   if (convAttrs(call.step).relu) reluInPlace(call.out[0]);

@@ -6,7 +6,6 @@
 #include "runtime/cpu/CpuVariants.h"
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cpu/Onednn.h"
-#include "runtime/device/WidenedBf16.h"
 
 namespace spmd::runtime::cpu {
 namespace {
@@ -47,7 +46,7 @@ struct ConvBackwardState {
 // inputs: result_grad, filter; output: input_grad
 void conv2d_backward_data(KernelCall& call) {
   if (emptySums(call)) return;
-  if (call.in[0].dtype == DType::bf16 && !onednnBf16()) return widenedBf16<conv2d_backward_data>(call);
+  if (call.in[0].dtype == DType::bf16 && !onednnBf16()) return widenedOnCpu(call, &conv2d_backward_data);
   runVariant(call, cpuVariants(call.step.op));
 }
 
@@ -73,7 +72,7 @@ void onednnConv2dBackwardData(KernelCall& call) {
 // inputs: input, result_grad; output: filter_grad
 void conv2d_backward_filter(KernelCall& call) {
   if (emptySums(call)) return;
-  if (call.in[0].dtype == DType::bf16 && !onednnBf16()) return widenedBf16<conv2d_backward_filter>(call);
+  if (call.in[0].dtype == DType::bf16 && !onednnBf16()) return widenedOnCpu(call, &conv2d_backward_filter);
   runVariant(call, cpuVariants(call.step.op));
 }
 

@@ -10,6 +10,7 @@
 #include "runtime/cpu/HostLoop.h"
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cpu/OwnIsa.h"
+#include "runtime/device/WidenedBf16.h"
 #include "runtime/kernels/Convert.h"
 
 namespace spmd::runtime::cpu {
@@ -32,11 +33,13 @@ void chunkedRange(const In* x, Out* y, int64_t n) {
   for (int64_t c = 0; c < chunks; ++c) onOwnIsa<range>(x + c * kGrain, y + c * kGrain, std::min(kGrain, n - c * kGrain));
 }
 
-}  // namespace
-
 void widenBf16s(const bf16* from, float* to, int64_t count) { chunkedRange<bf16, float, widenRange>(from, to, count); }
 
 void narrowToBf16s(const float* from, bf16* to, int64_t count) { chunkedRange<float, bf16, narrowRange>(from, to, count); }
+
+}  // namespace
+
+void widenedOnCpu(KernelCall& call, KernelFn f32) { widenedBf16(call, f32, &widenBf16s, &narrowToBf16s); }
 
 void convert(KernelCall& call) {
   const DType from = call.in[0].dtype, to = call.out[0].dtype;

@@ -17,7 +17,6 @@
 #include "runtime/cpu/SlicedOnednn.h"
 #include "runtime/cpu/StridedConv.h"
 #include "runtime/cpu/Winograd.h"
-#include "runtime/device/WidenedBf16.h"
 #include "runtime/program/OpAttrs.h"
 #include "runtime/reference/Reference.h"
 
@@ -78,7 +77,6 @@ bool notF64(const KernelCall& call) { return !isF64(call); }
 // roundings: on an Intel Xeon with AMX (2026-12-07) oneDNN's bf16 filter gradient of stage 4's
 // 3x3 convolutions (512 channels, 4x4 pixels) took 18.8 ms against 6.4 ms for our f32 Winograd.
 bool widensBf16(const KernelCall& call) { return call.in[0].dtype == DType::bf16 && onednnBf16(); }
-void runWidened(KernelCall& call, KernelFn f32) { widenedBf16(call, f32, &widenBf16s, &narrowToBf16s); }
 
 // The switches variants replaced: refused, naming what to set instead.
 void refuseOldSwitches() {
@@ -174,7 +172,7 @@ const VariantSet& forwardSet() {
        {"onednn_sliced", kSlicedWhy, true, &plainAnd<&sliced::runs>, &never, &sliced::conv2d},
        {"direct_f64", kDirectF64Why, true, &plainAnd<&direct_f64::runs>, nullptr, &direct_f64::forward},
        {"reference", kReferenceWhy, true, &referenceRuns, nullptr, &referenceOnPlain<&reference::conv2d>}},
-      &device, &library, &setting, &widensBf16, &runWidened};
+      &device, &library, &setting, &widensBf16, &widenedOnCpu};
   return set;
 }
 
@@ -194,7 +192,7 @@ const VariantSet& backwardDataSet() {
        {"onednn_sliced", kSlicedWhy, true, &plainAnd<&sliced::runs>, &never, &sliced::backwardData},
        {"direct_f64", kDirectF64Why, true, &plainAnd<&direct_f64::runs>, nullptr, &direct_f64::backwardData},
        {"reference", kReferenceWhy, true, &referenceRuns, nullptr, &referenceOnPlain<&reference::conv2d_backward_data>}},
-      &device, &library, &setting, &widensBf16, &runWidened};
+      &device, &library, &setting, &widensBf16, &widenedOnCpu};
   return set;
 }
 
@@ -217,7 +215,7 @@ const VariantSet& backwardFilterSet() {
         "gradients summed in order (at most 64 MiB of them)", true, &plainAnd<&sliced::runs>, &never, &sliced::backwardFilter},
        {"direct_f64", kDirectF64Why, true, &plainAnd<&direct_f64::runs>, nullptr, &direct_f64::backwardFilter},
        {"reference", kReferenceWhy, true, &referenceRuns, nullptr, &referenceOnPlain<&reference::conv2d_backward_filter>}},
-      &device, &library, &setting, &widensBf16, &runWidened};
+      &device, &library, &setting, &widensBf16, &widenedOnCpu};
   return set;
 }
 
@@ -230,7 +228,7 @@ const VariantSet& matmulSet() {
        {"onednn", "oneDNN's matmul, f32 and bf16 (its sums may split by thread)", false, &notF64, nullptr, &onednnMatmul},
        {"onednn_sliced", "oneDNN's matmul on fixed slices of the rows (the batch when batched), one thread each", true, &sliced::runs, &never, &sliced::matmul},
        {"reference", "the reference loops in double, for f64", true, &isF64, nullptr, &reference::matmul}},
-      &device, &library, &setting, &widensBf16, &runWidened};
+      &device, &library, &setting, &widensBf16, &widenedOnCpu};
   return set;
 }
 

@@ -11,14 +11,13 @@
 #include "runtime/cpu/CpuVariants.h"
 #include "runtime/cpu/Onednn.h"
 #include "runtime/cpu/Kernels.h"
-#include "runtime/device/WidenedBf16.h"
 #include "runtime/program/OpAttrs.h"
 
 namespace spmd::runtime::cpu {
 
 void matmul(KernelCall& call) {
   if (emptySums(call)) return;
-  if (call.in[0].dtype == DType::bf16 && !onednnBf16()) return widenedBf16<matmul>(call);
+  if (call.in[0].dtype == DType::bf16 && !onednnBf16()) return widenedOnCpu(call, &matmul);
   runVariant(call, cpuVariants(call.step.op));
 }
 

@@ -3,7 +3,6 @@
 // the library's kernel (runtime/cpu/KernelTable.cpp).
 #pragma once
 
-#include "runtime/base/BFloat16.h"
 #include "runtime/device/Kernel.h"
 
 #define SPMD_CPU_OPS(X)                                                                             \
@@ -56,9 +55,9 @@ bool emptySums(KernelCall& call);
 // nor for the timing to choose).
 bool overNothing(const KernelCall& call);
 
-// convert's f32 <-> bf16 loops on whole buffers (runtime/cpu/Convert.cpp): vector code over the
-// OpenMP pool, the bits of runtime/base/BFloat16.h's conversions.
-void widenBf16s(const bf16* from, float* to, int64_t count);
-void narrowToBf16s(const float* from, bf16* to, int64_t count);
+// The f32 kernel `f32` on a step's bf16 operands widened and its bf16 results rounded
+// (runtime/device/WidenedBf16.h) with convert's vector loops over the OpenMP pool
+// (runtime/cpu/Convert.cpp): the bits of runtime/base/BFloat16.h's conversions.
+void widenedOnCpu(KernelCall& call, KernelFn f32);
 
 }  // namespace spmd::runtime::cpu

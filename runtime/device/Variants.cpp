@@ -7,7 +7,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <iterator>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -25,7 +24,6 @@ namespace {
 struct Candidate {
   const KernelVariant* variant = nullptr;
   bool widened = false;
-  void (*runWidened)(KernelCall&, KernelFn) = nullptr;  // the set's, where widened
 };
 
 // What a step keeps: its variant and that variant's own cache slot.
@@ -54,13 +52,13 @@ std::optional<Candidate> candidateOn(const KernelVariant& v, const VariantSet& s
   const std::vector<TensorView> in = widenedViews(call.in), out = widenedViews(call.out);
   std::shared_ptr<void> none;
   const KernelCall wide{call.step, in, out, none, call.comm, call.device};
-  if (runsOn(v, wide)) return Candidate{&v, true, set.runWidened};
+  if (runsOn(v, wide)) return Candidate{&v, true};
   return std::nullopt;
 }
 
-void runCandidate(const Candidate& c, KernelCall& call) {
+void runCandidate(const Candidate& c, const VariantSet& set, KernelCall& call) {
   if (!c.widened) c.variant->fn(call);
-  else if (c.runWidened) c.runWidened(call, c.variant->fn);
+  else if (set.runWidened) set.runWidened(call, c.variant->fn);
   else widenedBf16(call, c.variant->fn);
 }
 
@@ -123,7 +121,7 @@ std::vector<std::string> namesOf(const VariantSet& set) {
 constexpr int kMostRounds = 6;
 constexpr double kMostSeconds = 0.25;
 
-std::vector<double> timeVariants(const KernelCall& call, const std::vector<Candidate>& running,
+std::vector<double> timeVariants(const KernelCall& call, const VariantSet& set, const std::vector<Candidate>& running,
                                  const std::vector<Variant>& allowed, std::map<std::string, std::shared_ptr<void>>& states,
                                  std::string& last) {
   using Clock = std::chrono::steady_clock;
@@ -139,7 +137,7 @@ std::vector<double> timeVariants(const KernelCall& call, const std::vector<Candi
   auto once = [&](size_t i) {
     const double before = runQueueSeconds();
     const auto start = Clock::now();
-    runCandidate(runs[i], trials[i]);
+    runCandidate(runs[i], set, trials[i]);
     const double t = std::chrono::duration<double>(Clock::now() - start).count();
     const double waited = runQueueSeconds() - before;  // NaN where unknown: undisturbed
     any[i] = std::min(any[i], t);
@@ -207,14 +205,12 @@ VariantState choose(const KernelCall& call, const VariantSet& set, ChoiceExchang
   if (!kernelTiming()) {  // untimed: a pin where it runs, else the list's order, bf16 kernels before widened ones
     for (const Candidate& c : running)
       if (pin == c.variant->name) return {c, nullptr, how(c, "pinned by SPMD_KERNELS")};
-    std::vector<Candidate> ordered;
-    std::copy_if(running.begin(), running.end(), std::back_inserter(ordered), [](const Candidate& c) { return !c.widened; });
-    std::copy_if(running.begin(), running.end(), std::back_inserter(ordered), [](const Candidate& c) { return c.widened; });
+    std::vector<Candidate> ordered = running;
+    const auto widened = std::stable_partition(ordered.begin(), ordered.end(), [](const Candidate& c) { return !c.widened; });
     for (const Candidate& c : ordered)
       if (!c.variant->pays || c.variant->pays(call))
         return {c, nullptr, how(c, "the first that pays in the list's order (SPMD_KERNEL_TIMING=0)")};
-    const auto unwidened = std::find_if(running.rbegin(), running.rend(), [](const Candidate& c) { return !c.widened; });
-    const Candidate& last = unwidened != running.rend() ? *unwidened : running.back();
+    const Candidate& last = widened != ordered.begin() ? *(widened - 1) : ordered.back();
     return {last, nullptr, how(last, "the last in the list's order (SPMD_KERNEL_TIMING=0)")};
   }
   std::vector<Variant> candidates;
@@ -227,7 +223,7 @@ VariantState choose(const KernelCall& call, const VariantSet& set, ChoiceExchang
   const ChoiceKey key{set.device(), set.library(), set.op, shapesOf(call, set) + among};
   const Choice choice = choices.choose(
       key, candidates, false,
-      [&](const std::vector<Variant>& allowed) { return timeVariants(call, running, allowed, states, last); }, exchange,
+      [&](const std::vector<Variant>& allowed) { return timeVariants(call, set, running, allowed, states, last); }, exchange,
       namesOf(set));
   // Choice::why starts "op: variant, ": said once already by whoever prints it.
   const std::string said = std::string(set.op) + ": " + choice.variant + ", ";
@@ -282,7 +278,7 @@ void runVariant(KernelCall& call, const VariantSet& set) {
   }
   KernelCall inner{call.step,  call.in,    call.out, state.cache,   call.comm,
                    call.device, call.later, call.check, call.variant, call.shared, call.stepIndex};
-  runCandidate(state.chosen, inner);
+  runCandidate(state.chosen, set, inner);
 }
 
 void chooseVariant(KernelCall& call, const VariantSet& set, ChoiceExchange* exchange) {
