@@ -12,14 +12,16 @@ namespace {
 using runtime::Program;
 using runtime::Step;
 
-// Whether `step` can be a segment: a fused step over plain buffers of one dtype and shape, its
-// body loading every input directly.
+// Whether `step` can be a segment: a fused step over plain buffers of one dtype (f32 or f64: the
+// segments' kernel reads and writes its compute type alone) and shape, its body loading every
+// input directly.
 bool batchable(const Step& step, const Program& program) {
   if (step.op != "fused" || step.attrs.size() != 1 || !step.attrs.count("body") || step.outputs.empty()) return false;
   const runtime::BufferDesc& first = program.buffers.at(size_t(step.outputs[0]));
   auto same = [&](int id) {
     const runtime::BufferDesc& b = program.buffers.at(size_t(id));
-    return b.dtype == first.dtype && b.shape == first.shape && b.layout.empty() && b.dtype != DType::i32;
+    return b.dtype == first.dtype && b.shape == first.shape && b.layout.empty() &&
+           (b.dtype == DType::f32 || b.dtype == DType::f64);
   };
   if (!std::all_of(step.inputs.begin(), step.inputs.end(), same) ||
       !std::all_of(step.outputs.begin(), step.outputs.end(), same))

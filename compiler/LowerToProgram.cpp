@@ -10,6 +10,7 @@
 #include "runtime/base/RealText.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/TypeUtilities.h"
 
 namespace spmd {
 namespace {
@@ -73,14 +74,18 @@ runtime::Attr convert(mlir::NamedAttribute named, mlir::Operation* op) {
               "' of " + op->getName().getStringRef().str());
 }
 
-// A spmd.fused body as runtime/FusedBody text: "%0 = load 0; %1 = load 1 dims [1]; ...".
+// A spmd.fused body as runtime/FusedBody text: "%0 = load 0; %1 = load 1 dims [1]; ...". A
+// rounding to bf16 is `round_bf16` (the value rounded, kept in the body's f32); a widening of a
+// bf16 value is that value itself (exact), so it has no instruction; a bf16 input is widened as
+// it is loaded and a bf16 result rounded as it is stored (runtime/program/FusedBody.h).
 std::string fusedBodyText(ir::FusedOp fused) {
   std::string text;
   llvm::raw_string_ostream os(text);
   llvm::DenseMap<mlir::Value, int> ids;
+  int next = 0;
   auto name = [&](mlir::Value v) -> int {
     if (auto found = ids.find(v); found != ids.end()) return found->second;
-    int id = static_cast<int>(ids.size());  // a block argument read directly: load it once
+    int id = next++;  // a block argument read directly: load it once
     os << "%" << id << " = load " << llvm::cast<mlir::BlockArgument>(v).getArgNumber() << "; ";
     return ids[v] = id;
   };
@@ -92,11 +97,16 @@ std::string fusedBodyText(ir::FusedOp fused) {
       for (int r : results) os << " %" << r;
       break;
     }
+    const bool rounding = ir::isBf16Rounding(&op);
+    if (rounding && mlir::getElementTypeOrSelf(op.getResult(0).getType()).isF32()) {
+      ids[op.getResult(0)] = name(op.getOperand(0));  // a widening: the bf16 value, exactly
+      continue;
+    }
     llvm::SmallVector<int> operands;
     auto broadcast = llvm::dyn_cast<ir::BroadcastInDimOp>(op);
     if (!broadcast)
       for (mlir::Value v : op.getOperands()) operands.push_back(name(v));
-    int id = static_cast<int>(ids.size());
+    int id = next++;
     ids[op.getResult(0)] = id;
     os << "%" << id << " = ";
     if (broadcast) {
@@ -107,7 +117,7 @@ std::string fusedBodyText(ir::FusedOp fused) {
       auto dense = llvm::cast<mlir::DenseElementsAttr>(constant.getValue());
       os << "const " << runtime::formatReal(dense.getSplatValue<llvm::APFloat>().convertToDouble());
     } else {
-      os << op.getName().stripDialect();
+      os << (rounding ? std::string_view("round_bf16") : std::string_view(op.getName().stripDialect()));
       for (int operand : operands) os << " %" << operand;
     }
     os << "; ";

@@ -41,7 +41,10 @@ Differentiation differentiation(mlir::Operation* op);
 Differentiation differentiation(const std::string& opName);  // "conv2d"
 
 // Ops a spmd.fused body may hold: the elementwise ops on one shape (the rows of
-// runtime/base/ElementwiseTable.h), splat constants, broadcast_in_dim.
+// runtime/base/ElementwiseTable.h), converts between f32 and bf16, splat constants, broadcast_in_dim.
 bool isElementwise(mlir::Operation* op);
-bool isFusable(mlir::Operation* op);  // isElementwise, a splat constant, or broadcast_in_dim
+// A convert between f32 and bf16: spmd-widen-bf16's widenings and roundings, which read and write
+// each element at one index as an elementwise op does.
+bool isBf16Rounding(mlir::Operation* op);
+bool isFusable(mlir::Operation* op);  // isElementwise, isBf16Rounding, a splat constant, or broadcast_in_dim
 }  // namespace spmd::ir

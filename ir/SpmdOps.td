@@ -720,17 +720,23 @@ def Spmd_FusedOp : Op<Spmd_Dialect, "fused",
   let description = [{
     Made by `spmd-fuse-elementwise` after autodiff. The body is a function of its block
     arguments (the inputs) built from elementwise ops (add, sub, mul, div, max, neg, exp, log,
-    sqrt, relu, relu_backward, greater_equal), splat constants and broadcast_in_dim of an input;
-    it yields the results. Every result and every elementwise value in the body has one shape,
-    the iteration space; an input is read at the same index, or through its broadcast_in_dim.
-    Backends compile the body into one kernel (runtime/FusedBody): one pass over memory instead
-    of one per op.
+    sqrt, relu, relu_backward, greater_equal), converts between f32 and bf16 (spmd-widen-bf16's
+    widenings and roundings), splat constants and broadcast_in_dim of an input; it yields the
+    results. Every result and every value in the body has one shape and layout, the iteration
+    space, and one element type, the compute type (f32 where a result is bf16), except bf16
+    values: inputs, roundings and results, which only a widening or the yield reads. An input
+    is read at the same index, or through its broadcast_in_dim. Backends compile the body into
+    one kernel (runtime/FusedBody): one pass over memory instead of one per op.
   }];
   let arguments = (ins Variadic<Spmd_AnyTensor>:$inputs);
   let results = (outs Variadic<Spmd_FloatTensor>:$results);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "$inputs $body attr-dict `:` functional-type($inputs, results)";
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    // The element type the body computes in: f32 where a result is bf16.
+    ::mlir::Type computeType();
+  }];
 }
 
 #endif

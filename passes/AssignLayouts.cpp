@@ -31,7 +31,10 @@ class Assigner {
         requirePlain(&op);  // results leave plain: hosts, checkpoints and other backends read them
         continue;
       }
-      if (llvm::isa<ir::FusedOp>(op) || ir::isElementwise(&op) || isBf16Rounding(op))
+      // A convert between f32 and bf16 (spmd-widen-bf16's widenings and roundings around every bf16
+      // op) reads and writes each element at one index: like an elementwise op, it runs in the
+      // layout its operand arrives in, so activations stay blocked through a bf16 step's roundings.
+      if (llvm::isa<ir::FusedOp>(op) || ir::isElementwise(&op) || ir::isBf16Rounding(&op))
         assignElementwise(&op);
       else
         assignKernel(&op);
@@ -39,15 +42,6 @@ class Assigner {
   }
 
  private:
-  // A convert between f32 and bf16 (spmd-widen-bf16's widenings and roundings around every bf16
-  // op) reads and writes each element at one index: like an elementwise op, it runs in the layout
-  // its operand arrives in, so activations stay blocked through a bf16 step's roundings.
-  static bool isBf16Rounding(Operation& op) {
-    if (!llvm::isa<ir::ConvertOp>(op)) return false;
-    Type from = getElementTypeOrSelf(op.getOperand(0).getType()), to = getElementTypeOrSelf(op.getResult(0).getType());
-    return (from.isF32() && to.isBF16()) || (from.isBF16() && to.isF32());
-  }
-
   // The backend's layout for `type`, or "" where it has none (not an f32 NCHW activation whose
   // channels fill whole blocks; bf16 too where `bf16Too`: the roundings', and the results of the
   // convolutions spmd-widen-bf16 kept in bf16 for a backend's bf16 kernels; channels-last takes
@@ -90,7 +84,8 @@ class Assigner {
   // blocked index to their coordinates (runtime/cpu/Fused.cpp).
   void assignElementwise(Operation* op) {
     Type space = op->getResultTypes().front();
-    std::string layout = blockedFor(space, isBf16Rounding(*op));
+    // bf16 too for a rounding, and a fused body (which may read and write bf16 values)
+    std::string layout = blockedFor(space, ir::isBf16Rounding(op) || llvm::isa<ir::FusedOp>(op));
     bool anyBlocked = llvm::any_of(op->getOperandTypes(), [](Type t) { return !ir::layoutOf(t).empty(); });
     if (layout.empty() || !anyBlocked) {
       requirePlain(op);

@@ -1,4 +1,7 @@
-// spmd-fuse-elementwise: producer-consumer fusion of elementwise chains into spmd.fused ops.
+// spmd-fuse-elementwise: producer-consumer fusion of elementwise chains into spmd.fused ops. The
+// converts between f32 and bf16 that spmd-widen-bf16 puts around a bf16 step's ops join the
+// chains too: a fused body then reads bf16 inputs and writes bf16 results itself, where each
+// rounding and widening was a pass over memory of its own.
 #include <map>
 #include <set>
 
@@ -17,8 +20,12 @@ namespace {
 
 using namespace mlir;
 
-// The iteration space of a fusable op: its result type.
-Type spaceOf(Operation* op) { return op->getResultTypes().front(); }
+// The iteration space of a fusable op: its result's shape and layout (a rounding's result is bf16
+// where its operand is f32: both lie in one space).
+std::pair<ArrayRef<int64_t>, Attribute> spaceOf(Operation* op) {
+  auto tensor = llvm::cast<RankedTensorType>(op->getResultTypes().front());
+  return {tensor.getShape(), tensor.getEncoding()};
+}
 
 class Fuser {
  public:
@@ -26,7 +33,7 @@ class Fuser {
 
   void run() {
     for (Operation& op : block_) {
-      if (!ir::isElementwise(&op)) continue;
+      if (!ir::isElementwise(&op) && !ir::isBf16Rounding(&op)) continue;
       std::vector<int> joined;
       for (Value operand : op.getOperands()) {
         Operation* producer = operand.getDefiningOp();

@@ -5,10 +5,12 @@
 // with its sign; infinities and overflow to infinity as in IEEE.
 #pragma once
 
+#if !defined(__CUDACC_RTC__)  // NVRTC (fused kernels, runtime/kernels/FusedSource.cpp embeds this file)
 #include <cstdint>
 #include <cstring>
 
 #include "runtime/base/NanRules.h"
+#endif
 
 namespace spmd {
 
@@ -36,12 +38,13 @@ SPMD_HOST_DEVICE inline float bitsFloat(uint32_t u) {
 #endif
 }
 
-// f32 -> bf16, to nearest, ties to even.
+// f32 -> bf16, to nearest, ties to even. Without a branch (the NaN case is a select), so that
+// the loops of the CPU's converts and fused bodies vectorize.
 SPMD_HOST_DEVICE inline bf16 toBf16(float v) {
-  uint32_t u = floatBits(v);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return bf16{uint16_t((u >> 16) | 0x0040u)};  // NaN: keep it quiet
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return bf16{uint16_t(u >> 16)};
+  const uint32_t u = floatBits(v);
+  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  const uint32_t quiet = (u >> 16) | 0x0040u;  // NaN: keep it quiet, with its sign
+  return bf16{uint16_t((u & 0x7fffffffu) > 0x7f800000u ? quiet : rounded)};
 }
 
 // bf16 -> f32: exact.

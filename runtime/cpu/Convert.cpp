@@ -26,6 +26,10 @@ SPMD_ISA_BODY void widenRange(const bf16* __restrict x, float* __restrict y, int
   for (int64_t i = 0; i < n; ++i) y[i] = fromBf16(x[i]);
 }
 
+SPMD_ISA_BODY void roundRange(const float* __restrict x, float* __restrict y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = roundToBf16(x[i]);
+}
+
 template <typename In, typename Out, void (*range)(const In*, Out*, int64_t)>
 void chunkedRange(const In* x, Out* y, int64_t n) {
   const int64_t chunks = (n + kGrain - 1) / kGrain;
@@ -38,6 +42,10 @@ void widenBf16s(const bf16* from, float* to, int64_t count) { chunkedRange<bf16,
 void narrowToBf16s(const float* from, bf16* to, int64_t count) { chunkedRange<float, bf16, narrowRange>(from, to, count); }
 
 }  // namespace
+
+void widenBf16Values(const bf16* x, float* y, int64_t n) { onOwnIsa<widenRange>(x, y, n); }
+void narrowToBf16Values(const float* x, bf16* y, int64_t n) { onOwnIsa<narrowRange>(x, y, n); }
+void roundToBf16Values(const float* x, float* y, int64_t n) { onOwnIsa<roundRange>(x, y, n); }
 
 void widenedOnCpu(KernelCall& call, KernelFn f32) { widenedBf16(call, f32, &widenBf16s, &narrowToBf16s); }
 

@@ -1,12 +1,15 @@
 // CPU kernel of a fused step: the body runs over chunks of the iteration space (in the result's
 // layout, plain or blocked), one loop per instruction over the chunk (vectorizable, in the
-// tensor's type), chunks across OpenMP threads. An f32 gelu or gelu_backward runs the loop its
-// CPU kernel runs (cpu/OwnGelu.h), so fusing one changes no bit.
+// body's compute type), chunks across OpenMP threads. An f32 gelu or gelu_backward runs the loop
+// its CPU kernel runs (cpu/OwnGelu.h), so fusing one changes no bit. A bf16 input is widened
+// chunk by chunk as it is loaded, a bf16 output rounded as it is copied out, and round_bf16 runs
+// convert's rounding loop (cpu/Convert.cpp): the bits of the standalone converts it replaces.
 #include <algorithm>
 #include <cmath>
 #include <memory>
 #include <vector>
 
+#include "runtime/base/BFloat16.h"
 #include "runtime/base/Elementwise.h"
 #include "runtime/device/Segments.h"
 #include "runtime/program/FusedBody.h"
@@ -90,6 +93,12 @@ void evaluateChunk(const PreparedFused& p, const KernelCall& call, ChunkScratch<
       value[k] = call.in[in.input].as<T>() + base;
       continue;
     }
+    if (in.kind == FusedOpKind::load && !in.broadcast && call.in[in.input].dtype == DType::bf16) {
+      T* r = regs.data() + k * kChunk;  // widened into the chunk (T is f32: fusedComputeType)
+      if constexpr (std::is_same_v<T, float>) widenBf16Values(call.in[in.input].as<bf16>() + base, r, len);
+      value[k] = r;
+      continue;
+    }
     if (in.kind == FusedOpKind::constant && output[k] < 0) continue;
     // Results are computed straight into their output where it shares no input's memory.
     T* __restrict r = output[k] >= 0 ? call.out[output[k]].as<T>() + base : regs.data() + k * kChunk;
@@ -100,6 +109,9 @@ void evaluateChunk(const PreparedFused& p, const KernelCall& call, ChunkScratch<
       case FusedOpKind::load: {
         // Divide once per chunk for the first element's index, then step it like an
         // odometer: a broadcast of [N, C] over [N, C, H, W] costs a load, not four divisions.
+        if (call.in[in.input].dtype == DType::bf16)
+          throw Error("fused step (" + call.step.where() + ") broadcasts bf16 input " + std::to_string(in.input) +
+                      "; the compiler widens bf16 values before it broadcasts them");
         const T* src = call.in[in.input].as<T>();
         const std::vector<int64_t>&walk = p.shape[k], &st = p.strides[k];
         const size_t rank = walk.size();
@@ -128,6 +140,9 @@ void evaluateChunk(const PreparedFused& p, const KernelCall& call, ChunkScratch<
       case FusedOpKind::constant:
         for (int64_t j = 0; j < len; ++j) r[j] = static_cast<T>(in.value);
         break;
+      case FusedOpKind::round_bf16:
+        if constexpr (std::is_same_v<T, float>) roundToBf16Values(a, r, len);
+        break;
 #define SPMD_FUSED_LOOP(name, Functor, arity, ...)                                \
   case FusedOpKind::name:                                                         \
     if constexpr (std::is_same_v<T, float> && kOwnF32<ew::Functor>)               \
@@ -143,6 +158,11 @@ void evaluateChunk(const PreparedFused& p, const KernelCall& call, ChunkScratch<
   }
   for (size_t o = 0; o < call.out.size(); ++o) {  // results not computed in place
     const T* r = value[p.body.results[o]];
+    if constexpr (std::is_same_v<T, float>)
+      if (call.out[o].dtype == DType::bf16) {
+        narrowToBf16Values(r, call.out[o].as<bf16>() + base, len);
+        continue;
+      }
     T* y = call.out[o].as<T>() + base;
     if (r != y) std::copy(r, r + len, y);
   }
@@ -183,12 +203,13 @@ const PreparedFused& preparedOf(KernelCall& call) {
     p->strides.resize(p->body.instrs.size());
     p->direct.resize(p->body.instrs.size());
     p->output.assign(p->body.instrs.size(), -1);
-    for (size_t o = 0; o < p->body.results.size(); ++o)
-      if (p->output[p->body.results[o]] < 0) p->output[p->body.results[o]] = static_cast<int>(o);
+    for (size_t o = 0; o < p->body.results.size(); ++o)  // a bf16 output is rounded as it is copied out
+      if (p->output[p->body.results[o]] < 0 && call.out[o].dtype != DType::bf16)
+        p->output[p->body.results[o]] = static_cast<int>(o);
     for (size_t k = 0; k < p->body.instrs.size(); ++k) {
       const FusedInstr& in = p->body.instrs[k];
       if (in.kind != FusedOpKind::load) continue;
-      p->direct[k] = !in.broadcast;
+      p->direct[k] = !in.broadcast && call.in[in.input].dtype != DType::bf16;
       if (!in.broadcast) {
         loadStrides(in, call.in[in.input].shape, call.out[0].shape);  // checks the shapes
         continue;
@@ -235,11 +256,23 @@ void fused(KernelCall& call) {
     prepared.push_back(&preparedOf(call));
     segments.push_back(call);
   }
+  auto computeType = [&](const KernelCall& one) {
+    std::vector<DType> in, out;
+    for (const TensorView& t : one.in) in.push_back(t.dtype);
+    for (const TensorView& t : one.out) out.push_back(t.dtype);
+    try {
+      return fusedComputeType(in, out);
+    } catch (const Error& e) {
+      throw Error("fused step (" + call.step.where() + "): " + e.what());
+    }
+  };
+  const DType compute = computeType(segments.front());
   for (const KernelCall& one : segments)
-    if (one.out[0].dtype != call.out[0].dtype)
-      throw Error("fused step (" + call.step.where() + ") has segments of " + std::string(dtypeName(call.out[0].dtype)) +
-                  " and " + std::string(dtypeName(one.out[0].dtype)) + " results; a step's segments share one body");
-  visitFloat(call.out[0].dtype, [&](auto tag) { evaluate<decltype(tag)>(prepared, segments); });
+    if (one.out[0].dtype != segments.front().out[0].dtype || computeType(one) != compute)
+      throw Error("fused step (" + call.step.where() + ") has segments of " +
+                  std::string(dtypeName(segments.front().out[0].dtype)) + " and " +
+                  std::string(dtypeName(one.out[0].dtype)) + " results; a step's segments share one body");
+  visitFloat(compute, [&](auto tag) { evaluate<decltype(tag)>(prepared, segments); });
 }
 
 }  // namespace spmd::runtime::cpu

@@ -5,6 +5,10 @@
 
 #include "runtime/device/Kernel.h"
 
+namespace spmd {
+struct bf16;  // runtime/base/BFloat16.h
+}
+
 #define SPMD_CPU_OPS(X)                                                                             \
   X(conv2d, "variants: Winograd, stride-2 GEMMs, oneDNN, sliced (cpu/CpuVariants.cpp)")           \
   X(conv2d_backward_data, "variants: Winograd, stride-2 GEMMs, oneDNN, sliced (cpu/CpuVariants.cpp)") \
@@ -59,5 +63,11 @@ bool overNothing(const KernelCall& call);
 // (runtime/device/WidenedBf16.h) with convert's vector loops over the OpenMP pool
 // (runtime/cpu/Convert.cpp): the bits of runtime/base/BFloat16.h's conversions.
 void widenedOnCpu(KernelCall& call, KernelFn f32);
+
+// Convert's loops on one thread (the fused kernel's chunks): n bf16 values widened, n f32 values
+// rounded to bf16, or rounded to the nearest bf16 value and kept in f32.
+void widenBf16Values(const bf16* x, float* y, int64_t n);
+void narrowToBf16Values(const float* x, bf16* y, int64_t n);
+void roundToBf16Values(const float* x, float* y, int64_t n);
 
 }  // namespace spmd::runtime::cpu

@@ -23,9 +23,13 @@ inline constexpr const char* kFusedKernelName = "spmd_fused";
 // `channelsLast`: the outputs and full-size inputs are an NCHW space laid out "nhwc"
 // (runtime/program/Layouts.h), so a broadcast load takes its coordinates from the index in
 // N, H, W, C order; broadcast inputs (per-channel vectors, a pooled [N, C]) are plain.
+// `dtype` is the body's compute type (FusedBody.h's fusedComputeType); `inputTypes` and
+// `outputTypes`, where given, each operand's: a bf16 one is a `const void*` / `void*` parameter,
+// read widened and written rounded (runtime/base/BFloat16.h, embedded).
 std::string fusedKernelSource(const FusedBody& body, DType dtype,
                               const std::vector<std::vector<int64_t>>& inputs,
-                              std::span<const int64_t> space, size_t outputs, bool channelsLast = false);
+                              std::span<const int64_t> space, size_t outputs, bool channelsLast = false,
+                              const std::vector<DType>& inputTypes = {}, const std::vector<DType>& outputTypes = {});
 
 // The source for a `fused` step's call: its body, its outputs' dtype and its operands' shapes;
 // the segmented kernel below for a step of several segments. The same for a step of a Program.

@@ -1,6 +1,7 @@
 // FusedBody::parse and the load index maps.
 #include "runtime/program/FusedBody.h"
 
+#include <algorithm>
 #include <sstream>
 
 #include "runtime/base/Error.h"
@@ -11,7 +12,7 @@ namespace spmd::runtime {
 namespace {
 
 constexpr FusedOpKind kKinds[] = {
-    FusedOpKind::load, FusedOpKind::constant,
+    FusedOpKind::load, FusedOpKind::constant, FusedOpKind::round_bf16,
 #define SPMD_FUSED_KIND(name, ...) FusedOpKind::name,
     SPMD_ELEMENTWISE_OPS(SPMD_FUSED_KIND)
 #undef SPMD_FUSED_KIND
@@ -23,6 +24,7 @@ const char* fusedOpName(FusedOpKind kind) {
   switch (kind) {
     case FusedOpKind::load: return "load";
     case FusedOpKind::constant: return "const";
+    case FusedOpKind::round_bf16: return "round_bf16";
 #define SPMD_FUSED_NAME(name, ...) \
   case FusedOpKind::name: return #name;
     SPMD_ELEMENTWISE_OPS(SPMD_FUSED_NAME)
@@ -35,6 +37,7 @@ int fusedArity(FusedOpKind kind) {
   switch (kind) {
     case FusedOpKind::load:
     case FusedOpKind::constant: return 0;
+    case FusedOpKind::round_bf16: return 1;
 #define SPMD_FUSED_ARITY(name, Functor, arity, ...) \
   case FusedOpKind::name: return arity;
     SPMD_ELEMENTWISE_OPS(SPMD_FUSED_ARITY)
@@ -126,6 +129,23 @@ void FusedBody::checkArity(size_t inputs, size_t outputs) const {
   for (const FusedInstr& in : instrs)
     if (in.kind == FusedOpKind::load && in.input >= static_cast<int>(inputs))
       throw Error("fused body loads input " + std::to_string(in.input) + " of " + std::to_string(inputs));
+}
+
+DType fusedComputeType(std::span<const DType> inputs, std::span<const DType> outputs) {
+  if (outputs.empty()) throw Error("fused step has no outputs");
+  const bool bf16 = std::find(inputs.begin(), inputs.end(), DType::bf16) != inputs.end() ||
+                    std::find(outputs.begin(), outputs.end(), DType::bf16) != outputs.end();
+  const DType compute = bf16 ? DType::f32 : outputs[0];
+  auto check = [&](std::span<const DType> types, const char* which) {
+    for (size_t k = 0; k < types.size(); ++k)
+      if (types[k] != compute && !(compute == DType::f32 && types[k] == DType::bf16))
+        throw Error("fused step computes in " + std::string(dtypeName(compute)) + " but its " + which + " " +
+                    std::to_string(k) + " is " + std::string(dtypeName(types[k])) +
+                    "; a body's operands share its type, or are bf16 where it is f32");
+  };
+  check(inputs, "input");
+  check(outputs, "output");
+  return compute;
 }
 
 std::vector<int64_t> loadStrides(const FusedInstr& load, std::span<const int64_t> input,

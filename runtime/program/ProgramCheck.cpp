@@ -205,6 +205,21 @@ void checkProgram(const Program& p) {
       valid(id, at + " input");
       if (!defined[id]) throw Error(prefix + at + " reads " + buffer(id) + " before any step writes it");
     }
+    if (step.op == "fused") {  // its body and its operands' types (bf16 ones where it computes in f32)
+      const size_t k = step.attrs.count("segments") ? size_t(step.integer("segments")) : 1;
+      std::vector<DType> inputs, outputs;
+      for (int id : step.inputs) inputs.push_back(p.buffers[id].dtype);
+      for (int id : step.outputs) {
+        valid(id, at + " output");
+        outputs.push_back(p.buffers[id].dtype);
+      }
+      try {
+        FusedBody::parse(step.text("body")).checkArity(step.inputs.size() / k, step.outputs.size() / k);
+        fusedComputeType(inputs, outputs);
+      } catch (const Error& e) {
+        throw Error(prefix + at + ": " + e.what());
+      }
+    }
     for (int id : step.outputs) {
       valid(id, at + " output");
       if (isInput[id] || !p.buffers[id].constant.empty())

@@ -1,10 +1,12 @@
 // Reference kernel of a fused step: element by element, every instruction in double and rounded
-// to the tensor's type (as the unfused reference kernels round each op's result), broadcast
-// loads through explicit coordinates.
+// to the body's compute type (as the unfused reference kernels round each op's result), broadcast
+// loads through explicit coordinates; bf16 inputs widened, bf16 outputs and round_bf16 rounded by
+// runtime/base/BFloat16.h.
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
+#include "runtime/base/BFloat16.h"
 #include "runtime/base/Elementwise.h"
 #include "runtime/device/Segments.h"
 #include "runtime/program/FusedBody.h"
@@ -24,7 +26,10 @@ void fusedOne(KernelCall& call) {
   for (size_t k = 0; k < body.instrs.size(); ++k)
     if (body.instrs[k].kind == FusedOpKind::load)
       strides[k] = loadStrides(body.instrs[k], call.in[body.instrs[k].input].shape, space);
-  visitFloat(call.out[0].dtype, [&](auto tag) {
+  std::vector<DType> inTypes, outTypes;
+  for (const TensorView& t : call.in) inTypes.push_back(t.dtype);
+  for (const TensorView& t : call.out) outTypes.push_back(t.dtype);
+  visitFloat(fusedComputeType(inTypes, outTypes), [&](auto tag) {
     using T = decltype(tag);
     std::vector<double> v(body.instrs.size());
     std::vector<int64_t> coord(space.size());
@@ -40,10 +45,12 @@ void fusedOne(KernelCall& call) {
           case FusedOpKind::load: {
             int64_t offset = 0;
             for (size_t d = 0; d < space.size(); ++d) offset += coord[d] * strides[k][d];
-            r = call.in[in.input].as<T>()[offset];
+            const TensorView& x = call.in[in.input];
+            r = x.dtype == DType::bf16 ? double(fromBf16(x.as<bf16>()[offset])) : double(x.as<T>()[offset]);
             break;
           }
           case FusedOpKind::constant: r = in.value; break;
+          case FusedOpKind::round_bf16: r = roundToBf16(float(a)); break;
 #define SPMD_FUSED_CASE(name, Functor, ...) \
   case FusedOpKind::name: r = ew::Functor::apply(a, b); break;
           SPMD_ELEMENTWISE_OPS(SPMD_FUSED_CASE)
@@ -51,7 +58,12 @@ void fusedOne(KernelCall& call) {
         }
         v[k] = static_cast<T>(r);
       }
-      for (size_t o = 0; o < call.out.size(); ++o) call.out[o].as<T>()[e] = static_cast<T>(v[body.results[o]]);
+      for (size_t o = 0; o < call.out.size(); ++o) {
+        if (call.out[o].dtype == DType::bf16)
+          call.out[o].as<bf16>()[e] = toBf16(float(v[body.results[o]]));
+        else
+          call.out[o].as<T>()[e] = static_cast<T>(v[body.results[o]]);
+      }
     }
   });
 }

@@ -164,6 +164,37 @@ TEST(Bf16Test, ConvertRoundsTheSameOnEveryBackend) {
   }
 }
 
+// A fused body of a bf16 step (passes/FuseElementwise.cpp fuses spmd-widen-bf16's converts):
+// a bf16 input is read widened, round_bf16 and a bf16 output round as convert does, and the f32
+// arithmetic between them is the unfused op's, on the reference kernels, the CPU backend (its
+// vector loops, over many chunks and both threads) and the simulator (the generated CUDA source).
+TEST(Bf16Test, FusedBodiesRoundAndWidenAsTheConvertsDo) {
+  std::vector<float> floats = roundingCases();
+  const int64_t n = int64_t(floats.size());
+  std::vector<float> widened(floats.size());  // every bf16 value, over and over
+  for (size_t i = 0; i < widened.size(); ++i) widened[i] = fromBf16(bf16{uint16_t(i * 7919)});
+  const KernelCase c{"fused roundings", "fused", {bf16Array(widened), Array::of<float>({n}, floats)},
+                     {{DType::bf16, {n}}, {DType::bf16, {n}}, {DType::f32, {n}}},
+                     {{"body", std::string("%0 = load 0; %1 = load 1; %2 = round_bf16 %1; %3 = add %0 %2; "
+                                           "%4 = round_bf16 %3; yield %2 %4 %3")}}};
+  std::vector<std::pair<std::string, std::vector<Array>>> results = {{"reference", runKernel(referenceKernels(), c)}};
+  for (auto& [name, device] : bf16Backends())
+    results.emplace_back(name, Executor(oneStepProgram(c, "Bf16Test"), device).run(c.inputs));
+  auto same = [](float have, float want) {
+    return std::isnan(want) ? std::isnan(have) : bitsOf(have) == bitsOf(want);
+  };
+  for (const auto& [backend, got] : results) {
+    ASSERT_EQ(got.size(), 3u);
+    for (int64_t i = 0; i < n; ++i) {
+      const float rounded = nearestBf16(floats[size_t(i)]), sum = widened[size_t(i)] + rounded;
+      const float have0 = fromBf16(got[0].values<bf16>()[i]), have1 = fromBf16(got[1].values<bf16>()[i]);
+      ASSERT_TRUE(same(have0, rounded)) << backend << " at " << i << ": round_bf16 of " << floats[size_t(i)];
+      ASSERT_TRUE(same(got[2].values<float>()[i], sum)) << backend << " at " << i << ": the f32 sum";
+      ASSERT_TRUE(same(have1, nearestBf16(sum))) << backend << " at " << i << ": the sum rounded as it is stored";
+    }
+  }
+}
+
 // The kernel case as the body of a function on bf16 tensors (floats in bf16, i32 as it is), in
 // MLIR's generic form, for the compiler.
 std::string irOf(const KernelCase& c) {

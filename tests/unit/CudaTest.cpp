@@ -107,8 +107,9 @@ TEST(CudaTest, EveryElementwiseOpCompilesWithNvrtc) {
 }
 
 // Every fused step of a reduced-width ResNet-18 SGD step, as compiled for the CUDA backend (on
-// sim), with plain and with channels-last activations (SPMD_CHANNELS_LAST=1), compiles to PTX for
-// sm_90 (NVRTC needs no GPU), and the second compile of a source comes from the cache.
+// sim), with plain and with channels-last activations (SPMD_CHANNELS_LAST=1), and in mixed
+// precision (bf16 operands and roundings in the bodies), compiles to PTX for sm_90 (NVRTC needs
+// no GPU), and the second compile of a source comes from the cache.
 TEST(CudaTest, EveryFusedStepOfATrainStepCompilesWithNvrtc) {
   const testing::ScratchDir scratch("spmd-cuda-test-kernels");
   const std::filesystem::path cache = scratch.path();
@@ -118,15 +119,16 @@ TEST(CudaTest, EveryFusedStepOfATrainStepCompilesWithNvrtc) {
   optim::Sgd sgd({.learningRate = 0.05, .momentum = 0.9, .weightDecay = 5e-4});
   auto [x, y] = bench::syntheticBatch(4);
   std::set<std::string> sources;
-  for (bool channelsLast : {false, true}) {
+  for (auto [channelsLast, compute] : {std::pair{false, DType::f32}, {true, DType::f32}, {false, DType::bf16}}) {
     if (channelsLast) setenv("SPMD_CHANNELS_LAST", "1", 1);  // read when the first call compiles
-    auto step = jit(bench::trainStep(*model, sgd), {.devices = "sim"});
+    auto step = jit(bench::trainStep(*model, sgd, compute), {.devices = "sim"});
     step(params, sgd.init(params), state, x, y);
     unsetenv("SPMD_CHANNELS_LAST");
     const Program& program = step.lastProgram();
-    int compiled = 0, segmented = 0, nhwc = 0;
+    int compiled = 0, segmented = 0, nhwc = 0, bf16 = 0;
     for (const Step& s : program.steps) {
       if (s.op != "fused") continue;
+      bf16 += s.text("body").find("round_bf16") != std::string::npos;
       segmented += s.attrs.count("segments") > 0;
       nhwc += program.buffers.at(size_t(s.outputs.at(0))).layout == "nhwc";
       std::string source = kernels::fusedKernelSource(s, program);  // the optimizer's update: one of several segments
@@ -138,8 +140,12 @@ TEST(CudaTest, EveryFusedStepOfATrainStepCompilesWithNvrtc) {
     std::printf("  %d fused steps (%d channels-last), compiled by NVRTC %s to PTX\n", compiled, nhwc,
                 cuda::nvrtcVersionString().c_str());
     EXPECT_GT(compiled, 20);
-    EXPECT_EQ(segmented, 1) << "the optimizer's update: one kernel of one segment per parameter";
+    if (compute == DType::f32)
+      EXPECT_EQ(segmented, 1) << "the optimizer's update: one kernel of one segment per parameter";
+    else
+      EXPECT_GT(segmented, 1) << "the update, and runs of adjacent roundings with one body (the weights')";
     EXPECT_EQ(nhwc > 10, channelsLast) << nhwc << " fused steps write channels-last";
+    EXPECT_EQ(bf16 > 10, compute == DType::bf16) << bf16 << " fused steps round to bf16";
   }
   size_t files = 0;  // beside them: the CPU's kernel choices (kernel-choices.json)
   for (const auto& entry : std::filesystem::directory_iterator(cache)) files += entry.path().extension() == ".ptx";

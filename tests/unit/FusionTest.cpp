@@ -75,6 +75,32 @@ TEST(FusionTest, ConvolutionReluStepIsBitIdenticalFusedAndUnfused) {
     }
 }
 
+// Mixed precision: spmd-widen-bf16's roundings and widenings fuse with the elementwise ops
+// between them, so the bodies read bf16 activations and gradients and write bf16 results
+// themselves. The step gives the unfused step's bits on the CPU (blocked layouts, vector loops)
+// and on sim (the generated CUDA source, built for the host), and keeps fewer converts.
+TEST(FusionTest, Bf16StepWithFusedRoundingsIsBitIdenticalToUnfused) {
+  auto model = models::resnet18({.width = 4});
+  auto [params, state] = model->initialize(11);
+  optim::Sgd sgd({.learningRate = 0.05, .momentum = 0.9, .weightDecay = 5e-4});
+  Tree opt = sgd.init(params);
+  auto [x, y] = bench::syntheticBatch(5);
+  for (const char* devices : {"cpu", "sim"}) {
+    SCOPED_TRACE(devices);
+    auto fused = jit(bench::trainStep(*model, sgd, DType::bf16), {.name = "fused", .devices = devices});
+    auto plain =
+        jit(bench::trainStep(*model, sgd, DType::bf16), {.name = "plain", .devices = devices, .fuseElementwise = false});
+    testing::expectSameTrainStepBits(fused(params, opt, state, x, y), plain(params, opt, state, x, y));
+    const std::string& text = fused.lastProgramText();
+    const size_t converts = countOccurrences(text, "  convert ("), before = countOccurrences(plain.lastProgramText(), "  convert (");
+    std::printf("  %s: %zu converts unfused, %zu with the roundings fused (%zu bodies round to bf16)\n", devices, before,
+                converts, countOccurrences(text, "round_bf16"));
+    EXPECT_GT(countOccurrences(text, "round_bf16"), 10u) << text;
+    EXPECT_LT(converts * 3, before) << "most roundings and widenings are fused";
+    EXPECT_EQ(countOccurrences(text, "  relu_backward ("), 0u) << "each relu_backward is fused with its converts";
+  }
+}
+
 TEST(FusionTest, MalformedBodiesAreClearErrors) {
   auto message = [](const std::string& body) {
     try {
@@ -94,6 +120,7 @@ TEST(FusionTest, MalformedBodiesAreClearErrors) {
   EXPECT_NE(message("%0 = load 0; %1 = relu %0").find("has no yield"), std::string::npos);
   EXPECT_NE(message("%0 = load 0; yield %0; %1 = relu %0").find("nothing may follow yield"), std::string::npos);
   EXPECT_NE(message("%0 = const x; yield %0").find("const needs a number"), std::string::npos);
+  EXPECT_NE(message("%0 = load 0; %1 = round_bf16; yield %1").find("expected an operand %N"), std::string::npos);
 
   runtime::FusedInstr load = runtime::FusedBody::parse("%0 = load 0 dims [1]; yield %0").instrs[0];
   std::vector<int64_t> space{2, 3, 4}, channels{3}, wrong{4};

@@ -69,3 +69,30 @@ func.func @no_cycle(%x: tensor<4x3xf32>) -> (tensor<4x3xf32>, tensor<4xf32>) {
   %q = spmd.sqrt %s : (tensor<4xf32>) -> tensor<4xf32>
   return %r, %q : tensor<4x3xf32>, tensor<4xf32>
 }
+
+// -----
+
+// A bf16 step's roundings (spmd-widen-bf16's converts) fuse with the ops between them: the body
+// reads the bf16 operands, widens them, computes in f32 and yields the rounded result as bf16
+// and, where a reader needs it, its widening as f32. A convert to f64 is no rounding: it stays.
+// CHECK-LABEL: func.func @bf16_roundings
+func.func @bf16_roundings(%x: tensor<2x4xbf16>, %g: tensor<2x4xbf16>) -> (tensor<2x4xbf16>, tensor<2x4xf32>, tensor<2x4xf64>) {
+  // CHECK-NEXT: %[[F:.*]]:2 = spmd.fused %arg0, %arg1 {
+  // CHECK-NEXT: ^bb0(%[[X:.*]]: tensor<2x4xbf16>, %[[G:.*]]: tensor<2x4xbf16>):
+  // CHECK-NEXT:   %[[XW:.*]] = spmd.convert %[[X]] : (tensor<2x4xbf16>) -> tensor<2x4xf32>
+  // CHECK-NEXT:   %[[GW:.*]] = spmd.convert %[[G]] : (tensor<2x4xbf16>) -> tensor<2x4xf32>
+  // CHECK-NEXT:   %[[D:.*]] = spmd.relu_backward %[[XW]], %[[GW]]
+  // CHECK-NEXT:   %[[R:.*]] = spmd.convert %[[D]] : (tensor<2x4xf32>) -> tensor<2x4xbf16>
+  // CHECK-NEXT:   %[[RW:.*]] = spmd.convert %[[R]] : (tensor<2x4xbf16>) -> tensor<2x4xf32>
+  // CHECK-NEXT:   spmd.yield %[[R]], %[[RW]] : tensor<2x4xbf16>, tensor<2x4xf32>
+  // CHECK-NEXT: } : (tensor<2x4xbf16>, tensor<2x4xbf16>) -> (tensor<2x4xbf16>, tensor<2x4xf32>)
+  // CHECK-NEXT: %[[D64:.*]] = spmd.convert %[[F]]#1 : (tensor<2x4xf32>) -> tensor<2x4xf64>
+  // CHECK-NEXT: return %[[F]]#0, %[[F]]#1, %[[D64]]
+  %xw = spmd.convert %x : (tensor<2x4xbf16>) -> tensor<2x4xf32>
+  %gw = spmd.convert %g : (tensor<2x4xbf16>) -> tensor<2x4xf32>
+  %d = spmd.relu_backward %xw, %gw : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+  %r = spmd.convert %d : (tensor<2x4xf32>) -> tensor<2x4xbf16>
+  %rw = spmd.convert %r : (tensor<2x4xbf16>) -> tensor<2x4xf32>
+  %d64 = spmd.convert %rw : (tensor<2x4xf32>) -> tensor<2x4xf64>
+  return %r, %rw, %d64 : tensor<2x4xbf16>, tensor<2x4xf32>, tensor<2x4xf64>
+}
