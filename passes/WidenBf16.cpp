@@ -1,7 +1,8 @@
 // spmd-widen-bf16: every op on bf16 tensors computes in f32 between bf16 roundings. Each bf16
 // operand is widened once (a convert to f32 right after it is defined: exact), the op is rebuilt
 // on f32, and each of its bf16 results is rounded back (a convert to bf16: to nearest even).
-// Kernels thus never see bf16 (only convert does), every backend runs it, and the results do not
+// Kernels thus never see bf16 (only convert does, and the fused bodies spmd-fuse-elementwise later
+// makes of these converts and the ops between them), every backend runs it, and the results do not
 // depend on the machine beyond f32 rounding: what torch.autocast's bf16 ops give, up to the order
 // of their f32 accumulation. bf16 literals become f32 literals (exact). User converts stay.
 // Two roundings that cannot change a value are left out: an op that only moves, selects or
