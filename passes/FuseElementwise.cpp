@@ -1,13 +1,18 @@
 // spmd-fuse-elementwise: producer-consumer fusion of elementwise chains into spmd.fused ops. The
 // converts between f32 and bf16 that spmd-widen-bf16 puts around a bf16 step's ops join the
 // chains too: a fused body then reads bf16 inputs and writes bf16 results itself, where each
-// rounding and widening was a pass over memory of its own.
+// rounding and widening was a pass over memory of its own. So that they can, such converts first
+// move across the reshapes and transposes between them and the elementwise ops (a convert
+// commutes with an op that only moves elements): a widening read only by such ops moves after
+// them, a rounding of such an op's result read by nothing else moves before it, and the op moves
+// bf16 elements (half the bytes) instead of f32 ones.
 #include <map>
 #include <set>
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/IR/TypeUtilities.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "passes/Passes.h"
 
@@ -25,6 +30,65 @@ using namespace mlir;
 std::pair<ArrayRef<int64_t>, Attribute> spaceOf(Operation* op) {
   auto tensor = llvm::cast<RankedTensorType>(op->getResultTypes().front());
   return {tensor.getShape(), tensor.getEncoding()};
+}
+
+bool movesOnly(Operation* op) { return llvm::isa_and_nonnull<ir::ReshapeOp, ir::TransposeOp>(op); }
+
+Type withElement(Type type, Type element) {
+  auto tensor = llvm::cast<RankedTensorType>(type);
+  return RankedTensorType::get(tensor.getShape(), element, tensor.getEncoding());
+}
+
+// `view` (a reshape or transpose) rebuilt on `operand`, before `before`: its result takes the
+// operand's element type.
+Value moved(Operation* view, Value operand, Operation* before) {
+  OpBuilder builder(before);
+  OperationState state(view->getLoc(), view->getName());
+  state.addOperands(operand);
+  state.addTypes(withElement(view->getResult(0).getType(), getElementTypeOrSelf(operand.getType())));
+  state.addAttributes(view->getAttrs());
+  return builder.create(state)->getResult(0);
+}
+
+// Converts between f32 and bf16 moved across reshapes and transposes toward the elementwise ops
+// they may fuse with; each move leaves as many converts as before, or fewer.
+void moveConvertsAcrossViews(Block& block) {
+  for (bool changed = true; changed;) {
+    changed = false;
+    SmallVector<Operation*> converts;  // a move erases views and the convert itself, never another convert
+    for (Operation& op : block)
+      if (ir::isBf16Rounding(&op)) converts.push_back(&op);
+    for (Operation* convert : converts) {
+      Operation& op = *convert;
+      Value input = op.getOperand(0), result = op.getResult(0);
+      const bool widening = getElementTypeOrSelf(result.getType()).isF32();
+      if (widening && !result.use_empty() && llvm::all_of(result.getUsers(), movesOnly)) {
+        // convert(x) -> view  ==>  view(x) -> convert, for each view that reads it
+        for (Operation* view : llvm::make_early_inc_range(result.getUsers())) {
+          Value narrowView = moved(view, input, view);
+          OpBuilder builder(view);
+          Value wide = builder.create<ir::ConvertOp>(op.getLoc(), view->getResult(0).getType(), narrowView);
+          view->getResult(0).replaceAllUsesWith(wide);
+          view->erase();
+        }
+        op.erase();
+        changed = true;
+        continue;
+      }
+      Operation* view = input.getDefiningOp();
+      if (!widening && movesOnly(view) && view->getBlock() == &block && input.hasOneUse()) {
+        // view(y) -> convert  ==>  convert(y) -> view
+        OpBuilder builder(view);
+        Value rounded = builder.create<ir::ConvertOp>(
+            op.getLoc(), withElement(view->getOperand(0).getType(), getElementTypeOrSelf(result.getType())),
+            view->getOperand(0));
+        result.replaceAllUsesWith(moved(view, rounded, &op));
+        op.erase();
+        view->erase();
+        changed = true;
+      }
+    }
+  }
 }
 
 class Fuser {
@@ -159,7 +223,9 @@ class Fuser {
 struct FuseElementwisePass : impl::FuseElementwiseBase<FuseElementwisePass> {
   void runOnOperation() override {
     getOperation()->walk([](FunctionOpInterface function) {
-      if (!function.isExternal()) Fuser(function.getFunctionBody().front()).run();
+      if (function.isExternal()) return;
+      moveConvertsAcrossViews(function.getFunctionBody().front());
+      Fuser(function.getFunctionBody().front()).run();
     });
   }
 };

@@ -96,3 +96,33 @@ func.func @bf16_roundings(%x: tensor<2x4xbf16>, %g: tensor<2x4xbf16>) -> (tensor
   %d64 = spmd.convert %rw : (tensor<2x4xf32>) -> tensor<2x4xf64>
   return %r, %rw, %d64 : tensor<2x4xbf16>, tensor<2x4xf32>, tensor<2x4xf64>
 }
+
+// -----
+
+// A widening read only by a reshape moves after it (the reshape moves bf16 elements), so it fuses
+// with the add that reads the reshape; a rounding of a transpose read by nothing else moves
+// before the transpose, into the add's body. The reshape of %y is also read as f32 by the return,
+// so its rounding stays where it is.
+// CHECK-LABEL: func.func @converts_across_views
+func.func @converts_across_views(%m: tensor<4x6xbf16>, %b: tensor<2x12xf32>, %y: tensor<3x4xf32>) -> (tensor<12x2xbf16>, tensor<4x3xf32>, tensor<4x3xbf16>) {
+  // CHECK-NEXT: %[[R:.*]] = spmd.reshape %arg0 : (tensor<4x6xbf16>) -> tensor<2x12xbf16>
+  // CHECK-NEXT: %[[F:.*]] = spmd.fused %[[R]], %arg1 {
+  // CHECK-NEXT: ^bb0(%[[A:.*]]: tensor<2x12xbf16>, %[[B:.*]]: tensor<2x12xf32>):
+  // CHECK-NEXT:   %[[W:.*]] = spmd.convert %[[A]] : (tensor<2x12xbf16>) -> tensor<2x12xf32>
+  // CHECK-NEXT:   %[[S:.*]] = spmd.add %[[W]], %[[B]]
+  // CHECK-NEXT:   %[[N:.*]] = spmd.convert %[[S]] : (tensor<2x12xf32>) -> tensor<2x12xbf16>
+  // CHECK-NEXT:   spmd.yield %[[N]] : tensor<2x12xbf16>
+  // CHECK-NEXT: } : (tensor<2x12xbf16>, tensor<2x12xf32>) -> tensor<2x12xbf16>
+  // CHECK-NEXT: %[[T:.*]] = spmd.transpose %[[F]] {perm = array<i64: 1, 0>} : (tensor<2x12xbf16>) -> tensor<12x2xbf16>
+  // CHECK-NEXT: %[[Y:.*]] = spmd.reshape %arg2 : (tensor<3x4xf32>) -> tensor<4x3xf32>
+  // CHECK-NEXT: %[[YR:.*]] = spmd.convert %[[Y]] : (tensor<4x3xf32>) -> tensor<4x3xbf16>
+  // CHECK-NEXT: return %[[T]], %[[Y]], %[[YR]]
+  %w = spmd.convert %m : (tensor<4x6xbf16>) -> tensor<4x6xf32>
+  %r = spmd.reshape %w : (tensor<4x6xf32>) -> tensor<2x12xf32>
+  %s = spmd.add %r, %b : (tensor<2x12xf32>, tensor<2x12xf32>) -> tensor<2x12xf32>
+  %t = spmd.transpose %s {perm = array<i64: 1, 0>} : (tensor<2x12xf32>) -> tensor<12x2xf32>
+  %n = spmd.convert %t : (tensor<12x2xf32>) -> tensor<12x2xbf16>
+  %y2 = spmd.reshape %y : (tensor<3x4xf32>) -> tensor<4x3xf32>
+  %yr = spmd.convert %y2 : (tensor<4x3xf32>) -> tensor<4x3xbf16>
+  return %n, %y2, %yr : tensor<12x2xbf16>, tensor<4x3xf32>, tensor<4x3xbf16>
+}
