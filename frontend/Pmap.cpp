@@ -28,6 +28,7 @@
 #include "runtime/device/Variants.h"
 #include "runtime/mpi/Processes.h"
 #include "runtime/exec/ReplicaGroup.h"
+#include "runtime/program/FusedBody.h"
 #include "runtime/program/MemoryPlan.h"
 #include "runtime/exec/AccumulatedCall.h"
 
@@ -517,8 +518,16 @@ std::pair<std::vector<Tensor>, std::shared_ptr<void>> PmapCore::call(
                       .activationLayout = o.assignLayouts && !debugging ? state_->devices.driver().activationLayout() : "",
                       .bf16Kernels = bf16.native, .memoryBudget = o.memoryBudget},
                      o.name);
+    // bf16 values: its buffers, or the roundings fused into its elementwise bodies (a bf16 value
+    // that only lived between them leaves no bf16 buffer).
     const bool hasBf16 =
-        std::any_of(program.buffers.begin(), program.buffers.end(), [](const auto& b) { return b.dtype == DType::bf16; });
+        std::any_of(program.buffers.begin(), program.buffers.end(), [](const auto& b) { return b.dtype == DType::bf16; }) ||
+        std::any_of(program.steps.begin(), program.steps.end(), [](const runtime::Step& s) {
+          if (s.op != "fused") return false;
+          const auto instrs = runtime::FusedBody::parse(s.text("body")).instrs;
+          return std::any_of(instrs.begin(), instrs.end(),
+                             [](const runtime::FusedInstr& in) { return in.kind == runtime::FusedOpKind::round_bf16; });
+        });
     if (hasBf16 && !bf16.refusal.empty()) throw Error(who() + bf16.refusal);
     if (hasBf16 && runtime::envSwitch("SPMD_LOG_COMPILES").value_or(false))
       std::fprintf(stderr, "spmd: %sbf16 convolutions and matmuls on %s: %s\n", who().c_str(),
