@@ -11,6 +11,7 @@
 
 #include "runtime/base/BFloat16.h"
 #include "runtime/base/Elementwise.h"
+#include "runtime/device/FusedCall.h"
 #include "runtime/device/Segments.h"
 #include "runtime/program/FusedBody.h"
 #include "runtime/program/Layouts.h"
@@ -256,19 +257,9 @@ void fused(KernelCall& call) {
     prepared.push_back(&preparedOf(call));
     segments.push_back(call);
   }
-  auto computeType = [&](const KernelCall& one) {
-    std::vector<DType> in, out;
-    for (const TensorView& t : one.in) in.push_back(t.dtype);
-    for (const TensorView& t : one.out) out.push_back(t.dtype);
-    try {
-      return fusedComputeType(in, out);
-    } catch (const Error& e) {
-      throw Error("fused step (" + call.step.where() + "): " + e.what());
-    }
-  };
-  const DType compute = computeType(segments.front());
+  const DType compute = fusedComputeType(segments.front());
   for (const KernelCall& one : segments)
-    if (one.out[0].dtype != segments.front().out[0].dtype || computeType(one) != compute)
+    if (one.out[0].dtype != segments.front().out[0].dtype || fusedComputeType(one) != compute)
       throw Error("fused step (" + call.step.where() + ") has segments of " +
                   std::string(dtypeName(segments.front().out[0].dtype)) + " and " +
                   std::string(dtypeName(one.out[0].dtype)) + " results; a step's segments share one body");

@@ -212,7 +212,8 @@ std::string sourceOf(const Step& step, const std::vector<DType>& inputTypes, con
   }
   const size_t outputs = outputTypes.size();
   if (const int64_t segments = segmentsOf(step); segments > 1) {
-    if (dtype != outputTypes[0] || std::count(inputTypes.begin(), inputTypes.end(), DType::bf16))
+    if (std::count(inputTypes.begin(), inputTypes.end(), DType::bf16) ||
+        std::count(outputTypes.begin(), outputTypes.end(), DType::bf16))
       throw Error("fused step (" + step.where() + "): its segments have bf16 operands; only f32 and f64 operands "
                   "are batched");
     return fusedSegmentsSource(body, dtype, segments, inputs.size() / size_t(segments), outputs / size_t(segments));

@@ -8,6 +8,7 @@
 
 #include "runtime/base/BFloat16.h"
 #include "runtime/base/Elementwise.h"
+#include "runtime/device/FusedCall.h"
 #include "runtime/device/Segments.h"
 #include "runtime/program/FusedBody.h"
 #include "runtime/reference/Reference.h"
@@ -26,10 +27,7 @@ void fusedOne(KernelCall& call) {
   for (size_t k = 0; k < body.instrs.size(); ++k)
     if (body.instrs[k].kind == FusedOpKind::load)
       strides[k] = loadStrides(body.instrs[k], call.in[body.instrs[k].input].shape, space);
-  std::vector<DType> inTypes, outTypes;
-  for (const TensorView& t : call.in) inTypes.push_back(t.dtype);
-  for (const TensorView& t : call.out) outTypes.push_back(t.dtype);
-  visitFloat(fusedComputeType(inTypes, outTypes), [&](auto tag) {
+  visitFloat(fusedComputeType(call), [&](auto tag) {
     using T = decltype(tag);
     std::vector<double> v(body.instrs.size());
     std::vector<int64_t> coord(space.size());
